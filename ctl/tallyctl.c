@@ -1,0 +1,1062 @@
+/* tallyctl: the operator CLI. Manages API keys, models and providers in the tally
+ * database; the agent notices every change through meta.config_generation.
+ * Single-threaded. Exit status: 0 success, 1 runtime failure, 2 usage error. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+
+#include "db.h"
+#include "keyhash.h"
+
+#define CTL_DEFAULT_DB   "./data/tally.db"
+#define CTL_NAME_MAX     64
+#define CTL_MODEL_MAX    128
+#define CTL_URL_MAX      2048
+/* Prices stay below $1M per million tokens so that tokens x price fits in int64 for
+ * any realistic request. */
+#define CTL_MICROS_MAX   1000000000000LL
+#define CTL_MAX_COLS     8
+#define CTL_CELL_BUF     32
+
+enum ctl_status { CTL_OK = 0, CTL_FAIL = 1, CTL_USAGE = 2, CTL_HELP = 3 };
+
+enum ctl_opt_id {
+	OPT_NAME, OPT_MODELS, OPT_DEFAULT_MODEL, OPT_PROVIDER, OPT_INPUT, OPT_OUTPUT,
+	OPT_CACHED, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_COUNT
+};
+
+#define OPT(id) (1u << (id))
+
+static const struct ctl_opt {
+	const char *name;
+	const char *metavar;   /* NULL for a switch */
+} ctl_opts[OPT_COUNT] = {
+	[OPT_NAME] = { "name", "NAME" },
+	[OPT_MODELS] = { "models", "M1,M2,..." },
+	[OPT_DEFAULT_MODEL] = { "default-model", "MODEL" },
+	[OPT_PROVIDER] = { "provider", "PROVIDER" },
+	[OPT_INPUT] = { "input-micros", "N" },
+	[OPT_OUTPUT] = { "output-micros", "N" },
+	[OPT_CACHED] = { "cached-micros", "N" },
+	[OPT_API] = { "api", "openai|anthropic" },
+	[OPT_BACKEND] = { "backend", "BACKEND" },
+	[OPT_URL] = { "url", "URL" },
+	[OPT_JSON] = { "json", NULL },
+};
+
+/* Parsed command line of one command; strings are borrowed from argv. */
+struct ctl_args {
+	const char *val[OPT_COUNT];   /* NULL if absent; a switch points at its argv entry */
+	const char *operand;          /* the positional NAME, for commands that take one */
+};
+
+struct ctl;
+
+struct ctl_command {
+	const char *group;
+	const char *verb;
+	const char *synopsis;         /* after "tallyctl " */
+	const char *help;
+	const char *operand;          /* metavar of the positional argument, NULL if none */
+	unsigned allowed;             /* OPT() bits */
+	unsigned required;
+	int (*run)(struct ctl *ctl, const struct ctl_args *a);
+};
+
+struct ctl {
+	const char *db_path;
+	const char *secret_path;      /* NULL: db_path + ".secret" */
+	sqlite3 *db;                  /* opened by ctl_db_open(), owned, closed by main */
+	const struct ctl_command *cmd;
+};
+
+enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST };
+
+struct ctl_col {
+	const char *header;           /* text output */
+	const char *json;             /* JSON member name */
+	enum ctl_col_kind kind;       /* COL_LIST: comma-joined text, NULL meaning "all" */
+};
+
+/* ---- messages ---- */
+
+static int ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl_usage(const struct ctl_command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tallyctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CTL_FAIL;
+}
+
+/* cmd may be NULL for errors before a command is known. */
+static int ctl_usage(const struct ctl_command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tallyctl: ", stderr);
+	if (cmd)
+		fprintf(stderr, "%s %s: ", cmd->group, cmd->verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (cmd)
+		fprintf(stderr, "\nRun 'tallyctl %s %s --help' for usage.\n", cmd->group, cmd->verb);
+	else
+		fputs("\nRun 'tallyctl --help' for usage.\n", stderr);
+	return CTL_USAGE;
+}
+
+static int ctl_db_error(struct ctl *ctl)
+{
+	return ctl_error("database error: %s", sqlite3_errmsg(ctl->db));
+}
+
+/* ---- validation ---- */
+
+/* 1 if s is 1..max characters, each alphanumeric or in extra. */
+static int ctl_valid_chars(const char *s, size_t max, const char *extra)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      strchr(extra, c)))
+			return 0;
+	}
+	return 1;
+}
+
+static int ctl_valid_name(const char *s)
+{
+	return ctl_valid_chars(s, CTL_NAME_MAX, "._-");
+}
+
+/* Model names as providers spell them: "gpt-4o", "meta-llama/Llama-3.1-8B",
+ * "llama3.1:8b". No comma, which separates --models. */
+static int ctl_valid_model(const char *s)
+{
+	return ctl_valid_chars(s, CTL_MODEL_MAX, "._-:/@+");
+}
+
+/* HAProxy's own rule for proxy names. */
+static int ctl_valid_backend(const char *s)
+{
+	return ctl_valid_chars(s, CTL_MODEL_MAX, "._-:");
+}
+
+static int ctl_valid_url(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n > CTL_URL_MAX || (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0))
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (s[i] <= ' ' || s[i] == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* Parses a price: decimal digits only, at most CTL_MICROS_MAX. */
+static int ctl_parse_micros(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                            int64_t *out)
+{
+	int64_t v = 0;
+	size_t i;
+
+	for (i = 0; s[i] >= '0' && s[i] <= '9' && v <= CTL_MICROS_MAX; i++)
+		v = v * 10 + (s[i] - '0');
+	if (i == 0 || s[i] || v > CTL_MICROS_MAX)
+		return ctl_usage(cmd, "invalid value '%s' for --%s: expected an integer from 0 to %lld "
+		                 "(micro-dollars per million tokens)", s, ctl_opts[id].name,
+		                 CTL_MICROS_MAX);
+	*out = v;
+	return CTL_OK;
+}
+
+/* ---- database helpers ---- */
+
+static int ctl_db_open(struct ctl *ctl)
+{
+	char err[1024];
+
+	if (db_open(ctl->db_path, DB_CREATE, &ctl->db, err, sizeof(err)) < 0)
+		return ctl_error("%s", err);
+	return CTL_OK;
+}
+
+static int ctl_secret_load(const struct ctl *ctl, unsigned char secret[KEYHASH_SECRET_LEN])
+{
+	char path[4096], err[1024];
+
+	if (ctl->secret_path)
+		snprintf(path, sizeof(path), "%s", ctl->secret_path);
+	else if (keyhash_secret_path_default(ctl->db_path, path, sizeof(path)) < 0)
+		return ctl_error("database path too long: %s", ctl->db_path);
+	if (keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0)
+		return ctl_error("%s", err);
+	return CTL_OK;
+}
+
+static int ctl_sql(struct ctl *ctl, const char *sql)
+{
+	char err[512];
+
+	if (db_exec(ctl->db, sql, err, sizeof(err)) < 0)
+		return ctl_error("database error: %s", err);
+	return CTL_OK;
+}
+
+static void ctl_rollback(struct ctl *ctl)
+{
+	if (ctl->db && !sqlite3_get_autocommit(ctl->db))
+		sqlite3_exec(ctl->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Prepares sql and binds one argument per character of types: 't' text (NULL binds
+ * NULL), 'i' int64_t, 'n' const int64_t * (NULL binds NULL), 'b' blob as
+ * (const void *, int). Bound memory must outlive the statement. Returns NULL after
+ * reporting an error. */
+static sqlite3_stmt *ctl_vprepare(struct ctl *ctl, const char *sql, const char *types, va_list ap)
+{
+	sqlite3_stmt *st = NULL;
+	int i, rc = SQLITE_OK;
+
+	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	for (i = 0; types[i] && rc == SQLITE_OK; i++) {
+		const int64_t *maybe;
+		const void *blob;
+
+		switch (types[i]) {
+		case 't':
+			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+			break;
+		case 'i':
+			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+			break;
+		case 'n':
+			maybe = va_arg(ap, const int64_t *);
+			rc = maybe ? sqlite3_bind_int64(st, i + 1, *maybe) : sqlite3_bind_null(st, i + 1);
+			break;
+		case 'b':
+			blob = va_arg(ap, const void *);
+			rc = sqlite3_bind_blob(st, i + 1, blob, va_arg(ap, int), SQLITE_STATIC);
+			break;
+		default:
+			rc = SQLITE_MISUSE;
+		}
+	}
+	if (rc != SQLITE_OK)
+		goto fail;
+	return st;
+fail:
+	ctl_db_error(ctl);
+	sqlite3_finalize(st);
+	return NULL;
+}
+
+/* Runs a statement that returns no rows. Returns the number of changed rows, or -1. */
+static int ctl_exec(struct ctl *ctl, const char *sql, const char *types, ...)
+{
+	sqlite3_stmt *st;
+	va_list ap;
+	int rc = -1;
+
+	va_start(ap, types);
+	st = ctl_vprepare(ctl, sql, types, ap);
+	va_end(ap);
+	if (!st)
+		return -1;
+	if (sqlite3_step(st) != SQLITE_DONE)
+		ctl_db_error(ctl);
+	else
+		rc = sqlite3_changes(ctl->db);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Runs a query for at most one row; stores its first column in *id when id is set.
+ * Returns 1 if a row was found, 0 if not, -1 on error. */
+static int ctl_find(struct ctl *ctl, int64_t *id, const char *sql, const char *types, ...)
+{
+	sqlite3_stmt *st;
+	va_list ap;
+	int rc;
+
+	va_start(ap, types);
+	st = ctl_vprepare(ctl, sql, types, ap);
+	va_end(ap);
+	if (!st)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (id)
+			*id = sqlite3_column_int64(st, 0);
+		rc = 1;
+	} else if (rc == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		ctl_db_error(ctl);
+		rc = -1;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* ---- table output: one printer serves every list command ---- */
+
+/* Text form of a cell. The result points into buf or into st's row. */
+static const char *ctl_cell_text(sqlite3_stmt *st, int i, enum ctl_col_kind kind,
+                                 char buf[CTL_CELL_BUF])
+{
+	const char *s;
+	struct tm tm;
+	time_t t;
+
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return kind == COL_LIST ? "*" : "-";
+	switch (kind) {
+	case COL_INT:
+		snprintf(buf, CTL_CELL_BUF, "%lld", (long long)sqlite3_column_int64(st, i));
+		return buf;
+	case COL_TIME:
+		t = (time_t)sqlite3_column_int64(st, i);
+		if (!gmtime_r(&t, &tm) || !strftime(buf, CTL_CELL_BUF, "%Y-%m-%dT%H:%M:%SZ", &tm))
+			snprintf(buf, CTL_CELL_BUF, "%lld", (long long)t);
+		return buf;
+	default:
+		s = (const char *)sqlite3_column_text(st, i);
+		return s ? s : "";
+	}
+}
+
+static void ctl_print_row(const char *const *cells, const size_t *width, int ncols)
+{
+	int i;
+
+	for (i = 0; i < ncols - 1; i++)
+		printf("%-*s  ", (int)width[i], cells[i]);
+	printf("%s\n", cells[ncols - 1]);
+}
+
+/* Two passes inside the caller's read transaction: widths, then rows. */
+static int ctl_table_text(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+{
+	char bufs[CTL_MAX_COLS][CTL_CELL_BUF];
+	const char *cells[CTL_MAX_COLS];
+	size_t width[CTL_MAX_COLS];
+	int i, pass, rc;
+
+	for (i = 0; i < ncols; i++) {
+		cells[i] = cols[i].header;
+		width[i] = strlen(cols[i].header);
+	}
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			ctl_print_row(cells, width, ncols);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			for (i = 0; i < ncols; i++) {
+				size_t n;
+
+				cells[i] = ctl_cell_text(st, i, cols[i].kind, bufs[i]);
+				n = strlen(cells[i]);
+				if (n > width[i])
+					width[i] = n;
+			}
+			if (pass == 1)
+				ctl_print_row(cells, width, ncols);
+		}
+		if (rc != SQLITE_DONE)
+			return ctl_db_error(ctl);
+		sqlite3_reset(st);
+		for (i = 0; i < ncols; i++)
+			cells[i] = cols[i].header;
+	}
+	return CTL_OK;
+}
+
+/* Adds item to an object (key set) or an array; frees item if that fails. 0 or -1. */
+static int ctl_json_add(cJSON *parent, const char *key, cJSON *item)
+{
+	if (item && (key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item)))
+		return 0;
+	cJSON_Delete(item);
+	return -1;
+}
+
+static cJSON *ctl_json_list(const char *csv)
+{
+	cJSON *arr = cJSON_CreateArray();
+	char *copy = strdup(csv), *p = copy, *comma;
+
+	if (!arr || !copy)
+		goto fail;
+	for (;;) {
+		comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (ctl_json_add(arr, NULL, cJSON_CreateString(p)) < 0)
+			goto fail;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	free(copy);
+	return arr;
+fail:
+	free(copy);
+	cJSON_Delete(arr);
+	return NULL;
+}
+
+static cJSON *ctl_cell_json(sqlite3_stmt *st, int i, enum ctl_col_kind kind)
+{
+	char buf[CTL_CELL_BUF];
+	const char *s;
+
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return cJSON_CreateNull();
+	switch (kind) {
+	case COL_INT:
+	case COL_TIME:
+		/* Raw decimal keeps int64 exact (cJSON numbers are doubles). */
+		snprintf(buf, sizeof(buf), "%lld", (long long)sqlite3_column_int64(st, i));
+		return cJSON_CreateRaw(buf);
+	case COL_LIST:
+		s = (const char *)sqlite3_column_text(st, i);
+		return s ? ctl_json_list(s) : NULL;
+	default:
+		s = (const char *)sqlite3_column_text(st, i);
+		return s ? cJSON_CreateString(s) : NULL;
+	}
+}
+
+static int ctl_table_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+{
+	cJSON *arr = cJSON_CreateArray(), *row;
+	int i, rc, status = CTL_FAIL;
+	char *text = NULL;
+
+	if (!arr)
+		goto oom;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		row = cJSON_CreateObject();
+		if (ctl_json_add(arr, NULL, row) < 0)
+			goto oom;
+		for (i = 0; i < ncols; i++) {
+			if (ctl_json_add(row, cols[i].json, ctl_cell_json(st, i, cols[i].kind)) < 0)
+				goto oom;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		ctl_db_error(ctl);
+		goto out;
+	}
+	text = cJSON_Print(arr);
+	if (!text)
+		goto oom;
+	printf("%s\n", text);
+	status = CTL_OK;
+	goto out;
+oom:
+	ctl_error("out of memory");
+out:
+	cJSON_free(text);
+	cJSON_Delete(arr);
+	return status;
+}
+
+/* Prints the rows of sql (no parameters) as an aligned table or a JSON array. */
+static int ctl_print_table(struct ctl *ctl, const char *sql, const struct ctl_col *cols,
+                           int ncols, int json)
+{
+	sqlite3_stmt *st = NULL;
+	int status = CTL_FAIL;
+
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN") != CTL_OK)
+		return CTL_FAIL;
+	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		ctl_db_error(ctl);
+		goto out;
+	}
+	status = json ? ctl_table_json(ctl, st, cols, ncols) : ctl_table_text(ctl, st, cols, ncols);
+out:
+	sqlite3_finalize(st);
+	ctl_rollback(ctl);
+	return status;
+}
+
+/* ---- key commands ---- */
+
+/* Splits a --models value in place into *items (owned by the caller, pointing into
+ * csv). Rejects empty and malformed names. */
+static int ctl_split_models(const struct ctl_command *cmd, char *csv, char ***items, size_t *n)
+{
+	size_t count = 1, i;
+	char *p;
+
+	for (p = csv; *p; p++)
+		count += *p == ',';
+	*items = calloc(count, sizeof(**items));
+	if (!*items)
+		return ctl_error("out of memory");
+	*n = count;
+	for (i = 0, p = csv; i < count; i++) {
+		char *comma = strchr(p, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (!ctl_valid_model(p))
+			return ctl_usage(cmd, "invalid model name '%s' in --models", p);
+		(*items)[i] = p;
+		p = comma ? comma + 1 : p;
+	}
+	return CTL_OK;
+}
+
+static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *name = a->val[OPT_NAME], *def = a->val[OPT_DEFAULT_MODEL];
+	unsigned char secret[KEYHASH_SECRET_LEN], hash[KEYHASH_LEN];
+	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
+	char *csv = NULL, **models = NULL;
+	size_t nmodels = 0, i;
+	int64_t id = 0;
+	int status, found;
+
+	if (!ctl_valid_name(name)) {
+		status = ctl_usage(ctl->cmd, "invalid key name '%s': use 1-%d characters from "
+		                   "A-Z a-z 0-9 . _ -", name, CTL_NAME_MAX);
+		goto out;
+	}
+	if (a->val[OPT_MODELS]) {
+		csv = strdup(a->val[OPT_MODELS]);
+		status = csv ? ctl_split_models(ctl->cmd, csv, &models, &nmodels) : ctl_error("out of memory");
+		if (status != CTL_OK)
+			goto out;
+	}
+	if (def && !ctl_valid_model(def)) {
+		status = ctl_usage(ctl->cmd, "invalid model name '%s' for --default-model", def);
+		goto out;
+	}
+	for (i = 0; def && models && i < nmodels && strcmp(models[i], def) != 0; i++)
+		;
+	if (def && models && i == nmodels) {
+		status = ctl_usage(ctl->cmd, "default model '%s' is not in --models", def);
+		goto out;
+	}
+
+	status = CTL_FAIL;
+	if (ctl_db_open(ctl) != CTL_OK || ctl_secret_load(ctl, secret) != CTL_OK ||
+	    ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	found = ctl_find(ctl, NULL, "SELECT 1 FROM keys WHERE name = ?1", "t", name);
+	if (found != 0) {
+		if (found > 0)
+			ctl_error("a key named '%s' already exists", name);
+		goto out;
+	}
+	for (i = 0; i < nmodels + (def != NULL); i++) {
+		const char *m = i < nmodels ? models[i] : def;
+
+		found = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", m);
+		if (found != 1) {
+			if (found == 0)
+				ctl_error("unknown model '%s' (see 'tallyctl model list')", m);
+			goto out;
+		}
+	}
+	if (keyhash_generate(key, sizeof(key)) < 0 || keyhash_prefix(key, prefix, sizeof(prefix)) < 0) {
+		ctl_error("cannot generate a key: no randomness available");
+		goto out;
+	}
+	keyhash_compute(secret, key, KEYHASH_KEY_LEN, hash);
+	if (ctl_exec(ctl, "INSERT INTO keys (name, prefix, hash, default_model, created_at)"
+	             " VALUES (?1, ?2, ?3, ?4, ?5)", "ttbti",
+	             name, prefix, hash, (int)sizeof(hash), def, db_now()) < 0)
+		goto out;
+	id = sqlite3_last_insert_rowid(ctl->db);
+	for (i = 0; i < nmodels; i++) {
+		if (ctl_exec(ctl, "INSERT OR IGNORE INTO key_models (key_id, model) VALUES (?1, ?2)",
+		             "it", id, models[i]) < 0)
+			goto out;
+	}
+	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	/* Shown once: only the hash and the prefix are stored. */
+	printf("%s\n", key);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	OPENSSL_cleanse(key, sizeof(key));
+	OPENSSL_cleanse(hash, sizeof(hash));
+	free(models);
+	free(csv);
+	return status;
+}
+
+static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const struct ctl_col cols[] = {
+		{ "ID", "id", COL_INT },
+		{ "NAME", "name", COL_TEXT },
+		{ "PREFIX", "prefix", COL_TEXT },
+		{ "CREATED", "created_at", COL_TIME },
+		{ "REVOKED", "revoked_at", COL_TIME },
+		{ "MODELS", "models", COL_LIST },
+		{ "DEFAULT_MODEL", "default_model", COL_TEXT },
+	};
+
+	return ctl_print_table(ctl,
+	                       "SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at,"
+	                       " (SELECT group_concat(model, ',') FROM"
+	                       "   (SELECT model FROM key_models WHERE key_id = k.id ORDER BY model)),"
+	                       " k.default_model"
+	                       " FROM keys k ORDER BY k.id",
+	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+}
+
+static int ctl_key_revoke(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *name = a->operand;
+	int status = CTL_FAIL, found, changed;
+	int64_t id;
+
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	found = ctl_find(ctl, &id, "SELECT id FROM keys WHERE name = ?1", "t", name);
+	if (found != 1) {
+		if (found == 0)
+			ctl_error("no key named '%s'", name);
+		goto out;
+	}
+	changed = ctl_exec(ctl, "UPDATE keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+	                   "ii", id, db_now());
+	if (changed <= 0) {
+		if (changed == 0)
+			ctl_error("key '%s' is already revoked", name);
+		goto out;
+	}
+	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("revoked key %s\n", name);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+/* ---- model commands ---- */
+
+static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const enum ctl_opt_id price_opts[3] = { OPT_INPUT, OPT_OUTPUT, OPT_CACHED };
+	const char *name = a->operand, *provider = a->val[OPT_PROVIDER];
+	const int64_t *bound[3];
+	int64_t price[3], provider_id;
+	int status = CTL_FAIL, found, existed, i;
+
+	if (!ctl_valid_model(name))
+		return ctl_usage(ctl->cmd, "invalid model name '%s': use 1-%d characters from "
+		                 "A-Z a-z 0-9 . _ - : / @ +", name, CTL_MODEL_MAX);
+	/* A price not given binds NULL: 0 for a new model, unchanged for an existing one. */
+	for (i = 0; i < 3; i++) {
+		const char *v = a->val[price_opts[i]];
+
+		if (v && ctl_parse_micros(ctl->cmd, price_opts[i], v, &price[i]) != CTL_OK)
+			return CTL_USAGE;
+		bound[i] = v ? &price[i] : NULL;
+	}
+
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	found = ctl_find(ctl, &provider_id, "SELECT id FROM providers WHERE name = ?1", "t", provider);
+	if (found != 1) {
+		if (found == 0)
+			ctl_error("unknown provider '%s' (see 'tallyctl provider list')", provider);
+		goto out;
+	}
+	existed = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", name);
+	if (existed < 0 ||
+	    ctl_exec(ctl,
+	             "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
+	             " output_micros_per_mtok, cached_micros_per_mtok, created_at, updated_at)"
+	             " VALUES (?1, ?2, coalesce(?3, 0), coalesce(?4, 0), coalesce(?5, 0), ?6, ?6)"
+	             " ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id,"
+	             " input_micros_per_mtok = coalesce(?3, input_micros_per_mtok),"
+	             " output_micros_per_mtok = coalesce(?4, output_micros_per_mtok),"
+	             " cached_micros_per_mtok = coalesce(?5, cached_micros_per_mtok),"
+	             " updated_at = excluded.updated_at",
+	             "tinnni", name, provider_id, bound[0], bound[1], bound[2], db_now()) < 0 ||
+	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("%s model %s\n", existed ? "updated" : "created", name);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+static int ctl_model_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const struct ctl_col cols[] = {
+		{ "ID", "id", COL_INT },
+		{ "NAME", "name", COL_TEXT },
+		{ "PROVIDER", "provider", COL_TEXT },
+		{ "INPUT_MICROS", "input_micros_per_mtok", COL_INT },
+		{ "OUTPUT_MICROS", "output_micros_per_mtok", COL_INT },
+		{ "CACHED_MICROS", "cached_micros_per_mtok", COL_INT },
+		{ "CREATED", "created_at", COL_TIME },
+		{ "UPDATED", "updated_at", COL_TIME },
+	};
+
+	return ctl_print_table(ctl,
+	                       "SELECT m.id, m.name, p.name, m.input_micros_per_mtok,"
+	                       " m.output_micros_per_mtok, m.cached_micros_per_mtok,"
+	                       " m.created_at, m.updated_at"
+	                       " FROM models m JOIN providers p ON p.id = m.provider_id"
+	                       " ORDER BY m.name",
+	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+}
+
+/* ---- provider commands ---- */
+
+static int ctl_provider_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *name = a->operand, *api = a->val[OPT_API];
+	const char *backend = a->val[OPT_BACKEND], *url = a->val[OPT_URL];
+	int status = CTL_FAIL, existed;
+
+	if (!ctl_valid_name(name))
+		return ctl_usage(ctl->cmd, "invalid provider name '%s': use 1-%d characters from "
+		                 "A-Z a-z 0-9 . _ -", name, CTL_NAME_MAX);
+	if (strcmp(api, "openai") != 0 && strcmp(api, "anthropic") != 0)
+		return ctl_usage(ctl->cmd, "invalid value '%s' for --api: expected openai or anthropic", api);
+	if (!ctl_valid_backend(backend))
+		return ctl_usage(ctl->cmd, "invalid backend name '%s': use 1-%d characters from "
+		                 "A-Z a-z 0-9 . _ - :", backend, CTL_MODEL_MAX);
+	if (url && *url && !ctl_valid_url(url))
+		return ctl_usage(ctl->cmd, "invalid --url '%s': expected an http:// or https:// URL "
+		                 "without spaces", url);
+
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	existed = ctl_find(ctl, NULL, "SELECT 1 FROM providers WHERE name = ?1", "t", name);
+	/* --url absent keeps the stored URL; --url '' clears it. */
+	if (existed < 0 ||
+	    ctl_exec(ctl,
+	             "INSERT INTO providers (name, api, backend, base_url, created_at)"
+	             " VALUES (?1, ?2, ?3, nullif(?4, ''), ?5)"
+	             " ON CONFLICT (name) DO UPDATE SET api = excluded.api, backend = excluded.backend,"
+	             " base_url = CASE WHEN ?4 IS NULL THEN base_url ELSE excluded.base_url END",
+	             "tttti", name, api, backend, url, db_now()) < 0 ||
+	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("%s provider %s\n", existed ? "updated" : "created", name);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+static int ctl_provider_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const struct ctl_col cols[] = {
+		{ "ID", "id", COL_INT },
+		{ "NAME", "name", COL_TEXT },
+		{ "API", "api", COL_TEXT },
+		{ "BACKEND", "backend", COL_TEXT },
+		{ "URL", "base_url", COL_TEXT },
+		{ "CREATED", "created_at", COL_TIME },
+	};
+
+	return ctl_print_table(ctl,
+	                       "SELECT id, name, api, backend, base_url, created_at"
+	                       " FROM providers ORDER BY name",
+	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+}
+
+/* ---- command table, help and argument parsing ---- */
+
+#define LIST_HELP(what)                                                                 \
+	"Lists " what " as an aligned table, or with --json as a JSON array of objects.\n" \
+	"Times are UTC (text) or unix seconds (JSON).\n"                                   \
+	"\n"                                                                                \
+	"  --json  print JSON\n"
+
+static const struct ctl_command ctl_commands[] = {
+	{ "key", "create", "key create --name NAME [--models M1,M2,...] [--default-model MODEL]",
+	  "Creates an API key and prints it alone on stdout. The key is shown this once:\n"
+	  "only its HMAC-SHA256 hash (keyed with the secret file, created if missing) and\n"
+	  "its first 12 characters (the prefix, for identification) are stored.\n"
+	  "\n"
+	  "  --name NAME            unique, 1-64 characters from A-Z a-z 0-9 . _ -\n"
+	  "  --models M1,M2,...     allow only these models (each must exist);\n"
+	  "                         without it the key may use every model\n"
+	  "  --default-model MODEL  model for requests that name none; must exist and,\n"
+	  "                         with --models, be one of them\n",
+	  NULL, OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL), OPT(OPT_NAME),
+	  ctl_key_create },
+	{ "key", "list", "key list [--json]",
+	  LIST_HELP("API keys (never their hashes)")
+	  "\n"
+	  "MODELS is the allow-list, \"*\" (JSON: null) when the key may use every model.\n",
+	  NULL, OPT(OPT_JSON), 0, ctl_key_list },
+	{ "key", "revoke", "key revoke NAME",
+	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
+	  "Revoking an unknown or already revoked key fails.\n",
+	  "NAME", 0, 0, ctl_key_revoke },
+	{ "model", "set",
+	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
+	  "[--cached-micros N]",
+	  "Creates the model NAME (as clients spell it in requests) or updates it.\n"
+	  "Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok),\n"
+	  "from 0 to 1000000000000. A price not given is 0 for a new model and unchanged\n"
+	  "for an existing one.\n"
+	  "\n"
+	  "  --provider PROVIDER  provider serving the model (must exist)\n"
+	  "  --input-micros N     price of prompt tokens\n"
+	  "  --output-micros N    price of completion tokens\n"
+	  "  --cached-micros N    price of cached prompt tokens\n",
+	  "NAME", OPT(OPT_PROVIDER) | OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED),
+	  OPT(OPT_PROVIDER), ctl_model_set },
+	{ "model", "list", "model list [--json]",
+	  LIST_HELP("models with their provider and prices"),
+	  NULL, OPT(OPT_JSON), 0, ctl_model_list },
+	{ "provider", "set", "provider set NAME --api openai|anthropic --backend BACKEND [--url URL]",
+	  "Creates the provider NAME or updates it. Credentials are not stored: HAProxy\n"
+	  "adds them from its environment.\n"
+	  "\n"
+	  "  --api openai|anthropic  wire protocol the provider speaks\n"
+	  "  --backend BACKEND       HAProxy backend that serves it\n"
+	  "  --url URL               base URL, informational; '' clears it; kept if absent\n",
+	  "NAME", OPT(OPT_API) | OPT(OPT_BACKEND) | OPT(OPT_URL), OPT(OPT_API) | OPT(OPT_BACKEND),
+	  ctl_provider_set },
+	{ "provider", "list", "provider list [--json]",
+	  LIST_HELP("providers"),
+	  NULL, OPT(OPT_JSON), 0, ctl_provider_list },
+};
+
+#define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
+
+/* Synopses of every command of group, or of all commands when group is NULL. */
+static void ctl_print_synopses(const char *group)
+{
+	size_t i;
+
+	for (i = 0; i < CTL_NCOMMANDS; i++) {
+		if (!group || strcmp(group, ctl_commands[i].group) == 0)
+			printf("  tallyctl [OPTIONS] %s\n", ctl_commands[i].synopsis);
+	}
+}
+
+static void ctl_help_main(void)
+{
+	printf("usage: tallyctl [OPTIONS] COMMAND [ARGS]\n"
+	       "\n"
+	       "Manages the API keys, models and providers of the tally gateway. The first\n"
+	       "command creates the database; the running agent picks every change up.\n"
+	       "\n"
+	       "Options:\n"
+	       "  --db PATH      database (default: $TALLY_DB, else %s)\n"
+	       "  --secret PATH  key-hashing secret (default: $TALLY_SECRET_FILE, else the\n"
+	       "                 database path + \".secret\")\n"
+	       "  -h, --help     this help\n"
+	       "\n"
+	       "Commands:\n", CTL_DEFAULT_DB);
+	ctl_print_synopses(NULL);
+	printf("\n"
+	       "'tallyctl COMMAND --help' (e.g. 'tallyctl key create --help') explains one.\n"
+	       "Exit status: 0 success, 1 failure (database, unknown name), 2 usage error.\n");
+}
+
+static void ctl_help_command(const struct ctl_command *cmd)
+{
+	printf("usage: tallyctl [OPTIONS] %s\n\n%s", cmd->synopsis, cmd->help);
+}
+
+static int ctl_opt_find(const char *name, size_t len)
+{
+	int id;
+
+	for (id = 0; id < OPT_COUNT; id++) {
+		if (strlen(ctl_opts[id].name) == len && strncmp(ctl_opts[id].name, name, len) == 0)
+			return id;
+	}
+	return -1;
+}
+
+/* Parses the arguments after "GROUP VERB". Returns CTL_OK, CTL_HELP (help printed) or
+ * CTL_USAGE (message printed). */
+static int ctl_parse_args(const struct ctl_command *cmd, int argc, char **argv, struct ctl_args *a)
+{
+	int i, id, operands_only = 0;
+
+	for (i = 0; i < argc; i++) {
+		const char *arg = argv[i], *name, *eq;
+		size_t len;
+
+		if (operands_only || arg[0] != '-' || arg[1] == '\0') {
+			if (!cmd->operand || a->operand)
+				return ctl_usage(cmd, "unexpected argument '%s'", arg);
+			a->operand = arg;
+			continue;
+		}
+		if (strcmp(arg, "--") == 0) {
+			operands_only = 1;
+			continue;
+		}
+		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+			ctl_help_command(cmd);
+			return CTL_HELP;
+		}
+		name = arg + 2;
+		eq = strchr(name, '=');
+		len = eq ? (size_t)(eq - name) : strlen(name);
+		id = arg[1] == '-' ? ctl_opt_find(name, len) : -1;
+		if (id < 0 || !(cmd->allowed & OPT(id)))
+			return ctl_usage(cmd, "unknown option '%.*s'", (int)(name - arg + (long)len), arg);
+		if (a->val[id])
+			return ctl_usage(cmd, "option --%s given twice", ctl_opts[id].name);
+		if (!ctl_opts[id].metavar) {
+			if (eq)
+				return ctl_usage(cmd, "option --%s takes no value", ctl_opts[id].name);
+			a->val[id] = arg;
+		} else if (eq) {
+			a->val[id] = eq + 1;
+		} else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+			a->val[id] = argv[++i];
+		} else {
+			return ctl_usage(cmd, "option --%s needs a value (%s)", ctl_opts[id].name,
+			                 ctl_opts[id].metavar);
+		}
+	}
+	if (cmd->operand && !a->operand)
+		return ctl_usage(cmd, "missing %s", cmd->operand);
+	for (id = 0; id < OPT_COUNT; id++) {
+		if ((cmd->required & OPT(id)) && !a->val[id])
+			return ctl_usage(cmd, "missing required option --%s %s", ctl_opts[id].name,
+			                 ctl_opts[id].metavar);
+	}
+	return CTL_OK;
+}
+
+/* Matches argv[*i] against the global option "--name VALUE" or "--name=VALUE".
+ * Returns 1 (consumed, *i advanced past a separate value), 0 (not this option) or
+ * CTL_USAGE. */
+static int ctl_global_opt(const char *name, int argc, char **argv, int *i, const char **out)
+{
+	const char *arg = argv[*i];
+	size_t len = strlen(name);
+
+	if (strncmp(arg, "--", 2) != 0 || strncmp(arg + 2, name, len) != 0 ||
+	    (arg[2 + len] != '\0' && arg[2 + len] != '='))
+		return 0;
+	if (arg[2 + len] == '=')
+		*out = arg + 3 + len;
+	else if (*i + 1 < argc)
+		*out = argv[++*i];
+	else
+		return ctl_usage(NULL, "option --%s needs a value (PATH)", name);
+	if (**out == '\0')
+		return ctl_usage(NULL, "option --%s needs a non-empty value", name);
+	return 1;
+}
+
+static const struct ctl_command *ctl_command_find(const char *group, const char *verb)
+{
+	size_t i;
+
+	for (i = 0; i < CTL_NCOMMANDS; i++) {
+		if (strcmp(ctl_commands[i].group, group) == 0 &&
+		    (!verb || strcmp(ctl_commands[i].verb, verb) == 0))
+			return &ctl_commands[i];
+	}
+	return NULL;
+}
+
+/* Parses global options and the command words, then runs the command. */
+static int ctl_main(struct ctl *ctl, int argc, char **argv)
+{
+	struct ctl_args args = { 0 };
+	const char *group, *verb;
+	int i, rc;
+
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			ctl_help_main();
+			return CTL_HELP;
+		}
+		rc = ctl_global_opt("db", argc, argv, &i, &ctl->db_path);
+		if (rc == 0)
+			rc = ctl_global_opt("secret", argc, argv, &i, &ctl->secret_path);
+		if (rc == 0)
+			return ctl_usage(NULL, "unknown option '%s'", argv[i]);
+		if (rc != 1)
+			return rc;
+	}
+	if (i == argc)
+		return ctl_usage(NULL, "missing command");
+	group = argv[i++];
+	if (!ctl_command_find(group, NULL))
+		return ctl_usage(NULL, "unknown command '%s'", group);
+	verb = i < argc ? argv[i++] : NULL;
+	if (verb && (strcmp(verb, "-h") == 0 || strcmp(verb, "--help") == 0)) {
+		printf("usage:\n");
+		ctl_print_synopses(group);
+		printf("\n'tallyctl %s SUBCOMMAND --help' explains one.\n", group);
+		return CTL_HELP;
+	}
+	if (!verb)
+		return ctl_usage(NULL, "missing subcommand after '%s'", group);
+	ctl->cmd = ctl_command_find(group, verb);
+	if (!ctl->cmd)
+		return ctl_usage(NULL, "unknown command '%s %s'", group, verb);
+	rc = ctl_parse_args(ctl->cmd, argc - i, argv + i, &args);
+	return rc == CTL_OK ? ctl->cmd->run(ctl, &args) : rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl ctl = { 0 };
+	const char *env;
+	int status;
+
+	env = getenv("TALLY_DB");
+	ctl.db_path = env && *env ? env : CTL_DEFAULT_DB;
+	env = getenv("TALLY_SECRET_FILE");
+	ctl.secret_path = env && *env ? env : NULL;
+
+	status = ctl_main(&ctl, argc, argv);
+	if (status == CTL_HELP)
+		status = CTL_OK;
+	sqlite3_close(ctl.db);
+	if (fflush(stdout) != 0 && status == CTL_OK)
+		status = ctl_error("cannot write to stdout");
+	return status;
+}

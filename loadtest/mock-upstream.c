@@ -1,0 +1,1663 @@
+/* mock-upstream: a deterministic impersonation of the OpenAI and Anthropic HTTP APIs, the
+ * upstream of every tally integration test and benchmark (usage: loadtest/README.md).
+ * Owns the listener, the client connections, their HTTP/1.1 parsing (http-parser),
+ * response rendering (cJSON), the request log behind /_mock/requests and the counters
+ * behind /_mock/stats. One thread runs everything on one libev loop. Allocation failure
+ * aborts: a test tool that cannot allocate has nothing better to do. */
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <ev.h>
+#include <http_parser.h>
+#include <openssl/evp.h>
+
+#define MOCK_BODY_MAX   (8u << 20)      /* larger request bodies get 413 */
+#define MOCK_IN_CAP     (64u << 10)     /* unparsed input held per connection */
+#define MOCK_OUT_HIGH   (256u << 10)    /* stop producing while this much output waits */
+#define MOCK_BUF_KEEP   (128u << 10)    /* buffers above this are freed once drained */
+#define MOCK_STALL_S    30.0            /* drop a client that reads nothing for this long */
+#define MOCK_LINGER_S   2.0             /* wait for the client's FIN after our own */
+#define MOCK_LOG_SIZE   64
+#define MOCK_TEXT_MAX   4096            /* request bodies up to this size are logged as text */
+#define MOCK_BUDGET     64              /* steps per connection per callback, for fairness */
+#define MOCK_NONE       UINT64_MAX      /* "not set" for x-mock-disconnect-after */
+#define MOCK_CREATED    "1700000000"    /* fixed "created": responses never depend on time */
+#define MOCK_TOKENS_MAX 9007199254740991ull /* 2^53-1: exact in every JSON consumer */
+
+/* Every knob is a CLI option "--NAME" (the default) and a request header "x-mock-NAME"
+ * (per request); all fields are uint64_t so that one table describes them. */
+struct mock_params {
+	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
+	struct mock_tokens {
+		uint64_t prompt, completion, cached, cache_creation, reasoning;
+	} tok;
+};
+
+struct mock_knob {
+	const char *name;
+	size_t off;
+	uint64_t min, max;
+	const char *help;
+};
+
+#define MOCK_KNOB(name, field, min, max, help) \
+	{name, offsetof(struct mock_params, field), min, max, help}
+static const struct mock_knob mock_knobs[] = {
+	MOCK_KNOB("status", status, 400, 599, "answer with this status and an API-shaped error body"),
+	MOCK_KNOB("frames", frames, 0, 1000000, "content frames per stream, words per unary answer (10)"),
+	MOCK_KNOB("frame-delay-ms", frame_delay_ms, 0, 3600000, "delay before each content frame (0)"),
+	MOCK_KNOB("ttfb-ms", ttfb_ms, 0, 3600000, "delay before the response headers (0)"),
+	MOCK_KNOB("disconnect-after", disconnect_after, 0, 1ull << 40,
+	          "close abruptly after N content frames / N unary body bytes"),
+	MOCK_KNOB("body-bytes", body_bytes, 0, 16u << 20, "pad unary completions to this body size"),
+	MOCK_KNOB("crlf", crlf, 0, 1, "1: SSE lines end in CRLF (0)"),
+	MOCK_KNOB("prompt-tokens", tok.prompt, 0, MOCK_TOKENS_MAX, "prompt/input tokens (10)"),
+	MOCK_KNOB("completion-tokens", tok.completion, 0, MOCK_TOKENS_MAX,
+	          "completion/output tokens (20)"),
+	MOCK_KNOB("cached-tokens", tok.cached, 0, MOCK_TOKENS_MAX,
+	          "cached prompt tokens / cache_read_input_tokens (0)"),
+	MOCK_KNOB("cache-creation-tokens", tok.cache_creation, 0, MOCK_TOKENS_MAX,
+	          "Anthropic cache_creation_input_tokens (0)"),
+	MOCK_KNOB("reasoning-tokens", tok.reasoning, 0, MOCK_TOKENS_MAX, "OpenAI reasoning tokens (0)"),
+};
+#define MOCK_NKNOBS (sizeof mock_knobs / sizeof mock_knobs[0])
+
+struct mock_buf {
+	char *p;
+	size_t off, len, cap; /* bytes [off, len) are pending; p[len] is always NUL */
+};
+
+struct mock_hdr {
+	size_t name_off, name_len, value_off, value_len; /* into mock_req.hbuf */
+};
+
+struct mock_req {
+	struct mock_buf url, hbuf, body;
+	struct mock_hdr *hdrs;
+	size_t nhdrs, hcap;
+	int in_value;   /* the last header callback was a value */
+	unsigned method;
+	int head, keep_alive, http10;
+};
+
+enum mock_route {
+	ROUTE_NONE, ROUTE_OPENAI, ROUTE_ANTHROPIC, ROUTE_MODELS, ROUTE_LOG, ROUTE_LOG_CLEAR, ROUTE_STATS
+};
+
+enum mock_part { PART_HEAD, PART_FRAME, PART_TAIL };
+
+struct mock_job;
+
+/* What differs between the two API families; the transport around it is shared. */
+struct mock_api {
+	const char *id_prefix;
+	cJSON *(*unary)(const struct mock_job *j, const char *text);
+	/* Data of event i of a stream part (malloc'd, NULL once the part is over), and its
+	 * SSE event name (NULL for none). */
+	char *(*event)(const struct mock_job *j, enum mock_part part, unsigned i, const char **name);
+	cJSON *(*error)(unsigned status, const char *msg);
+};
+
+/* The response being produced for the request that was parsed last. */
+struct mock_job {
+	enum mock_route route;
+	const struct mock_api *api;
+	struct mock_params p;
+	char *model;
+	int stream, include_usage, chunked;
+	char id[48];
+	enum mock_part part;
+	unsigned idx;   /* next event within the part */
+	int due;        /* the delay before the next frame has elapsed */
+};
+
+enum mock_phase { PHASE_IDLE, PHASE_TTFB, PHASE_STREAM };
+
+struct mock_conn {
+	int fd;
+	ev_io rio, wio;
+	ev_timer timer; /* ttfb, frame delay, linger */
+	ev_timer stall; /* output pending without progress */
+	http_parser parser;
+	struct mock_buf in, out;
+	struct mock_req req;
+	struct mock_job job;
+	enum mock_phase phase;
+	unsigned abort_status;  /* set by a parser callback that rejects the request */
+	int closing;            /* no more requests: FIN once the output is flushed */
+	int lingering;          /* FIN sent, discarding input until the client's FIN */
+	int drop;               /* x-mock-disconnect-after: close once the output is flushed */
+	int dead;               /* free at the end of the current callback */
+	int yield;              /* work left after the step budget: resume on EV_WRITE */
+	struct mock_conn *prev, *next;
+};
+
+static struct {
+	struct ev_loop *loop;
+	int lfd;
+	ev_io lio;
+	ev_timer accept_retry;
+	ev_signal sigterm, sigint;
+	struct mock_params defaults;
+	int quiet;
+	struct mock_conn *conns;
+	cJSON *log[MOCK_LOG_SIZE];
+	uint64_t log_seq;
+	struct {
+		uint64_t requests, streams, bytes_out, conns_total, conns_open, aborts, disconnects;
+	} stats;
+} mock = {
+	.lfd = -1,
+	.defaults = {.frames = 10, .disconnect_after = MOCK_NONE, .tok = {.prompt = 10, .completion = 20}},
+};
+
+/* ---- memory and buffers ---- */
+
+static void *mock_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q) {
+		fputs("mock-upstream: out of memory\n", stderr);
+		abort();
+	}
+	return q;
+}
+
+static void *mock_xmalloc(size_t n)
+{
+	return mock_xrealloc(NULL, n);
+}
+
+static char *mock_strndup(const char *s, size_t n)
+{
+	char *d = mock_xmalloc(n + 1);
+
+	memcpy(d, s, n);
+	d[n] = 0;
+	return d;
+}
+
+static size_t mock_buf_pending(const struct mock_buf *b)
+{
+	return b->len - b->off;
+}
+
+static void mock_buf_reserve(struct mock_buf *b, size_t extra)
+{
+	size_t cap;
+
+	if (b->len + extra < b->cap)
+		return;
+	if (b->off) {
+		memmove(b->p, b->p + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+		b->p[b->len] = 0;
+		if (b->len + extra < b->cap)
+			return;
+	}
+	cap = b->cap ? b->cap : 256;
+	while (cap <= b->len + extra)
+		cap *= 2;
+	b->p = mock_xrealloc(b->p, cap);
+	b->cap = cap;
+}
+
+static void mock_buf_append(struct mock_buf *b, const void *data, size_t n)
+{
+	mock_buf_reserve(b, n);
+	memcpy(b->p + b->len, data, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void mock_buf_printf(struct mock_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	mock_buf_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* Empties a buffer, giving memory back when a large body made it grow. */
+static void mock_buf_clear(struct mock_buf *b)
+{
+	if (b->cap > MOCK_BUF_KEEP) {
+		free(b->p);
+		b->p = NULL;
+		b->cap = 0;
+	}
+	b->off = b->len = 0;
+	if (b->p)
+		b->p[0] = 0;
+}
+
+static void mock_buf_free(struct mock_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof *b);
+}
+
+static const char *mock_buf_str(const struct mock_buf *b)
+{
+	return b->p ? b->p : "";
+}
+
+/* ---- small helpers ---- */
+
+/* Strict decimal: digits only, no sign, no overflow. */
+static int mock_parse_u64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n == 0 || n > 20)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int mock_utf8_check(const unsigned char *s, size_t n)
+{
+	size_t i = 0, k, m;
+	uint32_t cp, min;
+
+	while (i < n) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if ((s[i] & 0xe0) == 0xc0) {
+			k = 1, cp = s[i] & 0x1f, min = 0x80;
+		} else if ((s[i] & 0xf0) == 0xe0) {
+			k = 2, cp = s[i] & 0x0f, min = 0x800;
+		} else if ((s[i] & 0xf8) == 0xf0) {
+			k = 3, cp = s[i] & 0x07, min = 0x10000;
+		} else {
+			return 0;
+		}
+		if (n - i <= k)
+			return 0;
+		for (m = 1; m <= k; m++) {
+			if ((s[i + m] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (s[i + m] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += k + 1;
+	}
+	return 1;
+}
+
+/* A JSON-safe copy of header bytes: as is when UTF-8, else read as Latin-1 (lossless). */
+static char *mock_text_dup(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	char *d, *q;
+	size_t i;
+
+	if (mock_utf8_check(u, n))
+		return mock_strndup(s, n);
+	d = q = mock_xmalloc(2 * n + 1);
+	for (i = 0; i < n; i++) {
+		if (u[i] < 0x80) {
+			*q++ = (char)u[i];
+		} else {
+			*q++ = (char)(0xc0 | u[i] >> 6);
+			*q++ = (char)(0x80 | (u[i] & 0x3f));
+		}
+	}
+	*q = 0;
+	return d;
+}
+
+static uint64_t mock_hash_add(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	while (n--)
+		h = (h ^ *p++) * 1099511628211ull;
+	return h;
+}
+
+/* Numbers go in raw so that 64-bit counts print as exact integers. */
+static void mock_json_add_uint(cJSON *o, const char *name, uint64_t v)
+{
+	char num[24];
+
+	snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+	cJSON_AddRawToObject(o, name, num);
+}
+
+static char *mock_json_print(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+
+	cJSON_Delete(o);
+	if (!s) {
+		fputs("mock-upstream: cannot render JSON\n", stderr);
+		abort();
+	}
+	return s;
+}
+
+static const char *mock_word_format(char buf[24], unsigned i)
+{
+	snprintf(buf, 24, "mock%u ", i);
+	return buf;
+}
+
+static const char *mock_status_reason(unsigned status)
+{
+	const char *s = http_status_str((enum http_status)status);
+
+	return strcmp(s, "<unknown>") ? s : "Unknown";
+}
+
+/* ---- API families ---- */
+
+static const struct mock_errtype {
+	unsigned status;
+	const char *openai_type, *openai_code, *anthropic_type;
+} mock_errtypes[] = {
+	{401, "invalid_request_error", "invalid_api_key", "authentication_error"},
+	{403, "invalid_request_error", NULL, "permission_error"},
+	{404, "invalid_request_error", NULL, "not_found_error"},
+	{413, "invalid_request_error", NULL, "request_too_large"},
+	{429, "requests", "rate_limit_exceeded", "rate_limit_error"},
+	{529, "server_error", NULL, "overloaded_error"},
+};
+
+static const struct mock_errtype *mock_errtype_find(unsigned status)
+{
+	static const struct mock_errtype client = {400, "invalid_request_error", NULL,
+	                                           "invalid_request_error"};
+	static const struct mock_errtype server = {500, "server_error", NULL, "api_error"};
+	size_t i;
+
+	for (i = 0; i < sizeof mock_errtypes / sizeof mock_errtypes[0]; i++)
+		if (mock_errtypes[i].status == status)
+			return &mock_errtypes[i];
+	return status >= 500 ? &server : &client;
+}
+
+static cJSON *openai_error_render(unsigned status, const char *msg)
+{
+	const struct mock_errtype *t = mock_errtype_find(status);
+	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+
+	cJSON_AddStringToObject(e, "message", msg);
+	cJSON_AddStringToObject(e, "type", t->openai_type);
+	cJSON_AddNullToObject(e, "param");
+	if (t->openai_code)
+		cJSON_AddStringToObject(e, "code", t->openai_code);
+	else
+		cJSON_AddNullToObject(e, "code");
+	return o;
+}
+
+static cJSON *openai_usage_new(const struct mock_job *j)
+{
+	cJSON *u = cJSON_CreateObject();
+
+	mock_json_add_uint(u, "prompt_tokens", j->p.tok.prompt);
+	mock_json_add_uint(u, "completion_tokens", j->p.tok.completion);
+	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt + j->p.tok.completion);
+	if (j->p.tok.cached)
+		mock_json_add_uint(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
+		               j->p.tok.cached);
+	if (j->p.tok.reasoning)
+		mock_json_add_uint(cJSON_AddObjectToObject(u, "completion_tokens_details"),
+		               "reasoning_tokens", j->p.tok.reasoning);
+	return u;
+}
+
+static cJSON *openai_object_new(const struct mock_job *j, const char *object)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "id", j->id);
+	cJSON_AddStringToObject(o, "object", object);
+	cJSON_AddRawToObject(o, "created", MOCK_CREATED);
+	cJSON_AddStringToObject(o, "model", j->model);
+	return o;
+}
+
+/* The choice object appended to o's "choices" array. */
+static cJSON *openai_choice_add(cJSON *o)
+{
+	cJSON *c = cJSON_CreateObject();
+
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	return c;
+}
+
+static cJSON *openai_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = openai_object_new(j, "chat.completion"), *c = openai_choice_add(o);
+	cJSON *m = cJSON_AddObjectToObject(c, "message");
+
+	cJSON_AddStringToObject(m, "role", "assistant");
+	cJSON_AddStringToObject(m, "content", text);
+	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddStringToObject(c, "finish_reason", "stop");
+	cJSON_AddItemToObject(o, "usage", openai_usage_new(j));
+	cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
+	return o;
+}
+
+/* A chat.completion.chunk: content frame i, or the closing chunk when content is NULL. */
+static cJSON *openai_chunk_new(const struct mock_job *j, unsigned i, const char *content)
+{
+	cJSON *o = openai_object_new(j, "chat.completion.chunk"), *c, *d;
+
+	cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
+	c = openai_choice_add(o);
+	d = cJSON_AddObjectToObject(c, "delta");
+	if (content && i == 0)
+		cJSON_AddStringToObject(d, "role", "assistant");
+	if (content)
+		cJSON_AddStringToObject(d, "content", content);
+	cJSON_AddNullToObject(c, "logprobs");
+	if (content)
+		cJSON_AddNullToObject(c, "finish_reason");
+	else
+		cJSON_AddStringToObject(c, "finish_reason", "stop");
+	/* OpenAI marks every chunk "usage": null once the client asked for usage. */
+	if (j->include_usage)
+		cJSON_AddNullToObject(o, "usage");
+	return o;
+}
+
+static char *openai_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
+                                 const char **name)
+{
+	char word[24];
+	cJSON *o;
+
+	*name = NULL;
+	if (part == PART_FRAME)
+		return mock_json_print(openai_chunk_new(j, i, mock_word_format(word, i)));
+	if (part == PART_HEAD)
+		return NULL;
+	if (i == 0)
+		return mock_json_print(openai_chunk_new(j, 0, NULL));
+	if (i == 1 && j->include_usage) {
+		o = openai_object_new(j, "chat.completion.chunk");
+		cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
+		cJSON_AddArrayToObject(o, "choices");
+		cJSON_AddItemToObject(o, "usage", openai_usage_new(j));
+		return mock_json_print(o);
+	}
+	if (i == 1u + (unsigned)j->include_usage)
+		return mock_strndup("[DONE]", 6);
+	return NULL;
+}
+
+static cJSON *anthropic_error_render(unsigned status, const char *msg)
+{
+	cJSON *o = cJSON_CreateObject(), *e;
+
+	cJSON_AddStringToObject(o, "type", "error");
+	e = cJSON_AddObjectToObject(o, "error");
+	cJSON_AddStringToObject(e, "type", mock_errtype_find(status)->anthropic_type);
+	cJSON_AddStringToObject(e, "message", msg);
+	return o;
+}
+
+static cJSON *anthropic_usage_new(const struct mock_job *j, uint64_t output)
+{
+	cJSON *u = cJSON_CreateObject();
+
+	mock_json_add_uint(u, "input_tokens", j->p.tok.prompt);
+	if (j->p.tok.cached || j->p.tok.cache_creation) {
+		mock_json_add_uint(u, "cache_creation_input_tokens", j->p.tok.cache_creation);
+		mock_json_add_uint(u, "cache_read_input_tokens", j->p.tok.cached);
+	}
+	mock_json_add_uint(u, "output_tokens", output);
+	return u;
+}
+
+/* A message object: the finished answer, or the empty one message_start carries. */
+static cJSON *anthropic_message_new(const struct mock_job *j, const char *text, uint64_t output)
+{
+	cJSON *o = cJSON_CreateObject(), *content, *block;
+
+	cJSON_AddStringToObject(o, "id", j->id);
+	cJSON_AddStringToObject(o, "type", "message");
+	cJSON_AddStringToObject(o, "role", "assistant");
+	cJSON_AddStringToObject(o, "model", j->model);
+	content = cJSON_AddArrayToObject(o, "content");
+	if (text) {
+		block = cJSON_CreateObject();
+		cJSON_AddStringToObject(block, "type", "text");
+		cJSON_AddStringToObject(block, "text", text);
+		cJSON_AddItemToArray(content, block);
+		cJSON_AddStringToObject(o, "stop_reason", "end_turn");
+	} else {
+		cJSON_AddNullToObject(o, "stop_reason");
+	}
+	cJSON_AddNullToObject(o, "stop_sequence");
+	cJSON_AddItemToObject(o, "usage", anthropic_usage_new(j, output));
+	return o;
+}
+
+static cJSON *anthropic_unary_render(const struct mock_job *j, const char *text)
+{
+	return anthropic_message_new(j, text, j->p.tok.completion);
+}
+
+enum anthropic_kind {
+	A_MSG_START, A_BLOCK_START, A_BLOCK_DELTA, A_BLOCK_STOP, A_MSG_DELTA, A_MSG_STOP
+};
+
+static char *anthropic_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
+                                    const char **name)
+{
+	static const char *const names[] = {"message_start", "content_block_start",
+	                                    "content_block_delta", "content_block_stop",
+	                                    "message_delta", "message_stop"};
+	enum anthropic_kind kind;
+	char word[24];
+	cJSON *o, *x;
+
+	if (part == PART_FRAME)
+		kind = A_BLOCK_DELTA;
+	else if (part == PART_HEAD && i <= A_BLOCK_START)
+		kind = (enum anthropic_kind)i;
+	else if (part == PART_TAIL && i <= A_MSG_STOP - A_BLOCK_STOP)
+		kind = (enum anthropic_kind)(A_BLOCK_STOP + i);
+	else
+		return NULL;
+	*name = names[kind];
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", names[kind]);
+	switch (kind) {
+	case A_MSG_START:
+		/* Like the real API: message_start reports a token or so of output so far. */
+		cJSON_AddItemToObject(o, "message", anthropic_message_new(j, NULL,
+		                      j->p.tok.completion < 1 ? j->p.tok.completion : 1));
+		break;
+	case A_BLOCK_START:
+		cJSON_AddNumberToObject(o, "index", 0);
+		x = cJSON_AddObjectToObject(o, "content_block");
+		cJSON_AddStringToObject(x, "type", "text");
+		cJSON_AddStringToObject(x, "text", "");
+		break;
+	case A_BLOCK_DELTA:
+		cJSON_AddNumberToObject(o, "index", 0);
+		x = cJSON_AddObjectToObject(o, "delta");
+		cJSON_AddStringToObject(x, "type", "text_delta");
+		cJSON_AddStringToObject(x, "text", mock_word_format(word, i));
+		break;
+	case A_BLOCK_STOP:
+		cJSON_AddNumberToObject(o, "index", 0);
+		break;
+	case A_MSG_DELTA:
+		x = cJSON_AddObjectToObject(o, "delta");
+		cJSON_AddStringToObject(x, "stop_reason", "end_turn");
+		cJSON_AddNullToObject(x, "stop_sequence");
+		x = cJSON_AddObjectToObject(o, "usage");
+		mock_json_add_uint(x, "output_tokens", j->p.tok.completion);
+		break;
+	case A_MSG_STOP:
+		break;
+	}
+	return mock_json_print(o);
+}
+
+static const struct mock_api mock_openai = {
+	"chatcmpl-mock", openai_unary_render, openai_event_render, openai_error_render,
+};
+static const struct mock_api mock_anthropic = {
+	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
+};
+
+/* ---- request log and introspection ---- */
+
+static const struct mock_hdr *mock_req_header_find(const struct mock_req *r, const char *name)
+{
+	size_t i, n = strlen(name);
+
+	for (i = 0; i < r->nhdrs; i++)
+		if (r->hdrs[i].name_len == n && !strncasecmp(r->hbuf.p + r->hdrs[i].name_off, name, n))
+			return &r->hdrs[i];
+	return NULL;
+}
+
+static void mock_log_add(const struct mock_req *r)
+{
+	cJSON *rec = cJSON_CreateObject(), *hdrs, *pair;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, k;
+	char hex[2 * EVP_MAX_MD_SIZE + 1], *s;
+	cJSON **slot;
+	size_t i;
+
+	mock_json_add_uint(rec, "seq", ++mock.log_seq);
+	cJSON_AddStringToObject(rec, "method", http_method_str((enum http_method)r->method));
+	s = mock_text_dup(mock_buf_str(&r->url), r->url.len);
+	cJSON_AddStringToObject(rec, "path", s);
+	free(s);
+	hdrs = cJSON_AddArrayToObject(rec, "headers");
+	for (i = 0; i < r->nhdrs; i++) {
+		pair = cJSON_CreateArray();
+		s = mock_text_dup(r->hbuf.p + r->hdrs[i].name_off, r->hdrs[i].name_len);
+		cJSON_AddItemToArray(pair, cJSON_CreateString(s));
+		free(s);
+		s = mock_text_dup(r->hbuf.p + r->hdrs[i].value_off, r->hdrs[i].value_len);
+		cJSON_AddItemToArray(pair, cJSON_CreateString(s));
+		free(s);
+		cJSON_AddItemToArray(hdrs, pair);
+	}
+	mock_json_add_uint(rec, "body_len", r->body.len);
+	EVP_Digest(mock_buf_str(&r->body), r->body.len, md, &mdlen, EVP_sha256(), NULL);
+	for (k = 0; k < mdlen; k++)
+		snprintf(hex + 2 * k, 3, "%02x", md[k]);
+	hex[2 * mdlen] = 0;
+	cJSON_AddStringToObject(rec, "body_sha256", hex);
+	if (r->body.len <= MOCK_TEXT_MAX && !memchr(mock_buf_str(&r->body), 0, r->body.len) &&
+	    mock_utf8_check((const unsigned char *)mock_buf_str(&r->body), r->body.len))
+		cJSON_AddStringToObject(rec, "body", mock_buf_str(&r->body));
+	else
+		cJSON_AddNullToObject(rec, "body");
+	slot = &mock.log[(mock.log_seq - 1) % MOCK_LOG_SIZE];
+	cJSON_Delete(*slot);
+	*slot = rec;
+}
+
+static cJSON *mock_log_render(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	uint64_t seq = mock.log_seq > MOCK_LOG_SIZE ? mock.log_seq - MOCK_LOG_SIZE : 0;
+
+	/* References: the array is deleted after printing, the records stay. */
+	for (; seq < mock.log_seq; seq++)
+		if (mock.log[seq % MOCK_LOG_SIZE])
+			cJSON_AddItemReferenceToArray(a, mock.log[seq % MOCK_LOG_SIZE]);
+	return a;
+}
+
+static cJSON *mock_log_clear(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	uint64_t n = 0;
+	size_t i;
+
+	for (i = 0; i < MOCK_LOG_SIZE; i++) {
+		n += mock.log[i] != NULL;
+		cJSON_Delete(mock.log[i]);
+		mock.log[i] = NULL;
+	}
+	mock_json_add_uint(o, "cleared", n);
+	return o;
+}
+
+static cJSON *mock_stats_render(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	const struct mock_conn *c;
+	uint64_t buffered = 0;
+
+	for (c = mock.conns; c; c = c->next)
+		buffered += mock_buf_pending(&c->out);
+
+	mock_json_add_uint(o, "requests", mock.stats.requests);
+	mock_json_add_uint(o, "streams", mock.stats.streams);
+	mock_json_add_uint(o, "bytes_out", mock.stats.bytes_out);
+	mock_json_add_uint(o, "connections_total", mock.stats.conns_total);
+	mock_json_add_uint(o, "connections_open", mock.stats.conns_open);
+	mock_json_add_uint(o, "client_aborts", mock.stats.aborts);
+	mock_json_add_uint(o, "forced_disconnects", mock.stats.disconnects);
+	mock_json_add_uint(o, "output_buffered", buffered);
+	return o;
+}
+
+static cJSON *mock_models_render(void)
+{
+	static const char *const ids[] = {"mock-model", "gpt-4o-mini", "gpt-4o",
+	                                  "claude-3-5-haiku-latest", "claude-sonnet-4-5"};
+	cJSON *o = cJSON_CreateObject(), *data, *m;
+	size_t i;
+
+	cJSON_AddStringToObject(o, "object", "list");
+	data = cJSON_AddArrayToObject(o, "data");
+	for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+		m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "id", ids[i]);
+		cJSON_AddStringToObject(m, "object", "model");
+		cJSON_AddRawToObject(m, "created", MOCK_CREATED);
+		cJSON_AddStringToObject(m, "owned_by", "mock");
+		cJSON_AddItemToArray(data, m);
+	}
+	return o;
+}
+
+/* ---- request parsing (http-parser callbacks) ---- */
+
+static void mock_req_reset(struct mock_req *r)
+{
+	mock_buf_clear(&r->url);
+	mock_buf_clear(&r->hbuf);
+	mock_buf_clear(&r->body);
+	r->nhdrs = 0;
+	r->in_value = 0;
+	r->head = 0;
+	r->keep_alive = 0;
+	r->http10 = 0;
+}
+
+static void mock_req_free(struct mock_req *r)
+{
+	mock_buf_free(&r->url);
+	mock_buf_free(&r->hbuf);
+	mock_buf_free(&r->body);
+	free(r->hdrs);
+}
+
+static void mock_req_path_get(const struct mock_req *r, const char **path, size_t *n)
+{
+	struct http_parser_url u;
+
+	http_parser_url_init(&u);
+	*path = mock_buf_str(&r->url);
+	*n = r->url.len;
+	if (!http_parser_parse_url(*path, *n, r->method == HTTP_CONNECT, &u) &&
+	    (u.field_set & (1 << UF_PATH))) {
+		*path += u.field_data[UF_PATH].off;
+		*n = u.field_data[UF_PATH].len;
+	}
+}
+
+static int mock_on_message_begin(http_parser *p)
+{
+	struct mock_conn *c = p->data;
+
+	mock_req_reset(&c->req);
+	return 0;
+}
+
+static int mock_on_url(http_parser *p, const char *at, size_t n)
+{
+	struct mock_conn *c = p->data;
+
+	mock_buf_append(&c->req.url, at, n);
+	return 0;
+}
+
+/* Names and values may arrive in pieces: a field after a value starts a new header. */
+static int mock_on_header_field(http_parser *p, const char *at, size_t n)
+{
+	struct mock_req *r = &((struct mock_conn *)p->data)->req;
+
+	if (r->nhdrs == 0 || r->in_value) {
+		if (r->nhdrs == r->hcap) {
+			r->hcap = r->hcap ? 2 * r->hcap : 16;
+			r->hdrs = mock_xrealloc(r->hdrs, r->hcap * sizeof *r->hdrs);
+		}
+		r->hdrs[r->nhdrs++] = (struct mock_hdr){r->hbuf.len, 0, r->hbuf.len, 0};
+		r->in_value = 0;
+	}
+	mock_buf_append(&r->hbuf, at, n);
+	r->hdrs[r->nhdrs - 1].name_len += n;
+	return 0;
+}
+
+static int mock_on_header_value(http_parser *p, const char *at, size_t n)
+{
+	struct mock_req *r = &((struct mock_conn *)p->data)->req;
+
+	if (!r->in_value) {
+		r->hdrs[r->nhdrs - 1].value_off = r->hbuf.len;
+		r->in_value = 1;
+	}
+	mock_buf_append(&r->hbuf, at, n);
+	r->hdrs[r->nhdrs - 1].value_len += n;
+	return 0;
+}
+
+static int mock_on_headers_complete(http_parser *p)
+{
+	struct mock_conn *c = p->data;
+	const struct mock_hdr *h = mock_req_header_find(&c->req, "expect");
+
+	c->req.method = p->method;
+	c->req.head = p->method == HTTP_HEAD;
+	if (p->content_length != ULLONG_MAX && p->content_length > MOCK_BODY_MAX) {
+		c->abort_status = 413;
+		return -1;
+	}
+	if (p->content_length != ULLONG_MAX)
+		mock_buf_reserve(&c->req.body, (size_t)p->content_length);
+	/* Parsing only runs between responses, so the interim answer cannot cut into one. */
+	if (h && h->value_len == 12 && !strncasecmp(c->req.hbuf.p + h->value_off, "100-continue", 12) &&
+	    p->http_minor >= 1)
+		mock_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	return 0;
+}
+
+static int mock_on_body(http_parser *p, const char *at, size_t n)
+{
+	struct mock_conn *c = p->data;
+
+	if (c->req.body.len + n > MOCK_BODY_MAX) {
+		c->abort_status = 413;
+		return -1;
+	}
+	mock_buf_append(&c->req.body, at, n);
+	return 0;
+}
+
+/* Pausing hands the request to the connection; the parser resumes on the next one
+ * only once this response has been produced, which keeps pipelined answers in order. */
+static int mock_on_message_complete(http_parser *p)
+{
+	struct mock_conn *c = p->data;
+
+	c->req.keep_alive = http_should_keep_alive(p);
+	c->req.http10 = p->http_major == 1 && p->http_minor == 0;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings mock_settings = {
+	.on_message_begin = mock_on_message_begin,
+	.on_url = mock_on_url,
+	.on_header_field = mock_on_header_field,
+	.on_header_value = mock_on_header_value,
+	.on_headers_complete = mock_on_headers_complete,
+	.on_body = mock_on_body,
+	.on_message_complete = mock_on_message_complete,
+};
+
+/* ---- responses ---- */
+
+static void mock_job_clear(struct mock_job *j)
+{
+	free(j->model);
+	memset(j, 0, sizeof *j);
+	j->api = &mock_openai;
+	j->p.disconnect_after = MOCK_NONE;
+}
+
+static void mock_resp_done(struct mock_conn *c)
+{
+	c->phase = PHASE_IDLE;
+	mock_job_clear(&c->job);
+	if (!c->req.keep_alive)
+		c->closing = 1;
+}
+
+/* length < 0: an event stream. */
+static void mock_resp_head(struct mock_conn *c, unsigned status, const char *ctype,
+                           long long length)
+{
+	struct mock_buf *o = &c->out;
+
+	if (!mock.quiet)
+		fprintf(stderr, "mock: %s %s -> %u\n", http_method_str((enum http_method)c->req.method),
+		        mock_buf_str(&c->req.url), status);
+	mock_buf_printf(o, "HTTP/1.1 %u %s\r\nContent-Type: %s\r\n", status, mock_status_reason(status),
+	                ctype);
+	if (length >= 0)
+		mock_buf_printf(o, "Content-Length: %lld\r\n", length);
+	else
+		mock_buf_printf(o, "Cache-Control: no-cache\r\n%s",
+		                c->job.chunked ? "Transfer-Encoding: chunked\r\n" : "");
+	if (status == 429)
+		mock_buf_printf(o, "Retry-After: 1\r\n");
+	if (!c->req.keep_alive)
+		mock_buf_printf(o, "Connection: close\r\n");
+	else if (c->req.http10)
+		mock_buf_printf(o, "Connection: keep-alive\r\n");
+	mock_buf_append(o, "\r\n", 2);
+}
+
+/* Every non-stream answer ends here, x-mock-disconnect-after cutting its body. */
+static void mock_resp_unary(struct mock_conn *c, unsigned status, const char *body, size_t n)
+{
+	uint64_t cut = c->job.p.disconnect_after;
+
+	mock_resp_head(c, status, "application/json", (long long)n);
+	if (c->req.head)
+		n = 0;
+	if (cut < n) {
+		n = (size_t)cut;
+		c->drop = 1;
+	}
+	mock_buf_append(&c->out, body, n);
+	mock_resp_done(c);
+}
+
+static void mock_resp_json(struct mock_conn *c, unsigned status, cJSON *o)
+{
+	char *s = mock_json_print(o);
+
+	mock_resp_unary(c, status, s, strlen(s));
+	free(s);
+}
+
+static void mock_resp_error(struct mock_conn *c, unsigned status, const char *msg)
+{
+	mock_resp_json(c, status, c->job.api->error(status, msg));
+}
+
+static void mock_resp_completion(struct mock_conn *c)
+{
+	const struct mock_job *j = &c->job;
+	struct mock_buf text = {0};
+	char word[24], *body;
+	size_t n;
+	unsigned i;
+
+	mock_buf_append(&text, "", 0);
+	for (i = 0; i < j->p.frames; i++) {
+		mock_word_format(word, i);
+		mock_buf_append(&text, word, strlen(word));
+	}
+	body = mock_json_print(j->api->unary(j, text.p));
+	n = strlen(body);
+	/* Padding is plain ASCII, which JSON copies byte for byte: the size comes out exact. */
+	if (j->p.body_bytes > n) {
+		mock_buf_reserve(&text, (size_t)j->p.body_bytes - n);
+		memset(text.p + text.len, 'x', (size_t)j->p.body_bytes - n);
+		text.len += (size_t)j->p.body_bytes - n;
+		text.p[text.len] = 0;
+		free(body);
+		body = mock_json_print(j->api->unary(j, text.p));
+		n = strlen(body);
+	}
+	mock_resp_unary(c, 200, body, n);
+	free(body);
+	mock_buf_free(&text);
+}
+
+static void mock_stream_start(struct mock_conn *c)
+{
+	struct mock_job *j = &c->job;
+
+	/* HTTP/1.0 has no chunked encoding: the end of the stream is the end of the connection. */
+	j->chunked = !c->req.http10;
+	if (c->req.http10)
+		c->req.keep_alive = 0;
+	mock_resp_head(c, 200, "text/event-stream", -1);
+	mock.stats.streams++;
+	j->part = PART_HEAD;
+	j->idx = 0;
+	j->due = 0;
+	c->phase = PHASE_STREAM;
+}
+
+static void mock_stream_write(struct mock_conn *c, const char *event, const char *data)
+{
+	const char *eol = c->job.p.crlf ? "\r\n" : "\n";
+	size_t el = strlen(eol);
+	size_t n = strlen("data: ") + strlen(data) + 2 * el;
+
+	if (event)
+		n += strlen("event: ") + strlen(event) + el;
+	if (c->job.chunked)
+		mock_buf_printf(&c->out, "%zx\r\n", n);
+	if (event)
+		mock_buf_printf(&c->out, "event: %s%s", event, eol);
+	mock_buf_printf(&c->out, "data: %s%s%s", data, eol, eol);
+	if (c->job.chunked)
+		mock_buf_append(&c->out, "\r\n", 2);
+}
+
+/* One step of a stream: one event written, a part finished, or 0 when it must wait
+ * (for the frame delay or for the client to read). */
+static int mock_stream_pump(struct mock_conn *c)
+{
+	struct mock_job *j = &c->job;
+	const char *name;
+	char *data;
+
+	if (mock_buf_pending(&c->out) >= MOCK_OUT_HIGH)
+		return 0;
+	if (j->part == PART_FRAME) {
+		if (j->idx == j->p.disconnect_after) {
+			c->drop = 1;
+			mock_resp_done(c);
+			return 1;
+		}
+		if (j->idx == j->p.frames) {
+			j->part = PART_TAIL;
+			j->idx = 0;
+			return 1;
+		}
+		if (j->p.frame_delay_ms && !j->due) {
+			if (!ev_is_active(&c->timer)) {
+				ev_timer_set(&c->timer, (double)j->p.frame_delay_ms / 1000.0, 0);
+				ev_timer_start(mock.loop, &c->timer);
+			}
+			return 0;
+		}
+		j->due = 0;
+	}
+	data = j->api->event(j, j->part, j->idx, &name);
+	if (data) {
+		mock_stream_write(c, name, data);
+		free(data);
+		j->idx++;
+	} else if (j->part == PART_HEAD) {
+		j->part = PART_FRAME;
+		j->idx = 0;
+	} else {
+		if (j->chunked)
+			mock_buf_append(&c->out, "0\r\n\r\n", 5);
+		mock_resp_done(c);
+	}
+	return 1;
+}
+
+/* After x-mock-ttfb-ms: write the answer, or the head of the stream. */
+static void mock_resp_start(struct mock_conn *c)
+{
+	char msg[64];
+
+	c->phase = PHASE_IDLE;
+	if (c->job.p.status) {
+		snprintf(msg, sizeof msg, "mock error (x-mock-status: %u)", (unsigned)c->job.p.status);
+		mock_resp_error(c, (unsigned)c->job.p.status, msg);
+	} else if (c->job.route == ROUTE_MODELS) {
+		mock_resp_json(c, 200, mock_models_render());
+	} else if (c->job.route != ROUTE_OPENAI && c->job.route != ROUTE_ANTHROPIC) {
+		snprintf(msg, sizeof msg, "no route for %s %.32s",
+		         http_method_str((enum http_method)c->req.method),
+		         mock_buf_str(&c->req.url));
+		mock_resp_error(c, 404, msg);
+	} else if (c->job.stream) {
+		mock_stream_start(c);
+	} else {
+		mock_resp_completion(c);
+	}
+}
+
+/* Header overrides and the request body's model/stream flags into the job. */
+static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
+{
+	struct mock_job *j = &c->job;
+	const struct mock_req *r = &c->req;
+	const struct mock_hdr *h;
+	const cJSON *model;
+	cJSON *body = NULL;
+	char name[48];
+	uint64_t v, h64 = 14695981039346656037ull;
+	size_t i;
+	int rc = -1;
+
+	j->p = mock.defaults;
+	for (i = 0; i < MOCK_NKNOBS; i++) {
+		snprintf(name, sizeof name, "x-mock-%s", mock_knobs[i].name);
+		h = mock_req_header_find(r, name);
+		if (!h)
+			continue;
+		if (mock_parse_u64(r->hbuf.p + h->value_off, h->value_len, &v) < 0 ||
+		    v < mock_knobs[i].min || v > mock_knobs[i].max) {
+			snprintf(err, errlen, "invalid %s: expected an integer in [%llu, %llu]", name,
+			         (unsigned long long)mock_knobs[i].min, (unsigned long long)mock_knobs[i].max);
+			goto out;
+		}
+		memcpy((char *)&j->p + mock_knobs[i].off, &v, sizeof v);
+	}
+	h = mock_req_header_find(r, "x-mock-model");
+	if (j->route == ROUTE_OPENAI || j->route == ROUTE_ANTHROPIC) {
+		body = cJSON_ParseWithLength(mock_buf_str(&r->body), r->body.len);
+		if (!cJSON_IsObject(body) && !j->p.status) {
+			snprintf(err, errlen, "request body is not a JSON object");
+			goto out;
+		}
+		model = cJSON_GetObjectItemCaseSensitive(body, "model");
+		if (!h && cJSON_IsString(model))
+			j->model = mock_strndup(model->valuestring, strlen(model->valuestring));
+		j->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "stream"));
+		j->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(body, "stream_options"), "include_usage"));
+	}
+	if (h)
+		j->model = mock_text_dup(r->hbuf.p + h->value_off, h->value_len);
+	if (!j->model)
+		j->model = mock_strndup("mock-model", 10);
+	/* The id depends on what shapes the content, so equal requests get equal bytes. */
+	h64 = mock_hash_add(h64, j->api->id_prefix, strlen(j->api->id_prefix));
+	h64 = mock_hash_add(h64, j->model, strlen(j->model) + 1);
+	h64 = mock_hash_add(h64, &j->stream, sizeof j->stream);
+	h64 = mock_hash_add(h64, &j->include_usage, sizeof j->include_usage);
+	h64 = mock_hash_add(h64, &j->p.frames, sizeof j->p.frames);
+	h64 = mock_hash_add(h64, &j->p.body_bytes, sizeof j->p.body_bytes);
+	h64 = mock_hash_add(h64, &j->p.tok, sizeof j->p.tok);
+	snprintf(j->id, sizeof j->id, "%s%016llx", j->api->id_prefix, (unsigned long long)h64);
+	rc = 0;
+out:
+	cJSON_Delete(body);
+	return rc;
+}
+
+static enum mock_route mock_route_find(unsigned method, const char *path, size_t n)
+{
+	static const struct {
+		unsigned method;
+		const char *path;
+		enum mock_route route;
+	} routes[] = {
+		{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
+		{HTTP_GET, "/v1/models", ROUTE_MODELS},
+		{HTTP_HEAD, "/v1/models", ROUTE_MODELS},
+		{HTTP_GET, "/_mock/requests", ROUTE_LOG},
+		{HTTP_DELETE, "/_mock/requests", ROUTE_LOG_CLEAR},
+		{HTTP_GET, "/_mock/stats", ROUTE_STATS},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+		if (routes[i].method == method && strlen(routes[i].path) == n && !memcmp(routes[i].path, path, n))
+			return routes[i].route;
+	return ROUTE_NONE;
+}
+
+/* Errors take the shape of the API the path belongs to. */
+static const struct mock_api *mock_api_pick(const char *path, size_t n)
+{
+	return n == 12 && !memcmp(path, "/v1/messages", 12) ? &mock_anthropic : &mock_openai;
+}
+
+/* /_mock/ endpoints are neither logged nor counted nor subject to x-mock-* headers. */
+static void mock_resp_internal(struct mock_conn *c)
+{
+	switch (c->job.route) {
+	case ROUTE_LOG:
+		mock_resp_json(c, 200, mock_log_render());
+		break;
+	case ROUTE_LOG_CLEAR:
+		mock_resp_json(c, 200, mock_log_clear());
+		break;
+	case ROUTE_STATS:
+		mock_resp_json(c, 200, mock_stats_render());
+		break;
+	default:
+		mock_resp_error(c, 404, "no such mock endpoint");
+	}
+}
+
+static void mock_conn_dispatch(struct mock_conn *c)
+{
+	struct mock_job *j = &c->job;
+	const char *path;
+	char err[128];
+	size_t n;
+
+	mock_req_path_get(&c->req, &path, &n);
+	j->route = mock_route_find(c->req.method, path, n);
+	j->api = mock_api_pick(path, n);
+	if (n >= 7 && !memcmp(path, "/_mock/", 7)) {
+		mock_resp_internal(c);
+		return;
+	}
+	mock_log_add(&c->req);
+	mock.stats.requests++;
+	if (mock_job_load(c, err, sizeof err) < 0) {
+		mock_resp_error(c, 400, err);
+		return;
+	}
+	if (j->p.ttfb_ms) {
+		c->phase = PHASE_TTFB;
+		ev_timer_set(&c->timer, (double)j->p.ttfb_ms / 1000.0, 0);
+		ev_timer_start(mock.loop, &c->timer);
+		return;
+	}
+	mock_resp_start(c);
+}
+
+/* ---- connections ---- */
+
+static void mock_conn_free(struct mock_conn *c)
+{
+	if (!c->lingering && (c->phase != PHASE_IDLE || mock_buf_pending(&c->out)))
+		mock.stats.aborts++;
+	ev_io_stop(mock.loop, &c->rio);
+	ev_io_stop(mock.loop, &c->wio);
+	ev_timer_stop(mock.loop, &c->timer);
+	ev_timer_stop(mock.loop, &c->stall);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		mock.conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	mock_buf_free(&c->in);
+	mock_buf_free(&c->out);
+	mock_req_free(&c->req);
+	mock_job_clear(&c->job);
+	free(c);
+	mock.stats.conns_open--;
+}
+
+/* Parses until one request is complete (and answers it) or the input runs out. */
+static int mock_conn_parse(struct mock_conn *c)
+{
+	size_t n, pn, avail = mock_buf_pending(&c->in);
+	enum http_errno err;
+	const char *path;
+	char msg[128];
+
+	if (!avail || mock_buf_pending(&c->out) >= MOCK_OUT_HIGH)
+		return 0;
+	n = http_parser_execute(&c->parser, &mock_settings, c->in.p + c->in.off, avail);
+	c->in.off += n;
+	if (c->in.off == c->in.len)
+		mock_buf_clear(&c->in);
+	err = HTTP_PARSER_ERRNO(&c->parser);
+	if (err == HPE_PAUSED) {
+		http_parser_pause(&c->parser, 0);
+		mock_conn_dispatch(c);
+		return 1;
+	}
+	if (err == HPE_OK)
+		return 0;
+	if (c->abort_status == 413)
+		snprintf(msg, sizeof msg, "request body larger than %u bytes", MOCK_BODY_MAX);
+	else
+		snprintf(msg, sizeof msg, "malformed request: %s", http_errno_description(err));
+	c->req.keep_alive = 0;
+	mock_req_path_get(&c->req, &path, &pn);
+	c->job.api = mock_api_pick(path, pn);
+	mock_resp_error(c, c->abort_status ? c->abort_status : 400, msg);
+	return 1;
+}
+
+static int mock_conn_flush(struct mock_conn *c)
+{
+	int wrote = 0;
+	ssize_t n;
+
+	while (mock_buf_pending(&c->out)) {
+		n = send(c->fd, c->out.p + c->out.off, mock_buf_pending(&c->out), MSG_NOSIGNAL);
+		if (n > 0) {
+			c->out.off += (size_t)n;
+			mock.stats.bytes_out += (uint64_t)n;
+			wrote = 1;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (wrote || !ev_is_active(&c->stall))
+				ev_timer_again(mock.loop, &c->stall);
+			return 0;
+		} else {
+			return -1;
+		}
+	}
+	mock_buf_clear(&c->out);
+	ev_timer_stop(mock.loop, &c->stall);
+	return 0;
+}
+
+/* Runs at the end of every connection callback: advances the connection as far as it
+ * can go now, then arms the watchers for what it waits for. While the loop runs, this
+ * is the only place a connection is freed, so no callback outlives its connection. */
+static void mock_conn_settle(struct mock_conn *c)
+{
+	int budget = MOCK_BUDGET, progress = 1;
+
+	while (progress && budget-- > 0 && !c->dead) {
+		progress = 0;
+		if (c->phase == PHASE_STREAM)
+			progress = mock_stream_pump(c);
+		else if (c->phase == PHASE_IDLE && !c->closing && !c->drop)
+			progress = mock_conn_parse(c);
+		if (mock_conn_flush(c) < 0)
+			c->dead = 1;
+	}
+	if (!c->dead && !mock_buf_pending(&c->out) && c->drop) {
+		mock.stats.disconnects++;
+		c->dead = 1;
+	}
+	if (c->dead) {
+		mock_conn_free(c);
+		return;
+	}
+	if (c->closing && !c->lingering && !mock_buf_pending(&c->out)) {
+		shutdown(c->fd, SHUT_WR);
+		c->lingering = 1;
+		ev_timer_stop(mock.loop, &c->timer);
+		ev_timer_set(&c->timer, MOCK_LINGER_S, 0);
+		ev_timer_start(mock.loop, &c->timer);
+	}
+	c->yield = progress;
+	if (c->lingering || mock_buf_pending(&c->in) < MOCK_IN_CAP)
+		ev_io_start(mock.loop, &c->rio);
+	else
+		ev_io_stop(mock.loop, &c->rio);
+	if (mock_buf_pending(&c->out) || c->yield)
+		ev_io_start(mock.loop, &c->wio);
+	else
+		ev_io_stop(mock.loop, &c->wio);
+}
+
+/* EOF or an error from the client ends the connection at once: HTTP/1.1 clients do not
+ * half-close, so a FIN means the client went away (possibly mid-stream). */
+static void mock_conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mock_conn *c = w->data;
+	char discard[16384];
+	ssize_t n;
+
+	(void)loop;
+	(void)revents;
+	for (;;) {
+		if (c->lingering) {
+			n = recv(c->fd, discard, sizeof discard, 0);
+		} else {
+			if (mock_buf_pending(&c->in) >= MOCK_IN_CAP)
+				break;
+			mock_buf_reserve(&c->in, 16384);
+			n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len - 1, 0);
+			if (n > 0) {
+				c->in.len += (size_t)n;
+				c->in.p[c->in.len] = 0;
+			}
+		}
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		c->dead = 1;
+		break;
+	}
+	mock_conn_settle(c);
+}
+
+static void mock_conn_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	mock_conn_settle(w->data);
+}
+
+static void mock_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mock_conn *c = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (c->lingering)
+		c->dead = 1;
+	else if (c->phase == PHASE_TTFB)
+		mock_resp_start(c);
+	else if (c->phase == PHASE_STREAM)
+		c->job.due = 1;
+	mock_conn_settle(c);
+}
+
+static void mock_conn_stall_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mock_conn *c = w->data;
+
+	(void)loop;
+	(void)revents;
+	c->dead = 1;
+	mock_conn_settle(c);
+}
+
+static void mock_conn_open(int fd)
+{
+	struct mock_conn *c = mock_xmalloc(sizeof *c);
+	int one = 1;
+
+	memset(c, 0, sizeof *c);
+	/* SSE events must leave one by one, not wait for Nagle. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c->fd = fd;
+	ev_io_init(&c->rio, mock_conn_read_cb, fd, EV_READ);
+	ev_io_init(&c->wio, mock_conn_write_cb, fd, EV_WRITE);
+	ev_timer_init(&c->timer, mock_conn_timer_cb, 0, 0);
+	ev_init(&c->stall, mock_conn_stall_cb);
+	c->stall.repeat = MOCK_STALL_S;
+	c->rio.data = c->wio.data = c->timer.data = c->stall.data = c;
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	mock_job_clear(&c->job);
+	c->next = mock.conns;
+	if (c->next)
+		c->next->prev = c;
+	mock.conns = c;
+	mock.stats.conns_total++;
+	mock.stats.conns_open++;
+	ev_io_start(mock.loop, &c->rio);
+}
+
+/* ---- listener, signals, main ---- */
+
+static void mock_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	int fd, i;
+
+	(void)w;
+	(void)revents;
+	for (i = 0; i < 256; i++) {
+		fd = accept4(mock.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			mock_conn_open(fd);
+			continue;
+		}
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			/* Out of descriptors: a level-triggered retry would spin, so back off. */
+			fprintf(stderr, "mock: accept: %s\n", strerror(errno));
+			ev_io_stop(loop, &mock.lio);
+			ev_timer_start(loop, &mock.accept_retry);
+		}
+		break;
+	}
+}
+
+static void mock_accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_io_start(loop, &mock.lio);
+}
+
+static void mock_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static int mock_listen(const char *spec)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE};
+	struct addrinfo *res = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char *host = NULL, *port, host_out[NI_MAXHOST], port_out[NI_MAXSERV];
+	int one = 1, rc = -1, e;
+
+	host = mock_strndup(spec, strlen(spec));
+	port = strrchr(host, ':');
+	if (!port) {
+		fprintf(stderr, "mock-upstream: --listen wants HOST:PORT, got '%s'\n", spec);
+		goto out;
+	}
+	*port++ = 0;
+	if (host[0] == '[' && port - host >= 3 && port[-2] == ']') {
+		port[-2] = 0;
+		memmove(host, host + 1, strlen(host));
+	}
+	e = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (e) {
+		fprintf(stderr, "mock-upstream: %s: %s\n", spec, gai_strerror(e));
+		goto out;
+	}
+	mock.lfd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (mock.lfd < 0 || setsockopt(mock.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(mock.lfd, res->ai_addr, res->ai_addrlen) < 0 || listen(mock.lfd, 4096) < 0 ||
+	    getsockname(mock.lfd, (struct sockaddr *)&ss, &sl) < 0) {
+		fprintf(stderr, "mock-upstream: %s: %s\n", spec, strerror(errno));
+		goto out;
+	}
+	e = getnameinfo((struct sockaddr *)&ss, sl, host_out, sizeof host_out, port_out, sizeof port_out,
+	                NI_NUMERICHOST | NI_NUMERICSERV);
+	if (e) {
+		fprintf(stderr, "mock-upstream: %s: %s\n", spec, gai_strerror(e));
+		goto out;
+	}
+	fprintf(stderr, ss.ss_family == AF_INET6 ? "listening on [%s]:%s\n" : "listening on %s:%s\n",
+	        host_out, port_out);
+	rc = 0;
+out:
+	if (res)
+		freeaddrinfo(res);
+	free(host);
+	return rc;
+}
+
+static void mock_usage_print(FILE *f)
+{
+	char opt[48];
+	size_t i;
+
+	fprintf(f, "usage: mock-upstream --listen HOST:PORT [options]\n"
+	           "Deterministic OpenAI/Anthropic upstream for tests and benchmarks.\n"
+	           "  --listen HOST:PORT           address to serve (port 0: any free port)\n"
+	           "  --quiet                      no per-request log on stderr\n"
+	           "  --help                       this text\n"
+	           "Response knobs: --NAME N sets the default, request header x-mock-NAME: N\n"
+	           "overrides it per request (also x-mock-model: NAME):\n");
+	for (i = 0; i < MOCK_NKNOBS; i++) {
+		snprintf(opt, sizeof opt, "--%s N", mock_knobs[i].name);
+		fprintf(f, "  %-28s %s\n", opt, mock_knobs[i].help);
+	}
+}
+
+/* Holding 1000+ streams needs more than the usual 1024 descriptors. */
+static void mock_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int mock_parse_args(int argc, char **argv, const char **listen_addr)
+{
+	enum { OPT_LISTEN = 256, OPT_QUIET, OPT_HELP, OPT_KNOB };
+	struct option opts[MOCK_NKNOBS + 4] = {
+		{"listen", required_argument, NULL, OPT_LISTEN},
+		{"quiet", no_argument, NULL, OPT_QUIET},
+		{"help", no_argument, NULL, OPT_HELP},
+	};
+	const struct mock_knob *k;
+	uint64_t v;
+	size_t i;
+	int o;
+
+	for (i = 0; i < MOCK_NKNOBS; i++)
+		opts[3 + i] = (struct option){mock_knobs[i].name, required_argument, NULL, OPT_KNOB + (int)i};
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == OPT_LISTEN) {
+			*listen_addr = optarg;
+		} else if (o == OPT_QUIET) {
+			mock.quiet = 1;
+		} else if (o == OPT_HELP) {
+			mock_usage_print(stdout);
+			exit(0);
+		} else if (o >= OPT_KNOB) {
+			k = &mock_knobs[o - OPT_KNOB];
+			if (mock_parse_u64(optarg, strlen(optarg), &v) < 0 || v < k->min || v > k->max) {
+				fprintf(stderr, "mock-upstream: --%s wants an integer in [%llu, %llu]\n", k->name,
+				        (unsigned long long)k->min, (unsigned long long)k->max);
+				return -1;
+			}
+			memcpy((char *)&mock.defaults + k->off, &v, sizeof v);
+		} else {
+			return -1;
+		}
+	}
+	if (optind != argc || !*listen_addr)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cJSON_Hooks hooks = {mock_xmalloc, free};
+	const char *listen_addr = NULL;
+	size_t i;
+	int rc = 1;
+
+	if (mock_parse_args(argc, argv, &listen_addr) < 0) {
+		mock_usage_print(stderr);
+		return 2;
+	}
+	cJSON_InitHooks(&hooks);
+	signal(SIGPIPE, SIG_IGN);
+	mock_raise_nofile();
+	mock.loop = EV_DEFAULT;
+	if (mock_listen(listen_addr) < 0)
+		goto out;
+	ev_io_init(&mock.lio, mock_accept_cb, mock.lfd, EV_READ);
+	ev_io_start(mock.loop, &mock.lio);
+	ev_timer_init(&mock.accept_retry, mock_accept_retry_cb, 0.1, 0);
+	ev_signal_init(&mock.sigterm, mock_signal_cb, SIGTERM);
+	ev_signal_init(&mock.sigint, mock_signal_cb, SIGINT);
+	ev_signal_start(mock.loop, &mock.sigterm);
+	ev_signal_start(mock.loop, &mock.sigint);
+	ev_run(mock.loop, 0);
+	rc = 0;
+out:
+	while (mock.conns)
+		mock_conn_free(mock.conns);
+	for (i = 0; i < MOCK_LOG_SIZE; i++)
+		cJSON_Delete(mock.log[i]);
+	ev_io_stop(mock.loop, &mock.lio);
+	ev_timer_stop(mock.loop, &mock.accept_retry);
+	ev_signal_stop(mock.loop, &mock.sigterm);
+	ev_signal_stop(mock.loop, &mock.sigint);
+	if (mock.lfd >= 0)
+		close(mock.lfd);
+	ev_loop_destroy(mock.loop);
+	return rc;
+}

@@ -1,0 +1,30 @@
+/* config: the agent's settings, from an optional file and command-line flags (flags
+ * win). Parsed once by the main thread before any other thread starts. */
+#ifndef TALLY_CONFIG_H
+#define TALLY_CONFIG_H
+
+#include <stdint.h>
+
+#include "log.h"
+
+#define CONFIG_MAX_LISTEN 8
+#define CONFIG_PATH_MAX   1024
+
+struct agent_config {
+	char listen[CONFIG_MAX_LISTEN][CONFIG_PATH_MAX]; /* "host:port" or "unix:/path" */
+	int nlisten;
+	int threads;
+	char db_path[CONFIG_PATH_MAX];
+	char secret_path[CONFIG_PATH_MAX];     /* empty: db_path + ".secret" */
+	enum log_level log_level;
+	uint32_t max_frame_size;
+	int reload_interval_ms;
+};
+
+enum config_result { CONFIG_OK, CONFIG_EXIT_OK, CONFIG_ERROR };
+
+/* Fills cfg from argv (and the file named by --config). CONFIG_EXIT_OK after --help;
+ * CONFIG_ERROR after printing the problem to stderr. */
+enum config_result config_parse(struct agent_config *cfg, int argc, char **argv);
+
+#endif

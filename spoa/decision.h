@@ -1,0 +1,66 @@
+/* decision: the agent's verdict on one request (who calls, which model, may they, which
+ * backend). Pure over its inputs; runs on the I/O threads for every NOTIFY. */
+#ifndef TALLY_DECISION_H
+#define TALLY_DECISION_H
+
+#include <stddef.h>
+
+#include "keytable-t.h"
+#include "reqbody.h"
+#include "spop-t.h"
+
+enum decision_verdict {
+	DECISION_ALLOW = 0,
+	DECISION_NO_KEY,            /* 401: neither Authorization: Bearer nor x-api-key */
+	DECISION_UNKNOWN_KEY,       /* 401 */
+	DECISION_REVOKED_KEY,       /* 401 */
+	DECISION_BAD_BODY,          /* 400: not a JSON object, or model/stream malformed */
+	DECISION_MODEL_REQUIRED,    /* 400: no model in the body and no default on the key */
+	DECISION_UNKNOWN_MODEL,     /* 404 */
+	DECISION_MODEL_FORBIDDEN,   /* 403: not on the key's allow-list */
+	DECISION_BODY_TOO_LARGE,    /* 413: restricted key, body beyond the inspection buffer */
+	DECISION_NO_ROUTE,          /* 502: the model's provider is not configured */
+	DECISION_VERDICT_COUNT
+};
+
+enum decision_model_source {
+	DECISION_MODEL_NONE,
+	DECISION_MODEL_BODY,        /* named in the (possibly truncated) body */
+	DECISION_MODEL_KEY_DEFAULT, /* body named none, or was cut before naming one */
+};
+
+/* What HAProxy sent for one request. Views borrow the NOTIFY frame's buffer and live
+ * until the ACK is built. Absent headers have len 0. */
+struct decision_request {
+	struct spop_str authorization;
+	struct spop_str api_key;
+	struct spop_str path;
+	struct spop_str body;
+	int body_truncated;         /* HAProxy buffered less than the advertised length */
+};
+
+struct decision {
+	enum decision_verdict verdict;
+	const struct kt_key *key;           /* borrowed from the keytable; NULL if unknown */
+	const struct kt_model *model;       /* borrowed from the keytable */
+	enum decision_model_source model_source;
+	int stream;                         /* 1, 0, or -1 when the body was cut first */
+	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
+	struct reqbody_info body;
+};
+
+/* Decides for req against the snapshot t. Always fills d; never fails. */
+void decision_make(const struct keytable *t, const struct decision_request *req,
+                   struct decision *d);
+
+int decision_http_status(enum decision_verdict v);
+
+/* Stable snake_case name of a verdict ("allow", "unknown_key", ...), for logs and rows. */
+const char *decision_verdict_name(enum decision_verdict v);
+
+/* Writes the JSON error body for a denial into buf: OpenAI's error shape, or Anthropic's
+ * for /v1/messages paths. Returns its length, or -1 if cap is too small. */
+int decision_error_json(const struct decision *d, const struct decision_request *req,
+                        char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,56 @@
+/* Types of the agent's in-memory configuration snapshot: keys, models, providers.
+ * A snapshot is immutable once built; see keytable.h for its life cycle. */
+#ifndef TALLY_KEYTABLE_T_H
+#define TALLY_KEYTABLE_T_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyhash.h"
+
+enum kt_api { KT_API_OPENAI, KT_API_ANTHROPIC };
+
+struct kt_provider {
+	int64_t id;
+	char *name;
+	char *backend;          /* HAProxy backend that serves this provider */
+	enum kt_api api;
+};
+
+struct kt_model {
+	int64_t id;
+	char *name;
+	const struct kt_provider *provider;
+	int64_t input_micros_per_mtok;
+	int64_t output_micros_per_mtok;
+	int64_t cached_micros_per_mtok;
+};
+
+struct kt_key {
+	int64_t id;
+	unsigned char hash[KEYHASH_LEN];
+	char *name;
+	char *prefix;
+	int revoked;
+	const struct kt_model *default_model;   /* NULL: none, or not a known model */
+	int restricted;                         /* 0: every model; 1: only those in allowed */
+	const struct kt_model **allowed;        /* known models of the allow-list */
+	size_t nallowed;
+};
+
+struct keytable {
+	atomic_int refs;
+	int64_t generation;                      /* meta.config_generation it was built from */
+	unsigned char secret[KEYHASH_SECRET_LEN];
+	struct kt_provider *providers;
+	size_t nproviders;
+	struct kt_model *models;                 /* sorted by name for binary search */
+	size_t nmodels;
+	struct kt_key *keys;
+	size_t nkeys;
+	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */
+	size_t nslots;                           /* power of two, at least twice nkeys */
+};
+
+#endif

@@ -1,0 +1,355 @@
+/* keytable: builds the immutable configuration snapshot from SQLite (main thread) and
+ * answers key and model look-ups on it (I/O threads, lock-free, read only). */
+#include "keytable.h"
+
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+
+static void keytable_free(struct keytable *t)
+{
+	size_t i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->nproviders; i++) {
+		free(t->providers[i].name);
+		free(t->providers[i].backend);
+	}
+	for (i = 0; i < t->nmodels; i++)
+		free(t->models[i].name);
+	for (i = 0; i < t->nkeys; i++) {
+		free(t->keys[i].name);
+		free(t->keys[i].prefix);
+		free(t->keys[i].allowed);
+	}
+	free(t->providers);
+	free(t->models);
+	free(t->keys);
+	free(t->slots);
+	OPENSSL_cleanse(t->secret, sizeof(t->secret));
+	free(t);
+}
+
+void keytable_ref(struct keytable *t, int n)
+{
+	atomic_fetch_add(&t->refs, n);
+}
+
+void keytable_unref(struct keytable *t)
+{
+	if (t && atomic_fetch_sub(&t->refs, 1) == 1)
+		keytable_free(t);
+}
+
+static char *keytable_col_strdup(sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+
+	return s ? strdup((const char *)s) : NULL;
+}
+
+/* Runs sql and counts its rows so that arrays are sized before they are filled. */
+static int keytable_count(sqlite3 *db, const char *sql, size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*n = 0;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*n = (size_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static const struct kt_provider *keytable_provider_by_id(const struct keytable *t, int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < t->nproviders; i++)
+		if (t->providers[i].id == id)
+			return &t->providers[i];
+	return NULL;
+}
+
+static int keytable_load_providers(sqlite3 *db, struct keytable *t)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	if (keytable_count(db, "SELECT count(*) FROM providers", &t->nproviders) < 0)
+		return -1;
+	t->providers = calloc(t->nproviders + 1, sizeof(*t->providers));
+	if (!t->providers)
+		return -1;
+	if (sqlite3_prepare_v2(db, "SELECT id, name, api, backend FROM providers ORDER BY id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	t->nproviders = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kt_provider *p = &t->providers[t->nproviders++];
+		const unsigned char *api = sqlite3_column_text(st, 2);
+
+		p->id = sqlite3_column_int64(st, 0);
+		p->name = keytable_col_strdup(st, 1);
+		p->backend = keytable_col_strdup(st, 3);
+		p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
+		                                                            : KT_API_OPENAI;
+		if (!p->name || !p->backend)
+			goto out;
+	}
+	if (rc == SQLITE_DONE)
+		ret = 0;
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+static int keytable_load_models(sqlite3 *db, struct keytable *t)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	if (keytable_count(db, "SELECT count(*) FROM models", &t->nmodels) < 0)
+		return -1;
+	t->models = calloc(t->nmodels + 1, sizeof(*t->models));
+	if (!t->models)
+		return -1;
+	/* BINARY collation orders like memcmp, which keytable_find_model relies on. */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT id, name, provider_id, input_micros_per_mtok,"
+	                       " output_micros_per_mtok, cached_micros_per_mtok"
+	                       " FROM models ORDER BY name COLLATE BINARY",
+	                       -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	t->nmodels = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kt_model *m = &t->models[t->nmodels++];
+
+		m->id = sqlite3_column_int64(st, 0);
+		m->name = keytable_col_strdup(st, 1);
+		m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 2));
+		m->input_micros_per_mtok = sqlite3_column_int64(st, 3);
+		m->output_micros_per_mtok = sqlite3_column_int64(st, 4);
+		m->cached_micros_per_mtok = sqlite3_column_int64(st, 5);
+		if (!m->name)
+			goto out;
+	}
+	if (rc == SQLITE_DONE)
+		ret = 0;
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
+{
+	size_t lo = 0, hi = t->nkeys;
+
+	/* keys are loaded ORDER BY id */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->keys[mid].id == id)
+			return &t->keys[mid];
+		if (t->keys[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int keytable_load_allowlists(sqlite3 *db, struct keytable *t)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	if (sqlite3_prepare_v2(db, "SELECT key_id, model FROM key_models ORDER BY key_id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kt_key *k = keytable_key_by_id(t, sqlite3_column_int64(st, 0));
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+		const struct kt_model *m;
+		const struct kt_model **grown;
+
+		if (!k)
+			continue;
+		/* A listed model that no longer exists still makes the key restricted:
+		 * an allow-list must never widen into "every model". */
+		k->restricted = 1;
+		m = name ? keytable_find_model(t, name, strlen(name)) : NULL;
+		if (!m)
+			continue;
+		grown = realloc(k->allowed, (k->nallowed + 1) * sizeof(*k->allowed));
+		if (!grown)
+			goto out;
+		k->allowed = grown;
+		k->allowed[k->nallowed++] = m;
+	}
+	if (rc == SQLITE_DONE)
+		ret = 0;
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+static uint32_t keytable_slot_of(const unsigned char *hash)
+{
+	/* The hash is an HMAC output: its first bytes are already uniform. */
+	return (uint32_t)hash[0] | (uint32_t)hash[1] << 8 | (uint32_t)hash[2] << 16 |
+	       (uint32_t)hash[3] << 24;
+}
+
+static int keytable_index_keys(struct keytable *t)
+{
+	size_t i;
+
+	t->nslots = 16;
+	while (t->nslots < t->nkeys * 2)
+		t->nslots <<= 1;
+	t->slots = calloc(t->nslots, sizeof(*t->slots));
+	if (!t->slots)
+		return -1;
+	for (i = 0; i < t->nkeys; i++) {
+		size_t s = keytable_slot_of(t->keys[i].hash) & (t->nslots - 1);
+
+		while (t->slots[s])
+			s = (s + 1) & (t->nslots - 1);
+		t->slots[s] = (uint32_t)(i + 1);
+	}
+	return 0;
+}
+
+static int keytable_load_keys(sqlite3 *db, struct keytable *t)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	if (keytable_count(db, "SELECT count(*) FROM keys", &t->nkeys) < 0)
+		return -1;
+	if (t->nkeys > UINT32_MAX / 4)
+		return -1;
+	t->keys = calloc(t->nkeys + 1, sizeof(*t->keys));
+	if (!t->keys)
+		return -1;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT id, name, prefix, hash, default_model, revoked_at IS NOT NULL"
+	                       " FROM keys ORDER BY id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	t->nkeys = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kt_key *k = &t->keys[t->nkeys];
+		const unsigned char *def = sqlite3_column_text(st, 4);
+
+		if (sqlite3_column_bytes(st, 3) != KEYHASH_LEN)
+			continue;   /* not a hash this version makes; it can never match */
+		t->nkeys++;
+		k->id = sqlite3_column_int64(st, 0);
+		k->name = keytable_col_strdup(st, 1);
+		k->prefix = keytable_col_strdup(st, 2);
+		memcpy(k->hash, sqlite3_column_blob(st, 3), KEYHASH_LEN);
+		k->default_model = def ? keytable_find_model(t, (const char *)def,
+		                                             strlen((const char *)def))
+		                       : NULL;
+		k->revoked = sqlite3_column_int(st, 5);
+		if (!k->name || !k->prefix)
+			goto out;
+	}
+	if (rc == SQLITE_DONE)
+		ret = 0;
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
+                  struct keytable **out, char *err, size_t errlen)
+{
+	struct keytable *t = calloc(1, sizeof(*t));
+	int in_txn = 0, ret = -1;
+
+	if (!t) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	atomic_init(&t->refs, 1);
+	memcpy(t->secret, secret, KEYHASH_SECRET_LEN);
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	in_txn = 1;
+	t->generation = db_config_generation(db);
+	if (t->generation < 0 || keytable_load_providers(db, t) < 0 ||
+	    keytable_load_models(db, t) < 0 || keytable_load_keys(db, t) < 0 ||
+	    keytable_load_allowlists(db, t) < 0 || keytable_index_keys(t) < 0)
+		goto fail;
+	ret = 0;
+	*out = t;
+	t = NULL;
+fail:
+	if (ret < 0)
+		snprintf(err, errlen, "loading keys and models: %s", sqlite3_errmsg(db));
+	if (in_txn)
+		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	keytable_free(t);
+	return ret;
+}
+
+const struct kt_key *keytable_find_key(const struct keytable *t, const char *key, size_t len)
+{
+	unsigned char hash[KEYHASH_LEN];
+	size_t s;
+
+	keyhash_compute(t->secret, key, len, hash);
+	s = keytable_slot_of(hash) & (t->nslots - 1);
+	while (t->slots[s]) {
+		const struct kt_key *k = &t->keys[t->slots[s] - 1];
+
+		if (keyhash_equal(k->hash, hash))
+			return k;
+		s = (s + 1) & (t->nslots - 1);
+	}
+	return NULL;
+}
+
+const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len)
+{
+	size_t lo = 0, hi = t->nmodels;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *mn = t->models[mid].name;
+		size_t mlen = strlen(mn);
+		int c = memcmp(mn, name, mlen < len ? mlen : len);
+
+		if (c == 0)
+			c = mlen < len ? -1 : mlen > len;
+		if (c == 0)
+			return &t->models[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int keytable_key_allows(const struct kt_key *k, const struct kt_model *m)
+{
+	size_t i;
+
+	if (!k->restricted)
+		return 1;
+	for (i = 0; i < k->nallowed; i++)
+		if (k->allowed[i] == m)
+			return 1;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* The agent's in-memory configuration snapshot (keys, models, providers), loaded
+ * from SQLite by the main thread and read lock-free by the I/O threads.
+ *
+ * Life cycle: keytable_load() returns a snapshot holding one reference. The main
+ * thread hands a reference to each I/O thread through its inbox; a thread drops the
+ * previous snapshot's reference when it switches. The last keytable_unref() frees. */
+#ifndef TALLY_KEYTABLE_H
+#define TALLY_KEYTABLE_H
+
+#include <sqlite3.h>
+
+#include "keytable-t.h"
+
+/* Builds a snapshot from db (any connection; reads in one transaction so the
+ * generation matches the rows). Returns 0, or -1 with a message in err. */
+int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
+                  struct keytable **out, char *err, size_t errlen);
+
+/* Looks up a presented gateway key (any bytes, any length) by its keyed hash, comparing
+ * digests in constant time. Returns NULL when no key has that hash. The result is
+ * borrowed from t and lives as long as the caller's reference to t. */
+const struct kt_key *keytable_find_key(const struct keytable *t, const char *key, size_t len);
+
+/* Exact, case-sensitive model lookup; NULL if unknown. Borrowed from t. */
+const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len);
+
+/* 1 if key k may use model m (no allow-list means every model). */
+int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
+
+void keytable_ref(struct keytable *t, int n);
+void keytable_unref(struct keytable *t);
+
+#endif

@@ -1,0 +1,92 @@
+/* net: creates the agent's listening sockets (main thread, at start). */
+#include "net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int net_listen_unix(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "unix socket path too long: %s", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0)
+		goto fail;
+	return fd;
+fail:
+	snprintf(err, errlen, "listen on unix:%s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static int net_listen_tcp(const char *addr, char *err, size_t errlen)
+{
+	char host[256];
+	const char *colon = strrchr(addr, ':');
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	size_t hlen;
+	int fd = -1, one = 1, rc;
+
+	if (!colon || colon == addr || !colon[1]) {
+		snprintf(err, errlen, "bad listen address '%s' (want host:port or unix:/path)", addr);
+		return -1;
+	}
+	hlen = (size_t)(colon - addr);
+	if (addr[0] == '[' && colon[-1] == ']') {
+		addr++;
+		hlen -= 2;
+	}
+	if (hlen >= sizeof(host)) {
+		snprintf(err, errlen, "host name too long in '%s'", addr);
+		return -1;
+	}
+	memcpy(host, addr, hlen);
+	host[hlen] = '\0';
+	if ((rc = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
+		snprintf(err, errlen, "resolve %s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+		snprintf(err, errlen, "listen on %s: %s", addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int net_listen(const char *addr, char *err, size_t errlen)
+{
+	if (strncmp(addr, "unix:", 5) == 0)
+		return net_listen_unix(addr + 5, err, errlen);
+	return net_listen_tcp(addr, err, errlen);
+}
+
+void net_tune(int fd)
+{
+	int one = 1;
+
+	/* Fails harmlessly (ENOTSUP) on unix sockets. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}

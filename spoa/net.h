@@ -1,0 +1,15 @@
+/* net: listening sockets for the agent (main thread). In the spirit of Redis' anet:
+ * small wrappers that turn an address string into a ready, non-blocking socket. */
+#ifndef TALLY_NET_H
+#define TALLY_NET_H
+
+#include <stddef.h>
+
+/* addr is "host:port", "[v6]:port" or "unix:/path" (an existing socket file there is
+ * replaced). Returns a non-blocking, close-on-exec listening fd, or -1 with err set. */
+int net_listen(const char *addr, char *err, size_t errlen);
+
+/* Makes an accepted socket ready for SPOP: TCP_NODELAY where it applies. */
+void net_tune(int fd);
+
+#endif

@@ -1,0 +1,250 @@
+/* session: SPOP state machine for one connection (runs on the connection's I/O thread).
+ *
+ * Every NOTIFY gets an ACK, even one whose messages cannot be read: HAProxy then finds
+ * no verdict and applies the operator's fail policy instead of waiting for a timeout. */
+#include "session.h"
+
+#include <string.h>
+
+#include "decision.h"
+#include "log.h"
+#include "spop.h"
+
+#define SESSION_CAPABILITIES "pipelining"
+
+void session_init(struct session *s, uint32_t max_frame_size)
+{
+	memset(s, 0, sizeof(*s));
+	s->state = SESSION_WAIT_HELLO;
+	s->max_frame_size = max_frame_size;
+}
+
+static enum session_result session_fail(struct session *s, struct spop_writer *out,
+                                        enum spop_status status)
+{
+	log_warn("spop: closing connection: %s", spop_status_str(status));
+	spop_agent_disconnect_encode(out, status, spop_status_str(status));
+	s->state = SESSION_CLOSED;
+	return SESSION_CLOSE;
+}
+
+static enum session_result session_hello(struct session *s, const struct spop_frame *f,
+                                         struct spop_writer *out)
+{
+	struct spop_hello h;
+	enum spop_status err;
+
+	if (spop_hello_parse(f, &h, &err) < 0)
+		return session_fail(s, out, err);
+	if (h.max_frame_size && h.max_frame_size < s->max_frame_size)
+		s->max_frame_size = h.max_frame_size;
+	if (spop_agent_hello_encode(out, s->max_frame_size, SESSION_CAPABILITIES) < 0)
+		return session_fail(s, out, SPOP_ERR_RES);
+	/* A health check ends with our HELLO: HAProxy closes once it has read it. */
+	if (h.healthcheck) {
+		s->state = SESSION_CLOSED;
+		return SESSION_CLOSE;
+	}
+	s->state = SESSION_READY;
+	return SESSION_CONTINUE;
+}
+
+static int session_arg_int(const struct spop_data *v, int64_t *out)
+{
+	switch (v->type) {
+	case SPOP_DATA_INT32: *out = v->u.i32; return 0;
+	case SPOP_DATA_UINT32: *out = v->u.u32; return 0;
+	case SPOP_DATA_INT64: *out = v->u.i64; return 0;
+	case SPOP_DATA_UINT64: *out = v->u.u64 > INT64_MAX ? INT64_MAX : (int64_t)v->u.u64; return 0;
+	default: return -1;
+	}
+}
+
+static int session_key_is(struct spop_str k, const char *name)
+{
+	return k.len == strlen(name) && memcmp(k.ptr, name, k.len) == 0;
+}
+
+/* Reads our message's arguments into req. Unknown arguments are ignored so that a newer
+ * SPOE file can add some; absent or NULL ones stay empty. */
+static int session_read_request(const struct spop_msg *m, struct decision_request *req,
+                                struct spop_str *id)
+{
+	const unsigned char *p = m->args;
+	struct spop_str key;
+	struct spop_data v;
+	int64_t body_size = -1;
+	int rc;
+
+	memset(req, 0, sizeof(*req));
+	while ((rc = spop_kv_next(&p, m->args_end, &key, &v)) == 1) {
+		int is_text = v.type == SPOP_DATA_STR || v.type == SPOP_DATA_BIN;
+
+		if (session_key_is(key, "bsize")) {
+			if (session_arg_int(&v, &body_size) < 0 && v.type != SPOP_DATA_NULL)
+				return -1;
+			continue;
+		}
+		if (!is_text)
+			continue;
+		if (session_key_is(key, "auth"))
+			req->authorization = v.u.str;
+		else if (session_key_is(key, "xkey"))
+			req->api_key = v.u.str;
+		else if (session_key_is(key, "path"))
+			req->path = v.u.str;
+		else if (session_key_is(key, "body"))
+			req->body = v.u.str;
+		else if (session_key_is(key, "id"))
+			*id = v.u.str;
+	}
+	if (rc < 0)
+		return -1;
+	/* HAProxy hands us at most the buffered, capped prefix of the body. */
+	req->body_truncated = body_size > (int64_t)req->body.len;
+	return 0;
+}
+
+static void session_set_str(struct spop_writer *out, const char *name, const char *s, size_t len)
+{
+	struct spop_data v = { .type = SPOP_DATA_STR };
+
+	v.u.str.ptr = s;
+	v.u.str.len = len;
+	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
+}
+
+static void session_set_int(struct spop_writer *out, const char *name, int64_t n)
+{
+	struct spop_data v = { .type = SPOP_DATA_INT64 };
+
+	v.u.i64 = n;
+	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
+}
+
+static void session_put_verdict(struct spop_writer *out, const struct decision *d, int brief)
+{
+	const char *name = decision_verdict_name(d->verdict);
+
+	session_set_str(out, "verdict", name, strlen(name));
+	session_set_int(out, "status", decision_http_status(d->verdict));
+	if (brief)
+		return;
+	if (d->key) {
+		session_set_int(out, "key_id", d->key->id);
+		session_set_str(out, "key", d->key->name, strlen(d->key->name));
+	}
+	if (d->model) {
+		session_set_str(out, "model", d->model->name, strlen(d->model->name));
+		if (d->verdict == DECISION_ALLOW)
+			session_set_str(out, "backend", d->model->provider->backend,
+			                strlen(d->model->provider->backend));
+	}
+	if (d->stream >= 0)
+		session_set_int(out, "stream", d->stream);
+	if (d->body_truncated)
+		session_set_int(out, "truncated", 1);
+}
+
+/* Writes the ACK for one NOTIFY frame: the verdict on our message, if it was there. */
+static void session_notify(struct session *s, const struct keytable *kt,
+                           const struct spop_frame *f, struct spop_writer *out)
+{
+	const unsigned char *p = f->payload, *end = f->payload + f->payload_len;
+	struct decision_request req;
+	struct decision d;
+	struct spop_msg m;
+	struct spop_str id = { "", 0 };
+	char body[2048];
+	int rc, found = 0, body_len;
+
+	s->stats.notifies++;
+	while ((rc = spop_msg_next(&p, end, &m)) == 1) {
+		if (!session_key_is(m.name, SESSION_MESSAGE))
+			continue;
+		if (session_read_request(&m, &req, &id) < 0) {
+			rc = -1;
+			break;
+		}
+		found = 1;
+	}
+	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
+	if (rc < 0 || !found) {
+		s->stats.bad_messages++;
+		log_warn("spop: NOTIFY stream %llu frame %llu without a readable %s message",
+		         (unsigned long long)f->stream_id, (unsigned long long)f->frame_id,
+		         SESSION_MESSAGE);
+		spop_frame_end(out);
+		return;
+	}
+	decision_make(kt, &req, &d);
+	s->stats.verdicts[d.verdict]++;
+	log_debug("decision %.*s: %s", (int)(id.len > 64 ? 64 : id.len), id.ptr,
+	          decision_verdict_name(d.verdict));
+	session_put_verdict(out, &d, 0);
+	if (d.verdict != DECISION_ALLOW) {
+		body_len = decision_error_json(&d, &req, body, sizeof(body));
+		if (body_len > 0)
+			session_set_str(out, "body", body, (size_t)body_len);
+	}
+	if (spop_frame_end(out) >= 0)
+		return;
+	/* A peer that negotiated a tiny frame still gets the verdict and status. */
+	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
+	session_put_verdict(out, &d, 1);
+	spop_frame_end(out);
+}
+
+static enum session_result session_frame(struct session *s, const struct keytable *kt,
+                                         const struct spop_frame *f, struct spop_writer *out)
+{
+	s->stats.frames_in++;
+	if (!(f->flags & SPOP_FLAG_FIN))
+		return session_fail(s, out, SPOP_ERR_FRAG_NOT_SUPPORTED);
+	switch (f->type) {
+	case SPOP_FRAME_HAPROXY_HELLO:
+		if (s->state != SESSION_WAIT_HELLO)
+			return session_fail(s, out, SPOP_ERR_INVALID);
+		return session_hello(s, f, out);
+	case SPOP_FRAME_NOTIFY:
+		if (s->state != SESSION_READY)
+			return session_fail(s, out, SPOP_ERR_INVALID);
+		if (!(f->flags & SPOP_FLAG_ABORT))
+			session_notify(s, kt, f, out);
+		return SESSION_CONTINUE;
+	case SPOP_FRAME_HAPROXY_DISCONNECT:
+		spop_agent_disconnect_encode(out, SPOP_ERR_NONE, "bye");
+		s->state = SESSION_CLOSED;
+		return SESSION_CLOSE;
+	default:
+		return session_fail(s, out, SPOP_ERR_INVALID);
+	}
+}
+
+enum session_result session_feed(struct session *s, const struct keytable *kt,
+                                 const unsigned char *in, size_t len, size_t *consumed,
+                                 struct spop_writer *out)
+{
+	size_t used = 0;
+	enum session_result r = SESSION_CONTINUE;
+
+	while (s->state != SESSION_CLOSED && out->cap - out->len >= (size_t)s->max_frame_size + 4) {
+		struct spop_frame f;
+		enum spop_status err;
+		size_t n;
+		int rc = spop_frame_decode(in + used, len - used, s->max_frame_size, &f, &n, &err);
+
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			r = session_fail(s, out, err);
+			break;
+		}
+		used += n;
+		r = session_frame(s, kt, &f, out);
+		if (r == SESSION_CLOSE)
+			break;
+	}
+	*consumed = used;
+	return s->state == SESSION_CLOSED ? SESSION_CLOSE : r;
+}

@@ -1,0 +1,49 @@
+/* session: the SPOP conversation on one HAProxy connection (HELLO, NOTIFY/ACK,
+ * DISCONNECT), free of sockets so that it can be unit-tested and fuzzed. The I/O
+ * thread that owns the connection feeds it received bytes and sends what it writes. */
+#ifndef TALLY_SESSION_H
+#define TALLY_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decision.h"
+#include "keytable-t.h"
+#include "spop-t.h"
+
+/* The SPOE message our haproxy/spoe-tally.conf sends at request time. */
+#define SESSION_MESSAGE "tally-request"
+
+enum session_state { SESSION_WAIT_HELLO, SESSION_READY, SESSION_CLOSED };
+
+struct session_stats {
+	uint64_t frames_in;
+	uint64_t notifies;
+	uint64_t bad_messages;    /* NOTIFYs whose messages could not be read */
+	uint64_t verdicts[DECISION_VERDICT_COUNT];
+};
+
+struct session {
+	enum session_state state;
+	uint32_t max_frame_size;  /* ours until HELLO, then the negotiated one */
+	struct session_stats stats;
+};
+
+enum session_result {
+	SESSION_CONTINUE,
+	SESSION_CLOSE,            /* send what was written, then close the connection */
+};
+
+/* max_frame_size: the largest frame this agent accepts and announces (>= 256). */
+void session_init(struct session *s, uint32_t max_frame_size);
+
+/* Consumes whole frames from in[0..len) while out has room for a reply of the largest
+ * frame size, appending replies to out. *consumed tells how many bytes were used; the
+ * rest (a partial frame, or frames left for lack of room) must be fed again later.
+ * kt is borrowed for the call. On any protocol error it writes an AGENT-DISCONNECT
+ * with the matching status and returns SESSION_CLOSE. */
+enum session_result session_feed(struct session *s, const struct keytable *kt,
+                                 const unsigned char *in, size_t len, size_t *consumed,
+                                 struct spop_writer *out);
+
+#endif

@@ -1,0 +1,228 @@
+"""The real gateway stack for integration tests: mock upstream, tally-agent and HAProxy
+2.6 on free loopback ports, with a fresh SQLite database seeded through tallyctl.
+
+Processes are tracked by PID and stopped by Stack.close(), which the fixtures call on
+every exit path."""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from conftest import ROOT, binary, free_port
+
+MOCK_CREDENTIAL = "mock-provider-credential"
+
+
+class Proc:
+    def __init__(self, name, argv, logdir, env=None):
+        self.name = name
+        self.log_path = logdir / f"{name}.log"
+        self.log = open(self.log_path, "ab")
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=env)
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.p.pid, sig)
+
+    def stop(self, timeout=10):
+        if self.alive():
+            self.p.terminate()
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+        return self.p.returncode
+
+    def output(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_port(port, proc, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited early:\n{proc.output()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not listen on {port}:\n{proc.output()}")
+
+
+class Stack:
+    def __init__(self, tmp, fail_policy="closed", agent_args=()):
+        self.tmp = tmp
+        self.db = tmp / "tally.db"
+        self.gw_port = free_port()
+        self.agent_port = free_port()
+        self.mock_port = free_port()
+        self.fail_policy = fail_policy
+        self.agent_args = list(agent_args)
+        self.procs = {}
+
+    # --- processes -------------------------------------------------------------
+    def start(self):
+        self.seed()
+        self.start_mock()
+        self.start_agent()
+        self.start_haproxy()
+        self.wait_agent_state("UP")
+        return self
+
+    def start_mock(self):
+        p = Proc("mock", [str(binary("mock-upstream")), "--listen",
+                          f"127.0.0.1:{self.mock_port}", "--quiet"], self.tmp)
+        self.procs["mock"] = p
+        wait_port(self.mock_port, p)
+
+    def start_agent(self, extra=()):
+        argv = [str(binary("tally-agent")), "--listen", f"127.0.0.1:{self.agent_port}",
+                "--db", str(self.db), "--threads", "2", *self.agent_args, *extra]
+        if os.environ.get("TALLY_VALGRIND") == "1":
+            argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
+                    "--errors-for-leak-kinds=definite", "-q"] + argv
+        p = Proc("agent", argv, self.tmp)
+        self.procs["agent"] = p
+        wait_port(self.agent_port, p, timeout=30)
+
+    def haproxy_env(self, plain=False):
+        env = dict(os.environ)
+        env.update({
+            "TALLY_GATEWAY_ADDR": f"127.0.0.1:{self.gw_port}",
+            "TALLY_AGENT_ADDR": f"127.0.0.1:{self.agent_port}",
+            "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
+            "TALLY_RUN_DIR": str(self.tmp),
+            "TALLY_FAIL_POLICY": self.fail_policy,
+            "TALLY_FAILOPEN_BACKEND": "be_mock_openai",
+            "TALLY_MOCK_ADDR": f"127.0.0.1:{self.mock_port}",
+            "TALLY_MOCK_CREDENTIAL": MOCK_CREDENTIAL,
+        })
+        if plain:
+            env["TALLY_PLAIN"] = "1"
+        return env
+
+    def start_haproxy(self):
+        p = Proc("haproxy", ["haproxy", "-db", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
+                 self.tmp, env=self.haproxy_env())
+        self.procs["haproxy"] = p
+        wait_port(self.gw_port, p)
+
+    def kill_agent(self, sig=signal.SIGKILL):
+        p = self.procs.pop("agent")
+        p.signal(sig)
+        p.p.wait(10)
+        p.log.close()
+        return p
+
+    def stop_agent(self):
+        return self.procs.pop("agent").stop()
+
+    def close(self):
+        codes = {}
+        for name in ("haproxy", "agent", "mock"):
+            p = self.procs.pop(name, None)
+            if p:
+                codes[name] = p.stop()
+        return codes
+
+    def logs(self):
+        return "\n".join(f"--- {n} ---\n{p.output()}" for n, p in self.procs.items())
+
+    # --- HAProxy runtime API -------------------------------------------------------
+    def haproxy_cmd(self, cmd):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(str(self.tmp / "haproxy.sock"))
+            s.sendall(cmd.encode() + b"\n")
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        return out.decode()
+
+    def agent_state(self):
+        lines = self.haproxy_cmd("show stat").splitlines()
+        header = lines[0].lstrip("# ").split(",")
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(",")))
+            if row.get("pxname") == "tally-agents" and row.get("svname") == "agent1":
+                return row["status"]
+        raise AssertionError("agent server not in stats")
+
+    def wait_agent_state(self, prefix, timeout=15):
+        deadline = time.time() + timeout
+        state = None
+        while time.time() < deadline:
+            state = self.agent_state()
+            if state.startswith(prefix):
+                return state
+            time.sleep(0.1)
+        raise AssertionError(f"agent state {state!r}, wanted {prefix}\n{self.logs()}")
+
+    # --- database ----------------------------------------------------------------
+    def tallyctl(self, *args, check=True):
+        r = subprocess.run([str(binary("tallyctl")), "--db", str(self.db), *args],
+                           capture_output=True, text=True, timeout=30)
+        if check and r.returncode != 0:
+            raise AssertionError(f"tallyctl {args} -> {r.returncode}: {r.stderr}")
+        return r
+
+    def seed(self):
+        self.tallyctl("provider", "set", "mock-openai", "--api", "openai",
+                      "--backend", "be_mock_openai")
+        self.tallyctl("provider", "set", "mock-anthropic", "--api", "anthropic",
+                      "--backend", "be_mock_anthropic")
+        self.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
+                      "--input-micros", "150000", "--output-micros", "600000")
+        self.tallyctl("model", "set", "mock-claude", "--provider", "mock-anthropic",
+                      "--input-micros", "3000000", "--output-micros", "15000000")
+        self.key = self.create_key("demo", "--default-model", "mock-gpt")
+
+    def create_key(self, name, *args):
+        return self.tallyctl("key", "create", "--name", name, *args).stdout.strip()
+
+    # --- HTTP ----------------------------------------------------------------------
+    def _request(self, port, method, path, body=None, headers=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+            hdrs = {"Content-Type": "application/json"} if data is not None else {}
+            hdrs.update(headers or {})
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def gateway(self, method, path, body=None, key=None, headers=None, **kw):
+        hdrs = dict(headers or {})
+        if key is not None:
+            hdrs.setdefault("Authorization", f"Bearer {key}")
+        return self._request(self.gw_port, method, path, body, hdrs, **kw)
+
+    def direct(self, method, path, body=None, headers=None, **kw):
+        hdrs = {"Authorization": f"Bearer {MOCK_CREDENTIAL}"}
+        hdrs.update(headers or {})
+        return self._request(self.mock_port, method, path, body, hdrs, **kw)
+
+    def mock_requests(self):
+        status, _, body = self._request(self.mock_port, "GET", "/_mock/requests")
+        assert status == 200
+        return json.loads(body)
+
+    def mock_clear(self):
+        self._request(self.mock_port, "DELETE", "/_mock/requests")

@@ -1,0 +1,257 @@
+"""End-to-end: requests through the real HAProxy 2.6, decided by the real tally-agent,
+served by the mock upstream, with keys and models in a real SQLite database."""
+import json
+import re
+import signal
+import time
+import concurrent.futures
+
+import pytest
+
+from stack import MOCK_CREDENTIAL, Stack
+
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path)
+    try:
+        yield s.start()
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def failopen_stack(tmp_path):
+    s = Stack(tmp_path, fail_policy="open")
+    try:
+        yield s.start()
+    finally:
+        s.close()
+
+
+def chat(model="mock-gpt", stream=False, **extra):
+    body = {"model": model, "messages": [{"role": "user", "content": "hello"}]}
+    if stream:
+        body["stream"] = True
+    body.update(extra)
+    return body
+
+
+def headers_of(req):
+    return {k.lower(): v for k, v in req["headers"].items()} if isinstance(req["headers"], dict) \
+        else {k.lower(): v for k, v in req["headers"]}
+
+
+def last_upstream_request(stack):
+    reqs = stack.mock_requests()
+    assert reqs, "the upstream saw no request"
+    return reqs[-1]
+
+
+def assert_error(status, headers, body, want_status, code):
+    assert status == want_status, body
+    assert headers["content-type"].startswith("application/json")
+    assert UUID.match(headers["x-request-id"])
+    err = json.loads(body)
+    assert err["error"]["code"] == code, err
+    return err
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_unary_openai_is_byte_exact_and_credential_swapped(stack):
+    body = chat()
+    status, hdrs, got = stack.gateway("POST", CHAT, body, key=stack.key,
+                                      headers={"Accept-Encoding": "gzip, br"})
+    assert status == 200, got
+    assert UUID.match(hdrs["x-request-id"])
+    up = headers_of(last_upstream_request(stack))
+    assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}"
+    assert stack.key not in json.dumps(stack.mock_requests())
+    assert "accept-encoding" not in up
+    assert up["x-request-id"] == hdrs["x-request-id"]
+    _, _, want = stack.direct("POST", CHAT, body)
+    assert got == want
+    assert json.loads(got)["usage"]["prompt_tokens"] > 0
+
+
+def test_stream_openai_is_byte_exact(stack):
+    body = chat(stream=True)
+    status, hdrs, got = stack.gateway("POST", CHAT, body, key=stack.key,
+                                      headers={"x-mock-frames": "25"})
+    assert status == 200
+    assert hdrs["content-type"].startswith("text/event-stream")
+    _, _, want = stack.direct("POST", CHAT, body, headers={"x-mock-frames": "25"})
+    assert got == want
+    assert got.count(b"data: ") >= 27 and got.endswith(b"data: [DONE]\n\n")
+
+
+def test_anthropic_with_x_api_key_unary_and_stream(stack):
+    for stream in (False, True):
+        body = {"model": "mock-claude", "max_tokens": 64, "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}]}
+        status, hdrs, got = stack.gateway("POST", MESSAGES, body,
+                                          headers={"x-api-key": stack.key,
+                                                   "anthropic-version": "2023-06-01"})
+        assert status == 200, got
+        up = headers_of(last_upstream_request(stack))
+        assert up["x-api-key"] == MOCK_CREDENTIAL
+        assert "authorization" not in up
+        _, _, want = stack.direct("POST", MESSAGES, body,
+                                  headers={"x-api-key": MOCK_CREDENTIAL,
+                                           "anthropic-version": "2023-06-01"})
+        assert got == want
+        if stream:
+            assert b"event: message_start" in got and b"event: message_stop" in got
+
+
+def test_missing_and_unknown_keys_are_401_and_never_reach_upstream(stack):
+    stack.mock_clear()
+    assert_error(*stack.gateway("POST", CHAT, chat()), 401, "missing_api_key")
+    assert_error(*stack.gateway("POST", CHAT, chat(), key="tly_" + "A" * 43), 401, "invalid_api_key")
+    assert_error(*stack.gateway("POST", CHAT, chat(), headers={"Authorization": "Basic Zm9vOmJhcg=="}),
+                 401, "missing_api_key")
+    assert stack.mock_requests() == []
+
+
+def test_anthropic_path_gets_anthropic_error_shape(stack):
+    status, hdrs, body = stack.gateway("POST", MESSAGES, {"model": "mock-claude"},
+                                       headers={"x-api-key": "nope"})
+    assert status == 401
+    err = json.loads(body)
+    assert err["type"] == "error" and err["error"]["type"] == "authentication_error"
+
+
+def test_key_revoked_while_running(stack):
+    key = stack.create_key("soon-revoked")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+    stack.tallyctl("key", "revoke", "soon-revoked")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 401, 3)
+    err = assert_error(*stack.gateway("POST", CHAT, chat(), key=key), 401, "revoked_api_key")
+    assert key[:12] in err["error"]["message"]
+    # other keys are untouched
+    assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200
+
+
+def test_key_created_while_running_works_without_restart(stack):
+    agent_pid = stack.procs["agent"].pid
+    key = stack.create_key("fresh")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+    assert stack.procs["agent"].pid == agent_pid
+
+
+def test_model_allow_list(stack):
+    key = stack.create_key("gpt-only", "--models", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+    stack.mock_clear()
+    err = assert_error(*stack.gateway("POST", CHAT, chat(model="mock-claude"), key=key),
+                       403, "model_not_allowed")
+    assert "mock-claude" in err["error"]["message"]
+    assert stack.mock_requests() == []
+
+
+def test_model_and_body_errors(stack):
+    assert_error(*stack.gateway("POST", CHAT, chat(model="no-such-model"), key=stack.key),
+                 404, "model_not_found")
+    assert_error(*stack.gateway("POST", CHAT, b'{"model": "mock-gpt",,}', key=stack.key),
+                 400, "invalid_body")
+    assert_error(*stack.gateway("POST", CHAT, b'[1, 2]', key=stack.key), 400, "invalid_body")
+    assert_error(*stack.gateway("POST", CHAT, b'{"model":"mock-gpt","model":"mock-claude"}',
+                                key=stack.key), 400, "invalid_body")
+    nodefault = stack.create_key("no-default")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=nodefault)[0] == 200, 3)
+    assert_error(*stack.gateway("POST", CHAT, {"messages": []}, key=nodefault), 400, "model_required")
+
+
+def test_body_without_model_uses_key_default(stack):
+    stack.mock_clear()
+    # demo's default is mock-gpt, served by the OpenAI-style provider even on /v1/messages
+    status, _, body = stack.gateway("POST", MESSAGES, {"messages": [{"role": "user", "content": "x"}]},
+                                    key=stack.key)
+    assert status == 200, body
+    up = headers_of(last_upstream_request(stack))
+    assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}" and "x-api-key" not in up
+
+
+def test_body_larger_than_the_buffer(stack):
+    prompt = "x" * 40000
+    # model first: read from the prefix the agent sees
+    body = json.dumps({"model": "mock-claude", "max_tokens": 5,
+                       "messages": [{"role": "user", "content": prompt}]}).encode()
+    status, _, got = stack.gateway("POST", MESSAGES, body, headers={"x-api-key": stack.key})
+    assert status == 200, got
+    assert json.loads(got)["model"] == "mock-claude"
+    assert last_upstream_request(stack)["body_len"] == len(body)
+    # model after the prompt (as the OpenAI SDK sends it): routed by the key's default
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}],
+                       "model": "mock-gpt"}).encode()
+    status, _, got = stack.gateway("POST", CHAT, body, key=stack.key)
+    assert status == 200, got
+    assert last_upstream_request(stack)["body_len"] == len(body)
+    # a key restricted to some models cannot have its allow-list judged on a prefix
+    key = stack.create_key("restricted", "--models", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+    assert_error(*stack.gateway("POST", CHAT, body, key=key), 413, "body_too_large")
+
+
+def test_concurrent_pipelined_decisions(stack):
+    def one(i):
+        status, hdrs, body = stack.gateway("POST", CHAT, chat(user=f"u{i}"), key=stack.key)
+        return status, hdrs["x-request-id"]
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(one, range(400)))
+    assert [s for s, _ in results] == [200] * 400
+    assert len({rid for _, rid in results}) == 400
+
+
+def test_agent_killed_fail_closed_then_restarted(stack):
+    assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200
+    stack.kill_agent(signal.SIGKILL)
+    status, hdrs, body = stack.gateway("POST", CHAT, chat(), key=stack.key)
+    assert_error(status, hdrs, body, 503, "gateway_unavailable")
+    assert hdrs["retry-after"] == "1"
+    stack.wait_agent_state("DOWN")
+    stack.mock_clear()
+    assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 503
+    assert stack.mock_requests() == []
+    stack.start_agent()
+    stack.wait_agent_state("UP")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200, 5)
+    assert stack.gateway("POST", CHAT, chat(), key="tly_bad")[0] == 401
+
+
+def test_agent_killed_fail_open_forwards(failopen_stack):
+    stack = failopen_stack
+    stack.kill_agent(signal.SIGKILL)
+    stack.mock_clear()
+    status, hdrs, body = stack.gateway("POST", CHAT, chat(), key=stack.key)
+    assert status == 200, body
+    up = headers_of(last_upstream_request(stack))
+    assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}"
+    assert UUID.match(hdrs["x-request-id"])
+
+
+def test_health_check_marks_agent_up_and_down(stack):
+    assert stack.agent_state().startswith("UP")
+    stack.kill_agent(signal.SIGTERM)
+    stack.wait_agent_state("DOWN")
+    stack.start_agent()
+    stack.wait_agent_state("UP")
+
+
+def test_agent_stops_cleanly_on_sigterm(stack):
+    assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200
+    p = stack.kill_agent(signal.SIGTERM)
+    assert p.p.returncode == 0, p.output()

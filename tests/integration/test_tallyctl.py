@@ -1,0 +1,465 @@
+"""Integration tests for tallyctl, the operator CLI: every command against a fresh
+database in tmp_path, the stored key hash against Python's own HMAC, and the exit
+status contract (0 success, 1 runtime failure, 2 usage error).
+
+The binary is $TALLY_BUILD/tallyctl (TALLY_BUILD defaults to "build", relative to the
+repository root). With TALLY_VALGRIND=1 every run goes through valgrind memcheck."""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TALLY_BUILD", "build"))
+TALLYCTL = (BUILD if BUILD.is_absolute() else ROOT / BUILD) / "tallyctl"
+VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+            "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
+KEY_RE = re.compile(r"tly_[A-Za-z0-9_-]{43}")
+COMMANDS = ["key create", "key list", "key revoke", "model set", "model list",
+            "provider set", "provider list"]
+
+
+def run(args, env_extra=None, cwd=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("TALLY_DB", "TALLY_SECRET_FILE")}
+    env.update(env_extra or {})
+    return subprocess.run(VALGRIND + [str(TALLYCTL)] + list(args), capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120)
+
+
+class Ctl:
+    """tallyctl bound to one database in a temporary directory."""
+
+    def __init__(self, tmp_path):
+        self.dir = tmp_path
+        self.db = tmp_path / "tally.db"
+        self.secret = tmp_path / "tally.db.secret"
+
+    def __call__(self, *args):
+        return run(["--db", str(self.db)] + list(args))
+
+    def ok(self, *args):
+        r = self(*args)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        assert r.stderr == ""
+        return r.stdout
+
+    def json(self, *args):
+        return json.loads(self.ok(*args, "--json"))
+
+    def query(self, sql, params=()):
+        con = sqlite3.connect(self.db)
+        try:
+            return con.execute(sql, params).fetchall()
+        finally:
+            con.close()
+
+    def generation(self):
+        return self.query("SELECT value FROM meta WHERE name = 'config_generation'")[0][0]
+
+
+@pytest.fixture
+def ctl(tmp_path):
+    assert TALLYCTL.exists(), f"build {TALLYCTL} first"
+    return Ctl(tmp_path)
+
+
+@pytest.fixture
+def seeded(ctl):
+    """A database with two providers and three models."""
+    ctl.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai",
+           "--url", "https://api.openai.com")
+    ctl.ok("provider", "set", "anthropic", "--api", "anthropic", "--backend", "be_anthropic")
+    ctl.ok("model", "set", "gpt-4o", "--provider", "openai", "--input-micros", "2500000",
+           "--output-micros", "10000000", "--cached-micros", "1250000")
+    ctl.ok("model", "set", "gpt-4o-mini", "--provider", "openai")
+    ctl.ok("model", "set", "claude-sonnet-4", "--provider", "anthropic",
+           "--input-micros", "3000000", "--output-micros", "15000000")
+    return ctl
+
+
+def create_key(ctl, name, *extra):
+    out = ctl.ok("key", "create", "--name", name, *extra)
+    assert KEY_RE.fullmatch(out.rstrip("\n")), out
+    assert out.count("\n") == 1 and out.endswith("\n")
+    return out.rstrip("\n")
+
+
+# ---- help ----
+
+def test_help_lists_every_command(ctl):
+    out = ctl.ok("--help")
+    for cmd in COMMANDS:
+        assert f"tallyctl [OPTIONS] {cmd}" in out
+    for opt in ("--db", "--secret", "TALLY_DB", "TALLY_SECRET_FILE", "Exit status"):
+        assert opt in out
+    assert not ctl.db.exists(), "help must not touch the database"
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_command_help(ctl, cmd):
+    out = ctl.ok(*cmd.split(), "--help")
+    assert out.startswith(f"usage: tallyctl [OPTIONS] {cmd}")
+    assert ctl.ok(*cmd.split(), "-h") == out
+
+
+@pytest.mark.parametrize("group", ["key", "model", "provider"])
+def test_group_help(ctl, group):
+    out = ctl.ok(group, "--help")
+    for cmd in COMMANDS:
+        assert (f"tallyctl [OPTIONS] {cmd}" in out) == cmd.startswith(group + " ")
+
+
+# ---- database creation and location ----
+
+def test_first_command_creates_database(ctl):
+    out = ctl.ok("provider", "list")
+    assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
+    assert ctl.query("PRAGMA user_version") == [(1,)]
+    assert ctl.query("PRAGMA journal_mode") == [("wal",)]
+    assert ctl.generation() == 0
+    assert not ctl.secret.exists(), "only key creation needs the secret"
+    assert ctl.json("key", "list") == []
+
+
+def test_env_and_flag_locations(tmp_path):
+    db = tmp_path / "env.db"
+    secret = tmp_path / "elsewhere.secret"
+    r = run(["key", "create", "--name", "k"],
+            {"TALLY_DB": str(db), "TALLY_SECRET_FILE": str(secret)})
+    assert r.returncode == 0, r.stderr
+    assert db.exists() and secret.exists()
+    assert not (tmp_path / "env.db.secret").exists()
+
+    flagged = tmp_path / "flag.secret"
+    r = run(["--db", str(db), "--secret", str(flagged), "key", "create", "--name", "k2"])
+    assert r.returncode == 0, r.stderr
+    assert flagged.exists()
+
+    (tmp_path / "data").mkdir()
+    r = run(["key", "list"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "data" / "tally.db").exists()
+
+
+def test_newer_database_refused(ctl):
+    ctl.ok("key", "list")
+    con = sqlite3.connect(ctl.db)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    r = ctl("key", "list")
+    assert r.returncode == 1
+    assert "newer than this binary" in r.stderr
+
+
+def test_unopenable_database(tmp_path):
+    r = run(["--db", str(tmp_path / "no" / "such" / "dir.db"), "key", "list"])
+    assert r.returncode == 1
+    assert "dir.db" in r.stderr
+
+
+# ---- providers ----
+
+def test_provider_set_and_list(ctl):
+    assert ctl.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai",
+                  "--url", "https://api.openai.com/v1") == "created provider openai\n"
+    assert ctl.ok("provider", "set", "local", "--api=openai", "--backend=be_vllm") == \
+        "created provider local\n"
+    rows = {p["name"]: p for p in ctl.json("provider", "list")}
+    assert set(rows) == {"openai", "local"}
+    assert rows["openai"]["api"] == "openai"
+    assert rows["openai"]["backend"] == "be_openai"
+    assert rows["openai"]["base_url"] == "https://api.openai.com/v1"
+    assert rows["local"]["base_url"] is None
+    assert isinstance(rows["openai"]["created_at"], int)
+
+    # Update: api and backend replaced, URL kept when absent and cleared by ''.
+    assert ctl.ok("provider", "set", "openai", "--api", "anthropic", "--backend", "be2") == \
+        "updated provider openai\n"
+    row = {p["name"]: p for p in ctl.json("provider", "list")}["openai"]
+    assert (row["api"], row["backend"], row["base_url"]) == \
+        ("anthropic", "be2", "https://api.openai.com/v1")
+    assert row["id"] == rows["openai"]["id"]
+    ctl.ok("provider", "set", "openai", "--api", "openai", "--backend", "be2", "--url", "")
+    assert {p["name"]: p for p in ctl.json("provider", "list")}["openai"]["base_url"] is None
+
+    text = ctl.ok("provider", "list").splitlines()
+    assert text[0].split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
+    assert [line.split()[1] for line in text[1:]] == ["local", "openai"]
+    assert ctl.query("SELECT count(*) FROM providers") == [(2,)]
+
+
+# ---- models ----
+
+def test_model_set_and_list(seeded):
+    models = {m["name"]: m for m in seeded.json("model", "list")}
+    assert set(models) == {"gpt-4o", "gpt-4o-mini", "claude-sonnet-4"}
+    m = models["gpt-4o"]
+    assert m["provider"] == "openai"
+    assert (m["input_micros_per_mtok"], m["output_micros_per_mtok"],
+            m["cached_micros_per_mtok"]) == (2500000, 10000000, 1250000)
+    assert models["gpt-4o-mini"]["input_micros_per_mtok"] == 0
+
+    # A partial update changes only what it names.
+    assert seeded.ok("model", "set", "gpt-4o", "--provider", "openai",
+                     "--output-micros", "8000000") == "updated model gpt-4o\n"
+    m = {m["name"]: m for m in seeded.json("model", "list")}["gpt-4o"]
+    assert (m["input_micros_per_mtok"], m["output_micros_per_mtok"],
+            m["cached_micros_per_mtok"]) == (2500000, 8000000, 1250000)
+
+    # Moving a model to another provider.
+    seeded.ok("model", "set", "gpt-4o-mini", "--provider", "anthropic")
+    assert {m["name"]: m for m in seeded.json("model", "list")}["gpt-4o-mini"]["provider"] == \
+        "anthropic"
+
+    # Names as self-hosted fleets spell them, and the largest price.
+    seeded.ok("model", "set", "meta-llama/Llama-3.1-8B-Instruct", "--provider", "openai",
+              "--input-micros", "1000000000000")
+    seeded.ok("model", "set", "llama3.1:8b", "--provider", "openai")
+    text = seeded.ok("model", "list").splitlines()
+    assert text[0].split() == ["ID", "NAME", "PROVIDER", "INPUT_MICROS", "OUTPUT_MICROS",
+                               "CACHED_MICROS", "CREATED", "UPDATED"]
+    assert any(line.split()[1] == "meta-llama/Llama-3.1-8B-Instruct" and
+               line.split()[3] == "1000000000000" for line in text[1:])
+
+
+def test_model_unknown_provider(seeded):
+    r = seeded("model", "set", "x", "--provider", "nosuch")
+    assert r.returncode == 1
+    assert "nosuch" in r.stderr
+    assert seeded.query("SELECT count(*) FROM models WHERE name = 'x'") == [(0,)]
+
+
+# ---- keys ----
+
+def test_key_create_stores_only_hmac(seeded):
+    key = create_key(seeded, "ci-bot")
+    secret = seeded.secret.read_bytes()
+    assert len(secret) == 32
+    assert stat.S_IMODE(seeded.secret.stat().st_mode) == 0o600
+
+    rows = seeded.query("SELECT name, prefix, hash, default_model, revoked_at FROM keys")
+    assert len(rows) == 1
+    name, prefix, digest, default_model, revoked_at = rows[0]
+    assert name == "ci-bot"
+    assert prefix == key[:12]
+    assert digest == hmac.new(secret, key.encode(), hashlib.sha256).digest()
+    assert default_model is None and revoked_at is None
+    assert seeded.query("SELECT count(*) FROM key_models") == [(0,)]
+
+    # A second key uses the same secret and differs.
+    key2 = create_key(seeded, "other")
+    assert key2 != key
+    assert seeded.secret.read_bytes() == secret
+    assert seeded.query("SELECT hash FROM keys WHERE name = 'other'")[0][0] == \
+        hmac.new(secret, key2.encode(), hashlib.sha256).digest()
+
+
+def test_clear_key_stored_nowhere(seeded):
+    keys = [create_key(seeded, f"k{i}") for i in range(3)]
+    seeded.ok("key", "revoke", "k1")
+    blobs = b"".join(p.read_bytes() for p in seeded.dir.iterdir()
+                     if p.name.startswith("tally.db") and p != seeded.secret)
+    assert len(blobs) > 0
+    for key in keys:
+        raw = base64.urlsafe_b64decode(key[4:] + "=")
+        assert len(raw) == 32
+        assert key.encode() not in blobs
+        assert key[12:].encode() not in blobs      # everything after the stored prefix
+        assert raw not in blobs
+
+
+def test_key_list(seeded):
+    k1 = create_key(seeded, "alpha", "--models", "gpt-4o,claude-sonnet-4",
+                    "--default-model", "gpt-4o")
+    k2 = create_key(seeded, "beta")
+    seeded.ok("key", "revoke", "beta")
+
+    listed = seeded.json("key", "list")
+    assert [k["name"] for k in listed] == ["alpha", "beta"]
+    alpha, beta = listed
+    assert set(alpha) == {"id", "name", "prefix", "created_at", "revoked_at", "models",
+                          "default_model"}
+    assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
+    assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
+    assert alpha["default_model"] == "gpt-4o"
+    assert alpha["revoked_at"] is None
+    assert beta["models"] is None and beta["default_model"] is None
+    assert isinstance(beta["revoked_at"], int) and beta["revoked_at"] >= beta["created_at"]
+
+    text = seeded.ok("key", "list")
+    lines = text.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "PREFIX", "CREATED", "REVOKED", "MODELS",
+                                "DEFAULT_MODEL"]
+    assert lines[1].split()[1:3] == ["alpha", k1[:12]]
+    assert lines[1].split()[-2:] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
+    assert lines[2].split()[-2:] == ["*", "-"]
+    assert lines[1].split()[4] == "-" and lines[2].split()[4] != "-"
+
+    # Neither the keys nor their hashes appear in any listing.
+    for digest, in seeded.query("SELECT hash FROM keys"):
+        for out in (text, json.dumps(listed)):
+            assert digest.hex() not in out
+            assert base64.b64encode(digest).decode() not in out
+    for key in (k1, k2):
+        assert key not in text and key[12:] not in json.dumps(listed)
+
+
+def test_key_allow_lists(seeded):
+    create_key(seeded, "restricted", "--models", "gpt-4o,gpt-4o-mini,gpt-4o")
+    rows = seeded.query("SELECT model FROM key_models JOIN keys ON keys.id = key_id"
+                        " WHERE keys.name = 'restricted' ORDER BY model")
+    assert rows == [("gpt-4o",), ("gpt-4o-mini",)]
+
+    create_key(seeded, "open-default", "--default-model", "claude-sonnet-4")
+    assert seeded.query("SELECT default_model FROM keys WHERE name = 'open-default'") == \
+        [("claude-sonnet-4",)]
+    assert seeded.query("SELECT count(*) FROM key_models JOIN keys ON keys.id = key_id"
+                        " WHERE keys.name = 'open-default'") == [(0,)]
+
+    r = seeded("key", "create", "--name", "bad", "--models", "gpt-4o",
+               "--default-model", "gpt-4o-mini")
+    assert r.returncode == 2 and "not in --models" in r.stderr
+
+    for extra in (["--models", "gpt-4o,nosuch"], ["--default-model", "nosuch"]):
+        r = seeded("key", "create", "--name", "bad", *extra)
+        assert r.returncode == 1, r.stderr
+        assert "unknown model 'nosuch'" in r.stderr
+        assert r.stdout == ""
+    assert seeded.query("SELECT count(*) FROM keys WHERE name = 'bad'") == [(0,)]
+
+
+def test_key_names(seeded):
+    create_key(seeded, "a" * 64)
+    create_key(seeded, "Team_1.prod-bot")
+    for bad in ("a" * 65, "", "has space", "slash/name", "ünïcode"):
+        r = seeded("key", "create", "--name", bad)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert "invalid key name" in r.stderr
+
+    r = seeded("key", "create", "--name", "Team_1.prod-bot")
+    assert r.returncode == 1 and "already exists" in r.stderr and r.stdout == ""
+    assert seeded.query("SELECT count(*) FROM keys") == [(2,)]
+
+
+def test_key_revoke(seeded):
+    create_key(seeded, "victim")
+    create_key(seeded, "bystander")
+    assert seeded.ok("key", "revoke", "victim") == "revoked key victim\n"
+    revoked = dict(seeded.query("SELECT name, revoked_at FROM keys"))
+    assert isinstance(revoked["victim"], int) and revoked["bystander"] is None
+
+    r = seeded("key", "revoke", "victim")
+    assert r.returncode == 1 and "already revoked" in r.stderr
+    assert dict(seeded.query("SELECT name, revoked_at FROM keys"))["victim"] == revoked["victim"]
+
+    r = seeded("key", "revoke", "nobody")
+    assert r.returncode == 1 and "no key named 'nobody'" in r.stderr
+
+
+def test_changes_bump_config_generation(ctl):
+    """The agent reloads when config_generation moves: every change must move it."""
+    steps = [
+        ("provider", "set", "p", "--api", "openai", "--backend", "be"),
+        ("provider", "set", "p", "--api", "openai", "--backend", "be2"),
+        ("model", "set", "m", "--provider", "p"),
+        ("model", "set", "m", "--provider", "p", "--input-micros", "7"),
+        ("key", "create", "--name", "k", "--models", "m"),
+        ("key", "revoke", "k"),
+    ]
+    last = ctl.generation() if ctl.db.exists() else 0
+    for step in steps:
+        ctl.ok(*step)
+        now = ctl.generation()
+        assert now > last, step
+        last = now
+    ctl.ok("key", "list")
+    assert ctl.generation() == last
+
+
+def test_secret_file_refused(seeded):
+    seeded.secret.write_bytes(b"\0" * 32)
+    seeded.secret.chmod(0o644)
+    r = seeded("key", "create", "--name", "k")
+    assert r.returncode == 1
+    assert "group or others" in r.stderr and r.stdout == ""
+
+    seeded.secret.chmod(0o600)
+    seeded.secret.write_bytes(b"short")
+    r = seeded("key", "create", "--name", "k")
+    assert r.returncode == 1 and "5 bytes" in r.stderr
+    assert seeded.query("SELECT count(*) FROM keys") == [(0,)]
+
+
+# ---- exit status contract ----
+
+@pytest.mark.parametrize("args, message", [
+    ([], "missing command"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+    (["key"], "missing subcommand"),
+    (["key", "frob"], "unknown command 'key frob'"),
+    (["--bogus", "key", "list"], "unknown option '--bogus'"),
+    (["--db"], "--db needs a value"),
+    (["key", "list", "--bogus"], "unknown option '--bogus'"),
+    (["key", "list", "-x"], "unknown option '-x'"),
+    (["key", "list", "--json=yes"], "--json takes no value"),
+    (["key", "list", "extra"], "unexpected argument 'extra'"),
+    (["key", "create"], "missing required option --name"),
+    (["key", "create", "--name"], "--name needs a value"),
+    (["key", "create", "--name", "a", "--name", "b"], "--name given twice"),
+    (["key", "create", "--name", "a", "--provider", "p"], "unknown option '--provider'"),
+    (["key", "create", "--name", "a", "--models", "gpt-4o,,x"], "invalid model name"),
+    (["key", "revoke"], "missing NAME"),
+    (["key", "revoke", "a", "b"], "unexpected argument 'b'"),
+    (["model", "set", "m"], "missing required option --provider"),
+    (["model", "set", "--provider", "openai"], "missing NAME"),
+    (["model", "set", "m", "--provider", "openai", "--input-micros", "-1"], "--input-micros"),
+    (["model", "set", "m", "--provider", "openai", "--output-micros", "1.5"], "--output-micros"),
+    (["model", "set", "m", "--provider", "openai", "--cached-micros", "ten"], "--cached-micros"),
+    (["model", "set", "m", "--provider", "openai", "--input-micros", ""], "--input-micros"),
+    (["model", "set", "m", "--provider", "openai", "--input-micros", "1000000000001"],
+     "--input-micros"),
+    (["model", "set", "m", "--provider", "openai", "--input-micros", "99999999999999999999999"],
+     "--input-micros"),
+    (["model", "set", "bad,name", "--provider", "openai"], "invalid model name"),
+    (["model", "list", "--json", "--json"], "given twice"),
+    (["provider", "set", "p", "--api", "gemini", "--backend", "be"], "--api"),
+    (["provider", "set", "p", "--backend", "be"], "missing required option --api"),
+    (["provider", "set", "p", "--api", "openai"], "missing required option --backend"),
+    (["provider", "set", "p", "--api", "openai", "--backend", "b e"], "invalid backend"),
+    (["provider", "set", "p", "--api", "openai", "--backend", "be", "--url", "ftp://x"],
+     "--url"),
+    (["provider", "set", "bad/name", "--api", "openai", "--backend", "be"],
+     "invalid provider name"),
+])
+def test_usage_errors_exit_2(seeded, args, message):
+    before = seeded.generation()
+    r = seeded(*args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    assert message in r.stderr, r.stderr
+    assert "--help" in r.stderr
+    assert r.stdout == ""
+    assert seeded.generation() == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["key", "revoke", "ghost"], "no key named 'ghost'"),
+    (["key", "create", "--name", "k", "--models", "ghost"], "unknown model 'ghost'"),
+    (["key", "create", "--name", "k", "--default-model", "ghost"], "unknown model 'ghost'"),
+    (["model", "set", "m", "--provider", "ghost"], "unknown provider 'ghost'"),
+])
+def test_unknown_names_exit_1(seeded, args, message):
+    before = seeded.generation()
+    r = seeded(*args)
+    assert r.returncode == 1, (args, r.stdout, r.stderr)
+    assert message in r.stderr
+    assert r.stdout == ""
+    assert seeded.generation() == before

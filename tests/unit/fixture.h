@@ -1,0 +1,117 @@
+/* Test fixture shared by the decision and session tests: a fresh SQLite database in a
+ * temporary directory with two providers, three models and keys of every kind, loaded
+ * into a keytable. Header-only so that each test binary stays one file. */
+#ifndef TALLY_TEST_FIXTURE_H
+#define TALLY_TEST_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "keyhash.h"
+#include "keytable.h"
+
+#define FIX_KEY_OPEN       "tly_open0000000000000000000000000000000000000"
+#define FIX_KEY_RESTRICTED "tly_restricted00000000000000000000000000000000"
+#define FIX_KEY_REVOKED    "tly_revoked000000000000000000000000000000000000"
+#define FIX_KEY_NODEFAULT  "tly_nodefault0000000000000000000000000000000000"
+#define FIX_KEY_STALE      "tly_stale00000000000000000000000000000000000000"
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	sqlite3 *db;
+	unsigned char secret[KEYHASH_SECRET_LEN];
+	struct keytable *kt;
+};
+
+static int fixture_add_key(struct fixture *f, int id, const char *name, const char *key,
+                           const char *default_model, int revoked)
+{
+	unsigned char hash[KEYHASH_LEN];
+	sqlite3_stmt *st;
+	int rc;
+
+	keyhash_compute(f->secret, key, strlen(key), hash);
+	if (sqlite3_prepare_v2(f->db, "INSERT INTO keys (id, name, prefix, hash, default_model,"
+	                              " created_at, revoked_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int(st, 1, id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, key, KEYHASH_PREFIX_LEN, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 4, hash, KEYHASH_LEN, SQLITE_STATIC);
+	if (default_model)
+		sqlite3_bind_text(st, 5, default_model, -1, SQLITE_STATIC);
+	if (revoked)
+		sqlite3_bind_int(st, 6, 2);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int fixture_reload(struct fixture *f)
+{
+	char err[256];
+
+	if (f->kt)
+		keytable_unref(f->kt);
+	f->kt = NULL;
+	if (keytable_load(f->db, f->secret, &f->kt, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fixture: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int fixture_open(struct fixture *f)
+{
+	char err[256];
+
+	memset(f, 0, sizeof(*f));
+	memset(f->secret, 0x5a, sizeof(f->secret));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/tally-unit-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
+	if (db_open(f->path, DB_CREATE, &f->db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fixture: %s\n", err);
+		return -1;
+	}
+	if (db_exec(f->db,
+	            "INSERT INTO providers (id, name, api, backend, created_at) VALUES"
+	            " (1, 'oai', 'openai', 'be_oai', 1), (2, 'ant', 'anthropic', 'be_ant', 1);"
+	            "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
+	            " output_micros_per_mtok, created_at, updated_at) VALUES"
+	            " ('gpt-a', 1, 100, 200, 1, 1), ('gpt-b', 1, 0, 0, 1, 1),"
+	            " ('claude-a', 2, 300, 400, 1, 1);",
+	            err, sizeof(err)) < 0 ||
+	    fixture_add_key(f, 1, "open", FIX_KEY_OPEN, "gpt-a", 0) < 0 ||
+	    fixture_add_key(f, 2, "restricted", FIX_KEY_RESTRICTED, "gpt-b", 0) < 0 ||
+	    fixture_add_key(f, 3, "revoked", FIX_KEY_REVOKED, NULL, 1) < 0 ||
+	    fixture_add_key(f, 4, "nodefault", FIX_KEY_NODEFAULT, NULL, 0) < 0 ||
+	    fixture_add_key(f, 5, "stale", FIX_KEY_STALE, NULL, 0) < 0 ||
+	    db_exec(f->db,
+	            "INSERT INTO key_models VALUES (2, 'gpt-b'), (2, 'claude-a'),"
+	            " (5, 'deleted-model');",
+	            err, sizeof(err)) < 0) {
+		fprintf(stderr, "fixture: %s %s\n", err, sqlite3_errmsg(f->db));
+		return -1;
+	}
+	return fixture_reload(f);
+}
+
+static void fixture_close(struct fixture *f)
+{
+	char cmd[160];
+
+	keytable_unref(f->kt);
+	sqlite3_close(f->db);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "fixture: could not remove %s\n", f->dir);
+}
+
+#endif

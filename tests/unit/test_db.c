@@ -1,0 +1,380 @@
+/* Unit tests for common/db.c and sql/schema.sql: creation, pragmas, constraints, the
+ * config_generation triggers, version refusals, the migration runner, and two
+ * processes creating one database at once. Single-threaded; forks for the race. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "unit.h"
+
+static char test_dir[] = "/tmp/tally-test-db-XXXXXX";
+
+/* Path of name inside test_dir; the result lives until the next call. */
+static const char *test_path(const char *name)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof(buf), "%s/%s", test_dir, name);
+	return buf;
+}
+
+static sqlite3 *test_open(const char *name, enum db_mode mode)
+{
+	char err[512] = "";
+	sqlite3 *db = NULL;
+
+	if (db_open(test_path(name), mode, &db, err, sizeof(err)) < 0)
+		fprintf(stderr, "db_open %s: %s\n", name, err);
+	return db;
+}
+
+static int64_t test_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -12345;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static int test_exec(sqlite3 *db, const char *sql)
+{
+	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+/* Sets user_version on a database without going through db_open's checks. */
+static void test_set_version(const char *name, int v)
+{
+	char sql[64];
+	sqlite3 *db = NULL;
+
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
+	CHECK_EQ_INT(sqlite3_open(test_path(name), &db), SQLITE_OK);
+	CHECK_EQ_INT(test_exec(db, sql), 0);
+	sqlite3_close(db);
+}
+
+static void test_create(void)
+{
+	sqlite3 *db = test_open("create.db", DB_CREATE);
+	struct stat st;
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(db_config_generation(db), 0);
+	CHECK_EQ_INT(test_int(db, "PRAGMA foreign_keys"), 1);
+	CHECK_EQ_INT(test_int(db, "PRAGMA synchronous"), 1);   /* NORMAL */
+	CHECK_EQ_INT(test_int(db, "PRAGMA busy_timeout"), DB_BUSY_TIMEOUT_MS);
+	CHECK_EQ_INT(test_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
+	                          " ('meta', 'providers', 'models', 'keys', 'key_models')"), 5);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'requests'"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 12);
+	sqlite3_close(db);
+	CHECK_EQ_INT(stat(test_path("create.db"), &st), 0);
+
+	/* Opening again changes nothing. */
+	db = test_open("create.db", DB_CREATE);
+	CHECK(db != NULL);
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 1);
+	sqlite3_close(db);
+}
+
+static void test_modes(void)
+{
+	char err[512] = "";
+	sqlite3 *db;
+
+	db = test_open("create.db", DB_READWRITE);
+	CHECK(db != NULL);
+	CHECK_EQ_INT(test_int(db, "PRAGMA foreign_keys"), 1);
+	sqlite3_close(db);
+
+	db = test_open("create.db", DB_READONLY);
+	CHECK(db != NULL);
+	CHECK_EQ_INT(db_config_generation(db), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO meta VALUES ('x', 1)"), -1);
+	sqlite3_close(db);
+
+	db = (sqlite3 *)1;
+	CHECK_EQ_INT(db_open(test_path("missing.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
+	CHECK(db == NULL);
+	CHECK(strstr(err, "missing.db") != NULL);
+	CHECK(access(test_path("missing.db"), F_OK) < 0);
+	CHECK_EQ_INT(db_open(test_path("missing.db"), DB_READONLY, &db, err, sizeof(err)), -1);
+
+	CHECK_EQ_INT(db_open(":memory:", DB_CREATE, &db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	sqlite3_close(db);
+}
+
+/* Runs sql and returns by how much config_generation moved. */
+static int64_t test_bump(sqlite3 *db, const char *sql)
+{
+	int64_t before = db_config_generation(db);
+
+	if (test_exec(db, sql) < 0) {
+		fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
+		return -1;
+	}
+	return db_config_generation(db) - before;
+}
+
+static void test_generation_triggers(void)
+{
+	static const char *const one_each[] = {
+		"INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'be', 1)",
+		"UPDATE providers SET backend = 'be2' WHERE name = 'p'",
+		"INSERT INTO models (name, provider_id, created_at, updated_at) VALUES ('m', 1, 1, 1)",
+		"UPDATE models SET input_micros_per_mtok = 5 WHERE name = 'm'",
+		"INSERT INTO keys (name, prefix, hash, created_at) VALUES ('k', 'tly_x', zeroblob(32), 1)",
+		"UPDATE keys SET revoked_at = 2 WHERE name = 'k'",
+		"INSERT INTO key_models (key_id, model) VALUES (1, 'm')",
+		"UPDATE key_models SET model = 'm2'",
+		"DELETE FROM key_models",
+		"DELETE FROM keys",
+		"DELETE FROM models",
+		"DELETE FROM providers",
+	};
+	sqlite3 *db = test_open("gen.db", DB_CREATE);
+	size_t i;
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	for (i = 0; i < sizeof(one_each) / sizeof(one_each[0]); i++) {
+		int64_t d = test_bump(db, one_each[i]);
+
+		if (d != 1)
+			fprintf(stderr, "bump %lld for: %s\n", (long long)d, one_each[i]);
+		CHECK_EQ_INT(d, 1);
+	}
+	CHECK_EQ_INT(db_config_generation(db), 12);
+	/* A statement touching no row fires no row trigger. */
+	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"), 0);
+	sqlite3_close(db);
+}
+
+static void test_constraints(void)
+{
+	sqlite3 *db = test_open("constraints.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO providers (name, api, backend, created_at)"
+	                           " VALUES ('p', 'openai', 'be', 1)"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO providers (name, api, backend, created_at)"
+	                           " VALUES ('q', 'gemini', 'be', 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO providers (name, api, backend, created_at)"
+	                           " VALUES ('p', 'openai', 'be', 1)"), -1);
+	/* Foreign keys are enforced. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
+	                           " VALUES ('m', 99, 1, 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, output_micros_per_mtok,"
+	                           " created_at, updated_at) VALUES ('m', 1, -1, 1, 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
+	                           " VALUES ('m', 1, 1, 1)"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT input_micros_per_mtok + output_micros_per_mtok"
+	                          " + cached_micros_per_mtok FROM models"), 0);
+	CHECK_EQ_INT(test_exec(db, "DELETE FROM providers"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                           " VALUES ('k', 'x', zeroblob(31), 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                           " VALUES ('k', 'x', zeroblob(32), 1)"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                           " VALUES ('k2', 'x', zeroblob(32), 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO key_models VALUES (1, 'm'), (1, 'n')"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO key_models VALUES (1, 'm')"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO key_models VALUES (7, 'm')"), -1);
+	/* Deleting a key takes its allow-list with it. */
+	CHECK_EQ_INT(test_exec(db, "DELETE FROM keys"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 0);
+	sqlite3_close(db);
+}
+
+static void test_newer_refused(void)
+{
+	char err[512] = "";
+	sqlite3 *db = test_open("newer.db", DB_CREATE);
+	enum db_mode modes[] = { DB_CREATE, DB_READWRITE, DB_READONLY };
+	size_t i;
+
+	sqlite3_close(db);
+	test_set_version("newer.db", DB_SCHEMA_VERSION + 1);
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		db = NULL;
+		CHECK_EQ_INT(db_open(test_path("newer.db"), modes[i], &db, err, sizeof(err)), -1);
+		CHECK(db == NULL);
+		CHECK(strstr(err, "newer than this binary") != NULL);
+	}
+}
+
+static void test_uninitialised_refused(void)
+{
+	char err[512] = "";
+	sqlite3 *db = NULL;
+
+	/* An empty file: only DB_CREATE may initialise it. */
+	CHECK_EQ_INT(sqlite3_open(test_path("empty.db"), &db), SQLITE_OK);
+	sqlite3_close(db);
+	CHECK_EQ_INT(db_open(test_path("empty.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
+	CHECK(strstr(err, "no tally schema") != NULL);
+
+	/* Somebody else's database is never taken over. */
+	CHECK_EQ_INT(sqlite3_open(test_path("foreign.db"), &db), SQLITE_OK);
+	CHECK_EQ_INT(test_exec(db, "CREATE TABLE theirs (x)"), 0);
+	sqlite3_close(db);
+	CHECK_EQ_INT(db_open(test_path("foreign.db"), DB_CREATE, &db, err, sizeof(err)), -1);
+	CHECK(strstr(err, "not a tally database") != NULL);
+}
+
+static void test_migrate(void)
+{
+	static const char *const migrations[] = {
+		"CREATE TABLE m2 (x INTEGER)",
+		"",
+		"ALTER TABLE m2 ADD COLUMN y TEXT; INSERT INTO m2 VALUES (1, 'a')",
+	};
+	char err[512] = "";
+	sqlite3 *db = test_open("migrate.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_migrate(db, migrations, 3, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_schema_version(db), 4);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM m2 WHERE y = 'a'"), 1);
+	/* Already there: nothing runs again. */
+	CHECK_EQ_INT(db_migrate(db, migrations, 3, err, sizeof(err)), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM m2"), 1);
+	/* A binary that knows fewer migrations refuses the newer database. */
+	CHECK_EQ_INT(db_migrate(db, migrations, 2, err, sizeof(err)), -1);
+	CHECK(strstr(err, "newer") != NULL);
+	CHECK(sqlite3_get_autocommit(db));
+	sqlite3_close(db);
+}
+
+static void test_migrate_atomic(void)
+{
+	static const char *const migrations[] = {
+		"CREATE TABLE ok2 (x)",
+		"CREATE TABLE half (x); INSERT INTO nosuch VALUES (1)",
+	};
+	char err[512] = "";
+	sqlite3 *db = test_open("atomic.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_migrate(db, migrations, 2, err, sizeof(err)), -1);
+	CHECK(strstr(err, "from version 2 to 3") != NULL);
+	CHECK(strstr(err, "nosuch") != NULL);
+	/* The first step committed; the failed one left nothing behind. */
+	CHECK_EQ_INT(db_schema_version(db), 2);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'ok2'"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
+	CHECK(sqlite3_get_autocommit(db));
+	sqlite3_close(db);
+}
+
+static void test_generation_error(void)
+{
+	sqlite3 *db = NULL;
+
+	CHECK_EQ_INT(sqlite3_open(":memory:", &db), SQLITE_OK);
+	CHECK_EQ_INT(db_config_generation(db), -1);
+	CHECK_EQ_INT(db_schema_version(db), 0);
+	sqlite3_close(db);
+}
+
+/* Two processes open the same new database with DB_CREATE at the same moment. */
+static void test_create_race(void)
+{
+	int round;
+
+	for (round = 0; round < 10; round++) {
+		char name[32], c;
+		int start[2], i, status;
+		pid_t pid[2];
+		sqlite3 *db;
+
+		snprintf(name, sizeof(name), "race%d.db", round);
+		if (pipe(start) < 0) {
+			CHECK(!"pipe");
+			return;
+		}
+		for (i = 0; i < 2; i++) {
+			pid[i] = fork();
+			if (pid[i] == 0) {
+				close(start[1]);
+				db = read(start[0], &c, 1) == 0 ? test_open(name, DB_CREATE) : NULL;
+				status = db && db_schema_version(db) == DB_SCHEMA_VERSION;
+				sqlite3_close(db);
+				_exit(status ? 0 : 1);
+			}
+		}
+		close(start[0]);
+		close(start[1]);
+		for (i = 0; i < 2; i++) {
+			CHECK(waitpid(pid[i], &status, 0) == pid[i]);
+			CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+		db = test_open(name, DB_READWRITE);
+		CHECK(db != NULL);
+		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 1);
+		CHECK_EQ_INT(db_config_generation(db), 0);
+		sqlite3_close(db);
+	}
+}
+
+static void test_now(void)
+{
+	int64_t now = db_now();
+
+	CHECK(now > 1700000000);
+	CHECK(db_now() - now <= 1);
+}
+
+static void test_cleanup(void)
+{
+	DIR *d = opendir(test_dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] != '.')
+			unlink(test_path(e->d_name));
+	}
+	if (d)
+		closedir(d);
+	rmdir(test_dir);
+}
+
+int main(void)
+{
+	if (!mkdtemp(test_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_create);
+	RUN(test_modes);
+	RUN(test_generation_triggers);
+	RUN(test_constraints);
+	RUN(test_newer_refused);
+	RUN(test_uninitialised_refused);
+	RUN(test_migrate);
+	RUN(test_migrate_atomic);
+	RUN(test_generation_error);
+	RUN(test_create_race);
+	RUN(test_now);
+	test_cleanup();
+	return UNIT_DONE();
+}

@@ -1,0 +1,208 @@
+/* Unit tests of decision and keytable: keys, revocation, allow-lists, models, bodies. */
+#include <string.h>
+
+#include "decision.h"
+#include "fixture.h"
+#include "unit.h"
+
+static struct fixture fx;
+
+static struct decision decide_with(const char *auth, const char *xkey, const char *path,
+                                   const char *body, int truncated)
+{
+	struct decision_request req = { 0 };
+	struct decision d;
+
+	if (auth) {
+		req.authorization.ptr = auth;
+		req.authorization.len = strlen(auth);
+	}
+	if (xkey) {
+		req.api_key.ptr = xkey;
+		req.api_key.len = strlen(xkey);
+	}
+	req.path.ptr = path;
+	req.path.len = strlen(path);
+	req.body.ptr = body;
+	req.body.len = strlen(body);
+	req.body_truncated = truncated;
+	decision_make(fx.kt, &req, &d);
+	return d;
+}
+
+static struct decision decide(const char *key, const char *body)
+{
+	char auth[128];
+
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	return decide_with(auth, NULL, "/v1/chat/completions", body, 0);
+}
+
+static void test_keys(void)
+{
+	struct decision d;
+
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.key->id, 1);
+	CHECK_EQ_STR(d.model->provider->backend, "be_oai");
+
+	d = decide_with("  bEaReR\t" FIX_KEY_OPEN "  ", NULL, "/", "{\"model\":\"gpt-a\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	d = decide_with(NULL, FIX_KEY_OPEN, "/v1/messages", "{\"model\":\"claude-a\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.model->provider->backend, "be_ant");
+
+	CHECK_EQ_INT(decide_with(NULL, NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_with("Basic abc", NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_with("Bearer ", NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide("tly_nope", "{}").verdict, DECISION_UNKNOWN_KEY);
+	/* one character off, and a prefix of a real key */
+	CHECK_EQ_INT(decide("tly_open0000000000000000000000000000000000001", "{}").verdict,
+	             DECISION_UNKNOWN_KEY);
+	CHECK_EQ_INT(decide("tly_open", "{}").verdict, DECISION_UNKNOWN_KEY);
+	d = decide(FIX_KEY_REVOKED, "{\"model\":\"gpt-a\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_REVOKED_KEY);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 401);
+}
+
+static void test_allow_lists(void)
+{
+	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-b\"}").verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"claude-a\"}").verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}").verdict,
+	             DECISION_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decision_http_status(DECISION_MODEL_FORBIDDEN), 403);
+	/* an allow-list naming only deleted models allows nothing, not everything */
+	CHECK_EQ_INT(decide(FIX_KEY_STALE, "{\"model\":\"gpt-a\"}").verdict, DECISION_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-b\"}").verdict, DECISION_ALLOW);
+}
+
+static void test_models_and_bodies(void)
+{
+	struct decision d;
+
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"nope\"}").verdict, DECISION_UNKNOWN_MODEL);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"GPT-A\"}").verdict, DECISION_UNKNOWN_MODEL);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"").verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"]").verdict, DECISION_BAD_BODY);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "nonsense").verdict, DECISION_BAD_BODY);
+
+	d = decide(FIX_KEY_OPEN, "{\"messages\":[]}");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.model_source, DECISION_MODEL_KEY_DEFAULT);
+	CHECK_EQ_STR(d.model->name, "gpt-a");
+	d = decide(FIX_KEY_OPEN, "");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.model->name, "gpt-a");
+	CHECK_EQ_INT(decide(FIX_KEY_NODEFAULT, "{\"messages\":[]}").verdict, DECISION_MODEL_REQUIRED);
+
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"claude-a\",\"stream\":true}");
+	CHECK_EQ_INT(d.stream, 1);
+	CHECK_EQ_INT(d.model_source, DECISION_MODEL_BODY);
+	CHECK(!d.body_truncated);
+}
+
+static void test_truncated_bodies(void)
+{
+	const char *prefix_model_first = "{\"model\":\"claude-a\",\"messages\":[{\"content\":\"xxxx";
+	const char *prefix_model_last = "{\"messages\":[{\"content\":\"xxxx";
+	struct decision d;
+
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/", prefix_model_first, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.model->name, "claude-a");
+	CHECK(d.body_truncated);
+	CHECK_EQ_INT(d.stream, -1);
+
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/", prefix_model_last, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.model_source, DECISION_MODEL_KEY_DEFAULT);
+	CHECK_EQ_STR(d.model->name, "gpt-a");
+
+	/* HAProxy's own flag without a JSON cut (the cap fell on a boundary) counts too */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/", "{\"model\":\"gpt-b\"}", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
+	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, "/", prefix_model_last, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_MODEL_REQUIRED);
+}
+
+static void test_error_bodies(void)
+{
+	struct decision_request req = { 0 };
+	struct decision d;
+	char buf[2048];
+	int n;
+
+	req.path.ptr = "/v1/chat/completions";
+	req.path.len = strlen(req.path.ptr);
+	d = decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}");
+	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	CHECK(n > 0);
+	CHECK(strstr(buf, "\"code\":\"model_not_allowed\"") != NULL);
+	CHECK(strstr(buf, "tly_restrict") != NULL);
+
+	/* client text is escaped into the JSON */
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"a\\\"b\\\\c\\u0001\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_MODEL);
+	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "'a\\\"b\\\\c\\u0001'") != NULL);
+
+	req.path.ptr = "/v1/messages";
+	req.path.len = strlen(req.path.ptr);
+	d = decide("tly_x", "{}");
+	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	CHECK(n > 0 && strncmp(buf, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"", 53) == 0);
+	CHECK_EQ_INT(decision_error_json(&d, &req, buf, 10), -1);
+}
+
+static void test_reload_sees_changes(void)
+{
+	char err[256];
+
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET revoked_at = 5 WHERE name = 'open'", err,
+	                     sizeof(err)), 0);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}").verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}").verdict, DECISION_REVOKED_KEY);
+	CHECK(fx.kt->generation > 0);
+}
+
+static void test_many_keys_all_found(void)
+{
+	char key[64], name[32];
+	int i, found = 0;
+
+	for (i = 0; i < 2000; i++) {
+		snprintf(key, sizeof(key), "tly_bulk%039d", i);
+		snprintf(name, sizeof(name), "bulk-%d", i);
+		if (fixture_add_key(&fx, 100 + i, name, key, "gpt-a", 0) < 0)
+			break;
+	}
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	for (i = 0; i < 2000; i++) {
+		const struct kt_key *k;
+
+		snprintf(key, sizeof(key), "tly_bulk%039d", i);
+		k = keytable_find_key(fx.kt, key, strlen(key));
+		found += k && k->id == 100 + i;
+	}
+	CHECK_EQ_INT(found, 2000);
+	CHECK(fx.kt->nslots >= 2 * fx.kt->nkeys);
+}
+
+int main(void)
+{
+	if (fixture_open(&fx) < 0)
+		return 1;
+	RUN(test_keys);
+	RUN(test_allow_lists);
+	RUN(test_models_and_bodies);
+	RUN(test_truncated_bodies);
+	RUN(test_error_bodies);
+	RUN(test_reload_sees_changes);
+	RUN(test_many_keys_all_found);
+	fixture_close(&fx);
+	return UNIT_DONE();
+}

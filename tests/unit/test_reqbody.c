@@ -1,0 +1,147 @@
+/* Unit tests of reqbody: model and stream from whole and truncated request bodies. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "reqbody.h"
+#include "unit.h"
+
+static enum reqbody_status inspect(const char *body, struct reqbody_info *info)
+{
+	return reqbody_inspect(body, strlen(body), info);
+}
+
+static void test_complete_bodies(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"model\":\"gpt-4o\",\"stream\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.has_model);
+	CHECK_EQ_STR(i.model, "gpt-4o");
+	CHECK_EQ_INT(i.stream, 1);
+
+	CHECK_EQ_INT(inspect(" {\"messages\":[{\"model\":\"nested\"}]} \n", &i), REQBODY_COMPLETE);
+	CHECK(!i.has_model);
+	CHECK_EQ_INT(i.stream, 0);
+
+	CHECK_EQ_INT(inspect("{\"model\":\"a\\u0062c\",\"stream\":null}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.model, "abc");
+	CHECK_EQ_INT(i.stream, 0);
+}
+
+static void test_empty_and_invalid(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("", &i), REQBODY_EMPTY);
+	CHECK_EQ_INT(reqbody_inspect(NULL, 0, &i), REQBODY_EMPTY);
+	CHECK_EQ_INT(inspect(" \r\n\t", &i), REQBODY_EMPTY);
+	CHECK_EQ_INT(inspect("[1,2]", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("\"model\"", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",,}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"a\"} trailing", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":42}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream\":\"yes\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("not json at all", &i), REQBODY_INVALID);
+	CHECK(!i.has_model);
+}
+
+static void test_duplicates_are_invalid(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"model\":\"b\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream\":true,\"stream\":false}", &i), REQBODY_INVALID);
+	/* an escaped spelling of the same key is the same key */
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"mod\\u0065l\":\"b\"}", &i), REQBODY_INVALID);
+	/* and so in a prefix */
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"mod\\u0065l\":\"b\",\"messages\":[\"xx", &i),
+	             REQBODY_INVALID);
+}
+
+static void test_prefixes(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"model\":\"m1\",\"stream\":false,\"messages\":[{\"content\":\"he", &i),
+	             REQBODY_PREFIX);
+	CHECK_EQ_STR(i.model, "m1");
+	CHECK_EQ_INT(i.stream, 0);
+
+	/* the OpenAI SDK order: model after messages, cut before it */
+	CHECK_EQ_INT(inspect("{\"messages\":[{\"role\":\"user\",\"content\":\"}]{\\\"model\\\":", &i),
+	             REQBODY_PREFIX);
+	CHECK(!i.has_model);
+	CHECK_EQ_INT(i.stream, -1);
+
+	/* cut inside the model's value: not seen */
+	CHECK_EQ_INT(inspect("{\"model\":\"gpt-4", &i), REQBODY_PREFIX);
+	CHECK(!i.has_model);
+	/* cut inside a literal */
+	CHECK_EQ_INT(inspect("{\"model\":\"x\",\"stream\":tr", &i), REQBODY_PREFIX);
+	CHECK_EQ_INT(i.stream, -1);
+	CHECK_EQ_INT(inspect("{", &i), REQBODY_PREFIX);
+	CHECK_EQ_INT(inspect("{\"a\":{\"b\":[1,{\"c\":\"]}\"}", &i), REQBODY_PREFIX);
+	/* a prefix that is already wrong */
+	CHECK_EQ_INT(inspect("{\"a\":[1}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"a\" 1", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"x\",\"stream\":maybe,", &i), REQBODY_INVALID);
+}
+
+static void test_every_cut_of_a_real_body(void)
+{
+	const char *body = "{\"model\":\"mock-gpt\",\"stream\":true,\"stream_options\":"
+	                   "{\"include_usage\":true},\"messages\":[{\"role\":\"user\","
+	                   "\"content\":\"say \\\"hi\\\" [ok] {x}\"}],\"max_tokens\":5}";
+	size_t len = strlen(body), cut;
+	struct reqbody_info i;
+
+	for (cut = 1; cut < len; cut++) {
+		enum reqbody_status st = reqbody_inspect(body, cut, &i);
+
+		CHECK_EQ_INT(st, REQBODY_PREFIX);
+		if (cut >= strlen("{\"model\":\"mock-gpt\""))
+			CHECK(i.has_model && strcmp(i.model, "mock-gpt") == 0);
+		else
+			CHECK(!i.has_model);
+	}
+	CHECK_EQ_INT(reqbody_inspect(body, len, &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.stream, 1);
+}
+
+static void test_long_model(void)
+{
+	char body[1024];
+	struct reqbody_info i;
+
+	memset(body, 0, sizeof(body));
+	strcpy(body, "{\"model\":\"");
+	memset(body + strlen(body), 'm', 600);
+	strcat(body, "\"}");
+	CHECK_EQ_INT(inspect(body, &i), REQBODY_COMPLETE);
+	CHECK(i.has_model && i.model_too_long);
+	CHECK_EQ_INT(strlen(i.model), REQBODY_MODEL_MAX - 1);
+}
+
+static void test_no_nul_terminator_needed(void)
+{
+	struct reqbody_info i;
+	char *buf = malloc(16);
+
+	memcpy(buf, "{\"model\":\"abcd\"}", 16);   /* exactly 16 bytes, no NUL */
+	CHECK_EQ_INT(reqbody_inspect(buf, 16, &i), REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.model, "abcd");
+	CHECK_EQ_INT(reqbody_inspect(buf, 12, &i), REQBODY_PREFIX);
+	free(buf);
+}
+
+int main(void)
+{
+	RUN(test_complete_bodies);
+	RUN(test_empty_and_invalid);
+	RUN(test_duplicates_are_invalid);
+	RUN(test_prefixes);
+	RUN(test_every_cut_of_a_real_body);
+	RUN(test_long_model);
+	RUN(test_no_nul_terminator_needed);
+	return UNIT_DONE();
+}

@@ -1,0 +1,226 @@
+/* Unit tests of session: the SPOP conversation driven with frames built here, fed
+ * whole, byte by byte and back to back, without sockets. */
+#include <string.h>
+
+#include "fixture.h"
+#include "session.h"
+#include "spop.h"
+#include "unit.h"
+
+static struct fixture fx;
+
+struct buf {
+	unsigned char b[65536];
+	size_t len;
+};
+
+static void put(struct buf *b, const void *p, size_t n)
+{
+	memcpy(b->b + b->len, p, n);
+	b->len += n;
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+	b->len += (size_t)spop_varint_encode(strlen(s), b->b + b->len, 10);
+	put(b, s, strlen(s));
+}
+
+static void put_kv_str(struct buf *b, const char *k, const char *v)
+{
+	unsigned char t = SPOP_DATA_STR;
+
+	put_str(b, k);
+	put(b, &t, 1);
+	put_str(b, v);
+}
+
+/* Wraps payload p into a frame appended to out. */
+static void frame(struct buf *out, int type, uint32_t flags, uint64_t sid, uint64_t fid,
+                  const struct buf *p)
+{
+	unsigned char hdr[32];
+	size_t n = 0;
+	uint32_t len;
+
+	hdr[n++] = (unsigned char)type;
+	hdr[n++] = (unsigned char)(flags >> 24);
+	hdr[n++] = (unsigned char)(flags >> 16);
+	hdr[n++] = (unsigned char)(flags >> 8);
+	hdr[n++] = (unsigned char)flags;
+	n += (size_t)spop_varint_encode(sid, hdr + n, 10);
+	n += (size_t)spop_varint_encode(fid, hdr + n, 10);
+	len = (uint32_t)(n + p->len);
+	out->b[out->len++] = (unsigned char)(len >> 24);
+	out->b[out->len++] = (unsigned char)(len >> 16);
+	out->b[out->len++] = (unsigned char)(len >> 8);
+	out->b[out->len++] = (unsigned char)len;
+	put(out, hdr, n);
+	put(out, p->b, p->len);
+}
+
+static void hello(struct buf *out, int healthcheck)
+{
+	struct buf p = { .len = 0 };
+	unsigned char t;
+
+	put_kv_str(&p, "supported-versions", "2.0");
+	put_str(&p, "max-frame-size");
+	t = SPOP_DATA_UINT32;
+	put(&p, &t, 1);
+	p.len += (size_t)spop_varint_encode(8192, p.b + p.len, 10);
+	put_kv_str(&p, "capabilities", "pipelining");
+	if (healthcheck) {
+		put_str(&p, "healthcheck");
+		t = SPOP_DATA_BOOL | SPOP_DATA_FLAG_TRUE;
+		put(&p, &t, 1);
+	}
+	frame(out, SPOP_FRAME_HAPROXY_HELLO, SPOP_FLAG_FIN, 0, 0, &p);
+}
+
+static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth, const char *body)
+{
+	struct buf p = { .len = 0 };
+	unsigned char nargs = 3;
+
+	put_str(&p, SESSION_MESSAGE);
+	put(&p, &nargs, 1);
+	put_kv_str(&p, "auth", auth);
+	put_kv_str(&p, "path", "/v1/chat/completions");
+	put_kv_str(&p, "body", body);
+	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, fid, &p);
+}
+
+/* Decodes every frame in out; returns how many, checking each type in order. */
+static int frames_of(const unsigned char *b, size_t len, const int *types, struct spop_frame *last)
+{
+	int n = 0;
+
+	while (len) {
+		struct spop_frame f;
+		enum spop_status err;
+		size_t used;
+
+		if (spop_frame_decode(b, len, 1 << 20, &f, &used, &err) != 1)
+			return -1;
+		if (types[n] != (int)f.type)
+			return -1;
+		*last = f;
+		n++;
+		b += used;
+		len -= used;
+	}
+	return n;
+}
+
+static void test_hello_then_notifies_byte_by_byte(void)
+{
+	static unsigned char outbuf[1 << 16];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	struct spop_frame last;
+	size_t fed = 0, pending = 0, used;
+	const int want[] = { SPOP_FRAME_AGENT_HELLO, SPOP_FRAME_ACK, SPOP_FRAME_ACK };
+
+	hello(&in, 0);
+	notify(&in, 1ULL << 40, 7, "Bearer " FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	notify(&in, 2, 8, "Bearer nope", "{}");
+	session_init(&s, 16380);
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	/* bytes arrive one at a time; unconsumed ones are fed again with the next */
+	while (fed < in.len) {
+		pending++;
+		fed++;
+		CHECK_EQ_INT(session_feed(&s, fx.kt, in.b + fed - pending, pending, &used, &w),
+		             SESSION_CONTINUE);
+		pending -= used;
+	}
+	CHECK_EQ_INT(pending, 0);
+	CHECK_EQ_INT(s.max_frame_size, 8192);
+	CHECK_EQ_INT(frames_of(outbuf, w.len, want, &last), 3);
+	CHECK_EQ_INT(last.stream_id, 2);
+	CHECK_EQ_INT(last.frame_id, 8);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_ALLOW], 1);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_UNKNOWN_KEY], 1);
+}
+
+static void test_healthcheck_closes(void)
+{
+	static unsigned char outbuf[1 << 16];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	struct spop_frame last;
+	size_t used;
+	const int want[] = { SPOP_FRAME_AGENT_HELLO };
+
+	hello(&in, 1);
+	session_init(&s, 16380);
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CLOSE);
+	CHECK_EQ_INT(frames_of(outbuf, w.len, want, &last), 1);
+}
+
+static void test_stops_when_output_is_full(void)
+{
+	static unsigned char outbuf[8192 + 4 + 300];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	size_t used, total = 0;
+	int i;
+
+	hello(&in, 0);
+	for (i = 0; i < 10; i++)
+		notify(&in, (uint64_t)i, 1, "Bearer " FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	session_init(&s, 8192);
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CONTINUE);
+	/* room for a largest reply is kept, so not every frame was consumed */
+	CHECK(used < in.len);
+	total = used;
+	while (total < in.len) {
+		spop_writer_init(&w, outbuf, sizeof(outbuf));
+		CHECK_EQ_INT(session_feed(&s, fx.kt, in.b + total, in.len - total, &used, &w),
+		             SESSION_CONTINUE);
+		if (used == 0)
+			break;
+		total += used;
+	}
+	CHECK_EQ_INT(total, in.len);
+	CHECK_EQ_INT(s.stats.notifies, 10);
+}
+
+static void test_notify_before_hello_disconnects(void)
+{
+	static unsigned char outbuf[1 << 16];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	struct spop_frame last;
+	size_t used;
+	const int want[] = { SPOP_FRAME_AGENT_DISCONNECT };
+	uint32_t status;
+	struct spop_str msg;
+
+	notify(&in, 1, 1, "Bearer x", "{}");
+	session_init(&s, 16380);
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CLOSE);
+	CHECK_EQ_INT(frames_of(outbuf, w.len, want, &last), 1);
+	CHECK_EQ_INT(spop_disconnect_parse(&last, &status, &msg), 0);
+	CHECK_EQ_INT(status, SPOP_ERR_INVALID);
+}
+
+int main(void)
+{
+	if (fixture_open(&fx) < 0)
+		return 1;
+	RUN(test_hello_then_notifies_byte_by_byte);
+	RUN(test_healthcheck_closes);
+	RUN(test_stops_when_output_is_full);
+	RUN(test_notify_before_hello_disconnects);
+	fixture_close(&fx);
+	return UNIT_DONE();
+}
