@@ -35,6 +35,7 @@ BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
         run bench-decision clean help
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 all: build
 

@@ -62,7 +62,7 @@ struct ctl;
 struct ctl_command {
 	const char *group;
 	const char *verb;
-	const char *synopsis;         /* after "tallyctl " */
+	const char *synopsis;         /* after "tallyctl [OPTIONS] " */
 	const char *help;
 	const char *operand;          /* metavar of the positional argument, NULL if none */
 	unsigned allowed;             /* OPT() bits */
@@ -534,6 +534,17 @@ static int ctl_split_models(const struct ctl_command *cmd, char *csv, char ***it
 	return CTL_OK;
 }
 
+static int ctl_list_has(char *const *items, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(items[i], s) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *name = a->val[OPT_NAME], *def = a->val[OPT_DEFAULT_MODEL];
@@ -559,9 +570,7 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 		status = ctl_usage(ctl->cmd, "invalid model name '%s' for --default-model", def);
 		goto out;
 	}
-	for (i = 0; def && models && i < nmodels && strcmp(models[i], def) != 0; i++)
-		;
-	if (def && models && i == nmodels) {
+	if (def && models && !ctl_list_has(models, nmodels, def)) {
 		status = ctl_usage(ctl->cmd, "default model '%s' is not in --models", def);
 		goto out;
 	}

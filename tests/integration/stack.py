@@ -167,7 +167,10 @@ class Stack:
         deadline = time.time() + timeout
         state = None
         while time.time() < deadline:
-            state = self.agent_state()
+            try:
+                state = self.agent_state()
+            except OSError as e:   # stats socket not there yet
+                state = repr(e)
             if state.startswith(prefix):
                 return state
             time.sleep(0.1)

@@ -203,6 +203,13 @@ def test_body_larger_than_the_buffer(stack):
     key = stack.create_key("restricted", "--models", "mock-gpt")
     assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
     assert_error(*stack.gateway("POST", CHAT, body, key=key), 413, "body_too_large")
+    # ...while a body that fits the inspected window (about 14 KiB with the default
+    # tune.bufsize) is judged whole
+    fits = json.dumps({"messages": [{"role": "user", "content": "y" * 12000}],
+                       "model": "mock-gpt"}).encode()
+    assert stack.gateway("POST", CHAT, fits, key=key)[0] == 200
+    assert_error(*stack.gateway("POST", CHAT, fits.replace(b'"mock-gpt"', b'"mock-claude"'),
+                                key=key), 403, "model_not_allowed")
 
 
 def test_concurrent_pipelined_decisions(stack):

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# make bench-decision: unary 1 KB chat completions through (a) the mock upstream
+# directly, (b) plain HAProxy (the same haproxy.cfg and frontend, without the agent:
+# TALLY_PLAIN) and (c) the tally gateway with the agent deciding every request, in
+# one run, interleaved in rounds so that a noisy machine hurts all three alike.
+# Prints req/s and latency per target (median over rounds) and the ratios.
+#
+# Knobs: BENCH_SECONDS (per round, 5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
+# BENCH_THREADS (wrk threads, 1), BENCH_BODY_BYTES (1024), TALLY_BUILD (build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${TALLY_BUILD:-build}
+seconds=${BENCH_SECONDS:-5}
+rounds=${BENCH_ROUNDS:-3}
+conns=${BENCH_CONNECTIONS:-32}
+threads=${BENCH_THREADS:-1}
+export BENCH_BODY_BYTES=${BENCH_BODY_BYTES:-1024}
+
+tmp=$(mktemp -d /tmp/tally-bench.XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "bench: nothing listens on $1" >&2; exit 1
+}
+
+mock_port=$(free_port); agent_port=$(free_port); gw_port=$(free_port); plain_port=$(free_port)
+db=$tmp/tally.db
+ctl() { "$build/tallyctl" --db "$db" "$@" >/dev/null; }
+ctl provider set mock-openai --api openai --backend be_mock_openai
+ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000
+export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
+
+"$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet & pids+=($!)
+"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --log-level warn & pids+=($!)
+wait_port "$mock_port"; wait_port "$agent_port"
+
+export TALLY_AGENT_ADDR=127.0.0.1:$agent_port TALLY_MOCK_ADDR=127.0.0.1:$mock_port
+export TALLY_HAPROXY_DIR=$root/haproxy TALLY_FAIL_POLICY=closed
+export TALLY_FAILOPEN_BACKEND=be_mock_openai TALLY_MOCK_CREDENTIAL=bench-credential
+mkdir -p "$tmp/gw" "$tmp/plain"
+TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
+  haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log" & pids+=($!)
+TALLY_PLAIN=1 TALLY_RUN_DIR=$tmp/plain TALLY_GATEWAY_ADDR=127.0.0.1:$plain_port \
+  haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/plain.log" & pids+=($!)
+wait_port "$gw_port"; wait_port "$plain_port"
+
+# The gateway must actually be deciding: a wrong key is refused, the right one passes.
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' \
+  -d '{"model":"mock-gpt"}' "http://127.0.0.1:$gw_port/v1/chat/completions")
+[ "$code" = 401 ] || { echo "bench: gateway did not refuse a bad key ($code)" >&2; exit 1; }
+
+run() { # name port
+  local out
+  out=$(wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s -s loadtest/bench-decision.lua \
+        "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
+  case $out in *" errors=0 "*) ;; *) echo "bench: $1 had errors: $out" >&2; exit 1 ;; esac
+  echo "$1 $out" >> "$tmp/results"
+}
+
+echo "bench-decision: ${rounds} rounds x ${seconds}s per target, $conns connections, ${BENCH_BODY_BYTES}-byte responses, $(nproc) cores"
+for r in $(seq "$rounds"); do
+  run upstream "$mock_port"
+  run haproxy "$plain_port"
+  run gateway "$gw_port"
+done
+
+python3 - "$tmp/results" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, _, *kv = line.split()
+    rows.setdefault(name, []).append({k: float(v) for k, v in (x.split("=") for x in kv)})
+med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rows.items()}
+print(f"{'target':10} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}   (median of {len(rows['gateway'])} rounds)")
+for n in ("upstream", "haproxy", "gateway"):
+    m = med[n]
+    print(f"{n:10} {m['rps']:10.0f} {m['p50_ms']:8.3f} {m['p99_ms']:8.3f}")
+g, h, u = med["gateway"], med["haproxy"], med["upstream"]
+print(f"gateway / plain haproxy throughput: {g['rps'] / h['rps']:.2f}x (target >= 0.70x)")
+print(f"plain haproxy / upstream throughput: {h['rps'] / u['rps']:.2f}x")
+print(f"gateway added p50 latency over plain haproxy: {g['p50_ms'] - h['p50_ms']:+.3f} ms")
+PY
