@@ -472,7 +472,7 @@ static int ctl_table_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_co
 		ctl_db_error(ctl);
 		goto out;
 	}
-	text = cJSON_Print(arr);
+	text = cJSON_PrintUnformatted(arr);
 	if (!text)
 		goto oom;
 	printf("%s\n", text);

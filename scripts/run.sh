@@ -20,15 +20,14 @@ ctl() { "$build/tallyctl" --db "$db" "$@"; }
 
 # The demo key is kept in data/demo.key (mode 600) so that every `make run` can print
 # it; keys made with tallyctl are shown once and never stored in clear.
-if [ ! -s "$data/demo.key" ] || ! ctl key list | grep -q '^.*\bdemo\b'; then
+if [ ! -s "$data/demo.key" ]; then
   echo "seeding $db"
   ctl provider set mock-openai --api openai --backend be_mock_openai --url "http://127.0.0.1:$mock_port"
   ctl provider set mock-anthropic --api anthropic --backend be_mock_anthropic --url "http://127.0.0.1:$mock_port"
   ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000 --cached-micros 75000
   ctl model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
-  ctl key revoke demo >/dev/null 2>&1 || true
   name=demo
-  ctl key list | grep -q '\bdemo\b' && name="demo-$(date +%s)"
+  ctl key list --json | grep -q '"name":"demo"' && name="demo-$(date +%s)"
   (umask 077; ctl key create --name "$name" --default-model mock-gpt > "$data/demo.key")
 fi
 key=$(cat "$data/demo.key")
@@ -89,4 +88,4 @@ MSG
 
 # Any process ending takes the others down with it.
 wait -n "${pids[@]}"
-echo "a tally process exited; stopping the rest" >&2
+echo "stopping tally" >&2

@@ -150,10 +150,10 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	}
 	for (i = 0; i < a->nworkers; i++) {
 		worker_stop(a->workers[i], &t);
-		log_info("worker %d: %llu connections, %llu notifies, %llu allowed, %llu unreadable",
-		         i, (unsigned long long)t.connections, (unsigned long long)t.notifies,
-		         (unsigned long long)t.verdicts[DECISION_ALLOW],
-		         (unsigned long long)t.bad_messages);
+		log_info("worker %d: %llu connections, %llu notifies, %llu allowed, %llu unreadable,"
+		         " %llu unknown frames", i, (unsigned long long)t.connections,
+		         (unsigned long long)t.notifies, (unsigned long long)t.verdicts[DECISION_ALLOW],
+		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);
 	}
 	if (a->db)
 		sqlite3_close(a->db);

@@ -216,8 +216,16 @@ static enum session_result session_frame(struct session *s, const struct keytabl
 		spop_agent_disconnect_encode(out, SPOP_ERR_NONE, "bye");
 		s->state = SESSION_CLOSED;
 		return SESSION_CLOSE;
-	default:
+	case SPOP_FRAME_AGENT_HELLO:
+	case SPOP_FRAME_AGENT_DISCONNECT:
+	case SPOP_FRAME_ACK:
+	case SPOP_FRAME_UNSET:
 		return session_fail(s, out, SPOP_ERR_INVALID);
+	default:
+		/* SPOE.txt lets a peer skip frame types it does not know: a newer HAProxy
+		 * may send some, and dropping the connection for them helps nobody. */
+		s->stats.skipped_frames++;
+		return SESSION_CONTINUE;
 	}
 }
 

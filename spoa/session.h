@@ -20,6 +20,7 @@ struct session_stats {
 	uint64_t frames_in;
 	uint64_t notifies;
 	uint64_t bad_messages;    /* NOTIFYs whose messages could not be read */
+	uint64_t skipped_frames;  /* of types this agent does not know */
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };
 

@@ -74,6 +74,7 @@ static void conn_close(struct conn *c)
 
 	w->totals.notifies += c->sess.stats.notifies;
 	w->totals.bad_messages += c->sess.stats.bad_messages;
+	w->totals.skipped_frames += c->sess.stats.skipped_frames;
 	for (i = 0; i < DECISION_VERDICT_COUNT; i++)
 		w->totals.verdicts[i] += c->sess.stats.verdicts[i];
 	ev_io_stop(w->loop, &c->rio);

@@ -17,6 +17,7 @@ struct worker_totals {
 	uint64_t connections;
 	uint64_t notifies;
 	uint64_t bad_messages;
+	uint64_t skipped_frames;
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };
 

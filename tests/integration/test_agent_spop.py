@@ -104,7 +104,7 @@ def test_oversized_frame_is_refused_before_its_body(agent):
     (sp.frame(sp.HELLO, sp.kv({"max-frame-size": 1000})), 5),       # no supported-versions
     (sp.frame(sp.HELLO, sp.kv({"supported-versions": "1.0", "max-frame-size": 1000,
                                 "capabilities": ""})), 8),
-    (sp.frame(77, b""), 4),                                         # unknown frame type
+    (sp.frame(sp.ACK, b""), 4),                                     # an agent's frame
     (struct.pack(">I", 3) + b"\x01\x00\x00", 4),                    # shorter than a header
 ])
 def test_protocol_errors_disconnect_with_status(agent, raw, status):
@@ -118,6 +118,15 @@ def test_protocol_errors_disconnect_with_status(agent, raw, status):
     c2 = sp.Client(agent.agent_port)
     c2.handshake()
     c2.close()
+
+
+def test_unknown_frame_types_are_skipped(agent):
+    c = sp.Client(agent.agent_port)
+    c.handshake()
+    c.send(sp.frame(77, b"future stuff", 1, 1) + sp.notify({"auth": "Bearer x"}, 2, 3))
+    f = c.recv_frame()
+    assert f[0] == sp.ACK and (f[2], f[3]) == (2, 3)
+    c.close()
 
 
 def test_fragmented_notify_is_refused(agent):
