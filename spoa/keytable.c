@@ -52,20 +52,41 @@ static char *keytable_col_strdup(sqlite3_stmt *st, int col)
 	return s ? strdup((const char *)s) : NULL;
 }
 
-/* Runs sql and counts its rows so that arrays are sized before they are filled. */
-static int keytable_count(sqlite3 *db, const char *sql, size_t *n)
+typedef int (*keytable_row_fn)(struct keytable *t, sqlite3_stmt *st);
+
+/* Calls fn on every row of sql; fn returns 0, or -1 to stop with an error. */
+static int keytable_each_row(sqlite3 *db, struct keytable *t, const char *sql, keytable_row_fn fn)
 {
 	sqlite3_stmt *st = NULL;
-	int rc;
+	int rc, ret = -1;
 
-	*n = 0;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*n = (size_t)sqlite3_column_int64(st, 0);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn(t, st) < 0)
+			goto out;
+	if (rc == SQLITE_DONE)
+		ret = 0;
+out:
 	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : -1;
+	return ret;
+}
+
+/* Allocates *arr for as many elements as table has rows (plus one, so that an empty
+ * table still gets a valid pointer); rows are then appended by the row functions. */
+static int keytable_alloc(sqlite3 *db, const char *count_sql, void **arr, size_t elem)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n = -1;
+
+	if (sqlite3_prepare_v2(db, count_sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (n < 0 || (uint64_t)n > UINT32_MAX / 4)
+		return -1;
+	*arr = calloc((size_t)n + 1, elem);
+	return *arr ? 0 : -1;
 }
 
 static const struct kt_provider *keytable_provider_by_id(const struct keytable *t, int64_t id)
@@ -78,74 +99,48 @@ static const struct kt_provider *keytable_provider_by_id(const struct keytable *
 	return NULL;
 }
 
-static int keytable_load_providers(sqlite3 *db, struct keytable *t)
+static int keytable_add_provider(struct keytable *t, sqlite3_stmt *st)
 {
-	sqlite3_stmt *st = NULL;
-	int rc, ret = -1;
+	struct kt_provider *p = &t->providers[t->nproviders++];
+	const unsigned char *api = sqlite3_column_text(st, 2);
 
-	if (keytable_count(db, "SELECT count(*) FROM providers", &t->nproviders) < 0)
-		return -1;
-	t->providers = calloc(t->nproviders + 1, sizeof(*t->providers));
-	if (!t->providers)
-		return -1;
-	if (sqlite3_prepare_v2(db, "SELECT id, name, api, backend FROM providers ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	t->nproviders = 0;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct kt_provider *p = &t->providers[t->nproviders++];
-		const unsigned char *api = sqlite3_column_text(st, 2);
-
-		p->id = sqlite3_column_int64(st, 0);
-		p->name = keytable_col_strdup(st, 1);
-		p->backend = keytable_col_strdup(st, 3);
-		p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
-		                                                            : KT_API_OPENAI;
-		if (!p->name || !p->backend)
-			goto out;
-	}
-	if (rc == SQLITE_DONE)
-		ret = 0;
-out:
-	sqlite3_finalize(st);
-	return ret;
+	p->id = sqlite3_column_int64(st, 0);
+	p->name = keytable_col_strdup(st, 1);
+	p->backend = keytable_col_strdup(st, 3);
+	p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
+	                                                            : KT_API_OPENAI;
+	return p->name && p->backend ? 0 : -1;
 }
 
-static int keytable_load_models(sqlite3 *db, struct keytable *t)
+static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 {
-	sqlite3_stmt *st = NULL;
-	int rc, ret = -1;
+	struct kt_model *m = &t->models[t->nmodels++];
 
-	if (keytable_count(db, "SELECT count(*) FROM models", &t->nmodels) < 0)
-		return -1;
-	t->models = calloc(t->nmodels + 1, sizeof(*t->models));
-	if (!t->models)
-		return -1;
-	/* BINARY collation orders like memcmp, which keytable_find_model relies on. */
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, name, provider_id, input_micros_per_mtok,"
-	                       " output_micros_per_mtok, cached_micros_per_mtok"
-	                       " FROM models ORDER BY name COLLATE BINARY",
-	                       -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	t->nmodels = 0;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct kt_model *m = &t->models[t->nmodels++];
+	m->id = sqlite3_column_int64(st, 0);
+	m->name = keytable_col_strdup(st, 1);
+	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 2));
+	m->input_micros_per_mtok = sqlite3_column_int64(st, 3);
+	m->output_micros_per_mtok = sqlite3_column_int64(st, 4);
+	m->cached_micros_per_mtok = sqlite3_column_int64(st, 5);
+	return m->name ? 0 : -1;
+}
 
-		m->id = sqlite3_column_int64(st, 0);
-		m->name = keytable_col_strdup(st, 1);
-		m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 2));
-		m->input_micros_per_mtok = sqlite3_column_int64(st, 3);
-		m->output_micros_per_mtok = sqlite3_column_int64(st, 4);
-		m->cached_micros_per_mtok = sqlite3_column_int64(st, 5);
-		if (!m->name)
-			goto out;
-	}
-	if (rc == SQLITE_DONE)
-		ret = 0;
-out:
-	sqlite3_finalize(st);
-	return ret;
+static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
+{
+	struct kt_key *k = &t->keys[t->nkeys];
+	const unsigned char *def = sqlite3_column_text(st, 4);
+
+	if (sqlite3_column_bytes(st, 3) != KEYHASH_LEN)
+		return 0;   /* not a hash this version makes; it could never match */
+	t->nkeys++;
+	k->id = sqlite3_column_int64(st, 0);
+	k->name = keytable_col_strdup(st, 1);
+	k->prefix = keytable_col_strdup(st, 2);
+	memcpy(k->hash, sqlite3_column_blob(st, 3), KEYHASH_LEN);
+	k->default_model = def ? keytable_find_model(t, (const char *)def, strlen((const char *)def))
+	                       : NULL;
+	k->revoked = sqlite3_column_int(st, 5);
+	return k->name && k->prefix ? 0 : -1;
 }
 
 static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
@@ -166,39 +161,54 @@ static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
 	return NULL;
 }
 
-static int keytable_load_allowlists(sqlite3 *db, struct keytable *t)
+static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
 {
-	sqlite3_stmt *st = NULL;
-	int rc, ret = -1;
+	struct kt_key *k = keytable_key_by_id(t, sqlite3_column_int64(st, 0));
+	const char *name = (const char *)sqlite3_column_text(st, 1);
+	const struct kt_model *m;
+	const struct kt_model **grown;
 
-	if (sqlite3_prepare_v2(db, "SELECT key_id, model FROM key_models ORDER BY key_id",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (!k)
+		return 0;
+	/* A listed model that no longer exists still makes the key restricted:
+	 * an allow-list must never widen into "every model". */
+	k->restricted = 1;
+	m = name ? keytable_find_model(t, name, strlen(name)) : NULL;
+	if (!m)
+		return 0;
+	grown = realloc(k->allowed, (k->nallowed + 1) * sizeof(*k->allowed));
+	if (!grown)
 		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct kt_key *k = keytable_key_by_id(t, sqlite3_column_int64(st, 0));
-		const char *name = (const char *)sqlite3_column_text(st, 1);
-		const struct kt_model *m;
-		const struct kt_model **grown;
+	k->allowed = grown;
+	k->allowed[k->nallowed++] = m;
+	return 0;
+}
 
-		if (!k)
-			continue;
-		/* A listed model that no longer exists still makes the key restricted:
-		 * an allow-list must never widen into "every model". */
-		k->restricted = 1;
-		m = name ? keytable_find_model(t, name, strlen(name)) : NULL;
-		if (!m)
-			continue;
-		grown = realloc(k->allowed, (k->nallowed + 1) * sizeof(*k->allowed));
-		if (!grown)
-			goto out;
-		k->allowed = grown;
-		k->allowed[k->nallowed++] = m;
-	}
-	if (rc == SQLITE_DONE)
-		ret = 0;
-out:
-	sqlite3_finalize(st);
-	return ret;
+/* Providers before models before keys: each refers to the ones loaded before it.
+ * BINARY collation orders model names like memcmp, which keytable_find_model needs. */
+static int keytable_load_rows(sqlite3 *db, struct keytable *t)
+{
+	return keytable_alloc(db, "SELECT count(*) FROM providers", (void **)&t->providers,
+	                      sizeof(*t->providers)) < 0 ||
+	       keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id",
+	                         keytable_add_provider) < 0 ||
+	       keytable_alloc(db, "SELECT count(*) FROM models", (void **)&t->models,
+	                      sizeof(*t->models)) < 0 ||
+	       keytable_each_row(db, t,
+	                         "SELECT id, name, provider_id, input_micros_per_mtok,"
+	                         " output_micros_per_mtok, cached_micros_per_mtok"
+	                         " FROM models ORDER BY name COLLATE BINARY",
+	                         keytable_add_model) < 0 ||
+	       keytable_alloc(db, "SELECT count(*) FROM keys", (void **)&t->keys,
+	                      sizeof(*t->keys)) < 0 ||
+	       keytable_each_row(db, t,
+	                         "SELECT id, name, prefix, hash, default_model,"
+	                         " revoked_at IS NOT NULL FROM keys ORDER BY id",
+	                         keytable_add_key) < 0 ||
+	       keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
+	                         keytable_add_allowed) < 0
+	           ? -1
+	           : 0;
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
@@ -228,49 +238,6 @@ static int keytable_index_keys(struct keytable *t)
 	return 0;
 }
 
-static int keytable_load_keys(sqlite3 *db, struct keytable *t)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, ret = -1;
-
-	if (keytable_count(db, "SELECT count(*) FROM keys", &t->nkeys) < 0)
-		return -1;
-	if (t->nkeys > UINT32_MAX / 4)
-		return -1;
-	t->keys = calloc(t->nkeys + 1, sizeof(*t->keys));
-	if (!t->keys)
-		return -1;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, name, prefix, hash, default_model, revoked_at IS NOT NULL"
-	                       " FROM keys ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	t->nkeys = 0;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct kt_key *k = &t->keys[t->nkeys];
-		const unsigned char *def = sqlite3_column_text(st, 4);
-
-		if (sqlite3_column_bytes(st, 3) != KEYHASH_LEN)
-			continue;   /* not a hash this version makes; it can never match */
-		t->nkeys++;
-		k->id = sqlite3_column_int64(st, 0);
-		k->name = keytable_col_strdup(st, 1);
-		k->prefix = keytable_col_strdup(st, 2);
-		memcpy(k->hash, sqlite3_column_blob(st, 3), KEYHASH_LEN);
-		k->default_model = def ? keytable_find_model(t, (const char *)def,
-		                                             strlen((const char *)def))
-		                       : NULL;
-		k->revoked = sqlite3_column_int(st, 5);
-		if (!k->name || !k->prefix)
-			goto out;
-	}
-	if (rc == SQLITE_DONE)
-		ret = 0;
-out:
-	sqlite3_finalize(st);
-	return ret;
-}
-
 int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
                   struct keytable **out, char *err, size_t errlen)
 {
@@ -287,9 +254,7 @@ int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 		goto fail;
 	in_txn = 1;
 	t->generation = db_config_generation(db);
-	if (t->generation < 0 || keytable_load_providers(db, t) < 0 ||
-	    keytable_load_models(db, t) < 0 || keytable_load_keys(db, t) < 0 ||
-	    keytable_load_allowlists(db, t) < 0 || keytable_index_keys(t) < 0)
+	if (t->generation < 0 || keytable_load_rows(db, t) < 0 || keytable_index_keys(t) < 0)
 		goto fail;
 	ret = 0;
 	*out = t;

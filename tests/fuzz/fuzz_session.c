@@ -14,6 +14,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fixture fx;
 
+static void fuzz_session_cleanup(void)
+{
+	fixture_close(&fx);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -21,6 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	log_set_level(LOG_ERROR);
 	if (fixture_open(&fx) < 0)
 		abort();
+	atexit(fuzz_session_cleanup);
 	return 0;
 }
 

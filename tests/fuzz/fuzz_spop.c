@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "spop.h"
+#include "../unit/spop_eq.h"
 
 #define FUZZ_MAX_FRAME 16380
 #define FUZZ_CANARY    0xa5
@@ -19,30 +20,6 @@ static void fuzz_assert(int cond)
 {
 	if (!cond)
 		abort();
-}
-
-static int fuzz_str_eq(struct spop_str a, struct spop_str b)
-{
-	return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
-static int fuzz_data_eq(const struct spop_data *a, const struct spop_data *b)
-{
-	if (a->type != b->type)
-		return 0;
-	switch (a->type) {
-	case SPOP_DATA_NULL:   return 1;
-	case SPOP_DATA_BOOL:   return !a->u.b == !b->u.b;
-	case SPOP_DATA_INT32:  return a->u.i32 == b->u.i32;
-	case SPOP_DATA_UINT32: return a->u.u32 == b->u.u32;
-	case SPOP_DATA_INT64:  return a->u.i64 == b->u.i64;
-	case SPOP_DATA_UINT64: return a->u.u64 == b->u.u64;
-	case SPOP_DATA_IPV4:   return memcmp(a->u.ip, b->u.ip, 4) == 0;
-	case SPOP_DATA_IPV6:   return memcmp(a->u.ip, b->u.ip, 16) == 0;
-	case SPOP_DATA_STR:
-	case SPOP_DATA_BIN:    return fuzz_str_eq(a->u.str, b->u.str);
-	}
-	return 0;
 }
 
 /* Writes name=v as a set-var in an ACK and reads it back: an action's tail (name,
@@ -72,7 +49,7 @@ static void fuzz_round_trip(struct spop_str name, const struct spop_data *v)
 	fuzz_assert(end - p >= 3 && p[0] == SPOP_ACT_SET_VAR && p[1] == 3 && p[2] == SPOP_SCOPE_TXN);
 	p += 3;
 	fuzz_assert(spop_kv_next(&p, end, &k, &d) == 1 && p == end);
-	fuzz_assert(fuzz_str_eq(k, name) && fuzz_data_eq(&d, v));
+	fuzz_assert(spop_str_eq(k, name) && spop_data_eq(&d, v));
 }
 
 /* Reads [p, end) as a KV-LIST; returns the number of pairs read before it ended or

@@ -12,6 +12,7 @@
 #include "db.h"
 #include "keyhash.h"
 #include "keytable.h"
+#include "tmpdir.h"
 
 #define FIX_KEY_OPEN       "tly_open0000000000000000000000000000000000000"
 #define FIX_KEY_RESTRICTED "tly_restricted00000000000000000000000000000000"
@@ -20,8 +21,6 @@
 #define FIX_KEY_STALE      "tly_stale00000000000000000000000000000000000000"
 
 struct fixture {
-	char dir[64];
-	char path[128];
 	sqlite3 *db;
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	struct keytable *kt;
@@ -72,11 +71,9 @@ static int fixture_open(struct fixture *f)
 
 	memset(f, 0, sizeof(*f));
 	memset(f->secret, 0x5a, sizeof(f->secret));
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tally-unit-XXXXXX");
-	if (!mkdtemp(f->dir))
+	if (tmpdir_make("fixture") < 0)
 		return -1;
-	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
-	if (db_open(f->path, DB_CREATE, &f->db, err, sizeof(err)) < 0) {
+	if (db_open(tmpdir_file("t.db"), DB_CREATE, &f->db, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fixture: %s\n", err);
 		return -1;
 	}
@@ -105,13 +102,9 @@ static int fixture_open(struct fixture *f)
 
 static void fixture_close(struct fixture *f)
 {
-	char cmd[160];
-
 	keytable_unref(f->kt);
 	sqlite3_close(f->db);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "fixture: could not remove %s\n", f->dir);
+	tmpdir_remove();
 }
 
 #endif

@@ -8,25 +8,15 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "tmpdir.h"
 #include "unit.h"
-
-static char test_dir[] = "/tmp/tally-test-db-XXXXXX";
-
-/* Path of name inside test_dir; the result lives until the next call. */
-static const char *test_path(const char *name)
-{
-	static char buf[512];
-
-	snprintf(buf, sizeof(buf), "%s/%s", test_dir, name);
-	return buf;
-}
 
 static sqlite3 *test_open(const char *name, enum db_mode mode)
 {
 	char err[512] = "";
 	sqlite3 *db = NULL;
 
-	if (db_open(test_path(name), mode, &db, err, sizeof(err)) < 0)
+	if (db_open(tmpdir_file(name), mode, &db, err, sizeof(err)) < 0)
 		fprintf(stderr, "db_open %s: %s\n", name, err);
 	return db;
 }
@@ -54,7 +44,7 @@ static void test_set_version(const char *name, int v)
 	sqlite3 *db = NULL;
 
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
-	CHECK_EQ_INT(sqlite3_open(test_path(name), &db), SQLITE_OK);
+	CHECK_EQ_INT(sqlite3_open(tmpdir_file(name), &db), SQLITE_OK);
 	CHECK_EQ_INT(test_exec(db, sql), 0);
 	sqlite3_close(db);
 }
@@ -78,7 +68,7 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'requests'"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 12);
 	sqlite3_close(db);
-	CHECK_EQ_INT(stat(test_path("create.db"), &st), 0);
+	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
 	/* Opening again changes nothing. */
 	db = test_open("create.db", DB_CREATE);
@@ -105,11 +95,11 @@ static void test_modes(void)
 	sqlite3_close(db);
 
 	db = (sqlite3 *)1;
-	CHECK_EQ_INT(db_open(test_path("missing.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
+	CHECK_EQ_INT(db_open(tmpdir_file("missing.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
 	CHECK(db == NULL);
 	CHECK(strstr(err, "missing.db") != NULL);
-	CHECK(access(test_path("missing.db"), F_OK) < 0);
-	CHECK_EQ_INT(db_open(test_path("missing.db"), DB_READONLY, &db, err, sizeof(err)), -1);
+	CHECK(access(tmpdir_file("missing.db"), F_OK) < 0);
+	CHECK_EQ_INT(db_open(tmpdir_file("missing.db"), DB_READONLY, &db, err, sizeof(err)), -1);
 
 	CHECK_EQ_INT(db_open(":memory:", DB_CREATE, &db, err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
@@ -212,7 +202,7 @@ static void test_newer_refused(void)
 	test_set_version("newer.db", DB_SCHEMA_VERSION + 1);
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		db = NULL;
-		CHECK_EQ_INT(db_open(test_path("newer.db"), modes[i], &db, err, sizeof(err)), -1);
+		CHECK_EQ_INT(db_open(tmpdir_file("newer.db"), modes[i], &db, err, sizeof(err)), -1);
 		CHECK(db == NULL);
 		CHECK(strstr(err, "newer than this binary") != NULL);
 	}
@@ -224,16 +214,16 @@ static void test_uninitialised_refused(void)
 	sqlite3 *db = NULL;
 
 	/* An empty file: only DB_CREATE may initialise it. */
-	CHECK_EQ_INT(sqlite3_open(test_path("empty.db"), &db), SQLITE_OK);
+	CHECK_EQ_INT(sqlite3_open(tmpdir_file("empty.db"), &db), SQLITE_OK);
 	sqlite3_close(db);
-	CHECK_EQ_INT(db_open(test_path("empty.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
+	CHECK_EQ_INT(db_open(tmpdir_file("empty.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no tally schema") != NULL);
 
 	/* Somebody else's database is never taken over. */
-	CHECK_EQ_INT(sqlite3_open(test_path("foreign.db"), &db), SQLITE_OK);
+	CHECK_EQ_INT(sqlite3_open(tmpdir_file("foreign.db"), &db), SQLITE_OK);
 	CHECK_EQ_INT(test_exec(db, "CREATE TABLE theirs (x)"), 0);
 	sqlite3_close(db);
-	CHECK_EQ_INT(db_open(test_path("foreign.db"), DB_CREATE, &db, err, sizeof(err)), -1);
+	CHECK_EQ_INT(db_open(tmpdir_file("foreign.db"), DB_CREATE, &db, err, sizeof(err)), -1);
 	CHECK(strstr(err, "not a tally database") != NULL);
 }
 
@@ -344,26 +334,10 @@ static void test_now(void)
 	CHECK(db_now() - now <= 1);
 }
 
-static void test_cleanup(void)
-{
-	DIR *d = opendir(test_dir);
-	struct dirent *e;
-
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] != '.')
-			unlink(test_path(e->d_name));
-	}
-	if (d)
-		closedir(d);
-	rmdir(test_dir);
-}
-
 int main(void)
 {
-	if (!mkdtemp(test_dir)) {
-		perror("mkdtemp");
+	if (tmpdir_make("db") < 0)
 		return 1;
-	}
 	RUN(test_create);
 	RUN(test_modes);
 	RUN(test_generation_triggers);
@@ -375,6 +349,6 @@ int main(void)
 	RUN(test_generation_error);
 	RUN(test_create_race);
 	RUN(test_now);
-	test_cleanup();
+	tmpdir_remove();
 	return UNIT_DONE();
 }

@@ -9,18 +9,8 @@
 #include <unistd.h>
 
 #include "keyhash.h"
+#include "tmpdir.h"
 #include "unit.h"
-
-static char test_dir[] = "/tmp/tally-test-keyhash-XXXXXX";
-
-/* Path of name inside test_dir; the result lives until the next call. */
-static const char *test_path(const char *name)
-{
-	static char buf[512];
-
-	snprintf(buf, sizeof(buf), "%s/%s", test_dir, name);
-	return buf;
-}
 
 static int test_write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
@@ -137,7 +127,7 @@ static void test_secret_path_default(void)
 static void test_secret_create_reload(void)
 {
 	unsigned char a[KEYHASH_SECRET_LEN], b[KEYHASH_SECRET_LEN], zero[KEYHASH_SECRET_LEN] = { 0 };
-	const char *path = test_path("create.secret");
+	const char *path = tmpdir_file("create.secret");
 	char err[256] = "";
 	struct stat st;
 
@@ -160,19 +150,19 @@ static void test_secret_create_reload(void)
 static void test_secret_wrong_size(void)
 {
 	unsigned char out[KEYHASH_SECRET_LEN], data[KEYHASH_SECRET_LEN + 1] = { 7 };
-	const char *path = test_path("short.secret");
+	const char *path = tmpdir_file("short.secret");
 	char err[256] = "";
 
 	CHECK_EQ_INT(test_write_file(path, data, KEYHASH_SECRET_LEN - 1, 0600), 0);
 	CHECK_EQ_INT(keyhash_secret_load(path, 1, out, err, sizeof(err)), -1);
 	CHECK(strstr(err, "31 bytes") != NULL);
 
-	path = test_path("long.secret");
+	path = tmpdir_file("long.secret");
 	CHECK_EQ_INT(test_write_file(path, data, sizeof(data), 0600), 0);
 	CHECK_EQ_INT(keyhash_secret_load(path, 1, out, err, sizeof(err)), -1);
 	CHECK(strstr(err, "33 bytes") != NULL);
 
-	path = test_path("empty.secret");
+	path = tmpdir_file("empty.secret");
 	CHECK_EQ_INT(test_write_file(path, data, 0, 0600), 0);
 	CHECK_EQ_INT(keyhash_secret_load(path, 1, out, err, sizeof(err)), -1);
 	CHECK(strstr(err, "0 bytes") != NULL);
@@ -181,7 +171,7 @@ static void test_secret_wrong_size(void)
 static void test_secret_bad_mode(void)
 {
 	unsigned char out[KEYHASH_SECRET_LEN], data[KEYHASH_SECRET_LEN] = { 7 };
-	const char *path = test_path("open.secret");
+	const char *path = tmpdir_file("open.secret");
 	char err[256] = "";
 
 	CHECK_EQ_INT(test_write_file(path, data, sizeof(data), 0640), 0);
@@ -195,7 +185,7 @@ static void test_secret_bad_mode(void)
 	CHECK_EQ_INT(keyhash_secret_load(path, 0, out, err, sizeof(err)), 0);
 	CHECK(memcmp(out, data, sizeof(data)) == 0);
 
-	CHECK_EQ_INT(keyhash_secret_load(test_dir, 0, out, err, sizeof(err)), -1);
+	CHECK_EQ_INT(keyhash_secret_load(tmpdir_path, 0, out, err, sizeof(err)), -1);
 	CHECK(strstr(err, "not a regular file") != NULL);
 }
 
@@ -215,7 +205,7 @@ static void test_race_child(int start_fd, int result_fd, const char *path)
 
 static int test_dir_entries(void)
 {
-	DIR *d = opendir(test_dir);
+	DIR *d = opendir(tmpdir_path);
 	struct dirent *e;
 	int n = 0;
 
@@ -245,7 +235,7 @@ static void test_secret_race(void)
 			pid[i] = fork();
 			if (pid[i] == 0) {
 				close(start[1]);
-				test_race_child(start[0], result[i][1], test_path(name));
+				test_race_child(start[0], result[i][1], tmpdir_file(name));
 			}
 			close(result[i][1]);
 		}
@@ -258,33 +248,17 @@ static void test_secret_race(void)
 			CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 		}
 		CHECK(memcmp(got[0], got[1], sizeof(got[0])) == 0);
-		CHECK_EQ_INT(keyhash_secret_load(test_path(name), 0, file, err, sizeof(err)), 0);
+		CHECK_EQ_INT(keyhash_secret_load(tmpdir_file(name), 0, file, err, sizeof(err)), 0);
 		CHECK(memcmp(got[0], file, sizeof(file)) == 0);
 		/* Exactly one new file: no temporary left behind. */
 		CHECK_EQ_INT(test_dir_entries(), before + 1);
 	}
 }
 
-static void test_cleanup(void)
-{
-	DIR *d = opendir(test_dir);
-	struct dirent *e;
-
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] != '.')
-			unlink(test_path(e->d_name));
-	}
-	if (d)
-		closedir(d);
-	rmdir(test_dir);
-}
-
 int main(void)
 {
-	if (!mkdtemp(test_dir)) {
-		perror("mkdtemp");
+	if (tmpdir_make("keyhash") < 0)
 		return 1;
-	}
 	RUN(test_hmac_rfc4231);
 	RUN(test_generate_format);
 	RUN(test_generate_differs);
@@ -296,6 +270,6 @@ int main(void)
 	RUN(test_secret_wrong_size);
 	RUN(test_secret_bad_mode);
 	RUN(test_secret_race);
-	test_cleanup();
+	tmpdir_remove();
 	return UNIT_DONE();
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "spop.h"
+#include "spop_eq.h"
 #include "unit.h"
 
 #define MFS 16380 /* HAProxy's default max-frame-size (tune.bufsize - 4) */
@@ -757,25 +758,6 @@ static int read_action(const unsigned char **p, const unsigned char *end, unsign
 	return type;
 }
 
-static int data_equal(const struct spop_data *a, const struct spop_data *b)
-{
-	if (a->type != b->type)
-		return 0;
-	switch (a->type) {
-	case SPOP_DATA_NULL:   return 1;
-	case SPOP_DATA_BOOL:   return !a->u.b == !b->u.b;
-	case SPOP_DATA_INT32:  return a->u.i32 == b->u.i32;
-	case SPOP_DATA_UINT32: return a->u.u32 == b->u.u32;
-	case SPOP_DATA_INT64:  return a->u.i64 == b->u.i64;
-	case SPOP_DATA_UINT64: return a->u.u64 == b->u.u64;
-	case SPOP_DATA_IPV4:   return memcmp(a->u.ip, b->u.ip, 4) == 0;
-	case SPOP_DATA_IPV6:   return memcmp(a->u.ip, b->u.ip, 16) == 0;
-	case SPOP_DATA_STR:
-	case SPOP_DATA_BIN:    return str_is(a->u.str, b->u.str.ptr, b->u.str.len);
-	}
-	return 0;
-}
-
 static void test_ack_encode(void)
 {
 	struct ack_case cases[] = {
@@ -822,7 +804,7 @@ static void test_ack_encode(void)
 		CHECK_EQ_INT(nargs, 3);
 		CHECK_EQ_INT(scope, cases[i].scope);
 		CHECK(str_is(name, cases[i].name, strlen(cases[i].name)));
-		CHECK(data_equal(&v, &cases[i].v));
+		CHECK(spop_data_eq(&v, &cases[i].v));
 	}
 	CHECK_EQ_INT(read_action(&p, end, &nargs, &scope, &name, &v), SPOP_ACT_UNSET_VAR);
 	CHECK_EQ_INT(nargs, 2);
