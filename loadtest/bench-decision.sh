@@ -44,7 +44,7 @@ export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --defaul
 wait_port "$mock_port"; wait_port "$agent_port"
 
 export TALLY_AGENT_ADDR=127.0.0.1:$agent_port TALLY_MOCK_ADDR=127.0.0.1:$mock_port
-export TALLY_HAPROXY_DIR=$root/haproxy TALLY_FAIL_POLICY=closed
+export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf TALLY_FAIL_POLICY=closed
 export TALLY_FAILOPEN_BACKEND=be_mock_openai TALLY_MOCK_CREDENTIAL=bench-credential
 mkdir -p "$tmp/gw" "$tmp/plain"
 TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \

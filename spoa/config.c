@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct setting {
+struct config_setting {
 	const char *name;
 	const char *arg;
 	const char *help;
@@ -38,70 +38,96 @@ static int config_copy(char *dst, const char *value)
 	return 0;
 }
 
-static int apply_listen(struct agent_config *cfg, const char *value)
+static int config_set_listen(struct agent_config *cfg, const char *value)
 {
-	if (cfg->nlisten == CONFIG_MAX_LISTEN)
+	if (cfg->nlisten == CONFIG_MAX_LISTEN) {
+		fprintf(stderr, "tally-agent: at most %d listen addresses\n", CONFIG_MAX_LISTEN);
 		return -1;
+	}
 	if (config_copy(cfg->listen[cfg->nlisten], value) < 0)
 		return -1;
 	cfg->nlisten++;
 	return 0;
 }
 
-static int apply_threads(struct agent_config *cfg, const char *value)
+static int config_set_threads(struct agent_config *cfg, const char *value)
 {
 	long v;
 
-	if (config_int(value, 1, 64, &v) < 0)
+	if (config_int(value, 1, CONFIG_MAX_THREADS, &v) < 0)
 		return -1;
 	cfg->threads = (int)v;
 	return 0;
 }
 
-static int apply_db(struct agent_config *cfg, const char *value)
+static int config_set_db(struct agent_config *cfg, const char *value)
 {
 	return config_copy(cfg->db_path, value);
 }
 
-static int apply_secret(struct agent_config *cfg, const char *value)
+static int config_set_secret(struct agent_config *cfg, const char *value)
 {
 	return config_copy(cfg->secret_path, value);
 }
 
-static int apply_log_level(struct agent_config *cfg, const char *value)
+static int config_set_log_level(struct agent_config *cfg, const char *value)
 {
 	return log_level_parse(value, &cfg->log_level);
 }
 
-static int apply_max_frame_size(struct agent_config *cfg, const char *value)
+static int config_set_max_frame_size(struct agent_config *cfg, const char *value)
 {
 	long v;
 
-	/* 256 is SPOP's floor; HAProxy's frames are at most tune.bufsize - 4. */
-	if (config_int(value, 256, 16 * 1024 * 1024, &v) < 0)
+	/* 256 is SPOP's floor; HAProxy's frames are at most tune.bufsize - 4, and a
+	 * tune.bufsize beyond 1 MiB would cost every HAProxy stream that much. */
+	if (config_int(value, 256, 1024 * 1024, &v) < 0)
 		return -1;
 	cfg->max_frame_size = (uint32_t)v;
 	return 0;
 }
 
-static int apply_reload_interval(struct agent_config *cfg, const char *value)
+static int config_ms(const char *value, long min, long max, int *out)
 {
 	long v;
 
-	if (config_int(value, 10, 60000, &v) < 0)
+	if (config_int(value, min, max, &v) < 0)
 		return -1;
-	cfg->reload_interval_ms = (int)v;
+	*out = (int)v;
 	return 0;
 }
 
-static const struct setting settings[] = {
-	{ "listen", "ADDR", "SPOP listen address, host:port or unix:/path; repeatable (default 127.0.0.1:12345)", apply_listen },
-	{ "threads", "N", "I/O threads, one libev loop each (default 2)", apply_threads },
-	{ "db", "PATH", "SQLite database, created or migrated at start (default ./data/tally.db)", apply_db },
-	{ "secret", "PATH", "key-hashing secret file (default: the database path + .secret)", apply_secret },
-	{ "log-level", "LEVEL", "error, warn, info or debug (default info)", apply_log_level },
-	{ "max-frame-size", "BYTES", "largest SPOP frame accepted (default 16380, HAProxy's tune.bufsize - 4)", apply_max_frame_size },
-	{ "reload-interval-ms", "MS", "how often key and model changes are looked for (default 250)", apply_reload_interval },
+static int config_set_reload_interval(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 10, 60000, &cfg->reload_interval_ms);
+}
+
+static int config_set_max_connections(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 1, 1000000, &cfg->max_connections);
+}
+
+static int config_set_hello_timeout(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 10, 600000, &cfg->hello_timeout_ms);
+}
+
+static int config_set_idle_timeout(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 1000, 86400000, &cfg->idle_timeout_ms);
+}
+
+static const struct config_setting settings[] = {
+	{ "listen", "ADDR", "SPOP listen address, host:port or unix:/path; repeatable (default 127.0.0.1:12345)", config_set_listen },
+	{ "threads", "N", "I/O threads, one libev loop each (default 2)", config_set_threads },
+	{ "db", "PATH", "SQLite database, created or migrated at start (default ./data/tally.db)", config_set_db },
+	{ "secret", "PATH", "key-hashing secret file (default: the database path + .secret)", config_set_secret },
+	{ "log-level", "LEVEL", "error, warn, info or debug (default info)", config_set_log_level },
+	{ "max-frame-size", "BYTES", "largest SPOP frame accepted (default 16380, HAProxy's tune.bufsize - 4)", config_set_max_frame_size },
+	{ "reload-interval-ms", "MS", "how often key and model changes are looked for (default 250)", config_set_reload_interval },
+	{ "max-connections", "N", "SPOP connections accepted at once, over all threads (default 4096)", config_set_max_connections },
+	{ "hello-timeout-ms", "MS", "time a new connection has to send its HELLO (default 5000)", config_set_hello_timeout },
+	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -124,7 +150,7 @@ static void config_usage(FILE *out)
 	fprintf(out, "  %-25s %s\n", "--help", "show this help");
 }
 
-static const struct setting *config_find(const char *name)
+static const struct config_setting *config_find(const char *name)
 {
 	size_t i;
 
@@ -134,7 +160,7 @@ static const struct setting *config_find(const char *name)
 	return NULL;
 }
 
-static int config_apply(struct agent_config *cfg, const struct setting *s, const char *value,
+static int config_apply(struct agent_config *cfg, const struct config_setting *s, const char *value,
                         const char *where)
 {
 	if (s->apply(cfg, value) == 0)
@@ -154,22 +180,36 @@ static int config_read_file(struct agent_config *cfg, const char *path)
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *name, *value, *save = NULL;
-		const struct setting *s;
+		char *name, *value, *end;
+		size_t len = strlen(line);
+		const struct config_setting *s;
 
 		lineno++;
 		snprintf(where, sizeof(where), "%s:%d", path, lineno);
-		line[strcspn(line, "#\r\n")] = '\0';
-		name = strtok_r(line, " \t=", &save);
-		if (!name)
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+			fprintf(stderr, "tally-agent: %s: line too long\n", where);
+			goto out;
+		}
+		/* "name value" or "name = value"; the value is the rest of the line, so paths
+		 * may hold spaces, '=' or '#'. Only whole lines starting with # are comments. */
+		name = line + strspn(line, " \t");
+		if (*name == '#' || *name == '\n' || *name == '\0')
 			continue;
-		value = strtok_r(NULL, " \t=", &save);
+		value = name + strcspn(name, " \t=\r\n");
+		end = value + strspn(value, " \t");
+		if (*end == '=')
+			end += 1 + strspn(end + 1, " \t");
+		*value = '\0';
+		value = end;
+		end = value + strlen(value);
+		while (end > value && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
 		if (!(s = config_find(name))) {
 			fprintf(stderr, "tally-agent: %s: unknown setting '%s'\n", where, name);
 			goto out;
 		}
-		if (!value || strtok_r(NULL, " \t", &save)) {
-			fprintf(stderr, "tally-agent: %s: '%s' takes exactly one value\n", where, name);
+		if (!*value) {
+			fprintf(stderr, "tally-agent: %s: '%s' needs a value\n", where, name);
 			goto out;
 		}
 		if (config_apply(cfg, s, value, where) < 0)
@@ -189,6 +229,9 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->max_frame_size = 16380;
 	cfg->reload_interval_ms = 250;
+	cfg->max_connections = 4096;
+	cfg->hello_timeout_ms = 5000;
+	cfg->idle_timeout_ms = 300000;
 }
 
 enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
@@ -216,7 +259,7 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
 	opterr = 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		const struct setting *s;
+		const struct config_setting *s;
 
 		if (c == 'h') {
 			config_usage(stdout);
@@ -230,7 +273,7 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
 		}
 		s = &settings[c - 1000];
 		/* --listen on the command line replaces the file's list instead of adding. */
-		if (s->apply == apply_listen && nflag_listen++ == 0)
+		if (s->apply == config_set_listen && nflag_listen++ == 0)
 			cfg->nlisten = 0;
 		if (config_apply(cfg, s, optarg, "command line") < 0)
 			return CONFIG_ERROR;

@@ -7,8 +7,9 @@
 
 #include "log.h"
 
-#define CONFIG_MAX_LISTEN 8
-#define CONFIG_PATH_MAX   1024
+#define CONFIG_MAX_LISTEN  8
+#define CONFIG_MAX_THREADS 64
+#define CONFIG_PATH_MAX    1024
 
 struct agent_config {
 	char listen[CONFIG_MAX_LISTEN][CONFIG_PATH_MAX]; /* "host:port" or "unix:/path" */
@@ -19,6 +20,9 @@ struct agent_config {
 	enum log_level log_level;
 	uint32_t max_frame_size;
 	int reload_interval_ms;
+	int max_connections;
+	int hello_timeout_ms;
+	int idle_timeout_ms;
 };
 
 enum config_result { CONFIG_OK, CONFIG_EXIT_OK, CONFIG_ERROR };

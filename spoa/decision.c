@@ -10,25 +10,58 @@
 
 #include "keytable.h"
 
-struct verdict_info {
+struct decision_verdict_info {
 	const char *name;       /* verdict name, also the error "code" */
 	int status;
 	const char *openai_type;
 	const char *anthropic_type;
 };
 
-static const struct verdict_info verdicts[DECISION_VERDICT_COUNT] = {
+static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_ALLOW] = { "allow", 0, "", "" },
 	[DECISION_NO_KEY] = { "missing_api_key", 401, "invalid_request_error", "authentication_error" },
 	[DECISION_UNKNOWN_KEY] = { "invalid_api_key", 401, "invalid_request_error", "authentication_error" },
 	[DECISION_REVOKED_KEY] = { "revoked_api_key", 401, "invalid_request_error", "authentication_error" },
+	[DECISION_BAD_ENDPOINT] = { "unsupported_endpoint", 404, "invalid_request_error", "not_found_error" },
 	[DECISION_BAD_BODY] = { "invalid_body", 400, "invalid_request_error", "invalid_request_error" },
 	[DECISION_MODEL_REQUIRED] = { "model_required", 400, "invalid_request_error", "invalid_request_error" },
 	[DECISION_UNKNOWN_MODEL] = { "model_not_found", 404, "invalid_request_error", "not_found_error" },
 	[DECISION_MODEL_FORBIDDEN] = { "model_not_allowed", 403, "permission_error", "permission_error" },
 	[DECISION_BODY_TOO_LARGE] = { "body_too_large", 413, "invalid_request_error", "request_too_large" },
+	[DECISION_WRONG_API] = { "model_api_mismatch", 400, "invalid_request_error", "invalid_request_error" },
 	[DECISION_NO_ROUTE] = { "no_route", 502, "server_error", "api_error" },
+	[DECISION_AGENT_ERROR] = { "gateway_error", 500, "server_error", "api_error" },
 };
+
+/* The inference endpoints the gateway serves, and the API each belongs to. Anything else
+ * (files, batches, fine-tuning, ...) would reach a provider under the operator's
+ * credential without a model to judge or account, so it is refused. */
+static const struct decision_endpoint {
+	const char *path;
+	enum kt_api api;
+} decision_endpoints[] = {
+	{ "/v1/chat/completions", KT_API_OPENAI },
+	{ "/v1/completions", KT_API_OPENAI },
+	{ "/v1/embeddings", KT_API_OPENAI },
+	{ "/v1/messages", KT_API_ANTHROPIC },
+};
+
+static int decision_str_is(struct spop_str s, const char *lit)
+{
+	return s.len == strlen(lit) && memcmp(s.ptr, lit, s.len) == 0;
+}
+
+static const struct decision_endpoint *decision_find_endpoint(const struct decision_request *req)
+{
+	size_t i;
+
+	if (!decision_str_is(req->method, "POST"))
+		return NULL;
+	for (i = 0; i < sizeof(decision_endpoints) / sizeof(decision_endpoints[0]); i++)
+		if (decision_str_is(req->path, decision_endpoints[i].path))
+			return &decision_endpoints[i];
+	return NULL;
+}
 
 int decision_http_status(enum decision_verdict v)
 {
@@ -78,7 +111,10 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 
 	if (st == REQBODY_INVALID)
 		return DECISION_BAD_BODY;
-	d->body_truncated = req->body_truncated || st == REQBODY_PREFIX;
+	/* Without a Content-Length (chunked, or HTTP/2), HAProxy's body size is only what it
+	 * buffered: only a whole JSON object proves that nothing follows. */
+	d->body_truncated = req->body_truncated || st == REQBODY_PREFIX ||
+	                    (!req->body_length_known && st != REQBODY_COMPLETE);
 	d->stream = st == REQBODY_PREFIX ? d->body.stream : d->body.stream == 1;
 	/* What follows the cut may name another model, and upstreams take the last one:
 	 * an allow-list can only judge a body it has seen whole. */
@@ -86,7 +122,7 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 		return DECISION_BODY_TOO_LARGE;
 	if (d->body.has_model) {
 		d->model_source = DECISION_MODEL_BODY;
-		d->model = d->body.model_too_long
+		d->model = d->body.model_unusable
 		               ? NULL
 		               : keytable_find_model(t, d->body.model, strlen(d->body.model));
 		return d->model ? DECISION_ALLOW : DECISION_UNKNOWN_MODEL;
@@ -103,6 +139,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
                                             struct decision *d)
 {
 	struct spop_str key = decision_find_key(req);
+	const struct decision_endpoint *ep;
 	enum decision_verdict v;
 
 	if (!key.len)
@@ -112,6 +149,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_UNKNOWN_KEY;
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
+	if (!(ep = decision_find_endpoint(req)))
+		return DECISION_BAD_ENDPOINT;
 	v = decision_pick_model(t, req, d);
 	if (v != DECISION_ALLOW)
 		return v;
@@ -119,6 +158,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_MODEL_FORBIDDEN;
 	if (!d->model->provider)
 		return DECISION_NO_ROUTE;
+	if (d->model->provider->api != ep->api)
+		return DECISION_WRONG_API;
 	return DECISION_ALLOW;
 }
 
@@ -144,6 +185,8 @@ static void decision_json_escape(char *out, size_t cap, const char *s)
 			out[o++] = (char)c;
 		} else if (c < 0x20 || c == 0x7f) {
 			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+		} else if (c >= 0x80) {
+			out[o++] = '?';   /* client bytes need not be UTF-8; the answer must be */
 		} else {
 			out[o++] = (char)c;
 		}
@@ -155,7 +198,8 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 {
 	char model[2 * 6 * 40];
 
-	decision_json_escape(model, sizeof(model), d->body.has_model ? d->body.model : "");
+	decision_json_escape(model, sizeof(model),
+	                     d->model ? d->model->name : d->body.has_model ? d->body.model : "");
 	switch (d->verdict) {
 	case DECISION_NO_KEY:
 		snprintf(msg, cap, "Missing gateway key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.");
@@ -181,8 +225,18 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_BODY_TOO_LARGE:
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
+	case DECISION_BAD_ENDPOINT:
+		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/messages.");
+		break;
+	case DECISION_WRONG_API:
+		snprintf(msg, cap, "The model '%s' is served through %s.", model,
+		         d->model->provider->api == KT_API_ANTHROPIC ? "/v1/messages" : "/v1/chat/completions");
+		break;
 	case DECISION_NO_ROUTE:
 		snprintf(msg, cap, "The model '%s' has no provider configured.", model);
+		break;
+	case DECISION_AGENT_ERROR:
+		snprintf(msg, cap, "The gateway could not read this request's details.");
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");
@@ -194,7 +248,7 @@ int decision_error_json(const struct decision *d, const struct decision_request 
                         char *buf, size_t cap)
 {
 	static const char messages_path[] = "/v1/messages";
-	const struct verdict_info *vi = &verdicts[(unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict : DECISION_NO_ROUTE];
+	const struct decision_verdict_info *vi = &verdicts[(unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict : DECISION_NO_ROUTE];
 	char msg[1024];
 	int n;
 

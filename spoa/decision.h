@@ -14,12 +14,15 @@ enum decision_verdict {
 	DECISION_NO_KEY,            /* 401: neither Authorization: Bearer nor x-api-key */
 	DECISION_UNKNOWN_KEY,       /* 401 */
 	DECISION_REVOKED_KEY,       /* 401 */
+	DECISION_BAD_ENDPOINT,      /* 404: not one of the inference endpoints the gateway serves */
 	DECISION_BAD_BODY,          /* 400: not a JSON object, or model/stream malformed */
 	DECISION_MODEL_REQUIRED,    /* 400: no model in the body and no default on the key */
 	DECISION_UNKNOWN_MODEL,     /* 404 */
 	DECISION_MODEL_FORBIDDEN,   /* 403: not on the key's allow-list */
 	DECISION_BODY_TOO_LARGE,    /* 413: restricted key, body beyond the inspection buffer */
+	DECISION_WRONG_API,         /* 400: the model's provider speaks the other API */
 	DECISION_NO_ROUTE,          /* 502: the model's provider is not configured */
+	DECISION_AGENT_ERROR,       /* 500: HAProxy's message could not be read */
 	DECISION_VERDICT_COUNT
 };
 
@@ -34,8 +37,10 @@ enum decision_model_source {
 struct decision_request {
 	struct spop_str authorization;
 	struct spop_str api_key;
+	struct spop_str method;
 	struct spop_str path;
 	struct spop_str body;
+	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 };
 

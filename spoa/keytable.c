@@ -72,9 +72,11 @@ out:
 	return ret;
 }
 
-/* Allocates *arr for as many elements as table has rows (plus one, so that an empty
- * table still gets a valid pointer); rows are then appended by the row functions. */
-static int keytable_alloc(sqlite3 *db, const char *count_sql, void **arr, size_t elem)
+/* Allocates an array for as many elements as count_sql counts (plus one, so that an
+ * empty table still gets a valid pointer); rows are then appended by the row
+ * functions, which cannot overrun it since counting and reading share one read
+ * transaction. NULL on error. */
+static void *keytable_alloc(sqlite3 *db, const char *count_sql, size_t elem)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t n = -1;
@@ -84,9 +86,8 @@ static int keytable_alloc(sqlite3 *db, const char *count_sql, void **arr, size_t
 		n = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	if (n < 0 || (uint64_t)n > UINT32_MAX / 4)
-		return -1;
-	*arr = calloc((size_t)n + 1, elem);
-	return *arr ? 0 : -1;
+		return NULL;
+	return calloc((size_t)n + 1, elem);
 }
 
 static const struct kt_provider *keytable_provider_by_id(const struct keytable *t, int64_t id)
@@ -188,27 +189,25 @@ static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
  * BINARY collation orders model names like memcmp, which keytable_find_model needs. */
 static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 {
-	return keytable_alloc(db, "SELECT count(*) FROM providers", (void **)&t->providers,
-	                      sizeof(*t->providers)) < 0 ||
-	       keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id",
-	                         keytable_add_provider) < 0 ||
-	       keytable_alloc(db, "SELECT count(*) FROM models", (void **)&t->models,
-	                      sizeof(*t->models)) < 0 ||
-	       keytable_each_row(db, t,
-	                         "SELECT id, name, provider_id, input_micros_per_mtok,"
-	                         " output_micros_per_mtok, cached_micros_per_mtok"
-	                         " FROM models ORDER BY name COLLATE BINARY",
-	                         keytable_add_model) < 0 ||
-	       keytable_alloc(db, "SELECT count(*) FROM keys", (void **)&t->keys,
-	                      sizeof(*t->keys)) < 0 ||
-	       keytable_each_row(db, t,
-	                         "SELECT id, name, prefix, hash, default_model,"
-	                         " revoked_at IS NOT NULL FROM keys ORDER BY id",
-	                         keytable_add_key) < 0 ||
-	       keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
-	                         keytable_add_allowed) < 0
-	           ? -1
-	           : 0;
+	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers", sizeof(*t->providers))) ||
+	    keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id",
+	                      keytable_add_provider) < 0)
+		return -1;
+	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models))) ||
+	    keytable_each_row(db, t,
+	                      "SELECT id, name, provider_id, input_micros_per_mtok,"
+	                      " output_micros_per_mtok, cached_micros_per_mtok"
+	                      " FROM models ORDER BY name COLLATE BINARY",
+	                      keytable_add_model) < 0)
+		return -1;
+	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys))) ||
+	    keytable_each_row(db, t,
+	                      "SELECT id, name, prefix, hash, default_model,"
+	                      " revoked_at IS NOT NULL FROM keys ORDER BY id",
+	                      keytable_add_key) < 0)
+		return -1;
+	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
+	                         keytable_add_allowed);
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
@@ -251,15 +250,15 @@ int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 	atomic_init(&t->refs, 1);
 	memcpy(t->secret, secret, KEYHASH_SECRET_LEN);
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-		goto fail;
+		goto out;
 	in_txn = 1;
 	t->generation = db_config_generation(db);
 	if (t->generation < 0 || keytable_load_rows(db, t) < 0 || keytable_index_keys(t) < 0)
-		goto fail;
+		goto out;
 	ret = 0;
 	*out = t;
 	t = NULL;
-fail:
+out:
 	if (ret < 0)
 		snprintf(err, errlen, "loading keys and models: %s", sqlite3_errmsg(db));
 	if (in_txn)

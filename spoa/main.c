@@ -23,21 +23,39 @@ struct agent {
 	sqlite3 *db;
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	int64_t generation;
-	struct worker *workers[64];
+	struct worker *workers[CONFIG_MAX_THREADS];
 	int nworkers;
 	int next_worker;
 	ev_io listeners[CONFIG_MAX_LISTEN];
 	int nlisteners;
 	ev_timer reload;
+	ev_timer accept_pause;       /* out of file descriptors: listeners rest a moment */
 	ev_signal sigint, sigterm;
 };
+
+static void agent_listeners_set(struct agent *a, struct ev_loop *loop, int on)
+{
+	int i;
+
+	for (i = 0; i < a->nlisteners; i++) {
+		if (on)
+			ev_io_start(loop, &a->listeners[i]);
+		else
+			ev_io_stop(loop, &a->listeners[i]);
+	}
+}
+
+static void agent_on_accept_resume(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)revents;
+	agent_listeners_set(t->data, loop, 1);
+}
 
 static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct agent *a = io->data;
 	int fd;
 
-	(void)loop;
 	(void)revents;
 	while ((fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 		struct worker *w = a->workers[a->next_worker];
@@ -46,8 +64,16 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 		if (worker_post_conn(w, fd) < 0)
 			close(fd);
 	}
-	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+		/* The pending connection stays queued and would wake us again at once:
+		 * stop listening for a moment instead of spinning. */
+		log_warn("accept: %s; pausing new connections for 100 ms", strerror(errno));
+		agent_listeners_set(a, loop, 0);
+		ev_timer_set(&a->accept_pause, 0.1, 0.);
+		ev_timer_start(loop, &a->accept_pause);
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		log_warn("accept: %s", strerror(errno));
+	}
 }
 
 /* Publishes a new snapshot to every worker when the configuration generation moved. */
@@ -99,6 +125,12 @@ static int agent_open(struct agent *a, char *err, size_t errlen)
 
 static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 {
+	struct worker_limits limits = {
+		.max_frame_size = a->cfg.max_frame_size,
+		.max_connections = (a->cfg.max_connections + a->cfg.threads - 1) / a->cfg.threads,
+		.hello_timeout = a->cfg.hello_timeout_ms / 1000.0,
+		.idle_timeout = a->cfg.idle_timeout_ms / 1000.0,
+	};
 	struct keytable *kt;
 	int i;
 
@@ -108,7 +140,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	log_info("loaded %zu keys, %zu models, %zu providers", kt->nkeys, kt->nmodels, kt->nproviders);
 	keytable_ref(kt, a->cfg.threads - 1);
 	for (i = 0; i < a->cfg.threads; i++) {
-		a->workers[i] = worker_start(i, a->cfg.max_frame_size, kt, err, errlen);
+		a->workers[i] = worker_start(i, &limits, kt, err, errlen);
 		if (!a->workers[i]) {
 			for (; i < a->cfg.threads; i++)
 				keytable_unref(kt);
@@ -145,14 +177,15 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	for (i = 0; i < a->nlisteners; i++) {
 		ev_io_stop(loop, &a->listeners[i]);
 		close(a->listeners[i].fd);
-		if (strncmp(a->cfg.listen[i], "unix:", 5) == 0)
-			unlink(a->cfg.listen[i] + 5);
+		net_unlisten(a->cfg.listen[i]);
 	}
 	for (i = 0; i < a->nworkers; i++) {
 		worker_stop(a->workers[i], &t);
-		log_info("worker %d: %llu connections, %llu notifies, %llu allowed, %llu unreadable,"
-		         " %llu unknown frames", i, (unsigned long long)t.connections,
-		         (unsigned long long)t.notifies, (unsigned long long)t.verdicts[DECISION_ALLOW],
+		log_info("worker %d: %llu connections (%llu refused, %llu timed out), %llu notifies,"
+		         " %llu allowed, %llu unreadable, %llu unknown frames", i,
+		         (unsigned long long)t.connections, (unsigned long long)t.refused,
+		         (unsigned long long)t.timeouts, (unsigned long long)t.notifies,
+		         (unsigned long long)t.verdicts[DECISION_ALLOW],
 		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);
 	}
 	if (a->db)
@@ -181,6 +214,8 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
+	ev_init(&a.accept_pause, agent_on_accept_resume);
+	a.accept_pause.data = &a;
 	ev_timer_init(&a.reload, agent_on_reload, a.cfg.reload_interval_ms / 1000.0,
 	              a.cfg.reload_interval_ms / 1000.0);
 	a.reload.data = &a;

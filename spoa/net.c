@@ -9,8 +9,29 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* Unlinks path only when it is a socket: a mistyped address must not delete a file. */
+static int net_unlink_socket(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISSOCK(st.st_mode)) {
+		errno = EEXIST;
+		return -1;
+	}
+	return unlink(path);
+}
+
+void net_unlisten(const char *addr)
+{
+	if (strncmp(addr, "unix:", 5) == 0)
+		net_unlink_socket(addr + 5);
+}
 
 static int net_listen_unix(const char *path, char *err, size_t errlen)
 {
@@ -23,9 +44,8 @@ static int net_listen_unix(const char *path, char *err, size_t errlen)
 	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if (fd < 0 || net_unlink_socket(path) < 0)
 		goto fail;
-	unlink(path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0)
 		goto fail;
 	return fd;
@@ -66,14 +86,16 @@ static int net_listen_tcp(const char *addr, char *err, size_t errlen)
 	}
 	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-		snprintf(err, errlen, "listen on %s: %s", addr, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0)
+		goto fail;
 	freeaddrinfo(res);
 	return fd;
+fail:
+	snprintf(err, errlen, "listen on %s: %s", addr, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return -1;
 }
 
 int net_listen(const char *addr, char *err, size_t errlen)

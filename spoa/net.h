@@ -5,9 +5,12 @@
 
 #include <stddef.h>
 
-/* addr is "host:port", "[v6]:port" or "unix:/path" (an existing socket file there is
- * replaced). Returns a non-blocking, close-on-exec listening fd, or -1 with err set. */
+/* addr is "host:port", "[v6]:port" or "unix:/path" (a stale socket file there is
+ * replaced; any other kind of file is left alone and refused). Returns a non-blocking, close-on-exec listening fd, or -1 with err set. */
 int net_listen(const char *addr, char *err, size_t errlen);
+
+/* Removes the socket file of a "unix:/path" address, if it is still a socket. */
+void net_unlisten(const char *addr);
 
 /* Makes an accepted socket ready for SPOP: TCP_NODELAY where it applies. */
 void net_tune(int fd);

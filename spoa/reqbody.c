@@ -1,19 +1,24 @@
 /* reqbody: finds "model" and "stream" in a request body (I/O threads, pure).
  *
- * A whole body is parsed with cJSON. A body cut by HAProxy's buffer is not valid JSON,
- * so a small scanner walks the prefix instead: it checks the top-level object strictly
- * (key, colon, value, comma) and skips nested values by tracking strings and brackets,
- * which is enough to know at which depth every key stands. */
+ * One scanner reads the top-level object strictly (key, colon, value, comma) and skips
+ * nested values by tracking strings and brackets, which is enough to know at which
+ * depth every key stands. It works on whole bodies and on bodies cut by HAProxy's
+ * buffer alike, so both are judged by the same code; a whole body must then also pass
+ * cJSON's full validation. Strings are decoded before they are compared, so that an
+ * escaped spelling of a key or model name is judged as the upstream will read it. */
 #include "reqbody.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>
 
 #define REQBODY_MAX_DEPTH 512
+#define REQBODY_KEY_MAX   32    /* longer keys cannot fold to "model" or "stream" */
 
-enum scan_result { SCAN_OK, SCAN_EOF, SCAN_BAD };
+enum reqbody_scan { REQBODY_SCAN_OK, REQBODY_SCAN_EOF, REQBODY_SCAN_BAD };
 
-struct scan {
+enum reqbody_member { REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_AMBIGUOUS };
+
+struct reqbody_cursor {
 	const char *p;
 	const char *end;
 };
@@ -23,27 +28,19 @@ static int reqbody_is_ws(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static int reqbody_only_ws(const char *p, const char *end)
-{
-	while (p < end && reqbody_is_ws(*p))
-		p++;
-	return p == end;
-}
-
-static enum scan_result scan_ws(struct scan *s)
+static enum reqbody_scan reqbody_skip_ws(struct reqbody_cursor *s)
 {
 	while (s->p < s->end && reqbody_is_ws(*s->p))
 		s->p++;
-	return s->p < s->end ? SCAN_OK : SCAN_EOF;
+	return s->p < s->end ? REQBODY_SCAN_OK : REQBODY_SCAN_EOF;
 }
 
 /* At an opening quote: moves past the closing one. (raw, rawlen) is the content between
- * the quotes as sent; *escaped tells whether it holds backslash escapes. */
-static enum scan_result scan_string(struct scan *s, const char **raw, size_t *rawlen, int *escaped)
+ * the quotes as sent. */
+static enum reqbody_scan reqbody_string(struct reqbody_cursor *s, const char **raw, size_t *rawlen)
 {
 	const char *start = ++s->p;
 
-	*escaped = 0;
 	while (s->p < s->end) {
 		unsigned char c = (unsigned char)*s->p;
 
@@ -51,90 +48,72 @@ static enum scan_result scan_string(struct scan *s, const char **raw, size_t *ra
 			*raw = start;
 			*rawlen = (size_t)(s->p - start);
 			s->p++;
-			return SCAN_OK;
+			return REQBODY_SCAN_OK;
 		}
 		if (c < 0x20)
-			return SCAN_BAD;
-		if (c == '\\') {
-			*escaped = 1;
-			if (++s->p >= s->end)
-				return SCAN_EOF;
-		}
+			return REQBODY_SCAN_BAD;
+		if (c == '\\' && ++s->p >= s->end)
+			return REQBODY_SCAN_EOF;
 		s->p++;
 	}
-	return SCAN_EOF;
+	return REQBODY_SCAN_EOF;
 }
 
 /* Skips one nested value starting at { or [, matching brackets outside strings. */
-static enum scan_result scan_container(struct scan *s)
+static enum reqbody_scan reqbody_container(struct reqbody_cursor *s)
 {
 	char stack[REQBODY_MAX_DEPTH];
-	size_t depth = 0;
+	size_t depth = 0, rawlen;
 	const char *raw;
-	size_t rawlen;
-	int escaped;
-	enum scan_result r;
+	enum reqbody_scan r;
 
 	while (s->p < s->end) {
 		char c = *s->p;
 
 		if (c == '"') {
-			if ((r = scan_string(s, &raw, &rawlen, &escaped)) != SCAN_OK)
+			if ((r = reqbody_string(s, &raw, &rawlen)) != REQBODY_SCAN_OK)
 				return r;
 			continue;
 		}
 		if (c == '{' || c == '[') {
 			if (depth == sizeof(stack))
-				return SCAN_BAD;
+				return REQBODY_SCAN_BAD;
 			stack[depth++] = c == '{' ? '}' : ']';
 		} else if (c == '}' || c == ']') {
 			if (depth == 0 || stack[depth - 1] != c)
-				return SCAN_BAD;
+				return REQBODY_SCAN_BAD;
 			if (--depth == 0) {
 				s->p++;
-				return SCAN_OK;
+				return REQBODY_SCAN_OK;
 			}
 		}
 		s->p++;
 	}
-	return SCAN_EOF;
+	return REQBODY_SCAN_EOF;
 }
 
 /* Skips a number or a literal (true, false, null): up to the next delimiter. */
-static enum scan_result scan_scalar(struct scan *s, const char **tok, size_t *toklen)
+static enum reqbody_scan reqbody_scalar(struct reqbody_cursor *s, const char **tok, size_t *toklen)
 {
 	const char *start = s->p;
 
 	while (s->p < s->end && !reqbody_is_ws(*s->p) && *s->p != ',' && *s->p != '}' &&
 	       *s->p != ']') {
 		if (!strchr("0123456789+-.eEtruefalsn", *s->p))
-			return SCAN_BAD;
+			return REQBODY_SCAN_BAD;
 		s->p++;
 	}
 	*tok = start;
 	*toklen = (size_t)(s->p - start);
 	if (s->p == s->end)
-		return SCAN_EOF;
-	return *toklen ? SCAN_OK : SCAN_BAD;
+		return REQBODY_SCAN_EOF;   /* a literal cut short is not yet known */
+	return *toklen ? REQBODY_SCAN_OK : REQBODY_SCAN_BAD;
 }
 
 static int reqbody_token_is(const char *tok, size_t len, const char *lit)
 {
 	return len == strlen(lit) && memcmp(tok, lit, len) == 0;
 }
-
-static void reqbody_set_model(struct reqbody_info *out, const char *s, size_t len)
-{
-	out->has_model = 1;
-	if (len >= REQBODY_MODEL_MAX) {
-		out->model_too_long = 1;
-		len = REQBODY_MODEL_MAX - 1;
-	}
-	memcpy(out->model, s, len);
-	out->model[len] = '\0';
-}
-
-enum member { MEMBER_OTHER, MEMBER_MODEL, MEMBER_STREAM };
 
 static int reqbody_hex4(const char *p, unsigned *out)
 {
@@ -158,191 +137,251 @@ static int reqbody_hex4(const char *p, unsigned *out)
 	return 0;
 }
 
-/* Decodes a JSON string's escapes into buf (cap bytes, NUL-terminated). Returns the
- * decoded length, or -1 if it does not fit, is malformed, or holds a code point outside
- * printable ASCII: model names and the keys we look for are plain ASCII, so anything
- * else cannot be one of them and is not worth decoding. */
+static size_t reqbody_utf8(unsigned cp, char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | cp >> 18);
+	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Reads \uXXXX (and its low surrogate, for a high one) at raw[*i], which points past
+ * the 'u'. Returns the code point, or -1 for a malformed or lone surrogate. */
+static long reqbody_unicode(const char *raw, size_t len, size_t *i)
+{
+	unsigned cp, lo;
+
+	if (len - *i < 4 || reqbody_hex4(raw + *i, &cp) < 0)
+		return -1;
+	*i += 4;
+	if (cp >= 0xdc00 && cp <= 0xdfff)
+		return -1;
+	if (cp < 0xd800 || cp > 0xdbff)
+		return cp;
+	if (len - *i < 6 || raw[*i] != '\\' || raw[*i + 1] != 'u' ||
+	    reqbody_hex4(raw + *i + 2, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff)
+		return -1;
+	*i += 6;
+	return 0x10000 + ((long)(cp - 0xd800) << 10) + (lo - 0xdc00);
+}
+
+/* Decodes a JSON string's content into buf (cap bytes, NUL-terminated). Returns the
+ * decoded length, or -1 if it does not fit, is malformed, or decodes to a NUL: no
+ * model name or key we look for holds one, and cJSON-based peers would cut there. */
 static long reqbody_unescape(const char *raw, size_t len, char *buf, size_t cap)
 {
 	size_t i = 0, o = 0;
 
 	while (i < len) {
-		char c = raw[i++];
+		char tmp[4];
+		const char *src = &raw[i];
+		size_t n = 1;
 
-		if (c == '\\') {
-			unsigned cp;
+		if (raw[i++] == '\\') {
+			long cp;
 
 			if (i >= len)
 				return -1;
-			switch ((c = raw[i++])) {
-			case '"': case '\\': case '/':
-				break;
+			switch (raw[i++]) {
+			case '"': tmp[0] = '"'; break;
+			case '\\': tmp[0] = '\\'; break;
+			case '/': tmp[0] = '/'; break;
+			case 'b': tmp[0] = '\b'; break;
+			case 'f': tmp[0] = '\f'; break;
+			case 'n': tmp[0] = '\n'; break;
+			case 'r': tmp[0] = '\r'; break;
+			case 't': tmp[0] = '\t'; break;
 			case 'u':
-				if (len - i < 4 || reqbody_hex4(raw + i, &cp) < 0 || cp < 0x20 || cp > 0x7e)
+				if ((cp = reqbody_unicode(raw, len, &i)) <= 0)
 					return -1;
-				i += 4;
-				c = (char)cp;
+				n = reqbody_utf8((unsigned)cp, tmp);
 				break;
 			default:
-				return -1;   /* \b \f \n \r \t never appear in a model name */
+				return -1;
 			}
+			src = tmp;
 		}
-		if (o + 1 >= cap)
+		if (o + n >= cap)
 			return -1;
-		buf[o++] = c;
+		memcpy(buf + o, src, n);
+		o += n;
 	}
 	buf[o] = '\0';
 	return (long)o;
 }
 
-static enum member reqbody_member(const char *key, size_t len)
+/* Folds a decoded key the way Go's encoding/json matches field names: ASCII case, and
+ * U+017F (long s) and U+212A (Kelvin sign) as s and k. */
+static size_t reqbody_fold(const char *key, size_t len, char *out)
 {
-	if (reqbody_token_is(key, len, "model"))
-		return MEMBER_MODEL;
-	if (reqbody_token_is(key, len, "stream"))
-		return MEMBER_STREAM;
-	return MEMBER_OTHER;
+	size_t i = 0, o = 0;
+
+	while (i < len) {
+		unsigned char c = (unsigned char)key[i];
+
+		if (len - i >= 2 && c == 0xc5 && (unsigned char)key[i + 1] == 0xbf) {
+			out[o++] = 's';
+			i += 2;
+		} else if (len - i >= 3 && c == 0xe2 && (unsigned char)key[i + 1] == 0x84 &&
+		           (unsigned char)key[i + 2] == 0xaa) {
+			out[o++] = 'k';
+			i += 3;
+		} else {
+			out[o++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+			i++;
+		}
+	}
+	return o;
 }
 
-/* Keys are compared decoded, so that "mod\u0065l" cannot hide a second model from us
- * while the upstream's JSON parser sees it. */
-static enum member reqbody_member_escaped(const char *key, size_t len, int escaped)
+/* Classifies a top-level key as sent (raw, with escapes). */
+static enum reqbody_member reqbody_member_of(const char *raw, size_t rawlen)
 {
-	char buf[16];
-	long n;
+	char key[REQBODY_KEY_MAX], folded[REQBODY_KEY_MAX];
+	long n = reqbody_unescape(raw, rawlen, key, sizeof(key));
+	size_t flen;
+	enum reqbody_member exact;
 
-	if (!escaped)
-		return reqbody_member(key, len);
-	n = reqbody_unescape(key, len, buf, sizeof(buf));
-	return n < 0 ? MEMBER_OTHER : reqbody_member(buf, (size_t)n);
+	if (n < 0)
+		return REQBODY_OTHER;   /* too long to be either, or holds NUL: a key of its own */
+	flen = reqbody_fold(key, (size_t)n, folded);
+	if (reqbody_token_is(folded, flen, "model"))
+		exact = REQBODY_MODEL;
+	else if (reqbody_token_is(folded, flen, "stream"))
+		exact = REQBODY_STREAM;
+	else
+		return REQBODY_OTHER;
+	/* "MODEL" is the model to Go and nothing to Python: nobody can judge it. */
+	if (!reqbody_token_is(key, (size_t)n, exact == REQBODY_MODEL ? "model" : "stream"))
+		return REQBODY_AMBIGUOUS;
+	return exact;
+}
+
+static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t rawlen)
+{
+	long n = reqbody_unescape(raw, rawlen, out->model, sizeof(out->model));
+	long i;
+
+	out->has_model = 1;
+	if (n < 0) {
+		out->model_unusable = 1;
+		out->model[0] = '\0';
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if ((unsigned char)out->model[i] < 0x20 || out->model[i] == 0x7f)
+			out->model_unusable = 1;
 }
 
 /* Reads one top-level member's value, recording model and stream. */
-static enum scan_result scan_member_value(struct scan *s, enum member m, struct reqbody_info *out)
+static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum reqbody_member m,
+                                              struct reqbody_info *out)
 {
 	const char *tok;
 	size_t toklen;
-	int escaped;
-	enum scan_result r;
+	enum reqbody_scan r;
 
 	if (*s->p == '"') {
-		if ((r = scan_string(s, &tok, &toklen, &escaped)) != SCAN_OK)
+		if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)
 			return r;
-		if (m == MEMBER_STREAM)
-			return SCAN_BAD;
-		if (m == MEMBER_MODEL) {
-			char buf[REQBODY_MODEL_MAX];
-			long n;
-
-			if (!escaped) {
-				reqbody_set_model(out, tok, toklen);
-			} else if ((n = reqbody_unescape(tok, toklen, buf, sizeof(buf))) >= 0) {
-				reqbody_set_model(out, buf, (size_t)n);
-			} else {
-				/* Not plain ASCII or too long: no registered model has such a
-				 * name, so record it as an unknown one rather than as absent. */
-				reqbody_set_model(out, tok, toklen);
-				out->model_too_long = 1;
-			}
-		}
-		return SCAN_OK;
+		if (m == REQBODY_STREAM)
+			return REQBODY_SCAN_BAD;
+		if (m == REQBODY_MODEL)
+			reqbody_set_model(out, tok, toklen);
+		return REQBODY_SCAN_OK;
 	}
 	if (*s->p == '{' || *s->p == '[')
-		return m == MEMBER_OTHER ? scan_container(s) : SCAN_BAD;
-	r = scan_scalar(s, &tok, &toklen);
-	if (r != SCAN_OK)
-		return r;   /* a literal cut short is not yet known */
-	if (m == MEMBER_MODEL)
-		return SCAN_BAD;
-	if (m == MEMBER_STREAM) {
+		return m == REQBODY_OTHER ? reqbody_container(s) : REQBODY_SCAN_BAD;
+	if ((r = reqbody_scalar(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+		return r;
+	if (m == REQBODY_MODEL)
+		return REQBODY_SCAN_BAD;
+	if (m == REQBODY_STREAM) {
 		if (reqbody_token_is(tok, toklen, "true"))
 			out->stream = 1;
 		else if (reqbody_token_is(tok, toklen, "false") || reqbody_token_is(tok, toklen, "null"))
 			out->stream = 0;
 		else
-			return SCAN_BAD;
+			return REQBODY_SCAN_BAD;
 	}
-	return SCAN_OK;
+	return REQBODY_SCAN_OK;
 }
 
-/* Walks a prefix that cJSON refused. SCAN_EOF means it is a valid JSON prefix cut short;
- * SCAN_OK means a complete object that cJSON still refused, i.e. invalid. */
-static enum scan_result scan_prefix(struct scan *s, struct reqbody_info *out)
+/* Walks the top-level object. OK: it closed (s->p at its '}'); EOF: a valid prefix
+ * cut short; BAD: not an object we accept. */
+static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody_info *out)
 {
 	int seen_model = 0, seen_stream = 0;
-	enum scan_result r;
+	enum reqbody_scan r;
 
-	if ((r = scan_ws(s)) != SCAN_OK)
+	if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 		return r;
 	if (*s->p++ != '{')
-		return SCAN_BAD;
+		return REQBODY_SCAN_BAD;
 	for (;;) {
 		const char *key;
 		size_t keylen;
-		int escaped;
-		enum member m;
+		enum reqbody_member m;
 
-		if ((r = scan_ws(s)) != SCAN_OK)
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
 		if (*s->p == '}')
-			return SCAN_OK;
+			return REQBODY_SCAN_OK;
 		if (*s->p != '"')
-			return SCAN_BAD;
-		if ((r = scan_string(s, &key, &keylen, &escaped)) != SCAN_OK)
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
 			return r;
-		m = reqbody_member_escaped(key, keylen, escaped);
-		if ((m == MEMBER_MODEL && seen_model++) || (m == MEMBER_STREAM && seen_stream++))
-			return SCAN_BAD;
-		if ((r = scan_ws(s)) != SCAN_OK)
+		m = reqbody_member_of(key, keylen);
+		if (m == REQBODY_AMBIGUOUS || (m == REQBODY_MODEL && seen_model++) ||
+		    (m == REQBODY_STREAM && seen_stream++))
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
 		if (*s->p++ != ':')
-			return SCAN_BAD;
-		if ((r = scan_ws(s)) != SCAN_OK)
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
-		if ((r = scan_member_value(s, m, out)) != SCAN_OK)
+		if ((r = reqbody_member_value(s, m, out)) != REQBODY_SCAN_OK)
 			return r;
-		if ((r = scan_ws(s)) != SCAN_OK)
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
 		if (*s->p == '}')
-			return SCAN_OK;
+			return REQBODY_SCAN_OK;
 		if (*s->p++ != ',')
-			return SCAN_BAD;
+			return REQBODY_SCAN_BAD;
 	}
 }
 
-static enum reqbody_status reqbody_from_json(const cJSON *root, struct reqbody_info *out)
+/* The scanner is lax inside nested values; cJSON checks the whole text. */
+static int reqbody_valid_json(const char *body, size_t len)
 {
-	const cJSON *item;
-	int seen_model = 0, seen_stream = 0;
+	cJSON *root = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
+	int ok = root != NULL;
 
-	if (!cJSON_IsObject(root))
-		return REQBODY_INVALID;
-	out->stream = 0;
-	cJSON_ArrayForEach(item, root) {
-		enum member m = reqbody_member(item->string, strlen(item->string));
-
-		if (m == MEMBER_MODEL) {
-			if (seen_model++ || !cJSON_IsString(item))
-				return REQBODY_INVALID;
-			reqbody_set_model(out, item->valuestring, strlen(item->valuestring));
-		} else if (m == MEMBER_STREAM) {
-			if (seen_stream++)
-				return REQBODY_INVALID;
-			if (cJSON_IsBool(item))
-				out->stream = cJSON_IsTrue(item);
-			else if (!cJSON_IsNull(item))
-				return REQBODY_INVALID;
-		}
-	}
-	return REQBODY_COMPLETE;
+	cJSON_Delete(root);
+	return ok;
 }
 
 enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody_info *out)
 {
-	struct scan s;
-	const char *parse_end = NULL;
-	enum reqbody_status st;
-	cJSON *root;
+	struct reqbody_cursor s;
+	enum reqbody_scan r;
 
 	memset(out, 0, sizeof(*out));
 	out->stream = -1;
@@ -350,22 +389,19 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 		return REQBODY_EMPTY;   /* body may then be NULL: no pointer arithmetic on it */
 	s.p = body;
 	s.end = body + len;
-	if (scan_ws(&s) == SCAN_EOF)
+	if (reqbody_skip_ws(&s) == REQBODY_SCAN_EOF)
 		return REQBODY_EMPTY;
-	root = cJSON_ParseWithLengthOpts(body, len, &parse_end, 0);
-	if (root && !reqbody_only_ws(parse_end, body + len)) {
-		cJSON_Delete(root);
-		return REQBODY_INVALID;   /* a whole value followed by more than white space */
-	}
-	if (root) {
-		st = reqbody_from_json(root, out);
-		cJSON_Delete(root);
-		if (st == REQBODY_INVALID)
-			memset(out, 0, sizeof(*out));
-		return st;
-	}
-	if (scan_prefix(&s, out) == SCAN_EOF)
+	r = reqbody_object(&s, out);
+	if (r == REQBODY_SCAN_EOF)
 		return REQBODY_PREFIX;
+	if (r == REQBODY_SCAN_OK) {
+		s.p++;
+		if (reqbody_skip_ws(&s) == REQBODY_SCAN_EOF && reqbody_valid_json(body, len)) {
+			if (out->stream < 0)
+				out->stream = 0;
+			return REQBODY_COMPLETE;
+		}
+	}
 	memset(out, 0, sizeof(*out));
 	return REQBODY_INVALID;
 }

@@ -10,23 +10,27 @@
 
 enum reqbody_status {
 	REQBODY_EMPTY,       /* no body (or only white space) */
-	REQBODY_COMPLETE,    /* a whole JSON object, parsed with cJSON */
+	REQBODY_COMPLETE,    /* one whole JSON object (validated with cJSON) */
 	REQBODY_PREFIX,      /* a valid prefix of a JSON object that ends early: HAProxy's
-	                        buffer truncated it; fields after the cut are unknown */
-	REQBODY_INVALID,     /* not JSON, not an object, or a duplicated model/stream key */
+	                        buffer cut it; members after the cut are unknown */
+	REQBODY_INVALID,     /* not JSON, not an object, or an ambiguous model/stream */
 };
 
 struct reqbody_info {
 	int has_model;                  /* a string "model" member was seen */
-	int model_too_long;             /* it was longer than REQBODY_MODEL_MAX - 1 bytes */
-	char model[REQBODY_MODEL_MAX];  /* NUL-terminated when has_model */
+	int model_unusable;             /* it was too long, or held NUL or control bytes:
+	                                   no registered model can match it */
+	char model[REQBODY_MODEL_MAX];  /* decoded, NUL-terminated when has_model */
 	int stream;                     /* 1 true, 0 false or absent, -1 not seen in a prefix */
 };
 
-/* Inspects body[0..len). Never reads past len; body need not be NUL-terminated.
- * Only top-level members count. A duplicated "model" or "stream" member is INVALID,
- * because upstreams disagree on which copy wins and the allow-list must judge the
- * one the upstream will use. */
+/* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and
+ * may be NULL when len is 0. Only top-level members count.
+ *
+ * Upstream JSON parsers differ: Python's keeps the last of duplicated keys, Go's
+ * matches keys without regard to case (and folds U+017F to s, U+212A to k). A body is
+ * INVALID when two members could be "model" (or "stream") to any of them, or when a
+ * member is one only to some, so that the model judged here is the model served. */
 enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody_info *out);
 
 #endif

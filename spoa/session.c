@@ -73,15 +73,16 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	const unsigned char *p = m->args;
 	struct spop_str key;
 	struct spop_data v;
-	int64_t body_size = -1;
+	int64_t body_size = -1, cl_count = 0;
 	int rc;
 
 	memset(req, 0, sizeof(*req));
 	while ((rc = spop_kv_next(&p, m->args_end, &key, &v)) == 1) {
 		int is_text = v.type == SPOP_DATA_STR || v.type == SPOP_DATA_BIN;
 
-		if (session_key_is(key, "bsize")) {
-			if (session_arg_int(&v, &body_size) < 0 && v.type != SPOP_DATA_NULL)
+		if (session_key_is(key, "bsize") || session_key_is(key, "cl")) {
+			if (session_arg_int(&v, session_key_is(key, "cl") ? &cl_count : &body_size) < 0 &&
+			    v.type != SPOP_DATA_NULL)
 				return -1;
 			continue;
 		}
@@ -91,6 +92,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->authorization = v.u.str;
 		else if (session_key_is(key, "xkey"))
 			req->api_key = v.u.str;
+		else if (session_key_is(key, "method"))
+			req->method = v.u.str;
 		else if (session_key_is(key, "path"))
 			req->path = v.u.str;
 		else if (session_key_is(key, "body"))
@@ -100,7 +103,10 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	}
 	if (rc < 0)
 		return -1;
-	/* HAProxy hands us at most the buffered, capped prefix of the body. */
+	/* HAProxy rejects requests with conflicting Content-Lengths, so one or more
+	 * headers all mean the same length. */
+	req->body_length_known = cl_count > 0;
+	/* HAProxy hands us at most the buffered prefix of the body. */
 	req->body_truncated = body_size > (int64_t)req->body.len;
 	return 0;
 }
@@ -140,13 +146,50 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 			session_set_str(out, "backend", d->model->provider->backend,
 			                strlen(d->model->provider->backend));
 	}
+	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)
+		session_set_str(out, "model_source", "key_default", strlen("key_default"));
 	if (d->stream >= 0)
 		session_set_int(out, "stream", d->stream);
 	if (d->body_truncated)
 		session_set_int(out, "truncated", 1);
 }
 
-/* Writes the ACK for one NOTIFY frame: the verdict on our message, if it was there. */
+/* The unique id, for debug logs: printed only when it looks like the UUID HAProxy makes,
+ * so that a peer cannot put control bytes into the log. */
+static int session_id_printable(struct spop_str id)
+{
+	size_t i;
+
+	if (id.len == 0 || id.len > 64)
+		return 0;
+	for (i = 0; i < id.len; i++)
+		if (!strchr("0123456789abcdefABCDEF-", id.ptr[i]))
+			return 0;
+	return 1;
+}
+
+/* Writes one ACK frame with the verdict; -1 if it does not fit max_frame (the frame is
+ * then dropped from out). */
+static int session_ack(struct session *s, const struct spop_frame *f, const struct decision *d,
+                       const char *body, int body_len, int brief, struct spop_writer *out)
+{
+	size_t start = out->len;
+	int n;
+
+	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
+	session_put_verdict(out, d, brief);
+	if (!brief && body_len > 0)
+		session_set_str(out, "body", body, (size_t)body_len);
+	n = spop_frame_end(out);
+	/* The writer's room is the whole output buffer; the peer's limit is smaller. */
+	if (n > (int)s->max_frame_size + 4) {
+		out->len = start;
+		n = -1;
+	}
+	return n;
+}
+
+/* Writes the ACK for one NOTIFY frame: the verdict on our message. */
 static void session_notify(struct session *s, const struct keytable *kt,
                            const struct spop_frame *f, struct spop_writer *out)
 {
@@ -156,7 +199,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	struct spop_msg m;
 	struct spop_str id = { "", 0 };
 	char body[2048];
-	int rc, found = 0, body_len;
+	int rc, found = 0, body_len = 0;
 
 	s->stats.notifies++;
 	while ((rc = spop_msg_next(&p, end, &m)) == 1) {
@@ -168,37 +211,30 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		}
 		found = 1;
 	}
-	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
 	if (rc < 0 || !found) {
+		/* An explicit error, not silence: silence would look like an unreachable
+		 * agent and, under fail-open, forward a request nobody judged. */
 		s->stats.bad_messages++;
-		log_warn("spop: NOTIFY stream %llu frame %llu without a readable %s message",
-		         (unsigned long long)f->stream_id, (unsigned long long)f->frame_id,
-		         SESSION_MESSAGE);
-		spop_frame_end(out);
-		return;
+		memset(&d, 0, sizeof(d));
+		memset(&req, 0, sizeof(req));
+		d.verdict = DECISION_AGENT_ERROR;
+		d.stream = -1;
+	} else {
+		decision_make(kt, &req, &d);
 	}
-	decision_make(kt, &req, &d);
 	s->stats.verdicts[d.verdict]++;
-	log_debug("decision %.*s: %s", (int)(id.len > 64 ? 64 : id.len), id.ptr,
-	          decision_verdict_name(d.verdict));
-	session_put_verdict(out, &d, 0);
-	if (d.verdict != DECISION_ALLOW) {
+	if (session_id_printable(id))
+		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
+	if (d.verdict != DECISION_ALLOW)
 		body_len = decision_error_json(&d, &req, body, sizeof(body));
-		if (body_len > 0)
-			session_set_str(out, "body", body, (size_t)body_len);
-	}
-	if (spop_frame_end(out) >= 0)
-		return;
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
-	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
-	session_put_verdict(out, &d, 1);
-	spop_frame_end(out);
+	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
+		session_ack(s, f, &d, body, body_len, 1, out);
 }
 
 static enum session_result session_frame(struct session *s, const struct keytable *kt,
                                          const struct spop_frame *f, struct spop_writer *out)
 {
-	s->stats.frames_in++;
 	if (!(f->flags & SPOP_FLAG_FIN))
 		return session_fail(s, out, SPOP_ERR_FRAG_NOT_SUPPORTED);
 	switch (f->type) {

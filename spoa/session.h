@@ -17,9 +17,8 @@
 enum session_state { SESSION_WAIT_HELLO, SESSION_READY, SESSION_CLOSED };
 
 struct session_stats {
-	uint64_t frames_in;
 	uint64_t notifies;
-	uint64_t bad_messages;    /* NOTIFYs whose messages could not be read */
+	uint64_t bad_messages;    /* NOTIFYs whose messages could not be read (agent_error) */
 	uint64_t skipped_frames;  /* of types this agent does not know */
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };

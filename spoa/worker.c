@@ -1,4 +1,5 @@
-/* worker: agent I/O thread (one libev loop per thread).
+/* worker: agent I/O threads. worker_start, worker_post_* and worker_stop run on the
+ * main thread; everything else runs on the worker's own thread, in its libev loop.
  *
  * DESIGN
  * The main thread accepts SPOP connections and hands each to a worker, round robin,
@@ -10,7 +11,8 @@
  * A connection reads into a buffer as large as the largest frame accepted, lets the
  * session consume whole frames, and writes the replies. While replies cannot be sent
  * the connection stops reading, so a slow HAProxy cannot make the agent buffer
- * without bound. */
+ * without bound. A timer closes connections that send no HELLO in time, or that stay
+ * silent past the idle timeout (HAProxy closes its idle SPOP connections sooner). */
 #include "worker.h"
 
 #include <errno.h>
@@ -29,45 +31,49 @@
 #include "spop.h"
 
 /* Replies buffered per connection: room for this many largest frames. */
-#define WORKER_OUT_FRAMES 4
+#define WORKER_OUT_FRAMES 2
 
-enum inbox_kind { INBOX_CONN, INBOX_KEYTABLE, INBOX_STOP };
+enum worker_msg_kind { WORKER_MSG_CONN, WORKER_MSG_KEYTABLE, WORKER_MSG_STOP };
 
-struct inbox_msg {
-	enum inbox_kind kind;
+struct worker_msg {
+	enum worker_msg_kind kind;
 	int fd;
 	struct keytable *kt;
-	struct inbox_msg *next;
+	struct worker_msg *next;
 };
 
-struct conn {
+struct worker_conn {
 	struct worker *w;
 	int fd;
 	ev_io rio, wio;
+	ev_timer timer;
 	struct session sess;
 	unsigned char *in;
 	size_t in_len, in_cap;
 	unsigned char *out;
 	size_t out_len, out_off, out_cap;
 	int closing;                 /* close once out is flushed */
-	struct conn *prev, *next;
+	struct worker_conn *prev, *next;
 };
 
 struct worker {
 	int id;
-	uint32_t max_frame_size;
+	struct worker_limits limits;
 	pthread_t thread;
 	struct ev_loop *loop;
 	ev_async wake;
 	pthread_mutex_t lock;
-	struct inbox_msg *head, *tail;   /* under lock */
+	struct worker_msg *head, *tail;  /* under lock */
 	int stopping;                    /* under lock */
+	struct worker_msg *stop_msg;     /* allocated up front: stopping cannot fail */
 	struct keytable *kt;             /* loop thread only */
-	struct conn *conns;              /* loop thread only */
+	struct worker_conn *conns;       /* loop thread only */
+	int nconns;                      /* loop thread only */
+	ev_tstamp last_refusal_log;      /* loop thread only */
 	struct worker_totals totals;     /* loop thread only until joined */
 };
 
-static void conn_close(struct conn *c)
+static void worker_conn_close(struct worker_conn *c)
 {
 	struct worker *w = c->w;
 	size_t i;
@@ -79,6 +85,7 @@ static void conn_close(struct conn *c)
 		w->totals.verdicts[i] += c->sess.stats.verdicts[i];
 	ev_io_stop(w->loop, &c->rio);
 	ev_io_stop(w->loop, &c->wio);
+	ev_timer_stop(w->loop, &c->timer);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -86,6 +93,7 @@ static void conn_close(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	w->nconns--;
 	free(c->in);
 	free(c->out);
 	free(c);
@@ -93,7 +101,7 @@ static void conn_close(struct conn *c)
 
 /* Sends what is buffered. Returns 0 when all went out, 1 if the socket is full (the
  * write watcher is then armed), -1 if the peer is gone. */
-static int conn_flush(struct conn *c)
+static int worker_conn_flush(struct worker_conn *c)
 {
 	while (c->out_off < c->out_len) {
 		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
@@ -117,12 +125,13 @@ static int conn_flush(struct conn *c)
 }
 
 /* Lets the session consume buffered frames and sends the replies, until the input holds
- * no whole frame or the socket is full. Closes c when the conversation is over. */
-static void conn_pump(struct conn *c)
+ * no whole frame or the socket is full. Closes c when the conversation is over, and
+ * then returns -1: the caller must not touch c. */
+static int worker_conn_pump(struct worker_conn *c)
 {
 	for (;;) {
 		struct spop_writer wr;
-		size_t used = 0;
+		size_t used = 0, pending = c->out_len;
 		int rc;
 
 		if (!c->closing) {
@@ -133,72 +142,116 @@ static void conn_pump(struct conn *c)
 			memmove(c->in, c->in + used, c->in_len - used);
 			c->in_len -= used;
 		}
-		rc = conn_flush(c);
+		rc = worker_conn_flush(c);
 		if (rc < 0 || (rc == 0 && c->closing)) {
-			conn_close(c);
-			return;
+			worker_conn_close(c);
+			return -1;
 		}
-		if (rc == 1 || used == 0)
-			return;
+		/* Nothing consumed with an empty output means no whole frame is buffered;
+		 * with replies pending, the session may have been short of room: try again
+		 * now that they are sent. */
+		if (rc == 1 || (used == 0 && pending == 0))
+			return 0;
 	}
 }
 
-static void conn_on_read(struct ev_loop *loop, ev_io *io, int revents)
+/* Progress on a connection that finished its HELLO restarts its idle timer; before
+ * that, the HELLO deadline set at accept time runs on regardless of trickled bytes. */
+static void worker_conn_touch(struct worker_conn *c)
 {
-	struct conn *c = io->data;
+	if (c->sess.state != SESSION_READY)
+		return;
+	c->timer.repeat = c->w->limits.idle_timeout;
+	ev_timer_again(c->w->loop, &c->timer);
+}
+
+static void worker_conn_on_read(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct worker_conn *c = io->data;
 	ssize_t n;
 
 	(void)loop;
 	(void)revents;
-	if (c->in_len == c->in_cap)
-		return;   /* cannot happen while the session consumes every whole frame */
 	n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n <= 0) {
 		if (n < 0)
 			log_debug("worker %d: recv: %s", c->w->id, strerror(errno));
-		conn_close(c);
+		worker_conn_close(c);
 		return;
 	}
 	c->in_len += (size_t)n;
-	conn_pump(c);
+	if (worker_conn_pump(c) == 0)
+		worker_conn_touch(c);
 }
 
-static void conn_on_write(struct ev_loop *loop, ev_io *io, int revents)
+static void worker_conn_on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
 	(void)loop;
 	(void)revents;
-	conn_pump(io->data);
+	if (worker_conn_pump(io->data) == 0)
+		worker_conn_touch(io->data);
+}
+
+static void worker_conn_on_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker_conn *c = t->data;
+
+	(void)loop;
+	(void)revents;
+	c->w->totals.timeouts++;
+	log_debug("worker %d: closing a connection silent for %.0f s", c->w->id, t->repeat);
+	worker_conn_close(c);
+}
+
+static void worker_refuse(struct worker *w, int fd)
+{
+	w->totals.refused++;
+	close(fd);
+	/* At most one line a second however hard a peer pushes. */
+	if (ev_now(w->loop) - w->last_refusal_log >= 1.0) {
+		w->last_refusal_log = ev_now(w->loop);
+		log_warn("worker %d: %d connections open, refusing more (%llu refused so far)",
+		         w->id, w->nconns, (unsigned long long)w->totals.refused);
+	}
 }
 
 static void worker_add_conn(struct worker *w, int fd)
 {
-	struct conn *c = calloc(1, sizeof(*c));
+	struct worker_conn *c;
 
-	if (!c)
+	if (w->nconns >= w->limits.max_connections) {
+		worker_refuse(w, fd);
+		return;
+	}
+	if (!(c = calloc(1, sizeof(*c))))
 		goto fail;
 	c->w = w;
 	c->fd = fd;
 	/* The session never lets a frame exceed max_frame_size, so one buffer of that size
 	 * always holds at least one whole frame, and replies never exceed it either. */
-	c->in_cap = (size_t)w->max_frame_size + 4;
+	c->in_cap = (size_t)w->limits.max_frame_size + 4;
 	c->out_cap = WORKER_OUT_FRAMES * c->in_cap;
 	c->in = malloc(c->in_cap);
 	c->out = malloc(c->out_cap);
 	if (!c->in || !c->out)
 		goto fail;
-	session_init(&c->sess, w->max_frame_size);
+	session_init(&c->sess, w->limits.max_frame_size);
 	net_tune(fd);
-	ev_io_init(&c->rio, conn_on_read, fd, EV_READ);
-	ev_io_init(&c->wio, conn_on_write, fd, EV_WRITE);
-	c->rio.data = c->wio.data = c;
+	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
+	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);
+	ev_init(&c->timer, worker_conn_on_timeout);
+	c->timer.repeat = w->limits.hello_timeout;
+	c->rio.data = c->wio.data = c->timer.data = c;
 	c->next = w->conns;
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
+	w->nconns++;
 	w->totals.connections++;
 	ev_io_start(w->loop, &c->rio);
+	ev_timer_again(w->loop, &c->timer);
 	return;
 fail:
 	log_error("worker %d: out of memory for a connection", w->id);
@@ -221,7 +274,7 @@ static void worker_set_keytable(struct worker *w, struct keytable *kt)
 static void worker_on_wake(struct ev_loop *loop, ev_async *a, int revents)
 {
 	struct worker *w = a->data;
-	struct inbox_msg *m;
+	struct worker_msg *m;
 
 	(void)revents;
 	pthread_mutex_lock(&w->lock);
@@ -229,22 +282,23 @@ static void worker_on_wake(struct ev_loop *loop, ev_async *a, int revents)
 	w->head = w->tail = NULL;
 	pthread_mutex_unlock(&w->lock);
 	while (m) {
-		struct inbox_msg *next = m->next;
+		struct worker_msg *next = m->next;
 
 		switch (m->kind) {
-		case INBOX_CONN:
+		case WORKER_MSG_CONN:
 			worker_add_conn(w, m->fd);
 			break;
-		case INBOX_KEYTABLE:
+		case WORKER_MSG_KEYTABLE:
 			worker_set_keytable(w, m->kt);
 			break;
-		case INBOX_STOP:
+		case WORKER_MSG_STOP:
 			while (w->conns)
-				conn_close(w->conns);
+				worker_conn_close(w->conns);
 			ev_break(loop, EVBREAK_ALL);
 			break;
 		}
-		free(m);
+		if (m != w->stop_msg)
+			free(m);
 		m = next;
 	}
 }
@@ -257,8 +311,10 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Queues m; returns -1 (and keeps m) once the worker is stopping. */
-static int worker_post(struct worker *w, struct inbox_msg *m)
+/* Queues m; returns -1 (and keeps m) once the worker is stopping. The wake-up is sent
+ * under the lock, so the loop cannot be destroyed in between (worker_stop needs the
+ * lock to post its STOP first). */
+static int worker_post(struct worker *w, struct worker_msg *m)
 {
 	int ret = 0;
 
@@ -266,23 +322,22 @@ static int worker_post(struct worker *w, struct inbox_msg *m)
 	if (w->stopping) {
 		ret = -1;
 	} else {
-		if (m->kind == INBOX_STOP)
+		if (m->kind == WORKER_MSG_STOP)
 			w->stopping = 1;
 		if (w->tail)
 			w->tail->next = m;
 		else
 			w->head = m;
 		w->tail = m;
+		ev_async_send(w->loop, &w->wake);
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (ret == 0)
-		ev_async_send(w->loop, &w->wake);
 	return ret;
 }
 
-static int worker_post_new(struct worker *w, enum inbox_kind kind, int fd, struct keytable *kt)
+static int worker_post_new(struct worker *w, enum worker_msg_kind kind, int fd, struct keytable *kt)
 {
-	struct inbox_msg *m = calloc(1, sizeof(*m));
+	struct worker_msg *m = calloc(1, sizeof(*m));
 
 	if (!m)
 		return -1;
@@ -298,65 +353,63 @@ static int worker_post_new(struct worker *w, enum inbox_kind kind, int fd, struc
 
 int worker_post_conn(struct worker *w, int fd)
 {
-	return worker_post_new(w, INBOX_CONN, fd, NULL);
+	return worker_post_new(w, WORKER_MSG_CONN, fd, NULL);
 }
 
 void worker_post_keytable(struct worker *w, struct keytable *kt)
 {
-	if (worker_post_new(w, INBOX_KEYTABLE, -1, kt) < 0)
+	if (worker_post_new(w, WORKER_MSG_KEYTABLE, -1, kt) < 0)
 		keytable_unref(kt);
 }
 
-struct worker *worker_start(int id, uint32_t max_frame_size, struct keytable *kt,
+struct worker *worker_start(int id, const struct worker_limits *limits, struct keytable *kt,
                             char *err, size_t errlen)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	int rc;
 
-	if (!w || !(w->loop = ev_loop_new(EVFLAG_AUTO))) {
-		snprintf(err, errlen, "worker %d: cannot create its event loop", id);
-		free(w);
+	if (!w) {
+		snprintf(err, errlen, "worker %d: out of memory", id);
 		return NULL;
 	}
-	w->id = id;
-	w->max_frame_size = max_frame_size;
-	w->kt = kt;
 	pthread_mutex_init(&w->lock, NULL);
+	w->id = id;
+	w->limits = *limits;
+	w->stop_msg = calloc(1, sizeof(*w->stop_msg));
+	w->loop = ev_loop_new(EVFLAG_AUTO);
+	if (!w->stop_msg || !w->loop) {
+		snprintf(err, errlen, "worker %d: cannot create its event loop", id);
+		goto fail;
+	}
+	w->stop_msg->kind = WORKER_MSG_STOP;
 	ev_async_init(&w->wake, worker_on_wake);
 	w->wake.data = w;
 	ev_async_start(w->loop, &w->wake);
+	w->kt = kt;
 	if ((rc = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
 		snprintf(err, errlen, "worker %d: pthread_create: %s", id, strerror(rc));
-		ev_loop_destroy(w->loop);
-		pthread_mutex_destroy(&w->lock);
-		free(w);
-		return NULL;
+		goto fail;
 	}
 	return w;
+fail:
+	if (w->loop)
+		ev_loop_destroy(w->loop);
+	free(w->stop_msg);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	return NULL;
 }
 
 void worker_stop(struct worker *w, struct worker_totals *totals)
 {
-	struct inbox_msg *m;
-
-	if (worker_post_new(w, INBOX_STOP, -1, NULL) < 0)
-		log_error("worker %d: cannot post stop", w->id);
+	/* Only the main thread stops a worker, once: the STOP cannot be refused. */
+	worker_post(w, w->stop_msg);
 	pthread_join(w->thread, NULL);
-	/* Messages that raced with the stop: nobody will handle them now. */
-	for (m = w->head; m;) {
-		struct inbox_msg *next = m->next;
-
-		if (m->kind == INBOX_CONN)
-			close(m->fd);
-		else if (m->kind == INBOX_KEYTABLE)
-			keytable_unref(m->kt);
-		free(m);
-		m = next;
-	}
 	if (totals)
 		*totals = w->totals;
 	keytable_unref(w->kt);
 	ev_loop_destroy(w->loop);
 	pthread_mutex_destroy(&w->lock);
+	free(w->stop_msg);
 	free(w);
 }

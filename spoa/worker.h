@@ -12,28 +12,38 @@
 
 struct worker;
 
+struct worker_limits {
+	uint32_t max_frame_size;      /* largest frame accepted and announced */
+	int max_connections;          /* beyond this, new connections are closed at once */
+	double hello_timeout;         /* seconds for a new connection to send its HELLO */
+	double idle_timeout;          /* seconds without a byte in either direction */
+};
+
 /* Totals over the worker's closed and open connections, read after it stopped. */
 struct worker_totals {
 	uint64_t connections;
+	uint64_t refused;             /* over max_connections */
+	uint64_t timeouts;
 	uint64_t notifies;
 	uint64_t bad_messages;
 	uint64_t skipped_frames;
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };
 
-/* Creates and starts the thread. kt: a reference the worker now owns. */
-struct worker *worker_start(int id, uint32_t max_frame_size, struct keytable *kt,
+/* Creates and starts the thread (main thread). kt: a reference the worker now owns. */
+struct worker *worker_start(int id, const struct worker_limits *limits, struct keytable *kt,
                             char *err, size_t errlen);
 
 /* Hands an accepted socket to the worker, which closes it when done. -1 if the worker
- * is stopping (the caller then closes fd). Any thread. */
+ * is stopping (the caller then closes fd). Any thread, until worker_stop is called. */
 int worker_post_conn(struct worker *w, int fd);
 
-/* Hands a new snapshot reference to the worker; it drops its old one. Any thread. */
+/* Hands a new snapshot reference to the worker; it drops its old one. Any thread,
+ * until worker_stop is called. */
 void worker_post_keytable(struct worker *w, struct keytable *kt);
 
 /* Asks the worker to close its connections and end its loop, waits for the thread,
- * copies its totals to *totals (may be NULL) and frees it. */
+ * copies its totals to *totals (may be NULL) and frees it (main thread). */
 void worker_stop(struct worker *w, struct worker_totals *totals);
 
 #endif

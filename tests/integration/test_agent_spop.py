@@ -1,7 +1,11 @@
 """tally-agent spoken to directly over SPOP with real sockets: what HAProxy sends, and
 what a broken or hostile peer might send. The agent must answer or disconnect with the
 right status, and never crash."""
+import os
+import resource
+import socket
 import struct
+import time
 
 import pytest
 
@@ -19,6 +23,14 @@ def agent(tmp_path):
     finally:
         codes = s.close()
         assert codes.get("agent") == 0, "the agent must exit cleanly on SIGTERM"
+
+
+def request_args(auth, body=b'{"model":"mock-gpt"}', path="/v1/chat/completions", **extra):
+    """What haproxy/spoe-tally.conf sends for a POST with a Content-Length."""
+    args = {"id": "req-1", "auth": auth, "xkey": None, "method": "POST", "path": path,
+            "cl": 1, "bsize": len(body), "body": body}
+    args.update(extra)
+    return args
 
 
 def decide(client, args, stream_id=1, frame_id=1):
@@ -48,13 +60,11 @@ def test_notify_decides_with_vars(agent):
     c = sp.Client(agent.agent_port)
     c.handshake()
     body = b'{"model":"mock-gpt","stream":true,"messages":[]}'
-    v = decide(c, {"id": "req-1", "auth": f"Bearer {agent.key}", "xkey": None,
-                   "path": "/v1/chat/completions", "body": body, "bsize": len(body)})
+    v = decide(c, request_args(f"Bearer {agent.key}", body))
     assert v["verdict"] == "allow" and v["status"] == 0
     assert v["backend"] == "be_mock_openai" and v["model"] == "mock-gpt"
     assert v["key"] == "demo" and v["stream"] == 1
-    v = decide(c, {"auth": "Bearer nope", "path": "/v1/chat/completions", "body": body},
-               stream_id=2, frame_id=7)
+    v = decide(c, request_args("Bearer nope", body), stream_id=2, frame_id=7)
     assert v["verdict"] == "invalid_api_key" and v["status"] == 401
     assert b"invalid_api_key" in v["body"].encode()
     c.close()
@@ -65,7 +75,7 @@ def test_pipelined_notifies_are_all_acked_with_their_ids(agent):
     c.handshake()
     body = b'{"model":"mock-gpt"}'
     ids = [(2**40 + i, 2**33 + i) for i in range(200)]
-    c.send(b"".join(sp.notify({"auth": f"Bearer {agent.key}", "body": body}, sid, fid)
+    c.send(b"".join(sp.notify(request_args(f"Bearer {agent.key}", body), sid, fid)
                     for sid, fid in ids))
     got = []
     for _ in ids:
@@ -77,15 +87,19 @@ def test_pipelined_notifies_are_all_acked_with_their_ids(agent):
     c.close()
 
 
-def test_unreadable_notify_still_gets_an_empty_ack(agent):
+def test_unreadable_notify_gets_an_explicit_error_verdict(agent):
+    # not silence: silence would pass for an unreachable agent and, failing open,
+    # forward a request nobody judged
     c = sp.Client(agent.agent_port)
     c.handshake()
     c.send(sp.frame(sp.NOTIFY, b"\x05hello\x09garbage", 3, 4))
     f = c.recv_frame()
-    assert f[0] == sp.ACK and (f[2], f[3]) == (3, 4) and f[4] == b""
+    assert f[0] == sp.ACK and (f[2], f[3]) == (3, 4)
+    v = sp.parse_actions(f[4])
+    assert v["verdict"] == "gateway_error" and v["status"] == 500
     c.send(sp.notify({"auth": "x"}, 5, 6, name="some-other-message"))
     f = c.recv_frame()
-    assert f[0] == sp.ACK and f[4] == b""
+    assert f[0] == sp.ACK and sp.parse_actions(f[4])["status"] == 500
     c.close()
 
 
@@ -123,7 +137,7 @@ def test_protocol_errors_disconnect_with_status(agent, raw, status):
 def test_unknown_frame_types_are_skipped(agent):
     c = sp.Client(agent.agent_port)
     c.handshake()
-    c.send(sp.frame(77, b"future stuff", 1, 1) + sp.notify({"auth": "Bearer x"}, 2, 3))
+    c.send(sp.frame(77, b"future stuff", 1, 1) + sp.notify(request_args("Bearer x"), 2, 3))
     f = c.recv_frame()
     assert f[0] == sp.ACK and (f[2], f[3]) == (2, 3)
     c.close()
@@ -155,3 +169,102 @@ def test_peer_vanishing_mid_frame_does_not_hurt(agent):
     c = sp.Client(agent.agent_port)
     c.handshake()
     c.close()
+
+
+def test_pipelined_burst_over_a_full_socket_is_all_answered(tmp_path):
+    """A burst larger than the socket buffers: the agent must resume the frames left in
+    its input once its replies drain, without waiting for more input."""
+    path = tmp_path / "agent.sock"
+    s = Stack(tmp_path, agent_args=["--listen", f"unix:{path}", "--threads", "1"])
+    try:
+        s.seed()
+        s.start_agent()
+        # Tiny NOTIFYs whose ACKs each carry an error body: the requests fit the
+        # socket buffers while the replies outgrow them, and nobody reads until the end.
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(str(path))
+        c.settimeout(5)
+        c.sendall(sp.hello())
+        assert c.recv(65536)
+        c.sendall(b"".join(sp.notify({}, 1, i + 1) for i in range(600)))
+        time.sleep(0.2)
+        c.sendall(b"".join(sp.notify({}, 2, i + 1) for i in range(600)))
+        time.sleep(0.3)
+        got, acks = b"", 0
+        c.settimeout(3)
+        while acks < 1200:
+            try:
+                chunk = c.recv(1 << 20)
+            except socket.timeout:
+                break
+            assert chunk, f"connection closed after {acks} ACKs"
+            got += chunk
+            while len(got) >= 4 and len(got) >= 4 + struct.unpack(">I", got[:4])[0]:
+                size = struct.unpack(">I", got[:4])[0]
+                acks += got[4] == sp.ACK
+                got = got[4 + size:]
+        c.close()
+        assert acks == 1200, f"{acks} of 1200 NOTIFYs answered; the rest sat in the agent's input"
+    finally:
+        assert s.close().get("agent") == 0
+
+
+def test_hello_deadline_and_connection_cap(tmp_path):
+    s = Stack(tmp_path, agent_args=["--hello-timeout-ms", "300", "--max-connections", "4"])
+    try:
+        s.seed()
+        s.start_agent()
+        silent = socket.create_connection(("127.0.0.1", s.agent_port), timeout=5)
+        t0 = time.time()
+        assert silent.recv(1) == b""          # closed for want of a HELLO
+        assert time.time() - t0 < 3
+        silent.close()
+        held = [sp.Client(s.agent_port) for _ in range(4)]
+        for c in held:
+            c.handshake()
+        extra = sp.Client(s.agent_port)
+        assert extra.closed()                  # over the cap: closed at once
+        held.pop().close()
+        time.sleep(0.2)
+        fresh = sp.Client(s.agent_port)
+        fresh.handshake()
+        for c in held + [fresh]:
+            c.close()
+    finally:
+        assert s.close().get("agent") == 0
+
+
+def _cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_file_descriptors_does_not_spin(tmp_path):
+    s = Stack(tmp_path)
+    s.seed()
+    limit = (40, 40)
+    s.start_agent(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limit))
+    conns = []
+    try:
+        for _ in range(60):
+            try:
+                conns.append(socket.create_connection(("127.0.0.1", s.agent_port), timeout=1))
+            except OSError:
+                break
+        time.sleep(0.3)
+        before = _cpu_seconds(s.procs["agent"].pid)
+        time.sleep(2)
+        used = _cpu_seconds(s.procs["agent"].pid) - before
+        assert used < 0.5, f"agent burnt {used:.2f} s of CPU in 2 s with no descriptors left"
+        for c in conns:
+            c.close()
+        conns = []
+        time.sleep(0.5)
+        c = sp.Client(s.agent_port)
+        c.handshake()
+        c.close()
+        assert s.procs["agent"].output().count("pausing new connections") < 30
+    finally:
+        for c in conns:
+            c.close()
+        assert s.close().get("agent") == 0

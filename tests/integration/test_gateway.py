@@ -1,10 +1,12 @@
 """End-to-end: requests through the real HAProxy 2.6, decided by the real tally-agent,
 served by the mock upstream, with keys and models in a real SQLite database."""
+import concurrent.futures
+import http.client
 import json
 import re
 import signal
+import socket
 import time
-import concurrent.futures
 
 import pytest
 
@@ -176,12 +178,50 @@ def test_model_and_body_errors(stack):
 
 def test_body_without_model_uses_key_default(stack):
     stack.mock_clear()
-    # demo's default is mock-gpt, served by the OpenAI-style provider even on /v1/messages
-    status, _, body = stack.gateway("POST", MESSAGES, {"messages": [{"role": "user", "content": "x"}]},
+    status, _, body = stack.gateway("POST", CHAT, {"messages": [{"role": "user", "content": "x"}]},
                                     key=stack.key)
     assert status == 200, body
     up = headers_of(last_upstream_request(stack))
     assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}" and "x-api-key" not in up
+    # demo's default (mock-gpt) speaks the OpenAI API: not served on /v1/messages
+    status, _, body = stack.gateway("POST", MESSAGES, {"max_tokens": 5}, key=stack.key)
+    assert status == 400 and json.loads(body)["error"]["type"] == "invalid_request_error"
+
+
+def test_only_inference_endpoints_are_served(stack):
+    stack.mock_clear()
+    assert_error(*stack.gateway("GET", "/v1/models", key=stack.key), 404, "unsupported_endpoint")
+    assert_error(*stack.gateway("DELETE", "/v1/files/file-1", key=stack.key), 404,
+                 "unsupported_endpoint")
+    assert_error(*stack.gateway("POST", "/v1/files", {"purpose": "batch"}, key=stack.key), 404,
+                 "unsupported_endpoint")
+    assert stack.mock_requests() == []
+    status, _, body = stack.gateway("POST", "/v1/embeddings", {"model": "mock-gpt", "input": "x"},
+                                    key=stack.key)
+    assert status != 404 or b"unsupported_endpoint" not in body
+    assert len(stack.mock_requests()) == 1
+
+
+def test_ambiguous_bodies_are_refused(stack):
+    for body in (b'{"model":"mock-gpt","MODEL":"mock-claude"}',
+                 b'{"Model":"mock-claude"}',
+                 b'{"model":"mock-gpt","\\u017ftream":true}',
+                 b'{"model":"mock-gpt","mod\\u0065l":"mock-claude"}'):
+        assert_error(*stack.gateway("POST", CHAT, body, key=stack.key), 400, "invalid_body")
+
+
+def test_client_request_id_and_account_headers_do_not_pass(stack):
+    stack.mock_clear()
+    status, hdrs, _ = stack.gateway("POST", CHAT, chat(), key=stack.key,
+                                    headers={"X-Request-Id": "client-chosen",
+                                             "OpenAI-Organization": "org-x",
+                                             "OpenAI-Project": "proj-y"})
+    assert status == 200
+    up = last_upstream_request(stack)["headers"]
+    ids = [v for k, v in up if k.lower() == "x-request-id"]
+    assert ids == [hdrs["x-request-id"]] and ids[0] != "client-chosen"
+    names = {k.lower() for k, _ in up}
+    assert "openai-organization" not in names and "openai-project" not in names
 
 
 def test_body_larger_than_the_buffer(stack):
@@ -210,6 +250,41 @@ def test_body_larger_than_the_buffer(stack):
     assert stack.gateway("POST", CHAT, fits, key=key)[0] == 200
     assert_error(*stack.gateway("POST", CHAT, fits.replace(b'"mock-gpt"', b'"mock-claude"'),
                                 key=key), 403, "model_not_allowed")
+
+
+def send_chunked(port, key, chunks, pause=0.3):
+    """POSTs a chunked body, pausing between chunks so that HAProxy may decide on the
+    first; returns (status, body)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        sock.sendall((f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode())
+        try:
+            for chunk in chunks:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                time.sleep(pause)
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass   # HAProxy answered before the body ended: read what it said
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        return resp.status, resp.read()
+    finally:
+        sock.close()
+
+
+def test_chunked_body_cannot_slip_past_an_allow_list(stack):
+    """Without a Content-Length HAProxy's body size is only what it buffered: a
+    whitespace prefix filling the buffer must not pass for an empty body."""
+    key = stack.create_key("gpt-only-chunked", "--models", "mock-gpt", "--default-model", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+    rest = json.dumps({"model": "mock-claude", "messages": []}).encode()
+    for pad in (15000, 15100, 16000, 20000):
+        status, body = send_chunked(stack.gw_port, key, [b" " * pad, rest])
+        assert status in (403, 413), (pad, status, body)   # seen whole, or refused unseen
+    # a whole chunked JSON object is judged as such
+    status, body = send_chunked(stack.gw_port, key, [json.dumps(chat()).encode()], pause=0)
+    assert status == 200, body
 
 
 def test_concurrent_pipelined_decisions(stack):
@@ -248,6 +323,13 @@ def test_agent_killed_fail_open_forwards(failopen_stack):
     up = headers_of(last_upstream_request(stack))
     assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}"
     assert UUID.match(hdrs["x-request-id"])
+    # a request without even a gateway key is never forwarded, whatever the policy
+    stack.mock_clear()
+    assert_error(*stack.gateway("POST", CHAT, chat()), 503, "gateway_unavailable")
+    assert_error(*stack.gateway("POST", CHAT, chat(), headers={"Authorization": "Bearer sk-x"}),
+                 503, "gateway_unavailable")
+    assert stack.mock_requests() == []
+    assert stack.gateway("POST", CHAT, chat(), headers={"x-api-key": stack.key})[0] == 200
 
 
 def test_health_check_marks_agent_up_and_down(stack):

@@ -5,13 +5,27 @@
 #include "fixture.h"
 #include "unit.h"
 
+#define CHAT "/v1/chat/completions"
+
 static struct fixture fx;
 
+/* A POST with a Content-Length unless path starts with "GET " or "CHUNKED ". */
 static struct decision decide_with(const char *auth, const char *xkey, const char *path,
                                    const char *body, int truncated)
 {
 	struct decision_request req = { 0 };
 	struct decision d;
+
+	req.method.ptr = "POST";
+	req.body_length_known = 1;
+	if (strncmp(path, "GET ", 4) == 0) {
+		req.method.ptr = "GET";
+		path += 4;
+	} else if (strncmp(path, "CHUNKED ", 8) == 0) {
+		req.body_length_known = 0;
+		path += 8;
+	}
+	req.method.len = strlen(req.method.ptr);
 
 	if (auth) {
 		req.authorization.ptr = auth;
@@ -35,7 +49,7 @@ static struct decision decide(const char *key, const char *body)
 	char auth[128];
 
 	snprintf(auth, sizeof(auth), "Bearer %s", key);
-	return decide_with(auth, NULL, "/v1/chat/completions", body, 0);
+	return decide_with(auth, NULL, CHAT, body, 0);
 }
 
 static void test_keys(void)
@@ -47,15 +61,15 @@ static void test_keys(void)
 	CHECK_EQ_INT(d.key->id, 1);
 	CHECK_EQ_STR(d.model->provider->backend, "be_oai");
 
-	d = decide_with("  bEaReR\t" FIX_KEY_OPEN "  ", NULL, "/", "{\"model\":\"gpt-a\"}", 0);
+	d = decide_with("  bEaReR\t" FIX_KEY_OPEN "  ", NULL, CHAT, "{\"model\":\"gpt-a\"}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	d = decide_with(NULL, FIX_KEY_OPEN, "/v1/messages", "{\"model\":\"claude-a\"}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	CHECK_EQ_STR(d.model->provider->backend, "be_ant");
 
-	CHECK_EQ_INT(decide_with(NULL, NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
-	CHECK_EQ_INT(decide_with("Basic abc", NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
-	CHECK_EQ_INT(decide_with("Bearer ", NULL, "/", "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_with(NULL, NULL, CHAT, "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_with("Basic abc", NULL, CHAT, "{}", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_with("Bearer ", NULL, CHAT, "{}", 0).verdict, DECISION_NO_KEY);
 	CHECK_EQ_INT(decide("tly_nope", "{}").verdict, DECISION_UNKNOWN_KEY);
 	/* one character off, and a prefix of a real key */
 	CHECK_EQ_INT(decide("tly_open0000000000000000000000000000000000001", "{}").verdict,
@@ -69,7 +83,8 @@ static void test_keys(void)
 static void test_allow_lists(void)
 {
 	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-b\"}").verdict, DECISION_ALLOW);
-	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"claude-a\"}").verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/v1/messages",
+	                         "{\"model\":\"claude-a\"}", 0).verdict, DECISION_ALLOW);
 	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}").verdict,
 	             DECISION_MODEL_FORBIDDEN);
 	CHECK_EQ_INT(decision_http_status(DECISION_MODEL_FORBIDDEN), 403);
@@ -97,7 +112,9 @@ static void test_models_and_bodies(void)
 	CHECK_EQ_STR(d.model->name, "gpt-a");
 	CHECK_EQ_INT(decide(FIX_KEY_NODEFAULT, "{\"messages\":[]}").verdict, DECISION_MODEL_REQUIRED);
 
-	d = decide(FIX_KEY_OPEN, "{\"model\":\"claude-a\",\"stream\":true}");
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"stream\":true}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	CHECK_EQ_INT(d.stream, 1);
 	CHECK_EQ_INT(d.model_source, DECISION_MODEL_BODY);
 	CHECK(!d.body_truncated);
@@ -109,22 +126,22 @@ static void test_truncated_bodies(void)
 	const char *prefix_model_last = "{\"messages\":[{\"content\":\"xxxx";
 	struct decision d;
 
-	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/", prefix_model_first, 1);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages", prefix_model_first, 1);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	CHECK_EQ_STR(d.model->name, "claude-a");
 	CHECK(d.body_truncated);
 	CHECK_EQ_INT(d.stream, -1);
 
-	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/", prefix_model_last, 1);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, prefix_model_last, 1);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	CHECK_EQ_INT(d.model_source, DECISION_MODEL_KEY_DEFAULT);
 	CHECK_EQ_STR(d.model->name, "gpt-a");
 
 	/* HAProxy's own flag without a JSON cut (the cap fell on a boundary) counts too */
-	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/", "{\"model\":\"gpt-b\"}", 1);
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "{\"model\":\"gpt-b\"}", 1);
 	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
-	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, "/", prefix_model_last, 1);
+	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, CHAT, prefix_model_last, 1);
 	CHECK_EQ_INT(d.verdict, DECISION_MODEL_REQUIRED);
 }
 
@@ -155,6 +172,51 @@ static void test_error_bodies(void)
 	n = decision_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strncmp(buf, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"", 53) == 0);
 	CHECK_EQ_INT(decision_error_json(&d, &req, buf, 10), -1);
+}
+
+static void test_endpoints_and_apis(void)
+{
+	struct decision d;
+
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/embeddings",
+	                         "{\"model\":\"gpt-a\"}", 0).verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/files", "{}", 0).verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "GET /v1/chat/completions", "", 0).verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/chat/completions/", "{}", 0).verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decision_http_status(DECISION_BAD_ENDPOINT), 404);
+	/* the key is judged first: a bad key learns nothing about endpoints */
+	CHECK_EQ_INT(decide_with("Bearer tly_x", NULL, "/v1/files", "{}", 0).verdict,
+	             DECISION_UNKNOWN_KEY);
+	/* an Anthropic model on the OpenAI endpoint, and the default model the other way */
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"claude-a\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_WRONG_API);
+	CHECK_EQ_INT(decide_with(NULL, FIX_KEY_OPEN, "/v1/messages", "{\"max_tokens\":5}", 0).verdict,
+	             DECISION_WRONG_API);
+}
+
+static void test_chunked_bodies(void)
+{
+	struct decision d;
+
+	/* without a Content-Length only a whole object proves the body was seen whole */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "CHUNKED " CHAT, "{\"model\":\"gpt-b\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(!d.body_truncated);
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "CHUNKED " CHAT, "   \n  ", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "CHUNKED " CHAT, "", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "CHUNKED " CHAT, "", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(d.body_truncated);
+	CHECK_EQ_INT(d.model_source, DECISION_MODEL_KEY_DEFAULT);
+	/* with a Content-Length, an empty body is empty */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(!d.body_truncated);
 }
 
 static void test_reload_sees_changes(void)
@@ -201,6 +263,8 @@ int main(void)
 	RUN(test_models_and_bodies);
 	RUN(test_truncated_bodies);
 	RUN(test_error_bodies);
+	RUN(test_endpoints_and_apis);
+	RUN(test_chunked_bodies);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
 	fixture_close(&fx);

@@ -58,6 +58,35 @@ static void test_duplicates_are_invalid(void)
 	             REQBODY_INVALID);
 }
 
+static void test_parser_differentials(void)
+{
+	struct reqbody_info i;
+
+	/* Go matches keys case-insensitively, Python does not: neither view may win */
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"MODEL\":\"b\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"Model\":\"b\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"STREAM\":true,\"model\":\"a\"}", &i), REQBODY_INVALID);
+	/* Go folds U+017F to s: raw UTF-8 and escaped */
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"\xc5\xbftream\":true}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"\\u017ftream\":true}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"a\",\"\xc5\xbftream\":true,\"x\":\"cut", &i),
+	             REQBODY_INVALID);
+	/* NUL inside a model name: cJSON-based readers would cut it; nobody matches it */
+	CHECK_EQ_INT(inspect("{\"model\":\"gpt-a\\u0000-big\"}", &i), REQBODY_COMPLETE);
+	CHECK(i.has_model && i.model_unusable);
+	CHECK_EQ_INT(inspect("{\"model\":\"gpt\\n\"}", &i), REQBODY_COMPLETE);
+	CHECK(i.model_unusable);
+	/* a key holding NUL is a key of its own, as to Python and Go */
+	CHECK_EQ_INT(inspect("{\"model\\u0000\":\"x\",\"model\":\"gpt-a\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.model, "gpt-a");
+	/* surrogate pairs decode; lone ones do not */
+	CHECK_EQ_INT(inspect("{\"model\":\"\\ud83d\\ude00\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.model, "\xf0\x9f\x98\x80");
+	CHECK(!i.model_unusable);
+	CHECK_EQ_INT(inspect("{\"model\":\"\\ud83d\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"model\":\"\\ud83d", &i), REQBODY_PREFIX);
+}
+
 static void test_prefixes(void)
 {
 	struct reqbody_info i;
@@ -118,8 +147,7 @@ static void test_long_model(void)
 	memset(body + strlen(body), 'm', 600);
 	strcat(body, "\"}");
 	CHECK_EQ_INT(inspect(body, &i), REQBODY_COMPLETE);
-	CHECK(i.has_model && i.model_too_long);
-	CHECK_EQ_INT(strlen(i.model), REQBODY_MODEL_MAX - 1);
+	CHECK(i.has_model && i.model_unusable);
 }
 
 static void test_no_nul_terminator_needed(void)
@@ -139,6 +167,7 @@ int main(void)
 	RUN(test_complete_bodies);
 	RUN(test_empty_and_invalid);
 	RUN(test_duplicates_are_invalid);
+	RUN(test_parser_differentials);
 	RUN(test_prefixes);
 	RUN(test_every_cut_of_a_real_body);
 	RUN(test_long_model);

@@ -59,7 +59,7 @@ static void frame(struct buf *out, int type, uint32_t flags, uint64_t sid, uint6
 	put(out, p->b, p->len);
 }
 
-static void hello(struct buf *out, int healthcheck)
+static void hello_sized(struct buf *out, int healthcheck, uint32_t max_frame)
 {
 	struct buf p = { .len = 0 };
 	unsigned char t;
@@ -68,7 +68,7 @@ static void hello(struct buf *out, int healthcheck)
 	put_str(&p, "max-frame-size");
 	t = SPOP_DATA_UINT32;
 	put(&p, &t, 1);
-	p.len += (size_t)spop_varint_encode(8192, p.b + p.len, 10);
+	p.len += (size_t)spop_varint_encode(max_frame, p.b + p.len, 10);
 	put_kv_str(&p, "capabilities", "pipelining");
 	if (healthcheck) {
 		put_str(&p, "healthcheck");
@@ -78,15 +78,24 @@ static void hello(struct buf *out, int healthcheck)
 	frame(out, SPOP_FRAME_HAPROXY_HELLO, SPOP_FLAG_FIN, 0, 0, &p);
 }
 
+static void hello(struct buf *out, int healthcheck)
+{
+	hello_sized(out, healthcheck, 8192);
+}
+
 static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth, const char *body)
 {
 	struct buf p = { .len = 0 };
-	unsigned char nargs = 3;
+	unsigned char nargs = 5, t = SPOP_DATA_INT32;
 
 	put_str(&p, SESSION_MESSAGE);
 	put(&p, &nargs, 1);
 	put_kv_str(&p, "auth", auth);
+	put_kv_str(&p, "method", "POST");
 	put_kv_str(&p, "path", "/v1/chat/completions");
+	put_str(&p, "cl");
+	put(&p, &t, 1);
+	p.len += (size_t)spop_varint_encode(1, p.b + p.len, 10);
 	put_kv_str(&p, "body", body);
 	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, fid, &p);
 }
@@ -213,6 +222,34 @@ static void test_notify_before_hello_disconnects(void)
 	CHECK_EQ_INT(status, SPOP_ERR_INVALID);
 }
 
+static void test_acks_respect_a_small_frame_size(void)
+{
+	static unsigned char outbuf[1 << 16];
+	char body[600];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	struct spop_frame last;
+	size_t used;
+	const int want[] = { SPOP_FRAME_AGENT_HELLO, SPOP_FRAME_ACK };
+
+	/* an unknown 90-character model: the full ACK, whose error body quotes it, is
+	 * larger than 256 bytes, while the NOTIFY still fits */
+	snprintf(body, sizeof(body), "{\"model\":\"%090d\"}", 7);
+	hello_sized(&in, 0, 256);
+	notify(&in, 1, 1, "Bearer " FIX_KEY_OPEN, body);
+	session_init(&s, 16380);
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(frames_of(outbuf, w.len, want, &last), 2);
+	CHECK(last.payload_len + 13 <= 256);
+	/* the brief ACK still carries the verdict and the status, not the body */
+	CHECK(memmem(last.payload, last.payload_len, "model_not_found", 15) != NULL);
+	CHECK(memmem(last.payload, last.payload_len, "status", 6) != NULL);
+	CHECK(memmem(last.payload, last.payload_len, "body", 4) == NULL);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_UNKNOWN_MODEL], 1);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -221,6 +258,7 @@ int main(void)
 	RUN(test_healthcheck_closes);
 	RUN(test_stops_when_output_is_full);
 	RUN(test_notify_before_hello_disconnects);
+	RUN(test_acks_respect_a_small_frame_size);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }
