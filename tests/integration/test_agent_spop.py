@@ -268,3 +268,58 @@ def test_out_of_file_descriptors_does_not_spin(tmp_path):
         for c in conns:
             c.close()
         assert s.close().get("agent") == 0
+
+
+def test_config_file_with_flags_over_it(tmp_path):
+    from conftest import binary, free_port
+    from stack import Proc, wait_port
+    odd = tmp_path / "dir with #hash = sign"
+    odd.mkdir()
+    port, other = free_port(), free_port()
+    conf = tmp_path / "agent.conf"
+    conf.write_text(f"# tally-agent settings\n"
+                    f"listen = 127.0.0.1:{other}\n"
+                    f"db {odd}/tally.db\n"
+                    f"threads 3\n"
+                    f"log-level debug\n")
+    p = Proc("agent-conf", [str(binary("tally-agent")), "--config", str(conf),
+                            "--listen", f"127.0.0.1:{port}"], tmp_path)
+    try:
+        wait_port(port, p)
+        c = sp.Client(port)
+        c.handshake()
+        c.close()
+        assert (odd / "tally.db").exists()
+        out = p.output()
+        assert "3 I/O threads" in out and f"127.0.0.1:{other}" not in out
+    finally:
+        assert p.stop() == 0
+
+
+@pytest.mark.parametrize("content,message", [
+    ("threads 0\n", "invalid value '0' for threads"),
+    ("colour blue\n", "unknown setting 'colour'"),
+    ("db\n", "'db' needs a value"),
+    ("max-frame-size 100\n", "invalid value '100' for max-frame-size"),
+])
+def test_bad_config_is_refused_with_its_line(tmp_path, content, message):
+    import subprocess
+    from conftest import binary
+    conf = tmp_path / "agent.conf"
+    conf.write_text("# first line\n" + content)
+    r = subprocess.run([str(binary("tally-agent")), "--config", str(conf)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert f"{conf}:2: {message}" in r.stderr
+
+
+def test_help_lists_every_setting():
+    import subprocess
+    from conftest import binary
+    r = subprocess.run([str(binary("tally-agent")), "--help"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0
+    for flag in ("--listen", "--threads", "--db", "--secret", "--log-level", "--max-frame-size",
+                 "--reload-interval-ms", "--max-connections", "--hello-timeout-ms",
+                 "--idle-timeout-ms", "--config"):
+        assert flag in r.stdout

@@ -1,0 +1,91 @@
+"""`make run`'s script end to end: seeds a fresh data directory, brings up the stack,
+serves the printed curl, and stops every process it started on Ctrl-C."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+from conftest import BUILD, ROOT, free_port
+from stack import Stack
+
+
+def children_of(pid):
+    """PIDs of every descendant of pid, from /proc."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def start_run(tmp_path, ports):
+    env = dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
+               TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
+               TALLY_MOCK_PORT=str(ports[2]))
+    log = open(tmp_path / "run.log", "ab")
+    # its own process group, as a terminal's foreground job: Ctrl-C signals the group
+    p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh")], stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                         start_new_session=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        text = (tmp_path / "run.log").read_text()
+        if "Ctrl-C stops everything" in text:
+            return p, text
+        assert p.poll() is None, text
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGKILL)
+    raise AssertionError((tmp_path / "run.log").read_text())
+
+
+def ctrl_c(p):
+    kids = children_of(p.pid)
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        p.wait(15)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    time.sleep(0.2)
+    alive = [k for k in kids if os.path.exists(f"/proc/{k}") and
+             open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    return kids, alive
+
+
+def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
+    ports = (free_port(), free_port(), free_port())
+    p, text = start_run(tmp_path, ports)
+    try:
+        key = re.search(r"demo key: (tly_\S+)", text).group(1)
+        curl = re.search(r"(curl -s http://\S+/v1/chat/completions .*?)\n\n", text, re.S).group(1)
+        out = subprocess.run(["bash", "-c", curl.replace("\\\n", " ")], capture_output=True,
+                             text=True, timeout=10)
+        assert '"chat.completion"' in out.stdout, out
+        s = Stack(tmp_path)
+        s.gw_port = ports[0]
+        status, _, _ = s.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "messages": []}, key="tly_wrong")
+        assert status == 401
+    finally:
+        kids, alive = ctrl_c(p)
+    assert len(kids) >= 3 and alive == [], (kids, alive)
+    assert "tally stopped" in (tmp_path / "run.log").read_text()
+
+    # a second run reuses the seeded database and prints the same demo key
+    p, text2 = start_run(tmp_path, ports)
+    try:
+        assert re.search(r"demo key: (tly_\S+)", text2).group(1) == key
+        assert text2.count("seeding") == 1
+    finally:
+        ctrl_c(p)
