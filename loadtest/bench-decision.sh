@@ -39,8 +39,8 @@ ctl provider set mock-openai --api openai --backend be_mock_openai
 ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 
-"$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet & pids+=($!)
-"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --log-level warn & pids+=($!)
+"$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log" & pids+=($!)
+"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --log-level warn 2>"$tmp/agent.log" & pids+=($!)
 wait_port "$mock_port"; wait_port "$agent_port"
 
 export TALLY_AGENT_ADDR=127.0.0.1:$agent_port TALLY_MOCK_ADDR=127.0.0.1:$mock_port
