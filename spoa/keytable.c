@@ -54,16 +54,19 @@ static char *keytable_col_strdup(sqlite3_stmt *st, int col)
 
 typedef int (*keytable_row_fn)(struct keytable *t, sqlite3_stmt *st);
 
-/* Calls fn on every row of sql; fn returns 0, or -1 to stop with an error. */
-static int keytable_each_row(sqlite3 *db, struct keytable *t, const char *sql, keytable_row_fn fn)
+/* Calls fn on every row of sql, at most max_rows of them (more is an error: the array
+ * being filled has no room); fn returns 0, or -1 to stop with an error. */
+static int keytable_each_row(sqlite3 *db, struct keytable *t, const char *sql, size_t max_rows,
+                             keytable_row_fn fn)
 {
 	sqlite3_stmt *st = NULL;
+	size_t rows = 0;
 	int rc, ret = -1;
 
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		if (fn(t, st) < 0)
+		if (rows++ == max_rows || fn(t, st) < 0)
 			goto out;
 	if (rc == SQLITE_DONE)
 		ret = 0;
@@ -72,11 +75,11 @@ out:
 	return ret;
 }
 
-/* Allocates an array for as many elements as count_sql counts (plus one, so that an
- * empty table still gets a valid pointer); rows are then appended by the row
- * functions, which cannot overrun it since counting and reading share one read
- * transaction. NULL on error. */
-static void *keytable_alloc(sqlite3 *db, const char *count_sql, size_t elem)
+/* Allocates an array for as many elements as count_sql counts, stored in *n (plus one,
+ * so that an empty table still gets a valid pointer); rows are then appended by the
+ * row functions. Counting and reading share one read transaction, and each_row is
+ * bounded by *n all the same. NULL on error. */
+static void *keytable_alloc(sqlite3 *db, const char *count_sql, size_t elem, size_t *n_out)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t n = -1;
@@ -87,6 +90,7 @@ static void *keytable_alloc(sqlite3 *db, const char *count_sql, size_t elem)
 	sqlite3_finalize(st);
 	if (n < 0 || (uint64_t)n > UINT32_MAX / 4)
 		return NULL;
+	*n_out = (size_t)n;
 	return calloc((size_t)n + 1, elem);
 }
 
@@ -189,25 +193,28 @@ static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
  * BINARY collation orders model names like memcmp, which keytable_find_model needs. */
 static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 {
-	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers", sizeof(*t->providers))) ||
-	    keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id",
+	size_t n;
+
+	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers",
+	                                    sizeof(*t->providers), &n)) ||
+	    keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id", n,
 	                      keytable_add_provider) < 0)
 		return -1;
-	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models))) ||
+	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, provider_id, input_micros_per_mtok,"
 	                      " output_micros_per_mtok, cached_micros_per_mtok"
 	                      " FROM models ORDER BY name COLLATE BINARY",
-	                      keytable_add_model) < 0)
+	                      n, keytable_add_model) < 0)
 		return -1;
-	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys))) ||
+	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " revoked_at IS NOT NULL FROM keys ORDER BY id",
-	                      keytable_add_key) < 0)
+	                      n, keytable_add_key) < 0)
 		return -1;
 	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
-	                         keytable_add_allowed);
+	                         SIZE_MAX, keytable_add_allowed);
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
