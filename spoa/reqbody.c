@@ -99,7 +99,7 @@ static enum reqbody_scan reqbody_scalar(struct reqbody_cursor *s, const char **t
 
 	while (s->p < s->end && !reqbody_is_ws(*s->p) && *s->p != ',' && *s->p != '}' &&
 	       *s->p != ']') {
-		if (!strchr("0123456789+-.eEtruefalsn", *s->p))
+		if (!*s->p || !strchr("0123456789+-.eEtruefalsn", *s->p))
 			return REQBODY_SCAN_BAD;
 		s->p++;
 	}
@@ -182,8 +182,9 @@ static long reqbody_unicode(const char *raw, size_t len, size_t *i)
 }
 
 /* Decodes a JSON string's content into buf (cap bytes, NUL-terminated). Returns the
- * decoded length, or -1 if it does not fit, is malformed, or decodes to a NUL: no
- * model name or key we look for holds one, and cJSON-based peers would cut there. */
+ * decoded length, -2 if it holds a NUL (no model name or key we look for holds one, and
+ * C-string readers such as cJSON would cut there), or -1 if it does not fit or is
+ * malformed. */
 static long reqbody_unescape(const char *raw, size_t len, char *buf, size_t cap)
 {
 	size_t i = 0, o = 0;
@@ -208,8 +209,10 @@ static long reqbody_unescape(const char *raw, size_t len, char *buf, size_t cap)
 			case 'r': tmp[0] = '\r'; break;
 			case 't': tmp[0] = '\t'; break;
 			case 'u':
-				if ((cp = reqbody_unicode(raw, len, &i)) <= 0)
+				if ((cp = reqbody_unicode(raw, len, &i)) < 0)
 					return -1;
+				if (cp == 0)
+					return -2;
 				n = reqbody_utf8((unsigned)cp, tmp);
 				break;
 			default:
@@ -258,8 +261,10 @@ static enum reqbody_member reqbody_member_of(const char *raw, size_t rawlen)
 	size_t flen;
 	enum reqbody_member exact;
 
+	if (n == -2)
+		return REQBODY_AMBIGUOUS;   /* "model\u0000" is "model" to a C-string reader */
 	if (n < 0)
-		return REQBODY_OTHER;   /* too long to be either, or holds NUL: a key of its own */
+		return REQBODY_OTHER;       /* too long to be either */
 	flen = reqbody_fold(key, (size_t)n, folded);
 	if (reqbody_token_is(folded, flen, "model"))
 		exact = REQBODY_MODEL;

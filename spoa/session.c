@@ -38,6 +38,10 @@ static enum session_result session_hello(struct session *s, const struct spop_fr
 		return session_fail(s, out, err);
 	if (h.max_frame_size && h.max_frame_size < s->max_frame_size)
 		s->max_frame_size = h.max_frame_size;
+	else if (h.max_frame_size > s->max_frame_size && !h.healthcheck)
+		log_warn("spop: HAProxy offers %u-byte frames, this agent accepts %u: requests whose"
+		         " details need more get no verdict; raise --max-frame-size",
+		         (unsigned)h.max_frame_size, (unsigned)s->max_frame_size);
 	if (spop_agent_hello_encode(out, s->max_frame_size, SESSION_CAPABILITIES) < 0)
 		return session_fail(s, out, SPOP_ERR_RES);
 	/* A health check ends with our HELLO: HAProxy closes once it has read it. */
@@ -74,6 +78,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	struct spop_str key;
 	struct spop_data v;
 	int64_t body_size = -1, cl_count = 0;
+	int have_method = 0;
 	int rc;
 
 	memset(req, 0, sizeof(*req));
@@ -92,8 +97,10 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->authorization = v.u.str;
 		else if (session_key_is(key, "xkey"))
 			req->api_key = v.u.str;
-		else if (session_key_is(key, "method"))
+		else if (session_key_is(key, "method")) {
 			req->method = v.u.str;
+			have_method = 1;
+		}
 		else if (session_key_is(key, "path"))
 			req->path = v.u.str;
 		else if (session_key_is(key, "body"))
@@ -101,13 +108,16 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		else if (session_key_is(key, "id"))
 			*id = v.u.str;
 	}
-	if (rc < 0)
+	/* Without the method the SPOE file is not ours (an old one, say): an error names
+	 * that better than a verdict on the wrong grounds would. */
+	if (rc < 0 || !have_method)
 		return -1;
 	/* HAProxy rejects requests with conflicting Content-Lengths, so one or more
 	 * headers all mean the same length. */
 	req->body_length_known = cl_count > 0;
-	/* HAProxy hands us at most the buffered prefix of the body. */
-	req->body_truncated = body_size > (int64_t)req->body.len;
+	/* HAProxy hands us at most the buffered, capped prefix of the body; a size we were
+	 * not told counts as larger than what we got. */
+	req->body_truncated = body_size < 0 || body_size > (int64_t)req->body.len;
 	return 0;
 }
 

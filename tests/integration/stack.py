@@ -65,7 +65,7 @@ def wait_port(port, proc, timeout=10):
 
 
 class Stack:
-    def __init__(self, tmp, fail_policy="closed", agent_args=()):
+    def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None):
         self.tmp = tmp
         self.db = tmp / "tally.db"
         self.gw_port = free_port()
@@ -73,6 +73,7 @@ class Stack:
         self.mock_port = free_port()
         self.fail_policy = fail_policy
         self.agent_args = list(agent_args)
+        self.bufsize = bufsize
         self.procs = {}
 
     # --- processes -------------------------------------------------------------
@@ -127,8 +128,13 @@ class Stack:
         return env
 
     def start_haproxy(self):
-        p = Proc("haproxy", ["haproxy", "-db", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
-                 self.tmp, env=self.haproxy_env())
+        cfg = ROOT / "haproxy" / "haproxy.cfg"
+        if self.bufsize:   # the shipped file but for its buffer size
+            text = cfg.read_text()
+            assert "tune.bufsize 16384" in text
+            cfg = self.tmp / "haproxy.cfg"
+            cfg.write_text(text.replace("tune.bufsize 16384", f"tune.bufsize {self.bufsize}"))
+        p = Proc("haproxy", ["haproxy", "-db", "-f", str(cfg)], self.tmp, env=self.haproxy_env())
         self.procs["haproxy"] = p
         wait_port(self.gw_port, p)
 

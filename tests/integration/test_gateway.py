@@ -328,8 +328,36 @@ def test_agent_killed_fail_open_forwards(failopen_stack):
     assert_error(*stack.gateway("POST", CHAT, chat()), 503, "gateway_unavailable")
     assert_error(*stack.gateway("POST", CHAT, chat(), headers={"Authorization": "Bearer sk-x"}),
                  503, "gateway_unavailable")
+    # nor one that the agent would have refused on its face: wrong endpoint or method,
+    # a key that is not even shaped like one
+    assert stack.gateway("GET", "/v1/files", key=stack.key)[0] == 503
+    assert stack.gateway("DELETE", "/v1/files/abc", key=stack.key)[0] == 503
+    assert stack.gateway("POST", "/v1/chat/completions/x", chat(), key=stack.key)[0] == 503
+    assert stack.gateway("POST", CHAT, chat(), key="tly_garbage")[0] == 503
+    assert stack.gateway("POST", CHAT, chat(), headers={"x-api-key": "tly_" + "A" * 44})[0] == 503
     assert stack.mock_requests() == []
     assert stack.gateway("POST", CHAT, chat(), headers={"x-api-key": stack.key})[0] == 200
+
+
+def test_larger_buffer_still_decides_every_request(tmp_path):
+    """With tune.bufsize raised but the agent's frames left at their default, the capped
+    SPOE arguments still fit one frame: a long body is decided, never left to the fail
+    policy, which here would forward it unjudged."""
+    stack = Stack(tmp_path, fail_policy="open", bufsize=32768)
+    try:
+        stack.start()
+        key = stack.create_key("gpt-only-big", "--models", "mock-gpt")
+        assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
+        body = json.dumps({"model": "mock-claude",
+                           "messages": [{"role": "user", "content": "z" * 20000}]}).encode()
+        assert_error(*stack.gateway("POST", CHAT, body, key="tly_" + "B" * 43), 401,
+                     "invalid_api_key")
+        status, _, _ = stack.gateway("POST", CHAT, body, key=key)
+        assert status in (403, 413)
+        assert stack.gateway("POST", CHAT, body.replace(b"mock-claude", b"mock-gpt"),
+                             key=stack.key)[0] == 200
+    finally:
+        stack.close()
 
 
 def test_health_check_marks_agent_up_and_down(stack):

@@ -76,9 +76,11 @@ static void test_parser_differentials(void)
 	CHECK(i.has_model && i.model_unusable);
 	CHECK_EQ_INT(inspect("{\"model\":\"gpt\\n\"}", &i), REQBODY_COMPLETE);
 	CHECK(i.model_unusable);
-	/* a key holding NUL is a key of its own, as to Python and Go */
-	CHECK_EQ_INT(inspect("{\"model\\u0000\":\"x\",\"model\":\"gpt-a\"}", &i), REQBODY_COMPLETE);
-	CHECK_EQ_STR(i.model, "gpt-a");
+	/* a key holding NUL is a key of its own to Python and Go, "model" to cJSON */
+	CHECK_EQ_INT(inspect("{\"model\\u0000\":\"x\",\"model\":\"gpt-a\"}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"other\\u0000\":\"x\",\"model\":\"gpt-a\"}", &i), REQBODY_INVALID);
+	/* a NUL byte is no part of a number */
+	CHECK_EQ_INT(reqbody_inspect("{\"a\":1\0}", 8, &i), REQBODY_INVALID);
 	/* surrogate pairs decode; lone ones do not */
 	CHECK_EQ_INT(inspect("{\"model\":\"\\ud83d\\ude00\"}", &i), REQBODY_COMPLETE);
 	CHECK_EQ_STR(i.model, "\xf0\x9f\x98\x80");
