@@ -6,7 +6,8 @@
 # Prints req/s and latency per target (median over rounds) and the ratios.
 #
 # Knobs: BENCH_SECONDS (per round, 5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
-# BENCH_THREADS (wrk threads, 1), BENCH_BODY_BYTES (1024), TALLY_BUILD (build).
+# BENCH_THREADS (wrk threads, 1), BENCH_AGENT_THREADS (agent I/O threads, 2),
+# BENCH_BODY_BYTES (1024), TALLY_BUILD (build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -40,7 +41,7 @@ ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-mic
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 
 "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log" & pids+=($!)
-"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --log-level warn 2>"$tmp/agent.log" & pids+=($!)
+"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --threads "${BENCH_AGENT_THREADS:-2}" --log-level warn 2>"$tmp/agent.log" & pids+=($!)
 wait_port "$mock_port"; wait_port "$agent_port"
 
 export TALLY_AGENT_ADDR=127.0.0.1:$agent_port TALLY_MOCK_ADDR=127.0.0.1:$mock_port
