@@ -1,7 +1,8 @@
 /* session: SPOP state machine for one connection (runs on the connection's I/O thread).
  *
- * Every NOTIFY gets an ACK, even one whose messages cannot be read: HAProxy then finds
- * no verdict and applies the operator's fail policy instead of waiting for a timeout. */
+ * Every NOTIFY gets an ACK at once, even one whose messages cannot be read: that one
+ * carries an explicit error verdict, because no verdict at all would look like an
+ * unreachable agent and, under fail-open, let the request through unjudged. */
 #include "session.h"
 
 #include <string.h>
