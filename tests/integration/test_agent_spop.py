@@ -181,6 +181,9 @@ def test_pipelined_burst_over_a_full_socket_is_all_answered(tmp_path):
         s.start_agent()
         # Tiny NOTIFYs whose ACKs each carry an error body: the requests fit the
         # socket buffers while the replies outgrow them, and nobody reads until the end.
+        deadline = time.time() + 10   # the unix listener comes after the TCP one
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.05)
         c = socket.socket(socket.AF_UNIX)
         c.connect(str(path))
         c.settimeout(5)
