@@ -17,42 +17,35 @@ rounds=${BENCH_ROUNDS:-3}
 conns=${BENCH_CONNECTIONS:-32}
 threads=${BENCH_THREADS:-1}
 export BENCH_BODY_BYTES=${BENCH_BODY_BYTES:-1024}
+source scripts/stack.sh
 
 tmp=$(mktemp -d /tmp/tally-bench.XXXXXX)
-pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stack_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
-  echo "bench: nothing listens on $1" >&2; exit 1
-}
 
 mock_port=$(free_port); agent_port=$(free_port); gw_port=$(free_port); plain_port=$(free_port)
 db=$tmp/tally.db
-ctl() { "$build/tallyctl" --db "$db" "$@" >/dev/null; }
-ctl provider set mock-openai --api openai --backend be_mock_openai
-ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000
+stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 
-"$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log" & pids+=($!)
-"$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" --threads "${BENCH_AGENT_THREADS:-2}" --log-level warn 2>"$tmp/agent.log" & pids+=($!)
-wait_port "$mock_port"; wait_port "$agent_port"
+stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
+stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
+  --threads "${BENCH_AGENT_THREADS:-2}" --log-level warn 2>"$tmp/agent.log"
+stack_wait_port "$mock_port"; stack_wait_port "$agent_port"
 
-export TALLY_AGENT_ADDR=127.0.0.1:$agent_port TALLY_MOCK_ADDR=127.0.0.1:$mock_port
-export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf TALLY_FAIL_POLICY=closed
-export TALLY_FAILOPEN_BACKEND=be_mock_openai TALLY_MOCK_CREDENTIAL=bench-credential
+export TALLY_FAIL_POLICY=closed   # the bench measures deciding, never failing open
+stack_haproxy_env "$agent_port" "$mock_port" bench-credential
 mkdir -p "$tmp/gw" "$tmp/plain"
 TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
-  haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log" & pids+=($!)
+  stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"
 TALLY_PLAIN=1 TALLY_RUN_DIR=$tmp/plain TALLY_GATEWAY_ADDR=127.0.0.1:$plain_port \
-  haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/plain.log" & pids+=($!)
-wait_port "$gw_port"; wait_port "$plain_port"
+  stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/plain.log"
+stack_wait_port "$gw_port"; stack_wait_port "$plain_port"
 
 # The gateway must actually be deciding: a wrong key is refused, the right one passes.
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' \

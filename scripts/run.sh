@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${TALLY_BUILD:-build}
+source scripts/stack.sh
 
 gateway_port=${TALLY_GATEWAY_PORT:-8080}
 agent_port=${TALLY_AGENT_PORT:-12345}
@@ -22,10 +23,7 @@ ctl() { "$build/tallyctl" --db "$db" "$@"; }
 # it; keys made with tallyctl are shown once and never stored in clear.
 if [ ! -s "$data/demo.key" ]; then
   echo "seeding $db"
-  ctl provider set mock-openai --api openai --backend be_mock_openai --url "http://127.0.0.1:$mock_port"
-  ctl provider set mock-anthropic --api anthropic --backend be_mock_anthropic --url "http://127.0.0.1:$mock_port"
-  ctl model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000 --cached-micros 75000
-  ctl model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
+  stack_seed "$db" "$mock_port"
   name=demo
   ctl key list --json | grep -q '"name":"demo"' && name="demo-$(date +%s)"
   (umask 077; ctl key create --name "$name" --default-model mock-gpt > "$data/demo.key")
@@ -34,40 +32,22 @@ key=$(cat "$data/demo.key")
 
 [ -s "$data/mock.credential" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' > "$data/mock.credential")
 
-export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port
-export TALLY_AGENT_ADDR=127.0.0.1:$agent_port
-export TALLY_MOCK_ADDR=127.0.0.1:$mock_port
-export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf
-export TALLY_RUN_DIR=$data
-export TALLY_FAIL_POLICY=${TALLY_FAIL_POLICY:-closed}
-export TALLY_FAILOPEN_BACKEND=${TALLY_FAILOPEN_BACKEND:-be_mock_openai}
-TALLY_MOCK_CREDENTIAL=$(cat "$data/mock.credential")
-export TALLY_MOCK_CREDENTIAL
+export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
+stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")"
 
-pids=()
 stop() {
   trap - INT TERM EXIT
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stack_stop
   echo "tally stopped"
 }
 trap stop INT TERM EXIT
 
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1: see the logs above" >&2
-  return 1
-}
-
-"$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet & pids+=($!)
-wait_port "$mock_port"
-"$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" & pids+=($!)
-wait_port "$agent_port"
-haproxy -db -f haproxy/haproxy.cfg & pids+=($!)
-wait_port "$gateway_port"
+stack_spawn "$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet
+stack_wait_port "$mock_port"
+stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db"
+stack_wait_port "$agent_port"
+stack_spawn haproxy -db -f haproxy/haproxy.cfg
+stack_wait_port "$gateway_port"
 
 cat <<MSG
 
@@ -87,5 +67,5 @@ Ctrl-C stops everything.
 MSG
 
 # Any process ending takes the others down with it.
-wait -n "${pids[@]}"
+wait -n "${stack_pids[@]}"
 echo "stopping tally" >&2

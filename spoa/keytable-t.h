@@ -11,20 +11,16 @@
 
 enum kt_api { KT_API_OPENAI, KT_API_ANTHROPIC };
 
+/* Only what the request path reads: prices and names for accounting come with it. */
 struct kt_provider {
-	int64_t id;
-	char *name;
+	int64_t id;             /* for linking models while loading */
 	char *backend;          /* HAProxy backend that serves this provider */
 	enum kt_api api;
 };
 
 struct kt_model {
-	int64_t id;
 	char *name;
 	const struct kt_provider *provider;
-	int64_t input_micros_per_mtok;
-	int64_t output_micros_per_mtok;
-	int64_t cached_micros_per_mtok;
 };
 
 struct kt_key {

@@ -15,10 +15,8 @@ static void keytable_free(struct keytable *t)
 
 	if (!t)
 		return;
-	for (i = 0; i < t->nproviders; i++) {
-		free(t->providers[i].name);
+	for (i = 0; i < t->nproviders; i++)
 		free(t->providers[i].backend);
-	}
 	for (i = 0; i < t->nmodels; i++)
 		free(t->models[i].name);
 	for (i = 0; i < t->nkeys; i++) {
@@ -107,26 +105,21 @@ static const struct kt_provider *keytable_provider_by_id(const struct keytable *
 static int keytable_add_provider(struct keytable *t, sqlite3_stmt *st)
 {
 	struct kt_provider *p = &t->providers[t->nproviders++];
-	const unsigned char *api = sqlite3_column_text(st, 2);
+	const unsigned char *api = sqlite3_column_text(st, 1);
 
 	p->id = sqlite3_column_int64(st, 0);
-	p->name = keytable_col_strdup(st, 1);
-	p->backend = keytable_col_strdup(st, 3);
+	p->backend = keytable_col_strdup(st, 2);
 	p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
 	                                                            : KT_API_OPENAI;
-	return p->name && p->backend ? 0 : -1;
+	return p->backend ? 0 : -1;
 }
 
 static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 {
 	struct kt_model *m = &t->models[t->nmodels++];
 
-	m->id = sqlite3_column_int64(st, 0);
-	m->name = keytable_col_strdup(st, 1);
-	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 2));
-	m->input_micros_per_mtok = sqlite3_column_int64(st, 3);
-	m->output_micros_per_mtok = sqlite3_column_int64(st, 4);
-	m->cached_micros_per_mtok = sqlite3_column_int64(st, 5);
+	m->name = keytable_col_strdup(st, 0);
+	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 1));
 	return m->name ? 0 : -1;
 }
 
@@ -197,14 +190,12 @@ static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 
 	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers",
 	                                    sizeof(*t->providers), &n)) ||
-	    keytable_each_row(db, t, "SELECT id, name, api, backend FROM providers ORDER BY id", n,
+	    keytable_each_row(db, t, "SELECT id, api, backend FROM providers ORDER BY id", n,
 	                      keytable_add_provider) < 0)
 		return -1;
 	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
 	    keytable_each_row(db, t,
-	                      "SELECT id, name, provider_id, input_micros_per_mtok,"
-	                      " output_micros_per_mtok, cached_micros_per_mtok"
-	                      " FROM models ORDER BY name COLLATE BINARY",
+	                      "SELECT name, provider_id FROM models ORDER BY name COLLATE BINARY",
 	                      n, keytable_add_model) < 0)
 		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||

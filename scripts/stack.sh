@@ -1,0 +1,47 @@
+# Sourced by scripts/run.sh and loadtest/bench-decision.sh: starting and stopping the
+# local stack's processes, and the settings both give it. Expects $root and $build.
+
+stack_pids=()
+
+# stack_spawn CMD...: runs CMD in the background and remembers its PID for stack_stop.
+stack_spawn() {
+  "$@" &
+  stack_pids+=($!)
+}
+
+# Stops, by PID, every process stack_spawn started, and waits for them.
+stack_stop() {
+  local pid
+  for pid in "${stack_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${stack_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+
+stack_wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1: see the logs" >&2
+  return 1
+}
+
+# stack_seed DB MOCK_PORT: the demo providers (both served by the mock upstream) and
+# their models, created or updated.
+stack_seed() {
+  local ctl=("$build/tallyctl" --db "$1")
+  "${ctl[@]}" provider set mock-openai --api openai --backend be_mock_openai --url "http://127.0.0.1:$2"
+  "${ctl[@]}" provider set mock-anthropic --api anthropic --backend be_mock_anthropic --url "http://127.0.0.1:$2"
+  "${ctl[@]}" model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000 --cached-micros 75000
+  "${ctl[@]}" model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
+}
+
+# stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL: what haproxy/haproxy.cfg reads
+# from its environment, but for the gateway address and run directory (per instance).
+stack_haproxy_env() {
+  export TALLY_AGENT_ADDR=127.0.0.1:$1
+  export TALLY_MOCK_ADDR=127.0.0.1:$2
+  export TALLY_MOCK_CREDENTIAL=$3
+  export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf
+  export TALLY_FAIL_POLICY=${TALLY_FAIL_POLICY:-closed}
+  export TALLY_FAILOPEN_BACKEND=${TALLY_FAILOPEN_BACKEND:-be_mock_openai}
+}
