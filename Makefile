@@ -19,7 +19,7 @@ CFLAGS   := -std=c11 -g $(OPT) $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SAN)
 PKGS     := msgpack libcjson sqlite3 libcrypto
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lcrypto)
-LIBS     := -lev $(PKG_LIBS) -lpthread -lm
+LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
@@ -33,7 +33,7 @@ FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
-        run bench-decision clean help
+        run bench-decision bench-journal clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -46,6 +46,7 @@ help:
 	@echo "make valgrind        unit tests under valgrind memcheck"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
+	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
 	@echo "make clean"
 
 deps:
@@ -77,7 +78,7 @@ $(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o
-	$(CC) $(LDFLAGS) $^ -lev -lhttp_parser $(LIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)
 $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
@@ -121,6 +122,12 @@ run: deps build
 
 bench-decision: deps build
 	@bash loadtest/bench-decision.sh
+
+$(BUILD)/bench-journal: $(BUILD)/obj/loadtest/bench-journal.o $(AGENT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+bench-journal: $(BUILD)/bench-journal
+	$(BUILD)/bench-journal
 
 clean:
 	rm -rf build

@@ -13,9 +13,96 @@
 /* Generated from sql/schema.sql by the Makefile. */
 extern const char tally_schema_sql[];
 
+/* Version 1 to 2: usage tables (requests, usage_hourly, accounting) and nullable
+ * model prices. SQLite cannot drop NOT NULL in place, so models is rebuilt (same ids)
+ * with its index and config_generation triggers. Version 1 defaulted unset prices to
+ * 0: a model whose three prices are all 0 gets NULL (unknown) prices instead. Nothing
+ * references models by id, so dropping it under foreign_keys = ON is safe. */
+static const char db_migration_2[] =
+	"CREATE TABLE models_v2 (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  name TEXT NOT NULL UNIQUE CHECK (name <> ''),\n"
+	"  provider_id INTEGER NOT NULL REFERENCES providers (id),\n"
+	"  input_micros_per_mtok INTEGER CHECK (input_micros_per_mtok >= 0),\n"
+	"  output_micros_per_mtok INTEGER CHECK (output_micros_per_mtok >= 0),\n"
+	"  cached_micros_per_mtok INTEGER CHECK (cached_micros_per_mtok >= 0),\n"
+	"  cache_write_micros_per_mtok INTEGER CHECK (cache_write_micros_per_mtok >= 0),\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  updated_at INTEGER NOT NULL);\n"
+	"INSERT INTO models_v2 (id, name, provider_id, input_micros_per_mtok, output_micros_per_mtok,\n"
+	"  cached_micros_per_mtok, created_at, updated_at)\n"
+	"SELECT id, name, provider_id, CASE WHEN priced THEN input_micros_per_mtok END,\n"
+	"  CASE WHEN priced THEN output_micros_per_mtok END,\n"
+	"  CASE WHEN priced THEN cached_micros_per_mtok END, created_at, updated_at\n"
+	"FROM (SELECT *, input_micros_per_mtok + output_micros_per_mtok + cached_micros_per_mtok > 0\n"
+	"  AS priced FROM models);\n"
+	"DROP TABLE models;\n"
+	"ALTER TABLE models_v2 RENAME TO models;\n"
+	"CREATE INDEX models_provider_id ON models (provider_id);\n"
+	"CREATE TRIGGER models_gen_insert AFTER INSERT ON models BEGIN\n"
+	"  UPDATE meta SET value = value + 1 WHERE name = 'config_generation'; END;\n"
+	"CREATE TRIGGER models_gen_update AFTER UPDATE ON models BEGIN\n"
+	"  UPDATE meta SET value = value + 1 WHERE name = 'config_generation'; END;\n"
+	"CREATE TRIGGER models_gen_delete AFTER DELETE ON models BEGIN\n"
+	"  UPDATE meta SET value = value + 1 WHERE name = 'config_generation'; END;\n"
+	"CREATE TABLE requests (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  request_id TEXT NOT NULL UNIQUE,\n"
+	"  key_id INTEGER,\n"
+	"  model TEXT,\n"
+	"  model_requested TEXT,\n"
+	"  provider TEXT,\n"
+	"  verdict TEXT,\n"
+	"  status INTEGER,\n"
+	"  stream INTEGER CHECK (stream IN (0, 1)),\n"
+	"  prompt_tokens INTEGER,\n"
+	"  completion_tokens INTEGER,\n"
+	"  cached_tokens INTEGER,\n"
+	"  cache_creation_tokens INTEGER,\n"
+	"  reasoning_tokens INTEGER,\n"
+	"  cost_micros INTEGER,\n"
+	"  outcome TEXT NOT NULL CHECK (outcome IN ('complete', 'client_abort', 'upstream_error',\n"
+	"    'upstream_rejected', 'denied', 'gateway_rejected', 'no_record')),\n"
+	"  usage_source TEXT NOT NULL CHECK (usage_source IN ('none', 'response', 'stream', 'partial')),\n"
+	"  termination TEXT,\n"
+	"  started_at INTEGER NOT NULL,\n"
+	"  duration_ms INTEGER,\n"
+	"  ttfb_ms INTEGER,\n"
+	"  bytes_in INTEGER,\n"
+	"  bytes_out INTEGER);\n"
+	"CREATE INDEX requests_started_at ON requests (started_at);\n"
+	"CREATE INDEX requests_key_started_at ON requests (key_id, started_at);\n"
+	"CREATE TABLE usage_hourly (\n"
+	"  hour INTEGER NOT NULL,\n"
+	"  key_id INTEGER NOT NULL,\n"
+	"  model TEXT NOT NULL,\n"
+	"  requests INTEGER NOT NULL,\n"
+	"  errors INTEGER NOT NULL,\n"
+	"  prompt_tokens INTEGER NOT NULL,\n"
+	"  completion_tokens INTEGER NOT NULL,\n"
+	"  cached_tokens INTEGER NOT NULL,\n"
+	"  cache_creation_tokens INTEGER NOT NULL,\n"
+	"  reasoning_tokens INTEGER NOT NULL,\n"
+	"  cost_micros INTEGER NOT NULL,\n"
+	"  unpriced INTEGER NOT NULL,\n"
+	"  duration_ms_sum INTEGER NOT NULL,\n"
+	"  PRIMARY KEY (hour, key_id, model)) WITHOUT ROWID;\n"
+	"CREATE TABLE accounting (\n"
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),\n"
+	"  received INTEGER NOT NULL,\n"
+	"  written INTEGER NOT NULL,\n"
+	"  dropped INTEGER NOT NULL,\n"
+	"  duplicates INTEGER NOT NULL,\n"
+	"  timed_out INTEGER NOT NULL,\n"
+	"  unpriced INTEGER NOT NULL,\n"
+	"  updated_at INTEGER NOT NULL);\n"
+	"INSERT INTO accounting VALUES (1, 0, 0, 0, 0, 0, 0, 0);\n";
+
 /* Entry i upgrades version i + 1 to i + 2. Append only; NULL ends the list. A new
- * entry comes with schema.sql and DB_SCHEMA_VERSION bumped to match. */
+ * entry comes with schema.sql and DB_SCHEMA_VERSION bumped to match. Each is frozen
+ * once released: schema.sql moves on, a migration never does. */
 static const char *const db_migrations[] = {
+	db_migration_2,
 	NULL,
 };
 

@@ -22,14 +22,14 @@
 /* Prices stay below $1M per million tokens so that tokens x price fits in int64 for
  * any realistic request. */
 #define CTL_MICROS_MAX   1000000000000LL
-#define CTL_MAX_COLS     8
+#define CTL_MAX_COLS     9
 #define CTL_CELL_BUF     32
 
 enum ctl_status { CTL_OK = 0, CTL_FAIL = 1, CTL_USAGE = 2, CTL_HELP = 3 };
 
 enum ctl_opt_id {
 	OPT_NAME, OPT_MODELS, OPT_DEFAULT_MODEL, OPT_PROVIDER, OPT_INPUT, OPT_OUTPUT,
-	OPT_CACHED, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_COUNT
+	OPT_CACHED, OPT_CACHE_WRITE, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_COUNT
 };
 
 #define OPT(id) (1u << (id))
@@ -45,6 +45,7 @@ static const struct ctl_opt {
 	[OPT_INPUT] = { "input-micros", "N" },
 	[OPT_OUTPUT] = { "output-micros", "N" },
 	[OPT_CACHED] = { "cached-micros", "N" },
+	[OPT_CACHE_WRITE] = { "cache-write-micros", "N" },
 	[OPT_API] = { "api", "openai|anthropic" },
 	[OPT_BACKEND] = { "backend", "BACKEND" },
 	[OPT_URL] = { "url", "URL" },
@@ -682,17 +683,20 @@ out:
 
 static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 {
-	static const enum ctl_opt_id price_opts[3] = { OPT_INPUT, OPT_OUTPUT, OPT_CACHED };
+	static const enum ctl_opt_id price_opts[] = { OPT_INPUT, OPT_OUTPUT, OPT_CACHED,
+	                                              OPT_CACHE_WRITE };
+	enum { NPRICES = sizeof(price_opts) / sizeof(price_opts[0]) };
 	const char *name = a->operand, *provider = a->val[OPT_PROVIDER];
-	const int64_t *bound[3];
-	int64_t price[3], provider_id;
+	const int64_t *bound[NPRICES];
+	int64_t price[NPRICES], provider_id;
 	int status = CTL_FAIL, found, existed, i;
 
 	if (!ctl_valid_model(name))
 		return ctl_usage(ctl->cmd, "invalid model name '%s': use 1-%d characters from "
 		                 "A-Z a-z 0-9 . _ - : / @ +", name, CTL_MODEL_MAX);
-	/* A price not given binds NULL: 0 for a new model, unchanged for an existing one. */
-	for (i = 0; i < 3; i++) {
+	/* A price not given binds NULL: unknown for a new model, unchanged for an existing
+	 * one. */
+	for (i = 0; i < NPRICES; i++) {
 		const char *v = a->val[price_opts[i]];
 
 		if (v && ctl_parse_micros(ctl->cmd, price_opts[i], v, &price[i]) != CTL_OK)
@@ -712,14 +716,16 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	if (existed < 0 ||
 	    ctl_exec(ctl,
 	             "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
-	             " output_micros_per_mtok, cached_micros_per_mtok, created_at, updated_at)"
-	             " VALUES (?1, ?2, coalesce(?3, 0), coalesce(?4, 0), coalesce(?5, 0), ?6, ?6)"
+	             " output_micros_per_mtok, cached_micros_per_mtok, cache_write_micros_per_mtok,"
+	             " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)"
 	             " ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id,"
 	             " input_micros_per_mtok = coalesce(?3, input_micros_per_mtok),"
 	             " output_micros_per_mtok = coalesce(?4, output_micros_per_mtok),"
 	             " cached_micros_per_mtok = coalesce(?5, cached_micros_per_mtok),"
+	             " cache_write_micros_per_mtok = coalesce(?6, cache_write_micros_per_mtok),"
 	             " updated_at = excluded.updated_at",
-	             "tinnni", name, provider_id, bound[0], bound[1], bound[2], db_now()) < 0 ||
+	             "tinnnni", name, provider_id, bound[0], bound[1], bound[2], bound[3],
+	             db_now()) < 0 ||
 	    ctl_sql(ctl, "COMMIT") != CTL_OK)
 		goto out;
 	printf("%s model %s\n", existed ? "updated" : "created", name);
@@ -739,6 +745,7 @@ static int ctl_model_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "INPUT_MICROS", "input_micros_per_mtok", COL_INT },
 		{ "OUTPUT_MICROS", "output_micros_per_mtok", COL_INT },
 		{ "CACHED_MICROS", "cached_micros_per_mtok", COL_INT },
+		{ "CACHE_WRITE_MICROS", "cache_write_micros_per_mtok", COL_INT },
 		{ "CREATED", "created_at", COL_TIME },
 		{ "UPDATED", "updated_at", COL_TIME },
 	};
@@ -746,7 +753,7 @@ static int ctl_model_list(struct ctl *ctl, const struct ctl_args *a)
 	return ctl_print_table(ctl,
 	                       "SELECT m.id, m.name, p.name, m.input_micros_per_mtok,"
 	                       " m.output_micros_per_mtok, m.cached_micros_per_mtok,"
-	                       " m.created_at, m.updated_at"
+	                       " m.cache_write_micros_per_mtok, m.created_at, m.updated_at"
 	                       " FROM models m JOIN providers p ON p.id = m.provider_id"
 	                       " ORDER BY m.name",
 	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
@@ -842,20 +849,25 @@ static const struct ctl_command ctl_commands[] = {
 	  "NAME", 0, 0, ctl_key_revoke },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
-	  "[--cached-micros N]",
+	  "[--cached-micros N] [--cache-write-micros N]",
 	  "Creates the model NAME (as clients spell it in requests) or updates it.\n"
 	  "Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok),\n"
-	  "from 0 to 1000000000000. A price not given is 0 for a new model and unchanged\n"
-	  "for an existing one.\n"
+	  "from 0 to 1000000000000. A price not given is unknown (unset) for a new model\n"
+	  "and unchanged for an existing one. Usage of a model without the prices it\n"
+	  "needs is recorded unpriced, never at a guessed price.\n"
 	  "\n"
-	  "  --provider PROVIDER  provider serving the model (must exist)\n"
-	  "  --input-micros N     price of prompt tokens\n"
-	  "  --output-micros N    price of completion tokens\n"
-	  "  --cached-micros N    price of cached prompt tokens\n",
-	  "NAME", OPT(OPT_PROVIDER) | OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED),
-	  OPT(OPT_PROVIDER), ctl_model_set },
+	  "  --provider PROVIDER      provider serving the model (must exist)\n"
+	  "  --input-micros N         price of prompt tokens\n"
+	  "  --output-micros N        price of completion tokens\n"
+	  "  --cached-micros N        price of prompt tokens read from the provider's cache\n"
+	  "  --cache-write-micros N   price of prompt tokens written to the provider's\n"
+	  "                           cache (unset: the input price)\n",
+	  "NAME", OPT(OPT_PROVIDER) | OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED) |
+	  OPT(OPT_CACHE_WRITE), OPT(OPT_PROVIDER), ctl_model_set },
 	{ "model", "list", "model list [--json]",
-	  LIST_HELP("models with their provider and prices"),
+	  LIST_HELP("models with their provider and prices")
+	  "\n"
+	  "An unset price shows as \"-\" (JSON: null).\n",
 	  NULL, OPT(OPT_JSON), 0, ctl_model_list },
 	{ "provider", "set", "provider set NAME --api openai|anthropic --backend BACKEND [--url URL]",
 	  "Creates the provider NAME or updates it. Credentials are not stored: HAProxy\n"

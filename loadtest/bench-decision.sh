@@ -29,17 +29,19 @@ trap cleanup EXIT INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 mock_port=$(free_port); agent_port=$(free_port); gw_port=$(free_port); plain_port=$(free_port)
+records_port=$(free_port)
 db=$tmp/tally.db
 stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
+  --records "127.0.0.1:$records_port" --metrics off \
   --threads "${BENCH_AGENT_THREADS:-2}" --log-level warn 2>"$tmp/agent.log"
 stack_wait_port "$mock_port"; stack_wait_port "$agent_port"
 
 export TALLY_FAIL_POLICY=closed   # the bench measures deciding, never failing open
-stack_haproxy_env "$agent_port" "$mock_port" bench-credential
+stack_haproxy_env "$agent_port" "$mock_port" bench-credential "$records_port"
 mkdir -p "$tmp/gw" "$tmp/plain"
 TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
   stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"

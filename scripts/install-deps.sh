@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(gcc make pkg-config clang libclang-rt-14-dev
       haproxy libev-dev libsqlite3-dev sqlite3 libmsgpack-dev libcjson-dev libssl-dev
-      libhttp-parser-dev python3 python3-pytest curl wrk valgrind)
+      libhttp-parser-dev python3 python3-pytest python3-msgpack curl wrk valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

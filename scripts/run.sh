@@ -11,6 +11,8 @@ source scripts/stack.sh
 
 gateway_port=${TALLY_GATEWAY_PORT:-8080}
 agent_port=${TALLY_AGENT_PORT:-12345}
+records_port=${TALLY_RECORDS_PORT:-12346}
+metrics_port=${TALLY_METRICS_PORT:-9464}
 mock_port=${TALLY_MOCK_PORT:-8090}
 data=${TALLY_DATA_DIR:-$root/data}
 db=$data/tally.db
@@ -33,7 +35,7 @@ key=$(cat "$data/demo.key")
 [ -s "$data/mock.credential" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' > "$data/mock.credential")
 
 export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
-stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")"
+stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port"
 
 stop() {
   trap - INT TERM EXIT
@@ -44,7 +46,8 @@ trap stop INT TERM EXIT
 
 stack_spawn "$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet
 stack_wait_port "$mock_port"
-stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db"
+stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" \
+  --records "$TALLY_RECORDS_ADDR" --metrics "127.0.0.1:$metrics_port"
 stack_wait_port "$agent_port"
 stack_spawn haproxy -db -f haproxy/haproxy.cfg
 stack_wait_port "$gateway_port"

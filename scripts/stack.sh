@@ -35,12 +35,15 @@ stack_seed() {
   "${ctl[@]}" model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
 }
 
-# stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL: what haproxy/haproxy.cfg reads
-# from its environment, but for the gateway address and run directory (per instance).
+# stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL RECORDS_PORT: what
+# haproxy/haproxy.cfg reads from its environment, but for the gateway address and run
+# directory (per instance).
 stack_haproxy_env() {
   export TALLY_AGENT_ADDR=127.0.0.1:$1
   export TALLY_MOCK_ADDR=127.0.0.1:$2
   export TALLY_MOCK_CREDENTIAL=$3
+  export TALLY_RECORDS_ADDR=127.0.0.1:$4
+  export TALLY_HAPROXY_DIR=$root/haproxy
   export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf
   export TALLY_FAIL_POLICY=${TALLY_FAIL_POLICY:-closed}
   export TALLY_FAILOPEN_BACKEND=${TALLY_FAILOPEN_BACKEND:-be_mock_openai}

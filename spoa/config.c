@@ -117,6 +117,66 @@ static int config_set_idle_timeout(struct agent_config *cfg, const char *value)
 	return config_ms(value, 1000, 86400000, &cfg->idle_timeout_ms);
 }
 
+static int config_set_records(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->records_addr, value);
+}
+
+static int config_set_metrics(struct agent_config *cfg, const char *value)
+{
+	/* "off" disables: an empty value cannot be written in the file format. */
+	if (strcmp(value, "off") == 0) {
+		cfg->metrics_addr[0] = '\0';
+		return 0;
+	}
+	return config_copy(cfg->metrics_addr, value);
+}
+
+static int config_set_control(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->control_path, value);
+}
+
+static int config_set_journal(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->journal_dir, value);
+}
+
+static int config_set_queue_capacity(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 1, 16 * 1024 * 1024, &cfg->queue_capacity);
+}
+
+static int config_set_batch_max(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 1, 100000, &cfg->batch_max);
+}
+
+static int config_set_write_retry(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 86400000, &cfg->write_retry_ms);
+}
+
+static int config_set_pending_timeout(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 100, 86400000, &cfg->pending_timeout_ms);
+}
+
+static int config_set_dedupe(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 1000, 86400000, &cfg->dedupe_ms);
+}
+
+static int config_set_db_max_pages(struct agent_config *cfg, const char *value)
+{
+	long v;
+
+	if (config_int(value, 0, 2147483647, &v) < 0)
+		return -1;
+	cfg->db_max_pages = v;
+	return 0;
+}
+
 static const struct config_setting settings[] = {
 	{ "listen", "ADDR", "SPOP listen address, host:port or unix:/path; repeatable (default 127.0.0.1:12345)", config_set_listen },
 	{ "threads", "N", "I/O threads, one libev loop each (default 2)", config_set_threads },
@@ -128,6 +188,16 @@ static const struct config_setting settings[] = {
 	{ "max-connections", "N", "SPOP connections accepted at once, over all threads (default 4096)", config_set_max_connections },
 	{ "hello-timeout-ms", "MS", "time a new connection has to send its HELLO (default 5000)", config_set_hello_timeout },
 	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
+	{ "records", "ADDR", "host:port receiving HAProxy's end-of-transaction records, TCP and UDP (default 127.0.0.1:12346)", config_set_records },
+	{ "metrics", "ADDR", "host:port serving Prometheus metrics at /metrics, or off (default 127.0.0.1:9464)", config_set_metrics },
+	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl)", config_set_control },
+	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal)", config_set_journal },
+	{ "queue-capacity", "N", "rows waiting for the writer; beyond it rows are dropped and counted (default 65536)", config_set_queue_capacity },
+	{ "batch-max", "N", "rows per writer transaction at most (default 1024)", config_set_batch_max },
+	{ "write-retry-ms", "MS", "how long a failing batch is retried before its rows count as dropped (default 10000)", config_set_write_retry },
+	{ "pending-timeout-ms", "MS", "wait this long for a decided request's record, then write it as no_record (default 900000)", config_set_pending_timeout },
+	{ "dedupe-ms", "MS", "remember record ids this long to count second copies as duplicates (default 600000)", config_set_dedupe },
+	{ "db-max-pages", "N", "cap the database at N pages (PRAGMA max_page_count; 0: no cap)", config_set_db_max_pages },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -232,6 +302,13 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->max_connections = 4096;
 	cfg->hello_timeout_ms = 5000;
 	cfg->idle_timeout_ms = 300000;
+	snprintf(cfg->records_addr, sizeof(cfg->records_addr), "127.0.0.1:12346");
+	snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "127.0.0.1:9464");
+	cfg->queue_capacity = 65536;
+	cfg->batch_max = 1024;
+	cfg->write_retry_ms = 10000;
+	cfg->pending_timeout_ms = 900000;
+	cfg->dedupe_ms = 600000;
 }
 
 enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
@@ -284,5 +361,11 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
 	}
 	if (cfg->nlisten == 0)
 		snprintf(cfg->listen[cfg->nlisten++], CONFIG_PATH_MAX, "127.0.0.1:12345");
+	if (!cfg->control_path[0] &&
+	    snprintf(cfg->control_path, CONFIG_PATH_MAX, "%s.ctl", cfg->db_path) >= CONFIG_PATH_MAX)
+		return CONFIG_ERROR;
+	if (!cfg->journal_dir[0] &&
+	    snprintf(cfg->journal_dir, CONFIG_PATH_MAX, "%s.journal", cfg->db_path) >= CONFIG_PATH_MAX)
+		return CONFIG_ERROR;
 	return CONFIG_OK;
 }

@@ -23,6 +23,17 @@ struct agent_config {
 	int max_connections;
 	int hello_timeout_ms;
 	int idle_timeout_ms;
+	/* Accounting */
+	char records_addr[CONFIG_PATH_MAX];    /* TCP + UDP, HAProxy's log records */
+	char metrics_addr[CONFIG_PATH_MAX];    /* "": no metrics listener */
+	char control_path[CONFIG_PATH_MAX];    /* empty: db_path + ".ctl" */
+	char journal_dir[CONFIG_PATH_MAX];     /* empty: db_path + ".journal" */
+	int queue_capacity;
+	int batch_max;
+	int write_retry_ms;
+	int pending_timeout_ms;
+	int dedupe_ms;
+	int64_t db_max_pages;
 };
 
 enum config_result { CONFIG_OK, CONFIG_EXIT_OK, CONFIG_ERROR };

@@ -39,11 +39,12 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 static const struct decision_endpoint {
 	const char *path;
 	enum kt_api api;
+	int large;              /* responses usually exceed HAProxy's buffer (vectors) */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI },
-	{ "/v1/completions", KT_API_OPENAI },
-	{ "/v1/embeddings", KT_API_OPENAI },
-	{ "/v1/messages", KT_API_ANTHROPIC },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0 },
+	{ "/v1/completions", KT_API_OPENAI, 0 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0 },
 };
 
 static int decision_str_is(struct spop_str s, const char *lit)
@@ -160,6 +161,9 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_NO_ROUTE;
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
+	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
+	 * everything else meets the capture filter. */
+	d->capture = d->stream != 0 || ep->large;
 	return DECISION_ALLOW;
 }
 

@@ -51,6 +51,8 @@ struct decision {
 	enum decision_model_source model_source;
 	int stream;                         /* 1, 0, or -1 when the body was cut first */
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
+	int capture;                        /* the response needs the Lua capture: a stream,
+	                                     * possibly one, or a body too big for the buffer */
 	struct reqbody_info body;
 };
 

@@ -11,16 +11,28 @@
 
 enum kt_api { KT_API_OPENAI, KT_API_ANTHROPIC };
 
-/* Only what the request path reads: prices and names for accounting come with it. */
 struct kt_provider {
 	int64_t id;             /* for linking models while loading */
+	char *name;             /* for usage rows */
 	char *backend;          /* HAProxy backend that serves this provider */
 	enum kt_api api;
+};
+
+/* Prices in micro-dollars per million tokens; KT_PRICE_UNSET where the database has
+ * none (never read as 0: a missing price leaves usage unpriced). */
+#define KT_PRICE_UNSET (-1)
+
+struct kt_prices {
+	int64_t input;
+	int64_t output;
+	int64_t cached;         /* input read from the provider's cache */
+	int64_t cache_write;    /* input written to the cache; unset: the input price */
 };
 
 struct kt_model {
 	char *name;
 	const struct kt_provider *provider;
+	struct kt_prices prices;
 };
 
 struct kt_key {

@@ -15,8 +15,10 @@ static void keytable_free(struct keytable *t)
 
 	if (!t)
 		return;
-	for (i = 0; i < t->nproviders; i++)
+	for (i = 0; i < t->nproviders; i++) {
 		free(t->providers[i].backend);
+		free(t->providers[i].name);
+	}
 	for (i = 0; i < t->nmodels; i++)
 		free(t->models[i].name);
 	for (i = 0; i < t->nkeys; i++) {
@@ -109,9 +111,16 @@ static int keytable_add_provider(struct keytable *t, sqlite3_stmt *st)
 
 	p->id = sqlite3_column_int64(st, 0);
 	p->backend = keytable_col_strdup(st, 2);
+	p->name = keytable_col_strdup(st, 3);
 	p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
 	                                                            : KT_API_OPENAI;
-	return p->backend ? 0 : -1;
+	return p->backend && p->name ? 0 : -1;
+}
+
+static int64_t keytable_col_price(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? KT_PRICE_UNSET
+	                                                   : sqlite3_column_int64(st, col);
 }
 
 static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
@@ -120,6 +129,10 @@ static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 
 	m->name = keytable_col_strdup(st, 0);
 	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 1));
+	m->prices.input = keytable_col_price(st, 2);
+	m->prices.output = keytable_col_price(st, 3);
+	m->prices.cached = keytable_col_price(st, 4);
+	m->prices.cache_write = keytable_col_price(st, 5);
 	return m->name ? 0 : -1;
 }
 
@@ -190,12 +203,14 @@ static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 
 	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers",
 	                                    sizeof(*t->providers), &n)) ||
-	    keytable_each_row(db, t, "SELECT id, api, backend FROM providers ORDER BY id", n,
+	    keytable_each_row(db, t, "SELECT id, api, backend, name FROM providers ORDER BY id", n,
 	                      keytable_add_provider) < 0)
 		return -1;
 	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
 	    keytable_each_row(db, t,
-	                      "SELECT name, provider_id FROM models ORDER BY name COLLATE BINARY",
+	                      "SELECT name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
+	                      " cached_micros_per_mtok, cache_write_micros_per_mtok"
+	                      " FROM models ORDER BY name COLLATE BINARY",
 	                      n, keytable_add_model) < 0)
 		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||

@@ -1,6 +1,10 @@
-/* tally-agent main thread: configuration, database, listeners, accepting connections
- * and handing them to the I/O threads, noticing key and model changes, signals.
- * See worker.c for the threading design. */
+/* tally-agent main thread: configuration, database, journal recovery, listeners,
+ * accepting connections and handing them to the I/O threads, noticing key and model
+ * changes, metrics and the control socket, signals.
+ *
+ * Threads: the I/O threads decide (worker.c); the intake thread turns HAProxy's records
+ * into rows (intake.c); the writer thread stores them (writer.c). Shutdown stops them
+ * in that order, so that every row built reaches the database before exit. */
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
@@ -11,12 +15,23 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "control.h"
 #include "db.h"
+#include "dedupe.h"
+#include "intake.h"
+#include "journal.h"
 #include "keyhash.h"
+#include "keylive.h"
 #include "keytable.h"
+#include "live-t.h"
 #include "log.h"
+#include "metrics.h"
 #include "net.h"
+#include "pending.h"
+#include "queue.h"
+#include "stats.h"
 #include "worker.h"
+#include "writer.h"
 
 struct agent {
 	struct agent_config cfg;
@@ -30,7 +45,18 @@ struct agent {
 	int nlisteners;
 	ev_timer reload;
 	ev_timer accept_pause;       /* out of file descriptors: listeners rest a moment */
+	ev_timer journal_tick;
 	ev_signal sigint, sigterm;
+	struct queue *queue;
+	struct pending *pending;
+	struct keylive *keylive;
+	struct journal *journal;
+	struct journal_log *jlog;    /* the main thread's, for recovered entries */
+	struct writer *writer;
+	struct intake *intake;
+	struct metrics *metrics;
+	struct control *control;
+	struct live_view live;
 };
 
 static void agent_listeners_set(struct agent *a, struct ev_loop *loop, int on)
@@ -96,9 +122,182 @@ static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
 	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
 	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
 	a->generation = kt->generation;
-	keytable_ref(kt, a->nworkers - 1);
+	keytable_ref(kt, a->nworkers);
 	for (i = 0; i < a->nworkers; i++)
 		worker_post_keytable(a->workers[i], kt);
+	intake_post_keytable(a->intake, kt);
+}
+
+static void agent_on_journal_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	journal_tick(((struct agent *)t->data)->journal);
+}
+
+/* The writer's hook: a row stored (or given up) resolves its journal entries. */
+static void agent_on_rows_done(void *arg, const struct acct_row *rows, size_t n, int committed)
+{
+	struct agent *a = arg;
+	size_t i;
+
+	(void)committed;
+	for (i = 0; i < n; i++) {
+		journal_release(a->journal, rows[i].journal_epoch[0]);
+		journal_release(a->journal, rows[i].journal_epoch[1]);
+	}
+}
+
+/* Journal recovery: what an earlier run decided or built but did not store. */
+struct agent_replay {
+	struct agent *a;
+	sqlite3_stmt *stored;        /* SELECT 1 FROM requests WHERE request_id = ? */
+	struct dedupe *rows;         /* ids whose finished row was replayed */
+	long queued, pending;
+};
+
+static int agent_replay_stored(struct agent_replay *r, const char *id)
+{
+	int rc;
+
+	sqlite3_reset(r->stored);
+	sqlite3_bind_text(r->stored, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(r->stored);
+	return rc == SQLITE_ROW;
+}
+
+static void agent_replay_entry(void *arg, enum journal_kind k, const struct acct_row *entry)
+{
+	struct agent_replay *r = arg;
+	struct agent *a = r->a;
+	struct acct_row row = *entry;
+
+	row.journal_epoch[0] = row.journal_epoch[1] = 0;
+	if (k == JOURNAL_ROW) {
+		struct acct_row decided;
+
+		if (dedupe_seen(r->rows, row.request_id))
+			return;
+		dedupe_add(r->rows, row.request_id, 0);
+		pending_take(a->pending, row.request_id, &decided);
+		if (agent_replay_stored(r, row.request_id))
+			return;
+		stats_add(&stats.received, 1);
+		intake_emit(a->queue, a->keylive, a->journal, a->jlog, &row, 0);
+		r->queued++;
+		return;
+	}
+	if (dedupe_seen(r->rows, row.request_id) || agent_replay_stored(r, row.request_id))
+		return;
+	row.journal_epoch[0] = journal_append(a->jlog, JOURNAL_DECISION, &row);
+	if (pending_add(a->pending, &row, (int64_t)(ev_time() * 1000)) < 0) {
+		journal_release(a->journal, row.journal_epoch[0]);
+		return;
+	}
+	stats_add(&stats.received, 1);
+	r->pending++;
+}
+
+static int agent_recover(struct agent *a, char *err, size_t errlen)
+{
+	struct agent_replay r = { .a = a };
+	long n;
+	int ret = -1;
+
+	if (sqlite3_prepare_v2(a->db, "SELECT 1 FROM requests WHERE request_id = ?", -1,
+	                       &r.stored, NULL) != SQLITE_OK || !(r.rows = dedupe_new(0))) {
+		snprintf(err, errlen, "journal recovery: %s", sqlite3_errmsg(a->db));
+		goto out;
+	}
+	if ((n = journal_replay(a->journal, agent_replay_entry, &r)) < 0) {
+		snprintf(err, errlen, "journal recovery: cannot read %s", a->cfg.journal_dir);
+		goto out;
+	}
+	/* Re-journaled first: only then may the old segments go. */
+	if (journal_flush(a->jlog) < 0) {
+		snprintf(err, errlen, "journal recovery: cannot write %s", a->cfg.journal_dir);
+		goto out;
+	}
+	journal_replay_done(a->journal);
+	if (n > 0)
+		log_info("journal: %ld entries from an earlier run: %ld rows queued, %ld requests"
+		         " awaiting their record", n, r.queued, r.pending);
+	ret = 0;
+out:
+	sqlite3_finalize(r.stored);
+	dedupe_free(r.rows);
+	return ret;
+}
+
+static size_t agent_live_queue_depth(void *arg)
+{
+	return queue_depth(((struct agent *)arg)->queue);
+}
+
+static size_t agent_live_queue_capacity(void *arg)
+{
+	return queue_capacity(((struct agent *)arg)->queue);
+}
+
+static size_t agent_live_inflight(void *arg)
+{
+	return pending_count(((struct agent *)arg)->pending);
+}
+
+static void agent_live_keys(void *arg, void (*cb)(void *cbarg, const struct live_key *k),
+                            void *cbarg)
+{
+	keylive_each(((struct agent *)arg)->keylive, cb, cbarg);
+}
+
+static void agent_live_txns(void *arg, size_t max,
+                            void (*cb)(void *cbarg, const struct live_txn *t), void *cbarg)
+{
+	pending_each(((struct agent *)arg)->pending, max, (int64_t)(ev_time() * 1000), cb, cbarg);
+}
+
+/* Everything that accounting needs before any request arrives: counters from the
+ * database, the journal's leftovers, the queue and its writer. */
+static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
+{
+	struct writer_config wc = {
+		.db_path = a->cfg.db_path,
+		.batch_max = a->cfg.batch_max,
+		.retry_ms = a->cfg.write_retry_ms,
+		.max_db_pages = a->cfg.db_max_pages,
+		.on_done = agent_on_rows_done,
+		.on_done_arg = a,
+	};
+
+	if (writer_load_counters(a->db, err, errlen) < 0)
+		return -1;
+	a->queue = queue_new((size_t)a->cfg.queue_capacity);
+	a->pending = pending_new();
+	a->keylive = keylive_new();
+	if (!a->queue || !a->pending || !a->keylive) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!(a->journal = journal_open(a->cfg.journal_dir, 10, err, errlen)))
+		return -1;
+	if (!(a->jlog = journal_log_open(a->journal, "main"))) {
+		snprintf(err, errlen, "cannot open a journal in %s", a->cfg.journal_dir);
+		return -1;
+	}
+	if (agent_recover(a, err, errlen) < 0)
+		return -1;
+	wc.queue = a->queue;
+	if (!(a->writer = writer_start(&wc, err, errlen)))
+		return -1;
+	a->live = (struct live_view){
+		.arg = a,
+		.queue_depth = agent_live_queue_depth,
+		.queue_capacity = agent_live_queue_capacity,
+		.inflight = agent_live_inflight,
+		.keys = agent_live_keys,
+		.txns = agent_live_txns,
+	};
+	return 0;
 }
 
 static void agent_on_signal(struct ev_loop *loop, ev_signal *s, int revents)
@@ -131,6 +330,20 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.hello_timeout = a->cfg.hello_timeout_ms / 1000.0,
 		.idle_timeout = a->cfg.idle_timeout_ms / 1000.0,
 	};
+	struct worker_acct acct = {
+		.pending = a->pending,
+		.keylive = a->keylive,
+		.journal = a->journal,
+	};
+	struct intake_config ic = {
+		.addr = a->cfg.records_addr,
+		.pending_timeout_ms = a->cfg.pending_timeout_ms,
+		.dedupe_ms = a->cfg.dedupe_ms,
+		.queue = a->queue,
+		.pending = a->pending,
+		.keylive = a->keylive,
+		.journal = a->journal,
+	};
 	struct keytable *kt;
 	int i;
 
@@ -138,9 +351,16 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		return -1;
 	a->generation = kt->generation;
 	log_info("loaded %zu keys, %zu models, %zu providers", kt->nkeys, kt->nmodels, kt->nproviders);
-	keytable_ref(kt, a->cfg.threads - 1);
+	/* One reference per I/O thread and one for the intake. */
+	keytable_ref(kt, a->cfg.threads);
+	if (!(a->intake = intake_start(&ic, kt, err, errlen))) {
+		for (i = 0; i < a->cfg.threads; i++)
+			keytable_unref(kt);
+		return -1;
+	}
+	log_info("records on %s (TCP and UDP)", a->cfg.records_addr);
 	for (i = 0; i < a->cfg.threads; i++) {
-		a->workers[i] = worker_start(i, &limits, kt, err, errlen);
+		a->workers[i] = worker_start(i, &limits, &acct, kt, err, errlen);
 		if (!a->workers[i]) {
 			for (; i < a->cfg.threads; i++)
 				keytable_unref(kt);
@@ -188,6 +408,32 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 		         (unsigned long long)t.verdicts[DECISION_ALLOW],
 		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);
 	}
+	/* Records stop before the writer drains: what was read is stored. */
+	if (a->intake)
+		intake_stop(a->intake);
+	if (a->writer) {
+		writer_stop(a->writer);
+		log_info("accounting: %llu received, %llu written, %llu dropped, %llu duplicates,"
+		         " %zu requests still awaiting their record (kept in the journal)",
+		         (unsigned long long)stats_get(&stats.received),
+		         (unsigned long long)stats_get(&stats.written),
+		         (unsigned long long)stats_get(&stats.dropped),
+		         (unsigned long long)stats_get(&stats.duplicates),
+		         a->pending ? pending_count(a->pending) : 0);
+	}
+	if (a->control)
+		control_stop(a->control);
+	if (a->metrics)
+		metrics_stop(a->metrics);
+	if (a->jlog) {
+		journal_flush(a->jlog);
+		journal_log_close(a->jlog);
+	}
+	if (a->journal)
+		journal_close(a->journal);
+	queue_free(a->queue);
+	pending_free(a->pending);
+	keylive_free(a->keylive);
 	if (a->db)
 		sqlite3_close(a->db);
 }
@@ -196,7 +442,7 @@ int main(int argc, char **argv)
 {
 	static struct agent a;
 	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
-	char err[512];
+	char err[2048];
 	int ret = 1;
 
 	switch (config_parse(&a.cfg, argc, argv)) {
@@ -209,11 +455,18 @@ int main(int argc, char **argv)
 	}
 	log_set_level(a.cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
-	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_workers(&a, err, sizeof(err)) < 0 ||
-	    agent_listen(&a, loop, err, sizeof(err)) < 0) {
+	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
+	    agent_start_workers(&a, err, sizeof(err)) < 0 ||
+	    agent_listen(&a, loop, err, sizeof(err)) < 0 ||
+	    !(a.control = control_start(loop, a.cfg.control_path, &a.live, err, sizeof(err))) ||
+	    (a.cfg.metrics_addr[0] &&
+	     !(a.metrics = metrics_start(loop, a.cfg.metrics_addr, &a.live, err, sizeof(err))))) {
 		log_error("%s", err);
 		goto out;
 	}
+	ev_timer_init(&a.journal_tick, agent_on_journal_tick, 1.0, 1.0);
+	a.journal_tick.data = &a;
+	ev_timer_start(loop, &a.journal_tick);
 	ev_init(&a.accept_pause, agent_on_accept_resume);
 	a.accept_pause.data = &a;
 	ev_timer_init(&a.reload, agent_on_reload, a.cfg.reload_interval_ms / 1000.0,

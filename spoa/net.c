@@ -33,7 +33,7 @@ void net_unlisten(const char *addr)
 		net_unlink_socket(addr + 5);
 }
 
-static int net_listen_unix(const char *path, char *err, size_t errlen)
+int net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -46,7 +46,10 @@ static int net_listen_unix(const char *path, char *err, size_t errlen)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || net_unlink_socket(path) < 0)
 		goto fail;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0)
+	/* Nobody can connect before listen(), so the file is never reachable with the
+	 * umask's looser mode. */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (mode && chmod(path, mode) < 0) ||
+	    listen(fd, 1024) < 0)
 		goto fail;
 	return fd;
 fail:
@@ -56,11 +59,12 @@ fail:
 	return -1;
 }
 
-static int net_listen_tcp(const char *addr, char *err, size_t errlen)
+/* A bound TCP listener (type SOCK_STREAM) or UDP socket (SOCK_DGRAM) on host:port. */
+static int net_bind_inet(const char *addr, int type, char *err, size_t errlen)
 {
 	char host[256];
 	const char *colon = strrchr(addr, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo hints = { .ai_socktype = type, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	size_t hlen;
 	int fd = -1, one = 1, rc;
@@ -86,12 +90,14 @@ static int net_listen_tcp(const char *addr, char *err, size_t errlen)
 	}
 	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0)
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 1024) < 0))
 		goto fail;
 	freeaddrinfo(res);
 	return fd;
 fail:
-	snprintf(err, errlen, "listen on %s: %s", addr, strerror(errno));
+	snprintf(err, errlen, "%s on %s: %s", type == SOCK_STREAM ? "listen" : "bind", addr,
+	         strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(res);
@@ -101,8 +107,8 @@ fail:
 int net_listen(const char *addr, char *err, size_t errlen)
 {
 	if (strncmp(addr, "unix:", 5) == 0)
-		return net_listen_unix(addr + 5, err, errlen);
-	return net_listen_tcp(addr, err, errlen);
+		return net_listen_unix(addr + 5, 0, err, errlen);
+	return net_bind_inet(addr, SOCK_STREAM, err, errlen);
 }
 
 void net_tune(int fd)
@@ -111,4 +117,9 @@ void net_tune(int fd)
 
 	/* Fails harmlessly (ENOTSUP) on unix sockets. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int net_bind_udp(const char *addr, char *err, size_t errlen)
+{
+	return net_bind_inet(addr, SOCK_DGRAM, err, errlen);
 }

@@ -9,6 +9,13 @@
  * replaced; any other kind of file is left alone and refused). Returns a non-blocking, close-on-exec listening fd, or -1 with err set. */
 int net_listen(const char *addr, char *err, size_t errlen);
 
+/* net_listen for a unix socket at path whose file gets mode (e.g. 0600) before anyone
+ * can connect; mode 0 keeps what the umask gives. */
+int net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen);
+
+/* A non-blocking, close-on-exec UDP socket bound to "host:port", or -1 with err set. */
+int net_bind_udp(const char *addr, char *err, size_t errlen);
+
 /* Removes the socket file of a "unix:/path" address, if it is still a socket. */
 void net_unlisten(const char *addr);
 

@@ -10,6 +10,7 @@
 #include "decision.h"
 #include "log.h"
 #include "spop.h"
+#include "stats.h"
 
 #define SESSION_CAPABILITIES "pipelining"
 
@@ -153,10 +154,15 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 	}
 	if (d->model) {
 		session_set_str(out, "model", d->model->name, strlen(d->model->name));
+		if (d->model->provider)
+			session_set_str(out, "provider", d->model->provider->name,
+			                strlen(d->model->provider->name));
 		if (d->verdict == DECISION_ALLOW)
 			session_set_str(out, "backend", d->model->provider->backend,
 			                strlen(d->model->provider->backend));
 	}
+	if (d->capture)
+		session_set_int(out, "capture", 1);
 	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)
 		session_set_str(out, "model_source", "key_default", strlen("key_default"));
 	if (d->stream >= 0)
@@ -231,9 +237,15 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		d.verdict = DECISION_AGENT_ERROR;
 		d.stream = -1;
 	} else {
+		uint64_t t0 = stats_now_ns();
+
 		decision_make(kt, &req, &d);
+		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
 	s->stats.verdicts[d.verdict]++;
+	stats_add(&stats.verdicts[d.verdict], 1);
+	if (s->on_decided)
+		s->on_decided(s->decided_arg, id, &d);
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
 	if (d.verdict != DECISION_ALLOW)
@@ -241,6 +253,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
 		session_ack(s, f, &d, body, body_len, 1, out);
+	stats_add(&stats.spop_frames_out, 1);
 }
 
 static enum session_result session_frame(struct session *s, const struct keytable *kt,
@@ -296,6 +309,7 @@ enum session_result session_feed(struct session *s, const struct keytable *kt,
 			break;
 		}
 		used += n;
+		stats_add(&stats.spop_frames_in, 1);
 		r = session_frame(s, kt, &f, out);
 		if (r == SESSION_CLOSE)
 			break;

@@ -23,10 +23,17 @@ struct session_stats {
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };
 
+/* Called for every NOTIFY once decided, before its ACK is written: the I/O thread
+ * records the transaction for accounting there. id borrows the frame (valid during
+ * the call only); it is empty if HAProxy sent none. */
+typedef void session_decided_fn(void *arg, struct spop_str id, const struct decision *d);
+
 struct session {
 	enum session_state state;
 	uint32_t max_frame_size;  /* ours until HELLO, then the negotiated one */
 	struct session_stats stats;
+	session_decided_fn *on_decided;   /* may be NULL; set after session_init */
+	void *decided_arg;
 };
 
 enum session_result {

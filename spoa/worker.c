@@ -12,7 +12,11 @@
  * session consume whole frames, and writes the replies. While replies cannot be sent
  * the connection stops reading, so a slow HAProxy cannot make the agent buffer
  * without bound. A timer closes connections that send no HELLO in time, or that stay
- * silent past the idle timeout (HAProxy closes its idle SPOP connections sooner). */
+ * silent past the idle timeout (HAProxy closes its idle SPOP connections sooner).
+ *
+ * Every decision leaves a pending entry for accounting (see intake.c) and a journal
+ * entry; the journal is written before the ACKs of a batch go out, so that a request
+ * HAProxy lets through is on disk even if the agent is killed right after. */
 #include "worker.h"
 
 #include <errno.h>
@@ -22,10 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "journal.h"
+#include "keylive.h"
 #include "keytable.h"
 #include "log.h"
+#include "pending.h"
+#include "stats.h"
 #include "net.h"
 #include "session.h"
 #include "spop.h"
@@ -59,6 +68,8 @@ struct worker_conn {
 struct worker {
 	int id;
 	struct worker_limits limits;
+	struct worker_acct acct;
+	struct journal_log *jlog;        /* loop thread only; NULL without a journal */
 	pthread_t thread;
 	struct ev_loop *loop;
 	ev_async wake;
@@ -94,6 +105,7 @@ static void worker_conn_close(struct worker_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	w->nconns--;
+	atomic_fetch_sub_explicit(&stats.spop_connections_open, 1, memory_order_relaxed);
 	free(c->in);
 	free(c->out);
 	free(c);
@@ -141,6 +153,8 @@ static int worker_conn_pump(struct worker_conn *c)
 			c->out_len += wr.len;
 			memmove(c->in, c->in + used, c->in_len - used);
 			c->in_len -= used;
+			if (used && c->w->jlog)
+				journal_flush(c->w->jlog);
 		}
 		rc = worker_conn_flush(c);
 		if (rc < 0 || (rc == 0 && c->closing)) {
@@ -217,6 +231,65 @@ static void worker_refuse(struct worker *w, int fd)
 	}
 }
 
+static int64_t worker_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void worker_copy(char *dst, size_t cap, const char *s, size_t len)
+{
+	size_t n = len < cap - 1 ? len : cap - 1;
+
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+}
+
+/* The session's hook: records the decided transaction as pending until its record
+ * comes (see intake.c). A NOTIFY without an id cannot be joined: nothing to record. */
+static void worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
+{
+	struct worker *w = arg;
+	struct acct_row row;
+	int64_t now = worker_now_ms();
+
+	if (id.len == 0 || id.len >= ACCT_ID_MAX)
+		return;
+	memset(&row, 0, sizeof(row));
+	worker_copy(row.request_id, sizeof(row.request_id), id.ptr, id.len);
+	row.key_id = d->key ? d->key->id : ACCT_NONE;
+	if (d->model) {
+		worker_copy(row.model_requested, sizeof(row.model_requested), d->model->name,
+		            strlen(d->model->name));
+		memcpy(row.model, row.model_requested, sizeof(row.model));
+		if (d->model->provider)
+			worker_copy(row.provider, sizeof(row.provider), d->model->provider->name,
+			            strlen(d->model->provider->name));
+	}
+	worker_copy(row.verdict, sizeof(row.verdict), decision_verdict_name(d->verdict),
+	            strlen(decision_verdict_name(d->verdict)));
+	row.stream = d->stream < 0 ? ACCT_NONE : d->stream;
+	row.status = decision_http_status(d->verdict);
+	row.started_at_ms = now;
+	row.duration_ms = row.ttfb_ms = row.bytes_in = row.bytes_out = ACCT_NONE;
+	row.prompt_tokens = row.completion_tokens = row.cached_tokens = ACCT_NONE;
+	row.cache_creation_tokens = row.reasoning_tokens = row.cost_micros = ACCT_NONE;
+	if (w->jlog)
+		row.journal_epoch[0] = journal_append(w->jlog, JOURNAL_DECISION, &row);
+	if (pending_add(w->acct.pending, &row, now) < 0) {
+		/* Its record still makes a row when it comes; only a lost record would go
+		 * unnoticed. */
+		log_error("worker %d: out of memory for a pending transaction", w->id);
+		journal_release(w->acct.journal, row.journal_epoch[0]);
+		return;
+	}
+	stats_add(&stats.received, 1);
+	if (d->verdict == DECISION_ALLOW)
+		keylive_admit(w->acct.keylive, row.key_id);
+}
+
 static void worker_add_conn(struct worker *w, int fd)
 {
 	struct worker_conn *c;
@@ -238,6 +311,8 @@ static void worker_add_conn(struct worker *w, int fd)
 	if (!c->in || !c->out)
 		goto fail;
 	session_init(&c->sess, w->limits.max_frame_size);
+	c->sess.on_decided = worker_on_decided;
+	c->sess.decided_arg = w;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);
@@ -250,6 +325,8 @@ static void worker_add_conn(struct worker *w, int fd)
 	w->conns = c;
 	w->nconns++;
 	w->totals.connections++;
+	stats_add(&stats.spop_connections, 1);
+	atomic_fetch_add_explicit(&stats.spop_connections_open, 1, memory_order_relaxed);
 	ev_io_start(w->loop, &c->rio);
 	ev_timer_again(w->loop, &c->timer);
 	return;
@@ -362,7 +439,8 @@ void worker_post_keytable(struct worker *w, struct keytable *kt)
 		keytable_unref(kt);
 }
 
-struct worker *worker_start(int id, const struct worker_limits *limits, struct keytable *kt,
+struct worker *worker_start(int id, const struct worker_limits *limits,
+                            const struct worker_acct *acct, struct keytable *kt,
                             char *err, size_t errlen)
 {
 	struct worker *w = calloc(1, sizeof(*w));
@@ -375,6 +453,16 @@ struct worker *worker_start(int id, const struct worker_limits *limits, struct k
 	pthread_mutex_init(&w->lock, NULL);
 	w->id = id;
 	w->limits = *limits;
+	w->acct = *acct;
+	if (acct->journal) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "io%d", id);
+		if (!(w->jlog = journal_log_open(acct->journal, name))) {
+			snprintf(err, errlen, "worker %d: cannot open its journal", id);
+			goto fail;
+		}
+	}
 	w->stop_msg = calloc(1, sizeof(*w->stop_msg));
 	w->loop = ev_loop_new(EVFLAG_AUTO);
 	if (!w->stop_msg || !w->loop) {
@@ -392,6 +480,8 @@ struct worker *worker_start(int id, const struct worker_limits *limits, struct k
 	}
 	return w;
 fail:
+	if (w->jlog)
+		journal_log_close(w->jlog);
 	if (w->loop)
 		ev_loop_destroy(w->loop);
 	free(w->stop_msg);
@@ -408,6 +498,8 @@ void worker_stop(struct worker *w, struct worker_totals *totals)
 	if (totals)
 		*totals = w->totals;
 	keytable_unref(w->kt);
+	if (w->jlog)
+		journal_log_close(w->jlog);
 	ev_loop_destroy(w->loop);
 	pthread_mutex_destroy(&w->lock);
 	free(w->stop_msg);

@@ -11,12 +11,22 @@
 #include "keytable-t.h"
 
 struct worker;
+struct pending;
+struct keylive;
+struct journal;
 
 struct worker_limits {
 	uint32_t max_frame_size;      /* largest frame accepted and announced */
 	int max_connections;          /* beyond this, new connections are closed at once */
 	double hello_timeout;         /* seconds for a new connection to send its HELLO */
 	double idle_timeout;          /* seconds without a byte in either direction */
+};
+
+/* Where decided transactions go: borrowed, all of them, until worker_stop returns. */
+struct worker_acct {
+	struct pending *pending;
+	struct keylive *keylive;
+	struct journal *journal;      /* NULL: no journal */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */
@@ -31,7 +41,8 @@ struct worker_totals {
 };
 
 /* Creates and starts the thread (main thread). kt: a reference the worker now owns. */
-struct worker *worker_start(int id, const struct worker_limits *limits, struct keytable *kt,
+struct worker *worker_start(int id, const struct worker_limits *limits,
+                            const struct worker_acct *acct, struct keytable *kt,
                             char *err, size_t errlen);
 
 /* Hands an accepted socket to the worker, which closes it when done. -1 if the worker

@@ -5,7 +5,8 @@
 -- common/db.c. Changing the schema means: edit this file, bump PRAGMA user_version at
 -- the end, bump DB_SCHEMA_VERSION in common/db.h and append the matching migration.
 --
--- Times are unix seconds (UTC). Money is integer micro-dollars (1e-6 USD), never REAL.
+-- Times are unix seconds (UTC), except requests.started_at (unix milliseconds).
+-- Money is integer micro-dollars (1e-6 USD), never REAL.
 -- Provider credentials are not stored here: they live in HAProxy's environment.
 
 -- Small named counters.
@@ -28,16 +29,22 @@ CREATE TABLE providers (
 );
 
 -- Models clients may ask for, the provider serving each and its prices.
--- Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok).
+-- Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok). NULL is
+-- an unknown price, never taken for 0: rows of a model with usage but no price are
+-- stored unpriced (requests.cost_micros NULL) and counted in usage_hourly.unpriced.
+-- cache_write_micros_per_mtok prices cache-creation tokens; NULL: at the input price.
+-- (Schema version 1 had NOT NULL prices defaulting to 0; the migration to version 2
+-- turns a model whose three prices were all 0 into one with all prices NULL.)
 CREATE TABLE models (
-	id                     INTEGER PRIMARY KEY,
-	name                   TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
-	provider_id            INTEGER NOT NULL REFERENCES providers (id),
-	input_micros_per_mtok  INTEGER NOT NULL DEFAULT 0 CHECK (input_micros_per_mtok >= 0),
-	output_micros_per_mtok INTEGER NOT NULL DEFAULT 0 CHECK (output_micros_per_mtok >= 0),
-	cached_micros_per_mtok INTEGER NOT NULL DEFAULT 0 CHECK (cached_micros_per_mtok >= 0),
-	created_at             INTEGER NOT NULL,
-	updated_at             INTEGER NOT NULL
+	id                          INTEGER PRIMARY KEY,
+	name                        TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
+	provider_id                 INTEGER NOT NULL REFERENCES providers (id),
+	input_micros_per_mtok       INTEGER CHECK (input_micros_per_mtok >= 0),
+	output_micros_per_mtok      INTEGER CHECK (output_micros_per_mtok >= 0),
+	cached_micros_per_mtok      INTEGER CHECK (cached_micros_per_mtok >= 0),
+	cache_write_micros_per_mtok INTEGER CHECK (cache_write_micros_per_mtok >= 0),
+	created_at                  INTEGER NOT NULL,
+	updated_at                  INTEGER NOT NULL
 );
 CREATE INDEX models_provider_id ON models (provider_id);
 
@@ -58,6 +65,91 @@ CREATE TABLE key_models (
 	model  TEXT NOT NULL,
 	PRIMARY KEY (key_id, model)
 );
+
+-- Usage: one row per HTTP transaction, written by the agent's writer thread. Integer
+-- columns are NULL when not known or not reported (token counts the provider did not
+-- report, no status, ...); text columns are NULL when empty. No foreign key on key_id:
+-- keys are never deleted, and a check per row would cost every insert.
+CREATE TABLE requests (
+	id                    INTEGER PRIMARY KEY,
+	request_id            TEXT NOT NULL UNIQUE,  -- X-Request-Id, HAProxy's unique id
+	key_id                INTEGER,               -- keys.id; NULL: no known key
+	model                 TEXT,     -- as the upstream named it, else as routed
+	model_requested       TEXT,     -- the configured model the agent routed to
+	provider              TEXT,     -- providers.name
+	verdict               TEXT,     -- the agent's verdict, 'fail_open'; NULL: never decided
+	status                INTEGER,  -- HTTP status sent to the client
+	stream                INTEGER CHECK (stream IN (0, 1)),
+	prompt_tokens         INTEGER,  -- all input tokens, cached ones included
+	completion_tokens     INTEGER,  -- all output tokens, reasoning ones included
+	cached_tokens         INTEGER,  -- input read from the provider's cache
+	cache_creation_tokens INTEGER,  -- input written to the provider's cache
+	reasoning_tokens      INTEGER,
+	cost_micros           INTEGER,  -- NULL: unpriced model, or no usage
+	outcome               TEXT NOT NULL CHECK (outcome IN ('complete', 'client_abort',
+	                          'upstream_error', 'upstream_rejected', 'denied',
+	                          'gateway_rejected', 'no_record')),
+	usage_source          TEXT NOT NULL CHECK (usage_source IN ('none', 'response',
+	                          'stream', 'partial')),
+	termination           TEXT,     -- HAProxy's termination state, e.g. '--', 'CD'
+	started_at            INTEGER NOT NULL,  -- unix MILLIseconds (other *_at: seconds)
+	duration_ms           INTEGER,  -- request arrival to end of response
+	ttfb_ms               INTEGER,  -- request arrival to the upstream's response headers
+	bytes_in              INTEGER,  -- request bytes from the client
+	bytes_out             INTEGER   -- response bytes to the client, headers included
+);
+CREATE INDEX requests_started_at ON requests (started_at);
+CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
+
+-- Hourly rollups per key and model, kept by the writer in the same transaction as the
+-- rows they sum, so they always agree with requests. Dashboards read these.
+--   hour: unix seconds of the hour the request started in (started_at floored).
+--   key_id: 0 for requests without a known key (a primary key column cannot be NULL).
+--   model: requests.model, '' for none.
+-- Token and cost sums count NULL as 0; unpriced counts rows with usage but no price,
+-- whose cost is missing from cost_micros.
+CREATE TABLE usage_hourly (
+	hour                  INTEGER NOT NULL,
+	key_id                INTEGER NOT NULL,
+	model                 TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,  -- outcome other than 'complete'
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	PRIMARY KEY (hour, key_id, model)
+) WITHOUT ROWID;
+
+-- The agent's durable accounting counters: one row, rewritten by the writer in every
+-- transaction it commits, so it always matches the rows stored with it.
+--   received:   distinct transactions accepted for accounting
+--   written:    rows inserted into requests
+--   dropped:    rows lost (queue full, or the database failing for too long)
+--   duplicates: records for a transaction already accounted (not in received)
+--   timed_out:  rows written as 'no_record' (part of written)
+--   unpriced:   rows written with usage but no price (part of written)
+-- Once the agent has drained its queue (at every clean stop, and at start-up), nothing
+-- is in flight and
+--   SELECT received = written + dropped FROM accounting;
+-- returns 1. While it runs, received may be ahead by the rows still queued. A row
+-- counted received by an agent that then died is counted again when the journal
+-- re-delivers it; the agent sets received = written + dropped at start-up.
+CREATE TABLE accounting (
+	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	received   INTEGER NOT NULL,
+	written    INTEGER NOT NULL,
+	dropped    INTEGER NOT NULL,
+	duplicates INTEGER NOT NULL,
+	timed_out  INTEGER NOT NULL,
+	unpriced   INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL   -- unix seconds of the last update
+);
+INSERT INTO accounting VALUES (1, 0, 0, 0, 0, 0, 0, 0);
 
 -- config_generation triggers: one per table and statement kind (SQLite triggers fire
 -- on a single event).
@@ -98,4 +190,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;

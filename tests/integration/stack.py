@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 
@@ -71,6 +72,8 @@ class Stack:
         self.gw_port = free_port()
         self.agent_port = free_port()
         self.mock_port = free_port()
+        self.records_port = free_port()
+        self.metrics_port = free_port()
         self.fail_policy = fail_policy
         self.agent_args = list(agent_args)
         self.bufsize = bufsize
@@ -93,7 +96,9 @@ class Stack:
 
     def start_agent(self, extra=(), preexec=None):
         argv = [str(binary("tally-agent")), "--listen", f"127.0.0.1:{self.agent_port}",
-                "--db", str(self.db), "--threads", "2", *self.agent_args, *extra]
+                "--db", str(self.db), "--threads", "2",
+                "--records", f"127.0.0.1:{self.records_port}",
+                "--metrics", f"127.0.0.1:{self.metrics_port}", *self.agent_args, *extra]
         if os.environ.get("TALLY_VALGRIND") == "1":
             argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite", "-q"] + argv
@@ -124,6 +129,8 @@ class Stack:
             "TALLY_FAILOPEN_BACKEND": "be_mock_openai",
             "TALLY_MOCK_ADDR": f"127.0.0.1:{self.mock_port}",
             "TALLY_MOCK_CREDENTIAL": MOCK_CREDENTIAL,
+            "TALLY_RECORDS_ADDR": f"127.0.0.1:{self.records_port}",
+            "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
         })
         return env
 
@@ -245,3 +252,34 @@ class Stack:
 
     def mock_clear(self):
         self._request(self.mock_port, "DELETE", "/_mock/requests")
+
+    # --- accounting ------------------------------------------------------------------
+    def rows(self, where="1", args=()):
+        """Usage rows as dicts, oldest first (the agent writes them; we only read)."""
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
+        con.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in con.execute(
+                f"SELECT * FROM requests WHERE {where} ORDER BY id", args)]
+        finally:
+            con.close()
+
+    def wait_rows(self, n, where="1", args=(), timeout=15):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rows = self.rows(where, args)
+            if len(rows) >= n:
+                return rows
+            time.sleep(0.05)
+        raise AssertionError(f"{len(self.rows(where, args))} rows, wanted {n}\n{self.logs()}")
+
+    def row(self, request_id, timeout=15):
+        return self.wait_rows(1, "request_id = ?", (request_id,), timeout)[0]
+
+    def counters(self):
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
+        try:
+            con.row_factory = sqlite3.Row
+            return dict(con.execute("SELECT * FROM accounting").fetchone())
+        finally:
+            con.close()

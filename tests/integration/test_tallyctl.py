@@ -123,7 +123,7 @@ def test_group_help(ctl, group):
 def test_first_command_creates_database(ctl):
     out = ctl.ok("provider", "list")
     assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
-    assert ctl.query("PRAGMA user_version") == [(1,)]
+    assert ctl.query("PRAGMA user_version") == [(2,)]
     assert ctl.query("PRAGMA journal_mode") == [("wal",)]
     assert ctl.generation() == 0
     assert not ctl.secret.exists(), "only key creation needs the secret"
@@ -206,7 +206,12 @@ def test_model_set_and_list(seeded):
     assert m["provider"] == "openai"
     assert (m["input_micros_per_mtok"], m["output_micros_per_mtok"],
             m["cached_micros_per_mtok"]) == (2500000, 10000000, 1250000)
-    assert models["gpt-4o-mini"]["input_micros_per_mtok"] == 0
+    # Prices not given are unknown, never 0.
+    mini = models["gpt-4o-mini"]
+    assert (mini["input_micros_per_mtok"], mini["output_micros_per_mtok"],
+            mini["cached_micros_per_mtok"], mini["cache_write_micros_per_mtok"]) == \
+        (None, None, None, None)
+    assert m["cache_write_micros_per_mtok"] is None
 
     # A partial update changes only what it names.
     assert seeded.ok("model", "set", "gpt-4o", "--provider", "openai",
@@ -226,9 +231,26 @@ def test_model_set_and_list(seeded):
     seeded.ok("model", "set", "llama3.1:8b", "--provider", "openai")
     text = seeded.ok("model", "list").splitlines()
     assert text[0].split() == ["ID", "NAME", "PROVIDER", "INPUT_MICROS", "OUTPUT_MICROS",
-                               "CACHED_MICROS", "CREATED", "UPDATED"]
+                               "CACHED_MICROS", "CACHE_WRITE_MICROS", "CREATED", "UPDATED"]
     assert any(line.split()[1] == "meta-llama/Llama-3.1-8B-Instruct" and
-               line.split()[3] == "1000000000000" for line in text[1:])
+               line.split()[3:7] == ["1000000000000", "-", "-", "-"] for line in text[1:])
+
+
+def test_model_prices_unset_and_cache_write(seeded):
+    seeded.ok("model", "set", "claude-sonnet-4", "--provider", "anthropic",
+              "--cache-write-micros", "3750000", "--cached-micros", "300000")
+    m = {m["name"]: m for m in seeded.json("model", "list")}["claude-sonnet-4"]
+    assert (m["input_micros_per_mtok"], m["output_micros_per_mtok"],
+            m["cached_micros_per_mtok"], m["cache_write_micros_per_mtok"]) == \
+        (3000000, 15000000, 300000, 3750000)
+    # A new model with one price: the others stay unknown; 0 is a real price.
+    seeded.ok("model", "set", "free", "--provider", "openai", "--input-micros", "0")
+    assert seeded.query("SELECT input_micros_per_mtok, output_micros_per_mtok,"
+                        " cached_micros_per_mtok, cache_write_micros_per_mtok"
+                        " FROM models WHERE name = 'free'") == [(0, None, None, None)]
+    line = [row for row in seeded.ok("model", "list").splitlines()[1:]
+            if row.split()[1] == "free"][0]
+    assert line.split()[3:7] == ["0", "-", "-", "-"]
 
 
 def test_model_unknown_provider(seeded):
@@ -236,6 +258,91 @@ def test_model_unknown_provider(seeded):
     assert r.returncode == 1
     assert "nosuch" in r.stderr
     assert seeded.query("SELECT count(*) FROM models WHERE name = 'x'") == [(0,)]
+
+
+# ---- migration ----
+
+SCHEMA_V1 = Path(__file__).with_name("schema_v1.sql")
+
+
+def normalized_schema(db):
+    """Every table, index and trigger as (type, name, SQL without comments, quotes or
+    layout), so that a migrated database compares equal to a fresh one."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT type, name, sql FROM sqlite_master"
+                           " WHERE sql IS NOT NULL ORDER BY type, name").fetchall()
+    finally:
+        con.close()
+    out = []
+    for kind, name, sql in rows:
+        sql = re.sub(r"--[^\n]*", "", sql).replace('"', "")
+        sql = re.sub(r"\s+", " ", sql)
+        sql = re.sub(r"\s*([(),;])\s*", r"\1", sql).strip()
+        out.append((kind, name, sql))
+    return out
+
+
+def test_migrate_v1_database(tmp_path):
+    ctl = Ctl(tmp_path)
+    con = sqlite3.connect(ctl.db)
+    con.executescript(SCHEMA_V1.read_text())
+    con.executescript("""
+        INSERT INTO providers (id, name, api, backend, base_url, created_at) VALUES
+          (1, 'openai', 'openai', 'be_openai', 'https://api.openai.com', 100),
+          (2, 'vllm', 'openai', 'be_vllm', NULL, 101);
+        INSERT INTO models (id, name, provider_id, input_micros_per_mtok, output_micros_per_mtok,
+                            cached_micros_per_mtok, created_at, updated_at) VALUES
+          (1, 'gpt-4o', 1, 2500000, 10000000, 1250000, 102, 103),
+          (5, 'llama3.1:8b', 2, 0, 0, 0, 104, 104),
+          (7, 'half-free', 1, 0, 500, 0, 105, 106);
+        INSERT INTO keys (id, name, prefix, hash, default_model, created_at, revoked_at) VALUES
+          (1, 'ci', 'tly_aaaaaaaa', zeroblob(32), 'gpt-4o', 107, NULL),
+          (3, 'old', 'tly_bbbbbbbb', randomblob(32), NULL, 108, 109);
+        INSERT INTO key_models (key_id, model) VALUES (1, 'gpt-4o'), (1, 'llama3.1:8b');
+    """)
+    con.close()
+    kept = ["SELECT * FROM providers ORDER BY id", "SELECT * FROM keys ORDER BY id",
+            "SELECT * FROM key_models ORDER BY key_id, model",
+            "SELECT * FROM meta ORDER BY name"]
+    before = [ctl.query(sql) for sql in kept]
+    assert ctl.query("PRAGMA user_version") == [(1,)]
+
+    models = ctl.json("model", "list")   # opening migrates
+    assert ctl.query("PRAGMA user_version") == [(2,)]
+    assert [ctl.query(sql) for sql in kept] == before
+    assert ctl.query("SELECT id, name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
+                     " cached_micros_per_mtok, cache_write_micros_per_mtok, created_at, updated_at"
+                     " FROM models ORDER BY id") == [
+        (1, "gpt-4o", 1, 2500000, 10000000, 1250000, None, 102, 103),
+        # v1 stored unset prices as 0: all three 0 means never priced.
+        (5, "llama3.1:8b", 2, None, None, None, None, 104, 104),
+        # One real price: the zeros are prices too.
+        (7, "half-free", 1, 0, 500, 0, None, 105, 106)]
+    assert [m["name"] for m in models] == ["gpt-4o", "half-free", "llama3.1:8b"]
+    assert ctl.query("SELECT received, written, dropped FROM accounting") == [(0, 0, 0)]
+    assert ctl.query("SELECT count(*) FROM requests") == [(0,)]
+
+    # The same schema as a database created at version 2, triggers and indexes included.
+    fresh = Ctl(tmp_path / "fresh")
+    fresh.dir.mkdir()
+    fresh.ok("key", "list")
+    assert normalized_schema(ctl.db) == normalized_schema(fresh.db)
+    assert ctl.query("PRAGMA foreign_key_check") == []
+    assert ctl.query("PRAGMA integrity_check") == [("ok",)]
+
+    # The rebuilt models table still moves config_generation, and still works.
+    gen = ctl.generation()
+    ctl.ok("model", "set", "llama3.1:8b", "--provider", "vllm", "--input-micros", "1")
+    assert ctl.generation() == gen + 1
+    r = ctl("model", "set", "x", "--provider", "nosuch")
+    assert r.returncode == 1
+    con = sqlite3.connect(ctl.db)
+    con.execute("PRAGMA foreign_keys = ON")
+    with pytest.raises(sqlite3.IntegrityError):
+        con.execute("INSERT INTO models (name, provider_id, created_at, updated_at)"
+                    " VALUES ('orphan', 99, 1, 1)")
+    con.close()
 
 
 # ---- keys ----
@@ -424,6 +531,8 @@ def test_secret_file_refused(seeded):
     (["model", "set", "m", "--provider", "openai", "--input-micros", "-1"], "--input-micros"),
     (["model", "set", "m", "--provider", "openai", "--output-micros", "1.5"], "--output-micros"),
     (["model", "set", "m", "--provider", "openai", "--cached-micros", "ten"], "--cached-micros"),
+    (["model", "set", "m", "--provider", "openai", "--cache-write-micros", "-5"],
+     "--cache-write-micros"),
     (["model", "set", "m", "--provider", "openai", "--input-micros", ""], "--input-micros"),
     (["model", "set", "m", "--provider", "openai", "--input-micros", "1000000000001"],
      "--input-micros"),

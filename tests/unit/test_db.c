@@ -64,8 +64,12 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "PRAGMA busy_timeout"), DB_BUSY_TIMEOUT_MS);
 	CHECK_EQ_INT(test_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-	                          " ('meta', 'providers', 'models', 'keys', 'key_models')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'requests'"), 0);
+	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
+	                          " 'usage_hourly', 'accounting')"), 8);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
+	                          " ('requests_started_at', 'requests_key_started_at')"), 2);
+	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
+	                          " + unpriced FROM accounting WHERE id = 1"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 12);
 	sqlite3_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
@@ -173,8 +177,11 @@ static void test_constraints(void)
 	                           " created_at, updated_at) VALUES ('m', 1, -1, 1, 1)"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
 	                           " VALUES ('m', 1, 1, 1)"), 0);
-	CHECK_EQ_INT(test_int(db, "SELECT input_micros_per_mtok + output_micros_per_mtok"
-	                          " + cached_micros_per_mtok FROM models"), 0);
+	/* A price not given is unknown, never 0. */
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM models WHERE input_micros_per_mtok IS NULL"
+	                          " AND output_micros_per_mtok IS NULL AND cached_micros_per_mtok"
+	                          " IS NULL AND cache_write_micros_per_mtok IS NULL"), 1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE models SET cache_write_micros_per_mtok = -1"), -1);
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM providers"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
 	                           " VALUES ('k', 'x', zeroblob(31), 1)"), -1);
@@ -188,6 +195,41 @@ static void test_constraints(void)
 	/* Deleting a key takes its allow-list with it. */
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM keys"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 0);
+	sqlite3_close(db);
+}
+
+/* Inserts a request row given (request_id, outcome, usage_source, started_at, stream). */
+static int test_request(sqlite3 *db, const char *values)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "INSERT INTO requests (request_id, outcome, usage_source,"
+	         " started_at, stream) VALUES %s", values);
+	return test_exec(db, sql);
+}
+
+static void test_usage_constraints(void)
+{
+	sqlite3 *db = test_open("usage.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_request(db, "('a', 'complete', 'response', 1, 1)"), 0);
+	CHECK_EQ_INT(test_request(db, "('b', 'no_record', 'none', 1, NULL)"), 0);
+	CHECK_EQ_INT(test_request(db, "('a', 'complete', 'response', 1, 0)"), -1);    /* unique */
+	CHECK_EQ_INT(test_request(db, "('c', 'finished', 'response', 1, 0)"), -1);
+	CHECK_EQ_INT(test_request(db, "('c', 'complete', 'guess', 1, 0)"), -1);
+	CHECK_EQ_INT(test_request(db, "('c', 'complete', 'response', 1, 2)"), -1);
+	CHECK_EQ_INT(test_request(db, "('c', 'complete', 'response', NULL, 0)"), -1);
+	CHECK_EQ_INT(test_request(db, "(NULL, 'complete', 'response', 1, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly VALUES (0, 0, '', 1, 0, 0, 0, 0, 0,"
+	                           " 0, 0, 0, 0)"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly VALUES (0, 0, '', 1, 0, 0, 0, 0, 0,"
+	                           " 0, 0, 0, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting VALUES (2, 0, 0, 0, 0, 0, 0, 0)"), -1);
+	/* Usage tables are not configuration: the agent need not reload for them. */
+	CHECK_EQ_INT(db_config_generation(db), 0);
 	sqlite3_close(db);
 }
 
@@ -227,27 +269,44 @@ static void test_uninitialised_refused(void)
 	CHECK(strstr(err, "not a tally database") != NULL);
 }
 
+/* Test migrations after the built-in ones: list[i] upgrades version i + 1. Entries
+ * below DB_SCHEMA_VERSION never run on a database created at that version. */
+#define TEST_MIGRATIONS_MAX 8
+
+static int test_migrations(const char *const *extra, int nextra, const char **list)
+{
+	int i, n = DB_SCHEMA_VERSION - 1;
+
+	for (i = 0; i < n; i++)
+		list[i] = "SELECT nosuch()";
+	for (i = 0; i < nextra && n < TEST_MIGRATIONS_MAX; i++)
+		list[n++] = extra[i];
+	return n;
+}
+
 static void test_migrate(void)
 {
-	static const char *const migrations[] = {
+	static const char *const extra[] = {
 		"CREATE TABLE m2 (x INTEGER)",
 		"",
 		"ALTER TABLE m2 ADD COLUMN y TEXT; INSERT INTO m2 VALUES (1, 'a')",
 	};
+	const char *list[TEST_MIGRATIONS_MAX];
+	int n = test_migrations(extra, 3, list);
 	char err[512] = "";
 	sqlite3 *db = test_open("migrate.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_EQ_INT(db_migrate(db, migrations, 3, err, sizeof(err)), 0);
-	CHECK_EQ_INT(db_schema_version(db), 4);
+	CHECK_EQ_INT(db_migrate(db, list, n, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION + 3);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM m2 WHERE y = 'a'"), 1);
 	/* Already there: nothing runs again. */
-	CHECK_EQ_INT(db_migrate(db, migrations, 3, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_migrate(db, list, n, err, sizeof(err)), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM m2"), 1);
 	/* A binary that knows fewer migrations refuses the newer database. */
-	CHECK_EQ_INT(db_migrate(db, migrations, 2, err, sizeof(err)), -1);
+	CHECK_EQ_INT(db_migrate(db, list, n - 1, err, sizeof(err)), -1);
 	CHECK(strstr(err, "newer") != NULL);
 	CHECK(sqlite3_get_autocommit(db));
 	sqlite3_close(db);
@@ -255,21 +314,25 @@ static void test_migrate(void)
 
 static void test_migrate_atomic(void)
 {
-	static const char *const migrations[] = {
+	static const char *const extra[] = {
 		"CREATE TABLE ok2 (x)",
 		"CREATE TABLE half (x); INSERT INTO nosuch VALUES (1)",
 	};
-	char err[512] = "";
+	const char *list[TEST_MIGRATIONS_MAX];
+	int n = test_migrations(extra, 2, list);
+	char err[512] = "", want[64];
 	sqlite3 *db = test_open("atomic.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_EQ_INT(db_migrate(db, migrations, 2, err, sizeof(err)), -1);
-	CHECK(strstr(err, "from version 2 to 3") != NULL);
+	CHECK_EQ_INT(db_migrate(db, list, n, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "from version %d to %d", DB_SCHEMA_VERSION + 1,
+	         DB_SCHEMA_VERSION + 2);
+	CHECK(strstr(err, want) != NULL);
 	CHECK(strstr(err, "nosuch") != NULL);
 	/* The first step committed; the failed one left nothing behind. */
-	CHECK_EQ_INT(db_schema_version(db), 2);
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION + 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'ok2'"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
 	CHECK(sqlite3_get_autocommit(db));
@@ -342,6 +405,7 @@ int main(void)
 	RUN(test_modes);
 	RUN(test_generation_triggers);
 	RUN(test_constraints);
+	RUN(test_usage_constraints);
 	RUN(test_newer_refused);
 	RUN(test_uninitialised_refused);
 	RUN(test_migrate);

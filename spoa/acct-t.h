@@ -1,0 +1,68 @@
+/* Types of the accounting path: one row per HTTP transaction, built on the intake
+ * thread from HAProxy's end-of-transaction record (or, when none came, from what the
+ * agent decided), queued, and stored by the writer thread. Plain data: rows are copied
+ * by value through the queue and the journal, so they hold no pointers. */
+#ifndef TALLY_ACCT_T_H
+#define TALLY_ACCT_T_H
+
+#include <stdint.h>
+
+#define ACCT_ID_MAX    64   /* request ids: HAProxy's uuid() is 36 characters */
+#define ACCT_NAME_MAX  128  /* model names, as configured or as the upstream names them */
+#define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
+
+/* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
+#define ACCT_NONE (-1)
+
+/* How the transaction ended; stored by name (acct_outcome_name). */
+enum acct_outcome {
+	ACCT_COMPLETE = 0,        /* upstream answered 2xx and the response went out whole */
+	ACCT_CLIENT_ABORT,        /* the client went away before the response ended */
+	ACCT_UPSTREAM_ERROR,      /* upstream 5xx, refused, timed out or closed mid-response */
+	ACCT_UPSTREAM_REJECTED,   /* upstream 4xx (its own validation, rate limit, ...) */
+	ACCT_DENIED,              /* the agent's verdict was a denial: never forwarded */
+	ACCT_GATEWAY_REJECTED,    /* HAProxy answered without a verdict (agent unavailable
+	                           * under fail-closed, malformed request, no route) */
+	ACCT_NO_RECORD,           /* decided, but HAProxy's record never arrived in time */
+	ACCT_OUTCOME_COUNT
+};
+
+/* Where the token counts came from; stored by name (acct_usage_source_name). */
+enum acct_usage_source {
+	ACCT_USAGE_NONE = 0,      /* no usage seen (denied, error body, cut before usage) */
+	ACCT_USAGE_RESPONSE,      /* the usage object of a unary JSON response */
+	ACCT_USAGE_STREAM,        /* the usage events of a server-sent event stream */
+	ACCT_USAGE_PARTIAL,       /* some counts only: the stream ended before its usage */
+	ACCT_USAGE_SOURCE_COUNT
+};
+
+struct acct_row {
+	char request_id[ACCT_ID_MAX];      /* X-Request-Id; never empty */
+	int64_t key_id;                    /* ACCT_NONE: no known key */
+	char model[ACCT_NAME_MAX];         /* as the upstream named it, else as decided; "" none */
+	char model_requested[ACCT_NAME_MAX]; /* the configured model the agent routed to */
+	char provider[ACCT_SHORT_MAX];     /* provider name; "" none */
+	char verdict[ACCT_SHORT_MAX];      /* agent verdict, "fail_open", or "" never decided */
+	char termination[8];               /* HAProxy termination state, e.g. "--", "CD" */
+	int status;                        /* HTTP status sent to the client; 0 none */
+	int stream;                        /* 1, 0, or ACCT_NONE */
+	int64_t prompt_tokens;             /* all input tokens, cached ones included */
+	int64_t completion_tokens;         /* all output tokens, reasoning ones included */
+	int64_t cached_tokens;             /* input read from the provider's cache */
+	int64_t cache_creation_tokens;     /* input written to the cache (Anthropic) */
+	int64_t reasoning_tokens;
+	int64_t cost_micros;               /* ACCT_NONE: unpriced, or no usage */
+	int unpriced;                      /* usage known but the model has no prices */
+	enum acct_outcome outcome;
+	enum acct_usage_source usage_source;
+	int64_t started_at_ms;             /* unix milliseconds when the request arrived */
+	int64_t duration_ms;               /* request arrival to end of response */
+	int64_t ttfb_ms;                   /* request arrival to the upstream's headers */
+	int64_t bytes_in;                  /* request bytes from the client */
+	int64_t bytes_out;                 /* response bytes to the client, headers included */
+	/* Bookkeeping, not stored: the journal epochs holding this transaction's entries
+	 * (decision, row), released once the row is committed or dropped; 0: none. */
+	uint32_t journal_epoch[2];
+};
+
+#endif

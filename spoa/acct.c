@@ -1,0 +1,92 @@
+/* acct: outcome, cost and names of a transaction's row (see acct.h). Pure; any thread. */
+#include "acct.h"
+
+#include <string.h>
+
+const char *acct_outcome_name(enum acct_outcome o)
+{
+	static const char *const names[ACCT_OUTCOME_COUNT] = {
+		[ACCT_COMPLETE] = "complete",
+		[ACCT_CLIENT_ABORT] = "client_abort",
+		[ACCT_UPSTREAM_ERROR] = "upstream_error",
+		[ACCT_UPSTREAM_REJECTED] = "upstream_rejected",
+		[ACCT_DENIED] = "denied",
+		[ACCT_GATEWAY_REJECTED] = "gateway_rejected",
+		[ACCT_NO_RECORD] = "no_record",
+	};
+
+	return (unsigned)o < ACCT_OUTCOME_COUNT ? names[o] : "unknown";
+}
+
+const char *acct_usage_source_name(enum acct_usage_source s)
+{
+	static const char *const names[ACCT_USAGE_SOURCE_COUNT] = {
+		[ACCT_USAGE_NONE] = "none",
+		[ACCT_USAGE_RESPONSE] = "response",
+		[ACCT_USAGE_STREAM] = "stream",
+		[ACCT_USAGE_PARTIAL] = "partial",
+	};
+
+	return (unsigned)s < ACCT_USAGE_SOURCE_COUNT ? names[s] : "unknown";
+}
+
+enum acct_outcome acct_outcome_of(int status, const char *termination)
+{
+	char who = termination && strlen(termination) >= 2 ? termination[0] : '-';
+
+	/* The first letter says who ended the session abnormally: C/c the client (abort,
+	 * timeout), S/s the server; the rest (proxy, resources, internal) are ours or
+	 * HAProxy's, which the client sees as an upstream failure. */
+	if (who == 'C' || who == 'c')
+		return ACCT_CLIENT_ABORT;
+	if (who != '-')
+		return ACCT_UPSTREAM_ERROR;
+	if (status >= 500 || status <= 0)
+		return ACCT_UPSTREAM_ERROR;
+	if (status >= 400)
+		return ACCT_UPSTREAM_REJECTED;
+	return ACCT_COMPLETE;
+}
+
+static int64_t acct_tokens(int64_t v)
+{
+	return v == ACCT_NONE ? 0 : v;
+}
+
+void acct_price(struct acct_row *row, const struct kt_prices *p)
+{
+	int64_t cached = acct_tokens(row->cached_tokens);
+	int64_t created = acct_tokens(row->cache_creation_tokens);
+	int64_t prompt = acct_tokens(row->prompt_tokens);
+	int64_t completion = acct_tokens(row->completion_tokens);
+	int64_t fresh = prompt - cached - created;
+	const int64_t counts[4] = { fresh < 0 ? 0 : fresh, cached, created, completion };
+	int64_t prices[4];
+	unsigned __int128 sum = 0;
+	int i;
+
+	row->cost_micros = ACCT_NONE;
+	row->unpriced = 0;
+	if (row->prompt_tokens == ACCT_NONE && row->completion_tokens == ACCT_NONE)
+		return;
+	if (!p) {
+		row->unpriced = 1;
+		return;
+	}
+	prices[0] = p->input;
+	prices[1] = p->cached;
+	prices[2] = p->cache_write == KT_PRICE_UNSET ? p->input : p->cache_write;
+	prices[3] = p->output;
+	for (i = 0; i < 4; i++) {
+		if (counts[i] == 0)
+			continue;
+		if (prices[i] == KT_PRICE_UNSET || counts[i] < 0) {
+			row->unpriced = 1;
+			return;
+		}
+		/* Counts are below 2^53 and prices below 2^40: the product needs 128 bits. */
+		sum += (unsigned __int128)counts[i] * (uint64_t)prices[i];
+	}
+	sum = (sum + 500000) / 1000000;
+	row->cost_micros = sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
+}

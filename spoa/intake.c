@@ -1,0 +1,467 @@
+/* intake: the record intake thread (see intake.h).
+ *
+ * DESIGN. HAProxy writes one log record per transaction after its response ended, to
+ * a ring that forwards it over TCP, and a copy over UDP: the ring keeps a backlog
+ * while the agent restarts, the UDP copy survives an HAProxy reload (the old process's
+ * ring record is lost then). Every record therefore usually arrives twice; the first
+ * copy makes the row, the second is counted as a duplicate. The row joins the record
+ * with the pending entry the I/O thread left at decision time; a pending entry whose
+ * record does not come within the timeout becomes a no_record row. This thread owns
+ * one libev loop, its sockets, the dedupe set and a keytable reference (for prices);
+ * other threads reach it only through an ev_async (new snapshot, stop). */
+#include "intake.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acct.h"
+#include "dedupe.h"
+#include "journal.h"
+#include "keylive.h"
+#include "keytable.h"
+#include "log.h"
+#include "net.h"
+#include "pending.h"
+#include "queue.h"
+#include "record.h"
+#include "stats.h"
+#include "usage.h"
+
+#define INTAKE_MAX_RECORD 65536       /* HAProxy's "len" on the log lines is 8192 */
+#define INTAKE_MAX_CONNS 64
+#define INTAKE_BUF (2 * INTAKE_MAX_RECORD)
+
+struct intake_conn {
+	struct intake *in;
+	ev_io io;
+	size_t len;
+	char buf[INTAKE_BUF];
+};
+
+struct intake {
+	struct intake_config cfg;
+	struct ev_loop *loop;
+	pthread_t thread;
+	ev_io listen_io, udp_io;
+	ev_async wake;
+	ev_timer tick;
+	ev_prepare flush;                 /* journal flush once per loop iteration */
+	struct intake_conn *conns[INTAKE_MAX_CONNS];
+	struct dedupe *seen;
+	struct journal_log *jlog;
+	struct keytable *kt;
+	pthread_mutex_t lock;             /* guards the two fields below */
+	struct keytable *next_kt;
+	int stopping;
+	double last_error_log;
+};
+
+static int64_t intake_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct journal_log *log,
+                 struct acct_row *row, int admitted)
+{
+	if (kl)
+		keylive_row(kl, row, admitted);
+	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
+	if (log)
+		row->journal_epoch[1] = journal_append(log, JOURNAL_ROW, row);
+	if (queue_push(q, row) < 0) {
+		stats_add(&stats.dropped, 1);
+		if (j) {
+			journal_release(j, row->journal_epoch[0]);
+			journal_release(j, row->journal_epoch[1]);
+		}
+	}
+}
+
+/* Copies a record's string view into a fixed field, cut to fit. */
+static void intake_copy(char *dst, size_t cap, struct record_str s)
+{
+	size_t n = s.len < cap - 1 ? s.len : cap - 1;
+
+	memcpy(dst, s.ptr, n);
+	dst[n] = '\0';
+}
+
+static void intake_price(struct intake *in, struct acct_row *row)
+{
+	const struct kt_model *m = keytable_find_model(in->kt, row->model, strlen(row->model));
+
+	/* The upstream may name a dated snapshot of the model that was configured. */
+	if (!m || m->prices.input == KT_PRICE_UNSET)
+		m = keytable_find_model(in->kt, row->model_requested, strlen(row->model_requested));
+	acct_price(row, m ? &m->prices : NULL);
+}
+
+/* A stream by its content type, or by its first bytes when the type was not seen. */
+static int intake_is_sse(const struct record *r)
+{
+	size_t i = 0;
+
+	if (r->cap_kind == 's')
+		return 1;
+	while (i < r->head.len && r->head.ptr[i] == ' ')
+		i++;
+	return (r->head.len - i >= 6 && memcmp(r->head.ptr + i, "event:", 6) == 0) ||
+	       (r->head.len - i >= 5 && memcmp(r->head.ptr + i, "data:", 5) == 0);
+}
+
+/* Fills row from the record r; fields the pending entry already holds (decided at
+ * request time) are kept unless the record says better. */
+static void intake_fill(struct intake *in, struct acct_row *row, const struct record *r)
+{
+	struct usage u;
+
+	row->status = (int)r->status;
+	intake_copy(row->termination, sizeof(row->termination), r->termination);
+	row->started_at_ms = r->accept_s * 1000 + r->accept_ms;
+	row->bytes_in = r->bytes_in;
+	row->bytes_out = r->bytes_out;
+	row->duration_ms = r->ta >= 0 ? r->ta : ACCT_NONE;
+	row->ttfb_ms = r->tw >= 0 && r->tc >= 0 && r->tr_server >= 0
+	               ? r->tw + r->tc + r->tr_server : ACCT_NONE;
+	if (r->verdict.len)
+		intake_copy(row->verdict, sizeof(row->verdict), r->verdict);
+	else if (r->skipped)
+		snprintf(row->verdict, sizeof(row->verdict), "fail_open");
+	if (r->key_id != ACCT_NONE)
+		row->key_id = r->key_id;
+	if (r->model[0])
+		snprintf(row->model_requested, sizeof(row->model_requested), "%s", r->model);
+	if (r->provider[0])
+		snprintf(row->provider, sizeof(row->provider), "%s", r->provider);
+	if (r->stream != ACCT_NONE)
+		row->stream = (int)r->stream;
+
+	if (r->has_capture)
+		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
+		                   r->body_bytes > (int64_t)(r->head.len + r->tail.len),
+		                   intake_is_sse(r), &u);
+	else
+		usage_from_fields(r, &u);
+	row->prompt_tokens = u.prompt_tokens;
+	row->completion_tokens = u.completion_tokens;
+	row->cached_tokens = u.cached_tokens;
+	row->cache_creation_tokens = u.cache_creation_tokens;
+	row->reasoning_tokens = u.reasoning_tokens;
+	row->usage_source = u.source;
+	snprintf(row->model, sizeof(row->model), "%s", u.model[0] ? u.model : row->model_requested);
+
+	if (row->verdict[0] && strcmp(row->verdict, "allow") != 0 &&
+	    strcmp(row->verdict, "fail_open") != 0)
+		row->outcome = ACCT_DENIED;
+	else if (!row->verdict[0])
+		row->outcome = ACCT_GATEWAY_REJECTED;
+	else
+		row->outcome = acct_outcome_of(row->status, row->termination);
+	intake_price(in, row);
+}
+
+static void intake_error(struct intake *in, enum stats_error e, const char *what)
+{
+	stats_add(&stats.errors[e], 1);
+	if (ev_now(in->loop) - in->last_error_log >= 1.0) {
+		in->last_error_log = ev_now(in->loop);
+		log_warn("intake: %s (counted in errors_total{kind=\"%s\"})", what, stats_error_name(e));
+	}
+}
+
+static void intake_record(struct intake *in, const char *msg, size_t len, int udp)
+{
+	struct record r;
+	struct acct_row row;
+	char id[ACCT_ID_MAX];
+	int admitted;
+	int64_t now = intake_now_ms();
+
+	if (record_parse(msg, len, &r) < 0) {
+		intake_error(in, STATS_ERR_RECORD_PARSE, "unreadable record");
+		return;
+	}
+	stats_add(udp ? &stats.records_udp : &stats.records_tcp, 1);
+	intake_copy(id, sizeof(id), r.id);
+	if (dedupe_seen(in->seen, id)) {
+		stats_add(&stats.duplicates, 1);
+		return;
+	}
+	admitted = pending_take(in->cfg.pending, id, &row);
+	if (!admitted) {
+		/* Never decided by this agent: HAProxy answered alone, failed open, or an
+		 * earlier agent decided it and its pending entry is gone. */
+		memset(&row, 0, sizeof(row));
+		snprintf(row.request_id, sizeof(row.request_id), "%s", id);
+		row.key_id = ACCT_NONE;
+		row.stream = ACCT_NONE;
+		stats_add(&stats.received, 1);
+	}
+	intake_fill(in, &row, &r);
+	dedupe_add(in->seen, id, now);
+	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, admitted);
+}
+
+/* A decided transaction whose record never came: what the decision knew. */
+static void intake_on_expired(void *arg, const struct acct_row *pending_row)
+{
+	struct intake *in = arg;
+	struct acct_row row = *pending_row;
+
+	row.outcome = ACCT_NO_RECORD;
+	row.usage_source = ACCT_USAGE_NONE;
+	dedupe_add(in->seen, row.request_id, intake_now_ms());
+	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, 1);
+}
+
+static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct intake *in = t->data;
+	int64_t now = intake_now_ms();
+
+	(void)loop;
+	(void)revents;
+	pending_expire(in->cfg.pending, now - in->cfg.pending_timeout_ms, intake_on_expired, in);
+	dedupe_expire(in->seen, now);
+}
+
+static void intake_on_flush(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	struct intake *in = p->data;
+
+	(void)loop;
+	(void)revents;
+	if (in->jlog)
+		journal_flush(in->jlog);
+}
+
+static void intake_conn_close(struct intake_conn *c)
+{
+	struct intake *in = c->in;
+	int i;
+
+	ev_io_stop(in->loop, &c->io);
+	close(c->io.fd);
+	for (i = 0; i < INTAKE_MAX_CONNS; i++)
+		if (in->conns[i] == c)
+			in->conns[i] = NULL;
+	free(c);
+}
+
+static void intake_on_conn(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct intake_conn *c = io->data;
+	ssize_t n;
+
+	(void)loop;
+	(void)revents;
+	for (;;) {
+		size_t used = 0;
+		const char *msg;
+		size_t msg_len, consumed;
+		int rc;
+
+		n = read(io->fd, c->buf + c->len, sizeof(c->buf) - c->len);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			intake_conn_close(c);
+			return;
+		}
+		if (n < 0)
+			return;
+		c->len += (size_t)n;
+		while ((rc = record_frame_next(c->buf + used, c->len - used, INTAKE_MAX_RECORD,
+		                               &msg, &msg_len, &consumed)) == 1) {
+			intake_record(c->in, msg, msg_len, 0);
+			used += consumed;
+		}
+		if (rc < 0) {
+			intake_error(c->in, STATS_ERR_RECORD_TOO_LONG, "broken record framing; closing");
+			intake_conn_close(c);
+			return;
+		}
+		memmove(c->buf, c->buf + used, c->len - used);
+		c->len -= used;
+	}
+}
+
+static void intake_on_accept(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct intake *in = io->data;
+	int fd, i;
+
+	(void)revents;
+	while ((fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct intake_conn *c = NULL;
+
+		for (i = 0; i < INTAKE_MAX_CONNS && in->conns[i]; i++)
+			;
+		if (i == INTAKE_MAX_CONNS || !(c = calloc(1, sizeof(*c)))) {
+			log_warn("intake: refusing a record connection (%s)",
+			         c ? "too many" : "out of memory");
+			close(fd);
+			continue;
+		}
+		c->in = in;
+		in->conns[i] = c;
+		ev_io_init(&c->io, intake_on_conn, fd, EV_READ);
+		c->io.data = c;
+		ev_io_start(loop, &c->io);
+	}
+}
+
+static void intake_on_udp(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct intake *in = io->data;
+	static char buf[INTAKE_MAX_RECORD];
+	ssize_t n;
+	int budget = 1024;   /* let the TCP side and timers run under a flood */
+
+	(void)loop;
+	(void)revents;
+	while (budget-- > 0 && (n = recv(io->fd, buf, sizeof(buf), MSG_TRUNC)) >= 0) {
+		if ((size_t)n > sizeof(buf)) {
+			intake_error(in, STATS_ERR_RECORD_TOO_LONG, "oversized datagram");
+			continue;
+		}
+		intake_record(in, buf, (size_t)n, 1);
+	}
+}
+
+static void intake_on_wake(struct ev_loop *loop, ev_async *a, int revents)
+{
+	struct intake *in = a->data;
+	struct keytable *kt;
+	int stopping;
+
+	(void)revents;
+	pthread_mutex_lock(&in->lock);
+	kt = in->next_kt;
+	in->next_kt = NULL;
+	stopping = in->stopping;
+	pthread_mutex_unlock(&in->lock);
+	if (kt) {
+		keytable_unref(in->kt);
+		in->kt = kt;
+	}
+	if (stopping)
+		ev_break(loop, EVBREAK_ALL);
+}
+
+static void *intake_main(void *arg)
+{
+	struct intake *in = arg;
+
+	ev_run(in->loop, 0);
+	/* Records read in the last iteration are journaled before the thread ends. */
+	if (in->jlog)
+		journal_flush(in->jlog);
+	return NULL;
+}
+
+struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt,
+                            char *err, size_t errlen)
+{
+	struct intake *in = calloc(1, sizeof(*in));
+	int lfd = -1, ufd = -1, rc;
+
+	if (!in) {
+		snprintf(err, errlen, "intake: out of memory");
+		keytable_unref(kt);
+		return NULL;
+	}
+	in->cfg = *cfg;
+	in->kt = kt;
+	pthread_mutex_init(&in->lock, NULL);
+	if ((lfd = net_listen(cfg->addr, err, errlen)) < 0 ||
+	    (ufd = net_bind_udp(cfg->addr, err, errlen)) < 0)
+		goto fail;
+	if (!(in->seen = dedupe_new(cfg->dedupe_ms)) || !(in->loop = ev_loop_new(EVFLAG_AUTO))) {
+		snprintf(err, errlen, "intake: out of memory");
+		goto fail;
+	}
+	if (cfg->journal && !(in->jlog = journal_log_open(cfg->journal, "intake"))) {
+		snprintf(err, errlen, "intake: cannot open its journal");
+		goto fail;
+	}
+	ev_io_init(&in->listen_io, intake_on_accept, lfd, EV_READ);
+	in->listen_io.data = in;
+	ev_io_init(&in->udp_io, intake_on_udp, ufd, EV_READ);
+	in->udp_io.data = in;
+	ev_async_init(&in->wake, intake_on_wake);
+	in->wake.data = in;
+	ev_timer_init(&in->tick, intake_on_tick, 1.0, 1.0);
+	in->tick.data = in;
+	ev_prepare_init(&in->flush, intake_on_flush);
+	in->flush.data = in;
+	ev_io_start(in->loop, &in->listen_io);
+	ev_io_start(in->loop, &in->udp_io);
+	ev_async_start(in->loop, &in->wake);
+	ev_timer_start(in->loop, &in->tick);
+	ev_prepare_start(in->loop, &in->flush);
+	if ((rc = pthread_create(&in->thread, NULL, intake_main, in)) != 0) {
+		snprintf(err, errlen, "intake: pthread_create: %s", strerror(rc));
+		goto fail;
+	}
+	return in;
+fail:
+	if (lfd >= 0)
+		close(lfd);
+	if (ufd >= 0)
+		close(ufd);
+	if (in->jlog)
+		journal_log_close(in->jlog);
+	if (in->loop)
+		ev_loop_destroy(in->loop);
+	dedupe_free(in->seen);
+	keytable_unref(in->kt);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+	return NULL;
+}
+
+void intake_post_keytable(struct intake *in, struct keytable *kt)
+{
+	struct keytable *old;
+
+	pthread_mutex_lock(&in->lock);
+	old = in->next_kt;
+	in->next_kt = kt;
+	ev_async_send(in->loop, &in->wake);
+	pthread_mutex_unlock(&in->lock);
+	keytable_unref(old);
+}
+
+void intake_stop(struct intake *in)
+{
+	int i;
+
+	pthread_mutex_lock(&in->lock);
+	in->stopping = 1;
+	ev_async_send(in->loop, &in->wake);
+	pthread_mutex_unlock(&in->lock);
+	pthread_join(in->thread, NULL);
+	for (i = 0; i < INTAKE_MAX_CONNS; i++)
+		if (in->conns[i])
+			intake_conn_close(in->conns[i]);
+	close(in->listen_io.fd);
+	close(in->udp_io.fd);
+	if (in->jlog)
+		journal_log_close(in->jlog);
+	keytable_unref(in->next_kt);
+	keytable_unref(in->kt);
+	dedupe_free(in->seen);
+	ev_loop_destroy(in->loop);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+}

@@ -1,0 +1,48 @@
+/* intake: the thread that receives HAProxy's end-of-transaction records (a TCP
+ * listener for the ring, a UDP socket for the copy, on the same address), turns each
+ * into one usage row (joined with what the agent decided, priced) and queues it for the
+ * writer; it also writes rows for decided transactions whose record never came. */
+#ifndef TALLY_INTAKE_H
+#define TALLY_INTAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acct-t.h"
+#include "keytable-t.h"
+
+struct intake;
+struct queue;
+struct pending;
+struct keylive;
+struct journal;
+
+struct intake_config {
+	const char *addr;             /* "host:port": TCP and UDP */
+	int pending_timeout_ms;       /* a decided transaction's record is awaited this long */
+	int dedupe_ms;                /* how long a record's id is remembered */
+	struct queue *queue;          /* borrowed, all of these, until intake_stop returns */
+	struct pending *pending;
+	struct keylive *keylive;
+	struct journal *journal;      /* NULL: no journal */
+};
+
+/* Binds the sockets (main thread) and starts the thread. kt: a reference it now owns. */
+struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt,
+                            char *err, size_t errlen);
+
+/* Hands a new snapshot reference to the thread (any thread). */
+void intake_post_keytable(struct intake *in, struct keytable *kt);
+
+/* Stops reading, closes the sockets, joins and frees (main thread). Transactions still
+ * pending stay in the journal for the next run. */
+void intake_stop(struct intake *in);
+
+/* Queues one row: journals it, counts it, and on a full queue counts the drop and
+ * releases its journal entries. For the intake thread, and for the main thread before
+ * the intake starts (journal replay); log is that thread's journal log (may be NULL). */
+struct journal_log;
+void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct journal_log *log,
+                 struct acct_row *row, int admitted);
+
+#endif

@@ -1,0 +1,32 @@
+/* metrics: Prometheus text exposition (format 0.0.4) of the agent's counters and live
+ * figures over HTTP/1.1, GET /metrics. Runs on the main thread's libev loop.
+ *
+ * The metric names are a contract (dashboards and alerts use them): see metrics.c. */
+#ifndef TALLY_METRICS_H
+#define TALLY_METRICS_H
+
+#include <ev.h>
+#include <stddef.h>
+
+#include "live-t.h"
+#include "statsnap.h"
+
+#define METRICS_REQUEST_MAX 8192     /* bytes of one request, headers and body */
+#define METRICS_MAX_CONNS   64
+#define METRICS_TIMEOUT     5.0      /* seconds to send a whole request (idle included) */
+
+struct metrics;
+
+/* Listens on addr ("host:port", "[v6]:port") and serves the page from the process
+ * counters (stats) and live, which must outlive the listener. NULL with err set. */
+struct metrics *metrics_start(struct ev_loop *loop, const char *addr,
+                              const struct live_view *live, char *err, size_t errlen);
+
+/* Closes the listener and its connections; frees m. */
+void metrics_stop(struct metrics *m);
+
+/* Renders the page for s into buf like snprintf: writes at most cap bytes, NUL
+ * included, and returns the length of the whole page. Pure. */
+size_t metrics_render(const struct statsnap *s, char *buf, size_t cap);
+
+#endif

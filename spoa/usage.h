@@ -1,0 +1,38 @@
+/* usage: the token usage an upstream reported, read from a unary response's fields
+ * (json_query in HAProxy) or from the head and tail of a captured body (the Lua
+ * filter). Pure functions over peer input; intake thread.
+ *
+ * Normalised to the row's contract (acct-t.h): prompt_tokens counts every input token,
+ * cached ones included (OpenAI's prompt_tokens; Anthropic's input_tokens +
+ * cache_read_input_tokens + cache_creation_input_tokens); cached_tokens is what was
+ * read from the cache (prompt_tokens_details.cached_tokens, cache_read_input_tokens);
+ * cache_creation_tokens what was written to it (Anthropic); reasoning_tokens is part of
+ * completion_tokens. A count not reported stays ACCT_NONE. */
+#ifndef TALLY_USAGE_H
+#define TALLY_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acct-t.h"
+#include "record.h"
+
+struct usage {
+	int64_t prompt_tokens;
+	int64_t completion_tokens;
+	int64_t cached_tokens;
+	int64_t cache_creation_tokens;
+	int64_t reasoning_tokens;
+	char model[ACCT_NAME_MAX];       /* as the upstream named it; "" if not seen */
+	enum acct_usage_source source;
+};
+
+/* From a body's first bytes (head) and last bytes (tail); gap: bytes were skipped
+ * between them. sse: the body is a server-sent event stream. */
+void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
+                        int gap, int sse, struct usage *out);
+
+/* From the json_query fields of a unary response's record. */
+void usage_from_fields(const struct record *r, struct usage *out);
+
+#endif

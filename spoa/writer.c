@@ -1,0 +1,646 @@
+/* writer: the usage writer thread. writer_start, writer_stop and writer_load_counters
+ * run on the main thread, writer_set_max_db_pages on any; everything else on the
+ * writer's own thread, which alone uses its SQLite connection.
+ *
+ * DESIGN
+ * One thread owns all usage writes (as Redis's bio.c gives slow I/O to background
+ * threads fed by job queues): SQLite serialises writers anyway, and a single writer
+ * with its statements prepared once needs no locks but the queue's. The intake thread
+ * pushes rows into the bounded queue (queue.c) and never waits; the writer pops what
+ * is there, up to batch_max rows, and stores them in one IMMEDIATE transaction:
+ *
+ *   1. INSERT each row ... ON CONFLICT(request_id) DO NOTHING: no change means the
+ *      transaction was already stored (a duplicate record);
+ *   2. the inserted rows, sorted by (hour, key, model), become one upsert per group
+ *      into usage_hourly;
+ *   3. the counters (stats totals plus this batch's effect) overwrite the accounting
+ *      row;
+ *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
+ *
+ * So rows, rollups and counters always commit together. Batches form by themselves:
+ * a light load commits each row at once (WAL with synchronous=NORMAL: no fsync per
+ * commit), a heavy one finds rows waiting after each commit and writes them together.
+ *
+ * When a transaction fails (locked by another process, disk or size cap full, I/O
+ * error) it is rolled back, counted in stats.errors and retried with a backoff of
+ * 10 ms doubling to 500 ms, for up to retry_ms. Meanwhile the writer pops nothing: the
+ * queue fills and the intake counts its drops. After retry_ms the batch is given up
+ * and its rows counted dropped. The counters reach the database with the next commit;
+ * when the queue stays empty, an idle tick commits them alone (this also works on a
+ * full database, where the accounting row is rewritten in place). A row that breaks a
+ * constraint (it could only come from a bug upstream) is counted dropped on its own;
+ * it never fails its batch. */
+#include "writer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acct.h"
+#include "db.h"
+#include "log.h"
+#include "stats.h"
+
+#define WRITER_IDLE_MS       250   /* idle tick: store counters that moved */
+#define WRITER_BUSY_MS       100   /* SQLite's own wait for a lock before failing */
+#define WRITER_BACKOFF_MIN   10
+#define WRITER_BACKOFF_MAX   500
+#define WRITER_CACHE_KIB     65536 /* page cache: keeps the request_id index in memory */
+#define WRITER_HOUR_MS       3600000
+
+/* The totals stored in the accounting row, in its column order. */
+struct writer_counts {
+	uint64_t received, written, dropped, duplicates, timed_out, unpriced;
+};
+
+/* What one transaction changes in the counters; applied to stats once committed. */
+struct writer_delta {
+	uint64_t written, duplicates, rejected, timed_out, unpriced;
+};
+
+/* Sort key of an inserted row for the rollups. */
+struct writer_group {
+	int64_t hour;                 /* unix seconds */
+	int64_t key_id;               /* 0: no key */
+	const struct acct_row *row;
+};
+
+struct writer {
+	struct queue *q;
+	int batch_max;
+	int retry_ms;
+	void (*on_done)(void *arg, const struct acct_row *rows, size_t n, int committed);
+	void *on_done_arg;
+	pthread_t thread;
+	/* Writer thread only, after writer_start. */
+	sqlite3 *db;
+	sqlite3_stmt *begin, *commit, *insert, *rollup, *account;
+	struct acct_row *batch;       /* batch_max rows */
+	struct writer_group *groups;  /* batch_max entries */
+	struct writer_counts stored;  /* last totals committed */
+	int gave_up;                  /* the last batch was given up */
+	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
+	int64_t applied_pages;        /* cap in force on the connection; 0: none */
+	atomic_int_fast64_t want_pages;  /* any thread: cap requested; 0: none */
+};
+
+static const char writer_insert_sql[] =
+	"INSERT INTO requests (request_id, key_id, model, model_requested, provider, verdict,"
+	" status, stream, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,"
+	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
+	" duration_ms, ttfb_ms, bytes_in, bytes_out)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
+	" ?18, ?19, ?20, ?21, ?22)"
+	" ON CONFLICT (request_id) DO NOTHING";
+
+static const char writer_rollup_sql[] =
+	"INSERT INTO usage_hourly (hour, key_id, model, requests, errors, prompt_tokens,"
+	" completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros,"
+	" unpriced, duration_ms_sum)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+	" ON CONFLICT (hour, key_id, model) DO UPDATE SET"
+	" requests = requests + excluded.requests, errors = errors + excluded.errors,"
+	" prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+	" completion_tokens = completion_tokens + excluded.completion_tokens,"
+	" cached_tokens = cached_tokens + excluded.cached_tokens,"
+	" cache_creation_tokens = cache_creation_tokens + excluded.cache_creation_tokens,"
+	" reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,"
+	" cost_micros = cost_micros + excluded.cost_micros,"
+	" unpriced = unpriced + excluded.unpriced,"
+	" duration_ms_sum = duration_ms_sum + excluded.duration_ms_sum";
+
+static const char writer_account_sql[] =
+	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
+	" timed_out = ?5, unpriced = ?6, updated_at = ?7 WHERE id = 1";
+
+/* ---- binding ---- */
+
+/* Text from a fixed-size field (bounded even without its NUL); "" binds NULL. */
+static int writer_bind_text(sqlite3_stmt *st, int i, const char *s, size_t size)
+{
+	size_t n = strnlen(s, size);
+
+	return n ? sqlite3_bind_text(st, i, s, (int)n, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* A count or duration: negative (ACCT_NONE, or garbage) binds NULL. */
+static int writer_bind_count(sqlite3_stmt *st, int i, int64_t v)
+{
+	return v >= 0 ? sqlite3_bind_int64(st, i, v) : sqlite3_bind_null(st, i);
+}
+
+/* The same value as a term of a sum, where unknown counts as 0. */
+static int64_t writer_term(int64_t v)
+{
+	return v >= 0 ? v : 0;
+}
+
+#define BIND_TEXT(st, i, r, field) writer_bind_text(st, i, (r)->field, sizeof((r)->field))
+
+static int writer_bind_row(sqlite3_stmt *st, const struct acct_row *r)
+{
+	int rc = BIND_TEXT(st, 1, r, request_id);
+
+	rc |= writer_bind_count(st, 2, r->key_id);
+	rc |= BIND_TEXT(st, 3, r, model);
+	rc |= BIND_TEXT(st, 4, r, model_requested);
+	rc |= BIND_TEXT(st, 5, r, provider);
+	rc |= BIND_TEXT(st, 6, r, verdict);
+	rc |= r->status > 0 ? sqlite3_bind_int(st, 7, r->status) : sqlite3_bind_null(st, 7);
+	rc |= r->stream == 0 || r->stream == 1 ? sqlite3_bind_int(st, 8, r->stream)
+	                                       : sqlite3_bind_null(st, 8);
+	rc |= writer_bind_count(st, 9, r->prompt_tokens);
+	rc |= writer_bind_count(st, 10, r->completion_tokens);
+	rc |= writer_bind_count(st, 11, r->cached_tokens);
+	rc |= writer_bind_count(st, 12, r->cache_creation_tokens);
+	rc |= writer_bind_count(st, 13, r->reasoning_tokens);
+	rc |= writer_bind_count(st, 14, r->cost_micros);
+	rc |= sqlite3_bind_text(st, 15, acct_outcome_name(r->outcome), -1, SQLITE_STATIC);
+	rc |= sqlite3_bind_text(st, 16, acct_usage_source_name(r->usage_source), -1, SQLITE_STATIC);
+	rc |= BIND_TEXT(st, 17, r, termination);
+	rc |= sqlite3_bind_int64(st, 18, r->started_at_ms);
+	rc |= writer_bind_count(st, 19, r->duration_ms);
+	rc |= writer_bind_count(st, 20, r->ttfb_ms);
+	rc |= writer_bind_count(st, 21, r->bytes_in);
+	rc |= writer_bind_count(st, 22, r->bytes_out);
+	/* SQLITE_OK is 0: any failure leaves a bit set. */
+	return rc ? SQLITE_ERROR : SQLITE_OK;
+}
+
+/* Runs a prepared statement that returns no row; resets it. Returns the step's code
+ * (SQLITE_DONE on success). */
+static int writer_run(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* ---- rollups ---- */
+
+/* Start of the hour holding ms (unix milliseconds), in unix seconds; floors negatives. */
+static int64_t writer_hour(int64_t ms)
+{
+	int64_t h = ms / WRITER_HOUR_MS;
+
+	if (ms % WRITER_HOUR_MS < 0)
+		h--;
+	return h * 3600;
+}
+
+static int writer_group_cmp(const void *pa, const void *pb)
+{
+	const struct writer_group *a = pa, *b = pb;
+
+	if (a->hour != b->hour)
+		return a->hour < b->hour ? -1 : 1;
+	if (a->key_id != b->key_id)
+		return a->key_id < b->key_id ? -1 : 1;
+	return strncmp(a->row->model, b->row->model, sizeof(a->row->model));
+}
+
+/* One upsert per (hour, key, model) of the n rows in w->groups. */
+static int writer_rollup(struct writer *w, size_t n)
+{
+	sqlite3_stmt *st = w->rollup;
+	size_t i = 0, j;
+	int rc, k;
+
+	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
+	while (i < n) {
+		const struct writer_group *g = &w->groups[i];
+		int64_t sum[10] = { 0 };
+
+		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++) {
+			const struct acct_row *r = w->groups[j].row;
+
+			sum[0]++;
+			sum[1] += r->outcome != ACCT_COMPLETE;
+			sum[2] += writer_term(r->prompt_tokens);
+			sum[3] += writer_term(r->completion_tokens);
+			sum[4] += writer_term(r->cached_tokens);
+			sum[5] += writer_term(r->cache_creation_tokens);
+			sum[6] += writer_term(r->reasoning_tokens);
+			sum[7] += writer_term(r->cost_micros);
+			sum[8] += r->unpriced != 0;
+			sum[9] += writer_term(r->duration_ms);
+		}
+		rc = sqlite3_bind_int64(st, 1, g->hour);
+		rc |= sqlite3_bind_int64(st, 2, g->key_id);
+		rc |= sqlite3_bind_text(st, 3, g->row->model, (int)strnlen(g->row->model,
+		                        sizeof(g->row->model)), SQLITE_STATIC);
+		for (k = 0; k < 10; k++)
+			rc |= sqlite3_bind_int64(st, 4 + k, sum[k]);
+		if (rc != SQLITE_OK)
+			return SQLITE_ERROR;
+		rc = writer_run(st);
+		if (rc != SQLITE_DONE)
+			return rc;
+		i = j;
+	}
+	return SQLITE_DONE;
+}
+
+/* ---- counters ---- */
+
+/* The totals as they will be once d is applied. dropped is read before received: the
+ * intake adds to received before it counts a drop, so the snapshot never shows more
+ * resolved rows than received ones. */
+static void writer_counts_now(const struct writer_delta *d, struct writer_counts *c)
+{
+	c->dropped = stats_get(&stats.dropped) + d->rejected;
+	c->received = stats_get(&stats.received) - d->duplicates;
+	c->written = stats_get(&stats.written) + d->written;
+	c->duplicates = stats_get(&stats.duplicates) + d->duplicates;
+	c->timed_out = stats_get(&stats.timed_out) + d->timed_out;
+	c->unpriced = stats_get(&stats.unpriced) + d->unpriced;
+}
+
+static int writer_store_counts(struct writer *w, const struct writer_counts *c)
+{
+	sqlite3_stmt *st = w->account;
+	int rc;
+
+	rc = sqlite3_bind_int64(st, 1, (int64_t)c->received);
+	rc |= sqlite3_bind_int64(st, 2, (int64_t)c->written);
+	rc |= sqlite3_bind_int64(st, 3, (int64_t)c->dropped);
+	rc |= sqlite3_bind_int64(st, 4, (int64_t)c->duplicates);
+	rc |= sqlite3_bind_int64(st, 5, (int64_t)c->timed_out);
+	rc |= sqlite3_bind_int64(st, 6, (int64_t)c->unpriced);
+	rc |= sqlite3_bind_int64(st, 7, db_now());
+	if (rc != SQLITE_OK)
+		return SQLITE_ERROR;
+	rc = writer_run(st);
+	if (rc == SQLITE_DONE && sqlite3_changes(w->db) != 1)
+		rc = SQLITE_CORRUPT;   /* the accounting row is missing */
+	return rc;
+}
+
+static void writer_apply(const struct writer_delta *d)
+{
+	stats_add(&stats.written, d->written);
+	stats_add(&stats.duplicates, d->duplicates);
+	atomic_fetch_sub_explicit(&stats.received, d->duplicates, memory_order_relaxed);
+	stats_add(&stats.dropped, d->rejected);
+	stats_add(&stats.timed_out, d->timed_out);
+	stats_add(&stats.unpriced, d->unpriced);
+}
+
+/* ---- transactions ---- */
+
+static void writer_apply_cap(struct writer *w)
+{
+	int64_t want = atomic_load(&w->want_pages);
+	char sql[64];
+
+	if (want == w->applied_pages)
+		return;
+	snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %" PRId64,
+	         want > 0 ? want : w->default_pages);
+	if (sqlite3_exec(w->db, sql, NULL, NULL, NULL) == SQLITE_OK)
+		w->applied_pages = want;
+}
+
+/* Inserts row i of the batch, recording its effect in d and, if it was inserted, in
+ * w->groups[*ngroups]. Returns SQLITE_DONE, or the error that fails the transaction. */
+static int writer_insert(struct writer *w, const struct acct_row *r, struct writer_delta *d,
+                         size_t *ngroups)
+{
+	int rc = writer_bind_row(w->insert, r);
+
+	if (rc == SQLITE_OK)
+		rc = writer_run(w->insert);
+	if (rc == SQLITE_DONE && sqlite3_changes(w->db) == 0) {
+		d->duplicates++;
+	} else if (rc == SQLITE_DONE) {
+		w->groups[(*ngroups)++] = (struct writer_group){
+			writer_hour(r->started_at_ms), r->key_id > 0 ? r->key_id : 0, r };
+		d->written++;
+		d->timed_out += r->outcome == ACCT_NO_RECORD;
+		d->unpriced += r->unpriced != 0;
+	} else if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+		const char *msg = sqlite3_errmsg(w->db);
+
+		/* Only this statement is undone; the transaction goes on. The message quotes
+		 * the constraint, which may span lines: its first one says enough. */
+		log_error("writer: row %.*s refused by the database (%.*s): counted dropped",
+		          ACCT_ID_MAX, r->request_id, (int)strcspn(msg, "\n"), msg);
+		stats_add(&stats.errors[STATS_ERR_WRITE_OTHER], 1);
+		d->rejected++;
+		rc = SQLITE_DONE;
+	}
+	return rc;
+}
+
+/* One attempt at storing rows[0..n) (none: the counters alone) in one transaction.
+ * Returns SQLITE_OK, with the counters applied, or the error after a rollback. */
+static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t n)
+{
+	struct writer_delta d = { 0 };
+	struct writer_counts c;
+	uint64_t start;
+	size_t i, ngroups = 0;
+	int rc;
+
+	writer_apply_cap(w);
+	start = stats_now_ns();
+	rc = writer_run(w->begin);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		rc = writer_insert(w, &rows[i], &d, &ngroups);
+		if (rc != SQLITE_DONE)
+			goto fail;
+	}
+	rc = writer_rollup(w, ngroups);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	writer_counts_now(&d, &c);
+	rc = writer_store_counts(w, &c);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	rc = writer_run(w->commit);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	writer_apply(&d);
+	w->stored = c;
+	stats_add(&stats.batches, 1);
+	stats_hist_observe(&stats.batch_latency, stats_now_ns() - start);
+	return SQLITE_OK;
+fail:
+	/* An error may have rolled back already (SQLITE_FULL, IOERR): then there is none. */
+	if (!sqlite3_get_autocommit(w->db))
+		sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc == SQLITE_OK ? SQLITE_ERROR : rc;
+}
+
+static enum stats_error writer_error_kind(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return STATS_ERR_WRITE_BUSY;
+	case SQLITE_FULL:
+	case SQLITE_IOERR:
+		return STATS_ERR_WRITE_FULL;
+	default:
+		return STATS_ERR_WRITE_OTHER;
+	}
+}
+
+static void writer_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Stores the first n rows of w->batch (none: the counters alone, if they moved since
+ * the last commit), trying for up to budget_ms. Returns 0, or -1 when it gave up. */
+static int writer_commit(struct writer *w, size_t n, int budget_ms)
+{
+	static const struct writer_delta none;
+	uint64_t start = stats_now_ns();
+	int backoff = WRITER_BACKOFF_MIN, failures = 0, rc;
+	struct writer_counts c;
+	int64_t left;
+
+	if (n == 0) {
+		writer_counts_now(&none, &c);
+		if (memcmp(&c, &w->stored, sizeof(c)) == 0)
+			return 0;
+	}
+	while ((rc = writer_attempt(w, w->batch, n)) != SQLITE_OK) {
+		stats_add(&stats.errors[writer_error_kind(rc)], 1);
+		left = budget_ms - (int64_t)((stats_now_ns() - start) / 1000000u);
+		if (failures++ == 0 && left > 0)
+			log_warn("writer: storing %zu rows failed (%s), retrying for up to %d ms",
+			         n, sqlite3_errstr(rc), budget_ms);
+		if (left <= 0) {
+			if (n)
+				log_error("writer: gave up %zu rows after %d attempts (%s): counted "
+				          "dropped", n, failures, sqlite3_errstr(rc));
+			return -1;
+		}
+		writer_sleep_ms(backoff < left ? backoff : (int)left);
+		backoff = backoff * 2 < WRITER_BACKOFF_MAX ? backoff * 2 : WRITER_BACKOFF_MAX;
+	}
+	if (failures)
+		log_info("writer: stored %zu rows after %d failed attempts", n, failures);
+	return 0;
+}
+
+/* Stores the batch of n rows, or counts them dropped. Once stopping (closed) and the
+ * database has already made the writer give a batch up, one attempt per batch: the
+ * stop must end. */
+static void writer_batch(struct writer *w, size_t n, int closed)
+{
+	int committed = writer_commit(w, n, closed && w->gave_up ? 0 : w->retry_ms) == 0;
+
+	w->gave_up = !committed;
+	if (!committed) {
+		stats_add(&stats.dropped, n);
+		/* The counters alone may still fit (their row is rewritten in place). */
+		writer_commit(w, 0, 0);
+	}
+	if (w->on_done)
+		w->on_done(w->on_done_arg, w->batch, n, committed);
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	size_t n;
+	int closed;
+
+	for (;;) {
+		/* Read before popping: once closed, an empty pop means nothing is left. */
+		closed = queue_closed(w->q);
+		n = queue_pop(w->q, w->batch, (size_t)w->batch_max, WRITER_IDLE_MS);
+		if (n > 0)
+			writer_batch(w, n, closed);
+		else if (closed)
+			break;
+		else
+			writer_commit(w, 0, 0);   /* idle tick: the next one tries again */
+	}
+	/* Drops counted since the last commit (the intake stopped before writer_stop). */
+	writer_commit(w, 0, w->gave_up ? 0 : w->retry_ms);
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static void writer_free(struct writer *w)
+{
+	sqlite3_finalize(w->begin);
+	sqlite3_finalize(w->commit);
+	sqlite3_finalize(w->insert);
+	sqlite3_finalize(w->rollup);
+	sqlite3_finalize(w->account);
+	sqlite3_close(w->db);
+	free(w->batch);
+	free(w->groups);
+	free(w);
+}
+
+/* Connection settings and statements. 0, or -1 with a message. */
+static int writer_prepare(struct writer *w, char *err, size_t errlen)
+{
+	const struct {
+		sqlite3_stmt **st;
+		const char *sql;
+	} stmts[] = {
+		{ &w->begin, "BEGIN IMMEDIATE" },
+		{ &w->commit, "COMMIT" },
+		{ &w->insert, writer_insert_sql },
+		{ &w->rollup, writer_rollup_sql },
+		{ &w->account, writer_account_sql },
+	};
+	sqlite3_stmt *st = NULL;
+	char sql[64];
+	size_t i;
+
+	sqlite3_busy_timeout(w->db, WRITER_BUSY_MS);
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%d", WRITER_CACHE_KIB);
+	if (db_exec(w->db, sql, err, errlen) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(w->db, "PRAGMA max_page_count", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(err, errlen, "%s", sqlite3_errmsg(w->db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	w->default_pages = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+		if (sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
+		                       stmts[i].st, NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "%s", sqlite3_errmsg(w->db));
+			return -1;
+		}
+	}
+	writer_apply_cap(w);
+	if (w->applied_pages != atomic_load(&w->want_pages)) {
+		snprintf(err, errlen, "cannot set max_page_count: %s", sqlite3_errmsg(w->db));
+		return -1;
+	}
+	return 0;
+}
+
+struct writer *writer_start(const struct writer_config *cfg, char *err, size_t errlen)
+{
+	struct writer *w = NULL;
+	sigset_t all, old;
+	char msg[512];
+	int rc;
+
+	if (cfg->batch_max < 0 || cfg->batch_max > WRITER_BATCH_MAX || cfg->retry_ms < 0 ||
+	    cfg->max_db_pages < 0 || !cfg->queue) {
+		snprintf(err, errlen, "writer: invalid configuration");
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto oom;
+	w->q = cfg->queue;
+	w->batch_max = cfg->batch_max ? cfg->batch_max : WRITER_BATCH_DEFAULT;
+	w->retry_ms = cfg->retry_ms ? cfg->retry_ms : WRITER_RETRY_DEFAULT;
+	w->on_done = cfg->on_done;
+	w->on_done_arg = cfg->on_done_arg;
+	atomic_init(&w->want_pages, cfg->max_db_pages);
+	w->batch = calloc((size_t)w->batch_max, sizeof(*w->batch));
+	w->groups = calloc((size_t)w->batch_max, sizeof(*w->groups));
+	if (!w->batch || !w->groups)
+		goto oom;
+	if (db_open(cfg->db_path, DB_READWRITE, &w->db, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "writer: %s", msg);
+		goto fail;
+	}
+	if (writer_prepare(w, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "writer: database %s: %s", cfg->db_path, msg);
+		goto fail;
+	}
+	/* Signals stay with the main thread's loop. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&w->thread, NULL, writer_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		snprintf(err, errlen, "writer: pthread_create: %s", strerror(rc));
+		goto fail;
+	}
+	return w;
+oom:
+	snprintf(err, errlen, "writer: out of memory");
+fail:
+	if (w)
+		writer_free(w);
+	return NULL;
+}
+
+void writer_stop(struct writer *w)
+{
+	if (!w)
+		return;
+	queue_close(w->q);
+	pthread_join(w->thread, NULL);
+	writer_free(w);
+}
+
+void writer_set_max_db_pages(struct writer *w, int64_t pages)
+{
+	atomic_store(&w->want_pages, pages > 0 ? pages : 0);
+}
+
+int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v[6], lost;
+	char msg[512];
+	int i;
+
+	if (db_exec(db, "BEGIN IMMEDIATE", msg, sizeof(msg)) < 0)
+		goto fail;
+	if (sqlite3_prepare_v2(db, "SELECT received, written, dropped, duplicates, timed_out,"
+	                           " unpriced FROM accounting WHERE id = 1", -1, &st, NULL)
+	    != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(msg, sizeof(msg), "cannot read the accounting row: %s", sqlite3_errmsg(db));
+		goto fail;
+	}
+	for (i = 0; i < 6; i++)
+		v[i] = sqlite3_column_int64(st, i);
+	sqlite3_finalize(st);
+	st = NULL;
+	lost = v[0] - v[1] - v[2];
+	v[0] = v[1] + v[2];
+	if (lost != 0 &&
+	    db_exec(db, "UPDATE accounting SET received = written + dropped WHERE id = 1",
+	            msg, sizeof(msg)) < 0)
+		goto fail;
+	if (db_exec(db, "COMMIT", msg, sizeof(msg)) < 0)
+		goto fail;
+	if (lost != 0)
+		log_info("accounting: %" PRId64 " transactions were in flight when the agent last "
+		         "stopped; the journal accounts for them again", lost);
+	atomic_store(&stats.received, (uint64_t)v[0]);
+	atomic_store(&stats.written, (uint64_t)v[1]);
+	atomic_store(&stats.dropped, (uint64_t)v[2]);
+	atomic_store(&stats.duplicates, (uint64_t)v[3]);
+	atomic_store(&stats.timed_out, (uint64_t)v[4]);
+	atomic_store(&stats.unpriced, (uint64_t)v[5]);
+	return 0;
+fail:
+	snprintf(err, errlen, "accounting: %s", msg);
+	sqlite3_finalize(st);
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}

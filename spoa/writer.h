@@ -1,0 +1,70 @@
+/* writer: the one thread that stores usage rows in SQLite. It drains the queue in
+ * batches, one transaction each, keeping the requests table, the hourly rollups and the
+ * durable accounting counters consistent with each other. writer_start and writer_stop
+ * run on the main thread; see writer.c for the design.
+ *
+ * Counters (stats.h). The intake adds 1 to stats.received for every transaction it
+ * accounts, before pushing its row, and 1 to stats.dropped when the push fails. The
+ * writer adds to stats.written per row inserted; for a row whose request_id is already
+ * stored it adds to stats.duplicates and takes 1 back from stats.received; rows it
+ * cannot store (the database failed for retry_ms, or the row broke a constraint) go to
+ * stats.dropped. Every commit also stores these totals in the accounting table, so once
+ * the queue is drained the database shows received = written + dropped. */
+#ifndef TALLY_WRITER_H
+#define TALLY_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "acct-t.h"
+#include "queue.h"
+
+#define WRITER_BATCH_DEFAULT 1024
+#define WRITER_BATCH_MAX     65536
+#define WRITER_RETRY_DEFAULT 10000   /* ms */
+
+struct writer;
+
+struct writer_config {
+	const char *db_path;          /* an existing database at DB_SCHEMA_VERSION */
+	struct queue *queue;          /* borrowed: writer_stop closes it, the caller frees it */
+	int batch_max;                /* rows per transaction, 1..WRITER_BATCH_MAX; 0: default */
+	int retry_ms;                 /* a failing batch is retried this long, then its rows
+	                               * are counted dropped; 0: WRITER_RETRY_DEFAULT */
+	int64_t max_db_pages;         /* cap on the database size in pages (PRAGMA
+	                               * max_page_count): beyond it writes fail as a full
+	                               * disk would; 0: no cap */
+	/* Called on the writer thread after each batch, with the batch's rows: committed = 1
+	 * once its transaction committed (each row is then stored, a duplicate, or counted
+	 * dropped for breaking a constraint), 0 when it was given up (all counted dropped).
+	 * rows lives for the call only. May be NULL. */
+	void (*on_done)(void *arg, const struct acct_row *rows, size_t n, int committed);
+	void *on_done_arg;
+};
+
+/* Opens its own connection to cfg->db_path (the main thread has created or migrated the
+ * database first) and starts the thread. Returns NULL with a message in err. */
+struct writer *writer_start(const struct writer_config *cfg, char *err, size_t errlen);
+
+/* Closes the queue, lets the thread store everything still queued and a final counter
+ * snapshot, joins it and frees w. Stop the producers first: rows they push from now on
+ * are refused. If the database is failing, each batch gets retry_ms until one is given
+ * up; from then on each remaining batch gets a single attempt. Main thread. */
+void writer_stop(struct writer *w);
+
+/* Changes the database size cap (as max_db_pages; 0 removes it). Applied before the
+ * writer's next transaction. Any thread. A cap below the current size acts as the
+ * current size (SQLite never shrinks it). */
+void writer_set_max_db_pages(struct writer *w, int64_t pages);
+
+/* At start-up, before the intake and the writer run: continues stats' accounting totals
+ * from the database's accounting row. Transactions counted received by a previous run
+ * but neither written nor dropped were lost with that run (its queue); the journal
+ * delivers them again and they are counted received again, so received is first reset
+ * to written + dropped, in the database too. db: a read-write connection of the caller.
+ * Returns 0, or -1 with a message in err. */
+int writer_load_counters(sqlite3 *db, char *err, size_t errlen);
+
+#endif

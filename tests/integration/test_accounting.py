@@ -1,0 +1,224 @@
+"""Accounting through the real HAProxy: every transaction becomes exactly one row with
+the usage the mock upstream reported, and the durable counters add up."""
+import concurrent.futures
+import http.client
+import signal
+import socket
+import time
+
+import pytest
+
+from stack import Stack
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path, agent_args=["--pending-timeout-ms", "2000"])
+    try:
+        s.start()
+        # Prices for every kind of token, so that costs are exact (micro-dollars/Mtok).
+        s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
+                   "--input-micros", "1000000", "--output-micros", "2000000",
+                   "--cached-micros", "500000")
+        s.tallyctl("model", "set", "mock-claude", "--provider", "mock-anthropic",
+                   "--input-micros", "3000000", "--output-micros", "15000000",
+                   "--cached-micros", "300000", "--cache-write-micros", "3750000")
+        time.sleep(0.5)   # the agent reloads prices within its reload interval
+        yield s
+    finally:
+        s.close()
+
+
+def settled(stack, timeout=10):
+    """Waits until the counters show nothing in flight; returns them."""
+    deadline = time.time() + timeout
+    while True:
+        c = stack.counters()
+        if c["received"] == c["written"] + c["dropped"] or time.time() > deadline:
+            return c
+        time.sleep(0.1)
+
+
+def test_unary_openai_row_matches_upstream_usage(stack):
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "messages": []}, key=stack.key,
+                                 headers={"x-mock-prompt-tokens": "1000",
+                                          "x-mock-completion-tokens": "500",
+                                          "x-mock-cached-tokens": "200",
+                                          "x-mock-reasoning-tokens": "50"})
+    assert status == 200
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+            r["reasoning_tokens"]) == (1000, 500, 200, 50)
+    # 800 fresh x $1 + 200 cached x $0.5 + 500 out x $2 per Mtok = 1900 micro-dollars
+    assert r["cost_micros"] == 800 + 100 + 1000
+    assert (r["outcome"], r["usage_source"], r["stream"], r["status"]) == \
+        ("complete", "response", 0, 200)
+    assert r["model"] == "mock-gpt" and r["provider"] == "mock-openai"
+    assert r["verdict"] == "allow" and r["key_id"] == 1
+
+
+@pytest.mark.parametrize("crlf", ["0", "1"])
+def test_openai_stream_with_usage(stack, crlf):
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-gpt", "stream": True, "stream_options": {"include_usage": True},
+         "messages": []}, key=stack.key,
+        headers={"x-mock-frames": "200", "x-mock-crlf": crlf,
+                 "x-mock-prompt-tokens": "12", "x-mock-completion-tokens": "200"})
+    assert status == 200 and body.count(b"data: ") == 200 + 3
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"]) == (12, 200)
+    assert (r["usage_source"], r["stream"], r["outcome"]) == ("stream", 1, "complete")
+    assert r["cost_micros"] == 12 + 400
+
+
+def test_anthropic_stream_with_cache(stack):
+    status, h, _ = stack.gateway(
+        "POST", "/v1/messages",
+        {"model": "mock-claude", "stream": True, "max_tokens": 100, "messages": []},
+        key=stack.key,
+        headers={"x-mock-frames": "50", "x-mock-prompt-tokens": "100",
+                 "x-mock-completion-tokens": "40", "x-mock-cached-tokens": "1000",
+                 "x-mock-cache-creation-tokens": "2000"})
+    assert status == 200
+    r = stack.row(h["x-request-id"])
+    # Total input = input + cache read + cache write.
+    assert (r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+            r["cache_creation_tokens"]) == (3100, 40, 1000, 2000)
+    assert r["usage_source"] == "stream"
+    # 100 x $3 + 1000 x $0.3 + 2000 x $3.75 + 40 x $15 per Mtok
+    assert r["cost_micros"] == 300 + 300 + 7500 + 600
+
+
+def test_upstream_cut_mid_stream_is_recorded(stack):
+    conn = http.client.HTTPConnection("127.0.0.1", stack.gw_port, timeout=10)
+    conn.request("POST", "/v1/messages",
+                 body=b'{"model":"mock-claude","stream":true,"max_tokens":9,"messages":[]}',
+                 headers={"Authorization": f"Bearer {stack.key}", "x-mock-frames": "50",
+                          "x-mock-disconnect-after": "5", "x-mock-prompt-tokens": "100"})
+    resp = conn.getresponse()
+    rid = resp.getheader("x-request-id")
+    with pytest.raises(http.client.IncompleteRead):
+        resp.read()
+    conn.close()
+    r = stack.row(rid)
+    assert r["outcome"] == "upstream_error"
+    # Output was never reported: NULL, never 0. (The input from message_start is not
+    # always kept on this path yet; see the accounting notes in docs/architecture.md.)
+    assert r["completion_tokens"] is None and r["usage_source"] in ("partial", "none")
+
+
+def test_upstream_500(stack):
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "messages": []}, key=stack.key,
+                                 headers={"x-mock-status": "500"})
+    assert status == 500
+    r = stack.row(h["x-request-id"])
+    assert r["outcome"] == "upstream_error" and r["prompt_tokens"] is None
+
+
+def test_client_abort_mid_stream(stack):
+    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    body = (b'{"model":"mock-claude","stream":true,"max_tokens":9,"messages":[]}')
+    s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Authorization: Bearer " + stack.key.encode() + b"\r\n"
+              b"x-mock-frames: 100\r\nx-mock-frame-delay-ms: 20\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    data = b""
+    while b"content_block_delta" not in data:
+        data += s.recv(65536)
+    rid = [l.split(b":", 1)[1].strip().decode() for l in data.split(b"\r\n")
+           if l.lower().startswith(b"x-request-id")][0]
+    s.close()
+    r = stack.row(rid)
+    assert r["outcome"] == "client_abort" and r["usage_source"] == "partial"
+    assert r["prompt_tokens"] is not None and r["completion_tokens"] is None
+
+
+def test_denied_and_unjudged_requests_are_rows(stack):
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt"}, key="tly_" + "A" * 43)
+    assert status == 401
+    r = stack.row(h["x-request-id"])
+    assert (r["outcome"], r["verdict"], r["status"]) == ("denied", "invalid_api_key", 401)
+    stack.kill_agent()
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt"}, key=stack.key)
+    assert status == 503
+    stack.start_agent()
+    # The ring delivers the record kept while the agent was down.
+    r = stack.row(h["x-request-id"], timeout=20)
+    assert r["outcome"] == "gateway_rejected" and r["verdict"] is None
+
+
+def test_every_request_one_row_and_counters_add_up(stack):
+    def one(i):
+        stream = i % 2 == 0
+        body = {"model": "mock-gpt", "messages": [], "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        status, h, _ = stack.gateway("POST", "/v1/chat/completions", body, key=stack.key,
+                                     headers={"x-mock-frames": "10"})
+        assert status == 200
+        return h["x-request-id"]
+
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        ids = list(ex.map(one, range(300)))
+    rows = stack.wait_rows(300)
+    assert sorted(r["request_id"] for r in rows) == sorted(ids)
+    assert all(r["prompt_tokens"] == 10 and r["completion_tokens"] == 20 for r in rows)
+    c = settled(stack)
+    assert c["received"] == c["written"] + c["dropped"] == 300 and c["dropped"] == 0
+    # Ring and UDP both delivered each record: the second copies are duplicates.
+    assert c["duplicates"] >= 250
+
+
+def test_agent_killed_under_load_loses_no_admitted_request(stack):
+    """kill -9 mid-load: each request HAProxy let through has exactly one row after a
+    restart, with usage or marked no_record."""
+    stop = time.time() + 3
+    admitted = []
+
+    def client():
+        while time.time() < stop:
+            try:
+                status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                             {"model": "mock-gpt", "messages": []},
+                                             key=stack.key, timeout=10)
+            except OSError:
+                continue
+            if status == 200:
+                admitted.append(h["x-request-id"])
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        futs = [ex.submit(client) for _ in range(8)]
+        time.sleep(1)
+        stack.kill_agent(signal.SIGKILL)
+        time.sleep(0.3)
+        stack.start_agent()
+        for f in futs:
+            f.result()
+    assert admitted
+    time.sleep(3)   # pending timeout (2 s) + a tick
+    rows = {r["request_id"]: r for r in stack.rows()}
+    missing = [i for i in admitted if i not in rows]
+    assert not missing, f"{len(missing)} admitted requests without a row"
+    assert all(rows[i]["outcome"] in ("complete", "no_record") for i in admitted)
+    assert len(rows) == len(set(rows))
+
+
+def test_queue_overflow_counts_drops(tmp_path):
+    s = Stack(tmp_path, agent_args=["--queue-capacity", "1", "--batch-max", "1"])
+    try:
+        s.start()
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            list(ex.map(lambda i: s.gateway("POST", "/v1/chat/completions",
+                                            {"model": "mock-gpt", "messages": []},
+                                            key=s.key), range(400)))
+        c = settled(s)
+        assert c["received"] == c["written"] + c["dropped"]
+        assert c["received"] >= 400
+        assert len(s.rows()) == c["written"]
+    finally:
+        s.close()

@@ -1,0 +1,625 @@
+/* Unit tests for spoa/writer.c against real SQLite databases in a temporary directory:
+ * rows round-trip with their NULLs, duplicates, exact rollups, the accounting row, a
+ * database full under max_db_pages (retry, give up, recover), a database locked by
+ * another connection, a refused row, the drain on stop and writer_load_counters. The
+ * test thread plays the intake; the writer runs its own thread. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "db.h"
+#include "log.h"
+#include "queue.h"
+#include "stats.h"
+#include "tmpdir.h"
+#include "unit.h"
+#include "writer.h"
+
+#define T_HOUR_MS 3600000LL
+#define T_BASE_MS 1750000000000LL   /* some time in 2025, in unix ms */
+
+/* on_done calls, counted by rows and outcome (written on the writer thread). */
+static atomic_llong done_committed, done_given_up;
+
+static void on_done(void *arg, const struct acct_row *rows, size_t n, int committed)
+{
+	(void)arg;
+	(void)rows;
+	atomic_fetch_add(committed ? &done_committed : &done_given_up, (long long)n);
+}
+
+static void counters_reset(void)
+{
+	int i;
+
+	atomic_store(&stats.received, 0);
+	atomic_store(&stats.written, 0);
+	atomic_store(&stats.dropped, 0);
+	atomic_store(&stats.duplicates, 0);
+	atomic_store(&stats.timed_out, 0);
+	atomic_store(&stats.unpriced, 0);
+	atomic_store(&stats.batches, 0);
+	for (i = 0; i < STATS_ERR_COUNT; i++)
+		atomic_store(&stats.errors[i], 0);
+	atomic_store(&done_committed, 0);
+	atomic_store(&done_given_up, 0);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Creates (or migrates) the database name and returns its path, valid until the next
+ * tmpdir_file call: copy it. */
+static void db_create(const char *name, char *path, size_t size)
+{
+	char err[512];
+	sqlite3 *db = NULL;
+
+	snprintf(path, size, "%s", tmpdir_file(name));
+	if (db_open(path, DB_CREATE, &db, err, sizeof(err)) < 0)
+		fprintf(stderr, "%s\n", err);
+	CHECK(db != NULL);
+	sqlite3_close(db);
+}
+
+static sqlite3 *db_reader(const char *path)
+{
+	char err[512];
+	sqlite3 *db = NULL;
+
+	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0)
+		fprintf(stderr, "%s\n", err);
+	return db;
+}
+
+static int64_t q_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -12345;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
+	else if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Text of the first column of sql into buf ("(null)" for NULL). */
+static const char *q_text(sqlite3 *db, const char *sql, char *buf, size_t size)
+{
+	sqlite3_stmt *st = NULL;
+
+	snprintf(buf, size, "(error)");
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *s = sqlite3_column_text(st, 0);
+
+		snprintf(buf, size, "%s", s ? (const char *)s : "(null)");
+	}
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* A row with every field known. */
+static struct acct_row row_full(int64_t n)
+{
+	struct acct_row r;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.request_id, sizeof(r.request_id), "req-%08" PRId64, n);
+	r.key_id = 3;
+	snprintf(r.model, sizeof(r.model), "gpt-4o-2024-08-06");
+	snprintf(r.model_requested, sizeof(r.model_requested), "gpt-4o");
+	snprintf(r.provider, sizeof(r.provider), "openai");
+	snprintf(r.verdict, sizeof(r.verdict), "allow");
+	snprintf(r.termination, sizeof(r.termination), "--");
+	r.status = 200;
+	r.stream = 1;
+	r.prompt_tokens = 1000;
+	r.completion_tokens = 250;
+	r.cached_tokens = 400;
+	r.cache_creation_tokens = 30;
+	r.reasoning_tokens = 100;
+	r.cost_micros = 4321;
+	r.outcome = ACCT_COMPLETE;
+	r.usage_source = ACCT_USAGE_STREAM;
+	r.started_at_ms = T_BASE_MS + n;
+	r.duration_ms = 1500;
+	r.ttfb_ms = 120;
+	r.bytes_in = 2048;
+	r.bytes_out = 8192;
+	return r;
+}
+
+/* A row with everything unknown that may be. */
+static struct acct_row row_empty(int64_t n)
+{
+	struct acct_row r;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.request_id, sizeof(r.request_id), "none-%08" PRId64, n);
+	r.key_id = ACCT_NONE;
+	r.stream = ACCT_NONE;
+	r.prompt_tokens = r.completion_tokens = r.cached_tokens = ACCT_NONE;
+	r.cache_creation_tokens = r.reasoning_tokens = r.cost_micros = ACCT_NONE;
+	r.outcome = ACCT_GATEWAY_REJECTED;
+	r.usage_source = ACCT_USAGE_NONE;
+	r.started_at_ms = T_BASE_MS + n;
+	r.duration_ms = r.ttfb_ms = r.bytes_in = r.bytes_out = ACCT_NONE;
+	return r;
+}
+
+/* A varied row: 4 hours, 4 keys (and none), 4 models (and none), NULLs mixed in. */
+static struct acct_row row_random(int64_t n)
+{
+	static const char *const models[] = { "", "gpt-4o", "claude-sonnet-4", "llama3.1:8b",
+	                                      "gpt-4o-mini" };
+	struct acct_row r = row_full(n);
+	uint64_t x = rng();
+
+	r.key_id = (int64_t)(x % 6) - 1;
+	if (r.key_id == 0)
+		r.key_id = ACCT_NONE;
+	snprintf(r.model, sizeof(r.model), "%s", models[(x >> 8) % 5]);
+	r.started_at_ms = T_BASE_MS + (int64_t)((x >> 16) % 4) * T_HOUR_MS + (int64_t)((x >> 20) % 1000);
+	r.outcome = (enum acct_outcome)((x >> 32) % ACCT_OUTCOME_COUNT);
+	r.prompt_tokens = (x >> 36) % 7 ? (int64_t)((x >> 40) % 5000) : ACCT_NONE;
+	r.completion_tokens = (x >> 36) % 5 ? (int64_t)((x >> 44) % 2000) : ACCT_NONE;
+	r.cached_tokens = (x >> 48) % 3 ? ACCT_NONE : 17;
+	r.cache_creation_tokens = (x >> 50) % 4 ? ACCT_NONE : 5;
+	r.reasoning_tokens = (x >> 52) % 2 ? ACCT_NONE : 9;
+	r.unpriced = (x >> 54) % 5 == 0;
+	r.cost_micros = r.unpriced ? ACCT_NONE : (int64_t)((x >> 56) % 100);
+	r.duration_ms = (x >> 58) % 3 ? (int64_t)((x >> 24) % 3000) : ACCT_NONE;
+	return r;
+}
+
+/* What the intake does: count, push, count the drop. Returns 0 if queued. */
+static int intake(struct queue *q, const struct acct_row *r)
+{
+	stats_add(&stats.received, 1);
+	if (queue_push(q, r) == 0)
+		return 0;
+	stats_add(&stats.dropped, 1);
+	return -1;
+}
+
+static struct writer *start(const char *path, struct queue *q, int batch_max, int retry_ms,
+                            int64_t max_pages)
+{
+	struct writer_config cfg = { path, q, batch_max, retry_ms, max_pages, on_done, NULL };
+	char err[512] = "";
+	struct writer *w = writer_start(&cfg, err, sizeof(err));
+
+	if (!w)
+		fprintf(stderr, "writer_start: %s\n", err);
+	CHECK(w != NULL);
+	return w;
+}
+
+/* The accounting row equals the in-memory totals, and balances. */
+static void check_accounting(sqlite3 *db)
+{
+	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), stats_get(&stats.received));
+	CHECK_EQ_INT(q_int(db, "SELECT written FROM accounting"), stats_get(&stats.written));
+	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), stats_get(&stats.dropped));
+	CHECK_EQ_INT(q_int(db, "SELECT duplicates FROM accounting"), stats_get(&stats.duplicates));
+	CHECK_EQ_INT(q_int(db, "SELECT timed_out FROM accounting"), stats_get(&stats.timed_out));
+	CHECK_EQ_INT(q_int(db, "SELECT unpriced FROM accounting"), stats_get(&stats.unpriced));
+	CHECK_EQ_INT(q_int(db, "SELECT received = written + dropped FROM accounting"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), stats_get(&stats.written));
+}
+
+static void test_roundtrip(void)
+{
+	struct queue *q = queue_new(16);
+	struct acct_row full = row_full(1), empty = row_empty(2);
+	char path[512], buf[256];
+	struct writer *w;
+	sqlite3 *db;
+
+	counters_reset();
+	db_create("roundtrip.db", path, sizeof(path));
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	CHECK_EQ_INT(intake(q, &full), 0);
+	CHECK_EQ_INT(intake(q, &empty), 0);
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 2);
+	CHECK_EQ_STR(q_text(db, "SELECT request_id ||'|'|| key_id ||'|'|| model ||'|'|| model_requested"
+	                        " ||'|'|| provider ||'|'|| verdict ||'|'|| status ||'|'|| stream ||'|'||"
+	                        " prompt_tokens ||'|'|| completion_tokens ||'|'|| cached_tokens ||'|'||"
+	                        " cache_creation_tokens ||'|'|| reasoning_tokens ||'|'|| cost_micros"
+	                        " ||'|'|| outcome ||'|'|| usage_source ||'|'|| termination ||'|'||"
+	                        " started_at ||'|'|| duration_ms ||'|'|| ttfb_ms ||'|'|| bytes_in"
+	                        " ||'|'|| bytes_out FROM requests WHERE request_id = 'req-00000001'",
+	                    buf, sizeof(buf)),
+	             "req-00000001|3|gpt-4o-2024-08-06|gpt-4o|openai|allow|200|1|1000|250|400|30|100|"
+	             "4321|complete|stream|--|1750000000001|1500|120|2048|8192");
+	/* Unknown values are NULL, not 0 or ''. */
+	CHECK_EQ_INT(q_int(db, "SELECT (key_id IS NULL) + (model IS NULL) + (model_requested IS NULL)"
+	                       " + (provider IS NULL) + (verdict IS NULL) + (status IS NULL)"
+	                       " + (stream IS NULL) + (prompt_tokens IS NULL)"
+	                       " + (completion_tokens IS NULL) + (cached_tokens IS NULL)"
+	                       " + (cache_creation_tokens IS NULL) + (reasoning_tokens IS NULL)"
+	                       " + (cost_micros IS NULL) + (termination IS NULL)"
+	                       " + (duration_ms IS NULL) + (ttfb_ms IS NULL) + (bytes_in IS NULL)"
+	                       " + (bytes_out IS NULL) FROM requests WHERE request_id = 'none-00000002'"),
+	             18);
+	CHECK_EQ_STR(q_text(db, "SELECT outcome || ' ' || usage_source || ' ' || started_at"
+	                        " FROM requests WHERE request_id = 'none-00000002'", buf, sizeof(buf)),
+	             "gateway_rejected none 1750000000002");
+	/* Rollups: a keyless, modelless row goes to key 0, model ''. */
+	CHECK_EQ_STR(q_text(db, "SELECT group_concat(hour || ',' || key_id || ',' || model || ','"
+	                        " || requests || ',' || errors || ',' || prompt_tokens || ','"
+	                        " || cost_micros || ',' || duration_ms_sum, ';')"
+	                        " FROM (SELECT * FROM usage_hourly ORDER BY key_id)", buf, sizeof(buf)),
+	             "1749999600,0,,1,1,0,0,0;1749999600,3,gpt-4o-2024-08-06,1,0,1000,4321,1500");
+	CHECK_EQ_INT(stats_get(&stats.written), 2);
+	CHECK_EQ_INT(atomic_load(&done_committed), 2);
+	CHECK(stats_get(&stats.batches) >= 1);
+	CHECK(stats_get(&stats.batch_latency.count) >= 1);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+static void test_duplicates(void)
+{
+	struct queue *q = queue_new(16);
+	struct acct_row a = row_full(1), b = row_full(2), a2 = row_full(1);
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+
+	counters_reset();
+	db_create("dup.db", path, sizeof(path));
+	a2.prompt_tokens = 999999;   /* a later record for the same transaction */
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	/* Within one batch, then in a later one. */
+	intake(q, &a);
+	intake(q, &b);
+	intake(q, &a2);
+	sleep_ms(100);
+	intake(q, &a2);
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 2);
+	CHECK_EQ_INT(q_int(db, "SELECT prompt_tokens FROM requests WHERE request_id = 'req-00000001'"),
+	             1000);
+	CHECK_EQ_INT(stats_get(&stats.duplicates), 2);
+	CHECK_EQ_INT(stats_get(&stats.received), 2);
+	CHECK_EQ_INT(stats_get(&stats.written), 2);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(prompt_tokens) FROM usage_hourly"), 2000);
+	CHECK_EQ_INT(atomic_load(&done_committed), 4);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+/* Rollups agree with the rows, group by group, whatever the batching. */
+static void test_rollups(void)
+{
+	enum { N = 6000 };
+	struct queue *q = queue_new(N);
+	int64_t prompt = 0, cost = 0, unpriced = 0, errors = 0, no_record = 0;
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+	int i;
+
+	counters_reset();
+	db_create("rollup.db", path, sizeof(path));
+	w = start(path, q, 97, 0, 0);
+	if (!w)
+		goto out;
+	for (i = 0; i < N; i++) {
+		struct acct_row r = row_random(i);
+
+		prompt += r.prompt_tokens > 0 ? r.prompt_tokens : 0;
+		cost += r.cost_micros > 0 ? r.cost_micros : 0;
+		unpriced += r.unpriced;
+		errors += r.outcome != ACCT_COMPLETE;
+		no_record += r.outcome == ACCT_NO_RECORD;
+		CHECK_EQ_INT(intake(q, &r), 0);
+		if (i % 1000 == 0)
+			sleep_ms(5);
+	}
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), N);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(prompt_tokens) FROM usage_hourly"), prompt);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(cost_micros) FROM usage_hourly"), cost);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(unpriced) FROM usage_hourly"), unpriced);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(errors) FROM usage_hourly"), errors);
+	/* 4 hours x 5 keys (none, 1-4) x 5 models, every group hit by these rows. */
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM usage_hourly"), 4 * 5 * 5);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM usage_hourly WHERE hour % 3600 <> 0"), 0);
+	/* Group by group, both ways. */
+	static const char grouped[] =
+		"SELECT started_at / 3600000 * 3600, coalesce(key_id, 0), coalesce(model, ''),"
+		" count(*), sum(outcome <> 'complete'), ifnull(sum(prompt_tokens), 0),"
+		" ifnull(sum(completion_tokens), 0), ifnull(sum(cached_tokens), 0),"
+		" ifnull(sum(cache_creation_tokens), 0), ifnull(sum(reasoning_tokens), 0),"
+		" ifnull(sum(cost_micros), 0), sum(cost_micros IS NULL), ifnull(sum(duration_ms), 0)"
+		" FROM requests GROUP BY 1, 2, 3";
+	static const char stored[] =
+		"SELECT hour, key_id, model, requests, errors, prompt_tokens, completion_tokens,"
+		" cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, unpriced,"
+		" duration_ms_sum FROM usage_hourly";
+	char sql[2048];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)", grouped, stored);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)", stored, grouped);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	CHECK_EQ_INT(stats_get(&stats.timed_out), no_record);
+	CHECK_EQ_INT(stats_get(&stats.unpriced), unpriced);
+	CHECK(stats_get(&stats.batches) >= N / 97);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+/* Polls cond every 10 ms for up to ms milliseconds; check cond afterwards. */
+#define WAIT_FOR(cond, ms) \
+	for (int waited_ = 0; !(cond) && waited_ < (ms); waited_ += 10) \
+		sleep_ms(10)
+
+/* A size cap fills the database: the writer retries, gives up after retry_ms, counts
+ * the rows dropped, and stores everything once the cap is raised. */
+static void test_full(void)
+{
+	enum { CAP = 512, N1 = 3000, N2 = 500 };
+	struct queue *q = queue_new(CAP);
+	int64_t pages, pushed = 0, written;
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+	int i;
+
+	counters_reset();
+	db_create("full.db", path, sizeof(path));
+	db = db_reader(path);
+	pages = q_int(db, "PRAGMA page_count");
+	w = start(path, q, 256, 300, pages + 4);
+	if (!w)
+		goto out;
+	for (i = 0; i < N1; i++) {
+		struct acct_row r = row_random(i);
+
+		pushed++;
+		intake(q, &r);
+		if (i % 200 == 0)
+			sleep_ms(20);
+	}
+	WAIT_FOR(atomic_load(&done_given_up) > 0, 5000);
+	CHECK(atomic_load(&done_given_up) > 0);
+	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_FULL]) > 0);
+	CHECK(stats_get(&stats.dropped) > 0);
+	/* The database stayed within its cap and consistent. */
+	CHECK(q_int(db, "PRAGMA page_count") <= pages + 4);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"),
+	             q_int(db, "SELECT sum(requests) FROM usage_hourly"));
+
+	writer_set_max_db_pages(w, 0);
+	WAIT_FOR(queue_depth(q) == 0, 5000);
+	CHECK_EQ_INT(queue_depth(q), 0);
+	written = (int64_t)stats_get(&stats.written);
+	for (i = 0; i < N2; i++) {
+		struct acct_row r = row_random(N1 + i);
+
+		pushed++;
+		CHECK_EQ_INT(intake(q, &r), 0);
+		if (i % 100 == 0)
+			sleep_ms(20);
+	}
+	WAIT_FOR((int64_t)stats_get(&stats.written) >= written + N2, 5000);
+	CHECK((int64_t)stats_get(&stats.written) >= written + N2);
+	writer_stop(w);
+	CHECK_EQ_INT(stats_get(&stats.received), pushed);
+	CHECK_EQ_INT(stats_get(&stats.written) + stats_get(&stats.dropped), pushed);
+	CHECK(atomic_load(&done_given_up) <= (long long)stats_get(&stats.dropped));
+	CHECK_EQ_INT(atomic_load(&done_committed), stats_get(&stats.written));
+	check_accounting(db);
+	CHECK(q_int(db, "PRAGMA page_count") > pages + 4);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+/* Another connection holds the write lock for a while: the writer waits it out and
+ * stores everything; nothing is dropped. */
+static void test_locked(void)
+{
+	struct queue *q = queue_new(1024);
+	char path[512], err[256];
+	struct writer *w;
+	sqlite3 *db, *locker;
+	int i;
+
+	counters_reset();
+	db_create("locked.db", path, sizeof(path));
+	db = db_reader(path);
+	locker = db_reader(path);
+	w = start(path, q, 0, 5000, 0);
+	if (!w || !locker)
+		goto out;
+	CHECK_EQ_INT(db_exec(locker, "BEGIN IMMEDIATE", err, sizeof(err)), 0);
+	for (i = 0; i < 500; i++) {
+		struct acct_row r = row_random(i);
+
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	WAIT_FOR(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2, 3000);
+	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2);
+	CHECK_EQ_INT(stats_get(&stats.written), 0);
+	CHECK_EQ_INT(db_exec(locker, "COMMIT", err, sizeof(err)), 0);
+	writer_stop(w);
+	CHECK_EQ_INT(stats_get(&stats.written), 500);
+	CHECK_EQ_INT(stats_get(&stats.dropped), 0);
+	CHECK_EQ_INT(atomic_load(&done_given_up), 0);
+	check_accounting(db);
+out:
+	sqlite3_close(locker);
+	sqlite3_close(db);
+	queue_free(q);
+}
+
+/* A row the database refuses (an outcome out of range) is dropped alone. */
+static void test_refused_row(void)
+{
+	struct queue *q = queue_new(16);
+	struct acct_row good = row_full(1), bad = row_full(2), good2 = row_full(3);
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+
+	counters_reset();
+	db_create("refused.db", path, sizeof(path));
+	bad.outcome = (enum acct_outcome)77;
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	intake(q, &good);
+	intake(q, &bad);
+	intake(q, &good2);
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(stats_get(&stats.written), 2);
+	CHECK_EQ_INT(stats_get(&stats.dropped), 1);
+	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id = 'req-00000002'"), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+/* writer_stop stores everything queued, and drops counted while idle reach the
+ * database. */
+static void test_drain_on_stop(void)
+{
+	enum { N = 20000 };
+	struct queue *q = queue_new(N);
+	struct acct_row r;
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+	int i;
+
+	counters_reset();
+	db_create("drain.db", path, sizeof(path));
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	for (i = 0; i < N; i++) {
+		r = row_random(i);
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(stats_get(&stats.written), N);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), N);
+	CHECK_EQ_INT(queue_depth(q), 0);
+	/* The intake refuses rows once the writer stopped; they are dropped, and the
+	 * database learns it from the next writer, even if that writer writes nothing. */
+	CHECK_EQ_INT(intake(q, &r), -1);
+	queue_free(q);
+	q = queue_new(4);
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	WAIT_FOR(q_int(db, "SELECT dropped FROM accounting") == 1, 3000);
+	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), 1);
+	writer_stop(w);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+static void test_load_counters(void)
+{
+	char path[512], err[256] = "";
+	sqlite3 *db;
+
+	counters_reset();
+	db_create("load.db", path, sizeof(path));
+	db = db_reader(path);
+	/* A previous run received 10 but resolved only 7 + 1 before it died. */
+	CHECK_EQ_INT(db_exec(db, "UPDATE accounting SET received = 10, written = 7, dropped = 1,"
+	                         " duplicates = 4, timed_out = 2, unpriced = 3", err, sizeof(err)), 0);
+	atomic_store(&stats.written, 99);
+	CHECK_EQ_INT(writer_load_counters(db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(stats_get(&stats.received), 8);
+	CHECK_EQ_INT(stats_get(&stats.written), 7);
+	CHECK_EQ_INT(stats_get(&stats.dropped), 1);
+	CHECK_EQ_INT(stats_get(&stats.duplicates), 4);
+	CHECK_EQ_INT(stats_get(&stats.timed_out), 2);
+	CHECK_EQ_INT(stats_get(&stats.unpriced), 3);
+	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), 8);
+	CHECK(sqlite3_get_autocommit(db));
+	/* A database without the row is an error, not zeros. */
+	CHECK_EQ_INT(db_exec(db, "DELETE FROM accounting", err, sizeof(err)), 0);
+	CHECK_EQ_INT(writer_load_counters(db, err, sizeof(err)), -1);
+	CHECK(strstr(err, "accounting") != NULL);
+	CHECK(sqlite3_get_autocommit(db));
+	sqlite3_close(db);
+}
+
+static void test_bad_config(void)
+{
+	struct queue *q = queue_new(4);
+	struct writer_config cfg = { tmpdir_file("nosuch.db"), q, 0, 0, 0, NULL, NULL };
+	char err[512] = "";
+
+	CHECK(writer_start(&cfg, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "nosuch.db") != NULL);
+	cfg.batch_max = WRITER_BATCH_MAX + 1;
+	CHECK(writer_start(&cfg, err, sizeof(err)) == NULL);
+	queue_free(q);
+}
+
+int main(void)
+{
+	if (tmpdir_make("writer") < 0)
+		return 1;
+	log_set_level(LOG_ERROR);
+	RUN(test_roundtrip);
+	RUN(test_duplicates);
+	RUN(test_rollups);
+	RUN(test_full);
+	RUN(test_locked);
+	RUN(test_refused_row);
+	RUN(test_drain_on_stop);
+	RUN(test_load_counters);
+	RUN(test_bad_config);
+	tmpdir_remove();
+	return UNIT_DONE();
+}
