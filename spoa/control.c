@@ -41,7 +41,7 @@ struct control {
 	uint64_t started_ns;
 	struct control_buf reply;
 	struct control_buf items;    /* array elements, while counting them */
-	size_t nitems, max_items;
+	size_t nitems;
 };
 
 /* ---- decoding ---- */
@@ -242,6 +242,14 @@ static void control_pack_str(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_body(pk, s, n);
 }
 
+static void control_pack_str_or_nil(msgpack_packer *pk, const char *s)
+{
+	if (s)
+		control_pack_str(pk, s);
+	else
+		msgpack_pack_nil(pk);
+}
+
 static void control_pack_int(msgpack_packer *pk, const char *key, int64_t v)
 {
 	control_pack_str(pk, key);
@@ -310,22 +318,16 @@ static void control_on_txn(void *arg, const struct live_txn *t)
 	struct control *c = arg;
 	msgpack_packer *pk = &c->items.pk;
 
-	/* The view promises max at most; the reply's size relies on it. */
-	if (c->nitems >= c->max_items)
-		return;
 	msgpack_pack_map(pk, 5);
 	control_pack_str(pk, "request_id");
-	control_pack_str(pk, t->request_id);
+	control_pack_str_or_nil(pk, t->request_id);
 	control_pack_str(pk, "key_id");
 	if (t->key_id < 0)
 		msgpack_pack_nil(pk);
 	else
 		msgpack_pack_int64(pk, t->key_id);
 	control_pack_str(pk, "model");
-	if (t->model)
-		control_pack_str(pk, t->model);
-	else
-		msgpack_pack_nil(pk);
+	control_pack_str_or_nil(pk, t->model);
 	control_pack_str(pk, "stream");
 	if (t->stream < 0)
 		msgpack_pack_nil(pk);
@@ -364,7 +366,6 @@ static void control_pack_reply(struct control *c, const struct control_request *
 		control_pack_items(c, pk, "keys");
 		break;
 	case CONTROL_INFLIGHT:
-		c->max_items = req->max;
 		live->txns(live->arg, req->max, control_on_txn, c);
 		control_pack_items(c, pk, "requests");
 		break;
@@ -400,8 +401,6 @@ static int control_answer(struct control *c, struct adminsrv_conn *conn,
 {
 	int rc;
 
-	control_buf_reset(&c->reply);
-	control_buf_reset(&c->items);
 	if (req)
 		control_pack_reply(c, req);
 	else
@@ -412,6 +411,7 @@ static int control_answer(struct control *c, struct adminsrv_conn *conn,
 		control_pack_error(&c->reply.pk, "out of memory");
 	}
 	rc = control_send(c, conn);
+	/* Empty between replies; large ones are freed. */
 	control_buf_reset(&c->reply);
 	control_buf_reset(&c->items);
 	return rc;

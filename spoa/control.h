@@ -12,7 +12,7 @@
 
 #define CONTROL_FRAME_MAX        65536  /* request payload bytes; replies may be longer */
 #define CONTROL_MAX_CONNS        16
-#define CONTROL_TIMEOUT          60.0   /* seconds a connection may stay silent */
+#define CONTROL_TIMEOUT          60.0   /* seconds a connection may go without a reply */
 #define CONTROL_INFLIGHT_DEFAULT 100
 #define CONTROL_INFLIGHT_CAP     10000
 #define CONTROL_VERSION          "tally-agent 0.3"

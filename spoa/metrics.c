@@ -279,15 +279,17 @@ static ssize_t metrics_reply(struct adminsrv_conn *c, const struct metrics_conn 
 	const char *type = status == 200 ? "text/plain; version=0.0.4; charset=utf-8"
 	                                 : "text/plain; charset=utf-8";
 	int keep = used > 0 && mc->keep_alive;
+	/* A reply to HEAD announces its body but does not carry it. */
+	int head = used > 0 && mc->parser.method == HTTP_HEAD;
 	const char *conn = !keep ? "Connection: close\r\n"
 	                   : mc->parser.http_minor == 0 ? "Connection: keep-alive\r\n" : "";
-	char head[256];
-	int n = snprintf(head, sizeof(head),
+	char hdr[256];
+	int n = snprintf(hdr, sizeof(hdr),
 	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
 	                 status, metrics_reason(status), type, len,
 	                 status == 405 ? "Allow: GET\r\n" : "", conn);
 
-	if (adminsrv_write(c, head, (size_t)n) < 0 || adminsrv_write(c, body, len) < 0)
+	if (adminsrv_write(c, hdr, (size_t)n) < 0 || (!head && adminsrv_write(c, body, len) < 0))
 		return -1;
 	return keep ? used : -1;
 }

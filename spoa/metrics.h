@@ -13,7 +13,8 @@
 
 #define METRICS_REQUEST_MAX 8192     /* bytes of one request, headers and body */
 #define METRICS_MAX_CONNS   64
-#define METRICS_TIMEOUT     5.0      /* seconds to send a whole request (idle included) */
+#define METRICS_TIMEOUT     5.0      /* seconds a client has, from connecting or from its
+                                      * last reply, to send a whole request */
 
 struct metrics;
 

@@ -160,9 +160,12 @@ static inline int client_recv(int fd, void *p, size_t n)
 	return 0;
 }
 
-/* 1 if the peer closed (EOF or reset) with nothing more to read, 0 if it sent a byte
- * or the timeout passed. */
-static inline int client_closed(int fd)
+enum client_end { CLIENT_EOF, CLIENT_RESET, CLIENT_OPEN };
+
+/* How the peer ended the connection, once what it sent was read: CLIENT_EOF for a
+ * clean close, CLIENT_RESET for a reset (a close with our bytes unread), CLIENT_OPEN if
+ * a byte came or the timeout passed. */
+static inline enum client_end client_end(int fd)
 {
 	char c;
 	ssize_t k;
@@ -170,7 +173,9 @@ static inline int client_closed(int fd)
 	do
 		k = recv(fd, &c, 1, 0);
 	while (k < 0 && errno == EINTR);
-	return k == 0 || (k < 0 && errno == ECONNRESET);
+	if (k == 0)
+		return CLIENT_EOF;
+	return k < 0 && errno == ECONNRESET ? CLIENT_RESET : CLIENT_OPEN;
 }
 
 #endif

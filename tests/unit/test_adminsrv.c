@@ -123,7 +123,7 @@ static void test_close_after_reply(void)
 
 	CHECK_EQ_INT(client_send_str(fd, "close\nlost\n"), 0);
 	CHECK(expect(fd, "close\n"));
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	close(fd);
 }
 
@@ -134,7 +134,7 @@ static void test_half_close_gets_replies(void)
 	CHECK_EQ_INT(client_send_str(fd, "a\nb\n"), 0);
 	shutdown(fd, SHUT_WR);
 	CHECK(expect(fd, "a\nb\n"));
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	close(fd);
 }
 
@@ -161,7 +161,7 @@ static void test_line_over_buffer_closes(void)
 
 	memset(line, 'x', sizeof(line));
 	CHECK_EQ_INT(client_send(fd, line, sizeof(line)), 0);
-	CHECK(client_closed(fd));
+	CHECK(client_end(fd) != CLIENT_OPEN);
 	close(fd);
 }
 
@@ -174,7 +174,7 @@ static void test_connection_limit(void)
 	b = client_tcp(port);
 	c = client_tcp(port);
 	CHECK(a >= 0 && b >= 0 && c >= 0);
-	CHECK(client_closed(c));
+	CHECK(client_end(c) != CLIENT_OPEN);
 	CHECK_EQ_INT(client_send_str(a, "a\n"), 0);
 	CHECK_EQ_INT(client_send_str(b, "b\n"), 0);
 	CHECK(expect(a, "a\n"));
@@ -182,6 +182,22 @@ static void test_connection_limit(void)
 	close(a);
 	close(b);
 	close(c);
+}
+
+/* Each reply restarts the timeout: a busy connection outlives it. */
+static void test_timeout_restarts(void)
+{
+	struct timespec step = { .tv_nsec = 100 * 1000 * 1000 };
+	int fd, i;
+
+	settle();
+	fd = client_tcp(port);
+	for (i = 0; i < 8; i++) {
+		CHECK_EQ_INT(client_send_str(fd, "ping\n"), 0);
+		CHECK(expect(fd, "ping\n"));
+		nanosleep(&step, NULL);
+	}
+	close(fd);
 }
 
 /* Bytes that never make a request do not keep a connection open past the timeout. */
@@ -198,7 +214,7 @@ static void test_timeout_despite_trickle(void)
 	CHECK(expect(fd, "ok\n"));
 	for (i = 0; i < 20 && client_send_str(fd, "x") == 0; i++)
 		nanosleep(&step, NULL);
-	CHECK(client_closed(fd));
+	CHECK(client_end(fd) != CLIENT_OPEN);
 	CHECK(now() - t0 < 3 * TIMEOUT + 0.5);
 	CHECK(now() - t0 >= TIMEOUT);
 	close(fd);
@@ -217,6 +233,7 @@ int main(void)
 	RUN(test_big_reply_slow_reader);
 	RUN(test_line_over_buffer_closes);
 	RUN(test_connection_limit);
+	RUN(test_timeout_restarts);
 	RUN(test_timeout_despite_trickle);
 	stop();
 	return UNIT_DONE();

@@ -236,8 +236,8 @@ struct response {
 	size_t body_len;
 };
 
-/* Reads one response (Content-Length framed) into r; r->body is malloc'd. */
-static int read_response(int fd, struct response *r)
+/* Reads a response's status line and headers into r. */
+static int read_head(int fd, struct response *r)
 {
 	size_t n = 0;
 	const char *cl;
@@ -254,7 +254,14 @@ static int read_response(int fd, struct response *r)
 	    !(cl = strstr(r->head, "Content-Length: ")))
 		return -1;
 	r->body_len = strtoul(cl + 16, NULL, 10);
-	if (!(r->body = calloc(1, r->body_len + 1)) || client_recv(fd, r->body, r->body_len) < 0)
+	return 0;
+}
+
+/* Reads one response (Content-Length framed) into r; r->body is malloc'd. */
+static int read_response(int fd, struct response *r)
+{
+	if (read_head(fd, r) < 0 || !(r->body = calloc(1, r->body_len + 1)) ||
+	    client_recv(fd, r->body, r->body_len) < 0)
 		return -1;
 	return 0;
 }
@@ -315,13 +322,14 @@ static void test_http_pipelined(void)
 	CHECK_EQ_INT(r.status, 200);
 	CHECK(strstr(r.head, "Connection: close") != NULL);
 	free(r.body);
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	close(fd);
 }
 
 static void test_http_errors(void)
 {
 	static char huge[METRICS_REQUEST_MAX + 200];
+	struct timespec pause = { .tv_nsec = 20 * 1000 * 1000 };
 	struct response r;
 	int fd;
 
@@ -342,15 +350,20 @@ static void test_http_errors(void)
 	fd = exchange("HELLO\r\n\r\n", &r);
 	CHECK_EQ_INT(r.status, 400);
 	CHECK(strstr(r.head, "Connection: close") != NULL);
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	free(r.body);
 	close(fd);
-	/* headers beyond the request limit */
+	/* headers beyond the request limit, in two writes so that the server's reads do
+	 * not end at the limit */
 	snprintf(huge, sizeof(huge), "GET /metrics HTTP/1.1\r\nX-Pad: %0*d\r\n\r\n",
 	         METRICS_REQUEST_MAX, 0);
-	fd = exchange(huge, &r);
+	fd = client_tcp(port);
+	CHECK_EQ_INT(client_send(fd, huge, 5000), 0);
+	nanosleep(&pause, NULL);
+	CHECK_EQ_INT(client_send_str(fd, huge + 5000), 0);
+	CHECK_EQ_INT(read_response(fd, &r), 0);
 	CHECK_EQ_INT(r.status, 431);
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	free(r.body);
 	close(fd);
 	/* a body beyond it */
@@ -358,6 +371,24 @@ static void test_http_errors(void)
 	         METRICS_REQUEST_MAX, METRICS_REQUEST_MAX, 0);
 	fd = exchange(huge, &r);
 	CHECK_EQ_INT(r.status, 413);
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
+	free(r.body);
+	close(fd);
+}
+
+/* HEAD is not served, and its reply carries no body: the next reply starts right
+ * after the headers. */
+static void test_http_head(void)
+{
+	struct response r;
+	int fd = client_tcp(port);
+
+	CHECK_EQ_INT(client_send_str(fd, "HEAD /metrics HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n"), 0);
+	CHECK_EQ_INT(read_head(fd, &r), 0);
+	CHECK_EQ_INT(r.status, 405);
+	CHECK(r.body_len > 0);
+	CHECK_EQ_INT(read_response(fd, &r), 0);
+	CHECK_EQ_INT(r.status, 200);
 	free(r.body);
 	close(fd);
 }
@@ -368,7 +399,7 @@ static void test_http10(void)
 	int fd = exchange("GET /metrics HTTP/1.0\r\n\r\n", &r);
 
 	CHECK_EQ_INT(r.status, 200);
-	CHECK(client_closed(fd));
+	CHECK_EQ_INT(client_end(fd), CLIENT_EOF);
 	free(r.body);
 	close(fd);
 	fd = exchange("GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r);
@@ -429,6 +460,7 @@ int main(void)
 	RUN(test_http_get_metrics);
 	RUN(test_http_pipelined);
 	RUN(test_http_errors);
+	RUN(test_http_head);
 	RUN(test_http10);
 	RUN(test_http_trickled);
 	loopthread_join(&lt);
