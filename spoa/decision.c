@@ -40,11 +40,12 @@ static const struct decision_endpoint {
 	const char *path;
 	enum kt_api api;
 	int large;              /* responses usually exceed HAProxy's buffer (vectors) */
+	int stream_options;     /* streams report usage only if stream_options asks */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI, 0 },
-	{ "/v1/completions", KT_API_OPENAI, 0 },
-	{ "/v1/embeddings", KT_API_OPENAI, 1 },
-	{ "/v1/messages", KT_API_ANTHROPIC, 0 },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1 },
+	{ "/v1/completions", KT_API_OPENAI, 0, 1 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1, 0 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0 },
 };
 
 static int decision_str_is(struct spop_str s, const char *lit)
@@ -164,6 +165,11 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
 	 * everything else meets the capture filter. */
 	d->capture = d->stream != 0 || ep->large;
+	/* The insertion needs the whole body (nothing after the cut may already name
+	 * stream_options) and a Content-Length to rewrite. */
+	if (ep->stream_options && d->stream == 1 && !d->body.has_stream_options &&
+	    !d->body_truncated && req->body_length_known)
+		d->amend_at = (long)d->body.open_end;
 	return DECISION_ALLOW;
 }
 

@@ -53,6 +53,9 @@ struct decision {
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
+	long amend_at;                      /* > 0: body offset where the capture filter adds
+	                                     * stream_options.include_usage (OpenAI streams
+	                                     * that did not ask for usage) */
 	struct reqbody_info body;
 };
 

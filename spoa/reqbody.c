@@ -19,6 +19,7 @@ enum reqbody_scan { REQBODY_SCAN_OK, REQBODY_SCAN_EOF, REQBODY_SCAN_BAD };
 enum reqbody_member { REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_AMBIGUOUS };
 
 struct reqbody_cursor {
+	const char *start;
 	const char *p;
 	const char *end;
 };
@@ -278,6 +279,17 @@ static enum reqbody_member reqbody_member_of(const char *raw, size_t rawlen)
 	return exact;
 }
 
+/* Case and escapes aside, is this key "stream_options"? Any reader's match counts: the
+ * gateway must never add a second one. */
+static int reqbody_names_stream_options(const char *raw, size_t rawlen)
+{
+	char key[REQBODY_KEY_MAX], folded[REQBODY_KEY_MAX];
+	long n = reqbody_unescape(raw, rawlen, key, sizeof(key));
+
+	return n >= 0 && reqbody_token_is(folded, reqbody_fold(key, (size_t)n, folded),
+	                                  "stream_options");
+}
+
 static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t rawlen)
 {
 	long n = reqbody_unescape(raw, rawlen, out->model, sizeof(out->model));
@@ -339,6 +351,7 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 		return r;
 	if (*s->p++ != '{')
 		return REQBODY_SCAN_BAD;
+	out->open_end = (size_t)(s->p - s->start);
 	for (;;) {
 		const char *key;
 		size_t keylen;
@@ -353,6 +366,8 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
 			return r;
 		m = reqbody_member_of(key, keylen);
+		if (reqbody_names_stream_options(key, keylen))
+			out->has_stream_options = 1;
 		if (m == REQBODY_AMBIGUOUS || (m == REQBODY_MODEL && seen_model++) ||
 		    (m == REQBODY_STREAM && seen_stream++))
 			return REQBODY_SCAN_BAD;
@@ -392,7 +407,7 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 	out->stream = -1;
 	if (len == 0)
 		return REQBODY_EMPTY;   /* body may then be NULL: no pointer arithmetic on it */
-	s.p = body;
+	s.start = s.p = body;
 	s.end = body + len;
 	if (reqbody_skip_ws(&s) == REQBODY_SCAN_EOF)
 		return REQBODY_EMPTY;

@@ -22,6 +22,8 @@ struct reqbody_info {
 	                                   no registered model can match it */
 	char model[REQBODY_MODEL_MAX];  /* decoded, NUL-terminated when has_model */
 	int stream;                     /* 1 true, 0 false or absent, -1 not seen in a prefix */
+	int has_stream_options;         /* a member any reader could take for "stream_options" */
+	size_t open_end;                /* offset just past the object's opening brace */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

@@ -163,6 +163,8 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 	}
 	if (d->capture)
 		session_set_int(out, "capture", 1);
+	if (d->amend_at > 0)
+		session_set_int(out, "amend", d->amend_at);
 	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)
 		session_set_str(out, "model_source", "key_default", strlen("key_default"));
 	if (d->stream >= 0)

@@ -2,6 +2,7 @@
 the usage the mock upstream reported, and the durable counters add up."""
 import concurrent.futures
 import http.client
+import json
 import signal
 import socket
 import time
@@ -71,6 +72,50 @@ def test_openai_stream_with_usage(stack, crlf):
     assert (r["prompt_tokens"], r["completion_tokens"]) == (12, 200)
     assert (r["usage_source"], r["stream"], r["outcome"]) == ("stream", 1, "complete")
     assert r["cost_micros"] == 12 + 400
+
+
+@pytest.mark.parametrize("crlf", ["0", "1"])
+def test_stream_without_include_usage_is_amended_and_client_sees_its_stream(stack, crlf):
+    """The gateway asks the upstream for usage on the client's behalf, records it, and
+    takes the usage event out again: the client gets the stream it asked for."""
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-gpt", "stream": True, "messages": []}, key=stack.key,
+        headers={"x-mock-frames": "200", "x-mock-crlf": crlf,
+                 "x-mock-prompt-tokens": "33", "x-mock-completion-tokens": "200"})
+    assert status == 200
+    sep = b"\r\n\r\n" if crlf == "1" else b"\n\n"
+    events = [e for e in body.split(sep) if e]
+    # 200 content chunks, the finish chunk, [DONE]; no usage chunk.
+    assert len(events) == 202 and events[-1] == b"data: [DONE]"
+    assert b'"usage":{' not in body
+    sent = json.loads(stack.mock_requests()[-1]["body"])
+    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["model"] == "mock-gpt" and sent["stream"] is True
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (33, 200, "stream")
+
+
+def test_stream_that_asked_for_usage_keeps_its_usage_event(stack):
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-gpt", "stream": True, "stream_options": {"include_usage": True},
+         "messages": []}, key=stack.key, headers={"x-mock-frames": "3"})
+    assert body.count(b'"usage":{') == 1
+    assert "stream_options" in stack.mock_requests()[-1]["body"]
+
+
+def test_stream_options_present_without_usage_is_left_alone(stack):
+    """The client said what it wants: no second stream_options is ever added."""
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-gpt", "stream": True, "stream_options": {"include_usage": False},
+         "messages": []}, key=stack.key, headers={"x-mock-frames": "3"})
+    assert status == 200
+    assert json.loads(stack.mock_requests()[-1]["body"])["stream_options"] == \
+        {"include_usage": False}
+    r = stack.row(h["x-request-id"])
+    assert r["usage_source"] == "none" and r["prompt_tokens"] is None
 
 
 def test_anthropic_stream_with_cache(stack):
