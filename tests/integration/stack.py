@@ -134,16 +134,32 @@ class Stack:
         })
         return env
 
-    def start_haproxy(self):
+    def haproxy_cfg(self):
         cfg = ROOT / "haproxy" / "haproxy.cfg"
         if self.bufsize:   # the shipped file but for its buffer size
             text = cfg.read_text()
             assert "tune.bufsize 16384" in text
             cfg = self.tmp / "haproxy.cfg"
             cfg.write_text(text.replace("tune.bufsize 16384", f"tune.bufsize {self.bufsize}"))
-        p = Proc("haproxy", ["haproxy", "-db", "-f", str(cfg)], self.tmp, env=self.haproxy_env())
+        return cfg
+
+    def start_haproxy(self):
+        p = Proc("haproxy", ["haproxy", "-db", "-f", str(self.haproxy_cfg())], self.tmp,
+                 env=self.haproxy_env())
         self.procs["haproxy"] = p
         wait_port(self.gw_port, p)
+
+    def reload_haproxy(self):
+        """A soft reload as systemd does it: a new process takes the listeners and asks
+        the old one (-sf) to finish its streams and exit. Returns the old process."""
+        old = self.procs["haproxy"]
+        self.reloads = getattr(self, "reloads", 0) + 1
+        p = Proc(f"haproxy-{self.reloads}", ["haproxy", "-db", "-f", str(self.haproxy_cfg()),
+                                             "-sf", str(old.pid)],
+                 self.tmp, env=self.haproxy_env())
+        self.procs["haproxy"] = p
+        self.procs[f"haproxy-old-{self.reloads}"] = old
+        return old
 
     def kill_agent(self, sig=signal.SIGKILL):
         p = self.procs.pop("agent")
@@ -157,7 +173,7 @@ class Stack:
 
     def close(self):
         codes = {}
-        for name in ("haproxy", "agent", "mock"):
+        for name in [n for n in self.procs if n.startswith("haproxy")] + ["agent", "mock"]:
             p = self.procs.pop(name, None)
             if p:
                 codes[name] = p.stop()

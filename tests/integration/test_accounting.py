@@ -267,3 +267,152 @@ def test_queue_overflow_counts_drops(tmp_path):
         assert len(s.rows()) == c["written"]
     finally:
         s.close()
+
+
+def test_haproxy_reload_during_streams_loses_nothing(stack):
+    """Streams that finish in the old process after a soft reload lose their ring
+    record; the UDP copy still brings it."""
+    def stream(i):
+        status, h, body = stack.gateway(
+            "POST", "/v1/chat/completions",
+            {"model": "mock-gpt", "stream": True, "messages": []}, key=stack.key,
+            headers={"x-mock-frames": "40", "x-mock-frame-delay-ms": "25",
+                     "x-mock-completion-tokens": "40"})
+        assert status == 200 and body.endswith(b"data: [DONE]\n\n")
+        return h["x-request-id"]
+
+    with concurrent.futures.ThreadPoolExecutor(20) as ex:
+        futs = [ex.submit(stream, i) for i in range(20)]
+        time.sleep(0.4)
+        old = stack.reload_haproxy()
+        ids = [f.result() for f in futs]
+    old.p.wait(15)   # the old process exits once its streams are done
+    # New requests go to the new process.
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "messages": []}, key=stack.key)
+    ids.append(h["x-request-id"])
+    rows = {r["request_id"]: r for r in stack.wait_rows(21)}
+    assert set(ids) <= set(rows)
+    assert all(rows[i]["outcome"] == "complete" for i in ids)
+    assert all(rows[i]["completion_tokens"] == 40 for i in ids[:20])
+    c = settled(stack)
+    assert c["received"] == c["written"] == 21 and c["dropped"] == 0
+
+
+def control(stack, request):
+    import msgpack
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(str(stack.db) + ".ctl")
+        payload = msgpack.packb(request)
+        s.sendall(len(payload).to_bytes(4, "big") + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = s.recv(65536)
+            assert chunk, "control socket closed"
+            data += chunk
+        return msgpack.unpackb(data[4:4 + int.from_bytes(data[:4], "big")])
+
+
+def metrics(stack):
+    import http.client as hc
+    conn = hc.HTTPConnection("127.0.0.1", stack.metrics_port, timeout=5)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_live_state_over_control_socket_and_metrics(stack):
+    def slow():
+        return stack.gateway("POST", "/v1/chat/completions",
+                             {"model": "mock-gpt", "stream": True, "messages": []},
+                             key=stack.key, headers={"x-mock-frames": "20",
+                                                     "x-mock-frame-delay-ms": "50"})
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(slow)
+        time.sleep(0.4)
+        live = control(stack, {"cmd": "inflight"})
+        keys = control(stack, {"cmd": "keys"})
+        status, h, _ = fut.result()
+    assert live["ok"] and len(live["requests"]) == 1
+    assert live["requests"][0]["request_id"] == h["x-request-id"]
+    assert live["requests"][0]["model"] == "mock-gpt" and live["requests"][0]["stream"] is True
+    assert [k["inflight"] for k in keys["keys"] if k["key_id"] == 1] == [1]
+    stack.row(h["x-request-id"])
+    c = settled(stack)
+    st = control(stack, {"cmd": "status"})
+    assert st["inflight"] == 0 and st["queue_depth"] == 0
+    assert {k: st["counters"][k] for k in ("received", "written", "dropped")} == \
+        {k: c[k] for k in ("received", "written", "dropped")}
+    m = metrics(stack)
+    assert m["tally_accounting_received_total"] == c["received"]
+    assert m["tally_accounting_written_total"] == c["written"]
+    assert m['tally_verdicts_total{verdict="allow"}'] >= 1
+    assert m['tally_rows_total{outcome="complete"}'] >= 1
+    assert m["tally_decision_seconds_count"] >= 1
+    assert control(stack, {"cmd": "nope"})["ok"] is False
+
+
+def test_locked_database_delays_rows_but_loses_none(stack):
+    """Another process holding the write lock makes the writer retry, not drop."""
+    import sqlite3
+    con = sqlite3.connect(str(stack.db), timeout=1, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        ids = []
+        for _ in range(20):
+            status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                         {"model": "mock-gpt", "messages": []}, key=stack.key)
+            assert status == 200
+            ids.append(h["x-request-id"])
+        time.sleep(2)
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    rows = stack.wait_rows(20)
+    assert {r["request_id"] for r in rows} == set(ids)
+    c = settled(stack)
+    assert c["dropped"] == 0 and c["received"] == c["written"] == 20
+    assert metrics(stack)['tally_errors_total{kind="write_busy"}'] >= 1
+
+
+def test_full_database_drops_are_counted(tmp_path):
+    """A database that cannot grow (here capped with --db-max-pages, as a full disk
+    would) makes the writer retry, then count the rows it could not store as dropped:
+    the agent keeps deciding and received = written + dropped still holds."""
+    import sqlite3
+    probe = Stack(tmp_path)
+    probe.seed()
+    con = sqlite3.connect(str(probe.db))
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.close()
+    s = Stack(tmp_path, agent_args=["--db-max-pages", str(pages + 4),
+                                    "--write-retry-ms", "300", "--batch-max", "16"])
+    s.key = probe.key
+    try:
+        s.start_mock()
+        s.start_agent()
+        s.start_haproxy()
+        s.wait_agent_state("UP")
+        for _ in range(300):
+            status, _, _ = s.gateway("POST", "/v1/chat/completions",
+                                     {"model": "mock-gpt", "messages": []}, key=s.key)
+            assert status == 200
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            m = metrics(s)
+            if m["tally_accounting_received_total"] == \
+                    m["tally_accounting_written_total"] + m["tally_accounting_dropped_total"]:
+                break
+            time.sleep(0.2)
+        assert m["tally_accounting_received_total"] == 300
+        assert m["tally_accounting_dropped_total"] > 0
+        assert m["tally_accounting_written_total"] + m["tally_accounting_dropped_total"] == 300
+        assert m['tally_errors_total{kind="write_full"}'] >= 1
+        assert len(s.rows()) == m["tally_accounting_written_total"]
+        assert s.procs["agent"].alive()
+    finally:
+        s.close()
