@@ -33,7 +33,7 @@ FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
-        run bench-decision bench-journal clean help
+        run bench-decision bench-accounting bench-journal bench-writer clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -46,7 +46,9 @@ help:
 	@echo "make valgrind        unit tests under valgrind memcheck"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
+	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, count check"
 	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
+	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop"
 	@echo "make clean"
 
 deps:
@@ -123,11 +125,20 @@ run: deps build
 bench-decision: deps build
 	@bash loadtest/bench-decision.sh
 
+bench-accounting: deps build
+	@bash loadtest/bench-accounting.sh
+
 $(BUILD)/bench-journal: $(BUILD)/obj/loadtest/bench-journal.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 bench-journal: $(BUILD)/bench-journal
 	$(BUILD)/bench-journal
+
+$(BUILD)/bench-writer: $(BUILD)/obj/loadtest/bench-writer.o $(AGENT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+bench-writer: $(BUILD)/bench-writer
+	$(BUILD)/bench-writer
 
 clean:
 	rm -rf build

@@ -1,10 +1,24 @@
--- wrk script for loadtest/bench-decision.sh: one unary chat completion with a 1 KB
--- response, then a machine-readable summary line.
+-- wrk script for loadtest/bench-decision.sh and bench-accounting.sh: one chat
+-- completion per request, then a machine-readable summary line. Unary with a
+-- BENCH_BODY_BYTES response by default; with BENCH_FRAMES set, a stream of that many
+-- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage.
 wrk.method = "POST"
-wrk.body = '{"model":"mock-gpt","messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TALLY_KEY") or "none")
-wrk.headers["x-mock-body-bytes"] = os.getenv("BENCH_BODY_BYTES") or "1024"
+local frames = os.getenv("BENCH_FRAMES")
+if frames then
+  wrk.body = '{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},' ..
+    '"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
+  wrk.headers["x-mock-frames"] = frames
+  wrk.headers["x-mock-frame-delay-ms"] = os.getenv("BENCH_FRAME_DELAY_MS") or "10"
+else
+  -- max_tokens bounds the answer below HAProxy's buffer, so the gateway reads its usage
+  -- with json_query; BENCH_UNBOUNDED=1 leaves it out (the capture filter reads it).
+  local bound = os.getenv("BENCH_UNBOUNDED") == "1" and "" or '"max_tokens":256,'
+  wrk.body = '{"model":"mock-gpt",' .. bound ..
+    '"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
+  wrk.headers["x-mock-body-bytes"] = os.getenv("BENCH_BODY_BYTES") or "1024"
+end
 
 done = function(summary, latency, requests)
   local e = summary.errors

@@ -1,6 +1,7 @@
 /* config: parses the agent's flags and configuration file (main thread, at start).
  * One table describes every setting, so the file, the flags and --help cannot drift. */
 #include "config.h"
+#include "writer.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -149,7 +150,7 @@ static int config_set_queue_capacity(struct agent_config *cfg, const char *value
 
 static int config_set_batch_max(struct agent_config *cfg, const char *value)
 {
-	return config_ms(value, 1, 100000, &cfg->batch_max);
+	return config_ms(value, 1, WRITER_BATCH_MAX, &cfg->batch_max);
 }
 
 static int config_set_write_retry(struct agent_config *cfg, const char *value)
@@ -193,7 +194,7 @@ static const struct config_setting settings[] = {
 	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl)", config_set_control },
 	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal)", config_set_journal },
 	{ "queue-capacity", "N", "rows waiting for the writer; beyond it rows are dropped and counted (default 65536)", config_set_queue_capacity },
-	{ "batch-max", "N", "rows per writer transaction at most (default 1024)", config_set_batch_max },
+	{ "batch-max", "N", "rows per writer transaction at most (default 8192)", config_set_batch_max },
 	{ "write-retry-ms", "MS", "how long a failing batch is retried before its rows count as dropped (default 10000)", config_set_write_retry },
 	{ "pending-timeout-ms", "MS", "wait this long for a decided request's record, then write it as no_record (default 900000)", config_set_pending_timeout },
 	{ "dedupe-ms", "MS", "remember record ids this long to count second copies as duplicates (default 600000)", config_set_dedupe },
@@ -305,7 +306,7 @@ static void config_defaults(struct agent_config *cfg)
 	snprintf(cfg->records_addr, sizeof(cfg->records_addr), "127.0.0.1:12346");
 	snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "127.0.0.1:9464");
 	cfg->queue_capacity = 65536;
-	cfg->batch_max = 1024;
+	cfg->batch_max = WRITER_BATCH_DEFAULT;
 	cfg->write_retry_ms = 10000;
 	cfg->pending_timeout_ms = 900000;
 	cfg->dedupe_ms = 600000;

@@ -10,6 +10,11 @@
 
 #include "keytable.h"
 
+/* The largest max_tokens whose unary JSON answer still fits HAProxy's buffer
+ * (tune.bufsize 16384, ~15 KB of it for the body): ~6 bytes per token of text in JSON,
+ * with room for multi-byte and escaped characters and the response's own fields. */
+#define DECISION_JSON_MAX_TOKENS 1024
+
 struct decision_verdict_info {
 	const char *name;       /* verdict name, also the error "code" */
 	int status;
@@ -163,8 +168,11 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
-	 * everything else meets the capture filter. */
-	d->capture = d->stream != 0 || ep->large;
+	 * everything else meets the capture filter: streams, vectors, and responses that
+	 * the request does not bound below the buffer (its usage comes last, after the
+	 * text, and json_query sees only what the buffer holds). */
+	d->capture = d->stream != 0 || ep->large || d->body.max_tokens < 0 ||
+	             d->body.max_tokens > DECISION_JSON_MAX_TOKENS || d->body.many_outputs;
 	/* The insertion needs the whole body (nothing after the cut may already name
 	 * stream_options) and a Content-Length to rewrite. */
 	if (ep->stream_options && d->stream == 1 && !d->body.has_stream_options &&

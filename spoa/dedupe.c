@@ -1,7 +1,7 @@
 /* dedupe: recently seen request ids (see dedupe.h). Intake thread only.
  *
  * A FIFO of (hash, time) in arrival order makes expiry a walk from its head; a linear-
- * probing set of the same hashes answers lookups. A 64-bit FNV-1a of a uuid collides
+ * probing set of the same hashes answers lookups. A 64-bit FNV-1a of a request id collides
  * with another id in the window with negligible probability. */
 #include "dedupe.h"
 

@@ -107,19 +107,6 @@ static void intake_price(struct intake *in, struct acct_row *row)
 	acct_price(row, m ? &m->prices : NULL);
 }
 
-/* A stream by its content type, or by its first bytes when the type was not seen. */
-static int intake_is_sse(const struct record *r)
-{
-	size_t i = 0;
-
-	if (r->cap_kind == 's')
-		return 1;
-	while (i < r->head.len && r->head.ptr[i] == ' ')
-		i++;
-	return (r->head.len - i >= 6 && memcmp(r->head.ptr + i, "event:", 6) == 0) ||
-	       (r->head.len - i >= 5 && memcmp(r->head.ptr + i, "data:", 5) == 0);
-}
-
 /* Fills row from the record r; fields the pending entry already holds (decided at
  * request time) are kept unless the record says better. */
 static void intake_fill(struct intake *in, struct acct_row *row, const struct record *r)
@@ -149,8 +136,7 @@ static void intake_fill(struct intake *in, struct acct_row *row, const struct re
 
 	if (r->has_capture)
 		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
-		                   r->body_bytes > (int64_t)(r->head.len + r->tail.len),
-		                   intake_is_sse(r), &u);
+		                   r->cap_kind == 's', &u);
 	else
 		usage_from_fields(r, &u);
 	row->prompt_tokens = u.prompt_tokens;
@@ -189,11 +175,19 @@ static void intake_record(struct intake *in, const char *msg, size_t len, int ud
 	int64_t now = intake_now_ms();
 
 	if (record_parse(msg, len, &r) < 0) {
-		intake_error(in, STATS_ERR_RECORD_PARSE, "unreadable record");
+		char what[160];
+
+		/* The record's start names the request and shows what HAProxy sent. */
+		snprintf(what, sizeof(what), "unreadable record \"%.*s\"",
+		         (int)(len < 120 ? len : 120), msg);
+		intake_error(in, STATS_ERR_RECORD_PARSE, what);
 		return;
 	}
 	stats_add(udp ? &stats.records_udp : &stats.records_tcp, 1);
-	intake_copy(id, sizeof(id), r.id);
+	if (r.id.len)
+		intake_copy(id, sizeof(id), r.id);
+	else
+		snprintf(id, sizeof(id), "haproxy-%.*s", (int)r.txn.len, r.txn.ptr);
 	if (dedupe_seen(in->seen, id)) {
 		stats_add(&stats.duplicates, 1);
 		return;

@@ -28,7 +28,7 @@ struct pending {
 	atomic_size_t count;
 };
 
-/* FNV-1a: ids are HAProxy uuids, short and already well spread. */
+/* FNV-1a over the whole id: HAProxy's ids share their time prefix, the hash spreads them. */
 static uint64_t pending_hash(const char *id)
 {
 	uint64_t h = 1469598103934665603u;

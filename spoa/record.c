@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define RECORD_FIELDS 31
+#define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
 
 static int record_digit(char c)
 {
@@ -49,8 +50,9 @@ int record_frame_next(const char *buf, size_t len, size_t max_len,
 	return i > max_len ? -1 : 0;
 }
 
-/* Decimal integer, optional '-', no '+', no overflow. */
-static int record_int(struct record_str s, int64_t *out)
+/* Decimal integer in [min, RECORD_INT_MAX], optional '-', no '+'. The bound keeps
+ * sums and products of fields (started_at_ms, ttfb_ms) far from overflow. */
+static int record_int(struct record_str s, int64_t min, int64_t *out)
 {
 	size_t i = 0;
 	int neg = 0;
@@ -67,10 +69,10 @@ static int record_int(struct record_str s, int64_t *out)
 			return -1;
 		v = v * 10 + (uint64_t)(s.ptr[i] - '0');
 	}
-	if (v > (uint64_t)INT64_MAX)
+	if (v > (uint64_t)RECORD_INT_MAX)
 		return -1;
 	*out = neg ? -(int64_t)v : (int64_t)v;
-	return 0;
+	return *out < min ? -1 : 0;
 }
 
 static int record_absent(struct record_str s)
@@ -79,13 +81,13 @@ static int record_absent(struct record_str s)
 }
 
 /* An optional integer: "-" is ACCT_NONE. */
-static int record_opt_int(struct record_str s, int64_t *out)
+static int record_opt_int(struct record_str s, int64_t min, int64_t *out)
 {
 	if (record_absent(s)) {
 		*out = ACCT_NONE;
 		return 0;
 	}
-	return record_int(s, out);
+	return record_int(s, min, out);
 }
 
 static int record_hex(char c)
@@ -99,8 +101,9 @@ static int record_hex(char c)
 	return -1;
 }
 
-/* Decodes HAProxy's url_enc into dst (cap bytes with the NUL); "-" is empty. Control
- * bytes and NULs are refused: these names end up in the database and in logs. */
+/* Decodes HAProxy's url_enc (percent-encoding; it encodes '+' and ' ' too) into dst
+ * (cap bytes with the NUL); "-" is empty. Control bytes and NULs are refused: these
+ * names end up in the database and in logs. */
 static int record_urldec(struct record_str s, char *dst, size_t cap)
 {
 	size_t i, o = 0;
@@ -122,8 +125,6 @@ static int record_urldec(struct record_str s, char *dst, size_t cap)
 				return -1;
 			c = hi << 4 | lo;
 			i += 2;
-		} else if (c == '+') {
-			c = ' ';
 		}
 		if (c < 0x20 || c == 0x7f || o + 1 >= cap)
 			return -1;
@@ -150,7 +151,7 @@ static int record_capture(struct record_str s, struct record *r)
 {
 	struct record_str f[5];
 	const char *p = s.ptr, *end = s.ptr + s.len;
-	int64_t hlen, tlen;
+	int64_t body, hlen, tlen;
 	int i;
 
 	for (i = 0; i < 5; i++) {
@@ -162,15 +163,43 @@ static int record_capture(struct record_str s, struct record *r)
 		p = sp + 1;
 	}
 	if (f[0].len != 2 || memcmp(f[0].ptr, "c1", 2) != 0 || f[1].len != 1 ||
-	    !strchr("jso", f[1].ptr[0]) || record_int(f[2], &r->body_bytes) < 0 ||
-	    record_int(f[3], &hlen) < 0 || record_int(f[4], &tlen) < 0 ||
-	    r->body_bytes < 0 || hlen < 0 || tlen < 0 ||
+	    !memchr("jso", f[1].ptr[0], 3) || record_int(f[2], 0, &body) < 0 ||
+	    record_int(f[3], 0, &hlen) < 0 || record_int(f[4], 0, &tlen) < 0 ||
 	    (uint64_t)hlen + (uint64_t)tlen != (uint64_t)(end - p))
 		return -1;
 	r->has_capture = 1;
 	r->cap_kind = f[1].ptr[0];
+	r->body_bytes = body;
 	r->head = (struct record_str){ p, (size_t)hlen };
 	r->tail = (struct record_str){ p + hlen, (size_t)tlen };
+	return 0;
+}
+
+static int record_digits(const char *p, const char *end)
+{
+	if (p == end)
+		return 0;
+	for (; p < end; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	return 1;
+}
+
+/* "tally1", or "tally1/<pid>.<request counter>": HAProxy's name for the transaction,
+ * unique per process, the same in both copies of a record. */
+static int record_header(struct record_str s, struct record *r)
+{
+	const char *txn = s.ptr + 7, *end = s.ptr + s.len, *dot;
+
+	if (s.len < 6 || memcmp(s.ptr, "tally1", 6) != 0)
+		return -1;
+	if (s.len == 6)
+		return 0;
+	if (s.ptr[6] != '/' || (size_t)(end - txn) > RECORD_TXN_MAX ||
+	    !(dot = memchr(txn, '.', (size_t)(end - txn))) || !record_digits(txn, dot) ||
+	    !record_digits(dot + 1, end))
+		return -1;
+	r->txn = (struct record_str){ txn, (size_t)(end - txn) };
 	return 0;
 }
 
@@ -194,16 +223,20 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	}
 	f[RECORD_FIELDS - 1] = (struct record_str){ p, (size_t)(end - p) };
 
-	if (f[0].len != 6 || memcmp(f[0].ptr, "tally1", 6) != 0 ||
-	    !record_token_ok(f[1], ACCT_ID_MAX - 1) || record_absent(f[1]))
+	if (record_header(f[0], r) < 0 || !record_token_ok(f[1], ACCT_ID_MAX - 1))
 		return -1;
-	r->id = f[1];
-	if (record_int(f[2], &r->accept_s) < 0 || record_int(f[3], &r->accept_ms) < 0 ||
-	    r->accept_s < 0 || r->accept_ms < 0 || r->accept_ms > 999 ||
-	    record_int(f[4], &r->status) < 0 || record_int(f[5], &r->bytes_in) < 0 ||
-	    record_int(f[6], &r->bytes_out) < 0 || record_int(f[7], &r->tr) < 0 ||
-	    record_int(f[8], &r->tw) < 0 || record_int(f[9], &r->tc) < 0 ||
-	    record_int(f[10], &r->tr_server) < 0 || record_int(f[11], &r->ta) < 0)
+	/* HAProxy has no unique id for a request it could not parse (or one a client
+	 * abandoned before sending it): the header's transaction name stands in. */
+	if (!record_absent(f[1]))
+		r->id = f[1];
+	else if (!r->txn.len)
+		return -1;
+	if (record_int(f[2], 0, &r->accept_s) < 0 || record_int(f[3], 0, &r->accept_ms) < 0 ||
+	    r->accept_ms > 999 || record_int(f[4], -1, &r->status) < 0 || r->status > 999 ||
+	    record_int(f[5], 0, &r->bytes_in) < 0 || record_int(f[6], 0, &r->bytes_out) < 0 ||
+	    record_int(f[7], -1, &r->tr) < 0 || record_int(f[8], -1, &r->tw) < 0 ||
+	    record_int(f[9], -1, &r->tc) < 0 || record_int(f[10], -1, &r->tr_server) < 0 ||
+	    record_int(f[11], -1, &r->ta) < 0)
 		return -1;
 	if (f[12].len != 2 || !record_token_ok(f[12], 2) || !record_token_ok(f[13], 255))
 		return -1;
@@ -214,23 +247,29 @@ int record_parse(const char *buf, size_t len, struct record *r)
 			return -1;
 		r->verdict = f[14];
 	}
-	if (record_opt_int(f[15], &r->key_id) < 0 ||
+	if (record_opt_int(f[15], 0, &r->key_id) < 0 ||
 	    record_urldec(f[16], r->model, sizeof(r->model)) < 0 ||
 	    record_urldec(f[17], r->provider, sizeof(r->provider)) < 0 ||
-	    record_opt_int(f[18], &r->stream) < 0 ||
-	    (r->stream != ACCT_NONE && r->stream != 0 && r->stream != 1))
+	    record_opt_int(f[18], 0, &r->stream) < 0 || r->stream > 1)
 		return -1;
 	/* HAProxy prints a boolean variable as 1 or 0. */
-	if (record_opt_int(f[19], &skipped) < 0)
+	if (record_opt_int(f[19], 0, &skipped) < 0 ||
+	    record_opt_int(f[20], -RECORD_INT_MAX, &r->spoe_error) < 0)
 		return -1;
 	r->skipped = skipped == 1;
-	if (record_opt_int(f[20], &r->spoe_error) < 0 ||
-	    record_urldec(f[21], r->u_model, sizeof(r->u_model)) < 0)
-		return -1;
-	for (i = 0; i < RECORD_U_COUNT; i++)
-		if (record_opt_int(f[22 + i], &r->u[i]) < 0 || (r->u[i] < 0 && r->u[i] != ACCT_NONE))
+	/* The upstream's own words (json_query of its response): a name that cannot be
+	 * stored or a negative count is not reported, and costs the record nothing else. */
+	if (record_urldec(f[21], r->u_model, sizeof(r->u_model)) < 0)
+		r->u_model[0] = '\0';
+	for (i = 0; i < RECORD_U_COUNT; i++) {
+		if (record_opt_int(f[22 + i], -RECORD_INT_MAX, &r->u[i]) < 0)
 			return -1;
-	if (record_absent(f[30]))
-		return 0;
-	return record_capture(f[30], r);
+		if (r->u[i] < 0)
+			r->u[i] = ACCT_NONE;
+	}
+	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
+	 * otherwise broken loses its usage, not the transaction. */
+	if (!record_absent(f[30]))
+		record_capture(f[30], r);
+	return 0;
 }

@@ -20,8 +20,11 @@ enum record_usage_field {
 	RECORD_U_COUNT
 };
 
+#define RECORD_TXN_MAX 41                 /* "<pid>.<counter>", two 20-digit numbers */
+
 struct record {
-	struct record_str id;
+	struct record_str id;              /* HAProxy's unique id; len 0: it had none */
+	struct record_str txn;             /* "<pid>.<counter>"; len 0: not in the record */
 	int64_t accept_s, accept_ms;
 	int64_t status;                    /* -1: none */
 	int64_t bytes_in, bytes_out;
@@ -36,9 +39,10 @@ struct record {
 	int64_t stream;                    /* 0, 1, ACCT_NONE */
 	int skipped;                       /* forwarded undecided under fail-open */
 	int64_t spoe_error;                /* ACCT_NONE: none */
-	char u_model[ACCT_NAME_MAX];       /* unary JSON response's model; "" absent */
-	int64_t u[RECORD_U_COUNT];         /* unary JSON usage; ACCT_NONE absent */
-	int has_capture;
+	char u_model[ACCT_NAME_MAX];       /* unary JSON response's model; "" absent or
+	                                    * unstorable */
+	int64_t u[RECORD_U_COUNT];         /* unary JSON usage; ACCT_NONE absent, negative */
+	int has_capture;                   /* 0 also when the capture field is broken */
 	char cap_kind;                     /* 'j', 's' or 'o' */
 	int64_t body_bytes;
 	struct record_str head, tail;
@@ -51,7 +55,8 @@ struct record {
 int record_frame_next(const char *buf, size_t len, size_t max_len,
                       const char **msg, size_t *msg_len, size_t *consumed);
 
-/* Parses one record (a trailing "\n" is allowed). 0, or -1 if malformed. */
+/* Parses one record (a trailing "\n" is allowed). 0, or -1 if malformed. Integers are
+ * bounded (|n| < 2^53) so that sums of fields cannot overflow; status is -1..999. */
 int record_parse(const char *buf, size_t len, struct record *out);
 
 #endif

@@ -1,4 +1,5 @@
-/* reqbody: finds "model" and "stream" in a request body (I/O threads, pure).
+/* reqbody: finds "model", "stream" and the output bounds in a request body (I/O threads,
+ * pure).
  *
  * One scanner reads the top-level object strictly (key, colon, value, comma) and skips
  * nested values by tracking strings and brackets, which is enough to know at which
@@ -17,6 +18,11 @@
 enum reqbody_scan { REQBODY_SCAN_OK, REQBODY_SCAN_EOF, REQBODY_SCAN_BAD };
 
 enum reqbody_member { REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_AMBIGUOUS };
+
+enum reqbody_hint { REQBODY_HINT_NONE, REQBODY_HINT_MAX_TOKENS, REQBODY_HINT_N,
+                    REQBODY_HINT_LOGPROBS };
+
+#define REQBODY_MAX_TOKENS_DIGITS 9     /* keeps the value within a long */
 
 struct reqbody_cursor {
 	const char *start;
@@ -306,9 +312,54 @@ static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t 
 			out->model_unusable = 1;
 }
 
-/* Reads one top-level member's value, recording model and stream. */
+static enum reqbody_hint reqbody_hint_of(const char *raw, size_t rawlen)
+{
+	if (reqbody_token_is(raw, rawlen, "max_tokens") ||
+	    reqbody_token_is(raw, rawlen, "max_completion_tokens"))
+		return REQBODY_HINT_MAX_TOKENS;
+	if (reqbody_token_is(raw, rawlen, "n"))
+		return REQBODY_HINT_N;
+	if (reqbody_token_is(raw, rawlen, "logprobs"))
+		return REQBODY_HINT_LOGPROBS;
+	return REQBODY_HINT_NONE;
+}
+
+/* Records what a scalar says about the response's size. A max_tokens that is not a
+ * plain non-negative integer bounds nothing: the upstream will judge it. */
+static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_hint h, const char *tok,
+                             size_t len)
+{
+	long v = 0;
+	size_t i;
+
+	switch (h) {
+	case REQBODY_HINT_MAX_TOKENS:
+		if (len == 0 || len > REQBODY_MAX_TOKENS_DIGITS)
+			return;
+		for (i = 0; i < len; i++) {
+			if (tok[i] < '0' || tok[i] > '9')
+				return;
+			v = v * 10 + (tok[i] - '0');
+		}
+		if (v > out->max_tokens)
+			out->max_tokens = v;
+		return;
+	case REQBODY_HINT_N:
+		if (!reqbody_token_is(tok, len, "1") && !reqbody_token_is(tok, len, "null"))
+			out->many_outputs = 1;
+		return;
+	case REQBODY_HINT_LOGPROBS:
+		if (reqbody_token_is(tok, len, "true"))
+			out->many_outputs = 1;
+		return;
+	case REQBODY_HINT_NONE:
+		return;
+	}
+}
+
+/* Reads one top-level member's value, recording model, stream and output hints. */
 static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum reqbody_member m,
-                                              struct reqbody_info *out)
+                                              enum reqbody_hint h, struct reqbody_info *out)
 {
 	const char *tok;
 	size_t toklen;
@@ -329,6 +380,7 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 		return r;
 	if (m == REQBODY_MODEL)
 		return REQBODY_SCAN_BAD;
+	reqbody_set_hint(out, h, tok, toklen);
 	if (m == REQBODY_STREAM) {
 		if (reqbody_token_is(tok, toklen, "true"))
 			out->stream = 1;
@@ -377,7 +429,8 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 			return REQBODY_SCAN_BAD;
 		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
-		if ((r = reqbody_member_value(s, m, out)) != REQBODY_SCAN_OK)
+		if ((r = reqbody_member_value(s, m, reqbody_hint_of(key, keylen), out)) !=
+		    REQBODY_SCAN_OK)
 			return r;
 		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
@@ -405,6 +458,7 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 
 	memset(out, 0, sizeof(*out));
 	out->stream = -1;
+	out->max_tokens = -1;
 	if (len == 0)
 		return REQBODY_EMPTY;   /* body may then be NULL: no pointer arithmetic on it */
 	s.start = s.p = body;
@@ -423,5 +477,6 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 		}
 	}
 	memset(out, 0, sizeof(*out));
+	out->max_tokens = -1;
 	return REQBODY_INVALID;
 }

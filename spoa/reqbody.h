@@ -1,4 +1,4 @@
-/* reqbody: what the agent needs from a request body (model, stream flag), read from
+/* reqbody: what the agent needs from a request body (model, stream flag, output bounds), read from
  * the prefix HAProxy buffered. Pure functions over (pointer, length); called by the
  * I/O threads for every decision and fuzzed in isolation. */
 #ifndef TALLY_REQBODY_H
@@ -24,6 +24,10 @@ struct reqbody_info {
 	int stream;                     /* 1 true, 0 false or absent, -1 not seen in a prefix */
 	int has_stream_options;         /* a member any reader could take for "stream_options" */
 	size_t open_end;                /* offset just past the object's opening brace */
+	/* Output bounds, a hint for how large the response may grow (exact key spellings
+	 * only: a misread hint costs the capture path, never the verdict). */
+	long max_tokens;                /* largest max_tokens / max_completion_tokens; -1 none */
+	int many_outputs;               /* n other than 1, or logprobs: output beyond max_tokens */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

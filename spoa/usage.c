@@ -2,18 +2,32 @@
  *
  * A capture is a fragment: the tail may start inside a string. A `"usage":` key can
  * still be found by bytes alone, because a quote inside a JSON string is escaped, and
- * every candidate is confirmed by parsing its object with cJSON. */
+ * every candidate is confirmed by parsing its object with cJSON.
+ *
+ * Head and tail are searched as one text, even when bytes were skipped between them:
+ * HAProxy's body count runs a byte above what the filter kept, so a whole body of a
+ * little more than the head looks cut, and its usage may span the seam. A key made up
+ * across a real gap would need unrelated bytes that complete it and still parse, and
+ * the final usage object, at the end of the tail, comes after it and wins. */
 #include "usage.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define USAGE_MAX_COUNT 9007199254740991.0   /* 2^53 - 1: exact in a double */
+#define USAGE_MAX_COUNT 9007199254740991LL   /* 2^53 - 1: exact in a double */
 
+/* The captured text: head and tail, one after the other. */
+struct usage_seg {
+	const char *ptr;
+	size_t len;
+};
+
+/* A `"usage": {...}` object that parsed. */
 struct usage_obj {
 	cJSON *json;
-	const char *at;      /* where the key was found, to tell objects apart */
+	int in_start;        /* inside an Anthropic message_start event */
 };
 
 static void usage_init(struct usage *u)
@@ -45,56 +59,105 @@ static const char *usage_value_at(const char *p, const char *end, const char *ke
 	if (p == end || *p != ':')
 		return NULL;
 	p = usage_skip_ws(p + 1, end);
-	return p < end && strchr(starts, *p) ? p : NULL;
+	return p < end && *p && strchr(starts, *p) ? p : NULL;
 }
 
-/* The first (last = 0) or last (last = 1) `"usage": {...}` object in [buf, buf+len)
- * that parses. The caller deletes o->json. */
-static int usage_find_obj(const char *buf, size_t len, int last, struct usage_obj *o)
+/* The next `"<key>": <value>` at or after *from in s whose value starts with one of
+ * starts and parses; *from moves past the key. *vstart, *vend: the value's text. */
+static cJSON *usage_next_value(struct usage_seg s, const char **from, const char *key,
+                               const char *starts, const char **vstart, const char **vend)
 {
-	const char *p = buf, *end = buf + len;
+	const char *end = s.ptr + s.len, *p = *from;
+	char quoted[24];
+	size_t qlen = (size_t)snprintf(quoted, sizeof(quoted), "\"%s\"", key);
 
-	o->json = NULL;
-	while (p < end && (p = memmem(p, (size_t)(end - p), "\"usage\"", 7))) {
-		const char *v = usage_value_at(p, end, "usage", "{");
-		cJSON *j;
+	while (p < end && (p = memmem(p, (size_t)(end - p), quoted, qlen))) {
+		const char *v = usage_value_at(p, end, key, starts), *stop = NULL;
+		cJSON *j = v ? cJSON_ParseWithLengthOpts(v, (size_t)(end - v), &stop, 0) : NULL;
 
-		if (v && (j = cJSON_ParseWithLengthOpts(v, (size_t)(end - v), NULL, 0))) {
-			if (cJSON_IsObject(j)) {
-				cJSON_Delete(o->json);
-				o->json = j;
-				o->at = p;
-				if (!last)
-					return 1;
-			} else {
-				cJSON_Delete(j);
-			}
+		p += qlen;
+		if (j) {
+			*from = p;
+			*vstart = v;
+			*vend = stop ? stop : end;
+			return j;
 		}
-		p += 7;
 	}
-	return o->json != NULL;
+	*from = end;
+	return NULL;
 }
 
-/* The first `"model": "<string>"` in the fragment, decoded by cJSON. */
-static void usage_find_model(const char *buf, size_t len, char *out, size_t cap)
+/* Whether the usage key at `at` sits in an Anthropic message_start event: the last
+ * event type named before it is message_start, not message_delta. (By type, not by
+ * "data:" line: a tail may start in the middle of an event.) */
+static int usage_in_start(struct usage_seg s, const char *at)
 {
-	const char *p = buf, *end = buf + len;
+	const char *p = s.ptr;
+	int in_start = 0;
 
-	while (p < end && (p = memmem(p, (size_t)(end - p), "\"model\"", 7))) {
-		const char *v = usage_value_at(p, end, "model", "\"");
-		cJSON *j;
+	while ((p = memmem(p, (size_t)(at - p), "\"message_", 9))) {
+		if (at - p >= 15 && memcmp(p, "\"message_start\"", 15) == 0)
+			in_start = 1;
+		else if (at - p >= 15 && memcmp(p, "\"message_delta\"", 15) == 0)
+			in_start = 0;
+		p += 9;
+	}
+	return in_start;
+}
 
-		if (v && (j = cJSON_ParseWithLengthOpts(v, (size_t)(end - v), NULL, 0))) {
-			int ok = cJSON_IsString(j) && j->valuestring && *j->valuestring &&
-			         strlen(j->valuestring) < cap;
+/* The first and the last usage objects of s (a value that starts with '{' and parses
+ * is an object); last->json is NULL when there is only one. The caller deletes both. */
+static void usage_scan(struct usage_seg s, int sse, struct usage_obj *first,
+                       struct usage_obj *last)
+{
+	const char *from = s.ptr, *vs, *ve;
+	cJSON *j;
 
-			if (ok)
-				memcpy(out, j->valuestring, strlen(j->valuestring) + 1);
-			cJSON_Delete(j);
-			if (ok)
-				return;
+	first->json = last->json = NULL;
+	while ((j = usage_next_value(s, &from, "usage", "{", &vs, &ve))) {
+		struct usage_obj o = { j, sse && usage_in_start(s, vs) };
+
+		if (!first->json) {
+			*first = o;
+		} else {
+			cJSON_Delete(last->json);
+			*last = o;
 		}
-		p += 7;
+	}
+}
+
+/* A model name worth recording: non-empty, fits, no control bytes (it ends up in the
+ * database and in logs), no NUL hidden by an escape (cJSON would cut the name there). */
+static int usage_model_ok(const cJSON *j, const char *text, const char *text_end, size_t cap)
+{
+	const unsigned char *c;
+	size_t n;
+
+	if (!cJSON_IsString(j) || !j->valuestring || !*j->valuestring)
+		return 0;
+	n = strlen(j->valuestring);
+	if (n >= cap || memmem(text, (size_t)(text_end - text), "\\u0000", 6))
+		return 0;
+	for (c = (const unsigned char *)j->valuestring; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* The first usable `"model": "<string>"` of s, decoded by cJSON. */
+static void usage_find_model(struct usage_seg s, char *out, size_t cap)
+{
+	const char *from = s.ptr, *vs, *ve;
+	cJSON *j;
+
+	while ((j = usage_next_value(s, &from, "model", "\"", &vs, &ve))) {
+		int ok = usage_model_ok(j, vs, ve, cap);
+
+		if (ok)
+			memcpy(out, j->valuestring, strlen(j->valuestring) + 1);
+		cJSON_Delete(j);
+		if (ok)
+			return;
 	}
 }
 
@@ -107,7 +170,7 @@ static int64_t usage_count(const cJSON *obj, const char *name)
 	if (!cJSON_IsNumber(v))
 		return ACCT_NONE;
 	d = v->valuedouble;
-	if (!(d >= 0) || d > USAGE_MAX_COUNT || d != (double)(int64_t)d)
+	if (!(d >= 0) || d > (double)USAGE_MAX_COUNT || d != (double)(int64_t)d)
 		return ACCT_NONE;
 	return (int64_t)d;
 }
@@ -124,20 +187,36 @@ static int usage_is_anthropic(const cJSON *u)
 	return cJSON_HasObjectItem(u, "input_tokens") || cJSON_HasObjectItem(u, "output_tokens");
 }
 
-static int64_t usage_sum(int64_t a, int64_t b, int64_t c)
+/* Input + cache read + cache creation; counts below 2^53 cannot overflow. */
+static int64_t usage_total_input(int64_t input, int64_t read, int64_t creation)
 {
-	return (a == ACCT_NONE ? 0 : a) + (b == ACCT_NONE ? 0 : b) + (c == ACCT_NONE ? 0 : c);
+	if (input == ACCT_NONE)
+		return ACCT_NONE;
+	return input + (read == ACCT_NONE ? 0 : read) + (creation == ACCT_NONE ? 0 : creation);
 }
 
-/* Anthropic input side: input, cache read, cache creation (from one usage object). */
+/* Input side of an input_tokens object: Anthropic's input, cache read and cache
+ * creation; OpenAI's Responses API names cached input in input_tokens_details, and
+ * its input_tokens count them already. */
 static void usage_anthropic_input(const cJSON *u, struct usage *out)
 {
-	int64_t input = usage_count(u, "input_tokens");
+	int64_t details = usage_nested(u, "input_tokens_details", "cached_tokens");
 
+	if (details != ACCT_NONE) {
+		out->cached_tokens = details;
+		out->prompt_tokens = usage_count(u, "input_tokens");
+		return;
+	}
 	out->cached_tokens = usage_count(u, "cache_read_input_tokens");
 	out->cache_creation_tokens = usage_count(u, "cache_creation_input_tokens");
-	out->prompt_tokens = input == ACCT_NONE ? ACCT_NONE
-	                   : usage_sum(input, out->cached_tokens, out->cache_creation_tokens);
+	out->prompt_tokens = usage_total_input(usage_count(u, "input_tokens"),
+	                                       out->cached_tokens, out->cache_creation_tokens);
+}
+
+static void usage_anthropic_output(const cJSON *u, struct usage *out)
+{
+	out->completion_tokens = usage_count(u, "output_tokens");
+	out->reasoning_tokens = usage_nested(u, "output_tokens_details", "reasoning_tokens");
 }
 
 static void usage_openai(const cJSON *u, struct usage *out)
@@ -148,65 +227,90 @@ static void usage_openai(const cJSON *u, struct usage *out)
 	out->reasoning_tokens = usage_nested(u, "completion_tokens_details", "reasoning_tokens");
 }
 
-void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
-                        int gap, int sse, struct usage *out)
+/* The source when some count was read; a usage object without counts is no usage. */
+static enum acct_usage_source usage_source_if_counts(const struct usage *u,
+                                                     enum acct_usage_source s)
 {
-	struct usage_obj first = { 0 }, final = { 0 };
-	const char *body = tail;
-	size_t blen = tlen;
+	return u->prompt_tokens != ACCT_NONE || u->completion_tokens != ACCT_NONE ? s
+	       : ACCT_USAGE_NONE;
+}
+
+/* Anthropic stream: input in message_start (or repeated by the last message_delta),
+ * output in the last message_delta. Without a delta the stream was cut: the input is
+ * known, the output is not (NULL, never message_start's placeholder count). */
+static void usage_anthropic_stream(const struct usage_obj *first, const struct usage_obj *final,
+                                   struct usage *out)
+{
+	if (final->in_start) {
+		usage_anthropic_input(final->json, out);
+		out->source = usage_source_if_counts(out, ACCT_USAGE_PARTIAL);
+		return;
+	}
+	usage_anthropic_input(cJSON_HasObjectItem(final->json, "input_tokens") || !first->in_start
+	                      ? final->json : first->json, out);
+	usage_anthropic_output(final->json, out);
+	out->source = usage_source_if_counts(out, ACCT_USAGE_STREAM);
+}
+
+void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
+                        int sse, struct usage *out)
+{
+	struct usage_seg text = { head ? head : "", hlen + tlen };
+	struct usage_obj first, last;
+	const struct usage_obj *final;
+	char *joined = NULL;
 
 	usage_init(out);
-	/* Without a gap head and tail are one body: search them as one (the key may sit
-	 * across the seam). A short body is all head. */
-	if (!gap && head + hlen == tail)
-		body = head, blen = hlen + tlen;
-	else if (!gap && tlen == 0)
-		body = head, blen = hlen;
-	usage_find_model(head, hlen, out->model, sizeof(out->model));
-	if (!out->model[0])
-		usage_find_model(body, blen, out->model, sizeof(out->model));
-	if (!usage_find_obj(body, blen, 1, &final) && !(gap && usage_find_obj(head, hlen, 1, &final)))
-		return;
-	if (!usage_is_anthropic(final.json)) {
-		usage_openai(final.json, out);
-		out->source = sse ? ACCT_USAGE_STREAM : ACCT_USAGE_RESPONSE;
-		goto out;
+	if (tlen && text.ptr + hlen != tail) {
+		/* Out of memory: no usage, as if none had been reported. */
+		if (!(joined = malloc(hlen + tlen)))
+			return;
+		memcpy(joined, text.ptr, hlen);
+		memcpy(joined + hlen, tail, tlen);
+		text.ptr = joined;
 	}
-	if (!sse) {
-		usage_anthropic_input(final.json, out);
-		out->completion_tokens = usage_count(final.json, "output_tokens");
-		out->source = ACCT_USAGE_RESPONSE;
+	usage_find_model(text, out->model, sizeof(out->model));
+	usage_scan(text, sse, &first, &last);
+	final = last.json ? &last : &first;
+	if (!final->json)
 		goto out;
+	if (!usage_is_anthropic(final->json)) {
+		usage_openai(final->json, out);
+		out->source = usage_source_if_counts(out, sse ? ACCT_USAGE_STREAM
+		                                              : ACCT_USAGE_RESPONSE);
+	} else if (sse) {
+		usage_anthropic_stream(&first, final, out);
+	} else {
+		usage_anthropic_input(final->json, out);
+		usage_anthropic_output(final->json, out);
+		out->source = usage_source_if_counts(out, ACCT_USAGE_RESPONSE);
 	}
-	/* An Anthropic stream: input in message_start (the first usage), output in the
-	 * last message_delta. If the last is message_start's, the stream was cut. */
-	usage_find_obj(gap ? head : body, gap ? hlen : blen, 0, &first);
-	if (first.json && (!gap && first.at == final.at)) {
-		usage_anthropic_input(first.json, out);
-		out->source = ACCT_USAGE_PARTIAL;
-		goto out;
-	}
-	usage_anthropic_input(cJSON_HasObjectItem(final.json, "input_tokens") || !first.json
-	                      ? final.json : first.json, out);
-	out->completion_tokens = usage_count(final.json, "output_tokens");
-	out->source = ACCT_USAGE_STREAM;
 out:
 	cJSON_Delete(first.json);
-	cJSON_Delete(final.json);
+	cJSON_Delete(last.json);
+	free(joined);
+}
+
+/* A count from a record field: HAProxy prints any int64 json_query gave it. */
+static int64_t usage_bounded(int64_t v)
+{
+	return v >= 0 && v <= USAGE_MAX_COUNT ? v : ACCT_NONE;
 }
 
 void usage_from_fields(const struct record *r, struct usage *out)
 {
-	const int64_t *u = r->u;
+	int64_t u[RECORD_U_COUNT];
+	int i;
 
 	usage_init(out);
 	snprintf(out->model, sizeof(out->model), "%s", r->u_model);
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		u[i] = usage_bounded(r->u[i]);
 	if (u[RECORD_U_INPUT] != ACCT_NONE || u[RECORD_U_OUTPUT] != ACCT_NONE) {
 		out->cached_tokens = u[RECORD_U_CACHE_READ];
 		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
-		out->prompt_tokens = u[RECORD_U_INPUT] == ACCT_NONE ? ACCT_NONE
-		                   : usage_sum(u[RECORD_U_INPUT], out->cached_tokens,
-		                               out->cache_creation_tokens);
+		out->prompt_tokens = usage_total_input(u[RECORD_U_INPUT], out->cached_tokens,
+		                                       out->cache_creation_tokens);
 		out->completion_tokens = u[RECORD_U_OUTPUT];
 	} else if (u[RECORD_U_PROMPT] != ACCT_NONE || u[RECORD_U_COMPLETION] != ACCT_NONE) {
 		out->prompt_tokens = u[RECORD_U_PROMPT];

@@ -27,10 +27,13 @@ struct usage {
 	enum acct_usage_source source;
 };
 
-/* From a body's first bytes (head) and last bytes (tail); gap: bytes were skipped
- * between them. sse: the body is a server-sent event stream. */
+/* From a body's first bytes (head) and last bytes (tail), searched as one text
+ * whether or not bytes were skipped between them. sse: the body is a server-sent
+ * event stream. An Anthropic stream that ended after message_start but before any
+ * message_delta gives its input counts, completion ACCT_NONE, source
+ * ACCT_USAGE_PARTIAL. A usage object without prompt or completion count is no usage. */
 void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
-                        int gap, int sse, struct usage *out);
+                        int sse, struct usage *out);
 
 /* From the json_query fields of a unary response's record. */
 void usage_from_fields(const struct record *r, struct usage *out);

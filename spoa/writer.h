@@ -21,9 +21,20 @@
 #include "acct-t.h"
 #include "queue.h"
 
-#define WRITER_BATCH_DEFAULT 1024
+#define WRITER_BATCH_DEFAULT 8192
 #define WRITER_BATCH_MAX     65536
 #define WRITER_RETRY_DEFAULT 10000   /* ms */
+
+/* The writer's connection settings on top of db_open's (WAL, synchronous = NORMAL):
+ * a 64 MiB page cache keeps the request_id index in memory; checkpoints every 16384
+ * pages (64 MiB of WAL, truncated back to that size) copy each page rewritten by many
+ * batches once instead of once per 1000 pages; CHECK constraints are skipped because
+ * SQLite 3.40 builds two temporary tables per row for the IN lists on outcome and
+ * usage_source, and the writer enforces the same rules itself (writer.c). Exposed for
+ * loadtest/bench-writer's baseline. */
+#define WRITER_CONNECTION_SQL \
+	"PRAGMA cache_size = -65536; PRAGMA wal_autocheckpoint = 16384;" \
+	" PRAGMA journal_size_limit = 67108864; PRAGMA ignore_check_constraints = ON"
 
 struct writer;
 

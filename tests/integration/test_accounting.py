@@ -3,6 +3,7 @@ the usage the mock upstream reported, and the durable counters add up."""
 import concurrent.futures
 import http.client
 import json
+import re
 import signal
 import socket
 import time
@@ -40,9 +41,12 @@ def settled(stack, timeout=10):
         time.sleep(0.1)
 
 
-def test_unary_openai_row_matches_upstream_usage(stack):
+# max_tokens 100 bounds the answer below HAProxy's buffer: json_query reads it. Without
+# a bound the answer may outgrow the buffer, and the capture filter reads it.
+@pytest.mark.parametrize("bound", [{"max_tokens": 100}, {}], ids=["json_query", "capture"])
+def test_unary_openai_row_matches_upstream_usage(stack, bound):
     status, h, _ = stack.gateway("POST", "/v1/chat/completions",
-                                 {"model": "mock-gpt", "messages": []}, key=stack.key,
+                                 {"model": "mock-gpt", "messages": [], **bound}, key=stack.key,
                                  headers={"x-mock-prompt-tokens": "1000",
                                           "x-mock-completion-tokens": "500",
                                           "x-mock-cached-tokens": "200",
@@ -57,6 +61,33 @@ def test_unary_openai_row_matches_upstream_usage(stack):
         ("complete", "response", 0, 200)
     assert r["model"] == "mock-gpt" and r["provider"] == "mock-openai"
     assert r["verdict"] == "allow" and r["key_id"] == 1
+
+
+def test_unary_larger_than_the_buffer_keeps_its_usage(stack):
+    """Usage comes after the text: a 200 KB answer hides it from anything that reads
+    only the buffer (16 KB)."""
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions", {"model": "mock-gpt", "messages": []},
+        key=stack.key, headers={"x-mock-body-bytes": "200000", "x-mock-prompt-tokens": "7",
+                                "x-mock-completion-tokens": "50000"})
+    assert status == 200 and len(body) >= 200000
+    assert json.loads(body)["usage"]["completion_tokens"] == 50000
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == \
+        (7, 50000, "response")
+    assert r["bytes_out"] >= 200000
+
+
+def test_unary_that_overflows_its_bound_is_visible(stack):
+    """An upstream that answers far beyond the request's max_tokens defeats json_query:
+    the row says the usage is unknown (NULL), never 0."""
+    status, h, _ = stack.gateway(
+        "POST", "/v1/chat/completions", {"model": "mock-gpt", "messages": [], "max_tokens": 5},
+        key=stack.key, headers={"x-mock-body-bytes": "60000"})
+    assert status == 200
+    r = stack.row(h["x-request-id"])
+    assert (r["outcome"], r["usage_source"]) == ("complete", "none")
+    assert r["prompt_tokens"] is None and r["cost_micros"] is None
 
 
 @pytest.mark.parametrize("crlf", ["0", "1"])
@@ -92,8 +123,33 @@ def test_stream_without_include_usage_is_amended_and_client_sees_its_stream(stac
     sent = json.loads(stack.mock_requests()[-1]["body"])
     assert sent["stream_options"] == {"include_usage": True}
     assert sent["model"] == "mock-gpt" and sent["stream"] is True
+    # Byte for byte what the upstream sent for the amended request, minus its usage event.
+    _, _, upstream = stack.direct("POST", "/v1/chat/completions", sent,
+                                  headers={"x-mock-frames": "200", "x-mock-crlf": crlf,
+                                           "x-mock-prompt-tokens": "33",
+                                           "x-mock-completion-tokens": "200"})
+    assert body == sep.join(e for e in upstream.split(sep) if b'"usage":{' not in e)
     r = stack.row(h["x-request-id"])
     assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (33, 200, "stream")
+
+
+@pytest.mark.parametrize("pad", [8, 12])
+def test_stream_usage_across_the_capture_seam(stack, pad):
+    """A stream a little longer than the capture's head (1536 bytes): its usage chunk
+    spans head and tail, and HAProxy's byte count (one above what the filter kept) says
+    bytes were skipped between them. It is read all the same."""
+    status, h, body = stack.gateway(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-gpt", "stream": True, "stream_options": {"include_usage": True},
+         "messages": []}, key=stack.key,
+        headers={"x-mock-frames": "4", "x-mock-model": "mock-gpt-" + "x" * pad,
+                 "x-mock-prompt-tokens": "12", "x-mock-completion-tokens": "4"})
+    assert status == 200
+    at = body.find(b'"usage":{')
+    assert at < 1536 < body.find(b"}", at) < len(body)
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (12, 4, "stream")
+    assert r["model"] == "mock-gpt-" + "x" * pad
 
 
 def test_stream_that_asked_for_usage_keeps_its_usage_event(stack):
@@ -137,11 +193,15 @@ def test_anthropic_stream_with_cache(stack):
 
 
 def test_upstream_cut_mid_stream_is_recorded(stack):
+    # Paced frames: when the upstream's bytes and its close arrive in one read, HAProxy
+    # 2.6 forwards them while the Lua filter sees no input, so the record carries no
+    # capture and there is no message_start to read (usage_source "none").
     conn = http.client.HTTPConnection("127.0.0.1", stack.gw_port, timeout=10)
     conn.request("POST", "/v1/messages",
                  body=b'{"model":"mock-claude","stream":true,"max_tokens":9,"messages":[]}',
                  headers={"Authorization": f"Bearer {stack.key}", "x-mock-frames": "50",
-                          "x-mock-disconnect-after": "5", "x-mock-prompt-tokens": "100"})
+                          "x-mock-frame-delay-ms": "5", "x-mock-disconnect-after": "5",
+                          "x-mock-prompt-tokens": "100"})
     resp = conn.getresponse()
     rid = resp.getheader("x-request-id")
     with pytest.raises(http.client.IncompleteRead):
@@ -149,9 +209,9 @@ def test_upstream_cut_mid_stream_is_recorded(stack):
     conn.close()
     r = stack.row(rid)
     assert r["outcome"] == "upstream_error"
-    # Output was never reported: NULL, never 0. (The input from message_start is not
-    # always kept on this path yet; see the accounting notes in docs/architecture.md.)
-    assert r["completion_tokens"] is None and r["usage_source"] in ("partial", "none")
+    # The input from message_start is kept; the output was never reported: NULL, never 0.
+    assert r["prompt_tokens"] == 100 and r["usage_source"] == "partial"
+    assert r["completion_tokens"] is None
 
 
 def test_upstream_500(stack):
@@ -181,6 +241,29 @@ def test_client_abort_mid_stream(stack):
     assert r["prompt_tokens"] is not None and r["completion_tokens"] is None
 
 
+def test_client_abort_mid_openai_stream_keeps_what_it_has(stack):
+    """Gone before the usage chunk: no counts (NULL), but the model the upstream named."""
+    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    body = (b'{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},'
+            b'"messages":[]}')
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Type: application/json\r\n"
+              b"Authorization: Bearer " + stack.key.encode() + b"\r\n"
+              b"x-mock-frames: 100\r\nx-mock-frame-delay-ms: 20\r\n"
+              b"x-mock-model: mock-gpt-2025-01-01\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    data = b""
+    while data.count(b"data: ") < 3:
+        data += s.recv(65536)
+    rid = [l.split(b":", 1)[1].strip().decode() for l in data.split(b"\r\n")
+           if l.lower().startswith(b"x-request-id")][0]
+    s.close()
+    r = stack.row(rid)
+    assert r["outcome"] == "client_abort" and r["usage_source"] == "none"
+    assert r["prompt_tokens"] is None and r["completion_tokens"] is None
+    assert r["model"] == "mock-gpt-2025-01-01" and r["stream"] == 1
+
+
 def test_denied_and_unjudged_requests_are_rows(stack):
     status, h, _ = stack.gateway("POST", "/v1/chat/completions",
                                  {"model": "mock-gpt"}, key="tly_" + "A" * 43)
@@ -195,6 +278,32 @@ def test_denied_and_unjudged_requests_are_rows(stack):
     # The ring delivers the record kept while the agent was down.
     r = stack.row(h["x-request-id"], timeout=20)
     assert r["outcome"] == "gateway_rejected" and r["verdict"] is None
+
+
+def test_malformed_http_is_a_row_too(stack):
+    """HAProxy refuses a request it cannot parse before any unique id exists: the row is
+    named by HAProxy's process and request counter, once, though two copies arrive."""
+    seen = {r["request_id"] for r in stack.rows("request_id LIKE 'haproxy-%'")}
+    time.sleep(0.5)   # earlier tests' connections end with records of their own
+    seen |= {r["request_id"] for r in stack.rows("request_id LIKE 'haproxy-%'")}
+    before = stack.counters()
+    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost x\r\nbroken header\r\n\r\n")
+    reply = s.recv(65536)
+    s.close()
+    assert reply.startswith(b"HTTP/1.1 400")
+    r = [x for x in stack.wait_rows(len(seen) + 1, "request_id LIKE 'haproxy-%'")
+         if x["request_id"] not in seen]
+    assert len(r) == 1 and r[0]["status"] == 400 and r[0]["termination"] == "PR"
+    assert (r[0]["outcome"], r[0]["verdict"], r[0]["key_id"]) == ("gateway_rejected", None, None)
+    assert re.fullmatch(r"haproxy-\d+\.\d+", r[0]["request_id"])
+    deadline = time.time() + 10
+    while stack.counters()["duplicates"] < before["duplicates"] + 1 and time.time() < deadline:
+        time.sleep(0.05)
+    after = stack.counters()
+    assert after["received"] == before["received"] + 1
+    assert after["duplicates"] == before["duplicates"] + 1
+    assert len(stack.rows("request_id LIKE 'haproxy-%'")) == len(seen) + 1
 
 
 def test_every_request_one_row_and_counters_add_up(stack):

@@ -14,7 +14,9 @@ from stack import MOCK_CREDENTIAL, Stack
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+# haproxy.cfg's unique-id-format: accept time in ms, pid, request counter, 64 random bits
+# (hex). Ids sort by time, so the request_id index grows at its end.
+REQUEST_ID = re.compile(r"^\d{13}-[0-9A-F]+-[0-9A-F]+-[0-9A-F]{16}$")
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def last_upstream_request(stack):
 def assert_error(status, headers, body, want_status, code):
     assert status == want_status, body
     assert headers["content-type"].startswith("application/json")
-    assert UUID.match(headers["x-request-id"])
+    assert REQUEST_ID.match(headers["x-request-id"])
     err = json.loads(body)
     assert err["error"]["code"] == code, err
     return err
@@ -77,7 +79,8 @@ def test_unary_openai_is_byte_exact_and_credential_swapped(stack):
     status, hdrs, got = stack.gateway("POST", CHAT, body, key=stack.key,
                                       headers={"Accept-Encoding": "gzip, br"})
     assert status == 200, got
-    assert UUID.match(hdrs["x-request-id"])
+    assert REQUEST_ID.match(hdrs["x-request-id"])
+    assert abs(int(hdrs["x-request-id"][:13]) - time.time() * 1000) < 60000
     up = headers_of(last_upstream_request(stack))
     assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}"
     assert stack.key not in json.dumps(stack.mock_requests())
@@ -89,14 +92,16 @@ def test_unary_openai_is_byte_exact_and_credential_swapped(stack):
 
 
 def test_stream_openai_is_byte_exact(stack):
-    body = chat(stream=True)
+    # A stream that asked for usage passes untouched; one that did not is amended
+    # (test_accounting.py checks what its client receives).
+    body = chat(stream=True, stream_options={"include_usage": True})
     status, hdrs, got = stack.gateway("POST", CHAT, body, key=stack.key,
                                       headers={"x-mock-frames": "25"})
     assert status == 200
     assert hdrs["content-type"].startswith("text/event-stream")
     _, _, want = stack.direct("POST", CHAT, body, headers={"x-mock-frames": "25"})
     assert got == want
-    assert got.count(b"data: ") >= 27 and got.endswith(b"data: [DONE]\n\n")
+    assert got.count(b"data: ") == 28 and got.endswith(b"data: [DONE]\n\n")
 
 
 def test_anthropic_with_x_api_key_unary_and_stream(stack):
@@ -322,7 +327,7 @@ def test_agent_killed_fail_open_forwards(failopen_stack):
     assert status == 200, body
     up = headers_of(last_upstream_request(stack))
     assert up["authorization"] == f"Bearer {MOCK_CREDENTIAL}"
-    assert UUID.match(hdrs["x-request-id"])
+    assert REQUEST_ID.match(hdrs["x-request-id"])
     # a request without even a gateway key is never forwarded, whatever the policy
     stack.mock_clear()
     assert_error(*stack.gateway("POST", CHAT, chat()), 503, "gateway_unavailable")

@@ -120,6 +120,24 @@ static void test_models_and_bodies(void)
 	CHECK(!d.body_truncated);
 }
 
+/* Unary JSON goes to json_query only when its answer must fit HAProxy's buffer. */
+static void test_capture_choice(void)
+{
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":1024}").capture);
+	CHECK(!decide(FIX_KEY_OPEN,
+	              "{\"model\":\"gpt-a\",\"max_completion_tokens\":50,\"n\":1}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":1025}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,\"n\":4}").capture);
+	CHECK(decide(FIX_KEY_OPEN,
+	             "{\"model\":\"gpt-a\",\"max_tokens\":10,\"logprobs\":true}").capture);
+	CHECK(decide(FIX_KEY_OPEN,
+	             "{\"model\":\"gpt-a\",\"max_tokens\":10,\"stream\":true}").capture);
+	/* A prefix may hide a larger bound after the cut. */
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                  "{\"model\":\"gpt-a\",\"max_tokens\":10,\"messages\":[", 1).capture);
+}
+
 static void test_truncated_bodies(void)
 {
 	const char *prefix_model_first = "{\"model\":\"claude-a\",\"messages\":[{\"content\":\"xxxx";
@@ -261,6 +279,7 @@ int main(void)
 	RUN(test_keys);
 	RUN(test_allow_lists);
 	RUN(test_models_and_bodies);
+	RUN(test_capture_choice);
 	RUN(test_truncated_bodies);
 	RUN(test_error_bodies);
 	RUN(test_endpoints_and_apis);

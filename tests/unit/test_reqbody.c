@@ -1,4 +1,5 @@
-/* Unit tests of reqbody: model and stream from whole and truncated request bodies. */
+/* Unit tests of reqbody: model, stream and output bounds from whole and truncated
+ * request bodies. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,41 @@ static void test_no_nul_terminator_needed(void)
 	free(buf);
 }
 
+static void test_output_bounds(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"model\":\"m\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	CHECK(!i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":300,\"max_completion_tokens\":700,\"n\":1}", &i),
+	             REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, 700);
+	CHECK(!i.many_outputs);
+	/* Not a plain integer, or too long for one: no bound. */
+	CHECK_EQ_INT(inspect("{\"max_tokens\":1e3}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":-5}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":1234567890}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":\"9\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	/* Only top-level members count. */
+	CHECK_EQ_INT(inspect("{\"tools\":[{\"max_tokens\":5}]}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_tokens, -1);
+	CHECK_EQ_INT(inspect("{\"n\":3}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"logprobs\":true,\"top_logprobs\":5}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"logprobs\":false,\"n\":null}", &i), REQBODY_COMPLETE);
+	CHECK(!i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":64,\"messages\":[\"cut", &i), REQBODY_PREFIX);
+	CHECK_EQ_INT(i.max_tokens, 64);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":64,\"model\":1}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(i.max_tokens, -1);
+}
+
 int main(void)
 {
 	RUN(test_complete_bodies);
@@ -174,5 +210,6 @@ int main(void)
 	RUN(test_every_cut_of_a_real_body);
 	RUN(test_long_model);
 	RUN(test_no_nul_terminator_needed);
+	RUN(test_output_bounds);
 	return UNIT_DONE();
 }

@@ -490,11 +490,12 @@ out:
 	queue_free(q);
 }
 
-/* A row the database refuses (an outcome out of range) is dropped alone. */
+/* A row the schema refuses (an outcome or usage source out of range) is dropped alone. */
 static void test_refused_row(void)
 {
 	struct queue *q = queue_new(16);
 	struct acct_row good = row_full(1), bad = row_full(2), good2 = row_full(3);
+	struct acct_row bad2 = row_full(4);
 	char path[512];
 	struct writer *w;
 	sqlite3 *db;
@@ -502,18 +503,21 @@ static void test_refused_row(void)
 	counters_reset();
 	db_create("refused.db", path, sizeof(path));
 	bad.outcome = (enum acct_outcome)77;
+	bad2.usage_source = (enum acct_usage_source)9;
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
 	intake(q, &good);
 	intake(q, &bad);
 	intake(q, &good2);
+	intake(q, &bad2);
 	writer_stop(w);
 	db = db_reader(path);
 	CHECK_EQ_INT(stats_get(&stats.written), 2);
-	CHECK_EQ_INT(stats_get(&stats.dropped), 1);
-	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 1);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id = 'req-00000002'"), 0);
+	CHECK_EQ_INT(stats_get(&stats.dropped), 2);
+	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 2);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id IN"
+	                       " ('req-00000002', 'req-00000004')"), 0);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
 	check_accounting(db);
 	sqlite3_close(db);

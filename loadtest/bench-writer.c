@@ -1,0 +1,482 @@
+/* bench-writer: the usage writer's throughput in rows/s, against a baseline measured in
+ * the same run. The main thread plays the intake: it pushes BENCH_ROWS (default
+ * 500000) realistic rows as fast as it can into a queue that holds them all, and the
+ * real writer thread stores them in a fresh WAL database in a temporary directory; the
+ * figure runs from the first push to the commit of the last row (on_done). The baseline
+ * inserts the same rows into another fresh database with one prepared INSERT, in
+ * transactions of the same size under the same settings (db_open's, then the writer's
+ * WRITER_CONNECTION_SQL), without rollups, counters or duplicate handling.
+ * BENCH_BATCH (default the agent's, WRITER_BATCH_DEFAULT) sets both batch sizes;
+ * BENCH_ROUNDS (default 3) repeats the pair, the best of each counts. Each writer database is checked afterwards
+ * from SQLite alone; any mismatch exits 1. Uses about 2 x 0.6 KB x BENCH_ROWS of memory. */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acct.h"
+#include "db.h"
+#include "queue.h"
+#include "stats.h"
+#include "writer.h"
+
+#define BENCH_KEYS       100
+#define BENCH_START_MS   1750000000000LL
+#define BENCH_SPACING_MS 7          /* ~140 requests/s: 500000 rows span about an hour */
+
+struct bench_model {
+	const char *name, *requested, *provider;
+	int priced;
+};
+
+static const struct bench_model bench_models[] = {
+	{ "gpt-4o-mini-2024-07-18", "gpt-4o-mini", "openai", 1 },
+	{ "gpt-4o-2024-08-06", "gpt-4o", "openai", 1 },
+	{ "gpt-4.1-nano-2025-04-14", "gpt-4.1-nano", "openai", 1 },
+	{ "o3-mini-2025-01-31", "o3-mini", "openai", 1 },
+	{ "claude-3-5-haiku-20241022", "claude-3-5-haiku", "anthropic", 1 },
+	{ "claude-sonnet-4-20250514", "claude-sonnet-4", "anthropic", 1 },
+	{ "claude-opus-4-20250514", "claude-opus-4", "anthropic", 1 },
+	{ "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", "vllm", 1 },
+	{ "Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b", "vllm", 0 },
+	{ "mistral-small-2503", "mistral-small", "ollama", 1 },
+};
+
+#define BENCH_MODELS ((int)(sizeof(bench_models) / sizeof(bench_models[0])))
+
+struct bench_result {
+	double rows_per_s;
+	double p50_ms, p99_ms, mean_ms;   /* batch commit latency; writer only */
+	uint64_t batches;
+};
+
+/* Rows committed or given up so far (written on the writer thread), and when the last
+ * of the expected ones committed. */
+static atomic_ulong bench_committed, bench_given_up;
+static atomic_uint_fast64_t bench_end_ns;
+static unsigned long bench_expected;
+
+/* splitmix64's finaliser: a bijection, so distinct inputs give distinct request ids. */
+static uint64_t bench_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Row i, the same in every run: ids as haproxy.cfg's unique-id-format makes them
+ * (accept time in ms, pid, request counter, random), each row
+ * arriving when its request ended (streams up to 30 s after their accept, others up to
+ * 2 s), keys skewed towards low ids, each key mostly on its favourite model, 60%
+ * streams, ~10% failures of every kind, one unpriced model. */
+static void bench_row(uint64_t i, struct acct_row *r)
+{
+	uint64_t h = bench_mix(i), h2 = bench_mix(h), h3 = bench_mix(h2);
+	unsigned a = (unsigned)(h2 % BENCH_KEYS), b = (unsigned)((h2 >> 8) % BENCH_KEYS);
+	unsigned key = 1 + (a < b ? a : b);   /* the lower of two draws: skewed */
+	const struct bench_model *m = &bench_models[(h3 % 10) < 7 ? key % BENCH_MODELS
+	                                                          : (h3 >> 4) % BENCH_MODELS];
+	unsigned roll = (unsigned)((h3 >> 16) % 1000);
+	int stream = (h3 >> 32) % 10 < 6;
+	int64_t accept_ms = BENCH_START_MS + (int64_t)(i * BENCH_SPACING_MS) -
+	                    (int64_t)(h % (stream ? 30000 : 2000));
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->request_id, sizeof(r->request_id), "%" PRId64 "-%X-%" PRIX64 "-%016" PRIX64,
+	         accept_ms, 4242u, i, h2 & 0x7fffffff);
+	r->key_id = key;
+	snprintf(r->model, sizeof(r->model), "%s", m->name);
+	snprintf(r->model_requested, sizeof(r->model_requested), "%s", m->requested);
+	snprintf(r->provider, sizeof(r->provider), "%s", m->provider);
+	snprintf(r->verdict, sizeof(r->verdict), "allow");
+	snprintf(r->termination, sizeof(r->termination), "--");
+	r->status = 200;
+	r->stream = stream;
+	r->prompt_tokens = 50 + (int64_t)((h3 >> 20) % 8000);
+	r->completion_tokens = 1 + (int64_t)((h3 >> 36) % 1500);
+	r->cached_tokens = (h3 >> 48) % 3 == 0 ? r->prompt_tokens / 2 : 0;
+	r->cache_creation_tokens = strcmp(m->provider, "anthropic") == 0 ? 0 : ACCT_NONE;
+	r->reasoning_tokens = strncmp(m->name, "o3", 2) == 0 ? r->completion_tokens / 2 : ACCT_NONE;
+	r->cost_micros = m->priced ? r->prompt_tokens / 4 + r->completion_tokens * 2 : ACCT_NONE;
+	r->unpriced = !m->priced;
+	r->outcome = ACCT_COMPLETE;
+	r->usage_source = r->stream ? ACCT_USAGE_STREAM : ACCT_USAGE_RESPONSE;
+	r->started_at_ms = accept_ms;
+	r->ttfb_ms = 80 + (int64_t)(h % 900);
+	r->duration_ms = r->ttfb_ms + (r->stream ? r->completion_tokens * 12 : 40);
+	r->bytes_in = 200 + r->prompt_tokens * 4;
+	r->bytes_out = 400 + r->completion_tokens * (r->stream ? 40 : 5);
+	if (roll < 900)
+		return;
+	if (roll < 930) {                /* client went away mid-response: partial usage */
+		r->outcome = ACCT_CLIENT_ABORT;
+		snprintf(r->termination, sizeof(r->termination), "CD");
+		r->usage_source = ACCT_USAGE_PARTIAL;
+		r->completion_tokens = ACCT_NONE;
+		return;
+	}
+	/* The rest carry no usage. */
+	r->prompt_tokens = r->completion_tokens = r->cached_tokens = ACCT_NONE;
+	r->cache_creation_tokens = r->reasoning_tokens = r->cost_micros = ACCT_NONE;
+	r->unpriced = 0;
+	r->usage_source = ACCT_USAGE_NONE;
+	if (roll < 960) {
+		r->outcome = ACCT_UPSTREAM_ERROR;
+		r->status = 502;
+		snprintf(r->termination, sizeof(r->termination), "SH");
+	} else if (roll < 980) {
+		r->outcome = ACCT_UPSTREAM_REJECTED;
+		r->status = 429;
+	} else if (roll < 990) {
+		r->outcome = ACCT_DENIED;
+		r->status = 403;
+		r->stream = ACCT_NONE;
+		snprintf(r->verdict, sizeof(r->verdict), "model_forbidden");
+		r->provider[0] = '\0';
+		r->ttfb_ms = ACCT_NONE;
+	} else if (roll < 995) {
+		r->outcome = ACCT_GATEWAY_REJECTED;
+		r->status = 503;
+		r->key_id = ACCT_NONE;
+		r->verdict[0] = r->provider[0] = r->model[0] = '\0';
+		r->ttfb_ms = ACCT_NONE;
+	} else {
+		r->outcome = ACCT_NO_RECORD;
+		r->status = 0;
+		r->termination[0] = '\0';
+		r->duration_ms = r->ttfb_ms = r->bytes_in = r->bytes_out = ACCT_NONE;
+	}
+}
+
+static double bench_now_s(void)
+{
+	return (double)stats_now_ns() / 1e9;
+}
+
+/* Creates an empty database at path, as the agent does at start-up. 0 or -1. */
+static int bench_db_create(const char *path)
+{
+	char err[512];
+	sqlite3 *db;
+
+	if (db_open(path, DB_CREATE, &db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench-writer: %s\n", err);
+		return -1;
+	}
+	sqlite3_close(db);
+	return 0;
+}
+
+static void bench_db_remove(const char *path)
+{
+	static const char *const suffixes[] = { "", "-wal", "-shm" };
+	char file[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(file, sizeof(file), "%s%s", path, suffixes[i]);
+		unlink(file);
+	}
+}
+
+/* Runs sql, which returns one integer. -1 on error (no count here is negative). */
+static int64_t bench_query(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* ---- the writer ---- */
+
+static void bench_on_done(void *arg, const struct acct_row *rows, size_t n, int committed)
+{
+	(void)arg;
+	(void)rows;
+	if (!committed) {
+		atomic_fetch_add(&bench_given_up, n);
+		return;
+	}
+	if (atomic_fetch_add(&bench_committed, n) + n == bench_expected)
+		atomic_store(&bench_end_ns, stats_now_ns());
+}
+
+/* Upper bound in ms of the bucket holding quantile q of the observations in h minus
+ * those in before. */
+static double bench_quantile_ms(const struct stats_hist *h, const uint64_t *before,
+                                uint64_t count, double q)
+{
+	static const uint64_t bounds[STATS_HIST_NBOUNDS] = STATS_HIST_BOUNDS;
+	uint64_t rank = (uint64_t)(q * (double)count + 0.999999), seen = 0;
+	int i;
+
+	for (i = 0; i < STATS_HIST_NBOUNDS; i++) {
+		seen += atomic_load(&h->buckets[i]) - before[i];
+		if (seen >= rank)
+			return (double)bounds[i] / 1e6;
+	}
+	return -1;   /* beyond the last bound */
+}
+
+/* The checks anyone can run on the database afterwards. 0, or -1 with the reasons. */
+static int bench_verify(const char *path, int64_t n)
+{
+	static const struct {
+		const char *what, *sql;
+		int all;   /* expected: 1 all n rows, 0 none */
+	} checks[] = {
+		{ "rows in requests", "SELECT count(*) FROM requests", 1 },
+		{ "accounting.received", "SELECT received FROM accounting", 1 },
+		{ "accounting.written", "SELECT written FROM accounting", 1 },
+		{ "accounting.dropped", "SELECT dropped FROM accounting", 0 },
+		{ "requests in usage_hourly", "SELECT sum(requests) FROM usage_hourly", 1 },
+	};
+	char err[512];
+	sqlite3 *db;
+	int64_t v;
+	size_t i;
+	int rc = 0;
+
+	if (db_open(path, DB_READONLY, &db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench-writer: %s\n", err);
+		return -1;
+	}
+	for (i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		v = bench_query(db, checks[i].sql);
+		if (v != (checks[i].all ? n : 0)) {
+			fprintf(stderr, "bench-writer: %s: %" PRId64 ", expected %" PRId64 "\n",
+			        checks[i].what, v, checks[i].all ? n : 0);
+			rc = -1;
+		}
+	}
+	sqlite3_close(db);
+	return rc;
+}
+
+/* Stores rows[0..n) through a queue and the writer into a new database at path. */
+static int bench_writer(const char *path, const struct acct_row *rows, size_t n, int batch,
+                        struct bench_result *res)
+{
+	struct writer_config cfg = { .db_path = path, .batch_max = batch,
+	                             .on_done = bench_on_done };
+	struct stats_hist *h = &stats.batch_latency;
+	uint64_t before[STATS_HIST_NBOUNDS + 1], batches, count, sum, t0;
+	struct writer *w = NULL;
+	struct queue *q = NULL;
+	char err[512];
+	sqlite3 *db = NULL;
+	size_t i, refused = 0;
+	int rc = -1;
+
+	if (bench_db_create(path) < 0)
+		return -1;
+	/* Zero the process's totals from the fresh database, as the agent's start-up does. */
+	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0 ||
+	    writer_load_counters(db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench-writer: %s\n", err);
+		goto out;
+	}
+	sqlite3_close(db);
+	db = NULL;
+	q = queue_new(n);
+	cfg.queue = q;
+	if (!q || !(w = writer_start(&cfg, err, sizeof(err)))) {
+		fprintf(stderr, "bench-writer: %s\n", q ? err : "out of memory");
+		goto out;
+	}
+	for (i = 0; i <= STATS_HIST_NBOUNDS; i++)
+		before[i] = atomic_load(&h->buckets[i]);
+	count = atomic_load(&h->count);
+	sum = atomic_load(&h->sum_ns);
+	batches = stats_get(&stats.batches);
+	atomic_store(&bench_committed, 0);
+	atomic_store(&bench_given_up, 0);
+	bench_expected = n;
+
+	t0 = stats_now_ns();
+	for (i = 0; i < n; i++) {
+		stats_add(&stats.received, 1);
+		if (queue_push(q, &rows[i]) < 0) {
+			stats_add(&stats.dropped, 1);
+			refused++;
+		}
+	}
+	while (atomic_load(&bench_committed) + atomic_load(&bench_given_up) < n - refused)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	if (atomic_load(&bench_given_up) == 0)
+		res->rows_per_s = (double)n * 1e9 / (double)(atomic_load(&bench_end_ns) - t0);
+
+	count = atomic_load(&h->count) - count;
+	res->batches = stats_get(&stats.batches) - batches;
+	res->mean_ms = count ? (double)(atomic_load(&h->sum_ns) - sum) / (double)count / 1e6 : 0;
+	res->p50_ms = bench_quantile_ms(h, before, count, 0.50);
+	res->p99_ms = bench_quantile_ms(h, before, count, 0.99);
+	writer_stop(w);
+	w = NULL;
+	rc = bench_verify(path, (int64_t)n);
+out:
+	writer_stop(w);
+	queue_free(q);
+	sqlite3_close(db);
+	return rc;
+}
+
+/* ---- the baseline ---- */
+
+/* Binds r as the writer does: empty text and negative numbers as NULL. */
+static int bench_bind(sqlite3_stmt *st, const struct acct_row *r)
+{
+	const char *texts[] = { r->request_id, r->model, r->model_requested, r->provider,
+	                        r->verdict, acct_outcome_name(r->outcome),
+	                        acct_usage_source_name(r->usage_source), r->termination };
+	const int text_cols[] = { 1, 3, 4, 5, 6, 15, 16, 17 };
+	const int64_t ints[] = { r->key_id, r->status > 0 ? r->status : -1, r->stream,
+	                         r->prompt_tokens, r->completion_tokens, r->cached_tokens,
+	                         r->cache_creation_tokens, r->reasoning_tokens, r->cost_micros,
+	                         r->started_at_ms, r->duration_ms, r->ttfb_ms, r->bytes_in,
+	                         r->bytes_out };
+	const int int_cols[] = { 2, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 20, 21, 22 };
+	size_t i;
+	int rc = SQLITE_OK;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+		rc |= texts[i][0] ? sqlite3_bind_text(st, text_cols[i], texts[i], -1, SQLITE_STATIC)
+		                  : sqlite3_bind_null(st, text_cols[i]);
+	for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+		rc |= ints[i] >= 0 ? sqlite3_bind_int64(st, int_cols[i], ints[i])
+		                   : sqlite3_bind_null(st, int_cols[i]);
+	return rc;
+}
+
+/* Inserts rows[0..n) into a new database at path, batch rows per transaction. */
+static int bench_baseline(const char *path, const struct acct_row *rows, size_t n, int batch,
+                          struct bench_result *res)
+{
+	static const char insert_sql[] =
+		"INSERT INTO requests (request_id, key_id, model, model_requested, provider,"
+		" verdict, status, stream, prompt_tokens, completion_tokens, cached_tokens,"
+		" cache_creation_tokens, reasoning_tokens, cost_micros, outcome, usage_source,"
+		" termination, started_at, duration_ms, ttfb_ms, bytes_in, bytes_out)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+		" ?17, ?18, ?19, ?20, ?21, ?22)";
+	char err[512] = "";
+	sqlite3_stmt *st = NULL;
+	sqlite3 *db = NULL;
+	int64_t stored;
+	uint64_t t0;
+	size_t i;
+	int rc = -1;
+
+	if (bench_db_create(path) < 0)
+		return -1;
+	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench-writer: baseline: %s\n", err);
+		return -1;
+	}
+	if (db_exec(db, WRITER_CONNECTION_SQL, err, sizeof(err)) < 0 ||
+	    sqlite3_prepare_v2(db, insert_sql, -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	t0 = stats_now_ns();
+	for (i = 0; i < n; i++) {
+		if (i % (size_t)batch == 0 && db_exec(db, "BEGIN IMMEDIATE", err, sizeof(err)) < 0)
+			goto out;
+		if (bench_bind(st, &rows[i]) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+			goto out;
+		sqlite3_reset(st);
+		if ((i + 1 == n || (i + 1) % (size_t)batch == 0) &&
+		    db_exec(db, "COMMIT", err, sizeof(err)) < 0)
+			goto out;
+	}
+	res->rows_per_s = (double)n * 1e9 / (double)(stats_now_ns() - t0);
+	stored = bench_query(db, "SELECT count(*) FROM requests");
+	if (stored == (int64_t)n)
+		rc = 0;
+	else
+		snprintf(err, sizeof(err), "stored %" PRId64 " rows of %zu", stored, n);
+out:
+	if (rc < 0)
+		fprintf(stderr, "bench-writer: baseline: %s\n", *err ? err : sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return rc;
+}
+
+/* ---- main ---- */
+
+static long bench_env(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? atol(v) : def;
+}
+
+int main(void)
+{
+	long n = bench_env("BENCH_ROWS", 500000), rounds = bench_env("BENCH_ROUNDS", 3);
+	long batch = bench_env("BENCH_BATCH", WRITER_BATCH_DEFAULT);
+	struct bench_result best_w = { 0 }, best_b = { 0 };
+	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[256], bpath[256];
+	struct acct_row *rows = NULL;
+	double t;
+	long i, r;
+	int rc = 1;
+
+	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX || !mkdtemp(dir)) {
+		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d;"
+		        " or no temporary directory\n", WRITER_BATCH_MAX);
+		return 1;
+	}
+	snprintf(wpath, sizeof(wpath), "%s/writer.db", dir);
+	snprintf(bpath, sizeof(bpath), "%s/baseline.db", dir);
+	rows = malloc((size_t)n * sizeof(*rows));
+	if (!rows) {
+		fprintf(stderr, "bench-writer: out of memory\n");
+		goto out;
+	}
+	t = bench_now_s();
+	for (i = 0; i < n; i++)
+		bench_row((uint64_t)i, &rows[i]);
+	printf("%ld rows (%.1f s to generate), batch %ld, SQLite %s, %s\n", n,
+	       bench_now_s() - t, batch, sqlite3_libversion(), dir);
+	for (r = 0; r < rounds; r++) {
+		struct bench_result w = { 0 }, b = { 0 };
+
+		if (bench_writer(wpath, rows, (size_t)n, (int)batch, &w) < 0)
+			goto out;
+		bench_db_remove(wpath);
+		if (bench_baseline(bpath, rows, (size_t)n, (int)batch, &b) < 0)
+			goto out;
+		bench_db_remove(bpath);
+		printf("round %ld: writer %8.0f rows/s (%" PRIu64 " batches, commit p50 <= %.1f ms,"
+		       " p99 <= %.1f ms, mean %.2f ms)  baseline %8.0f rows/s  ratio %.2f\n",
+		       r + 1, w.rows_per_s, w.batches, w.p50_ms, w.p99_ms, w.mean_ms,
+		       b.rows_per_s, w.rows_per_s / b.rows_per_s);
+		if (w.rows_per_s > best_w.rows_per_s)
+			best_w = w;
+		if (b.rows_per_s > best_b.rows_per_s)
+			best_b = b;
+	}
+	printf("writer:   %8.0f rows/s (best of %ld; batch commit p50 <= %.1f ms, p99 <= %.1f ms)\n",
+	       best_w.rows_per_s, rounds, best_w.p50_ms, best_w.p99_ms);
+	printf("baseline: %8.0f rows/s (best of %ld; plain INSERT into requests)\n",
+	       best_b.rows_per_s, rounds);
+	printf("ratio writer/baseline: %.2f; writer / target (200000 rows/s): %.2fx\n",
+	       best_w.rows_per_s / best_b.rows_per_s, best_w.rows_per_s / 200000.0);
+	printf("verified: requests = accounting.written = accounting.received = sum(usage_hourly"
+	       ".requests) = %ld, accounting.dropped = 0\n", n);
+	rc = 0;
+out:
+	free(rows);
+	bench_db_remove(wpath);
+	bench_db_remove(bpath);
+	rmdir(dir);
+	return rc;
+}

@@ -1,0 +1,81 @@
+/* libFuzzer target: the record intake path over arbitrary bytes (peer input): framing
+ * of a TCP ring stream, each record parsed, its usage read as intake reads it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+#include "usage.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fuzz_record_check_usage(const struct usage *u)
+{
+	const int64_t c[] = { u->prompt_tokens, u->completion_tokens, u->cached_tokens,
+	                      u->cache_creation_tokens, u->reasoning_tokens };
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		if (c[i] < 0 && c[i] != ACCT_NONE)
+			abort();
+	if ((unsigned)u->source >= ACCT_USAGE_SOURCE_COUNT || strlen(u->model) >= sizeof(u->model))
+		abort();
+}
+
+/* Parses one record and checks what a caller relies on. */
+static void fuzz_record_one(const char *msg, size_t len)
+{
+	struct record r;
+	struct usage u;
+	int i;
+
+	if (record_parse(msg, len, &r) < 0)
+		return;
+	if (r.id.ptr < msg || r.id.ptr + r.id.len > msg + len || r.id.len >= ACCT_ID_MAX ||
+	    r.termination.len != 2 || r.status < -1 || r.status > 999 ||
+	    (r.stream != 0 && r.stream != 1 && r.stream != ACCT_NONE) ||
+	    strlen(r.model) >= sizeof(r.model) || strlen(r.u_model) >= sizeof(r.u_model) ||
+	    strlen(r.provider) >= sizeof(r.provider))
+		abort();
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		if (r.u[i] < 0 && r.u[i] != ACCT_NONE)
+			abort();
+	if (r.has_capture) {
+		if (r.head.ptr < msg || r.tail.ptr + r.tail.len > msg + len || r.body_bytes < 0)
+			abort();
+		usage_from_capture(r.head.ptr, r.head.len, r.tail.ptr, r.tail.len,
+		                   r.cap_kind == 's', &u);
+	} else {
+		usage_from_fields(&r, &u);
+	}
+	fuzz_record_check_usage(&u);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* A copy of exactly size bytes, so ASan catches any read past the end. */
+	char *buf = malloc(size ? size : 1);
+	size_t off = 0;
+
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	/* As a datagram: the whole input is one record. */
+	fuzz_record_one(buf, size);
+	/* As a TCP stream, with a limit small enough to be reached. */
+	for (;;) {
+		const char *msg;
+		size_t msg_len, used;
+		int rc = record_frame_next(buf + off, size - off, 4096, &msg, &msg_len, &used);
+
+		if (rc != 1)
+			break;
+		if (msg < buf + off || msg_len > 4096 || msg + msg_len > buf + size || used == 0 ||
+		    used > size - off)
+			abort();
+		fuzz_record_one(msg, msg_len);
+		off += used;
+	}
+	free(buf);
+	return 0;
+}

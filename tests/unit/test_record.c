@@ -1,0 +1,504 @@
+/* Unit tests of record: framing on the TCP ring connection and parsing of HAProxy's
+ * end-of-transaction records, real ones and edited ones. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+#include "record_lines.h"
+#include "unit.h"
+
+#define LINE_MAX_LEN 8192
+
+/* A record built per the log-format (haproxy/haproxy.cfg), fields 0..29; the capture
+ * (field 30) is appended separately. */
+static const char *const base_fields[30] = {
+	"tally1/4242.17", "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11", "1796278643", "040", "200", "342",
+	"555", "3", "0", "0", "2", "5", "--", "be_mock_openai", "allow", "7", "gpt-4o",
+	"openai", "0", "-", "-", "gpt-4o-2024-08-06", "1000", "500", "200", "50", "-", "-",
+	"-", "-",
+};
+
+/* The base record with field `which` (0..30) replaced by value; field 30 is the
+ * capture ("-" when value is NULL and which != 30). */
+static size_t line_with(char *buf, int which, const char *value)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < 31; i++) {
+		const char *v = i == which ? value : i < 30 ? base_fields[i] : "-";
+
+		n += (size_t)snprintf(buf + n, LINE_MAX_LEN - n, "%s%s", i ? " " : "", v);
+	}
+	return n;
+}
+
+/* The record's views borrow the line: it lives until the next call. */
+static int parse_with(int which, const char *value, struct record *r)
+{
+	static char buf[LINE_MAX_LEN];
+	size_t n = line_with(buf, which, value);
+
+	return record_parse(buf, n, r);
+}
+
+static int parse_str(const char *s, struct record *r)
+{
+	return record_parse(s, strlen(s), r);
+}
+
+static int str_is(struct record_str s, const char *want)
+{
+	return s.len == strlen(want) && memcmp(s.ptr, want, s.len) == 0;
+}
+
+static void test_frame_newline(void)
+{
+	const char *msg = NULL;
+	size_t mlen = 0, used = 0;
+	const char two[] = "tally1 a\ntally1 b\n";
+
+	CHECK_EQ_INT(record_frame_next("", 0, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next("tally1 a", 8, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next(two, sizeof(two) - 1, 100, &msg, &mlen, &used), 1);
+	CHECK(msg == two && mlen == 8 && used == 9);
+	CHECK_EQ_INT(record_frame_next(two + used, sizeof(two) - 1 - used, 100, &msg, &mlen, &used), 1);
+	CHECK(mlen == 8 && memcmp(msg, "tally1 b", 8) == 0 && used == 9);
+	/* An empty line is a record of its own (record_parse refuses it). */
+	CHECK_EQ_INT(record_frame_next("\nx", 2, 100, &msg, &mlen, &used), 1);
+	CHECK(mlen == 0 && used == 1);
+}
+
+static void test_frame_newline_limits(void)
+{
+	char buf[40];
+	const char *msg;
+	size_t mlen, used;
+
+	memset(buf, 'x', sizeof(buf));
+	/* exactly max_len bytes and its newline: one record */
+	buf[10] = '\n';
+	CHECK_EQ_INT(record_frame_next(buf, 11, 10, &msg, &mlen, &used), 1);
+	CHECK(mlen == 10 && used == 11);
+	/* one byte more without a newline: broken, whatever follows */
+	CHECK_EQ_INT(record_frame_next(buf, 11, 9, &msg, &mlen, &used), -1);
+	buf[10] = 'x';
+	CHECK_EQ_INT(record_frame_next(buf, 10, 10, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next(buf, 11, 10, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next(buf, sizeof(buf), 10, &msg, &mlen, &used), -1);
+}
+
+static void test_frame_octet_counted(void)
+{
+	const char *msg = NULL;
+	size_t mlen = 0, used = 0;
+	const char one[] = "8 tally1 a8 tally1 b";
+
+	CHECK_EQ_INT(record_frame_next(one, sizeof(one) - 1, 100, &msg, &mlen, &used), 1);
+	CHECK(msg == one + 2 && mlen == 8 && used == 10);
+	CHECK_EQ_INT(record_frame_next(one + 10, 10, 100, &msg, &mlen, &used), 1);
+	CHECK(memcmp(msg, "tally1 b", 8) == 0);
+	/* partial: the count, the space, the message */
+	CHECK_EQ_INT(record_frame_next("1", 1, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next("12", 2, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next("12 ", 3, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next("12 tally1", 9, 100, &msg, &mlen, &used), 0);
+	CHECK_EQ_INT(record_frame_next("0", 1, 100, &msg, &mlen, &used), 0);
+	/* a message may hold newlines: the count rules */
+	CHECK_EQ_INT(record_frame_next("3 a\nb", 5, 100, &msg, &mlen, &used), 1);
+	CHECK(mlen == 3 && used == 5);
+	/* exactly max_len, and one more */
+	CHECK_EQ_INT(record_frame_next("3 abc", 5, 3, &msg, &mlen, &used), 1);
+	CHECK_EQ_INT(record_frame_next("4 abcd", 6, 3, &msg, &mlen, &used), -1);
+	/* the count alone says it is too long: no need to wait for the bytes */
+	CHECK_EQ_INT(record_frame_next("65537 ", 6, 65536, &msg, &mlen, &used), -1);
+}
+
+static void test_frame_octet_garbage(void)
+{
+	const char *msg;
+	size_t mlen, used;
+
+	CHECK_EQ_INT(record_frame_next("0 ", 2, 100, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next("05 abcde", 8, 100, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next("5x abcde", 8, 100, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next("5\nabcde", 7, 100, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next("5  abcd", 7, 100, &msg, &mlen, &used), 1);
+	CHECK(mlen == 5 && msg[0] == ' ');
+	/* ten digits: refused before any overflow, even with a huge max_len */
+	CHECK_EQ_INT(record_frame_next("1000000000 x", 12, SIZE_MAX, &msg, &mlen, &used), -1);
+	CHECK_EQ_INT(record_frame_next("99999999999999999999999", 23, SIZE_MAX, &msg, &mlen, &used),
+	             -1);
+	CHECK_EQ_INT(record_frame_next("999999999 ", 10, SIZE_MAX, &msg, &mlen, &used), 0);
+}
+
+static void test_real_unary(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse_str(REAL_OPENAI_UNARY, &r), 0);
+	CHECK(str_is(r.id, "3433c753-3df1-4ef6-9db7-2fdb386e6966"));
+	CHECK_EQ_INT(r.accept_s, 1796278643);
+	CHECK_EQ_INT(r.accept_ms, 552);
+	CHECK_EQ_INT(r.status, 200);
+	CHECK_EQ_INT(r.bytes_in, 342);
+	CHECK_EQ_INT(r.bytes_out, 555);
+	CHECK_EQ_INT(r.tr, 3);
+	CHECK_EQ_INT(r.tw, 0);
+	CHECK_EQ_INT(r.tc, 0);
+	CHECK_EQ_INT(r.tr_server, 2);
+	CHECK_EQ_INT(r.ta, 5);
+	CHECK(str_is(r.termination, "--"));
+	CHECK(str_is(r.backend, "be_mock_openai"));
+	CHECK(str_is(r.verdict, "allow"));
+	CHECK_EQ_INT(r.key_id, 1);
+	CHECK_EQ_STR(r.model, "mock-gpt");
+	CHECK_EQ_STR(r.provider, "mock-openai");
+	CHECK_EQ_INT(r.stream, 0);
+	CHECK_EQ_INT(r.skipped, 0);
+	CHECK_EQ_INT(r.spoe_error, ACCT_NONE);
+	CHECK_EQ_STR(r.u_model, "mock-gpt");
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
+	CHECK_EQ_INT(r.u[RECORD_U_COMPLETION], 500);
+	CHECK_EQ_INT(r.u[RECORD_U_CACHED], 200);
+	CHECK_EQ_INT(r.u[RECORD_U_REASONING], 50);
+	CHECK_EQ_INT(r.u[RECORD_U_INPUT], ACCT_NONE);
+	CHECK_EQ_INT(r.u[RECORD_U_OUTPUT], ACCT_NONE);
+	CHECK_EQ_INT(r.u[RECORD_U_CACHE_READ], ACCT_NONE);
+	CHECK_EQ_INT(r.u[RECORD_U_CACHE_CREATION], ACCT_NONE);
+	CHECK_EQ_INT(r.has_capture, 0);
+
+	CHECK_EQ_INT(parse_str(REAL_ANTHROPIC_UNARY, &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], ACCT_NONE);
+	CHECK_EQ_INT(r.u[RECORD_U_INPUT], 100);
+	CHECK_EQ_INT(r.u[RECORD_U_OUTPUT], 20);
+	CHECK(str_is(r.backend, "be_mock_anthropic"));
+}
+
+static void test_real_streams(void)
+{
+	struct record r;
+
+	const char *line = REAL_ANTHROPIC_STREAM;
+
+	CHECK_EQ_INT(parse_str(line, &r), 0);
+	CHECK_EQ_INT(r.stream, 1);
+	CHECK(r.has_capture && r.cap_kind == 's');
+	CHECK_EQ_INT(r.body_bytes, 1064);
+	CHECK_EQ_INT(r.head.len, 1063);
+	CHECK_EQ_INT(r.tail.len, 0);
+	CHECK(memcmp(r.head.ptr, "event: message_start data: {", 28) == 0);
+	CHECK(r.head.ptr + r.head.len == line + strlen(line));
+	CHECK_EQ_INT(r.u[RECORD_U_INPUT], ACCT_NONE);
+
+	CHECK_EQ_INT(parse_str(REAL_OPENAI_LONG_STREAM, &r), 0);
+	CHECK(r.has_capture && r.cap_kind == 's');
+	CHECK_EQ_INT(r.body_bytes, 51396);
+	CHECK_EQ_INT(r.head.len, 1536);
+	CHECK_EQ_INT(r.tail.len, 3072);
+	CHECK(r.tail.ptr == r.head.ptr + 1536);
+	CHECK(memcmp(r.tail.ptr + r.tail.len - 14, "data: [DONE]  ", 14) == 0);
+
+	/* An upstream that closed before the filter saw a byte: no capture field. */
+	CHECK_EQ_INT(parse_str(REAL_ANTHROPIC_CUT_NO_CAPTURE, &r), 0);
+	CHECK(str_is(r.termination, "SD"));
+	CHECK_EQ_INT(r.has_capture, 0);
+
+	/* A trailing newline (TCP framing leftovers) is allowed. */
+	{
+		char buf[LINE_MAX_LEN];
+		size_t n = (size_t)snprintf(buf, sizeof(buf), "%s\n", REAL_OPENAI_STREAM);
+
+		CHECK_EQ_INT(record_parse(buf, n, &r), 0);
+		CHECK_EQ_INT(r.head.len, 1261);
+		CHECK(r.head.ptr[r.head.len - 1] == ' ');
+	}
+}
+
+static void test_gateway_answers(void)
+{
+	struct record r;
+
+	/* HAProxy answered alone (no agent variables): every optional field is "-". */
+	CHECK_EQ_INT(parse_str("tally1 0b6f2d0e 1796278643 001 503 120 260 0 -1 -1 -1 1 PR "
+	                       "gateway - - - - - 1 - - - - - - - - - - -", &r), 0);
+	CHECK_EQ_INT(r.verdict.len, 0);
+	CHECK_EQ_INT(r.key_id, ACCT_NONE);
+	CHECK_EQ_STR(r.model, "");
+	CHECK_EQ_STR(r.provider, "");
+	CHECK_EQ_INT(r.stream, ACCT_NONE);
+	CHECK_EQ_INT(r.skipped, 1);
+	CHECK_EQ_INT(r.tw, -1);
+	CHECK_EQ_STR(r.u_model, "");
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], ACCT_NONE);
+	/* A connection that never made a request: no id. */
+	CHECK_EQ_INT(parse_str("tally1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
+	                       "- - - - - - - - - - - - - -", &r), -1);
+	/* A status HAProxy never had */
+	CHECK_EQ_INT(parse_with(4, "-1", &r), 0);
+	CHECK_EQ_INT(r.status, -1);
+}
+
+static void test_url_encoded_names(void)
+{
+	struct record r;
+
+	/* As HAProxy's url_enc printed "a+b c/d%é\"q\\z" (a model the mock named). */
+	CHECK_EQ_INT(parse_with(16, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
+	CHECK_EQ_STR(r.model, "a+b c/d%\xc3\xa9\"q\\z");
+	CHECK_EQ_INT(parse_with(21, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
+	CHECK_EQ_STR(r.u_model, "a+b c/d%\xc3\xa9\"q\\z");
+	/* '+' is not form encoding's space: percent-encoding only */
+	CHECK_EQ_INT(parse_with(17, "a+b", &r), 0);
+	CHECK_EQ_STR(r.provider, "a+b");
+	CHECK_EQ_INT(parse_with(16, "%61%62", &r), 0);
+	CHECK_EQ_STR(r.model, "ab");
+	/* broken escapes, control bytes, NUL */
+	CHECK_EQ_INT(parse_with(16, "abc%4", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "abc%", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "%zz", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "a%0Ab", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "a%00b", &r), -1);
+	CHECK_EQ_INT(parse_with(17, "a%7Fb", &r), -1);
+}
+
+static void test_upstream_model_is_lenient(void)
+{
+	struct record r;
+	char name[3 * ACCT_NAME_MAX + 1];
+	size_t i;
+
+	/* The upstream names its model: an unstorable name is dropped, not the record. */
+	CHECK_EQ_INT(parse_with(21, "gpt%0A", &r), 0);
+	CHECK_EQ_STR(r.u_model, "");
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
+	CHECK_EQ_INT(parse_with(21, "%0", &r), 0);
+	CHECK_EQ_STR(r.u_model, "");
+	for (i = 0; i < ACCT_NAME_MAX; i++)
+		name[i] = 'm';
+	name[ACCT_NAME_MAX] = '\0';
+	CHECK_EQ_INT(parse_with(21, name, &r), 0);
+	CHECK_EQ_STR(r.u_model, "");
+	name[ACCT_NAME_MAX - 1] = '\0';
+	CHECK_EQ_INT(parse_with(21, name, &r), 0);
+	CHECK_EQ_INT(strlen(r.u_model), ACCT_NAME_MAX - 1);
+	/* the configured model is ours: too long is a broken record */
+	name[ACCT_NAME_MAX - 1] = 'm';
+	CHECK_EQ_INT(parse_with(16, name, &r), -1);
+	/* encoded, three bytes a character: the decoded length is what counts */
+	for (i = 0; i < ACCT_NAME_MAX - 1; i++)
+		memcpy(name + 3 * i, "%41", 3);
+	name[3 * (ACCT_NAME_MAX - 1)] = '\0';
+	CHECK_EQ_INT(parse_with(16, name, &r), 0);
+	CHECK_EQ_INT(strlen(r.model), ACCT_NAME_MAX - 1);
+	CHECK(r.model[0] == 'A');
+}
+
+static void test_numbers(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse_with(2, "0", &r), 0);
+	CHECK_EQ_INT(parse_with(2, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(r.accept_s, 9007199254740991LL);
+	/* malformed */
+	CHECK_EQ_INT(parse_with(2, "", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "-", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "+5", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "5a", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "0x10", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "1.5", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "--1", &r), -1);
+	/* overflow, and values whose sums could overflow downstream */
+	CHECK_EQ_INT(parse_with(2, "9007199254740992", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "9223372036854775807", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "9223372036854775808", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "99999999999999999999", &r), -1);
+	CHECK_EQ_INT(parse_with(10, "-9223372036854775808", &r), -1);
+	CHECK_EQ_INT(parse_with(8, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(parse_with(8, "9007199254740992", &r), -1);
+	/* negatives: accept time and bytes never; timers -1 (not reached) only */
+	CHECK_EQ_INT(parse_with(2, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(3, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(3, "1000", &r), -1);
+	CHECK_EQ_INT(parse_with(3, "999", &r), 0);
+	CHECK_EQ_INT(parse_with(5, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(6, "-5", &r), -1);
+	CHECK_EQ_INT(parse_with(9, "-1", &r), 0);
+	CHECK_EQ_INT(r.tc, -1);
+	CHECK_EQ_INT(parse_with(9, "-2", &r), -1);
+	CHECK_EQ_INT(parse_with(11, "-1", &r), 0);
+	CHECK_EQ_INT(r.ta, -1);
+	/* status: -1 (none) to 999; it is stored as an int */
+	CHECK_EQ_INT(parse_with(4, "-2", &r), -1);
+	CHECK_EQ_INT(parse_with(4, "1000", &r), -1);
+	CHECK_EQ_INT(parse_with(4, "4294967496", &r), -1);
+	CHECK_EQ_INT(parse_with(4, "0", &r), 0);
+	/* key id, stream, skipped, error */
+	CHECK_EQ_INT(parse_with(15, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(15, "x", &r), -1);
+	CHECK_EQ_INT(parse_with(18, "2", &r), -1);
+	CHECK_EQ_INT(parse_with(18, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(18, "1", &r), 0);
+	CHECK_EQ_INT(r.stream, 1);
+	CHECK_EQ_INT(parse_with(19, "true", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "0", &r), 0);
+	CHECK_EQ_INT(r.skipped, 0);
+	CHECK_EQ_INT(parse_with(20, "-3", &r), 0);
+	CHECK_EQ_INT(r.spoe_error, -3);
+	CHECK_EQ_INT(parse_with(20, "e", &r), -1);
+}
+
+static void test_usage_fields(void)
+{
+	struct record r;
+
+	/* json_query prints whatever integer the upstream wrote: a negative count is no
+	 * count, and the record (status, bytes, timers) is kept. */
+	CHECK_EQ_INT(parse_with(22, "-5", &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], ACCT_NONE);
+	CHECK_EQ_INT(r.u[RECORD_U_COMPLETION], 500);
+	CHECK_EQ_INT(parse_with(29, "-1", &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_CACHE_CREATION], ACCT_NONE);
+	CHECK_EQ_INT(parse_with(27, "0", &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_OUTPUT], 0);
+	CHECK_EQ_INT(parse_with(23, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_COMPLETION], 9007199254740991LL);
+	/* not an integer: not HAProxy's output */
+	CHECK_EQ_INT(parse_with(22, "1.5", &r), -1);
+	CHECK_EQ_INT(parse_with(22, "12abc", &r), -1);
+	CHECK_EQ_INT(parse_with(22, "9223372036854775808", &r), -1);
+}
+
+static void test_capture_field(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse_with(30, "c1 j 12 5 4 {\"a\":1}\"b", &r), 0);
+	CHECK(r.has_capture && r.cap_kind == 'j');
+	CHECK_EQ_INT(r.body_bytes, 12);
+	CHECK(str_is(r.head, "{\"a\":"));
+	CHECK(str_is(r.tail, "1}\"b"));
+	/* head and tail with a gap, spaces inside them */
+	CHECK_EQ_INT(parse_with(30, "c1 s 9000 6 5 data: a b c", &r), 0);
+	CHECK(str_is(r.head, "data: "));
+	CHECK(str_is(r.tail, "a b c"));
+	CHECK_EQ_INT(parse_with(30, "c1 o 0 0 0 ", &r), 0);
+	CHECK(r.has_capture && r.cap_kind == 'o' && r.head.len == 0 && r.tail.len == 0);
+	CHECK_EQ_INT(parse_with(30, "c1 j 1 1 0 {", &r), 0);
+	CHECK(str_is(r.head, "{"));
+}
+
+static void test_capture_broken_keeps_record(void)
+{
+	struct record r;
+	static const char *const broken[] = {
+		"c1 j 12 5 4 {\"a\":1}\"",          /* one byte short: HAProxy cut the line */
+		"c1 j 12 5 4 {\"a\":1}\"b\"",       /* one byte long */
+		"c2 j 3 3 0 abc", "c1 x 3 3 0 abc", "c1 jj 3 3 0 abc", "c1  3 3 0 abc",
+		"c1 j -3 3 0 abc", "c1 j 3 -3 6 abc", "c1 j 3 3 -3 abc", "c1 j 3 3", "c1 j 3 3 0",
+		"c1 j 3 3x 0 abc", "c1 j 3 9007199254740992 0 abc",
+		"c1 j 3 9007199254740991 9007199254740991 abc", "junk",
+	};
+	char buf[LINE_MAX_LEN];
+	size_t i, n;
+
+	for (i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
+		CHECK_EQ_INT(parse_with(30, broken[i], &r), 0);
+		if (r.has_capture)
+			fprintf(stderr, "capture accepted: %s\n", broken[i]);
+		CHECK_EQ_INT(r.has_capture, 0);
+		CHECK_EQ_INT(r.status, 200);
+		CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
+	}
+	/* a NUL kind byte is not a kind */
+	n = line_with(buf, 30, "c1 ? 3 3 0 abc");
+	*(char *)memchr(buf, '?', n) = '\0';
+	CHECK_EQ_INT(record_parse(buf, n, &r), 0);
+	CHECK_EQ_INT(r.has_capture, 0);
+}
+
+static void test_record_garbage(void)
+{
+	struct record r;
+	char buf[LINE_MAX_LEN];
+	size_t n;
+
+	CHECK_EQ_INT(record_parse("", 0, &r), -1);
+	CHECK_EQ_INT(parse_str("\n", &r), -1);
+	CHECK_EQ_INT(parse_str("tally1", &r), -1);
+	CHECK_EQ_INT(parse_str("GET / HTTP/1.1", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally2", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "<134>tally1", &r), -1);
+	/* too few fields */
+	n = line_with(buf, -1, NULL);
+	CHECK_EQ_INT(record_parse(buf, n, &r), 0);
+	*(char *)memrchr(buf, ' ', n) = '\0';
+	CHECK_EQ_INT(record_parse(buf, strlen(buf), &r), -1);
+	/* a field doubled up (empty field) */
+	CHECK_EQ_INT(parse_with(13, "a  b", &r), -1);
+	/* termination, backend, verdict, id */
+	CHECK_EQ_INT(parse_with(12, "-", &r), -1);
+	CHECK_EQ_INT(parse_with(12, "CDX", &r), -1);
+	CHECK_EQ_INT(parse_with(13, "", &r), -1);
+	CHECK_EQ_INT(parse_with(14, "a\x01", &r), -1);
+	CHECK_EQ_INT(parse_with(14, "0123456789012345678901234567890123456789012345678", &r), -1);
+	CHECK_EQ_INT(parse_with(1, "0123456789012345678901234567890123456789012345678901234567890123",
+	                        &r), -1);
+	CHECK_EQ_INT(parse_with(1, "id\x7f", &r), -1);
+	/* a NUL anywhere in a token */
+	n = line_with(buf, 13, "be?x");
+	*(char *)memchr(buf, '?', n) = '\0';
+	CHECK_EQ_INT(record_parse(buf, n, &r), -1);
+}
+
+/* The header's transaction name stands in for a unique id HAProxy never made. */
+static void test_header_and_missing_id(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse_with(0, "tally1/4242.17", &r), 0);
+	CHECK(str_is(r.txn, "4242.17"));
+	CHECK(str_is(r.id, "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11"));
+	CHECK_EQ_INT(parse_with(0, "tally1", &r), 0);
+	CHECK_EQ_INT(r.txn.len, 0);
+	CHECK_EQ_INT(parse_str("tally1/99.1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
+	                       "- - - - - - - - - - - - - -", &r), 0);
+	CHECK_EQ_INT(r.id.len, 0);
+	CHECK(str_is(r.txn, "99.1"));
+	CHECK_EQ_INT(r.status, 400);
+	/* Without either, nothing can name the transaction. */
+	CHECK_EQ_INT(parse_str("tally1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
+	                       "- - - - - - - - - - - - - -", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/12", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/.12", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/12.", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/1.2.3", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/1a.2", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1-1.2", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/12345678901234567890.123456789012345678901", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1/12345678901234567890.12345678901234567890", &r), 0);
+}
+
+int main(void)
+{
+	RUN(test_frame_newline);
+	RUN(test_frame_newline_limits);
+	RUN(test_frame_octet_counted);
+	RUN(test_frame_octet_garbage);
+	RUN(test_real_unary);
+	RUN(test_real_streams);
+	RUN(test_gateway_answers);
+	RUN(test_url_encoded_names);
+	RUN(test_upstream_model_is_lenient);
+	RUN(test_numbers);
+	RUN(test_usage_fields);
+	RUN(test_capture_field);
+	RUN(test_capture_broken_keeps_record);
+	RUN(test_record_garbage);
+	RUN(test_header_and_missing_id);
+	return UNIT_DONE();
+}

@@ -1,0 +1,565 @@
+/* Unit tests of usage: token counts from captured response bodies (head and tail) and
+ * from the json_query fields of a record, for OpenAI, Anthropic and the
+ * OpenAI-compatible servers (vLLM, llama.cpp, Ollama). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+#include "record_lines.h"
+#include "unit.h"
+#include "usage.h"
+
+/* A whole body captured in the head (a short response). */
+static void from_body(const char *body, int sse, struct usage *u)
+{
+	usage_from_capture(body, strlen(body), body + strlen(body), 0, sse, u);
+}
+
+/* Head and tail (bytes may have been skipped between them), in separate buffers. */
+static void from_parts(const char *head, const char *tail, int sse, struct usage *u)
+{
+	usage_from_capture(head, strlen(head), tail, strlen(tail), sse, u);
+}
+
+/* What intake does with a record: its capture, else its json_query fields. */
+static int from_record(const char *line, struct usage *u)
+{
+	struct record r;
+
+	if (record_parse(line, strlen(line), &r) < 0)
+		return -1;
+	if (!r.has_capture) {
+		usage_from_fields(&r, u);
+		return 0;
+	}
+	usage_from_capture(r.head.ptr, r.head.len, r.tail.ptr, r.tail.len, r.cap_kind == 's', u);
+	return 0;
+}
+
+#define CHECK_COUNTS(u, p, c, cached, creation, reasoning)                        \
+	do {                                                                          \
+		CHECK_EQ_INT((u).prompt_tokens, p);                                       \
+		CHECK_EQ_INT((u).completion_tokens, c);                                   \
+		CHECK_EQ_INT((u).cached_tokens, cached);                                  \
+		CHECK_EQ_INT((u).cache_creation_tokens, creation);                        \
+		CHECK_EQ_INT((u).reasoning_tokens, reasoning);                            \
+	} while (0)
+
+#define N ACCT_NONE
+
+static const char openai_unary[] =
+	"{\n  \"id\": \"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\n  \"object\": \"chat.completion\",\n"
+	"  \"created\": 1741569952,\n  \"model\": \"gpt-4o-2024-08-06\",\n  \"choices\": [\n    {\n"
+	"      \"index\": 0,\n      \"message\": {\n        \"role\": \"assistant\",\n"
+	"        \"content\": \"Hello! How can I assist you today?\",\n        \"refusal\": null,\n"
+	"        \"annotations\": []\n      },\n      \"logprobs\": null,\n"
+	"      \"finish_reason\": \"stop\"\n    }\n  ],\n  \"usage\": {\n    \"prompt_tokens\": 2006,\n"
+	"    \"completion_tokens\": 300,\n    \"total_tokens\": 2306,\n"
+	"    \"prompt_tokens_details\": {\n      \"cached_tokens\": 1920,\n      \"audio_tokens\": 0\n"
+	"    },\n    \"completion_tokens_details\": {\n      \"reasoning_tokens\": 192,\n"
+	"      \"audio_tokens\": 0,\n      \"accepted_prediction_tokens\": 0,\n"
+	"      \"rejected_prediction_tokens\": 0\n    }\n  },\n  \"service_tier\": \"default\",\n"
+	"  \"system_fingerprint\": \"fp_fc9f1d7035\"\n}\n";
+
+#define OPENAI_CHUNK(content)                                                     \
+	"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"  \
+	"\"model\":\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_1\",\"choices\":"   \
+	"[{\"index\":0,\"delta\":{\"content\":\"" content "\"},\"logprobs\":null,"        \
+	"\"finish_reason\":null}],\"usage\":null}"
+
+#define OPENAI_FINAL                                                              \
+	"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,"  \
+	"\"model\":\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_1\",\"choices\":[]," \
+	"\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":12,\"total_tokens\":21,"      \
+	"\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},"               \
+	"\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0}}}"
+
+#define ANTHROPIC_START                                                           \
+	"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"       \
+	"\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"                  \
+	"\"claude-sonnet-4-20250514\",\"content\":[],\"stop_reason\":null,"                 \
+	"\"stop_sequence\":null,\"usage\":{\"input_tokens\":472,"                           \
+	"\"cache_creation_input_tokens\":2000,\"cache_read_input_tokens\":1000,"            \
+	"\"output_tokens\":1,\"service_tier\":\"standard\"}}}\n\n"                          \
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"  \
+	"\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"                         \
+	"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+
+#define ANTHROPIC_DELTA(text)                                                     \
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"  \
+	"\"delta\":{\"type\":\"text_delta\",\"text\":\"" text "\"}}\n\n"
+
+#define ANTHROPIC_END                                                             \
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" \
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":" \
+	"\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n"          \
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+static void test_openai_unary(void)
+{
+	struct usage u;
+
+	from_body(openai_unary, 0, &u);
+	CHECK_COUNTS(u, 2006, 300, 1920, N, 192);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_STR(u.model, "gpt-4o-2024-08-06");
+	/* the record's capture has its control bytes turned into spaces */
+	{
+		char *flat = strdup(openai_unary), *p;
+
+		for (p = flat; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		from_body(flat, 0, &u);
+		CHECK_COUNTS(u, 2006, 300, 1920, N, 192);
+		free(flat);
+	}
+	/* usage near the end of a long body: only the tail has it */
+	from_parts("{\"id\":\"chatcmpl-2\",\"object\":\"chat.completion\",\"model\":\"gpt-4.1\","
+	           "\"choices\":[{\"message\":{\"content\":\"aaaa",
+	           "aaaa\"}}],\"usage\":{\"prompt_tokens\":5000,\"completion_tokens\":7000,"
+	           "\"total_tokens\":12000}}", 0, &u);
+	CHECK_COUNTS(u, 5000, 7000, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_STR(u.model, "gpt-4.1");
+}
+
+static void test_openai_stream(void)
+{
+	static const char lf[] = OPENAI_CHUNK("Hel") "\n\n" OPENAI_CHUNK("lo") "\n\n"
+		OPENAI_FINAL "\n\ndata: [DONE]\n\n";
+	static const char crlf[] = OPENAI_CHUNK("Hel") "\r\n\r\n" OPENAI_CHUNK("lo") "\r\n\r\n"
+		OPENAI_FINAL "\r\n\r\ndata: [DONE]\r\n\r\n";
+	struct usage u;
+
+	from_body(lf, 1, &u);
+	CHECK_COUNTS(u, 9, 12, 0, N, 0);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "gpt-4o-mini-2024-07-18");
+	from_body(crlf, 1, &u);
+	CHECK_COUNTS(u, 9, 12, 0, N, 0);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* "usage":null in every chunk, and no final chunk (client gone, or no
+	 * include_usage): nothing, but the model the upstream named */
+	from_body(OPENAI_CHUNK("Hel") "\n\n" OPENAI_CHUNK("lo") "\n\n", 1, &u);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_EQ_STR(u.model, "gpt-4o-mini-2024-07-18");
+	/* a long stream: head, gap, the final chunk in the tail */
+	from_parts(OPENAI_CHUNK("Hel") "\n\n" OPENAI_CHUNK("lo"),
+	           "ed\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n"
+	           OPENAI_FINAL "\n\ndata: [DONE]\n\n", 1, &u);
+	CHECK_COUNTS(u, 9, 12, 0, N, 0);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+}
+
+static void test_anthropic_unary(void)
+{
+	struct usage u;
+
+	from_body("{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+	          "\"claude-3-5-haiku-20241022\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}],"
+	          "\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":"
+	          "12,\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":400,"
+	          "\"output_tokens\":6,\"service_tier\":\"standard\"}}", 0, &u);
+	CHECK_COUNTS(u, 12 + 30 + 400, 6, 400, 30, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_STR(u.model, "claude-3-5-haiku-20241022");
+	/* no cache fields: input only */
+	from_body("{\"model\":\"claude\",\"usage\":{\"input_tokens\":7,\"output_tokens\":3}}", 0, &u);
+	CHECK_COUNTS(u, 7, 3, N, N, N);
+	/* an error body */
+	from_body("{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+	          "\"Overloaded\"}}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_STR(u.model, "");
+}
+
+static void test_anthropic_stream(void)
+{
+	static const char whole[] = ANTHROPIC_START ANTHROPIC_DELTA("Hello") ANTHROPIC_DELTA("!")
+		ANTHROPIC_END;
+	struct usage u;
+
+	from_body(whole, 1, &u);
+	CHECK_COUNTS(u, 472 + 2000 + 1000, 15, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "claude-sonnet-4-20250514");
+	/* message_start in the head, message_delta in the tail */
+	from_parts(ANTHROPIC_START ANTHROPIC_DELTA("Hel"),
+	           "lo\"}}\n\n" ANTHROPIC_DELTA("!") ANTHROPIC_END, 1, &u);
+	CHECK_COUNTS(u, 3472, 15, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* a newer message_delta repeats the (final) input counts: they win */
+	from_body(ANTHROPIC_START "event: message_delta\ndata: {\"type\":\"message_delta\","
+	          "\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":500,"
+	          "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":1000,"
+	          "\"output_tokens\":20,\"server_tool_use\":{\"web_search_requests\":1}}}\n\n", 1, &u);
+	CHECK_COUNTS(u, 1500, 20, 1000, 0, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* message_start lost (a broken head): the output still counts */
+	from_parts("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{",
+	           "\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n", 1, &u);
+	CHECK_COUNTS(u, N, 15, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+}
+
+static void test_anthropic_stream_cut(void)
+{
+	static const char cut[] = ANTHROPIC_START ANTHROPIC_DELTA("Hello");
+	struct usage u;
+
+	/* message_start and some text, then the upstream went away: input known, output
+	 * NULL (not message_start's placeholder 1) */
+	from_body(cut, 1, &u);
+	CHECK_COUNTS(u, 3472, N, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_PARTIAL);
+	CHECK_EQ_STR(u.model, "claude-sonnet-4-20250514");
+	/* the same with a gap: text only in the tail */
+	from_parts(ANTHROPIC_START ANTHROPIC_DELTA("Hel"),
+	           "lo\"}}\n\n" ANTHROPIC_DELTA("more") ANTHROPIC_DELTA("text"), 1, &u);
+	CHECK_COUNTS(u, 3472, N, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_PARTIAL);
+	/* cut inside message_start's usage: nothing */
+	from_body("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
+	          "\"model\":\"claude-x\",\"usage\":{\"input_tokens\":47", 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_STR(u.model, "claude-x");
+	/* an error event after message_start: partial as well */
+	from_body(ANTHROPIC_START "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+	          "\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_PARTIAL);
+	CHECK_EQ_INT(u.completion_tokens, N);
+}
+
+static void test_split_and_seam(void)
+{
+	static const char head[] = "{\"model\":\"m\",\"x\":\"y\",\"usage\":{\"prompt_tokens\":5,";
+	static const char tail[] = "\"completion_tokens\":3}}";
+	char whole[sizeof(head) + sizeof(tail)];
+	struct usage u;
+
+	/* A usage object across the seam is read, head and tail adjacent in memory or
+	 * not: HAProxy counts a byte more than the filter keeps, so a whole body a little
+	 * longer than the head always looks cut. */
+	from_parts(head, tail, 0, &u);
+	CHECK_COUNTS(u, 5, 3, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	snprintf(whole, sizeof(whole), "%s%s", head, tail);
+	usage_from_capture(whole, strlen(head), whole + strlen(head), strlen(tail), 0, &u);
+	CHECK_COUNTS(u, 5, 3, N, N, N);
+	/* the key itself across the seam */
+	usage_from_capture("{\"us", 4, "age\":{\"prompt_tokens\":1}}", 25, 0, &u);
+	CHECK_EQ_INT(u.prompt_tokens, 1);
+	/* a real gap: what the seam makes up loses to the final usage in the tail */
+	from_parts("data: {\"usage\":{\"prompt_tokens\":7,\"comp",
+	           "ion_tokens\":1}}\n\ndata: {\"usage\":{\"prompt_tokens\":7,"
+	           "\"completion_tokens\":90}}\n\n", 1, &u);
+	CHECK_COUNTS(u, 7, 90, N, N, N);
+	/* empty and NULL fragments */
+	usage_from_capture(NULL, 0, NULL, 0, 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	usage_from_capture("", 0, NULL, 0, 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	usage_from_capture(NULL, 0, tail, strlen(tail), 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+}
+
+static void test_tail_inside_a_string(void)
+{
+	struct usage u;
+
+	/* The tail starts inside the assistant's text, which quotes a usage object: only
+	 * the real one (escaped quotes cannot start a key) counts. */
+	from_parts("{\"id\":\"chatcmpl-3\",\"model\":\"gpt-4o\",\"choices\":[{\"message\":"
+	           "{\"content\":\"Here is JSON: ",
+	           "usage\\\": {\\\"prompt_tokens\\\": 999999}, \\\"usage\\\":{\\\"prompt_tokens\\\":1}"
+	           "\"}}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":2}}", 0, &u);
+	CHECK_COUNTS(u, 40, 2, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	/* the tail starts right after the backslash of an escaped quote */
+	from_parts("{\"model\":\"gpt-4o\",\"choices\":[{\"message\":{\"content\":\"x\\",
+	           "\"usage\\\":{\\\"prompt_tokens\\\":999}\"}}],\"usage\":{\"prompt_tokens\":41,"
+	           "\"completion_tokens\":3}}", 0, &u);
+	CHECK_COUNTS(u, 41, 3, N, N, N);
+	/* quoted text only, the stream cut before its usage: nothing */
+	from_parts("data: {\"model\":\"gpt-4o\",\"choices\":[{\"delta\":{\"content\":\"",
+	           "\\\"usage\\\":{\\\"prompt_tokens\\\":999,\\\"completion_tokens\\\":1}\"}}],"
+	           "\"usage\":null}\n\n", 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_EQ_INT(u.prompt_tokens, N);
+	/* quoted "model" text in the tail is not the model */
+	from_parts("{\"choices\":[{\"message\":{\"content\":\"",
+	           "\\\"model\\\":\\\"evil\\\"\"}}],\"model\":\"good\",\"usage\":{}}", 0, &u);
+	CHECK_EQ_STR(u.model, "good");
+}
+
+static void test_openai_compatible_servers(void)
+{
+	struct usage u;
+
+	/* vLLM: usage in the final chunk, prompt_tokens_details null */
+	from_body("data: {\"id\":\"chatcmpl-9\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+	          "\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[{\"index\":0,\"delta\":"
+	          "{\"content\":\"Hi\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n"
+	          "data: {\"id\":\"chatcmpl-9\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+	          "\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[],\"usage\":"
+	          "{\"prompt_tokens\":17,\"total_tokens\":27,\"completion_tokens\":10,"
+	          "\"prompt_tokens_details\":null}}\n\ndata: [DONE]\n\n", 1, &u);
+	CHECK_COUNTS(u, 17, 10, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "meta-llama/Llama-3.1-8B-Instruct");
+	/* vLLM continuous_usage_stats: every chunk counts so far; the last is final */
+	from_body("data: {\"model\":\"qwen\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":"
+	          "{\"prompt_tokens\":17,\"total_tokens\":18,\"completion_tokens\":1}}\n\n"
+	          "data: {\"model\":\"qwen\",\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":"
+	          "{\"prompt_tokens\":17,\"total_tokens\":19,\"completion_tokens\":2}}\n\n"
+	          "data: {\"model\":\"qwen\",\"choices\":[],\"usage\":{\"prompt_tokens\":17,"
+	          "\"total_tokens\":20,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n", 1, &u);
+	CHECK_COUNTS(u, 17, 3, N, N, N);
+	/* llama.cpp: choices before the model, "timings" after the usage */
+	from_body("{\"choices\":[{\"finish_reason\":\"stop\",\"index\":0,\"message\":{\"role\":"
+	          "\"assistant\",\"content\":\"Hello\"}}],\"created\":1741,\"model\":\"gpt-3.5-turbo\","
+	          "\"system_fingerprint\":\"b4870-e0dbec0b\",\"object\":\"chat.completion\",\"usage\":"
+	          "{\"completion_tokens\":9,\"prompt_tokens\":24,\"total_tokens\":33},\"id\":"
+	          "\"chatcmpl-x\",\"timings\":{\"prompt_n\":24,\"prompt_ms\":31.2,\"predicted_n\":9,"
+	          "\"predicted_ms\":80.5,\"predicted_per_second\":111.8}}", 0, &u);
+	CHECK_COUNTS(u, 24, 9, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_STR(u.model, "gpt-3.5-turbo");
+	/* llama.cpp stream: the last chunk has finish_reason, usage and timings */
+	from_body("data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":"
+	          "\"Hi\"}}],\"created\":1,\"id\":\"c\",\"model\":\"llama\",\"object\":"
+	          "\"chat.completion.chunk\"}\n\ndata: {\"choices\":[{\"finish_reason\":\"stop\","
+	          "\"index\":0,\"delta\":{}}],\"created\":1,\"id\":\"c\",\"model\":\"llama\",\"object\":"
+	          "\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":4,\"prompt_tokens\":11,"
+	          "\"total_tokens\":15,\"prompt_tokens_details\":{\"cached_tokens\":8}},\"timings\":"
+	          "{\"prompt_n\":3,\"cache_n\":8}}\n\ndata: [DONE]\n\n", 1, &u);
+	CHECK_COUNTS(u, 11, 4, 8, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* Ollama /v1: its final chunk */
+	from_body("data: {\"id\":\"chatcmpl-415\",\"object\":\"chat.completion.chunk\",\"created\":"
+	          "1741,\"model\":\"llama3.2\",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{"
+	          "\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":"
+	          "\"stop\"}]}\n\ndata: {\"id\":\"chatcmpl-415\",\"object\":\"chat.completion.chunk\","
+	          "\"created\":1741,\"model\":\"llama3.2\",\"system_fingerprint\":\"fp_ollama\","
+	          "\"choices\":[],\"usage\":{\"prompt_tokens\":26,\"completion_tokens\":10,"
+	          "\"total_tokens\":36}}\n\ndata: [DONE]\n\n", 1, &u);
+	CHECK_COUNTS(u, 26, 10, N, N, N);
+	CHECK_EQ_STR(u.model, "llama3.2");
+	/* OpenAI Responses API: input_tokens count the cached ones */
+	from_body("{\"id\":\"resp_1\",\"object\":\"response\",\"model\":\"gpt-4.1-2025-04-14\","
+	          "\"usage\":{\"input_tokens\":328,\"input_tokens_details\":{\"cached_tokens\":128},"
+	          "\"output_tokens\":52,\"output_tokens_details\":{\"reasoning_tokens\":20},"
+	          "\"total_tokens\":380}}", 0, &u);
+	CHECK_COUNTS(u, 328, 52, 128, N, 20);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+}
+
+static void test_model_names(void)
+{
+	struct usage u;
+	char body[512];
+
+	from_body("{\"model\":\"caf\\u00e9-\\\"x\\\"\",\"usage\":{\"prompt_tokens\":1}}", 0, &u);
+	CHECK_EQ_STR(u.model, "caf\xc3\xa9-\"x\"");
+	/* embeddings: no completion */
+	CHECK_COUNTS(u, 1, N, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	/* names that cannot be stored are skipped, the next one is taken */
+	from_body("{\"model\":\"a\\u0000b\",\"x\":{\"model\":\"b\"}}", 0, &u);
+	CHECK_EQ_STR(u.model, "b");
+	from_body("{\"model\":\"a\\nb\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "");
+	from_body("{\"model\":\"\",\"model\":5,\"model\":{\"a\":1},\"model\":null,\"model\":\"ok\"}",
+	          0, &u);
+	CHECK_EQ_STR(u.model, "ok");
+	from_body("{\"model\" : \"spaced\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "spaced");
+	from_body("{\"model\":\"unterminated", 0, &u);
+	CHECK_EQ_STR(u.model, "");
+	memset(body, 0, sizeof(body));
+	memcpy(body, "{\"model\":\"", 10);
+	memset(body + 10, 'm', ACCT_NAME_MAX);
+	memcpy(body + 10 + ACCT_NAME_MAX, "\"}", 2);
+	from_body(body, 0, &u);
+	CHECK_EQ_STR(u.model, "");
+	memcpy(body + 10 + ACCT_NAME_MAX - 1, "\"}", 3);
+	from_body(body, 0, &u);
+	CHECK_EQ_INT(strlen(u.model), ACCT_NAME_MAX - 1);
+	/* the head's model first: the tail may be a later, unrelated object */
+	from_parts("{\"model\":\"first\"", "\"model\":\"second\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "first");
+	from_parts("{\"id\":1", "\"model\":\"second\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "second");
+}
+
+static void test_counts_absent_or_bad(void)
+{
+	struct usage u;
+
+	from_body("{\"usage\":{}}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	from_body("{\"usage\":{\"total_tokens\":5}}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	from_body("{\"usage\":null}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	from_body("{\"usage\":[1,2]}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	from_body("{\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0}}", 0, &u);
+	CHECK_COUNTS(u, 0, 0, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	/* huge, negative, fractional, not numbers: not counts */
+	from_body("{\"usage\":{\"prompt_tokens\":1e300,\"completion_tokens\":-5,"
+	          "\"prompt_tokens_details\":{\"cached_tokens\":1.5},"
+	          "\"completion_tokens_details\":{\"reasoning_tokens\":\"7\"}}}", 0, &u);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	from_body("{\"usage\":{\"prompt_tokens\":9007199254740992,\"completion_tokens\":"
+	          "9007199254740991}}", 0, &u);
+	CHECK_COUNTS(u, N, 9007199254740991LL, N, N, N);
+	from_body("{\"usage\":{\"prompt_tokens\":true,\"completion_tokens\":null}}", 0, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	from_body("{\"usage\":{\"prompt_tokens\":-0,\"completion_tokens\":1e3}}", 0, &u);
+	CHECK_COUNTS(u, 0, 1000, N, N, N);
+	from_body("{\"usage\":{\"prompt_tokens\":1e999,\"completion_tokens\":-1e999}}", 0, &u);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	/* Anthropic's sum stays exact at the largest counts */
+	from_body("{\"usage\":{\"input_tokens\":9007199254740991,\"cache_read_input_tokens\":"
+	          "9007199254740991,\"cache_creation_input_tokens\":9007199254740991,"
+	          "\"output_tokens\":-1}}", 0, &u);
+	CHECK_EQ_INT(u.prompt_tokens, 3 * 9007199254740991LL);
+	CHECK_EQ_INT(u.completion_tokens, N);
+	/* Anthropic without input_tokens: the total is not known */
+	from_body("{\"usage\":{\"cache_read_input_tokens\":5,\"output_tokens\":2}}", 0, &u);
+	CHECK_COUNTS(u, N, 2, 5, N, N);
+	/* a broken usage object, then a good one */
+	from_body("{\"usage\":{\"prompt_tokens\":1,,},\"usage\":{\"prompt_tokens\":2}}", 0, &u);
+	CHECK_EQ_INT(u.prompt_tokens, 2);
+}
+
+static void test_from_fields(void)
+{
+	struct record r;
+	struct usage u;
+	int i;
+
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		r.u[i] = ACCT_NONE;
+	usage_from_fields(&r, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_STR(u.model, "");
+
+	snprintf(r.u_model, sizeof(r.u_model), "gpt-4o-2024-08-06");
+	r.u[RECORD_U_PROMPT] = 1000;
+	r.u[RECORD_U_COMPLETION] = 500;
+	r.u[RECORD_U_CACHED] = 200;
+	r.u[RECORD_U_REASONING] = 50;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 1000, 500, 200, N, 50);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_STR(u.model, "gpt-4o-2024-08-06");
+
+	/* Anthropic's fields win, summed */
+	r.u[RECORD_U_INPUT] = 100;
+	r.u[RECORD_U_OUTPUT] = 40;
+	r.u[RECORD_U_CACHE_READ] = 1000;
+	r.u[RECORD_U_CACHE_CREATION] = 2000;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 3100, 40, 1000, 2000, N);
+	r.u[RECORD_U_INPUT] = ACCT_NONE;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, N, 40, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+
+	/* out of range (a caller that did not bound them): no count, no overflow */
+	r.u[RECORD_U_INPUT] = INT64_MAX;
+	r.u[RECORD_U_CACHE_READ] = INT64_MAX;
+	r.u[RECORD_U_CACHE_CREATION] = INT64_MAX;
+	r.u[RECORD_U_OUTPUT] = -7;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 1000, 500, 200, N, 50);
+	r.u[RECORD_U_PROMPT] = -2;
+	r.u[RECORD_U_COMPLETION] = 9007199254740992LL;
+	usage_from_fields(&r, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+}
+
+static void test_real_records(void)
+{
+	struct usage u;
+
+	CHECK_EQ_INT(from_record(REAL_OPENAI_UNARY, &u), 0);
+	CHECK_COUNTS(u, 1000, 500, 200, N, 50);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_UNARY, &u), 0);
+	CHECK_COUNTS(u, 100, 20, N, N, N);
+	CHECK_EQ_STR(u.model, "mock-claude");
+	CHECK_EQ_INT(from_record(REAL_OPENAI_STREAM, &u), 0);
+	CHECK_COUNTS(u, 12, 3, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "mock-gpt");
+	CHECK_EQ_INT(from_record(REAL_OPENAI_STREAM_CRLF, &u), 0);
+	CHECK_COUNTS(u, 12, 3, 4, N, 2);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* it used to lose this usage: the record's byte count said "gap" */
+	CHECK_EQ_INT(from_record(REAL_OPENAI_STREAM_SEAM, &u), 0);
+	CHECK_COUNTS(u, 12, 20, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "mock-gpt-xxxxxxxxxxxx");
+	CHECK_EQ_INT(from_record(REAL_OPENAI_LONG_STREAM, &u), 0);
+	CHECK_COUNTS(u, 12, 200, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_STREAM, &u), 0);
+	CHECK_COUNTS(u, 3100, 40, 1000, 2000, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_LONG_STREAM_CRLF, &u), 0);
+	CHECK_COUNTS(u, 100, 200, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+}
+
+static void test_real_records_cut(void)
+{
+	struct usage u;
+
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_CUT, &u), 0);
+	CHECK_COUNTS(u, 107, N, 7, 0, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_PARTIAL);
+	CHECK_EQ_STR(u.model, "mock-claude");
+	/* long enough for a gap: it used to read message_start's output_tokens 1 as the
+	 * output and call the stream whole */
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_CUT_LONG, &u), 0);
+	CHECK_COUNTS(u, 100, N, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_PARTIAL);
+	/* no capture at all: nothing to read */
+	CHECK_EQ_INT(from_record(REAL_ANTHROPIC_CUT_NO_CAPTURE, &u), 0);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	/* a client gone mid-OpenAI-stream keeps the model the upstream named */
+	CHECK_EQ_INT(from_record(REAL_OPENAI_CLIENT_ABORT, &u), 0);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	CHECK_EQ_STR(u.model, "mock-gpt");
+}
+
+int main(void)
+{
+	RUN(test_openai_unary);
+	RUN(test_openai_stream);
+	RUN(test_anthropic_unary);
+	RUN(test_anthropic_stream);
+	RUN(test_anthropic_stream_cut);
+	RUN(test_split_and_seam);
+	RUN(test_tail_inside_a_string);
+	RUN(test_openai_compatible_servers);
+	RUN(test_model_names);
+	RUN(test_counts_absent_or_bad);
+	RUN(test_from_fields);
+	RUN(test_real_records);
+	RUN(test_real_records_cut);
+	return UNIT_DONE();
+}
