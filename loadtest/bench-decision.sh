@@ -19,17 +19,10 @@ threads=${BENCH_THREADS:-1}
 export BENCH_BODY_BYTES=${BENCH_BODY_BYTES:-1024}
 source scripts/stack.sh
 
-tmp=$(mktemp -d /tmp/tally-bench.XXXXXX)
-cleanup() {
-  stack_stop
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+stack_scratch
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-mock_port=$(free_port); agent_port=$(free_port); gw_port=$(free_port); plain_port=$(free_port)
-records_port=$(free_port)
+mock_port=$(stack_free_port); agent_port=$(stack_free_port); gw_port=$(stack_free_port); plain_port=$(stack_free_port)
+records_port=$(stack_free_port)
 db=$tmp/tally.db
 stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)

@@ -1,5 +1,5 @@
-# Sourced by scripts/run.sh and loadtest/bench-decision.sh: starting and stopping the
-# local stack's processes, and the settings both give it. Expects $root and $build.
+# Sourced by scripts/run.sh and the loadtest/bench-*.sh scripts: starting and stopping
+# the local stack's processes, and the settings they give it. Expects $root and $build.
 
 stack_pids=()
 
@@ -14,6 +14,18 @@ stack_stop() {
   local pid
   for pid in "${stack_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${stack_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+
+# stack_scratch: sets $tmp to a new scratch directory; on exit the processes are
+# stopped and the directory removed.
+stack_scratch() {
+  tmp=$(mktemp -d /tmp/tally-bench.XXXXXX)
+  trap 'stack_stop; rm -rf "$tmp"' EXIT INT TERM
+}
+
+# A loopback port that is free now (the kernel picks it).
+stack_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 stack_wait_port() {
