@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tally needs to build, run and test, only those missing.
+# Installs what tally needs to build, run and test, only what is missing: Debian packages,
+# then the official OpenAI and Anthropic SDKs that tests/integration/test_sdk.py drives
+# (tests/sdk, pinned by its package-lock.json).
 # Runs as root on Debian 12 (CI, developers); elsewhere it says what is missing and fails.
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(gcc make pkg-config clang libclang-rt-14-dev
       haproxy libev-dev libsqlite3-dev sqlite3 libmsgpack-dev libcjson-dev libssl-dev
       libhttp-parser-dev python3 python3-pytest python3-msgpack curl wrk valgrind)
+# Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs
+# document Node 20+, but pass test_sdk.py on Debian 12's 18.20.4 as well.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: missing Debian packages: ${missing[*]} (run as root or install them)" >&2
-  exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing Debian packages: ${missing[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's haproxy package enables a system service; tally runs its own instances.
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q haproxy 2>/dev/null; then
+    systemctl stop haproxy || true
+  fi
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# Debian's haproxy package enables a system service; tally runs its own instances.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q haproxy 2>/dev/null; then
-  systemctl stop haproxy || true
+# npm ci replaces node_modules; the touch marks it as matching the lock file, so that
+# it runs again only when the lock file changes.
+sdk="$root/tests/sdk"
+if [ ! -d "$sdk/node_modules" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules" ]; then
+  echo "install-deps: npm ci in tests/sdk"
+  (cd "$sdk" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  touch "$sdk/node_modules"
 fi

@@ -480,16 +480,17 @@ static void *writer_main(void *arg)
 		/* Read before popping: once closed, an empty pop means nothing is left. */
 		closed = queue_closed(w->q);
 		n = queue_pop(w->q, w->batch, (size_t)w->batch_max, WRITER_IDLE_MS);
-		if (n > 0)
+		if (n > 0) {
 			writer_batch(w, n, closed);
-		/* A partial batch means a light load: let rows gather for a moment rather than
-		 * commit a handful at a time (each commit costs the same few page writes). */
-		if (n > 0 && n < (size_t)w->batch_max && !closed)
-			nanosleep(&(struct timespec){ 0, WRITER_LINGER_MS * 1000000L }, NULL);
-		else if (closed)
+			/* A partial batch means a light load: let rows gather for a moment rather
+			 * than commit a handful at a time (each commit costs a few page writes). */
+			if (n < (size_t)w->batch_max && !closed)
+				nanosleep(&(struct timespec){ 0, WRITER_LINGER_MS * 1000000L }, NULL);
+		} else if (closed) {
 			break;
-		else
+		} else {
 			writer_commit(w, 0, 0);   /* idle tick: the next one tries again */
+		}
 	}
 	/* Drops counted since the last commit (the intake stopped before writer_stop). */
 	writer_commit(w, 0, w->gave_up ? 0 : w->retry_ms);

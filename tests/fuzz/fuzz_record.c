@@ -31,8 +31,14 @@ static void fuzz_record_one(const char *msg, size_t len)
 
 	if (record_parse(msg, len, &r) < 0)
 		return;
-	if (r.id.ptr < msg || r.id.ptr + r.id.len > msg + len || r.id.len >= ACCT_ID_MAX ||
-	    r.termination.len != 2 || r.status < -1 || r.status > 999 ||
+	/* A record is named by its unique id, or by the header's transaction name. */
+	if (r.id.len ? r.id.ptr < msg || r.id.ptr + r.id.len > msg + len || r.id.len >= ACCT_ID_MAX
+	             : !r.txn.len)
+		abort();
+	if (r.txn.len && (r.txn.ptr < msg || r.txn.ptr + r.txn.len > msg + len ||
+	                  r.txn.len > RECORD_TXN_MAX))
+		abort();
+	if (r.termination.len != 2 || r.status < -1 || r.status > 999 ||
 	    (r.stream != 0 && r.stream != 1 && r.stream != ACCT_NONE) ||
 	    strlen(r.model) >= sizeof(r.model) || strlen(r.u_model) >= sizeof(r.u_model) ||
 	    strlen(r.provider) >= sizeof(r.provider))
