@@ -295,7 +295,7 @@ int db_open(const char *path, enum db_mode mode, sqlite3 **out, char *err, size_
 	int rc;
 
 	*out = NULL;
-	rc = sqlite3_open_v2(path, &db, flags[mode], NULL);
+	rc = sqlite3_open_v2(path, &db, flags[mode] | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(msg, sizeof(msg), "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		goto fail;

@@ -24,8 +24,9 @@ enum db_mode {
 /* Opens path with WAL, synchronous=NORMAL, foreign_keys=ON and a busy timeout of
  * DB_BUSY_TIMEOUT_MS. A schema newer than this binary is always refused; an older one
  * is refused unless mode is DB_CREATE, which migrates it. On success *out owns the
- * connection (close with sqlite3_close). Returns 0, or -1 with a message in err and
- * *out set to NULL. */
+ * connection (close with sqlite3_close). The connection is opened without SQLite's own
+ * mutexes: it must stay on one thread at a time (every caller's does). Returns 0, or -1
+ * with a message in err and *out set to NULL. */
 int db_open(const char *path, enum db_mode mode, sqlite3 **out, char *err, size_t errlen);
 
 /* PRAGMA user_version, or -1 on error. */

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import free_port
 from stack import Stack
 
 
@@ -525,3 +526,63 @@ def test_full_database_drops_are_counted(tmp_path):
         assert s.procs["agent"].alive()
     finally:
         s.close()
+
+
+def test_record_that_never_comes_becomes_no_record(tmp_path):
+    """HAProxy's records go to a port nobody reads: every admitted request is still a
+    row, written after --pending-timeout-ms with what the decision knew."""
+    s = Stack(tmp_path, agent_args=["--pending-timeout-ms", "1500",
+                                    "--records", f"127.0.0.1:{free_port()}"])
+    try:
+        s.start()
+        status, h, _ = s.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "stream": True, "messages": []},
+                                 key=s.key, headers={"x-mock-frames": "3"})
+        assert status == 200
+        r = s.row(h["x-request-id"], timeout=20)
+        assert (r["outcome"], r["usage_source"], r["stream"], r["verdict"]) == \
+            ("no_record", "none", 1, "allow")
+        assert r["model_requested"] == "mock-gpt" and r["key_id"] is not None
+        assert r["prompt_tokens"] is None and r["status"] is None
+        c = settled(s)
+        assert c["timed_out"] == 1 and c["received"] == c["written"] == 1
+    finally:
+        s.close()
+
+
+def test_fail_open_request_is_a_row(tmp_path):
+    """Forwarded without a decision while the agent was down: its record waits in the
+    ring and makes a row marked fail_open, with the usage of the answer."""
+    s = Stack(tmp_path, fail_policy="open")
+    try:
+        s.start()
+        s.kill_agent()
+        s.wait_agent_state("DOWN")
+        status, h, _ = s.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-gpt", "messages": []}, key=s.key,
+                                 headers={"x-mock-prompt-tokens": "21",
+                                          "x-mock-completion-tokens": "8"})
+        assert status == 200
+        s.start_agent()
+        r = s.row(h["x-request-id"], timeout=20)
+        assert (r["verdict"], r["outcome"], r["key_id"], r["status"]) == \
+            ("fail_open", "complete", None, 200)
+        assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == \
+            (21, 8, "response")
+    finally:
+        s.close()
+
+
+def test_model_without_prices_is_unpriced_not_free(stack):
+    stack.tallyctl("model", "set", "mock-free", "--provider", "mock-openai")
+    time.sleep(0.5)
+    before = settled(stack)
+    status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                 {"model": "mock-free", "messages": [], "max_tokens": 50},
+                                 key=stack.key, headers={"x-mock-prompt-tokens": "40",
+                                                         "x-mock-completion-tokens": "4"})
+    assert status == 200
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["cost_micros"]) == (40, 4, None)
+    after = settled(stack)
+    assert after["unpriced"] == before["unpriced"] + 1
