@@ -98,11 +98,21 @@ static const char db_migration_2[] =
 	"  updated_at INTEGER NOT NULL);\n"
 	"INSERT INTO accounting VALUES (1, 0, 0, 0, 0, 0, 0, 0);\n";
 
+/* Version 3: per-key limits. */
+static const char db_migration_3[] =
+	"ALTER TABLE keys ADD COLUMN rpm INTEGER CHECK (rpm > 0);\n"
+	"ALTER TABLE keys ADD COLUMN tpm INTEGER CHECK (tpm > 0);\n"
+	"ALTER TABLE keys ADD COLUMN max_concurrent INTEGER CHECK (max_concurrent > 0);\n"
+	"ALTER TABLE keys ADD COLUMN budget_micros INTEGER CHECK (budget_micros >= 0);\n"
+	"ALTER TABLE keys ADD COLUMN budget_period TEXT NOT NULL DEFAULT 'month'"
+	" CHECK (budget_period IN ('day', 'month', 'total'));\n";
+
 /* Entry i upgrades version i + 1 to i + 2. Append only; NULL ends the list. A new
  * entry comes with schema.sql and DB_SCHEMA_VERSION bumped to match. Each is frozen
  * once released: schema.sql moves on, a migration never does. */
 static const char *const db_migrations[] = {
 	db_migration_2,
+	db_migration_3,
 	NULL,
 };
 

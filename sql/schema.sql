@@ -56,7 +56,13 @@ CREATE TABLE keys (
 	hash          BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),  -- HMAC-SHA256(secret, key)
 	default_model TEXT,                  -- model name used when a request names none; NULL: none
 	created_at    INTEGER NOT NULL,
-	revoked_at    INTEGER                -- NULL while the key is valid
+	revoked_at    INTEGER,               -- NULL while the key is valid
+	-- Limits (docs/limits.md); NULL: no such limit.
+	rpm            INTEGER CHECK (rpm > 0),             -- requests per minute
+	tpm            INTEGER CHECK (tpm > 0),             -- tokens per minute
+	max_concurrent INTEGER CHECK (max_concurrent > 0),  -- requests in flight
+	budget_micros  INTEGER CHECK (budget_micros >= 0),  -- spend per period, micro-dollars
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -190,4 +196,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;

@@ -123,7 +123,7 @@ def test_group_help(ctl, group):
 def test_first_command_creates_database(ctl):
     out = ctl.ok("provider", "list")
     assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
-    assert ctl.query("PRAGMA user_version") == [(2,)]
+    assert ctl.query("PRAGMA user_version") == [(3,)]
     assert ctl.query("PRAGMA journal_mode") == [("wal",)]
     assert ctl.generation() == 0
     assert not ctl.secret.exists(), "only key creation needs the secret"
@@ -302,14 +302,19 @@ def test_migrate_v1_database(tmp_path):
         INSERT INTO key_models (key_id, model) VALUES (1, 'gpt-4o'), (1, 'llama3.1:8b');
     """)
     con.close()
-    kept = ["SELECT * FROM providers ORDER BY id", "SELECT * FROM keys ORDER BY id",
+    kept = ["SELECT * FROM providers ORDER BY id",
+            "SELECT id, name, prefix, hash, default_model, created_at, revoked_at FROM keys"
+            " ORDER BY id",
             "SELECT * FROM key_models ORDER BY key_id, model",
             "SELECT * FROM meta ORDER BY name"]
     before = [ctl.query(sql) for sql in kept]
     assert ctl.query("PRAGMA user_version") == [(1,)]
 
     models = ctl.json("model", "list")   # opening migrates
-    assert ctl.query("PRAGMA user_version") == [(2,)]
+    assert ctl.query("PRAGMA user_version") == [(3,)]
+    # Keys come through without limits.
+    assert ctl.query("SELECT rpm, tpm, max_concurrent, budget_micros, budget_period FROM keys") \
+        == [(None, None, None, None, "month")] * 2
     assert [ctl.query(sql) for sql in kept] == before
     assert ctl.query("SELECT id, name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
                      " cached_micros_per_mtok, cache_write_micros_per_mtok, created_at, updated_at"
@@ -323,7 +328,7 @@ def test_migrate_v1_database(tmp_path):
     assert ctl.query("SELECT received, written, dropped FROM accounting") == [(0, 0, 0)]
     assert ctl.query("SELECT count(*) FROM requests") == [(0,)]
 
-    # The same schema as a database created at version 2, triggers and indexes included.
+    # The same schema as a database created at the current version, triggers and indexes included.
     fresh = Ctl(tmp_path / "fresh")
     fresh.dir.mkdir()
     fresh.ok("key", "list")
