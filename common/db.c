@@ -103,7 +103,7 @@ static const char db_migration_3[] =
 	"ALTER TABLE keys ADD COLUMN rpm INTEGER CHECK (rpm > 0);\n"
 	"ALTER TABLE keys ADD COLUMN tpm INTEGER CHECK (tpm > 0);\n"
 	"ALTER TABLE keys ADD COLUMN max_concurrent INTEGER CHECK (max_concurrent > 0);\n"
-	"ALTER TABLE keys ADD COLUMN budget_micros INTEGER CHECK (budget_micros >= 0);\n"
+	"ALTER TABLE keys ADD COLUMN budget_micros INTEGER CHECK (budget_micros > 0);\n"
 	"ALTER TABLE keys ADD COLUMN budget_period TEXT NOT NULL DEFAULT 'month'"
 	" CHECK (budget_period IN ('day', 'month', 'total'));\n";
 

@@ -22,14 +22,19 @@
 /* Prices stay below $1M per million tokens so that tokens x price fits in int64 for
  * any realistic request. */
 #define CTL_MICROS_MAX   1000000000000LL
-#define CTL_MAX_COLS     9
+#define CTL_LIMIT_MAX    1000000000000LL   /* rpm, tpm, max_concurrent */
+#define CTL_BUDGET_USD_MAX 1000000000LL    /* whole dollars; 10^15 micros fits int64 */
+#define CTL_MICROS_PER_USD 1000000LL
+#define CTL_USD_DECIMALS 6                 /* budgets are exact integer micro-dollars */
+#define CTL_MAX_COLS     12
 #define CTL_CELL_BUF     32
 
 enum ctl_status { CTL_OK = 0, CTL_FAIL = 1, CTL_USAGE = 2, CTL_HELP = 3 };
 
 enum ctl_opt_id {
 	OPT_NAME, OPT_MODELS, OPT_DEFAULT_MODEL, OPT_PROVIDER, OPT_INPUT, OPT_OUTPUT,
-	OPT_CACHED, OPT_CACHE_WRITE, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_COUNT
+	OPT_CACHED, OPT_CACHE_WRITE, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_RPM, OPT_TPM,
+	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_COUNT
 };
 
 #define OPT(id) (1u << (id))
@@ -50,7 +55,20 @@ static const struct ctl_opt {
 	[OPT_BACKEND] = { "backend", "BACKEND" },
 	[OPT_URL] = { "url", "URL" },
 	[OPT_JSON] = { "json", NULL },
+	[OPT_RPM] = { "rpm", "N" },
+	[OPT_TPM] = { "tpm", "N" },
+	[OPT_MAX_CONCURRENT] = { "max-concurrent", "N" },
+	[OPT_BUDGET_USD] = { "budget-usd", "X" },
+	[OPT_BUDGET_PERIOD] = { "budget-period", "day|month|total" },
 };
+
+/* The nullable limit columns of keys, by option; the order of the key set SQL. */
+static const enum ctl_opt_id ctl_limit_opts[] = { OPT_RPM, OPT_TPM, OPT_MAX_CONCURRENT,
+                                                  OPT_BUDGET_USD };
+#define CTL_NLIMITS (sizeof(ctl_limit_opts) / sizeof(ctl_limit_opts[0]))
+
+#define KEY_LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
+                        OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))
 
 /* Parsed command line of one command; strings are borrowed from argv. */
 struct ctl_args {
@@ -68,6 +86,7 @@ struct ctl_command {
 	const char *operand;          /* metavar of the positional argument, NULL if none */
 	unsigned allowed;             /* OPT() bits */
 	unsigned required;
+	unsigned operand_alt;         /* OPT() bit of an option that may replace the operand */
 	int (*run)(struct ctl *ctl, const struct ctl_args *a);
 };
 
@@ -78,12 +97,13 @@ struct ctl {
 	const struct ctl_command *cmd;
 };
 
-enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST };
+enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST, COL_USD };
 
 struct ctl_col {
 	const char *header;           /* text output */
 	const char *json;             /* JSON member name */
-	enum ctl_col_kind kind;       /* COL_LIST: comma-joined text, NULL meaning "all" */
+	enum ctl_col_kind kind;       /* COL_LIST: comma-joined text, NULL meaning "all";
+	                               * COL_USD: micro-dollars, shown as dollars in text */
 };
 
 /* ---- messages ---- */
@@ -177,20 +197,55 @@ static int ctl_valid_url(const char *s)
 	return 1;
 }
 
-/* Parses a price: decimal digits only, at most CTL_MICROS_MAX. */
-static int ctl_parse_micros(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
-                            int64_t *out)
+/* Reads the leading decimal digits of s into *v, stopping once *v exceeds max so that
+ * it cannot overflow (max <= INT64_MAX / 10 - 9). Returns the number of digits read. */
+static size_t ctl_scan_digits(const char *s, int64_t max, int64_t *v)
 {
-	int64_t v = 0;
 	size_t i;
 
-	for (i = 0; s[i] >= '0' && s[i] <= '9' && v <= CTL_MICROS_MAX; i++)
-		v = v * 10 + (s[i] - '0');
-	if (i == 0 || s[i] || v > CTL_MICROS_MAX)
-		return ctl_usage(cmd, "invalid value '%s' for --%s: expected an integer from 0 to %lld "
-		                 "(micro-dollars per million tokens)", s, ctl_opts[id].name,
-		                 CTL_MICROS_MAX);
+	*v = 0;
+	for (i = 0; s[i] >= '0' && s[i] <= '9' && *v <= max; i++)
+		*v = *v * 10 + (s[i] - '0');
+	return i;
+}
+
+/* Parses an integer option value: decimal digits only, min..max. hint ends the error
+ * message. */
+static int ctl_parse_int(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                         int64_t min, int64_t max, const char *hint, int64_t *out)
+{
+	int64_t v;
+	size_t n = ctl_scan_digits(s, max, &v);
+
+	if (n == 0 || s[n] || v < min || v > max)
+		return ctl_usage(cmd, "invalid value '%s' for --%s: expected an integer from %lld to "
+		                 "%lld%s", s, ctl_opts[id].name, (long long)min, (long long)max, hint);
 	*out = v;
+	return CTL_OK;
+}
+
+/* Parses dollars ("12", "12.5", "0.000001") into exact micro-dollars: digits, then
+ * optionally '.' and 1-6 digits. No floating point, so every accepted value is exact. */
+static int ctl_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                         int64_t *out)
+{
+	int64_t whole, frac = 0;
+	size_t n = ctl_scan_digits(s, CTL_BUDGET_USD_MAX, &whole), nfrac = 0;
+
+	if (n > 0 && s[n] == '.') {
+		nfrac = ctl_scan_digits(s + n + 1, CTL_MICROS_PER_USD - 1, &frac);
+		n += 1 + nfrac;
+	}
+	for (; n > 0 && nfrac < CTL_USD_DECIMALS; nfrac++)
+		frac *= 10;
+	/* A budget of 0 would refuse every request: revoking the key says that plainly. */
+	if (n == 0 || s[n] || whole > CTL_BUDGET_USD_MAX || s[n - 1] == '.' ||
+	    nfrac > CTL_USD_DECIMALS || (whole == CTL_BUDGET_USD_MAX && frac > 0) ||
+	    whole * CTL_MICROS_PER_USD + frac == 0)
+		return ctl_usage(cmd, "invalid value '%s' for --%s: expected dollars from 0.000001 to "
+		                 "%lld with at most %d decimals (e.g. 12.50), or none for no budget", s,
+		                 ctl_opts[id].name, CTL_BUDGET_USD_MAX, CTL_USD_DECIMALS);
+	*out = whole * CTL_MICROS_PER_USD + frac;
 	return CTL_OK;
 }
 
@@ -333,12 +388,23 @@ static const char *ctl_cell_text(sqlite3_stmt *st, int i, enum ctl_col_kind kind
 	const char *s;
 	struct tm tm;
 	time_t t;
+	int64_t v;
+	int n;
 
 	if (sqlite3_column_type(st, i) == SQLITE_NULL)
 		return kind == COL_LIST ? "*" : "-";
 	switch (kind) {
 	case COL_INT:
 		snprintf(buf, CTL_CELL_BUF, "%lld", (long long)sqlite3_column_int64(st, i));
+		return buf;
+	case COL_USD:
+		/* Exact dollars without trailing zeros: 12500000 -> "12.5", 1 -> "0.000001". */
+		v = sqlite3_column_int64(st, i);
+		n = snprintf(buf, CTL_CELL_BUF, "%lld.%06lld", (long long)(v / CTL_MICROS_PER_USD),
+		             (long long)(v % CTL_MICROS_PER_USD));
+		while (buf[n - 1] == '0')
+			n--;
+		buf[buf[n - 1] == '.' ? n - 1 : n] = '\0';
 		return buf;
 	case COL_TIME:
 		t = (time_t)sqlite3_column_int64(st, i);
@@ -440,6 +506,7 @@ static cJSON *ctl_cell_json(sqlite3_stmt *st, int i, enum ctl_col_kind kind)
 	switch (kind) {
 	case COL_INT:
 	case COL_TIME:
+	case COL_USD:
 		/* Raw decimal keeps int64 exact (cJSON numbers are doubles). */
 		snprintf(buf, sizeof(buf), "%lld", (long long)sqlite3_column_int64(st, i));
 		return cJSON_CreateRaw(buf);
@@ -546,14 +613,131 @@ static int ctl_list_has(char *const *items, size_t n, const char *s)
 	return 0;
 }
 
+/* The options key create and key set share, validated. */
+struct ctl_key_opts {
+	char *csv;                          /* owned copy of --models, split in place */
+	char **models;                      /* owned, into csv; NULL without --models */
+	size_t nmodels;
+	const char *def;                    /* --default-model; NULL: unchanged */
+	const char *period;                 /* --budget-period; NULL: unchanged */
+	int64_t given[CTL_NLIMITS];         /* 1 if ctl_limit_opts[i] was given */
+	int64_t value[CTL_NLIMITS];
+	const int64_t *bound[CTL_NLIMITS];  /* &value[i], or NULL for "none" */
+};
+
+static void ctl_key_opts_free(struct ctl_key_opts *o)
+{
+	free(o->models);
+	free(o->csv);
+}
+
+/* Checks everything that needs no database. The caller frees o even on failure. */
+static int ctl_key_opts_parse(const struct ctl_command *cmd, const struct ctl_args *a,
+                              struct ctl_key_opts *o)
+{
+	size_t i;
+	int status;
+
+	if (a->val[OPT_MODELS]) {
+		o->csv = strdup(a->val[OPT_MODELS]);
+		if (!o->csv)
+			return ctl_error("out of memory");
+		status = ctl_split_models(cmd, o->csv, &o->models, &o->nmodels);
+		if (status != CTL_OK)
+			return status;
+	}
+	o->def = a->val[OPT_DEFAULT_MODEL];
+	if (o->def && !ctl_valid_model(o->def))
+		return ctl_usage(cmd, "invalid model name '%s' for --default-model", o->def);
+	if (o->def && o->models && !ctl_list_has(o->models, o->nmodels, o->def))
+		return ctl_usage(cmd, "default model '%s' is not in --models", o->def);
+	for (i = 0; i < CTL_NLIMITS; i++) {
+		enum ctl_opt_id id = ctl_limit_opts[i];
+		const char *v = a->val[id];
+
+		o->given[i] = v != NULL;
+		/* "none" clears the limit: NULL in the database. */
+		if (!v || strcmp(v, "none") == 0)
+			continue;
+		status = id == OPT_BUDGET_USD ?
+			ctl_parse_usd(cmd, id, v, &o->value[i]) :
+			ctl_parse_int(cmd, id, v, 1, CTL_LIMIT_MAX, ", or none for no limit", &o->value[i]);
+		if (status != CTL_OK)
+			return status;
+		o->bound[i] = &o->value[i];
+	}
+	o->period = a->val[OPT_BUDGET_PERIOD];
+	if (o->period && strcmp(o->period, "day") != 0 && strcmp(o->period, "month") != 0 &&
+	    strcmp(o->period, "total") != 0)
+		return ctl_usage(cmd, "invalid value '%s' for --budget-period: expected day, month "
+		                 "or total", o->period);
+	return CTL_OK;
+}
+
+/* Fails unless every model named by --models and --default-model exists. */
+static int ctl_key_models_exist(struct ctl *ctl, const struct ctl_key_opts *o)
+{
+	size_t i;
+	int found;
+
+	for (i = 0; i < o->nmodels + (o->def != NULL); i++) {
+		const char *m = i < o->nmodels ? o->models[i] : o->def;
+
+		found = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", m);
+		if (found != 1)
+			return found == 0 ? ctl_error("unknown model '%s' (see 'tallyctl model list')", m) :
+			                    CTL_FAIL;
+	}
+	return CTL_OK;
+}
+
+/* Writes the given options to key id inside the caller's transaction; options not
+ * given keep the stored values. */
+static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const struct ctl_key_opts *o)
+{
+	size_t i;
+	int found;
+
+	if (ctl_exec(ctl,
+	             "UPDATE keys SET"
+	             " rpm = CASE WHEN ?2 THEN ?3 ELSE rpm END,"
+	             " tpm = CASE WHEN ?4 THEN ?5 ELSE tpm END,"
+	             " max_concurrent = CASE WHEN ?6 THEN ?7 ELSE max_concurrent END,"
+	             " budget_micros = CASE WHEN ?8 THEN ?9 ELSE budget_micros END,"
+	             " budget_period = coalesce(?10, budget_period),"
+	             " default_model = coalesce(?11, default_model)"
+	             " WHERE id = ?1",
+	             "iinininintt", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
+	             o->given[2], o->bound[2], o->given[3], o->bound[3], o->period, o->def) < 0)
+		return CTL_FAIL;
+	if (o->models) {
+		if (ctl_exec(ctl, "DELETE FROM key_models WHERE key_id = ?1", "i", id) < 0)
+			return CTL_FAIL;
+		for (i = 0; i < o->nmodels; i++) {
+			if (ctl_exec(ctl, "INSERT OR IGNORE INTO key_models (key_id, model) VALUES (?1, ?2)",
+			             "it", id, o->models[i]) < 0)
+				return CTL_FAIL;
+		}
+	}
+	/* key set may change the list or the default alone: check the stored pair. */
+	found = ctl_find(ctl, NULL,
+	                 "SELECT 1 FROM keys k WHERE k.id = ?1 AND k.default_model IS NOT NULL"
+	                 " AND EXISTS (SELECT 1 FROM key_models WHERE key_id = k.id)"
+	                 " AND NOT EXISTS (SELECT 1 FROM key_models"
+	                 "                 WHERE key_id = k.id AND model = k.default_model)",
+	                 "i", id);
+	if (found != 0)
+		return found > 0 ? ctl_error("key '%s': its default model would not be in its "
+		                             "allowed models (see --default-model)", name) : CTL_FAIL;
+	return CTL_OK;
+}
+
 static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 {
-	const char *name = a->val[OPT_NAME], *def = a->val[OPT_DEFAULT_MODEL];
+	const char *name = a->operand;
 	unsigned char secret[KEYHASH_SECRET_LEN], hash[KEYHASH_LEN];
 	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
-	char *csv = NULL, **models = NULL;
-	size_t nmodels = 0, i;
-	int64_t id = 0;
+	struct ctl_key_opts o = { 0 };
 	int status, found;
 
 	if (!ctl_valid_name(name)) {
@@ -561,20 +745,9 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 		                   "A-Z a-z 0-9 . _ -", name, CTL_NAME_MAX);
 		goto out;
 	}
-	if (a->val[OPT_MODELS]) {
-		csv = strdup(a->val[OPT_MODELS]);
-		status = csv ? ctl_split_models(ctl->cmd, csv, &models, &nmodels) : ctl_error("out of memory");
-		if (status != CTL_OK)
-			goto out;
-	}
-	if (def && !ctl_valid_model(def)) {
-		status = ctl_usage(ctl->cmd, "invalid model name '%s' for --default-model", def);
+	status = ctl_key_opts_parse(ctl->cmd, a, &o);
+	if (status != CTL_OK)
 		goto out;
-	}
-	if (def && models && !ctl_list_has(models, nmodels, def)) {
-		status = ctl_usage(ctl->cmd, "default model '%s' is not in --models", def);
-		goto out;
-	}
 
 	status = CTL_FAIL;
 	if (ctl_db_open(ctl) != CTL_OK || ctl_secret_load(ctl, secret) != CTL_OK ||
@@ -586,32 +759,17 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 			ctl_error("a key named '%s' already exists", name);
 		goto out;
 	}
-	for (i = 0; i < nmodels + (def != NULL); i++) {
-		const char *m = i < nmodels ? models[i] : def;
-
-		found = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", m);
-		if (found != 1) {
-			if (found == 0)
-				ctl_error("unknown model '%s' (see 'tallyctl model list')", m);
-			goto out;
-		}
-	}
+	if (ctl_key_models_exist(ctl, &o) != CTL_OK)
+		goto out;
 	if (keyhash_generate(key, sizeof(key)) < 0 || keyhash_prefix(key, prefix, sizeof(prefix)) < 0) {
 		ctl_error("cannot generate a key: no randomness available");
 		goto out;
 	}
 	keyhash_compute(secret, key, KEYHASH_KEY_LEN, hash);
-	if (ctl_exec(ctl, "INSERT INTO keys (name, prefix, hash, default_model, created_at)"
-	             " VALUES (?1, ?2, ?3, ?4, ?5)", "ttbti",
-	             name, prefix, hash, (int)sizeof(hash), def, db_now()) < 0)
-		goto out;
-	id = sqlite3_last_insert_rowid(ctl->db);
-	for (i = 0; i < nmodels; i++) {
-		if (ctl_exec(ctl, "INSERT OR IGNORE INTO key_models (key_id, model) VALUES (?1, ?2)",
-		             "it", id, models[i]) < 0)
-			goto out;
-	}
-	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+	if (ctl_exec(ctl, "INSERT INTO keys (name, prefix, hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+	             "ttbi", name, prefix, hash, (int)sizeof(hash), db_now()) < 0 ||
+	    ctl_key_apply(ctl, sqlite3_last_insert_rowid(ctl->db), name, &o) != CTL_OK ||
+	    ctl_sql(ctl, "COMMIT") != CTL_OK)
 		goto out;
 	/* Shown once: only the hash and the prefix are stored. */
 	printf("%s\n", key);
@@ -622,8 +780,47 @@ out:
 	OPENSSL_cleanse(secret, sizeof(secret));
 	OPENSSL_cleanse(key, sizeof(key));
 	OPENSSL_cleanse(hash, sizeof(hash));
-	free(models);
-	free(csv);
+	ctl_key_opts_free(&o);
+	return status;
+}
+
+static int ctl_key_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *name = a->operand;
+	struct ctl_key_opts o = { 0 };
+	int status, found, id;
+	int64_t key_id;
+
+	for (id = 0; id < OPT_COUNT; id++) {
+		if (a->val[id])
+			break;
+	}
+	if (id == OPT_COUNT) {
+		status = ctl_usage(ctl->cmd, "nothing to change: give at least one option");
+		goto out;
+	}
+	status = ctl_key_opts_parse(ctl->cmd, a, &o);
+	if (status != CTL_OK)
+		goto out;
+
+	status = CTL_FAIL;
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	found = ctl_find(ctl, &key_id, "SELECT id FROM keys WHERE name = ?1", "t", name);
+	if (found != 1) {
+		if (found == 0)
+			ctl_error("no key named '%s'", name);
+		goto out;
+	}
+	if (ctl_key_models_exist(ctl, &o) != CTL_OK || ctl_key_apply(ctl, key_id, name, &o) != CTL_OK ||
+	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("updated key %s\n", name);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	ctl_key_opts_free(&o);
 	return status;
 }
 
@@ -637,13 +834,19 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "REVOKED", "revoked_at", COL_TIME },
 		{ "MODELS", "models", COL_LIST },
 		{ "DEFAULT_MODEL", "default_model", COL_TEXT },
+		{ "RPM", "rpm", COL_INT },
+		{ "TPM", "tpm", COL_INT },
+		{ "MAX_CONC", "max_concurrent", COL_INT },
+		{ "BUDGET_USD", "budget_micros", COL_USD },
+		{ "PERIOD", "budget_period", COL_TEXT },
 	};
 
 	return ctl_print_table(ctl,
 	                       "SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at,"
 	                       " (SELECT group_concat(model, ',') FROM"
 	                       "   (SELECT model FROM key_models WHERE key_id = k.id ORDER BY model)),"
-	                       " k.default_model"
+	                       " k.default_model, k.rpm, k.tpm, k.max_concurrent, k.budget_micros,"
+	                       " k.budget_period"
 	                       " FROM keys k ORDER BY k.id",
 	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
 }
@@ -699,7 +902,8 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	for (i = 0; i < NPRICES; i++) {
 		const char *v = a->val[price_opts[i]];
 
-		if (v && ctl_parse_micros(ctl->cmd, price_opts[i], v, &price[i]) != CTL_OK)
+		if (v && ctl_parse_int(ctl->cmd, price_opts[i], v, 0, CTL_MICROS_MAX,
+		                       " (micro-dollars per million tokens)", &price[i]) != CTL_OK)
 			return CTL_USAGE;
 		bound[i] = v ? &price[i] : NULL;
 	}
@@ -825,28 +1029,57 @@ static int ctl_provider_list(struct ctl *ctl, const struct ctl_args *a)
 	"\n"                                                                                \
 	"  --json  print JSON\n"
 
+#define KEY_LIMIT_SYNOPSIS                                                              \
+	"[--rpm N] [--tpm N] [--max-concurrent N] [--budget-usd X] "                    \
+	"[--budget-period day|month|total]"
+
+#define KEY_LIMIT_HELP                                                                  \
+	"  --rpm N                requests per minute, 1-1000000000000, or none\n"          \
+	"  --tpm N                tokens per minute, 1-1000000000000, or none\n"            \
+	"  --max-concurrent N     requests in flight, 1-1000000000000, or none\n"           \
+	"  --budget-usd X         spend per period in dollars (> 0), at most 6 decimals\n"        \
+	"                         (12.5, 0.000001), up to 1000000000, or none\n"            \
+	"  --budget-period P      day, month (the default) or total (ever)\n"               \
+	"\n"
+
 static const struct ctl_command ctl_commands[] = {
-	{ "key", "create", "key create --name NAME [--models M1,M2,...] [--default-model MODEL]",
+	{ "key", "create", "key create NAME|--name NAME [--models M1,M2,...] [--default-model MODEL] "
+	  KEY_LIMIT_SYNOPSIS,
 	  "Creates an API key and prints it alone on stdout. The key is shown this once:\n"
 	  "only its HMAC-SHA256 hash (keyed with the secret file, created if missing) and\n"
 	  "its first 12 characters (the prefix, for identification) are stored.\n"
 	  "\n"
-	  "  --name NAME            unique, 1-64 characters from A-Z a-z 0-9 . _ -\n"
+	  "  NAME, --name NAME      unique, 1-64 characters from A-Z a-z 0-9 . _ -;\n"
+	  "                         give it one way, not both\n"
 	  "  --models M1,M2,...     allow only these models (each must exist);\n"
 	  "                         without it the key may use every model\n"
 	  "  --default-model MODEL  model for requests that name none; must exist and,\n"
-	  "                         with --models, be one of them\n",
-	  NULL, OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL), OPT(OPT_NAME),
-	  ctl_key_create },
+	  "                         with --models, be one of them\n"
+	  KEY_LIMIT_HELP
+	  "A limit not given is unset: no limit.\n",
+	  "NAME", OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS, 0,
+	  OPT(OPT_NAME), ctl_key_create },
+	{ "key", "set", "key set NAME [--models M1,M2,...] [--default-model MODEL] " KEY_LIMIT_SYNOPSIS,
+	  "Changes the key named NAME; options not given keep their value. At least one\n"
+	  "option is required. The running agent applies the change at its next reload.\n"
+	  "\n"
+	  "  --models M1,M2,...     replace the allow-list (each model must exist)\n"
+	  "  --default-model MODEL  model for requests that name none; must exist and be\n"
+	  "                         in the key's allow-list, if it has one\n"
+	  KEY_LIMIT_HELP
+	  "'none' clears a limit, e.g. '--rpm none'. Setting an unknown key fails.\n",
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS, 0, 0, ctl_key_set },
 	{ "key", "list", "key list [--json]",
 	  LIST_HELP("API keys (never their hashes)")
 	  "\n"
-	  "MODELS is the allow-list, \"*\" (JSON: null) when the key may use every model.\n",
-	  NULL, OPT(OPT_JSON), 0, ctl_key_list },
+	  "MODELS is the allow-list, \"*\" (JSON: null) when the key may use every model.\n"
+	  "An unset limit shows as \"-\" (JSON: null). BUDGET_USD is in dollars; JSON has\n"
+	  "budget_micros, integer micro-dollars.\n",
+	  NULL, OPT(OPT_JSON), 0, 0, ctl_key_list },
 	{ "key", "revoke", "key revoke NAME",
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
 	  "Revoking an unknown or already revoked key fails.\n",
-	  "NAME", 0, 0, ctl_key_revoke },
+	  "NAME", 0, 0, 0, ctl_key_revoke },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N]",
@@ -863,12 +1096,12 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --cache-write-micros N   price of prompt tokens written to the provider's\n"
 	  "                           cache (unset: the input price)\n",
 	  "NAME", OPT(OPT_PROVIDER) | OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED) |
-	  OPT(OPT_CACHE_WRITE), OPT(OPT_PROVIDER), ctl_model_set },
+	  OPT(OPT_CACHE_WRITE), OPT(OPT_PROVIDER), 0, ctl_model_set },
 	{ "model", "list", "model list [--json]",
 	  LIST_HELP("models with their provider and prices")
 	  "\n"
 	  "An unset price shows as \"-\" (JSON: null).\n",
-	  NULL, OPT(OPT_JSON), 0, ctl_model_list },
+	  NULL, OPT(OPT_JSON), 0, 0, ctl_model_list },
 	{ "provider", "set", "provider set NAME --api openai|anthropic --backend BACKEND [--url URL]",
 	  "Creates the provider NAME or updates it. Credentials are not stored: HAProxy\n"
 	  "adds them from its environment.\n"
@@ -876,11 +1109,11 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --api openai|anthropic  wire protocol the provider speaks\n"
 	  "  --backend BACKEND       HAProxy backend that serves it\n"
 	  "  --url URL               base URL, informational; '' clears it; kept if absent\n",
-	  "NAME", OPT(OPT_API) | OPT(OPT_BACKEND) | OPT(OPT_URL), OPT(OPT_API) | OPT(OPT_BACKEND),
+	  "NAME", OPT(OPT_API) | OPT(OPT_BACKEND) | OPT(OPT_URL), OPT(OPT_API) | OPT(OPT_BACKEND), 0,
 	  ctl_provider_set },
 	{ "provider", "list", "provider list [--json]",
 	  LIST_HELP("providers"),
-	  NULL, OPT(OPT_JSON), 0, ctl_provider_list },
+	  NULL, OPT(OPT_JSON), 0, 0, ctl_provider_list },
 };
 
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
@@ -976,6 +1209,15 @@ static int ctl_parse_args(const struct ctl_command *cmd, int argc, char **argv, 
 			return ctl_usage(cmd, "option --%s needs a value (%s)", ctl_opts[id].name,
 			                 ctl_opts[id].metavar);
 		}
+	}
+	/* An option standing in for the operand (key create --name): one of the two. */
+	for (id = 0; id < OPT_COUNT; id++) {
+		if (!(cmd->operand_alt & OPT(id)) || !a->val[id])
+			continue;
+		if (a->operand)
+			return ctl_usage(cmd, "give %s either as an argument or with --%s, not both",
+			                 cmd->operand, ctl_opts[id].name);
+		a->operand = a->val[id];
 	}
 	if (cmd->operand && !a->operand)
 		return ctl_usage(cmd, "missing %s", cmd->operand);

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "quota.h"
+
 #define ACCT_ID_MAX    64   /* request ids: HAProxy's uuid() is 36 characters */
 #define ACCT_NAME_MAX  128  /* model names, as configured or as the upstream names them */
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
@@ -63,6 +65,9 @@ struct acct_row {
 	/* Bookkeeping, not stored: the journal epochs holding this transaction's entries
 	 * (decision, row), released once the row is committed or dropped; 0: none. */
 	uint32_t journal_epoch[2];
+	/* Not stored either: what the request holds of its key's limits until its row is
+	 * built (zero after a restart: the journal does not keep it). */
+	struct quota_hold hold;
 };
 
 #endif

@@ -33,6 +33,7 @@ struct agent_config {
 	int write_retry_ms;
 	int pending_timeout_ms;
 	int dedupe_ms;
+	int default_max_tokens;
 	int64_t db_max_pages;
 };
 

@@ -36,6 +36,11 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_WRONG_API] = { "model_api_mismatch", 400, "invalid_request_error", "invalid_request_error" },
 	[DECISION_NO_ROUTE] = { "no_route", 502, "server_error", "api_error" },
 	[DECISION_AGENT_ERROR] = { "gateway_error", 500, "server_error", "api_error" },
+	[DECISION_RPM_LIMITED] = { "rate_limit_requests", 429, "rate_limit_error", "rate_limit_error" },
+	[DECISION_TPM_LIMITED] = { "rate_limit_tokens", 429, "rate_limit_error", "rate_limit_error" },
+	[DECISION_CONCURRENCY_LIMITED] = { "concurrency_limit", 429, "rate_limit_error", "rate_limit_error" },
+	/* 402, not 429: SDKs retry a 429 on their own, and a spent budget stays spent. */
+	[DECISION_BUDGET_EXCEEDED] = { "budget_exceeded", 402, "insufficient_quota", "billing_error" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -181,6 +186,41 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	return DECISION_ALLOW;
 }
 
+/* Tokens at a price of micro-dollars per Mtok, rounded up: a reservation errs high. */
+static int64_t decision_cost_of(int64_t tokens, int64_t micros_per_mtok)
+{
+	if (micros_per_mtok <= 0 || tokens <= 0)
+		return 0;
+	return (int64_t)(((__int128)tokens * micros_per_mtok + 999999) / 1000000);
+}
+
+void decision_estimate(const struct decision *d, const struct decision_request *req,
+                       int64_t default_max_tokens, int64_t *tokens, int64_t *cost_micros)
+{
+	int64_t bytes = req->body_size > (int64_t)req->body.len ? req->body_size
+	                                                         : (int64_t)req->body.len;
+	/* ~4 bytes per token of English text; JSON's own bytes make it err high. */
+	int64_t prompt = (bytes + 3) / 4;
+	int64_t out = d->body.max_tokens >= 0 ? d->body.max_tokens : default_max_tokens;
+
+	*tokens = prompt + out;
+	*cost_micros = d->model ? decision_cost_of(prompt, d->model->prices.input) +
+	                          decision_cost_of(out, d->model->prices.output) : 0;
+}
+
+void decision_limit(struct decision *d, enum quota_verdict v)
+{
+	static const enum decision_verdict of[] = {
+		[QUOTA_OK] = DECISION_ALLOW,
+		[QUOTA_RPM] = DECISION_RPM_LIMITED,
+		[QUOTA_TPM] = DECISION_TPM_LIMITED,
+		[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
+		[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
+	};
+
+	d->verdict = of[v];
+}
+
 void decision_make(const struct keytable *t, const struct decision_request *req,
                    struct decision *d)
 {
@@ -255,6 +295,28 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_AGENT_ERROR:
 		snprintf(msg, cap, "The gateway could not read this request's details.");
+		break;
+	case DECISION_RPM_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",
+		         d->key->prefix, (long long)d->key->limits.rpm,
+		         (long long)d->limits.retry_after_s);
+		break;
+	case DECISION_TPM_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld tokens per minute and this request may "
+		         "use %lld (prompt and max_tokens); retry after %lld s.", d->key->prefix,
+		         (long long)d->key->limits.tpm, (long long)d->est_tokens,
+		         (long long)d->limits.retry_after_s);
+		break;
+	case DECISION_CONCURRENCY_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld requests in flight.", d->key->prefix,
+		         (long long)d->key->limits.max_concurrent);
+		break;
+	case DECISION_BUDGET_EXCEEDED:
+		snprintf(msg, cap, "Key %s has spent its budget of $%lld.%06lld for this %s.",
+		         d->key->prefix, (long long)(d->key->limits.budget_micros / 1000000),
+		         (long long)(d->key->limits.budget_micros % 1000000),
+		         d->key->limits.period == QUOTA_PERIOD_DAY ? "day" :
+		         d->key->limits.period == QUOTA_PERIOD_MONTH ? "month" : "key");
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "keytable-t.h"
+#include "quota.h"
 #include "reqbody.h"
 #include "spop-t.h"
 
@@ -23,6 +24,10 @@ enum decision_verdict {
 	DECISION_WRONG_API,         /* 400: the model's provider speaks the other API */
 	DECISION_NO_ROUTE,          /* 502: the model's provider is not configured */
 	DECISION_AGENT_ERROR,       /* 500: HAProxy's message could not be read */
+	DECISION_RPM_LIMITED,       /* 429: the key's requests per minute */
+	DECISION_TPM_LIMITED,       /* 429: the key's tokens per minute */
+	DECISION_CONCURRENCY_LIMITED, /* 429: the key's requests in flight */
+	DECISION_BUDGET_EXCEEDED,   /* 402: the key's spend budget for the period */
 	DECISION_VERDICT_COUNT
 };
 
@@ -42,6 +47,7 @@ struct decision_request {
 	struct spop_str body;
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
+	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
 };
 
 struct decision {
@@ -57,11 +63,24 @@ struct decision {
 	                                     * stream_options.include_usage (OpenAI streams
 	                                     * that did not ask for usage) */
 	struct reqbody_info body;
+	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
+	struct quota_status limits;        /* where the key stands (keys with limits) */
+	int has_limits;                     /* the key has a limit: limits is filled */
+	int64_t est_tokens, est_cost_micros; /* decision_estimate's, when has_limits */
 };
 
 /* Decides for req against the snapshot t. Always fills d; never fails. */
 void decision_make(const struct keytable *t, const struct decision_request *req,
                    struct decision *d);
+
+/* The request's reservation for its key's limits: tokens (the body's bytes / 4 for the
+ * prompt, plus max_tokens or default_max_tokens when the body names none) and their cost
+ * at the model's prices (a price not set counts 0). For an allowed d. */
+void decision_estimate(const struct decision *d, const struct decision_request *req,
+                       int64_t default_max_tokens, int64_t *tokens, int64_t *cost_micros);
+
+/* Turns an allowed d into the denial of the limit that refused it. */
+void decision_limit(struct decision *d, enum quota_verdict v);
 
 int decision_http_status(enum decision_verdict v);
 

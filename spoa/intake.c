@@ -26,6 +26,7 @@
 #include "journal.h"
 #include "keylive.h"
 #include "keytable.h"
+#include "quota.h"
 #include "log.h"
 #include "net.h"
 #include "pending.h"
@@ -166,6 +167,19 @@ static void intake_error(struct intake *in, enum stats_error e, const char *what
 	}
 }
 
+/* Gives back what the request held of its key's limits, charging what it used. */
+static void intake_settle(struct intake *in, const struct acct_row *row)
+{
+	int64_t tokens = ACCT_NONE;
+
+	if (!in->cfg.limits || !row->hold.key_id)
+		return;
+	if (row->prompt_tokens >= 0 || row->completion_tokens >= 0)
+		tokens = (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
+		         (row->completion_tokens > 0 ? row->completion_tokens : 0);
+	quota_settle(in->cfg.limits, &row->hold, tokens, row->cost_micros, intake_now_ms());
+}
+
 static void intake_record(struct intake *in, const char *msg, size_t len, int udp)
 {
 	struct record r;
@@ -203,6 +217,7 @@ static void intake_record(struct intake *in, const char *msg, size_t len, int ud
 		stats_add(&stats.received, 1);
 	}
 	intake_fill(in, &row, &r);
+	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
 	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, admitted);
 }
@@ -215,6 +230,7 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 
 	row.outcome = ACCT_NO_RECORD;
 	row.usage_source = ACCT_USAGE_NONE;
+	intake_settle(in, &row);
 	dedupe_add(in->seen, row.request_id, intake_now_ms());
 	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, 1);
 }

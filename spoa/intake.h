@@ -25,6 +25,7 @@ struct intake_config {
 	struct pending *pending;
 	struct keylive *keylive;
 	struct journal *journal;      /* NULL: no journal */
+	struct quota *limits;        /* NULL: no limits to settle */
 };
 
 /* Binds the sockets (main thread) and starts the thread. kt: a reference it now owns. */

@@ -136,6 +136,15 @@ static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 	return m->name ? 0 : -1;
 }
 
+static enum quota_period keytable_period_of(const char *p)
+{
+	if (p && strcmp(p, "day") == 0)
+		return QUOTA_PERIOD_DAY;
+	if (p && strcmp(p, "total") == 0)
+		return QUOTA_PERIOD_TOTAL;
+	return QUOTA_PERIOD_MONTH;
+}
+
 static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
 {
 	struct kt_key *k = &t->keys[t->nkeys];
@@ -151,6 +160,12 @@ static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
 	k->default_model = def ? keytable_find_model(t, (const char *)def, strlen((const char *)def))
 	                       : NULL;
 	k->revoked = sqlite3_column_int(st, 5);
+	/* NULL reads as 0: no such limit. */
+	k->limits.rpm = sqlite3_column_int64(st, 6);
+	k->limits.tpm = sqlite3_column_int64(st, 7);
+	k->limits.max_concurrent = sqlite3_column_int64(st, 8);
+	k->limits.budget_micros = sqlite3_column_int64(st, 9);
+	k->limits.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
 	return k->name && k->prefix ? 0 : -1;
 }
 
@@ -216,7 +231,8 @@ static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
-	                      " revoked_at IS NOT NULL FROM keys ORDER BY id",
+	                      " revoked_at IS NOT NULL, rpm, tpm, max_concurrent, budget_micros,"
+	                      " budget_period FROM keys ORDER BY id",
 	                      n, keytable_add_key) < 0)
 		return -1;
 	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",

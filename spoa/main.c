@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -23,6 +24,7 @@
 #include "keyhash.h"
 #include "keylive.h"
 #include "keytable.h"
+#include "quota.h"
 #include "live-t.h"
 #include "log.h"
 #include "metrics.h"
@@ -50,6 +52,7 @@ struct agent {
 	struct queue *queue;
 	struct pending *pending;
 	struct keylive *keylive;
+	struct quota *limits;
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
@@ -102,6 +105,43 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 	}
 }
 
+/* Budgets survive a restart, and a budget set while running counts what the key spent
+ * before: each budgeted key's spend in its current period, from the hourly rollups
+ * (periods start on the hour). Rows still queued are missing from it for a moment. */
+static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *err, size_t errlen)
+{
+	struct timespec now;
+	sqlite3_stmt *st = NULL;
+	int64_t now_ms;
+	size_t i;
+	int rc = -1;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	if (sqlite3_prepare_v2(a->db, "SELECT coalesce(sum(cost_micros), 0) FROM usage_hourly"
+	                              " WHERE key_id = ?1 AND hour >= ?2", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	for (i = 0; i < kt->nkeys; i++) {
+		const struct kt_key *k = &kt->keys[i];
+		int64_t start = quota_period_start(k->limits.period, now_ms);
+
+		if (!k->limits.budget_micros)
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, k->id);
+		sqlite3_bind_int64(st, 2, start / 1000);
+		if (sqlite3_step(st) != SQLITE_ROW)
+			goto out;
+		quota_set_spent(a->limits, k->id, start, sqlite3_column_int64(st, 0));
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		snprintf(err, errlen, "cannot read spend so far: %s", sqlite3_errmsg(a->db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
 /* Publishes a new snapshot to every worker when the configuration generation moved. */
 static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -121,6 +161,8 @@ static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
 	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
+	if (agent_seed_spend(a, kt, err, sizeof(err)) < 0)
+		log_error("%s (budgets count from what this run saw)", err);
 	a->generation = kt->generation;
 	keytable_ref(kt, a->nworkers);
 	for (i = 0; i < a->nworkers; i++)
@@ -274,7 +316,8 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
 	a->pending = pending_new();
 	a->keylive = keylive_new();
-	if (!a->queue || !a->pending || !a->keylive) {
+	a->limits = quota_new();
+	if (!a->queue || !a->pending || !a->keylive || !a->limits) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -334,6 +377,8 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.pending = a->pending,
 		.keylive = a->keylive,
 		.journal = a->journal,
+		.limits = a->limits,
+		.default_max_tokens = a->cfg.default_max_tokens,
 	};
 	struct intake_config ic = {
 		.addr = a->cfg.records_addr,
@@ -343,6 +388,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.pending = a->pending,
 		.keylive = a->keylive,
 		.journal = a->journal,
+		.limits = a->limits,
 	};
 	struct keytable *kt;
 	int i;
@@ -350,6 +396,10 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	if (keytable_load(a->db, a->secret, &kt, err, errlen) < 0)
 		return -1;
 	a->generation = kt->generation;
+	if (agent_seed_spend(a, kt, err, errlen) < 0) {
+		keytable_unref(kt);
+		return -1;
+	}
 	log_info("loaded %zu keys, %zu models, %zu providers", kt->nkeys, kt->nmodels, kt->nproviders);
 	/* One reference per I/O thread and one for the intake. */
 	keytable_ref(kt, a->cfg.threads);
@@ -434,6 +484,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	queue_free(a->queue);
 	pending_free(a->pending);
 	keylive_free(a->keylive);
+	quota_free(a->limits);
 	if (a->db)
 		sqlite3_close(a->db);
 }

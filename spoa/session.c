@@ -5,7 +5,9 @@
  * unreachable agent and, under fail-open, let the request through unjudged. */
 #include "session.h"
 
+#include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "decision.h"
 #include "log.h"
@@ -120,6 +122,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	/* HAProxy hands us at most the buffered, capped prefix of the body; a size we were
 	 * not told counts as larger than what we got. */
 	req->body_truncated = body_size < 0 || body_size > (int64_t)req->body.len;
+	req->body_size = body_size;
 	return 0;
 }
 
@@ -138,6 +141,30 @@ static void session_set_int(struct spop_writer *out, const char *name, int64_t n
 
 	v.u.i64 = n;
 	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
+}
+
+/* Where the key stands, for the x-ratelimit-* headers and Retry-After; -1 is "no such
+ * limit" and is left out. */
+static void session_put_limits(struct spop_writer *out, const struct decision *d)
+{
+	static const struct { const char *name; size_t off; } figures[] = {
+		{ "rl_limit_req", offsetof(struct quota_status, limit_requests) },
+		{ "rl_remaining_req", offsetof(struct quota_status, remaining_requests) },
+		{ "rl_reset_req_ms", offsetof(struct quota_status, reset_requests_ms) },
+		{ "rl_limit_tok", offsetof(struct quota_status, limit_tokens) },
+		{ "rl_remaining_tok", offsetof(struct quota_status, remaining_tokens) },
+		{ "rl_reset_tok_ms", offsetof(struct quota_status, reset_tokens_ms) },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(figures) / sizeof(figures[0]); i++) {
+		int64_t v = *(const int64_t *)((const char *)&d->limits + figures[i].off);
+
+		if (v >= 0)
+			session_set_int(out, figures[i].name, v);
+	}
+	if (d->verdict != DECISION_ALLOW && d->limits.retry_after_s > 0)
+		session_set_int(out, "retry_after", d->limits.retry_after_s);
 }
 
 static void session_put_verdict(struct spop_writer *out, const struct decision *d, int brief)
@@ -171,6 +198,8 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, "stream", d->stream);
 	if (d->body_truncated)
 		session_set_int(out, "truncated", 1);
+	if (d->has_limits)
+		session_put_limits(out, d);
 }
 
 /* The unique id, for debug logs: printed only when it looks like the UUID HAProxy makes,
@@ -208,6 +237,29 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	return n;
 }
 
+/* Admits an allowed request against its key's limits, or turns d into the denial of
+ * the limit that refused it. */
+static void session_limit(struct session *s, const struct decision_request *req,
+                          struct decision *d)
+{
+	const struct quota_cfg *cfg;
+	struct timespec now;
+	enum quota_verdict v;
+
+	if (d->verdict != DECISION_ALLOW || !s->limits || !d->key)
+		return;
+	cfg = &d->key->limits;
+	if (!cfg->rpm && !cfg->tpm && !cfg->max_concurrent && !cfg->budget_micros)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	d->has_limits = 1;
+	decision_estimate(d, req, s->default_max_tokens, &d->est_tokens, &d->est_cost_micros);
+	v = quota_admit(s->limits, d->key->id, cfg, d->est_tokens, d->est_cost_micros,
+	                 (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &d->hold, &d->limits);
+	if (v != QUOTA_OK)
+		decision_limit(d, v);
+}
+
 /* Writes the ACK for one NOTIFY frame: the verdict on our message. */
 static void session_notify(struct session *s, const struct keytable *kt,
                            const struct spop_frame *f, struct spop_writer *out)
@@ -242,6 +294,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		uint64_t t0 = stats_now_ns();
 
 		decision_make(kt, &req, &d);
+		session_limit(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
 	s->stats.verdicts[d.verdict]++;

@@ -273,6 +273,7 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 	row.stream = d->stream < 0 ? ACCT_NONE : d->stream;
 	row.status = decision_http_status(d->verdict);
 	row.started_at_ms = now;
+	row.hold = d->hold;
 	row.duration_ms = row.ttfb_ms = row.bytes_in = row.bytes_out = ACCT_NONE;
 	row.prompt_tokens = row.completion_tokens = row.cached_tokens = ACCT_NONE;
 	row.cache_creation_tokens = row.reasoning_tokens = row.cost_micros = ACCT_NONE;
@@ -313,6 +314,8 @@ static void worker_add_conn(struct worker *w, int fd)
 	session_init(&c->sess, w->limits.max_frame_size);
 	c->sess.on_decided = worker_on_decided;
 	c->sess.decided_arg = w;
+	c->sess.limits = w->acct.limits;
+	c->sess.default_max_tokens = w->acct.default_max_tokens;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);

@@ -27,6 +27,8 @@ struct worker_acct {
 	struct pending *pending;
 	struct keylive *keylive;
 	struct journal *journal;      /* NULL: no journal */
+	struct quota *limits;        /* NULL: no limits enforced */
+	int64_t default_max_tokens;   /* reserved output when a request names no max_tokens */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */

@@ -61,7 +61,7 @@ CREATE TABLE keys (
 	rpm            INTEGER CHECK (rpm > 0),             -- requests per minute
 	tpm            INTEGER CHECK (tpm > 0),             -- tokens per minute
 	max_concurrent INTEGER CHECK (max_concurrent > 0),  -- requests in flight
-	budget_micros  INTEGER CHECK (budget_micros >= 0),  -- spend per period, micro-dollars
+	budget_micros  INTEGER CHECK (budget_micros > 0),  -- spend per period, micro-dollars
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
 );
 

@@ -24,7 +24,7 @@ TALLYCTL = (BUILD if BUILD.is_absolute() else ROOT / BUILD) / "tallyctl"
 VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
 KEY_RE = re.compile(r"tly_[A-Za-z0-9_-]{43}")
-COMMANDS = ["key create", "key list", "key revoke", "model set", "model list",
+COMMANDS = ["key create", "key set", "key list", "key revoke", "model set", "model list",
             "provider set", "provider list"]
 
 
@@ -399,7 +399,8 @@ def test_key_list(seeded):
     assert [k["name"] for k in listed] == ["alpha", "beta"]
     alpha, beta = listed
     assert set(alpha) == {"id", "name", "prefix", "created_at", "revoked_at", "models",
-                          "default_model"}
+                          "default_model", "rpm", "tpm", "max_concurrent", "budget_micros",
+                          "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -410,10 +411,10 @@ def test_key_list(seeded):
     text = seeded.ok("key", "list")
     lines = text.splitlines()
     assert lines[0].split() == ["ID", "NAME", "PREFIX", "CREATED", "REVOKED", "MODELS",
-                                "DEFAULT_MODEL"]
+                                "DEFAULT_MODEL", "RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
     assert lines[1].split()[1:3] == ["alpha", k1[:12]]
-    assert lines[1].split()[-2:] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
-    assert lines[2].split()[-2:] == ["*", "-"]
+    assert lines[1].split()[5:7] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
+    assert lines[2].split()[5:7] == ["*", "-"]
     assert lines[1].split()[4] == "-" and lines[2].split()[4] != "-"
 
     # Neither the keys nor their hashes appear in any listing.
@@ -485,6 +486,7 @@ def test_changes_bump_config_generation(ctl):
         ("model", "set", "m", "--provider", "p"),
         ("model", "set", "m", "--provider", "p", "--input-micros", "7"),
         ("key", "create", "--name", "k", "--models", "m"),
+        ("key", "set", "k", "--rpm", "5"),
         ("key", "revoke", "k"),
     ]
     last = ctl.generation() if ctl.db.exists() else 0
@@ -511,6 +513,197 @@ def test_secret_file_refused(seeded):
     assert seeded.query("SELECT count(*) FROM keys") == [(0,)]
 
 
+# ---- key limits ----
+
+LIMITS_SQL = "SELECT rpm, tpm, max_concurrent, budget_micros, budget_period FROM keys WHERE name = ?"
+
+
+def limits(ctl, name):
+    return ctl.query(LIMITS_SQL, (name,))[0]
+
+
+def test_key_create_with_limits(seeded):
+    out = seeded.ok("key", "create", "capped", "--rpm", "60", "--tpm", "100000",
+                    "--max-concurrent", "4", "--budget-usd", "25.5", "--budget-period", "day")
+    assert KEY_RE.fullmatch(out.rstrip("\n")), out
+    assert limits(seeded, "capped") == (60, 100000, 4, 25500000, "day")
+    # The --name form takes limits too; limits not given are unset, the period defaults.
+    create_key(seeded, "named", "--rpm", "1", "--models", "gpt-4o")
+    assert limits(seeded, "named") == (1, None, None, None, "month")
+    # Positional name without limits; "none" at creation is the same as absent.
+    seeded.ok("key", "create", "plain", "--budget-usd", "none")
+    assert limits(seeded, "plain") == (None, None, None, None, "month")
+
+
+@pytest.mark.parametrize("option, value, index, stored", [
+    ("--rpm", "600", 0, 600),
+    ("--tpm", "1000000000000", 1, 1000000000000),
+    ("--max-concurrent", "1", 2, 1),
+    ("--budget-usd", "100", 3, 100000000),
+    ("--budget-period", "total", 4, "total"),
+])
+def test_key_set_each_limit(seeded, option, value, index, stored):
+    seeded.ok("key", "create", "k", "--rpm", "5", "--tpm", "50", "--max-concurrent", "2",
+              "--budget-usd", "1", "--budget-period", "day")
+    seeded.ok("key", "create", "other")
+    before = list(limits(seeded, "k"))
+    assert seeded.ok("key", "set", "k", option, value) == "updated key k\n"
+    before[index] = stored
+    assert list(limits(seeded, "k")) == before       # only the given option changed
+    assert limits(seeded, "other") == (None, None, None, None, "month")
+
+
+def test_key_set_none_clears(seeded):
+    seeded.ok("key", "create", "k", "--rpm", "5", "--tpm", "50", "--max-concurrent", "2",
+              "--budget-usd", "1", "--budget-period", "total")
+    seeded.ok("key", "set", "k", "--rpm", "none", "--max-concurrent", "none")
+    assert limits(seeded, "k") == (None, 50, None, 1000000, "total")
+    seeded.ok("key", "set", "k", "--tpm=none", "--budget-usd", "none")
+    assert limits(seeded, "k") == (None, None, None, None, "total")
+    # Setting again after clearing.
+    seeded.ok("key", "set", "k", "--rpm", "7", "--budget-usd", "0.25")
+    assert limits(seeded, "k") == (7, None, None, 250000, "total")
+
+
+@pytest.mark.parametrize("usd, micros", [
+    ("0.000001", 1),
+    ("0.000010", 10),
+    ("1", 1000000),
+    ("12.5", 12500000),
+    ("12.50", 12500000),
+    ("007.25", 7250000),
+    ("0.1", 100000),
+    ("0.3", 300000),          # 0.1 + 0.2 != 0.3 in floating point; exact here
+    ("19.99", 19990000),
+    ("123456.789012", 123456789012),
+    ("999999999.999999", 999999999999999),
+    ("1000000000", 1000000000000000),
+    ("1000000000.000000", 1000000000000000),
+])
+def test_budget_usd_exact(seeded, usd, micros):
+    seeded.ok("key", "create", "k", "--budget-usd", usd)
+    assert limits(seeded, "k")[3] == micros
+    seeded.ok("key", "set", "k", "--budget-usd", "none")
+    seeded.ok("key", "set", "k", "--budget-usd", usd)
+    assert limits(seeded, "k")[3] == micros
+
+
+@pytest.mark.parametrize("usd", [
+    "", "-1", "+1", "1e3", "1E3", ".5", "5.", ".", "1.0000001", "0.0000001", "1,5", "1.2.3",
+    " 1", "1 ", "0x10", "abc", "NONE", "inf", "nan", "1000000000.000001", "1000000001",
+    "99999999999999999999999", "1.99999999999999999999",
+    "0", "0.0", "0.000000",   # a budget of nothing: revoke the key instead
+])
+def test_budget_usd_rejected(seeded, usd):
+    seeded.ok("key", "create", "k", "--budget-usd", "3")
+    before = seeded.generation()
+    for args in (["key", "set", "k"], ["key", "create", "new"]):
+        r = seeded(*args, f"--budget-usd={usd}")
+        assert r.returncode == 2, (usd, r.stderr)
+        assert f"invalid value '{usd}' for --budget-usd" in r.stderr
+        assert r.stdout == ""
+    assert limits(seeded, "k")[3] == 3000000
+    assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
+    assert seeded.generation() == before
+
+
+@pytest.mark.parametrize("option", ["--rpm", "--tpm", "--max-concurrent"])
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "1e3", "", "ten", "None", "1000000000001",
+                                   "99999999999999999999999"])
+def test_key_integer_limits_rejected(seeded, option, value):
+    seeded.ok("key", "create", "k")
+    for args in (["key", "set", "k"], ["key", "create", "new"]):
+        r = seeded(*args, f"{option}={value}")
+        assert r.returncode == 2, (option, value, r.stderr)
+        assert f"invalid value '{value}' for {option}" in r.stderr
+        assert "--help" in r.stderr and r.stdout == ""
+    assert limits(seeded, "k") == (None, None, None, None, "month")
+    assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
+
+
+def test_key_set_unknown_key(seeded):
+    before = seeded.generation()
+    r = seeded("key", "set", "ghost", "--rpm", "5")
+    assert r.returncode == 1 and "no key named 'ghost'" in r.stderr and r.stdout == ""
+    assert seeded.generation() == before
+
+
+def test_key_set_revoked_key(seeded):
+    seeded.ok("key", "create", "old")
+    seeded.ok("key", "revoke", "old")
+    seeded.ok("key", "set", "old", "--rpm", "5")
+    assert limits(seeded, "old")[0] == 5
+
+
+def test_key_set_bumps_config_generation(seeded):
+    seeded.ok("key", "create", "k")
+    for args in (["--rpm", "5"], ["--rpm", "none"], ["--budget-usd", "1.5"],
+                 ["--budget-period", "total"], ["--models", "gpt-4o"],
+                 ["--default-model", "gpt-4o"]):
+        before = seeded.generation()
+        seeded.ok("key", "set", "k", *args)
+        assert seeded.generation() > before, args
+
+
+def test_key_set_models_and_default(seeded):
+    seeded.ok("key", "create", "k", "--models", "gpt-4o", "--default-model", "gpt-4o",
+              "--rpm", "9")
+    allowed = ("SELECT model FROM key_models JOIN keys ON keys.id = key_id"
+               " WHERE keys.name = 'k' ORDER BY model")
+    # --models replaces the list, --default-model moves within it; limits stay.
+    seeded.ok("key", "set", "k", "--models", "gpt-4o-mini,claude-sonnet-4",
+              "--default-model", "claude-sonnet-4")
+    assert seeded.query(allowed) == [("claude-sonnet-4",), ("gpt-4o-mini",)]
+    assert seeded.query("SELECT default_model, rpm FROM keys WHERE name = 'k'") == \
+        [("claude-sonnet-4", 9)]
+    seeded.ok("key", "set", "k", "--default-model", "gpt-4o-mini")
+    assert seeded.query("SELECT default_model FROM keys WHERE name = 'k'") == [("gpt-4o-mini",)]
+
+    before = seeded.generation()
+    failures = [
+        # Against the arguments alone: usage errors.
+        (["--models", "gpt-4o", "--default-model", "gpt-4o-mini"], 2, "not in --models"),
+        (["--models", "gpt-4o,,x"], 2, "invalid model name"),
+        # Against the stored key: runtime failures, nothing changed.
+        (["--models", "gpt-4o"], 1, "default model would not be in its allowed models"),
+        (["--default-model", "gpt-4o"], 1, "default model would not be in its allowed models"),
+        (["--models", "gpt-4o,ghost"], 1, "unknown model 'ghost'"),
+        (["--default-model", "ghost"], 1, "unknown model 'ghost'"),
+    ]
+    for args, code, message in failures:
+        r = seeded("key", "set", "k", *args)
+        assert r.returncode == code, (args, r.stderr)
+        assert message in r.stderr, (args, r.stderr)
+    assert seeded.query(allowed) == [("claude-sonnet-4",), ("gpt-4o-mini",)]
+    assert seeded.query("SELECT default_model FROM keys WHERE name = 'k'") == [("gpt-4o-mini",)]
+    assert seeded.generation() == before
+
+
+def test_key_list_limits(seeded):
+    seeded.ok("key", "create", "capped", "--rpm", "60", "--tpm", "90000", "--max-concurrent",
+              "3", "--budget-usd", "12.5", "--budget-period", "day")
+    seeded.ok("key", "create", "tiny", "--budget-usd", "0.000001", "--budget-period", "total")
+    seeded.ok("key", "create", "whole", "--budget-usd", "1000000000")
+    seeded.ok("key", "create", "open")
+
+    rows = {k["name"]: k for k in seeded.json("key", "list")}
+    limit_members = ("rpm", "tpm", "max_concurrent", "budget_micros", "budget_period")
+    assert [rows["capped"][m] for m in limit_members] == [60, 90000, 3, 12500000, "day"]
+    assert [rows["tiny"][m] for m in limit_members] == [None, None, None, 1, "total"]
+    assert rows["whole"]["budget_micros"] == 1000000000000000
+    assert [rows["open"][m] for m in limit_members] == [None, None, None, None, "month"]
+
+    lines = seeded.ok("key", "list").splitlines()
+    assert lines[0].split()[-5:] == ["RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
+    cells = {line.split()[1]: line.split()[-5:] for line in lines[1:]}
+    assert cells == {"capped": ["60", "90000", "3", "12.5", "day"],
+                     "tiny": ["-", "-", "-", "0.000001", "total"],
+                     "whole": ["-", "-", "-", "1000000000", "month"],
+                     "open": ["-", "-", "-", "-", "month"]}
+    seeded.ok("key", "set", "open", "--budget-usd", "0.5")
+    assert seeded.ok("key", "list").splitlines()[4].split()[-2:] == ["0.5", "month"]
+
+
 # ---- exit status contract ----
 
 @pytest.mark.parametrize("args, message", [
@@ -524,11 +717,20 @@ def test_secret_file_refused(seeded):
     (["key", "list", "-x"], "unknown option '-x'"),
     (["key", "list", "--json=yes"], "--json takes no value"),
     (["key", "list", "extra"], "unexpected argument 'extra'"),
-    (["key", "create"], "missing required option --name"),
+    (["key", "create"], "missing NAME"),
+    (["key", "create", "a", "--name", "b"], "either as an argument or with --name"),
+    (["key", "create", "a", "b"], "unexpected argument 'b'"),
     (["key", "create", "--name"], "--name needs a value"),
     (["key", "create", "--name", "a", "--name", "b"], "--name given twice"),
     (["key", "create", "--name", "a", "--provider", "p"], "unknown option '--provider'"),
     (["key", "create", "--name", "a", "--models", "gpt-4o,,x"], "invalid model name"),
+    (["key", "set"], "missing NAME"),
+    (["key", "set", "k"], "nothing to change"),
+    (["key", "set", "k", "--name", "x"], "unknown option '--name'"),
+    (["key", "set", "k", "--json"], "unknown option '--json'"),
+    (["key", "set", "k", "--rpm"], "--rpm needs a value"),
+    (["key", "set", "k", "--budget-period", "week"], "--budget-period"),
+    (["key", "create", "k", "--budget-period", "Month"], "--budget-period"),
     (["key", "revoke"], "missing NAME"),
     (["key", "revoke", "a", "b"], "unexpected argument 'b'"),
     (["model", "set", "m"], "missing required option --provider"),
@@ -566,6 +768,7 @@ def test_usage_errors_exit_2(seeded, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["key", "revoke", "ghost"], "no key named 'ghost'"),
+    (["key", "set", "ghost", "--budget-usd", "1"], "no key named 'ghost'"),
     (["key", "create", "--name", "k", "--models", "ghost"], "unknown model 'ghost'"),
     (["key", "create", "--name", "k", "--default-model", "ghost"], "unknown model 'ghost'"),
     (["model", "set", "m", "--provider", "ghost"], "unknown provider 'ghost'"),

@@ -138,6 +138,38 @@ static void test_capture_choice(void)
 	                  "{\"model\":\"gpt-a\",\"max_tokens\":10,\"messages\":[", 1).capture);
 }
 
+/* A limited key's reservation: prompt bytes / 4 plus the output bound, priced up. */
+static void test_estimate(void)
+{
+	struct decision_request req = { 0 };
+	struct decision d;
+	int64_t tokens, cost;
+	const char *body = "{\"model\":\"gpt-a\",\"max_tokens\":100}";   /* 33 bytes */
+
+	d = decide(FIX_KEY_OPEN, body);
+	req.body.ptr = body;
+	req.body.len = strlen(body);
+	req.body_size = -1;
+	decision_estimate(&d, &req, 4096, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 9 + 100);
+	/* gpt-a: 100 and 200 micro-dollars per Mtok, each part rounded up */
+	CHECK_EQ_INT(cost, 1 + 1);
+	/* The size HAProxy announced counts when the buffer held less. */
+	req.body_size = 4000000;
+	decision_estimate(&d, &req, 4096, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 1000000 + 100);
+	CHECK_EQ_INT(cost, 100 + 1);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	req.body_size = -1;
+	decision_estimate(&d, &req, 4096, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 9 + 4096);
+	decision_limit(&d, QUOTA_TPM);
+	CHECK_EQ_INT(d.verdict, DECISION_TPM_LIMITED);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
+	CHECK_EQ_INT(decision_http_status(DECISION_BUDGET_EXCEEDED), 402);
+	CHECK_EQ_STR(decision_verdict_name(DECISION_CONCURRENCY_LIMITED), "concurrency_limit");
+}
+
 static void test_truncated_bodies(void)
 {
 	const char *prefix_model_first = "{\"model\":\"claude-a\",\"messages\":[{\"content\":\"xxxx";
@@ -280,6 +312,7 @@ int main(void)
 	RUN(test_allow_lists);
 	RUN(test_models_and_bodies);
 	RUN(test_capture_choice);
+	RUN(test_estimate);
 	RUN(test_truncated_bodies);
 	RUN(test_error_bodies);
 	RUN(test_endpoints_and_apis);

@@ -1,0 +1,533 @@
+/* quota: per-key rate, concurrency and budget state (see quota.h). I/O threads
+ * call quota_admit, the intake thread quota_settle, the main thread quota_set_spent
+ * at start; quota_new/quota_free belong to the main thread.
+ *
+ * Design. A key's state lives in one of 64 shards chosen by a hash of its id, each a
+ * chained hash table under its own mutex, so admit and settle take one lock that other
+ * keys rarely share. States exist only for keys that were admitted under some limit or
+ * seeded with spend, so memory is bounded by the number of limited keys. An all-zero
+ * cfg takes no lock and holds nothing. If a state cannot be allocated the request is
+ * admitted without a hold: a full heap must not turn into refused traffic.
+ *
+ * Windows. rpm and tpm are token buckets of capacity = limit that refill limit per
+ * 60000 ms, kept in integers (whole units plus a remainder in 1/60000 units) so there
+ * is no float drift and no overflow up to limits of 1e15. A bucket starts full. Bound:
+ * over any T ms a bucket admits at most limit + ceil(limit * T / 60000) units, i.e. at
+ * most 2 x limit in any 60 s window (a full bucket spent at once, then its refill) and
+ * limit per minute on long-run average. For tpm the bound is on reservations, plus the
+ * excess of one oversized request (below); a request that used more than it reserved
+ * drives the bucket into debt at settlement (down to -1e15), and the debt is paid back
+ * by refusing later requests until the bucket refills.
+ * A request needs room for max(est, 1) tokens, so a zero estimate cannot slip through
+ * an exhausted window; a request larger than the whole tpm limit is admitted only when
+ * the bucket is full (entirely unused), since it could never pass otherwise.
+ *
+ * Limits arrive with every call: a changed limit keeps what was used (room moves by the
+ * change, so a raised limit gives its extra room at once and a lowered one may leave
+ * debt) and refills at the new rate; a limit switched off and on again restarts full.
+ * Negative limits count as none, larger than 1e15 as 1e15; estimates and actual usage
+ * are clamped to [0, 1e15]. In-flight requests are counted for every held key (so a
+ * concurrency limit set live sees the true count); tokens and cost are reserved only
+ * while tpm, respectively the budget, is set, which bounds the reserved sums by the
+ * limits. A budget needs room for max(est_cost, 1) micro-dollars: an exhausted budget
+ * refuses even requests of unknown cost. Spend resets when now enters a later period
+ * than the one counted; a hold from an earlier period releases its reservation without
+ * charging the new one. A changed period kind only resets once its start is later than
+ * the counted one (the main thread may reseed with quota_set_spent). */
+#include "quota.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARDS        64
+#define SLOTS_INIT    8
+#define WINDOW_MS     60000
+#define DAY_MS        86400000LL
+#define AMOUNT_MAX    1000000000000000LL          /* 1e15: limits, estimates, usage */
+#define SPENT_MAX     1000000000000000000LL       /* 1e18: spent saturates here */
+#define WAIT_MAX_MS   (INT64_MAX / 4)
+
+struct bucket {
+	int64_t cap;                  /* the limit it is kept under; 0: not in use */
+	int64_t room;                 /* whole units, <= cap; negative: debt */
+	int64_t frac;                 /* 1/WINDOW_MS units, [0, WINDOW_MS) */
+	int64_t last_ms;              /* refilled up to here */
+};
+
+struct key_state {
+	struct key_state *next;
+	int64_t key_id;
+	struct bucket req, tok;
+	int64_t in_flight;
+	int64_t period_start_ms;      /* the budget period spent belongs to */
+	int64_t spent;                /* settled cost in that period */
+	int64_t reserved;             /* cost held by admitted, unsettled requests */
+};
+
+/* Cache-line aligned so that threads locking neighbouring shards do not share a line. */
+struct shard {
+	alignas(64) pthread_mutex_t lock;
+	struct key_state **slots;     /* chains, nslots a power of two */
+	size_t nslots, count;
+};
+
+struct quota {
+	struct shard shards[SHARDS];
+};
+
+/* Limits, estimates and usage: negative counts as 0 (for a limit: none), absurd values
+ * are capped so that every sum stays in range. */
+static int64_t clamp_amount(int64_t v)
+{
+	return v < 0 ? 0 : v > AMOUNT_MAX ? AMOUNT_MAX : v;
+}
+
+static int64_t clamp_spent(int64_t v)
+{
+	return v < 0 ? 0 : v > SPENT_MAX ? SPENT_MAX : v;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t hash_key(int64_t key_id)
+{
+	uint64_t h = (uint64_t)key_id;
+
+	/* splitmix64 finaliser: sequential ids spread over shards and slots. */
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+	return h ^ (h >> 31);
+}
+
+static struct shard *shard_of(struct quota *l, uint64_t h)
+{
+	return &l->shards[h % SHARDS];
+}
+
+static size_t slot_of(const struct shard *s, uint64_t h)
+{
+	return (size_t)(h / SHARDS) & (s->nslots - 1);
+}
+
+struct quota *quota_new(void)
+{
+	struct quota *l = aligned_alloc(alignof(struct quota), sizeof(struct quota));
+	int i;
+
+	if (!l)
+		return NULL;
+	memset(l, 0, sizeof(*l));
+	for (i = 0; i < SHARDS; i++) {
+		if (pthread_mutex_init(&l->shards[i].lock, NULL) != 0)
+			goto fail;
+		l->shards[i].slots = calloc(SLOTS_INIT, sizeof(*l->shards[i].slots));
+		l->shards[i].nslots = SLOTS_INIT;
+		if (!l->shards[i].slots) {
+			pthread_mutex_destroy(&l->shards[i].lock);
+			goto fail;
+		}
+	}
+	return l;
+fail:
+	while (i-- > 0) {
+		pthread_mutex_destroy(&l->shards[i].lock);
+		free(l->shards[i].slots);
+	}
+	free(l);
+	return NULL;
+}
+
+void quota_free(struct quota *l)
+{
+	struct key_state *k, *next;
+	size_t j;
+	int i;
+
+	if (!l)
+		return;
+	for (i = 0; i < SHARDS; i++) {
+		for (j = 0; j < l->shards[i].nslots; j++) {
+			for (k = l->shards[i].slots[j]; k; k = next) {
+				next = k->next;
+				free(k);
+			}
+		}
+		free(l->shards[i].slots);
+		pthread_mutex_destroy(&l->shards[i].lock);
+	}
+	free(l);
+}
+
+/* Doubles the chain array; on allocation failure the chains just grow longer. */
+static void shard_grow(struct shard *s)
+{
+	size_t n = s->nslots * 2, j;
+	struct key_state **slots = calloc(n, sizeof(*slots)), *k, *next;
+
+	if (!slots)
+		return;
+	for (j = 0; j < s->nslots; j++) {
+		for (k = s->slots[j]; k; k = next) {
+			uint64_t idx = (hash_key(k->key_id) / SHARDS) & (n - 1);
+
+			next = k->next;
+			k->next = slots[idx];
+			slots[idx] = k;
+		}
+	}
+	free(s->slots);
+	s->slots = slots;
+	s->nslots = n;
+}
+
+/* Under s->lock: key_id's state, created if create is set; NULL if absent or out of
+ * memory. */
+static struct key_state *shard_find(struct shard *s, uint64_t h, int64_t key_id, int create)
+{
+	struct key_state *k;
+	size_t idx = slot_of(s, h);
+
+	for (k = s->slots[idx]; k; k = k->next)
+		if (k->key_id == key_id)
+			return k;
+	if (!create)
+		return NULL;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return NULL;
+	k->key_id = key_id;
+	k->period_start_ms = INT64_MIN;
+	k->next = s->slots[idx];
+	s->slots[idx] = k;
+	if (++s->count > s->nslots)
+		shard_grow(s);
+	return k;
+}
+
+/* A full bucket holds no fraction: the refill stops at cap. */
+static void bucket_clamp(struct bucket *b)
+{
+	if (b->room >= b->cap) {
+		b->room = b->cap;
+		b->frac = 0;
+	}
+}
+
+/* Adds the refill since last_ms and clamps room to cap (which may have been lowered). */
+static void bucket_refill(struct bucket *b, int64_t now_ms)
+{
+	int64_t el = now_ms - b->last_ms, deficit = b->cap - b->room;
+
+	/* A clock read earlier by another thread may arrive late: time never runs back. */
+	if (el > 0) {
+		b->last_ms = now_ms;
+		if (deficit > 0 && el / WINDOW_MS > deficit / b->cap) {
+			b->room = b->cap;
+		} else if (deficit > 0) {
+			/* Whole minutes refill cap exactly; the rest splits cap into a whole part
+			 * per ms and a remainder counted in 1/WINDOW_MS units. */
+			b->room += el / WINDOW_MS * b->cap;
+			el %= WINDOW_MS;
+			b->frac += el * (b->cap % WINDOW_MS);
+			b->room += el * (b->cap / WINDOW_MS) + b->frac / WINDOW_MS;
+			b->frac %= WINDOW_MS;
+		}
+	}
+	bucket_clamp(b);
+}
+
+/* Brings b up to now_ms under the configured limit (0: none). */
+static void bucket_sync(struct bucket *b, int64_t limit, int64_t now_ms)
+{
+	if (limit == 0) {
+		b->cap = 0;
+	} else if (b->cap == 0) {
+		b->cap = b->room = limit;
+		b->frac = 0;
+		b->last_ms = now_ms;
+	} else {
+		bucket_refill(b, now_ms);
+		/* What was used stays used: a raised limit grants its extra room at once, a
+		 * lowered one may leave the key in debt. */
+		if (limit != b->cap) {
+			b->room += limit - b->cap;
+			b->cap = limit;
+			bucket_clamp(b);
+		}
+	}
+}
+
+/* need: how much room a request must find; a request larger than the bucket needs it
+ * full, or it could never pass. */
+static int64_t bucket_need(const struct bucket *b, int64_t amount)
+{
+	int64_t need = max64(amount, 1);
+
+	return need > b->cap ? b->cap : need;
+}
+
+/* Removes amount from the room (a negative amount refunds), between a debt floor that
+ * keeps later arithmetic in range and a full bucket. */
+static void bucket_take(struct bucket *b, int64_t amount)
+{
+	b->room -= amount;
+	if (b->room < -AMOUNT_MAX)
+		b->room = -AMOUNT_MAX;
+	bucket_clamp(b);
+}
+
+/* ms until the room of b reaches target (<= cap) at the refill rate. The refill over
+ * t ms is floor((frac + t * cap) / WINDOW_MS) units, so the wait is the smallest t with
+ * t * cap >= (target - room) * WINDOW_MS - frac: whole minutes for all but the last
+ * unit's share, then a search over one minute, which avoids the overflowing product. */
+static int64_t bucket_wait_ms(const struct bucket *b, int64_t target)
+{
+	int64_t d = target - b->room, q = b->cap / WINDOW_MS, r = b->cap % WINDOW_MS;
+	int64_t mins, rest, lo = 1, hi = WINDOW_MS;
+
+	if (d <= 0)
+		return 0;
+	mins = (d - 1) / b->cap;
+	rest = (d - 1) % b->cap + 1;
+	if (mins > WAIT_MAX_MS / WINDOW_MS - 1)
+		return WAIT_MAX_MS;
+	while (lo < hi) {
+		int64_t t = lo + (hi - lo) / 2;
+
+		if (t * q + (b->frac + t * r) / WINDOW_MS >= rest)
+			hi = t;
+		else
+			lo = t + 1;
+	}
+	return mins * WINDOW_MS + lo;
+}
+
+static int64_t ms_to_retry_s(int64_t ms)
+{
+	return ms < 1000 ? 1 : ms / 1000 + (ms % 1000 != 0);
+}
+
+/* The x-ratelimit figures of one bucket: limit, whole units left, ms until full. */
+static void bucket_status(const struct bucket *b, int64_t *limit, int64_t *remaining,
+                          int64_t *reset_ms)
+{
+	if (b->cap == 0) {
+		*limit = *remaining = *reset_ms = -1;
+		return;
+	}
+	*limit = b->cap;
+	*remaining = max64(b->room, 0);
+	*reset_ms = bucket_wait_ms(b, b->cap);
+}
+
+static void status_none(struct quota_status *st)
+{
+	st->limit_requests = st->remaining_requests = st->reset_requests_ms = -1;
+	st->limit_tokens = st->remaining_tokens = st->reset_tokens_ms = -1;
+	st->retry_after_s = 0;
+}
+
+enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quota_cfg *cfg,
+                                 int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
+                                 struct quota_hold *hold, struct quota_status *st)
+{
+	int64_t rpm = clamp_amount(cfg->rpm), tpm = clamp_amount(cfg->tpm);
+	int64_t conc = clamp_amount(cfg->max_concurrent);
+	int64_t budget = clamp_amount(cfg->budget_micros);
+	int64_t tokens = clamp_amount(est_tokens), cost = clamp_amount(est_cost_micros);
+	int64_t period_start = quota_period_start(cfg->period, now_ms);
+	enum quota_verdict v = QUOTA_OK;
+	struct bucket req, tok;
+	struct key_state *k;
+	struct shard *s;
+	uint64_t h;
+
+	memset(hold, 0, sizeof(*hold));
+	status_none(st);
+	if (key_id == 0 || (rpm == 0 && tpm == 0 && conc == 0 && budget == 0))
+		return QUOTA_OK;
+	h = hash_key(key_id);
+	s = shard_of(l, h);
+	pthread_mutex_lock(&s->lock);
+	k = shard_find(s, h, key_id, 1);
+	if (!k) {
+		pthread_mutex_unlock(&s->lock);
+		return QUOTA_OK;
+	}
+	bucket_sync(&k->req, rpm, now_ms);
+	bucket_sync(&k->tok, tpm, now_ms);
+	if (period_start > k->period_start_ms) {
+		k->period_start_ms = period_start;
+		k->spent = 0;
+	}
+	if (conc && k->in_flight >= conc)
+		v = QUOTA_CONCURRENCY;
+	else if (rpm && k->req.room < bucket_need(&k->req, 1))
+		v = QUOTA_RPM;
+	else if (tpm && k->tok.room < bucket_need(&k->tok, tokens))
+		v = QUOTA_TPM;
+	else if (budget && k->spent + k->reserved + max64(cost, 1) > budget)
+		v = QUOTA_BUDGET;
+	if (v == QUOTA_OK) {
+		hold->key_id = key_id;
+		hold->tokens = tpm ? tokens : 0;
+		hold->cost_micros = budget ? cost : 0;
+		hold->period_start_ms = k->period_start_ms;
+		hold->concurrent = 1;
+		if (rpm)
+			bucket_take(&k->req, 1);
+		if (tpm)
+			bucket_take(&k->tok, tokens);
+		k->reserved += hold->cost_micros;
+		k->in_flight++;
+	}
+	req = k->req;
+	tok = k->tok;
+	pthread_mutex_unlock(&s->lock);
+
+	/* The figures come from the snapshot, outside the lock. */
+	bucket_status(&req, &st->limit_requests, &st->remaining_requests, &st->reset_requests_ms);
+	bucket_status(&tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
+	switch (v) {
+	case QUOTA_OK:
+		break;
+	case QUOTA_CONCURRENCY:
+		/* Slots free when other requests end, which nothing here can predict. */
+		st->retry_after_s = 1;
+		break;
+	case QUOTA_RPM:
+		st->retry_after_s = ms_to_retry_s(bucket_wait_ms(&req, bucket_need(&req, 1)));
+		break;
+	case QUOTA_TPM:
+		st->retry_after_s = ms_to_retry_s(bucket_wait_ms(&tok, bucket_need(&tok, tokens)));
+		break;
+	case QUOTA_BUDGET:
+		st->retry_after_s = cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
+		        ms_to_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
+		break;
+	}
+	return v;
+}
+
+void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens,
+                   int64_t cost_micros, int64_t now_ms)
+{
+	struct key_state *k;
+	struct shard *s;
+	uint64_t h;
+
+	if (hold->key_id == 0)
+		return;
+	h = hash_key(hold->key_id);
+	s = shard_of(l, h);
+	pthread_mutex_lock(&s->lock);
+	k = shard_find(s, h, hold->key_id, 0);
+	if (k) {
+		/* Only a bucket still in use is adjusted; an unknown count keeps the
+		 * reservation. Debt is taken after the refill up to now, as it is spent now. */
+		if (k->tok.cap && tokens >= 0) {
+			bucket_refill(&k->tok, now_ms);
+			bucket_take(&k->tok, clamp_amount(tokens) - hold->tokens);
+		}
+		k->reserved = max64(k->reserved - hold->cost_micros, 0);
+		/* A hold from an earlier period must not charge the current one. */
+		if (hold->period_start_ms == k->period_start_ms)
+			k->spent = clamp_spent(k->spent + clamp_amount(cost_micros));
+		if (hold->concurrent && k->in_flight > 0)
+			k->in_flight--;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void quota_set_spent(struct quota *l, int64_t key_id, int64_t period_start_ms,
+                      int64_t spent_micros)
+{
+	uint64_t h = hash_key(key_id);
+	struct shard *s = shard_of(l, h);
+	struct key_state *k;
+
+	pthread_mutex_lock(&s->lock);
+	k = shard_find(s, h, key_id, 1);
+	/* A seed for an older period than the one being counted is stale. */
+	if (k && period_start_ms >= k->period_start_ms) {
+		k->period_start_ms = period_start_ms;
+		k->spent = clamp_spent(spent_micros);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date, month 1..12 (H. Hinnant's
+ * days_from_civil), so that no time zone or libc state is involved. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	int64_t era, yoe, doy;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* Year and month (1..12) of a day since 1970-01-01 (civil_from_days). */
+static void civil_from_days(int64_t z, int64_t *y, int64_t *m)
+{
+	int64_t era, doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = yoe + era * 400 + (*m <= 2);
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+	return a / b - (a % b < 0);
+}
+
+/* The start of the period containing now_ms, moved forward by next periods. */
+static int64_t period_boundary(enum quota_period p, int64_t now_ms, int next)
+{
+	int64_t day = floor_div(now_ms, DAY_MS), y, m;
+
+	if (p == QUOTA_PERIOD_DAY)
+		return (day + next) * DAY_MS;
+	civil_from_days(day, &y, &m);
+	m += next;
+	if (m > 12) {
+		m -= 12;
+		y++;
+	}
+	return days_from_civil(y, m, 1) * DAY_MS;
+}
+
+int64_t quota_period_start(enum quota_period p, int64_t now_ms)
+{
+	return p == QUOTA_PERIOD_TOTAL ? 0 : period_boundary(p, now_ms, 0);
+}
+
+int64_t quota_period_end(enum quota_period p, int64_t now_ms)
+{
+	return p == QUOTA_PERIOD_TOTAL ? INT64_MAX : period_boundary(p, now_ms, 1);
+}
+
+const char *quota_verdict_name(enum quota_verdict v)
+{
+	switch (v) {
+	case QUOTA_OK:          return "ok";
+	case QUOTA_RPM:         return "rpm";
+	case QUOTA_TPM:         return "tpm";
+	case QUOTA_CONCURRENCY: return "concurrency";
+	case QUOTA_BUDGET:      return "budget";
+	}
+	return "unknown";
+}

@@ -1,0 +1,78 @@
+/* quota: per-key request and token rates, concurrency and spend budgets, enforced at
+ * decision time with reservations and settled when the transaction's row is built.
+ * Shared by the I/O threads (quota_admit) and the intake thread (quota_settle); the
+ * main thread seeds spend at start (quota_set_spent). Thread-safe. */
+#ifndef TALLY_QUOTA_H
+#define TALLY_QUOTA_H
+
+#include <stdint.h>
+
+/* Budget periods, UTC calendar: a day starts at 00:00, a month on its 1st. */
+enum quota_period { QUOTA_PERIOD_DAY, QUOTA_PERIOD_MONTH, QUOTA_PERIOD_TOTAL };
+
+/* A key's limits as configured (keys table); 0 in a field: no such limit. */
+struct quota_cfg {
+	int64_t rpm;                  /* requests per minute */
+	int64_t tpm;                  /* tokens (prompt + completion) per minute */
+	int64_t max_concurrent;       /* requests in flight */
+	int64_t budget_micros;        /* spend per period, micro-dollars */
+	enum quota_period period;
+};
+
+/* Which limit refused; QUOTA_OK admits. */
+enum quota_verdict { QUOTA_OK, QUOTA_RPM, QUOTA_TPM, QUOTA_CONCURRENCY, QUOTA_BUDGET };
+
+/* What an admitted request holds until it is settled. Plain data: it travels inside the
+ * pending row (by value) and is settled exactly once. */
+struct quota_hold {
+	int64_t key_id;               /* 0: nothing held (no key, or no limit) */
+	int64_t tokens;               /* reserved from the token window */
+	int64_t cost_micros;          /* reserved from the budget */
+	int64_t period_start_ms;      /* the budget period the cost was reserved in */
+	int concurrent;               /* 1: holds a concurrency slot */
+};
+
+/* Where the key stands after a decision, for the x-ratelimit-* headers and Retry-After.
+ * A field is -1 when the key has no such limit. */
+struct quota_status {
+	int64_t limit_requests, remaining_requests, reset_requests_ms;
+	int64_t limit_tokens, remaining_tokens, reset_tokens_ms;
+	int64_t retry_after_s;        /* refused: seconds until the refusing limit can admit
+	                               * this request (rounded up, >= 1); -1: never within the
+	                               * period (a total budget) */
+};
+
+struct quota;
+
+struct quota *quota_new(void);
+void quota_free(struct quota *l);      /* after every other thread stopped */
+
+/* Decides whether a request of key_id under cfg fits at now_ms (unix ms), estimating
+ * est_tokens tokens and est_cost_micros of spend. If every limit has room, reserves one
+ * request, the tokens, the cost and a concurrency slot, fills *hold and returns QUOTA_OK;
+ * otherwise reserves nothing and returns the first limit that refused, in the order
+ * concurrency, rpm, tpm, budget. *st is filled either way. */
+enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quota_cfg *cfg,
+                                 int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
+                                 struct quota_hold *hold, struct quota_status *st);
+
+/* Replaces a hold by what the transaction used: tokens (prompt + completion) and cost
+ * in micro-dollars, each -1 when unknown (an unknown token count keeps the reserved
+ * tokens counted; an unknown cost counts as 0, as it does in the database's sums).
+ * Releases the concurrency slot. A hold with key_id 0 is ignored. */
+void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens,
+                   int64_t cost_micros, int64_t now_ms);
+
+/* Sets key_id's spend in the period starting at period_start_ms (from the database at
+ * start, so that a restart keeps the budget spent). */
+void quota_set_spent(struct quota *l, int64_t key_id, int64_t period_start_ms,
+                      int64_t spent_micros);
+
+/* The start of the period containing now_ms (QUOTA_PERIOD_TOTAL: 0), and its end
+ * (INT64_MAX for total). */
+int64_t quota_period_start(enum quota_period p, int64_t now_ms);
+int64_t quota_period_end(enum quota_period p, int64_t now_ms);
+
+const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
+
+#endif

@@ -1,0 +1,637 @@
+/* Unit tests for spoa/quota.c: each limit alone and combined, refill over simulated
+ * time, reservations settled above and below the estimate, concurrency slots, budgets
+ * across day and month boundaries, live limit changes, oversized and absurd inputs,
+ * the x-ratelimit figures, many keys, and threads admitting against one key. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "quota.h"
+#include "unit.h"
+
+#define T0     1700000000000LL         /* 2023-11-14T22:13:20Z */
+#define DAY    86400000LL
+#define BIG    1000000000000000LL      /* 1e15, the largest limit */
+
+static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget,
+                                enum quota_period p)
+{
+	struct quota_cfg c = { rpm, tpm, conc, budget, p };
+
+	return c;
+}
+
+/* Unix ms of a UTC date and time, through libc as an independent reference. */
+static int64_t utc_ms(int y, int mon, int d, int h, int mi, int s)
+{
+	struct tm tm;
+
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mon - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = s;
+	return (int64_t)timegm(&tm) * 1000;
+}
+
+/* Admits and returns the verdict, for checks that need no hold. */
+static enum quota_verdict admit(struct quota *l, int64_t key, const struct quota_cfg *c,
+                                 int64_t tokens, int64_t cost, int64_t now)
+{
+	struct quota_hold h;
+	struct quota_status st;
+
+	return quota_admit(l, key, c, tokens, cost, now, &h, &st);
+}
+
+static void test_unlimited(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg none = cfg_of(0, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_cfg rpm = cfg_of(1, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		CHECK_EQ_INT(quota_admit(l, 1, &none, 1000, 1000, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.key_id, 0);
+	CHECK_EQ_INT(h.concurrent, 0);
+	CHECK_EQ_INT(st.limit_requests, -1);
+	CHECK_EQ_INT(st.remaining_tokens, -1);
+	CHECK_EQ_INT(st.reset_tokens_ms, -1);
+	CHECK_EQ_INT(st.retry_after_s, 0);
+	quota_settle(l, &h, 5, 5, T0);
+	/* No key: nothing to hold even under limits. */
+	CHECK_EQ_INT(quota_admit(l, 0, &rpm, 1, 1, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 0, &rpm, 1, 1, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.key_id, 0);
+	CHECK_EQ_STR(quota_verdict_name(QUOTA_OK), "ok");
+	CHECK_EQ_STR(quota_verdict_name(QUOTA_RPM), "rpm");
+	CHECK_EQ_STR(quota_verdict_name(QUOTA_TPM), "tpm");
+	CHECK_EQ_STR(quota_verdict_name(QUOTA_CONCURRENCY), "concurrency");
+	CHECK_EQ_STR(quota_verdict_name(QUOTA_BUDGET), "budget");
+	quota_free(l);
+	quota_free(NULL);
+}
+
+static void test_rpm(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(3, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h[3], x;
+	struct quota_status st;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ_INT(quota_admit(l, 7, &c, 10, 10, T0, &h[i], &st), QUOTA_OK);
+		CHECK_EQ_INT(h[i].key_id, 7);
+		CHECK_EQ_INT(h[i].tokens, 0);
+		CHECK_EQ_INT(h[i].cost_micros, 0);
+		CHECK_EQ_INT(st.remaining_requests, 2 - i);
+	}
+	CHECK_EQ_INT(quota_admit(l, 7, &c, 10, 10, T0, &x, &st), QUOTA_RPM);
+	CHECK_EQ_INT(x.key_id, 0);
+	CHECK_EQ_INT(st.limit_requests, 3);
+	CHECK_EQ_INT(st.remaining_requests, 0);
+	CHECK_EQ_INT(st.reset_requests_ms, 60000);
+	CHECK_EQ_INT(st.limit_tokens, -1);
+	CHECK_EQ_INT(st.retry_after_s, 20);     /* 3 per minute: one every 20 s */
+	/* Settling gives no request back. */
+	for (i = 0; i < 3; i++)
+		quota_settle(l, &h[i], 10, 10, T0 + 1);
+	CHECK_EQ_INT(admit(l, 7, &c, 0, 0, T0 + 19999), QUOTA_RPM);
+	CHECK_EQ_INT(admit(l, 7, &c, 0, 0, T0 + 20000), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 7, &c, 0, 0, T0 + 20000), QUOTA_RPM);
+	/* Another key is not affected. */
+	CHECK_EQ_INT(admit(l, 8, &c, 0, 0, T0), QUOTA_OK);
+	/* Long idle refills to the limit, no further. */
+	for (i = 0; i < 3; i++)
+		CHECK_EQ_INT(admit(l, 7, &c, 0, 0, T0 + 10 * DAY), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 7, &c, 0, 0, T0 + 10 * DAY), QUOTA_RPM);
+	quota_free(l);
+}
+
+/* Sliding bound: over 3 simulated minutes at one attempt per 10 ms, no 60 s window
+ * admits more than 2 x rpm, and the total is rpm (initial bucket) + rpm per minute. */
+static void test_rpm_bound(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(100, 0, 0, 0, QUOTA_PERIOD_DAY);
+	static int64_t at[1000];
+	int n = 0, i, j;
+	int64_t t;
+
+	for (t = 0; t < 180000 && n < 1000; t += 10)
+		if (admit(l, 1, &c, 0, 0, T0 + t) == QUOTA_OK)
+			at[n++] = t;
+	CHECK_EQ_INT(n, 100 + 300 - 1);        /* the 300th refill completes at 180000 */
+	for (i = 0, j = 0; i < n; i++) {
+		while (at[i] - at[j] >= 60000)
+			j++;
+		CHECK(i - j + 1 <= 200);
+	}
+	quota_free(l);
+}
+
+static void test_tpm(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 1000, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 600, 0, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.tokens, 600);
+	CHECK_EQ_INT(st.limit_tokens, 1000);
+	CHECK_EQ_INT(st.remaining_tokens, 400);
+	CHECK_EQ_INT(st.reset_tokens_ms, 36000);
+	CHECK_EQ_INT(st.limit_requests, -1);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 500, 0, T0, &h, &st), QUOTA_TPM);
+	CHECK_EQ_INT(st.retry_after_s, 6);       /* 100 tokens at 1000/min */
+	CHECK_EQ_INT(st.remaining_tokens, 400);  /* a refusal reserves nothing */
+	CHECK_EQ_INT(admit(l, 1, &c, 400, 0, T0), QUOTA_OK);
+	/* Even a request estimated at 0 tokens needs one. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &h, &st), QUOTA_TPM);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0 + 59), QUOTA_TPM);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0 + 60), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &c, 1000, 0, T0 + 59999), QUOTA_TPM);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 1000, 0, T0 + 60000, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.remaining_tokens, 0);
+	quota_free(l);
+}
+
+static void test_settle_tokens(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 1000, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	/* Under-estimate: the overshoot becomes debt that delays later requests. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 100, 0, T0, &h, &st), QUOTA_OK);
+	quota_settle(l, &h, 1100, -1, T0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 1, 0, T0, &h, &st), QUOTA_TPM);
+	CHECK_EQ_INT(st.remaining_tokens, 0);
+	CHECK_EQ_INT(st.retry_after_s, 7);       /* 101 tokens: 6060 ms */
+	CHECK_EQ_INT(st.reset_tokens_ms, 66000);
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 0, T0 + 6059), QUOTA_TPM);
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 0, T0 + 6060), QUOTA_OK);
+
+	/* Over-estimate: the unused part returns. */
+	CHECK_EQ_INT(quota_admit(l, 2, &c, 800, 0, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 2, &c, 700, 0, T0), QUOTA_TPM);
+	quota_settle(l, &h, 300, -1, T0);
+	CHECK_EQ_INT(admit(l, 2, &c, 700, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 2, &c, 1, 0, T0), QUOTA_TPM);
+
+	/* Unknown usage keeps the reservation; a refund never overfills. */
+	CHECK_EQ_INT(quota_admit(l, 3, &c, 500, 0, T0, &h, &st), QUOTA_OK);
+	quota_settle(l, &h, -1, -1, T0);
+	CHECK_EQ_INT(admit(l, 3, &c, 501, 0, T0), QUOTA_TPM);
+	CHECK_EQ_INT(quota_admit(l, 3, &c, 500, 0, T0, &h, &st), QUOTA_OK);
+	quota_settle(l, &h, 0, -1, T0 + 60000);
+	CHECK_EQ_INT(admit(l, 3, &c, 1000, 0, T0 + 60000), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 3, &c, 1, 0, T0 + 60000), QUOTA_TPM);
+	quota_free(l);
+}
+
+static void test_concurrency(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 2, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold a, b, x;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(a.concurrent, 1);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &b, &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &x, &st), QUOTA_CONCURRENCY);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	CHECK_EQ_INT(st.limit_requests, -1);
+	quota_settle(l, &a, -1, -1, T0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_CONCURRENCY);
+	quota_settle(l, &a, -1, -1, T0);
+	quota_settle(l, &b, -1, -1, T0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &b, &st), QUOTA_OK);
+	/* Raised live: the count is kept. */
+	c.max_concurrent = 3;
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_CONCURRENCY);
+	quota_free(l);
+}
+
+static void test_period_arithmetic(void)
+{
+	int64_t t, d;
+	int y, m;
+
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_TOTAL, T0), 0);
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_TOTAL, T0), INT64_MAX);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, T0), utc_ms(2023, 11, 14, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_DAY, T0), utc_ms(2023, 11, 15, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, T0), utc_ms(2023, 11, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2023, 12, 31, 23, 59, 59)),
+	             utc_ms(2024, 1, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2024, 2, 29, 12, 0, 0)),
+	             utc_ms(2024, 3, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2100, 2, 28, 12, 0, 0)),
+	             utc_ms(2100, 3, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, -1), -DAY);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, -1), utc_ms(1969, 12, 1, 0, 0, 0));
+	/* Every month boundary from 1960 to 2110 against libc, probed at both edges. */
+	for (y = 1960; y <= 2110; y++) {
+		for (m = 1; m <= 12; m++) {
+			t = utc_ms(y, m, 1, 0, 0, 0);
+			d = utc_ms(y + (m == 12), m % 12 + 1, 1, 0, 0, 0);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, t), t);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, d - 1), t);
+			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, t), d);
+			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, d - 1), d);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, d - 1), d - DAY);
+		}
+	}
+}
+
+static void test_budget_day(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0), late = day + DAY - 1000;
+	struct quota_hold a, b;
+	struct quota_status st;
+
+	quota_set_spent(l, 1, day, 900);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 100, T0, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(a.cost_micros, 100);
+	CHECK_EQ_INT(a.period_start_ms, day);
+	/* The reservation counts: nothing is left. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0, &b, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, (day + DAY - T0 + 999) / 1000);
+	quota_settle(l, &a, -1, 50, T0);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 51, T0), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 50, T0, &a, &st), QUOTA_OK);
+	quota_settle(l, &a, -1, 50, T0);
+	/* Exhausted exactly: a request of unknown cost is refused too. */
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, late, &a, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	/* A stale seed for an earlier period changes nothing. */
+	quota_set_spent(l, 1, day - DAY, 0);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_BUDGET);
+
+	/* A new day starts from 0; a hold from the day before does not charge it but its
+	 * reservation counts until settled. */
+	quota_set_spent(l, 2, day, 0);
+	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 400, late, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 600, day + DAY, &b, &st), QUOTA_OK);
+	CHECK_EQ_INT(b.period_start_ms, day + DAY);
+	CHECK_EQ_INT(admit(l, 2, &c, 0, 1, day + DAY), QUOTA_BUDGET);
+	quota_settle(l, &a, -1, 400, day + DAY + 1);
+	quota_settle(l, &b, -1, 0, day + DAY + 1);
+	CHECK_EQ_INT(admit(l, 2, &c, 0, 1000, day + DAY + 2), QUOTA_OK);
+	quota_free(l);
+}
+
+/* Spends the whole budget of key at t, then checks the next admit at next_t. */
+static void spend_across(struct quota *l, int64_t key, int64_t t, int64_t next_t,
+                         enum quota_verdict expect)
+{
+	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_MONTH);
+	struct quota_hold h;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, key, &c, 0, 1000, t, &h, &st), QUOTA_OK);
+	quota_settle(l, &h, -1, 1000, t);
+	CHECK_EQ_INT(quota_admit(l, key, &c, 0, 1, t, &h, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s,
+	             (quota_period_end(QUOTA_PERIOD_MONTH, t) - t + 999) / 1000);
+	CHECK_EQ_INT(admit(l, key, &c, 0, 1, next_t), expect);
+}
+
+static void test_budget_month(void)
+{
+	struct quota *l = quota_new();
+
+	spend_across(l, 1, utc_ms(2023, 12, 31, 23, 59, 59), utc_ms(2024, 1, 1, 0, 0, 0),
+	             QUOTA_OK);
+	spend_across(l, 2, utc_ms(2024, 2, 1, 0, 0, 0), utc_ms(2024, 2, 29, 23, 59, 59),
+	             QUOTA_BUDGET);
+	spend_across(l, 3, utc_ms(2024, 2, 29, 23, 59, 59), utc_ms(2024, 3, 1, 0, 0, 0),
+	             QUOTA_OK);
+	spend_across(l, 4, utc_ms(2023, 2, 28, 23, 59, 59), utc_ms(2023, 3, 1, 0, 0, 0),
+	             QUOTA_OK);
+	spend_across(l, 5, utc_ms(2024, 1, 31, 12, 0, 0), utc_ms(2024, 1, 31, 23, 59, 59),
+	             QUOTA_BUDGET);
+	quota_free(l);
+}
+
+static void test_budget_total(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 0, 500, QUOTA_PERIOD_TOTAL);
+	struct quota_hold h;
+	struct quota_status st;
+
+	quota_set_spent(l, 1, 0, 499);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.period_start_ms, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0 + 100 * DAY, &h, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, -1);
+	quota_free(l);
+}
+
+static void test_combined(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(2, 1000, 1, 300, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 100, 100, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.tokens, 100);
+	CHECK_EQ_INT(h.cost_micros, 100);
+	/* Concurrency is checked first, though rpm would admit. */
+	CHECK_EQ_INT(admit(l, 1, &c, 100, 100, T0), QUOTA_CONCURRENCY);
+	quota_settle(l, &h, 100, 100, T0);
+	/* Budget refuses; the refusal must not take the last request. */
+	CHECK_EQ_INT(admit(l, 1, &c, 100, 201, T0), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 1, &c, 901, 100, T0), QUOTA_TPM);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 900, 200, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.remaining_requests, 0);
+	CHECK_EQ_INT(st.remaining_tokens, 0);
+	quota_settle(l, &h, 900, 200, T0);
+	/* Every limit is now exhausted: rpm comes before tpm and budget. */
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 1, T0), QUOTA_RPM);
+	c.rpm = 0;
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 1, T0), QUOTA_TPM);
+	c.tpm = 0;
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 1, T0), QUOTA_BUDGET);
+	quota_free(l);
+}
+
+static void test_live_change(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(100, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_status st;
+	struct quota_hold h;
+	int i, n = 0;
+
+	for (i = 0; i < 10; i++)
+		CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_OK);
+	/* Lowered to 5 with 10 used: in debt, nothing more until 6 have refilled. */
+	c.rpm = 5;
+	while (admit(l, 1, &c, 0, 0, T0) == QUOTA_OK && n < 100)
+		n++;
+	CHECK_EQ_INT(n, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0, &h, &st), QUOTA_RPM);
+	CHECK_EQ_INT(st.retry_after_s, 72);
+	/* Raised to 100: the 10 used still count, and 90 remain at once. */
+	c.rpm = 100;
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0 + 600, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.remaining_requests, 89);
+	/* Switched off and on again: starts full. */
+	c.rpm = 0;
+	c.tpm = 1000;
+	CHECK_EQ_INT(admit(l, 1, &c, 1000, 0, T0 + 600), QUOTA_OK);
+	c.rpm = 100;
+	c.tpm = 10;
+	n = 0;
+	while (admit(l, 1, &c, 0, 0, T0 + 600) == QUOTA_OK && n < 1000)
+		n++;
+	CHECK_EQ_INT(n, 0);                      /* rpm restarts full, tpm is still spent */
+	c.tpm = 0;
+	while (admit(l, 1, &c, 0, 0, T0 + 600) == QUOTA_OK && n < 1000)
+		n++;
+	CHECK_EQ_INT(n, 100);
+	quota_free(l);
+}
+
+static void test_oversized(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 1000, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	/* Larger than the limit: admitted only into an unused window. */
+	CHECK_EQ_INT(admit(l, 1, &c, 10, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 5000, 0, T0, &h, &st), QUOTA_TPM);
+	CHECK_EQ_INT(st.retry_after_s, 1);       /* 10 tokens: 600 ms until full */
+	CHECK_EQ_INT(admit(l, 1, &c, 5000, 0, T0 + 599), QUOTA_TPM);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 5000, 0, T0 + 600, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.tokens, 5000);
+	CHECK_EQ_INT(st.remaining_tokens, 0);
+	CHECK_EQ_INT(st.reset_tokens_ms, 300000);
+	/* Its excess is debt: 4001 tokens until one more fits. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 1, 0, T0 + 600, &h, &st), QUOTA_TPM);
+	CHECK_EQ_INT(st.retry_after_s, 241);
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 0, T0 + 600 + 240059), QUOTA_TPM);
+	CHECK_EQ_INT(admit(l, 1, &c, 1, 0, T0 + 600 + 240060), QUOTA_OK);
+	quota_free(l);
+}
+
+/* x-ratelimit figures with fractional refill. */
+static void test_status(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(60, 6000, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 1000, 0, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.limit_requests, 60);
+	CHECK_EQ_INT(st.remaining_requests, 59);
+	CHECK_EQ_INT(st.reset_requests_ms, 1000);
+	CHECK_EQ_INT(st.limit_tokens, 6000);
+	CHECK_EQ_INT(st.remaining_tokens, 5000);
+	CHECK_EQ_INT(st.reset_tokens_ms, 10000);
+	CHECK_EQ_INT(st.retry_after_s, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0 + 500, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.remaining_requests, 58);
+	CHECK_EQ_INT(st.reset_requests_ms, 1500);
+	CHECK_EQ_INT(st.remaining_tokens, 5050);
+	CHECK_EQ_INT(st.reset_tokens_ms, 9500);
+	/* A rate that is not a whole number per ms: 7 per minute. */
+	c = cfg_of(7, 0, 0, 0, QUOTA_PERIOD_DAY);
+	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 0, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.reset_requests_ms, 8572);     /* ceil(60000 / 7) */
+	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 0, T0 + 1, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.reset_requests_ms, 17142);    /* ceil(120000 / 7) - 1 */
+	quota_free(l);
+}
+
+/* Peer-facing inputs: negative and absurd estimates, usage and limits. */
+static void test_clamps(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(BIG, BIG, BIG, BIG, QUOTA_PERIOD_MONTH);
+	struct quota_cfg huge = cfg_of(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
+	                                QUOTA_PERIOD_DAY);
+	struct quota_cfg neg = cfg_of(-1, -5, -1, -1, QUOTA_PERIOD_DAY);
+	struct quota_cfg one = cfg_of(1, 1, 0, 1, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st;
+
+	CHECK_EQ_INT(quota_admit(l, 1, &neg, 5, 5, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.key_id, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, -7, -7, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.tokens, 0);
+	CHECK_EQ_INT(h.cost_micros, 0);
+	CHECK_EQ_INT(quota_admit(l, 2, &huge, INT64_MAX, INT64_MAX, T0, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(h.tokens, BIG);
+	CHECK_EQ_INT(st.limit_tokens, BIG);
+	quota_settle(l, &h, INT64_MAX, INT64_MAX, T0);
+	CHECK_EQ_INT(quota_admit(l, 2, &huge, 1, 1, T0, &h, &st), QUOTA_TPM);
+	CHECK(st.retry_after_s >= 1);
+	CHECK(st.reset_tokens_ms > 0);
+	CHECK_EQ_INT(admit(l, 2, &huge, 1, 1, T0 + 3 * 60000), QUOTA_BUDGET);
+	/* Deep debt at a tiny rate: the waits saturate instead of overflowing. */
+	CHECK_EQ_INT(quota_admit(l, 3, &one, 0, 0, T0, &h, &st), QUOTA_OK);
+	quota_settle(l, &h, INT64_MAX, INT64_MAX, T0);
+	quota_settle(l, &h, INT64_MAX, INT64_MAX, T0);
+	CHECK_EQ_INT(quota_admit(l, 3, &one, INT64_MAX, 0, T0 + 60000, &h, &st), QUOTA_TPM);
+	CHECK(st.retry_after_s > 1000000000000LL);
+	CHECK(st.reset_tokens_ms > 0);
+	one.tpm = 0;
+	CHECK_EQ_INT(quota_admit(l, 3, &one, 0, 0, T0 + 60000, &h, &st), QUOTA_BUDGET);
+	/* A clock read earlier arriving late neither refills nor rewinds. */
+	one = cfg_of(1, 0, 0, 0, QUOTA_PERIOD_DAY);
+	CHECK_EQ_INT(admit(l, 4, &one, 0, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 4, &one, 0, 0, T0 - 120000), QUOTA_RPM);
+	CHECK_EQ_INT(admit(l, 4, &one, 0, 0, T0 + 59999), QUOTA_RPM);
+	CHECK_EQ_INT(admit(l, 4, &one, 0, 0, T0 + 60000), QUOTA_OK);
+	quota_free(l);
+}
+
+/* Enough keys to grow every shard's table several times. */
+static void test_many_keys(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(1, 0, 0, 0, QUOTA_PERIOD_DAY);
+	int64_t k;
+	int ok = 0, refused = 0;
+
+	for (k = 1; k <= 5000; k++)
+		ok += admit(l, k * 7919, &c, 0, 0, T0) == QUOTA_OK;
+	for (k = 1; k <= 5000; k++)
+		refused += admit(l, k * 7919, &c, 0, 0, T0) == QUOTA_RPM;
+	CHECK_EQ_INT(ok, 5000);
+	CHECK_EQ_INT(refused, 5000);
+	quota_free(l);
+}
+
+#define THREADS     8
+#define PER_THREAD  1000
+
+struct worker {
+	struct quota *l;
+	struct quota_cfg cfg;
+	int ok;
+	atomic_int *in_flight;        /* NULL: admit only */
+	atomic_int *max_seen;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct quota_hold h;
+	struct quota_status st;
+	int i, cur, seen;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		if (quota_admit(w->l, 42, &w->cfg, 10, 10, T0, &h, &st) != QUOTA_OK)
+			continue;
+		w->ok++;
+		if (!w->in_flight)
+			continue;
+		cur = atomic_fetch_add(w->in_flight, 1) + 1;
+		seen = atomic_load(w->max_seen);
+		while (cur > seen && !atomic_compare_exchange_weak(w->max_seen, &seen, cur))
+			;
+		sched_yield();
+		atomic_fetch_sub(w->in_flight, 1);
+		quota_settle(w->l, &h, 10, 10, T0);
+	}
+	return NULL;
+}
+
+/* Runs THREADS workers over one key and returns the admits. */
+static int run_workers(struct quota *l, const struct quota_cfg *cfg,
+                       atomic_int *in_flight, atomic_int *max_seen)
+{
+	struct worker w[THREADS];
+	pthread_t t[THREADS];
+	int i, ok = 0;
+
+	for (i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ l, *cfg, 0, in_flight, max_seen };
+		CHECK_EQ_INT(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += w[i].ok;
+	}
+	return ok;
+}
+
+static void test_threads_rpm(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(500, 0, 0, 0, QUOTA_PERIOD_DAY);
+
+	CHECK_EQ_INT(run_workers(l, &c, NULL, NULL), 500);
+	quota_free(l);
+}
+
+static void test_threads_concurrency(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 7, 0, QUOTA_PERIOD_DAY);
+	atomic_int in_flight = 0, max_seen = 0;
+	struct quota_hold h[8];
+	struct quota_status st;
+	int i, ok;
+
+	ok = run_workers(l, &c, &in_flight, &max_seen);
+	CHECK(ok > 0);
+	CHECK(atomic_load(&max_seen) <= 7);
+	CHECK(atomic_load(&max_seen) >= 1);
+	CHECK_EQ_INT(atomic_load(&in_flight), 0);
+	/* Every slot came back. */
+	for (i = 0; i < 7; i++)
+		CHECK_EQ_INT(quota_admit(l, 42, &c, 0, 0, T0, &h[i], &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(l, 42, &c, 0, 0, T0, &h[7], &st), QUOTA_CONCURRENCY);
+	quota_free(l);
+}
+
+int main(void)
+{
+	RUN(test_unlimited);
+	RUN(test_rpm);
+	RUN(test_rpm_bound);
+	RUN(test_tpm);
+	RUN(test_settle_tokens);
+	RUN(test_concurrency);
+	RUN(test_period_arithmetic);
+	RUN(test_budget_day);
+	RUN(test_budget_month);
+	RUN(test_budget_total);
+	RUN(test_combined);
+	RUN(test_live_change);
+	RUN(test_oversized);
+	RUN(test_status);
+	RUN(test_clamps);
+	RUN(test_many_keys);
+	RUN(test_threads_rpm);
+	RUN(test_threads_concurrency);
+	return UNIT_DONE();
+}
