@@ -14,6 +14,9 @@
 #include "spop.h"
 #include "stats.h"
 
+/* A price the model does not have; prices are >= 0. */
+#define SESSION_PRICE_UNSET (-1)
+
 #define SESSION_CAPABILITIES "pipelining"
 
 void session_init(struct session *s, uint32_t max_frame_size)
@@ -143,6 +146,20 @@ static void session_set_int(struct spop_writer *out, const char *name, int64_t n
 	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
 }
 
+/* A unary answer's prices, for HAProxy to work out its cost when the operator asks for
+ * it in a response header (haproxy.cfg, TALLY_COST_HEADER); an unset price goes as
+ * SESSION_PRICE_UNSET, and a count it would price leaves the answer without the header,
+ * as its row is unpriced. */
+static void session_put_prices(struct spop_writer *out, const struct kt_prices *p)
+{
+	session_set_int(out, "p_in", p->input == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->input);
+	session_set_int(out, "p_out", p->output == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->output);
+	session_set_int(out, "p_cached",
+	                p->cached == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->cached);
+	session_set_int(out, "p_cw", p->cache_write != KT_PRICE_UNSET ? p->cache_write :
+	                             p->input != KT_PRICE_UNSET ? p->input : SESSION_PRICE_UNSET);
+}
+
 /* Where the key stands, for the x-ratelimit-* headers and Retry-After; -1 is "no such
  * limit" and is left out. */
 static void session_put_limits(struct spop_writer *out, const struct decision *d)
@@ -190,6 +207,8 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 	}
 	if (d->capture)
 		session_set_int(out, "capture", 1);
+	else if (d->verdict == DECISION_ALLOW && d->model)
+		session_put_prices(out, &d->model->prices);
 	if (d->amend_at > 0)
 		session_set_int(out, "amend", d->amend_at);
 	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)

@@ -66,7 +66,7 @@ def wait_port(port, proc, timeout=10):
 
 
 class Stack:
-    def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None):
+    def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None):
         self.tmp = tmp
         self.db = tmp / "tally.db"
         self.gw_port = free_port()
@@ -77,6 +77,7 @@ class Stack:
         self.fail_policy = fail_policy
         self.agent_args = list(agent_args)
         self.bufsize = bufsize
+        self.extra_haproxy_env = dict(haproxy_env or {})
         self.procs = {}
 
     # --- processes -------------------------------------------------------------
@@ -132,6 +133,7 @@ class Stack:
             "TALLY_RECORDS_ADDR": f"127.0.0.1:{self.records_port}",
             "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
         })
+        env.update(self.extra_haproxy_env)
         return env
 
     def haproxy_cfg(self):

@@ -156,3 +156,50 @@ def test_limits_change_live(stack):
 def test_keys_without_limits_pay_nothing(stack):
     status, h, _ = chat(stack, stack.key)
     assert status == 200 and not any(k.startswith("x-ratelimit") for k in h)
+
+
+def test_cost_header_matches_the_row_when_enabled(tmp_path):
+    """TALLY_COST_HEADER=1: a unary answer read by json_query carries its cost, the
+    same as its row's; a stream (whose headers go before its usage) and an answer of a
+    model without prices carry none."""
+    s = Stack(tmp_path, haproxy_env={"TALLY_COST_HEADER": "1"})
+    try:
+        s.start()
+        s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
+                   "--input-micros", "1000000", "--output-micros", "2000000",
+                   "--cached-micros", "500000")
+        s.tallyctl("model", "set", "mock-claude", "--provider", "mock-anthropic",
+                   "--input-micros", "3000000", "--output-micros", "15000000",
+                   "--cached-micros", "300000", "--cache-write-micros", "3750000")
+        s.tallyctl("model", "set", "mock-free", "--provider", "mock-openai")
+        time.sleep(0.6)
+        cases = [
+            ("/v1/chat/completions", "mock-gpt", {"x-mock-prompt-tokens": "1000",
+                                                  "x-mock-completion-tokens": "333",
+                                                  "x-mock-cached-tokens": "201"}),
+            ("/v1/messages", "mock-claude", {"x-mock-prompt-tokens": "100",
+                                             "x-mock-completion-tokens": "41",
+                                             "x-mock-cached-tokens": "1000",
+                                             "x-mock-cache-creation-tokens": "2001"}),
+        ]
+        for path, model, knobs in cases:
+            status, h, _ = s.gateway("POST", path, {"model": model, "max_tokens": 64,
+                                                    "messages": []}, key=s.key, headers=knobs)
+            assert status == 200
+            row = s.row(h["x-request-id"])
+            assert row["cost_micros"] is not None
+            assert int(h["x-tally-cost-micros"]) == row["cost_micros"], (model, row)
+        status, h, _ = s.gateway("POST", CHAT, {"model": "mock-free", "max_tokens": 8,
+                                               "messages": []}, key=s.key)
+        assert status == 200 and "x-tally-cost-micros" not in h
+        assert s.row(h["x-request-id"])["cost_micros"] is None
+        status, h, _ = s.gateway("POST", CHAT, {"model": "mock-gpt", "stream": True,
+                                               "messages": []}, key=s.key)
+        assert status == 200 and "x-tally-cost-micros" not in h
+    finally:
+        s.close()
+
+
+def test_no_cost_header_unless_enabled(stack):
+    status, h, _ = chat(stack, stack.key)
+    assert status == 200 and "x-tally-cost-micros" not in h
