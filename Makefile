@@ -30,7 +30,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream
+BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
         run bench-decision bench-accounting bench-journal bench-writer clean help
@@ -80,6 +80,9 @@ $(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)

@@ -1,0 +1,1046 @@
+/* tally-stress: a closed-loop load generator for the tally gateway (usage: --help).
+ * For each concurrency level it runs that many HTTP/1.1 clients against the gateway,
+ * each sending its next request as soon as the previous one ends, compares every
+ * response body byte for byte with the answer fetched directly from the deterministic
+ * mock upstream, and then checks that the agent wrote exactly one accounting row per
+ * successful request. One thread runs everything: all clients of a level, and the
+ * fetch of the expected bodies before it, share one libev loop; the SQLite check runs
+ * on the same thread between levels. Allocation failure aborts: a test tool that cannot
+ * allocate has nothing better to do. */
+
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <ev.h>
+#include <http_parser.h>
+#include <sqlite3.h>
+
+#define ST_PATH        "/v1/chat/completions"
+#define ST_LEVELS_MAX  64
+#define ST_RID_MAX     128          /* longer X-Request-Id values are a protocol error */
+#define ST_STATUS_MAX  1000         /* http_parser accepts 3-digit status codes */
+#define ST_IN_CHUNK    65536
+#define ST_SQL_CHUNK   500          /* bound parameters per IN (...) query */
+#define ST_SETTLE_S    10.0         /* how long the accounting check waits for the agent */
+
+enum { SHAPE_UNARY, SHAPE_STREAM, SHAPE_N };
+
+enum err_kind { ERR_CONNECT, ERR_TIMEOUT, ERR_STATUS, ERR_MISMATCH, ERR_SHORT_READ,
+		ERR_PROTOCOL, ERR_N };
+static const char *const err_names[ERR_N] = {
+	"connect", "timeout", "status", "mismatch", "short_read", "protocol"
+};
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+struct opts {
+	const char *url, *expect_url, *key, *db, *model;
+	int levels[ST_LEVELS_MAX], nlevels;
+	double duration, timeout, connect_timeout;
+	long requests, stream_pct, frames, frame_delay_ms, body_bytes, max_tokens;
+	bool keepalive, json;
+};
+
+/* Where requests go and what they look like there: the gateway, or the mock directly. */
+struct target {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct buf req[SHAPE_N];    /* complete request bytes per shape */
+};
+
+/* What every response of one shape must be, fetched from the mock. */
+struct expected {
+	struct buf body;
+	unsigned long long events;      /* "data: " occurrences */
+	unsigned long long tokens;      /* usage.completion_tokens */
+};
+
+struct dvec {
+	double *v;
+	size_t n, cap;
+};
+
+/* One level (or one expected-body fetch): budget, clients and results. */
+struct run {
+	struct ev_loop *loop;
+	const struct target *tgt;
+	struct expected *exp;           /* NULL: record into exp_out instead of comparing */
+	struct buf *exp_out;
+	int fixed_shape;                /* -1: choose by request index */
+	long stream_pct;
+	long budget;                    /* requests to issue; -1: until deadline */
+	double deadline;
+	long issued;
+	int active;
+	bool keepalive;
+	double timeout, connect_timeout;
+	/* results; events and tokens of a success are those of its expected body, which
+	 * it equals byte for byte; bytes are all bytes received, headers included */
+	double t0, t1;
+	unsigned long long ok, ok_streams, bytes, events, tokens;
+	unsigned long long errors[ERR_N], status[ST_STATUS_MAX], no_id;
+	struct dvec lat, fb;
+	char **ids;
+	size_t nids, capids;
+};
+
+struct client {
+	struct run *run;
+	int fd;
+	bool connected;
+	ev_io io;
+	ev_timer timer;
+	http_parser parser;
+	int shape;
+	const struct buf *out;
+	size_t out_off;
+	double t_start, t_first;
+	size_t body_pos;
+	bool mismatch, complete;
+	/* header capture: only X-Request-Id is kept */
+	char field[16];
+	size_t field_len;
+	bool field_overflow, in_value, is_rid;
+	char rid[ST_RID_MAX];
+	size_t rid_len;
+};
+
+static const char *prog = "tally-stress";
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(2);
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+static void buf_add(struct buf *b, const void *data, size_t n)
+{
+	if (b->len + n > b->cap) {
+		b->cap = (b->len + n) * 2;
+		b->p = xrealloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->len, data, n);
+	b->len += n;
+}
+
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof tmp)
+		die("request line too long");
+	buf_add(b, tmp, (size_t)n);
+}
+
+static void dvec_push(struct dvec *d, double x)
+{
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 1024;
+		d->v = xrealloc(d->v, d->cap * sizeof *d->v);
+	}
+	d->v[d->n++] = x;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Occurrences of needle in b; *last (if not NULL) gets the byte after the last one. */
+static unsigned long long count_sub(const struct buf *b, const char *needle, const char **last)
+{
+	size_t k = strlen(needle);
+	unsigned long long c = 0;
+	if (last)
+		*last = NULL;
+	for (const char *q = b->p; b->len && (q = memmem(q, b->len - (size_t)(q - b->p), needle, k));
+	     q += k) {
+		c++;
+		if (last)
+			*last = q + k;
+	}
+	return c;
+}
+
+/* ---- request building ------------------------------------------------------------ */
+
+static void parse_url(const char *url, struct target *t, char *hostport, size_t hpcap)
+{
+	const char *pfx = "http://";
+	if (strncmp(url, pfx, strlen(pfx)) != 0)
+		die("%s: only http://HOST:PORT is supported", url);
+	const char *hp = url + strlen(pfx);
+	size_t n = strcspn(hp, "/");
+	if (hp[n] && strcmp(hp + n, "/") != 0)
+		die("%s: no path allowed (requests go to " ST_PATH ")", url);
+	if (n == 0 || n >= hpcap)
+		die("%s: bad host", url);
+	memcpy(hostport, hp, n);
+	hostport[n] = 0;
+	char host[256];
+	const char *colon = strrchr(hostport, ':');
+	if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
+		die("%s: HOST:PORT required", url);
+	memcpy(host, hostport, (size_t)(colon - hostport));
+	host[colon - hostport] = 0;
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {   /* [::1] */
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = 0;
+	}
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 1 || port > 65535)
+		die("%s: bad port", url);
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc != 0)
+		die("%s: %s", url, gai_strerror(rc));
+	memcpy(&t->addr, ai->ai_addr, ai->ai_addrlen);
+	t->addrlen = ai->ai_addrlen;
+	freeaddrinfo(ai);
+}
+
+/* Both targets get the same body and knob headers, so that the mock's bytes match. */
+static void build_target(struct target *t, const struct opts *o, const char *url,
+			 const char *bearer)
+{
+	char hostport[300];
+	parse_url(url, t, hostport, sizeof hostport);
+	if (bearer && strpbrk(bearer, "\r\n"))
+		die("a credential with a line break would inject headers");
+	for (int s = 0; s < SHAPE_N; s++) {
+		char body[512];
+		int n = snprintf(body, sizeof body,
+				 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+				 "\"max_tokens\":%ld%s}", o->model, o->max_tokens,
+				 s == SHAPE_STREAM ? ",\"stream\":true,"
+				 "\"stream_options\":{\"include_usage\":true}" : "");
+		if (n < 0 || (size_t)n >= sizeof body)
+			die("--model too long");
+		struct buf *b = &t->req[s];
+		buf_printf(b, "POST " ST_PATH " HTTP/1.1\r\nHost: %s\r\n", hostport);
+		if (bearer)
+			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
+		buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
+		if (o->frames >= 0)
+			buf_printf(b, "x-mock-frames: %ld\r\n", o->frames);
+		if (o->frame_delay_ms >= 0)
+			buf_printf(b, "x-mock-frame-delay-ms: %ld\r\n", o->frame_delay_ms);
+		if (s == SHAPE_UNARY && o->body_bytes >= 0)
+			buf_printf(b, "x-mock-body-bytes: %ld\r\n", o->body_bytes);
+		if (!o->keepalive)
+			buf_printf(b, "Connection: close\r\n");
+		buf_printf(b, "\r\n%s", body);
+	}
+}
+
+/* ---- one client ------------------------------------------------------------------- */
+
+static void client_start(struct client *c);
+
+/* Spreads streams evenly over the request indexes: request k is a stream when the
+ * running share floor(k * pct / 100) steps up at k. */
+static int shape_of(const struct run *r, long k)
+{
+	if (r->fixed_shape >= 0)
+		return r->fixed_shape;
+	return (k + 1) * r->stream_pct / 100 > k * r->stream_pct / 100 ? SHAPE_STREAM : SHAPE_UNARY;
+}
+
+static void client_close(struct client *c)
+{
+	if (c->fd < 0)
+		return;
+	ev_io_stop(c->run->loop, &c->io);
+	close(c->fd);
+	c->fd = -1;
+	c->connected = false;
+}
+
+static void run_add_id(struct run *r, const char *id)
+{
+	if (r->nids == r->capids) {
+		r->capids = r->capids ? r->capids * 2 : 1024;
+		r->ids = xrealloc(r->ids, r->capids * sizeof *r->ids);
+	}
+	r->ids[r->nids] = strdup(id);
+	if (!r->ids[r->nids])
+		abort();
+	r->nids++;
+}
+
+static void run_add_success(struct run *r, const struct client *c, double t)
+{
+	const struct expected *e = &r->exp[c->shape];
+	r->ok_streams += c->shape == SHAPE_STREAM;
+	r->events += e->events;
+	r->tokens += e->tokens;
+	dvec_push(&r->lat, t - c->t_start);
+	dvec_push(&r->fb, c->t_first - c->t_start);
+	if (c->rid_len)
+		run_add_id(r, c->rid);
+	else
+		r->no_id++;     /* makes the accounting check fail: the row cannot be found */
+}
+
+/* Ends the current request with its outcome (ERR_N: success), then issues the next
+ * request, or retires the client when the budget is spent. */
+static void client_finish(struct client *c, int err)
+{
+	struct run *r = c->run;
+	double t = now_s();
+	ev_timer_stop(r->loop, &c->timer);
+	if (err != ERR_N) {
+		r->errors[err]++;
+		if (err == ERR_STATUS)
+			r->status[c->parser.status_code]++;
+	} else {
+		r->ok++;
+		if (r->exp)     /* a level's success, not a fetch */
+			run_add_success(r, c, t);
+	}
+	r->t1 = t;
+	ev_io_stop(r->loop, &c->io);
+	if (err != ERR_N || !r->keepalive || !http_should_keep_alive(&c->parser))
+		client_close(c);
+	bool more = r->budget >= 0 ? r->issued < r->budget : t < r->deadline;
+	if (more) {
+		client_start(c);
+		return;
+	}
+	client_close(c);
+	if (--r->active == 0)
+		ev_break(r->loop, EVBREAK_ONE);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+	struct client *c = p->data;
+	if (c->in_value) {      /* a new header begins */
+		c->in_value = false;
+		c->field_len = 0;
+		c->field_overflow = false;
+	}
+	if (c->field_len + n >= sizeof c->field) {
+		c->field_overflow = true;
+		return 0;
+	}
+	memcpy(c->field + c->field_len, at, n);
+	c->field_len += n;
+	return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+	struct client *c = p->data;
+	if (!c->in_value) {
+		c->in_value = true;
+		c->field[c->field_len] = 0;
+		c->is_rid = !c->field_overflow && strcasecmp(c->field, "x-request-id") == 0;
+		if (c->is_rid)
+			c->rid_len = 0;     /* a repeated header replaces the first */
+	}
+	if (!c->is_rid)
+		return 0;
+	if (c->rid_len + n >= sizeof c->rid)
+		return -1;              /* longer than any id HAProxy makes: reject */
+	memcpy(c->rid + c->rid_len, at, n);
+	c->rid_len += n;
+	c->rid[c->rid_len] = 0;
+	return 0;
+}
+
+/* Bodies are compared as they arrive, so that no response is held in memory. */
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+	struct client *c = p->data;
+	struct run *r = c->run;
+	if (p->status_code != 200)
+		return 0;
+	if (!r->exp) {
+		buf_add(r->exp_out, at, n);
+		return 0;
+	}
+	const struct buf *e = &r->exp[c->shape].body;
+	if (c->mismatch || c->body_pos + n > e->len || memcmp(e->p + c->body_pos, at, n) != 0)
+		c->mismatch = true;
+	c->body_pos += n;
+	return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+	struct client *c = p->data;
+	c->complete = true;
+	http_parser_pause(p, 1);    /* one response per request: no pipelining */
+	return 0;
+}
+
+static const http_parser_settings parser_settings = {
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+static int response_outcome(struct client *c)
+{
+	if (c->parser.status_code != 200)
+		return ERR_STATUS;
+	if (c->run->exp && (c->mismatch || c->body_pos != c->run->exp[c->shape].body.len))
+		return ERR_MISMATCH;
+	return ERR_N;
+}
+
+static void client_read(struct client *c)
+{
+	char in[ST_IN_CHUNK];
+	ssize_t n = recv(c->fd, in, sizeof in, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0) {
+		client_finish(c, ERR_SHORT_READ);
+		return;
+	}
+	if (n > 0 && c->t_first == 0)
+		c->t_first = now_s();
+	c->run->bytes += (unsigned long long)n;
+	/* n == 0 tells the parser about EOF, which ends a close-delimited body */
+	size_t used = http_parser_execute(&c->parser, &parser_settings, in, (size_t)n);
+	enum http_errno he = HTTP_PARSER_ERRNO(&c->parser);
+	if (c->complete)
+		client_finish(c, response_outcome(c));
+	else if (n == 0)
+		client_finish(c, ERR_SHORT_READ);
+	else if (he != HPE_OK || used != (size_t)n)
+		client_finish(c, ERR_PROTOCOL);
+}
+
+static void client_write(struct client *c)
+{
+	while (c->out_off < c->out->len) {
+		ssize_t n = send(c->fd, c->out->p + c->out_off, c->out->len - c->out_off,
+				 MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n < 0) {
+			client_finish(c, ERR_SHORT_READ);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	ev_io_stop(c->run->loop, &c->io);
+	ev_io_set(&c->io, c->fd, EV_READ);
+	ev_io_start(c->run->loop, &c->io);
+}
+
+static void client_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	struct client *c = w->data;
+	if (!c->connected && (revents & EV_WRITE)) {
+		int soerr = 0;
+		socklen_t len = sizeof soerr;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
+			client_finish(c, ERR_CONNECT);
+			return;
+		}
+		c->connected = true;
+		ev_timer_stop(c->run->loop, &c->timer);
+		double left = c->t_start + c->run->timeout - now_s();
+		ev_timer_set(&c->timer, left > 0.001 ? left : 0.001, 0);
+		ev_timer_start(c->run->loop, &c->timer);
+	}
+	if (revents & EV_WRITE)
+		client_write(c);
+	else if (revents & EV_READ)
+		client_read(c);
+}
+
+static void client_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct client *c = w->data;
+	client_finish(c, c->connected ? ERR_TIMEOUT : ERR_CONNECT);
+}
+
+static int client_connect(struct client *c)
+{
+	const struct target *t = c->run->tgt;
+	int one = 1;
+	c->fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -1;
+	/* small requests must leave at once, not wait for Nagle */
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+		goto fail;
+	if (connect(c->fd, (const struct sockaddr *)&t->addr, t->addrlen) < 0 &&
+	    errno != EINPROGRESS)
+		goto fail;
+	return 0;
+fail:
+	close(c->fd);
+	c->fd = -1;
+	return -1;
+}
+
+static void client_start(struct client *c)
+{
+	struct run *r = c->run;
+	c->shape = shape_of(r, r->issued++);
+	c->out = &r->tgt->req[c->shape];
+	c->out_off = 0;
+	c->t_start = now_s();
+	c->t_first = 0;
+	c->body_pos = 0;
+	c->mismatch = c->complete = false;
+	c->field_len = c->rid_len = 0;
+	c->field_overflow = c->in_value = c->is_rid = false;
+	http_parser_init(&c->parser, HTTP_RESPONSE);
+	c->parser.data = c;
+	if (c->fd < 0 && client_connect(c) < 0) {
+		/* reported from the timer, not from here: finishing now would recurse into
+		 * the next request, as deep as the budget */
+		ev_timer_set(&c->timer, 0, 0);
+		ev_timer_start(r->loop, &c->timer);
+		return;
+	}
+	ev_timer_set(&c->timer, c->connected ? r->timeout : r->connect_timeout, 0);
+	ev_timer_start(r->loop, &c->timer);
+	ev_io_set(&c->io, c->fd, EV_WRITE);
+	ev_io_start(r->loop, &c->io);
+}
+
+/* Runs nclients closed-loop clients until the run's budget or deadline is spent. */
+static void run_exec(struct run *r, int nclients, double duration)
+{
+	struct client *cs = calloc((size_t)nclients, sizeof *cs);
+	if (!cs)
+		abort();
+	/* the loop's clock stood still during the accounting wait; timers start from it */
+	ev_now_update(r->loop);
+	r->t0 = r->t1 = now_s();
+	r->deadline = r->t0 + duration;
+	for (int i = 0; i < nclients; i++) {
+		struct client *c = &cs[i];
+		c->run = r;
+		c->fd = -1;
+		ev_init(&c->io, client_io_cb);
+		ev_init(&c->timer, client_timer_cb);
+		c->io.data = c->timer.data = c;
+	}
+	for (int i = 0; i < nclients && (r->budget < 0 || r->issued < r->budget); i++) {
+		r->active++;
+		client_start(&cs[i]);
+	}
+	if (r->active)
+		ev_run(r->loop, 0);
+	free(cs);
+}
+
+static void run_free(struct run *r)
+{
+	for (size_t i = 0; i < r->nids; i++)
+		free(r->ids[i]);
+	free(r->ids);
+	free(r->lat.v);
+	free(r->fb.v);
+}
+
+static void run_init(struct run *r, struct ev_loop *loop, const struct opts *o,
+		     const struct target *t)
+{
+	memset(r, 0, sizeof *r);
+	r->loop = loop;
+	r->tgt = t;
+	r->fixed_shape = -1;
+	r->stream_pct = o->stream_pct;
+	r->budget = o->requests > 0 ? o->requests : -1;
+	r->keepalive = o->keepalive;
+	r->timeout = o->timeout;
+	r->connect_timeout = o->connect_timeout;
+}
+
+/* The mock's answer for each shape, fetched directly: what every response must be. */
+static void fetch_expected(struct ev_loop *loop, const struct opts *o, const struct target *mock,
+			   struct expected exp[SHAPE_N])
+{
+	static const char *const shape_names[SHAPE_N] = { "unary", "stream" };
+	for (int s = 0; s < SHAPE_N; s++) {
+		struct run r;
+		run_init(&r, loop, o, mock);
+		r.fixed_shape = s;
+		r.budget = 1;
+		r.exp_out = &exp[s].body;
+		exp[s].body.len = 0;
+		run_exec(&r, 1, 0);
+		if (r.ok != 1) {
+			for (int e = 0; e < ERR_N; e++)
+				if (r.errors[e])
+					die("expected %s body from %s: %s%s", shape_names[s],
+					    o->expect_url, err_names[e],
+					    e == ERR_STATUS ? " (status is not 200)" : "");
+		}
+		const char *last;
+		exp[s].events = count_sub(&exp[s].body, "data: ", NULL);
+		exp[s].tokens = 0;
+		count_sub(&exp[s].body, "\"completion_tokens\":", &last);
+		/* digits only, and at most 15 of them: the mock caps tokens at 2^53-1 */
+		for (int d = 0; last && d < 15 && last < exp[s].body.p + exp[s].body.len &&
+		     *last >= '0' && *last <= '9'; d++, last++)
+			exp[s].tokens = exp[s].tokens * 10 + (unsigned long long)(*last - '0');
+		run_free(&r);
+	}
+}
+
+/* ---- accounting ------------------------------------------------------------------- */
+
+struct acct {
+	long long received, written, dropped, timed_out;
+};
+
+static int acct_read(sqlite3 *db, struct acct *a)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(db, "SELECT received, written, dropped, timed_out FROM accounting",
+			       -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+		goto out;
+	a->received = sqlite3_column_int64(st, 0);
+	a->written = sqlite3_column_int64(st, 1);
+	a->dropped = sqlite3_column_int64(st, 2);
+	a->timed_out = sqlite3_column_int64(st, 3);
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "%s: accounting: %s\n", prog, sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Rows whose request_id is one of ids, counted in chunks of bound parameters so that
+ * the database is only read. */
+static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows)
+{
+	sqlite3_stmt *st = NULL;
+	struct buf sql = { 0 };
+	int rc = -1;
+	*rows = 0;
+	for (size_t at = 0; at < n; at += ST_SQL_CHUNK) {
+		size_t k = n - at < ST_SQL_CHUNK ? n - at : ST_SQL_CHUNK;
+		sql.len = 0;
+		buf_printf(&sql, "SELECT count(*) FROM requests WHERE request_id IN (?");
+		for (size_t i = 1; i < k; i++)
+			buf_add(&sql, ",?", 2);
+		buf_add(&sql, ")", 2);      /* with the terminating NUL */
+		if (sqlite3_prepare_v2(db, sql.p, -1, &st, NULL) != SQLITE_OK)
+			goto out;
+		for (size_t i = 0; i < k; i++)
+			if (sqlite3_bind_text(st, (int)i + 1, ids[at + i], -1, SQLITE_STATIC) != SQLITE_OK)
+				goto out;
+		if (sqlite3_step(st) != SQLITE_ROW)
+			goto out;
+		*rows += sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "%s: requests: %s\n", prog, sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	free(sql.p);
+	return rc;
+}
+
+static bool acct_same(const struct acct *a, const struct acct *b)
+{
+	return a->received == b->received && a->written == b->written &&
+	       a->dropped == b->dropped && a->timed_out == b->timed_out;
+}
+
+/* Waits until the agent has nothing in flight (received == written + dropped) and
+ * either every id has its row or the counters stayed put for half a second; gives up
+ * after ST_SETTLE_S. */
+static int acct_wait(sqlite3 *db, const struct run *r, struct acct *after, long long *rows)
+{
+	double end = now_s() + ST_SETTLE_S;
+	struct acct prev = { -1, -1, -1, -1 };
+	int stable = 0;
+	*rows = 0;
+	for (;;) {
+		if (acct_read(db, after) < 0)
+			return -1;
+		bool settled = after->received == after->written + after->dropped;
+		stable = settled && acct_same(after, &prev) ? stable + 1 : 0;
+		prev = *after;
+		if (settled) {
+			if (acct_rows(db, r->ids, r->nids, rows) < 0)
+				return -1;
+			if ((unsigned long long)*rows == r->ok || stable >= 5)
+				return 0;
+		}
+		if (now_s() > end)
+			return 0;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- report ----------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static void dvec_sort(struct dvec *d)
+{
+	if (d->n)
+		qsort(d->v, d->n, sizeof *d->v, cmp_double);
+}
+
+/* Nearest rank on the sorted samples, in milliseconds. */
+static double pct_ms(const struct dvec *d, double p)
+{
+	if (d->n == 0)
+		return 0;
+	size_t rank = (size_t)(p / 100.0 * (double)d->n + 0.999999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > d->n)
+		rank = d->n;
+	return d->v[rank - 1] * 1000.0;
+}
+
+struct level_report {
+	int conns;
+	const struct run *r;
+	bool acct_done, exact;
+	long long rows;
+	struct acct delta;
+};
+
+static unsigned long long errors_total(const struct run *r)
+{
+	unsigned long long n = 0;
+	for (int e = 0; e < ERR_N; e++)
+		n += r->errors[e];
+	return n;
+}
+
+static void report_json(const struct level_report *L)
+{
+	const struct run *r = L->r;
+	double el = r->t1 - r->t0 > 0 ? r->t1 - r->t0 : 1e-9;
+	cJSON *o = cJSON_CreateObject(), *lat = cJSON_CreateObject(), *fb = cJSON_CreateObject();
+	cJSON *errs = cJSON_CreateObject(), *st = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "connections", L->conns);
+	cJSON_AddNumberToObject(o, "requests", (double)(r->ok + errors_total(r)));
+	cJSON_AddNumberToObject(o, "ok", (double)r->ok);
+	cJSON_AddNumberToObject(o, "ok_streams", (double)r->ok_streams);
+	cJSON_AddNumberToObject(o, "elapsed_s", el);
+	cJSON_AddNumberToObject(o, "requests_per_s", (double)r->ok / el);
+	cJSON_AddNumberToObject(o, "events", (double)r->events);
+	cJSON_AddNumberToObject(o, "events_per_s", (double)r->events / el);
+	cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
+	cJSON_AddNumberToObject(o, "bytes_per_s", (double)r->bytes / el);
+	cJSON_AddNumberToObject(o, "output_tokens", (double)r->tokens);
+	cJSON_AddNumberToObject(o, "output_tokens_per_s", (double)r->tokens / el);
+	cJSON_AddStringToObject(o, "output_tokens_source", "usage");
+	cJSON_AddItemToObject(o, "latency_ms", lat);
+	cJSON_AddNumberToObject(lat, "p50", pct_ms(&r->lat, 50));
+	cJSON_AddNumberToObject(lat, "p95", pct_ms(&r->lat, 95));
+	cJSON_AddNumberToObject(lat, "p99", pct_ms(&r->lat, 99));
+	cJSON_AddNumberToObject(lat, "max", pct_ms(&r->lat, 100));
+	cJSON_AddItemToObject(o, "first_byte_ms", fb);
+	cJSON_AddNumberToObject(fb, "p95", pct_ms(&r->fb, 95));
+	cJSON_AddItemToObject(o, "errors", errs);
+	cJSON_AddNumberToObject(errs, "total", (double)errors_total(r));
+	for (int e = 0; e < ERR_N; e++)
+		cJSON_AddNumberToObject(errs, err_names[e], (double)r->errors[e]);
+	cJSON_AddItemToObject(errs, "by_status", st);
+	for (int s = 0; s < ST_STATUS_MAX; s++) {
+		char k[8];
+		snprintf(k, sizeof k, "%d", s);
+		if (r->status[s])
+			cJSON_AddNumberToObject(st, k, (double)r->status[s]);
+	}
+	if (L->acct_done) {
+		cJSON *a = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "accounting", a);
+		cJSON_AddBoolToObject(a, "exact", L->exact);
+		cJSON_AddNumberToObject(a, "rows", (double)L->rows);
+		cJSON_AddNumberToObject(a, "expected", (double)r->ok);
+		cJSON_AddNumberToObject(a, "missing_request_id", (double)r->no_id);
+		cJSON_AddNumberToObject(a, "dropped", (double)L->delta.dropped);
+		cJSON_AddNumberToObject(a, "timed_out", (double)L->delta.timed_out);
+	}
+	char *txt = cJSON_PrintUnformatted(o);
+	if (!txt)
+		abort();
+	puts(txt);
+	fflush(stdout);
+	free(txt);
+	cJSON_Delete(o);
+}
+
+static void report_human(const struct level_report *L, bool first)
+{
+	const struct run *r = L->r;
+	double el = r->t1 - r->t0 > 0 ? r->t1 - r->t0 : 1e-9;
+	if (first)
+		printf("%5s %8s %8s %6s %9s %10s %8s %9s %8s %8s %8s %8s %8s\n", "conns", "ok",
+		       "streams", "errors", "req/s", "events/s", "MB/s", "tok/s", "p50 ms",
+		       "p95 ms", "p99 ms", "max ms", "fb95 ms");
+	printf("%5d %8llu %8llu %6llu %9.1f %10.1f %8.2f %9.1f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+	       L->conns, r->ok, r->ok_streams, errors_total(r), (double)r->ok / el,
+	       (double)r->events / el, (double)r->bytes / el / 1e6, (double)r->tokens / el,
+	       pct_ms(&r->lat, 50), pct_ms(&r->lat, 95), pct_ms(&r->lat, 99),
+	       pct_ms(&r->lat, 100), pct_ms(&r->fb, 95));
+	if (errors_total(r)) {
+		printf("      errors:");
+		for (int e = 0; e < ERR_N; e++)
+			if (r->errors[e] && e != ERR_STATUS)
+				printf(" %s=%llu", err_names[e], r->errors[e]);
+		for (int s = 0; s < ST_STATUS_MAX; s++)
+			if (r->status[s])
+				printf(" status_%d=%llu", s, r->status[s]);
+		printf("\n");
+	}
+	if (L->acct_done)
+		printf("      accounting %s%lld/%llu%s (dropped +%lld, timed_out +%lld)\n",
+		       L->exact ? "" : "SHORT ", L->rows, r->ok, L->exact ? " exact" : "",
+		       L->delta.dropped, L->delta.timed_out);
+	fflush(stdout);
+}
+
+/* ---- command line ----------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s --url http://HOST:PORT --expect-url http://MOCKHOST:PORT\n"
+		"       (--requests N | --duration S) [options]\n"
+		"  --url URL             gateway; requests go to " ST_PATH "\n"
+		"  --expect-url URL      mock upstream, asked once per level and shape for the\n"
+		"                        expected body (Bearer $TALLY_MOCK_CREDENTIAL if set)\n"
+		"  --key KEY             sent to the gateway as Authorization: Bearer KEY\n"
+		"  --levels 1,8,32       concurrency levels, run one after another (default 1)\n"
+		"  --requests N          requests per level\n"
+		"  --duration S          seconds per level (requests in flight then finish)\n"
+		"  --stream-pct P        0-100: share of SSE streams, spread evenly by index\n"
+		"  --frames N            x-mock-frames (default: not sent)\n"
+		"  --frame-delay-ms MS   x-mock-frame-delay-ms (default: not sent)\n"
+		"  --body-bytes N        x-mock-body-bytes on unary requests (default: not sent)\n"
+		"  --max-tokens N        max_tokens in the body (default 100)\n"
+		"  --model NAME          model in the body (default mock-gpt)\n"
+		"  --keepalive 0|1       reuse connections (default 1)\n"
+		"  --timeout S           per request, connect included (default 30)\n"
+		"  --connect-timeout S   (default 5)\n"
+		"  --db PATH             check one accounting row per successful request\n"
+		"  --json                one JSON object per level on stdout\n"
+		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
+		prog);
+}
+
+static long parse_long(const char *s, const char *name, long min, long max)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		die("--%s: want an integer in %ld..%ld, got '%s'", name, min, max, s);
+	return v;
+}
+
+static double parse_secs(const char *s, const char *name)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 86400)
+		die("--%s: want seconds in (0, 86400], got '%s'", name, s);
+	return v;
+}
+
+static void parse_levels(struct opts *o, const char *s)
+{
+	char tmp[512];
+	if (strlen(s) >= sizeof tmp)
+		die("--levels: too long");
+	strcpy(tmp, s);
+	o->nlevels = 0;
+	for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (o->nlevels == ST_LEVELS_MAX)
+			die("--levels: at most %d", ST_LEVELS_MAX);
+		o->levels[o->nlevels++] = (int)parse_long(t, "levels", 1, 100000);
+	}
+	if (o->nlevels == 0)
+		die("--levels: empty");
+}
+
+static void parse_opts(struct opts *o, int argc, char **argv)
+{
+	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
+	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
+	       O_HELP };
+	static const struct option lo[] = {
+		{ "url", required_argument, NULL, O_URL },
+		{ "expect-url", required_argument, NULL, O_EXPECT },
+		{ "key", required_argument, NULL, O_KEY },
+		{ "levels", required_argument, NULL, O_LEVELS },
+		{ "requests", required_argument, NULL, O_REQUESTS },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "stream-pct", required_argument, NULL, O_PCT },
+		{ "frames", required_argument, NULL, O_FRAMES },
+		{ "frame-delay-ms", required_argument, NULL, O_DELAY },
+		{ "body-bytes", required_argument, NULL, O_BODY },
+		{ "max-tokens", required_argument, NULL, O_MAXTOK },
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "keepalive", required_argument, NULL, O_KA },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "connect-timeout", required_argument, NULL, O_CTIMEOUT },
+		{ "db", required_argument, NULL, O_DB },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct opts){ .model = "mock-gpt", .levels = { 1 }, .nlevels = 1, .timeout = 30,
+			    .connect_timeout = 5, .frames = -1, .frame_delay_ms = -1,
+			    .body_bytes = -1, .max_tokens = 100, .keepalive = true };
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case O_URL: o->url = optarg; break;
+		case O_EXPECT: o->expect_url = optarg; break;
+		case O_KEY: o->key = optarg; break;
+		case O_LEVELS: parse_levels(o, optarg); break;
+		case O_REQUESTS: o->requests = parse_long(optarg, "requests", 1, 1000000000); break;
+		case O_DURATION: o->duration = parse_secs(optarg, "duration"); break;
+		case O_PCT: o->stream_pct = parse_long(optarg, "stream-pct", 0, 100); break;
+		case O_FRAMES: o->frames = parse_long(optarg, "frames", 0, 1000000); break;
+		case O_DELAY: o->frame_delay_ms = parse_long(optarg, "frame-delay-ms", 0, 3600000); break;
+		case O_BODY: o->body_bytes = parse_long(optarg, "body-bytes", 0, 16 << 20); break;
+		case O_MAXTOK: o->max_tokens = parse_long(optarg, "max-tokens", 1, 1000000000); break;
+		case O_MODEL: o->model = optarg; break;
+		case O_KA: o->keepalive = parse_long(optarg, "keepalive", 0, 1); break;
+		case O_TIMEOUT: o->timeout = parse_secs(optarg, "timeout"); break;
+		case O_CTIMEOUT: o->connect_timeout = parse_secs(optarg, "connect-timeout"); break;
+		case O_DB: o->db = optarg; break;
+		case O_JSON: o->json = true; break;
+		case O_HELP: usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind != argc)
+		die("unexpected argument '%s'", argv[optind]);
+	if (!o->url || !o->expect_url)
+		die("--url and --expect-url are required (--help)");
+	if ((o->requests > 0) == (o->duration > 0))
+		die("exactly one of --requests and --duration is required");
+	/* the model goes into JSON unescaped */
+	if (strpbrk(o->model, "\"\\") || strlen(o->model) > 200)
+		die("--model: no quotes or backslashes, at most 200 bytes");
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct target gw = { 0 }, mock = { 0 };
+	struct expected exp[SHAPE_N] = { 0 };
+	sqlite3 *db = NULL;
+	bool failed = false;
+	parse_opts(&o, argc, argv);
+	/* one descriptor per connection: large levels need more than the usual 1024
+	 * (best effort: without it they get connect errors, which are reported) */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	build_target(&gw, &o, o.url, o.key);
+	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"));
+	if (o.db) {
+		if (sqlite3_open_v2(o.db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+			die("%s: %s", o.db, sqlite3_errmsg(db));
+		sqlite3_busy_timeout(db, 5000);
+	}
+	struct ev_loop *loop = EV_DEFAULT;
+	for (int i = 0; i < o.nlevels; i++) {
+		struct acct before = { 0 }, after = { 0 };
+		struct run r;
+		struct level_report L = { .conns = o.levels[i], .r = &r };
+		fetch_expected(loop, &o, &mock, exp);
+		if (db && acct_read(db, &before) < 0)
+			die("%s: cannot read the accounting table", o.db);
+		run_init(&r, loop, &o, &gw);
+		r.exp = exp;
+		run_exec(&r, o.levels[i], o.duration);
+		dvec_sort(&r.lat);
+		dvec_sort(&r.fb);
+		if (db) {
+			if (acct_wait(db, &r, &after, &L.rows) < 0)
+				die("%s: cannot read accounting rows", o.db);
+			L.acct_done = true;
+			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0;
+			L.delta.dropped = after.dropped - before.dropped;
+			L.delta.timed_out = after.timed_out - before.timed_out;
+		}
+		if (o.json)
+			report_json(&L);
+		else
+			report_human(&L, i == 0);
+		failed |= errors_total(&r) > 0 || (L.acct_done && !L.exact);
+		run_free(&r);
+	}
+	for (int s = 0; s < SHAPE_N; s++) {
+		free(gw.req[s].p);
+		free(mock.req[s].p);
+		free(exp[s].body.p);
+	}
+	sqlite3_close(db);
+	ev_loop_destroy(loop);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,91 @@
+"""tally-stress against the real gateway: every response is compared byte for byte
+with the mock's own answer, and every successful request has exactly one accounting
+row. Load is bounded: a few dozen requests per run."""
+import json
+import subprocess
+
+from conftest import binary, free_port
+from stack import MOCK_CREDENTIAL, Proc, wait_port
+from test_accounting import stack  # noqa: F401  (the fixture)
+
+FRAMES = 5
+# A stream with include_usage: FRAMES content chunks, the finish chunk, the usage chunk
+# and [DONE], each one "data: " event.
+STREAM_EVENTS = FRAMES + 3
+MOCK_COMPLETION_TOKENS = 20   # the mock's default
+
+
+def stress(stack, *args, expect_port=None, db=None, levels="1,4", requests=40, as_json=True):
+    """Runs tally-stress; returns the process and its JSON levels (if as_json)."""
+    argv = [str(binary("tally-stress")), "--url", f"http://127.0.0.1:{stack.gw_port}",
+            "--expect-url", f"http://127.0.0.1:{expect_port or stack.mock_port}",
+            "--key", stack.key, "--levels", levels, "--requests", str(requests),
+            "--stream-pct", "50", "--frames", str(FRAMES), "--timeout", "20",
+            "--db", str(db or stack.db), *(["--json"] if as_json else []), *args]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                       env={"TALLY_MOCK_CREDENTIAL": MOCK_CREDENTIAL})
+    return r, [json.loads(line) for line in r.stdout.splitlines()] if as_json else None
+
+
+def test_levels_are_exact_and_accounted(stack):
+    r, levels = stress(stack)
+    assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
+    assert [lv["connections"] for lv in levels] == [1, 4]
+    for lv in levels:
+        assert lv["errors"]["total"] == 0, lv
+        assert (lv["requests"], lv["ok"], lv["ok_streams"]) == (40, 40, 20)
+        assert lv["events"] == 20 * STREAM_EVENTS
+        assert lv["output_tokens"] == 40 * MOCK_COMPLETION_TOKENS
+        assert lv["bytes"] > 0 and lv["requests_per_s"] > 0
+        lat = lv["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+        assert lv["accounting"] == {"exact": True, "rows": 40, "expected": 40,
+                                    "missing_request_id": 0, "dropped": 0, "timed_out": 0}
+    assert len(stack.rows()) == 80
+
+
+def test_human_output_without_keepalive(stack):
+    r, _ = stress(stack, "--keepalive", "0", levels="2", requests=10, as_json=False)
+    assert r.returncode == 0, r.stderr + r.stdout
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["conns", "ok", "streams"]
+    assert lines[1].split()[:4] == ["2", "10", "5", "0"]
+    assert "accounting 10/10 exact (dropped +0, timed_out +0)" in r.stdout
+
+
+def test_wrong_expected_bytes_are_mismatches(stack, tmp_path):
+    """A mock with another default token count answers other bytes: every response
+    is counted as a mismatch and the run fails."""
+    port = free_port()
+    other = Proc("mock-other", [str(binary("mock-upstream")), "--listen",
+                                f"127.0.0.1:{port}", "--quiet", "--completion-tokens", "21"],
+                 tmp_path)
+    try:
+        wait_port(port, other)
+        r, levels = stress(stack, expect_port=port, levels="2", requests=10)
+    finally:
+        other.stop()
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["errors"]["mismatch"] == 10 and lv["errors"]["total"] == 10
+    assert lv["ok"] == 0
+
+
+def test_missing_rows_fail_the_run(stack, tmp_path):
+    """Checked against a database the agent never writes: accounting is SHORT."""
+    other = tmp_path / "other.db"
+    subprocess.run([str(binary("tallyctl")), "--db", str(other), "provider", "set", "p",
+                    "--api", "openai", "--backend", "be_mock_openai"], check=True, timeout=30)
+    r, levels = stress(stack, db=other, levels="1", requests=4)
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0
+    assert lv["accounting"]["exact"] is False and lv["accounting"]["rows"] == 0
+
+
+def test_rejected_requests_are_counted_by_status(stack):
+    r, levels = stress(stack, "--key", "not-a-key", levels="2", requests=6)  # last --key wins
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["ok"] == 0 and lv["errors"]["status"] == 6
+    assert lv["errors"]["by_status"] == {"401": 6}
