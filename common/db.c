@@ -105,7 +105,8 @@ static const char db_migration_3[] =
 	"ALTER TABLE keys ADD COLUMN max_concurrent INTEGER CHECK (max_concurrent > 0);\n"
 	"ALTER TABLE keys ADD COLUMN budget_micros INTEGER CHECK (budget_micros > 0);\n"
 	"ALTER TABLE keys ADD COLUMN budget_period TEXT NOT NULL DEFAULT 'month'"
-	" CHECK (budget_period IN ('day', 'month', 'total'));\n";
+	" CHECK (budget_period IN ('day', 'month', 'total'));\n"
+	"CREATE INDEX usage_hourly_key_hour ON usage_hourly (key_id, hour);\n";
 
 /* Entry i upgrades version i + 1 to i + 2. Append only; NULL ends the list. A new
  * entry comes with schema.sql and DB_SCHEMA_VERSION bumped to match. Each is frozen

@@ -15,6 +15,9 @@
  * with room for multi-byte and escaped characters and the response's own fields. */
 #define DECISION_JSON_MAX_TOKENS 1024
 
+/* Estimates (tokens, micro-dollars) saturate here, as quota.c clamps what it is given. */
+#define DECISION_ESTIMATE_MAX 1000000000000000LL
+
 struct decision_verdict_info {
 	const char *name;       /* verdict name, also the error "code" */
 	int status;
@@ -189,9 +192,12 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 /* Tokens at a price of micro-dollars per Mtok, rounded up: a reservation errs high. */
 static int64_t decision_cost_of(int64_t tokens, int64_t micros_per_mtok)
 {
+	__int128 cost;
+
 	if (micros_per_mtok <= 0 || tokens <= 0)
 		return 0;
-	return (int64_t)(((__int128)tokens * micros_per_mtok + 999999) / 1000000);
+	cost = ((__int128)tokens * micros_per_mtok + 999999) / 1000000;
+	return cost > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : (int64_t)cost;
 }
 
 void decision_estimate(const struct decision *d, const struct decision_request *req,
@@ -199,8 +205,9 @@ void decision_estimate(const struct decision *d, const struct decision_request *
 {
 	int64_t bytes = req->body_size > (int64_t)req->body.len ? req->body_size
 	                                                         : (int64_t)req->body.len;
-	/* ~4 bytes per token of English text; JSON's own bytes make it err high. */
-	int64_t prompt = (bytes + 3) / 4;
+	/* ~4 bytes per token of English text; JSON's own bytes make it err high. The size
+	 * is the client's Content-Length: capped before any arithmetic. */
+	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
 	int64_t out = d->body.max_tokens >= 0 ? d->body.max_tokens : default_max_tokens;
 
 	*tokens = prompt + out;

@@ -228,6 +228,18 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 	struct intake *in = arg;
 	struct acct_row row = *pending_row;
 
+	/* Its record came before its decision was noted (the decision was late and HAProxy
+	 * had answered alone): the row exists already. */
+	if (dedupe_seen(in->seen, row.request_id)) {
+		intake_settle(in, &row);
+		/* Counted twice in received, once as a row: the second is a duplicate, as the
+		 * writer counts a row it finds stored already. */
+		stats_add(&stats.duplicates, 1);
+		atomic_fetch_sub_explicit(&stats.received, 1, memory_order_relaxed);
+		if (in->cfg.journal)
+			journal_release(in->cfg.journal, row.journal_epoch[0]);
+		return;
+	}
 	row.outcome = ACCT_NO_RECORD;
 	row.usage_source = ACCT_USAGE_NONE;
 	intake_settle(in, &row);

@@ -132,7 +132,7 @@ static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *er
 		sqlite3_bind_int64(st, 2, start / 1000);
 		if (sqlite3_step(st) != SQLITE_ROW)
 			goto out;
-		quota_set_spent(a->limits, k->id, start, sqlite3_column_int64(st, 0));
+		quota_set_spent(a->limits, k->id, k->limits.period, start, sqlite3_column_int64(st, 0));
 	}
 	rc = 0;
 out:
@@ -232,7 +232,7 @@ static void agent_replay_entry(void *arg, enum journal_kind k, const struct acct
 	if (dedupe_seen(r->rows, row.request_id) || agent_replay_stored(r, row.request_id))
 		return;
 	row.journal_epoch[0] = journal_append(a->jlog, JOURNAL_DECISION, &row);
-	if (pending_add(a->pending, &row, (int64_t)(ev_time() * 1000)) < 0) {
+	if (pending_add(a->pending, &row, (int64_t)(ev_time() * 1000), NULL) < 0) {
 		journal_release(a->journal, row.journal_epoch[0]);
 		return;
 	}

@@ -121,7 +121,8 @@ void pending_free(struct pending *p)
 	free(p);
 }
 
-int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms)
+int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
+                struct acct_row *replaced)
 {
 	uint64_t h = pending_hash(row->request_id);
 	struct pending_shard *s = pending_shard_of(p, h);
@@ -130,10 +131,12 @@ int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms)
 	pthread_mutex_lock(&s->lock);
 	slot = pending_slot(s, h, row->request_id);
 	if (*slot) {
+		if (replaced)
+			*replaced = (*slot)->row;
 		(*slot)->row = *row;
 		(*slot)->added_ms = now_ms;
 		pthread_mutex_unlock(&s->lock);
-		return 0;
+		return 1;
 	}
 	if (!(e = malloc(sizeof(*e)))) {
 		pthread_mutex_unlock(&s->lock);

@@ -17,8 +17,11 @@ struct pending *pending_new(void);
 void pending_free(struct pending *p);      /* after every other thread stopped */
 
 /* Adds a copy of row (request_id set) stamped with now_ms (unix ms, for the timeout).
- * An id already pending is replaced, keeping one entry. -1 on ENOMEM. Any thread. */
-int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms);
+ * An id already pending is replaced, keeping one entry: returns 1 and, if replaced is not
+ * NULL, copies the old row there (its limit hold and journal entry are the caller's to
+ * release). 0 when added, -1 on ENOMEM. Any thread. */
+int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
+                struct acct_row *replaced);
 
 /* Removes the entry for id into *out. 1 if found, 0 if not. Any thread. */
 int pending_take(struct pending *p, const char *id, struct acct_row *out);

@@ -61,6 +61,7 @@ struct key_state {
 	int64_t key_id;
 	struct bucket req, tok;
 	int64_t in_flight;
+	enum quota_period period;     /* the kind of period spent is counted in */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
 	int64_t spent;                /* settled cost in that period */
 	int64_t reserved;             /* cost held by admitted, unsettled requests */
@@ -361,9 +362,14 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 	}
 	bucket_sync(&k->req, rpm, now_ms);
 	bucket_sync(&k->tok, tpm, now_ms);
-	if (period_start > k->period_start_ms) {
+	/* A new period of the same kind starts from nothing; a changed kind was reseeded
+	 * by the main thread before the new limits reached any I/O thread. */
+	if (budget && (period_start > k->period_start_ms || cfg->period != k->period)) {
+		if (cfg->period != k->period)
+			k->period = cfg->period;
+		else
+			k->spent = 0;
 		k->period_start_ms = period_start;
-		k->spent = 0;
 	}
 	if (conc && k->in_flight >= conc)
 		v = QUOTA_CONCURRENCY;
@@ -444,19 +450,26 @@ void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens
 	pthread_mutex_unlock(&s->lock);
 }
 
-void quota_set_spent(struct quota *l, int64_t key_id, int64_t period_start_ms,
-                      int64_t spent_micros)
+void quota_set_spent(struct quota *l, int64_t key_id, enum quota_period period,
+                     int64_t period_start_ms, int64_t spent_micros)
 {
 	uint64_t h = hash_key(key_id);
 	struct shard *s = shard_of(l, h);
 	struct key_state *k;
 
+	spent_micros = clamp_spent(spent_micros);
 	pthread_mutex_lock(&s->lock);
 	k = shard_find(s, h, key_id, 1);
-	/* A seed for an older period than the one being counted is stale. */
-	if (k && period_start_ms >= k->period_start_ms) {
+	if (!k) {
+		/* Out of memory: the key is counted from its next admission on. */
+	} else if (period != k->period || period_start_ms > k->period_start_ms) {
+		k->period = period;
 		k->period_start_ms = period_start_ms;
-		k->spent = clamp_spent(spent_micros);
+		k->spent = spent_micros;
+	} else if (period_start_ms == k->period_start_ms && spent_micros > k->spent) {
+		/* The database lags what was settled here (rows still queued): a seed never
+		 * lowers the spend of the period being counted. */
+		k->spent = spent_micros;
 	}
 	pthread_mutex_unlock(&s->lock);
 }

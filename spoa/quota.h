@@ -63,10 +63,12 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens,
                    int64_t cost_micros, int64_t now_ms);
 
-/* Sets key_id's spend in the period starting at period_start_ms (from the database at
- * start, so that a restart keeps the budget spent). */
-void quota_set_spent(struct quota *l, int64_t key_id, int64_t period_start_ms,
-                      int64_t spent_micros);
+/* Seeds key_id's spend in its period of kind period starting at period_start_ms, from the
+ * database: at start, so that a restart keeps the budget spent, and when keys change, so
+ * that a new budget or period kind counts what was spent before. For the period already
+ * being counted it only raises the spend (the database lags settled rows). */
+void quota_set_spent(struct quota *l, int64_t key_id, enum quota_period period,
+                     int64_t period_start_ms, int64_t spent_micros);
 
 /* The start of the period containing now_ms (QUOTA_PERIOD_TOTAL: 0), and its end
  * (INT64_MAX for total). */

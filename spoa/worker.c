@@ -34,6 +34,7 @@
 #include "keytable.h"
 #include "log.h"
 #include "pending.h"
+#include "quota.h"
 #include "stats.h"
 #include "net.h"
 #include "session.h"
@@ -249,14 +250,24 @@ static void worker_copy(char *dst, size_t cap, const char *s, size_t len)
 
 /* The session's hook: records the decided transaction as pending until its record
  * comes (see intake.c). A NOTIFY without an id cannot be joined: nothing to record. */
+/* A hold no pending row will carry to its settlement is given back at once. */
+static void worker_release(struct worker *w, const struct quota_hold *hold, int64_t now_ms)
+{
+	if (w->acct.limits)
+		quota_settle(w->acct.limits, hold, ACCT_NONE, ACCT_NONE, now_ms);
+}
+
 static void worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
 {
 	struct worker *w = arg;
-	struct acct_row row;
+	struct acct_row row, old;
 	int64_t now = worker_now_ms();
+	int rc;
 
-	if (id.len == 0 || id.len >= ACCT_ID_MAX)
+	if (id.len == 0 || id.len >= ACCT_ID_MAX) {
+		worker_release(w, &d->hold, now);
 		return;
+	}
 	memset(&row, 0, sizeof(row));
 	worker_copy(row.request_id, sizeof(row.request_id), id.ptr, id.len);
 	row.key_id = d->key ? d->key->id : ACCT_NONE;
@@ -279,14 +290,24 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 	row.cache_creation_tokens = row.reasoning_tokens = row.cost_micros = ACCT_NONE;
 	if (w->jlog)
 		row.journal_epoch[0] = journal_append(w->jlog, JOURNAL_DECISION, &row);
-	if (pending_add(w->acct.pending, &row, now) < 0) {
+	rc = pending_add(w->acct.pending, &row, now, &old);
+	if (rc < 0) {
 		/* Its record still makes a row when it comes; only a lost record would go
 		 * unnoticed. */
 		log_error("worker %d: out of memory for a pending transaction", w->id);
 		journal_release(w->acct.journal, row.journal_epoch[0]);
+		worker_release(w, &d->hold, now);
 		return;
 	}
-	stats_add(&stats.received, 1);
+	if (rc == 1) {
+		/* Decided twice (HAProxy never does so for one id): one transaction, counted
+		 * once; the first decision's hold and journal entry are given back. */
+		worker_release(w, &old.hold, now);
+		journal_release(w->acct.journal, old.journal_epoch[0]);
+		stats_add(&stats.duplicates, 1);
+	} else {
+		stats_add(&stats.received, 1);
+	}
 	if (d->verdict == DECISION_ALLOW)
 		keylive_admit(w->acct.keylive, row.key_id);
 }

@@ -130,6 +130,8 @@ CREATE TABLE usage_hourly (
 	duration_ms_sum       INTEGER NOT NULL,
 	PRIMARY KEY (hour, key_id, model)
 ) WITHOUT ROWID;
+-- A key's spend in its budget period (the agent reads it at start and on key changes).
+CREATE INDEX usage_hourly_key_hour ON usage_hourly (key_id, hour);
 
 -- The agent's durable accounting counters: one row, rewritten by the writer in every
 -- transaction it commits, so it always matches the rows stored with it.

@@ -268,7 +268,7 @@ static void test_budget_day(void)
 	struct quota_hold a, b;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, day, 900);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 900);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 100, T0, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.cost_micros, 100);
 	CHECK_EQ_INT(a.period_start_ms, day);
@@ -284,12 +284,12 @@ static void test_budget_day(void)
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, late, &a, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s, 1);
 	/* A stale seed for an earlier period changes nothing. */
-	quota_set_spent(l, 1, day - DAY, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day - DAY, 0);
 	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_BUDGET);
 
 	/* A new day starts from 0; a hold from the day before does not charge it but its
 	 * reservation counts until settled. */
-	quota_set_spent(l, 2, day, 0);
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, day, 0);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 400, late, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 600, day + DAY, &b, &st), QUOTA_OK);
 	CHECK_EQ_INT(b.period_start_ms, day + DAY);
@@ -333,6 +333,30 @@ static void test_budget_month(void)
 	quota_free(l);
 }
 
+/* The database lags what was settled; a changed period kind counts from its seed. */
+static void test_budget_reseed(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg day_cfg = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
+	struct quota_cfg month_cfg = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_MONTH);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
+	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, T0);
+	struct quota_hold a;
+	struct quota_status st;
+
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &day_cfg, 0, 600, T0, &a, &st), QUOTA_OK);
+	quota_settle(l, &a, -1, 600, T0);
+	/* A reseed from a database that has not stored that row yet keeps the 600. */
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 100);
+	CHECK_EQ_INT(admit(l, 1, &day_cfg, 0, 401, T0), QUOTA_BUDGET);
+	/* Day to month: the month's spend so far (from the database) counts at once. */
+	quota_set_spent(l, 1, QUOTA_PERIOD_MONTH, month, 950);
+	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 51, T0), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 50, T0), QUOTA_OK);
+	quota_free(l);
+}
+
 static void test_budget_total(void)
 {
 	struct quota *l = quota_new();
@@ -340,7 +364,7 @@ static void test_budget_total(void)
 	struct quota_hold h;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, 0, 499);
+	quota_set_spent(l, 1, QUOTA_PERIOD_TOTAL, 0, 499);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0, &h, &st), QUOTA_OK);
 	CHECK_EQ_INT(h.period_start_ms, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0 + 100 * DAY, &h, &st), QUOTA_BUDGET);
@@ -625,6 +649,7 @@ int main(void)
 	RUN(test_budget_day);
 	RUN(test_budget_month);
 	RUN(test_budget_total);
+	RUN(test_budget_reseed);
 	RUN(test_combined);
 	RUN(test_live_change);
 	RUN(test_oversized);
