@@ -38,6 +38,8 @@
 #define INTAKE_MAX_RECORD 65536       /* HAProxy's "len" on the log lines is 8192 */
 #define INTAKE_MAX_CONNS 64
 #define INTAKE_BUF (2 * INTAKE_MAX_RECORD)
+#define INTAKE_LATE_MS 60000          /* a decision later than this after its record: none */
+#define INTAKE_SPOE_TIMEOUT 1         /* SPOE's error code: the agent took too long */
 
 struct intake_conn {
 	struct intake *in;
@@ -215,6 +217,10 @@ static void intake_record(struct intake *in, const char *msg, size_t len, int ud
 		row.key_id = ACCT_NONE;
 		row.stream = ACCT_NONE;
 		stats_add(&stats.received, 1);
+		/* HAProxy stopped waiting for the agent: its decision may still come, and must
+		 * not hold a key's limits until the pending timeout. */
+		if (r.spoe_error == INTAKE_SPOE_TIMEOUT)
+			pending_finish(in->cfg.pending, id, now);
 	}
 	intake_fill(in, &row, &r);
 	intake_settle(in, &row);
@@ -254,7 +260,8 @@ static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 
 	(void)loop;
 	(void)revents;
-	pending_expire(in->cfg.pending, now - in->cfg.pending_timeout_ms, intake_on_expired, in);
+	pending_expire(in->cfg.pending, now - in->cfg.pending_timeout_ms, now - INTAKE_LATE_MS,
+	               intake_on_expired, in);
 	dedupe_expire(in->seen, now);
 }
 

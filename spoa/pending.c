@@ -9,10 +9,14 @@
 
 #define PENDING_SHARDS 64              /* power of two */
 #define PENDING_MIN_BUCKETS 64
+#define PENDING_DONE_MAX 16384         /* finished marks kept at once, over all shards */
 
+/* An entry is a decided transaction awaiting its record, or (done) the mark of one whose
+ * record came before its decision: only row.request_id is set. */
 struct pending_entry {
 	struct pending_entry *next;
 	int64_t added_ms;
+	int done;
 	struct acct_row row;
 };
 
@@ -25,7 +29,8 @@ struct pending_shard {
 
 struct pending {
 	struct pending_shard shards[PENDING_SHARDS];
-	atomic_size_t count;
+	atomic_size_t count;               /* entries awaiting a record */
+	atomic_size_t done;                /* finished marks */
 };
 
 /* FNV-1a over the whole id: HAProxy's ids share their time prefix, the hash spreads them. */
@@ -130,6 +135,15 @@ int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
 
 	pthread_mutex_lock(&s->lock);
 	slot = pending_slot(s, h, row->request_id);
+	if (*slot && (*slot)->done) {
+		e = *slot;
+		*slot = e->next;
+		s->count--;
+		pthread_mutex_unlock(&s->lock);
+		atomic_fetch_sub(&p->done, 1);
+		free(e);
+		return 2;
+	}
 	if (*slot) {
 		if (replaced)
 			*replaced = (*slot)->row;
@@ -144,12 +158,41 @@ int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
 	}
 	e->row = *row;
 	e->added_ms = now_ms;
+	e->done = 0;
 	e->next = NULL;
 	*slot = e;
 	if (++s->count > 2 * s->nbuckets)
 		pending_grow(s);
 	pthread_mutex_unlock(&s->lock);
 	atomic_fetch_add(&p->count, 1);
+	return 0;
+}
+
+int pending_finish(struct pending *p, const char *id, int64_t now_ms)
+{
+	uint64_t h = pending_hash(id);
+	struct pending_shard *s = pending_shard_of(p, h);
+	struct pending_entry **slot, *e;
+
+	if (strlen(id) >= sizeof(e->row.request_id) ||
+	    atomic_fetch_add(&p->done, 1) >= PENDING_DONE_MAX) {
+		atomic_fetch_sub(&p->done, 1);
+		return -1;
+	}
+	pthread_mutex_lock(&s->lock);
+	slot = pending_slot(s, h, id);
+	if (*slot || !(e = calloc(1, sizeof(*e)))) {
+		pthread_mutex_unlock(&s->lock);
+		atomic_fetch_sub(&p->done, 1);
+		return -1;
+	}
+	memcpy(e->row.request_id, id, strlen(id) + 1);
+	e->added_ms = now_ms;
+	e->done = 1;
+	*slot = e;
+	if (++s->count > 2 * s->nbuckets)
+		pending_grow(s);
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
@@ -161,7 +204,7 @@ int pending_take(struct pending *p, const char *id, struct acct_row *out)
 
 	pthread_mutex_lock(&s->lock);
 	slot = pending_slot(s, h, id);
-	if (!(e = *slot)) {
+	if (!(e = *slot) || e->done) {
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
@@ -174,7 +217,7 @@ int pending_take(struct pending *p, const char *id, struct acct_row *out)
 	return 1;
 }
 
-size_t pending_expire(struct pending *p, int64_t cutoff_ms,
+size_t pending_expire(struct pending *p, int64_t cutoff_ms, int64_t done_cutoff_ms,
                       void (*cb)(void *arg, const struct acct_row *row), void *arg)
 {
 	size_t n = 0;
@@ -191,7 +234,7 @@ size_t pending_expire(struct pending *p, int64_t cutoff_ms,
 			struct pending_entry **slot = &s->buckets[b];
 
 			while ((e = *slot)) {
-				if (e->added_ms < cutoff_ms) {
+				if (e->added_ms < (e->done ? done_cutoff_ms : cutoff_ms)) {
 					*slot = e->next;
 					e->next = expired;
 					expired = e;
@@ -204,10 +247,14 @@ size_t pending_expire(struct pending *p, int64_t cutoff_ms,
 		pthread_mutex_unlock(&s->lock);
 		while ((e = expired)) {
 			expired = e->next;
-			atomic_fetch_sub(&p->count, 1);
-			cb(arg, &e->row);
+			if (e->done) {
+				atomic_fetch_sub(&p->done, 1);
+			} else {
+				atomic_fetch_sub(&p->count, 1);
+				cb(arg, &e->row);
+				n++;
+			}
 			free(e);
-			n++;
 		}
 	}
 	return n;
@@ -231,7 +278,7 @@ void pending_each(struct pending *p, size_t max, int64_t now_ms,
 		for (b = 0; b < s->nbuckets && n < max; b++) {
 			const struct pending_entry *e;
 
-			for (e = s->buckets[b]; e && n < max; e = e->next, n++) {
+			for (e = s->buckets[b]; e && n < max; e = e->next) {
 				struct live_txn t = {
 					.request_id = e->row.request_id,
 					.key_id = e->row.key_id,
@@ -240,7 +287,10 @@ void pending_each(struct pending *p, size_t max, int64_t now_ms,
 					.age_ms = now_ms - e->added_ms,
 				};
 
+				if (e->done)
+					continue;
 				cb(cbarg, &t);
+				n++;
 			}
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -19,16 +19,25 @@ void pending_free(struct pending *p);      /* after every other thread stopped *
 /* Adds a copy of row (request_id set) stamped with now_ms (unix ms, for the timeout).
  * An id already pending is replaced, keeping one entry: returns 1 and, if replaced is not
  * NULL, copies the old row there (its limit hold and journal entry are the caller's to
- * release). 0 when added, -1 on ENOMEM. Any thread. */
+ * release). An id marked finished (pending_finish) is not added: the mark goes and it
+ * returns 2. 0 when added, -1 on ENOMEM. Any thread. */
 int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
                 struct acct_row *replaced);
 
-/* Removes the entry for id into *out. 1 if found, 0 if not. Any thread. */
+/* Marks id finished: its record came first, and its decision, late (HAProxy gave up
+ * waiting and answered alone), may still arrive; pending_add then refuses it. Marks are
+ * capped in number (-1: not kept) and expire with pending_expire's done_cutoff_ms. Any
+ * thread. */
+int pending_finish(struct pending *p, const char *id, int64_t now_ms);
+
+/* Removes the entry for id into *out. 1 if found, 0 if not (a finished mark is not an
+ * entry). Any thread. */
 int pending_take(struct pending *p, const char *id, struct acct_row *out);
 
-/* Removes every entry added before cutoff_ms, calling cb with each. Returns how many.
- * Any thread (the intake thread, about once a second). */
-size_t pending_expire(struct pending *p, int64_t cutoff_ms,
+/* Removes every entry added before cutoff_ms, calling cb with each, and the finished
+ * marks made before done_cutoff_ms. Returns how many entries. Any thread (the intake
+ * thread, about once a second). */
+size_t pending_expire(struct pending *p, int64_t cutoff_ms, int64_t done_cutoff_ms,
                       void (*cb)(void *arg, const struct acct_row *row), void *arg);
 
 size_t pending_count(struct pending *p);

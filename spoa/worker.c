@@ -299,6 +299,14 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 		worker_release(w, &d->hold, now);
 		return;
 	}
+	if (rc == 2) {
+		/* Its record came first: HAProxy gave up on this decision and answered alone;
+		 * that row is written, and the request holds nothing. */
+		worker_release(w, &d->hold, now);
+		journal_release(w->acct.journal, row.journal_epoch[0]);
+		stats_add(&stats.duplicates, 1);
+		return;
+	}
 	if (rc == 1) {
 		/* Decided twice (HAProxy never does so for one id): one transaction, counted
 		 * once; the first decision's hold and journal entry are given back. */

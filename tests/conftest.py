@@ -4,6 +4,7 @@ Every process a test starts is recorded by PID and stopped on every exit path (f
 finalizers); nothing is ever killed by name."""
 import os
 import pathlib
+import random
 import socket
 
 import pytest
@@ -19,10 +20,37 @@ def binary(name):
     return path
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_EPHEMERAL = _ephemeral_range()
+_next_port = [random.randrange(10000, 20000)]
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free for TCP and UDP now, outside the kernel's ephemeral range:
+    a port picked from that range can be taken by any outgoing connection (HAProxy's to
+    the mock, say) before the process meant to listen on it binds it."""
+    for _ in range(1000):
+        port = _next_port[0]
+        _next_port[0] = 10000 + (port - 10000 + 1) % 20000
+        if _EPHEMERAL[0] <= port <= _EPHEMERAL[1]:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
+                 socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                t.bind(("127.0.0.1", port))
+                u.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free loopback port outside the ephemeral range")
 
 
 @pytest.fixture

@@ -203,3 +203,33 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
 def test_no_cost_header_unless_enabled(stack):
     status, h, _ = chat(stack, stack.key)
     assert status == 200 and "x-tally-cost-micros" not in h
+
+
+def test_decision_later_than_its_record_holds_nothing(stack):
+    """The agent stalls: HAProxy stops waiting (250 ms) and answers 503, its record then
+    races the stale decision into the agent. Whichever comes first, the request ends as
+    one row and the key's only concurrency slot is free again at once, not after the
+    pending timeout (15 minutes here)."""
+    key = limited_key(stack, "late", "--max-concurrent", "1")
+    agent = stack.procs["agent"]
+    agent.signal(signal.SIGSTOP)
+    try:
+        status, h, _ = chat(stack, key)
+    finally:
+        agent.signal(signal.SIGCONT)
+    assert status == 503
+    rid = h["x-request-id"]
+    stack.wait_agent_state("UP")
+    deadline = time.time() + 10
+    while chat(stack, key)[0] != 200:
+        assert time.time() < deadline, "the late decision still holds the slot"
+        time.sleep(0.2)
+    rows = stack.wait_rows(1, "request_id = ?", (rid,))
+    assert len(rows) == 1 and rows[0]["outcome"] == "gateway_rejected"
+    deadline = time.time() + 10
+    while True:
+        c = stack.counters()
+        if c["received"] == c["written"] + c["dropped"] or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert c["received"] == c["written"] + c["dropped"]
