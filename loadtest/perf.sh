@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# loadtest/perf.sh STAGE...: the load harness. Each stage starts from a fresh database and
+# fresh processes (mock upstream, agent, HAProxy) that it owns and stops, drives them with
+# build/tally-stress (every body compared byte for byte, every successful request checked
+# for exactly one accounting row), samples CPU and RSS of HAProxy and the agent from /proc,
+# and stops at the first failed stage or lost row.
+#
+# Stages:
+#   smoke      a few seconds, small levels: accounting exact and bytes equal (CI runs it)
+#   stress     fast unary responses at rising concurrency
+#   streaming  a ramp of held streams (100 frames 10 ms apart, about one second each)
+#   sustained  one level for minutes
+#   compare    the same fixture through the mock directly, plain HAProxy and the gateway
+#   bench      the micro-benchmarks (journal, writer)
+# Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
+# PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), TALLY_BUILD (build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${TALLY_BUILD:-build}
+source scripts/stack.sh
+
+frames=${PERF_FRAMES:-100}
+delay=${PERF_FRAME_DELAY_MS:-10}
+credential=perf-credential
+
+# Starts a fresh stack in $tmp: mock, agent, HAProxy as the gateway and, with "plain",
+# a second HAProxy without the agent. Sets the *_port, *_pid and key variables.
+perf_up() {
+  tmp=$(mktemp -d /tmp/tally-perf.XXXXXX)
+  stack_pids=()
+  mock_port=$(stack_free_port); agent_port=$(stack_free_port); gw_port=$(stack_free_port)
+  records_port=$(stack_free_port); plain_port=$(stack_free_port)
+  db=$tmp/tally.db
+  stack_seed "$db" "$mock_port" >/dev/null
+  key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt)
+  stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
+  mock_pid=${stack_pids[-1]}
+  stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
+    --records "127.0.0.1:$records_port" --metrics off --log-level warn 2>"$tmp/agent.log"
+  agent_pid=${stack_pids[-1]}
+  stack_wait_port "$mock_port"; stack_wait_port "$agent_port"
+  stack_haproxy_env "$agent_port" "$mock_port" "$credential" "$records_port"
+  mkdir -p "$tmp/gw" "$tmp/plain"
+  TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
+    stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"
+  gw_pid=${stack_pids[-1]}
+  stack_wait_port "$gw_port"
+  if [ "${1:-}" = plain ]; then
+    TALLY_PLAIN=1 TALLY_RUN_DIR=$tmp/plain TALLY_GATEWAY_ADDR=127.0.0.1:$plain_port \
+      stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/plain.log"
+    plain_pid=${stack_pids[-1]}
+    stack_wait_port "$plain_port"
+  fi
+}
+
+perf_down() {
+  stack_stop
+  stack_pids=()
+  rm -rf "$tmp"
+}
+trap 'stack_stop; rm -rf "${tmp:-/nonexistent}"' EXIT INT TERM
+
+# "utime+stime ticks rss_kib" of a process.
+proc_sample() {
+  awk '{printf "%d ", $14 + $15}' "/proc/$1/stat"
+  awk '/^VmRSS/ {print $2}' "/proc/$1/status"
+}
+
+# perf_run NAME PORT PIDS -- TALLY-STRESS-ARGS: one run, its JSON per level kept in
+# $tmp/NAME.json, and what HAProxy and the agent used meanwhile.
+perf_run() {
+  local name=$1 port=$2 pids=$3 before after pid rc=0
+  shift 4
+  before=$(for pid in $pids; do proc_sample "$pid"; done)
+  TALLY_MOCK_CREDENTIAL=$credential "$build/tally-stress" --json \
+    --url "http://127.0.0.1:$port" --expect-url "http://127.0.0.1:$mock_port" \
+    --key "$key" "$@" > "$tmp/$name.json" || rc=$?
+  after=$(for pid in $pids; do proc_sample "$pid"; done)
+  python3 - "$name" "$tmp/$name.json" "$pids" "$before" "$after" <<'PY'
+import json, sys
+name, path, pids, before, after = sys.argv[1:6]
+hz = 100
+pids = pids.split()
+b = [int(x) for x in before.split()]
+a = [int(x) for x in after.split()]
+levels = [json.loads(l) for l in open(path) if l.strip()]
+print(f"[{name}]")
+print(f"{'conns':>6} {'ok':>8} {'req/s':>9} {'events/s':>10} {'MB/s':>7} {'tok/s':>9} "
+      f"{'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'fb95 ms':>8} {'errors':>7}  accounting")
+for l in levels:
+    lat = l["latency_ms"]
+    acc = l.get("accounting")
+    acct = ("-" if acc is None else
+            f"accounting {acc['rows']}/{acc['expected']} {'exact' if acc['exact'] else 'SHORT'}")
+    print(f"{l['connections']:6d} {l['ok']:8d} {l['requests_per_s']:9.1f} {l['events_per_s']:10.1f} "
+          f"{l['bytes_per_s'] / 1e6:7.2f} {l['output_tokens_per_s']:9.1f} {lat['p50']:8.2f} "
+          f"{lat['p95']:8.2f} {lat['p99']:8.2f} {lat['max']:8.2f} {l['first_byte_ms']['p95']:8.2f} "
+          f"{l['errors']['total']:7d}  {acct}")
+for i, pid in enumerate(pids):
+    comm = open(f"/proc/{pid}/comm").read().strip()
+    cpu = (a[2 * i] - b[2 * i]) / hz
+    print(f"  {comm} (pid {pid}): {cpu:.2f} s CPU, RSS {b[2 * i + 1] // 1024} -> {a[2 * i + 1] // 1024} MiB")
+PY
+  if [ "$rc" -ne 0 ]; then
+    echo "perf: $name failed (tally-stress exit $rc): stopping" >&2
+    exit 1
+  fi
+}
+
+stage_smoke() {
+  perf_up
+  perf_run smoke "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_SMOKE_LEVELS:-1,4}" \
+    --requests "${PERF_SMOKE_REQUESTS:-200}" --stream-pct 50 --frames 5 --db "$db"
+  perf_down
+}
+
+stage_stress() {
+  perf_up
+  perf_run stress "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_STRESS_LEVELS:-1,8,32,64}" \
+    --duration "${PERF_STRESS_SECONDS:-5}" --body-bytes 1024 --db "$db"
+  perf_down
+}
+
+stage_streaming() {
+  perf_up
+  perf_run streaming "$gw_port" "$gw_pid $agent_pid" -- \
+    --levels "${PERF_STREAMING_LEVELS:-1,16,64,256,1024}" --duration "${PERF_STREAMING_SECONDS:-5}" \
+    --stream-pct 100 --frames "$frames" --frame-delay-ms "$delay" --timeout 60 --db "$db"
+  perf_down
+}
+
+stage_sustained() {
+  perf_up
+  perf_run sustained "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_SUSTAINED_LEVELS:-32}" \
+    --duration "${PERF_SUSTAINED_SECONDS:-120}" --stream-pct "${PERF_STREAM_PCT:-20}" \
+    --frames 20 --db "$db"
+  perf_down
+}
+
+stage_compare() {
+  local levels=${PERF_COMPARE_LEVELS:-32} seconds=${PERF_COMPARE_SECONDS:-5}
+  perf_up plain
+  perf_run compare-upstream "$mock_port" "$mock_pid" -- --levels "$levels" \
+    --duration "$seconds" --body-bytes 1024
+  perf_run compare-haproxy "$plain_port" "$plain_pid" -- --levels "$levels" \
+    --duration "$seconds" --body-bytes 1024
+  perf_run compare-gateway "$gw_port" "$gw_pid $agent_pid" -- --levels "$levels" \
+    --duration "$seconds" --body-bytes 1024 --db "$db"
+  python3 - "$tmp" <<'PY'
+import json, sys
+rps = {n: json.loads(open(f"{sys.argv[1]}/compare-{n}.json").readline())["requests_per_s"]
+       for n in ("upstream", "haproxy", "gateway")}
+print(f"compare: gateway / plain haproxy {rps['gateway'] / rps['haproxy']:.2f}x, "
+      f"plain haproxy / upstream {rps['haproxy'] / rps['upstream']:.2f}x")
+PY
+  perf_down
+}
+
+stage_bench() {
+  make -s "$build/bench-journal" "$build/bench-writer" BUILD="$build"
+  "$build/bench-journal"
+  BENCH_ROUNDS=${BENCH_ROUNDS:-1} "$build/bench-writer"
+}
+
+[ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|stress|streaming|sustained|compare|bench ..." >&2; exit 2; }
+for stage in "$@"; do
+  case $stage in
+    smoke|stress|streaming|sustained|compare|bench) "stage_$stage" ;;
+    *) echo "perf: unknown stage '$stage'" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,21 @@
+"""CI's short run of the load harness: loadtest/perf.sh smoke drives the real stack with
+tally-stress and must end with every body equal to the mock's and every successful
+request accounted exactly once. No timing thresholds: only exactness."""
+import os
+import re
+import subprocess
+
+from conftest import ROOT
+
+
+def test_perf_smoke_is_exact():
+    r = subprocess.run(["bash", str(ROOT / "loadtest" / "perf.sh"), "smoke"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TALLY_BUILD=os.environ.get("TALLY_BUILD", "build")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    levels = re.findall(r"^\s+(\d+)\s+(\d+)\s.*\s(\d+)\s+accounting (\d+)/(\d+) exact$",
+                        r.stdout, re.M)
+    assert len(levels) == 2, r.stdout
+    for _conns, ok, errors, rows, expected in levels:
+        assert int(errors) == 0 and int(ok) == int(rows) == int(expected) > 0
+    print(r.stdout)
