@@ -10,7 +10,8 @@
 #   stress     fast unary responses at rising concurrency
 #   streaming  a ramp of held streams (100 frames 10 ms apart, about one second each)
 #   sustained  one level for minutes
-#   compare    the same fixture through the mock directly, plain HAProxy and the gateway
+#   compare    the same fixture through the mock directly, plain HAProxy, the gateway and
+#              a peer gateway (Portkey's, from the npm registry; PERF_PEER=0 skips it)
 #   bench      the micro-benchmarks (journal, writer)
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), TALLY_BUILD (build).
@@ -147,14 +148,39 @@ stage_compare() {
     --duration "$seconds" --body-bytes 1024
   perf_run compare-gateway "$gw_port" "$gw_pid $agent_pid" -- --levels "$levels" \
     --duration "$seconds" --body-bytes 1024 --db "$db"
+  if [ "${PERF_PEER:-1}" != 0 ]; then
+    perf_peer_up
+    key=$credential perf_run compare-peer "$peer_port" "$peer_pid" -- --levels "$levels" \
+      --duration "$seconds" --body-bytes 1024 --header "x-portkey-provider: openai" \
+      --header "x-portkey-custom-host: http://127.0.0.1:$mock_port/v1" \
+      --header "x-portkey-forward-headers: x-mock-body-bytes"
+  fi
   python3 - "$tmp" <<'PY'
-import json, sys
-rps = {n: json.loads(open(f"{sys.argv[1]}/compare-{n}.json").readline())["requests_per_s"]
-       for n in ("upstream", "haproxy", "gateway")}
+import json, os, sys
+rps = {}
+for n in ("upstream", "haproxy", "gateway", "peer"):
+    path = f"{sys.argv[1]}/compare-{n}.json"
+    if os.path.exists(path):
+        rps[n] = json.loads(open(path).readline())["requests_per_s"]
 print(f"compare: gateway / plain haproxy {rps['gateway'] / rps['haproxy']:.2f}x, "
-      f"plain haproxy / upstream {rps['haproxy'] / rps['upstream']:.2f}x")
+      f"plain haproxy / upstream {rps['haproxy'] / rps['upstream']:.2f}x"
+      + (f", gateway / peer {rps['gateway'] / rps['peer']:.2f}x" if "peer" in rps else ""))
 PY
   perf_down
+}
+
+# The peer gateway, pinned in loadtest/peer/package-lock.json, on its own port; it sends
+# requests to the mock as an OpenAI-compatible custom host, and forwards the mock's knob
+# only when told to (x-portkey-forward-headers).
+perf_peer_up() {
+  local dir=loadtest/peer
+  [ -d "$dir/node_modules/@portkey-ai/gateway" ] ||
+    (cd "$dir" && npm ci --no-audit --no-fund >/dev/null)
+  peer_port=$(stack_free_port)
+  stack_spawn node "$dir/node_modules/@portkey-ai/gateway/build/start-server.js" \
+    --port="$peer_port" >"$tmp/peer.log" 2>&1
+  peer_pid=${stack_pids[-1]}
+  stack_wait_port "$peer_port"
 }
 
 stage_bench() {

@@ -52,8 +52,12 @@ struct buf {
 	size_t len, cap;
 };
 
+#define ST_HEADERS_MAX 8
+
 struct opts {
 	const char *url, *expect_url, *key, *db, *model;
+	const char *headers[ST_HEADERS_MAX];   /* "Name: value", gateway requests only */
+	int nheaders;
 	int levels[ST_LEVELS_MAX], nlevels;
 	double duration, timeout, connect_timeout;
 	long requests, stream_pct, frames, frame_delay_ms, body_bytes, max_tokens;
@@ -241,7 +245,7 @@ static void parse_url(const char *url, struct target *t, char *hostport, size_t 
 
 /* Both targets get the same body and knob headers, so that the mock's bytes match. */
 static void build_target(struct target *t, const struct opts *o, const char *url,
-			 const char *bearer)
+			 const char *bearer, int extra_headers)
 {
 	char hostport[300];
 	parse_url(url, t, hostport, sizeof hostport);
@@ -260,6 +264,8 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 		buf_printf(b, "POST " ST_PATH " HTTP/1.1\r\nHost: %s\r\n", hostport);
 		if (bearer)
 			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
+		for (int h = 0; extra_headers && h < o->nheaders; h++)
+			buf_printf(b, "%s\r\n", o->headers[h]);
 		buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
 		if (o->frames >= 0)
 			buf_printf(b, "x-mock-frames: %ld\r\n", o->frames);
@@ -881,6 +887,7 @@ static void usage(FILE *f)
 		"  --connect-timeout S   (default 5)\n"
 		"  --db PATH             check one accounting row per successful request\n"
 		"  --json                one JSON object per level on stdout\n"
+		"  --header 'Name: value'  extra header on every request to --url (repeatable, 8)\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
 		prog);
 }
@@ -925,7 +932,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
-	       O_HELP };
+	       O_HEADER, O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -944,6 +951,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "connect-timeout", required_argument, NULL, O_CTIMEOUT },
 		{ "db", required_argument, NULL, O_DB },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "header", required_argument, NULL, O_HEADER },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -970,6 +978,13 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case O_CTIMEOUT: o->connect_timeout = parse_secs(optarg, "connect-timeout"); break;
 		case O_DB: o->db = optarg; break;
 		case O_JSON: o->json = true; break;
+		case O_HEADER:
+			/* "Name: value" on one line: anything else would inject or break the request */
+			if (o->nheaders == ST_HEADERS_MAX || !strchr(optarg, ':') || optarg[0] == ':' ||
+			    strpbrk(optarg, "\r\n"))
+				die("--header: at most %d, each \"Name: value\" on one line", ST_HEADERS_MAX);
+			o->headers[o->nheaders++] = optarg;
+			break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1000,8 +1015,8 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	build_target(&gw, &o, o.url, o.key);
-	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"));
+	build_target(&gw, &o, o.url, o.key, 1);
+	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"), 0);
 	if (o.db) {
 		if (sqlite3_open_v2(o.db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
 			die("%s: %s", o.db, sqlite3_errmsg(db));

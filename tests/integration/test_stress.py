@@ -89,3 +89,17 @@ def test_rejected_requests_are_counted_by_status(stack):
     (lv,) = levels
     assert lv["ok"] == 0 and lv["errors"]["status"] == 6
     assert lv["errors"]["by_status"] == {"401": 6}
+
+
+def test_extra_headers_reach_the_gateway_only(stack):
+    """--header goes on requests to --url, not on the fetch of the expected answer: a
+    header that changes the mock's answer is caught by the byte compare."""
+    r, levels = stress(stack, "--header", "x-mock-completion-tokens: 21", levels="2",
+                       requests=10)
+    assert r.returncode == 1, r.stderr
+    assert levels[0]["errors"]["mismatch"] == 10 and levels[0]["ok"] == 0
+    r, levels = stress(stack, "--header", "x-unrelated: 1", levels="2", requests=10)
+    assert r.returncode == 0 and levels[0]["ok"] == 10, r.stderr
+    for bad in ("no-colon", ": empty-name"):
+        r, _ = stress(stack, "--header", bad, levels="1", requests=1)
+        assert r.returncode == 2 and "--header" in r.stderr
