@@ -2,6 +2,7 @@
 #include "acct.h"
 
 #include <string.h>
+#include <time.h>
 
 const char *acct_outcome_name(enum acct_outcome o)
 {
@@ -89,4 +90,12 @@ void acct_price(struct acct_row *row, const struct kt_prices *p)
 	}
 	sum = (sum + 500000) / 1000000;
 	row->cost_micros = sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
+}
+
+int64_t acct_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

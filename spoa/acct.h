@@ -22,4 +22,8 @@ enum acct_outcome acct_outcome_of(int status, const char *termination);
  * without usage has no cost and is not unpriced. Costs round to the nearest micro-dollar. */
 void acct_price(struct acct_row *row, const struct kt_prices *p);
 
+/* Unix time in milliseconds: the clock of started_at, the pending timeout and limit
+ * windows. Any thread. */
+int64_t acct_now_ms(void);
+
 #endif

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "acct.h"
@@ -26,10 +25,10 @@
 #include "journal.h"
 #include "keylive.h"
 #include "keytable.h"
-#include "quota.h"
 #include "log.h"
 #include "net.h"
 #include "pending.h"
+#include "quota.h"
 #include "queue.h"
 #include "record.h"
 #include "stats.h"
@@ -65,14 +64,6 @@ struct intake {
 	int stopping;
 	double last_error_log;
 };
-
-static int64_t intake_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct journal_log *log,
                  struct acct_row *row, int admitted)
@@ -179,7 +170,7 @@ static void intake_settle(struct intake *in, const struct acct_row *row)
 	if (row->prompt_tokens >= 0 || row->completion_tokens >= 0)
 		tokens = (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
 		         (row->completion_tokens > 0 ? row->completion_tokens : 0);
-	quota_settle(in->cfg.limits, &row->hold, tokens, row->cost_micros, intake_now_ms());
+	quota_settle(in->cfg.limits, &row->hold, tokens, row->cost_micros, acct_now_ms());
 }
 
 static void intake_record(struct intake *in, const char *msg, size_t len, int udp)
@@ -188,7 +179,7 @@ static void intake_record(struct intake *in, const char *msg, size_t len, int ud
 	struct acct_row row;
 	char id[ACCT_ID_MAX];
 	int admitted;
-	int64_t now = intake_now_ms();
+	int64_t now = acct_now_ms();
 
 	if (record_parse(msg, len, &r) < 0) {
 		char what[160];
@@ -249,14 +240,14 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 	row.outcome = ACCT_NO_RECORD;
 	row.usage_source = ACCT_USAGE_NONE;
 	intake_settle(in, &row);
-	dedupe_add(in->seen, row.request_id, intake_now_ms());
+	dedupe_add(in->seen, row.request_id, acct_now_ms());
 	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, 1);
 }
 
 static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct intake *in = t->data;
-	int64_t now = intake_now_ms();
+	int64_t now = acct_now_ms();
 
 	(void)loop;
 	(void)revents;

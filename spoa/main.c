@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "acct.h"
 #include "config.h"
 #include "control.h"
 #include "db.h"
@@ -24,13 +24,13 @@
 #include "keyhash.h"
 #include "keylive.h"
 #include "keytable.h"
-#include "quota.h"
 #include "live-t.h"
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
 #include "pending.h"
 #include "queue.h"
+#include "quota.h"
 #include "stats.h"
 #include "worker.h"
 #include "writer.h"
@@ -110,14 +110,11 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
  * (periods start on the hour). Rows still queued are missing from it for a moment. */
 static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *err, size_t errlen)
 {
-	struct timespec now;
 	sqlite3_stmt *st = NULL;
-	int64_t now_ms;
+	int64_t now_ms = acct_now_ms();
 	size_t i;
 	int rc = -1;
 
-	clock_gettime(CLOCK_REALTIME, &now);
-	now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 	if (sqlite3_prepare_v2(a->db, "SELECT coalesce(sum(cost_micros), 0) FROM usage_hourly"
 	                              " WHERE key_id = ?1 AND hour >= ?2", -1, &st, NULL) != SQLITE_OK)
 		goto out;

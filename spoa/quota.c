@@ -350,7 +350,7 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 
 	memset(hold, 0, sizeof(*hold));
 	status_none(st);
-	if (key_id == 0 || (rpm == 0 && tpm == 0 && conc == 0 && budget == 0))
+	if (key_id == 0 || !quota_limited(cfg))
 		return QUOTA_OK;
 	h = hash_key(key_id);
 	s = shard_of(l, h);

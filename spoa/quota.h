@@ -42,6 +42,12 @@ struct quota_status {
 	                               * period (a total budget) */
 };
 
+/* 1 if cfg has any limit: a key without one holds nothing and takes no lock. */
+static inline int quota_limited(const struct quota_cfg *cfg)
+{
+	return cfg->rpm > 0 || cfg->tpm > 0 || cfg->max_concurrent > 0 || cfg->budget_micros > 0;
+}
+
 struct quota;
 
 struct quota *quota_new(void);

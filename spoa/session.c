@@ -5,17 +5,13 @@
  * unreachable agent and, under fail-open, let the request through unjudged. */
 #include "session.h"
 
-#include <stddef.h>
 #include <string.h>
-#include <time.h>
 
+#include "acct.h"
 #include "decision.h"
 #include "log.h"
 #include "spop.h"
 #include "stats.h"
-
-/* A price the model does not have; prices are >= 0. */
-#define SESSION_PRICE_UNSET (-1)
 
 #define SESSION_CAPABILITIES "pipelining"
 
@@ -147,41 +143,37 @@ static void session_set_int(struct spop_writer *out, const char *name, int64_t n
 }
 
 /* A unary answer's prices, for HAProxy to work out its cost when the operator asks for
- * it in a response header (haproxy.cfg, TALLY_COST_HEADER); an unset price goes as
- * SESSION_PRICE_UNSET, and a count it would price leaves the answer without the header,
- * as its row is unpriced. */
+ * it in a response header (haproxy.cfg, TALLY_COST_HEADER). An unset price goes as
+ * KT_PRICE_UNSET (negative): a count it would price leaves the answer without the
+ * header, as its row is unpriced. */
 static void session_put_prices(struct spop_writer *out, const struct kt_prices *p)
 {
-	session_set_int(out, "p_in", p->input == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->input);
-	session_set_int(out, "p_out", p->output == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->output);
-	session_set_int(out, "p_cached",
-	                p->cached == KT_PRICE_UNSET ? SESSION_PRICE_UNSET : p->cached);
-	session_set_int(out, "p_cw", p->cache_write != KT_PRICE_UNSET ? p->cache_write :
-	                             p->input != KT_PRICE_UNSET ? p->input : SESSION_PRICE_UNSET);
+	session_set_int(out, "p_in", p->input);
+	session_set_int(out, "p_out", p->output);
+	session_set_int(out, "p_cached", p->cached);
+	session_set_int(out, "p_cw", p->cache_write != KT_PRICE_UNSET ? p->cache_write : p->input);
 }
 
-/* Where the key stands, for the x-ratelimit-* headers and Retry-After; -1 is "no such
- * limit" and is left out. */
+/* A figure of the key's standing; negative is "no such limit" and is left out. */
+static void session_set_figure(struct spop_writer *out, const char *name, int64_t v)
+{
+	if (v >= 0)
+		session_set_int(out, name, v);
+}
+
+/* Where the key stands, for the x-ratelimit-* headers and Retry-After. */
 static void session_put_limits(struct spop_writer *out, const struct decision *d)
 {
-	static const struct { const char *name; size_t off; } figures[] = {
-		{ "rl_limit_req", offsetof(struct quota_status, limit_requests) },
-		{ "rl_remaining_req", offsetof(struct quota_status, remaining_requests) },
-		{ "rl_reset_req_ms", offsetof(struct quota_status, reset_requests_ms) },
-		{ "rl_limit_tok", offsetof(struct quota_status, limit_tokens) },
-		{ "rl_remaining_tok", offsetof(struct quota_status, remaining_tokens) },
-		{ "rl_reset_tok_ms", offsetof(struct quota_status, reset_tokens_ms) },
-	};
-	size_t i;
+	const struct quota_status *st = &d->limits;
 
-	for (i = 0; i < sizeof(figures) / sizeof(figures[0]); i++) {
-		int64_t v = *(const int64_t *)((const char *)&d->limits + figures[i].off);
-
-		if (v >= 0)
-			session_set_int(out, figures[i].name, v);
-	}
-	if (d->verdict != DECISION_ALLOW && d->limits.retry_after_s > 0)
-		session_set_int(out, "retry_after", d->limits.retry_after_s);
+	session_set_figure(out, "rl_limit_req", st->limit_requests);
+	session_set_figure(out, "rl_remaining_req", st->remaining_requests);
+	session_set_figure(out, "rl_reset_req_ms", st->reset_requests_ms);
+	session_set_figure(out, "rl_limit_tok", st->limit_tokens);
+	session_set_figure(out, "rl_remaining_tok", st->remaining_tokens);
+	session_set_figure(out, "rl_reset_tok_ms", st->reset_tokens_ms);
+	if (d->verdict != DECISION_ALLOW && st->retry_after_s > 0)
+		session_set_int(out, "retry_after", st->retry_after_s);
 }
 
 static void session_put_verdict(struct spop_writer *out, const struct decision *d, int brief)
@@ -261,20 +253,15 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 static void session_limit(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
-	const struct quota_cfg *cfg;
-	struct timespec now;
 	enum quota_verdict v;
 
-	if (d->verdict != DECISION_ALLOW || !s->limits || !d->key)
+	if (d->verdict != DECISION_ALLOW || !s->limits || !d->key ||
+	    !quota_limited(&d->key->limits))
 		return;
-	cfg = &d->key->limits;
-	if (!cfg->rpm && !cfg->tpm && !cfg->max_concurrent && !cfg->budget_micros)
-		return;
-	clock_gettime(CLOCK_REALTIME, &now);
 	d->has_limits = 1;
 	decision_estimate(d, req, s->default_max_tokens, &d->est_tokens, &d->est_cost_micros);
-	v = quota_admit(s->limits, d->key->id, cfg, d->est_tokens, d->est_cost_micros,
-	                 (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &d->hold, &d->limits);
+	v = quota_admit(s->limits, d->key->id, &d->key->limits, d->est_tokens, d->est_cost_micros,
+	                acct_now_ms(), &d->hold, &d->limits);
 	if (v != QUOTA_OK)
 		decision_limit(d, v);
 }

@@ -26,19 +26,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "acct.h"
 #include "journal.h"
 #include "keylive.h"
 #include "keytable.h"
 #include "log.h"
+#include "net.h"
 #include "pending.h"
 #include "quota.h"
-#include "stats.h"
-#include "net.h"
 #include "session.h"
 #include "spop.h"
+#include "stats.h"
 
 /* Replies buffered per connection: room for this many largest frames. */
 #define WORKER_OUT_FRAMES 2
@@ -232,14 +232,6 @@ static void worker_refuse(struct worker *w, int fd)
 	}
 }
 
-static int64_t worker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void worker_copy(char *dst, size_t cap, const char *s, size_t len)
 {
 	size_t n = len < cap - 1 ? len : cap - 1;
@@ -261,7 +253,7 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 {
 	struct worker *w = arg;
 	struct acct_row row, old;
-	int64_t now = worker_now_ms();
+	int64_t now = acct_now_ms();
 	int rc;
 
 	if (id.len == 0 || id.len >= ACCT_ID_MAX) {
