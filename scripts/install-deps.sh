@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(gcc make pkg-config clang libclang-rt-14-dev
       haproxy libev-dev libsqlite3-dev sqlite3 libmsgpack-dev libcjson-dev libssl-dev
-      libhttp-parser-dev python3 python3-pytest python3-msgpack curl wrk valgrind)
+      libhttp-parser-dev libmicrohttpd-dev chromium python3 python3-pytest python3-msgpack curl wrk valgrind)
 # Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs
 # document Node 20+, but pass test_sdk.py on Debian 12's 18.20.4 as well.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
@@ -31,10 +31,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 # npm ci replaces node_modules; the touch marks it as matching the lock file, so that
-# it runs again only when the lock file changes.
-sdk="$root/tests/sdk"
-if [ ! -d "$sdk/node_modules" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules" ]; then
-  echo "install-deps: npm ci in tests/sdk"
-  (cd "$sdk" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$sdk/node_modules"
-fi
+# it runs again only when the lock file changes. tests/sdk: the SDKs test_sdk.py drives;
+# queryd/dashboard: the chart library the build vendors into tally-queryd and the
+# browser test's playwright-core.
+for dir in tests/sdk queryd/dashboard; do
+  [ -f "$root/$dir/package-lock.json" ] || continue
+  nm="$root/$dir/node_modules"
+  if [ ! -d "$nm" ] || [ "$root/$dir/package-lock.json" -nt "$nm" ]; then
+    echo "install-deps: npm ci in $dir"
+    (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$nm"
+  fi
+done

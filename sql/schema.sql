@@ -107,19 +107,28 @@ CREATE TABLE requests (
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
 
--- Hourly rollups per key and model, kept by the writer in the same transaction as the
--- rows they sum, so they always agree with requests. Dashboards read these.
---   hour: unix seconds of the hour the request started in (started_at floored).
+-- Rollups per key, model and provider, by hour and by day, kept by the writer in the
+-- same transaction as the rows they sum, so they always agree with requests.
+-- Dashboards read these, never the raw table: a month is ~30 daily rows per key and
+-- model, and a range's ragged ends come from the hourly table.
+--   hour / day: unix seconds of the UTC hour / day the request started in (started_at
+--     floored).
 --   key_id: 0 for requests without a known key (a primary key column cannot be NULL).
---   model: requests.model, '' for none.
+--   model, provider: requests.model and requests.provider, '' for none.
 -- Token and cost sums count NULL as 0; unpriced counts rows with usage but no price,
 -- whose cost is missing from cost_micros.
+-- lat_le_<N>: rows whose duration_ms is in (previous bound, N] milliseconds (the first
+-- from 0), lat_gt_60000 the rest; rows without duration_ms are in no bucket. queryd
+-- estimates latency percentiles from these buckets (docs/api.md); the bounds are
+-- common/latency.h's and change only with a migration.
 CREATE TABLE usage_hourly (
 	hour                  INTEGER NOT NULL,
 	key_id                INTEGER NOT NULL,
 	model                 TEXT NOT NULL,
+	provider              TEXT NOT NULL,
 	requests              INTEGER NOT NULL,
 	errors                INTEGER NOT NULL,  -- outcome other than 'complete'
+	streams               INTEGER NOT NULL,  -- stream = 1
 	prompt_tokens         INTEGER NOT NULL,
 	completion_tokens     INTEGER NOT NULL,
 	cached_tokens         INTEGER NOT NULL,
@@ -128,10 +137,62 @@ CREATE TABLE usage_hourly (
 	cost_micros           INTEGER NOT NULL,
 	unpriced              INTEGER NOT NULL,
 	duration_ms_sum       INTEGER NOT NULL,
-	PRIMARY KEY (hour, key_id, model)
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	PRIMARY KEY (hour, key_id, model, provider)
 ) WITHOUT ROWID;
 -- A key's spend in its budget period (the agent reads it at start and on key changes).
 CREATE INDEX usage_hourly_key_hour ON usage_hourly (key_id, hour);
+
+CREATE TABLE usage_daily (
+	day                   INTEGER NOT NULL,
+	key_id                INTEGER NOT NULL,
+	model                 TEXT NOT NULL,
+	provider              TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,  -- outcome other than 'complete'
+	streams               INTEGER NOT NULL,  -- stream = 1
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	PRIMARY KEY (day, key_id, model, provider)
+) WITHOUT ROWID;
+CREATE INDEX usage_daily_key_day ON usage_daily (key_id, day);
 
 -- The agent's durable accounting counters: one row, rewritten by the writer in every
 -- transaction it commits, so it always matches the rows stored with it.
@@ -198,4 +259,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
