@@ -11,8 +11,8 @@
  *
  *   1. INSERT each row ... ON CONFLICT(request_id) DO NOTHING: no change means the
  *      transaction was already stored (a duplicate record);
- *   2. the inserted rows, sorted by (hour, key, model), become one upsert per group
- *      into usage_hourly;
+ *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
+ *      per group into usage_hourly, and the same by day into usage_daily;
  *   3. the counters (stats totals plus this batch's effect) overwrite the accounting
  *      row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
@@ -45,6 +45,7 @@
 
 #include "acct.h"
 #include "db.h"
+#include "latency.h"
 #include "log.h"
 #include "stats.h"
 
@@ -54,6 +55,7 @@
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
 #define WRITER_HOUR_MS       3600000
+#define WRITER_DAY_MS        86400000
 
 /* The totals stored in the accounting row, in its column order. */
 struct writer_counts {
@@ -67,7 +69,7 @@ struct writer_delta {
 
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
-	int64_t hour;                 /* unix seconds */
+	int64_t period;               /* unix seconds: start of the hour or day */
 	int64_t key_id;               /* 0: no key */
 	const struct acct_row *row;
 };
@@ -81,7 +83,7 @@ struct writer {
 	pthread_t thread;
 	/* Writer thread only, after writer_start. */
 	sqlite3 *db;
-	sqlite3_stmt *begin, *commit, *insert, *rollup, *account;
+	sqlite3_stmt *begin, *commit, *insert, *hourly, *daily, *account;
 	struct acct_row *batch;       /* batch_max rows */
 	struct writer_group *groups;  /* batch_max entries */
 	struct writer_counts stored;  /* last totals committed */
@@ -99,22 +101,6 @@ static const char writer_insert_sql[] =
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
 	" ?18, ?19, ?20, ?21, ?22)"
 	" ON CONFLICT (request_id) DO NOTHING";
-
-static const char writer_rollup_sql[] =
-	"INSERT INTO usage_hourly (hour, key_id, model, requests, errors, prompt_tokens,"
-	" completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros,"
-	" unpriced, duration_ms_sum)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
-	" ON CONFLICT (hour, key_id, model) DO UPDATE SET"
-	" requests = requests + excluded.requests, errors = errors + excluded.errors,"
-	" prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-	" completion_tokens = completion_tokens + excluded.completion_tokens,"
-	" cached_tokens = cached_tokens + excluded.cached_tokens,"
-	" cache_creation_tokens = cache_creation_tokens + excluded.cache_creation_tokens,"
-	" reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,"
-	" cost_micros = cost_micros + excluded.cost_micros,"
-	" unpriced = unpriced + excluded.unpriced,"
-	" duration_ms_sum = duration_ms_sum + excluded.duration_ms_sum";
 
 static const char writer_account_sql[] =
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
@@ -186,59 +172,119 @@ static int writer_run(sqlite3_stmt *st)
 
 /* ---- rollups ---- */
 
-/* Start of the hour holding ms (unix milliseconds), in unix seconds; floors negatives. */
-static int64_t writer_hour(int64_t ms)
-{
-	int64_t h = ms / WRITER_HOUR_MS;
+/* Columns the rollup tables sum, after their key (period, key_id, model, provider), in
+ * the order writer_rollup binds them: 12 named here, then the latency buckets. */
+static const char *const writer_sum_cols[] = {
+	"requests", "errors", "streams", "prompt_tokens", "completion_tokens", "cached_tokens",
+	"cache_creation_tokens", "reasoning_tokens", "cost_micros", "unpriced", "duration_ms_sum",
+};
+#define WRITER_NAMED_SUMS ((int)(sizeof(writer_sum_cols) / sizeof(writer_sum_cols[0])))
+#define WRITER_SUMS       (WRITER_NAMED_SUMS + LATENCY_BUCKETS)
 
-	if (ms % WRITER_HOUR_MS < 0)
-		h--;
-	return h * 3600;
+/* Column i of the sums (see writer_sum_cols) into buf. */
+static void writer_sum_col(int i, char *buf, size_t len)
+{
+	if (i < WRITER_NAMED_SUMS)
+		snprintf(buf, len, "%s", writer_sum_cols[i]);
+	else if (i - WRITER_NAMED_SUMS < LATENCY_BUCKETS - 1)
+		snprintf(buf, len, "lat_le_%" PRId64, latency_bounds[i - WRITER_NAMED_SUMS]);
+	else
+		snprintf(buf, len, "lat_gt_%" PRId64, latency_bounds[LATENCY_BUCKETS - 2]);
+}
+
+/* The upsert adding one group's sums to table, whose period column is unit. Built from
+ * the column list so that the two tables and the latency buckets cannot disagree.
+ * Returns the length written, or -1 if len is too short. */
+static int writer_rollup_sql(const char *table, const char *unit, char *sql, size_t len)
+{
+	char cols[1024], vals[512], sets[2048], col[32];
+	size_t nc, nv, ns;
+	int i;
+
+	nc = (size_t)snprintf(cols, sizeof(cols), "%s, key_id, model, provider", unit);
+	nv = (size_t)snprintf(vals, sizeof(vals), "?1, ?2, ?3, ?4");
+	ns = 0;
+	sets[0] = '\0';
+	for (i = 0; i < WRITER_SUMS; i++) {
+		writer_sum_col(i, col, sizeof(col));
+		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
+		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", 5 + i);
+		ns += (size_t)snprintf(sets + ns, sizeof(sets) - ns, "%s%s = %s + excluded.%s",
+		                       i ? ", " : "", col, col, col);
+		if (nc >= sizeof(cols) || nv >= sizeof(vals) || ns >= sizeof(sets))
+			return -1;
+	}
+	i = snprintf(sql, len, "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s, key_id, model,"
+	             " provider) DO UPDATE SET %s", table, cols, vals, unit, sets);
+	return i < 0 || (size_t)i >= len ? -1 : i;
+}
+
+/* Start of the period of unit_ms holding ms (unix milliseconds), in unix seconds;
+ * floors negatives. */
+static int64_t writer_period(int64_t ms, int64_t unit_ms)
+{
+	int64_t p = ms / unit_ms;
+
+	if (ms % unit_ms < 0)
+		p--;
+	return p * (unit_ms / 1000);
 }
 
 static int writer_group_cmp(const void *pa, const void *pb)
 {
 	const struct writer_group *a = pa, *b = pb;
+	int c;
 
-	if (a->hour != b->hour)
-		return a->hour < b->hour ? -1 : 1;
+	if (a->period != b->period)
+		return a->period < b->period ? -1 : 1;
 	if (a->key_id != b->key_id)
 		return a->key_id < b->key_id ? -1 : 1;
-	return strncmp(a->row->model, b->row->model, sizeof(a->row->model));
+	c = strncmp(a->row->model, b->row->model, sizeof(a->row->model));
+	return c ? c : strncmp(a->row->provider, b->row->provider, sizeof(a->row->provider));
 }
 
-/* One upsert per (hour, key, model) of the n rows in w->groups. */
-static int writer_rollup(struct writer *w, size_t n)
+/* Adds row r to the sums, in writer_sum_cols order. */
+static void writer_sum_add(int64_t sum[WRITER_SUMS], const struct acct_row *r)
 {
-	sqlite3_stmt *st = w->rollup;
+	sum[0]++;
+	sum[1] += r->outcome != ACCT_COMPLETE;
+	sum[2] += r->stream == 1;
+	sum[3] += writer_term(r->prompt_tokens);
+	sum[4] += writer_term(r->completion_tokens);
+	sum[5] += writer_term(r->cached_tokens);
+	sum[6] += writer_term(r->cache_creation_tokens);
+	sum[7] += writer_term(r->reasoning_tokens);
+	sum[8] += writer_term(r->cost_micros);
+	sum[9] += r->unpriced != 0;
+	sum[10] += writer_term(r->duration_ms);
+	if (r->duration_ms >= 0)
+		sum[WRITER_NAMED_SUMS + latency_bucket(r->duration_ms)]++;
+}
+
+/* One upsert by st per (period of unit_ms, key, model, provider) of the n rows in
+ * w->groups. */
+static int writer_rollup(struct writer *w, size_t n, sqlite3_stmt *st, int64_t unit_ms)
+{
 	size_t i = 0, j;
 	int rc, k;
 
+	for (j = 0; j < n; j++)
+		w->groups[j].period = writer_period(w->groups[j].row->started_at_ms, unit_ms);
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
 		const struct writer_group *g = &w->groups[i];
-		int64_t sum[10] = { 0 };
+		int64_t sum[WRITER_SUMS] = { 0 };
 
-		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++) {
-			const struct acct_row *r = w->groups[j].row;
-
-			sum[0]++;
-			sum[1] += r->outcome != ACCT_COMPLETE;
-			sum[2] += writer_term(r->prompt_tokens);
-			sum[3] += writer_term(r->completion_tokens);
-			sum[4] += writer_term(r->cached_tokens);
-			sum[5] += writer_term(r->cache_creation_tokens);
-			sum[6] += writer_term(r->reasoning_tokens);
-			sum[7] += writer_term(r->cost_micros);
-			sum[8] += r->unpriced != 0;
-			sum[9] += writer_term(r->duration_ms);
-		}
-		rc = sqlite3_bind_int64(st, 1, g->hour);
+		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++)
+			writer_sum_add(sum, w->groups[j].row);
+		rc = sqlite3_bind_int64(st, 1, g->period);
 		rc |= sqlite3_bind_int64(st, 2, g->key_id);
 		rc |= sqlite3_bind_text(st, 3, g->row->model, (int)strnlen(g->row->model,
 		                        sizeof(g->row->model)), SQLITE_STATIC);
-		for (k = 0; k < 10; k++)
-			rc |= sqlite3_bind_int64(st, 4 + k, sum[k]);
+		rc |= sqlite3_bind_text(st, 4, g->row->provider, (int)strnlen(g->row->provider,
+		                        sizeof(g->row->provider)), SQLITE_STATIC);
+		for (k = 0; k < WRITER_SUMS; k++)
+			rc |= sqlite3_bind_int64(st, 5 + k, sum[k]);
 		if (rc != SQLITE_OK)
 			return SQLITE_ERROR;
 		rc = writer_run(st);
@@ -336,7 +382,7 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct writ
 		d->duplicates++;
 	} else if (rc == SQLITE_DONE) {
 		w->groups[(*ngroups)++] = (struct writer_group){
-			writer_hour(r->started_at_ms), r->key_id > 0 ? r->key_id : 0, r };
+			0, r->key_id > 0 ? r->key_id : 0, r };
 		d->written++;
 		d->timed_out += r->outcome == ACCT_NO_RECORD;
 		d->unpriced += r->unpriced != 0;
@@ -374,7 +420,9 @@ static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t 
 		if (rc != SQLITE_DONE)
 			goto fail;
 	}
-	rc = writer_rollup(w, ngroups);
+	rc = writer_rollup(w, ngroups, w->hourly, WRITER_HOUR_MS);
+	if (rc == SQLITE_DONE)
+		rc = writer_rollup(w, ngroups, w->daily, WRITER_DAY_MS);
 	if (rc != SQLITE_DONE)
 		goto fail;
 	writer_counts_now(&d, &c);
@@ -504,7 +552,8 @@ static void writer_free(struct writer *w)
 	sqlite3_finalize(w->begin);
 	sqlite3_finalize(w->commit);
 	sqlite3_finalize(w->insert);
-	sqlite3_finalize(w->rollup);
+	sqlite3_finalize(w->hourly);
+	sqlite3_finalize(w->daily);
 	sqlite3_finalize(w->account);
 	sqlite3_close(w->db);
 	free(w->batch);
@@ -515,6 +564,7 @@ static void writer_free(struct writer *w)
 /* Connection settings and statements. 0, or -1 with a message. */
 static int writer_prepare(struct writer *w, char *err, size_t errlen)
 {
+	char hourly_sql[4096], daily_sql[4096];
 	const struct {
 		sqlite3_stmt **st;
 		const char *sql;
@@ -522,11 +572,19 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		{ &w->begin, "BEGIN IMMEDIATE" },
 		{ &w->commit, "COMMIT" },
 		{ &w->insert, writer_insert_sql },
-		{ &w->rollup, writer_rollup_sql },
+		{ &w->hourly, hourly_sql },
+		{ &w->daily, daily_sql },
 		{ &w->account, writer_account_sql },
 	};
 	sqlite3_stmt *st = NULL;
 	size_t i;
+
+	/* Fixed text: a failure is a bug here, never a condition of the database. */
+	if (writer_rollup_sql("usage_hourly", "hour", hourly_sql, sizeof(hourly_sql)) < 0 ||
+	    writer_rollup_sql("usage_daily", "day", daily_sql, sizeof(daily_sql)) < 0) {
+		snprintf(err, errlen, "rollup statements do not fit their buffers");
+		return -1;
+	}
 
 	sqlite3_busy_timeout(w->db, WRITER_BUSY_MS);
 	if (db_exec(w->db, WRITER_CONNECTION_SQL, err, errlen) < 0)

@@ -65,9 +65,10 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
-	                          " 'usage_hourly', 'accounting')"), 8);
+	                          " 'usage_hourly', 'usage_daily', 'accounting')"), 9);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
-	                          " ('requests_started_at', 'requests_key_started_at')"), 2);
+	                          " ('requests_started_at', 'requests_key_started_at',"
+	                          " 'usage_hourly_key_hour', 'usage_daily_key_day')"), 4);
 	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
 	                          " + unpriced FROM accounting WHERE id = 1"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 12);
@@ -223,10 +224,20 @@ static void test_usage_constraints(void)
 	CHECK_EQ_INT(test_request(db, "('c', 'complete', 'response', 1, 2)"), -1);
 	CHECK_EQ_INT(test_request(db, "('c', 'complete', 'response', NULL, 0)"), -1);
 	CHECK_EQ_INT(test_request(db, "(NULL, 'complete', 'response', 1, 0)"), -1);
-	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly VALUES (0, 0, '', 1, 0, 0, 0, 0, 0,"
-	                           " 0, 0, 0, 0)"), 0);
-	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly VALUES (0, 0, '', 1, 0, 0, 0, 0, 0,"
-	                           " 0, 0, 0, 0)"), -1);
+	/* One row per (period, key, model, provider); every sum is NOT NULL. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly (hour, key_id, model, provider,"
+	                           " requests, errors, streams, prompt_tokens, completion_tokens,"
+	                           " cached_tokens, cache_creation_tokens, reasoning_tokens,"
+	                           " cost_micros, unpriced, duration_ms_sum, lat_le_25, lat_le_50,"
+	                           " lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,"
+	                           " lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000,"
+	                           " lat_le_10000, lat_le_20000, lat_le_60000, lat_gt_60000)"
+	                           " SELECT 0, 0, '', '', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,"
+	                           " 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_daily SELECT * FROM usage_hourly"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly SELECT * FROM usage_daily"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_daily SELECT * FROM usage_hourly"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE usage_daily SET lat_gt_60000 = NULL"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting VALUES (2, 0, 0, 0, 0, 0, 0, 0)"), -1);
 	/* Usage tables are not configuration: the agent need not reload for them. */
 	CHECK_EQ_INT(db_config_generation(db), 0);
