@@ -1,12 +1,16 @@
 /* tallyctl: the operator CLI. Manages API keys, models and providers in the tally
  * database; the agent notices every change through meta.config_generation.
  * Single-threaded. Exit status: 0 success, 1 runtime failure, 2 usage error. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
@@ -28,13 +32,25 @@
 #define CTL_USD_DECIMALS 6                 /* budgets are exact integer micro-dollars */
 #define CTL_MAX_COLS     12
 #define CTL_CELL_BUF     32
+#define CTL_PATH_MAX     4096
+/* prune: raw rows are kept at least a day (the agent's journal and pending table only
+ * ever look at recent ids); batches are small so that each DELETE transaction holds
+ * the write lock for milliseconds: the agent's writer waits WRITER_BUSY_MS (100 ms)
+ * for the lock before backing off, and a short hold never reaches that. */
+#define CTL_PRUNE_DAYS_MAX   36500
+#define CTL_PRUNE_BATCH_DEF  1000
+#define CTL_PRUNE_BATCH_MAX  100000
+#define CTL_PRUNE_PAUSE_DEF  50
+#define CTL_PRUNE_PAUSE_MAX  60000
+#define CTL_MS_PER_DAY       86400000LL
 
 enum ctl_status { CTL_OK = 0, CTL_FAIL = 1, CTL_USAGE = 2, CTL_HELP = 3 };
 
 enum ctl_opt_id {
 	OPT_NAME, OPT_MODELS, OPT_DEFAULT_MODEL, OPT_PROVIDER, OPT_INPUT, OPT_OUTPUT,
 	OPT_CACHED, OPT_CACHE_WRITE, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_RPM, OPT_TPM,
-	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_COUNT
+	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
+	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_COUNT
 };
 
 #define OPT(id) (1u << (id))
@@ -60,6 +76,10 @@ static const struct ctl_opt {
 	[OPT_MAX_CONCURRENT] = { "max-concurrent", "N" },
 	[OPT_BUDGET_USD] = { "budget-usd", "X" },
 	[OPT_BUDGET_PERIOD] = { "budget-period", "day|month|total" },
+	[OPT_OLDER_THAN_DAYS] = { "older-than-days", "N" },
+	[OPT_BATCH] = { "batch", "ROWS" },
+	[OPT_PAUSE_MS] = { "pause-ms", "MS" },
+	[OPT_DRY_RUN] = { "dry-run", NULL },
 };
 
 /* The nullable limit columns of keys, by option; the order of the key set SQL. */
@@ -80,7 +100,7 @@ struct ctl;
 
 struct ctl_command {
 	const char *group;
-	const char *verb;
+	const char *verb;             /* NULL: a one-word command (backup, prune) */
 	const char *synopsis;         /* after "tallyctl [OPTIONS] " */
 	const char *help;
 	const char *operand;          /* metavar of the positional argument, NULL if none */
@@ -131,12 +151,13 @@ static int ctl_usage(const struct ctl_command *cmd, const char *fmt, ...)
 
 	fputs("tallyctl: ", stderr);
 	if (cmd)
-		fprintf(stderr, "%s %s: ", cmd->group, cmd->verb);
+		fprintf(stderr, "%s%s%s: ", cmd->group, cmd->verb ? " " : "", cmd->verb ? cmd->verb : "");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	if (cmd)
-		fprintf(stderr, "\nRun 'tallyctl %s %s --help' for usage.\n", cmd->group, cmd->verb);
+		fprintf(stderr, "\nRun 'tallyctl %s%s%s --help' for usage.\n", cmd->group,
+		        cmd->verb ? " " : "", cmd->verb ? cmd->verb : "");
 	else
 		fputs("\nRun 'tallyctl --help' for usage.\n", stderr);
 	return CTL_USAGE;
@@ -1021,6 +1042,226 @@ static int ctl_provider_list(struct ctl *ctl, const struct ctl_args *a)
 	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
 }
 
+/* ---- maintenance commands: backup, prune ---- */
+
+/* fsyncs path (a file, or a directory so that a rename in it is durable). 0 or -1. */
+static int ctl_fsync_path(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	if (close(fd) < 0)
+		rc = -1;
+	return rc;
+}
+
+/* Opens path read-only without ctl_db_open's create-or-migrate: a backup must never
+ * change the database it copies, whatever its schema version. */
+static int ctl_open_readonly(const char *path, sqlite3 **out)
+{
+	if (sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+		return ctl_error("database %s: %s", path, *out ? sqlite3_errmsg(*out) : "out of memory");
+	sqlite3_busy_timeout(*out, DB_BUSY_TIMEOUT_MS);
+	return CTL_OK;
+}
+
+/* One integer from a fixed query on db, or -1 on error. */
+static int64_t ctl_query_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Checks the copy at path: PRAGMA integrity_check must say "ok". Reports its schema
+ * version and requests rows. */
+static int ctl_backup_verify(const char *path, int64_t *version, int64_t *rows)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	const char *res;
+	int status = CTL_FAIL;
+
+	if (ctl_open_readonly(path, &db) != CTL_OK)
+		goto out;
+	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check(1)", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		ctl_error("backup %s: cannot check it: %s", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	res = (const char *)sqlite3_column_text(st, 0);
+	if (!res || strcmp(res, "ok") != 0) {
+		ctl_error("backup %s: integrity check failed: %s", path, res ? res : "no answer");
+		goto out;
+	}
+	*version = ctl_query_int(db, "PRAGMA user_version");
+	*rows = ctl_query_int(db, "SELECT count(*) FROM requests");
+	status = CTL_OK;
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return status;
+}
+
+/* VACUUM INTO rather than the page-by-page backup API: it copies one read transaction's
+ * snapshot, so the agent keeps writing meanwhile (WAL readers never block the writer),
+ * and the copy comes out compact, a single file in rollback-journal mode. SQLite does
+ * not fsync it, hence the temporary name, fsync, rename and directory fsync: DEST
+ * either does not exist or is a complete, checked copy. */
+static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *dest = a->operand;
+	char tmp[CTL_PATH_MAX], dir[CTL_PATH_MAX], *slash;
+	sqlite3 *src = NULL;
+	sqlite3_stmt *st = NULL;
+	int status = CTL_FAIL, made_tmp = 0;
+	int64_t version, rows;
+	struct stat sb;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", dest, (long)getpid()) >= (int)sizeof(tmp) ||
+	    snprintf(dir, sizeof(dir), "%s", dest) >= (int)sizeof(dir))
+		return ctl_usage(ctl->cmd, "destination path too long");
+	if (lstat(dest, &sb) == 0) {
+		ctl_error("%s exists: a backup never overwrites a file", dest);
+		goto out;
+	}
+	if (ctl_open_readonly(ctl->db_path, &src) != CTL_OK)
+		goto out;
+	if (ctl_query_int(src, "PRAGMA user_version") <= 0) {
+		ctl_error("database %s: not a tally database (%s)", ctl->db_path,
+		          sqlite3_errmsg(src));
+		goto out;
+	}
+	if (sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC) != SQLITE_OK) {
+		ctl_error("database %s: %s", ctl->db_path, sqlite3_errmsg(src));
+		goto out;
+	}
+	made_tmp = 1;
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		ctl_error("backup to %s failed: %s", dest, sqlite3_errmsg(src));
+		goto out;
+	}
+	if (ctl_backup_verify(tmp, &version, &rows) != CTL_OK)
+		goto out;
+	if (ctl_fsync_path(tmp, O_RDONLY) < 0) {
+		ctl_error("cannot sync %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	/* link() fails if dest appeared meanwhile, where rename() would replace it. */
+	if (link(tmp, dest) < 0) {
+		ctl_error("cannot create %s: %s", dest, strerror(errno));
+		goto out;
+	}
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir ? 1 : 0] = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (ctl_fsync_path(dir, O_RDONLY | O_DIRECTORY) < 0) {
+		ctl_error("cannot sync directory %s: %s", dir, strerror(errno));
+		goto out;
+	}
+	printf("backup %s: schema version %lld, %lld requests rows, integrity ok\n", dest,
+	       (long long)version, (long long)rows);
+	status = CTL_OK;
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(src);
+	if (made_tmp)
+		unlink(tmp);
+	return status;
+}
+
+/* Sleeps ms milliseconds (0: not at all). */
+static void ctl_sleep_ms(int64_t ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	while (ms > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Deletes raw requests rows that started before the cutoff, batch rows per
+ * transaction, pausing between batches. Each batch is its own BEGIN IMMEDIATE ...
+ * COMMIT: IMMEDIATE takes the write lock up front through the busy handler, where a
+ * deferred DELETE would upgrade a read lock and could fail at once with SQLITE_BUSY
+ * when the agent's writer committed in between. Rollups (usage_hourly, usage_daily)
+ * and the accounting counters are left alone: dashboards keep their history and
+ * received = written + dropped keeps counting every transaction ever accounted. */
+static int ctl_prune(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const char delete_sql[] =
+		"DELETE FROM requests WHERE id IN (SELECT id FROM requests WHERE started_at < ?1"
+		" ORDER BY started_at LIMIT ?2)";
+	int64_t days, batch = CTL_PRUNE_BATCH_DEF, pause = CTL_PRUNE_PAUSE_DEF, cutoff, total = 0;
+	int64_t batches = 0, n;
+	char when[32], err[1024];
+	struct tm tm;
+	time_t t;
+	int status;
+
+	status = ctl_parse_int(ctl->cmd, OPT_OLDER_THAN_DAYS, a->val[OPT_OLDER_THAN_DAYS], 1,
+	                       CTL_PRUNE_DAYS_MAX, "", &days);
+	if (status == CTL_OK && a->val[OPT_BATCH])
+		status = ctl_parse_int(ctl->cmd, OPT_BATCH, a->val[OPT_BATCH], 1, CTL_PRUNE_BATCH_MAX,
+		                       "", &batch);
+	if (status == CTL_OK && a->val[OPT_PAUSE_MS])
+		status = ctl_parse_int(ctl->cmd, OPT_PAUSE_MS, a->val[OPT_PAUSE_MS], 0,
+		                       CTL_PRUNE_PAUSE_MAX, "", &pause);
+	if (status != CTL_OK)
+		return status;
+	status = CTL_FAIL;
+	/* requests.started_at is unix milliseconds. */
+	cutoff = (db_now() * 1000) - days * CTL_MS_PER_DAY;
+	t = (time_t)(cutoff / 1000);
+	if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(when, sizeof(when), "%lld ms", (long long)cutoff);
+	/* DB_READWRITE, not ctl_db_open's DB_CREATE: a mistyped --db must not become a new,
+	 * empty database that "prunes" nothing. */
+	if (db_open(ctl->db_path, DB_READWRITE, &ctl->db, err, sizeof(err)) < 0) {
+		ctl_error("%s", err);
+		goto out;
+	}
+	if (a->val[OPT_DRY_RUN]) {
+		if (ctl_find(ctl, &n, "SELECT count(*) FROM requests WHERE started_at < ?1", "i",
+		             cutoff) != 1)
+			goto out;
+		printf("would prune %lld requests rows started before %s\n", (long long)n, when);
+		status = CTL_OK;
+		goto out;
+	}
+	for (;;) {
+		if (ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+			goto out;
+		n = ctl_exec(ctl, delete_sql, "ii", cutoff, batch);
+		if (n < 0 || ctl_sql(ctl, "COMMIT") != CTL_OK)
+			goto out;
+		total += n;
+		batches += n > 0;
+		if (n < batch)
+			break;
+		ctl_sleep_ms(pause);
+	}
+	printf("pruned %lld requests rows started before %s in %lld batches\n", (long long)total,
+	       when, (long long)batches);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK) {
+		ctl_rollback(ctl);
+		if (total > 0)
+			fprintf(stderr, "tallyctl: prune stopped after deleting %lld rows; run it again "
+			        "to continue\n", (long long)total);
+	}
+	return status;
+}
+
 /* ---- command table, help and argument parsing ---- */
 
 #define LIST_HELP(what)                                                                 \
@@ -1114,6 +1355,26 @@ static const struct ctl_command ctl_commands[] = {
 	{ "provider", "list", "provider list [--json]",
 	  LIST_HELP("providers"),
 	  NULL, OPT(OPT_JSON), 0, 0, ctl_provider_list },
+	{ "backup", NULL, "backup DEST",
+	  "Copies the database to DEST, consistently, while the agent keeps writing (one\n"
+	  "read snapshot: VACUUM INTO). DEST must not exist; it appears only once complete,\n"
+	  "synced and passing PRAGMA integrity_check. The copy is compact and has no -wal\n"
+	  "file. The key-hashing secret file is not copied: back it up separately, once.\n"
+	  "Never creates or migrates the database.\n",
+	  "DEST", 0, 0, 0, ctl_backup },
+	{ "prune", NULL, "prune --older-than-days N [--batch ROWS] [--pause-ms MS] [--dry-run]",
+	  "Deletes raw usage rows (the requests table) that started more than N days ago,\n"
+	  "in batches of ROWS, each its own short write transaction, pausing MS between\n"
+	  "batches, so the running agent's writer is never held up for long. Rollups\n"
+	  "(usage_hourly, usage_daily) and the accounting counters are kept. Safe to\n"
+	  "interrupt and run again. The file does not shrink: freed pages are reused.\n"
+	  "\n"
+	  "  --older-than-days N  1-36500\n"
+	  "  --batch ROWS         rows per transaction, 1-100000 (default 1000)\n"
+	  "  --pause-ms MS        pause between batches, 0-60000 (default 50)\n"
+	  "  --dry-run            only count the rows that would go\n",
+	  NULL, OPT(OPT_OLDER_THAN_DAYS) | OPT(OPT_BATCH) | OPT(OPT_PAUSE_MS) | OPT(OPT_DRY_RUN),
+	  OPT(OPT_OLDER_THAN_DAYS), 0, ctl_prune },
 };
 
 #define CTL_NCOMMANDS (sizeof(ctl_commands) / sizeof(ctl_commands[0]))
@@ -1133,8 +1394,9 @@ static void ctl_help_main(void)
 {
 	printf("usage: tallyctl [OPTIONS] COMMAND [ARGS]\n"
 	       "\n"
-	       "Manages the API keys, models and providers of the tally gateway. The first\n"
-	       "command creates the database; the running agent picks every change up.\n"
+	       "Manages the API keys, models and providers of the tally gateway, and backs up\n"
+	       "and prunes its database. The first key, model or provider command creates the\n"
+	       "database; the running agent picks every change up.\n"
 	       "\n"
 	       "Options:\n"
 	       "  --db PATH      database (default: $TALLY_DB, else %s)\n"
@@ -1257,7 +1519,7 @@ static const struct ctl_command *ctl_command_find(const char *group, const char 
 
 	for (i = 0; i < CTL_NCOMMANDS; i++) {
 		if (strcmp(ctl_commands[i].group, group) == 0 &&
-		    (!verb || strcmp(ctl_commands[i].verb, verb) == 0))
+		    (!verb || (ctl_commands[i].verb && strcmp(ctl_commands[i].verb, verb) == 0)))
 			return &ctl_commands[i];
 	}
 	return NULL;
@@ -1286,8 +1548,13 @@ static int ctl_main(struct ctl *ctl, int argc, char **argv)
 	if (i == argc)
 		return ctl_usage(NULL, "missing command");
 	group = argv[i++];
-	if (!ctl_command_find(group, NULL))
+	ctl->cmd = ctl_command_find(group, NULL);
+	if (!ctl->cmd)
 		return ctl_usage(NULL, "unknown command '%s'", group);
+	if (!ctl->cmd->verb) {   /* one-word command: the rest are its arguments */
+		rc = ctl_parse_args(ctl->cmd, argc - i, argv + i, &args);
+		return rc == CTL_OK ? ctl->cmd->run(ctl, &args) : rc;
+	}
 	verb = i < argc ? argv[i++] : NULL;
 	if (verb && (strcmp(verb, "-h") == 0 || strcmp(verb, "--help") == 0)) {
 		printf("usage:\n");

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Installs what tally needs to build, run and test, only what is missing: Debian packages,
-# then the official OpenAI and Anthropic SDKs that tests/integration/test_sdk.py drives
-# (tests/sdk, pinned by its package-lock.json).
+# then the npm packages pinned by package-lock.json files (tests/sdk: the official OpenAI
+# and Anthropic SDKs test_sdk.py drives; queryd/dashboard: the chart library the build
+# vendors into tally-queryd, and the browser test's playwright-core).
+# TALLY_DEPS=build installs only what `make build` needs (docker/Dockerfile's build stage).
 # Runs as root on Debian 12 (CI, developers); elsewhere it says what is missing and fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-pkgs=(gcc make pkg-config clang libclang-rt-14-dev
-      haproxy libev-dev libsqlite3-dev sqlite3 libmsgpack-dev libcjson-dev libssl-dev
-      libhttp-parser-dev libmicrohttpd-dev chromium python3 python3-pytest python3-msgpack curl wrk valgrind)
+pkgs=(gcc make pkg-config libev-dev libsqlite3-dev libmsgpack-dev libcjson-dev libssl-dev
+      libhttp-parser-dev libmicrohttpd-dev)
+npm_dirs=(queryd/dashboard)
+if [ "${TALLY_DEPS:-all}" != build ]; then
+  pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 chromium python3 python3-pytest
+         python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
+  npm_dirs+=(tests/sdk)
+fi
 # Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs
 # document Node 20+, but pass test_sdk.py on Debian 12's 18.20.4 as well.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
@@ -31,10 +38,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 # npm ci replaces node_modules; the touch marks it as matching the lock file, so that
-# it runs again only when the lock file changes. tests/sdk: the SDKs test_sdk.py drives;
-# queryd/dashboard: the chart library the build vendors into tally-queryd and the
-# browser test's playwright-core.
-for dir in tests/sdk queryd/dashboard; do
+# it runs again only when the lock file changes.
+for dir in "${npm_dirs[@]}"; do
   [ -f "$root/$dir/package-lock.json" ] || continue
   nm="$root/$dir/node_modules"
   if [ ! -d "$nm" ] || [ "$root/$dir/package-lock.json" -nt "$nm" ]; then
