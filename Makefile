@@ -4,6 +4,8 @@
 #   common/   libtally: schema, key hashing, logging (agent, tallyctl, queryd)
 #   spoa/     the agent; spoa/main.c holds main(), everything else is unit-testable
 #   ctl/      tallyctl, the operator CLI
+#   queryd/   tally-queryd, the dashboard and JSON API server (libmicrohttpd); its SQL is
+#             sql/queries/*.sql and its dashboard queryd/dashboard/, both compiled in
 #   loadtest/ mock upstream and load tools
 # BUILD selects the output tree so that sanitizer builds never mix with normal ones.
 
@@ -20,6 +22,7 @@ LDFLAGS  := $(SAN)
 PKGS     := msgpack libcjson sqlite3 libcrypto
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lcrypto)
 LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
@@ -30,7 +33,11 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress
+QUERYD_SRC := $(filter-out queryd/main.c,$(wildcard queryd/*.c))
+QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o \
+              $(BUILD)/obj/gen/assets_data.o
+BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
+              $(BUILD)/tally-queryd $(BUILD)/tally-gen
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
         run bench-decision bench-accounting bench-journal bench-writer clean help
@@ -73,6 +80,45 @@ $(BUILD)/obj/gen/schema_sql.o: $(BUILD)/gen/schema_sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# queryd's named queries, one C table of {name, text} (queryd/conn.h).
+$(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql))
+	@mkdir -p $(dir $@)
+	awk 'BEGIN { print "/* generated from the files in sql/queries by the Makefile */"; \
+	             print "#include \"conn.h\""; print "const struct conn_sql conn_sql_files[] = {" } \
+	     FNR == 1 { if (NR > 1) print "\t},"; name = FILENAME; sub(/.*\//, "", name); \
+	                sub(/\.sql$$/, "", name); print "\t{ \"" name "\"," } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
+	     END { print "\t},"; print "};"; \
+	           print "const size_t conn_sql_count = sizeof(conn_sql_files) / sizeof(conn_sql_files[0]);" }' \
+	  $^ > $@
+
+# The dashboard as served: queryd/dashboard/public/ plus uPlot from npm (make deps runs
+# npm ci there), assembled in $(BUILD)/dashboard/ and embedded file by file.
+DASH_PUBLIC := $(shell find queryd/dashboard/public -type f 2>/dev/null | sort)
+UPLOT_DIST  := queryd/dashboard/node_modules/uplot/dist
+DASH_VENDOR := $(UPLOT_DIST)/uPlot.iife.min.js $(UPLOT_DIST)/uPlot.min.css
+$(UPLOT_DIST)/%:
+	@echo "$@ is missing: run make deps (npm ci in queryd/dashboard)" >&2; exit 1
+
+$(BUILD)/gen/assets_data.c: $(DASH_PUBLIC) $(DASH_VENDOR) scripts/embed-assets.sh
+	rm -rf $(BUILD)/dashboard
+	mkdir -p $(BUILD)/dashboard/vendor $(dir $@)
+	cp -R queryd/dashboard/public/. $(BUILD)/dashboard/
+	cp $(DASH_VENDOR) $(BUILD)/dashboard/vendor/
+	bash scripts/embed-assets.sh $(BUILD)/dashboard > $@
+
+$(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iqueryd $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(MHD_LIBS) $(LIBS) -o $@
+
+# tally-gen stores rows through the agent's own queue and writer.
+$(BUILD)/tally-gen: $(BUILD)/obj/loadtest/tally-gen.o $(BUILD)/obj/loadtest/ndjson_row.o \
+                    $(AGENT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
 $(BUILD)/tally-agent: $(BUILD)/obj/spoa/main.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
@@ -96,6 +142,12 @@ fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
+
+# queryd's parsers of peer input: the query parameters and the agent's control replies.
+QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c
+$(BUILD)/fuzz/fuzz_params $(BUILD)/fuzz/fuzz_live_reply: $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(QFUZZ_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -Iqueryd $< $(QFUZZ_SRC) $(LIBS) -o $@
 
 test: deps
 	$(MAKE) build unit-bins fuzz-bins

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make run: the whole local stack in the foreground. Seeds ./data on first use (a demo
 # provider served by the mock upstream, the model mock-gpt, a demo key), starts the mock
-# upstream, tally-agent and HAProxy, prints the demo key and a curl to paste, and stops
-# everything it started on Ctrl-C or when any of them dies.
+# upstream, tally-agent, HAProxy and tally-queryd, prints the demo key, a curl to paste
+# and the dashboard's address, and stops everything it started on Ctrl-C or when any of
+# them dies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -14,6 +15,7 @@ agent_port=${TALLY_AGENT_PORT:-12345}
 records_port=${TALLY_RECORDS_PORT:-12346}
 metrics_port=${TALLY_METRICS_PORT:-9464}
 mock_port=${TALLY_MOCK_PORT:-8090}
+queryd_port=${TALLY_QUERYD_PORT:-8081}
 data=${TALLY_DATA_DIR:-$root/data}
 db=$data/tally.db
 
@@ -34,6 +36,16 @@ key=$(cat "$data/demo.key")
 
 [ -s "$data/mock.credential" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' > "$data/mock.credential")
 
+# The operator token for tally-queryd: TALLY_OPERATOR_TOKEN, else one made once and kept
+# in data/operator.token (mode 600).
+if [ -n "${TALLY_OPERATOR_TOKEN:-}" ]; then
+  token_note="from TALLY_OPERATOR_TOKEN"
+else
+  [ -s "$data/operator.token" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' > "$data/operator.token")
+  export TALLY_OPERATOR_TOKEN=$(cat "$data/operator.token")
+  token_note="kept in $data/operator.token"
+fi
+
 export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
 stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port"
 
@@ -51,6 +63,8 @@ stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" \
 stack_wait_port "$agent_port"
 stack_spawn haproxy -db -f haproxy/haproxy.cfg
 stack_wait_port "$gateway_port"
+stack_spawn "$build/tally-queryd" --db "$db" --listen "127.0.0.1:$queryd_port"
+stack_wait_port "$queryd_port"
 
 cat <<MSG
 
@@ -64,6 +78,11 @@ demo key: $key
   curl -sN http://$TALLY_GATEWAY_ADDR/v1/chat/completions \\
     -H "Authorization: Bearer $key" -H "Content-Type: application/json" \\
     -d '{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+
+dashboard: http://127.0.0.1:$queryd_port/
+operator token ($token_note): $TALLY_OPERATOR_TOKEN
+
+  curl -s http://127.0.0.1:$queryd_port/api/summary -H "Authorization: Bearer $TALLY_OPERATOR_TOKEN"
 
 Manage keys with: $build/tallyctl --db $db key list
 Ctrl-C stops everything.

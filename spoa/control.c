@@ -18,6 +18,7 @@
 
 #include "adminsrv.h"
 #include "log.h"
+#include "mpcheck.h"
 #include "net.h"
 #include "statsnap.h"
 
@@ -57,82 +58,6 @@ enum control_frame control_frame_parse(const unsigned char *in, size_t len, size
 	if (n > CONTROL_FRAME_MAX)
 		return CONTROL_FRAME_TOO_LARGE;
 	return len - 4 >= n ? CONTROL_FRAME_WHOLE : CONTROL_FRAME_PARTIAL;
-}
-
-enum { MP_DATA, MP_ARRAY, MP_MAP };
-
-/* For type bytes 0xc4..0xdf: bytes of the length field, bytes that always follow it,
- * and what the length counts. */
-static const struct {
-	unsigned char len_bytes, extra, kind;
-} control_mp_types[0xe0 - 0xc4] = {
-	[0xc4 - 0xc4] = { 1, 0, MP_DATA }, [0xc5 - 0xc4] = { 2, 0, MP_DATA },   /* bin */
-	[0xc6 - 0xc4] = { 4, 0, MP_DATA },
-	[0xc7 - 0xc4] = { 1, 1, MP_DATA }, [0xc8 - 0xc4] = { 2, 1, MP_DATA },   /* ext */
-	[0xc9 - 0xc4] = { 4, 1, MP_DATA },
-	[0xca - 0xc4] = { 0, 4, MP_DATA }, [0xcb - 0xc4] = { 0, 8, MP_DATA },   /* float */
-	[0xcc - 0xc4] = { 0, 1, MP_DATA }, [0xcd - 0xc4] = { 0, 2, MP_DATA },   /* uint */
-	[0xce - 0xc4] = { 0, 4, MP_DATA }, [0xcf - 0xc4] = { 0, 8, MP_DATA },
-	[0xd0 - 0xc4] = { 0, 1, MP_DATA }, [0xd1 - 0xc4] = { 0, 2, MP_DATA },   /* int */
-	[0xd2 - 0xc4] = { 0, 4, MP_DATA }, [0xd3 - 0xc4] = { 0, 8, MP_DATA },
-	[0xd4 - 0xc4] = { 0, 2, MP_DATA }, [0xd5 - 0xc4] = { 0, 3, MP_DATA },   /* fixext */
-	[0xd6 - 0xc4] = { 0, 5, MP_DATA }, [0xd7 - 0xc4] = { 0, 9, MP_DATA },
-	[0xd8 - 0xc4] = { 0, 17, MP_DATA },
-	[0xd9 - 0xc4] = { 1, 0, MP_DATA }, [0xda - 0xc4] = { 2, 0, MP_DATA },   /* str */
-	[0xdb - 0xc4] = { 4, 0, MP_DATA },
-	[0xdc - 0xc4] = { 2, 0, MP_ARRAY }, [0xdd - 0xc4] = { 4, 0, MP_ARRAY },
-	[0xde - 0xc4] = { 2, 0, MP_MAP }, [0xdf - 0xc4] = { 4, 0, MP_MAP },
-};
-
-/* msgpack-c allocates room for all the elements a container declares before reading
- * any: five bytes can ask for gigabytes. This walk over the first object's headers
- * checks, before msgpack-c runs, that the object is whole and that the elements still
- * expected never outnumber the bytes left (each takes one at least), which bounds what
- * msgpack-c allocates by the payload's size. 0, or -1 if not so. */
-static int control_mp_bounded(const unsigned char *p, const unsigned char *end)
-{
-	uint64_t pending = 1;
-
-	while (pending > 0) {
-		uint64_t skip = 0, children = 0, n = 0;
-		unsigned char b;
-		int i;
-
-		if (p == end)
-			return -1;
-		b = *p++;
-		pending--;
-		if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-			/* fixint, nil, false, true: the type byte is all */
-		} else if (b <= 0x8f) {
-			children = 2u * (b & 0x0f);
-		} else if (b <= 0x9f) {
-			children = b & 0x0f;
-		} else if (b <= 0xbf) {
-			skip = b & 0x1f;
-		} else if (b == 0xc1) {
-			return -1;                           /* never used */
-		} else {
-			int len_bytes = control_mp_types[b - 0xc4].len_bytes;
-
-			if (end - p < len_bytes)
-				return -1;
-			for (i = 0; i < len_bytes; i++)
-				n = n << 8 | *p++;
-			skip = control_mp_types[b - 0xc4].extra;
-			if (control_mp_types[b - 0xc4].kind == MP_DATA)
-				skip += n;
-			else
-				children = control_mp_types[b - 0xc4].kind == MP_MAP ? 2 * n : n;
-		}
-		if (skip > (uint64_t)(end - p))
-			return -1;
-		p += skip;
-		pending += children;
-		if (pending > (uint64_t)(end - p))
-			return -1;
-	}
-	return 0;
 }
 
 static int control_str_is(const msgpack_object *o, const char *s)
@@ -180,7 +105,7 @@ const char *control_request_decode(const unsigned char *data, size_t len,
 	size_t off = 0;
 	const char *err;
 
-	if (control_mp_bounded(data, data + len) < 0)
+	if (mpcheck_bounded(data, data + len) < 0)
 		return "not a msgpack object";
 	msgpack_unpacked_init(&u);
 	switch (msgpack_unpack_next(&u, (const char *)data, len, &off)) {

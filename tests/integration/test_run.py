@@ -1,5 +1,6 @@
 """`make run`'s script end to end: seeds a fresh data directory, brings up the stack,
 serves the printed curl, and stops every process it started on Ctrl-C."""
+import json
 import os
 import re
 import signal
@@ -32,7 +33,8 @@ def children_of(pid):
 def start_run(tmp_path, ports):
     env = dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
                TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
-               TALLY_MOCK_PORT=str(ports[2]))
+               TALLY_MOCK_PORT=str(ports[2]), TALLY_QUERYD_PORT=str(ports[3]))
+    env.pop("TALLY_OPERATOR_TOKEN", None)
     log = open(tmp_path / "run.log", "ab")
     # its own process group, as a terminal's foreground job: Ctrl-C signals the group
     p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh")], stdout=log,
@@ -64,7 +66,7 @@ def ctrl_c(p):
 
 
 def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
-    ports = (free_port(), free_port(), free_port())
+    ports = (free_port(), free_port(), free_port(), free_port())
     p, text = start_run(tmp_path, ports)
     try:
         key = re.search(r"demo key: (tly_\S+)", text).group(1)
@@ -77,9 +79,19 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
         status, _, _ = s.gateway("POST", "/v1/chat/completions",
                                  {"model": "mock-gpt", "messages": []}, key="tly_wrong")
         assert status == 401
+        # the dashboard and its API, with the token made for this data directory
+        assert f"dashboard: http://127.0.0.1:{ports[3]}/" in text
+        token = (tmp_path / "data" / "operator.token").read_text().strip()
+        assert oct((tmp_path / "data" / "operator.token").stat().st_mode & 0o777) == "0o600"
+        assert f"operator token (kept in {tmp_path / 'data'}/operator.token): {token}" in text
+        status, _, body = s._request(ports[3], "GET", "/api/health")
+        assert status == 200 and json.loads(body)["data"] is True
+        status, _, _ = s._request(ports[3], "GET", "/api/keys",
+                                  headers={"Authorization": f"Bearer {token}"})
+        assert status == 200
     finally:
         kids, alive = ctrl_c(p)
-    assert len(kids) >= 3 and alive == [], (kids, alive)
+    assert len(kids) >= 4 and alive == [], (kids, alive)
     assert "tally stopped" in (tmp_path / "run.log").read_text()
 
     # a second run reuses the seeded database and prints the same demo key

@@ -1,0 +1,514 @@
+/* api: endpoint handlers (see api.h). Runs on the MHD thread of the request, with that
+ * thread's connection. Every statement is released (reset) before returning, so no
+ * read transaction outlives a request. */
+#include "api.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "db.h"
+#include "json.h"
+#include "latency.h"
+#include "live.h"
+#include "log.h"
+#include "row.h"
+
+/* The summed columns of sql/queries/summary.sql, in its order after key_name and g. */
+enum {
+	SUM_REQUESTS, SUM_ERRORS, SUM_STREAMS, SUM_PROMPT, SUM_COMPLETION, SUM_CACHED,
+	SUM_CACHE_CREATION, SUM_REASONING, SUM_COST, SUM_UNPRICED, SUM_DURATION, SUM_COUNT
+};
+#define SUMMARY_COL_KEY_NAME 0
+#define SUMMARY_COL_GROUP 1
+#define SUMMARY_COL_SUMS 2
+#define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + SUM_COUNT)
+
+struct api_usage {
+	int64_t sum[SUM_COUNT];
+	uint64_t lat[LATENCY_BUCKETS];
+};
+
+static const char *const api_sum_names[SUM_COUNT] = {
+	[SUM_REQUESTS] = "requests", [SUM_ERRORS] = "errors", [SUM_STREAMS] = "streams",
+	[SUM_PROMPT] = "prompt_tokens", [SUM_COMPLETION] = "completion_tokens",
+	[SUM_CACHED] = "cached_tokens", [SUM_CACHE_CREATION] = "cache_creation_tokens",
+	[SUM_REASONING] = "reasoning_tokens", [SUM_COST] = "cost_micros",
+	[SUM_UNPRICED] = "unpriced", [SUM_DURATION] = NULL,   /* shown as latency_ms.avg */
+};
+
+int api_error(struct api_reply *r, unsigned status, const char *msg, const char *param)
+{
+	cJSON_Delete(r->body);   /* a reply half built when the error came */
+	r->status = status;
+	r->body = cJSON_CreateObject();
+	if (r->body && (json_add_str(r->body, "error", msg) < 0 ||
+	                (param && json_add_str(r->body, "param", param) < 0))) {
+		cJSON_Delete(r->body);
+		r->body = NULL;
+	}
+	return -1;
+}
+
+/* A database failure: logged with SQLite's words, answered 503. */
+static int api_db_error(struct conn *c, sqlite3_stmt *st, struct api_reply *r)
+{
+	log_warn("database read failed: %s", sqlite3_errmsg(c->db));
+	if (st)
+		conn_release(st);
+	return api_error(r, 503, "the database cannot be read", NULL);
+}
+
+static int api_nomem(sqlite3_stmt *st, struct api_reply *r)
+{
+	if (st)
+		conn_release(st);
+	return api_error(r, 500, "out of memory", NULL);
+}
+
+/* Starts a success reply with a fresh object. */
+static int api_ok(struct api_reply *r)
+{
+	r->status = 200;
+	r->body = cJSON_CreateObject();
+	return r->body ? 0 : -1;
+}
+
+int api_health(struct conn *c, int serves_data, struct api_reply *r)
+{
+	sqlite3_stmt *st = conn_stmt(c, CONN_SCHEMA_VERSION);
+	int64_t v;
+
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return api_db_error(c, st, r);
+	v = sqlite3_column_int64(st, 0);
+	conn_release(st);
+	if (api_ok(r) < 0 || json_add(r->body, "ok", cJSON_CreateTrue()) < 0 ||
+	    json_add(r->body, "data", cJSON_CreateBool(serves_data)) < 0 ||
+	    json_add_int(r->body, "schema_version", v) < 0)
+		return api_nomem(NULL, r);
+	return 0;
+}
+
+int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
+{
+	sqlite3_stmt *st;
+	int step;
+
+	if (!p->key)
+		return 0;
+	st = conn_stmt(c, CONN_KEY_ID);
+	if (conn_bind_text(st, ":name", p->key) < 0)
+		return api_db_error(c, st, r);
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		p->key_id = sqlite3_column_int64(st, 0);
+		p->has_key_id = 1;
+	}
+	conn_release(st);
+	if (step == SQLITE_DONE)
+		return api_error(r, 400, "no key has this name", "key");
+	return step == SQLITE_ROW ? 0 : api_db_error(c, NULL, r);
+}
+
+/* ---- summary ---- */
+
+static void api_usage_add(struct api_usage *to, const struct api_usage *u)
+{
+	int i;
+
+	for (i = 0; i < SUM_COUNT; i++)
+		to->sum[i] += u->sum[i];
+	for (i = 0; i < LATENCY_BUCKETS; i++)
+		to->lat[i] += u->lat[i];
+}
+
+static int api_add_percentile(cJSON *o, const char *name, const uint64_t *lat, double q)
+{
+	double v = latency_percentile(lat, q);
+
+	return v < 0 ? json_add_null(o, name) : json_add_int(o, name, (int64_t)floor(v + 0.5));
+}
+
+/* The figures of one group (or the totals) into o. */
+static int api_usage_json(cJSON *o, const struct api_usage *u)
+{
+	cJSON *lat = cJSON_CreateObject();
+	uint64_t timed = 0;
+	int i, rc = 0;
+
+	for (i = 0; i < LATENCY_BUCKETS; i++)
+		timed += u->lat[i];
+	for (i = 0; i < SUM_COUNT; i++)
+		if (api_sum_names[i])
+			rc |= json_add_int(o, api_sum_names[i], u->sum[i]);
+	rc |= u->sum[SUM_REQUESTS]
+	      ? json_add_double(o, "error_rate",
+	                        (double)u->sum[SUM_ERRORS] / (double)u->sum[SUM_REQUESTS])
+	      : json_add_null(o, "error_rate");
+	rc |= json_add_int(o, "total_tokens", u->sum[SUM_PROMPT] + u->sum[SUM_COMPLETION]);
+	if (!lat || json_add(o, "latency_ms", lat) < 0)
+		return -1;
+	/* avg over the requests that have a duration (those in a bucket), to 0.1 ms */
+	rc |= timed ? json_add_double(lat, "avg",
+	                              floor((double)u->sum[SUM_DURATION] * 10 / (double)timed + 0.5) / 10)
+	            : json_add_null(lat, "avg");
+	rc |= api_add_percentile(lat, "p50", u->lat, 0.50);
+	rc |= api_add_percentile(lat, "p95", u->lat, 0.95);
+	rc |= api_add_percentile(lat, "p99", u->lat, 0.99);
+	return rc ? -1 : 0;
+}
+
+static const char *const api_group_names[] = {
+	[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
+	[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
+	[PARAMS_GROUP_DAY] = "day",
+};
+
+/* Whole days inside [from, to) come from usage_daily; none for group=hour. */
+static int api_bind_summary(sqlite3_stmt *st, const struct params *p)
+{
+	int64_t day_from = (p->from + 86399) / 86400 * 86400, day_to = p->to / 86400 * 86400;
+	int rc = 0;
+
+	if (p->group == PARAMS_GROUP_HOUR || day_from >= day_to)
+		day_from = day_to = p->to;
+	rc |= conn_bind_text(st, ":grp", api_group_names[p->group]);
+	rc |= conn_bind_int(st, ":from", p->from);
+	rc |= conn_bind_int(st, ":to", p->to);
+	rc |= conn_bind_int(st, ":day_from", day_from);
+	rc |= conn_bind_int(st, ":day_to", day_to);
+	rc |= p->has_key_id ? conn_bind_int(st, ":key_id", p->key_id)
+	                    : conn_bind_null(st, ":key_id");
+	rc |= conn_bind_text(st, ":model", p->model);
+	return rc ? -1 : 0;
+}
+
+static cJSON *api_summary_row(sqlite3_stmt *st, const struct params *p, const struct api_usage *u)
+{
+	cJSON *row = cJSON_CreateObject();
+	int rc;
+
+	if (!row)
+		return NULL;
+	if (p->group == PARAMS_GROUP_MODEL || p->group == PARAMS_GROUP_PROVIDER)
+		rc = json_add_col_text(row, "group", st, SUMMARY_COL_GROUP);
+	else
+		rc = json_add_col_int(row, "group", st, SUMMARY_COL_GROUP);
+	if (p->group == PARAMS_GROUP_KEY)
+		rc |= json_add_col_text(row, "key_name", st, SUMMARY_COL_KEY_NAME);
+	rc |= api_usage_json(row, u);
+	if (rc) {
+		cJSON_Delete(row);
+		return NULL;
+	}
+	return row;
+}
+
+int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
+{
+	struct api_usage total = { { 0 }, { 0 } };
+	sqlite3_stmt *st = conn_stmt(c, CONN_SUMMARY);
+	int limited = p->group != PARAMS_GROUP_HOUR && p->group != PARAMS_GROUP_DAY;
+	cJSON *rows, *tot, *row;
+	int step, n = 0, i;
+
+	if (api_bind_summary(st, p) < 0)
+		return api_db_error(c, st, r);
+	if (api_ok(r) < 0 || json_add_int(r->body, "from", p->from) < 0 ||
+	    json_add_int(r->body, "to", p->to) < 0 ||
+	    json_add_str(r->body, "group", api_group_names[p->group]) < 0 ||
+	    !(rows = cJSON_AddArrayToObject(r->body, "rows")))
+		return api_nomem(st, r);
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct api_usage u;
+
+		for (i = 0; i < SUM_COUNT; i++)
+			u.sum[i] = sqlite3_column_int64(st, SUMMARY_COL_SUMS + i);
+		for (i = 0; i < LATENCY_BUCKETS; i++)
+			u.lat[i] = (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
+		api_usage_add(&total, &u);
+		/* every group counts in the totals; only the first limit are listed */
+		if (limited && n >= p->limit)
+			continue;
+		row = api_summary_row(st, p, &u);
+		if (!row || !cJSON_AddItemToArray(rows, row)) {
+			cJSON_Delete(row);
+			return api_nomem(st, r);
+		}
+		n++;
+	}
+	if (step != SQLITE_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	tot = cJSON_CreateObject();
+	if (!tot || json_add(r->body, "totals", tot) < 0 || api_usage_json(tot, &total) < 0)
+		return api_nomem(NULL, r);
+	return 0;
+}
+
+/* ---- request rows ---- */
+
+int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
+{
+	sqlite3_stmt *st = conn_stmt(c, p->has_key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE);
+	int64_t before_ms = p->to * 1000, before_id = INT64_MIN, ms = 0, id = 0;
+	char cursor[PARAMS_CURSOR_MAX];
+	cJSON *rows, *row;
+	int step, n = 0;
+
+	/* one upper bound for the index walk: the cursor, or the range's end */
+	if (p->has_before && p->before_ms < before_ms) {
+		before_ms = p->before_ms;
+		before_id = p->before_id;
+	}
+	if (row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
+	    conn_bind_int(st, ":before_id", before_id) < 0 ||
+	    conn_bind_int(st, ":limit", p->limit + 1) < 0)
+		return api_db_error(c, st, r);
+	if (api_ok(r) < 0 || !(rows = cJSON_AddArrayToObject(r->body, "requests")))
+		return api_nomem(st, r);
+	/* a row beyond the limit only says that there is a next page */
+	while ((step = sqlite3_step(st)) == SQLITE_ROW && n < p->limit) {
+		row = row_json(st);
+		if (!row || !cJSON_AddItemToArray(rows, row)) {
+			cJSON_Delete(row);
+			return api_nomem(st, r);
+		}
+		row_cursor(st, &ms, &id);
+		n++;
+	}
+	if (step != SQLITE_ROW && step != SQLITE_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	if (step == SQLITE_ROW) {
+		params_cursor_format(cursor, sizeof(cursor), ms, id);
+		if (json_add_str(r->body, "next", cursor) < 0)
+			return api_nomem(NULL, r);
+	} else if (json_add_null(r->body, "next") < 0) {
+		return api_nomem(NULL, r);
+	}
+	return 0;
+}
+
+int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
+{
+	sqlite3_stmt *st = conn_stmt(c, CONN_REQUEST_ONE);
+	int step;
+
+	if (conn_bind_text(st, ":request_id", request_id) < 0)
+		return api_db_error(c, st, r);
+	step = sqlite3_step(st);
+	if (step == SQLITE_DONE) {
+		conn_release(st);
+		return api_error(r, 404, "no request has this id", NULL);
+	}
+	if (step != SQLITE_ROW)
+		return api_db_error(c, st, r);
+	if (api_ok(r) < 0 || json_add(r->body, "request", row_json(st)) < 0)
+		return api_nomem(st, r);
+	conn_release(st);
+	return 0;
+}
+
+/* ---- keys and models ---- */
+
+/* Unix seconds of the current UTC day's and month's starts. */
+static void api_periods(int64_t now, int64_t *day, int64_t *month)
+{
+	time_t t = (time_t)now;
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	tm.tm_mday = 1;
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	*day = now - now % 86400;
+	*month = (int64_t)timegm(&tm);
+}
+
+/* Columns of sql/queries/keys.sql. */
+enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_TPM,
+       K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_REQUESTS,
+       K_TOKENS };
+
+static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
+{
+	cJSON *o = cJSON_CreateObject(), *limits, *spend;
+	const char *models = (const char *)sqlite3_column_text(st, K_MODELS);
+	int rc = 0;
+
+	(void)month;   /* each key has its own period, in the row */
+	if (!o)
+		return NULL;
+	rc |= json_add_col_int(o, "id", st, K_ID);
+	rc |= json_add_col_text(o, "name", st, K_NAME);
+	rc |= json_add_col_text(o, "prefix", st, K_PREFIX);
+	rc |= json_add_col_text(o, "default_model", st, K_DEFAULT_MODEL);
+	rc |= json_add(o, "models", cJSON_Parse(models ? models : "[]"));
+	rc |= json_add_col_int(o, "created_at", st, K_CREATED);
+	rc |= json_add_col_int(o, "revoked_at", st, K_REVOKED);
+	limits = cJSON_AddObjectToObject(o, "limits");
+	spend = cJSON_AddObjectToObject(o, "spend");
+	if (rc || !limits || !spend) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	rc |= json_add_col_int(limits, "rpm", st, K_RPM);
+	rc |= json_add_col_int(limits, "tpm", st, K_TPM);
+	rc |= json_add_col_int(limits, "max_concurrent", st, K_MAX_CONCURRENT);
+	rc |= json_add_col_int(limits, "budget_micros", st, K_BUDGET);
+	rc |= json_add_col_text(limits, "budget_period", st, K_PERIOD);
+	rc |= json_add_col_text(spend, "period", st, K_PERIOD);
+	rc |= json_add_col_int(spend, "period_start", st, K_PERIOD_START);
+	rc |= json_add_col_int(spend, "cost_micros", st, K_COST);
+	rc |= json_add_col_int(spend, "requests", st, K_REQUESTS);
+	rc |= json_add_col_int(spend, "total_tokens", st, K_TOKENS);
+	if (rc) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Columns of sql/queries/models.sql. */
+enum { M_ID, M_NAME, M_PROVIDER, M_API, M_INPUT, M_OUTPUT, M_CACHED, M_CACHE_WRITE,
+       M_REQUESTS, M_TOKENS, M_COST };
+
+static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
+{
+	cJSON *o = cJSON_CreateObject(), *prices, *use;
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= json_add_col_int(o, "id", st, M_ID);
+	rc |= json_add_col_text(o, "name", st, M_NAME);
+	rc |= json_add_col_text(o, "provider", st, M_PROVIDER);
+	rc |= json_add_col_text(o, "api", st, M_API);
+	prices = cJSON_AddObjectToObject(o, "prices");
+	use = cJSON_AddObjectToObject(o, "month");
+	if (rc || !prices || !use) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	rc |= json_add_col_int(prices, "input_micros_per_mtok", st, M_INPUT);
+	rc |= json_add_col_int(prices, "output_micros_per_mtok", st, M_OUTPUT);
+	rc |= json_add_col_int(prices, "cached_micros_per_mtok", st, M_CACHED);
+	rc |= json_add_col_int(prices, "cache_write_micros_per_mtok", st, M_CACHE_WRITE);
+	rc |= json_add_int(use, "period_start", month);
+	rc |= json_add_col_int(use, "requests", st, M_REQUESTS);
+	rc |= json_add_col_int(use, "total_tokens", st, M_TOKENS);
+	rc |= json_add_col_int(use, "cost_micros", st, M_COST);
+	if (rc) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Lists every row of a configuration query under name, one object each. */
+static int api_list(struct conn *c, sqlite3_stmt *st, const char *name,
+                    cJSON *(*item)(sqlite3_stmt *st, int64_t month), int64_t month,
+                    struct api_reply *r)
+{
+	cJSON *arr, *o;
+	int step;
+
+	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, name)))
+		return api_nomem(st, r);
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		o = item(st, month);
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return api_nomem(st, r);
+		}
+	}
+	if (step != SQLITE_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	return 0;
+}
+
+int api_keys(struct conn *c, int64_t now, struct api_reply *r)
+{
+	sqlite3_stmt *st = conn_stmt(c, CONN_KEYS);
+	int64_t day, month;
+
+	api_periods(now, &day, &month);
+	if (conn_bind_int(st, ":day_start", day) < 0 || conn_bind_int(st, ":month_start", month) < 0)
+		return api_db_error(c, st, r);
+	return api_list(c, st, "keys", api_key_json, month, r);
+}
+
+int api_models(struct conn *c, int64_t now, struct api_reply *r)
+{
+	sqlite3_stmt *st = conn_stmt(c, CONN_MODELS);
+	int64_t day, month;
+
+	api_periods(now, &day, &month);
+	if (conn_bind_int(st, ":month_start", month) < 0)
+		return api_db_error(c, st, r);
+	return api_list(c, st, "models", api_model_json, month, r);
+}
+
+/* ---- live ---- */
+
+/* The accounting row, or NULL (logged) when it cannot be read. */
+static cJSON *api_stored(struct conn *c)
+{
+	static const char *const names[] = { "received", "written", "dropped", "duplicates",
+	                                     "timed_out", "unpriced", "updated_at" };
+	sqlite3_stmt *st = conn_stmt(c, CONN_ACCOUNTING);
+	cJSON *o = NULL;
+	size_t i;
+	int rc = 0;
+
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		log_warn("cannot read the accounting row: %s", sqlite3_errmsg(c->db));
+		goto out;
+	}
+	o = cJSON_CreateObject();
+	for (i = 0; o && i < sizeof(names) / sizeof(names[0]); i++)
+		rc |= json_add_col_int(o, names[i], st, (int)i);
+	if (rc) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+out:
+	conn_release(st);
+	return o;
+}
+
+int api_live(struct conn *c, const char *control_path, struct api_reply *r)
+{
+	char err[256];
+	cJSON *live = live_status(control_path, LIVE_TIMEOUT_MS, err, sizeof(err)), *item;
+
+	if (api_ok(r) < 0) {
+		cJSON_Delete(live);
+		return api_nomem(NULL, r);
+	}
+	if (!live) {
+		cJSON *stored = api_stored(c);
+
+		if (json_add_str(r->body, "agent", "down") < 0 || json_add_str(r->body, "error", err) < 0 ||
+		    json_add(r->body, "stored", stored ? stored : cJSON_CreateNull()) < 0)
+			return api_nomem(NULL, r);
+		return 0;
+	}
+	/* "agent" first, then the agent's own fields as it sent them */
+	if (json_add_str(r->body, "agent", "up") < 0) {
+		cJSON_Delete(live);
+		return api_nomem(NULL, r);
+	}
+	while ((item = live->child)) {
+		cJSON_DetachItemViaPointer(live, item);
+		if (!cJSON_AddItemToObject(r->body, item->string, item)) {
+			cJSON_Delete(item);
+			cJSON_Delete(live);
+			return api_nomem(NULL, r);
+		}
+	}
+	cJSON_Delete(live);
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* api: the JSON endpoints of docs/api.md, each a function from validated parameters
+ * and the calling thread's database connection to a status and a JSON body. Runs on
+ * the MHD thread serving the request; knows nothing of HTTP beyond status codes. */
+#ifndef QUERYD_API_H
+#define QUERYD_API_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "params.h"
+
+/* An answer: status and body. The caller starts with body NULL and owns what is left
+ * in it (NULL only when out of memory). */
+struct api_reply {
+	unsigned status;
+	cJSON *body;
+};
+
+/* Fills r with {"error": msg, "param": param (when not NULL)} and returns -1. */
+int api_error(struct api_reply *r, unsigned status, const char *msg, const char *param);
+
+/* Each fills r and returns 0 on success, -1 with an error reply (400, 404, 503). */
+int api_health(struct conn *c, int serves_data, struct api_reply *r);
+int api_summary(struct conn *c, const struct params *p, struct api_reply *r);
+int api_requests(struct conn *c, const struct params *p, struct api_reply *r);
+int api_request_one(struct conn *c, const char *request_id, struct api_reply *r);
+int api_keys(struct conn *c, int64_t now, struct api_reply *r);
+int api_models(struct conn *c, int64_t now, struct api_reply *r);
+int api_live(struct conn *c, const char *control_path, struct api_reply *r);
+
+/* Turns p->key (a name) into p->key_id; an unknown name is a 400 naming key. */
+int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r);
+
+#endif

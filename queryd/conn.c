@@ -1,0 +1,126 @@
+/* conn: a read-only connection and its prepared named queries (see conn.h). Runs on
+ * whichever thread owns the conn; the query table is read only after start. */
+#include "conn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "db.h"
+#include "row.h"
+
+static const char *const conn_names[CONN_QUERIES] = {
+	[CONN_SUMMARY] = "summary",
+	[CONN_REQUESTS_PAGE] = "requests_page",
+	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
+	[CONN_REQUEST_ONE] = "request_one",
+	[CONN_KEY_ID] = "key_id",
+	[CONN_KEYS] = "keys",
+	[CONN_MODELS] = "models",
+	[CONN_ACCOUNTING] = "accounting",
+	[CONN_SCHEMA_VERSION] = "schema_version",
+	[CONN_EXPORT] = "export",
+};
+
+const char *conn_query_text(enum conn_query q)
+{
+	size_t i;
+
+	for (i = 0; i < conn_sql_count; i++)
+		if (strcmp(conn_sql_files[i].name, conn_names[q]) == 0)
+			return conn_sql_files[i].text;
+	return NULL;
+}
+
+/* Queries whose rows are request rows: their columns must be row.c's. */
+static int conn_is_row_query(enum conn_query q)
+{
+	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY || q == CONN_REQUEST_ONE ||
+	       q == CONN_EXPORT;
+}
+
+int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
+{
+	char msg[256];
+	int q;
+
+	memset(c, 0, sizeof(*c));
+	if (db_open(path, DB_READONLY, &c->db, err, errlen) < 0)
+		return -1;
+	for (q = 0; q < CONN_QUERIES; q++) {
+		const char *sql = conn_query_text((enum conn_query)q);
+		sqlite3_stmt *st = NULL;
+
+		if (!sql) {
+			snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
+			goto fail;
+		}
+		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+		    SQLITE_OK) {
+			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q],
+			         sqlite3_errmsg(c->db));
+			goto fail;
+		}
+		if (conn_is_row_query((enum conn_query)q) &&
+		    row_check_columns(st, msg, sizeof(msg)) < 0) {
+			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
+			sqlite3_finalize(st);
+			goto fail;
+		}
+		/* The export's statement is checked here but prepared per export. */
+		if (q == CONN_EXPORT)
+			sqlite3_finalize(st);
+		else
+			c->st[q] = st;
+	}
+	return 0;
+fail:
+	conn_close(c);
+	return -1;
+}
+
+void conn_close(struct conn *c)
+{
+	int q;
+
+	for (q = 0; q < CONN_QUERIES; q++)
+		sqlite3_finalize(c->st[q]);
+	sqlite3_close(c->db);
+	memset(c, 0, sizeof(*c));
+}
+
+sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q)
+{
+	sqlite3_stmt *st = c->st[q];
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return st;
+}
+
+void conn_release(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+}
+
+int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v)
+{
+	int i = sqlite3_bind_parameter_index(st, name);
+
+	return i > 0 && sqlite3_bind_int64(st, i, v) == SQLITE_OK ? 0 : -1;
+}
+
+int conn_bind_null(sqlite3_stmt *st, const char *name)
+{
+	int i = sqlite3_bind_parameter_index(st, name);
+
+	return i > 0 && sqlite3_bind_null(st, i) == SQLITE_OK ? 0 : -1;
+}
+
+int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s)
+{
+	int i = sqlite3_bind_parameter_index(st, name);
+
+	if (!s)
+		return conn_bind_null(st, name);
+	return i > 0 && sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) == SQLITE_OK ? 0 : -1;
+}

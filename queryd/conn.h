@@ -1,0 +1,57 @@
+/* conn: one read-only connection to the tally database with every named query of
+ * sql/queries/ prepared once, reused for each request (reset, bindings cleared).
+ * A conn belongs to one thread at a time (server.c gives each MHD thread its own). */
+#ifndef QUERYD_CONN_H
+#define QUERYD_CONN_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* sql/queries/<name>.sql, compiled in by the Makefile (build/gen/queries_sql.c). */
+struct conn_sql {
+	const char *name;
+	const char *text;
+};
+extern const struct conn_sql conn_sql_files[];
+extern const size_t conn_sql_count;
+
+enum conn_query {
+	CONN_SUMMARY,
+	CONN_REQUESTS_PAGE,
+	CONN_REQUESTS_PAGE_KEY,
+	CONN_REQUEST_ONE,
+	CONN_KEY_ID,
+	CONN_KEYS,
+	CONN_MODELS,
+	CONN_ACCOUNTING,
+	CONN_SCHEMA_VERSION,
+	CONN_EXPORT,        /* not prepared here: each export prepares its own */
+	CONN_QUERIES
+};
+
+struct conn {
+	sqlite3 *db;
+	sqlite3_stmt *st[CONN_QUERIES];
+};
+
+/* Opens path read only (it must be at DB_SCHEMA_VERSION) and prepares the queries.
+ * 0, or -1 with a message (c is then closed). */
+int conn_open(struct conn *c, const char *path, char *err, size_t errlen);
+void conn_close(struct conn *c);
+
+/* The text of a query (found at conn_open, so never NULL after one succeeded). */
+const char *conn_query_text(enum conn_query q);
+
+/* The prepared statement, reset with bindings cleared. Call conn_release() when done
+ * reading: a statement not reset keeps its read transaction (and snapshot) open. */
+sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q);
+void conn_release(sqlite3_stmt *st);
+
+/* Bind to a named parameter (":name"); text NULL binds NULL. A name the statement does
+ * not have is a programming error: -1. Text is copied (SQLITE_TRANSIENT). */
+int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v);
+int conn_bind_null(sqlite3_stmt *st, const char *name);
+int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s);
+
+#endif

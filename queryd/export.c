@@ -1,0 +1,135 @@
+/* export: streamed CSV/NDJSON (see export.h). export_response() runs on the request's
+ * MHD thread; the reader and free callbacks run on the thread MHD serves the
+ * connection from, one call at a time. */
+#include "export.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "db.h"
+#include "log.h"
+#include "row.h"
+
+#define EXPORT_BLOCK 65536   /* bytes MHD asks for at most per callback */
+
+struct export {
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	enum params_format format;
+	struct row_buf line;   /* formatted bytes not yet handed to MHD */
+	size_t sent;           /* of line */
+	int done;              /* the statement has no more rows */
+};
+
+static void export_free(void *cls)
+{
+	struct export *e = cls;
+
+	sqlite3_finalize(e->st);
+	sqlite3_close(e->db);
+	free(e->line.p);
+	free(e);
+}
+
+/* Formats the next row into e->line. 1: a row, 0: no more, -1: error. */
+static int export_next(struct export *e)
+{
+	int step = sqlite3_step(e->st);
+	cJSON *row;
+	char *text;
+	int rc;
+
+	if (step == SQLITE_DONE)
+		return 0;
+	if (step != SQLITE_ROW) {
+		log_warn("export: %s", sqlite3_errmsg(e->db));
+		return -1;
+	}
+	if (e->format == PARAMS_CSV)
+		return row_csv(e->st, &e->line) < 0 ? -1 : 1;
+	row = row_json(e->st);
+	text = row ? cJSON_PrintUnformatted(row) : NULL;
+	rc = text && row_buf_put(&e->line, text, strlen(text)) == 0 &&
+	     row_buf_put(&e->line, "\n", 1) == 0 ? 1 : -1;
+	free(text);
+	cJSON_Delete(row);
+	return rc;
+}
+
+/* Fills buf with what is pending, then with rows, until it is full or rows run out. */
+static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct export *e = cls;
+	size_t out = 0, n;
+
+	(void)pos;
+	while (out < max) {
+		if (e->sent == e->line.len) {
+			e->line.len = e->sent = 0;
+			if (e->done)
+				break;
+			switch (export_next(e)) {
+			case 0:
+				e->done = 1;
+				continue;
+			case -1:
+				/* MHD cuts the connection: the client sees a truncated file, never a
+				 * complete-looking one */
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+		}
+		n = e->line.len - e->sent < max - out ? e->line.len - e->sent : max - out;
+		memcpy(buf + out, e->line.p + e->sent, n);
+		e->sent += n;
+		out += n;
+	}
+	if (out == 0 && e->done)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	return (ssize_t)out;
+}
+
+struct MHD_Response *export_response(const char *db_path, const struct params *p,
+                                     char *err, size_t errlen)
+{
+	static const char *const types[] = {
+		[PARAMS_CSV] = "text/csv; charset=utf-8",
+		[PARAMS_NDJSON] = "application/x-ndjson",
+	};
+	static const char *const exts[] = { [PARAMS_CSV] = "csv", [PARAMS_NDJSON] = "ndjson" };
+	struct MHD_Response *resp = NULL;
+	struct export *e = calloc(1, sizeof(*e));
+	char disposition[96];
+
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	e->format = p->format;
+	if (db_open(db_path, DB_READONLY, &e->db, err, errlen) < 0)
+		goto fail;
+	if (sqlite3_prepare_v2(e->db, conn_query_text(CONN_EXPORT), -1, &e->st, NULL) != SQLITE_OK ||
+	    row_bind_filters(e->st, p) < 0) {
+		snprintf(err, errlen, "export query: %s", sqlite3_errmsg(e->db));
+		goto fail;
+	}
+	if (e->format == PARAMS_CSV && row_csv_header(&e->line) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EXPORT_BLOCK, export_read, e,
+	                                         export_free);
+	if (!resp) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	snprintf(disposition, sizeof(disposition), "attachment; filename=\"tally-%lld-%lld.%s\"",
+	         (long long)p->from, (long long)p->to, exts[p->format]);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, types[p->format]);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disposition);
+	return resp;
+fail:
+	export_free(e);
+	return NULL;
+}

@@ -1,0 +1,37 @@
+/* json: building JSON answers with cJSON without its two pitfalls: integers travel as
+ * doubles (exact only to 2^53) and strings are copied byte for byte (invalid UTF-8
+ * would make invalid JSON). Any thread. The json_add_* functions return 0, or -1 when
+ * out of memory (the object is then incomplete and the caller drops it). */
+#ifndef QUERYD_JSON_H
+#define QUERYD_JSON_H
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A malloc'd NUL-terminated copy of len bytes, invalid UTF-8 sequences (and NUL)
+ * replaced by U+FFFD; NULL when out of memory. */
+char *json_utf8_dup(const char *s, size_t len);
+
+/* A string item from len bytes, invalid UTF-8 sequences replaced by U+FFFD. The
+ * caller owns the result; NULL when out of memory. */
+cJSON *json_string(const char *s, size_t len);
+
+/* An exact integer item (printed from the int64, never through a double). */
+cJSON *json_int(int64_t v);
+cJSON *json_uint(uint64_t v);
+
+/* Adds item under name; the object takes it. item NULL (out of memory) is -1. */
+int json_add(cJSON *obj, const char *name, cJSON *item);
+int json_add_int(cJSON *obj, const char *name, int64_t v);
+int json_add_str(cJSON *obj, const char *name, const char *s);   /* NULL: null */
+int json_add_double(cJSON *obj, const char *name, double v);    /* not finite: null */
+int json_add_null(cJSON *obj, const char *name);
+
+/* Column i of the current row: integer or null; text or null; 0/1 as boolean or null. */
+int json_add_col_int(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
+int json_add_col_text(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
+int json_add_col_bool(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
+
+#endif

@@ -1,0 +1,307 @@
+/* params: query-parameter validation and the request cursor (see params.h). Pure; any
+ * thread. One table lists every parameter, the endpoints taking it and its parser, so
+ * that an unknown or misplaced parameter is refused by the same rule everywhere. */
+#include "params.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EP(e) (1u << (e))
+#define EP_FILTERS (EP(PARAMS_REQUESTS) | EP(PARAMS_EXPORT))
+
+struct params_spec {
+	const char *name;
+	unsigned endpoints;
+	int (*parse)(struct params *p, const char *v, struct params_error *err);
+};
+
+static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int params_fail(struct params_error *err, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(err->param, sizeof(err->param), "%s", param);
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* A non-negative decimal without sign, spaces or leading zeros, at most max. */
+static int params_uint(const char *s, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+	const char *c;
+
+	if (!*s || (s[0] == '0' && s[1]))
+		return -1;
+	for (c = s; *c; c++) {
+		if (*c < '0' || *c > '9' || v > (max - (*c - '0')) / 10)
+			return -1;
+		v = v * 10 + (*c - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int params_time(const char *v, const char *name, int64_t *out, struct params_error *err)
+{
+	if (params_uint(v, PARAMS_TIME_MAX, out) < 0)
+		return params_fail(err, name, "%s must be unix seconds, an integer from 0 to %lld",
+		                   name, (long long)PARAMS_TIME_MAX);
+	return 0;
+}
+
+static int params_from(struct params *p, const char *v, struct params_error *err)
+{
+	return params_time(v, "from", &p->from, err);
+}
+
+static int params_to(struct params *p, const char *v, struct params_error *err)
+{
+	return params_time(v, "to", &p->to, err);
+}
+
+static int params_group(struct params *p, const char *v, struct params_error *err)
+{
+	static const char *const names[] = {
+		[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
+		[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
+		[PARAMS_GROUP_DAY] = "day",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(v, names[i]) == 0) {
+			p->group = (enum params_group)i;
+			return 0;
+		}
+	}
+	return params_fail(err, "group", "group must be key, model, provider, hour or day");
+}
+
+static int params_key(struct params *p, const char *v, struct params_error *err)
+{
+	(void)err;
+	p->key = v;
+	return 0;
+}
+
+static int params_key_id(struct params *p, const char *v, struct params_error *err)
+{
+	if (params_uint(v, INT64_MAX, &p->key_id) < 0)
+		return params_fail(err, "key_id", "key_id must be a non-negative integer");
+	p->has_key_id = 1;
+	return 0;
+}
+
+static int params_model(struct params *p, const char *v, struct params_error *err)
+{
+	(void)err;
+	p->model = v;
+	return 0;
+}
+
+static int params_provider(struct params *p, const char *v, struct params_error *err)
+{
+	(void)err;
+	p->provider = v;
+	return 0;
+}
+
+/* "429" or a class "4xx" (any case of x). */
+static int params_status(struct params *p, const char *v, struct params_error *err)
+{
+	int64_t code;
+
+	if (strlen(v) == 3 && v[0] >= '1' && v[0] <= '5' && (v[1] | 0x20) == 'x' &&
+	    (v[2] | 0x20) == 'x') {
+		p->status_lo = (v[0] - '0') * 100;
+		p->status_hi = p->status_lo + 99;
+		return 0;
+	}
+	if (params_uint(v, 599, &code) < 0 || code < 100)
+		return params_fail(err, "status", "status must be an HTTP status (100-599) or a "
+		                   "class such as 4xx");
+	p->status_lo = p->status_hi = (int)code;
+	return 0;
+}
+
+static int params_outcome(struct params *p, const char *v, struct params_error *err)
+{
+	static const char *const outcomes[] = {
+		"complete", "client_abort", "upstream_error", "upstream_rejected", "denied",
+		"gateway_rejected", "no_record",
+	};
+	size_t i;
+
+	if (strcmp(v, "error") == 0) {
+		p->errors_only = 1;
+		return 0;
+	}
+	for (i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++) {
+		if (strcmp(v, outcomes[i]) == 0) {
+			p->outcome = outcomes[i];
+			return 0;
+		}
+	}
+	return params_fail(err, "outcome", "outcome must be error or one of complete, "
+	                   "client_abort, upstream_error, upstream_rejected, denied, "
+	                   "gateway_rejected, no_record");
+}
+
+static int params_stream(struct params *p, const char *v, struct params_error *err)
+{
+	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+		return params_fail(err, "stream", "stream must be 0 or 1");
+	p->stream = v[0] - '0';
+	return 0;
+}
+
+static int params_limit(struct params *p, const char *v, struct params_error *err)
+{
+	int64_t n;
+
+	if (params_uint(v, PARAMS_LIMIT_MAX, &n) < 0 || n < 1)
+		return params_fail(err, "limit", "limit must be an integer from 1 to %d",
+		                   PARAMS_LIMIT_MAX);
+	p->limit = (int)n;
+	return 0;
+}
+
+static int params_before(struct params *p, const char *v, struct params_error *err)
+{
+	if (params_cursor_parse(v, &p->before_ms, &p->before_id) < 0)
+		return params_fail(err, "before", "before must be the next cursor of a previous "
+		                   "page (started_at.id)");
+	p->has_before = 1;
+	return 0;
+}
+
+static int params_format(struct params *p, const char *v, struct params_error *err)
+{
+	if (strcmp(v, "csv") == 0)
+		p->format = PARAMS_CSV;
+	else if (strcmp(v, "ndjson") == 0)
+		p->format = PARAMS_NDJSON;
+	else
+		return params_fail(err, "format", "format must be csv or ndjson");
+	return 0;
+}
+
+/* from and to come first: params_parse() checks seen[0] and seen[1]. */
+static const struct params_spec params_specs[] = {
+	{ "from", EP(PARAMS_SUMMARY) | EP_FILTERS, params_from },
+	{ "to", EP(PARAMS_SUMMARY) | EP_FILTERS, params_to },
+	{ "group", EP(PARAMS_SUMMARY), params_group },
+	{ "key", EP(PARAMS_SUMMARY) | EP_FILTERS, params_key },
+	{ "key_id", EP_FILTERS, params_key_id },
+	{ "model", EP(PARAMS_SUMMARY) | EP_FILTERS, params_model },
+	{ "provider", EP_FILTERS, params_provider },
+	{ "status", EP_FILTERS, params_status },
+	{ "outcome", EP_FILTERS, params_outcome },
+	{ "stream", EP_FILTERS, params_stream },
+	{ "limit", EP(PARAMS_SUMMARY) | EP(PARAMS_REQUESTS), params_limit },
+	{ "before", EP(PARAMS_REQUESTS), params_before },
+	{ "format", EP(PARAMS_EXPORT), params_format },
+};
+
+#define PARAMS_NSPECS (sizeof(params_specs) / sizeof(params_specs[0]))
+
+/* An unknown name is echoed back, so only a printable ASCII prefix of it. */
+static int params_unknown(struct params_error *err, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name[i] && i < 40; i++)
+		err->param[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
+	err->param[i] = '\0';
+	snprintf(err->msg, sizeof(err->msg), "unknown parameter");
+	return -1;
+}
+
+/* Ranges: a summary defaults to the 24 hours up to the current hour's end and is
+ * widened to whole hours; the row endpoints default to everything, but an export must
+ * say. A given range must be ordered before any widening. */
+static int params_range(struct params *p, enum params_endpoint ep, int have_from, int have_to,
+                        int64_t now, struct params_error *err)
+{
+	if (ep == PARAMS_EXPORT && !have_from)
+		return params_fail(err, "from", "from is required");
+	if (ep == PARAMS_EXPORT && !have_to)
+		return params_fail(err, "to", "to is required");
+	if (have_from && have_to && p->from >= p->to)
+		return params_fail(err, "to", "to must be after from");
+	if (ep != PARAMS_SUMMARY) {
+		if (!have_from)
+			p->from = 0;
+		if (!have_to)
+			p->to = PARAMS_TIME_MAX + 1;
+		if (p->from >= p->to)
+			return params_fail(err, "to", "to must be after from");
+		return 0;
+	}
+	if (!have_to)
+		p->to = have_from ? p->from + 86400 : now;
+	p->to += (3600 - p->to % 3600) % 3600;
+	if (!have_from)
+		p->from = p->to >= 86400 ? p->to - 86400 : 0;
+	p->from -= p->from % 3600;
+	if (p->from >= p->to)
+		return params_fail(err, "to", "to must be after from");
+	if (p->to - p->from > PARAMS_SUMMARY_MAX_DAYS * 86400LL)
+		return params_fail(err, "to", "to - from must be at most %d days",
+		                   PARAMS_SUMMARY_MAX_DAYS);
+	return 0;
+}
+
+int params_parse(struct params *p, enum params_endpoint ep, const struct params_pair *pairs,
+                 size_t n, int64_t now, struct params_error *err)
+{
+	unsigned char seen[PARAMS_NSPECS] = { 0 };
+	size_t i, s;
+
+	memset(p, 0, sizeof(*p));
+	p->stream = -1;
+	p->limit = PARAMS_LIMIT_DEFAULT;
+	for (i = 0; i < n; i++) {
+		const char *name = pairs[i].name, *value = pairs[i].value;
+
+		for (s = 0; s < PARAMS_NSPECS; s++)
+			if (strcmp(name, params_specs[s].name) == 0)
+				break;
+		if (s == PARAMS_NSPECS || !(params_specs[s].endpoints & EP(ep)))
+			return params_unknown(err, name);
+		if (seen[s]++)
+			return params_fail(err, params_specs[s].name, "%s is given twice", name);
+		if (!value || !*value)
+			return params_fail(err, params_specs[s].name, "%s needs a value", name);
+		if (params_specs[s].parse(p, value, err) < 0)
+			return -1;
+	}
+	if (p->key && p->has_key_id)
+		return params_fail(err, "key_id", "give key or key_id, not both");
+	return params_range(p, ep, seen[0], seen[1], now, err);
+}
+
+int params_cursor_parse(const char *s, int64_t *started_ms, int64_t *id)
+{
+	char head[24];
+	const char *dot = strchr(s, '.');
+	size_t n;
+
+	if (!dot || (n = (size_t)(dot - s)) >= sizeof(head))
+		return -1;
+	memcpy(head, s, n);
+	head[n] = '\0';
+	return params_uint(head, INT64_MAX, started_ms) < 0 ||
+	       params_uint(dot + 1, INT64_MAX, id) < 0 ? -1 : 0;
+}
+
+void params_cursor_format(char *buf, size_t len, int64_t started_ms, int64_t id)
+{
+	snprintf(buf, len, "%lld.%lld", (long long)started_ms, (long long)id);
+}

@@ -1,0 +1,196 @@
+/* row: the request row's columns and their JSON and CSV forms (see row.h). Any thread,
+ * on the caller's statement. */
+#include "row.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "json.h"
+
+enum row_kind { ROW_TEXT, ROW_INT, ROW_BOOL, ROW_HIDDEN };
+
+/* In the order the row queries select them; id is last and only feeds the cursor. */
+static const struct {
+	const char *name;
+	enum row_kind kind;
+} row_columns[] = {
+	{ "request_id", ROW_TEXT }, { "key_id", ROW_INT }, { "key_name", ROW_TEXT },
+	{ "model", ROW_TEXT }, { "model_requested", ROW_TEXT }, { "provider", ROW_TEXT },
+	{ "verdict", ROW_TEXT }, { "status", ROW_INT }, { "stream", ROW_BOOL },
+	{ "prompt_tokens", ROW_INT }, { "completion_tokens", ROW_INT },
+	{ "cached_tokens", ROW_INT }, { "cache_creation_tokens", ROW_INT },
+	{ "reasoning_tokens", ROW_INT }, { "cost_micros", ROW_INT }, { "outcome", ROW_TEXT },
+	{ "usage_source", ROW_TEXT }, { "termination", ROW_TEXT }, { "started_at", ROW_INT },
+	{ "duration_ms", ROW_INT }, { "ttfb_ms", ROW_INT }, { "bytes_in", ROW_INT },
+	{ "bytes_out", ROW_INT }, { "id", ROW_HIDDEN },
+};
+
+#define ROW_NCOLS ((int)(sizeof(row_columns) / sizeof(row_columns[0])))
+#define ROW_COL_STARTED_AT 18
+#define ROW_COL_ID 23
+
+_Static_assert(ROW_COL_ID == ROW_NCOLS - 1, "id is the last column");
+
+int row_buf_put(struct row_buf *b, const char *s, size_t n)
+{
+	if (b->cap - b->len < n) {
+		size_t cap = b->cap ? b->cap : 1024;
+		char *p;
+
+		while (cap - b->len < n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p)
+			return -1;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	return 0;
+}
+
+int row_check_columns(sqlite3_stmt *st, char *err, size_t errlen)
+{
+	int i;
+
+	if (sqlite3_column_count(st) != ROW_NCOLS) {
+		snprintf(err, errlen, "%d result columns, the request row has %d",
+		         sqlite3_column_count(st), ROW_NCOLS);
+		return -1;
+	}
+	for (i = 0; i < ROW_NCOLS; i++) {
+		if (strcmp(sqlite3_column_name(st, i), row_columns[i].name) != 0) {
+			snprintf(err, errlen, "result column %d is %s, the request row's is %s", i,
+			         sqlite3_column_name(st, i), row_columns[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+cJSON *row_json(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	int i, rc = 0;
+
+	for (i = 0; o && rc == 0 && i < ROW_NCOLS; i++) {
+		const char *name = row_columns[i].name;
+
+		switch (row_columns[i].kind) {
+		case ROW_TEXT:
+			rc = json_add_col_text(o, name, st, i);
+			break;
+		case ROW_INT:
+			rc = json_add_col_int(o, name, st, i);
+			break;
+		case ROW_BOOL:
+			rc = json_add_col_bool(o, name, st, i);
+			break;
+		case ROW_HIDDEN:
+			break;
+		}
+	}
+	if (rc < 0) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int row_csv_header(struct row_buf *b)
+{
+	int i;
+
+	for (i = 0; i < ROW_NCOLS; i++) {
+		const char *name = row_columns[i].name;
+
+		if (row_columns[i].kind == ROW_HIDDEN)
+			continue;
+		if ((i && row_buf_put(b, ",", 1) < 0) || row_buf_put(b, name, strlen(name)) < 0)
+			return -1;
+	}
+	return row_buf_put(b, "\r\n", 2);
+}
+
+/* One CSV field: quoted when it holds a separator, a quote or a line break. */
+static int row_csv_field(struct row_buf *b, const char *s, size_t n)
+{
+	size_t i, start = 0;
+
+	if (!memchr(s, ',', n) && !memchr(s, '"', n) && !memchr(s, '\r', n) && !memchr(s, '\n', n))
+		return row_buf_put(b, s, n);
+	if (row_buf_put(b, "\"", 1) < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (s[i] != '"')
+			continue;
+		if (row_buf_put(b, s + start, i + 1 - start) < 0)
+			return -1;
+		start = i;   /* the quote is written again: doubled */
+	}
+	return row_buf_put(b, s + start, n - start) < 0 ? -1 : row_buf_put(b, "\"", 1);
+}
+
+int row_csv(sqlite3_stmt *st, struct row_buf *b)
+{
+	char num[24];
+	int i, n;
+
+	for (i = 0; i < ROW_NCOLS; i++) {
+		if (row_columns[i].kind == ROW_HIDDEN)
+			continue;
+		if (i && row_buf_put(b, ",", 1) < 0)
+			return -1;
+		if (sqlite3_column_type(st, i) == SQLITE_NULL)
+			continue;
+		if (row_columns[i].kind == ROW_TEXT) {
+			const char *s = (const char *)sqlite3_column_text(st, i);
+
+			if (s && row_csv_field(b, s, (size_t)sqlite3_column_bytes(st, i)) < 0)
+				return -1;
+		} else {
+			n = snprintf(num, sizeof(num), "%lld", (long long)sqlite3_column_int64(st, i));
+			if (row_buf_put(b, num, (size_t)n) < 0)
+				return -1;
+		}
+	}
+	return row_buf_put(b, "\r\n", 2);
+}
+
+void row_cursor(sqlite3_stmt *st, int64_t *started_ms, int64_t *id)
+{
+	*started_ms = sqlite3_column_int64(st, ROW_COL_STARTED_AT);
+	*id = sqlite3_column_int64(st, ROW_COL_ID);
+}
+
+/* Binds a parameter only when the statement names it. */
+static int row_bind_opt_int(sqlite3_stmt *st, const char *name, int64_t v)
+{
+	return sqlite3_bind_parameter_index(st, name) ? conn_bind_int(st, name, v) : 0;
+}
+
+int row_bind_filters(sqlite3_stmt *st, const struct params *p)
+{
+	int rc = 0;
+
+	rc |= conn_bind_int(st, ":from_ms", p->from * 1000);
+	rc |= row_bind_opt_int(st, ":to_ms", p->to * 1000);
+	rc |= row_bind_opt_int(st, ":has_key", p->has_key_id);
+	if (sqlite3_bind_parameter_index(st, ":key_id"))
+		rc |= p->has_key_id && p->key_id ? conn_bind_int(st, ":key_id", p->key_id)
+		                                 : conn_bind_null(st, ":key_id");
+	rc |= conn_bind_text(st, ":model", p->model);
+	rc |= conn_bind_text(st, ":provider", p->provider);
+	if (p->status_lo) {
+		rc |= conn_bind_int(st, ":status_lo", p->status_lo);
+		rc |= conn_bind_int(st, ":status_hi", p->status_hi);
+	}
+	rc |= conn_bind_text(st, ":outcome", p->outcome);
+	rc |= conn_bind_int(st, ":errors_only", p->errors_only);
+	if (p->stream >= 0)
+		rc |= conn_bind_int(st, ":stream", p->stream);
+	return rc ? -1 : 0;
+}

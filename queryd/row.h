@@ -1,0 +1,41 @@
+/* row: a request row as the API shows it. The columns every row query selects (sql/
+ * queries/requests_page*.sql, request_one.sql, export.sql: the same list, checked at
+ * start), their JSON and CSV forms, the keyset cursor of a row and the binding of the
+ * filters those queries share. Any thread, on the statement it is given. */
+#ifndef QUERYD_ROW_H
+#define QUERYD_ROW_H
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "params.h"
+
+/* A growable byte buffer (a CSV or NDJSON line). p is malloc'd; free it when done. */
+struct row_buf {
+	char *p;
+	size_t len, cap;
+};
+
+int row_buf_put(struct row_buf *b, const char *s, size_t n);
+
+/* 0 if the statement's result columns are the row's, else -1 with a message. */
+int row_check_columns(sqlite3_stmt *st, char *err, size_t errlen);
+
+/* The current row as a JSON object, NULL when out of memory. The caller owns it. */
+cJSON *row_json(sqlite3_stmt *st);
+
+/* Appends the CSV header line, or the current row as a CSV line (RFC 4180: fields with
+ * a comma, quote, CR or LF are quoted, quotes doubled; NULL is empty; CRLF ends it). */
+int row_csv_header(struct row_buf *b);
+int row_csv(sqlite3_stmt *st, struct row_buf *b);
+
+/* The (started_at, id) pair of the current row, for the next page's cursor. */
+void row_cursor(sqlite3_stmt *st, int64_t *started_ms, int64_t *id);
+
+/* Binds the filters the row queries name (:from_ms, :model, ...; :key_id, :has_key,
+ * :to_ms where the query has them). 0 or -1. */
+int row_bind_filters(sqlite3_stmt *st, const struct params *p);
+
+#endif

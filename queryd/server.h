@@ -1,0 +1,28 @@
+/* server: the HTTP side of tally-queryd on libmicrohttpd: a thread pool, one
+ * read-only database connection per pool thread, routing, the operator token check,
+ * and turning api/export/assets results into responses. server_start/stop run on the
+ * main thread; requests on MHD's pool threads. */
+#ifndef QUERYD_SERVER_H
+#define QUERYD_SERVER_H
+
+#include <stddef.h>
+
+struct server_config {
+	const char *listen;        /* HOST:PORT */
+	const char *db_path;
+	const char *control_path;
+	const char *static_dir;    /* NULL: the embedded dashboard */
+	const char *token;         /* NULL: serve no data; only its digest is kept */
+	int threads;
+};
+
+struct server;
+
+/* Opens one connection per thread (so a missing or old database fails here), then
+ * listens. NULL with a message in err. The config's strings must outlive the server. */
+struct server *server_start(const struct server_config *cfg, char *err, size_t errlen);
+
+/* Stops accepting, finishes with MHD's threads, closes the connections, frees s. */
+void server_stop(struct server *s);
+
+#endif

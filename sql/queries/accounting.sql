@@ -1,0 +1,3 @@
+-- accounting: the agent's durable counters, shown by /api/live when the agent is down.
+SELECT received, written, dropped, duplicates, timed_out, unpriced, updated_at
+FROM accounting WHERE id = 1;

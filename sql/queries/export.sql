@@ -1,0 +1,17 @@
+-- export: every row in [:from_ms, :to_ms) matching the filters, oldest first, read by
+-- one statement (one snapshot) on a connection of its own. :has_key selects the key
+-- filter (:key_id NULL: rows without a key). Columns: those of queryd/row.c.
+SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
+       r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
+       r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
+       r.termination, r.started_at, r.duration_ms, r.ttfb_ms, r.bytes_in, r.bytes_out, r.id
+FROM requests r LEFT JOIN keys k ON k.id = r.key_id
+WHERE r.started_at >= :from_ms AND r.started_at < :to_ms
+  AND (:has_key = 0 OR r.key_id IS :key_id)
+  AND (:model IS NULL OR r.model = :model)
+  AND (:provider IS NULL OR r.provider = :provider)
+  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (:errors_only = 0 OR r.outcome <> 'complete')
+  AND (:stream IS NULL OR r.stream = :stream)
+ORDER BY r.started_at, r.id;

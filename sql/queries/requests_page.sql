@@ -1,0 +1,20 @@
+-- requests_page: one page of request rows, newest first, keyset-paginated on
+-- (started_at, id) below (:before_ms, :before_id): the cursor, or (to, INT64_MIN) for a
+-- first page (queryd binds the lower of the two). That row value is the upper bound of
+-- a backwards walk of the index requests_started_at (rowid is its last column): no
+-- sort, no OFFSET. Columns: those of queryd/row.c. :limit is the page size plus one.
+SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
+       r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
+       r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
+       r.termination, r.started_at, r.duration_ms, r.ttfb_ms, r.bytes_in, r.bytes_out, r.id
+FROM requests r LEFT JOIN keys k ON k.id = r.key_id
+WHERE r.started_at >= :from_ms
+  AND (r.started_at, r.id) < (:before_ms, :before_id)
+  AND (:model IS NULL OR r.model = :model)
+  AND (:provider IS NULL OR r.provider = :provider)
+  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (:errors_only = 0 OR r.outcome <> 'complete')
+  AND (:stream IS NULL OR r.stream = :stream)
+ORDER BY r.started_at DESC, r.id DESC
+LIMIT :limit;

@@ -1,0 +1,319 @@
+"""The dashboard end to end: a database seeded with known rows through tally-gen (the
+agent's own writer, so the rollups are the real ones), tally-queryd serving it with the
+dashboard's files, and headless Chromium (Debian's package) driven by playwright-core
+(tests/browser/dashboard.mjs) signing in and reading what the page shows.
+
+The browser script only observes; every expectation is computed here from the rows read
+back from the database. The screenshots land in $TALLY_ARTIFACTS (default
+build/artifacts): dashboard.png (full page, light), dashboard-dark.png,
+dashboard-login.png, dashboard-drawer.png, and dashboard-failure.png when a step fails.
+"""
+import http.client
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, binary, free_port
+from stack import Proc, wait_port
+
+DASH = ROOT / "queryd" / "dashboard"
+SCRIPT = ROOT / "tests" / "browser" / "dashboard.mjs"
+CHROMIUM = os.environ.get("TALLY_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = pathlib.Path(os.environ.get("TALLY_ARTIFACTS", ROOT / "build" / "artifacts"))
+
+PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}
+MODELS = {  # name: (provider, input and output micro-dollars per Mtok)
+    "gpt-4o": ("openai", 2500000, 10000000),
+    "claude-sonnet-4": ("anthropic", 3000000, 15000000),
+    "gpt-4o-mini": ("openai", 150000, 600000),
+}
+KEYS = ["team-search", "ci-bot", "research"]
+RECENT = 130      # rows in the last 15 hours: table pages of 50, 50 and 30
+OLDER = 20        # rows 3 to 5 days old: in the 7-day range only
+FILTER_MODEL = "claude-sonnet-4"
+PAGE = 50         # the dashboard's default page size
+
+
+def fmt_usd(micros):
+    """The dashboard's money format (app.js fmtUSD)."""
+    sign = "-" if micros < 0 else ""
+    m = abs(micros)
+    if m >= 1_000_000:
+        cents = (m + 5000) // 10000
+        return f"{sign}${cents // 100:,}.{cents % 100:02d}"
+    frac = f"{(m + 50) // 100:04d}" if m >= 10000 else f"{m:06d}"
+    if frac == "10000":
+        return f"{sign}$1.00"
+    frac = frac.rstrip("0").ljust(2, "0")
+    return f"{sign}$0.{frac}"
+
+
+def assemble_static(dest):
+    """The directory `tally-queryd --static DIR` serves, laid out as the build embeds it
+    (build/dashboard/): the files of queryd/dashboard/public/ at the top (URL /<file>),
+    and vendor/ with uPlot from queryd/dashboard/node_modules (URL /vendor/<file>)."""
+    dist = DASH / "node_modules" / "uplot" / "dist"
+    if not dist.is_dir():
+        pytest.fail(f"{dist} is missing: run `make deps` (npm ci in queryd/dashboard)")
+    shutil.copytree(DASH / "public", dest)
+    (dest / "vendor").mkdir()
+    for name in ("uPlot.iife.min.js", "uPlot.min.css"):
+        shutil.copy2(dist / name, dest / "vendor" / name)
+    return dest
+
+
+def tallyctl(db, *args):
+    r = subprocess.run([str(binary("tallyctl")), "--db", str(db), *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f"tallyctl {args} -> {r.returncode}: {r.stderr}"
+    return r.stdout
+
+
+def seed_config(db):
+    for name, api in PROVIDERS.items():
+        tallyctl(db, "provider", "set", name, "--api", api, "--backend", f"be_{name}")
+    for name, (provider, pin, pout) in MODELS.items():
+        tallyctl(db, "model", "set", name, "--provider", provider,
+                 "--input-micros", str(pin), "--output-micros", str(pout))
+    tallyctl(db, "key", "create", KEYS[0], "--budget-usd", "5")
+    tallyctl(db, "key", "create", KEYS[1], "--models", "gpt-4o-mini,gpt-4o", "--rpm", "60")
+    tallyctl(db, "key", "create", KEYS[2])
+    return {k["name"]: k["id"] for k in json.loads(tallyctl(db, "key", "list", "--json"))}
+
+
+def seed_rows(now_ms, key_ids):
+    """Known rows: RECENT in the last 15 hours, OLDER 3 to 5 days ago. Keys weigh 3:1:1,
+    models 2:1:1; some upstream errors (no usage) and client aborts (partial usage)."""
+    rows = []
+    for i in range(RECENT + OLDER):
+        if i < RECENT:
+            started = now_ms - 90_000 - i * 397_000
+        else:
+            started = now_ms - 3 * 86_400_000 - (i - RECENT) * 7_200_000
+        key = KEYS[(0, 0, 0, 1, 2)[i % 5]]
+        model = ("gpt-4o", "gpt-4o", "claude-sonnet-4", "gpt-4o-mini")[i % 4]
+        provider, pin, pout = MODELS[model]
+        stream = i % 3 == 0
+        outcome, status, termination = "complete", 200, "--"
+        prompt, completion = 2000 + (i * 377) % 18000, 200 + (i * 53) % 1500
+        source = "stream" if stream else "response"
+        if i % 13 == 5:
+            outcome, status, termination = "upstream_error", 502, "SH"
+            prompt = completion = None
+            source = "none"
+        elif i % 17 == 3:
+            outcome, termination, source = "client_abort", "CD", "partial"
+        cost = None if prompt is None else (prompt * pin + completion * pout + 500_000) // 1_000_000
+        rows.append({
+            "request_id": f"{started}-{i:04x}-d4-{secrets.token_hex(4)}",
+            "key_id": key_ids[key], "model": model, "model_requested": model,
+            "provider": provider, "verdict": "allow", "status": status, "stream": stream,
+            "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": None,
+            "cost_micros": cost, "outcome": outcome, "usage_source": source,
+            "termination": termination, "started_at": started,
+            "duration_ms": 120 + (i * 97) % 3000, "ttfb_ms": 40 + (i * 13) % 300,
+            "bytes_in": 800 + i, "bytes_out": 2000 + 3 * i,
+        })
+    return rows
+
+
+def read_db(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    con.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in con.execute(
+            "SELECT r.*, k.name AS key_name FROM requests r LEFT JOIN keys k ON k.id = r.key_id "
+            "ORDER BY r.started_at DESC, r.id DESC")]
+        acct = dict(con.execute("SELECT * FROM accounting").fetchone())
+        return rows, acct
+    finally:
+        con.close()
+
+
+def http_get(port, path, token=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type") or "", r.read()
+    finally:
+        conn.close()
+
+
+def totals(rows):
+    return {
+        "requests": len(rows),
+        "cost_micros": sum(r["cost_micros"] or 0 for r in rows),
+        "errors": sum(r["outcome"] != "complete" for r in rows),
+        "tokens": sum((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0) for r in rows),
+    }
+
+
+def ranking(rows, field):
+    """Names by cost, then requests, descending (the API's order for top lists)."""
+    acc = {}
+    for r in rows:
+        a = acc.setdefault(r[field], [0, 0])
+        a[0] += r["cost_micros"] or 0
+        a[1] += 1
+    return [name for name, _ in sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))], acc
+
+
+@pytest.fixture
+def queryd(tmp_path):
+    """A seeded database and tally-queryd serving it with the dashboard's files; stopped
+    (by PID) on every exit path."""
+    db = tmp_path / "tally.db"
+    key_ids = seed_config(db)
+    now_ms = int(time.time() * 1000)
+    seeded = seed_rows(now_ms, key_ids)
+    ndjson = tmp_path / "rows.ndjson"
+    ndjson.write_text("".join(json.dumps(r) + "\n" for r in seeded))
+    r = subprocess.run([str(binary("tally-gen")), "--db", str(db), "--ndjson", str(ndjson)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
+
+    static = assemble_static(tmp_path / "static")
+    token = "op-" + secrets.token_urlsafe(24)
+    port = free_port()
+    env = dict(os.environ, TALLY_OPERATOR_TOKEN=token)
+    proc = Proc("queryd", [str(binary("tally-queryd")), "--db", str(db),
+                           "--listen", f"127.0.0.1:{port}", "--static", str(static),
+                           # no agent runs: the live view must say so (and show the
+                           # stored counters) rather than find some other agent's socket
+                           "--control", str(tmp_path / "no-agent.sock")],
+                tmp_path, env=env)
+    try:
+        wait_port(port, proc)
+        yield {"db": db, "port": port, "token": token, "seeded": seeded, "now_ms": now_ms,
+               "proc": proc, "tmp": tmp_path}
+    finally:
+        proc.stop()
+
+
+def test_dashboard_in_chromium(queryd):
+    port, token, tmp = queryd["port"], queryd["token"], queryd["tmp"]
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make deps` (chromium)"
+    node = shutil.which("node") or shutil.which("nodejs")
+    assert node, "node is missing: run `make deps`"
+
+    # What the browser will load, checked over plain HTTP first for clearer failures.
+    status, ctype, body = http_get(port, "/")
+    assert status == 200 and "text/html" in ctype and b'id="login"' in body, (status, ctype)
+    for path in ("/app.js", "/style.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"):
+        status, _, body = http_get(port, path)
+        assert status == 200 and body, f"{path}: {status}"
+    status, _, _ = http_get(port, "/api/summary")
+    assert status == 401
+
+    rows, acct = read_db(queryd["db"])
+    assert len(rows) == RECENT + OLDER, "tally-gen did not store every seeded row"
+    cutoff_ms = queryd["now_ms"] - 2 * 86_400_000
+    recent = [r for r in rows if r["started_at"] > cutoff_ms]       # newest first
+    assert len(recent) == RECENT
+    want24, want7d = totals(recent), totals(rows)
+    keys_rank, key_acc = ranking(recent, "key_name")
+    models_rank, _ = ranking(recent, "model")
+    filtered = [r["request_id"] for r in recent if r["model"] == FILTER_MODEL]
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    spec = tmp / "browser-spec.json"
+    spec.write_text(json.dumps({"url": f"http://127.0.0.1:{port}/", "token": token,
+                                "wrong_token": "not-" + token, "filter_model": FILTER_MODEL,
+                                "artifacts": str(ARTIFACTS)}))
+    r = subprocess.run([node, str(SCRIPT), str(spec)], capture_output=True, text=True,
+                       timeout=240, env=dict(os.environ, TALLY_CHROMIUM=CHROMIUM), cwd=ROOT)
+    lines = r.stdout.strip().splitlines()
+    assert lines, f"no output from the browser script ({r.returncode}):\n{r.stderr}\n" \
+                  f"{queryd['proc'].output()}"
+    seen = json.loads(lines[-1])
+    assert r.returncode == 0 and seen.get("ok"), \
+        f"browser step failed: {json.dumps(seen, indent=1)}\n{r.stderr}\n{queryd['proc'].output()}"
+
+    # Sign-in: the login screen first, a wrong token refused with a message, no data.
+    assert seen["login_visible"] and not seen["app_visible_before_login"]
+    assert seen["wrong_token_error"] and not seen["app_visible_after_wrong_token"]
+    assert not seen["login_visible_after_sign_in"]
+
+    # Charts: uPlot canvases, one point per hour of the 24-hour range (25 whole hours).
+    for name, c in seen["charts"].items():
+        assert c["canvases"] >= 1 and c["width"] > 200, (name, c)
+        assert c["points"] == 25, (name, c)
+
+    # Headline figures: exactly the seeded rows of the range.
+    k = seen["kpi_24h"]
+    assert k["requests"] == want24["requests"] == RECENT
+    assert k["requests_text"] == f"{RECENT:,}"
+    assert k["cost_micros"] == want24["cost_micros"]
+    assert k["cost_text"] == fmt_usd(want24["cost_micros"])
+    assert k["tokens"] == want24["tokens"]
+    assert k["errors"] == want24["errors"]
+    assert k["error_rate_text"].endswith("%") and k["p50_text"] != "–" and k["p95_text"] != "–"
+
+    # Top lists: by spend.
+    assert seen["top_keys"] == keys_rank, (seen["top_keys"], keys_rank)
+    assert seen["top_key_cost_text"] == fmt_usd(key_acc[keys_rank[0]][0])
+    assert seen["top_models"] == models_rank, (seen["top_models"], models_rank)
+
+    # The table: newest first, every row of the range once, pages of 50.
+    want_ids = [r["request_id"] for r in recent]
+    got_ids = [i for p in seen["pages"] for i in p]
+    assert [len(p) for p in seen["pages"]] == [PAGE, PAGE, RECENT - 2 * PAGE]
+    assert len(set(got_ids)) == len(got_ids), "a row shown twice"
+    assert got_ids == want_ids
+    assert seen["newer_disabled_on_first"]
+    assert seen["page_back"] == seen["pages"][-2]
+    assert seen["page_latest"] == seen["pages"][0] == seen["after_clear"]
+    assert seen["page_info"][1].startswith("Page 2 · rows 51–100")
+    newest = recent[0]
+    cells = seen["first_row_cells"]
+    assert cells[1] == newest["request_id"] and cells[2] == newest["key_name"]
+    assert cells[3] == newest["model"] and cells[4] == newest["provider"]
+    if newest["cost_micros"] is not None:
+        assert cells[9] == fmt_usd(newest["cost_micros"])
+
+    # The detail drawer of the newest row.
+    d = seen["drawer"]
+    assert d["request_id"] == newest["request_id"] and d["model"] == newest["model"]
+    assert d["key_name"] == newest["key_name"] and d["status"] == str(newest["status"])
+    if newest["cost_micros"] is not None:
+        assert d["cost_micros"].startswith(fmt_usd(newest["cost_micros"]))
+
+    # A filter narrows the table; the export follows the filters.
+    assert [i for p in seen["filtered"]["pages"] for i in p] == filtered
+    assert seen["filtered"]["models"] == [FILTER_MODEL]
+    assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
+    assert "request_id" in seen["export_csv"]["header"]
+
+    # Live accounting: no agent, so the stored counters.
+    live = seen["live"]
+    assert live["agent"] == "down"
+    assert (live["received"], live["written"], live["dropped"]) == \
+        (acct["received"], acct["written"], acct["dropped"])
+    assert acct["written"] == RECENT + OLDER
+
+    # The range selector: the 7-day range holds every seeded row, by day.
+    assert seen["kpi_7d"]["requests"] == want7d["requests"] == RECENT + OLDER
+    assert seen["kpi_7d"]["cost_micros"] == want7d["cost_micros"]
+    assert seen["kpi_7d"]["cost_text"] == fmt_usd(want7d["cost_micros"])
+    assert 7 <= seen["chart_points_7d"] <= 9
+    assert seen["kpi_24h_again"] == RECENT
+
+    # A token refused later sends the operator back to the login screen.
+    assert seen["expired_message"] and seen["token_kept_after_401"] is None
+
+    # Nothing from elsewhere, no script errors (the refused token's 401s aside).
+    assert seen["foreign_requests"] == []
+    assert seen["page_errors"] == []
+    assert [m for m in seen["console_errors"] if "401" not in m] == []
+
+    shot = pathlib.Path(seen["screenshot"])
+    assert shot.exists() and shot.stat().st_size > 20_000
+    print(f"dashboard screenshot: {shot}")

@@ -1,0 +1,721 @@
+"""tally-queryd end to end: a database seeded through the agent's own writer (tally-gen
+--ndjson) with known rows, a real tally-queryd on a loopback port, and every answer
+compared with what Python computes from the same rows (docs/api.md is the contract).
+
+Processes are Proc objects (stack.py), stopped on every exit path by the fixtures."""
+import calendar
+import csv
+import http.client
+import io
+import json
+import math
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, binary, free_port
+from stack import Proc, Stack, wait_port
+
+TOKEN = "op-token-0123456789abcdef"
+VALGRIND = os.environ.get("TALLY_VALGRIND") == "1"
+BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000, 20000, 60000]
+DATA_PATHS = ["/api/summary", "/api/requests", "/api/requests/x", "/api/keys", "/api/models",
+              "/api/live", "/api/export?from=0&to=1"]
+OUTCOMES = ["complete", "complete", "complete", "client_abort", "upstream_error",
+            "upstream_rejected", "denied", "gateway_rejected", "no_record"]
+NOW = int(time.time())
+TODAY = NOW - NOW % 86400
+BASE = TODAY - 5 * 86400           # whole days BASE .. BASE+3d sit inside the summary range
+
+
+# --- processes -----------------------------------------------------------------------
+
+class Queryd:
+    def __init__(self, tmp, db, name="queryd", token=TOKEN, args=(), env_token=True):
+        self.port = free_port()
+        argv = [str(binary("tally-queryd")), "--db", str(db), "--listen",
+                f"127.0.0.1:{self.port}", "--threads", "2", *args]
+        if VALGRIND:
+            argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
+                    "--errors-for-leak-kinds=definite", "-q"] + argv
+        env = {k: v for k, v in os.environ.items() if k != "TALLY_OPERATOR_TOKEN"}
+        if token and env_token:
+            env["TALLY_OPERATOR_TOKEN"] = token
+        self.proc = Proc(name, argv, tmp, env=env)
+        wait_port(self.port, self.proc, timeout=30)
+
+    def request(self, path, token=TOKEN, method="GET", headers=None, body=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            hdrs = dict(headers or {})
+            if token is not None:
+                hdrs["Authorization"] = f"Bearer {token}"
+            conn.putrequest(method, path, skip_accept_encoding=True)
+            for k, v in hdrs.items():
+                conn.putheader(k, v)
+            if body is not None:
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        status, headers, body = self.request(path, **kw)
+        assert status == 200, (path, status, body)
+        assert headers["content-type"] == "application/json; charset=utf-8"
+        assert headers["cache-control"] == "no-store"
+        return json.loads(body)
+
+    def output(self):
+        return self.proc.log_path.read_text(errors="replace")
+
+    def stop(self):
+        """Stops with SIGTERM; a clean exit (0) also means no valgrind error (99)."""
+        code = self.proc.stop(timeout=30)
+        assert code == 0, self.output()
+
+
+def tallyctl(db, *args):
+    r = subprocess.run([str(binary("tallyctl")), "--db", str(db), *args], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout.strip()
+
+
+def gen(db, *args, timeout=120):
+    r = subprocess.run([str(binary("tally-gen")), "--db", str(db), *args], capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r.stdout
+
+
+# --- the seeded rows ----------------------------------------------------------------
+
+def make_rows(key_ids):
+    """Known rows: around BASE (5 days ago) over 5 days, some today, ties on started_at,
+    every outcome, NULLs in every nullable column, durations in every latency bucket."""
+    rnd = random.Random(7)
+    models = [("m-gpt", "p-openai"), ("m-claude", "p-anth"), ("m-other", "p-openai"),
+              (None, None), ("modèle", "p-anth")]
+    durations = [None, 0, 1, 25, 26, 50, 99, 100, 101, 349, 350, 500, 749, 1000, 1499, 2500,
+                 3999, 6000, 9999, 10000, 19999, 60000, 60001, 250000]
+    rows = []
+
+    def row(i, started_ms, key_id=None, model=("m-gpt", "p-openai")):
+        prompt = rnd.choice([None, 0, rnd.randrange(1, 5000)])
+        completion = rnd.choice([None, rnd.randrange(0, 3000)])
+        cost = rnd.choice([None, rnd.randrange(0, 100000)])
+        r = {"request_id": f"req-{i:05d}", "key_id": key_id, "model": model[0],
+             "model_requested": rnd.choice([model[0], 'm-gpt,"x"']), "provider": model[1],
+             "verdict": rnd.choice(["allow", None]), "status": rnd.choice([200, 200, 429, 401, 500, 502, None]),
+             "stream": rnd.choice([True, False, None]), "prompt_tokens": prompt,
+             "completion_tokens": completion, "cached_tokens": rnd.choice([None, 0, 17]),
+             "cache_creation_tokens": rnd.choice([None, 5]),
+             "reasoning_tokens": rnd.choice([None, 0, 9]), "cost_micros": cost,
+             "unpriced": cost is None and (prompt is not None or completion is not None),
+             "outcome": rnd.choice(OUTCOMES),
+             "usage_source": rnd.choice(["none", "response", "stream", "partial"]),
+             "termination": rnd.choice(["--", "CD", "SH", None]), "started_at": started_ms,
+             "duration_ms": rnd.choice(durations), "ttfb_ms": rnd.choice([None, 12]),
+             "bytes_in": rnd.randrange(100, 5000), "bytes_out": rnd.choice([None, 9000])}
+        return r
+
+    i = 0
+    for _ in range(400):
+        started = (BASE - 86400) * 1000 + rnd.randrange(0, 5 * 86400 * 1000)
+        rows.append(row(i, started, rnd.choice(key_ids + [None]), rnd.choice(models)))
+        i += 1
+    for _ in range(6):              # ties: same millisecond, told apart by id
+        rows.append(row(i, BASE * 1000 + 5000, key_ids[0], models[0]))
+        i += 1
+    today_span = max(1, (NOW - TODAY) * 1000 - 1000)
+    for _ in range(30):             # today: the key with a daily budget, and the month
+        rows.append(row(i, TODAY * 1000 + rnd.randrange(0, today_span), key_ids[1],
+                        rnd.choice(models[:2])))
+        i += 1
+    return rows
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("queryd")
+    db = tmp / "tally.db"
+    tallyctl(db, "provider", "set", "p-openai", "--api", "openai", "--backend", "be_openai")
+    tallyctl(db, "provider", "set", "p-anth", "--api", "anthropic", "--backend", "be_anth")
+    tallyctl(db, "model", "set", "m-gpt", "--provider", "p-openai", "--input-micros", "150000",
+             "--output-micros", "600000", "--cached-micros", "75000")
+    tallyctl(db, "model", "set", "m-claude", "--provider", "p-anth", "--input-micros",
+             "3000000", "--output-micros", "15000000", "--cache-write-micros", "3750000")
+    tallyctl(db, "key", "create", "alpha", "--budget-usd", "12.5", "--budget-period", "total")
+    tallyctl(db, "key", "create", "beta", "--models", "m-gpt", "--default-model", "m-gpt")
+    tallyctl(db, "key", "set", "beta", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "3",
+             "--budget-usd", "1", "--budget-period", "day")
+    tallyctl(db, "key", "create", "gamma")
+    tallyctl(db, "key", "revoke", "gamma")
+    con = sqlite3.connect(db)
+    keys = {n: i for i, n in con.execute("SELECT id, name FROM keys")}
+    con.close()
+    rows = make_rows([keys["alpha"], keys["beta"], keys["gamma"]])
+    nd = tmp / "rows.ndjson"
+    nd.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
+                          for r in rows))
+    gen(db, "--ndjson", str(nd))
+    con = sqlite3.connect(db)
+    ids = dict(con.execute("SELECT request_id, id FROM requests"))
+    con.close()
+    assert len(ids) == len(rows)
+    for r in rows:
+        r["id"] = ids[r["request_id"]]
+        r["key_name"] = {v: k for k, v in keys.items()}.get(r["key_id"])
+    q = Queryd(tmp, db)
+    try:
+        yield {"db": db, "tmp": tmp, "rows": rows, "keys": keys, "q": q}
+    finally:
+        q.stop()
+
+
+# --- expected values, computed here -------------------------------------------------------
+
+def percentile(counts, q):
+    """common/latency.c's latency_percentile, operation for operation."""
+    total = sum(counts)
+    if not total:
+        return None
+    rank = max(q * total, 1)
+    below = 0
+    for i in range(15):
+        if counts[i] and below + counts[i] >= rank:
+            lo = BOUNDS[i - 1] if i else 0
+            return lo + (BOUNDS[i] - lo) * (rank - below) / counts[i]
+        below += counts[i]
+    return float(BOUNDS[-1])
+
+
+def bucket(ms):
+    for i, b in enumerate(BOUNDS):
+        if ms <= b:
+            return i
+    return 15
+
+
+def usage(rows):
+    n = lambda v: v or 0
+    lat = [0] * 16
+    for r in rows:
+        if r["duration_ms"] is not None:
+            lat[bucket(r["duration_ms"])] += 1
+    timed = sum(lat)
+    out = {"requests": len(rows),
+           "errors": sum(r["outcome"] != "complete" for r in rows),
+           "streams": sum(r["stream"] is True for r in rows),
+           "prompt_tokens": sum(n(r["prompt_tokens"]) for r in rows),
+           "completion_tokens": sum(n(r["completion_tokens"]) for r in rows),
+           "cached_tokens": sum(n(r["cached_tokens"]) for r in rows),
+           "cache_creation_tokens": sum(n(r["cache_creation_tokens"]) for r in rows),
+           "reasoning_tokens": sum(n(r["reasoning_tokens"]) for r in rows),
+           "cost_micros": sum(n(r["cost_micros"]) for r in rows),
+           "unpriced": sum(bool(r["unpriced"]) for r in rows)}
+    out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    dur = sum(n(r["duration_ms"]) for r in rows)
+    pct = {}
+    for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
+        v = percentile(lat, q)
+        pct[name] = None if v is None else math.floor(v + 0.5)
+    out["latency_ms"] = {"avg": dur / timed if timed else None, **pct}
+    out["error_rate"] = out["errors"] / len(rows) if rows else None
+    return out
+
+
+def check_usage(got, want, what):
+    for k, v in want.items():
+        if k in ("error_rate",) and v is not None:
+            assert got[k] == pytest.approx(v), (what, k)
+        elif k == "latency_ms":
+            assert got[k]["avg"] == pytest.approx(v["avg"], abs=0.051) if v["avg"] is not None \
+                else got[k]["avg"] is None, (what, k)
+            for p in ("p50", "p95", "p99"):
+                assert got[k][p] == v[p], (what, p, got[k], v)
+        else:
+            assert got[k] == v, (what, k, got[k], v)
+
+
+def summary_expected(rows, frm, to, group, key_id=None, model=None):
+    frm_e = frm - frm % 3600
+    to_e = to + (3600 - to % 3600) % 3600
+    sel = [r for r in rows if frm_e <= r["started_at"] // 1000 < to_e
+           and (key_id is None or r["key_id"] == key_id)
+           and (model is None or r["model"] == model)]
+
+    def gkey(r):
+        s = r["started_at"] // 1000
+        return {"key": r["key_id"] or 0, "model": r["model"] or "",
+                "provider": r["provider"] or "", "hour": s - s % 3600,
+                "day": s - s % 86400}[group]
+    groups = {}
+    for r in sel:
+        groups.setdefault(gkey(r), []).append(r)
+    out = [(g, usage(rs)) for g, rs in groups.items()]
+    if group in ("hour", "day"):
+        out.sort(key=lambda x: x[0])
+    else:
+        out.sort(key=lambda x: (-x[1]["cost_micros"], -x[1]["requests"], x[0]))
+    return frm_e, to_e, out, usage(sel)
+
+
+# --- tests ---------------------------------------------------------------------------------
+
+def test_auth_on_every_data_endpoint(world):
+    q = world["q"]
+    status, _, body = q.request("/api/health", token=None)
+    assert status == 200 and json.loads(body) == {"ok": True, "data": True, "schema_version": 4}
+    wrong_same_len = TOKEN[:-1] + ("x" if TOKEN[-1] != "x" else "y")
+    for path in DATA_PATHS:
+        for token in (None, wrong_same_len, TOKEN + "0", "short", ""):
+            status, headers, body = q.request(path, token=token)
+            assert status == 401, (path, token, status, body)
+            assert json.loads(body) == {"error": "missing or invalid operator token"}
+            assert headers["www-authenticate"] == "Bearer"
+            assert headers["cache-control"] == "no-store"
+        status, _, _ = q.request(path, token=None, headers={"Authorization": f"Basic {TOKEN}"})
+        assert status == 401
+        status, _, _ = q.request(path, token=None, headers={"Authorization": f"bearer {TOKEN}"})
+        assert status in (200, 404), path     # the scheme is case-insensitive
+
+
+def test_without_token_serves_only_health_and_files(world, tmp_path):
+    q = Queryd(tmp_path, world["db"], name="queryd-notoken", token=None)
+    try:
+        status, _, body = q.request("/api/health", token=None)
+        assert status == 200 and json.loads(body)["data"] is False
+        for path in DATA_PATHS:
+            for token in (None, TOKEN):
+                status, headers, body = q.request(path, token=token)
+                assert status == 503, path
+                assert json.loads(body) == {
+                    "error": "TALLY_OPERATOR_TOKEN is not set: queryd serves no data"}
+        status, headers, _ = q.request("/", token=None)
+        assert status == 200 and headers["content-type"].startswith("text/html")
+    finally:
+        q.stop()
+    assert "TALLY_OPERATOR_TOKEN is not set" in q.output()
+
+
+def test_token_file(world, tmp_path):
+    tf = tmp_path / "token"
+    tf.write_text("from-a-file\n")
+    q = Queryd(tmp_path, world["db"], name="queryd-tokenfile", token=None,
+               args=["--token-file", str(tf)])
+    try:
+        assert q.request("/api/keys", token="from-a-file")[0] == 200
+        assert q.request("/api/keys", token="from-a-file\\n")[0] == 401
+        assert q.request("/api/keys", token=TOKEN)[0] == 401
+    finally:
+        q.stop()
+
+
+@pytest.mark.parametrize("group", ["key", "model", "provider", "hour", "day"])
+def test_summary_groups_match_raw_rows(world, group):
+    """A range with ragged hours at both ends around three whole days, from not on an hour
+    boundary: the daily rollups' days plus the hourly rollups' ragged ends must add up to
+    exactly what the raw rows say."""
+    q, rows = world["q"], world["rows"]
+    frm, to = BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600
+    got = q.get(f"/api/summary?from={frm}&to={to}&group={group}&limit=1000")
+    frm_e, to_e, want, total = summary_expected(rows, frm, to, group)
+    assert (got["from"], got["to"], got["group"]) == (frm_e, to_e, group)
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (group, g))
+        if group == "key":
+            names = {v: k for k, v in world["keys"].items()}
+            assert row["key_name"] == names.get(g)
+        else:
+            assert "key_name" not in row
+    check_usage(got["totals"], total, "totals")
+    assert got["totals"]["requests"] > 100
+
+
+def test_summary_filters_limit_and_defaults(world):
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    frm, to = BASE - 86400, BASE + 4 * 86400
+    got = q.get(f"/api/summary?from={frm}&to={to}&group=model&key=alpha")
+    _, _, want, total = summary_expected(rows, frm, to, "model", key_id=keys["alpha"])
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    check_usage(got["totals"], total, "key filter")
+    got = q.get(f"/api/summary?from={frm}&to={to}&group=day&model=m-claude")
+    _, _, want, total = summary_expected(rows, frm, to, "day", model="m-claude")
+    assert [(r["group"], r["requests"]) for r in got["rows"]] == \
+        [(g, u["requests"]) for g, u in want]
+    # limit lists the first groups; totals still sum them all
+    got = q.get(f"/api/summary?from={frm}&to={to}&group=key&limit=1")
+    _, _, want, total = summary_expected(rows, frm, to, "key")
+    assert len(got["rows"]) == 1 and got["rows"][0]["group"] == want[0][0]
+    check_usage(got["totals"], total, "limit")
+    # default: the last 24 hours, on hour boundaries
+    got = q.get("/api/summary")
+    assert got["to"] % 3600 == 0 and got["to"] - got["from"] == 86400
+    assert got["to"] >= NOW
+    status, _, body = q.request("/api/summary?key=nobody")
+    assert status == 400 and json.loads(body)["param"] == "key"
+
+
+def row_json(r):
+    out = {k: r[k] for k in ("request_id", "key_id", "key_name", "model", "model_requested",
+                             "provider", "verdict", "status", "stream", "prompt_tokens",
+                             "completion_tokens", "cached_tokens", "cache_creation_tokens",
+                             "reasoning_tokens", "cost_micros", "outcome", "usage_source",
+                             "termination", "started_at", "duration_ms", "ttfb_ms",
+                             "bytes_in", "bytes_out")}
+    return out
+
+
+def page_all(q, query, limit):
+    ids, cursor, pages = [], None, 0
+    while True:
+        path = f"/api/requests?limit={limit}" + (f"&{query}" if query else "")
+        if cursor:
+            path += f"&before={cursor}"
+        got = q.get(path)
+        assert len(got["requests"]) <= limit
+        ids += [r["request_id"] for r in got["requests"]]
+        cursor = got["next"]
+        pages += 1
+        if cursor is None:
+            return ids, pages
+
+
+FILTERS = [
+    ("", lambda r: True),
+    ("key=alpha", lambda r: r["key_name"] == "alpha"),
+    ("key_id=0", lambda r: r["key_id"] is None),
+    ("model=m-claude", lambda r: r["model"] == "m-claude"),
+    ("provider=p-anth", lambda r: r["provider"] == "p-anth"),
+    ("status=429", lambda r: r["status"] == 429),
+    ("status=5xx", lambda r: r["status"] is not None and 500 <= r["status"] <= 599),
+    ("outcome=error", lambda r: r["outcome"] != "complete"),
+    ("outcome=client_abort", lambda r: r["outcome"] == "client_abort"),
+    ("stream=1", lambda r: r["stream"] is True),
+    ("stream=0&key=beta", lambda r: r["stream"] is False and r["key_name"] == "beta"),
+    (f"from={BASE}&to={BASE + 86400}", lambda r: BASE * 1000 <= r["started_at"] < (BASE + 86400) * 1000),
+    (f"from={BASE}&status=4xx&key=alpha", lambda r: r["started_at"] >= BASE * 1000 and
+     r["status"] is not None and 400 <= r["status"] <= 499 and r["key_name"] == "alpha"),
+]
+
+
+@pytest.mark.parametrize("query,pred", FILTERS, ids=[f[0] or "all" for f in FILTERS])
+def test_requests_filters_and_pages(world, query, pred):
+    q, rows = world["q"], world["rows"]
+    want = sorted((r for r in rows if pred(r)), key=lambda r: (r["started_at"], r["id"]),
+                  reverse=True)
+    got = q.get("/api/requests?limit=1000" + (f"&{query}" if query else ""))
+    assert got["requests"] == [row_json(r) for r in want]
+    assert got["next"] is None
+    ids, pages = page_all(q, query, 7)
+    assert ids == [r["request_id"] for r in want]
+    assert pages == max(1, math.ceil(len(want) / 7))
+
+
+def test_request_by_id(world):
+    q, rows = world["q"], world["rows"]
+    r = rows[42]
+    assert q.get(f"/api/requests/{r['request_id']}") == {"request": row_json(r)}
+    status, headers, body = q.request("/api/requests/no-such-id")
+    assert status == 404 and json.loads(body) == {"error": "no request has this id"}
+    assert headers["content-type"] == "application/json; charset=utf-8"
+
+
+def month_start(t):
+    tm = time.gmtime(t)
+    return calendar.timegm((tm.tm_year, tm.tm_mon, 1, 0, 0, 0))
+
+
+def test_keys_limits_and_spend(world):
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    got = {k["name"]: k for k in q.get("/api/keys")["keys"]}
+    assert sorted(got) == ["alpha", "beta", "gamma"]
+    a, b, g = got["alpha"], got["beta"], got["gamma"]
+    assert a["id"] == keys["alpha"] and a["prefix"].startswith("tly_") and len(a["prefix"]) == 12
+    assert a["models"] == [] and a["default_model"] is None and a["revoked_at"] is None
+    assert a["limits"] == {"rpm": None, "tpm": None, "max_concurrent": None,
+                           "budget_micros": 12500000, "budget_period": "total"}
+    assert b["models"] == ["m-gpt"] and b["default_model"] == "m-gpt"
+    assert b["limits"] == {"rpm": 60, "tpm": 1000, "max_concurrent": 3,
+                           "budget_micros": 1000000, "budget_period": "day"}
+    assert g["revoked_at"] is not None and g["limits"]["budget_period"] == "month"
+
+    def spend(key_id, start):
+        sel = [r for r in rows if r["key_id"] == key_id and r["started_at"] >= start * 1000]
+        u = usage(sel)
+        return {"cost_micros": u["cost_micros"], "requests": u["requests"],
+                "total_tokens": u["total_tokens"]}
+    assert a["spend"] == {"period": "total", "period_start": 0, **spend(keys["alpha"], 0)}
+    assert b["spend"] == {"period": "day", "period_start": TODAY, **spend(keys["beta"], TODAY)}
+    assert b["spend"]["requests"] == 30
+    ms = month_start(NOW)
+    assert g["spend"] == {"period": "month", "period_start": ms, **spend(keys["gamma"], ms)}
+
+
+def test_models_prices_and_month(world):
+    q, rows = world["q"], world["rows"]
+    got = {m["name"]: m for m in q.get("/api/models")["models"]}
+    assert sorted(got) == ["m-claude", "m-gpt"]
+    assert got["m-gpt"]["provider"] == "p-openai" and got["m-gpt"]["api"] == "openai"
+    assert got["m-gpt"]["prices"] == {"input_micros_per_mtok": 150000,
+                                      "output_micros_per_mtok": 600000,
+                                      "cached_micros_per_mtok": 75000,
+                                      "cache_write_micros_per_mtok": None}
+    assert got["m-claude"]["prices"]["cache_write_micros_per_mtok"] == 3750000
+    assert got["m-claude"]["prices"]["cached_micros_per_mtok"] is None
+    ms = month_start(NOW)
+    for name, m in got.items():
+        u = usage([r for r in rows if r["model"] == name and r["started_at"] >= ms * 1000])
+        assert m["month"] == {"period_start": ms, "requests": u["requests"],
+                              "total_tokens": u["total_tokens"], "cost_micros": u["cost_micros"]}
+
+
+def test_live_agent_down_shows_stored_counters(world):
+    got = world["q"].get("/api/live")
+    assert got["agent"] == "down" and "cannot connect" in got["error"]
+    con = sqlite3.connect(world["db"])
+    con.row_factory = sqlite3.Row
+    stored = dict(con.execute("SELECT received, written, dropped, duplicates, timed_out, "
+                              "unpriced, updated_at FROM accounting").fetchone())
+    con.close()
+    assert got["stored"] == stored
+    assert stored["written"] == len(world["rows"])
+
+
+def test_live_agent_up(tmp_path):
+    s = Stack(tmp_path)
+    ctl = tmp_path / "agent.ctl"
+    try:
+        s.seed()
+        s.start_agent(extra=["--control", str(ctl)])
+        q = Queryd(tmp_path, s.db, args=["--control", str(ctl)])
+        try:
+            got = q.get("/api/live")
+            assert got["agent"] == "up", got
+            assert set(got["counters"]) >= {"received", "written", "dropped", "duplicates",
+                                             "timed_out", "unpriced"}
+            assert got["counters"]["written"] == s.counters()["written"]
+            assert got["queue_capacity"] > 0 and got["version"].startswith("tally-agent")
+            assert got["pid"] == s.procs["agent"].pid or VALGRIND
+            assert "ok" not in got
+        finally:
+            q.stop()
+    finally:
+        s.close()
+
+
+def export(q, query):
+    status, headers, body = q.request(f"/api/export?{query}")
+    assert status == 200, body
+    assert headers["cache-control"] == "no-store"
+    return headers, body
+
+
+@pytest.mark.parametrize("query,pred", [FILTERS[0], FILTERS[1], FILTERS[6], FILTERS[10]],
+                         ids=["all", "key", "status", "stream-key"])
+def test_export_csv_and_ndjson(world, query, pred):
+    q, rows = world["q"], world["rows"]
+    frm, to = BASE - 86400, NOW + 60
+    want = sorted((r for r in rows if pred(r) and frm * 1000 <= r["started_at"] < to * 1000),
+                  key=lambda r: (r["started_at"], r["id"]))
+    base = f"from={frm}&to={to}" + (f"&{query}" if query else "")
+    headers, body = export(q, base)
+    assert headers["content-type"] == "text/csv; charset=utf-8"
+    assert headers["content-disposition"] == f'attachment; filename="tally-{frm}-{to}.csv"'
+    table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+    cols = list(row_json(rows[0]))
+    assert table[0] == cols and len(table) == len(want) + 1
+
+    def cell(v):
+        return "" if v is None else str(int(v)) if isinstance(v, bool) else str(v)
+    assert table[1:] == [[cell(r[c]) for c in cols] for r in want]
+    assert b'"m-gpt,""x"""' in body or not any(r["model_requested"] == 'm-gpt,"x"' for r in want)
+    headers, body = export(q, base + "&format=ndjson")
+    assert headers["content-type"] == "application/x-ndjson"
+    assert headers["content-disposition"].endswith('.ndjson"')
+    lines = body.decode("utf-8").splitlines()
+    assert [json.loads(x) for x in lines] == [row_json(r) for r in want]
+
+
+BAD = [
+    ("/api/summary?limit=0", "limit"), ("/api/summary?limit=1001", "limit"),
+    ("/api/summary?limit=1x", "limit"), ("/api/summary?group=week", "group"),
+    ("/api/summary?from=abc", "from"), ("/api/summary?from=-5", "from"),
+    ("/api/summary?from=100&to=50", "to"), ("/api/summary?from=0&to=40000000", "to"),
+    ("/api/summary?status=200", "status"), ("/api/summary?bogus=1", "bogus"),
+    ("/api/summary?from=1&from=2", "from"), ("/api/summary?model=", "model"),
+    ("/api/requests?before=12", "before"), ("/api/requests?before=1.2.3", "before"),
+    ("/api/requests?before=-1.2", "before"), ("/api/requests?before=01.2", "before"),
+    ("/api/requests?before=99999999999999999999.1", "before"),
+    ("/api/requests?status=600", "status"), ("/api/requests?status=4xy", "status"),
+    ("/api/requests?status=42", "status"), ("/api/requests?outcome=ok", "outcome"),
+    ("/api/requests?stream=true", "stream"), ("/api/requests?key_id=x", "key_id"),
+    ("/api/requests?key=alpha&key_id=1", "key_id"), ("/api/requests?format=csv", "format"),
+    ("/api/requests?group=key", "group"), ("/api/requests?key=nobody", "key"),
+    ("/api/export?to=5", "from"), ("/api/export?from=5", "to"),
+    ("/api/export?from=1&to=5&format=xml", "format"), ("/api/export?from=1&to=5&limit=3", "limit"),
+    ("/api/keys?x=1", "x"), ("/api/live?verbose", "verbose"),
+]
+
+
+@pytest.mark.parametrize("path,param", BAD, ids=[p for p, _ in BAD])
+def test_bad_parameters_name_the_parameter(world, path, param):
+    status, headers, body = world["q"].request(path)
+    assert status == 400, (path, body)
+    got = json.loads(body)
+    assert got["param"] == param and got["error"]
+    assert headers["content-type"] == "application/json; charset=utf-8"
+
+
+def test_http_methods_bodies_and_paths(world):
+    q = world["q"]
+    for method in ("POST", "PUT", "DELETE", "OPTIONS"):
+        status, headers, body = q.request("/api/keys", method=method)
+        assert status == 405 and headers["allow"] == "GET, HEAD", method
+        assert q.request("/", method=method, token=None)[0] == 405
+    status, _, body = q.request("/api/keys", body=b"{}")
+    assert status == 400 and "body" in json.loads(body)["error"]
+    status, headers, body = q.request("/api/keys", method="HEAD")
+    assert status == 200 and body == b"" and headers["content-type"].startswith("application/json")
+    for path in ("/api/nope", "/api/", "/api/requests/", "/api/keys/1"):
+        status, headers, body = q.request(path)
+        assert status == 404 and json.loads(body) == {"error": "not found"}, path
+        assert headers["cache-control"] == "no-store"
+
+
+def test_static_files(world, tmp_path):
+    q = world["q"]
+    status, headers, body = q.request("/", token=None)
+    index = (ROOT / "queryd" / "dashboard" / "public" / "index.html").read_bytes()
+    assert status == 200 and body == index
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert headers["content-security-policy"] == \
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"
+    assert headers["x-content-type-options"] == "nosniff"
+    etag = headers["etag"]
+    status, _, body = q.request("/", token=None, headers={"If-None-Match": etag})
+    assert status == 304 and body == b""
+    assert q.request("/index.html", token=None)[2] == index
+    dist = ROOT / "queryd" / "dashboard" / "node_modules" / "uplot" / "dist"
+    status, headers, body = q.request("/vendor/uPlot.iife.min.js", token=None)
+    assert status == 200 and body == (dist / "uPlot.iife.min.js").read_bytes()
+    assert headers["content-type"] == "text/javascript; charset=utf-8"
+    status, headers, body = q.request("/vendor/uPlot.min.css", token=None)
+    assert status == 200 and headers["content-type"] == "text/css; charset=utf-8"
+    assert q.request("/vendor/uPlot.min.css", method="HEAD", token=None)[0] == 200
+    for path in ("/nope.html", "/../../etc/passwd", "/%2e%2e/etc/passwd", "/vendor/../index.html",
+                 "//etc/passwd", "/.hidden", "/index.html/", "/a%00b", "/x?y"):
+        status, _, body = q.request(path, token=None)
+        assert status == 404 and b"root:" not in body, path
+    # --static DIR serves the same paths from a directory, with the same refusals
+    site = tmp_path / "site"
+    (site / "vendor").mkdir(parents=True)
+    (site / "index.html").write_text("<p>mine</p>")
+    (site / "vendor" / "app.js").write_text("1;")
+    (tmp_path / "secret.txt").write_text("root:x")
+    (site / ".env").write_text("root:x")
+    qs = Queryd(tmp_path, world["db"], name="queryd-static", args=["--static", str(site)])
+    try:
+        assert qs.request("/", token=None)[2] == b"<p>mine</p>"
+        status, headers, body = qs.request("/vendor/app.js", token=None)
+        assert status == 200 and body == b"1;" and headers["content-type"].startswith("text/javascript")
+        for path in ("/../secret.txt", "/vendor/../../secret.txt", "/.env", "/%2e%2e/secret.txt",
+                     "/vendor", "/missing.js"):
+            status, _, body = qs.request(path, token=None)
+            assert status == 404 and b"root:" not in body, path
+    finally:
+        qs.stop()
+
+
+def test_refuses_missing_or_old_database(tmp_path):
+    port = free_port()
+    r = subprocess.run([str(binary("tally-queryd")), "--db", str(tmp_path / "none.db"),
+                        "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                       timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
+    assert r.returncode == 1 and "none.db: No such file" in r.stderr, r.stderr
+    old = tmp_path / "old.db"
+    con = sqlite3.connect(old)
+    con.executescript((ROOT / "tests" / "integration" / "schema_v1.sql").read_text())
+    con.close()
+    r = subprocess.run([str(binary("tally-queryd")), "--db", str(old),
+                        "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                       timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
+    assert r.returncode == 1 and "older than 4" in r.stderr, r.stderr
+    r = subprocess.run([str(binary("tally-queryd")), "--threads", "0"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--threads" in r.stderr
+    r = subprocess.run([str(binary("tally-queryd")), "--help"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0 and "--token-file" in r.stdout
+
+
+def test_pages_while_the_writer_inserts(tmp_path):
+    """Keyset pages visit every row present when the first page was read exactly once,
+    while tally-gen's writer keeps inserting (rows stamped with the current time)."""
+    db = tmp_path / "live.db"
+    gen(db, "--rows", "300", "--keys", "3", "--days", "1")
+    writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(db), "--duration", "30",
+                                "--rate", "400", "--keys", "3"], tmp_path)
+    q = Queryd(tmp_path, db, name="queryd-live")
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        key = con.execute("SELECT name FROM keys ORDER BY id LIMIT 1").fetchone()[0]
+        deadline = time.time() + 20
+        while con.execute("SELECT count(*) FROM requests").fetchone()[0] < 600:
+            assert time.time() < deadline and writer.alive(), writer.output()
+            time.sleep(0.05)
+        for query in ("", f"key={key}"):
+            where = "" if not query else \
+                f"WHERE key_id = (SELECT id FROM keys WHERE name = '{key}')"
+            before = {r for (r,) in con.execute(f"SELECT request_id FROM requests {where}")}
+            seen, cursor, pages = [], None, 0
+            while True:
+                path = "/api/requests?limit=40" + (f"&{query}" if query else "") + \
+                    (f"&before={cursor}" if cursor else "")
+                got = q.get(path)
+                seen += [r["request_id"] for r in got["requests"]]
+                cursor, pages = got["next"], pages + 1
+                if cursor is None:
+                    break
+                time.sleep(0.01)
+            after = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+            assert len(seen) == len(set(seen)), "a row came twice"
+            assert before <= set(seen), f"{len(before - set(seen))} rows missed"
+            assert pages > 5 and after > len(before), (pages, after, len(before))
+        con.close()
+    finally:
+        q.stop()
+        writer.stop()
+
+
+def test_query_plans_walk_the_indexes():
+    """The request pages and the export read the started_at indexes in order: no sort
+    (temp b-tree), whatever the filters; the summary reads rollup rows by their keys."""
+    con = sqlite3.connect(":memory:")
+    con.executescript((ROOT / "sql" / "schema.sql").read_text())
+
+    def plan(name):
+        sql = (ROOT / "sql" / "queries" / f"{name}.sql").read_text()
+        names = set(re.findall(r":(\w+)", re.sub(r"--[^\n]*", "", sql)))
+        return "\n".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql,
+                                                   {n: None for n in names}))
+    for name, index in (("requests_page", "requests_started_at"),
+                        ("requests_page_key", "requests_key_started_at"),
+                        ("export", "requests_started_at")):
+        p = plan(name)
+        assert f"USING INDEX {index}" in p and "TEMP B-TREE" not in p, (name, p)
+    assert "started_at<?" in plan("requests_page"), "the cursor must bound the index walk"
+    p = plan("summary")
+    assert "SEARCH usage_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
+    assert "SEARCH usage_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
+    con.close()
