@@ -40,7 +40,7 @@ BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BU
               $(BUILD)/tally-queryd $(BUILD)/tally-gen
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
-        run bench-decision bench-accounting bench-journal bench-writer clean help
+        run bench-decision bench-accounting bench-journal bench-writer bench-queryd clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -56,6 +56,7 @@ help:
 	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, count check"
 	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
 	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop"
+	@echo "make bench-queryd    queryd p50/p95 per endpoint on 10M rows; writer rows/s polled vs idle"
 	@echo "make clean"
 
 deps:
@@ -136,12 +137,15 @@ $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 # libFuzzer targets are built with clang from the module sources, never from $(BUILD)/obj.
-FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -fsanitize=fuzzer,address,undefined \
-               -fno-sanitize-recover=undefined
+# A target whose module lives outside spoa/ and common/ names it in FUZZ_EXTRA_SRC.
+FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -Iloadtest \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 fuzz-bins: $(FUZZ_BIN)
+$(BUILD)/fuzz/fuzz_gen_ndjson: FUZZ_EXTRA_SRC := loadtest/ndjson_row.c
+$(BUILD)/fuzz/fuzz_gen_ndjson: loadtest/ndjson_row.c
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) $< $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
+	clang $(FUZZ_CFLAGS) $< $(FUZZ_EXTRA_SRC) $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
 
 # queryd's parsers of peer input: the query parameters and the agent's control replies.
 QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c
@@ -194,6 +198,13 @@ $(BUILD)/bench-writer: $(BUILD)/obj/loadtest/bench-writer.o $(AGENT_OBJ) $(COMMO
 
 bench-writer: $(BUILD)/bench-writer
 	$(BUILD)/bench-writer
+
+$(BUILD)/queryd-probe: $(BUILD)/obj/loadtest/queryd-probe.o
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+# QUERYD (default $(BUILD)/tally-queryd) and BENCH_ROWS (10000000) can be overridden.
+bench-queryd: deps build $(BUILD)/queryd-probe
+	@BUILD=$(BUILD) bash loadtest/bench-queryd.sh
 
 clean:
 	rm -rf build

@@ -247,8 +247,7 @@ static void db_rollback(sqlite3 *db)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-/* Runs a query returning one integer. 0 or -1. */
-static int db_query_int(sqlite3 *db, const char *sql, int64_t *out)
+int db_query_int(sqlite3 *db, const char *sql, int64_t *out)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = -1;

@@ -39,6 +39,10 @@ int64_t db_config_generation(sqlite3 *db);
  * Returns 0, or -1 with sqlite's message in err. */
 int db_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 
+/* Runs fixed SQL whose first row's first column is an integer into *out.
+ * Returns 0, or -1 (an error, or no row). */
+int db_query_int(sqlite3 *db, const char *sql, int64_t *out);
+
 /* Current time in unix seconds, the unit of every *_at column. */
 int64_t db_now(void);
 

@@ -1067,18 +1067,6 @@ static int ctl_open_readonly(const char *path, sqlite3 **out)
 	return CTL_OK;
 }
 
-/* One integer from a fixed query on db, or -1 on error. */
-static int64_t ctl_query_int(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return v;
-}
-
 /* Checks the copy at path: PRAGMA integrity_check must say "ok". Reports its schema
  * version and requests rows. */
 static int ctl_backup_verify(const char *path, int64_t *version, int64_t *rows)
@@ -1100,8 +1088,11 @@ static int ctl_backup_verify(const char *path, int64_t *version, int64_t *rows)
 		ctl_error("backup %s: integrity check failed: %s", path, res ? res : "no answer");
 		goto out;
 	}
-	*version = ctl_query_int(db, "PRAGMA user_version");
-	*rows = ctl_query_int(db, "SELECT count(*) FROM requests");
+	if (db_query_int(db, "PRAGMA user_version", version) < 0 ||
+	    db_query_int(db, "SELECT count(*) FROM requests", rows) < 0) {
+		ctl_error("backup %s: cannot read it: %s", path, sqlite3_errmsg(db));
+		goto out;
+	}
 	status = CTL_OK;
 out:
 	sqlite3_finalize(st);
@@ -1133,7 +1124,7 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 	}
 	if (ctl_open_readonly(ctl->db_path, &src) != CTL_OK)
 		goto out;
-	if (ctl_query_int(src, "PRAGMA user_version") <= 0) {
+	if (db_query_int(src, "PRAGMA user_version", &version) < 0 || version <= 0) {
 		ctl_error("database %s: not a tally database (%s)", ctl->db_path,
 		          sqlite3_errmsg(src));
 		goto out;

@@ -183,18 +183,6 @@ static void bench_db_remove(const char *path)
 	}
 }
 
-/* Runs sql, which returns one integer. -1 on error (no count here is negative). */
-static int64_t bench_query(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return v;
-}
-
 /* ---- the writer ---- */
 
 static void bench_on_done(void *arg, const struct acct_row *rows, size_t n, int committed)
@@ -250,7 +238,8 @@ static int bench_verify(const char *path, int64_t n)
 		return -1;
 	}
 	for (i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
-		v = bench_query(db, checks[i].sql);
+		if (db_query_int(db, checks[i].sql, &v) < 0)
+			v = -1;   /* no count here is negative */
 		if (v != (checks[i].all ? n : 0)) {
 			fprintf(stderr, "bench-writer: %s: %" PRId64 ", expected %" PRId64 "\n",
 			        checks[i].what, v, checks[i].all ? n : 0);
@@ -396,8 +385,7 @@ static int bench_baseline(const char *path, const struct acct_row *rows, size_t 
 			goto out;
 	}
 	res->rows_per_s = (double)n * 1e9 / (double)(stats_now_ns() - t0);
-	stored = bench_query(db, "SELECT count(*) FROM requests");
-	if (stored == (int64_t)n)
+	if (db_query_int(db, "SELECT count(*) FROM requests", &stored) == 0 && stored == (int64_t)n)
 		rc = 0;
 	else
 		snprintf(err, sizeof(err), "stored %" PRId64 " rows of %zu", stored, n);

@@ -828,7 +828,7 @@ static int gen_parse_args(int argc, char **argv, struct gen_opts *o)
 	int i, k;
 
 	*o = (struct gen_opts){ .rows = -1, .seed = 1, .days = 30, .end_s = -1, .keys = 200 };
-	for (i = 1; i < argc; i++) {
+	for (i = 1; i < argc; i += 2) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(gen_usage_text, stdout);
 			return 1;
@@ -844,7 +844,6 @@ static int gen_parse_args(int argc, char **argv, struct gen_opts *o)
 		given |= 1u << k;
 		if (gen_opt_set(&gen_optspecs[k], argv[i + 1], o) < 0)
 			return gen_usage_error("bad value for %s", argv[i]);
-		i++;
 	}
 	if (!(given & (1u << OPT_DB)))
 		return gen_usage_error("%s is required", "--db");

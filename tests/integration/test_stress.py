@@ -39,8 +39,13 @@ def test_levels_are_exact_and_accounted(stack):
         assert lv["bytes"] > 0 and lv["requests_per_s"] > 0
         lat = lv["latency_ms"]
         assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
-        assert lv["accounting"] == {"exact": True, "rows": 40, "expected": 40,
-                                    "missing_request_id": 0, "dropped": 0, "timed_out": 0}
+        acct = lv["accounting"]
+        assert {k: acct[k] for k in ("exact", "rows", "expected", "missing_request_id",
+                                     "dropped", "timed_out", "balanced")} == {
+            "exact": True, "rows": 40, "expected": 40, "missing_request_id": 0, "dropped": 0,
+            "timed_out": 0, "balanced": True}
+        # The agent's totals after the level: nothing in flight, nothing lost.
+        assert acct["received"] == acct["written"] and acct["dropped_total"] == 0
     assert len(stack.rows()) == 80
 
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# make bench-queryd: tally-queryd on a database of BENCH_ROWS (10 000 000) realistic rows
+# over 30 days, made by tally-gen once and kept in build/bench/queryd-10M.db (made again
+# when missing). The run works on a copy, so the cached file stays at BENCH_ROWS rows.
+#   1. Latency: build/queryd-probe sends BENCH_N (200) sequential requests per endpoint of
+#      the dashboard (docs/api.md), or as many as fit in BENCH_MAX_SECONDS (10), over one
+#      keep-alive connection and prints p50/p95;
+#      targets: p95 < 50 ms for every endpoint, < 5 ms for each page of 200 requests.
+#      /api/health is the floor (the probe's own cost plus queryd's least work).
+#   2. Writer: tally-gen --duration BENCH_SECONDS (10) stores new rows (stamped now)
+#      through the agent's writer into the same database, alternately with queryd idle
+#      and with the dashboard's calls made once per second, BENCH_ROUNDS (3) times;
+#      medians of rows/s, ratio polled / idle, target >= 0.9.
+#   3. queryd's VmRSS after start and after the run; target < 10 MiB.
+# Exit 1 if a target is missed or anything fails. Knobs: QUERYD (build/tally-queryd),
+# QUERYD_THREADS (queryd's default), BENCH_ROWS, BENCH_N, BENCH_MAX_SECONDS, BENCH_SECONDS,
+# BENCH_ROUNDS, BUILD (build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${BUILD:-build}
+queryd=${QUERYD:-$build/tally-queryd}
+rows=${BENCH_ROWS:-10000000}
+n=${BENCH_N:-200}
+max_seconds=${BENCH_MAX_SECONDS:-10}
+seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+source scripts/stack.sh
+
+for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe"; do
+  [[ -x $bin ]] || { echo "bench-queryd: $bin is not built" >&2; exit 1; }
+done
+if (( rows % 1000000 == 0 )); then label=$((rows / 1000000))M; else label=$rows; fi
+cache=$build/bench/queryd-$label.db
+if [[ ! -f $cache ]]; then
+  mkdir -p "$build/bench"
+  echo "generating $cache ($rows rows over 30 days, seed 1) ..."
+  rm -f "$cache.tmp" "$cache.tmp-wal" "$cache.tmp-shm" "$cache.tmp.secret"
+  "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30
+  mv "$cache.tmp.secret" "$cache.secret"
+  mv "$cache.tmp" "$cache"
+fi
+
+stack_scratch
+db=$tmp/queryd.db
+# Anything a reader of the cache left in its WAL goes into the file before the copy.
+sqlite3 "$cache" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+cp "$cache" "$db"
+cp "$cache.secret" "$db.secret"
+export TALLY_OPERATOR_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+port=$(stack_free_port)
+threads=()
+[[ -n ${QUERYD_THREADS:-} ]] && threads=(--threads "$QUERYD_THREADS")
+stack_spawn "$queryd" --db "$db" --listen "127.0.0.1:$port" --control "$tmp/no-agent.ctl" \
+  "${threads[@]}" --log-level warn 2>"$tmp/queryd.log"
+queryd_pid=${stack_pids[-1]}
+stack_wait_port "$port"
+rss() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$queryd_pid/status"; }
+rss_start=$(rss)
+
+q() { sqlite3 -readonly "$db" "$1"; }
+api() { curl -sf -H "Authorization: Bearer $TALLY_OPERATOR_TOKEN" "http://127.0.0.1:$port$1"; }
+# Ranges end at the hour after the newest row, so a cached database gives the same
+# figures whenever it is measured.
+end=$(q "SELECT (max(started_at) / 3600000 + 1) * 3600 FROM requests")
+total=$(q "SELECT count(*) FROM requests")
+key=$(q "SELECT k.name FROM usage_daily u JOIN keys k ON k.id = u.key_id GROUP BY u.key_id
+         ORDER BY sum(u.requests) DESC LIMIT 1")
+rare_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) LIMIT 1")
+top_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) DESC LIMIT 1")
+mid=$(q "SELECT request_id, started_at, id FROM requests WHERE id = (SELECT max(id) / 2 FROM requests)")
+IFS='|' read -r mid_id mid_started mid_rowid <<<"$mid"
+# The cursor is "started_at.id" of a page's last row (docs/api.md); a page half-way down
+# the table starts after the middle row. The first page's cursor must have that shape.
+next=$(api "/api/requests?limit=200" | python3 -c 'import json,sys; print(json.load(sys.stdin)["next"])')
+[[ $next =~ ^[0-9]+\.[0-9]+$ ]] || { echo "bench-queryd: unexpected cursor $next" >&2; exit 1; }
+deep="$mid_started.$mid_rowid"
+
+endpoints=$tmp/endpoints
+{
+  echo "health /api/health"
+  for range in 24h:86400 7d:604800 30d:2592000; do
+    for group in hour day key model provider; do
+      echo "summary-${range%%:*}-$group /api/summary?from=$((end - ${range##*:}))&to=$end&group=$group"
+    done
+  done
+  echo "requests-first /api/requests?limit=200"
+  echo "requests-deep /api/requests?limit=200&before=$deep"
+  echo "requests-key /api/requests?key=$key&limit=200"
+  echo "requests-model /api/requests?model=$top_model&limit=200"
+  echo "requests-rare-model /api/requests?model=$rare_model&limit=200"
+  echo "request-by-id /api/requests/$mid_id"
+  echo "keys /api/keys"
+  echo "models /api/models"
+  echo "live /api/live"
+} >"$endpoints"
+# What the dashboard asks for every second (its default range, the last 24 hours).
+poll=$tmp/poll
+cat >"$poll" <<EOF
+summary-hour /api/summary?group=hour
+summary-model /api/summary?group=model
+summary-key /api/summary?group=key
+summary-provider /api/summary?group=provider
+requests-first /api/requests?limit=200
+keys /api/keys
+live /api/live
+EOF
+
+echo "queryd: $queryd on $total rows ($cache), ranges ending $(date -u -d "@$end" '+%F %H:%M') UTC"
+echo "key $key, models $top_model (most rows) and $rare_model (fewest), deep page after row $mid_rowid"
+echo "rollups: usage_hourly $(q "SELECT count(*) FROM usage_hourly") rows" \
+  "($(q "SELECT count(*) FROM usage_hourly WHERE hour >= $end - 86400") in the last 24 h)," \
+  "usage_daily $(q "SELECT count(*) FROM usage_daily") rows"
+echo
+"$build/queryd-probe" --addr "127.0.0.1:$port" -n "$n" --max-seconds "$max_seconds" \
+  <"$endpoints" >"$tmp/latency"
+fail=0
+printf '%-22s %9s %9s %9s %9s %5s  %-9s %s\n' endpoint p50_ms p95_ms max_ms bytes n target result
+while read -r name p50 p95 max bytes count; do
+  target=50
+  [[ $name == requests-* ]] && target=5
+  [[ $name == health ]] && target=-
+  result=PASS
+  if [[ $target == - ]]; then result=floor
+  elif ! awk -v a="$p95" -v b="$target" 'BEGIN { exit !(a < b) }'; then result=FAIL; fail=1; fi
+  printf '%-22s %9s %9s %9s %9s %5s  %-9s %s\n' "$name" "$p50" "$p95" "$max" "$bytes" "$count" \
+    "${target/#[0-9]*/p95<$target}" "$result"
+done <"$tmp/latency"
+echo "(n sequential requests per endpoint, at most $n or ${max_seconds} s, on one keep-alive" \
+  "connection, after 5 unmeasured; bytes: one answer's body)"
+echo
+
+# One tally-gen run of $seconds s; prints its rows/s.
+writer_round() {
+  "$build/tally-gen" --db "$db" --duration "$seconds" --seed "$1" \
+    | sed -n 's/.* \([0-9]*\) rows\/s$/\1/p'
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+idle=() polled=()
+for r in $(seq "$rounds"); do
+  idle+=("$(writer_round $((2 * r)))")
+  "$build/queryd-probe" --addr "127.0.0.1:$port" --interval-ms 1000 \
+    --duration-s "$seconds" <"$poll" >"$tmp/poll.out" &
+  probe_pid=$!
+  polled+=("$(writer_round $((2 * r + 1)))")
+  wait "$probe_pid" || { echo "bench-queryd: polling failed" >&2; exit 1; }
+  echo "round $r: idle ${idle[-1]} rows/s, polled ${polled[-1]} rows/s ($(cat "$tmp/poll.out"))"
+done
+idle_med=$(printf '%s\n' "${idle[@]}" | median)
+polled_med=$(printf '%s\n' "${polled[@]}" | median)
+ratio=$(awk -v a="$polled_med" -v b="$idle_med" 'BEGIN { printf "%.2f", a / b }')
+result=PASS
+awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }' || { result=FAIL; fail=1; }
+echo "writer on the $label database: idle $idle_med rows/s, dashboard polling every 1 s" \
+  "$polled_med rows/s (medians of $rounds), ratio $ratio (target >= 0.9): $result"
+
+rss_end=$(rss)
+result=PASS
+awk -v a="$rss_start" -v b="$rss_end" 'BEGIN { exit !(a < 10 && b < 10) }' || { result=FAIL; fail=1; }
+echo "queryd VmRSS: $rss_start MiB after start, $rss_end MiB after the run (target < 10 MiB): $result"
+exit $fail

@@ -1,0 +1,397 @@
+"""Integration tests for tally-gen ($TALLY_BUILD/tally-gen), the tool that fills a tally
+database through the agent's own queue and writer: --ndjson rows land exactly as given,
+the rollups equal SQL sums over the rows, the accounting row is exact, bad input is
+refused with its line number and nothing stored; random rows are deterministic for a
+seed and have the documented shape. With TALLY_VALGRIND=1 every run goes through
+valgrind memcheck."""
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TALLY_BUILD", "build"))
+GEN = (BUILD if BUILD.is_absolute() else ROOT / BUILD) / "tally-gen"
+VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+            "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
+
+END = 1764806400            # 2025-12-04 00:00 UTC, a Thursday
+LATENCY_BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000,
+                  20000, 60000]
+COLUMNS = ["request_id", "key_id", "model", "model_requested", "provider", "verdict",
+           "status", "stream", "prompt_tokens", "completion_tokens", "cached_tokens",
+           "cache_creation_tokens", "reasoning_tokens", "cost_micros", "outcome",
+           "usage_source", "termination", "started_at", "duration_ms", "ttfb_ms",
+           "bytes_in", "bytes_out"]
+SUMMED = ["prompt_tokens", "completion_tokens", "cached_tokens", "cache_creation_tokens",
+          "reasoning_tokens", "cost_micros"]
+DONE_RE = re.compile(r"tally-gen: (\d+) rows written \((\d+) duplicates, (\d+) dropped\) "
+                     r"in [0-9.]+ s: \d+ rows/s")
+
+
+def run(args, stdin=None, timeout=300):
+    if not GEN.exists():
+        pytest.fail(f"{GEN} is not built (run make)")
+    return subprocess.run(VALGRIND + [str(GEN)] + [str(a) for a in args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def gen_ok(args, stdin=None):
+    proc = run(args, stdin)
+    assert proc.returncode == 0, proc.stderr
+    m = DONE_RE.search(proc.stdout)
+    assert m, proc.stdout
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def query(db, sql, args=()):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def accounting(db):
+    (row,) = query(db, "SELECT received, written, dropped, duplicates, timed_out, unpriced"
+                       " FROM accounting")
+    return dict(zip(["received", "written", "dropped", "duplicates", "timed_out",
+                     "unpriced"], row))
+
+
+def rollup_sql(table, unit, seconds):
+    """The rollup table's rows as SQL computes them from requests (schema.sql's rules)."""
+    buckets, prev = [], None
+    for b in LATENCY_BOUNDS:
+        low = "duration_ms >= 0" if prev is None else f"duration_ms > {prev}"
+        buckets.append(f"sum({low} AND duration_ms <= {b})")
+        prev = b
+    buckets.append(f"sum(duration_ms > {LATENCY_BOUNDS[-1]})")
+    sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED)
+    lat = ", ".join(f"coalesce({b}, 0)" for b in buckets)
+    expected = (
+        f"SELECT started_at / 1000 / {seconds} * {seconds}, coalesce(key_id, 0),"
+        " coalesce(model, ''), coalesce(provider, ''), count(*),"
+        " sum(outcome <> 'complete'), sum(coalesce(stream, 0) = 1), " + sums + ","
+        " sum(cost_micros IS NULL AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)),"
+        " sum(coalesce(duration_ms, 0)), " + lat + " FROM requests GROUP BY 1, 2, 3, 4")
+    lat_cols = ", ".join([f"lat_le_{b}" for b in LATENCY_BOUNDS] + ["lat_gt_60000"])
+    stored = (f"SELECT {unit}, key_id, model, provider, requests, errors, streams, "
+              + ", ".join(SUMMED) + ", unpriced, duration_ms_sum, " + lat_cols +
+              f" FROM {table}")
+    return expected, stored
+
+
+def assert_consistent(db):
+    """Rollups equal SQL sums over the rows; received = written + dropped, nothing
+    dropped, written = the rows stored."""
+    for table, unit, seconds in (("usage_hourly", "hour", 3600), ("usage_daily", "day", 86400)):
+        expected, stored = rollup_sql(table, unit, seconds)
+        assert sorted(query(db, expected)) == sorted(query(db, stored)), table
+    acc = accounting(db)
+    (count,) = query(db, "SELECT count(*) FROM requests")[0]
+    assert acc["received"] == acc["written"] + acc["dropped"]
+    assert acc["dropped"] == 0
+    assert acc["written"] == count
+    (timed_out,) = query(db, "SELECT count(*) FROM requests WHERE outcome = 'no_record'")[0]
+    assert acc["timed_out"] == timed_out
+    return acc
+
+
+# ---- --ndjson ----
+
+ROWS = [
+    {"request_id": "1764806399123-1A2B-3C-000000009F8E7D6C", "key_id": 3,
+     "model": "gpt-4o-2024-08-06", "model_requested": "gpt-4o", "provider": "openai",
+     "verdict": "allow", "status": 200, "stream": True, "prompt_tokens": 812,
+     "completion_tokens": 301, "cached_tokens": 0, "cache_creation_tokens": None,
+     "reasoning_tokens": None, "cost_micros": 5040, "unpriced": False, "outcome": "complete",
+     "usage_source": "stream", "termination": "--", "started_at": 1764806399123,
+     "duration_ms": 2210, "ttfb_ms": 380, "bytes_in": 2301, "bytes_out": 9120},
+    # The same hour, key and model: summed into one rollup row; stream given as 0.
+    {"request_id": "r-2", "key_id": 3, "model": "gpt-4o-2024-08-06", "provider": "openai",
+     "status": 200, "stream": 0, "prompt_tokens": 10, "completion_tokens": 20,
+     "cost_micros": 7, "outcome": "complete", "usage_source": "response",
+     "started_at": 1764806300000, "duration_ms": 25, "bytes_in": 1, "bytes_out": 2},
+    # Unpriced: usage, no cost.
+    {"request_id": "r-3", "key_id": 4, "model": "qwen", "provider": "vllm", "status": 200,
+     "stream": 1, "prompt_tokens": 100, "completion_tokens": 50, "unpriced": 1,
+     "outcome": "complete", "usage_source": "stream", "started_at": 1764720000000,
+     "duration_ms": 60001},
+    # A denial, no key, booleans as 0/1 and explicit nulls.
+    {"request_id": "r-4", "key_id": None, "model": "claude-opus-4", "verdict": "budget_exceeded",
+     "status": 402, "stream": None, "outcome": "denied", "started_at": 1764700000000,
+     "duration_ms": 0, "termination": "PR"},
+    # Everything optional missing.
+    {"request_id": "r-5", "outcome": "no_record", "started_at": 1700000000000},
+    {"request_id": "r-6", "key_id": 1, "model": "claude-sonnet-4", "provider": "anthropic",
+     "status": 200, "stream": True, "prompt_tokens": 5000, "cached_tokens": 1000,
+     "cache_creation_tokens": 2000, "outcome": "client_abort", "usage_source": "partial",
+     "termination": "CD", "started_at": 1764806399999, "duration_ms": 999, "ttfb_ms": 500,
+     "cost_micros": 12345},
+    {"request_id": "r-7", "key_id": 2, "model": "o3", "provider": "openai", "status": 503,
+     "stream": False, "outcome": "upstream_error", "termination": "sH",
+     "started_at": 1764806399000, "reasoning_tokens": 0, "duration_ms": 123456},
+]
+
+
+def expected_row(obj):
+    out = []
+    for c in COLUMNS:
+        v = obj.get(c)
+        if isinstance(v, bool):
+            v = int(v)
+        if c == "usage_source" and v is None:
+            v = "none"
+        if v == "":
+            v = None
+        out.append(v)
+    return tuple(out)
+
+
+def ndjson(rows):
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_ndjson_rows_land_exactly(tmp_path):
+    db = tmp_path / "t.db"
+    # A blank line and CRLF ends are accepted.
+    text = ndjson(ROWS[:3]) + "\n  \n" + ndjson(ROWS[3:]).replace("\n", "\r\n")
+    src = tmp_path / "rows.ndjson"
+    src.write_text(text)
+    assert gen_ok(["--db", db, "--ndjson", src]) == (len(ROWS), 0, 0)
+    got = query(db, "SELECT " + ", ".join(COLUMNS) + " FROM requests ORDER BY id")
+    assert got == [expected_row(r) for r in ROWS]
+    acc = assert_consistent(db)
+    assert acc == {"received": len(ROWS), "written": len(ROWS), "dropped": 0,
+                   "duplicates": 0, "timed_out": 1, "unpriced": 1}
+    # The two rows of key 3 in one hour make one rollup row.
+    assert query(db, "SELECT requests, streams, prompt_tokens, cost_micros, lat_le_25"
+                     " FROM usage_hourly WHERE key_id = 3") == [(2, 1, 822, 5047, 1)]
+
+    # A second run continues the counters; a request id already stored is a duplicate.
+    more = [dict(ROWS[0]), {"request_id": "r-8", "outcome": "complete", "started_at": 1}]
+    assert gen_ok(["--db", db, "--ndjson", "-"], stdin=ndjson(more)) == (1, 1, 0)
+    acc = assert_consistent(db)
+    assert (acc["received"], acc["written"], acc["duplicates"]) == (len(ROWS) + 1,
+                                                                     len(ROWS) + 1, 1)
+
+
+BAD_LINES = [
+    ("{\"request_id\": \"x\", ", "not a JSON object"),
+    ("[1, 2]", "not a JSON object"),
+    ("{\"outcome\": \"complete\", \"started_at\": 1}", "request_id is required"),
+    ("{\"request_id\": \"\", \"outcome\": \"complete\", \"started_at\": 1}",
+     "request_id must not be empty"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\"}", "started_at is required"),
+    ("{\"request_id\": \"x\", \"outcome\": null, \"started_at\": 1}", "outcome is required"),
+    ("{\"request_id\": \"x\", \"outcome\": \"done\", \"started_at\": 1}",
+     "outcome is not a known outcome name"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"usage_source\": \"body\"}", "usage_source is not a known"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"prompt_tokens\": -1}", "prompt_tokens must be an integer"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1.5}",
+     "started_at must be an integer"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": \"1\"}",
+     "started_at must be an integer"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1, \"stream\": 2}",
+     "stream must be true, false, 0 or 1"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1, \"status\": 0}",
+     "status must be an integer from 1 to 999"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1, \"modle\": \"m\"}",
+     "unknown key \"modle\""),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1, \"started_at\": 2}",
+     "started_at given twice"),
+    ("{\"request_id\": \"" + "x" * 64 + "\", \"outcome\": \"complete\", \"started_at\": 1}",
+     "request_id must be a string of at most 63 bytes"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1} {}",
+     "text after the JSON object"),
+]
+
+
+@pytest.mark.parametrize("line,reason", BAD_LINES, ids=[r for _, r in BAD_LINES])
+def test_ndjson_bad_line_rejected(tmp_path, line, reason):
+    db = tmp_path / "t.db"
+    src = tmp_path / "rows.ndjson"
+    src.write_text(ndjson(ROWS[:2]) + line + "\n" + ndjson(ROWS[2:]))
+    proc = run(["--db", db, "--ndjson", src])
+    assert proc.returncode == 2, proc.stderr
+    assert f"{src}:3: {reason}" in proc.stderr
+    assert not db.exists(), "nothing may be written before every line is checked"
+
+
+def test_ndjson_bad_line_into_existing_database(tmp_path):
+    db = tmp_path / "t.db"
+    gen_ok(["--db", db, "--ndjson", "-"], stdin=ndjson(ROWS[:1]))
+    proc = run(["--db", db, "--ndjson", "-"], stdin=ndjson(ROWS[1:3]) + "{}\n")
+    assert proc.returncode == 2 and "-:3: request_id is required" in proc.stderr
+    assert query(db, "SELECT count(*) FROM requests") == [(1,)]
+    assert accounting(db)["received"] == 1
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--db"], ["--db", "x.db"], ["--db", "x.db", "--rows", "-1"],
+    ["--db", "x.db", "--rows", "10", "--rate", "5"],
+    ["--db", "x.db", "--duration", "1", "--end", "5"],
+    ["--db", "x.db", "--ndjson", "-", "--rows", "3"],
+    ["--db", "x.db", "--rows", "10", "--keys", "0"],
+    ["--db", "x.db", "--rows", "10", "--days", "1.5"],
+    ["--db", "x.db", "--rows", "10", "--rows", "10"],
+    ["--db", "x.db", "--bogus", "1"],
+])
+def test_usage_errors(tmp_path, args):
+    proc = subprocess.run([str(GEN)] + args, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert "usage: tally-gen" in proc.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+# ---- random rows ----
+
+N = 20000
+
+
+def fingerprint(db):
+    return query(db, "SELECT count(*), sum(stream), sum(outcome <> 'complete'),"
+                     " sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens),"
+                     " sum(cache_creation_tokens), sum(reasoning_tokens), sum(cost_micros),"
+                     " sum(duration_ms), sum(bytes_out), min(started_at), max(started_at)"
+                     " FROM requests")[0]
+
+
+@pytest.fixture(scope="module")
+def random_dbs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gen")
+    args = ["--rows", N, "--seed", 42, "--end", END, "--days", 30]
+    for name in ("a.db", "b.db"):
+        assert gen_ok(["--db", d / name] + args) == (N, 0, 0)
+    gen_ok(["--db", d / "c.db", "--rows", N, "--seed", 43, "--end", END])
+    return d / "a.db", d / "b.db", d / "c.db"
+
+
+def test_random_is_deterministic(random_dbs):
+    a, b, c = random_dbs
+    cols = ", ".join(COLUMNS)
+    assert query(a, f"SELECT {cols} FROM requests ORDER BY id") == \
+        query(b, f"SELECT {cols} FROM requests ORDER BY id")
+    assert fingerprint(a) == fingerprint(b)
+    assert fingerprint(a) != fingerprint(c)
+    assert query(a, "SELECT * FROM usage_daily") == query(b, "SELECT * FROM usage_daily")
+
+
+def test_random_rows_are_consistent(random_dbs):
+    for db in random_dbs:
+        acc = assert_consistent(db)
+        assert acc["received"] == acc["written"] == N
+        (unpriced,) = query(db, "SELECT count(*) FROM requests WHERE cost_micros IS NULL AND"
+                                " prompt_tokens IS NOT NULL")[0]
+        assert acc["unpriced"] == unpriced > 0
+
+
+def test_random_shape(random_dbs):
+    db = random_dbs[0]
+    assert query(db, "SELECT count(*) FROM keys WHERE name LIKE 'team-%-%'") == [(200,)]
+    assert query(db, "SELECT count(*) FROM models") == [(12,)]
+    assert sorted(query(db, "SELECT name FROM providers")) == [("anthropic",), ("openai",),
+                                                               ("vllm",)]
+    # Every row names a known key and model; popular keys take a Zipf share.
+    assert query(db, "SELECT count(*) FROM requests WHERE key_id NOT IN (SELECT id FROM keys)"
+                     " OR model_requested NOT IN (SELECT name FROM models)") == [(0,)]
+    keys = [n for (n,) in query(db, "SELECT count(*) FROM requests GROUP BY key_id"
+                                    " ORDER BY 1 DESC")]
+    assert len(keys) > 150 and keys[0] > 10 * keys[len(keys) // 2]
+    assert query(db, "SELECT count(DISTINCT model) FROM requests") == [(12,)]
+
+    (streams, errors, prov_errors, reasoning, cached) = query(
+        db, "SELECT avg(stream = 1), avg(outcome <> 'complete'),"
+            " count(DISTINCT outcome), sum(reasoning_tokens > 0), sum(cached_tokens > 0)"
+            " FROM requests")[0]
+    assert 0.32 <= streams <= 0.38
+    assert 0.015 <= errors <= 0.025
+    assert prov_errors == 6   # complete + the five kinds of failure
+    assert reasoning > 0 and cached > 0
+    assert query(db, "SELECT count(*) FROM requests WHERE reasoning_tokens > 0 AND"
+                     " model NOT IN ('o3', 'o4-mini')") == [(0,)]
+    denied = dict(query(db, "SELECT verdict, status FROM requests WHERE outcome = 'denied'"
+                            " GROUP BY 1"))
+    assert denied == {"rate_limit_requests": 429, "budget_exceeded": 402}
+    assert query(db, "SELECT count(*) FROM requests WHERE prompt_tokens NOT BETWEEN 50 AND 20000"
+                     " OR completion_tokens NOT BETWEEN 10 AND 4000") == [(0,)]
+
+    # Time: inside the span, in order, busier by day than by night.
+    lo, hi = (END - 30 * 86400) * 1000, END * 1000
+    assert query(db, "SELECT min(started_at) >= ?, max(started_at) < ? FROM requests",
+                 (lo, hi)) == [(1, 1)]
+    assert query(db, "SELECT count(*) FROM requests a JOIN requests b ON b.id = a.id + 1"
+                     " WHERE b.started_at < a.started_at") == [(0,)]
+    day, night = query(db, "SELECT sum(h BETWEEN 12 AND 16), sum(h BETWEEN 0 AND 4) FROM"
+                           " (SELECT started_at / 3600000 % 24 AS h FROM requests)")[0]
+    assert day > 3 * night
+
+    # Request ids: unique, shaped like haproxy.cfg's unique-id-format, starting with
+    # the accept time.
+    ids = query(db, "SELECT request_id, started_at FROM requests")
+    assert len({i for i, _ in ids}) == N
+    rid = re.compile(r"(\d{13})-[0-9A-F]+-[0-9A-F]+-[0-9A-F]{16}")
+    for i, started in ids:
+        m = rid.fullmatch(i)
+        assert m and int(m.group(1)) == started, i
+
+
+def test_random_costs_are_the_agents(random_dbs):
+    """Costs recomputed from the models' prices as spoa/acct.c's acct_price does."""
+    db = random_dbs[0]
+    prices = {name: p for name, *p in query(
+        db, "SELECT name, input_micros_per_mtok, cached_micros_per_mtok,"
+            " coalesce(cache_write_micros_per_mtok, input_micros_per_mtok),"
+            " output_micros_per_mtok FROM models")}
+    rows = query(db, "SELECT model, prompt_tokens, cached_tokens, cache_creation_tokens,"
+                     " completion_tokens, cost_micros FROM requests")
+    priced = 0
+    for model, prompt, cached, created, completion, cost in rows:
+        if prompt is None and completion is None:
+            assert cost is None
+            continue
+        counts = [(prompt or 0) - (cached or 0) - (created or 0), cached or 0, created or 0,
+                  completion or 0]
+        counts[0] = max(counts[0], 0)
+        if any(c and p is None for c, p in zip(counts, prices[model])):
+            assert cost is None
+            continue
+        total = sum(c * (p or 0) for c, p in zip(counts, prices[model]))
+        assert cost == (total + 500000) // 1000000
+        priced += 1
+    assert priced > N * 0.9
+
+
+def test_random_appends_to_an_existing_database(tmp_path):
+    """A second span into the same database keeps its keys and models and continues the
+    counters, as an agent restarted on it would."""
+    db = tmp_path / "t.db"
+    gen_ok(["--db", db, "--rows", 3000, "--seed", 1, "--end", END, "--days", 2])
+    gen_ok(["--db", db, "--rows", 2000, "--seed", 2, "--end", END + 86400, "--days", 1,
+            "--keys", 250])
+    assert query(db, "SELECT count(*) FROM keys") == [(250,)]
+    assert query(db, "SELECT count(*) FROM models") == [(12,)]
+    acc = assert_consistent(db)
+    assert acc["written"] == 5000
+
+
+def test_live_rows_are_stamped_now(tmp_path):
+    db = tmp_path / "t.db"
+    t0 = time.time()
+    written, _, _ = gen_ok(["--db", db, "--duration", "1", "--rate", "300", "--keys", 20])
+    t1 = time.time()
+    assert 200 <= written <= 301
+    (lo, hi) = query(db, "SELECT min(started_at), max(started_at) FROM requests")[0]
+    assert t0 * 1000 - 1000 <= lo <= hi <= t1 * 1000 + 1000
+    assert hi - lo >= 500
+    assert_consistent(db)
