@@ -112,8 +112,13 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iqueryd $(CFLAGS) -c $< -o $@
 
-$(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) $^ $(MHD_LIBS) $(LIBS) -o $@
+# queryd links neither keyhash.o nor libcrypto, libev, http-parser: every library
+# linked is loaded, and its pages count in queryd's resident memory.
+QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 2>/dev/null || \
+                 echo -lmsgpack-c -lcjson -lsqlite3) -lpthread -lm
+$(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
+                       $(filter-out %/keyhash.o,$(COMMON_OBJ))
+	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
 
 # tally-gen stores rows through the agent's own queue and writer.
 $(BUILD)/tally-gen: $(BUILD)/obj/loadtest/tally-gen.o $(BUILD)/obj/loadtest/ndjson_row.o \

@@ -4,7 +4,6 @@
  * SIGINT or SIGTERM to stop it. */
 #include <errno.h>
 #include <getopt.h>
-#include <openssl/crypto.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +15,7 @@
 #include "server.h"
 
 #define QUERYD_PATH_MAX 4096
-#define QUERYD_TOKEN_MAX 4096
+#define QUERYD_TOKEN_MAX (SERVER_TOKEN_MAX + 1)
 #define QUERYD_THREADS_MAX 64
 
 struct queryd_config {
@@ -228,7 +227,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	srv = server_start(&scfg, err, sizeof(err));
-	OPENSSL_cleanse(token, sizeof(token));   /* only its digest is kept */
+	explicit_bzero(token, sizeof(token));   /* the server keeps its own copy */
 	if (!srv) {
 		log_error("%s", err);
 		return 1;

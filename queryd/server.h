@@ -5,6 +5,8 @@
 #ifndef QUERYD_SERVER_H
 #define QUERYD_SERVER_H
 
+#define SERVER_TOKEN_MAX 4096   /* operator token bytes at most */
+
 #include <stddef.h>
 
 struct server_config {
@@ -12,7 +14,7 @@ struct server_config {
 	const char *db_path;
 	const char *control_path;
 	const char *static_dir;    /* NULL: the embedded dashboard */
-	const char *token;         /* NULL: serve no data; only its digest is kept */
+	const char *token;         /* NULL: serve no data; copied (SERVER_TOKEN_MAX at most) */
 	int threads;
 };
 
