@@ -1183,7 +1183,7 @@ static void ctl_sleep_ms(int64_t ms)
  * transaction, pausing between batches. Each batch is its own BEGIN IMMEDIATE ...
  * COMMIT: IMMEDIATE takes the write lock up front through the busy handler, where a
  * deferred DELETE would upgrade a read lock and could fail at once with SQLITE_BUSY
- * when the agent's writer committed in between. Rollups (usage_hourly, usage_daily)
+ * when the agent's writer committed in between. Rollups (usage_*, model_*)
  * and the accounting counters are left alone: dashboards keep their history and
  * received = written + dropped keeps counting every transaction ever accounted. */
 static int ctl_prune(struct ctl *ctl, const struct ctl_args *a)
@@ -1357,7 +1357,7 @@ static const struct ctl_command ctl_commands[] = {
 	  "Deletes raw usage rows (the requests table) that started more than N days ago,\n"
 	  "in batches of ROWS, each its own short write transaction, pausing MS between\n"
 	  "batches, so the running agent's writer is never held up for long. Rollups\n"
-	  "(usage_hourly, usage_daily) and the accounting counters are kept. Safe to\n"
+	  "(usage_*, model_*) and the accounting counters are kept. Safe to\n"
 	  "interrupt and run again. The file does not shrink: freed pages are reused.\n"
 	  "\n"
 	  "  --older-than-days N  1-36500\n"

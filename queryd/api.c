@@ -4,6 +4,7 @@
 #include "api.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,14 +15,16 @@
 #include "log.h"
 #include "row.h"
 
-/* The summed columns of sql/queries/summary.sql, in its order after key_name and g. */
+/* The summed columns of sql/queries/summary.sql, in its order after the group key. */
 enum {
 	SUM_REQUESTS, SUM_ERRORS, SUM_STREAMS, SUM_PROMPT, SUM_COMPLETION, SUM_CACHED,
 	SUM_CACHE_CREATION, SUM_REASONING, SUM_COST, SUM_UNPRICED, SUM_DURATION, SUM_COUNT
 };
-#define SUMMARY_COL_KEY_NAME 0
-#define SUMMARY_COL_GROUP 1
-#define SUMMARY_COL_SUMS 2
+#define SUMMARY_COL_T 0
+#define SUMMARY_COL_KEY 1
+#define SUMMARY_COL_MODEL 2
+#define SUMMARY_COL_PROVIDER 3
+#define SUMMARY_COL_SUMS 4
 #define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + SUM_COUNT)
 
 struct api_usage {
@@ -165,39 +168,220 @@ static const char *const api_group_names[] = {
 	[PARAMS_GROUP_DAY] = "day",
 };
 
-/* Whole days inside [from, to) come from usage_daily; none for group=hour. */
-static int api_bind_summary(sqlite3_stmt *st, const struct params *p)
+/* One group of a summary: a key id or period start (id), or a model or provider name
+ * (name, owned). */
+struct api_group {
+	int64_t id;
+	char *name;
+	struct api_usage u;
+};
+
+/* The groups of one summary, found through an open-addressing hash of their keys: a
+ * range's rollup rows are many (a week by hour, ~80k) but their groups few. */
+struct api_groups {
+	struct api_group *v;
+	size_t n, cap;
+	uint32_t *slot;   /* index + 1 into v; 0: empty */
+	size_t nslots;    /* a power of two, more than twice n */
+};
+
+static uint64_t api_hash(int64_t id, const char *name)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)id;
+
+	if (name)
+		for (; *name; name++)
+			h = (h ^ (unsigned char)*name) * 1099511628211ull;
+	h ^= h >> 31;
+	return h * 0x9e3779b97f4a7c15ull;
+}
+
+static int api_group_is(const struct api_group *g, int64_t id, const char *name)
+{
+	return g->id == id && (name ? g->name && strcmp(g->name, name) == 0 : !g->name);
+}
+
+static void api_groups_free(struct api_groups *gs)
+{
+	size_t i;
+
+	for (i = 0; i < gs->n; i++)
+		free(gs->v[i].name);
+	free(gs->v);
+	free(gs->slot);
+}
+
+/* Places v[i] in the slot table. */
+static void api_groups_index(struct api_groups *gs, size_t i)
+{
+	size_t at = api_hash(gs->v[i].id, gs->v[i].name) & (gs->nslots - 1);
+
+	while (gs->slot[at])
+		at = (at + 1) & (gs->nslots - 1);
+	gs->slot[at] = (uint32_t)(i + 1);
+}
+
+/* The group (id, name), added empty if new. NULL when out of memory. */
+static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const char *name)
+{
+	size_t at, i;
+
+	if (gs->nslots) {
+		for (at = api_hash(id, name) & (gs->nslots - 1); gs->slot[at];
+		     at = (at + 1) & (gs->nslots - 1))
+			if (api_group_is(&gs->v[gs->slot[at] - 1], id, name))
+				return &gs->v[gs->slot[at] - 1];
+	}
+	if (gs->n == gs->cap) {
+		size_t cap = gs->cap ? gs->cap * 2 : 64;
+		struct api_group *v = cap < UINT32_MAX ? realloc(gs->v, cap * sizeof(*v)) : NULL;
+
+		if (!v)
+			return NULL;
+		gs->v = v;
+		gs->cap = cap;
+	}
+	if (2 * (gs->n + 1) > gs->nslots) {
+		size_t nslots = gs->nslots ? gs->nslots * 2 : 128;
+		uint32_t *slot = calloc(nslots, sizeof(*slot));
+
+		if (!slot)
+			return NULL;
+		free(gs->slot);
+		gs->slot = slot;
+		gs->nslots = nslots;
+		for (i = 0; i < gs->n; i++)
+			api_groups_index(gs, i);
+	}
+	gs->v[gs->n] = (struct api_group){ .id = id };
+	if (name && !(gs->v[gs->n].name = strdup(name)))
+		return NULL;
+	api_groups_index(gs, gs->n);
+	return &gs->v[gs->n++];
+}
+
+/* Adds the rollup row under st to its group. 0, or -1 (out of memory). */
+static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_group grp)
+{
+	const char *name = NULL;
+	struct api_group *g;
+	int64_t id = 0;
+	int i;
+
+	switch (grp) {
+	case PARAMS_GROUP_KEY:
+		id = sqlite3_column_int64(st, SUMMARY_COL_KEY);
+		break;
+	case PARAMS_GROUP_HOUR:
+		id = sqlite3_column_int64(st, SUMMARY_COL_T);
+		break;
+	case PARAMS_GROUP_DAY:
+		id = sqlite3_column_int64(st, SUMMARY_COL_T);
+		id -= id % 86400;
+		break;
+	case PARAMS_GROUP_MODEL:
+	case PARAMS_GROUP_PROVIDER:
+		name = (const char *)sqlite3_column_text(st, grp == PARAMS_GROUP_MODEL ?
+		                                         SUMMARY_COL_MODEL : SUMMARY_COL_PROVIDER);
+		if (!name)
+			name = "";
+		break;
+	}
+	g = api_groups_get(gs, id, name);
+	if (!g)
+		return -1;
+	for (i = 0; i < SUM_COUNT; i++)
+		g->u.sum[i] += sqlite3_column_int64(st, SUMMARY_COL_SUMS + i);
+	for (i = 0; i < LATENCY_BUCKETS; i++)
+		g->u.lat[i] += (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
+	return 0;
+}
+
+/* Time groups by time; the others by cost, then requests, descending, then by key. */
+static int api_group_cmp_time(const void *pa, const void *pb)
+{
+	const struct api_group *a = pa, *b = pb;
+
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+static int api_group_cmp_cost(const void *pa, const void *pb)
+{
+	const struct api_group *a = pa, *b = pb;
+
+	if (a->u.sum[SUM_COST] != b->u.sum[SUM_COST])
+		return a->u.sum[SUM_COST] < b->u.sum[SUM_COST] ? 1 : -1;
+	if (a->u.sum[SUM_REQUESTS] != b->u.sum[SUM_REQUESTS])
+		return a->u.sum[SUM_REQUESTS] < b->u.sum[SUM_REQUESTS] ? 1 : -1;
+	if (a->name && b->name)
+		return strcmp(a->name, b->name);
+	return api_group_cmp_time(pa, pb);
+}
+/* Whole days inside [from, to) come from the daily rollups; none for group=hour. */
+static int api_bind_summary(sqlite3_stmt *st, const struct params *p, int keyed)
 {
 	int64_t day_from = (p->from + 86399) / 86400 * 86400, day_to = p->to / 86400 * 86400;
 	int rc = 0;
 
 	if (p->group == PARAMS_GROUP_HOUR || day_from >= day_to)
 		day_from = day_to = p->to;
-	rc |= conn_bind_text(st, ":grp", api_group_names[p->group]);
 	rc |= conn_bind_int(st, ":from", p->from);
 	rc |= conn_bind_int(st, ":to", p->to);
 	rc |= conn_bind_int(st, ":day_from", day_from);
 	rc |= conn_bind_int(st, ":day_to", day_to);
-	rc |= p->has_key_id ? conn_bind_int(st, ":key_id", p->key_id)
-	                    : conn_bind_null(st, ":key_id");
+	if (keyed)
+		rc |= p->has_key_id ? conn_bind_int(st, ":key_id", p->key_id)
+		                    : conn_bind_null(st, ":key_id");
 	rc |= conn_bind_text(st, ":model", p->model);
 	return rc ? -1 : 0;
 }
 
-static cJSON *api_summary_row(sqlite3_stmt *st, const struct params *p, const struct api_usage *u)
+/* The rows of the range into gs, from the rollups per key only when the key matters. */
+static int api_summary_groups(struct conn *c, const struct params *p, struct api_groups *gs,
+                              struct api_reply *r)
+{
+	int keyed = p->has_key_id || p->group == PARAMS_GROUP_KEY;
+	sqlite3_stmt *st = conn_stmt(c, keyed ? CONN_SUMMARY : CONN_SUMMARY_MODELS);
+	int step;
+
+	if (api_bind_summary(st, p, keyed) < 0)
+		return api_db_error(c, st, r);
+	while ((step = sqlite3_step(st)) == SQLITE_ROW)
+		if (api_groups_add(gs, st, p->group) < 0)
+			return api_nomem(st, r);
+	if (step != SQLITE_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	return 0;
+}
+
+/* A key's name, into row as key_name (null for key 0 or a key not found). */
+static int api_add_key_name(struct conn *c, cJSON *row, int64_t id)
+{
+	sqlite3_stmt *st = conn_stmt(c, CONN_KEY_NAME);
+	int rc;
+
+	if (conn_bind_int(st, ":id", id) < 0) {
+		conn_release(st);
+		return -1;
+	}
+	rc = sqlite3_step(st) == SQLITE_ROW ? json_add_col_text(row, "key_name", st, 0)
+	                                    : json_add_null(row, "key_name");
+	conn_release(st);
+	return rc;
+}
+
+static cJSON *api_summary_row(struct conn *c, const struct params *p, const struct api_group *g)
 {
 	cJSON *row = cJSON_CreateObject();
 	int rc;
 
 	if (!row)
 		return NULL;
-	if (p->group == PARAMS_GROUP_MODEL || p->group == PARAMS_GROUP_PROVIDER)
-		rc = json_add_col_text(row, "group", st, SUMMARY_COL_GROUP);
-	else
-		rc = json_add_col_int(row, "group", st, SUMMARY_COL_GROUP);
+	rc = g->name ? json_add_str(row, "group", g->name) : json_add_int(row, "group", g->id);
 	if (p->group == PARAMS_GROUP_KEY)
-		rc |= json_add_col_text(row, "key_name", st, SUMMARY_COL_KEY_NAME);
-	rc |= api_usage_json(row, u);
+		rc |= api_add_key_name(c, row, g->id);
+	rc |= api_usage_json(row, &g->u);
 	if (rc) {
 		cJSON_Delete(row);
 		return NULL;
@@ -208,43 +392,45 @@ static cJSON *api_summary_row(sqlite3_stmt *st, const struct params *p, const st
 int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 {
 	struct api_usage total = { { 0 }, { 0 } };
-	sqlite3_stmt *st = conn_stmt(c, CONN_SUMMARY);
-	int limited = p->group != PARAMS_GROUP_HOUR && p->group != PARAMS_GROUP_DAY;
+	struct api_groups gs = { 0 };
+	int time = p->group == PARAMS_GROUP_HOUR || p->group == PARAMS_GROUP_DAY;
 	cJSON *rows, *tot, *row;
-	int step, n = 0, i;
+	size_t i, listed;
+	int rc = -1;
 
-	if (api_bind_summary(st, p) < 0)
-		return api_db_error(c, st, r);
+	if (api_summary_groups(c, p, &gs, r) < 0)
+		goto out;
+	if (gs.n)
+		qsort(gs.v, gs.n, sizeof(*gs.v), time ? api_group_cmp_time : api_group_cmp_cost);
 	if (api_ok(r) < 0 || json_add_int(r->body, "from", p->from) < 0 ||
 	    json_add_int(r->body, "to", p->to) < 0 ||
 	    json_add_str(r->body, "group", api_group_names[p->group]) < 0 ||
-	    !(rows = cJSON_AddArrayToObject(r->body, "rows")))
-		return api_nomem(st, r);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct api_usage u;
-
-		for (i = 0; i < SUM_COUNT; i++)
-			u.sum[i] = sqlite3_column_int64(st, SUMMARY_COL_SUMS + i);
-		for (i = 0; i < LATENCY_BUCKETS; i++)
-			u.lat[i] = (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
-		api_usage_add(&total, &u);
-		/* every group counts in the totals; only the first limit are listed */
-		if (limited && n >= p->limit)
+	    !(rows = cJSON_AddArrayToObject(r->body, "rows"))) {
+		api_nomem(NULL, r);
+		goto out;
+	}
+	/* every group counts in the totals; only the first limit are listed */
+	listed = time || gs.n < (size_t)p->limit ? gs.n : (size_t)p->limit;
+	for (i = 0; i < gs.n; i++) {
+		api_usage_add(&total, &gs.v[i].u);
+		if (i >= listed)
 			continue;
-		row = api_summary_row(st, p, &u);
+		row = api_summary_row(c, p, &gs.v[i]);
 		if (!row || !cJSON_AddItemToArray(rows, row)) {
 			cJSON_Delete(row);
-			return api_nomem(st, r);
+			api_nomem(NULL, r);
+			goto out;
 		}
-		n++;
 	}
-	if (step != SQLITE_DONE)
-		return api_db_error(c, st, r);
-	conn_release(st);
 	tot = cJSON_CreateObject();
-	if (!tot || json_add(r->body, "totals", tot) < 0 || api_usage_json(tot, &total) < 0)
-		return api_nomem(NULL, r);
-	return 0;
+	if (!tot || json_add(r->body, "totals", tot) < 0 || api_usage_json(tot, &total) < 0) {
+		api_nomem(NULL, r);
+		goto out;
+	}
+	rc = 0;
+out:
+	api_groups_free(&gs);
+	return rc;
 }
 
 /* ---- request rows ---- */

@@ -18,6 +18,8 @@ extern const size_t conn_sql_count;
 
 enum conn_query {
 	CONN_SUMMARY,
+	CONN_SUMMARY_MODELS,
+	CONN_KEY_NAME,
 	CONN_REQUESTS_PAGE,
 	CONN_REQUESTS_PAGE_KEY,
 	CONN_REQUEST_ONE,

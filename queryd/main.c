@@ -4,6 +4,7 @@
  * SIGINT or SIGTERM to stop it. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -189,6 +190,14 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc, sig;
 
+	/* Idle memory after busy hours: glibc's adaptive thresholds keep a large answer's
+	 * blocks (a 30-day hourly summary is ~250 KB of JSON) after it is freed, and each
+	 * pool thread gets an arena of its own that is never trimmed. One arena, fixed
+	 * thresholds: after the dashboard's calls on 10M rows idle RSS went from 11.5 to
+	 * 9.0 MiB (7.4 at start); the requests spend their time in SQLite, not malloc. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+	mallopt(M_ARENA_MAX, 1);
 	rc = queryd_parse(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;

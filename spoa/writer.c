@@ -12,7 +12,8 @@
  *   1. INSERT each row ... ON CONFLICT(request_id) DO NOTHING: no change means the
  *      transaction was already stored (a duplicate record);
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
- *      per group into usage_hourly, and the same by day into usage_daily;
+ *      per group into usage_hourly, and the same by day into usage_daily; without
+ *      the key, into model_hourly and model_daily (see WRITER_ROLLUPS);
  *   3. the counters (stats totals plus this batch's effect) overwrite the accounting
  *      row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
@@ -70,9 +71,23 @@ struct writer_delta {
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
 	int64_t period;               /* unix seconds: start of the hour or day */
-	int64_t key_id;               /* 0: no key */
+	int64_t key_id;               /* 0: no key, or a rollup without keys */
 	const struct acct_row *row;
 };
+
+/* The rollup tables: per key (what a key filter or group=key reads) and, ~200 times
+ * smaller, per model only (what every other dashboard figure reads). */
+static const struct writer_rollup_table {
+	const char *table, *unit;
+	int64_t unit_ms;
+	int keyed;
+} writer_rollups[] = {
+	{ "usage_hourly", "hour", WRITER_HOUR_MS, 1 },
+	{ "usage_daily", "day", WRITER_DAY_MS, 1 },
+	{ "model_hourly", "hour", WRITER_HOUR_MS, 0 },
+	{ "model_daily", "day", WRITER_DAY_MS, 0 },
+};
+#define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
 struct writer {
 	struct queue *q;
@@ -83,7 +98,8 @@ struct writer {
 	pthread_t thread;
 	/* Writer thread only, after writer_start. */
 	sqlite3 *db;
-	sqlite3_stmt *begin, *commit, *insert, *hourly, *daily, *account;
+	sqlite3_stmt *begin, *commit, *insert, *account;
+	sqlite3_stmt *rollup[WRITER_ROLLUPS];   /* writer_rollups' upserts */
 	struct acct_row *batch;       /* batch_max rows */
 	struct writer_group *groups;  /* batch_max entries */
 	struct writer_counts stored;  /* last totals committed */
@@ -192,30 +208,32 @@ static void writer_sum_col(int i, char *buf, size_t len)
 		snprintf(buf, len, "lat_gt_%" PRId64, latency_bounds[LATENCY_BUCKETS - 2]);
 }
 
-/* The upsert adding one group's sums to table, whose period column is unit. Built from
- * the column list so that the two tables and the latency buckets cannot disagree.
- * Returns the length written, or -1 if len is too short. */
-static int writer_rollup_sql(const char *table, const char *unit, char *sql, size_t len)
+/* The upsert adding one group's sums to rollup t: parameters ?1 the period, ?2 the
+ * key (keyed tables only), then model, provider and the sums. Built from the column
+ * list so that the tables and the latency buckets cannot disagree. Returns the length
+ * written, or -1 if len is too short. */
+static int writer_rollup_sql(const struct writer_rollup_table *t, char *sql, size_t len)
 {
-	char cols[1024], vals[512], sets[2048], col[32];
+	char cols[1024], vals[512], sets[2048], col[32], pk[64];
 	size_t nc, nv, ns;
-	int i;
+	int i, first = t->keyed ? 5 : 4;
 
-	nc = (size_t)snprintf(cols, sizeof(cols), "%s, key_id, model, provider", unit);
-	nv = (size_t)snprintf(vals, sizeof(vals), "?1, ?2, ?3, ?4");
+	snprintf(pk, sizeof(pk), "%s%s, model, provider", t->unit, t->keyed ? ", key_id" : "");
+	nc = (size_t)snprintf(cols, sizeof(cols), "%s", pk);
+	nv = (size_t)snprintf(vals, sizeof(vals), t->keyed ? "?1, ?2, ?3, ?4" : "?1, ?2, ?3");
 	ns = 0;
 	sets[0] = '\0';
 	for (i = 0; i < WRITER_SUMS; i++) {
 		writer_sum_col(i, col, sizeof(col));
 		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
-		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", 5 + i);
+		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", first + i);
 		ns += (size_t)snprintf(sets + ns, sizeof(sets) - ns, "%s%s = %s + excluded.%s",
 		                       i ? ", " : "", col, col, col);
 		if (nc >= sizeof(cols) || nv >= sizeof(vals) || ns >= sizeof(sets))
 			return -1;
 	}
-	i = snprintf(sql, len, "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s, key_id, model,"
-	             " provider) DO UPDATE SET %s", table, cols, vals, unit, sets);
+	i = snprintf(sql, len, "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s",
+	             t->table, cols, vals, pk, sets);
 	return i < 0 || (size_t)i >= len ? -1 : i;
 }
 
@@ -261,15 +279,21 @@ static void writer_sum_add(int64_t sum[WRITER_SUMS], const struct acct_row *r)
 		sum[WRITER_NAMED_SUMS + latency_bucket(r->duration_ms)]++;
 }
 
-/* One upsert by st per (period of unit_ms, key, model, provider) of the n rows in
- * w->groups. */
-static int writer_rollup(struct writer *w, size_t n, sqlite3_stmt *st, int64_t unit_ms)
+/* One upsert by w->rollup[t] per (period, key, model, provider) of the n rows in
+ * w->groups, key left out for a table without keys. */
+static int writer_rollup(struct writer *w, size_t n, size_t t)
 {
+	const struct writer_rollup_table *rt = &writer_rollups[t];
+	sqlite3_stmt *st = w->rollup[t];
 	size_t i = 0, j;
-	int rc, k;
+	int rc, k, p;
 
-	for (j = 0; j < n; j++)
-		w->groups[j].period = writer_period(w->groups[j].row->started_at_ms, unit_ms);
+	for (j = 0; j < n; j++) {
+		struct writer_group *g = &w->groups[j];
+
+		g->period = writer_period(g->row->started_at_ms, rt->unit_ms);
+		g->key_id = rt->keyed && g->row->key_id > 0 ? g->row->key_id : 0;
+	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
 		const struct writer_group *g = &w->groups[i];
@@ -277,14 +301,16 @@ static int writer_rollup(struct writer *w, size_t n, sqlite3_stmt *st, int64_t u
 
 		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++)
 			writer_sum_add(sum, w->groups[j].row);
-		rc = sqlite3_bind_int64(st, 1, g->period);
-		rc |= sqlite3_bind_int64(st, 2, g->key_id);
-		rc |= sqlite3_bind_text(st, 3, g->row->model, (int)strnlen(g->row->model,
+		p = 1;
+		rc = sqlite3_bind_int64(st, p++, g->period);
+		if (rt->keyed)
+			rc |= sqlite3_bind_int64(st, p++, g->key_id);
+		rc |= sqlite3_bind_text(st, p++, g->row->model, (int)strnlen(g->row->model,
 		                        sizeof(g->row->model)), SQLITE_STATIC);
-		rc |= sqlite3_bind_text(st, 4, g->row->provider, (int)strnlen(g->row->provider,
+		rc |= sqlite3_bind_text(st, p++, g->row->provider, (int)strnlen(g->row->provider,
 		                        sizeof(g->row->provider)), SQLITE_STATIC);
 		for (k = 0; k < WRITER_SUMS; k++)
-			rc |= sqlite3_bind_int64(st, 5 + k, sum[k]);
+			rc |= sqlite3_bind_int64(st, p + k, sum[k]);
 		if (rc != SQLITE_OK)
 			return SQLITE_ERROR;
 		rc = writer_run(st);
@@ -381,8 +407,7 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct writ
 	if (rc == SQLITE_DONE && sqlite3_changes(w->db) == 0) {
 		d->duplicates++;
 	} else if (rc == SQLITE_DONE) {
-		w->groups[(*ngroups)++] = (struct writer_group){
-			0, r->key_id > 0 ? r->key_id : 0, r };
+		w->groups[(*ngroups)++] = (struct writer_group){ 0, 0, r };
 		d->written++;
 		d->timed_out += r->outcome == ACCT_NO_RECORD;
 		d->unpriced += r->unpriced != 0;
@@ -420,11 +445,11 @@ static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t 
 		if (rc != SQLITE_DONE)
 			goto fail;
 	}
-	rc = writer_rollup(w, ngroups, w->hourly, WRITER_HOUR_MS);
-	if (rc == SQLITE_DONE)
-		rc = writer_rollup(w, ngroups, w->daily, WRITER_DAY_MS);
-	if (rc != SQLITE_DONE)
-		goto fail;
+	for (i = 0; i < WRITER_ROLLUPS; i++) {
+		rc = writer_rollup(w, ngroups, i);
+		if (rc != SQLITE_DONE)
+			goto fail;
+	}
 	writer_counts_now(&d, &c);
 	rc = writer_store_counts(w, &c);
 	if (rc != SQLITE_DONE)
@@ -549,11 +574,13 @@ static void *writer_main(void *arg)
 
 static void writer_free(struct writer *w)
 {
+	size_t i;
+
 	sqlite3_finalize(w->begin);
 	sqlite3_finalize(w->commit);
 	sqlite3_finalize(w->insert);
-	sqlite3_finalize(w->hourly);
-	sqlite3_finalize(w->daily);
+	for (i = 0; i < WRITER_ROLLUPS; i++)
+		sqlite3_finalize(w->rollup[i]);
 	sqlite3_finalize(w->account);
 	sqlite3_close(w->db);
 	free(w->batch);
@@ -564,7 +591,6 @@ static void writer_free(struct writer *w)
 /* Connection settings and statements. 0, or -1 with a message. */
 static int writer_prepare(struct writer *w, char *err, size_t errlen)
 {
-	char hourly_sql[4096], daily_sql[4096];
 	const struct {
 		sqlite3_stmt **st;
 		const char *sql;
@@ -572,19 +598,11 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		{ &w->begin, "BEGIN IMMEDIATE" },
 		{ &w->commit, "COMMIT" },
 		{ &w->insert, writer_insert_sql },
-		{ &w->hourly, hourly_sql },
-		{ &w->daily, daily_sql },
 		{ &w->account, writer_account_sql },
 	};
+	char sql[4096];
 	sqlite3_stmt *st = NULL;
 	size_t i;
-
-	/* Fixed text: a failure is a bug here, never a condition of the database. */
-	if (writer_rollup_sql("usage_hourly", "hour", hourly_sql, sizeof(hourly_sql)) < 0 ||
-	    writer_rollup_sql("usage_daily", "day", daily_sql, sizeof(daily_sql)) < 0) {
-		snprintf(err, errlen, "rollup statements do not fit their buffers");
-		return -1;
-	}
 
 	sqlite3_busy_timeout(w->db, WRITER_BUSY_MS);
 	if (db_exec(w->db, WRITER_CONNECTION_SQL, err, errlen) < 0)
@@ -601,6 +619,15 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		if (sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
 		                       stmts[i].st, NULL) != SQLITE_OK) {
 			snprintf(err, errlen, "%s", sqlite3_errmsg(w->db));
+			return -1;
+		}
+	}
+	for (i = 0; i < WRITER_ROLLUPS; i++) {
+		/* Fixed text: too long for sql is a bug here, not a state of the database. */
+		if (writer_rollup_sql(&writer_rollups[i], sql, sizeof(sql)) < 0 ||
+		    sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->rollup[i],
+		                       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "%s: %s", writer_rollups[i].table, sqlite3_errmsg(w->db));
 			return -1;
 		}
 	}

@@ -194,6 +194,75 @@ CREATE TABLE usage_daily (
 ) WITHOUT ROWID;
 CREATE INDEX usage_daily_key_day ON usage_daily (key_id, day);
 
+-- The same rollups without the key: what every figure not filtered or grouped by key
+-- reads (a day of usage_daily holds a row per key and model, ~200 times more).
+CREATE TABLE model_hourly (
+	hour                  INTEGER NOT NULL,
+	model                 TEXT NOT NULL,
+	provider              TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	PRIMARY KEY (hour, model, provider)
+) WITHOUT ROWID;
+CREATE TABLE model_daily (
+	day                   INTEGER NOT NULL,
+	model                 TEXT NOT NULL,
+	provider              TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	PRIMARY KEY (day, model, provider)
+) WITHOUT ROWID;
+
 -- The agent's durable accounting counters: one row, rewritten by the writer in every
 -- transaction it commits, so it always matches the rows stored with it.
 --   received:   distinct transactions accepted for accounting

@@ -65,7 +65,8 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
-	                          " 'usage_hourly', 'usage_daily', 'accounting')"), 9);
+	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
+	                          " 'accounting')"), 11);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'usage_hourly_key_hour', 'usage_daily_key_day')"), 4);

@@ -369,25 +369,37 @@ static void test_rollups(void)
 	CHECK_EQ_INT(q_int(db, "SELECT sum(lat_gt_60000) FROM usage_daily"),
 	             q_int(db, "SELECT count(*) FROM requests WHERE duration_ms > 60000"));
 	CHECK(q_int(db, "SELECT sum(lat_gt_60000) FROM usage_daily") > 0);
-	sqlite3_close(db);
-	/* Group by group, both tables: what the writer kept equals what the migration to
+	/* Group by group, every rollup: what the writer kept equals what the migration to
 	 * schema 4 rebuilds from the raw rows. */
-	db = db_reader(path);
-	CHECK_EQ_INT(db_exec(db, "CREATE TABLE kept_hourly AS SELECT * FROM usage_hourly;"
-	                         "CREATE TABLE kept_daily AS SELECT * FROM usage_daily;"
-	                         "DROP TABLE usage_daily; PRAGMA user_version = 3;",
+	static const char *const rollups[] = { "usage_hourly", "usage_daily", "model_hourly",
+	                                       "model_daily" };
+	char sql[256];
+	size_t t;
+
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM model_daily"), 5 * 2);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM model_hourly"), N);
+	for (t = 0; t < 4; t++) {
+		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rollups[t],
+		         rollups[t]);
+		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+	}
+	CHECK_EQ_INT(db_exec(db, "DROP TABLE usage_daily; DROP TABLE model_hourly;"
+	                         "DROP TABLE model_daily; PRAGMA user_version = 3;",
 	                     err, sizeof(err)), 0);
 	sqlite3_close(db);
 	db = NULL;
 	CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM kept_hourly EXCEPT"
-	                       " SELECT * FROM usage_hourly)"), 0);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM usage_hourly EXCEPT"
-	                       " SELECT * FROM kept_hourly)"), 0);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM kept_daily EXCEPT"
-	                       " SELECT * FROM usage_daily)"), 0);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM usage_daily EXCEPT"
-	                       " SELECT * FROM kept_daily)"), 0);
+	for (t = 0; t < 4; t++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM kept_%s EXCEPT"
+		         " SELECT * FROM %s)", rollups[t], rollups[t]);
+		CHECK_EQ_INT(q_int(db, sql), 0);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM %s EXCEPT"
+		         " SELECT * FROM kept_%s)", rollups[t], rollups[t]);
+		CHECK_EQ_INT(q_int(db, sql), 0);
+		snprintf(sql, sizeof(sql), "SELECT count(*) = (SELECT count(*) FROM kept_%s) FROM %s",
+		         rollups[t], rollups[t]);
+		CHECK_EQ_INT(q_int(db, sql), 1);
+	}
 	CHECK_EQ_INT(stats_get(&stats.timed_out), no_record);
 	CHECK_EQ_INT(stats_get(&stats.unpriced), unpriced);
 	CHECK(stats_get(&stats.batches) >= N / 97);
