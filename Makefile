@@ -40,7 +40,8 @@ BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BU
               $(BUILD)/tally-queryd $(BUILD)/tally-gen
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
-        run bench-decision bench-accounting bench-journal bench-writer bench-queryd clean help
+        run bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
+        clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -56,6 +57,7 @@ help:
 	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, count check"
 	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
 	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop"
+	@echo "make bench-codec     SPOP decode/encode, record + usage parsing: operations/s"
 	@echo "make bench-queryd    queryd p50/p95 per endpoint on 10M rows; writer rows/s polled vs idle"
 	@echo "make clean"
 
@@ -197,6 +199,12 @@ $(BUILD)/bench-journal: $(BUILD)/obj/loadtest/bench-journal.o $(AGENT_OBJ) $(COM
 
 bench-journal: $(BUILD)/bench-journal
 	$(BUILD)/bench-journal
+
+$(BUILD)/bench-codec: $(BUILD)/obj/loadtest/bench-codec.o $(AGENT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+bench-codec: $(BUILD)/bench-codec
+	$(BUILD)/bench-codec
 
 $(BUILD)/bench-writer: $(BUILD)/obj/loadtest/bench-writer.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@

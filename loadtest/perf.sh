@@ -17,7 +17,8 @@
 #   compare    the same fixture through the mock directly, plain HAProxy, the gateway and
 #              a peer gateway (Portkey's, from the npm registry; PERF_PEER=0 skips it):
 #              unary, then PERF_COMPARE_STREAMS held streams (0 skips)
-#   bench      the micro-benchmarks (journal, writer)
+#   bench      the micro-benchmarks: SPOP codec and record/usage parsers (bench-codec),
+#              journal, writer, queryd's endpoints on PERF_QUERYD_ROWS (10M) rows
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), PERF_COMPARE_STREAMS,
 # PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, TALLY_BUILD (build).
@@ -263,9 +264,12 @@ perf_peer_up() {
 }
 
 stage_bench() {
-  make -s "$build/bench-journal" "$build/bench-writer" BUILD="$build"
+  make -s "$build/bench-codec" "$build/bench-journal" "$build/bench-writer" \
+    "$build/queryd-probe" BUILD="$build"
+  "$build/bench-codec"
   "$build/bench-journal"
   BENCH_ROUNDS=${BENCH_ROUNDS:-1} "$build/bench-writer"
+  BUILD=$build BENCH_ROWS=${PERF_QUERYD_ROWS:-10000000} bash loadtest/bench-queryd.sh
 }
 
 [ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }
