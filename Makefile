@@ -37,7 +37,7 @@ QUERYD_SRC := $(filter-out queryd/main.c,$(wildcard queryd/*.c))
 QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o \
               $(BUILD)/obj/gen/assets_data.o
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
-              $(BUILD)/tally-queryd $(BUILD)/tally-gen
+              $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
 .PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
         run bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # loadtest/perf.sh STAGE...: the load harness. Each stage starts from a fresh database and
-# fresh processes (mock upstream, agent, HAProxy) that it owns and stops, drives them with
-# build/tally-stress (every body compared byte for byte, every successful request checked
-# for exactly one accounting row), samples CPU and RSS of HAProxy and the agent from /proc,
-# and stops at the first failed stage or lost row.
+# fresh processes (mock upstream, agent, HAProxy, tally-queryd polled like an open
+# dashboard) that it owns and stops, drives them with build/tally-stress (every body
+# compared byte for byte, every successful request checked for exactly one accounting
+# row), samples CPU and RSS of HAProxy, the agent and queryd from /proc, and stops at the
+# first failed stage or lost row.
 #
 # Stages:
 #   smoke      a few seconds, small levels: accounting exact and bytes equal (CI runs it)
@@ -33,8 +34,9 @@ delay=${PERF_FRAME_DELAY_MS:-10}
 credential=perf-credential
 agent_args=()   # extra tally-agent flags for the next perf_up
 
-# Starts a fresh stack in $tmp: mock, agent, HAProxy as the gateway and, with "plain",
-# a second HAProxy without the agent. Sets the *_port, *_pid and key variables.
+# Starts a fresh stack in $tmp: mock, agent, HAProxy as the gateway, tally-queryd with
+# a dashboard's calls made once a second (queryd-probe) and, with "plain", a second
+# HAProxy without the agent. Sets the *_port, *_pid and key variables.
 perf_up() {
   tmp=$(mktemp -d /tmp/tally-perf.XXXXXX)
   stack_pids=()
@@ -49,7 +51,17 @@ perf_up() {
     --records "127.0.0.1:$records_port" --metrics off --log-level warn "${agent_args[@]}" \
     2>"$tmp/agent.log"
   agent_pid=${stack_pids[-1]}
-  stack_wait_port "$mock_port"; stack_wait_port "$agent_port"
+  queryd_port=$(stack_free_port)
+  TALLY_OPERATOR_TOKEN=perf-operator stack_spawn "$build/tally-queryd" --db "$db" \
+    --listen "127.0.0.1:$queryd_port" --log-level warn 2>"$tmp/queryd.log"
+  queryd_pid=${stack_pids[-1]}
+  stack_wait_port "$mock_port"; stack_wait_port "$agent_port"; stack_wait_port "$queryd_port"
+  printf '%s\n' "hour /api/summary?group=hour" "key /api/summary?group=key" \
+    "model /api/summary?group=model" "requests /api/requests?limit=50" "live /api/live" \
+    >"$tmp/dashboard"
+  TALLY_OPERATOR_TOKEN=perf-operator stack_spawn "$build/queryd-probe" \
+    --addr "127.0.0.1:$queryd_port" --interval-ms 1000 --duration-s 86400 \
+    <"$tmp/dashboard" >"$tmp/dashboard.out" 2>&1
   stack_haproxy_env "$agent_port" "$mock_port" "$credential" "$records_port"
   mkdir -p "$tmp/gw" "$tmp/plain"
   TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
@@ -128,14 +140,14 @@ PY
 
 stage_smoke() {
   perf_up
-  perf_run smoke "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_SMOKE_LEVELS:-1,4}" \
+  perf_run smoke "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_SMOKE_LEVELS:-1,4}" \
     --requests "${PERF_SMOKE_REQUESTS:-200}" --stream-pct 50 --frames 5 --db "$db"
   perf_down
 }
 
 stage_stress() {
   perf_up
-  perf_run stress "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_STRESS_LEVELS:-1,8,32,64}" \
+  perf_run stress "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_STRESS_LEVELS:-1,8,32,64}" \
     --duration "${PERF_STRESS_SECONDS:-5}" --body-bytes 1024 --db "$db"
   perf_down
 }
@@ -160,7 +172,7 @@ stage_streaming() {
               --frame-delay-ms "$delay" --timeout 60)
   perf_up plain
   perf_run streaming-haproxy "$plain_port" "$plain_pid" -- "${args[@]}"
-  perf_run streaming-gateway "$gw_port" "$gw_pid $agent_pid" -- "${args[@]}" --db "$db"
+  perf_run streaming-gateway "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- "${args[@]}" --db "$db"
   perf_ratio streaming-haproxy streaming-gateway events_per_s
   perf_down
 }
@@ -181,7 +193,7 @@ time.sleep(float(sys.argv[2]))
 con.execute("ROLLBACK")
 PY
   stack_pids+=($!)
-  perf_run overload "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_OVERLOAD_LEVELS:-16}" \
+  perf_run overload "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_OVERLOAD_LEVELS:-16}" \
     --duration "$seconds" --body-bytes 1024 --db "$db" --allow-drops
   python3 - "$tmp/overload.json" <<'PY'
 import json, sys
@@ -197,7 +209,7 @@ PY
 
 stage_sustained() {
   perf_up
-  perf_run sustained "$gw_port" "$gw_pid $agent_pid" -- --levels "${PERF_SUSTAINED_LEVELS:-32}" \
+  perf_run sustained "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_SUSTAINED_LEVELS:-32}" \
     --duration "${PERF_SUSTAINED_SECONDS:-120}" --stream-pct "${PERF_STREAM_PCT:-20}" \
     --frames 20 --db "$db"
   perf_down
@@ -210,7 +222,7 @@ stage_compare() {
     --duration "$seconds" --body-bytes 1024
   perf_run compare-haproxy "$plain_port" "$plain_pid" -- --levels "$levels" \
     --duration "$seconds" --body-bytes 1024
-  perf_run compare-gateway "$gw_port" "$gw_pid $agent_pid" -- --levels "$levels" \
+  perf_run compare-gateway "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "$levels" \
     --duration "$seconds" --body-bytes 1024 --db "$db"
   local peer=(--header "x-portkey-provider: openai"
               --header "x-portkey-custom-host: http://127.0.0.1:$mock_port/v1")
@@ -225,7 +237,7 @@ stage_compare() {
     local sargs=(--levels "$streams" --duration "$seconds" --stream-pct 100 --frames "$frames"
                  --frame-delay-ms "$delay" --timeout 60)
     perf_run compare-streams-haproxy "$plain_port" "$plain_pid" -- "${sargs[@]}"
-    perf_run compare-streams-gateway "$gw_port" "$gw_pid $agent_pid" -- "${sargs[@]}" --db "$db"
+    perf_run compare-streams-gateway "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- "${sargs[@]}" --db "$db"
     perf_ratio compare-streams-haproxy compare-streams-gateway events_per_s
     if [ "${PERF_PEER:-1}" != 0 ]; then
       # The peer's failures are its result, reported, not a failure of this harness.
