@@ -263,8 +263,10 @@ static void test_stress_concurrent(void)
 	for (i = 0; i < 2; i++) {
 		CHECK_EQ_INT(p[i].pushed + p[i].refused, STRESS_PER_PRODUCER);
 		CHECK_EQ_INT(c.got[i], p[i].pushed);
-		CHECK(p[i].pushed > 0);
 	}
+	/* Not each producer: under valgrind's one-thread-at-a-time scheduler a producer
+	 * can run its whole loop while the queue is full. */
+	CHECK(p[0].pushed + p[1].pushed >= STRESS_CAPACITY);
 	queue_free(q);
 }
 
