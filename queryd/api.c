@@ -116,12 +116,20 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 
 /* ---- summary ---- */
 
+/* Sums saturate: the rollups' own can exceed int64 only with absurd figures, but a wrap
+ * would be undefined and show a negative spend. */
+static void api_add(int64_t *to, int64_t v)
+{
+	if (__builtin_add_overflow(*to, v, to))
+		*to = v < 0 ? INT64_MIN : INT64_MAX;
+}
+
 static void api_usage_add(struct api_usage *to, const struct api_usage *u)
 {
 	int i;
 
 	for (i = 0; i < SUM_COUNT; i++)
-		to->sum[i] += u->sum[i];
+		api_add(&to->sum[i], u->sum[i]);
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		to->lat[i] += u->lat[i];
 }
@@ -291,7 +299,7 @@ static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_g
 	if (!g)
 		return -1;
 	for (i = 0; i < SUM_COUNT; i++)
-		g->u.sum[i] += sqlite3_column_int64(st, SUMMARY_COL_SUMS + i);
+		api_add(&g->u.sum[i], sqlite3_column_int64(st, SUMMARY_COL_SUMS + i));
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		g->u.lat[i] += (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
 	return 0;
@@ -355,38 +363,43 @@ static int api_summary_groups(struct conn *c, const struct params *p, struct api
 	return 0;
 }
 
-/* A key's name, into row as key_name (null for key 0 or a key not found). */
+/* A key's name, into row as key_name (null for key 0 or a key not found). 0, -1 out of
+ * memory, -2 the database failed. */
 static int api_add_key_name(struct conn *c, cJSON *row, int64_t id)
 {
 	sqlite3_stmt *st = conn_stmt(c, CONN_KEY_NAME);
-	int rc;
+	int step, rc = -2;
 
-	if (conn_bind_int(st, ":id", id) < 0) {
-		conn_release(st);
-		return -1;
+	if (conn_bind_int(st, ":id", id) == 0) {
+		step = sqlite3_step(st);
+		if (step == SQLITE_ROW)
+			rc = json_add_col_text(row, "key_name", st, 0);
+		else if (step == SQLITE_DONE)
+			rc = json_add_null(row, "key_name");
 	}
-	rc = sqlite3_step(st) == SQLITE_ROW ? json_add_col_text(row, "key_name", st, 0)
-	                                    : json_add_null(row, "key_name");
 	conn_release(st);
 	return rc;
 }
 
-static cJSON *api_summary_row(struct conn *c, const struct params *p, const struct api_group *g)
+/* One group as a row of the answer, added to rows. 0, -1 out of memory, -2 the database
+ * failed. */
+static int api_summary_row(struct conn *c, const struct params *p, const struct api_group *g,
+                           cJSON *rows)
 {
 	cJSON *row = cJSON_CreateObject();
-	int rc;
+	int rc, named = 0;
 
 	if (!row)
-		return NULL;
+		return -1;
 	rc = g->name ? json_add_str(row, "group", g->name) : json_add_int(row, "group", g->id);
 	if (p->group == PARAMS_GROUP_KEY)
-		rc |= api_add_key_name(c, row, g->id);
+		named = api_add_key_name(c, row, g->id);
 	rc |= api_usage_json(row, &g->u);
-	if (rc) {
+	if (rc || named || !cJSON_AddItemToArray(rows, row)) {
 		cJSON_Delete(row);
-		return NULL;
+		return named == -2 ? -2 : -1;
 	}
-	return row;
+	return 0;
 }
 
 int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
@@ -394,9 +407,9 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 	struct api_usage total = { { 0 }, { 0 } };
 	struct api_groups gs = { 0 };
 	int time = p->group == PARAMS_GROUP_HOUR || p->group == PARAMS_GROUP_DAY;
-	cJSON *rows, *tot, *row;
+	cJSON *rows, *tot;
 	size_t i, listed;
-	int rc = -1;
+	int rc = -1, err;
 
 	if (api_summary_groups(c, p, &gs, r) < 0)
 		goto out;
@@ -415,9 +428,12 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 		api_usage_add(&total, &gs.v[i].u);
 		if (i >= listed)
 			continue;
-		row = api_summary_row(c, p, &gs.v[i]);
-		if (!row || !cJSON_AddItemToArray(rows, row)) {
-			cJSON_Delete(row);
+		err = api_summary_row(c, p, &gs.v[i], rows);
+		if (err == -2) {
+			api_db_error(c, NULL, r);
+			goto out;
+		}
+		if (err < 0) {
 			api_nomem(NULL, r);
 			goto out;
 		}

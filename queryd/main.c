@@ -16,7 +16,7 @@
 #include "server.h"
 
 #define QUERYD_PATH_MAX 4096
-#define QUERYD_TOKEN_MAX (SERVER_TOKEN_MAX + 1)
+#define QUERYD_TOKEN_MAX (SERVER_TOKEN_MAX + 3)   /* a token, CRLF, NUL */
 #define QUERYD_THREADS_MAX 64
 
 struct queryd_config {
@@ -160,7 +160,8 @@ static int queryd_read_token(const char *path, char *buf, size_t cap)
 		return -1;
 	}
 	n = fread(buf, 1, cap - 1, f);
-	if (ferror(f) || !feof(f)) {
+	/* A file that fills buf exactly is too long only if a byte follows. */
+	if (ferror(f) || (n == cap - 1 && fgetc(f) != EOF)) {
 		log_error("--token-file %s: %s", path, ferror(f) ? "read error" : "longer than 4 KB");
 		fclose(f);
 		return -1;

@@ -3,6 +3,7 @@
  * opened at start the first time it serves a request and keeps it. */
 #include "server.h"
 
+#include <ctype.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -355,6 +356,12 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		if (s->token_len > SERVER_TOKEN_MAX) {
 			snprintf(err, errlen, "the operator token is longer than %d bytes",
 			         SERVER_TOKEN_MAX);
+			goto fail;
+		}
+		/* HTTP trims a header's surrounding spaces: such a token could never match. */
+		if (isspace((unsigned char)cfg->token[0]) ||
+		    isspace((unsigned char)cfg->token[s->token_len - 1])) {
+			snprintf(err, errlen, "the operator token starts or ends with whitespace");
 			goto fail;
 		}
 		memcpy(s->token, cfg->token, s->token_len);

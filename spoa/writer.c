@@ -261,20 +261,28 @@ static int writer_group_cmp(const void *pa, const void *pb)
 	return c ? c : strncmp(a->row->provider, b->row->provider, sizeof(a->row->provider));
 }
 
+/* Adds v (>= 0) to *to, saturating: token counts are bounded per row (< 2^53) but a
+ * batch of absurd ones could wrap, which would be undefined. */
+static void writer_add(int64_t *to, int64_t v)
+{
+	if (__builtin_add_overflow(*to, v, to))
+		*to = INT64_MAX;
+}
+
 /* Adds row r to the sums, in writer_sum_cols order. */
 static void writer_sum_add(int64_t sum[WRITER_SUMS], const struct acct_row *r)
 {
 	sum[0]++;
 	sum[1] += r->outcome != ACCT_COMPLETE;
 	sum[2] += r->stream == 1;
-	sum[3] += writer_term(r->prompt_tokens);
-	sum[4] += writer_term(r->completion_tokens);
-	sum[5] += writer_term(r->cached_tokens);
-	sum[6] += writer_term(r->cache_creation_tokens);
-	sum[7] += writer_term(r->reasoning_tokens);
-	sum[8] += writer_term(r->cost_micros);
+	writer_add(&sum[3], writer_term(r->prompt_tokens));
+	writer_add(&sum[4], writer_term(r->completion_tokens));
+	writer_add(&sum[5], writer_term(r->cached_tokens));
+	writer_add(&sum[6], writer_term(r->cache_creation_tokens));
+	writer_add(&sum[7], writer_term(r->reasoning_tokens));
+	writer_add(&sum[8], writer_term(r->cost_micros));
 	sum[9] += r->unpriced != 0;
-	sum[10] += writer_term(r->duration_ms);
+	writer_add(&sum[10], writer_term(r->duration_ms));
 	if (r->duration_ms >= 0)
 		sum[WRITER_NAMED_SUMS + latency_bucket(r->duration_ms)]++;
 }

@@ -320,6 +320,32 @@ def test_token_file(world, tmp_path):
         q.stop()
 
 
+def test_token_file_of_the_longest_token(world, tmp_path):
+    """A 4096-byte token (the most queryd keeps) with its CRLF is read whole; one byte
+    more is refused at start, as is a token HTTP could never carry (edge whitespace)."""
+    longest = "t" * 4096
+    tf = tmp_path / "token"
+    tf.write_bytes(longest.encode() + b"\r\n")
+    q = Queryd(tmp_path, world["db"], name="queryd-longtoken", token=None,
+               args=["--token-file", str(tf)])
+    try:
+        assert q.request("/api/keys", token=longest)[0] == 200
+        assert q.request("/api/keys", token=longest[:-1])[0] == 401
+        assert q.request("/api/keys", token=longest + "t")[0] == 401
+    finally:
+        q.stop()
+    tf.write_text("t" * 4097)
+    r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["db"]), "--listen",
+                        f"127.0.0.1:{free_port()}", "--token-file", str(tf)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "longer than" in r.stderr, r.stderr
+    for bad in (" padded", "padded ", "\tpadded"):
+        r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["db"]), "--listen",
+                            f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                           timeout=10, env=dict(os.environ, TALLY_OPERATOR_TOKEN=bad))
+        assert r.returncode == 1 and "whitespace" in r.stderr, (bad, r.stderr)
+
+
 @pytest.mark.parametrize("group", ["key", "model", "provider", "hour", "day"])
 def test_summary_groups_match_raw_rows(world, group):
     """A range with ragged hours at both ends around three whole days, from not on an hour
