@@ -118,7 +118,8 @@ int keyhash_secret_path_default(const char *db_path, char *out, size_t cap)
 }
 
 /* Reads and validates an existing secret file. Returns 0, 1 if it does not exist,
- * or -1 with a message. */
+ * or -1 with a message. Neither a symlink nor another user's file is taken: whoever
+ * could change either could choose the secret (and so forge key hashes). */
 static int keyhash_secret_read(const char *path, unsigned char out[KEYHASH_SECRET_LEN],
                                char *err, size_t errlen)
 {
@@ -126,11 +127,15 @@ static int keyhash_secret_read(const char *path, unsigned char out[KEYHASH_SECRE
 	size_t got = 0;
 	int fd, rc = -1;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 1;
-		snprintf(err, errlen, "cannot open secret file %s: %s", path, strerror(errno));
+		if (errno == ELOOP)
+			snprintf(err, errlen, "secret file %s is a symbolic link; give the file's "
+			         "own path", path);
+		else
+			snprintf(err, errlen, "cannot open secret file %s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
@@ -139,6 +144,11 @@ static int keyhash_secret_read(const char *path, unsigned char out[KEYHASH_SECRE
 	}
 	if (!S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "secret file %s is not a regular file", path);
+		goto out;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen, "secret file %s is owned by uid %u, not by this user (uid %u)",
+		         path, (unsigned)st.st_uid, (unsigned)geteuid());
 		goto out;
 	}
 	if (st.st_mode & 077) {

@@ -42,8 +42,9 @@ int keyhash_secret_path_default(const char *db_path, char *out, size_t cap);
 /* Reads the secret at path into out. With create set, a missing file is created
  * atomically (written and synced under a temporary name, then linked into place, so it
  * never replaces an existing file); a racing creator that loses reads the winner's
- * file. A file that is not a regular file, is not exactly KEYHASH_SECRET_LEN bytes, or
- * grants any permission to group or others is refused. 0, or -1 with a message. */
+ * file. A symlink, a file that is not a regular file, is not owned by the effective
+ * uid, is not exactly KEYHASH_SECRET_LEN bytes, or grants any permission to group or
+ * others is refused. 0, or -1 with a message. */
 int keyhash_secret_load(const char *path, int create, unsigned char out[KEYHASH_SECRET_LEN],
                         char *err, size_t errlen);
 

@@ -351,7 +351,9 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	s->cfg = *cfg;
 	if (server_address(cfg->listen, &sa, err, errlen) < 0)
 		goto fail;
-	if (cfg->token) {
+	/* "" is no token, as main.c has it for an empty $TALLY_OPERATOR_TOKEN; and the
+	 * edge-whitespace check below needs a first and a last byte. */
+	if (cfg->token && cfg->token[0]) {
 		s->token_len = strlen(cfg->token);
 		if (s->token_len > SERVER_TOKEN_MAX) {
 			snprintf(err, errlen, "the operator token is longer than %d bytes",

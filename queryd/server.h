@@ -14,7 +14,7 @@ struct server_config {
 	const char *db_path;
 	const char *control_path;
 	const char *static_dir;    /* NULL: the embedded dashboard */
-	const char *token;         /* NULL: serve no data; copied (SERVER_TOKEN_MAX at most) */
+	const char *token;         /* NULL or "": serve no data; copied (SERVER_TOKEN_MAX at most) */
 	int threads;
 };
 

@@ -2,6 +2,7 @@
  * constant-time comparison, and the secret file (creation, reload, refusals, and two
  * processes racing to create it). Single-threaded; forks for the race. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -189,6 +190,59 @@ static void test_secret_bad_mode(void)
 	CHECK(strstr(err, "not a regular file") != NULL);
 }
 
+/* A link to a valid secret, and a dangling one, are refused: whoever can write the
+ * directory could otherwise point the gateway at a file of their choosing. */
+static void test_secret_symlink(void)
+{
+	unsigned char out[KEYHASH_SECRET_LEN], data[KEYHASH_SECRET_LEN] = { 9 };
+	char target[512], link_path[512], err[256] = "";
+	struct stat st;
+
+	/* tmpdir_file's buffer is reused by each call: keep copies */
+	snprintf(target, sizeof(target), "%s", tmpdir_file("target.secret"));
+	snprintf(link_path, sizeof(link_path), "%s", tmpdir_file("link.secret"));
+	CHECK_EQ_INT(test_write_file(target, data, sizeof(data), 0600), 0);
+	CHECK_EQ_INT(keyhash_secret_load(target, 0, out, err, sizeof(err)), 0);
+	CHECK_EQ_INT(symlink(target, link_path), 0);
+	CHECK_EQ_INT(keyhash_secret_load(link_path, 0, out, err, sizeof(err)), -1);
+	CHECK(strstr(err, "symbolic link") != NULL);
+	CHECK_EQ_INT(keyhash_secret_load(link_path, 1, out, err, sizeof(err)), -1);
+	CHECK(strstr(err, "symbolic link") != NULL);
+
+	snprintf(target, sizeof(target), "%s", tmpdir_file("nowhere.secret"));
+	snprintf(link_path, sizeof(link_path), "%s", tmpdir_file("dangling.secret"));
+	CHECK_EQ_INT(symlink(target, link_path), 0);
+	CHECK_EQ_INT(keyhash_secret_load(link_path, 1, out, err, sizeof(err)), -1);
+	CHECK(strstr(err, "symbolic link") != NULL);
+	CHECK(lstat(target, &st) < 0);   /* nothing created through the link */
+}
+
+/* A secret owned by another user is refused even when this process may read it (root
+ * may read anything): that user could change it. Needs root to chown. */
+static void test_secret_other_owner(void)
+{
+	unsigned char out[KEYHASH_SECRET_LEN], data[KEYHASH_SECRET_LEN] = { 5 };
+	const char *path = tmpdir_file("foreign.secret");
+	char err[256] = "";
+
+	CHECK_EQ_INT(test_write_file(path, data, sizeof(data), 0600), 0);
+	if (chown(path, 65534, 65534) < 0) {
+		if (errno == EPERM) {
+			printf("test_secret_other_owner: skipped, chown needs root (uid %u)\n",
+			       (unsigned)geteuid());
+			return;
+		}
+		CHECK(!"chown");
+		return;
+	}
+	CHECK_EQ_INT(keyhash_secret_load(path, 1, out, err, sizeof(err)), -1);
+	CHECK(strstr(err, "owned by uid 65534") != NULL);
+
+	CHECK_EQ_INT(chown(path, geteuid(), getegid()), 0);
+	CHECK_EQ_INT(keyhash_secret_load(path, 0, out, err, sizeof(err)), 0);
+	CHECK(memcmp(out, data, sizeof(data)) == 0);
+}
+
 /* Child of the race: waits for the start signal, loads (creating) the secret and
  * sends what it got to the parent. */
 static void test_race_child(int start_fd, int result_fd, const char *path)
@@ -269,6 +323,8 @@ int main(void)
 	RUN(test_secret_create_reload);
 	RUN(test_secret_wrong_size);
 	RUN(test_secret_bad_mode);
+	RUN(test_secret_symlink);
+	RUN(test_secret_other_owner);
 	RUN(test_secret_race);
 	tmpdir_remove();
 	return UNIT_DONE();
