@@ -26,8 +26,9 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicroh
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
-GEN_SRC    := $(BUILD)/gen/schema_sql.c
-COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_sql.o
+GEN_SRC    := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/migrations_sql.c
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_sql.o \
+              $(BUILD)/obj/gen/migrations_sql.o
 AGENT_OBJ  := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
@@ -83,6 +84,23 @@ $(BUILD)/obj/gen/schema_sql.o: $(BUILD)/gen/schema_sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The migrations, sql/migrations/NNN.sql upgrading version NNN - 1, in order; the
+# generated file checks that there is one per version after the first.
+MIGRATIONS := $(sort $(wildcard sql/migrations/*.sql))
+$(BUILD)/gen/migrations_sql.c: $(MIGRATIONS)
+	@mkdir -p $(dir $@)
+	awk 'BEGIN { print "/* generated from the files in sql/migrations by the Makefile */"; \
+	             print "#include \"db.h\""; print "const char *const tally_migrations_sql[] = {" } \
+	     FNR == 1 { if (NR > 1) print "\t,"; n++ } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
+	     END { print "\t, (const char *)0"; print "};"; \
+	           print "_Static_assert(" n " == DB_SCHEMA_VERSION - 1, \"one migration per schema version after the first\");" }' \
+	  $^ > $@
+
+$(BUILD)/obj/gen/migrations_sql.o: $(BUILD)/gen/migrations_sql.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 # queryd's named queries, one C table of {name, text} (queryd/conn.h).
 $(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql))
 	@mkdir -p $(dir $@)
@@ -119,7 +137,7 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 2>/dev/null || \
                  echo -lmsgpack-c -lcjson -lsqlite3) -lpthread -lm
 $(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
-                       $(filter-out %/keyhash.o,$(COMMON_OBJ))
+                       $(filter-out %/keyhash.o %/gwsecret.o,$(COMMON_OBJ))
 	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
 
 # tally-gen stores rows through the agent's own queue and writer.

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "db.h"
+#include "gwsecret.h"
 #include "keyhash.h"
 
 #define CTL_DEFAULT_DB   "./data/tally.db"
@@ -1069,6 +1070,32 @@ static int ctl_open_readonly(const char *path, sqlite3 **out)
 
 /* Checks the copy at path: PRAGMA integrity_check must say "ok". Reports its schema
  * version and requests rows. */
+/* ---- gateway secret ---- */
+
+/* Prints the gateway secret the agent expects, for HAProxy's environment: the agent's
+ * own TALLY_GATEWAY_SECRET if set here too, else the one derived from the key-hashing
+ * secret (created if missing, as the agent would). */
+static int ctl_gateway_secret(struct ctl *ctl, const struct ctl_args *a)
+{
+	unsigned char secret[KEYHASH_SECRET_LEN];
+	struct gwsecret gw;
+	const char *env = getenv(GWSECRET_ENV);
+	char err[256];
+
+	(void)a;
+	if (env && *env) {
+		if (gwsecret_set(&gw, env, strlen(env), err, sizeof(err)) < 0)
+			return ctl_error("%s: %s", GWSECRET_ENV, err);
+	} else {
+		if (ctl_secret_load(ctl, secret) != CTL_OK)
+			return CTL_FAIL;
+		gwsecret_derive(secret, &gw);
+		OPENSSL_cleanse(secret, sizeof(secret));
+	}
+	printf("%s\n", gw.text);
+	return CTL_OK;
+}
+
 static int ctl_backup_verify(const char *path, int64_t *version, int64_t *rows)
 {
 	sqlite3 *db = NULL;
@@ -1111,7 +1138,7 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 	char tmp[CTL_PATH_MAX], dir[CTL_PATH_MAX], *slash;
 	sqlite3 *src = NULL;
 	sqlite3_stmt *st = NULL;
-	int status = CTL_FAIL, made_tmp = 0;
+	int status = CTL_FAIL, made_tmp = 0, fd;
 	int64_t version, rows;
 	struct stat sb;
 
@@ -1134,7 +1161,22 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 		ctl_error("database %s: %s", ctl->db_path, sqlite3_errmsg(src));
 		goto out;
 	}
+	/* SQLite would create the copy 0644 less the umask, and it holds key hashes and
+	 * usage: it is created here, empty and owner-only, and VACUUM INTO fills it. fchmod
+	 * because the umask may have taken the owner's own write bit. Closed before SQLite
+	 * opens it: closing a descriptor drops the process's locks on the file. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ctl_error("cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
 	made_tmp = 1;
+	if (fchmod(fd, 0600) < 0) {
+		ctl_error("cannot set the mode of %s: %s", tmp, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	close(fd);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		ctl_error("backup to %s failed: %s", dest, sqlite3_errmsg(src));
 		goto out;
@@ -1346,6 +1388,13 @@ static const struct ctl_command ctl_commands[] = {
 	{ "provider", "list", "provider list [--json]",
 	  LIST_HELP("providers"),
 	  NULL, OPT(OPT_JSON), 0, 0, ctl_provider_list },
+	{ "gateway-secret", NULL, "gateway-secret",
+	  "Prints the gateway secret the agent expects HAProxy to send (TALLY_GATEWAY_SECRET\n"
+	  "in HAProxy's environment): with every decision request and every record, by\n"
+	  "which the agent refuses what any other process sends its ports. Unless\n"
+	  "TALLY_GATEWAY_SECRET is set for the agent (then printed as is), it is derived\n"
+	  "from the key-hashing secret, which is created if missing.\n",
+	  NULL, 0, 0, 0, ctl_gateway_secret },
 	{ "backup", NULL, "backup DEST",
 	  "Copies the database to DEST, consistently, while the agent keeps writing (one\n"
 	  "read snapshot: VACUUM INTO). DEST must not exist; it appears only once complete,\n"

@@ -1,7 +1,7 @@
 -- tally usage capture: keeps the first and last bytes of a response body and hands
 -- them to the end-of-transaction log record (txn.tally.cap), where the agent reads the
 -- usage the upstream reported. The body itself passes untouched, with one exception
--- below (the usage chunk the gateway asked for on the client's behalf).
+-- below (the usage event the gateway asked for on the client's behalf).
 --
 -- Loaded with lua-load-per-thread (a shared lua-load crashes HAProxy 2.6.12 with
 -- nbthread > 1). Declared only on the _capture backends: every callback costs
@@ -12,15 +12,27 @@
 -- HEAD bytes, tail the last TAIL bytes after the head: together the whole body when it
 -- is short enough. Control bytes become spaces: records travel one per line.
 --
--- Amendment: an OpenAI stream whose client did not ask for usage arrives with
--- txn.tally.amend, the body offset just past its opening brace. The request gets
--- stream_options.include_usage there, so that the upstream reports usage, and the
--- response loses the usage event again, so that the client sees the stream it asked
--- for (client code indexing choices[0] of every chunk would fail on it).
+-- Amendment: an OpenAI stream whose client did not ask for usage is sent upstream with
+-- stream_options.include_usage true, and its answer loses the usage event again, so
+-- that the client sees the stream it asked for (client code indexing choices[0] of
+-- every chunk would fail on it). The agent names the edit (txn.tally.amend: offset,
+-- amend_cut: bytes replaced, amend_text: their replacement) when it saw the whole body;
+-- haproxy.cfg has set Content-Length to the new length. For a body longer than the
+-- agent saw (txn.tally.amend_scan), this filter reads the top level of the whole body
+-- as it passes and, before its closing brace, puts amend_text when it is a stream that
+-- did not ask for usage, or as many spaces otherwise (the length was raised by that
+-- much before the body went out). Members that the agent's rules (spoa/reqbody.c)
+-- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
+-- only some JSON readers take for it, spoil the body (a NUL byte) before its end
+-- reaches the upstream, which then refuses it.
 
 local HEAD = 1536
 local TAIL = 3072
-local INCLUDE_USAGE = '"stream_options":{"include_usage":true},'
+-- A stream_options value longer than this is no plain {"include_usage": true}.
+local OPTIONS_MAX = 256
+-- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
+local KEY_MAX = 96
+local JUDGED = { model = true, stream = true, stream_options = true }
 
 local Capture = {}
 Capture.id = "tally-capture"
@@ -36,14 +48,22 @@ function Capture:start_analyze(txn, chn)
         filter.register_data_filter(self, chn)
         return
     end
-    local at = txn:get_var("txn.tally.amend")
-    if at then
-        -- haproxy.cfg dropped Content-Length: the longer body goes out chunked
-        -- (2.6 has no HTTPMessage.set_body_len).
-        self.insert_at = at
-        self.amend = true
-        filter.register_data_filter(self, chn)
+    local text = txn:get_var("txn.tally.amend_text")
+    local scan = txn:get_var("txn.tally.amend_scan")
+    if not text and not scan then
+        return
     end
+    -- Scanning without a text: the part seen settled the amendment, the rest is only
+    -- checked (the body keeps its length).
+    self.text = text or ""
+    if scan then
+        self.scan = { depth = 0, phase = "key", members = 0, seen = {}, held = 0, delta = 0 }
+    else
+        self.insert_at = txn:get_var("txn.tally.amend")
+        self.cut = txn:get_var("txn.tally.amend_cut") or 0
+        self.amend = true
+    end
+    filter.register_data_filter(self, chn)
 end
 
 function Capture:publish(txn)
@@ -85,12 +105,267 @@ function Capture:keep(txn, msg, off, len)
     end
 end
 
+-- Whether a stream_options value asks for usage: a flat object of plain members with
+-- include_usage, spelled exactly, true. Anything else does not (the gateway then adds
+-- its own, which JSON readers that keep the last of duplicated keys take).
+local function asks_usage(text)
+    if not text or #text > OPTIONS_MAX then
+        return false
+    end
+    local body = text:match("^{%s*(.-)%s*}$")
+    if not body then
+        return false
+    end
+    local asked = false
+    for member in (body .. ","):gmatch("(.-),") do
+        local key, value = member:match('^%s*"([%w_]*)"%s*:%s*([%w%.%-]+)%s*$')
+        if not key then
+            return false
+        end
+        if key:lower() == "include_usage" then
+            if key ~= "include_usage" or asked or value ~= "true" then
+                return false
+            end
+            asked = true
+        end
+    end
+    return asked
+end
+
+-- A top-level key as sent: which judged member it names, and whether every JSON reader
+-- agrees (an escape or a case or Unicode fold that only some readers apply: no).
+local function judged_key(raw)
+    if raw:find("\\", 1, true) then
+        return nil, true
+    end
+    local folded = raw:gsub("\197\191", "s"):gsub("\226\132\170", "k"):lower()
+    if not JUDGED[folded] then
+        return nil, false
+    end
+    return folded, folded ~= raw
+end
+
+-- What goes before the closing brace: the amendment when the body is a stream that did
+-- not ask for usage and has no stream_options of its own (one that said otherwise was
+-- rewritten as it passed), else spaces, so that the length is what haproxy.cfg
+-- announced.
+function Capture:closing(sc)
+    local pad = string.rep(" ", #self.text - sc.delta)
+    if sc.spoiled or sc.stream ~= "true" or sc.asked or self.text == "" then
+        return pad
+    end
+    self.amend = true
+    if sc.rewritten then
+        return pad
+    end
+    return self.text
+end
+
+-- Spoils the body at offset at (a byte not yet forwarded): a NUL, which every JSON
+-- reader refuses.
+local function spoil(msg, sc, at)
+    msg:set("\0", at, 1)
+    sc.spoiled = true
+end
+
+-- A top-level key ended at offset at: a judged member named twice, or one that only
+-- some readers take for it, spoils the body there.
+function Capture:key_end(msg, sc, raw, at)
+    local name, variant = nil, false
+    if #raw <= KEY_MAX then
+        name, variant = judged_key(raw)
+    end
+    if variant or (name and sc.seen[name]) then
+        spoil(msg, sc, at)
+    end
+    if name then
+        sc.seen[name] = true
+    end
+    sc.member, sc.key = name, nil
+    sc.phase = "colon"
+end
+
+-- More text of the value of a judged member; one too long to be a plain value spoils
+-- the body (its first byte is held back, see scan_request).
+function Capture:value_more(msg, sc, text)
+    if sc.vlong then
+        return
+    end
+    if #sc.value + #text > OPTIONS_MAX then
+        sc.vlong = true
+        spoil(msg, sc, sc.vat)
+        return
+    end
+    sc.value = sc.value .. text
+end
+
+-- A judged member's value ended at offset vend. A stream_options that does not ask for
+-- usage is rewritten in place when the body is known to be a stream, or the value is an
+-- object (which only a stream may carry). Returns how many bytes the body grew.
+function Capture:value_end(msg, sc, text, vend)
+    self:value_more(msg, sc, text)
+    local value = not sc.vlong and sc.value:match("^%s*(.-)%s*$")
+    local grow = 0
+    if value and sc.member == "stream" then
+        sc.stream = value
+    elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
+        sc.asked = asks_usage(value)
+        if not sc.asked and (sc.stream == "true" or value:sub(1, 1) == "{") then
+            local opts = self.text:match("(%b{})$")
+            if msg:set(opts, sc.vat, vend - sc.vat) >= 0 then
+                grow = #opts - (vend - sc.vat)
+                sc.delta = sc.delta + grow
+                sc.rewritten = true
+            else
+                spoil(msg, sc, sc.vat)
+            end
+        end
+    end
+    sc.member, sc.value, sc.vlong, sc.vat = nil, nil, nil, nil
+    return grow
+end
+
+-- Reads data (the input's bytes from offset base) through the top-level object: JSON
+-- strings are skipped with string.find, so the cost is per quote and escape, not per
+-- byte. Returns the input offset of the object's closing brace once it is seen.
+function Capture:scan_data(msg, data, base)
+    local sc = self.scan
+    local find, sub, byte = string.find, string.sub, string.byte
+    local i, n = 1, #data
+    local vfrom = sc.value and 1
+    -- Input offset of data[j]: base + j - 1 + shift (rewrites move what follows).
+    local shift = 0
+    local kfrom = sc.key and 1
+    while i <= n do
+        if sc.instr then
+            if sc.esc then
+                -- The byte after a backslash that ended the previous read.
+                sc.esc = false
+                i = i + 1
+            else
+                local q = find(data, '["\\]', i)
+                if not q then
+                    break
+                end
+                if byte(data, q) == 92 then
+                    if q == n then
+                        sc.esc = true
+                        break
+                    end
+                    i = q + 2
+                else
+                    sc.instr = false
+                    i = q + 1
+                    if kfrom then
+                        self:key_end(msg, sc, sc.key .. sub(data, kfrom, q - 1),
+                            base + q - 1 + shift)
+                        kfrom = nil
+                    end
+                end
+            end
+        else
+            local q = find(data, '["{}%[%],:]', i)
+            if not q then
+                break
+            end
+            local c = byte(data, q)
+            i = q + 1
+            if c == 34 then
+                sc.instr = true
+                if sc.depth == 1 and sc.phase == "key" then
+                    sc.key, kfrom = "", q + 1
+                end
+            elseif c == 123 or c == 91 then
+                sc.depth = sc.depth + 1
+            elseif c == 125 or c == 93 then
+                sc.depth = sc.depth - 1
+                if sc.depth == 0 then
+                    if vfrom then
+                        shift = shift + self:value_end(msg, sc, sub(data, vfrom, q - 1),
+                            base + q - 1 + shift)
+                    end
+                    return base + q - 1 + shift
+                end
+            elseif sc.depth == 1 and c == 58 and sc.phase == "colon" then
+                sc.phase = "value"
+                sc.members = sc.members + 1
+                if sc.member then
+                    sc.value, sc.vat, vfrom = "", base + q + shift, q + 1
+                end
+            elseif sc.depth == 1 and c == 44 then
+                if vfrom then
+                    shift = shift + self:value_end(msg, sc, sub(data, vfrom, q - 1),
+                        base + q - 1 + shift)
+                    vfrom = nil
+                end
+                sc.member = nil
+                sc.phase = "key"
+            end
+        end
+    end
+    if kfrom then
+        sc.key = sc.key .. sub(data, kfrom, kfrom + KEY_MAX)
+    end
+    if vfrom then
+        self:value_more(msg, sc, sub(data, vfrom))
+    end
+    return nil
+end
+
+-- The request body of a cut OpenAI stream, scanned as it passes. Held back: the last
+-- byte until the closing brace (or the message's end) is seen, so that the filter is
+-- called again at the end; and a judged member's value until it ends, so that it can
+-- still be rewritten or spoiled.
+function Capture:scan_request(msg)
+    local sc = self.scan
+    local avail = msg:input()
+    if sc.done then
+        return avail
+    end
+    local close = sc.close
+    if not close and avail > sc.held then
+        close = self:scan_data(msg, msg:body(sc.held, avail - sc.held) or "", sc.held)
+        avail = msg:input()
+    end
+    if close then
+        local text = sc.text or self:closing(sc)
+        if text ~= "" and msg:insert(text, close) < 0 then
+            -- No room in the buffer: send what precedes the brace and retry.
+            sc.close, sc.text, sc.held = 0, text, avail - close
+            return close
+        end
+        sc.done = true
+        return msg:input()
+    end
+    if msg:eom() then
+        -- The body never closed (invalid JSON): the announced length still holds.
+        if #self.text - sc.delta > 0 then
+            msg:append(string.rep(" ", #self.text - sc.delta))
+        end
+        sc.done = true
+        return msg:input()
+    end
+    local fwd = avail - 1
+    if sc.vat and sc.vat < fwd then
+        fwd = sc.vat
+    end
+    if fwd < 0 then
+        fwd = 0
+    end
+    sc.held = avail - fwd
+    if sc.vat then
+        sc.vat = sc.vat - fwd
+    end
+    return fwd
+end
+
 -- Removes the usage event from an amended stream. Returns how many bytes may go to
 -- the client: an event is held back until it is whole, so that a usage event split
--- across reads is still recognised.
+-- across reads is still recognised; at the message's end everything goes.
 function Capture:strip(msg, avail)
     local data = msg:body(0, avail) or ""
-    local u = data:find('"usage":{', 1, true)
+    local eom = msg:eom()
+    local u = data:find('"usage"%s*:%s*{')
     if u then
         local start = 1
         for s in data:sub(1, u):gmatch("()data:") do
@@ -102,12 +377,19 @@ function Capture:strip(msg, avail)
         if crlf and (not stop or crlf < stop) then
             stop, gap = crlf, 4
         end
+        if not stop and eom then
+            -- The last event, without its blank line.
+            stop, gap = #data + 1, 0
+        end
         if stop then
             msg:remove(start - 1, stop + gap - start)
             self.amend = nil
             return avail - (stop + gap - start)
         end
         return start - 1
+    end
+    if eom then
+        return avail
     end
     local last = 0
     for e in data:gmatch("\n\r?\n()") do
@@ -119,8 +401,11 @@ end
 function Capture:http_payload(txn, msg)
     local avail = msg:input()
     if not msg:is_resp() then
-        if self.insert_at and avail >= self.insert_at then
-            msg:insert(INCLUDE_USAGE, self.insert_at)
+        if self.scan then
+            return self:scan_request(msg)
+        end
+        if self.insert_at and avail >= self.insert_at + self.cut then
+            msg:set(self.text, self.insert_at, self.cut)
             self.insert_at = nil
         end
         return
@@ -129,7 +414,13 @@ function Capture:http_payload(txn, msg)
     if new > 0 then
         self:keep(txn, msg, self.held, new)
     end
-    if not self.amend then
+    if self.amend and self.event_stream == nil then
+        -- Only an event stream carries a usage event to take out: any other answer (an
+        -- error's JSON, whatever its status) goes to the client whole, at once.
+        local ct = txn.f:res_hdr("content-type") or ""
+        self.event_stream = ct:lower():find("text/event-stream", 1, true) ~= nil
+    end
+    if not (self.amend and self.event_stream) then
         self.held = 0
         return
     end

@@ -34,7 +34,7 @@ stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
 stack_wait_port "$mock_port"; stack_wait_port "$agent_port"
 
 export TALLY_FAIL_POLICY=closed   # the bench measures deciding, never failing open
-stack_haproxy_env "$agent_port" "$mock_port" bench-credential "$records_port"
+stack_haproxy_env "$agent_port" "$mock_port" bench-credential "$records_port" "$db"
 mkdir -p "$tmp/gw" "$tmp/plain"
 TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
   stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"

@@ -45,6 +45,7 @@
  * (per request); all fields are uint64_t so that one table describes them. */
 struct mock_params {
 	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
+	uint64_t error_form, sse_open;
 	struct mock_tokens {
 		uint64_t prompt, completion, cached, cache_creation, reasoning;
 	} tok;
@@ -68,6 +69,9 @@ static const struct mock_knob mock_knobs[] = {
 	          "close abruptly after N content frames / N unary body bytes"),
 	MOCK_KNOB("body-bytes", body_bytes, 0, 16u << 20, "pad unary completions to this body size"),
 	MOCK_KNOB("crlf", crlf, 0, 1, "1: SSE lines end in CRLF (0)"),
+	MOCK_KNOB("error-form", error_form, 0, 4,
+	          "error body: 0 JSON, 1 JSON chunked, 2 text, 3 empty, 4 text to close (0)"),
+	MOCK_KNOB("sse-open", sse_open, 0, 1, "1: a stream's last event has no blank line (0)"),
 	MOCK_KNOB("prompt-tokens", tok.prompt, 0, MOCK_TOKENS_MAX, "prompt/input tokens (10)"),
 	MOCK_KNOB("completion-tokens", tok.completion, 0, MOCK_TOKENS_MAX,
 	          "completion/output tokens (20)"),
@@ -479,6 +483,19 @@ static cJSON *openai_unary_render(const struct mock_job *j, const char *text)
 	return o;
 }
 
+/* The end of stream chunk o with choice c: its finish reason when last, and, as OpenAI
+ * marks every chunk once the client asked for usage, "usage": null. */
+static void openai_chunk_end(const struct mock_job *j, cJSON *o, cJSON *c, int last)
+{
+	cJSON_AddNullToObject(c, "logprobs");
+	if (last)
+		cJSON_AddStringToObject(c, "finish_reason", "stop");
+	else
+		cJSON_AddNullToObject(c, "finish_reason");
+	if (j->include_usage)
+		cJSON_AddNullToObject(o, "usage");
+}
+
 /* A chat.completion.chunk: content frame i, or the closing chunk when content is NULL. */
 static cJSON *openai_chunk_new(const struct mock_job *j, unsigned i, const char *content)
 {
@@ -491,33 +508,30 @@ static cJSON *openai_chunk_new(const struct mock_job *j, unsigned i, const char 
 		cJSON_AddStringToObject(d, "role", "assistant");
 	if (content)
 		cJSON_AddStringToObject(d, "content", content);
-	cJSON_AddNullToObject(c, "logprobs");
-	if (content)
-		cJSON_AddNullToObject(c, "finish_reason");
-	else
-		cJSON_AddStringToObject(c, "finish_reason", "stop");
-	/* OpenAI marks every chunk "usage": null once the client asked for usage. */
-	if (j->include_usage)
-		cJSON_AddNullToObject(o, "usage");
+	openai_chunk_end(j, o, c, content == NULL);
 	return o;
 }
 
-static char *openai_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
-                                 const char **name)
+/* The events of an OpenAI-style stream: content frames, the closing chunk, the usage
+ * chunk when the client asked for it, [DONE]. chunk(j, i, text) makes frame i, or the
+ * closing chunk when text is NULL; object names the usage chunk. */
+static char *openai_stream_event(const struct mock_job *j, enum mock_part part, unsigned i,
+                                 cJSON *(*chunk)(const struct mock_job *, unsigned, const char *),
+                                 const char *object)
 {
 	char word[24];
 	cJSON *o;
 
-	*name = NULL;
 	if (part == PART_FRAME)
-		return mock_json_print(openai_chunk_new(j, i, mock_word_format(word, i)));
+		return mock_json_print(chunk(j, i, mock_word_format(word, i)));
 	if (part == PART_HEAD)
 		return NULL;
 	if (i == 0)
-		return mock_json_print(openai_chunk_new(j, 0, NULL));
+		return mock_json_print(chunk(j, 0, NULL));
 	if (i == 1 && j->include_usage) {
-		o = openai_object_new(j, "chat.completion.chunk");
-		cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
+		o = openai_object_new(j, object);
+		if (chunk == openai_chunk_new)
+			cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
 		cJSON_AddArrayToObject(o, "choices");
 		cJSON_AddItemToObject(o, "usage", openai_usage_new(j));
 		return mock_json_print(o);
@@ -525,6 +539,43 @@ static char *openai_event_render(const struct mock_job *j, enum mock_part part, 
 	if (i == 1u + (unsigned)j->include_usage)
 		return mock_strndup("[DONE]", 6);
 	return NULL;
+}
+
+static char *openai_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
+                                 const char **name)
+{
+	*name = NULL;
+	return openai_stream_event(j, part, i, openai_chunk_new, "chat.completion.chunk");
+}
+
+/* Legacy completions (/v1/completions): text choices, usage as in chat. */
+static cJSON *completions_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = openai_object_new(j, "text_completion"), *c = openai_choice_add(o);
+
+	cJSON_AddStringToObject(c, "text", text);
+	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddStringToObject(c, "finish_reason", "stop");
+	cJSON_AddItemToObject(o, "usage", openai_usage_new(j));
+	return o;
+}
+
+/* A text_completion chunk: text frame i, or the closing chunk when text is NULL. */
+static cJSON *completions_chunk_new(const struct mock_job *j, unsigned i, const char *text)
+{
+	cJSON *o = openai_object_new(j, "text_completion"), *c = openai_choice_add(o);
+
+	(void)i;
+	cJSON_AddStringToObject(c, "text", text ? text : "");
+	openai_chunk_end(j, o, c, text == NULL);
+	return o;
+}
+
+static char *completions_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
+                                      const char **name)
+{
+	*name = NULL;
+	return openai_stream_event(j, part, i, completions_chunk_new, "text_completion");
 }
 
 static cJSON *anthropic_error_render(unsigned status, const char *msg)
@@ -641,6 +692,9 @@ static char *anthropic_event_render(const struct mock_job *j, enum mock_part par
 
 static const struct mock_api mock_openai = {
 	"chatcmpl-mock", openai_unary_render, openai_event_render, openai_error_render,
+};
+static const struct mock_api mock_completions = {
+	"cmpl-mock", completions_unary_render, completions_event_render, openai_error_render,
 };
 static const struct mock_api mock_anthropic = {
 	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
@@ -970,9 +1024,41 @@ static void mock_resp_json(struct mock_conn *c, unsigned status, cJSON *o)
 	free(s);
 }
 
+/* An error in the form x-mock-error-form asks for: the API's JSON with a length or
+ * chunked, plain text with a length or delimited by the connection's close, or nothing. */
 static void mock_resp_error(struct mock_conn *c, unsigned status, const char *msg)
 {
-	mock_resp_json(c, status, c->job.api->error(status, msg));
+	struct mock_buf *o = &c->out;
+	char *s;
+
+	switch (c->job.p.error_form) {
+	case 1:
+		s = mock_json_print(c->job.api->error(status, msg));
+		c->job.chunked = 1;
+		mock_resp_head(c, status, "application/json", -1);
+		mock_buf_printf(o, "%zx\r\n%s\r\n0\r\n\r\n", strlen(s), s);
+		free(s);
+		mock_resp_done(c);
+		return;
+	case 2:
+		mock_resp_head(c, status, "text/plain", (long long)strlen(msg));
+		mock_buf_append(o, msg, strlen(msg));
+		mock_resp_done(c);
+		return;
+	case 3:
+		mock_resp_head(c, status, "application/json", 0);
+		mock_resp_done(c);
+		return;
+	case 4:
+		c->job.chunked = 0;
+		c->req.keep_alive = 0;
+		mock_resp_head(c, status, "text/plain", -1);
+		mock_buf_append(o, msg, strlen(msg));
+		mock_resp_done(c);
+		return;
+	default:
+		mock_resp_json(c, status, c->job.api->error(status, msg));
+	}
 }
 
 static void mock_resp_completion(struct mock_conn *c)
@@ -1021,11 +1107,13 @@ static void mock_stream_start(struct mock_conn *c)
 	c->phase = PHASE_STREAM;
 }
 
-static void mock_stream_write(struct mock_conn *c, const char *event, const char *data)
+/* last: the stream's final event, which x-mock-sse-open leaves without its blank line. */
+static void mock_stream_write(struct mock_conn *c, const char *event, const char *data, int last)
 {
 	const char *eol = c->job.p.crlf ? "\r\n" : "\n";
+	const char *end = last && c->job.p.sse_open ? "" : eol;
 	size_t el = strlen(eol);
-	size_t n = strlen("data: ") + strlen(data) + 2 * el;
+	size_t n = strlen("data: ") + strlen(data) + el + strlen(end);
 
 	if (event)
 		n += strlen("event: ") + strlen(event) + el;
@@ -1033,7 +1121,7 @@ static void mock_stream_write(struct mock_conn *c, const char *event, const char
 		mock_buf_printf(&c->out, "%zx\r\n", n);
 	if (event)
 		mock_buf_printf(&c->out, "event: %s%s", event, eol);
-	mock_buf_printf(&c->out, "data: %s%s%s", data, eol, eol);
+	mock_buf_printf(&c->out, "data: %s%s%s", data, eol, end);
 	if (c->job.chunked)
 		mock_buf_append(&c->out, "\r\n", 2);
 }
@@ -1070,7 +1158,12 @@ static int mock_stream_pump(struct mock_conn *c)
 	}
 	data = j->api->event(j, j->part, j->idx, &name);
 	if (data) {
-		mock_stream_write(c, name, data);
+		const char *next_name;
+		char *next = j->part == PART_TAIL ? j->api->event(j, j->part, j->idx + 1, &next_name)
+		                                  : NULL;
+
+		mock_stream_write(c, name, data, j->part == PART_TAIL && !next);
+		free(next);
 		free(data);
 		j->idx++;
 	} else if (j->part == PART_HEAD) {
@@ -1107,6 +1200,20 @@ static void mock_resp_start(struct mock_conn *c)
 	}
 }
 
+/* The last member named name, as Python's json (OpenAI, vLLM) reads duplicated keys;
+ * cJSON's own lookup returns the first. */
+static const cJSON *mock_json_last(const cJSON *obj, const char *name)
+{
+	const cJSON *c, *last = NULL;
+
+	if (!cJSON_IsObject(obj))
+		return NULL;
+	for (c = obj->child; c; c = c->next)
+		if (c->string && strcmp(c->string, name) == 0)
+			last = c;
+	return last;
+}
+
 /* Header overrides and the request body's model/stream flags into the job. */
 static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 {
@@ -1141,12 +1248,12 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 			snprintf(err, errlen, "request body is not a JSON object");
 			goto out;
 		}
-		model = cJSON_GetObjectItemCaseSensitive(body, "model");
+		model = mock_json_last(body, "model");
 		if (!h && cJSON_IsString(model))
 			j->model = mock_strndup(model->valuestring, strlen(model->valuestring));
-		j->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "stream"));
-		j->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-			cJSON_GetObjectItemCaseSensitive(body, "stream_options"), "include_usage"));
+		j->stream = cJSON_IsTrue(mock_json_last(body, "stream"));
+		j->include_usage = cJSON_IsTrue(mock_json_last(
+			mock_json_last(body, "stream_options"), "include_usage"));
 	}
 	if (h)
 		j->model = mock_text_dup(r->hbuf.p + h->value_off, h->value_len);
@@ -1175,6 +1282,7 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 		enum mock_route route;
 	} routes[] = {
 		{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
 		{HTTP_GET, "/v1/models", ROUTE_MODELS},
 		{HTTP_HEAD, "/v1/models", ROUTE_MODELS},
@@ -1193,7 +1301,11 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 /* Errors take the shape of the API the path belongs to. */
 static const struct mock_api *mock_api_pick(const char *path, size_t n)
 {
-	return n == 12 && !memcmp(path, "/v1/messages", 12) ? &mock_anthropic : &mock_openai;
+	if (n == 12 && !memcmp(path, "/v1/messages", 12))
+		return &mock_anthropic;
+	if (n == 15 && !memcmp(path, "/v1/completions", 15))
+		return &mock_completions;
+	return &mock_openai;
 }
 
 /* /_mock/ endpoints are neither logged nor counted nor subject to x-mock-* headers. */

@@ -58,6 +58,8 @@ static const struct ndjson_field ndjson_fields[] = {
 	NDJSON_COUNT_F(ttfb_ms),
 	NDJSON_COUNT_F(bytes_in),
 	NDJSON_COUNT_F(bytes_out),
+	NDJSON_COUNT_F(estimated_tokens),
+	NDJSON_COUNT_F(estimated_cost_micros),
 };
 
 #define NDJSON_NFIELDS (sizeof(ndjson_fields) / sizeof(ndjson_fields[0]))
@@ -182,7 +184,8 @@ int ndjson_row_parse(const char *line, size_t len, struct acct_row *row, char *e
 	int rc = -1;
 
 	_Static_assert(NDJSON_NFIELDS <= 32, "the masks hold 32 fields");
-	memset(row, 0, sizeof(*row));
+	/* the bookkeeping fields no line names (est_*_tokens) stay ACCT_NONE */
+	acct_row_init(row);
 	if (!obj || !cJSON_IsObject(obj)) {
 		snprintf(err, errlen, "not a JSON object");
 		goto out;
@@ -222,6 +225,11 @@ int ndjson_row_parse(const char *line, size_t len, struct acct_row *row, char *e
 	}
 	if (!row->request_id[0]) {
 		snprintf(err, errlen, "request_id must not be empty");
+		goto out;
+	}
+	/* as the agent stores them: a cost only for an estimate of some tokens */
+	if (row->estimated_cost_micros != ACCT_NONE && row->estimated_tokens == ACCT_NONE) {
+		snprintf(err, errlen, "estimated_cost_micros needs estimated_tokens");
 		goto out;
 	}
 	rc = 0;

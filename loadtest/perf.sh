@@ -62,7 +62,7 @@ perf_up() {
   TALLY_OPERATOR_TOKEN=perf-operator stack_spawn "$build/queryd-probe" \
     --addr "127.0.0.1:$queryd_port" --interval-ms 1000 --duration-s 86400 \
     <"$tmp/dashboard" >"$tmp/dashboard.out" 2>&1
-  stack_haproxy_env "$agent_port" "$mock_port" "$credential" "$records_port"
+  stack_haproxy_env "$agent_port" "$mock_port" "$credential" "$records_port" "$db"
   mkdir -p "$tmp/gw" "$tmp/plain"
   TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
     stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"

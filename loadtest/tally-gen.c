@@ -11,7 +11,9 @@
  *                   the writer takes them or at --rate rows/s (benchmarks)
  *   --ndjson FILE   the given rows, one JSON object a line (ndjson_row.h); every line
  *                   is checked before anything is written
- * Random rows depend only on the seed, --keys, --days and --end (not in live mode). */
+ * Random rows depend only on the seed, --keys, --days and --end (not in live mode).
+ * Those whose usage went unreported (client aborts, cuts, lost records, answers that
+ * outgrew the buffer) carry the agent's estimate of it, as the intake would charge it. */
 #include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
@@ -41,6 +43,8 @@
 #define GEN_ZIPF_S       1.1
 #define GEN_STREAM_SHARE 0.35
 #define GEN_ERROR_SHARE  0.02
+#define GEN_OVERFLOW_SHARE 0.005    /* unary answers whose usage outgrew HAProxy's buffer */
+#define GEN_HEADER_BYTES 250        /* request bytes that are not the body */
 #define GEN_KEY_MODELS   3          /* a key uses a few models: 75%, 20%, 5% of its calls */
 
 static const char gen_usage_text[] =
@@ -527,7 +531,8 @@ static void gen_timing(struct gen_rng *rng, const struct gen_model *m, struct ac
 	                            : r->duration_ms - (int64_t)gen_rng_between(rng, 0, 5);
 	if (r->ttfb_ms < 0)
 		r->ttfb_ms = 0;
-	r->bytes_in = 250 + (int64_t)((double)r->prompt_tokens * 4 * gen_rng_between(rng, 0.8, 1.2));
+	r->bytes_in = GEN_HEADER_BYTES +
+	              (int64_t)((double)r->prompt_tokens * 4 * gen_rng_between(rng, 0.8, 1.2));
 	r->bytes_out = r->stream == 1 ? 300 + r->completion_tokens * 38
 	                              : 500 + r->completion_tokens * 42 / 10;
 }
@@ -592,6 +597,18 @@ static void gen_failure(struct gen_rng *rng, const struct gen_model *m, struct a
 	}
 }
 
+/* What the agent's decision estimates of a request (decision_estimate): its body
+ * bytes / 4, and the max_tokens the client named, a bound above what it used. */
+static void gen_decision_estimate(struct acct_row *r)
+{
+	int64_t bound = 256;
+
+	while (bound < r->completion_tokens)
+		bound *= 2;
+	r->est_prompt_tokens = (r->bytes_in - GEN_HEADER_BYTES + 3) / 4;
+	r->est_completion_tokens = bound;
+}
+
 /* The next random row, started at started_ms. */
 static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 {
@@ -602,7 +619,7 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	const struct gen_model *m = &gen_models[mi];
 	double fail = gen_rng_unit(rng);
 
-	memset(r, 0, sizeof(*r));
+	acct_row_init(r);
 	/* haproxy.cfg's unique-id-format: accept time in ms, pid, request counter, rand(). */
 	snprintf(r->request_id, sizeof(r->request_id), "%" PRId64 "-%X-%" PRIX64 "-%016" PRIX64,
 	         started_ms, g->pid, ++g->counter, gen_rng_next(rng) & 0x7fffffff);
@@ -618,9 +635,15 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	r->started_at_ms = started_ms;
 	gen_usage(rng, m, r);
 	gen_timing(rng, m, r);
+	gen_decision_estimate(r);
 	if (fail < GEN_ERROR_SHARE)
 		gen_failure(rng, m, r, fail / GEN_ERROR_SHARE);
+	else if (r->stream == 0 && fail < GEN_ERROR_SHARE + GEN_OVERFLOW_SHARE)
+		gen_no_usage(r);
+	/* As the intake: the reported cost, then an estimate of what went unreported
+	 * (cut, lost or no record), priced alike. */
 	acct_price(r, g->priced[mi] ? &g->prices[mi] : NULL);
+	acct_estimate(r, g->priced[mi] ? &g->prices[mi] : NULL);
 }
 
 /* ---- the agent's accounting path ---- */

@@ -4,6 +4,7 @@
 #include "api.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,10 +16,12 @@
 #include "log.h"
 #include "row.h"
 
-/* The summed columns of sql/queries/summary.sql, in its order after the group key. */
+/* The summed columns of sql/queries/summary.sql and summary_models.sql, in their order
+ * after the group key; api_sum_cols names them. */
 enum {
 	SUM_REQUESTS, SUM_ERRORS, SUM_STREAMS, SUM_PROMPT, SUM_COMPLETION, SUM_CACHED,
-	SUM_CACHE_CREATION, SUM_REASONING, SUM_COST, SUM_UNPRICED, SUM_DURATION, SUM_COUNT
+	SUM_CACHE_CREATION, SUM_REASONING, SUM_COST, SUM_UNPRICED, SUM_ESTIMATED,
+	SUM_ESTIMATED_TOKENS, SUM_ESTIMATED_COST, SUM_DURATION, SUM_COUNT
 };
 #define SUMMARY_COL_T 0
 #define SUMMARY_COL_KEY 1
@@ -32,13 +35,38 @@ struct api_usage {
 	uint64_t lat[LATENCY_BUCKETS];
 };
 
-static const char *const api_sum_names[SUM_COUNT] = {
+/* The rollups' column names, which are also the answer's (but duration_ms_sum, shown
+ * as latency_ms.avg). */
+static const char *const api_sum_cols[SUM_COUNT] = {
 	[SUM_REQUESTS] = "requests", [SUM_ERRORS] = "errors", [SUM_STREAMS] = "streams",
 	[SUM_PROMPT] = "prompt_tokens", [SUM_COMPLETION] = "completion_tokens",
 	[SUM_CACHED] = "cached_tokens", [SUM_CACHE_CREATION] = "cache_creation_tokens",
 	[SUM_REASONING] = "reasoning_tokens", [SUM_COST] = "cost_micros",
-	[SUM_UNPRICED] = "unpriced", [SUM_DURATION] = NULL,   /* shown as latency_ms.avg */
+	[SUM_UNPRICED] = "unpriced", [SUM_ESTIMATED] = "estimated",
+	[SUM_ESTIMATED_TOKENS] = "estimated_tokens",
+	[SUM_ESTIMATED_COST] = "estimated_cost_micros", [SUM_DURATION] = "duration_ms_sum",
 };
+
+int api_check_summary_columns(sqlite3_stmt *st, char *err, size_t errlen)
+{
+	int i;
+
+	if (sqlite3_column_count(st) != SUMMARY_COL_LAT + LATENCY_BUCKETS) {
+		snprintf(err, errlen, "%d result columns, the summary reads %d",
+		         sqlite3_column_count(st), SUMMARY_COL_LAT + LATENCY_BUCKETS);
+		return -1;
+	}
+	for (i = 0; i < SUM_COUNT; i++) {
+		const char *name = sqlite3_column_name(st, SUMMARY_COL_SUMS + i);
+
+		if (!name || strcmp(name, api_sum_cols[i]) != 0) {
+			snprintf(err, errlen, "result column %d is %s, the summary's is %s",
+			         SUMMARY_COL_SUMS + i, name ? name : "?", api_sum_cols[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 int api_error(struct api_reply *r, unsigned status, const char *msg, const char *param)
 {
@@ -151,8 +179,8 @@ static int api_usage_json(cJSON *o, const struct api_usage *u)
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		timed += u->lat[i];
 	for (i = 0; i < SUM_COUNT; i++)
-		if (api_sum_names[i])
-			rc |= json_add_int(o, api_sum_names[i], u->sum[i]);
+		if (i != SUM_DURATION)
+			rc |= json_add_int(o, api_sum_cols[i], u->sum[i]);
 	rc |= u->sum[SUM_REQUESTS]
 	      ? json_add_double(o, "error_rate",
 	                        (double)u->sum[SUM_ERRORS] / (double)u->sum[SUM_REQUESTS])
@@ -530,13 +558,14 @@ static void api_periods(int64_t now, int64_t *day, int64_t *month)
 
 /* Columns of sql/queries/keys.sql. */
 enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_TPM,
-       K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_REQUESTS,
-       K_TOKENS };
+       K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_EST_COST,
+       K_REQUESTS, K_TOKENS };
 
 static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
 {
 	cJSON *o = cJSON_CreateObject(), *limits, *spend;
 	const char *models = (const char *)sqlite3_column_text(st, K_MODELS);
+	int64_t charged = sqlite3_column_int64(st, K_COST);
 	int rc = 0;
 
 	(void)month;   /* each key has its own period, in the row */
@@ -563,6 +592,10 @@ static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
 	rc |= json_add_col_text(spend, "period", st, K_PERIOD);
 	rc |= json_add_col_int(spend, "period_start", st, K_PERIOD_START);
 	rc |= json_add_col_int(spend, "cost_micros", st, K_COST);
+	rc |= json_add_col_int(spend, "estimated_cost_micros", st, K_EST_COST);
+	/* what the budget is charged, as the agent counts it */
+	api_add(&charged, sqlite3_column_int64(st, K_EST_COST));
+	rc |= json_add_int(spend, "charged_micros", charged);
 	rc |= json_add_col_int(spend, "requests", st, K_REQUESTS);
 	rc |= json_add_col_int(spend, "total_tokens", st, K_TOKENS);
 	if (rc) {
@@ -574,7 +607,7 @@ static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
 
 /* Columns of sql/queries/models.sql. */
 enum { M_ID, M_NAME, M_PROVIDER, M_API, M_INPUT, M_OUTPUT, M_CACHED, M_CACHE_WRITE,
-       M_REQUESTS, M_TOKENS, M_COST };
+       M_REQUESTS, M_TOKENS, M_COST, M_EST_COST };
 
 static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 {
@@ -601,6 +634,7 @@ static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 	rc |= json_add_col_int(use, "requests", st, M_REQUESTS);
 	rc |= json_add_col_int(use, "total_tokens", st, M_TOKENS);
 	rc |= json_add_col_int(use, "cost_micros", st, M_COST);
+	rc |= json_add_col_int(use, "estimated_cost_micros", st, M_EST_COST);
 	if (rc) {
 		cJSON_Delete(o);
 		return NULL;
@@ -659,7 +693,8 @@ int api_models(struct conn *c, int64_t now, struct api_reply *r)
 static cJSON *api_stored(struct conn *c)
 {
 	static const char *const names[] = { "received", "written", "dropped", "duplicates",
-	                                     "timed_out", "unpriced", "updated_at" };
+	                                     "timed_out", "unpriced", "updated_at",
+	                                     "unauthenticated", "pending_overflow" };
 	sqlite3_stmt *st = conn_stmt(c, CONN_ACCOUNTING);
 	cJSON *o = NULL;
 	size_t i;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api.h"
 #include "db.h"
 #include "row.h"
 
@@ -69,8 +70,10 @@ int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
 			         sqlite3_errmsg(c->db));
 			goto fail;
 		}
-		if (conn_is_row_query((enum conn_query)q) &&
-		    row_check_columns(st, msg, sizeof(msg)) < 0) {
+		if ((conn_is_row_query((enum conn_query)q) &&
+		     row_check_columns(st, msg, sizeof(msg)) < 0) ||
+		    ((q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS) &&
+		     api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
 			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
 			sqlite3_finalize(st);
 			goto fail;

@@ -24,12 +24,13 @@ static const struct {
 	{ "reasoning_tokens", ROW_INT }, { "cost_micros", ROW_INT }, { "outcome", ROW_TEXT },
 	{ "usage_source", ROW_TEXT }, { "termination", ROW_TEXT }, { "started_at", ROW_INT },
 	{ "duration_ms", ROW_INT }, { "ttfb_ms", ROW_INT }, { "bytes_in", ROW_INT },
-	{ "bytes_out", ROW_INT }, { "id", ROW_HIDDEN },
+	{ "bytes_out", ROW_INT }, { "estimated_tokens", ROW_INT },
+	{ "estimated_cost_micros", ROW_INT }, { "id", ROW_HIDDEN },
 };
 
 #define ROW_NCOLS ((int)(sizeof(row_columns) / sizeof(row_columns[0])))
 #define ROW_COL_STARTED_AT 18
-#define ROW_COL_ID 23
+#define ROW_COL_ID 25
 
 _Static_assert(ROW_COL_ID == ROW_NCOLS - 1, "id is the last column");
 

@@ -47,7 +47,7 @@ else
 fi
 
 export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
-stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port"
+stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port" "$db"
 
 stop() {
   trap - INT TERM EXIT

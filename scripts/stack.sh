@@ -47,10 +47,12 @@ stack_seed() {
   "${ctl[@]}" model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
 }
 
-# stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL RECORDS_PORT: what
+# stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL RECORDS_PORT DB: what
 # haproxy/haproxy.cfg reads from its environment, but for the gateway address and run
-# directory (per instance).
+# directory (per instance); the gateway secret is the one the agent of DB expects.
 stack_haproxy_env() {
+  TALLY_GATEWAY_SECRET=$("$build/tallyctl" --db "$5" gateway-secret)
+  export TALLY_GATEWAY_SECRET
   export TALLY_AGENT_ADDR=127.0.0.1:$1
   export TALLY_MOCK_ADDR=127.0.0.1:$2
   export TALLY_MOCK_CREDENTIAL=$3

@@ -62,6 +62,16 @@ struct acct_row {
 	int64_t ttfb_ms;                   /* request arrival to the upstream's headers */
 	int64_t bytes_in;                  /* request bytes from the client */
 	int64_t bytes_out;                 /* response bytes to the client, headers included */
+	/* A forwarded request whose usage went unreported in part or whole is charged an
+	 * estimate of the missing part (acct_estimate): its tokens and their cost;
+	 * ACCT_NONE: nothing estimated (or, for the cost, unpriced). */
+	int64_t estimated_tokens;
+	int64_t estimated_cost_micros;
+	/* Bookkeeping, journaled but not stored: what the decision estimated the request
+	 * would use (prompt: body bytes / 4; completion: its max_tokens, or the agent's
+	 * default); ACCT_NONE: no decision saw it. */
+	int64_t est_prompt_tokens;
+	int64_t est_completion_tokens;
 	/* Bookkeeping, not stored: the journal epochs holding this transaction's entries
 	 * (decision, row), released once the row is committed or dropped; 0: none. */
 	uint32_t journal_epoch[2];

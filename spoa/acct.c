@@ -4,6 +4,17 @@
 #include <string.h>
 #include <time.h>
 
+void acct_row_init(struct acct_row *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->key_id = row->stream = ACCT_NONE;
+	row->prompt_tokens = row->completion_tokens = row->cached_tokens = ACCT_NONE;
+	row->cache_creation_tokens = row->reasoning_tokens = row->cost_micros = ACCT_NONE;
+	row->duration_ms = row->ttfb_ms = row->bytes_in = row->bytes_out = ACCT_NONE;
+	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
+	row->est_prompt_tokens = row->est_completion_tokens = ACCT_NONE;
+}
+
 const char *acct_outcome_name(enum acct_outcome o)
 {
 	static const char *const names[ACCT_OUTCOME_COUNT] = {
@@ -90,6 +101,53 @@ void acct_price(struct acct_row *row, const struct kt_prices *p)
 	}
 	sum = (sum + 500000) / 1000000;
 	row->cost_micros = sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
+}
+
+int acct_may_be_billed(const struct acct_row *row)
+{
+	const char *t = row->termination;
+
+	if (row->outcome == ACCT_DENIED || row->outcome == ACCT_GATEWAY_REJECTED)
+		return 0;
+	if (row->usage_source == ACCT_USAGE_RESPONSE || row->usage_source == ACCT_USAGE_STREAM)
+		return 0;
+	if (row->outcome == ACCT_NO_RECORD || (row->status >= 200 && row->status < 300))
+		return 1;
+	return strlen(t) >= 2 && (t[1] == 'H' || t[1] == 'D' || t[1] == 'L');
+}
+
+/* tokens x price per Mtok, rounded to the nearest micro-dollar as acct_price does;
+ * counts below 2^53 and prices below 2^40 need 128 bits. */
+static int64_t acct_cost_of(int64_t tokens, int64_t micros_per_mtok)
+{
+	unsigned __int128 c = ((unsigned __int128)tokens * (uint64_t)micros_per_mtok + 500000) /
+	                      1000000;
+
+	return c > INT64_MAX ? INT64_MAX : (int64_t)c;
+}
+
+void acct_estimate(struct acct_row *row, const struct kt_prices *p)
+{
+	int64_t prompt = 0, completion = 0, cost = 0;
+
+	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
+	if (!acct_may_be_billed(row))
+		return;
+	if (row->prompt_tokens == ACCT_NONE && row->est_prompt_tokens > 0)
+		prompt = row->est_prompt_tokens;
+	if (row->completion_tokens == ACCT_NONE && row->est_completion_tokens > 0)
+		completion = row->est_completion_tokens;
+	if (prompt + completion == 0)
+		return;
+	row->estimated_tokens = prompt + completion;
+	if (!p || (prompt && p->input == KT_PRICE_UNSET) ||
+	    (completion && p->output == KT_PRICE_UNSET))
+		return;
+	if (prompt)
+		cost = acct_cost_of(prompt, p->input);
+	if (completion && __builtin_add_overflow(cost, acct_cost_of(completion, p->output), &cost))
+		cost = INT64_MAX;
+	row->estimated_cost_micros = cost;
 }
 
 int64_t acct_now_ms(void)

@@ -6,6 +6,10 @@
 #include "acct-t.h"
 #include "keytable-t.h"
 
+/* An empty row: every count, time and estimate ACCT_NONE, no key, stream unknown,
+ * strings empty. */
+void acct_row_init(struct acct_row *row);
+
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */
 const char *acct_outcome_name(enum acct_outcome o);
 
@@ -21,6 +25,19 @@ enum acct_outcome acct_outcome_of(int status, const char *termination);
  * row has; a missing one leaves the row unpriced (cost ACCT_NONE, never a guess). A row
  * without usage has no cost and is not unpriced. Costs round to the nearest micro-dollar. */
 void acct_price(struct acct_row *row, const struct kt_prices *p);
+
+/* Whether the upstream may have billed a row whose usage it did not report in full: a
+ * forwarded request (not denied, not refused by HAProxy) that got a 2xx answer, whose
+ * record never came, or that ended after the upstream had it (waiting for or sending its
+ * answer: termination state's second letter H, D or L). An upstream's complete 4xx or
+ * 5xx answer, or a connection it never accepted, bills nothing. */
+int acct_may_be_billed(const struct acct_row *row);
+
+/* Sets row->estimated_tokens and estimated_cost_micros: for a row acct_may_be_billed
+ * holds of, the estimate (est_prompt_tokens, est_completion_tokens) of each count the
+ * upstream did not report, priced at p (NULL, or an unset price for a count charged:
+ * the cost stays ACCT_NONE); else ACCT_NONE. Reported counts are never touched. */
+void acct_estimate(struct acct_row *row, const struct kt_prices *p);
 
 /* Unix time in milliseconds: the clock of started_at, the pending timeout and limit
  * windows. Any thread. */

@@ -32,6 +32,7 @@ struct agent_config {
 	int batch_max;
 	int write_retry_ms;
 	int pending_timeout_ms;
+	int pending_max;
 	int dedupe_ms;
 	int default_max_tokens;
 	int64_t db_max_pages;

@@ -202,13 +202,15 @@ static void control_pack_status(struct control *c, msgpack_packer *pk)
 	statsnap_take(&s, &stats, c->live);
 	control_pack_ok(pk, 8);
 	control_pack_str(pk, "counters");
-	msgpack_pack_map(pk, 9);
+	msgpack_pack_map(pk, 11);
 	control_pack_uint(pk, "received", s.received);
 	control_pack_uint(pk, "written", s.written);
 	control_pack_uint(pk, "dropped", s.dropped);
 	control_pack_uint(pk, "duplicates", s.duplicates);
 	control_pack_uint(pk, "timed_out", s.timed_out);
 	control_pack_uint(pk, "unpriced", s.unpriced);
+	control_pack_uint(pk, "unauthenticated", s.unauthenticated);
+	control_pack_uint(pk, "pending_overflow", s.pending_overflow);
 	control_pack_uint(pk, "records_tcp", s.records_tcp);
 	control_pack_uint(pk, "records_udp", s.records_udp);
 	control_pack_uint(pk, "batches", s.batches);

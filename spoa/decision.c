@@ -15,6 +15,10 @@
  * with room for multi-byte and escaped characters and the response's own fields. */
 #define DECISION_JSON_MAX_TOKENS 1024
 
+/* What the capture filter puts before the closing brace of a cut OpenAI stream body (or
+ * as many spaces, when the rest shows it is no stream or asked for usage itself). */
+#define DECISION_AMEND_TAIL ",\"stream_options\":{\"include_usage\":true}"
+
 /* Estimates (tokens, micro-dollars) saturate here, as quota.c clamps what it is given. */
 #define DECISION_ESTIMATE_MAX 1000000000000000LL
 
@@ -44,6 +48,8 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_CONCURRENCY_LIMITED] = { "concurrency_limit", 429, "rate_limit_error", "rate_limit_error" },
 	/* 402, not 429: SDKs retry a 429 on their own, and a spent budget stays spent. */
 	[DECISION_BUDGET_EXCEEDED] = { "budget_exceeded", 402, "insufficient_quota", "billing_error" },
+	[DECISION_UNAUTHENTICATED] = { "gateway_unauthenticated", 500, "server_error", "api_error" },
+	[DECISION_BUSY] = { "gateway_busy", 503, "server_error", "overloaded_error" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -149,6 +155,44 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	return DECISION_ALLOW;
 }
 
+/* Usage of an OpenAI stream comes only with stream_options.include_usage true: the
+ * gateway asks for it whatever the client sent. A body seen whole is edited where its
+ * stream_options says otherwise (the client keeps every other option); a cut one is
+ * read to its end by the capture filter, which spoils a second model, stream or
+ * stream_options after the cut and finishes the amendment, for which the body grows by
+ * the tail's length (spaces when it turns out no stream, or one that asked) unless the
+ * part seen already settles it. A client that asked itself is left alone and keeps its
+ * usage event. */
+static void decision_amend(struct decision *d)
+{
+	const struct reqbody_stream_options *so = &d->body.stream_options;
+	int asked = so->present && so->whole && so->is_object && so->include_usage == 1;
+
+	if (d->body_truncated) {
+		d->amend_scan = 1;
+		if (d->body.stream != 0 && !(d->body.stream == 1 && asked))
+			d->amend_text = DECISION_AMEND_TAIL;
+		return;
+	}
+	if (d->stream != 1 || asked)
+		return;
+	if (!so->present) {
+		d->amend_at = (long)d->body.open_end;
+		d->amend_text = "\"stream_options\":{\"include_usage\":true},";
+	} else if (!so->is_object) {
+		d->amend_at = (long)so->value_at;
+		d->amend_cut = (long)so->value_len;
+		d->amend_text = "{\"include_usage\":true}";
+	} else if (so->include_usage < 0) {
+		d->amend_at = (long)so->open_end;
+		d->amend_text = so->empty ? "\"include_usage\":true" : "\"include_usage\":true,";
+	} else {
+		d->amend_at = (long)so->iu_at;
+		d->amend_cut = (long)so->iu_len;
+		d->amend_text = "true";
+	}
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -176,16 +220,15 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
-	 * everything else meets the capture filter: streams, vectors, and responses that
-	 * the request does not bound below the buffer (its usage comes last, after the
-	 * text, and json_query sees only what the buffer holds). */
-	d->capture = d->stream != 0 || ep->large || d->body.max_tokens < 0 ||
-	             d->body.max_tokens > DECISION_JSON_MAX_TOKENS || d->body.many_outputs;
-	/* The insertion needs the whole body (nothing after the cut may already name
-	 * stream_options) and a Content-Length to rewrite. */
-	if (ep->stream_options && d->stream == 1 && !d->body.has_stream_options &&
-	    !d->body_truncated && req->body_length_known)
-		d->amend_at = (long)d->body.open_end;
+	 * everything else meets the capture filter: streams, vectors, bodies seen in part
+	 * (a second max_tokens may follow the cut), and answers the request does not bound
+	 * below the buffer (usage comes last, after the text, and json_query sees only
+	 * what the buffer holds). */
+	d->capture = d->body_truncated || d->stream != 0 || ep->large ||
+	             d->body.max_tokens < 0 || d->body.max_tokens > DECISION_JSON_MAX_TOKENS ||
+	             d->body.many_outputs || d->body.hints_ambiguous;
+	if (ep->stream_options)
+		decision_amend(d);
 	return DECISION_ALLOW;
 }
 
@@ -200,8 +243,8 @@ static int64_t decision_cost_of(int64_t tokens, int64_t micros_per_mtok)
 	return cost > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : (int64_t)cost;
 }
 
-void decision_estimate(const struct decision *d, const struct decision_request *req,
-                       int64_t default_max_tokens, int64_t *tokens, int64_t *cost_micros)
+void decision_estimate(struct decision *d, const struct decision_request *req,
+                       int64_t default_max_tokens)
 {
 	int64_t bytes = req->body_size > (int64_t)req->body.len ? req->body_size
 	                                                         : (int64_t)req->body.len;
@@ -210,9 +253,11 @@ void decision_estimate(const struct decision *d, const struct decision_request *
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
 	int64_t out = d->body.max_tokens >= 0 ? d->body.max_tokens : default_max_tokens;
 
-	*tokens = prompt + out;
-	*cost_micros = d->model ? decision_cost_of(prompt, d->model->prices.input) +
-	                          decision_cost_of(out, d->model->prices.output) : 0;
+	d->est_prompt_tokens = prompt;
+	d->est_completion_tokens = out;
+	d->est_tokens = prompt + out;
+	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->model->prices.input) +
+	                                decision_cost_of(out, d->model->prices.output) : 0;
 }
 
 void decision_limit(struct decision *d, enum quota_verdict v)
@@ -302,6 +347,12 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_AGENT_ERROR:
 		snprintf(msg, cap, "The gateway could not read this request's details.");
+		break;
+	case DECISION_UNAUTHENTICATED:
+		snprintf(msg, cap, "The gateway's HAProxy and its agent do not share the gateway secret.");
+		break;
+	case DECISION_BUSY:
+		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

@@ -28,6 +28,8 @@ enum decision_verdict {
 	DECISION_TPM_LIMITED,       /* 429: the key's tokens per minute */
 	DECISION_CONCURRENCY_LIMITED, /* 429: the key's requests in flight */
 	DECISION_BUDGET_EXCEEDED,   /* 402: the key's spend budget for the period */
+	DECISION_UNAUTHENTICATED,   /* 500: the request did not carry the gateway secret */
+	DECISION_BUSY,              /* 503: too many requests in flight to account for */
 	DECISION_VERDICT_COUNT
 };
 
@@ -45,6 +47,7 @@ struct decision_request {
 	struct spop_str method;
 	struct spop_str path;
 	struct spop_str body;
+	struct spop_str secret;     /* the gateway secret HAProxy sent (gwsecret.h) */
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
@@ -59,25 +62,34 @@ struct decision {
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
-	long amend_at;                      /* > 0: body offset where the capture filter adds
-	                                     * stream_options.include_usage (OpenAI streams
-	                                     * that did not ask for usage) */
+	/* The usage amendment of an OpenAI stream that did not ask for usage: the capture
+	 * filter turns amend_cut bytes at amend_at into amend_text (a static string), so
+	 * that stream_options.include_usage is true, and removes the usage event from the
+	 * answer again. amend_scan: the body was cut, the filter reads the rest and puts
+	 * amend_text (or as many spaces) before the body's closing brace. */
+	long amend_at;                      /* > 0 when the agent edits; 0 none */
+	long amend_cut;
+	const char *amend_text;             /* NULL: no amendment */
+	int amend_scan;
 	struct reqbody_info body;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_status limits;        /* where the key stands (keys with limits) */
 	int has_limits;                     /* the key has a limit: limits is filled */
-	int64_t est_tokens, est_cost_micros; /* decision_estimate's, when has_limits */
+	/* decision_estimate's, for an allowed request: what it may use, prompt and completion,
+	 * their sum and its cost (what a limited key reserves). */
+	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;
 };
 
 /* Decides for req against the snapshot t. Always fills d; never fails. */
 void decision_make(const struct keytable *t, const struct decision_request *req,
                    struct decision *d);
 
-/* The request's reservation for its key's limits: tokens (the body's bytes / 4 for the
- * prompt, plus max_tokens or default_max_tokens when the body names none) and their cost
- * at the model's prices (a price not set counts 0). For an allowed d. */
-void decision_estimate(const struct decision *d, const struct decision_request *req,
-                       int64_t default_max_tokens, int64_t *tokens, int64_t *cost_micros);
+/* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
+ * max_tokens or default_max_tokens when the body names none for the completion, and
+ * their cost at the model's prices (a price not set counts 0). A limited key reserves
+ * it; a row whose usage goes unreported is charged it. */
+void decision_estimate(struct decision *d, const struct decision_request *req,
+                       int64_t default_max_tokens);
 
 /* Turns an allowed d into the denial of the limit that refused it. */
 void decision_limit(struct decision *d, enum quota_verdict v);

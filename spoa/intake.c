@@ -22,6 +22,7 @@
 
 #include "acct.h"
 #include "dedupe.h"
+#include "join.h"
 #include "journal.h"
 #include "keylive.h"
 #include "keytable.h"
@@ -32,7 +33,6 @@
 #include "queue.h"
 #include "record.h"
 #include "stats.h"
-#include "usage.h"
 
 #define INTAKE_MAX_RECORD 65536       /* HAProxy's "len" on the log lines is 8192 */
 #define INTAKE_MAX_CONNS 64
@@ -43,6 +43,8 @@
 struct intake_conn {
 	struct intake *in;
 	ev_io io;
+	ev_tstamp accepted;
+	int authentic;                    /* has delivered a record with the secret */
 	size_t len;
 	char buf[INTAKE_BUF];
 };
@@ -82,75 +84,6 @@ void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct 
 	}
 }
 
-/* Copies a record's string view into a fixed field, cut to fit. */
-static void intake_copy(char *dst, size_t cap, struct record_str s)
-{
-	size_t n = s.len < cap - 1 ? s.len : cap - 1;
-
-	memcpy(dst, s.ptr, n);
-	dst[n] = '\0';
-}
-
-static void intake_price(struct intake *in, struct acct_row *row)
-{
-	const struct kt_model *m = keytable_find_model(in->kt, row->model, strlen(row->model));
-
-	/* The upstream may name a dated snapshot of the model that was configured. */
-	if (!m || m->prices.input == KT_PRICE_UNSET)
-		m = keytable_find_model(in->kt, row->model_requested, strlen(row->model_requested));
-	acct_price(row, m ? &m->prices : NULL);
-}
-
-/* Fills row from the record r; fields the pending entry already holds (decided at
- * request time) are kept unless the record says better. */
-static void intake_fill(struct intake *in, struct acct_row *row, const struct record *r)
-{
-	struct usage u;
-
-	row->status = (int)r->status;
-	intake_copy(row->termination, sizeof(row->termination), r->termination);
-	row->started_at_ms = r->accept_s * 1000 + r->accept_ms;
-	row->bytes_in = r->bytes_in;
-	row->bytes_out = r->bytes_out;
-	row->duration_ms = r->ta >= 0 ? r->ta : ACCT_NONE;
-	row->ttfb_ms = r->tw >= 0 && r->tc >= 0 && r->tr_server >= 0
-	               ? r->tw + r->tc + r->tr_server : ACCT_NONE;
-	if (r->verdict.len)
-		intake_copy(row->verdict, sizeof(row->verdict), r->verdict);
-	else if (r->skipped)
-		snprintf(row->verdict, sizeof(row->verdict), "fail_open");
-	if (r->key_id != ACCT_NONE)
-		row->key_id = r->key_id;
-	if (r->model[0])
-		snprintf(row->model_requested, sizeof(row->model_requested), "%s", r->model);
-	if (r->provider[0])
-		snprintf(row->provider, sizeof(row->provider), "%s", r->provider);
-	if (r->stream != ACCT_NONE)
-		row->stream = (int)r->stream;
-
-	if (r->has_capture)
-		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
-		                   r->cap_kind == 's', &u);
-	else
-		usage_from_fields(r, &u);
-	row->prompt_tokens = u.prompt_tokens;
-	row->completion_tokens = u.completion_tokens;
-	row->cached_tokens = u.cached_tokens;
-	row->cache_creation_tokens = u.cache_creation_tokens;
-	row->reasoning_tokens = u.reasoning_tokens;
-	row->usage_source = u.source;
-	snprintf(row->model, sizeof(row->model), "%s", u.model[0] ? u.model : row->model_requested);
-
-	if (row->verdict[0] && strcmp(row->verdict, "allow") != 0 &&
-	    strcmp(row->verdict, "fail_open") != 0)
-		row->outcome = ACCT_DENIED;
-	else if (!row->verdict[0])
-		row->outcome = ACCT_GATEWAY_REJECTED;
-	else
-		row->outcome = acct_outcome_of(row->status, row->termination);
-	intake_price(in, row);
-}
-
 static void intake_error(struct intake *in, enum stats_error e, const char *what)
 {
 	stats_add(&stats.errors[e], 1);
@@ -163,20 +96,19 @@ static void intake_error(struct intake *in, enum stats_error e, const char *what
 /* Gives back what the request held of its key's limits, charging what it used. */
 static void intake_settle(struct intake *in, const struct acct_row *row)
 {
-	int64_t tokens = ACCT_NONE;
+	int64_t tokens, cost;
 
 	if (!in->cfg.limits || !row->hold.key_id)
 		return;
-	if (row->prompt_tokens >= 0 || row->completion_tokens >= 0)
-		tokens = (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
-		         (row->completion_tokens > 0 ? row->completion_tokens : 0);
-	quota_settle(in->cfg.limits, &row->hold, tokens, row->cost_micros, acct_now_ms());
+	join_charge(row, &tokens, &cost);
+	quota_settle(in->cfg.limits, &row->hold, tokens, cost, acct_now_ms());
 }
 
-static void intake_record(struct intake *in, const char *msg, size_t len, int udp)
+/* Accounts for one record. 0, or -1 if it was refused as unreadable or unauthenticated. */
+static int intake_record(struct intake *in, const char *msg, size_t len, int udp)
 {
 	struct record r;
-	struct acct_row row;
+	struct acct_row row, pending;
 	char id[ACCT_ID_MAX];
 	int admitted;
 	int64_t now = acct_now_ms();
@@ -188,57 +120,57 @@ static void intake_record(struct intake *in, const char *msg, size_t len, int ud
 		snprintf(what, sizeof(what), "unreadable record \"%.*s\"",
 		         (int)(len < 120 ? len : 120), msg);
 		intake_error(in, STATS_ERR_RECORD_PARSE, what);
-		return;
+		return -1;
+	}
+	if (!record_authentic(&r, in->cfg.secret)) {
+		/* Not from the gateway's HAProxy: it must not make, or pre-empt, a row. */
+		stats_add(&stats.unauthenticated, 1);
+		intake_error(in, STATS_ERR_RECORD_UNAUTHENTICATED,
+		             "a record without the gateway secret, refused");
+		return -1;
 	}
 	stats_add(udp ? &stats.records_udp : &stats.records_tcp, 1);
-	if (r.id.len)
-		intake_copy(id, sizeof(id), r.id);
-	else
-		snprintf(id, sizeof(id), "haproxy-%.*s", (int)r.txn.len, r.txn.ptr);
+	record_name(&r, id, sizeof(id));
 	if (dedupe_seen(in->seen, id)) {
 		stats_add(&stats.duplicates, 1);
-		return;
+		return 0;
 	}
-	admitted = pending_take(in->cfg.pending, id, &row);
+	admitted = pending_take(in->cfg.pending, id, &pending);
 	if (!admitted) {
 		/* Never decided by this agent: HAProxy answered alone, failed open, or an
 		 * earlier agent decided it and its pending entry is gone. */
-		memset(&row, 0, sizeof(row));
-		snprintf(row.request_id, sizeof(row.request_id), "%s", id);
-		row.key_id = ACCT_NONE;
-		row.stream = ACCT_NONE;
 		stats_add(&stats.received, 1);
 		/* HAProxy stopped waiting for the agent: its decision may still come, and must
 		 * not hold a key's limits until the pending timeout. */
 		if (r.spoe_error == INTAKE_SPOE_TIMEOUT)
 			pending_finish(in->cfg.pending, id, now);
 	}
-	intake_fill(in, &row, &r);
+	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
 	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, admitted);
+	return 0;
 }
 
 /* A decided transaction whose record never came: what the decision knew. */
 static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 {
 	struct intake *in = arg;
-	struct acct_row row = *pending_row;
+	struct acct_row row;
 
 	/* Its record came before its decision was noted (the decision was late and HAProxy
 	 * had answered alone): the row exists already. */
-	if (dedupe_seen(in->seen, row.request_id)) {
-		intake_settle(in, &row);
+	if (dedupe_seen(in->seen, pending_row->request_id)) {
+		intake_settle(in, pending_row);
 		/* Counted twice in received, once as a row: the second is a duplicate, as the
 		 * writer counts a row it finds stored already. */
 		stats_add(&stats.duplicates, 1);
 		atomic_fetch_sub_explicit(&stats.received, 1, memory_order_relaxed);
 		if (in->cfg.journal)
-			journal_release(in->cfg.journal, row.journal_epoch[0]);
+			journal_release(in->cfg.journal, pending_row->journal_epoch[0]);
 		return;
 	}
-	row.outcome = ACCT_NO_RECORD;
-	row.usage_source = ACCT_USAGE_NONE;
+	join_expired(pending_row, in->kt, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, row.request_id, acct_now_ms());
 	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, 1);
@@ -302,7 +234,8 @@ static void intake_on_conn(struct ev_loop *loop, ev_io *io, int revents)
 		c->len += (size_t)n;
 		while ((rc = record_frame_next(c->buf + used, c->len - used, INTAKE_MAX_RECORD,
 		                               &msg, &msg_len, &consumed)) == 1) {
-			intake_record(c->in, msg, msg_len, 0);
+			if (intake_record(c->in, msg, msg_len, 0) == 0)
+				c->authentic = 1;
 			used += consumed;
 		}
 		if (rc < 0) {
@@ -315,6 +248,25 @@ static void intake_on_conn(struct ev_loop *loop, ev_io *io, int revents)
 	}
 }
 
+/* A free connection slot, or else the slot of the oldest connection that never
+ * delivered an authentic record, closed to make room: a neighbour holding connections
+ * open must not keep HAProxy's ring out. -1 if every slot holds HAProxy's. */
+static int intake_free_slot(struct intake *in)
+{
+	int i, oldest = -1;
+
+	for (i = 0; i < INTAKE_MAX_CONNS; i++) {
+		if (!in->conns[i])
+			return i;
+		if (!in->conns[i]->authentic &&
+		    (oldest < 0 || in->conns[i]->accepted < in->conns[oldest]->accepted))
+			oldest = i;
+	}
+	if (oldest >= 0)
+		intake_conn_close(in->conns[oldest]);
+	return oldest;
+}
+
 static void intake_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct intake *in = io->data;
@@ -324,15 +276,15 @@ static void intake_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 	while ((fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 		struct intake_conn *c = NULL;
 
-		for (i = 0; i < INTAKE_MAX_CONNS && in->conns[i]; i++)
-			;
-		if (i == INTAKE_MAX_CONNS || !(c = calloc(1, sizeof(*c)))) {
+		i = intake_free_slot(in);
+		if (i < 0 || !(c = calloc(1, sizeof(*c)))) {
 			log_warn("intake: refusing a record connection (%s)",
 			         c ? "too many" : "out of memory");
 			close(fd);
 			continue;
 		}
 		c->in = in;
+		c->accepted = ev_now(loop);
 		in->conns[i] = c;
 		ev_io_init(&c->io, intake_on_conn, fd, EV_READ);
 		c->io.data = c;

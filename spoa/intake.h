@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "acct-t.h"
+#include "gwsecret.h"
 #include "keytable-t.h"
 
 struct intake;
@@ -26,6 +27,8 @@ struct intake_config {
 	struct keylive *keylive;
 	struct journal *journal;      /* NULL: no journal */
 	struct quota *limits;        /* NULL: no limits to settle */
+	int64_t default_max_tokens;  /* completion estimate of a request no decision saw */
+	const struct gwsecret *secret; /* what HAProxy's records carry; others are refused */
 };
 
 /* Binds the sockets (main thread) and starts the thread. kt: a reference it now owns. */

@@ -122,7 +122,8 @@ struct journal_field {
 #define JF_N(t, f) { t, offsetof(struct acct_row, f), 0 }
 #define JF_E(f, n) { JF_ENUM, offsetof(struct acct_row, f), n }
 
-/* The payload, in order. Append only, with a new JOURNAL_VERSION otherwise. */
+/* The payload, in order. Append only (an entry may end after JOURNAL_FIRST_FIELDS, all
+ * the rest then reading as ACCT_NONE), with a new JOURNAL_VERSION otherwise. */
 static const struct journal_field journal_fields[] = {
 	JF_S(request_id), JF_N(JF_I64, key_id), JF_S(model), JF_S(model_requested),
 	JF_S(provider), JF_S(verdict), JF_S(termination), JF_N(JF_INT, status),
@@ -132,7 +133,13 @@ static const struct journal_field journal_fields[] = {
 	JF_E(outcome, ACCT_OUTCOME_COUNT), JF_E(usage_source, ACCT_USAGE_SOURCE_COUNT),
 	JF_N(JF_I64, started_at_ms), JF_N(JF_I64, duration_ms), JF_N(JF_I64, ttfb_ms),
 	JF_N(JF_I64, bytes_in), JF_N(JF_I64, bytes_out),
+	/* Appended: an entry written before them ends here, and they read as ACCT_NONE. */
+	JF_N(JF_I64, estimated_tokens), JF_N(JF_I64, estimated_cost_micros),
+	JF_N(JF_I64, est_prompt_tokens), JF_N(JF_I64, est_completion_tokens),
 };
+
+/* The fields of the first entries written (version 1 as first released). */
+#define JOURNAL_FIRST_FIELDS 23
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
@@ -325,9 +332,18 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	memset(row, 0, sizeof(*row));
 	r.p = p + JOURNAL_ENTRY_HDR;
 	r.end = r.p + plen;
-	for (i = 0; i < JOURNAL_NFIELDS; i++)
+	for (i = 0; i < JOURNAL_NFIELDS; i++) {
+		if (i == JOURNAL_FIRST_FIELDS && r.p == r.end) {
+			/* An entry of before the appended fields: all of them absent. */
+			int64_t none = ACCT_NONE;
+
+			for (; i < JOURNAL_NFIELDS; i++)
+				memcpy((char *)row + journal_fields[i].off, &none, sizeof(none));
+			break;
+		}
 		if (journal_get_field(&r, &journal_fields[i], row) < 0)
 			return -1;
+	}
 	if (r.p != r.end)
 		return -1;
 	*k = (enum journal_kind)p[2];

@@ -27,6 +27,7 @@
 #include "live-t.h"
 #include "log.h"
 #include "metrics.h"
+#include "gwsecret.h"
 #include "net.h"
 #include "pending.h"
 #include "queue.h"
@@ -39,6 +40,7 @@ struct agent {
 	struct agent_config cfg;
 	sqlite3 *db;
 	unsigned char secret[KEYHASH_SECRET_LEN];
+	struct gwsecret gateway_secret;
 	int64_t generation;
 	struct worker *workers[CONFIG_MAX_THREADS];
 	int nworkers;
@@ -311,7 +313,7 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	if (writer_load_counters(a->db, err, errlen) < 0)
 		return -1;
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
-	a->pending = pending_new();
+	a->pending = pending_new((size_t)a->cfg.pending_max);
 	a->keylive = keylive_new();
 	a->limits = quota_new();
 	if (!a->queue || !a->pending || !a->keylive || !a->limits) {
@@ -350,6 +352,7 @@ static void agent_on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 static int agent_open(struct agent *a, char *err, size_t errlen)
 {
 	char secret_path[CONFIG_PATH_MAX + 16];
+	const char *env;
 
 	if (db_open(a->cfg.db_path, DB_CREATE, &a->db, err, errlen) < 0)
 		return -1;
@@ -359,7 +362,14 @@ static int agent_open(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "database path too long");
 		return -1;
 	}
-	return keyhash_secret_load(secret_path, 1, a->secret, err, errlen);
+	if (keyhash_secret_load(secret_path, 1, a->secret, err, errlen) < 0)
+		return -1;
+	/* The operator's own, or the one derived from the key-hashing secret. */
+	env = getenv(GWSECRET_ENV);
+	if (env && *env)
+		return gwsecret_set(&a->gateway_secret, env, strlen(env), err, errlen);
+	gwsecret_derive(a->secret, &a->gateway_secret);
+	return 0;
 }
 
 static int agent_start_workers(struct agent *a, char *err, size_t errlen)
@@ -376,6 +386,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.journal = a->journal,
 		.limits = a->limits,
 		.default_max_tokens = a->cfg.default_max_tokens,
+		.secret = &a->gateway_secret,
 	};
 	struct intake_config ic = {
 		.addr = a->cfg.records_addr,
@@ -386,6 +397,8 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.keylive = a->keylive,
 		.journal = a->journal,
 		.limits = a->limits,
+		.default_max_tokens = a->cfg.default_max_tokens,
+		.secret = &a->gateway_secret,
 	};
 	struct keytable *kt;
 	int i;

@@ -158,6 +158,12 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	                "Rows written as no_record: the log record never came.", s->timed_out);
 	metrics_counter(&o, "tally_accounting_unpriced_total",
 	                "Rows with usage but no prices for their model.", s->unpriced);
+	metrics_counter(&o, "tally_accounting_unauthenticated_total",
+	                "Records and decisions refused: no gateway secret, not from HAProxy.",
+	                s->unauthenticated);
+	metrics_counter(&o, "tally_accounting_pending_overflow_total",
+	                "Requests refused because the pending table was full.",
+	                s->pending_overflow);
 	metrics_head(&o, "tally_records_total", "counter", "Log records read, by transport.");
 	metrics_printf(&o, "tally_records_total{transport=\"tcp\"} %" PRIu64 "\n"
 	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n",

@@ -30,6 +30,7 @@ struct pending_shard {
 struct pending {
 	struct pending_shard shards[PENDING_SHARDS];
 	atomic_size_t count;               /* entries awaiting a record */
+	size_t max;
 	atomic_size_t done;                /* finished marks */
 };
 
@@ -82,13 +83,14 @@ static void pending_grow(struct pending_shard *s)
 	s->nbuckets = n;
 }
 
-struct pending *pending_new(void)
+struct pending *pending_new(size_t max)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 	int i;
 
 	if (!p)
 		return NULL;
+	p->max = max;
 	for (i = 0; i < PENDING_SHARDS; i++) {
 		struct pending_shard *s = &p->shards[i];
 
@@ -152,7 +154,8 @@ int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
 		pthread_mutex_unlock(&s->lock);
 		return 1;
 	}
-	if (!(e = malloc(sizeof(*e)))) {
+	/* Bounded over all shards: a slight overshoot by racing threads is harmless. */
+	if (atomic_load(&p->count) >= p->max || !(e = malloc(sizeof(*e)))) {
 		pthread_mutex_unlock(&s->lock);
 		return -1;
 	}

@@ -13,14 +13,16 @@
 
 struct pending;
 
-struct pending *pending_new(void);
+/* max: entries awaiting a record at most (finished marks aside). */
+struct pending *pending_new(size_t max);
 void pending_free(struct pending *p);      /* after every other thread stopped */
 
 /* Adds a copy of row (request_id set) stamped with now_ms (unix ms, for the timeout).
  * An id already pending is replaced, keeping one entry: returns 1 and, if replaced is not
  * NULL, copies the old row there (its limit hold and journal entry are the caller's to
  * release). An id marked finished (pending_finish) is not added: the mark goes and it
- * returns 2. 0 when added, -1 on ENOMEM. Any thread. */
+ * returns 2. 0 when added, -1 when max entries are pending already or on ENOMEM. Any
+ * thread. */
 int pending_add(struct pending *p, const struct acct_row *row, int64_t now_ms,
                 struct acct_row *replaced);
 

@@ -5,9 +5,10 @@
  * lengths. Strings that may hold anything are url-encoded by HAProxy (url_enc). */
 #include "record.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define RECORD_FIELDS 31
+#define RECORD_FIELDS 34
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
 
 static int record_digit(char c)
@@ -175,31 +176,15 @@ static int record_capture(struct record_str s, struct record *r)
 	return 0;
 }
 
-static int record_digits(const char *p, const char *end)
+/* An optional token of at most max bytes: "-" is empty. */
+static int record_opt_token(struct record_str f, size_t max, struct record_str *out)
 {
-	if (p == end)
+	*out = (struct record_str){ NULL, 0 };
+	if (record_absent(f))
 		return 0;
-	for (; p < end; p++)
-		if (*p < '0' || *p > '9')
-			return 0;
-	return 1;
-}
-
-/* "tally1", or "tally1/<pid>.<request counter>": HAProxy's name for the transaction,
- * unique per process, the same in both copies of a record. */
-static int record_header(struct record_str s, struct record *r)
-{
-	const char *txn = s.ptr + 7, *end = s.ptr + s.len, *dot;
-
-	if (s.len < 6 || memcmp(s.ptr, "tally1", 6) != 0)
+	if (!record_token_ok(f, max))
 		return -1;
-	if (s.len == 6)
-		return 0;
-	if (s.ptr[6] != '/' || (size_t)(end - txn) > RECORD_TXN_MAX ||
-	    !(dot = memchr(txn, '.', (size_t)(end - txn))) || !record_digits(txn, dot) ||
-	    !record_digits(dot + 1, end))
-		return -1;
-	r->txn = (struct record_str){ txn, (size_t)(end - txn) };
+	*out = f;
 	return 0;
 }
 
@@ -223,53 +208,73 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	}
 	f[RECORD_FIELDS - 1] = (struct record_str){ p, (size_t)(end - p) };
 
-	if (record_header(f[0], r) < 0 || !record_token_ok(f[1], ACCT_ID_MAX - 1))
+	/* "tally2": the log-format of haproxy/haproxy.cfg (tally1 records, of an older
+	 * one, carry no MAC). */
+	if (f[0].len != 6 || memcmp(f[0].ptr, "tally2", 6) != 0 ||
+	    record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
+	    record_opt_token(f[2], RECORD_NONCE_MAX, &r->nonce) < 0 ||
+	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->nmac) < 0 ||
+	    record_opt_token(f[4], ACCT_ID_MAX - 1, &r->id) < 0)
 		return -1;
 	/* HAProxy has no unique id for a request it could not parse (or one a client
-	 * abandoned before sending it): the header's transaction name stands in. */
-	if (!record_absent(f[1]))
-		r->id = f[1];
-	else if (!r->txn.len)
+	 * abandoned before sending it): the connection's nonce stands in. */
+	if (!r->id.len && !r->nonce.len)
 		return -1;
-	if (record_int(f[2], 0, &r->accept_s) < 0 || record_int(f[3], 0, &r->accept_ms) < 0 ||
-	    r->accept_ms > 999 || record_int(f[4], -1, &r->status) < 0 || r->status > 999 ||
-	    record_int(f[5], 0, &r->bytes_in) < 0 || record_int(f[6], 0, &r->bytes_out) < 0 ||
-	    record_int(f[7], -1, &r->tr) < 0 || record_int(f[8], -1, &r->tw) < 0 ||
-	    record_int(f[9], -1, &r->tc) < 0 || record_int(f[10], -1, &r->tr_server) < 0 ||
-	    record_int(f[11], -1, &r->ta) < 0)
+	if (record_int(f[5], 0, &r->accept_s) < 0 || record_int(f[6], 0, &r->accept_ms) < 0 ||
+	    r->accept_ms > 999 || record_int(f[7], -1, &r->status) < 0 || r->status > 999 ||
+	    record_int(f[8], 0, &r->bytes_in) < 0 || record_int(f[9], 0, &r->bytes_out) < 0 ||
+	    record_int(f[10], -1, &r->tr) < 0 || record_int(f[11], -1, &r->tw) < 0 ||
+	    record_int(f[12], -1, &r->tc) < 0 || record_int(f[13], -1, &r->tr_server) < 0 ||
+	    record_int(f[14], -1, &r->ta) < 0)
 		return -1;
-	if (f[12].len != 2 || !record_token_ok(f[12], 2) || !record_token_ok(f[13], 255))
+	if (f[15].len != 2 || !record_token_ok(f[15], 2) || !record_token_ok(f[16], 255))
 		return -1;
-	r->termination = f[12];
-	r->backend = f[13];
-	if (!record_absent(f[14])) {
-		if (!record_token_ok(f[14], ACCT_SHORT_MAX - 1))
+	r->termination = f[15];
+	r->backend = f[16];
+	if (!record_absent(f[17])) {
+		if (!record_token_ok(f[17], ACCT_SHORT_MAX - 1))
 			return -1;
-		r->verdict = f[14];
+		r->verdict = f[17];
 	}
-	if (record_opt_int(f[15], 0, &r->key_id) < 0 ||
-	    record_urldec(f[16], r->model, sizeof(r->model)) < 0 ||
-	    record_urldec(f[17], r->provider, sizeof(r->provider)) < 0 ||
-	    record_opt_int(f[18], 0, &r->stream) < 0 || r->stream > 1)
+	if (record_opt_int(f[18], 0, &r->key_id) < 0 ||
+	    record_urldec(f[19], r->model, sizeof(r->model)) < 0 ||
+	    record_urldec(f[20], r->provider, sizeof(r->provider)) < 0 ||
+	    record_opt_int(f[21], 0, &r->stream) < 0 || r->stream > 1)
 		return -1;
 	/* HAProxy prints a boolean variable as 1 or 0. */
-	if (record_opt_int(f[19], 0, &skipped) < 0 ||
-	    record_opt_int(f[20], -RECORD_INT_MAX, &r->spoe_error) < 0)
+	if (record_opt_int(f[22], 0, &skipped) < 0 ||
+	    record_opt_int(f[23], -RECORD_INT_MAX, &r->spoe_error) < 0)
 		return -1;
 	r->skipped = skipped == 1;
 	/* The upstream's own words (json_query of its response): a name that cannot be
 	 * stored or a negative count is not reported, and costs the record nothing else. */
-	if (record_urldec(f[21], r->u_model, sizeof(r->u_model)) < 0)
+	if (record_urldec(f[24], r->u_model, sizeof(r->u_model)) < 0)
 		r->u_model[0] = '\0';
 	for (i = 0; i < RECORD_U_COUNT; i++) {
-		if (record_opt_int(f[22 + i], -RECORD_INT_MAX, &r->u[i]) < 0)
+		if (record_opt_int(f[25 + i], -RECORD_INT_MAX, &r->u[i]) < 0)
 			return -1;
 		if (r->u[i] < 0)
 			r->u[i] = ACCT_NONE;
 	}
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
 	 * otherwise broken loses its usage, not the transaction. */
-	if (!record_absent(f[30]))
-		record_capture(f[30], r);
+	if (!record_absent(f[33]))
+		record_capture(f[33], r);
 	return 0;
+}
+
+int record_authentic(const struct record *r, const struct gwsecret *s)
+{
+	if (r->id.len)
+		return gwsecret_mac_ok(s, r->id.ptr, r->id.len, r->mac.ptr, r->mac.len);
+	return r->nonce.len &&
+	       gwsecret_mac_ok(s, r->nonce.ptr, r->nonce.len, r->nmac.ptr, r->nmac.len);
+}
+
+void record_name(const struct record *r, char *out, size_t cap)
+{
+	if (r->id.len)
+		snprintf(out, cap, "%.*s", (int)r->id.len, r->id.ptr);
+	else
+		snprintf(out, cap, "haproxy-%.*s", (int)r->nonce.len, r->nonce.ptr);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "acct-t.h"
+#include "gwsecret.h"
 
 struct record_str {
 	const char *ptr;
@@ -20,11 +21,15 @@ enum record_usage_field {
 	RECORD_U_COUNT
 };
 
-#define RECORD_TXN_MAX 41                 /* "<pid>.<counter>", two 20-digit numbers */
+#define RECORD_NONCE_MAX 64
 
+/* What vouches for a record (gwsecret.h): the MAC of its id, or, for a record written
+ * before any request had an id, its connection's nonce and the nonce's MAC. */
 struct record {
+	struct record_str mac;             /* len 0: "-" */
+	struct record_str nonce;
+	struct record_str nmac;
 	struct record_str id;              /* HAProxy's unique id; len 0: it had none */
-	struct record_str txn;             /* "<pid>.<counter>"; len 0: not in the record */
 	int64_t accept_s, accept_ms;
 	int64_t status;                    /* -1: none */
 	int64_t bytes_in, bytes_out;
@@ -55,8 +60,17 @@ struct record {
 int record_frame_next(const char *buf, size_t len, size_t max_len,
                       const char **msg, size_t *msg_len, size_t *consumed);
 
-/* Parses one record (a trailing "\n" is allowed). 0, or -1 if malformed. Integers are
- * bounded (|n| < 2^53) so that sums of fields cannot overflow; status is -1..999. */
+/* Parses one record (a trailing "\n" is allowed). 0, or -1 if malformed or if nothing
+ * names it (neither an id nor a nonce). Integers are bounded (|n| < 2^53) so that sums
+ * of fields cannot overflow; status is -1..999. */
 int record_parse(const char *buf, size_t len, struct record *out);
+
+/* 1 if the gateway's HAProxy wrote r: its MAC (of the id, or of the nonce for a record
+ * without id) is right under s. */
+int record_authentic(const struct record *r, const struct gwsecret *s);
+
+/* The transaction's name: its id, or "haproxy-<nonce>" for a record without id, into
+ * out (cap >= ACCT_ID_MAX), cut to fit. */
+void record_name(const struct record *r, char *out, size_t cap);
 
 #endif

@@ -1,5 +1,5 @@
-/* reqbody: finds "model", "stream" and the output bounds in a request body (I/O threads,
- * pure).
+/* reqbody: finds "model", "stream", "stream_options" and the output bounds in a request
+ * body (I/O threads, pure).
  *
  * One scanner reads the top-level object strictly (key, colon, value, comma) and skips
  * nested values by tracking strings and brackets, which is enough to know at which
@@ -13,14 +13,41 @@
 #include <string.h>
 
 #define REQBODY_MAX_DEPTH 512
-#define REQBODY_KEY_MAX   32    /* longer keys cannot fold to "model" or "stream" */
+/* Decoded key bytes kept: U+212A folds 3 bytes to 1, so a key of up to 3 x 22 bytes may
+ * fold to the longest name looked for ("max_completion_tokens"). */
+#define REQBODY_KEY_MAX   72
 
 enum reqbody_scan { REQBODY_SCAN_OK, REQBODY_SCAN_EOF, REQBODY_SCAN_BAD };
 
-enum reqbody_member { REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_AMBIGUOUS };
+/* The top-level members read. Judged ones (model, stream, stream_options) must be
+ * unambiguous or the body is invalid; hints only steer the capture path. */
+enum reqbody_member {
+	REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_STREAM_OPTIONS,
+	REQBODY_MAX_TOKENS, REQBODY_MAX_COMPLETION_TOKENS, REQBODY_N, REQBODY_BEST_OF,
+	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
+	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
+	REQBODY_MEMBER_COUNT
+};
 
-enum reqbody_hint { REQBODY_HINT_NONE, REQBODY_HINT_MAX_TOKENS, REQBODY_HINT_N,
-                    REQBODY_HINT_LOGPROBS };
+#define REQBODY_FIRST_HINT REQBODY_MAX_TOKENS
+
+static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
+	[REQBODY_MODEL] = "model", [REQBODY_STREAM] = "stream",
+	[REQBODY_STREAM_OPTIONS] = "stream_options", [REQBODY_MAX_TOKENS] = "max_tokens",
+	[REQBODY_MAX_COMPLETION_TOKENS] = "max_completion_tokens", [REQBODY_N] = "n",
+	[REQBODY_BEST_OF] = "best_of", [REQBODY_LOGPROBS] = "logprobs",
+	[REQBODY_TOP_LOGPROBS] = "top_logprobs", [REQBODY_ECHO] = "echo",
+	[REQBODY_AUDIO] = "audio", [REQBODY_MODALITIES] = "modalities",
+	[REQBODY_TOOLS] = "tools", [REQBODY_WEB_SEARCH] = "web_search_options",
+	[REQBODY_MCP_SERVERS] = "mcp_servers",
+};
+
+/* A key as readers see it: the member it names, and whether they all agree. */
+struct reqbody_key {
+	enum reqbody_member m;
+	int variant;            /* some readers take it for m, others not (case, fold) */
+	int nul;                /* it holds NUL: a C-string reader cuts it, the rest do not */
+};
 
 #define REQBODY_MAX_TOKENS_DIGITS 9     /* keeps the value within a long */
 
@@ -260,40 +287,28 @@ static size_t reqbody_fold(const char *key, size_t len, char *out)
 	return o;
 }
 
-/* Classifies a top-level key as sent (raw, with escapes). */
-static enum reqbody_member reqbody_member_of(const char *raw, size_t rawlen)
+/* Classifies a key as sent (raw, with escapes) against names[0..n) (NULL entries
+ * skipped). */
+static struct reqbody_key reqbody_key_of(const char *raw, size_t rawlen,
+                                         const char *const *names, size_t n)
 {
 	char key[REQBODY_KEY_MAX], folded[REQBODY_KEY_MAX];
-	long n = reqbody_unescape(raw, rawlen, key, sizeof(key));
-	size_t flen;
-	enum reqbody_member exact;
+	long len = reqbody_unescape(raw, rawlen, key, sizeof(key));
+	struct reqbody_key k = { REQBODY_OTHER, 0, len == -2 };
+	size_t flen, i;
 
-	if (n == -2)
-		return REQBODY_AMBIGUOUS;   /* "model\u0000" is "model" to a C-string reader */
-	if (n < 0)
-		return REQBODY_OTHER;       /* too long to be either */
-	flen = reqbody_fold(key, (size_t)n, folded);
-	if (reqbody_token_is(folded, flen, "model"))
-		exact = REQBODY_MODEL;
-	else if (reqbody_token_is(folded, flen, "stream"))
-		exact = REQBODY_STREAM;
-	else
-		return REQBODY_OTHER;
-	/* "MODEL" is the model to Go and nothing to Python: nobody can judge it. */
-	if (!reqbody_token_is(key, (size_t)n, exact == REQBODY_MODEL ? "model" : "stream"))
-		return REQBODY_AMBIGUOUS;
-	return exact;
-}
-
-/* Case and escapes aside, is this key "stream_options"? Any reader's match counts: the
- * gateway must never add a second one. */
-static int reqbody_names_stream_options(const char *raw, size_t rawlen)
-{
-	char key[REQBODY_KEY_MAX], folded[REQBODY_KEY_MAX];
-	long n = reqbody_unescape(raw, rawlen, key, sizeof(key));
-
-	return n >= 0 && reqbody_token_is(folded, reqbody_fold(key, (size_t)n, folded),
-	                                  "stream_options");
+	if (len < 0)
+		return k;       /* too long to be any of them, or NUL (k.nul) */
+	flen = reqbody_fold(key, (size_t)len, folded);
+	for (i = 0; i < n; i++) {
+		if (!names[i] || !reqbody_token_is(folded, flen, names[i]))
+			continue;
+		k.m = (enum reqbody_member)i;
+		/* "MODEL" is the model to Go and nothing to Python: nobody can judge it. */
+		k.variant = !reqbody_token_is(key, (size_t)len, names[i]);
+		break;
+	}
+	return k;
 }
 
 static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t rawlen)
@@ -312,59 +327,167 @@ static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t 
 			out->model_unusable = 1;
 }
 
-static enum reqbody_hint reqbody_hint_of(const char *raw, size_t rawlen)
-{
-	if (reqbody_token_is(raw, rawlen, "max_tokens") ||
-	    reqbody_token_is(raw, rawlen, "max_completion_tokens"))
-		return REQBODY_HINT_MAX_TOKENS;
-	if (reqbody_token_is(raw, rawlen, "n"))
-		return REQBODY_HINT_N;
-	if (reqbody_token_is(raw, rawlen, "logprobs"))
-		return REQBODY_HINT_LOGPROBS;
-	return REQBODY_HINT_NONE;
-}
-
-/* Records what a scalar says about the response's size. A max_tokens that is not a
- * plain non-negative integer bounds nothing: the upstream will judge it. */
-static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_hint h, const char *tok,
-                             size_t len)
+/* A plain non-negative integer that fits a long, else -1. */
+static long reqbody_count(const char *tok, size_t len)
 {
 	long v = 0;
 	size_t i;
 
-	switch (h) {
-	case REQBODY_HINT_MAX_TOKENS:
-		if (len == 0 || len > REQBODY_MAX_TOKENS_DIGITS)
-			return;
-		for (i = 0; i < len; i++) {
-			if (tok[i] < '0' || tok[i] > '9')
-				return;
-			v = v * 10 + (tok[i] - '0');
-		}
-		if (v > out->max_tokens)
+	if (len == 0 || len > REQBODY_MAX_TOKENS_DIGITS)
+		return -1;
+	for (i = 0; i < len; i++) {
+		if (tok[i] < '0' || tok[i] > '9')
+			return -1;
+		v = v * 10 + (tok[i] - '0');
+	}
+	return v;
+}
+
+/* Records what a hint member's value says about the answer's size: tok is the scalar
+ * token, NULL for a string or a container. */
+static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, const char *tok,
+                             size_t len)
+{
+	int null = tok && reqbody_token_is(tok, len, "null");
+	int falsy = null || (tok && reqbody_token_is(tok, len, "false"));
+	long v;
+
+	switch (m) {
+	case REQBODY_MAX_TOKENS:
+	case REQBODY_MAX_COMPLETION_TOKENS:
+		/* Not a plain integer: it bounds nothing the upstream must keep to. */
+		if (tok && (v = reqbody_count(tok, len)) >= 0 && v > out->max_tokens)
 			out->max_tokens = v;
 		return;
-	case REQBODY_HINT_N:
-		if (!reqbody_token_is(tok, len, "1") && !reqbody_token_is(tok, len, "null"))
+	case REQBODY_N:
+	case REQBODY_BEST_OF:
+		if (!null && !(tok && reqbody_token_is(tok, len, "1")))
 			out->many_outputs = 1;
 		return;
-	case REQBODY_HINT_LOGPROBS:
-		if (reqbody_token_is(tok, len, "true"))
+	case REQBODY_TOP_LOGPROBS:
+		if (!null && !(tok && reqbody_token_is(tok, len, "0")))
 			out->many_outputs = 1;
 		return;
-	case REQBODY_HINT_NONE:
+	case REQBODY_LOGPROBS:
+	case REQBODY_ECHO:
+		if (!falsy)
+			out->many_outputs = 1;
+		return;
+	case REQBODY_AUDIO:
+	case REQBODY_MODALITIES:
+	case REQBODY_TOOLS:
+	case REQBODY_WEB_SEARCH:
+	case REQBODY_MCP_SERVERS:
+		if (!null)
+			out->many_outputs = 1;
+		return;
+	default:
 		return;
 	}
 }
 
-/* Reads one top-level member's value, recording model, stream and output hints. */
+/* Skips one value of any kind; (*tok, *toklen) is its text. */
+static enum reqbody_scan reqbody_skip_value(struct reqbody_cursor *s, const char **tok,
+                                            size_t *toklen)
+{
+	const char *start = s->p, *raw;
+	size_t rawlen;
+	enum reqbody_scan r;
+
+	if (*s->p == '"')
+		r = reqbody_string(s, &raw, &rawlen);
+	else if (*s->p == '{' || *s->p == '[')
+		r = reqbody_container(s);
+	else
+		return reqbody_scalar(s, tok, toklen);
+	*tok = start;
+	*toklen = (size_t)(s->p - start);
+	return r;
+}
+
+/* After a key: the colon and the white space around it, up to the value. */
+static enum reqbody_scan reqbody_colon(struct reqbody_cursor *s)
+{
+	enum reqbody_scan r;
+
+	if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+		return r;
+	if (*s->p++ != ':')
+		return REQBODY_SCAN_BAD;
+	return reqbody_skip_ws(s);
+}
+
+/* Walks the object value of "stream_options" (s at its '{'): where include_usage is and
+ * what it says. One include_usage, spelled exactly, or the body is invalid. */
+static enum reqbody_scan reqbody_stream_options(struct reqbody_cursor *s,
+                                                struct reqbody_stream_options *so)
+{
+	static const char *const names[] = { NULL, "include_usage" };
+	enum reqbody_scan r;
+
+	s->p++;
+	so->is_object = 1;
+	so->empty = 1;
+	so->include_usage = -1;
+	so->open_end = (size_t)(s->p - s->start);
+	for (;;) {
+		const char *key, *tok;
+		size_t keylen, toklen;
+		struct reqbody_key k;
+
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == '}' && so->empty) {
+			s->p++;
+			return REQBODY_SCAN_OK;
+		}
+		if (*s->p != '"')
+			return REQBODY_SCAN_BAD;
+		so->empty = 0;
+		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
+			return r;
+		k = reqbody_key_of(key, keylen, names, 2);
+		if (k.nul || (k.m != REQBODY_OTHER && (k.variant || so->include_usage >= 0)))
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
+			return r;
+		if ((r = reqbody_skip_value(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+			return r;
+		if (k.m != REQBODY_OTHER) {
+			so->include_usage = reqbody_token_is(tok, toklen, "true");
+			so->iu_at = (size_t)(tok - s->start);
+			so->iu_len = toklen;
+		}
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == '}') {
+			s->p++;
+			return REQBODY_SCAN_OK;
+		}
+		if (*s->p++ != ',')
+			return REQBODY_SCAN_BAD;
+	}
+}
+
+/* Reads one top-level member's value, recording model, stream, stream_options and
+ * output hints. */
 static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum reqbody_member m,
-                                              enum reqbody_hint h, struct reqbody_info *out)
+                                              struct reqbody_info *out)
 {
 	const char *tok;
 	size_t toklen;
 	enum reqbody_scan r;
 
+	if (m == REQBODY_STREAM_OPTIONS) {
+		struct reqbody_stream_options *so = &out->stream_options;
+
+		so->present = 1;
+		so->value_at = (size_t)(s->p - s->start);
+		r = *s->p == '{' ? reqbody_stream_options(s, so) : reqbody_skip_value(s, &tok, &toklen);
+		so->value_len = (size_t)(s->p - s->start) - so->value_at;
+		so->whole = r == REQBODY_SCAN_OK;
+		return r;
+	}
 	if (*s->p == '"') {
 		if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)
 			return r;
@@ -372,15 +495,21 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			return REQBODY_SCAN_BAD;
 		if (m == REQBODY_MODEL)
 			reqbody_set_model(out, tok, toklen);
+		else
+			reqbody_set_hint(out, m, NULL, 0);
 		return REQBODY_SCAN_OK;
 	}
-	if (*s->p == '{' || *s->p == '[')
-		return m == REQBODY_OTHER ? reqbody_container(s) : REQBODY_SCAN_BAD;
+	if (*s->p == '{' || *s->p == '[') {
+		if (m == REQBODY_MODEL || m == REQBODY_STREAM)
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_container(s)) == REQBODY_SCAN_OK)
+			reqbody_set_hint(out, m, NULL, 0);
+		return r;
+	}
 	if ((r = reqbody_scalar(s, &tok, &toklen)) != REQBODY_SCAN_OK)
 		return r;
 	if (m == REQBODY_MODEL)
 		return REQBODY_SCAN_BAD;
-	reqbody_set_hint(out, h, tok, toklen);
 	if (m == REQBODY_STREAM) {
 		if (reqbody_token_is(tok, toklen, "true"))
 			out->stream = 1;
@@ -388,7 +517,9 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			out->stream = 0;
 		else
 			return REQBODY_SCAN_BAD;
+		return REQBODY_SCAN_OK;
 	}
+	reqbody_set_hint(out, m, tok, toklen);
 	return REQBODY_SCAN_OK;
 }
 
@@ -396,7 +527,7 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
  * cut short; BAD: not an object we accept. */
 static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody_info *out)
 {
-	int seen_model = 0, seen_stream = 0;
+	unsigned seen[REQBODY_MEMBER_COUNT] = { 0 };
 	enum reqbody_scan r;
 
 	if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
@@ -407,7 +538,7 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 	for (;;) {
 		const char *key;
 		size_t keylen;
-		enum reqbody_member m;
+		struct reqbody_key k;
 
 		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;
@@ -417,20 +548,21 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 			return REQBODY_SCAN_BAD;
 		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
 			return r;
-		m = reqbody_member_of(key, keylen);
-		if (reqbody_names_stream_options(key, keylen))
-			out->has_stream_options = 1;
-		if (m == REQBODY_AMBIGUOUS || (m == REQBODY_MODEL && seen_model++) ||
-		    (m == REQBODY_STREAM && seen_stream++))
+		k = reqbody_key_of(key, keylen, reqbody_names, REQBODY_MEMBER_COUNT);
+		/* "model\u0000" is "model" to a C-string reader and another key to the rest. */
+		if (k.nul)
 			return REQBODY_SCAN_BAD;
-		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+		if (k.m != REQBODY_OTHER && (k.variant || seen[k.m]++)) {
+			/* A judged member nobody can judge: invalid. A hint: its bound is
+			 * unknown, and the capture path reads answers of any size. */
+			if (k.m < REQBODY_FIRST_HINT)
+				return REQBODY_SCAN_BAD;
+			out->hints_ambiguous = 1;
+			k.m = REQBODY_OTHER;
+		}
+		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
 			return r;
-		if (*s->p++ != ':')
-			return REQBODY_SCAN_BAD;
-		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
-			return r;
-		if ((r = reqbody_member_value(s, m, reqbody_hint_of(key, keylen), out)) !=
-		    REQBODY_SCAN_OK)
+		if ((r = reqbody_member_value(s, k.m, out)) != REQBODY_SCAN_OK)
 			return r;
 		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
 			return r;

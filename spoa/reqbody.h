@@ -16,18 +16,36 @@ enum reqbody_status {
 	REQBODY_INVALID,     /* not JSON, not an object, or an ambiguous model/stream */
 };
 
+/* The top-level "stream_options" member, where the usage amendment edits it. Offsets
+ * are into the body. */
+struct reqbody_stream_options {
+	int present;                    /* the member is there (spelled exactly, once) */
+	int whole;                      /* its value was seen to its end */
+	int is_object;                  /* its value is an object */
+	size_t value_at, value_len;     /* the value's text */
+	size_t open_end;                /* object: offset just past its '{' */
+	int empty;                      /* object: no member */
+	int include_usage;              /* object: -1 no include_usage, 1 true, 0 other */
+	size_t iu_at, iu_len;           /* object: include_usage's value text */
+};
+
 struct reqbody_info {
 	int has_model;                  /* a string "model" member was seen */
 	int model_unusable;             /* it was too long, or held NUL or control bytes:
 	                                   no registered model can match it */
 	char model[REQBODY_MODEL_MAX];  /* decoded, NUL-terminated when has_model */
 	int stream;                     /* 1 true, 0 false or absent, -1 not seen in a prefix */
-	int has_stream_options;         /* a member any reader could take for "stream_options" */
+	struct reqbody_stream_options stream_options;
 	size_t open_end;                /* offset just past the object's opening brace */
-	/* Output bounds, a hint for how large the response may grow (exact key spellings
-	 * only: a misread hint costs the capture path, never the verdict). */
+	/* Output bounds, a hint for how large the response may grow (a misread hint costs
+	 * the capture path, never the verdict). */
 	long max_tokens;                /* largest max_tokens / max_completion_tokens; -1 none */
-	int many_outputs;               /* n other than 1, or logprobs: output beyond max_tokens */
+	int many_outputs;               /* a member that grows the answer beyond max_tokens:
+	                                   n or best_of other than 1, logprobs, top_logprobs,
+	                                   echo, audio, modalities, tools (server tools' results),
+	                                   web_search_options, mcp_servers */
+	int hints_ambiguous;            /* a hint member twice, or spelled so that only some
+	                                   readers take it (MAX_TOKENS): its bound is unknown */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and
@@ -35,8 +53,10 @@ struct reqbody_info {
  *
  * Upstream JSON parsers differ: Python's keeps the last of duplicated keys, Go's
  * matches keys without regard to case (and folds U+017F to s, U+212A to k). A body is
- * INVALID when two members could be "model" (or "stream") to any of them, or when a
- * member is one only to some, so that the model judged here is the model served. */
+ * INVALID when two members could be "model" (or "stream", "stream_options", or
+ * "include_usage" inside it) to any of them, or when a member is one only to some, so
+ * that the model judged here is the model served and the usage asked for is asked
+ * for. */
 enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody_info *out);
 
 #endif

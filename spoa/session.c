@@ -108,6 +108,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->path = v.u.str;
 		else if (session_key_is(key, "body"))
 			req->body = v.u.str;
+		else if (session_key_is(key, "secret"))
+			req->secret = v.u.str;
 		else if (session_key_is(key, "id"))
 			*id = v.u.str;
 	}
@@ -201,8 +203,19 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, "capture", 1);
 	else if (d->verdict == DECISION_ALLOW && d->model)
 		session_put_prices(out, &d->model->prices);
-	if (d->amend_at > 0)
-		session_set_int(out, "amend", d->amend_at);
+	if (d->amend_scan)
+		session_set_int(out, "amend_scan", 1);
+	if (d->amend_text) {
+		long len = (long)strlen(d->amend_text);
+
+		session_set_str(out, "amend_text", d->amend_text, (size_t)len);
+		/* The body's new length: HAProxy rewrites Content-Length by this much. */
+		session_set_int(out, "amend_delta", len - d->amend_cut);
+		if (!d->amend_scan)
+			session_set_int(out, "amend", d->amend_at);
+		if (d->amend_cut > 0)
+			session_set_int(out, "amend_cut", d->amend_cut);
+	}
 	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)
 		session_set_str(out, "model_source", "key_default", strlen("key_default"));
 	if (d->stream >= 0)
@@ -248,22 +261,33 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	return n;
 }
 
-/* Admits an allowed request against its key's limits, or turns d into the denial of
- * the limit that refused it. */
+/* Estimates what an allowed request may use and admits it against its key's limits, or
+ * turns d into the denial of the limit that refused it. */
 static void session_limit(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
 	enum quota_verdict v;
 
-	if (d->verdict != DECISION_ALLOW || !s->limits || !d->key ||
-	    !quota_limited(&d->key->limits))
+	if (d->verdict != DECISION_ALLOW)
+		return;
+	decision_estimate(d, req, s->default_max_tokens);
+	if (!s->limits || !d->key || !quota_limited(&d->key->limits))
 		return;
 	d->has_limits = 1;
-	decision_estimate(d, req, s->default_max_tokens, &d->est_tokens, &d->est_cost_micros);
 	v = quota_admit(s->limits, d->key->id, &d->key->limits, d->est_tokens, d->est_cost_micros,
 	                acct_now_ms(), &d->hold, &d->limits);
 	if (v != QUOTA_OK)
 		decision_limit(d, v);
+}
+
+/* A verdict without a decision: nothing about the request is known or kept. */
+static void session_refuse(struct decision *d, struct decision_request *req,
+                           enum decision_verdict v)
+{
+	memset(d, 0, sizeof(*d));
+	memset(req, 0, sizeof(*req));
+	d->verdict = v;
+	d->stream = -1;
 }
 
 /* Writes the ACK for one NOTIFY frame: the verdict on our message. */
@@ -292,10 +316,13 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		/* An explicit error, not silence: silence would look like an unreachable
 		 * agent and, under fail-open, forward a request nobody judged. */
 		s->stats.bad_messages++;
-		memset(&d, 0, sizeof(d));
-		memset(&req, 0, sizeof(req));
-		d.verdict = DECISION_AGENT_ERROR;
-		d.stream = -1;
+		session_refuse(&d, &req, DECISION_AGENT_ERROR);
+	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
+		/* Not the gateway's HAProxy: nothing it sends may hold a key's limits or
+		 * leave a transaction to account for. */
+		stats_add(&stats.unauthenticated, 1);
+		session_refuse(&d, &req, DECISION_UNAUTHENTICATED);
+		id.len = 0;
 	} else {
 		uint64_t t0 = stats_now_ns();
 
@@ -303,10 +330,11 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		session_limit(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
+	if (s->on_decided && d.verdict != DECISION_UNAUTHENTICATED &&
+	    s->on_decided(s->decided_arg, id, &d) < 0)
+		d.verdict = DECISION_BUSY;
 	s->stats.verdicts[d.verdict]++;
 	stats_add(&stats.verdicts[d.verdict], 1);
-	if (s->on_decided)
-		s->on_decided(s->decided_arg, id, &d);
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
 	if (d.verdict != DECISION_ALLOW)

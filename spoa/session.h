@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "decision.h"
+#include "gwsecret.h"
 #include "keytable-t.h"
 #include "spop-t.h"
 
@@ -23,10 +24,12 @@ struct session_stats {
 	uint64_t verdicts[DECISION_VERDICT_COUNT];
 };
 
-/* Called for every NOTIFY once decided, before its ACK is written: the I/O thread
- * records the transaction for accounting there. id borrows the frame (valid during
- * the call only); it is empty if HAProxy sent none. */
-typedef void session_decided_fn(void *arg, struct spop_str id, const struct decision *d);
+/* Called for every NOTIFY from HAProxy once decided, before its ACK is written: the I/O
+ * thread records the transaction for accounting there. id borrows the frame (valid
+ * during the call only); it is empty if HAProxy sent none. Returns 0, or -1 when the
+ * transaction cannot be recorded (the pending table is full): the request is then
+ * refused as DECISION_BUSY, its hold already given back. */
+typedef int session_decided_fn(void *arg, struct spop_str id, const struct decision *d);
 
 struct session {
 	enum session_state state;
@@ -36,6 +39,9 @@ struct session {
 	void *decided_arg;
 	struct quota *limits;            /* may be NULL (no limits enforced); borrowed */
 	int64_t default_max_tokens;       /* the reservation's output when a body names none */
+	/* What HAProxy's NOTIFYs carry; a NOTIFY without it did not come from the gateway's
+	 * HAProxy: refused, counted, never recorded. NULL: not checked (tests). Borrowed. */
+	const struct gwsecret *secret;
 };
 
 enum session_result {

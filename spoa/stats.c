@@ -31,6 +31,7 @@ const char *stats_error_name(enum stats_error e)
 	static const char *const names[STATS_ERR_COUNT] = {
 		[STATS_ERR_RECORD_PARSE] = "record_parse",
 		[STATS_ERR_RECORD_TOO_LONG] = "record_too_long",
+		[STATS_ERR_RECORD_UNAUTHENTICATED] = "record_unauthenticated",
 		[STATS_ERR_USAGE_PARSE] = "usage_parse",
 		[STATS_ERR_WRITE_BUSY] = "write_busy",
 		[STATS_ERR_WRITE_FULL] = "write_full",

@@ -26,6 +26,7 @@ struct stats_hist {
 enum stats_error {
 	STATS_ERR_RECORD_PARSE = 0,  /* a log record that could not be read */
 	STATS_ERR_RECORD_TOO_LONG,   /* a syslog frame over the size limit */
+	STATS_ERR_RECORD_UNAUTHENTICATED, /* a record without the gateway secret */
 	STATS_ERR_USAGE_PARSE,       /* a captured body whose usage could not be read */
 	STATS_ERR_WRITE_BUSY,        /* writer found the database locked (retried) */
 	STATS_ERR_WRITE_FULL,        /* writer found the disk or database full (retried) */
@@ -43,6 +44,9 @@ struct stats {
 	atomic_uint_fast64_t duplicates;  /* records for a transaction already accounted */
 	atomic_uint_fast64_t timed_out;   /* rows written as no_record (subset of written) */
 	atomic_uint_fast64_t unpriced;    /* rows with usage but no prices (subset of written) */
+	atomic_uint_fast64_t unauthenticated;  /* records and decisions without the gateway
+	                                        * secret: refused, no row */
+	atomic_uint_fast64_t pending_overflow; /* decisions refused: the pending table was full */
 	atomic_uint_fast64_t records_tcp; /* log records read from the ring connection */
 	atomic_uint_fast64_t records_udp; /* log records read from the UDP copy */
 	atomic_uint_fast64_t batches;     /* writer transactions committed */

@@ -32,6 +32,8 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->duplicates = stats_get(&st->duplicates);
 	out->timed_out = stats_get(&st->timed_out);
 	out->unpriced = stats_get(&st->unpriced);
+	out->unauthenticated = stats_get(&st->unauthenticated);
+	out->pending_overflow = stats_get(&st->pending_overflow);
 	out->records_tcp = stats_get(&st->records_tcp);
 	out->records_udp = stats_get(&st->records_udp);
 	out->batches = stats_get(&st->batches);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "join.h"
 #include "journal.h"
 #include "keylive.h"
 #include "keytable.h"
@@ -82,6 +83,7 @@ struct worker {
 	struct worker_conn *conns;       /* loop thread only */
 	int nconns;                      /* loop thread only */
 	ev_tstamp last_refusal_log;      /* loop thread only */
+	ev_tstamp last_overflow_log;     /* loop thread only */
 	struct worker_totals totals;     /* loop thread only until joined */
 };
 
@@ -232,14 +234,6 @@ static void worker_refuse(struct worker *w, int fd)
 	}
 }
 
-static void worker_copy(char *dst, size_t cap, const char *s, size_t len)
-{
-	size_t n = len < cap - 1 ? len : cap - 1;
-
-	memcpy(dst, s, n);
-	dst[n] = '\0';
-}
-
 /* The session's hook: records the decided transaction as pending until its record
  * comes (see intake.c). A NOTIFY without an id cannot be joined: nothing to record. */
 /* A hold no pending row will carry to its settlement is given back at once. */
@@ -249,7 +243,7 @@ static void worker_release(struct worker *w, const struct quota_hold *hold, int6
 		quota_settle(w->acct.limits, hold, ACCT_NONE, ACCT_NONE, now_ms);
 }
 
-static void worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
+static int worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
 {
 	struct worker *w = arg;
 	struct acct_row row, old;
@@ -258,38 +252,25 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 
 	if (id.len == 0 || id.len >= ACCT_ID_MAX) {
 		worker_release(w, &d->hold, now);
-		return;
+		return 0;
 	}
-	memset(&row, 0, sizeof(row));
-	worker_copy(row.request_id, sizeof(row.request_id), id.ptr, id.len);
-	row.key_id = d->key ? d->key->id : ACCT_NONE;
-	if (d->model) {
-		worker_copy(row.model_requested, sizeof(row.model_requested), d->model->name,
-		            strlen(d->model->name));
-		memcpy(row.model, row.model_requested, sizeof(row.model));
-		if (d->model->provider)
-			worker_copy(row.provider, sizeof(row.provider), d->model->provider->name,
-			            strlen(d->model->provider->name));
-	}
-	worker_copy(row.verdict, sizeof(row.verdict), decision_verdict_name(d->verdict),
-	            strlen(decision_verdict_name(d->verdict)));
-	row.stream = d->stream < 0 ? ACCT_NONE : d->stream;
-	row.status = decision_http_status(d->verdict);
-	row.started_at_ms = now;
-	row.hold = d->hold;
-	row.duration_ms = row.ttfb_ms = row.bytes_in = row.bytes_out = ACCT_NONE;
-	row.prompt_tokens = row.completion_tokens = row.cached_tokens = ACCT_NONE;
-	row.cache_creation_tokens = row.reasoning_tokens = row.cost_micros = ACCT_NONE;
+	join_decided(d, id.ptr, id.len, now, &row);
 	if (w->jlog)
 		row.journal_epoch[0] = journal_append(w->jlog, JOURNAL_DECISION, &row);
 	rc = pending_add(w->acct.pending, &row, now, &old);
 	if (rc < 0) {
-		/* Its record still makes a row when it comes; only a lost record would go
-		 * unnoticed. */
-		log_error("worker %d: out of memory for a pending transaction", w->id);
+		/* Full (or out of memory): an admitted request must be pending, so that it ends
+		 * as a row even if its record never comes; it is refused instead. A denial's
+		 * row needs no pending entry: its record makes it. */
 		journal_release(w->acct.journal, row.journal_epoch[0]);
 		worker_release(w, &d->hold, now);
-		return;
+		stats_add(&stats.pending_overflow, 1);
+		if (ev_now(w->loop) - w->last_overflow_log >= 1.0) {
+			w->last_overflow_log = ev_now(w->loop);
+			log_warn("worker %d: %zu requests await their record (--pending-max): refusing"
+			         " new ones with 503", w->id, pending_count(w->acct.pending));
+		}
+		return d->verdict == DECISION_ALLOW ? -1 : 0;
 	}
 	if (rc == 2) {
 		/* Its record came first: HAProxy gave up on this decision and answered alone;
@@ -297,7 +278,7 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 		worker_release(w, &d->hold, now);
 		journal_release(w->acct.journal, row.journal_epoch[0]);
 		stats_add(&stats.duplicates, 1);
-		return;
+		return 0;
 	}
 	if (rc == 1) {
 		/* Decided twice (HAProxy never does so for one id): one transaction, counted
@@ -310,6 +291,7 @@ static void worker_on_decided(void *arg, struct spop_str id, const struct decisi
 	}
 	if (d->verdict == DECISION_ALLOW)
 		keylive_admit(w->acct.keylive, row.key_id);
+	return 0;
 }
 
 static void worker_add_conn(struct worker *w, int fd)
@@ -337,6 +319,7 @@ static void worker_add_conn(struct worker *w, int fd)
 	c->sess.decided_arg = w;
 	c->sess.limits = w->acct.limits;
 	c->sess.default_max_tokens = w->acct.default_max_tokens;
+	c->sess.secret = w->acct.secret;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);

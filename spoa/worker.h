@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "decision.h"
+#include "gwsecret.h"
 #include "keytable-t.h"
 
 struct worker;
@@ -29,6 +30,7 @@ struct worker_acct {
 	struct journal *journal;      /* NULL: no journal */
 	struct quota *limits;        /* NULL: no limits enforced */
 	int64_t default_max_tokens;   /* reserved output when a request names no max_tokens */
+	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */

@@ -61,6 +61,7 @@
 /* The totals stored in the accounting row, in its column order. */
 struct writer_counts {
 	uint64_t received, written, dropped, duplicates, timed_out, unpriced;
+	uint64_t unauthenticated, pending_overflow;
 };
 
 /* What one transaction changes in the counters; applied to stats once committed. */
@@ -113,14 +114,15 @@ static const char writer_insert_sql[] =
 	"INSERT INTO requests (request_id, key_id, model, model_requested, provider, verdict,"
 	" status, stream, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,"
 	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
-	" duration_ms, ttfb_ms, bytes_in, bytes_out)"
+	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros)"
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
-	" ?18, ?19, ?20, ?21, ?22)"
+	" ?18, ?19, ?20, ?21, ?22, ?23, ?24)"
 	" ON CONFLICT (request_id) DO NOTHING";
 
 static const char writer_account_sql[] =
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
-	" timed_out = ?5, unpriced = ?6, updated_at = ?7 WHERE id = 1";
+	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"
+	" pending_overflow = ?9 WHERE id = 1";
 
 /* ---- binding ---- */
 
@@ -172,6 +174,8 @@ static int writer_bind_row(sqlite3_stmt *st, const struct acct_row *r)
 	rc |= writer_bind_count(st, 20, r->ttfb_ms);
 	rc |= writer_bind_count(st, 21, r->bytes_in);
 	rc |= writer_bind_count(st, 22, r->bytes_out);
+	rc |= writer_bind_count(st, 23, r->estimated_tokens);
+	rc |= writer_bind_count(st, 24, r->estimated_cost_micros);
 	/* SQLITE_OK is 0: any failure leaves a bit set. */
 	return rc ? SQLITE_ERROR : SQLITE_OK;
 }
@@ -189,10 +193,11 @@ static int writer_run(sqlite3_stmt *st)
 /* ---- rollups ---- */
 
 /* Columns the rollup tables sum, after their key (period, key_id, model, provider), in
- * the order writer_rollup binds them: 12 named here, then the latency buckets. */
+ * the order writer_rollup binds them: those named here, then the latency buckets. */
 static const char *const writer_sum_cols[] = {
 	"requests", "errors", "streams", "prompt_tokens", "completion_tokens", "cached_tokens",
 	"cache_creation_tokens", "reasoning_tokens", "cost_micros", "unpriced", "duration_ms_sum",
+	"estimated", "estimated_tokens", "estimated_cost_micros",
 };
 #define WRITER_NAMED_SUMS ((int)(sizeof(writer_sum_cols) / sizeof(writer_sum_cols[0])))
 #define WRITER_SUMS       (WRITER_NAMED_SUMS + LATENCY_BUCKETS)
@@ -283,6 +288,9 @@ static void writer_sum_add(int64_t sum[WRITER_SUMS], const struct acct_row *r)
 	writer_add(&sum[8], writer_term(r->cost_micros));
 	sum[9] += r->unpriced != 0;
 	writer_add(&sum[10], writer_term(r->duration_ms));
+	sum[11] += r->estimated_tokens >= 0;
+	writer_add(&sum[12], writer_term(r->estimated_tokens));
+	writer_add(&sum[13], writer_term(r->estimated_cost_micros));
 	if (r->duration_ms >= 0)
 		sum[WRITER_NAMED_SUMS + latency_bucket(r->duration_ms)]++;
 }
@@ -342,6 +350,8 @@ static void writer_counts_now(const struct writer_delta *d, struct writer_counts
 	c->duplicates = stats_get(&stats.duplicates) + d->duplicates;
 	c->timed_out = stats_get(&stats.timed_out) + d->timed_out;
 	c->unpriced = stats_get(&stats.unpriced) + d->unpriced;
+	c->unauthenticated = stats_get(&stats.unauthenticated);
+	c->pending_overflow = stats_get(&stats.pending_overflow);
 }
 
 static int writer_store_counts(struct writer *w, const struct writer_counts *c)
@@ -356,6 +366,8 @@ static int writer_store_counts(struct writer *w, const struct writer_counts *c)
 	rc |= sqlite3_bind_int64(st, 5, (int64_t)c->timed_out);
 	rc |= sqlite3_bind_int64(st, 6, (int64_t)c->unpriced);
 	rc |= sqlite3_bind_int64(st, 7, db_now());
+	rc |= sqlite3_bind_int64(st, 8, (int64_t)c->unauthenticated);
+	rc |= sqlite3_bind_int64(st, 9, (int64_t)c->pending_overflow);
 	if (rc != SQLITE_OK)
 		return SQLITE_ERROR;
 	rc = writer_run(st);
@@ -715,19 +727,20 @@ void writer_set_max_db_pages(struct writer *w, int64_t pages)
 int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
-	int64_t v[6], lost;
+	int64_t v[8], lost;
 	char msg[512];
 	int i;
 
 	if (db_exec(db, "BEGIN IMMEDIATE", msg, sizeof(msg)) < 0)
 		goto fail;
 	if (sqlite3_prepare_v2(db, "SELECT received, written, dropped, duplicates, timed_out,"
-	                           " unpriced FROM accounting WHERE id = 1", -1, &st, NULL)
+	                           " unpriced, unauthenticated, pending_overflow FROM accounting"
+	                           " WHERE id = 1", -1, &st, NULL)
 	    != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
 		snprintf(msg, sizeof(msg), "cannot read the accounting row: %s", sqlite3_errmsg(db));
 		goto fail;
 	}
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 8; i++)
 		v[i] = sqlite3_column_int64(st, i);
 	sqlite3_finalize(st);
 	st = NULL;
@@ -748,6 +761,8 @@ int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 	atomic_store(&stats.duplicates, (uint64_t)v[3]);
 	atomic_store(&stats.timed_out, (uint64_t)v[4]);
 	atomic_store(&stats.unpriced, (uint64_t)v[5]);
+	atomic_store(&stats.unauthenticated, (uint64_t)v[6]);
+	atomic_store(&stats.pending_overflow, (uint64_t)v[7]);
 	return 0;
 fail:
 	snprintf(err, errlen, "accounting: %s", msg);

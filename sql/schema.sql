@@ -2,8 +2,9 @@
 --
 -- This file always describes the newest schema and is applied as a whole to an empty
 -- database. Older databases are brought up to date by the ordered migrations in
--- common/db.c. Changing the schema means: edit this file, bump PRAGMA user_version at
--- the end, bump DB_SCHEMA_VERSION in common/db.h and append the matching migration.
+-- sql/migrations/ (NNN.sql upgrades version NNN - 1 to NNN). Changing the schema means:
+-- edit this file, bump PRAGMA user_version at the end, bump DB_SCHEMA_VERSION in
+-- common/db.h and add the matching migration.
 --
 -- Times are unix seconds (UTC), except requests.started_at (unix milliseconds).
 -- Money is integer micro-dollars (1e-6 USD), never REAL.
@@ -76,6 +77,10 @@ CREATE TABLE key_models (
 -- columns are NULL when not known or not reported (token counts the provider did not
 -- report, no status, ...); text columns are NULL when empty. No foreign key on key_id:
 -- keys are never deleted, and a check per row would cost every insert.
+-- A forwarded request whose usage was not reported in full (cut before its usage, an
+-- answer that outgrew the buffer, no record) is charged an estimate of the missing part
+-- (docs/limits.md) in estimated_tokens and estimated_cost_micros; its reported counts
+-- stay NULL. Both are NULL when nothing was estimated.
 CREATE TABLE requests (
 	id                    INTEGER PRIMARY KEY,
 	request_id            TEXT NOT NULL UNIQUE,  -- X-Request-Id, HAProxy's unique id
@@ -102,7 +107,9 @@ CREATE TABLE requests (
 	duration_ms           INTEGER,  -- request arrival to end of response
 	ttfb_ms               INTEGER,  -- request arrival to the upstream's response headers
 	bytes_in              INTEGER,  -- request bytes from the client
-	bytes_out             INTEGER   -- response bytes to the client, headers included
+	bytes_out             INTEGER,  -- response bytes to the client (headers included)
+	estimated_tokens      INTEGER,  -- tokens charged for what was not reported
+	estimated_cost_micros INTEGER   -- their cost (NULL: unpriced or none estimated)
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
@@ -116,7 +123,9 @@ CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
 --   key_id: 0 for requests without a known key (a primary key column cannot be NULL).
 --   model, provider: requests.model and requests.provider, '' for none.
 -- Token and cost sums count NULL as 0; unpriced counts rows with usage but no price,
--- whose cost is missing from cost_micros.
+-- whose cost is missing from cost_micros. estimated_* sum the rows' estimates, which are
+-- beside the reported figures, never in them: spend charged = cost_micros +
+-- estimated_cost_micros.
 -- lat_le_<N>: rows whose duration_ms is in (previous bound, N] milliseconds (the first
 -- from 0), lat_gt_60000 the rest; rows without duration_ms are in no bucket. queryd
 -- estimates latency percentiles from these buckets (docs/api.md); the bounds are
@@ -153,6 +162,9 @@ CREATE TABLE usage_hourly (
 	lat_le_20000 INTEGER NOT NULL,
 	lat_le_60000 INTEGER NOT NULL,
 	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, key_id, model, provider)
 ) WITHOUT ROWID;
 -- A key's spend in its budget period (the agent reads it at start and on key changes).
@@ -190,6 +202,9 @@ CREATE TABLE usage_daily (
 	lat_le_20000 INTEGER NOT NULL,
 	lat_le_60000 INTEGER NOT NULL,
 	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, key_id, model, provider)
 ) WITHOUT ROWID;
 CREATE INDEX usage_daily_key_day ON usage_daily (key_id, day);
@@ -227,6 +242,9 @@ CREATE TABLE model_hourly (
 	lat_le_20000 INTEGER NOT NULL,
 	lat_le_60000 INTEGER NOT NULL,
 	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, model, provider)
 ) WITHOUT ROWID;
 CREATE TABLE model_daily (
@@ -260,6 +278,9 @@ CREATE TABLE model_daily (
 	lat_le_20000 INTEGER NOT NULL,
 	lat_le_60000 INTEGER NOT NULL,
 	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, model, provider)
 ) WITHOUT ROWID;
 
@@ -271,6 +292,10 @@ CREATE TABLE model_daily (
 --   duplicates: records for a transaction already accounted (not in received)
 --   timed_out:  rows written as 'no_record' (part of written)
 --   unpriced:   rows written with usage but no price (part of written)
+--   unauthenticated: records and decisions refused because they did not carry the
+--               gateway secret (no row: they did not come from the gateway's HAProxy)
+--   pending_overflow: decisions refused (503) because the pending table was full
+--               (each still a row, from its record)
 -- Once the agent has drained its queue (at every clean stop, and at start-up), nothing
 -- is in flight and
 --   SELECT received = written + dropped FROM accounting;
@@ -285,9 +310,12 @@ CREATE TABLE accounting (
 	duplicates INTEGER NOT NULL,
 	timed_out  INTEGER NOT NULL,
 	unpriced   INTEGER NOT NULL,
-	updated_at INTEGER NOT NULL   -- unix seconds of the last update
+	updated_at INTEGER NOT NULL,  -- unix seconds of the last update
+	unauthenticated  INTEGER NOT NULL DEFAULT 0,
+	pending_overflow INTEGER NOT NULL DEFAULT 0
 );
-INSERT INTO accounting VALUES (1, 0, 0, 0, 0, 0, 0, 0);
+INSERT INTO accounting (id, received, written, dropped, duplicates, timed_out, unpriced,
+                        updated_at) VALUES (1, 0, 0, 0, 0, 0, 0, 0);
 
 -- config_generation triggers: one per table and statement kind (SQLite triggers fire
 -- on a single event).
@@ -328,4 +356,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

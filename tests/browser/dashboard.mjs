@@ -4,10 +4,12 @@
 //
 //   node tests/browser/dashboard.mjs SPEC.json
 //
-// SPEC: {"url", "token", "wrong_token", "filter_model", "artifacts" (a directory)}.
+// SPEC: {"url", "token", "wrong_token", "filter_model", "estimated_request_id" (a row
+// with an estimate on the table's first page), "artifacts" (a directory)}.
 // The script signs in, reads what the page shows and prints one JSON object on stdout
 // (what it saw: headline figures, top lists, every table page, the filtered table, the
-// detail drawer, live counters, an export, the 7-day range, the console's errors) for
+// detail drawers, live counters, keys and models, an export, the 7-day range, the
+// console's errors) for
 // the pytest test to compare with what it seeded. It stops at the first step that does
 // not happen in time, printing {"error": ..., "step": ..., "seen": {...}} and exiting 1,
 // with a screenshot of that moment in the artifacts directory.
@@ -114,6 +116,7 @@ try {
   seen.kpi_24h = {
     requests_text: await text('kpi-requests'), requests: Number(await value('kpi-requests')),
     cost_text: await text('kpi-cost'), cost_micros: Number(await value('kpi-cost')),
+    estimated_text: await text('kpi-cost-est'), estimated_micros: Number(await value('kpi-cost-est')),
     tokens: Number(await value('kpi-tokens')),
     error_rate_text: await text('kpi-error-rate'),
     errors: Number(await page.locator('#kpi-errors-sub').getAttribute('data-value')),
@@ -121,7 +124,12 @@ try {
   };
   seen.top_keys = await page.$$eval('[data-testid=top-keys] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
   seen.top_models = await page.$$eval('[data-testid=top-models] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
-  seen.top_key_cost_text = (await page.locator('[data-testid=top-keys] [data-testid=top-item] .cost').first().textContent()).trim();
+  seen.top_key_cost_text = (await page.locator('[data-testid=top-keys] [data-testid=top-item] .cost .rep').first().textContent()).trim();
+  const topEst = page.locator('[data-testid=top-keys] [data-testid=top-item]').first().locator('.cost .est');
+  seen.top_key_est_text = (await topEst.count()) ? (await topEst.textContent()).trim() : null;
+  seen.top_key_estimated = await page.$$eval('[data-testid=top-keys] [data-testid=top-item]', (l) => l.map((e) => Number(e.dataset.estimated)));
+  seen.top_model_estimated = await page.$$eval('[data-testid=top-models] [data-testid=top-item]', (l) => l.map((e) => Number(e.dataset.estimated)));
+  seen.spend_legend = await page.$$eval('[data-testid=chart-spend] .u-legend .u-series th', (l) => l.map((e) => e.textContent.trim()));
 
   // ---- 3. the request table, newest first, every page once
   step = 'table page 1';
@@ -161,6 +169,24 @@ try {
   await tid('drawer-close').click();
   await tid('drawer').waitFor({ state: 'hidden' });
 
+  step = 'drawer of an estimated row';
+  const estRow = page.locator(`[data-testid=request-row][data-request-id="${spec.estimated_request_id}"]`);
+  seen.estimated_row_cost_cell = (await estRow.locator('td').nth(9).textContent()).trim();
+  await estRow.click();
+  await page.waitForFunction((id) => {
+    const d = document.querySelector('[data-testid=drawer]');
+    return d && d.dataset.state === 'ready' && d.dataset.requestId === id;
+  }, spec.estimated_request_id);
+  seen.drawer_estimated = {};
+  for (const f of ['request_id', 'estimated_tokens', 'estimated_cost_micros']) {
+    const loc = page.locator(`[data-testid=drawer] [data-field=${f}]`);
+    seen.drawer_estimated[f] = (await loc.count()) ? (await loc.textContent()).trim() : null;
+  }
+  seen.drawer_other = await page.$$eval('[data-testid=drawer] h3', (hs) => hs.map((e) => e.textContent).find((t) => t === 'Other') || null);
+  await page.screenshot({ path: path.join(spec.artifacts, 'dashboard-drawer-estimated.png') });
+  await tid('drawer-close').click();
+  await tid('drawer').waitFor({ state: 'hidden' });
+
   // ---- 5. a filter narrows the table (typed, debounced)
   step = 'filter by model';
   await tid('filter-model').fill(spec.filter_model);
@@ -196,18 +222,31 @@ try {
     received: Number(await value('live-received')),
     written: Number(await value('live-written')),
     dropped: Number(await value('live-dropped')),
+    unauthenticated: Number(await value('live-unauthenticated')),
+    pending_overflow: Number(await value('live-pending_overflow')),
     balance: await text('live-balance'),
     pill: await text('live-pill'),
   };
 
-  // ---- 8. the range selector drives the figures and the table
+  // ---- 8. keys and models: reported and estimated spend apart
+  step = 'keys and models';
+  await page.waitForSelector('[data-testid=key-row]');
+  seen.keys = Object.fromEntries(await page.$$eval('[data-testid=key-row]', (rs) => rs.map((r) => [r.dataset.name, {
+    cost: Number(r.dataset.cost), estimated: Number(r.dataset.estimated), charged: Number(r.dataset.charged),
+    spend_text: r.querySelector('[data-testid=key-spend]').textContent.trim(),
+  }])));
+  await page.waitForSelector('[data-testid=model-row]');
+  seen.models = Object.fromEntries(await page.$$eval('[data-testid=model-row]', (rs) => rs.map((r) => [r.dataset.name,
+    [r.querySelector('[data-field=cost]').textContent.trim(), r.querySelector('[data-field=estimated]').textContent.trim()]])));
+
+  // ---- 9. the range selector drives the figures and the table
   step = 'range 7d';
   await tid('range-7d').click();
   await waitOverview('7d');
   await waitRequests({ page: 0 });
   seen.kpi_7d = {
     requests: Number(await value('kpi-requests')), cost_micros: Number(await value('kpi-cost')),
-    cost_text: await text('kpi-cost'),
+    cost_text: await text('kpi-cost'), estimated_micros: Number(await value('kpi-cost-est')),
   };
   seen.chart_points_7d = Number(await tid('chart-spend').getAttribute('data-points'));
 
@@ -230,7 +269,7 @@ try {
   await page.evaluate(() => window.scrollTo({ top: 0, behavior: 'instant' }));
   await page.screenshot({ path: path.join(spec.artifacts, 'dashboard-dark.png'), fullPage: true });
 
-  // ---- 9. a token that stops working sends the operator back to the login screen
+  // ---- 10. a token that stops working sends the operator back to the login screen
   step = '401 signs out';
   await page.evaluate(() => sessionStorage.setItem('tally.operatorToken', 'no-longer-valid'));
   await page.reload();

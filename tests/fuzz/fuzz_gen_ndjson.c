@@ -1,7 +1,8 @@
 /* libFuzzer target: tally-gen's --ndjson line parser (loadtest/ndjson_row.c) over
  * arbitrary bytes (file input). A line it accepts must give a row the writer can
  * store as is: terminated text, a request id, names and flags in range, counts either
- * unknown (ACCT_NONE) or non-negative. */
+ * unknown (ACCT_NONE) or non-negative, an estimated cost only with estimated tokens,
+ * and the decision's estimates (never in a line) unknown. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,8 @@ static void fuzz_check_row(const struct acct_row *r)
 	const int64_t counts[] = { r->key_id, r->prompt_tokens, r->completion_tokens,
 	                           r->cached_tokens, r->cache_creation_tokens,
 	                           r->reasoning_tokens, r->cost_micros, r->duration_ms,
-	                           r->ttfb_ms, r->bytes_in, r->bytes_out };
+	                           r->ttfb_ms, r->bytes_in, r->bytes_out,
+	                           r->estimated_tokens, r->estimated_cost_micros };
 	size_t i;
 
 	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
@@ -41,7 +43,9 @@ static void fuzz_check_row(const struct acct_row *r)
 	    (unsigned)r->usage_source >= ACCT_USAGE_SOURCE_COUNT ||
 	    (r->stream != ACCT_NONE && r->stream != 0 && r->stream != 1) ||
 	    (r->unpriced != 0 && r->unpriced != 1) || r->status < 0 || r->status > 999 ||
-	    r->started_at_ms < 0 || r->started_at_ms > NDJSON_ROW_INT_MAX)
+	    r->started_at_ms < 0 || r->started_at_ms > NDJSON_ROW_INT_MAX ||
+	    (r->estimated_cost_micros != ACCT_NONE && r->estimated_tokens == ACCT_NONE) ||
+	    r->est_prompt_tokens != ACCT_NONE || r->est_completion_tokens != ACCT_NONE)
 		abort();
 }
 

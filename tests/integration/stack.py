@@ -132,9 +132,16 @@ class Stack:
             "TALLY_MOCK_CREDENTIAL": MOCK_CREDENTIAL,
             "TALLY_RECORDS_ADDR": f"127.0.0.1:{self.records_port}",
             "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
+            "TALLY_GATEWAY_SECRET": self.gateway_secret(),
         })
         env.update(self.extra_haproxy_env)
         return env
+
+    def gateway_secret(self):
+        """What the agent expects HAProxy to send (derived from the key secret)."""
+        if not getattr(self, "_gateway_secret", None):
+            self._gateway_secret = self.tallyctl("gateway-secret").stdout.strip()
+        return self._gateway_secret
 
     def haproxy_cfg(self):
         cfg = ROOT / "haproxy" / "haproxy.cfg"

@@ -162,17 +162,19 @@ def test_stream_that_asked_for_usage_keeps_its_usage_event(stack):
     assert "stream_options" in stack.mock_requests()[-1]["body"]
 
 
-def test_stream_options_present_without_usage_is_left_alone(stack):
-    """The client said what it wants: no second stream_options is ever added."""
+def test_stream_options_without_usage_is_amended_too(stack):
+    """include_usage false is no way around the meter: the upstream is asked for usage,
+    in the client's own stream_options, and the client still gets no usage event."""
     status, h, body = stack.gateway(
         "POST", "/v1/chat/completions",
         {"model": "mock-gpt", "stream": True, "stream_options": {"include_usage": False},
          "messages": []}, key=stack.key, headers={"x-mock-frames": "3"})
     assert status == 200
     assert json.loads(stack.mock_requests()[-1]["body"])["stream_options"] == \
-        {"include_usage": False}
+        {"include_usage": True}
+    assert b'"usage":{' not in body
     r = stack.row(h["x-request-id"])
-    assert r["usage_source"] == "none" and r["prompt_tokens"] is None
+    assert (r["usage_source"], r["prompt_tokens"], r["completion_tokens"]) == ("stream", 10, 20)
 
 
 def test_anthropic_stream_with_cache(stack):
@@ -283,7 +285,7 @@ def test_denied_and_unjudged_requests_are_rows(stack):
 
 def test_malformed_http_is_a_row_too(stack):
     """HAProxy refuses a request it cannot parse before any unique id exists: the row is
-    named by HAProxy's process and request counter, once, though two copies arrive."""
+    named by its connection's nonce, once, though two copies arrive."""
     seen = {r["request_id"] for r in stack.rows("request_id LIKE 'haproxy-%'")}
     time.sleep(0.5)   # earlier tests' connections end with records of their own
     seen |= {r["request_id"] for r in stack.rows("request_id LIKE 'haproxy-%'")}
@@ -297,7 +299,8 @@ def test_malformed_http_is_a_row_too(stack):
          if x["request_id"] not in seen]
     assert len(r) == 1 and r[0]["status"] == 400 and r[0]["termination"] == "PR"
     assert (r[0]["outcome"], r[0]["verdict"], r[0]["key_id"]) == ("gateway_rejected", None, None)
-    assert re.fullmatch(r"haproxy-\d+\.\d+", r[0]["request_id"])
+    assert re.fullmatch(r"haproxy-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
+                        r[0]["request_id"])
     deadline = time.time() + 10
     while stack.counters()["duplicates"] < before["duplicates"] + 1 and time.time() < deadline:
         time.sleep(0.05)

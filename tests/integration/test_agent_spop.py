@@ -25,10 +25,11 @@ def agent(tmp_path):
         assert codes.get("agent") == 0, "the agent must exit cleanly on SIGTERM"
 
 
-def request_args(auth, body=b'{"model":"mock-gpt"}', path="/v1/chat/completions", **extra):
+def request_args(agent, auth, body=b'{"model":"mock-gpt"}', path="/v1/chat/completions",
+                 **extra):
     """What haproxy/spoe-tally.conf sends for a POST with a Content-Length."""
-    args = {"id": "req-1", "auth": auth, "xkey": None, "method": "POST", "path": path,
-            "cl": 1, "bsize": len(body), "body": body}
+    args = {"id": "req-1", "secret": agent.gateway_secret(), "auth": auth, "xkey": None,
+            "method": "POST", "path": path, "cl": 1, "bsize": len(body), "body": body}
     args.update(extra)
     return args
 
@@ -60,11 +61,11 @@ def test_notify_decides_with_vars(agent):
     c = sp.Client(agent.agent_port)
     c.handshake()
     body = b'{"model":"mock-gpt","stream":true,"messages":[]}'
-    v = decide(c, request_args(f"Bearer {agent.key}", body))
+    v = decide(c, request_args(agent, f"Bearer {agent.key}", body))
     assert v["verdict"] == "allow" and v["status"] == 0
     assert v["backend"] == "be_mock_openai" and v["model"] == "mock-gpt"
     assert v["key"] == "demo" and v["stream"] == 1
-    v = decide(c, request_args("Bearer nope", body), stream_id=2, frame_id=7)
+    v = decide(c, request_args(agent, "Bearer nope", body), stream_id=2, frame_id=7)
     assert v["verdict"] == "invalid_api_key" and v["status"] == 401
     assert b"invalid_api_key" in v["body"].encode()
     c.close()
@@ -75,7 +76,7 @@ def test_pipelined_notifies_are_all_acked_with_their_ids(agent):
     c.handshake()
     body = b'{"model":"mock-gpt"}'
     ids = [(2**40 + i, 2**33 + i) for i in range(200)]
-    c.send(b"".join(sp.notify(request_args(f"Bearer {agent.key}", body), sid, fid)
+    c.send(b"".join(sp.notify(request_args(agent, f"Bearer {agent.key}", body), sid, fid)
                     for sid, fid in ids))
     got = []
     for _ in ids:
@@ -84,6 +85,37 @@ def test_pipelined_notifies_are_all_acked_with_their_ids(agent):
         assert sp.parse_actions(f[4])["verdict"] == "allow"
         got.append((f[2], f[3]))
     assert sorted(got) == sorted(ids)
+    c.close()
+
+
+def metric(stack, name):
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    return float(next(l.split()[-1] for l in text.splitlines() if l.startswith(name + " ")))
+
+
+@pytest.mark.parametrize("secret", [None, "", "d3JvbmctZ2F0ZXdheS1zZWNyZXQtd3Jvbmctc2VjcmV0"],
+                         ids=["absent", "empty", "wrong"])
+def test_notify_without_the_gateway_secret_is_refused_and_never_accounted(agent, secret):
+    """Anyone who reaches the SPOP port can speak SPOP; only HAProxy knows the secret.
+    A NOTIFY without it gets a refusal, holds nothing and never becomes a row."""
+    c = sp.Client(agent.agent_port)
+    c.handshake()
+    args = request_args(agent, f"Bearer {agent.key}", id="forged-1")
+    if secret is None:
+        del args["secret"]
+    else:
+        args["secret"] = secret
+    v = decide(c, args)
+    assert (v["verdict"], v["status"]) == ("gateway_unauthenticated", 500)
+    assert "key" not in v and "backend" not in v
+    assert metric(agent, "tally_accounting_unauthenticated_total") == 1
+    assert metric(agent, "tally_inflight_requests") == 0
+    # The right secret on the same connection decides as usual.
+    v = decide(c, request_args(agent, f"Bearer {agent.key}", id="real-1"), 2, 2)
+    assert v["verdict"] == "allow"
+    assert metric(agent, "tally_inflight_requests") == 1
     c.close()
 
 
@@ -137,7 +169,7 @@ def test_protocol_errors_disconnect_with_status(agent, raw, status):
 def test_unknown_frame_types_are_skipped(agent):
     c = sp.Client(agent.agent_port)
     c.handshake()
-    c.send(sp.frame(77, b"future stuff", 1, 1) + sp.notify(request_args("Bearer x"), 2, 3))
+    c.send(sp.frame(77, b"future stuff", 1, 1) + sp.notify(request_args(agent, "Bearer x"), 2, 3))
     f = c.recv_frame()
     assert f[0] == sp.ACK and (f[2], f[3]) == (2, 3)
     c.close()

@@ -8,6 +8,7 @@ back from the database. The screenshots land in $TALLY_ARTIFACTS (default
 build/artifacts): dashboard.png (full page, light), dashboard-dark.png,
 dashboard-login.png, dashboard-drawer.png, and dashboard-failure.png when a step fails.
 """
+import calendar
 import http.client
 import json
 import os
@@ -90,7 +91,8 @@ def seed_config(db):
 
 def seed_rows(now_ms, key_ids):
     """Known rows: RECENT in the last 15 hours, OLDER 3 to 5 days ago. Keys weigh 3:1:1,
-    models 2:1:1; some upstream errors (no usage) and client aborts (partial usage)."""
+    models 2:1:1; some upstream errors (no usage) and client aborts (partial usage), which
+    carry the agent's estimate of what went unreported (some of them unpriced)."""
     rows = []
     for i in range(RECENT + OLDER):
         if i < RECENT:
@@ -104,13 +106,20 @@ def seed_rows(now_ms, key_ids):
         outcome, status, termination = "complete", 200, "--"
         prompt, completion = 2000 + (i * 377) % 18000, 200 + (i * 53) % 1500
         source = "stream" if stream else "response"
-        if i % 13 == 5:
+        est_tokens = est_cost = None
+        if i % 13 == 5:                 # cut after the upstream had it: all estimated
             outcome, status, termination = "upstream_error", 502, "SH"
             prompt = completion = None
             source = "none"
-        elif i % 17 == 3:
+            est_tokens = 1000 + i
+            est_cost = None if i % 26 == 18 else (1000 * pin + i * pout + 500_000) // 1_000_000
+        elif i % 17 == 3:               # the completion never reported
             outcome, termination, source = "client_abort", "CD", "partial"
-        cost = None if prompt is None else (prompt * pin + completion * pout + 500_000) // 1_000_000
+            est_tokens, est_cost = 4096, (4096 * pout + 500_000) // 1_000_000
+        cost = None if prompt is None else (prompt * pin + (completion if est_tokens is None else 0) * pout
+                                            + 500_000) // 1_000_000
+        if est_tokens is not None and source == "partial":
+            completion = None
         rows.append({
             "request_id": f"{started}-{i:04x}-d4-{secrets.token_hex(4)}",
             "key_id": key_ids[key], "model": model, "model_requested": model,
@@ -120,6 +129,7 @@ def seed_rows(now_ms, key_ids):
             "termination": termination, "started_at": started,
             "duration_ms": 120 + (i * 97) % 3000, "ttfb_ms": 40 + (i * 13) % 300,
             "bytes_in": 800 + i, "bytes_out": 2000 + 3 * i,
+            "estimated_tokens": est_tokens, "estimated_cost_micros": est_cost,
         })
     return rows
 
@@ -151,18 +161,21 @@ def totals(rows):
     return {
         "requests": len(rows),
         "cost_micros": sum(r["cost_micros"] or 0 for r in rows),
+        "estimated_cost_micros": sum(r["estimated_cost_micros"] or 0 for r in rows),
         "errors": sum(r["outcome"] != "complete" for r in rows),
         "tokens": sum((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0) for r in rows),
     }
 
 
 def ranking(rows, field):
-    """Names by cost, then requests, descending (the API's order for top lists)."""
+    """Names by cost, then requests, descending (the API's order for top lists); acc:
+    name -> [reported cost, requests, estimated cost]."""
     acc = {}
     for r in rows:
-        a = acc.setdefault(r[field], [0, 0])
+        a = acc.setdefault(r[field], [0, 0, 0])
         a[0] += r["cost_micros"] or 0
         a[1] += 1
+        a[2] += r["estimated_cost_micros"] or 0
     return [name for name, _ in sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))], acc
 
 
@@ -175,7 +188,8 @@ def queryd(tmp_path):
     now_ms = int(time.time() * 1000)
     seeded = seed_rows(now_ms, key_ids)
     ndjson = tmp_path / "rows.ndjson"
-    ndjson.write_text("".join(json.dumps(r) + "\n" for r in seeded))
+    ndjson.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
+                              for r in seeded))
     r = subprocess.run([str(binary("tally-gen")), "--db", str(db), "--ndjson", str(ndjson)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
@@ -219,14 +233,21 @@ def test_dashboard_in_chromium(queryd):
     recent = [r for r in rows if r["started_at"] > cutoff_ms]       # newest first
     assert len(recent) == RECENT
     want24, want7d = totals(recent), totals(rows)
+    tm = time.gmtime(queryd["now_ms"] // 1000)
+    month_ms = calendar.timegm((tm.tm_year, tm.tm_mon, 1, 0, 0, 0)) * 1000
     keys_rank, key_acc = ranking(recent, "key_name")
     models_rank, _ = ranking(recent, "model")
     filtered = [r["request_id"] for r in recent if r["model"] == FILTER_MODEL]
+    # a row with a priced estimate on the first page of the table
+    estimated = next(r for r in recent[:PAGE] if r["estimated_cost_micros"])
+    assert want24["estimated_cost_micros"] > 0
+    assert any(r["estimated_tokens"] and r["estimated_cost_micros"] is None for r in rows)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     spec = tmp / "browser-spec.json"
     spec.write_text(json.dumps({"url": f"http://127.0.0.1:{port}/", "token": token,
                                 "wrong_token": "not-" + token, "filter_model": FILTER_MODEL,
+                                "estimated_request_id": estimated["request_id"],
                                 "artifacts": str(ARTIFACTS)}))
     r = subprocess.run([node, str(SCRIPT), str(spec)], capture_output=True, text=True,
                        timeout=240, env=dict(os.environ, TALLY_CHROMIUM=CHROMIUM), cwd=ROOT)
@@ -253,6 +274,9 @@ def test_dashboard_in_chromium(queryd):
     assert k["requests_text"] == f"{RECENT:,}"
     assert k["cost_micros"] == want24["cost_micros"]
     assert k["cost_text"] == fmt_usd(want24["cost_micros"])
+    # estimated spend beside the reported figure, never merged into it
+    assert k["estimated_micros"] == want24["estimated_cost_micros"]
+    assert k["estimated_text"] == f"reported · {fmt_usd(want24['estimated_cost_micros'])} estimated"
     assert k["tokens"] == want24["tokens"]
     assert k["errors"] == want24["errors"]
     assert k["error_rate_text"].endswith("%") and k["p50_text"] != "–" and k["p95_text"] != "–"
@@ -260,7 +284,14 @@ def test_dashboard_in_chromium(queryd):
     # Top lists: by spend.
     assert seen["top_keys"] == keys_rank, (seen["top_keys"], keys_rank)
     assert seen["top_key_cost_text"] == fmt_usd(key_acc[keys_rank[0]][0])
+    assert seen["top_key_estimated"] == [key_acc[n][2] for n in keys_rank]
+    top_est = key_acc[keys_rank[0]][2]
+    assert seen["top_key_est_text"] == (f"+ {fmt_usd(top_est)} estimated" if top_est else None)
     assert seen["top_models"] == models_rank, (seen["top_models"], models_rank)
+    _, model_acc = ranking(recent, "model")
+    assert seen["top_model_estimated"] == [model_acc[n][2] for n in models_rank]
+    # the spend chart stacks the estimate on the reported bars
+    assert seen["spend_legend"] == ["Time", "Estimated", "Reported"], seen["spend_legend"]
 
     # The table: newest first, every row of the range once, pages of 50.
     want_ids = [r["request_id"] for r in recent]
@@ -276,8 +307,18 @@ def test_dashboard_in_chromium(queryd):
     cells = seen["first_row_cells"]
     assert cells[1] == newest["request_id"] and cells[2] == newest["key_name"]
     assert cells[3] == newest["model"] and cells[4] == newest["provider"]
-    if newest["cost_micros"] is not None:
+    if newest["cost_micros"] is not None and newest["estimated_tokens"] is None:
         assert cells[9] == fmt_usd(newest["cost_micros"])
+    est_cost = fmt_usd(estimated["estimated_cost_micros"])
+    rep_cost = fmt_usd(estimated["cost_micros"]) if estimated["cost_micros"] is not None else "–"
+    assert seen["estimated_row_cost_cell"] == f"{rep_cost} + {est_cost} est."
+
+    # The drawer of a row with an estimate shows it; one without has none.
+    e = seen["drawer_estimated"]
+    assert e["request_id"] == estimated["request_id"]
+    assert e["estimated_tokens"] == f"{estimated['estimated_tokens']:,}"
+    assert e["estimated_cost_micros"].startswith(est_cost + " ")
+    assert seen["drawer_other"] is None, "estimates must not land under Other"
 
     # The detail drawer of the newest row.
     d = seen["drawer"]
@@ -291,18 +332,36 @@ def test_dashboard_in_chromium(queryd):
     assert seen["filtered"]["models"] == [FILTER_MODEL]
     assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
     assert "request_id" in seen["export_csv"]["header"]
+    assert seen["export_csv"]["header"].endswith(",estimated_tokens,estimated_cost_micros")
 
     # Live accounting: no agent, so the stored counters.
     live = seen["live"]
     assert live["agent"] == "down"
     assert (live["received"], live["written"], live["dropped"]) == \
         (acct["received"], acct["written"], acct["dropped"])
+    assert (live["unauthenticated"], live["pending_overflow"]) == \
+        (acct["unauthenticated"], acct["pending_overflow"]) == (0, 0)
+
+    # Keys: reported and estimated spend in the budget period, charged = both.
+    for name in KEYS:
+        mine = [r for r in rows if r["key_name"] == name]      # budget period: month
+        rep_k = sum(r["cost_micros"] or 0 for r in mine if r["started_at"] >= month_ms)
+        est_k = sum(r["estimated_cost_micros"] or 0 for r in mine if r["started_at"] >= month_ms)
+        got = seen["keys"][name]
+        assert (got["cost"], got["estimated"], got["charged"]) == (rep_k, est_k, rep_k + est_k)
+        assert got["spend_text"] == f"{fmt_usd(rep_k)} reported · {fmt_usd(est_k)} estimated"
+    # Models: both columns.
+    for name in MODELS:
+        mine = [r for r in rows if r["model"] == name and r["started_at"] >= month_ms]
+        assert seen["models"][name] == [fmt_usd(sum(r["cost_micros"] or 0 for r in mine)),
+                                        fmt_usd(sum(r["estimated_cost_micros"] or 0 for r in mine))]
     assert acct["written"] == RECENT + OLDER
 
     # The range selector: the 7-day range holds every seeded row, by day.
     assert seen["kpi_7d"]["requests"] == want7d["requests"] == RECENT + OLDER
     assert seen["kpi_7d"]["cost_micros"] == want7d["cost_micros"]
     assert seen["kpi_7d"]["cost_text"] == fmt_usd(want7d["cost_micros"])
+    assert seen["kpi_7d"]["estimated_micros"] == want7d["estimated_cost_micros"]
     assert 7 <= seen["chart_points_7d"] <= 9
     assert seen["kpi_24h_again"] == RECENT
 

@@ -2,6 +2,7 @@
 served by the mock upstream, with keys and models in a real SQLite database."""
 import concurrent.futures
 import http.client
+import hashlib
 import json
 import re
 import signal
@@ -238,12 +239,16 @@ def test_body_larger_than_the_buffer(stack):
     assert status == 200, got
     assert json.loads(got)["model"] == "mock-claude"
     assert last_upstream_request(stack)["body_len"] == len(body)
-    # model after the prompt (as the OpenAI SDK sends it): routed by the key's default
+    # model after the prompt (as the OpenAI SDK sends it): routed by the key's default.
+    # Whether it is a stream shows only after the cut: the body went up 40 bytes longer,
+    # the room the usage amendment would have taken, as spaces before its last brace.
     body = json.dumps({"messages": [{"role": "user", "content": prompt}],
                        "model": "mock-gpt"}).encode()
     status, _, got = stack.gateway("POST", CHAT, body, key=stack.key)
     assert status == 200, got
-    assert last_upstream_request(stack)["body_len"] == len(body)
+    up = last_upstream_request(stack)
+    assert up["body_len"] == len(body) + 40
+    assert up["body_sha256"] == hashlib.sha256(body[:-1] + b" " * 40 + b"}").hexdigest()
     # a key restricted to some models cannot have its allow-list judged on a prefix
     key = stack.create_key("restricted", "--models", "mock-gpt")
     assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)

@@ -28,9 +28,12 @@ COLUMNS = ["request_id", "key_id", "model", "model_requested", "provider", "verd
            "status", "stream", "prompt_tokens", "completion_tokens", "cached_tokens",
            "cache_creation_tokens", "reasoning_tokens", "cost_micros", "outcome",
            "usage_source", "termination", "started_at", "duration_ms", "ttfb_ms",
-           "bytes_in", "bytes_out"]
+           "bytes_in", "bytes_out", "estimated_tokens", "estimated_cost_micros"]
 SUMMED = ["prompt_tokens", "completion_tokens", "cached_tokens", "cache_creation_tokens",
           "reasoning_tokens", "cost_micros"]
+ESTIMATED = ["estimated_tokens", "estimated_cost_micros"]
+COUNTERS = ["received", "written", "dropped", "duplicates", "timed_out", "unpriced",
+            "unauthenticated", "pending_overflow"]
 DONE_RE = re.compile(r"tally-gen: (\d+) rows written \((\d+) duplicates, (\d+) dropped\) "
                      r"in [0-9.]+ s: \d+ rows/s")
 
@@ -59,14 +62,13 @@ def query(db, sql, args=()):
 
 
 def accounting(db):
-    (row,) = query(db, "SELECT received, written, dropped, duplicates, timed_out, unpriced"
-                       " FROM accounting")
-    return dict(zip(["received", "written", "dropped", "duplicates", "timed_out",
-                     "unpriced"], row))
+    (row,) = query(db, f"SELECT {', '.join(COUNTERS)} FROM accounting")
+    return dict(zip(COUNTERS, row))
 
 
-def rollup_sql(table, unit, seconds):
-    """The rollup table's rows as SQL computes them from requests (schema.sql's rules)."""
+def rollup_sql(table, unit, seconds, keyed=True):
+    """The rollup table's rows as SQL computes them from requests (schema.sql's rules);
+    keyed: a table per key (usage_*), else per model and provider (model_*)."""
     buckets, prev = [], None
     for b in LATENCY_BOUNDS:
         low = "duration_ms >= 0" if prev is None else f"duration_ms > {prev}"
@@ -74,25 +76,31 @@ def rollup_sql(table, unit, seconds):
         prev = b
     buckets.append(f"sum(duration_ms > {LATENCY_BOUNDS[-1]})")
     sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED)
+    est = ", ".join(f"sum(coalesce({c}, 0))" for c in ESTIMATED)
     lat = ", ".join(f"coalesce({b}, 0)" for b in buckets)
+    key = "coalesce(key_id, 0)," if keyed else ""
     expected = (
-        f"SELECT started_at / 1000 / {seconds} * {seconds}, coalesce(key_id, 0),"
+        f"SELECT started_at / 1000 / {seconds} * {seconds}, {key}"
         " coalesce(model, ''), coalesce(provider, ''), count(*),"
         " sum(outcome <> 'complete'), sum(coalesce(stream, 0) = 1), " + sums + ","
         " sum(cost_micros IS NULL AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)),"
-        " sum(coalesce(duration_ms, 0)), " + lat + " FROM requests GROUP BY 1, 2, 3, 4")
+        " sum(coalesce(duration_ms, 0)), sum(estimated_tokens IS NOT NULL), " + est + ", " +
+        lat + f" FROM requests GROUP BY {'1, 2, 3, 4' if keyed else '1, 2, 3'}")
     lat_cols = ", ".join([f"lat_le_{b}" for b in LATENCY_BOUNDS] + ["lat_gt_60000"])
-    stored = (f"SELECT {unit}, key_id, model, provider, requests, errors, streams, "
-              + ", ".join(SUMMED) + ", unpriced, duration_ms_sum, " + lat_cols +
-              f" FROM {table}")
+    stored = (f"SELECT {unit}, {'key_id,' if keyed else ''} model, provider, requests,"
+              " errors, streams, " + ", ".join(SUMMED) + ", unpriced, duration_ms_sum,"
+              " estimated, " + ", ".join(ESTIMATED) + ", " + lat_cols + f" FROM {table}")
     return expected, stored
 
 
 def assert_consistent(db):
     """Rollups equal SQL sums over the rows; received = written + dropped, nothing
     dropped, written = the rows stored."""
-    for table, unit, seconds in (("usage_hourly", "hour", 3600), ("usage_daily", "day", 86400)):
-        expected, stored = rollup_sql(table, unit, seconds)
+    for table, unit, seconds, keyed in (("usage_hourly", "hour", 3600, True),
+                                        ("usage_daily", "day", 86400, True),
+                                        ("model_hourly", "hour", 3600, False),
+                                        ("model_daily", "day", 86400, False)):
+        expected, stored = rollup_sql(table, unit, seconds, keyed)
         assert sorted(query(db, expected)) == sorted(query(db, stored)), table
     acc = accounting(db)
     (count,) = query(db, "SELECT count(*) FROM requests")[0]
@@ -128,16 +136,23 @@ ROWS = [
     {"request_id": "r-4", "key_id": None, "model": "claude-opus-4", "verdict": "budget_exceeded",
      "status": 402, "stream": None, "outcome": "denied", "started_at": 1764700000000,
      "duration_ms": 0, "termination": "PR"},
-    # Everything optional missing.
-    {"request_id": "r-5", "outcome": "no_record", "started_at": 1700000000000},
+    # Everything optional missing but the estimate of a request whose record never came.
+    {"request_id": "r-5", "outcome": "no_record", "started_at": 1700000000000,
+     "estimated_tokens": 700, "estimated_cost_micros": 1750},
     {"request_id": "r-6", "key_id": 1, "model": "claude-sonnet-4", "provider": "anthropic",
      "status": 200, "stream": True, "prompt_tokens": 5000, "cached_tokens": 1000,
      "cache_creation_tokens": 2000, "outcome": "client_abort", "usage_source": "partial",
      "termination": "CD", "started_at": 1764806399999, "duration_ms": 999, "ttfb_ms": 500,
-     "cost_micros": 12345},
+     "cost_micros": 12345, "estimated_tokens": 4096, "estimated_cost_micros": 61440},
+    # An estimate without a price (a null cost).
     {"request_id": "r-7", "key_id": 2, "model": "o3", "provider": "openai", "status": 503,
      "stream": False, "outcome": "upstream_error", "termination": "sH",
-     "started_at": 1764806399000, "reasoning_tokens": 0, "duration_ms": 123456},
+     "started_at": 1764806399000, "reasoning_tokens": 0, "duration_ms": 123456,
+     "estimated_tokens": 3000, "estimated_cost_micros": None},
+    # An estimate of 0 tokens, in r-7's hour and model.
+    {"request_id": "r-9", "key_id": 2, "model": "o3", "provider": "openai", "status": 200,
+     "stream": False, "outcome": "complete", "usage_source": "none", "termination": "--",
+     "started_at": 1764806398000, "estimated_tokens": 0, "estimated_cost_micros": 0},
 ]
 
 
@@ -170,10 +185,17 @@ def test_ndjson_rows_land_exactly(tmp_path):
     assert got == [expected_row(r) for r in ROWS]
     acc = assert_consistent(db)
     assert acc == {"received": len(ROWS), "written": len(ROWS), "dropped": 0,
-                   "duplicates": 0, "timed_out": 1, "unpriced": 1}
+                   "duplicates": 0, "timed_out": 1, "unpriced": 1, "unauthenticated": 0,
+                   "pending_overflow": 0}
     # The two rows of key 3 in one hour make one rollup row.
     assert query(db, "SELECT requests, streams, prompt_tokens, cost_micros, lat_le_25"
                      " FROM usage_hourly WHERE key_id = 3") == [(2, 1, 822, 5047, 1)]
+    # Estimates are summed beside the reported figures: a null cost adds nothing, an
+    # estimate of 0 tokens still counts as one.
+    assert query(db, "SELECT requests, estimated, estimated_tokens, estimated_cost_micros,"
+                     " cost_micros FROM model_hourly WHERE model = 'o3'") == [(2, 2, 3000, 0, 0)]
+    assert query(db, "SELECT sum(estimated), sum(estimated_tokens), sum(estimated_cost_micros)"
+                     " FROM usage_daily") == [(4, 7796, 63190)]
 
     # A second run continues the counters; a request id already stored is a duplicate.
     more = [dict(ROWS[0]), {"request_id": "r-8", "outcome": "complete", "started_at": 1}]
@@ -213,6 +235,13 @@ BAD_LINES = [
      "request_id must be a string of at most 63 bytes"),
     ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1} {}",
      "text after the JSON object"),
+    ("{\"request_id\": \"x\", \"outcome\": \"no_record\", \"started_at\": 1,"
+     " \"estimated_tokens\": -3}", "estimated_tokens must be an integer"),
+    ("{\"request_id\": \"x\", \"outcome\": \"no_record\", \"started_at\": 1,"
+     " \"estimated_tokens\": 1, \"estimated_cost_micros\": 0.5}",
+     "estimated_cost_micros must be an integer"),
+    ("{\"request_id\": \"x\", \"outcome\": \"no_record\", \"started_at\": 1,"
+     " \"estimated_cost_micros\": 10}", "estimated_cost_micros needs estimated_tokens"),
 ]
 
 
@@ -370,6 +399,49 @@ def test_random_costs_are_the_agents(random_dbs):
         assert cost == (total + 500000) // 1000000
         priced += 1
     assert priced > N * 0.9
+
+
+def test_random_estimates_are_the_agents(random_dbs):
+    """Some random rows carry the agent's estimate (spoa/acct.c acct_estimate) of what
+    the upstream did not report: only forwarded requests that may have been billed and
+    whose usage is missing in part; the prompt estimated as the body's bytes / 4, the
+    completion as the max_tokens the request named (a power of two from 256), each
+    priced as reported tokens are, no cost for an unpriced model."""
+    db = random_dbs[0]
+    prices = {name: (i, o) for name, i, o in query(
+        db, "SELECT name, input_micros_per_mtok, output_micros_per_mtok FROM models")}
+    rows = query(db, "SELECT model, outcome, usage_source, termination, status,"
+                     " prompt_tokens, completion_tokens, bytes_in, estimated_tokens,"
+                     " estimated_cost_micros FROM requests")
+    kinds = {}
+    for model, outcome, source, term, status, prompt, completion, bytes_in, est, cost in rows:
+        billable = (outcome not in ("denied", "gateway_rejected")
+                    and source in ("none", "partial")
+                    and (outcome == "no_record" or 200 <= (status or 0) < 300
+                         or (term or "  ")[1] in "HDL"))
+        if not billable:
+            assert est is None and cost is None, (outcome, source, term)
+            continue
+        kinds[(outcome, source)] = kinds.get((outcome, source), 0) + 1
+        pin, pout = prices[model]
+        prompt_est = 0 if prompt is not None else \
+            None if bytes_in is None else (bytes_in - 250 + 3) // 4
+        if prompt_est is None:          # no record: no bytes to check the prompt by
+            assert est > 256
+            continue
+        bound = est - prompt_est
+        assert completion is None and bound in (256, 512, 1024, 2048, 4096), (est, prompt_est)
+        if pin is None or pout is None:
+            assert cost is None, model
+        else:
+            assert cost == (prompt_est * pin + 500000) // 1000000 + \
+                (bound * pout + 500000) // 1000000, (model, est, cost)
+    # every kind of unreported usage occurs, and only sometimes
+    assert set(kinds) >= {("complete", "none"), ("client_abort", "none"),
+                          ("upstream_error", "none"), ("no_record", "none")}, kinds
+    assert 0.002 * N < sum(kinds.values()) < 0.02 * N, kinds
+    (est_rows,) = query(db, "SELECT sum(estimated) FROM usage_daily")[0]
+    assert est_rows == sum(kinds.values())
 
 
 def test_random_appends_to_an_existing_database(tmp_path):

@@ -38,7 +38,8 @@ def compose_cmd():
                 "(scripts/install-deps.sh installs docker-compose)")
 
 
-def compose_config(*profiles, token="test-operator-token"):
+def compose_config(*profiles, token="test-operator-token",
+                   gateway_secret="dGVzdC1nYXRld2F5LXNlY3JldC10ZXN0LWdhdGV3YXkh"):
     """`config` with .env.example as the env file, as a fresh checkout would run it, and
     TALLY_OPERATOR_TOKEN (which the example leaves empty on purpose) from the shell.
     Returns (exit status, parsed configuration or stderr)."""
@@ -49,6 +50,8 @@ def compose_config(*profiles, token="test-operator-token"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_")}
     if token:
         env["TALLY_OPERATOR_TOKEN"] = token
+    if gateway_secret:
+        env["TALLY_GATEWAY_SECRET"] = gateway_secret
     r = subprocess.run(args + ["config"], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=60)
     if r.returncode != 0:
@@ -75,9 +78,24 @@ def test_compose_config_validates():
         assert s["build"]["target"] == name
         assert s.get("restart") == "unless-stopped"
 
-    # Without an operator token the stack does not even configure.
+    # Without an operator token, or a gateway secret, the stack does not even configure.
     rc, err = compose_config(token=None)
     assert rc != 0 and "TALLY_OPERATOR_TOKEN" in err
+    rc, err = compose_config(gateway_secret=None)
+    assert rc != 0 and "TALLY_GATEWAY_SECRET" in err
+
+    # Only HAProxy reaches the agent's SPOP and records ports: it shares the agent's
+    # network namespace, where they listen on loopback alone.
+    assert services["haproxy"]["network_mode"] == "service:agent"
+    assert "networks" not in services["haproxy"]
+    conf = dict(line.split(None, 1) for line in
+                (ROOT / "docker" / "agent.conf").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert conf["listen"].startswith("127.0.0.1:") and conf["records"].startswith("127.0.0.1:")
+    env = services["haproxy"]["environment"]
+    assert env["TALLY_AGENT_ADDR"] == conf["listen"]
+    assert env["TALLY_RECORDS_ADDR"] == conf["records"]
+    assert env["TALLY_GATEWAY_SECRET"] == services["agent"]["environment"]["TALLY_GATEWAY_SECRET"]
 
     # One named volume for the database: the agent writes it, queryd reads it.
     def mounts(svc):
@@ -175,6 +193,7 @@ def haproxy_env(tmp, **extra):
         "TALLY_FAILOPEN_BACKEND": "be_mock_openai",
         "TALLY_MOCK_ADDR": f"127.0.0.1:{free_port()}",
         "TALLY_MOCK_CREDENTIAL": "x",
+        "TALLY_GATEWAY_SECRET": "g" * 43,
     })
     env.update(extra)
     return env
@@ -473,6 +492,24 @@ def test_backup_and_retention_procedures_while_the_agent_writes(tmp_path):
             load.done.set()
             load.join(15)
         s.close()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000, 0o277], ids=["022", "000", "277"])
+def test_backup_is_mode_0600_whatever_the_umask(tmp_path, umask):
+    """The copy holds key hashes and usage: owner-only whatever the umask (SQLite left
+    alone made it 0644 under 022 and 000, 0400 under 277)."""
+    ctl = str(binary("tallyctl"))
+    db = tmp_path / "tally.db"
+    subprocess.run([ctl, "--db", str(db), "provider", "set", "p", "--api", "openai",
+                    "--backend", "be_p"], check=True, capture_output=True)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    dest = backups / "copy.db"
+    r = subprocess.run([ctl, "--db", str(db), "backup", str(dest)], capture_output=True,
+                       text=True, preexec_fn=lambda: os.umask(umask))
+    assert r.returncode == 0, r.stderr
+    assert oct(dest.stat().st_mode & 0o7777) == oct(0o600)
+    assert [p.name for p in backups.iterdir()] == ["copy.db"]   # no temporary left
 
 
 def test_backup_refuses_to_overwrite_and_prune_refuses_a_missing_db(tmp_path):

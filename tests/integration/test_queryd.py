@@ -12,6 +12,7 @@ import math
 import os
 import random
 import re
+import socket
 import sqlite3
 import subprocess
 import time
@@ -28,6 +29,7 @@ DATA_PATHS = ["/api/summary", "/api/requests", "/api/requests/x", "/api/keys", "
               "/api/live", "/api/export?from=0&to=1"]
 OUTCOMES = ["complete", "complete", "complete", "client_abort", "upstream_error",
             "upstream_rejected", "denied", "gateway_rejected", "no_record"]
+FORWARDED = ("complete", "client_abort", "upstream_error", "no_record")
 NOW = int(time.time())
 TODAY = NOW - NOW % 86400
 BASE = TODAY - 5 * 86400           # whole days BASE .. BASE+3d sit inside the summary range
@@ -44,7 +46,7 @@ class Queryd:
             argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite", "-q"] + argv
         env = {k: v for k, v in os.environ.items() if k != "TALLY_OPERATOR_TOKEN"}
-        if token and env_token:
+        if token is not None and env_token:
             env["TALLY_OPERATOR_TOKEN"] = token
         self.proc = Proc(name, argv, tmp, env=env)
         wait_port(self.port, self.proc, timeout=30)
@@ -100,7 +102,8 @@ def gen(db, *args, timeout=120):
 
 def make_rows(key_ids):
     """Known rows: around BASE (5 days ago) over 5 days, some today, ties on started_at,
-    every outcome, NULLs in every nullable column, durations in every latency bucket."""
+    every outcome, NULLs in every nullable column, durations in every latency bucket;
+    forwarded rows without full usage carry estimates sometimes (priced, unpriced, 0)."""
     rnd = random.Random(7)
     models = [("m-gpt", "p-openai"), ("m-claude", "p-anth"), ("m-other", "p-openai"),
               (None, None), ("modèle", "p-anth")]
@@ -124,7 +127,12 @@ def make_rows(key_ids):
              "usage_source": rnd.choice(["none", "response", "stream", "partial"]),
              "termination": rnd.choice(["--", "CD", "SH", None]), "started_at": started_ms,
              "duration_ms": rnd.choice(durations), "ttfb_ms": rnd.choice([None, 12]),
-             "bytes_in": rnd.randrange(100, 5000), "bytes_out": rnd.choice([None, 9000])}
+             "bytes_in": rnd.randrange(100, 5000), "bytes_out": rnd.choice([None, 9000]),
+             "estimated_tokens": None, "estimated_cost_micros": None}
+        if r["usage_source"] in ("none", "partial") and r["outcome"] in FORWARDED:
+            est = rnd.choice([None, 0, rnd.randrange(1, 5000), rnd.randrange(1, 5000)])
+            r["estimated_tokens"] = est
+            r["estimated_cost_micros"] = None if est is None else rnd.choice([None, est * 3])
         return r
 
     i = 0
@@ -221,7 +229,10 @@ def usage(rows):
            "cache_creation_tokens": sum(n(r["cache_creation_tokens"]) for r in rows),
            "reasoning_tokens": sum(n(r["reasoning_tokens"]) for r in rows),
            "cost_micros": sum(n(r["cost_micros"]) for r in rows),
-           "unpriced": sum(bool(r["unpriced"]) for r in rows)}
+           "unpriced": sum(bool(r["unpriced"]) for r in rows),
+           "estimated": sum(r["estimated_tokens"] is not None for r in rows),
+           "estimated_tokens": sum(n(r["estimated_tokens"]) for r in rows),
+           "estimated_cost_micros": sum(n(r["estimated_cost_micros"]) for r in rows)}
     out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
     dur = sum(n(r["duration_ms"]) for r in rows)
     pct = {}
@@ -274,7 +285,7 @@ def summary_expected(rows, frm, to, group, key_id=None, model=None):
 def test_auth_on_every_data_endpoint(world):
     q = world["q"]
     status, _, body = q.request("/api/health", token=None)
-    assert status == 200 and json.loads(body) == {"ok": True, "data": True, "schema_version": 4}
+    assert status == 200 and json.loads(body) == {"ok": True, "data": True, "schema_version": 5}
     wrong_same_len = TOKEN[:-1] + ("x" if TOKEN[-1] != "x" else "y")
     for path in DATA_PATHS:
         for token in (None, wrong_same_len, TOKEN + "0", "short", ""):
@@ -289,15 +300,17 @@ def test_auth_on_every_data_endpoint(world):
         assert status in (200, 404), path     # the scheme is case-insensitive
 
 
-def test_without_token_serves_only_health_and_files(world, tmp_path):
-    q = Queryd(tmp_path, world["db"], name="queryd-notoken", token=None)
+@pytest.mark.parametrize("token", [None, ""], ids=["unset", "empty"])
+def test_without_token_serves_only_health_and_files(world, tmp_path, token):
+    """TALLY_OPERATOR_TOKEN="" is no token: not a token that nothing matches."""
+    q = Queryd(tmp_path, world["db"], name="queryd-notoken", token=token)
     try:
         status, _, body = q.request("/api/health", token=None)
         assert status == 200 and json.loads(body)["data"] is False
         for path in DATA_PATHS:
-            for token in (None, TOKEN):
-                status, headers, body = q.request(path, token=token)
-                assert status == 503, path
+            for given in (None, "", TOKEN):
+                status, headers, body = q.request(path, token=given)
+                assert status == 503, (path, given)
                 assert json.loads(body) == {
                     "error": "TALLY_OPERATOR_TOKEN is not set: queryd serves no data"}
         status, headers, _ = q.request("/", token=None)
@@ -398,7 +411,8 @@ def row_json(r):
                              "completion_tokens", "cached_tokens", "cache_creation_tokens",
                              "reasoning_tokens", "cost_micros", "outcome", "usage_source",
                              "termination", "started_at", "duration_ms", "ttfb_ms",
-                             "bytes_in", "bytes_out")}
+                             "bytes_in", "bytes_out", "estimated_tokens",
+                             "estimated_cost_micros")}
     return out
 
 
@@ -479,8 +493,10 @@ def test_keys_limits_and_spend(world):
     def spend(key_id, start):
         sel = [r for r in rows if r["key_id"] == key_id and r["started_at"] >= start * 1000]
         u = usage(sel)
-        return {"cost_micros": u["cost_micros"], "requests": u["requests"],
-                "total_tokens": u["total_tokens"]}
+        return {"cost_micros": u["cost_micros"],
+                "estimated_cost_micros": u["estimated_cost_micros"],
+                "charged_micros": u["cost_micros"] + u["estimated_cost_micros"],
+                "requests": u["requests"], "total_tokens": u["total_tokens"]}
     assert a["spend"] == {"period": "total", "period_start": 0, **spend(keys["alpha"], 0)}
     assert b["spend"] == {"period": "day", "period_start": TODAY, **spend(keys["beta"], TODAY)}
     assert b["spend"]["requests"] == 30
@@ -503,7 +519,61 @@ def test_models_prices_and_month(world):
     for name, m in got.items():
         u = usage([r for r in rows if r["model"] == name and r["started_at"] >= ms * 1000])
         assert m["month"] == {"period_start": ms, "requests": u["requests"],
-                              "total_tokens": u["total_tokens"], "cost_micros": u["cost_micros"]}
+                              "total_tokens": u["total_tokens"], "cost_micros": u["cost_micros"],
+                              "estimated_cost_micros": u["estimated_cost_micros"]}
+
+
+def test_estimated_spend_beside_reported(world):
+    """Estimates are summed beside the reported figures, never into them: the summary's
+    groups and totals, a key's spend (charged = reported + estimated: what its budget
+    counts), a model's month, one request, and the export's last two columns."""
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    est = [r for r in rows if r["estimated_tokens"] is not None]
+    # the seeded rows hold every case: priced, unpriced (null cost), an estimate of 0
+    assert any(r["estimated_cost_micros"] for r in est)
+    assert any(r["estimated_cost_micros"] is None for r in est)
+    assert any(r["estimated_tokens"] == 0 for r in est)
+    assert all(r["usage_source"] in ("none", "partial") for r in est)
+
+    frm, to = BASE - 86400, NOW + 60
+    inside = [r for r in rows if r["started_at"] >= frm * 1000]
+    got = q.get(f"/api/summary?from={frm}&to={to}&group=key&limit=1000")
+    t = got["totals"]
+    assert (t["estimated"], t["estimated_tokens"], t["estimated_cost_micros"]) == (
+        sum(r["estimated_tokens"] is not None for r in inside),
+        sum(r["estimated_tokens"] or 0 for r in inside),
+        sum(r["estimated_cost_micros"] or 0 for r in inside))
+    assert t["estimated_cost_micros"] > 0 and t["cost_micros"] == \
+        sum(r["cost_micros"] or 0 for r in inside)
+    by_key = {g["group"]: g for g in got["rows"]}
+    a = [r for r in inside if r["key_id"] == keys["alpha"]]
+    assert by_key[keys["alpha"]]["estimated_cost_micros"] == \
+        sum(r["estimated_cost_micros"] or 0 for r in a)
+
+    spend = {k["name"]: k["spend"] for k in q.get("/api/keys")["keys"]}["alpha"]
+    alpha = [r for r in rows if r["key_id"] == keys["alpha"]]          # budget: total
+    reported = sum(r["cost_micros"] or 0 for r in alpha)
+    estimated = sum(r["estimated_cost_micros"] or 0 for r in alpha)
+    assert estimated > 0
+    assert (spend["cost_micros"], spend["estimated_cost_micros"], spend["charged_micros"]) == \
+        (reported, estimated, reported + estimated)
+
+    priced = next(r for r in est if r["estimated_cost_micros"])
+    unpriced = next(r for r in est if r["estimated_cost_micros"] is None)
+    plain = next(r for r in rows if r["estimated_tokens"] is None)
+    for r in (priced, unpriced, plain):
+        one = q.get(f"/api/requests/{r['request_id']}")["request"]
+        assert (one["estimated_tokens"], one["estimated_cost_micros"]) == \
+            (r["estimated_tokens"], r["estimated_cost_micros"]), r["request_id"]
+
+    _, body = export(q, f"from={frm}&to={to}")
+    table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+    assert table[0][-2:] == ["estimated_tokens", "estimated_cost_micros"]
+    cells = {line[0]: line[-2:] for line in table[1:]}
+    assert cells[priced["request_id"]] == [str(priced["estimated_tokens"]),
+                                           str(priced["estimated_cost_micros"])]
+    assert cells[unpriced["request_id"]] == [str(unpriced["estimated_tokens"]), ""]
+    assert cells[plain["request_id"]] == ["", ""]
 
 
 def test_live_agent_down_shows_stored_counters(world):
@@ -512,10 +582,25 @@ def test_live_agent_down_shows_stored_counters(world):
     con = sqlite3.connect(world["db"])
     con.row_factory = sqlite3.Row
     stored = dict(con.execute("SELECT received, written, dropped, duplicates, timed_out, "
-                              "unpriced, updated_at FROM accounting").fetchone())
+                              "unpriced, updated_at, unauthenticated, pending_overflow "
+                              "FROM accounting").fetchone())
     con.close()
     assert got["stored"] == stored
     assert stored["written"] == len(world["rows"])
+    assert (stored["unauthenticated"], stored["pending_overflow"]) == (0, 0)
+
+
+def forged_record():
+    """A record as HAProxy's log-format writes it (REAL_OPENAI_UNARY of
+    tests/unit/record_lines.h, read from there so that it follows the format), whose
+    MACs were not made with the gateway secret."""
+    text = (ROOT / "tests" / "unit" / "record_lines.h").read_text()
+    macros = {}
+    for m in re.finditer(r"#define (\w+)((?:[^\n]*\\\n)*[^\n]*)", text):
+        parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\w+)', m.group(2))
+        macros[m.group(1)] = "".join(lit if lit else macros.get(name, "")
+                                     for lit, name in parts)
+    return macros["REAL_OPENAI_UNARY"].encode()
 
 
 def test_live_agent_up(tmp_path):
@@ -529,11 +614,30 @@ def test_live_agent_up(tmp_path):
             got = q.get("/api/live")
             assert got["agent"] == "up", got
             assert set(got["counters"]) >= {"received", "written", "dropped", "duplicates",
-                                             "timed_out", "unpriced"}
+                                             "timed_out", "unpriced", "unauthenticated",
+                                             "pending_overflow"}
             assert got["counters"]["written"] == s.counters()["written"]
+            assert (got["counters"]["unauthenticated"], got["counters"]["pending_overflow"]) \
+                == (0, 0)
+            # two forged records, as a stranger on the records port would send them
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                for _ in range(2):
+                    u.sendto(forged_record(), ("127.0.0.1", s.records_port))
+            deadline = time.time() + 10
+            while got["counters"]["unauthenticated"] < 2 and time.time() < deadline:
+                time.sleep(0.05)
+                got = q.get("/api/live")
+            assert got["counters"]["unauthenticated"] == 2, got
+            assert got["counters"]["received"] == s.counters()["received"]
             assert got["queue_capacity"] > 0 and got["version"].startswith("tally-agent")
             assert got["pid"] == s.procs["agent"].pid or VALGRIND
             assert "ok" not in got
+            # stopped, the agent leaves its counters in the accounting row: shown stored
+            assert s.stop_agent() == 0
+            got = q.get("/api/live")
+            assert got["agent"] == "down", got
+            assert (got["stored"]["unauthenticated"], got["stored"]["pending_overflow"]) == \
+                (2, 0), got
         finally:
             q.stop()
     finally:
@@ -676,7 +780,16 @@ def test_refuses_missing_or_old_database(tmp_path):
     r = subprocess.run([str(binary("tally-queryd")), "--db", str(old),
                         "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
                        timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
-    assert r.returncode == 1 and "older than 4" in r.stderr, r.stderr
+    assert r.returncode == 1 and "older than 5" in r.stderr, r.stderr
+    v4 = tmp_path / "v4.db"         # the schema before estimates
+    con = sqlite3.connect(v4)
+    con.executescript((ROOT / "sql" / "schema.sql").read_text())
+    con.execute("PRAGMA user_version = 4")
+    con.close()
+    r = subprocess.run([str(binary("tally-queryd")), "--db", str(v4),
+                        "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                       timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
+    assert r.returncode == 1 and "schema version 4 is older than 5" in r.stderr, r.stderr
     r = subprocess.run([str(binary("tally-queryd")), "--threads", "0"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--threads" in r.stderr

@@ -123,7 +123,7 @@ def test_group_help(ctl, group):
 def test_first_command_creates_database(ctl):
     out = ctl.ok("provider", "list")
     assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
-    assert ctl.query("PRAGMA user_version") == [(4,)]
+    assert ctl.query("PRAGMA user_version") == [(5,)]
     assert ctl.query("PRAGMA journal_mode") == [("wal",)]
     assert ctl.generation() == 0
     assert not ctl.secret.exists(), "only key creation needs the secret"
@@ -311,7 +311,7 @@ def test_migrate_v1_database(tmp_path):
     assert ctl.query("PRAGMA user_version") == [(1,)]
 
     models = ctl.json("model", "list")   # opening migrates
-    assert ctl.query("PRAGMA user_version") == [(4,)]
+    assert ctl.query("PRAGMA user_version") == [(5,)]
     # Keys come through without limits.
     assert ctl.query("SELECT rpm, tpm, max_concurrent, budget_micros, budget_period FROM keys") \
         == [(None, None, None, None, "month")] * 2

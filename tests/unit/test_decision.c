@@ -133,9 +133,107 @@ static void test_capture_choice(void)
 	             "{\"model\":\"gpt-a\",\"max_tokens\":10,\"logprobs\":true}").capture);
 	CHECK(decide(FIX_KEY_OPEN,
 	             "{\"model\":\"gpt-a\",\"max_tokens\":10,\"stream\":true}").capture);
-	/* A prefix may hide a larger bound after the cut. */
+	/* A prefix may hide a larger bound after the cut, a body seen whole may not. */
 	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
 	                  "{\"model\":\"gpt-a\",\"max_tokens\":10,\"messages\":[", 1).capture);
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                  "{\"model\":\"gpt-a\",\"max_tokens\":10,\"messages\":[]}", 1).capture);
+	/* A bound only some readers see, or two of them: the answer's size is unknown. */
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
+	                           "\"MAX_TOKENS\":90000}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
+	                           "\"max_tokens\":10}").capture);
+	/* Members that grow the answer beyond max_tokens. */
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,\"echo\":true}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
+	                           "\"modalities\":[\"text\",\"audio\"]}").capture);
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
+	                            "\"echo\":false,\"best_of\":1,\"top_logprobs\":null}").capture);
+}
+
+/* The usage amendment: the edit the capture filter makes, for every stream_options. */
+static void test_usage_amendment(void)
+{
+	struct {
+		const char *body, *want;   /* want: the body as edited; NULL: left alone */
+	} cases[] = {
+		{ "{\"model\":\"gpt-a\",\"stream\":true}",
+		  "{\"stream_options\":{\"include_usage\":true},\"model\":\"gpt-a\",\"stream\":true}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\": false}}",
+		  "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\": true}}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{ }}",
+		  "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":true }}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"x\":1}}",
+		  "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":true,\"x\":1}}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":null}",
+		  "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":\"no\"}}",
+		  "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}" },
+		{ "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}", NULL },
+		{ "{\"model\":\"gpt-a\",\"stream\":false}", NULL },
+		{ "{\"model\":\"gpt-a\"}", NULL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct decision d = decide(FIX_KEY_OPEN, cases[i].body);
+		char out[512];
+		size_t n = strlen(cases[i].body);
+
+		CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+		CHECK(!d.amend_scan);
+		if (!cases[i].want) {
+			CHECK(d.amend_text == NULL);
+			continue;
+		}
+		CHECK(d.amend_text != NULL && d.amend_at > 0);
+		if (!d.amend_text)
+			continue;
+		snprintf(out, sizeof(out), "%.*s%s%s", (int)d.amend_at, cases[i].body, d.amend_text,
+		         cases[i].body + d.amend_at + d.amend_cut);
+		CHECK_EQ_STR(out, cases[i].want);
+		(void)n;
+	}
+	/* Two stream_options, or one spelled so that only some readers see it: nobody can
+	 * tell what usage was asked for. */
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":{},"
+	                                  "\"stream_options\":{}}").verdict, DECISION_BAD_BODY);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true,"
+	                                  "\"Stream_Options\":{}}").verdict, DECISION_BAD_BODY);
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true,\"stream_options\":"
+	                                  "{\"include_usage\":true,\"INCLUDE_USAGE\":false}}").verdict,
+	             DECISION_BAD_BODY);
+	/* Anthropic streams always report usage: nothing to amend. */
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                  "{\"model\":\"claude-a\",\"stream\":true}", 0).amend_text == NULL);
+	/* A chunked body seen whole is amended as any other. */
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "CHUNKED " CHAT,
+	                  "{\"model\":\"gpt-a\",\"stream\":true}", 0).amend_text != NULL);
+}
+
+/* A body longer than the agent saw: the capture filter finishes the amendment. */
+static void test_usage_amendment_of_a_cut_body(void)
+{
+	struct decision d;
+
+	/* stream not seen yet: the body gets room for the amendment */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"messages\":[{\"content\":\"xx", 1);
+	CHECK(d.amend_scan && d.amend_text && strstr(d.amend_text, "include_usage") && d.amend_at == 0);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"model\":\"gpt-a\",\"stream\":true,\"messages\":[{\"content\":\"xx", 1);
+	CHECK(d.amend_scan && d.amend_text);
+	/* no stream: only read for a second stream or model, the length kept */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"model\":\"gpt-a\",\"stream\":false,\"messages\":[{\"content\":\"xx", 1);
+	CHECK(d.amend_scan && !d.amend_text);
+	/* asked for usage, whole, before the cut */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"stream\":true,\"stream_options\":{\"include_usage\":true},\"messages\":[", 1);
+	CHECK(d.amend_scan && !d.amend_text);
+	/* ...but cut inside stream_options: not settled */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"stream\":true,\"stream_options\":{\"include_usage\":true", 1);
+	CHECK(d.amend_scan && d.amend_text);
 }
 
 /* A limited key's reservation: prompt bytes / 4 plus the output bound, priced up. */
@@ -143,26 +241,28 @@ static void test_estimate(void)
 {
 	struct decision_request req = { 0 };
 	struct decision d;
-	int64_t tokens, cost;
 	const char *body = "{\"model\":\"gpt-a\",\"max_tokens\":100}";   /* 33 bytes */
 
 	d = decide(FIX_KEY_OPEN, body);
 	req.body.ptr = body;
 	req.body.len = strlen(body);
 	req.body_size = -1;
-	decision_estimate(&d, &req, 4096, &tokens, &cost);
-	CHECK_EQ_INT(tokens, 9 + 100);
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_tokens, 9 + 100);
+	CHECK_EQ_INT(d.est_prompt_tokens, 9);
+	CHECK_EQ_INT(d.est_completion_tokens, 100);
 	/* gpt-a: 100 and 200 micro-dollars per Mtok, each part rounded up */
-	CHECK_EQ_INT(cost, 1 + 1);
+	CHECK_EQ_INT(d.est_cost_micros, 1 + 1);
 	/* The size HAProxy announced counts when the buffer held less. */
 	req.body_size = 4000000;
-	decision_estimate(&d, &req, 4096, &tokens, &cost);
-	CHECK_EQ_INT(tokens, 1000000 + 100);
-	CHECK_EQ_INT(cost, 100 + 1);
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_tokens, 1000000 + 100);
+	CHECK_EQ_INT(d.est_cost_micros, 100 + 1);
 	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
 	req.body_size = -1;
-	decision_estimate(&d, &req, 4096, &tokens, &cost);
-	CHECK_EQ_INT(tokens, 9 + 4096);
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_tokens, 9 + 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 4096);
 	decision_limit(&d, QUOTA_TPM);
 	CHECK_EQ_INT(d.verdict, DECISION_TPM_LIMITED);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
@@ -312,6 +412,8 @@ int main(void)
 	RUN(test_allow_lists);
 	RUN(test_models_and_bodies);
 	RUN(test_capture_choice);
+	RUN(test_usage_amendment);
+	RUN(test_usage_amendment_of_a_cut_body);
 	RUN(test_estimate);
 	RUN(test_truncated_bodies);
 	RUN(test_error_bodies);

@@ -196,6 +196,7 @@ struct hand_spec {
 	int64_t status;
 	uint64_t outcome;
 	int trailing;        /* bytes of junk after the last field */
+	int appended;        /* with the fields appended after the first release */
 };
 
 /* A whole entry: payload per the format, then header with FNV-1a (written afresh). */
@@ -222,6 +223,8 @@ static size_t hand_entry(unsigned char *out, int kind, const struct hand_spec *s
 	hand_varint(&p, ACCT_USAGE_STREAM);
 	for (f = 0; f < 5; f++)                            /* times and bytes */
 		hand_varint(&p, hand_zz(1733000000000 + f));
+	for (f = 0; s->appended && f < 4; f++)             /* estimates */
+		hand_varint(&p, hand_zz(7 + f));
 	for (f = 0; f < s->trailing; f++)
 		p.b[p.len++] = 0;
 	h = (h ^ (unsigned char)kind) * 16777619u;
@@ -248,7 +251,7 @@ static void test_decode_format(void)
 {
 	static const char long_id[ACCT_ID_MAX + 1] =
 		"0123456789012345678901234567890123456789012345678901234567890123";
-	struct hand_spec ok = { "req-1", 5, 200, ACCT_COMPLETE, 0 }, s;
+	struct hand_spec ok = { "req-1", 5, 200, ACCT_COMPLETE, 0, 0 }, s;
 	unsigned char b[4096];
 	struct acct_row row;
 	size_t n;
@@ -263,6 +266,20 @@ static void test_decode_format(void)
 	CHECK_EQ_INT(row.cost_micros, 499);
 	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_STREAM);
 	CHECK_EQ_INT(row.bytes_out, 1733000000004);
+	/* An entry of the first release: the appended estimates read as absent. */
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.est_completion_tokens, ACCT_NONE);
+	s = ok;
+	s.appended = 1;
+	n = hand_entry(b, JOURNAL_ROW, &s);
+	CHECK_EQ_INT(decode(b, n, &row), 1);
+	CHECK_EQ_INT(row.estimated_tokens, 7);
+	CHECK_EQ_INT(row.estimated_cost_micros, 8);
+	CHECK_EQ_INT(row.est_prompt_tokens, 9);
+	CHECK_EQ_INT(row.est_completion_tokens, 10);
+	/* Junk after either form, or some of the appended fields only, is no entry. */
+	s.trailing = 1;
+	CHECK_EQ_INT(decode(b, hand_entry(b, JOURNAL_ROW, &s), &row), -1);
 
 	s = ok;
 	s.id_len = ACCT_ID_MAX - 1;

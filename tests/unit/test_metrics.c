@@ -178,8 +178,8 @@ static void test_render_format(void)
 			CHECK(end != value + 1 && *end == '\0');
 		}
 	}
-	CHECK_EQ_INT(ndeclared, 19);
-	CHECK_EQ_INT(nsamples, 16 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	CHECK_EQ_INT(ndeclared, 21);
+	CHECK_EQ_INT(nsamples, 18 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 

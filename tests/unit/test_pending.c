@@ -28,7 +28,7 @@ static void on_expired(void *arg, const struct acct_row *row)
 
 static void test_add_take_replace(void)
 {
-	struct pending *p = pending_new();
+	struct pending *p = pending_new(1024);
 	struct acct_row r = row_of("a", 1), out, old;
 
 	CHECK_EQ_INT(pending_add(p, &r, 100, NULL), 0);
@@ -44,9 +44,38 @@ static void test_add_take_replace(void)
 	pending_free(p);
 }
 
+/* At most max entries await a record; replacing one or taking one makes no room for
+ * nothing, and taking one makes room for another. */
+static void test_bounded(void)
+{
+	struct pending *p = pending_new(3);
+	struct acct_row out;
+	char id[16];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		struct acct_row r;
+
+		snprintf(id, sizeof(id), "r%d", i);
+		r = row_of(id, 1);
+		CHECK_EQ_INT(pending_add(p, &r, 100, NULL), 0);
+	}
+	{
+		struct acct_row extra = row_of("r3", 1), again = row_of("r1", 2);
+
+		CHECK_EQ_INT(pending_add(p, &extra, 100, NULL), -1);
+		CHECK_EQ_INT(pending_add(p, &again, 100, NULL), 1);
+		CHECK_EQ_INT(pending_count(p), 3);
+		CHECK_EQ_INT(pending_take(p, "r0", &out), 1);
+		CHECK_EQ_INT(pending_add(p, &extra, 100, NULL), 0);
+		CHECK_EQ_INT(pending_take(p, "r3", &out), 1);
+	}
+	pending_free(p);
+}
+
 static void test_expiry(void)
 {
-	struct pending *p = pending_new();
+	struct pending *p = pending_new(1024);
 	struct acct_row a = row_of("old", 1), b = row_of("new", 1);
 
 	expired_count = 0;
@@ -63,7 +92,7 @@ static void test_expiry(void)
  * after, and marks expire on their own cutoff without reaching the callback. */
 static void test_finished_marks(void)
 {
-	struct pending *p = pending_new();
+	struct pending *p = pending_new(1024);
 	struct acct_row r = row_of("late", 7), out;
 
 	CHECK_EQ_INT(pending_finish(p, "late", 1000), 0);
@@ -87,7 +116,7 @@ static void test_finished_marks(void)
 /* Marks are capped: a flood of them cannot grow without bound. */
 static void test_finished_marks_are_capped(void)
 {
-	struct pending *p = pending_new();
+	struct pending *p = pending_new(1024);
 	char id[32];
 	int i, kept = 0;
 
@@ -104,6 +133,7 @@ static void test_finished_marks_are_capped(void)
 int main(void)
 {
 	RUN(test_add_take_replace);
+	RUN(test_bounded);
 	RUN(test_expiry);
 	RUN(test_finished_marks);
 	RUN(test_finished_marks_are_capped);

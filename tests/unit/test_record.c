@@ -5,30 +5,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "gwsecret.h"
 #include "record.h"
 #include "record_lines.h"
 #include "unit.h"
 
 #define LINE_MAX_LEN 8192
 
-/* A record built per the log-format (haproxy/haproxy.cfg), fields 0..29; the capture
- * (field 30) is appended separately. */
-static const char *const base_fields[30] = {
-	"tally1/4242.17", "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11", "1796278643", "040", "200", "342",
+/* A record built per the log-format (haproxy/haproxy.cfg), fields 0..32; the capture
+ * (field 33) is appended separately. */
+static const char *const base_fields[33] = {
+	"tally2", REC_MAC, REC_NONCE, REC_NMAC, "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11", "1796278643", "040", "200", "342",
 	"555", "3", "0", "0", "2", "5", "--", "be_mock_openai", "allow", "7", "gpt-4o",
 	"openai", "0", "-", "-", "gpt-4o-2024-08-06", "1000", "500", "200", "50", "-", "-",
 	"-", "-",
 };
 
-/* The base record with field `which` (0..30) replaced by value; field 30 is the
- * capture ("-" when value is NULL and which != 30). */
+/* The base record with field `which` (0..33) replaced by value; field 33 is the
+ * capture ("-" when value is NULL and which != 33). */
 static size_t line_with(char *buf, int which, const char *value)
 {
 	size_t n = 0;
 	int i;
 
-	for (i = 0; i < 31; i++) {
-		const char *v = i == which ? value : i < 30 ? base_fields[i] : "-";
+	for (i = 0; i < 34; i++) {
+		const char *v = i == which ? value : i < 33 ? base_fields[i] : "-";
 
 		n += (size_t)snprintf(buf + n, LINE_MAX_LEN - n, "%s%s", i ? " " : "", v);
 	}
@@ -222,7 +226,7 @@ static void test_gateway_answers(void)
 	struct record r;
 
 	/* HAProxy answered alone (no agent variables): every optional field is "-". */
-	CHECK_EQ_INT(parse_str("tally1 0b6f2d0e 1796278643 001 503 120 260 0 -1 -1 -1 1 PR "
+	CHECK_EQ_INT(parse_str("tally2 " REC_MAC " " REC_NONCE " " REC_NMAC " 0b6f2d0e 1796278643 001 503 120 260 0 -1 -1 -1 1 PR "
 	                       "gateway - - - - - 1 - - - - - - - - - - -", &r), 0);
 	CHECK_EQ_INT(r.verdict.len, 0);
 	CHECK_EQ_INT(r.key_id, ACCT_NONE);
@@ -234,10 +238,10 @@ static void test_gateway_answers(void)
 	CHECK_EQ_STR(r.u_model, "");
 	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], ACCT_NONE);
 	/* A connection that never made a request: no id. */
-	CHECK_EQ_INT(parse_str("tally1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
+	CHECK_EQ_INT(parse_str("tally2 - - - - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
 	                       "- - - - - - - - - - - - - -", &r), -1);
 	/* A status HAProxy never had */
-	CHECK_EQ_INT(parse_with(4, "-1", &r), 0);
+	CHECK_EQ_INT(parse_with(7, "-1", &r), 0);
 	CHECK_EQ_INT(r.status, -1);
 }
 
@@ -246,22 +250,22 @@ static void test_url_encoded_names(void)
 	struct record r;
 
 	/* As HAProxy's url_enc printed "a+b c/d%é\"q\\z" (a model the mock named). */
-	CHECK_EQ_INT(parse_with(16, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
+	CHECK_EQ_INT(parse_with(19, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
 	CHECK_EQ_STR(r.model, "a+b c/d%\xc3\xa9\"q\\z");
-	CHECK_EQ_INT(parse_with(21, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
+	CHECK_EQ_INT(parse_with(24, "a%2Bb%20c%2Fd%25%C3%A9%22q%5Cz", &r), 0);
 	CHECK_EQ_STR(r.u_model, "a+b c/d%\xc3\xa9\"q\\z");
 	/* '+' is not form encoding's space: percent-encoding only */
-	CHECK_EQ_INT(parse_with(17, "a+b", &r), 0);
+	CHECK_EQ_INT(parse_with(20, "a+b", &r), 0);
 	CHECK_EQ_STR(r.provider, "a+b");
-	CHECK_EQ_INT(parse_with(16, "%61%62", &r), 0);
+	CHECK_EQ_INT(parse_with(19, "%61%62", &r), 0);
 	CHECK_EQ_STR(r.model, "ab");
 	/* broken escapes, control bytes, NUL */
-	CHECK_EQ_INT(parse_with(16, "abc%4", &r), -1);
-	CHECK_EQ_INT(parse_with(16, "abc%", &r), -1);
-	CHECK_EQ_INT(parse_with(16, "%zz", &r), -1);
-	CHECK_EQ_INT(parse_with(16, "a%0Ab", &r), -1);
-	CHECK_EQ_INT(parse_with(16, "a%00b", &r), -1);
-	CHECK_EQ_INT(parse_with(17, "a%7Fb", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "abc%4", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "abc%", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "%zz", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "a%0Ab", &r), -1);
+	CHECK_EQ_INT(parse_with(19, "a%00b", &r), -1);
+	CHECK_EQ_INT(parse_with(20, "a%7Fb", &r), -1);
 }
 
 static void test_upstream_model_is_lenient(void)
@@ -271,27 +275,27 @@ static void test_upstream_model_is_lenient(void)
 	size_t i;
 
 	/* The upstream names its model: an unstorable name is dropped, not the record. */
-	CHECK_EQ_INT(parse_with(21, "gpt%0A", &r), 0);
+	CHECK_EQ_INT(parse_with(24, "gpt%0A", &r), 0);
 	CHECK_EQ_STR(r.u_model, "");
 	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
-	CHECK_EQ_INT(parse_with(21, "%0", &r), 0);
+	CHECK_EQ_INT(parse_with(24, "%0", &r), 0);
 	CHECK_EQ_STR(r.u_model, "");
 	for (i = 0; i < ACCT_NAME_MAX; i++)
 		name[i] = 'm';
 	name[ACCT_NAME_MAX] = '\0';
-	CHECK_EQ_INT(parse_with(21, name, &r), 0);
+	CHECK_EQ_INT(parse_with(24, name, &r), 0);
 	CHECK_EQ_STR(r.u_model, "");
 	name[ACCT_NAME_MAX - 1] = '\0';
-	CHECK_EQ_INT(parse_with(21, name, &r), 0);
+	CHECK_EQ_INT(parse_with(24, name, &r), 0);
 	CHECK_EQ_INT(strlen(r.u_model), ACCT_NAME_MAX - 1);
 	/* the configured model is ours: too long is a broken record */
 	name[ACCT_NAME_MAX - 1] = 'm';
-	CHECK_EQ_INT(parse_with(16, name, &r), -1);
+	CHECK_EQ_INT(parse_with(19, name, &r), -1);
 	/* encoded, three bytes a character: the decoded length is what counts */
 	for (i = 0; i < ACCT_NAME_MAX - 1; i++)
 		memcpy(name + 3 * i, "%41", 3);
 	name[3 * (ACCT_NAME_MAX - 1)] = '\0';
-	CHECK_EQ_INT(parse_with(16, name, &r), 0);
+	CHECK_EQ_INT(parse_with(19, name, &r), 0);
 	CHECK_EQ_INT(strlen(r.model), ACCT_NAME_MAX - 1);
 	CHECK(r.model[0] == 'A');
 }
@@ -300,55 +304,55 @@ static void test_numbers(void)
 {
 	struct record r;
 
-	CHECK_EQ_INT(parse_with(2, "0", &r), 0);
-	CHECK_EQ_INT(parse_with(2, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(parse_with(5, "0", &r), 0);
+	CHECK_EQ_INT(parse_with(5, "9007199254740991", &r), 0);
 	CHECK_EQ_INT(r.accept_s, 9007199254740991LL);
 	/* malformed */
-	CHECK_EQ_INT(parse_with(2, "", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "-", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "+5", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "5a", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "0x10", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "1.5", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "--1", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "-", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "+5", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "5a", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "0x10", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "1.5", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "--1", &r), -1);
 	/* overflow, and values whose sums could overflow downstream */
-	CHECK_EQ_INT(parse_with(2, "9007199254740992", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "9223372036854775807", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "9223372036854775808", &r), -1);
-	CHECK_EQ_INT(parse_with(2, "99999999999999999999", &r), -1);
-	CHECK_EQ_INT(parse_with(10, "-9223372036854775808", &r), -1);
-	CHECK_EQ_INT(parse_with(8, "9007199254740991", &r), 0);
-	CHECK_EQ_INT(parse_with(8, "9007199254740992", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "9007199254740992", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "9223372036854775807", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "9223372036854775808", &r), -1);
+	CHECK_EQ_INT(parse_with(5, "99999999999999999999", &r), -1);
+	CHECK_EQ_INT(parse_with(13, "-9223372036854775808", &r), -1);
+	CHECK_EQ_INT(parse_with(11, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(parse_with(11, "9007199254740992", &r), -1);
 	/* negatives: accept time and bytes never; timers -1 (not reached) only */
-	CHECK_EQ_INT(parse_with(2, "-1", &r), -1);
-	CHECK_EQ_INT(parse_with(3, "-1", &r), -1);
-	CHECK_EQ_INT(parse_with(3, "1000", &r), -1);
-	CHECK_EQ_INT(parse_with(3, "999", &r), 0);
 	CHECK_EQ_INT(parse_with(5, "-1", &r), -1);
-	CHECK_EQ_INT(parse_with(6, "-5", &r), -1);
-	CHECK_EQ_INT(parse_with(9, "-1", &r), 0);
+	CHECK_EQ_INT(parse_with(6, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(6, "1000", &r), -1);
+	CHECK_EQ_INT(parse_with(6, "999", &r), 0);
+	CHECK_EQ_INT(parse_with(8, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(9, "-5", &r), -1);
+	CHECK_EQ_INT(parse_with(12, "-1", &r), 0);
 	CHECK_EQ_INT(r.tc, -1);
-	CHECK_EQ_INT(parse_with(9, "-2", &r), -1);
-	CHECK_EQ_INT(parse_with(11, "-1", &r), 0);
+	CHECK_EQ_INT(parse_with(12, "-2", &r), -1);
+	CHECK_EQ_INT(parse_with(14, "-1", &r), 0);
 	CHECK_EQ_INT(r.ta, -1);
 	/* status: -1 (none) to 999; it is stored as an int */
-	CHECK_EQ_INT(parse_with(4, "-2", &r), -1);
-	CHECK_EQ_INT(parse_with(4, "1000", &r), -1);
-	CHECK_EQ_INT(parse_with(4, "4294967496", &r), -1);
-	CHECK_EQ_INT(parse_with(4, "0", &r), 0);
+	CHECK_EQ_INT(parse_with(7, "-2", &r), -1);
+	CHECK_EQ_INT(parse_with(7, "1000", &r), -1);
+	CHECK_EQ_INT(parse_with(7, "4294967496", &r), -1);
+	CHECK_EQ_INT(parse_with(7, "0", &r), 0);
 	/* key id, stream, skipped, error */
-	CHECK_EQ_INT(parse_with(15, "-1", &r), -1);
-	CHECK_EQ_INT(parse_with(15, "x", &r), -1);
-	CHECK_EQ_INT(parse_with(18, "2", &r), -1);
 	CHECK_EQ_INT(parse_with(18, "-1", &r), -1);
-	CHECK_EQ_INT(parse_with(18, "1", &r), 0);
+	CHECK_EQ_INT(parse_with(18, "x", &r), -1);
+	CHECK_EQ_INT(parse_with(21, "2", &r), -1);
+	CHECK_EQ_INT(parse_with(21, "-1", &r), -1);
+	CHECK_EQ_INT(parse_with(21, "1", &r), 0);
 	CHECK_EQ_INT(r.stream, 1);
-	CHECK_EQ_INT(parse_with(19, "true", &r), -1);
-	CHECK_EQ_INT(parse_with(19, "0", &r), 0);
+	CHECK_EQ_INT(parse_with(22, "true", &r), -1);
+	CHECK_EQ_INT(parse_with(22, "0", &r), 0);
 	CHECK_EQ_INT(r.skipped, 0);
-	CHECK_EQ_INT(parse_with(20, "-3", &r), 0);
+	CHECK_EQ_INT(parse_with(23, "-3", &r), 0);
 	CHECK_EQ_INT(r.spoe_error, -3);
-	CHECK_EQ_INT(parse_with(20, "e", &r), -1);
+	CHECK_EQ_INT(parse_with(23, "e", &r), -1);
 }
 
 static void test_usage_fields(void)
@@ -357,37 +361,37 @@ static void test_usage_fields(void)
 
 	/* json_query prints whatever integer the upstream wrote: a negative count is no
 	 * count, and the record (status, bytes, timers) is kept. */
-	CHECK_EQ_INT(parse_with(22, "-5", &r), 0);
+	CHECK_EQ_INT(parse_with(25, "-5", &r), 0);
 	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], ACCT_NONE);
 	CHECK_EQ_INT(r.u[RECORD_U_COMPLETION], 500);
-	CHECK_EQ_INT(parse_with(29, "-1", &r), 0);
+	CHECK_EQ_INT(parse_with(32, "-1", &r), 0);
 	CHECK_EQ_INT(r.u[RECORD_U_CACHE_CREATION], ACCT_NONE);
-	CHECK_EQ_INT(parse_with(27, "0", &r), 0);
+	CHECK_EQ_INT(parse_with(30, "0", &r), 0);
 	CHECK_EQ_INT(r.u[RECORD_U_OUTPUT], 0);
-	CHECK_EQ_INT(parse_with(23, "9007199254740991", &r), 0);
+	CHECK_EQ_INT(parse_with(26, "9007199254740991", &r), 0);
 	CHECK_EQ_INT(r.u[RECORD_U_COMPLETION], 9007199254740991LL);
 	/* not an integer: not HAProxy's output */
-	CHECK_EQ_INT(parse_with(22, "1.5", &r), -1);
-	CHECK_EQ_INT(parse_with(22, "12abc", &r), -1);
-	CHECK_EQ_INT(parse_with(22, "9223372036854775808", &r), -1);
+	CHECK_EQ_INT(parse_with(25, "1.5", &r), -1);
+	CHECK_EQ_INT(parse_with(25, "12abc", &r), -1);
+	CHECK_EQ_INT(parse_with(25, "9223372036854775808", &r), -1);
 }
 
 static void test_capture_field(void)
 {
 	struct record r;
 
-	CHECK_EQ_INT(parse_with(30, "c1 j 12 5 4 {\"a\":1}\"b", &r), 0);
+	CHECK_EQ_INT(parse_with(33, "c1 j 12 5 4 {\"a\":1}\"b", &r), 0);
 	CHECK(r.has_capture && r.cap_kind == 'j');
 	CHECK_EQ_INT(r.body_bytes, 12);
 	CHECK(str_is(r.head, "{\"a\":"));
 	CHECK(str_is(r.tail, "1}\"b"));
 	/* head and tail with a gap, spaces inside them */
-	CHECK_EQ_INT(parse_with(30, "c1 s 9000 6 5 data: a b c", &r), 0);
+	CHECK_EQ_INT(parse_with(33, "c1 s 9000 6 5 data: a b c", &r), 0);
 	CHECK(str_is(r.head, "data: "));
 	CHECK(str_is(r.tail, "a b c"));
-	CHECK_EQ_INT(parse_with(30, "c1 o 0 0 0 ", &r), 0);
+	CHECK_EQ_INT(parse_with(33, "c1 o 0 0 0 ", &r), 0);
 	CHECK(r.has_capture && r.cap_kind == 'o' && r.head.len == 0 && r.tail.len == 0);
-	CHECK_EQ_INT(parse_with(30, "c1 j 1 1 0 {", &r), 0);
+	CHECK_EQ_INT(parse_with(33, "c1 j 1 1 0 {", &r), 0);
 	CHECK(str_is(r.head, "{"));
 }
 
@@ -406,7 +410,7 @@ static void test_capture_broken_keeps_record(void)
 	size_t i, n;
 
 	for (i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
-		CHECK_EQ_INT(parse_with(30, broken[i], &r), 0);
+		CHECK_EQ_INT(parse_with(33, broken[i], &r), 0);
 		if (r.has_capture)
 			fprintf(stderr, "capture accepted: %s\n", broken[i]);
 		CHECK_EQ_INT(r.has_capture, 0);
@@ -414,7 +418,7 @@ static void test_capture_broken_keeps_record(void)
 		CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
 	}
 	/* a NUL kind byte is not a kind */
-	n = line_with(buf, 30, "c1 ? 3 3 0 abc");
+	n = line_with(buf, 33, "c1 ? 3 3 0 abc");
 	*(char *)memchr(buf, '?', n) = '\0';
 	CHECK_EQ_INT(record_parse(buf, n, &r), 0);
 	CHECK_EQ_INT(r.has_capture, 0);
@@ -430,7 +434,7 @@ static void test_record_garbage(void)
 	CHECK_EQ_INT(parse_str("\n", &r), -1);
 	CHECK_EQ_INT(parse_str("tally1", &r), -1);
 	CHECK_EQ_INT(parse_str("GET / HTTP/1.1", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally2", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally1", &r), -1);   /* an older log-format */
 	CHECK_EQ_INT(parse_with(0, "<134>tally1", &r), -1);
 	/* too few fields */
 	n = line_with(buf, -1, NULL);
@@ -438,49 +442,99 @@ static void test_record_garbage(void)
 	*(char *)memrchr(buf, ' ', n) = '\0';
 	CHECK_EQ_INT(record_parse(buf, strlen(buf), &r), -1);
 	/* a field doubled up (empty field) */
-	CHECK_EQ_INT(parse_with(13, "a  b", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "a  b", &r), -1);
 	/* termination, backend, verdict, id */
-	CHECK_EQ_INT(parse_with(12, "-", &r), -1);
-	CHECK_EQ_INT(parse_with(12, "CDX", &r), -1);
-	CHECK_EQ_INT(parse_with(13, "", &r), -1);
-	CHECK_EQ_INT(parse_with(14, "a\x01", &r), -1);
-	CHECK_EQ_INT(parse_with(14, "0123456789012345678901234567890123456789012345678", &r), -1);
-	CHECK_EQ_INT(parse_with(1, "0123456789012345678901234567890123456789012345678901234567890123",
+	CHECK_EQ_INT(parse_with(15, "-", &r), -1);
+	CHECK_EQ_INT(parse_with(15, "CDX", &r), -1);
+	CHECK_EQ_INT(parse_with(16, "", &r), -1);
+	CHECK_EQ_INT(parse_with(17, "a\x01", &r), -1);
+	CHECK_EQ_INT(parse_with(17, "0123456789012345678901234567890123456789012345678", &r), -1);
+	CHECK_EQ_INT(parse_with(4, "0123456789012345678901234567890123456789012345678901234567890123",
 	                        &r), -1);
-	CHECK_EQ_INT(parse_with(1, "id\x7f", &r), -1);
+	CHECK_EQ_INT(parse_with(4, "id\x7f", &r), -1);
 	/* a NUL anywhere in a token */
-	n = line_with(buf, 13, "be?x");
+	n = line_with(buf, 16, "be?x");
 	*(char *)memchr(buf, '?', n) = '\0';
 	CHECK_EQ_INT(record_parse(buf, n, &r), -1);
 }
 
-/* The header's transaction name stands in for a unique id HAProxy never made. */
-static void test_header_and_missing_id(void)
+/* The connection's nonce stands in for a unique id HAProxy never made. */
+static void test_missing_id_and_nonce(void)
 {
 	struct record r;
+	char name[ACCT_ID_MAX];
 
-	CHECK_EQ_INT(parse_with(0, "tally1/4242.17", &r), 0);
-	CHECK(str_is(r.txn, "4242.17"));
-	CHECK(str_is(r.id, "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11"));
-	CHECK_EQ_INT(parse_with(0, "tally1", &r), 0);
-	CHECK_EQ_INT(r.txn.len, 0);
-	CHECK_EQ_INT(parse_str("tally1/99.1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
-	                       "- - - - - - - - - - - - - -", &r), 0);
+	CHECK_EQ_INT(parse_with(0, "tally2", &r), 0);
+	CHECK(str_is(r.mac, REC_MAC) && str_is(r.nonce, REC_NONCE) && str_is(r.nmac, REC_NMAC));
+	record_name(&r, name, sizeof(name));
+	CHECK_EQ_STR(name, "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11");
+	CHECK_EQ_INT(parse_str("tally2 - " REC_NONCE " " REC_NMAC " - 1796278643 040 400 0 0 -1"
+	                       " -1 -1 -1 0 CR gateway - - - - - - - - - - - - - - - - -", &r), 0);
 	CHECK_EQ_INT(r.id.len, 0);
-	CHECK(str_is(r.txn, "99.1"));
 	CHECK_EQ_INT(r.status, 400);
+	record_name(&r, name, sizeof(name));
+	CHECK_EQ_STR(name, "haproxy-" REC_NONCE);
 	/* Without either, nothing can name the transaction. */
-	CHECK_EQ_INT(parse_str("tally1 - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway - - - "
-	                       "- - - - - - - - - - - - - -", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/12", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/.12", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/12.", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/1.2.3", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/1a.2", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1-1.2", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/12345678901234567890.123456789012345678901", &r), -1);
-	CHECK_EQ_INT(parse_with(0, "tally1/12345678901234567890.12345678901234567890", &r), 0);
+	CHECK_EQ_INT(parse_str("tally2 - - - - 1796278643 040 400 0 0 -1 -1 -1 -1 0 CR gateway"
+	                       " - - - - - - - - - - - - - - - - -", &r), -1);
+	/* The header is the format's version: another one is refused whole. */
+	CHECK_EQ_INT(parse_with(0, "tally2/12.3", &r), -1);
+	CHECK_EQ_INT(parse_with(0, "tally3", &r), -1);
+	CHECK_EQ_INT(parse_with(1, "mac mac", &r), -1);
+	CHECK_EQ_INT(parse_with(1, "cmVjLW1hYy1yZWMtbWFjLXJlYy1tYWMtcmVjLW1hYyE=x", &r), -1);
+	CHECK_EQ_INT(parse_with(2, "0123456789012345678901234567890123456789012345678901234567890123x",
+	                        &r), -1);
+	CHECK_EQ_INT(parse_with(3, "a\x01", &r), -1);
+	CHECK_EQ_INT(parse_with(1, "-", &r), 0);
+	CHECK_EQ_INT(r.mac.len, 0);
+}
+
+/* Only a MAC under the gateway secret vouches for a record: of the id when there is one,
+ * of the nonce otherwise, and never the other way round. */
+static void test_authentic(void)
+{
+	struct gwsecret gw, other;
+	unsigned char key[KEYHASH_SECRET_LEN] = { 1, 2, 3 };
+	unsigned char mac[32], b64[GWSECRET_MAC_LEN + 1];
+	unsigned int maclen = sizeof(mac);
+	const char *id = "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11";
+	char line_id[GWSECRET_MAC_LEN + 1], line_nonce[GWSECRET_MAC_LEN + 1];
+	struct record r;
+
+	gwsecret_derive(key, &gw);
+	key[0] = 9;
+	gwsecret_derive(key, &other);
+	HMAC(EVP_sha256(), gw.key, (int)gw.key_len, (const unsigned char *)id, strlen(id), mac,
+	     &maclen);
+	EVP_EncodeBlock(b64, mac, (int)sizeof(mac));
+	memcpy(line_id, b64, sizeof(line_id));
+	HMAC(EVP_sha256(), gw.key, (int)gw.key_len, (const unsigned char *)REC_NONCE,
+	     strlen(REC_NONCE), mac, &maclen);
+	EVP_EncodeBlock(b64, mac, (int)sizeof(mac));
+	memcpy(line_nonce, b64, sizeof(line_nonce));
+
+	CHECK_EQ_INT(parse_with(1, line_id, &r), 0);
+	CHECK(record_authentic(&r, &gw));
+	CHECK(!record_authentic(&r, &other));
+	CHECK_EQ_INT(parse_with(1, REC_MAC, &r), 0);
+	CHECK(!record_authentic(&r, &gw));
+	/* The nonce's MAC does not vouch for a record that has an id... */
+	CHECK_EQ_INT(parse_with(3, line_nonce, &r), 0);
+	CHECK(!record_authentic(&r, &gw));
+	/* ...but does for one without. */
+	{
+		char line[512];
+
+		snprintf(line, sizeof(line), "tally2 - %s %s - 1796278643 040 408 0 0 -1 -1 -1 -1 0"
+		         " cR gateway - - - - - - - - - - - - - - - - -", REC_NONCE, line_nonce);
+		CHECK_EQ_INT(parse_str(line, &r), 0);
+		CHECK(record_authentic(&r, &gw));
+		CHECK(!record_authentic(&r, &other));
+		snprintf(line, sizeof(line), "tally2 - %s %s - 1796278643 040 408 0 0 -1 -1 -1 -1 0"
+		         " cR gateway - - - - - - - - - - - - - - - - -", REC_NONCE, line_id);
+		CHECK_EQ_INT(parse_str(line, &r), 0);
+		CHECK(!record_authentic(&r, &gw));
+	}
 }
 
 int main(void)
@@ -499,6 +553,7 @@ int main(void)
 	RUN(test_capture_field);
 	RUN(test_capture_broken_keeps_record);
 	RUN(test_record_garbage);
-	RUN(test_header_and_missing_id);
+	RUN(test_missing_id_and_nonce);
+	RUN(test_authentic);
 	return UNIT_DONE();
 }

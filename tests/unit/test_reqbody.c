@@ -200,6 +200,76 @@ static void test_output_bounds(void)
 	CHECK_EQ_INT(i.max_tokens, -1);
 }
 
+/* Where stream_options and include_usage are, for the amendment. */
+static void test_stream_options(void)
+{
+	const char *body = "{\"stream\":true, \"stream_options\" : {\"a\":[1], \"include_usage\":"
+	                   " false }, \"model\":\"m\"}";
+	struct reqbody_info i;
+	const struct reqbody_stream_options *so = &i.stream_options;
+
+	CHECK_EQ_INT(inspect(body, &i), REQBODY_COMPLETE);
+	CHECK(so->present && so->whole && so->is_object && !so->empty);
+	CHECK_EQ_INT(so->include_usage, 0);
+	CHECK(strncmp(body + so->iu_at, "false", so->iu_len) == 0 && so->iu_len == 5);
+	CHECK(strncmp(body + so->value_at, "{\"a\"", 4) == 0);
+	CHECK_EQ_INT(body[so->value_at + so->value_len - 1], '}');
+	CHECK_EQ_INT(body[so->open_end - 1], '{');
+
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"include_usage\":true}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(so->include_usage, 1);
+	CHECK_EQ_INT(inspect("{\"stream_options\":{}}", &i), REQBODY_COMPLETE);
+	CHECK(so->is_object && so->empty && so->include_usage == -1);
+	CHECK_EQ_INT(inspect("{\"stream_options\":null}", &i), REQBODY_COMPLETE);
+	CHECK(so->present && !so->is_object && so->value_len == 4);
+	CHECK_EQ_INT(inspect("{\"model\":\"m\"}", &i), REQBODY_COMPLETE);
+	CHECK(!so->present);
+	/* Cut inside: present but not whole, its include_usage not settled. */
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"include_usage\":true", &i), REQBODY_PREFIX);
+	CHECK(so->present && !so->whole);
+	/* Twice, or spelled so that only some readers see it, at either level: invalid. */
+	CHECK_EQ_INT(inspect("{\"stream_options\":{},\"stream_options\":{}}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"STREAM_OPTIONS\":{}}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"\u017ftream_options\":{}}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"include_usage\":true,\"include_usage\":false}}",
+	                     &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"Include_Usage\":true}}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"include_usage\\u0000\":true}}", &i),
+	             REQBODY_INVALID);
+	CHECK_EQ_INT(inspect("{\"stream_options\":{\"a\":1,}}", &i), REQBODY_INVALID);
+}
+
+/* Hints spelled twice or as only some readers read them: the bound is unknown. */
+static void test_ambiguous_hints(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"max_tokens\":5,\"max_tokens\":7}", &i), REQBODY_COMPLETE);
+	CHECK(i.hints_ambiguous);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":5,\"Max_Tokens\":90000}", &i), REQBODY_COMPLETE);
+	CHECK(i.hints_ambiguous);
+	CHECK_EQ_INT(i.max_tokens, 5);
+	CHECK_EQ_INT(inspect("{\"max_tokens\":5,\"max_completion_tokens\":7}", &i), REQBODY_COMPLETE);
+	CHECK(!i.hints_ambiguous);
+	CHECK_EQ_INT(i.max_tokens, 7);
+	CHECK_EQ_INT(inspect("{\"n\":1,\"N\":1}", &i), REQBODY_COMPLETE);
+	CHECK(i.hints_ambiguous);
+	/* Members that grow the answer. */
+	CHECK_EQ_INT(inspect("{\"echo\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"best_of\":3}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"logprobs\":2}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"top_logprobs\":0,\"echo\":false,\"audio\":null,\"best_of\":1}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(!i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"tools\":[{\"type\":\"web_search\"}]}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+	CHECK_EQ_INT(inspect("{\"modalities\":[\"text\",\"audio\"]}", &i), REQBODY_COMPLETE);
+	CHECK(i.many_outputs);
+}
+
 int main(void)
 {
 	RUN(test_complete_bodies);
@@ -211,5 +281,7 @@ int main(void)
 	RUN(test_long_model);
 	RUN(test_no_nul_terminator_needed);
 	RUN(test_output_bounds);
+	RUN(test_stream_options);
+	RUN(test_ambiguous_hints);
 	return UNIT_DONE();
 }

@@ -83,13 +83,17 @@ static void hello(struct buf *out, int healthcheck)
 	hello_sized(out, healthcheck, 8192);
 }
 
-static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth, const char *body)
+/* A NOTIFY as spoe-tally.conf sends it, with the gateway secret when secret is set. */
+static void notify_with(struct buf *out, uint64_t sid, uint64_t fid, const char *auth,
+                        const char *body, const char *secret)
 {
 	struct buf p = { .len = 0 };
-	unsigned char nargs = 5, t = SPOP_DATA_INT32;
+	unsigned char nargs = secret ? 6 : 5, t = SPOP_DATA_INT32;
 
 	put_str(&p, SESSION_MESSAGE);
 	put(&p, &nargs, 1);
+	if (secret)
+		put_kv_str(&p, "secret", secret);
 	put_kv_str(&p, "auth", auth);
 	put_kv_str(&p, "method", "POST");
 	put_kv_str(&p, "path", "/v1/chat/completions");
@@ -98,6 +102,11 @@ static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth
 	p.len += (size_t)spop_varint_encode(1, p.b + p.len, 10);
 	put_kv_str(&p, "body", body);
 	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, fid, &p);
+}
+
+static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth, const char *body)
+{
+	notify_with(out, sid, fid, auth, body, NULL);
 }
 
 /* Decodes every frame in out; returns how many, checking each type in order. */
@@ -250,6 +259,64 @@ static void test_acks_respect_a_small_frame_size(void)
 	CHECK_EQ_INT(s.stats.verdicts[DECISION_UNKNOWN_MODEL], 1);
 }
 
+static int decided_calls;
+static int decided_result;
+
+static int on_decided(void *arg, struct spop_str id, const struct decision *d)
+{
+	(void)arg;
+	(void)id;
+	(void)d;
+	decided_calls++;
+	return decided_result;
+}
+
+/* Only NOTIFYs carrying the gateway secret are decided and recorded; one the pending
+ * table cannot take is refused as busy. */
+static void test_gateway_secret_and_busy(void)
+{
+	static unsigned char outbuf[1 << 16];
+	struct buf in = { .len = 0 };
+	struct session s;
+	struct spop_writer w;
+	struct spop_frame last;
+	struct gwsecret gw;
+	unsigned char key[KEYHASH_SECRET_LEN] = { 7 };
+	size_t used;
+	const int want[] = { SPOP_FRAME_AGENT_HELLO, SPOP_FRAME_ACK, SPOP_FRAME_ACK, SPOP_FRAME_ACK,
+	                     SPOP_FRAME_ACK };
+	const char *body = "{\"model\":\"gpt-a\"}";
+
+	gwsecret_derive(key, &gw);
+	hello(&in, 0);
+	notify(&in, 1, 1, "Bearer " FIX_KEY_OPEN, body);
+	notify_with(&in, 2, 2, "Bearer " FIX_KEY_OPEN, body, "d3JvbmctZ2F0ZXdheS1zZWNyZXQtd3Jvbmc=");
+	notify_with(&in, 3, 3, "Bearer " FIX_KEY_OPEN, body, gw.text);
+	notify_with(&in, 4, 4, "Bearer " FIX_KEY_OPEN, body, gw.text);
+	session_init(&s, 16380);
+	s.secret = &gw;
+	s.on_decided = on_decided;
+	decided_calls = 0;
+	decided_result = 0;
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	/* up to the third NOTIFY, then the fourth with a full pending table */
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_UNAUTHENTICATED], 2);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_ALLOW], 2);
+	CHECK_EQ_INT(decided_calls, 2);
+	CHECK_EQ_INT(frames_of(outbuf, w.len, want, &last), 5);
+	CHECK(memmem(last.payload, last.payload_len, "allow", 5) != NULL);
+	in.len = 0;
+	notify_with(&in, 5, 5, "Bearer " FIX_KEY_OPEN, body, gw.text);
+	decided_result = -1;
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(decided_calls, 3);
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_BUSY], 1);
+	CHECK(memmem(outbuf, w.len, "gateway_busy", 12) != NULL);
+	CHECK(memmem(outbuf, w.len, "overloaded", 10) == NULL);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -259,6 +326,7 @@ int main(void)
 	RUN(test_stops_when_output_is_full);
 	RUN(test_notify_before_hello_disconnects);
 	RUN(test_acks_respect_a_small_frame_size);
+	RUN(test_gateway_secret_and_busy);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "acct.h"
 #include "db.h"
 #include "log.h"
 #include "queue.h"
@@ -121,7 +122,7 @@ static struct acct_row row_full(int64_t n)
 {
 	struct acct_row r;
 
-	memset(&r, 0, sizeof(r));
+	acct_row_init(&r);
 	snprintf(r.request_id, sizeof(r.request_id), "req-%08" PRId64, n);
 	r.key_id = 3;
 	snprintf(r.model, sizeof(r.model), "gpt-4o-2024-08-06");
@@ -152,16 +153,11 @@ static struct acct_row row_empty(int64_t n)
 {
 	struct acct_row r;
 
-	memset(&r, 0, sizeof(r));
+	acct_row_init(&r);
 	snprintf(r.request_id, sizeof(r.request_id), "none-%08" PRId64, n);
-	r.key_id = ACCT_NONE;
-	r.stream = ACCT_NONE;
-	r.prompt_tokens = r.completion_tokens = r.cached_tokens = ACCT_NONE;
-	r.cache_creation_tokens = r.reasoning_tokens = r.cost_micros = ACCT_NONE;
 	r.outcome = ACCT_GATEWAY_REJECTED;
 	r.usage_source = ACCT_USAGE_NONE;
 	r.started_at_ms = T_BASE_MS + n;
-	r.duration_ms = r.ttfb_ms = r.bytes_in = r.bytes_out = ACCT_NONE;
 	return r;
 }
 
@@ -192,6 +188,11 @@ static struct acct_row row_random(int64_t n)
 	/* Up to 111 s, so that every latency bucket, and bounds themselves, are hit. */
 	r.duration_ms = (x >> 58) % 3 ? (int64_t)((x >> 24) % 3000) * ((x >> 62) ? 1 : 37)
 	                              : ACCT_NONE;
+	/* Some rows charged an estimate, some of those unpriced. */
+	if ((x >> 12) % 4 == 0) {
+		r.estimated_tokens = (int64_t)((x >> 40) % 4096) + 1;
+		r.estimated_cost_micros = (x >> 14) % 3 ? (int64_t)((x >> 44) % 900) : ACCT_NONE;
+	}
 	return r;
 }
 
@@ -244,11 +245,21 @@ static void test_roundtrip(void)
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
+	full.estimated_tokens = 4096;
+	full.estimated_cost_micros = 2458;
 	CHECK_EQ_INT(intake(q, &full), 0);
 	CHECK_EQ_INT(intake(q, &empty), 0);
 	writer_stop(w);
 	db = db_reader(path);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 2);
+	CHECK_EQ_STR(q_text(db, "SELECT estimated_tokens || ',' || estimated_cost_micros"
+	                        " FROM requests WHERE request_id = 'req-00000001'", buf, sizeof(buf)),
+	             "4096,2458");
+	CHECK_EQ_INT(q_int(db, "SELECT (estimated_tokens IS NULL) + (estimated_cost_micros IS NULL)"
+	                       " FROM requests WHERE request_id = 'none-00000002'"), 2);
+	CHECK_EQ_STR(q_text(db, "SELECT group_concat(estimated || ',' || estimated_tokens || ','"
+	                        " || estimated_cost_micros, ';') FROM (SELECT * FROM model_daily"
+	                        " ORDER BY model)", buf, sizeof(buf)), "0,0,0;1,4096,2458");
 	CHECK_EQ_STR(q_text(db, "SELECT request_id ||'|'|| key_id ||'|'|| model ||'|'|| model_requested"
 	                        " ||'|'|| provider ||'|'|| verdict ||'|'|| status ||'|'|| stream ||'|'||"
 	                        " prompt_tokens ||'|'|| completion_tokens ||'|'|| cached_tokens ||'|'||"
@@ -370,34 +381,67 @@ static void test_rollups(void)
 	             q_int(db, "SELECT count(*) FROM requests WHERE duration_ms > 60000"));
 	CHECK(q_int(db, "SELECT sum(lat_gt_60000) FROM usage_daily") > 0);
 	/* Group by group, every rollup: what the writer kept equals what the migration to
-	 * schema 4 rebuilds from the raw rows. */
-	static const char *const rollups[] = { "usage_hourly", "usage_daily", "model_hourly",
-	                                       "model_daily" };
-	char sql[256];
+	 * schema 4 rebuilds from the raw rows, and its estimates (schema 5) what a GROUP BY of
+	 * the raw rows sums. */
+	static const struct { const char *table, *unit, *period, *key, *cols; } rollups[] = {
+		{ "usage_hourly", "hour", "started_at / 3600000 * 3600", "coalesce(key_id, 0), ",
+		  "key_id, " },
+		{ "usage_daily", "day", "started_at / 86400000 * 86400", "coalesce(key_id, 0), ",
+		  "key_id, " },
+		{ "model_hourly", "hour", "started_at / 3600000 * 3600", "", "" },
+		{ "model_daily", "day", "started_at / 86400000 * 86400", "", "" },
+	};
+	char sql[1024];
 	size_t t;
 
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM model_daily"), 5 * 2);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM model_hourly"), N);
+	CHECK(q_int(db, "SELECT sum(estimated) FROM model_daily") > 0);
 	for (t = 0; t < 4; t++) {
-		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rollups[t],
-		         rollups[t]);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT %s, %s coalesce(model, ''),"
+		         " coalesce(provider, ''), count(estimated_tokens), CAST(total(estimated_tokens)"
+		         " AS INTEGER), CAST(total(estimated_cost_micros) AS INTEGER) FROM requests"
+		         " GROUP BY 1, 2, 3%s EXCEPT SELECT * FROM (SELECT %s, %smodel, provider,"
+		         " estimated, estimated_tokens, estimated_cost_micros FROM %s))",
+		         rollups[t].period, rollups[t].key, rollups[t].key[0] ? ", 4" : "",
+		         rollups[t].unit, rollups[t].cols, rollups[t].table);
+		CHECK_EQ_INT(q_int(db, sql), 0);
+		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rollups[t].table,
+		         rollups[t].table);
+		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+		snprintf(sql, sizeof(sql), "ALTER TABLE kept_%s DROP COLUMN estimated;"
+		         " ALTER TABLE kept_%s DROP COLUMN estimated_tokens;"
+		         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rollups[t].table,
+		         rollups[t].table, rollups[t].table);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
 	}
 	CHECK_EQ_INT(db_exec(db, "DROP TABLE usage_daily; DROP TABLE model_hourly;"
-	                         "DROP TABLE model_daily; PRAGMA user_version = 3;",
+	                         "DROP TABLE model_daily;"
+	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
+	                         "ALTER TABLE accounting DROP COLUMN unauthenticated;"
+	                         "ALTER TABLE accounting DROP COLUMN pending_overflow;"
+	                         "PRAGMA user_version = 3;",
 	                     err, sizeof(err)), 0);
 	sqlite3_close(db);
 	db = NULL;
 	CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
 	for (t = 0; t < 4; t++) {
+		const char *rt = rollups[t].table;
+
+		/* Migration 5 added the estimates back at 0: compared without them. */
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s DROP COLUMN estimated;"
+		         " ALTER TABLE %s DROP COLUMN estimated_tokens;"
+		         " ALTER TABLE %s DROP COLUMN estimated_cost_micros", rt, rt, rt);
+		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM kept_%s EXCEPT"
-		         " SELECT * FROM %s)", rollups[t], rollups[t]);
+		         " SELECT * FROM %s)", rt, rt);
 		CHECK_EQ_INT(q_int(db, sql), 0);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM %s EXCEPT"
-		         " SELECT * FROM kept_%s)", rollups[t], rollups[t]);
+		         " SELECT * FROM kept_%s)", rt, rt);
 		CHECK_EQ_INT(q_int(db, sql), 0);
 		snprintf(sql, sizeof(sql), "SELECT count(*) = (SELECT count(*) FROM kept_%s) FROM %s",
-		         rollups[t], rollups[t]);
+		         rt, rt);
 		CHECK_EQ_INT(q_int(db, sql), 1);
 	}
 	CHECK_EQ_INT(stats_get(&stats.timed_out), no_record);

@@ -61,6 +61,10 @@
     if (frac.length < 2) frac = frac.padEnd(2, '0');
     return sign + '$0.' + frac;
   }
+  /* Reported and estimated spend side by side, never merged into one figure. */
+  function spendText(reported, estimated) {
+    return `${fmtUSD(reported ?? 0)} reported · ${fmtUSD(estimated ?? 0)} estimated`;
+  }
   /* Axis labels: dollars, short. */
   function fmtUSDAxis(d) {
     if (d === 0) return '$0';
@@ -373,8 +377,19 @@
       setData(el, 'value', value);
       el.title = title || '';
     };
-    kpi('kpi-cost', fmtUSD(t.cost_micros ?? 0), t.cost_micros ?? 0, `${fmtInt(t.cost_micros ?? 0)} micro-dollars`);
-    setText('kpi-cost-sub', t.unpriced ? `${fmtInt(t.unpriced)} unpriced requests` : 'all requests priced');
+    const cost = t.cost_micros ?? 0;
+    const est = t.estimated_cost_micros ?? 0;
+    kpi('kpi-cost', fmtUSD(cost), cost, `${fmtInt(cost)} micro-dollars reported`);
+    const estEl = $('kpi-cost-est');
+    setText(estEl, `reported · ${fmtUSD(est)} estimated`);   // below the reported figure
+    setTitle(estEl, `${spendText(cost, est)}: ${fmtUSD(cost + est)} charged to budgets`);
+    setData(estEl, 'value', est);
+    const sub = $('kpi-cost-sub');
+    const n = (v, what) => `${fmtInt(v)} ${what}`;
+    setText(sub, t.estimated && t.unpriced ? `${n(t.estimated, 'estimated')} · ${n(t.unpriced, 'unpriced')}`
+      : t.estimated ? n(t.estimated, 'requests estimated')
+        : t.unpriced ? n(t.unpriced, 'unpriced requests') : 'all requests priced');
+    setTitle(sub, t.estimated ? `${fmtInt(t.estimated_tokens ?? 0)} tokens estimated in ${fmtInt(t.estimated)} requests` : '');
     kpi('kpi-requests', fmtInt(t.requests ?? 0), t.requests ?? 0);
     setText('kpi-requests-sub', `${fmtInt(t.streams ?? 0)} streamed`);
     kpi('kpi-tokens', fmtCompact(t.total_tokens ?? 0), t.total_tokens ?? 0, `${fmtInt(t.total_tokens ?? 0)} tokens`);
@@ -399,12 +414,13 @@
     const step = resp.group === 'day' ? DAY : HOUR;
     const start = Math.floor(resp.from / step) * step;
     const byT = new Map((resp.rows || []).map((r) => [r.group, r]));
-    const cols = { x: [], cost: [], prompt: [], completion: [], requests: [], errRate: [], p50: [], p95: [], p99: [] };
+    const cols = { x: [], cost: [], charged: [], prompt: [], completion: [], requests: [], errRate: [], p50: [], p95: [], p99: [] };
     for (let t = start; t < resp.to; t += step) {
       const r = byT.get(t);
       const lat = (r && r.latency_ms) || {};
       cols.x.push(t);
       cols.cost.push(r ? r.cost_micros / 1e6 : 0);
+      cols.charged.push(r ? (r.cost_micros + (r.estimated_cost_micros || 0)) / 1e6 : 0);
       cols.prompt.push(r ? r.prompt_tokens : 0);
       cols.completion.push(r ? r.completion_tokens : 0);
       cols.requests.push(r ? r.requests : 0);
@@ -446,10 +462,16 @@
     const bars = uPlot.paths.bars({ size: [0.7, 48], gap: 1 });
     const num = (u, v) => (v == null ? '–' : fmtCompact(v));
     return {
+      // The estimate sits on top of the reported bar: the charged total is drawn first,
+      // lighter, and the reported bar over it.
       spend: {
-        cols: (c) => [c.x, c.cost],
-        series: [{ label: 'Spend', stroke: c1, fill: alpha(c1, 0.75), paths: bars, points: { show: false },
-          value: (u, v) => (v == null ? '–' : fmtUSD(Math.round(v * 1e6))) }],
+        cols: (c) => [c.x, c.charged, c.cost],
+        series: [
+          { label: 'Estimated', stroke: c3, fill: alpha(c3, 0.55), paths: bars, points: { show: false },
+            value: (u, v, si, i) => (i == null ? '–' : fmtUSD(Math.round((u.data[1][i] - u.data[2][i]) * 1e6))) },
+          { label: 'Reported', stroke: c1, fill: alpha(c1, 0.75), paths: bars, points: { show: false },
+            value: (u, v) => (v == null ? '–' : fmtUSD(Math.round(v * 1e6))) },
+        ],
         axes: { y: [{ values: (u, vals) => vals.map(fmtUSDAxis) }] },
       },
       tokens: {
@@ -533,12 +555,16 @@
       const name = kind === 'key' ? r.key_name : r.group;
       const share = maxCost > 0 ? (r.cost_micros || 0) / maxCost : (r.requests || 0) / (maxReq || 1);
       const label = name == null || name === '' ? (kind === 'key' ? '(no key)' : '(none)') : name;
+      const est = r.estimated_cost_micros || 0;
       return h('li', {
-        'data-testid': 'top-item', 'data-name': name ?? '', title: name ? `Show ${label}'s requests` : null,
+        'data-testid': 'top-item', 'data-name': name ?? '', 'data-cost': r.cost_micros || 0,
+        'data-estimated': est, title: name ? `Show ${label}'s requests` : null,
         onclick: name ? () => applyFilter(kind, name) : null,
       },
       h('span', { class: 'name' + (name ? '' : ' none') }, label),
-      h('span', { class: 'cost' }, fmtUSD(r.cost_micros || 0)),
+      h('span', { class: 'cost', title: spendText(r.cost_micros, est) },
+        h('span', { class: 'rep' }, fmtUSD(r.cost_micros || 0)),
+        est ? h('span', { class: 'est' }, ` + ${fmtUSD(est)} estimated`) : null),
       h('span', { class: 'bar' }, h('span', { style: `width:${Math.max(1, share * 100).toFixed(1)}%` })),
       h('span', { class: 'meta' },
         `${fmtInt(r.requests)} requests · ${fmtCompact(r.total_tokens)} tokens · ${fmtPct(r.error_rate)} errors` +
@@ -583,7 +609,7 @@
     setText('live-pill-text', up ? 'agent up' : d.agent === 'down' ? 'agent down' : 'live: error');
     setTitle(pill, up ? (d.version || 'tally-agent') + (d.uptime_s != null ? ` · up ${fmtUptime(d.uptime_s)}` : '') : (d.error || ''));
     setText('live-agent', up ? 'up' : d.agent === 'down' ? 'down' : 'unknown');
-    for (const k of ['received', 'written', 'dropped', 'duplicates']) {
+    for (const k of ['received', 'written', 'dropped', 'duplicates', 'unauthenticated', 'pending_overflow']) {
       const el = $('live-' + k);
       setText(el, c[k] == null ? '–' : fmtInt(c[k]));
       setData(el, 'value', c[k]);
@@ -700,10 +726,19 @@
     if (r.prompt_tokens == null && r.completion_tokens == null) return '–';
     return `${fmtInt(r.prompt_tokens ?? 0)} → ${fmtInt(r.completion_tokens ?? 0)}`;
   }
+  /* The reported cost, and beside it the estimate of what the provider did not report. */
   function costCell(r) {
-    if (r.cost_micros != null) return h('td', { class: 'r', title: `${fmtInt(r.cost_micros)} micro-dollars` }, fmtUSD(r.cost_micros));
     const unpriced = r.prompt_tokens != null || r.completion_tokens != null;
-    return h('td', { class: 'r none' }, unpriced ? 'unpriced' : '–');
+    const reported = r.cost_micros != null ? h('span', { class: 'rep' }, fmtUSD(r.cost_micros))
+      : h('span', { class: 'rep none' }, unpriced ? 'unpriced' : '–');
+    const title = [r.cost_micros != null ? `${fmtInt(r.cost_micros)} micro-dollars reported` : null];
+    let est = null;
+    if (r.estimated_tokens != null) {
+      est = h('span', { class: 'est' }, ` + ${r.estimated_cost_micros != null ? fmtUSD(r.estimated_cost_micros) : 'unpriced'} est.`);
+      title.push(`estimated: ${fmtInt(r.estimated_tokens)} tokens` +
+        (r.estimated_cost_micros != null ? `, ${fmtInt(r.estimated_cost_micros)} micro-dollars` : ', unpriced'));
+    }
+    return h('td', { class: 'r', title: title.filter(Boolean).join('; ') || null }, reported, est);
   }
   const orNone = (v) => (v == null || v === '' ? h('span', { class: 'none' }, '–') : String(v));
 
@@ -797,6 +832,11 @@
         field('Cache creation', 'cache_creation_tokens', tok),
         field('Reasoning tokens', 'reasoning_tokens', tok),
         field('Cost', 'cost_micros', (v) => `${fmtUSD(v)}  (${fmtInt(v)} µ$)`),
+        // estimates only when the agent made one: what the provider did not report
+        ...(r.estimated_tokens != null ? [
+          field('Estimated tokens', 'estimated_tokens', tok),
+          field('Estimated cost', 'estimated_cost_micros', (v) => `${fmtUSD(v)}  (${fmtInt(v)} µ$)`),
+        ] : []),
       ]),
       ...group('Timing', [
         field('Duration', 'duration_ms', msExact),
@@ -805,6 +845,7 @@
         field('Bytes out', 'bytes_out', fmtBytes),
       ]),
     ];
+    shown.add('estimated_tokens').add('estimated_cost_micros');
     const rest = Object.keys(r).filter((k) => !shown.has(k));
     if (rest.length) parts.push(...group('Other', rest.map((k) => field(k, k, (v) => JSON.stringify(v)))));
     $('drawer-body').replaceChildren(...parts);
@@ -842,19 +883,23 @@
       const s = k.spend || {};
       const period = s.period || l.budget_period || 'month';
       const periodName = period === 'total' ? 'in total' : period === 'day' ? 'today' : 'this month';
+      // The budget is charged reported + estimated spend (charged_micros), as the agent counts it.
+      const charged = s.charged_micros ?? 0;
+      const split = h('span', { class: 'txt split', 'data-testid': 'key-spend' }, spendText(s.cost_micros, s.estimated_cost_micros));
       let budget;
       if (l.budget_micros) {
-        const used = (s.cost_micros || 0) / l.budget_micros;
+        const used = charged / l.budget_micros;
         const cls = 'budget' + (used >= 1 ? ' over' : used >= 0.8 ? ' warn' : '');
-        budget = h('div', { class: cls, title: `${(used * 100).toFixed(1)}% of the budget used ${periodName}` },
+        budget = h('div', { class: cls, title: `${(used * 100).toFixed(1)}% of the budget charged ${periodName}` },
           h('div', { class: 'track' }, h('span', { style: `width:${Math.min(100, used * 100).toFixed(1)}%` })),
-          h('span', { class: 'txt' }, `${fmtUSD(s.cost_micros || 0)} of ${fmtUSD(l.budget_micros)} ${periodName}`));
+          h('span', { class: 'txt' }, `${fmtUSD(charged)} of ${fmtUSD(l.budget_micros)} charged ${periodName}`), split);
       } else {
-        budget = h('span', { class: 'budget' }, h('span', { class: 'txt' }, `${fmtUSD(s.cost_micros || 0)} ${periodName}`),
-          h('span', { class: 'txt none' }, 'no budget'));
+        budget = h('span', { class: 'budget' }, h('span', { class: 'txt' }, `${fmtUSD(charged)} charged ${periodName}`),
+          split, h('span', { class: 'txt none' }, 'no budget'));
       }
       const models = k.models && k.models.length ? k.models.join(', ') : 'all models';
-      return h('tr', { 'data-testid': 'key-row', 'data-name': k.name },
+      return h('tr', { 'data-testid': 'key-row', 'data-name': k.name, 'data-cost': s.cost_micros ?? 0,
+        'data-estimated': s.estimated_cost_micros ?? 0, 'data-charged': charged },
         h('td', null, h('strong', null, k.name), k.default_model ? h('div', { class: 'muted small' }, 'default ' + k.default_model) : null),
         h('td', { class: 'mono' }, k.prefix || ''),
         h('td', { class: k.models && k.models.length ? '' : 'none', title: models }, models.length > 40 ? models.slice(0, 38) + '…' : models),
@@ -875,14 +920,14 @@
       renderModels(d.models || []);
     } catch (e) {
       if (isAbort(e)) return;
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 10 }, 'Could not load models: ' + e.message)));
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 11 }, 'Could not load models: ' + e.message)));
     }
   }
 
   function renderModels(models) {
     addOptions($('dl-models'), models.map((m) => m.name));
     if (!models.length) {
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 10 },
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 11 },
         'No models yet: tallyctl model set NAME --provider P')));
       return;
     }
@@ -900,7 +945,8 @@
         h('td', { class: 'r' }, price(p.cache_write_micros_per_mtok)),
         h('td', { class: 'r' }, fmtInt(u.requests ?? 0)),
         h('td', { class: 'r' }, fmtCompact(u.total_tokens ?? 0)),
-        h('td', { class: 'r' }, fmtUSD(u.cost_micros ?? 0)));
+        h('td', { class: 'r', 'data-field': 'cost' }, fmtUSD(u.cost_micros ?? 0)),
+        h('td', { class: 'r', 'data-field': 'estimated' }, fmtUSD(u.estimated_cost_micros ?? 0)));
     }));
   }
 

@@ -1,0 +1,176 @@
+/* join: decision + record -> row, the accounting join (see join.h). Pure; the I/O
+ * threads build pending rows with it, the intake thread the rows it queues. */
+#include "join.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "acct.h"
+#include "keytable.h"
+#include "usage.h"
+
+/* Copies len bytes of s into a fixed field, cut to fit, NUL-terminated. */
+static void join_copy(char *dst, size_t cap, const char *s, size_t len)
+{
+	size_t n = len < cap - 1 ? len : cap - 1;
+
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+}
+
+#define JOIN_COPY(dst, s, len) join_copy(dst, sizeof(dst), s, len)
+#define JOIN_COPY_STR(dst, s) join_copy(dst, sizeof(dst), s, strlen(s))
+
+void join_decided(const struct decision *d, const char *id, size_t idlen, int64_t now_ms,
+                  struct acct_row *row)
+{
+	const char *verdict = decision_verdict_name(d->verdict);
+
+	acct_row_init(row);
+	JOIN_COPY(row->request_id, id, idlen);
+	row->key_id = d->key ? d->key->id : ACCT_NONE;
+	if (d->model) {
+		JOIN_COPY_STR(row->model_requested, d->model->name);
+		JOIN_COPY_STR(row->model, d->model->name);
+		if (d->model->provider)
+			JOIN_COPY_STR(row->provider, d->model->provider->name);
+	}
+	JOIN_COPY_STR(row->verdict, verdict);
+	row->stream = d->stream < 0 ? ACCT_NONE : d->stream;
+	row->status = decision_http_status(d->verdict);
+	row->started_at_ms = now_ms;
+	row->hold = d->hold;
+	if (d->verdict == DECISION_ALLOW) {
+		row->est_prompt_tokens = d->est_prompt_tokens;
+		row->est_completion_tokens = d->est_completion_tokens;
+	}
+}
+
+/* The model's prices: the upstream may name a dated snapshot of the model that was
+ * configured, so the routed model's prices stand in for a name the snapshot lacks. */
+static const struct kt_prices *join_prices(const struct keytable *kt, const struct acct_row *row)
+{
+	const struct kt_model *m = keytable_find_model(kt, row->model, strlen(row->model));
+
+	if (!m || m->prices.input == KT_PRICE_UNSET)
+		m = keytable_find_model(kt, row->model_requested, strlen(row->model_requested));
+	return m ? &m->prices : NULL;
+}
+
+/* What the agent decided, as HAProxy wrote it into a record no pending row matches. A
+ * record without id was never judged: whatever it says of a decision is ignored. */
+static void join_decision_of_record(const struct record *r, struct acct_row *row)
+{
+	if (!r->id.len)
+		return;
+	if (r->verdict.len)
+		JOIN_COPY(row->verdict, r->verdict.ptr, r->verdict.len);
+	else if (r->skipped)
+		JOIN_COPY_STR(row->verdict, "fail_open");
+	row->key_id = r->key_id;
+	JOIN_COPY_STR(row->model_requested, r->model);
+	JOIN_COPY_STR(row->provider, r->provider);
+	row->stream = r->stream != ACCT_NONE ? (int)r->stream : ACCT_NONE;
+}
+
+static void join_no_usage(struct usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->prompt_tokens = u->completion_tokens = u->cached_tokens = ACCT_NONE;
+	u->cache_creation_tokens = u->reasoning_tokens = ACCT_NONE;
+	u->source = ACCT_USAGE_NONE;
+}
+
+/* How the transaction ended: a denial as the agent decided it, nothing decided as
+ * HAProxy's own refusal, else from what HAProxy sent the client. */
+static enum acct_outcome join_outcome(const struct acct_row *row, const struct record *r)
+{
+	if (row->verdict[0] && strcmp(row->verdict, "allow") != 0 &&
+	    strcmp(row->verdict, "fail_open") != 0)
+		return ACCT_DENIED;
+	/* No verdict, or one HAProxy never saw (it gave up waiting, and did not fail open):
+	 * HAProxy answered alone. */
+	if (!row->verdict[0] || (!r->verdict.len && !r->skipped))
+		return ACCT_GATEWAY_REJECTED;
+	return acct_outcome_of(row->status, row->termination);
+}
+
+void join_record(const struct record *r, const char *id, const struct acct_row *pending,
+                 const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row)
+{
+	struct usage u;
+
+	if (pending) {
+		*row = *pending;
+	} else {
+		acct_row_init(row);
+		JOIN_COPY_STR(row->request_id, id);
+		join_decision_of_record(r, row);
+	}
+	row->status = (int)r->status;
+	JOIN_COPY(row->termination, r->termination.ptr, r->termination.len);
+	row->started_at_ms = r->accept_s * 1000 + r->accept_ms;
+	row->bytes_in = r->bytes_in;
+	row->bytes_out = r->bytes_out;
+	row->duration_ms = r->ta >= 0 ? r->ta : ACCT_NONE;
+	row->ttfb_ms = r->tw >= 0 && r->tc >= 0 && r->tr_server >= 0
+	               ? r->tw + r->tc + r->tr_server : ACCT_NONE;
+	/* A body cut before its stream flag: the answer says what it was. */
+	if (row->stream == ACCT_NONE && r->has_capture && r->cap_kind != 'o')
+		row->stream = r->cap_kind == 's';
+
+	/* A record without id never reached an upstream: it reports nothing. (Its nonce's
+	 * MAC vouches for HAProxy's hand, not for these fields, and that MAC rides on every
+	 * record of its connection.) */
+	if (!r->id.len)
+		join_no_usage(&u);
+	else if (r->has_capture)
+		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
+		                   r->cap_kind == 's', &u);
+	else
+		usage_from_fields(r, &u);
+	row->prompt_tokens = u.prompt_tokens;
+	row->completion_tokens = u.completion_tokens;
+	row->cached_tokens = u.cached_tokens;
+	row->cache_creation_tokens = u.cache_creation_tokens;
+	row->reasoning_tokens = u.reasoning_tokens;
+	row->usage_source = u.source;
+	if (u.model[0])
+		JOIN_COPY_STR(row->model, u.model);
+	else if (!row->model[0])
+		JOIN_COPY_STR(row->model, row->model_requested);
+	row->outcome = join_outcome(row, r);
+
+	/* No decision saw the body (fail-open, a lost pending row): the bytes HAProxy read
+	 * bound the prompt from above, the agent's default the completion. */
+	if (row->est_prompt_tokens == ACCT_NONE && r->bytes_in >= 0)
+		row->est_prompt_tokens = (r->bytes_in + 3) / 4;
+	if (row->est_completion_tokens == ACCT_NONE)
+		row->est_completion_tokens = default_max_tokens;
+	acct_price(row, join_prices(kt, row));
+	acct_estimate(row, join_prices(kt, row));
+}
+
+void join_expired(const struct acct_row *pending, const struct keytable *kt,
+                  struct acct_row *row)
+{
+	*row = *pending;
+	row->outcome = ACCT_NO_RECORD;
+	row->usage_source = ACCT_USAGE_NONE;
+	acct_estimate(row, join_prices(kt, row));
+}
+
+void join_charge(const struct acct_row *row, int64_t *tokens, int64_t *cost_micros)
+{
+	int64_t t = ACCT_NONE, c = ACCT_NONE;
+
+	if (row->prompt_tokens >= 0 || row->completion_tokens >= 0 || row->estimated_tokens >= 0)
+		t = (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
+		    (row->completion_tokens > 0 ? row->completion_tokens : 0) +
+		    (row->estimated_tokens > 0 ? row->estimated_tokens : 0);
+	if (row->cost_micros >= 0 || row->estimated_cost_micros >= 0)
+		c = (row->cost_micros > 0 ? row->cost_micros : 0) +
+		    (row->estimated_cost_micros > 0 ? row->estimated_cost_micros : 0);
+	*tokens = t;
+	*cost_micros = c;
+}

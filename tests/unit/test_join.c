@@ -1,0 +1,395 @@
+/* Unit tests of join: the pending row a decision leaves, the row of a record with and
+ * without it, the expired row, every outcome and usage source, what a record may not
+ * change, what is estimated, and what settles a hold. Records are parsed from lines in
+ * the log-format's shape by the real parser. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "acct.h"
+#include "decision.h"
+#include "fixture.h"
+#include "join.h"
+#include "record.h"
+#include "unit.h"
+
+static struct fixture fx;
+
+#define ID "1796278643040-1A2B-0001-00000000CAFE0001"
+
+/* A record: fields after the id as the log-format writes them (see haproxy.cfg). */
+static struct record rec;
+static char rec_line[16384];
+
+static int rec_parse(const char *id, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int rec_parse(const char *id, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(rec_line, sizeof(rec_line), "tally2 - 4e3c1d2a-9f6b-4c1e-8a7d-2b5f0e9c1a37"
+	                 " - %s ", id);
+
+	va_start(ap, fmt);
+	vsnprintf(rec_line + n, sizeof(rec_line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return record_parse(rec_line, strlen(rec_line), &rec);
+}
+
+/* Status, bytes in, termination; then verdict, key, model, provider, stream, skipped,
+ * spoe error; the json_query usage (model, 8 counts); the capture. */
+#define REC(status, bytes_in, term, agent, usage) \
+	"1796278643 040 " status " " bytes_in " 555 3 0 0 2 5 " term " be_x " agent " " usage " %s"
+
+/* The capture field of a body of kind ('s', 'j', 'o') whose head is text, whole. */
+static const char *cap(char kind, const char *text)
+{
+	static char buf[8192];
+
+	snprintf(buf, sizeof(buf), "c1 %c %zu %zu 0 %s", kind, strlen(text), strlen(text), text);
+	return buf;
+}
+
+#define AGENT_ALLOW_OPEN  "allow 1 gpt-a oai 0 - -"
+#define NO_AGENT          "- - - - - - -"
+#define NO_USAGE          "- - - - - - - - -"
+
+/* The decision on a POST to path with a Content-Length, its estimate made. */
+static struct decision decide_on(const char *path, const char *key, const char *body)
+{
+	struct decision_request req;
+	struct decision d;
+	static char auth[128];
+
+	memset(&req, 0, sizeof(req));
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	req.authorization = (struct spop_str){ auth, strlen(auth) };
+	req.method = (struct spop_str){ "POST", 4 };
+	req.path = (struct spop_str){ path, strlen(path) };
+	req.body = (struct spop_str){ body, strlen(body) };
+	req.body_length_known = 1;
+	req.body_size = (int64_t)strlen(body);
+	decision_make(fx.kt, &req, &d);
+	if (d.verdict == DECISION_ALLOW)
+		decision_estimate(&d, &req, 4096);
+	return d;
+}
+
+static struct acct_row pending_of(const char *key, const char *body)
+{
+	struct decision d = decide_on("/v1/chat/completions", key, body);
+	struct acct_row row;
+
+	join_decided(&d, ID, strlen(ID), 1796278643000, &row);
+	return row;
+}
+
+static void test_decided(void)
+{
+	/* 40 bytes: 10 prompt tokens estimated, and its max_tokens */
+	const char *body = "{\"model\":\"gpt-a\",\"max_tokens\":100,\"x\":1}";
+	struct acct_row p = pending_of(FIX_KEY_OPEN, body);
+
+	CHECK_EQ_STR(p.request_id, ID);
+	CHECK_EQ_INT(p.key_id, 1);
+	CHECK_EQ_STR(p.model_requested, "gpt-a");
+	CHECK_EQ_STR(p.provider, "oai");
+	CHECK_EQ_STR(p.verdict, "allow");
+	CHECK_EQ_INT(p.stream, 0);
+	CHECK_EQ_INT(p.est_prompt_tokens, 10);
+	CHECK_EQ_INT(p.est_completion_tokens, 100);
+	CHECK_EQ_INT(p.prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(p.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(p.started_at_ms, 1796278643000);
+	/* A denial estimates nothing: nothing will reach an upstream. */
+	p = pending_of("tly_" "nosuchkey0000000000000000000000000000000000", body);
+	CHECK_EQ_STR(p.verdict, "invalid_api_key");
+	CHECK_EQ_INT(p.key_id, ACCT_NONE);
+	CHECK_EQ_INT(p.est_prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(p.status, 401);
+}
+
+static void test_complete_with_usage(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
+
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
+	                               "gpt-a-2025 1000 500 200 - - - - -"), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_RESPONSE);
+	CHECK_EQ_INT(row.prompt_tokens, 1000);
+	CHECK_EQ_INT(row.completion_tokens, 500);
+	/* The upstream's dated name; the routed model's prices (800 x 100 + 200 x 100 at the
+	 * input price, no cached price: unpriced) */
+	CHECK_EQ_STR(row.model, "gpt-a-2025");
+	CHECK_EQ_INT(row.unpriced, 1);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.started_at_ms, 1796278643040);
+	CHECK_EQ_INT(row.bytes_in, 342);
+	CHECK_EQ_INT(row.duration_ms, 5);
+	CHECK_EQ_INT(row.ttfb_ms, 2);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
+	                               "- 1000 500 - - - - - -"), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.cost_micros, (1000 * 100 + 500 * 200 + 500000) / 1000000);
+	CHECK_EQ_STR(row.model, "gpt-a");
+}
+
+/* What the agent decided is the pending row's, whatever the record says. */
+static void test_record_cannot_change_the_decision(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true}"), row;
+
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", "allow 4 claude-a ant 0 - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.key_id, 1);
+	CHECK_EQ_STR(row.model_requested, "gpt-a");
+	CHECK_EQ_STR(row.provider, "oai");
+	CHECK_EQ_INT(row.stream, 1);
+	CHECK_EQ_INT(rec_parse(ID, REC("401", "342", "--", "invalid_api_key - - - - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "allow");
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_REJECTED);
+}
+
+static void test_unseen_usage_is_estimated(void)
+{
+	const char *body = "{\"model\":\"gpt-a\",\"stream\":true,\"max_tokens\":1000}";
+	struct acct_row p = pending_of(FIX_KEY_OPEN, body), row;
+	int64_t prompt = ((int64_t)strlen(body) + 3) / 4, tokens, cost;
+
+	/* the client left before the usage event */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', "data: {\"model\":\"gpt-a\",\"x\":1}xxxx")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_CLIENT_ABORT);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
+	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.cost_micros, ACCT_NONE);
+	CHECK_EQ_INT(row.estimated_tokens, prompt + 1000);
+	CHECK_EQ_INT(row.estimated_cost_micros, (prompt * 100 + 500000) / 1000000 +
+	                                        (1000 * 200 + 500000) / 1000000);
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, prompt + 1000);
+	CHECK_EQ_INT(cost, row.estimated_cost_micros);
+	/* the upstream cut it (termination S.), or the server timed out waiting (sH) */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "SD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_ERROR);
+	CHECK_EQ_INT(row.estimated_tokens, prompt + 1000);
+	CHECK_EQ_INT(rec_parse(ID, REC("504", "342", "sH", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.estimated_tokens, prompt + 1000);
+	/* an answer whose usage json_query did not find: complete, no usage */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.estimated_tokens, prompt + 1000);
+}
+
+static void test_partial_usage_estimates_the_rest(void)
+{
+	const char *body = "{\"model\":\"claude-a\",\"stream\":true,\"max_tokens\":700}";
+	struct decision d = decide_on("/v1/messages", FIX_KEY_OPEN, body);
+	struct acct_row p, row;
+	int64_t tokens, cost;
+
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	join_decided(&d, ID, strlen(ID), 1, &p);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", "allow 1 claude-a ant 1 - -", NO_USAGE),
+	                       cap('s', "event: message_start data: {\"type\":"
+	                               "\"message_start\",\"message\":{\"usage\":{\"input_tokens\":"
+	                               "50,\"output_tokens\":1}}}")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_PARTIAL);
+	CHECK_EQ_INT(row.prompt_tokens, 50);
+	CHECK_EQ_INT(row.completion_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.estimated_tokens, 700);
+	CHECK_EQ_INT(row.estimated_cost_micros, (700 * 400 + 500000) / 1000000);
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 50 + 700);
+	CHECK_EQ_INT(cost, row.cost_micros + row.estimated_cost_micros);
+}
+
+/* What the upstream answered whole, or never accepted, bills nothing. */
+static void test_errors_that_bill_nothing(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true}"), row;
+	int64_t tokens, cost;
+
+	CHECK_EQ_INT(rec_parse(ID, REC("429", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('j', "{\"error\":{\"x\":1}}xxx")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_REJECTED);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.stream, 1);
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, ACCT_NONE);
+	CHECK_EQ_INT(cost, ACCT_NONE);
+	CHECK_EQ_INT(rec_parse(ID, REC("500", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_ERROR);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	/* connection refused, and a queue timeout: the request never reached it */
+	CHECK_EQ_INT(rec_parse(ID, REC("503", "342", "SC", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(rec_parse(ID, REC("503", "342", "sQ", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+}
+
+static void test_without_pending(void)
+{
+	struct acct_row row;
+
+	/* a denial HAProxy acted on */
+	CHECK_EQ_INT(rec_parse(ID, REC("403", "342", "--", "model_not_allowed 2 gpt-a oai - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, NULL, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_DENIED);
+	CHECK_EQ_INT(row.key_id, 2);
+	CHECK_EQ_STR(row.request_id, ID);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	/* nothing decided: HAProxy answered alone */
+	CHECK_EQ_INT(rec_parse(ID, REC("503", "342", "PR", NO_AGENT, NO_USAGE), "-"), 0);
+	join_record(&rec, ID, NULL, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_GATEWAY_REJECTED);
+	CHECK_EQ_STR(row.verdict, "");
+	CHECK_EQ_INT(row.key_id, ACCT_NONE);
+	/* failed open: forwarded undecided, a stream without usage. The bytes HAProxy read
+	 * bound the prompt, the default the completion. */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "403", "--", "- - - - - 1 -", NO_USAGE), "-"), 0);
+	join_record(&rec, ID, NULL, fx.kt, 2048, &row);
+	CHECK_EQ_STR(row.verdict, "fail_open");
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.estimated_tokens, (403 + 3) / 4 + 2048);
+	/* no model known: no price, the estimate's tokens alone */
+	CHECK_EQ_INT(row.estimated_cost_micros, ACCT_NONE);
+}
+
+/* HAProxy gave up waiting for the decision and answered alone; the late decision left a
+ * pending row. The verdict stays the agent's; the outcome says what HAProxy did. */
+static void test_late_decision(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
+
+	CHECK_EQ_INT(rec_parse(ID, REC("503", "342", "--", "- - - - - - 1", NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "allow");
+	CHECK_EQ_INT(row.outcome, ACCT_GATEWAY_REJECTED);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", "- - - - - 1 1", NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK(row.estimated_tokens > 0);
+}
+
+/* A record HAProxy wrote before any request had an id names no decision and reports no
+ * usage, whatever its fields say: its nonce's MAC vouches for HAProxy, not for them. */
+static void test_record_without_id(void)
+{
+	struct acct_row row;
+	char name[ACCT_ID_MAX];
+
+	CHECK_EQ_INT(rec_parse("-", REC("400", "60", "PR", "allow 1 gpt-a oai 1 - -",
+	                                "gpt-a 1000 1000 - - - - - -"), "-"), 0);
+	record_name(&rec, name, sizeof(name));
+	join_record(&rec, name, NULL, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.request_id, "haproxy-4e3c1d2a-9f6b-4c1e-8a7d-2b5f0e9c1a37");
+	CHECK_EQ_INT(row.outcome, ACCT_GATEWAY_REJECTED);
+	CHECK_EQ_INT(row.key_id, ACCT_NONE);
+	CHECK_EQ_STR(row.verdict, "");
+	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
+	CHECK_EQ_INT(row.cost_micros, ACCT_NONE);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+}
+
+/* A body cut before its stream flag: the answer's kind tells it. */
+static void test_stream_flag_from_the_answer(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
+
+	p.stream = ACCT_NONE;
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', "data: {}xxx")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.stream, 1);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('o', "xxxxxxxxxx")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.stream, ACCT_NONE);
+}
+
+static void test_expired(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8}"), row;
+
+	join_expired(&p, fx.kt, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_NO_RECORD);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
+	CHECK_EQ_INT(row.estimated_tokens, p.est_prompt_tokens + 8);
+	CHECK(row.estimated_cost_micros >= 0);
+	CHECK_EQ_STR(row.request_id, ID);
+	/* a pending denial that never got its record bills nothing */
+	p = pending_of("tly_" "nosuchkey0000000000000000000000000000000000", "{}");
+	join_expired(&p, fx.kt, &row);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+}
+
+static void test_charge(void)
+{
+	struct acct_row row;
+	int64_t tokens, cost;
+
+	acct_row_init(&row);
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, ACCT_NONE);
+	CHECK_EQ_INT(cost, ACCT_NONE);
+	row.prompt_tokens = 10;
+	row.completion_tokens = 5;
+	row.cost_micros = 7;
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 15);
+	CHECK_EQ_INT(cost, 7);
+	/* unpriced: the tokens count, the cost is unknown (0 in the budget) */
+	row.cost_micros = ACCT_NONE;
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 15);
+	CHECK_EQ_INT(cost, ACCT_NONE);
+	row.completion_tokens = ACCT_NONE;
+	row.estimated_tokens = 100;
+	row.estimated_cost_micros = 3;
+	join_charge(&row, &tokens, &cost);
+	CHECK_EQ_INT(tokens, 110);
+	CHECK_EQ_INT(cost, 3);
+}
+
+int main(void)
+{
+	if (fixture_open(&fx) < 0)
+		return 1;
+	RUN(test_decided);
+	RUN(test_complete_with_usage);
+	RUN(test_record_cannot_change_the_decision);
+	RUN(test_unseen_usage_is_estimated);
+	RUN(test_partial_usage_estimates_the_rest);
+	RUN(test_errors_that_bill_nothing);
+	RUN(test_without_pending);
+	RUN(test_late_decision);
+	RUN(test_record_without_id);
+	RUN(test_stream_flag_from_the_answer);
+	RUN(test_expired);
+	RUN(test_charge);
+	fixture_close(&fx);
+	return UNIT_DONE();
+}
