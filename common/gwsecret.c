@@ -2,10 +2,12 @@
  * (see gwsecret.h). */
 #include "gwsecret.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What the derived secret is the HMAC of: a fixed label, versioned so that a later
@@ -81,15 +83,48 @@ int gwsecret_equal(const struct gwsecret *s, const char *p, size_t len)
 	return diff == 0;
 }
 
-int gwsecret_mac_ok(const struct gwsecret *s, const char *msg, size_t len, const char *mac,
+struct gwsecret_mac {
+	EVP_MAC *mac;
+	EVP_MAC_CTX *ctx;
+};
+
+void gwsecret_mac_free(struct gwsecret_mac *m)
+{
+	if (!m)
+		return;
+	EVP_MAC_CTX_free(m->ctx);
+	EVP_MAC_free(m->mac);
+	free(m);
+}
+
+struct gwsecret_mac *gwsecret_mac_new(const struct gwsecret *s)
+{
+	struct gwsecret_mac *m = calloc(1, sizeof(*m));
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+
+	if (!m || !(m->mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) ||
+	    !(m->ctx = EVP_MAC_CTX_new(m->mac)) ||
+	    !EVP_MAC_init(m->ctx, s->key, s->key_len, params)) {
+		gwsecret_mac_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+int gwsecret_mac_ok(struct gwsecret_mac *m, const char *msg, size_t len, const char *mac,
                     size_t maclen)
 {
 	unsigned char digest[32], want[GWSECRET_MAC_LEN + 1];
-	unsigned int dlen = sizeof(digest);
+	size_t dlen;
 
-	if (maclen != GWSECRET_MAC_LEN)
+	/* Init without a key keeps the one set: only the message's work is done here. */
+	if (maclen != GWSECRET_MAC_LEN || !EVP_MAC_init(m->ctx, NULL, 0, NULL) ||
+	    !EVP_MAC_update(m->ctx, (const unsigned char *)msg, len) ||
+	    !EVP_MAC_final(m->ctx, digest, &dlen, sizeof(digest)) || dlen != sizeof(digest))
 		return 0;
-	HMAC(EVP_sha256(), s->key, (int)s->key_len, (const unsigned char *)msg, len, digest, &dlen);
 	EVP_EncodeBlock(want, digest, (int)sizeof(digest));
 	return CRYPTO_memcmp(want, mac, GWSECRET_MAC_LEN) == 0;
 }

@@ -2,14 +2,16 @@
 # make bench-accounting: plain HAProxy vs the full gateway with accounting, in one run,
 # interleaved rounds: unary 1 KB responses (BENCH_CONNECTIONS, 32) to requests that bound
 # max_tokens (json_query reads their usage), the same without a bound ("unbounded": the
-# capture filter reads it), and SSE streams of
+# capture filter reads it), 40 KB prompts streamed without asking for usage ("long": the
+# capture filter reads the body past what the agent saw and amends it), and SSE streams of
 # BENCH_FRAMES (100) frames BENCH_FRAME_DELAY_MS (10) apart at BENCH_STREAMS (256)
 # concurrent streams. Prints req/s, events/s, p50/p99, HAProxy CPU per request and the
 # ratios, then the count check: 2xx responses HAProxy counted on the gateway frontend = 2xx
 # rows, and received = written + dropped with dropped = 0.
 #
 # Knobs: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS, BENCH_STREAMS,
-# BENCH_FRAMES, BENCH_FRAME_DELAY_MS, BENCH_AGENT_THREADS (2), BENCH_MODES ("unary unbounded sse"),
+# BENCH_FRAMES, BENCH_FRAME_DELAY_MS, BENCH_AGENT_THREADS (2),
+# BENCH_MODES ("unary limited unbounded long sse"),
 # TALLY_BUILD (build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +71,8 @@ run() { # name port pid mode
     out=$(BENCH_FRAMES=$frames wrk -t1 -c"$streams" -d"${seconds}s" --timeout 30s \
           -s loadtest/bench-decision.lua "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
   else
-    out=$(TALLY_KEY=$key BENCH_UNBOUNDED=$([ "$4" = unbounded ] && echo 1 || echo 0) wrk -t1 -c"$conns" -d"${seconds}s" --timeout 5s -s loadtest/bench-decision.lua \
+    out=$(TALLY_KEY=$key BENCH_UNBOUNDED=$([ "$4" = unbounded ] && echo 1 || echo 0) \
+          BENCH_LONG=$([ "$4" = long ] && echo 1 || echo 0) wrk -t1 -c"$conns" -d"${seconds}s" --timeout 5s -s loadtest/bench-decision.lua \
           "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
   fi
   t1=$(cpu_ticks "$3"); a1=$(cpu_ticks "$agent_pid"); d1=$(decisions)
@@ -82,7 +85,7 @@ run() { # name port pid mode
 echo "bench-accounting: ${rounds} rounds x ${seconds}s; unary 1 KB at $conns connections;" \
      "SSE $frames frames x ${BENCH_FRAME_DELAY_MS} ms at $streams streams; $(nproc) cores"
 for r in $(seq "$rounds"); do
-  for mode in ${BENCH_MODES:-unary limited unbounded sse}; do
+  for mode in ${BENCH_MODES:-unary limited unbounded long sse}; do
     # "limited" is the unary run again with a key whose every limit is on.
     [ "$mode" = limited ] || run haproxy "$plain_port" "$plain_pid" "$mode"
     run gateway "$gw_port" "$gw_pid" "$mode"
@@ -128,7 +131,7 @@ hz = 100  # USER_HZ: /proc/PID/stat counts CPU in 1/100 s
 print(f"{'target':17} {'req/s':>9} {'events/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
       f"{'HAProxy CPU us/req':>19} {'agent CPU us/req':>17} {'decision us':>12}")
 for n in ("haproxy-unary", "gateway-unary", "gateway-limited", "haproxy-unbounded",
-          "gateway-unbounded", "haproxy-sse", "gateway-sse"):
+          "gateway-unbounded", "haproxy-long", "gateway-long", "haproxy-sse", "gateway-sse"):
     if n not in med:
         continue
     m = med[n]
@@ -138,7 +141,7 @@ for n in ("haproxy-unary", "gateway-unary", "gateway-limited", "haproxy-unbounde
     print(f"{n:17} {m['rps']:9.0f} {ev:10.0f} {m['p50_ms']:9.3f} {m['p99_ms']:9.3f} "
           f"{cpu:19.1f} {agent if gw else 0:17.1f} {m['decision_us'] if gw else 0:12.3f}")
 for mode, what, target in (("unary", "req/s", 0.5), ("unbounded", "req/s", 0.0),
-                           ("sse", "events/s", 0.9)):
+                           ("long", "req/s", 0.0), ("sse", "events/s", 0.9)):
     if f"gateway-{mode}" in med:
         ratio = med[f"gateway-{mode}"]["rps"] / med[f"haproxy-{mode}"]["rps"]
         goal = f" (target >= {target:.2f}x)" if target else ""

@@ -1,7 +1,8 @@
 /* bench-codec: the peer-input parsers on the request path, in operations per second,
  * on the inputs the fuzzers start from (tests/fuzz/corpus): SPOP NOTIFY frames decoded
  * down to every argument, the agent's ACK with its set-vars encoded, HAProxy's log
- * records parsed, and the usage read from each record (SSE captures, unary fields).
+ * records parsed, and the usage read from each record (SSE captures, unary fields), and
+ * the HMAC check that vouches for a record (gwsecret.h).
  * Single-threaded; each figure is the best of 3 runs of BENCH_MS (default 300) ms.
  * Run from the repository's root (make bench-codec). */
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gwsecret.h"
 #include "record.h"
 #include "spop.h"
 #include "usage.h"
@@ -117,7 +119,27 @@ static long bench_record(const struct bench_input *in)
 	return (long)(u.prompt_tokens + u.completion_tokens);
 }
 
-enum bench_kind { BENCH_DECODE, BENCH_ENCODE, BENCH_RECORD };
+/* Parses the record in and checks its MAC, as the intake does before anything else.
+ * The corpus input is MACed under the secret derived from { 1, 0, ... }. */
+static long bench_authentic(const struct bench_input *in)
+{
+	static struct gwsecret_mac *m;
+	struct record r;
+
+	if (!m) {
+		unsigned char key[KEYHASH_SECRET_LEN] = { 1 };
+		struct gwsecret s;
+
+		gwsecret_derive(key, &s);
+		if (!(m = gwsecret_mac_new(&s)))
+			return -1;
+	}
+	if (record_parse(in->buf, in->len, &r) < 0 || !record_authentic(&r, m))
+		return -1;
+	return (long)r.id.len;
+}
+
+enum bench_kind { BENCH_DECODE, BENCH_ENCODE, BENCH_RECORD, BENCH_AUTHENTIC };
 
 /* Operations per second of one kind on in, best of BENCH_ROUNDS; -1 if it fails. */
 static double bench_run(enum bench_kind kind, const struct bench_input *in, double ms)
@@ -135,7 +157,7 @@ static double bench_run(enum bench_kind kind, const struct bench_input *in, doub
 			for (int i = 0; i < 256; i++, n++) {
 				v = kind == BENCH_DECODE ? bench_spop_decode(in) :
 				    kind == BENCH_ENCODE ? bench_spop_encode(out, sizeof(out)) :
-				    bench_record(in);
+				    kind == BENCH_RECORD ? bench_record(in) : bench_authentic(in);
 				if (v < 0)
 					return -1;
 				sink += v;
@@ -160,6 +182,7 @@ int main(void)
 		{ BENCH_RECORD, "record", "openai_unary", "record + usage, OpenAI unary" },
 		{ BENCH_RECORD, "record", "openai_stream", "record + usage, OpenAI stream capture" },
 		{ BENCH_RECORD, "record", "anthropic_stream", "record + usage, Anthropic stream" },
+		{ BENCH_AUTHENTIC, "record", "openai_unary_authentic", "record + its MAC, OpenAI unary" },
 	};
 	const char *env = getenv("BENCH_MS");
 	double ms = env ? atof(env) : 300;

@@ -1,12 +1,19 @@
 -- wrk script for loadtest/bench-decision.sh and bench-accounting.sh: one chat
 -- completion per request, then a machine-readable summary line. Unary with a
 -- BENCH_BODY_BYTES response by default; with BENCH_FRAMES set, a stream of that many
--- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage.
+-- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage. BENCH_LONG=1: a 40 KB prompt
+-- in the OpenAI Python SDK's order (messages, then model and stream), a stream of 10
+-- frames that did not ask for usage: the body is longer than the agent sees, so the
+-- capture filter reads it to its end and amends it.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TALLY_KEY") or "none")
 local frames = os.getenv("BENCH_FRAMES")
-if frames then
+if os.getenv("BENCH_LONG") == "1" then
+  wrk.body = '{"messages":[{"role":"user","content":"' .. string.rep("x", 40000) .. '"}],' ..
+    '"model":"mock-gpt","stream":true}'
+  wrk.headers["x-mock-frames"] = "10"
+elseif frames then
   wrk.body = '{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},' ..
     '"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
   wrk.headers["x-mock-frames"] = frames

@@ -9,6 +9,9 @@
 # Stages:
 #   smoke      a few seconds, small levels: accounting exact and bytes equal (CI runs it)
 #   stress     fast unary responses at rising concurrency
+#   hostile    normal and hostile traffic mixed (streams that turn usage off, chunked
+#              bodies, errors on amended streams, a forged record raced ahead of every
+#              real one): every response checked, every row with the reported usage
 #   streaming  a ramp of held streams (100 frames 10 ms apart, about one second each),
 #              through plain HAProxy and then the gateway: events/s side by side
 #   sustained  one level for minutes
@@ -141,7 +144,16 @@ PY
 stage_smoke() {
   perf_up
   perf_run smoke "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_SMOKE_LEVELS:-1,4}" \
-    --requests "${PERF_SMOKE_REQUESTS:-200}" --stream-pct 50 --frames 5 --db "$db"
+    --requests "${PERF_SMOKE_REQUESTS:-200}" --stream-pct 50 --hostile-pct 20 --frames 5 \
+    --forge "127.0.0.1:$records_port" --db "$db"
+  perf_down
+}
+
+stage_hostile() {
+  perf_up
+  perf_run hostile "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_HOSTILE_LEVELS:-1,8,32}" \
+    --duration "${PERF_HOSTILE_SECONDS:-5}" --stream-pct 30 --hostile-pct 30 --frames 5 \
+    --forge "127.0.0.1:$records_port" --db "$db"
   perf_down
 }
 
@@ -287,7 +299,7 @@ stage_bench() {
 [ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }
 for stage in "$@"; do
   case $stage in
-    smoke|stress|streaming|sustained|overload|compare|bench) "stage_$stage" ;;
+    smoke|stress|hostile|streaming|sustained|overload|compare|bench) "stage_$stage" ;;
     *) echo "perf: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

@@ -5,8 +5,12 @@
  * mock upstream, and then checks that the agent wrote exactly one accounting row per
  * successful request. One thread runs everything: all clients of a level, and the
  * fetch of the expected bodies before it, share one libev loop; the SQLite check runs
- * on the same thread between levels. Allocation failure aborts: a test tool that cannot
- * allocate has nothing better to do. */
+ * on the same thread between levels. With --hostile-pct a share of the requests tries to
+ * get around the meter (a stream that turns usage off, one sent chunked, one whose
+ * upstream answers an error), and with --forge every response's id gets a forged
+ * zero-usage record sent to the agent's records port ahead of the real one: the level
+ * still passes only if every row is there with the usage the upstream reported.
+ * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <errno.h>
 #include <getopt.h>
@@ -39,7 +43,12 @@
 #define ST_SQL_CHUNK   500          /* bound parameters per IN (...) query */
 #define ST_SETTLE_S    10.0         /* how long the accounting check waits for the agent */
 
-enum { SHAPE_UNARY, SHAPE_STREAM, SHAPE_N };
+/* The hostile shapes come last: ESCAPE asks for no usage, CHUNKED sends its body without
+ * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended. */
+enum { SHAPE_UNARY, SHAPE_STREAM, SHAPE_ESCAPE, SHAPE_CHUNKED, SHAPE_ERROR, SHAPE_N };
+#define SHAPE_HOSTILE SHAPE_ESCAPE
+static const char *const shape_names[SHAPE_N] = { "unary", "stream", "escape", "chunked",
+						  "error" };
 
 enum err_kind { ERR_CONNECT, ERR_TIMEOUT, ERR_STATUS, ERR_MISMATCH, ERR_SHORT_READ,
 		ERR_PROTOCOL, ERR_N };
@@ -60,7 +69,8 @@ struct opts {
 	int nheaders;
 	int levels[ST_LEVELS_MAX], nlevels;
 	double duration, timeout, connect_timeout;
-	long requests, stream_pct, frames, frame_delay_ms, body_bytes, max_tokens;
+	long requests, stream_pct, hostile_pct, frames, frame_delay_ms, body_bytes, max_tokens;
+	const char *forge;              /* the agent's records address: forge records there */
 	bool keepalive, json, allow_drops;
 };
 
@@ -69,6 +79,7 @@ struct target {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct buf req[SHAPE_N];    /* complete request bytes per shape */
+	int status[SHAPE_N];        /* the status each shape's answer has */
 };
 
 /* What every response of one shape must be, fetched from the mock. */
@@ -90,7 +101,11 @@ struct run {
 	struct expected *exp;           /* NULL: record into exp_out instead of comparing */
 	struct buf *exp_out;
 	int fixed_shape;                /* -1: choose by request index */
-	long stream_pct;
+	long stream_pct, hostile_pct;
+	int forge_fd;                   /* UDP to the records port; -1: no forging */
+	struct sockaddr_storage forge_addr;
+	socklen_t forge_addrlen;
+	unsigned long long forged;
 	long budget;                    /* requests to issue; -1: until deadline */
 	double deadline;
 	long issued;
@@ -243,6 +258,23 @@ static void parse_url(const char *url, struct target *t, char *hostport, size_t 
 	freeaddrinfo(ai);
 }
 
+/* The body of shape s. The mock is sent what the gateway sends it: a stream that did not
+ * ask for usage has been amended to ask for it. */
+static int shape_body(char *body, size_t cap, const struct opts *o, int s, bool for_mock)
+{
+	static const char *const tail[SHAPE_N] = {
+		[SHAPE_UNARY] = "",
+		[SHAPE_STREAM] = ",\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+		[SHAPE_ESCAPE] = ",\"stream\":true,\"stream_options\":{\"include_usage\":false}",
+		[SHAPE_CHUNKED] = ",\"stream\":true",
+		[SHAPE_ERROR] = ",\"stream\":true",
+	};
+	const char *t = for_mock && s >= SHAPE_HOSTILE ? tail[SHAPE_STREAM] : tail[s];
+
+	return snprintf(body, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+			"\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, o->max_tokens, t);
+}
+
 /* Both targets get the same body and knob headers, so that the mock's bytes match. */
 static void build_target(struct target *t, const struct opts *o, const char *url,
 			 const char *bearer, int extra_headers)
@@ -253,29 +285,36 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 		die("a credential with a line break would inject headers");
 	for (int s = 0; s < SHAPE_N; s++) {
 		char body[512];
-		int n = snprintf(body, sizeof body,
-				 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-				 "\"max_tokens\":%ld%s}", o->model, o->max_tokens,
-				 s == SHAPE_STREAM ? ",\"stream\":true,"
-				 "\"stream_options\":{\"include_usage\":true}" : "");
+		bool chunked = s == SHAPE_CHUNKED && extra_headers;
+		int n = shape_body(body, sizeof body, o, s, !extra_headers);
 		if (n < 0 || (size_t)n >= sizeof body)
 			die("--model too long");
 		struct buf *b = &t->req[s];
+		t->status[s] = s == SHAPE_ERROR ? 429 : 200;
 		buf_printf(b, "POST " ST_PATH " HTTP/1.1\r\nHost: %s\r\n", hostport);
 		if (bearer)
 			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
 		for (int h = 0; extra_headers && h < o->nheaders; h++)
 			buf_printf(b, "%s\r\n", o->headers[h]);
-		buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
+		if (chunked)
+			buf_printf(b, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n");
+		else
+			buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
 		if (o->frames >= 0)
 			buf_printf(b, "x-mock-frames: %ld\r\n", o->frames);
 		if (o->frame_delay_ms >= 0)
 			buf_printf(b, "x-mock-frame-delay-ms: %ld\r\n", o->frame_delay_ms);
 		if (s == SHAPE_UNARY && o->body_bytes >= 0)
 			buf_printf(b, "x-mock-body-bytes: %ld\r\n", o->body_bytes);
+		if (s == SHAPE_ERROR)
+			buf_printf(b, "x-mock-status: 429\r\n");
 		if (!o->keepalive)
 			buf_printf(b, "Connection: close\r\n");
-		buf_printf(b, "\r\n%s", body);
+		if (chunked)
+			buf_printf(b, "\r\n%x\r\n%.*s\r\n%x\r\n%s\r\n0\r\n\r\n", n / 2, n / 2,
+				   body, n - n / 2, body + n / 2);
+		else
+			buf_printf(b, "\r\n%s", body);
 	}
 }
 
@@ -289,6 +328,9 @@ static int shape_of(const struct run *r, long k)
 {
 	if (r->fixed_shape >= 0)
 		return r->fixed_shape;
+	/* hostile requests the same way, taking the three hostile shapes in turn */
+	if ((k + 1) * r->hostile_pct / 100 > k * r->hostile_pct / 100)
+		return SHAPE_HOSTILE + (int)((k * r->hostile_pct / 100) % (SHAPE_N - SHAPE_HOSTILE));
 	return (k + 1) * r->stream_pct / 100 > k * r->stream_pct / 100 ? SHAPE_STREAM : SHAPE_UNARY;
 }
 
@@ -317,7 +359,7 @@ static void run_add_id(struct run *r, const char *id)
 static void run_add_success(struct run *r, const struct client *c, double t)
 {
 	const struct expected *e = &r->exp[c->shape];
-	r->ok_streams += c->shape == SHAPE_STREAM;
+	r->ok_streams += c->shape != SHAPE_UNARY;
 	r->events += e->events;
 	r->tokens += e->tokens;
 	dvec_push(&r->lat, t - c->t_start);
@@ -400,7 +442,7 @@ static int on_body(http_parser *p, const char *at, size_t n)
 {
 	struct client *c = p->data;
 	struct run *r = c->run;
-	if (p->status_code != 200)
+	if (p->status_code != (unsigned)r->tgt->status[c->shape])
 		return 0;
 	if (!r->exp) {
 		buf_add(r->exp_out, at, n);
@@ -410,6 +452,39 @@ static int on_body(http_parser *p, const char *at, size_t n)
 	if (c->mismatch || c->body_pos + n > e->len || memcmp(e->p + c->body_pos, at, n) != 0)
 		c->mismatch = true;
 	c->body_pos += n;
+	return 0;
+}
+
+/* A record in the log-format's shape for the response's id, claiming no usage, with a
+ * MAC that is not HAProxy's; every tenth also one for an id of its own claiming a
+ * million tokens. The agent must refuse both. */
+static void forge_records(struct client *c)
+{
+	static const char mac[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+	struct run *r = c->run;
+	char line[512], id[ST_RID_MAX + 32];
+	int n;
+
+	if (r->forge_fd < 0 || !c->rid_len)
+		return;
+	for (int fresh = 0; fresh < 1 + (r->forged % 10 == 0); fresh++) {
+		if (fresh)
+			snprintf(id, sizeof id, "forged-%llu", r->forged);
+		else
+			snprintf(id, sizeof id, "%s", c->rid);
+		n = snprintf(line, sizeof line, "tally2 %s - - %s %lld 123 200 342 555 3 0 0 2 5 -- "
+			     "be_mock_openai allow 1 mock-gpt mock-openai 0 - - mock-gpt %s 0 - - - - - "
+			     "- -", mac, id, (long long)time(NULL), fresh ? "1000000" : "0");
+		if (n > 0 && (size_t)n < sizeof line &&
+		    sendto(r->forge_fd, line, (size_t)n, 0, (const struct sockaddr *)&r->forge_addr,
+			   r->forge_addrlen) == n)
+			r->forged++;
+	}
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	forge_records(p->data);
 	return 0;
 }
 
@@ -424,13 +499,14 @@ static int on_message_complete(http_parser *p)
 static const http_parser_settings parser_settings = {
 	.on_header_field = on_header_field,
 	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
 	.on_body = on_body,
 	.on_message_complete = on_message_complete,
 };
 
 static int response_outcome(struct client *c)
 {
-	if (c->parser.status_code != 200)
+	if (c->parser.status_code != (unsigned)c->run->tgt->status[c->shape])
 		return ERR_STATUS;
 	if (c->run->exp && (c->mismatch || c->body_pos != c->run->exp[c->shape].body.len))
 		return ERR_MISMATCH;
@@ -601,18 +677,36 @@ static void run_init(struct run *r, struct ev_loop *loop, const struct opts *o,
 	r->tgt = t;
 	r->fixed_shape = -1;
 	r->stream_pct = o->stream_pct;
+	r->hostile_pct = o->hostile_pct;
+	r->forge_fd = -1;
 	r->budget = o->requests > 0 ? o->requests : -1;
 	r->keepalive = o->keepalive;
 	r->timeout = o->timeout;
 	r->connect_timeout = o->connect_timeout;
 }
 
+/* Takes the usage event out of an event stream, as the gateway does for a client that
+ * did not ask for it. */
+static void strip_usage_event(struct buf *b)
+{
+	const char *u = b->len ? memmem(b->p, b->len, "\"usage\":{", 9) : NULL;
+	if (!u)
+		return;
+	const char *start = u, *stop = memmem(u, b->len - (size_t)(u - b->p), "\n\n", 2);
+	while (start > b->p && !(start[-1] == '\n' && start[0] == 'd'))
+		start--;
+	if (!stop)
+		return;
+	stop += 2;
+	memmove((char *)start, stop, b->len - (size_t)(stop - b->p));
+	b->len -= (size_t)(stop - start);
+}
+
 /* The mock's answer for each shape, fetched directly: what every response must be. */
 static void fetch_expected(struct ev_loop *loop, const struct opts *o, const struct target *mock,
 			   struct expected exp[SHAPE_N])
 {
-	static const char *const shape_names[SHAPE_N] = { "unary", "stream" };
-	for (int s = 0; s < SHAPE_N; s++) {
+	for (int s = 0; s < (o->hostile_pct ? SHAPE_N : SHAPE_HOSTILE); s++) {
 		struct run r;
 		run_init(&r, loop, o, mock);
 		r.fixed_shape = s;
@@ -625,7 +719,7 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 				if (r.errors[e])
 					die("expected %s body from %s: %s%s", shape_names[s],
 					    o->expect_url, err_names[e],
-					    e == ERR_STATUS ? " (status is not 200)" : "");
+					    e == ERR_STATUS ? " (not the status expected)" : "");
 		}
 		const char *last;
 		exp[s].events = count_sub(&exp[s].body, "data: ", NULL);
@@ -635,6 +729,11 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 		for (int d = 0; last && d < 15 && last < exp[s].body.p + exp[s].body.len &&
 		     *last >= '0' && *last <= '9'; d++, last++)
 			exp[s].tokens = exp[s].tokens * 10 + (unsigned long long)(*last - '0');
+		/* the gateway asked for usage on the client's behalf and takes the event out */
+		if (s == SHAPE_ESCAPE || s == SHAPE_CHUNKED) {
+			strip_usage_event(&exp[s].body);
+			exp[s].events = count_sub(&exp[s].body, "data: ", NULL);
+		}
 		run_free(&r);
 	}
 }
@@ -664,18 +763,20 @@ out:
 	return rc;
 }
 
-/* Rows whose request_id is one of ids, counted in chunks of bound parameters so that
- * the database is only read. */
-static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows)
+/* Rows whose request_id is one of ids, and their completion tokens, counted in chunks
+ * of bound parameters so that the database is only read. */
+static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows,
+		     long long *tokens)
 {
 	sqlite3_stmt *st = NULL;
 	struct buf sql = { 0 };
 	int rc = -1;
-	*rows = 0;
+	*rows = *tokens = 0;
 	for (size_t at = 0; at < n; at += ST_SQL_CHUNK) {
 		size_t k = n - at < ST_SQL_CHUNK ? n - at : ST_SQL_CHUNK;
 		sql.len = 0;
-		buf_printf(&sql, "SELECT count(*) FROM requests WHERE request_id IN (?");
+		buf_printf(&sql, "SELECT count(*), sum(completion_tokens) FROM requests"
+			   " WHERE request_id IN (?");
 		for (size_t i = 1; i < k; i++)
 			buf_add(&sql, ",?", 2);
 		buf_add(&sql, ")", 2);      /* with the terminating NUL */
@@ -687,6 +788,7 @@ static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows)
 		if (sqlite3_step(st) != SQLITE_ROW)
 			goto out;
 		*rows += sqlite3_column_int64(st, 0);
+		*tokens += sqlite3_column_int64(st, 1);
 		sqlite3_finalize(st);
 		st = NULL;
 	}
@@ -699,6 +801,18 @@ out:
 	return rc;
 }
 
+/* Rows that forged records made: none, ever. */
+static int acct_forged(sqlite3 *db, long long *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM requests WHERE request_id LIKE"
+				    " 'forged-%'", -1, &st, NULL) == SQLITE_OK &&
+		 sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
+	*n = rc == 0 ? sqlite3_column_int64(st, 0) : -1;
+	sqlite3_finalize(st);
+	return rc;
+}
+
 static bool acct_same(const struct acct *a, const struct acct *b)
 {
 	return a->received == b->received && a->written == b->written &&
@@ -708,7 +822,8 @@ static bool acct_same(const struct acct *a, const struct acct *b)
 /* Waits until the agent has nothing in flight (received == written + dropped) and
  * either every id has its row or the counters stayed put for half a second; gives up
  * after ST_SETTLE_S. */
-static int acct_wait(sqlite3 *db, const struct run *r, struct acct *after, long long *rows)
+static int acct_wait(sqlite3 *db, const struct run *r, struct acct *after, long long *rows,
+		     long long *tokens)
 {
 	double end = now_s() + ST_SETTLE_S;
 	struct acct prev = { -1, -1, -1, -1 };
@@ -721,7 +836,7 @@ static int acct_wait(sqlite3 *db, const struct run *r, struct acct *after, long 
 		stable = settled && acct_same(after, &prev) ? stable + 1 : 0;
 		prev = *after;
 		if (settled) {
-			if (acct_rows(db, r->ids, r->nids, rows) < 0)
+			if (acct_rows(db, r->ids, r->nids, rows, tokens) < 0)
 				return -1;
 			if ((unsigned long long)*rows == r->ok || stable >= 5)
 				return 0;
@@ -764,7 +879,7 @@ struct level_report {
 	int conns;
 	const struct run *r;
 	bool acct_done, exact, balanced;
-	long long rows;
+	long long rows, tokens, forged_rows;
 	struct acct delta, after;
 };
 
@@ -819,6 +934,10 @@ static void report_json(const struct level_report *L)
 		cJSON_AddBoolToObject(a, "exact", L->exact);
 		cJSON_AddNumberToObject(a, "rows", (double)L->rows);
 		cJSON_AddNumberToObject(a, "expected", (double)r->ok);
+		cJSON_AddNumberToObject(a, "completion_tokens", (double)L->tokens);
+		cJSON_AddNumberToObject(a, "completion_tokens_expected", (double)r->tokens);
+		cJSON_AddNumberToObject(a, "forged_records", (double)r->forged);
+		cJSON_AddNumberToObject(a, "forged_rows", (double)L->forged_rows);
 		cJSON_AddNumberToObject(a, "missing_request_id", (double)r->no_id);
 		cJSON_AddNumberToObject(a, "dropped", (double)L->delta.dropped);
 		cJSON_AddNumberToObject(a, "timed_out", (double)L->delta.timed_out);
@@ -860,9 +979,12 @@ static void report_human(const struct level_report *L, bool first)
 		printf("\n");
 	}
 	if (L->acct_done)
-		printf("      accounting %s%lld/%llu%s (dropped +%lld, timed_out +%lld)\n",
-		       L->exact ? "" : "SHORT ", L->rows, r->ok, L->exact ? " exact" : "",
-		       L->delta.dropped, L->delta.timed_out);
+		printf("      accounting %s%lld/%llu%s, completion tokens %lld/%llu (dropped +%lld,"
+		       " timed_out +%lld)\n", L->exact ? "" : "SHORT ", L->rows, r->ok,
+		       L->exact ? " exact" : "", L->tokens, r->tokens, L->delta.dropped,
+		       L->delta.timed_out);
+	if (L->acct_done && r->forged)
+		printf("      forged records %llu, rows they made %lld\n", r->forged, L->forged_rows);
 	if (L->acct_done && L->delta.dropped)
 		printf("      received %lld = written %lld + dropped %lld: %s\n", L->after.received,
 		       L->after.written, L->after.dropped, L->balanced ? "balanced" : "UNBALANCED");
@@ -884,6 +1006,12 @@ static void usage(FILE *f)
 		"  --requests N          requests per level\n"
 		"  --duration S          seconds per level (requests in flight then finish)\n"
 		"  --stream-pct P        0-100: share of SSE streams, spread evenly by index\n"
+		"  --hostile-pct P       0-100: share of requests that try to get around the meter\n"
+		"                        (streams with include_usage false, chunked bodies,\n"
+		"                        upstream errors on amended streams), in turn\n"
+		"  --forge HOST:PORT     send the agent's records port (UDP) a forged zero-usage\n"
+		"                        record for every response's id; with --db, a level\n"
+		"                        passes only if no forged record made or changed a row\n"
 		"  --frames N            x-mock-frames (default: not sent)\n"
 		"  --frame-delay-ms MS   x-mock-frame-delay-ms (default: not sent)\n"
 		"  --body-bytes N        x-mock-body-bytes on unary requests (default: not sent)\n"
@@ -942,7 +1070,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
-	       O_HEADER, O_DROPS, O_HELP };
+	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -963,6 +1091,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "json", no_argument, NULL, O_JSON },
 		{ "header", required_argument, NULL, O_HEADER },
 		{ "allow-drops", no_argument, NULL, O_DROPS },
+		{ "hostile-pct", required_argument, NULL, O_HOSTILE },
+		{ "forge", required_argument, NULL, O_FORGE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -997,6 +1127,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			o->headers[o->nheaders++] = optarg;
 			break;
 		case O_DROPS: o->allow_drops = true; break;
+		case O_HOSTILE: o->hostile_pct = parse_long(optarg, "hostile-pct", 0, 100); break;
+		case O_FORGE: o->forge = optarg; break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1034,6 +1166,19 @@ int main(int argc, char **argv)
 			die("%s: %s", o.db, sqlite3_errmsg(db));
 		sqlite3_busy_timeout(db, 5000);
 	}
+	int forge_fd = -1;
+	struct sockaddr_storage forge_addr;
+	socklen_t forge_addrlen = 0;
+	if (o.forge) {
+		struct target ft;
+		char url[320], hp[300];
+		snprintf(url, sizeof url, "http://%s", o.forge);
+		parse_url(url, &ft, hp, sizeof hp);
+		forge_addr = ft.addr;
+		forge_addrlen = ft.addrlen;
+		if ((forge_fd = socket(ft.addr.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+			die("--forge: %s", strerror(errno));
+	}
 	struct ev_loop *loop = EV_DEFAULT;
 	for (int i = 0; i < o.nlevels; i++) {
 		struct acct before = { 0 }, after = { 0 };
@@ -1044,14 +1189,21 @@ int main(int argc, char **argv)
 			die("%s: cannot read the accounting table", o.db);
 		run_init(&r, loop, &o, &gw);
 		r.exp = exp;
+		r.forge_fd = forge_fd;
+		r.forge_addr = forge_addr;
+		r.forge_addrlen = forge_addrlen;
 		run_exec(&r, o.levels[i], o.duration);
 		dvec_sort(&r.lat);
 		dvec_sort(&r.fb);
 		if (db) {
-			if (acct_wait(db, &r, &after, &L.rows) < 0)
+			if (acct_wait(db, &r, &after, &L.rows, &L.tokens) < 0 ||
+			    acct_forged(db, &L.forged_rows) < 0)
 				die("%s: cannot read accounting rows", o.db);
 			L.acct_done = true;
-			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0;
+			/* every success has its row, with the usage the upstream reported, and no
+			 * forged record made one */
+			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 &&
+			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0;
 			L.delta.dropped = after.dropped - before.dropped;
 			L.delta.timed_out = after.timed_out - before.timed_out;
 			L.after = after;
@@ -1075,6 +1227,8 @@ int main(int argc, char **argv)
 		free(exp[s].body.p);
 	}
 	sqlite3_close(db);
+	if (forge_fd >= 0)
+		close(forge_fd);
 	ev_loop_destroy(loop);
 	return failed ? 1 : 0;
 }

@@ -59,6 +59,7 @@ struct intake {
 	ev_prepare flush;                 /* journal flush once per loop iteration */
 	struct intake_conn *conns[INTAKE_MAX_CONNS];
 	struct dedupe *seen;
+	struct gwsecret_mac *mac;         /* checks records' MACs (this thread's) */
 	struct journal_log *jlog;
 	struct keytable *kt;
 	pthread_mutex_t lock;             /* guards the two fields below */
@@ -122,7 +123,7 @@ static int intake_record(struct intake *in, const char *msg, size_t len, int udp
 		intake_error(in, STATS_ERR_RECORD_PARSE, what);
 		return -1;
 	}
-	if (!record_authentic(&r, in->cfg.secret)) {
+	if (!record_authentic(&r, in->mac)) {
 		/* Not from the gateway's HAProxy: it must not make, or pre-empt, a row. */
 		stats_add(&stats.unauthenticated, 1);
 		intake_error(in, STATS_ERR_RECORD_UNAUTHENTICATED,
@@ -358,7 +359,8 @@ struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt
 	if ((lfd = net_listen(cfg->addr, err, errlen)) < 0 ||
 	    (ufd = net_bind_udp(cfg->addr, err, errlen)) < 0)
 		goto fail;
-	if (!(in->seen = dedupe_new(cfg->dedupe_ms)) || !(in->loop = ev_loop_new(EVFLAG_AUTO))) {
+	if (!(in->seen = dedupe_new(cfg->dedupe_ms)) || !(in->loop = ev_loop_new(EVFLAG_AUTO)) ||
+	    !(in->mac = gwsecret_mac_new(cfg->secret))) {
 		snprintf(err, errlen, "intake: out of memory");
 		goto fail;
 	}
@@ -396,6 +398,7 @@ fail:
 	if (in->loop)
 		ev_loop_destroy(in->loop);
 	dedupe_free(in->seen);
+	gwsecret_mac_free(in->mac);
 	keytable_unref(in->kt);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
@@ -433,6 +436,7 @@ void intake_stop(struct intake *in)
 	keytable_unref(in->next_kt);
 	keytable_unref(in->kt);
 	dedupe_free(in->seen);
+	gwsecret_mac_free(in->mac);
 	ev_loop_destroy(in->loop);
 	pthread_mutex_destroy(&in->lock);
 	free(in);

@@ -108,8 +108,9 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 }
 
 /* Budgets survive a restart, and a budget set while running counts what the key spent
- * before: each budgeted key's spend in its current period, from the hourly rollups
- * (periods start on the hour). Rows still queued are missing from it for a moment. */
+ * before: each budgeted key's spend in its current period, reported and estimated, from
+ * the hourly rollups (periods start on the hour). Rows still queued are missing from it
+ * for a moment. */
 static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
@@ -117,7 +118,8 @@ static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *er
 	size_t i;
 	int rc = -1;
 
-	if (sqlite3_prepare_v2(a->db, "SELECT coalesce(sum(cost_micros), 0) FROM usage_hourly"
+	if (sqlite3_prepare_v2(a->db, "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+	                              " FROM usage_hourly"
 	                              " WHERE key_id = ?1 AND hour >= ?2", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	for (i = 0; i < kt->nkeys; i++) {

@@ -263,12 +263,12 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	return 0;
 }
 
-int record_authentic(const struct record *r, const struct gwsecret *s)
+int record_authentic(const struct record *r, struct gwsecret_mac *m)
 {
 	if (r->id.len)
-		return gwsecret_mac_ok(s, r->id.ptr, r->id.len, r->mac.ptr, r->mac.len);
+		return gwsecret_mac_ok(m, r->id.ptr, r->id.len, r->mac.ptr, r->mac.len);
 	return r->nonce.len &&
-	       gwsecret_mac_ok(s, r->nonce.ptr, r->nonce.len, r->nmac.ptr, r->nmac.len);
+	       gwsecret_mac_ok(m, r->nonce.ptr, r->nonce.len, r->nmac.ptr, r->nmac.len);
 }
 
 void record_name(const struct record *r, char *out, size_t cap)

@@ -66,8 +66,8 @@ int record_frame_next(const char *buf, size_t len, size_t max_len,
 int record_parse(const char *buf, size_t len, struct record *out);
 
 /* 1 if the gateway's HAProxy wrote r: its MAC (of the id, or of the nonce for a record
- * without id) is right under s. */
-int record_authentic(const struct record *r, const struct gwsecret *s);
+ * without id) is right under the secret m checks. */
+int record_authentic(const struct record *r, struct gwsecret_mac *m);
 
 /* The transaction's name: its id, or "haproxy-<nonce>" for a record without id, into
  * out (cap >= ACCT_ID_MAX), cut to fit. */

@@ -1,9 +1,11 @@
 /* libFuzzer target: the record intake path over arbitrary bytes (peer input): framing
- * of a TCP ring stream, each record parsed, its usage read as intake reads it. */
+ * of a TCP ring stream, each record parsed and authenticated, its usage read as intake
+ * reads it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gwsecret.h"
 #include "record.h"
 #include "usage.h"
 
@@ -23,20 +25,32 @@ static void fuzz_record_check_usage(const struct usage *u)
 }
 
 /* Parses one record and checks what a caller relies on. */
+static struct gwsecret_mac *fuzz_mac;
+static unsigned long authentic;   /* read, so that the check is not optimised away */
+
 static void fuzz_record_one(const char *msg, size_t len)
 {
 	struct record r;
 	struct usage u;
+	char name[ACCT_ID_MAX];
 	int i;
 
 	if (record_parse(msg, len, &r) < 0)
 		return;
-	/* A record is named by its unique id, or by the header's transaction name. */
+	/* A record is named by its unique id, or by its connection's nonce; what vouches for
+	 * it lies within the input and is checked without reading past it. */
 	if (r.id.len ? r.id.ptr < msg || r.id.ptr + r.id.len > msg + len || r.id.len >= ACCT_ID_MAX
-	             : !r.txn.len)
+	             : !r.nonce.len)
 		abort();
-	if (r.txn.len && (r.txn.ptr < msg || r.txn.ptr + r.txn.len > msg + len ||
-	                  r.txn.len > RECORD_TXN_MAX))
+	if ((r.nonce.len && (r.nonce.ptr < msg || r.nonce.ptr + r.nonce.len > msg + len ||
+	                     r.nonce.len > RECORD_NONCE_MAX)) ||
+	    (r.mac.len && (r.mac.ptr < msg || r.mac.ptr + r.mac.len > msg + len)) ||
+	    (r.nmac.len && (r.nmac.ptr < msg || r.nmac.ptr + r.nmac.len > msg + len)))
+		abort();
+	if (record_authentic(&r, fuzz_mac))
+		authentic++;
+	record_name(&r, name, sizeof(name));
+	if (strlen(name) >= sizeof(name))
 		abort();
 	if (r.termination.len != 2 || r.status < -1 || r.status > 999 ||
 	    (r.stream != 0 && r.stream != 1 && r.stream != ACCT_NONE) ||
@@ -65,6 +79,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!buf)
 		return 0;
+	if (!fuzz_mac) {
+		unsigned char key[KEYHASH_SECRET_LEN] = { 1 };
+		struct gwsecret s;
+
+		gwsecret_derive(key, &s);
+		if (!(fuzz_mac = gwsecret_mac_new(&s)))
+			abort();
+	}
 	memcpy(buf, data, size);
 	/* As a datagram: the whole input is one record. */
 	fuzz_record_one(buf, size);

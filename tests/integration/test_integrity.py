@@ -243,6 +243,28 @@ def test_usage_is_asked_for_past_the_inspected_prefix(stack, path, tail, chunked
     assert r["stream"] == 1
 
 
+def test_the_rest_of_a_long_body_is_read_as_json_reads_it(stack):
+    """Quotes, escapes, brackets and member names inside strings and nested objects past
+    the cut are content, not members: nothing is spoiled, and the one top-level stream
+    is amended."""
+    text = 'say "stream": true, "model": "x" {[,:]} \\ \\" \n\t\u00e9 ' * 1200
+    nested = {"metadata": {"model": "other", "stream": False, "stream_options": {}},
+              "tools": [{"type": "function", "function": {"name": "stream", "parameters":
+                                                           {"model": {"type": "string"}}}}]}
+    body = json.dumps(dict({"messages": [{"role": "user", "content": text}]}, **nested,
+                           model="mock-gpt", stream=True)).encode()
+    assert len(body) > 60000
+    status, h, answer = post(stack, CHAT, body, {"x-mock-frames": "4", "x-mock-prompt-tokens": "9"})
+    assert status == 200, answer[:200]
+    up = stack.mock_requests()[-1]
+    # the nested stream_options is no member of the body: the amendment goes at the end
+    want = body[:-1] + b',"stream_options":{"include_usage":true}}'
+    assert up["body_sha256"] == hashlib.sha256(want).hexdigest()
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["usage_source"]) == (9, "stream")
+    assert b'"usage":{' not in answer
+
+
 def test_a_second_stream_member_past_the_prefix_spoils_the_body(stack):
     """Upstream JSON readers keep the last of duplicated keys: a "stream": true after the
     cut must not turn a judged unary request into a stream nobody asked usage for."""
@@ -338,6 +360,12 @@ def test_a_stream_cut_before_its_usage_is_charged_its_estimate(stack):
     assert r["estimated_cost_micros"] == prompt * 1 + 1000 * 2
     got, _, err = post(stack, CHAT, dict(body, stream=False), key=key)
     assert got == 402, err
+    # ...and after a restart, which rebuilds spend from the rollups.
+    stack.stop_agent()
+    stack.start_agent()
+    stack.wait_agent_state("UP")
+    got, _, err = post(stack, CHAT, dict(body, stream=False), key=key)
+    assert got == 402, err
 
 
 def test_an_anthropic_stream_cut_after_its_input_is_charged_the_rest(stack):
@@ -408,7 +436,7 @@ def test_members_that_grow_the_answer_take_the_capture_path(stack, extra):
 @pytest.mark.parametrize("body", [
     b'{"model":"mock-gpt","messages":[],"max_tokens":5,"MAX_TOKENS":90000}',
     b'{"model":"mock-gpt","messages":[],"max_tokens":5,"max_tokens":5}',
-    json.dumps({"model": "mock-gpt", "max_tokens": 5,
+    json.dumps({"model": "mock-gpt", "stream": False, "max_tokens": 5,
                 "messages": [{"role": "user", "content": "x" * 40000}]}).encode()[:-1] +
     b', "max_tokens": 90000}',
 ], ids=["case-variant", "duplicate", "second-past-the-prefix"])

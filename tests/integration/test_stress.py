@@ -55,7 +55,32 @@ def test_human_output_without_keepalive(stack):
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["conns", "ok", "streams"]
     assert lines[1].split()[:4] == ["2", "10", "5", "0"]
-    assert "accounting 10/10 exact (dropped +0, timed_out +0)" in r.stdout
+    assert "accounting 10/10 exact, completion tokens 200/200 (dropped +0, timed_out +0)" \
+        in r.stdout
+
+
+def test_hostile_traffic_mixed_in_stays_exact(stack):
+    """A third of the requests try to get around the meter (usage turned off, a chunked
+    body, an error on an amended stream) and every response's id gets a forged
+    zero-usage record ahead of its real one: each response is still the upstream's bytes
+    (but for the usage event nobody asked for), each has its row with the usage the
+    upstream reported, and no forged record made a row."""
+    r, levels = stress(stack, "--hostile-pct", "34", "--forge",
+                       f"127.0.0.1:{stack.records_port}", levels="1,8", requests=60)
+    assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
+    for lv in levels:
+        assert lv["errors"]["total"] == 0, lv
+        assert lv["ok"] == 60
+        acct = lv["accounting"]
+        assert acct["exact"] and acct["rows"] == 60 and acct["forged_rows"] == 0, acct
+        assert acct["completion_tokens"] == acct["completion_tokens_expected"] > 0
+        assert acct["forged_records"] >= 60
+    rows = stack.rows()
+    assert len(rows) == 120
+    # the hostile shapes were there: rows of 429s, and streams that asked for no usage
+    assert sum(1 for x in rows if x["status"] == 429) >= 12
+    assert sum(1 for x in rows if x["stream"] == 1 and x["usage_source"] == "stream") >= 60
+    assert stack.counters()["unauthenticated"] >= 120
 
 
 def test_wrong_expected_bytes_are_mismatches(stack, tmp_path):

@@ -66,18 +66,27 @@ static void test_mac(void)
 	unsigned char key[KEYHASH_SECRET_LEN] = { 3 }, digest[32], b64[45];
 	unsigned int dlen = sizeof(digest);
 	struct gwsecret s;
+	struct gwsecret_mac *m;
 	const char *msg = "1796278643040-1A2B-0001-00000000CAFE0001";
 
 	gwsecret_derive(key, &s);
+	m = gwsecret_mac_new(&s);
+	CHECK(m != NULL);
+	if (!m)
+		return;
 	HMAC(EVP_sha256(), s.key, (int)s.key_len, (const unsigned char *)msg, strlen(msg), digest,
 	     &dlen);
 	EVP_EncodeBlock(b64, digest, (int)sizeof(digest));
-	CHECK(gwsecret_mac_ok(&s, msg, strlen(msg), (const char *)b64, 44));
-	CHECK(!gwsecret_mac_ok(&s, msg, strlen(msg) - 1, (const char *)b64, 44));
-	CHECK(!gwsecret_mac_ok(&s, msg, strlen(msg), (const char *)b64, 43));
+	CHECK(gwsecret_mac_ok(m, msg, strlen(msg), (const char *)b64, 44));
+	CHECK(!gwsecret_mac_ok(m, msg, strlen(msg) - 1, (const char *)b64, 44));
+	CHECK(!gwsecret_mac_ok(m, msg, strlen(msg), (const char *)b64, 43));
 	b64[3] ^= 1;
-	CHECK(!gwsecret_mac_ok(&s, msg, strlen(msg), (const char *)b64, 44));
-	CHECK(!gwsecret_mac_ok(&s, msg, strlen(msg), "", 0));
+	CHECK(!gwsecret_mac_ok(m, msg, strlen(msg), (const char *)b64, 44));
+	CHECK(!gwsecret_mac_ok(m, msg, strlen(msg), "", 0));
+	/* the key stays set from one check to the next */
+	b64[3] ^= 1;
+	CHECK(gwsecret_mac_ok(m, msg, strlen(msg), (const char *)b64, 44));
+	gwsecret_mac_free(m);
 }
 
 int main(void)

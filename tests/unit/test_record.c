@@ -494,6 +494,7 @@ static void test_missing_id_and_nonce(void)
 static void test_authentic(void)
 {
 	struct gwsecret gw, other;
+	struct gwsecret_mac *mgw, *mother;
 	unsigned char key[KEYHASH_SECRET_LEN] = { 1, 2, 3 };
 	unsigned char mac[32], b64[GWSECRET_MAC_LEN + 1];
 	unsigned int maclen = sizeof(mac);
@@ -504,6 +505,11 @@ static void test_authentic(void)
 	gwsecret_derive(key, &gw);
 	key[0] = 9;
 	gwsecret_derive(key, &other);
+	mgw = gwsecret_mac_new(&gw);
+	mother = gwsecret_mac_new(&other);
+	CHECK(mgw && mother);
+	if (!mgw || !mother)
+		return;
 	HMAC(EVP_sha256(), gw.key, (int)gw.key_len, (const unsigned char *)id, strlen(id), mac,
 	     &maclen);
 	EVP_EncodeBlock(b64, mac, (int)sizeof(mac));
@@ -514,13 +520,13 @@ static void test_authentic(void)
 	memcpy(line_nonce, b64, sizeof(line_nonce));
 
 	CHECK_EQ_INT(parse_with(1, line_id, &r), 0);
-	CHECK(record_authentic(&r, &gw));
-	CHECK(!record_authentic(&r, &other));
+	CHECK(record_authentic(&r, mgw));
+	CHECK(!record_authentic(&r, mother));
 	CHECK_EQ_INT(parse_with(1, REC_MAC, &r), 0);
-	CHECK(!record_authentic(&r, &gw));
+	CHECK(!record_authentic(&r, mgw));
 	/* The nonce's MAC does not vouch for a record that has an id... */
 	CHECK_EQ_INT(parse_with(3, line_nonce, &r), 0);
-	CHECK(!record_authentic(&r, &gw));
+	CHECK(!record_authentic(&r, mgw));
 	/* ...but does for one without. */
 	{
 		char line[512];
@@ -528,13 +534,15 @@ static void test_authentic(void)
 		snprintf(line, sizeof(line), "tally2 - %s %s - 1796278643 040 408 0 0 -1 -1 -1 -1 0"
 		         " cR gateway - - - - - - - - - - - - - - - - -", REC_NONCE, line_nonce);
 		CHECK_EQ_INT(parse_str(line, &r), 0);
-		CHECK(record_authentic(&r, &gw));
-		CHECK(!record_authentic(&r, &other));
+		CHECK(record_authentic(&r, mgw));
+		CHECK(!record_authentic(&r, mother));
 		snprintf(line, sizeof(line), "tally2 - %s %s - 1796278643 040 408 0 0 -1 -1 -1 -1 0"
 		         " cR gateway - - - - - - - - - - - - - - - - -", REC_NONCE, line_id);
 		CHECK_EQ_INT(parse_str(line, &r), 0);
-		CHECK(!record_authentic(&r, &gw));
+		CHECK(!record_authentic(&r, mgw));
 	}
+	gwsecret_mac_free(mgw);
+	gwsecret_mac_free(mother);
 }
 
 int main(void)
