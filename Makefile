@@ -151,7 +151,7 @@ $(BUILD)/tally-agent: $(BUILD)/obj/spoa/main.o $(AGENT_OBJ) $(COMMON_OBJ)
 $(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o
+$(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/common/hash.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "db.h"
 #include "queue.h"
 #include "stats.h"
@@ -292,9 +293,9 @@ static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
 
 	t0 = stats_now_ns();
 	for (i = 0; i < n; i++) {
-		stats_add(&stats.received, 1);
+		counters_receive();
 		if (queue_push(q, &rows[i]) < 0) {
-			stats_add(&stats.dropped, 1);
+			counters_drop(1);
 			refused++;
 		}
 	}

@@ -28,6 +28,8 @@
 #include <http_parser.h>
 #include <openssl/evp.h>
 
+#include "hash.h"
+
 #define MOCK_BODY_MAX   (8u << 20)      /* larger request bodies get 413 */
 #define MOCK_IN_CAP     (64u << 10)     /* unparsed input held per connection */
 #define MOCK_OUT_HIGH   (256u << 10)    /* stop producing while this much output waits */
@@ -345,15 +347,6 @@ static char *mock_text_dup(const char *s, size_t n)
 	}
 	*q = 0;
 	return d;
-}
-
-static uint64_t mock_hash_add(uint64_t h, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-
-	while (n--)
-		h = (h ^ *p++) * 1099511628211ull;
-	return h;
 }
 
 /* Numbers go in raw so that 64-bit counts print as exact integers. */
@@ -1223,7 +1216,7 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 	const cJSON *model;
 	cJSON *body = NULL;
 	char name[48];
-	uint64_t v, h64 = 14695981039346656037ull;
+	uint64_t v, h64 = HASH_FNV64_BASIS;
 	size_t i;
 	int rc = -1;
 
@@ -1260,13 +1253,13 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 	if (!j->model)
 		j->model = mock_strndup("mock-model", 10);
 	/* The id depends on what shapes the content, so equal requests get equal bytes. */
-	h64 = mock_hash_add(h64, j->api->id_prefix, strlen(j->api->id_prefix));
-	h64 = mock_hash_add(h64, j->model, strlen(j->model) + 1);
-	h64 = mock_hash_add(h64, &j->stream, sizeof j->stream);
-	h64 = mock_hash_add(h64, &j->include_usage, sizeof j->include_usage);
-	h64 = mock_hash_add(h64, &j->p.frames, sizeof j->p.frames);
-	h64 = mock_hash_add(h64, &j->p.body_bytes, sizeof j->p.body_bytes);
-	h64 = mock_hash_add(h64, &j->p.tok, sizeof j->p.tok);
+	h64 = hash_fnv1a64(h64, j->api->id_prefix, strlen(j->api->id_prefix));
+	h64 = hash_fnv1a64(h64, j->model, strlen(j->model) + 1);
+	h64 = hash_fnv1a64(h64, &j->stream, sizeof j->stream);
+	h64 = hash_fnv1a64(h64, &j->include_usage, sizeof j->include_usage);
+	h64 = hash_fnv1a64(h64, &j->p.frames, sizeof j->p.frames);
+	h64 = hash_fnv1a64(h64, &j->p.body_bytes, sizeof j->p.body_bytes);
+	h64 = hash_fnv1a64(h64, &j->p.tok, sizeof j->p.tok);
 	snprintf(j->id, sizeof j->id, "%s%016llx", j->api->id_prefix, (unsigned long long)h64);
 	rc = 0;
 out:

@@ -1,6 +1,6 @@
 /* tally-gen: fills a tally database with usage rows through the agent's own accounting
  * path: rows are pushed into a queue (queue.c) and stored by the real writer thread
- * (writer.c), with stats.received counted before each push as the intake does, so the
+ * (writer.c), with received counted (counters.h) before each push as the intake does, so the
  * requests table, the hourly and daily rollups and the accounting row are exactly what
  * the agent would keep. The main thread builds or reads the rows and pushes them (it
  * waits when the queue is full: nothing is dropped); the writer thread stores them.
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "db.h"
 #include "decision.h"
 #include "keyhash.h"
@@ -668,9 +669,9 @@ static int gen_sink_start(struct gen_sink *s, sqlite3 *db, const char *db_path)
 		fprintf(stderr, "tally-gen: %s\n", err);
 		return -1;
 	}
-	s->written0 = stats_get(&stats.written);
-	s->duplicates0 = stats_get(&stats.duplicates);
-	s->dropped0 = stats_get(&stats.dropped);
+	s->written0 = counters_now().written;
+	s->duplicates0 = counters_now().duplicates;
+	s->dropped0 = counters_now().dropped;
 	s->q = cfg.queue = queue_new(GEN_QUEUE_ROWS);
 	if (!s->q) {
 		fprintf(stderr, "tally-gen: out of memory\n");
@@ -690,7 +691,7 @@ static int gen_sink_start(struct gen_sink *s, sqlite3 *db, const char *db_path)
  * is waited out, never a drop. */
 static void gen_sink_push(struct gen_sink *s, const struct acct_row *r)
 {
-	stats_add(&stats.received, 1);
+	counters_receive();
 	while (queue_push(s->q, r) < 0)
 		nanosleep(&(struct timespec){ 0, GEN_WAIT_NS }, NULL);
 }
@@ -705,9 +706,9 @@ static int gen_sink_stop(struct gen_sink *s)
 	writer_stop(s->w);
 	queue_free(s->q);
 	secs = (double)(stats_now_ns() - s->t0_ns) / 1e9;
-	written = stats_get(&stats.written) - s->written0;
-	duplicates = stats_get(&stats.duplicates) - s->duplicates0;
-	dropped = stats_get(&stats.dropped) - s->dropped0;
+	written = counters_now().written - s->written0;
+	duplicates = counters_now().duplicates - s->duplicates0;
+	dropped = counters_now().dropped - s->dropped0;
 	printf("tally-gen: %" PRIu64 " rows written (%" PRIu64 " duplicates, %" PRIu64
 	       " dropped) in %.2f s: %.0f rows/s\n", written, duplicates, dropped, secs,
 	       secs > 0 ? (double)written / secs : 0.0);

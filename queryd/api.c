@@ -10,58 +10,47 @@
 #include <time.h>
 
 #include "db.h"
+#include "hash.h"
 #include "json.h"
 #include "latency.h"
 #include "live.h"
 #include "log.h"
+#include "period.h"
+#include "rollup.h"
 #include "row.h"
+#include "satadd.h"
 
-/* The summed columns of sql/queries/summary.sql and summary_models.sql, in their order
- * after the group key; api_sum_cols names them. */
-enum {
-	SUM_REQUESTS, SUM_ERRORS, SUM_STREAMS, SUM_PROMPT, SUM_COMPLETION, SUM_CACHED,
-	SUM_CACHE_CREATION, SUM_REASONING, SUM_COST, SUM_UNPRICED, SUM_ESTIMATED,
-	SUM_ESTIMATED_TOKENS, SUM_ESTIMATED_COST, SUM_DURATION, SUM_COUNT
-};
+/* Result columns of sql/queries/summary.sql and summary_models.sql: the group key, then
+ * rollup.h's summed columns (checked at start by api_check_summary_columns). */
 #define SUMMARY_COL_T 0
 #define SUMMARY_COL_KEY 1
 #define SUMMARY_COL_MODEL 2
 #define SUMMARY_COL_PROVIDER 3
 #define SUMMARY_COL_SUMS 4
-#define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + SUM_COUNT)
+#define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + ROLLUP_NAMED)
 
 struct api_usage {
-	int64_t sum[SUM_COUNT];
+	int64_t sum[ROLLUP_NAMED];
 	uint64_t lat[LATENCY_BUCKETS];
-};
-
-/* The rollups' column names, which are also the answer's (but duration_ms_sum, shown
- * as latency_ms.avg). */
-static const char *const api_sum_cols[SUM_COUNT] = {
-	[SUM_REQUESTS] = "requests", [SUM_ERRORS] = "errors", [SUM_STREAMS] = "streams",
-	[SUM_PROMPT] = "prompt_tokens", [SUM_COMPLETION] = "completion_tokens",
-	[SUM_CACHED] = "cached_tokens", [SUM_CACHE_CREATION] = "cache_creation_tokens",
-	[SUM_REASONING] = "reasoning_tokens", [SUM_COST] = "cost_micros",
-	[SUM_UNPRICED] = "unpriced", [SUM_ESTIMATED] = "estimated",
-	[SUM_ESTIMATED_TOKENS] = "estimated_tokens",
-	[SUM_ESTIMATED_COST] = "estimated_cost_micros", [SUM_DURATION] = "duration_ms_sum",
 };
 
 int api_check_summary_columns(sqlite3_stmt *st, char *err, size_t errlen)
 {
+	char want[32];
 	int i;
 
-	if (sqlite3_column_count(st) != SUMMARY_COL_LAT + LATENCY_BUCKETS) {
+	if (sqlite3_column_count(st) != SUMMARY_COL_SUMS + ROLLUP_SUMS) {
 		snprintf(err, errlen, "%d result columns, the summary reads %d",
-		         sqlite3_column_count(st), SUMMARY_COL_LAT + LATENCY_BUCKETS);
+		         sqlite3_column_count(st), SUMMARY_COL_SUMS + ROLLUP_SUMS);
 		return -1;
 	}
-	for (i = 0; i < SUM_COUNT; i++) {
+	for (i = 0; i < ROLLUP_SUMS; i++) {
 		const char *name = sqlite3_column_name(st, SUMMARY_COL_SUMS + i);
 
-		if (!name || strcmp(name, api_sum_cols[i]) != 0) {
+		rollup_column(i, want, sizeof(want));
+		if (!name || strcmp(name, want) != 0) {
 			snprintf(err, errlen, "result column %d is %s, the summary's is %s",
-			         SUMMARY_COL_SUMS + i, name ? name : "?", api_sum_cols[i]);
+			         SUMMARY_COL_SUMS + i, name ? name : "?", want);
 			return -1;
 		}
 	}
@@ -144,20 +133,12 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 
 /* ---- summary ---- */
 
-/* Sums saturate: the rollups' own can exceed int64 only with absurd figures, but a wrap
- * would be undefined and show a negative spend. */
-static void api_add(int64_t *to, int64_t v)
-{
-	if (__builtin_add_overflow(*to, v, to))
-		*to = v < 0 ? INT64_MIN : INT64_MAX;
-}
-
 static void api_usage_add(struct api_usage *to, const struct api_usage *u)
 {
 	int i;
 
-	for (i = 0; i < SUM_COUNT; i++)
-		api_add(&to->sum[i], u->sum[i]);
+	for (i = 0; i < ROLLUP_NAMED; i++)
+		to->sum[i] = satadd(to->sum[i], u->sum[i]);
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		to->lat[i] += u->lat[i];
 }
@@ -178,19 +159,19 @@ static int api_usage_json(cJSON *o, const struct api_usage *u)
 
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		timed += u->lat[i];
-	for (i = 0; i < SUM_COUNT; i++)
-		if (i != SUM_DURATION)
-			rc |= json_add_int(o, api_sum_cols[i], u->sum[i]);
-	rc |= u->sum[SUM_REQUESTS]
+	for (i = 0; i < ROLLUP_NAMED; i++)
+		if (i != ROLLUP_DURATION)   /* shown as latency_ms.avg */
+			rc |= json_add_int(o, rollup_names[i], u->sum[i]);
+	rc |= u->sum[ROLLUP_REQUESTS]
 	      ? json_add_double(o, "error_rate",
-	                        (double)u->sum[SUM_ERRORS] / (double)u->sum[SUM_REQUESTS])
+	                        (double)u->sum[ROLLUP_ERRORS] / (double)u->sum[ROLLUP_REQUESTS])
 	      : json_add_null(o, "error_rate");
-	rc |= json_add_int(o, "total_tokens", u->sum[SUM_PROMPT] + u->sum[SUM_COMPLETION]);
+	rc |= json_add_int(o, "total_tokens", u->sum[ROLLUP_PROMPT_TOKENS] + u->sum[ROLLUP_COMPLETION_TOKENS]);
 	if (!lat || json_add(o, "latency_ms", lat) < 0)
 		return -1;
 	/* avg over the requests that have a duration (those in a bucket), to 0.1 ms */
 	rc |= timed ? json_add_double(lat, "avg",
-	                              floor((double)u->sum[SUM_DURATION] * 10 / (double)timed + 0.5) / 10)
+	                              floor((double)u->sum[ROLLUP_DURATION] * 10 / (double)timed + 0.5) / 10)
 	            : json_add_null(lat, "avg");
 	rc |= api_add_percentile(lat, "p50", u->lat, 0.50);
 	rc |= api_add_percentile(lat, "p95", u->lat, 0.95);
@@ -223,11 +204,10 @@ struct api_groups {
 
 static uint64_t api_hash(int64_t id, const char *name)
 {
-	uint64_t h = 1469598103934665603ull ^ (uint64_t)id;
+	uint64_t h = hash_fnv1a64(HASH_FNV64_BASIS, &id, sizeof(id));
 
 	if (name)
-		for (; *name; name++)
-			h = (h ^ (unsigned char)*name) * 1099511628211ull;
+		h = hash_fnv1a64(h, name, strlen(name));
 	h ^= h >> 31;
 	return h * 0x9e3779b97f4a7c15ull;
 }
@@ -312,8 +292,7 @@ static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_g
 		id = sqlite3_column_int64(st, SUMMARY_COL_T);
 		break;
 	case PARAMS_GROUP_DAY:
-		id = sqlite3_column_int64(st, SUMMARY_COL_T);
-		id -= id % 86400;
+		id = period_start_ms(PERIOD_DAY, sqlite3_column_int64(st, SUMMARY_COL_T) * 1000) / 1000;
 		break;
 	case PARAMS_GROUP_MODEL:
 	case PARAMS_GROUP_PROVIDER:
@@ -326,8 +305,8 @@ static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_g
 	g = api_groups_get(gs, id, name);
 	if (!g)
 		return -1;
-	for (i = 0; i < SUM_COUNT; i++)
-		api_add(&g->u.sum[i], sqlite3_column_int64(st, SUMMARY_COL_SUMS + i));
+	for (i = 0; i < ROLLUP_NAMED; i++)
+		g->u.sum[i] = satadd(g->u.sum[i], sqlite3_column_int64(st, SUMMARY_COL_SUMS + i));
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		g->u.lat[i] += (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
 	return 0;
@@ -345,10 +324,10 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 {
 	const struct api_group *a = pa, *b = pb;
 
-	if (a->u.sum[SUM_COST] != b->u.sum[SUM_COST])
-		return a->u.sum[SUM_COST] < b->u.sum[SUM_COST] ? 1 : -1;
-	if (a->u.sum[SUM_REQUESTS] != b->u.sum[SUM_REQUESTS])
-		return a->u.sum[SUM_REQUESTS] < b->u.sum[SUM_REQUESTS] ? 1 : -1;
+	if (a->u.sum[ROLLUP_COST] != b->u.sum[ROLLUP_COST])
+		return a->u.sum[ROLLUP_COST] < b->u.sum[ROLLUP_COST] ? 1 : -1;
+	if (a->u.sum[ROLLUP_REQUESTS] != b->u.sum[ROLLUP_REQUESTS])
+		return a->u.sum[ROLLUP_REQUESTS] < b->u.sum[ROLLUP_REQUESTS] ? 1 : -1;
 	if (a->name && b->name)
 		return strcmp(a->name, b->name);
 	return api_group_cmp_time(pa, pb);
@@ -356,7 +335,8 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 /* Whole days inside [from, to) come from the daily rollups; none for group=hour. */
 static int api_bind_summary(sqlite3_stmt *st, const struct params *p, int keyed)
 {
-	int64_t day_from = (p->from + 86399) / 86400 * 86400, day_to = p->to / 86400 * 86400;
+	int64_t day_from = period_start_ms(PERIOD_DAY, p->from * 1000 + PERIOD_DAY_MS - 1000) / 1000;
+	int64_t day_to = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
 	int rc = 0;
 
 	if (p->group == PARAMS_GROUP_HOUR || day_from >= day_to)
@@ -543,17 +523,11 @@ int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
 
 /* ---- keys and models ---- */
 
-/* Unix seconds of the current UTC day's and month's starts. */
+/* Unix seconds of the current UTC day's and month's starts: the agent's budget periods. */
 static void api_periods(int64_t now, int64_t *day, int64_t *month)
 {
-	time_t t = (time_t)now;
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	tm.tm_mday = 1;
-	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-	*day = now - now % 86400;
-	*month = (int64_t)timegm(&tm);
+	*day = period_start_ms(PERIOD_DAY, now * 1000) / 1000;
+	*month = period_start_ms(PERIOD_MONTH, now * 1000) / 1000;
 }
 
 /* Columns of sql/queries/keys.sql. */
@@ -594,7 +568,7 @@ static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
 	rc |= json_add_col_int(spend, "cost_micros", st, K_COST);
 	rc |= json_add_col_int(spend, "estimated_cost_micros", st, K_EST_COST);
 	/* what the budget is charged, as the agent counts it */
-	api_add(&charged, sqlite3_column_int64(st, K_EST_COST));
+	charged = satadd(charged, sqlite3_column_int64(st, K_EST_COST));
 	rc |= json_add_int(spend, "charged_micros", charged);
 	rc |= json_add_col_int(spend, "requests", st, K_REQUESTS);
 	rc |= json_add_col_int(spend, "total_tokens", st, K_TOKENS);

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
+
 #define ASSETS_PATH_MAX 256
 
 static const char *assets_content_type(const char *path)
@@ -54,15 +56,6 @@ static const char *assets_path(const char *url)
 	return url;
 }
 
-static uint64_t assets_fnv1a(const unsigned char *p, size_t n)
-{
-	uint64_t h = 14695981039346656037ULL;
-
-	while (n--)
-		h = (h ^ *p++) * 1099511628211ULL;
-	return h;
-}
-
 static struct MHD_Response *assets_embedded(const char *path, char *etag, size_t etaglen)
 {
 	size_t i;
@@ -70,7 +63,7 @@ static struct MHD_Response *assets_embedded(const char *path, char *etag, size_t
 	for (i = 0; i < assets_count; i++) {
 		if (strcmp(assets_files[i].path, path) == 0) {
 			snprintf(etag, etaglen, "\"%016llx\"", (unsigned long long)
-			         assets_fnv1a(assets_files[i].data, assets_files[i].len));
+			         hash_fnv1a64(HASH_FNV64_BASIS, assets_files[i].data, assets_files[i].len));
 			return MHD_create_response_from_buffer(assets_files[i].len,
 			                                       (void *)assets_files[i].data,
 			                                       MHD_RESPMEM_PERSISTENT);

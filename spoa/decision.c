@@ -356,25 +356,25 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",
-		         d->key->prefix, (long long)d->key->limits.rpm,
-		         (long long)d->limits.retry_after_s);
+		         d->key->prefix, (long long)d->key->quota.rpm,
+		         (long long)d->quota.retry_after_s);
 		break;
 	case DECISION_TPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld tokens per minute and this request may "
 		         "use %lld (prompt and max_tokens); retry after %lld s.", d->key->prefix,
-		         (long long)d->key->limits.tpm, (long long)d->est_tokens,
-		         (long long)d->limits.retry_after_s);
+		         (long long)d->key->quota.tpm, (long long)d->est_tokens,
+		         (long long)d->quota.retry_after_s);
 		break;
 	case DECISION_CONCURRENCY_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests in flight.", d->key->prefix,
-		         (long long)d->key->limits.max_concurrent);
+		         (long long)d->key->quota.max_concurrent);
 		break;
 	case DECISION_BUDGET_EXCEEDED:
 		snprintf(msg, cap, "Key %s has spent its budget of $%lld.%06lld for this %s.",
-		         d->key->prefix, (long long)(d->key->limits.budget_micros / 1000000),
-		         (long long)(d->key->limits.budget_micros % 1000000),
-		         d->key->limits.period == QUOTA_PERIOD_DAY ? "day" :
-		         d->key->limits.period == QUOTA_PERIOD_MONTH ? "month" : "key");
+		         d->key->prefix, (long long)(d->key->quota.budget_micros / 1000000),
+		         (long long)(d->key->quota.budget_micros % 1000000),
+		         d->key->quota.period == QUOTA_PERIOD_DAY ? "day" :
+		         d->key->quota.period == QUOTA_PERIOD_MONTH ? "month" : "key");
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");

@@ -73,8 +73,8 @@ struct decision {
 	int amend_scan;
 	struct reqbody_info body;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
-	struct quota_status limits;        /* where the key stands (keys with limits) */
-	int has_limits;                     /* the key has a limit: limits is filled */
+	struct quota_status quota;         /* where the key stands (keys with limits) */
+	int has_quota;                      /* the key has a limit: quota is filled */
 	/* decision_estimate's, for an allowed request: what it may use, prompt and completion,
 	 * their sum and its cost (what a limited key reserves). */
 	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 struct dedupe_item {
 	uint64_t hash;
 	int64_t at_ms;
@@ -21,12 +23,11 @@ struct dedupe {
 	size_t nset;                  /* power of two, >= 2 * cap */
 };
 
+/* 0 marks an empty slot: no id may hash to it. */
 static uint64_t dedupe_hash(const char *id)
 {
-	uint64_t h = 1469598103934665603u;
+	uint64_t h = hash_str64(id);
 
-	for (; *id; id++)
-		h = (h ^ (unsigned char)*id) * 1099511628211u;
 	return h ? h : 1;
 }
 

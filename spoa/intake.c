@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "dedupe.h"
 #include "join.h"
 #include "journal.h"
@@ -29,10 +30,11 @@
 #include "log.h"
 #include "net.h"
 #include "pending.h"
-#include "quota.h"
 #include "queue.h"
+#include "quota.h"
 #include "record.h"
 #include "stats.h"
+#include "thread.h"
 
 #define INTAKE_MAX_RECORD 65536       /* HAProxy's "len" on the log lines is 8192 */
 #define INTAKE_MAX_CONNS 64
@@ -77,7 +79,7 @@ void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct 
 	if (log)
 		row->journal_epoch[1] = journal_append(log, JOURNAL_ROW, row);
 	if (queue_push(q, row) < 0) {
-		stats_add(&stats.dropped, 1);
+		counters_drop(1);
 		if (j) {
 			journal_release(j, row->journal_epoch[0]);
 			journal_release(j, row->journal_epoch[1]);
@@ -99,10 +101,10 @@ static void intake_settle(struct intake *in, const struct acct_row *row)
 {
 	int64_t tokens, cost;
 
-	if (!in->cfg.limits || !row->hold.key_id)
+	if (!in->cfg.quota || !row->hold.key_id)
 		return;
 	join_charge(row, &tokens, &cost);
-	quota_settle(in->cfg.limits, &row->hold, tokens, cost, acct_now_ms());
+	quota_settle(in->cfg.quota, &row->hold, tokens, cost, acct_now_ms());
 }
 
 /* Accounts for one record. 0, or -1 if it was refused as unreadable or unauthenticated. */
@@ -111,7 +113,8 @@ static int intake_record(struct intake *in, const char *msg, size_t len, int udp
 	struct record r;
 	struct acct_row row, pending;
 	char id[ACCT_ID_MAX];
-	int admitted;
+	enum join_fate fate;
+	int seen, admitted;
 	int64_t now = acct_now_ms();
 
 	if (record_parse(msg, len, &r) < 0) {
@@ -125,27 +128,25 @@ static int intake_record(struct intake *in, const char *msg, size_t len, int udp
 	}
 	if (!record_authentic(&r, in->mac)) {
 		/* Not from the gateway's HAProxy: it must not make, or pre-empt, a row. */
-		stats_add(&stats.unauthenticated, 1);
+		counters_refuse_unauthenticated();
 		intake_error(in, STATS_ERR_RECORD_UNAUTHENTICATED,
 		             "a record without the gateway secret, refused");
 		return -1;
 	}
 	stats_add(udp ? &stats.records_udp : &stats.records_tcp, 1);
 	record_name(&r, id, sizeof(id));
-	if (dedupe_seen(in->seen, id)) {
-		stats_add(&stats.duplicates, 1);
+	seen = dedupe_seen(in->seen, id);
+	admitted = !seen && pending_take(in->cfg.pending, id, &pending);
+	fate = join_record_fate(seen, admitted);
+	join_count(fate);
+	if (fate == JOIN_REPEAT)
 		return 0;
-	}
-	admitted = pending_take(in->cfg.pending, id, &pending);
-	if (!admitted) {
-		/* Never decided by this agent: HAProxy answered alone, failed open, or an
-		 * earlier agent decided it and its pending entry is gone. */
-		stats_add(&stats.received, 1);
-		/* HAProxy stopped waiting for the agent: its decision may still come, and must
-		 * not hold a key's limits until the pending timeout. */
-		if (r.spoe_error == INTAKE_SPOE_TIMEOUT)
-			pending_finish(in->cfg.pending, id, now);
-	}
+	/* Never decided by this agent (HAProxy answered alone, failed open, or an earlier
+	 * agent decided it and its pending entry is gone), and HAProxy stopped waiting for
+	 * the agent: its decision may still come, and must not hold a key's limits until
+	 * the pending timeout. */
+	if (!admitted && r.spoe_error == INTAKE_SPOE_TIMEOUT)
+		pending_finish(in->cfg.pending, id, now);
 	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
@@ -158,15 +159,13 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 {
 	struct intake *in = arg;
 	struct acct_row row;
+	enum join_fate fate = join_expiry_fate(dedupe_seen(in->seen, pending_row->request_id));
 
-	/* Its record came before its decision was noted (the decision was late and HAProxy
-	 * had answered alone): the row exists already. */
-	if (dedupe_seen(in->seen, pending_row->request_id)) {
+	join_count(fate);
+	if (fate == JOIN_RECOUNTED) {
+		/* Its record came before its decision was noted (the decision was late and
+		 * HAProxy had answered alone): the row exists already. */
 		intake_settle(in, pending_row);
-		/* Counted twice in received, once as a row: the second is a duplicate, as the
-		 * writer counts a row it finds stored already. */
-		stats_add(&stats.duplicates, 1);
-		atomic_fetch_sub_explicit(&stats.received, 1, memory_order_relaxed);
 		if (in->cfg.journal)
 			journal_release(in->cfg.journal, pending_row->journal_epoch[0]);
 		return;
@@ -342,11 +341,26 @@ static void *intake_main(void *arg)
 	return NULL;
 }
 
+/* What intake_start made, once its sockets are closed and its thread is gone. */
+static void intake_free(struct intake *in)
+{
+	if (in->jlog)
+		journal_log_close(in->jlog);
+	if (in->loop)
+		ev_loop_destroy(in->loop);
+	keytable_unref(in->next_kt);
+	keytable_unref(in->kt);
+	dedupe_free(in->seen);
+	gwsecret_mac_free(in->mac);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+}
+
 struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt,
                             char *err, size_t errlen)
 {
 	struct intake *in = calloc(1, sizeof(*in));
-	int lfd = -1, ufd = -1, rc;
+	int lfd = -1, ufd = -1;
 
 	if (!in) {
 		snprintf(err, errlen, "intake: out of memory");
@@ -383,25 +397,15 @@ struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt
 	ev_async_start(in->loop, &in->wake);
 	ev_timer_start(in->loop, &in->tick);
 	ev_prepare_start(in->loop, &in->flush);
-	if ((rc = pthread_create(&in->thread, NULL, intake_main, in)) != 0) {
-		snprintf(err, errlen, "intake: pthread_create: %s", strerror(rc));
+	if (thread_start(&in->thread, "tally-intake", intake_main, in, err, errlen) < 0)
 		goto fail;
-	}
 	return in;
 fail:
 	if (lfd >= 0)
 		close(lfd);
 	if (ufd >= 0)
 		close(ufd);
-	if (in->jlog)
-		journal_log_close(in->jlog);
-	if (in->loop)
-		ev_loop_destroy(in->loop);
-	dedupe_free(in->seen);
-	gwsecret_mac_free(in->mac);
-	keytable_unref(in->kt);
-	pthread_mutex_destroy(&in->lock);
-	free(in);
+	intake_free(in);
 	return NULL;
 }
 
@@ -431,13 +435,5 @@ void intake_stop(struct intake *in)
 			intake_conn_close(in->conns[i]);
 	close(in->listen_io.fd);
 	close(in->udp_io.fd);
-	if (in->jlog)
-		journal_log_close(in->jlog);
-	keytable_unref(in->next_kt);
-	keytable_unref(in->kt);
-	dedupe_free(in->seen);
-	gwsecret_mac_free(in->mac);
-	ev_loop_destroy(in->loop);
-	pthread_mutex_destroy(&in->lock);
-	free(in);
+	intake_free(in);
 }

@@ -26,7 +26,7 @@ struct intake_config {
 	struct pending *pending;
 	struct keylive *keylive;
 	struct journal *journal;      /* NULL: no journal */
-	struct quota *limits;        /* NULL: no limits to settle */
+	struct quota *quota;          /* NULL: no limits to settle */
 	int64_t default_max_tokens;  /* completion estimate of a request no decision saw */
 	const struct gwsecret *secret; /* what HAProxy's records carry; others are refused */
 };

@@ -1,11 +1,13 @@
-/* join: decision + record -> row, the accounting join (see join.h). Pure; the I/O
- * threads build pending rows with it, the intake thread the rows it queues. */
+/* join: decision + record -> row, the accounting join (see join.h). Pure but for
+ * join_count, which counts a fate; the I/O threads build pending rows with it, the
+ * intake thread the rows it queues. */
 #include "join.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "keytable.h"
 #include "usage.h"
 
@@ -158,6 +160,40 @@ void join_expired(const struct acct_row *pending, const struct keytable *kt,
 	row->outcome = ACCT_NO_RECORD;
 	row->usage_source = ACCT_USAGE_NONE;
 	acct_estimate(row, join_prices(kt, row));
+}
+
+enum join_fate join_record_fate(int seen, int admitted)
+{
+	if (seen)
+		return JOIN_REPEAT;
+	return admitted ? JOIN_RESOLVES : JOIN_OWED;
+}
+
+enum join_fate join_decision_fate(int added)
+{
+	return added == 0 ? JOIN_OWED : JOIN_REPEAT;
+}
+
+enum join_fate join_expiry_fate(int seen)
+{
+	return seen ? JOIN_RECOUNTED : JOIN_RESOLVES;
+}
+
+void join_count(enum join_fate f)
+{
+	switch (f) {
+	case JOIN_OWED:
+		counters_receive();
+		break;
+	case JOIN_REPEAT:
+		counters_repeat();
+		break;
+	case JOIN_RECOUNTED:
+		counters_settle(&(struct counters){ .duplicates = 1 });
+		break;
+	case JOIN_RESOLVES:
+		break;
+	}
 }
 
 void join_charge(const struct acct_row *row, int64_t *tokens, int64_t *cost_micros)

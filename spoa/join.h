@@ -1,9 +1,10 @@
 /* join: the accounting join, what makes "every admitted request ends as exactly one row"
  * true. A decision leaves a pending row; the transaction's record (or, when none comes,
  * the pending timeout) turns it into the row that is stored; the row says what settles
- * the request's hold on its key's limits. Pure functions over their inputs: the I/O
- * threads call join_decided, the intake thread the rest; intake.c and worker.c only
- * move the rows. */
+ * the request's hold on its key's limits; each arrival's fate says how it counts. Pure
+ * functions over their inputs (join_count aside): the I/O threads call join_decided
+ * and join_decision_fate, the intake thread the rest; intake.c and worker.c only move
+ * the rows. */
 #ifndef TALLY_JOIN_H
 #define TALLY_JOIN_H
 
@@ -36,6 +37,33 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
  * charged its estimate. */
 void join_expired(const struct acct_row *pending, const struct keytable *kt,
                   struct acct_row *row);
+
+/* What an arrival means for the accounting counters (counters.h), so that each
+ * transaction is counted received once and ends as one row. */
+enum join_fate {
+	JOIN_OWED,       /* a transaction newly owed a row: counted received */
+	JOIN_RESOLVES,   /* it resolves a transaction counted already: nothing to count */
+	JOIN_REPEAT,     /* for a transaction counted already, and it makes no row */
+	JOIN_RECOUNTED,  /* its transaction was counted received twice: one is a duplicate */
+};
+
+/* A record arrives. seen: its transaction's row was made already (a second record, or
+ * the UDP copy of one read from the ring); admitted: a pending decision waited for it.
+ * Owed or resolving, the record makes the row; a repeat makes none. */
+enum join_fate join_record_fate(int seen, int admitted);
+
+/* A decision is noted: added is pending_add's result, 0 (new), 1 (decided twice, which
+ * HAProxy never does for one id: the first decision gives way) or 2 (its record came
+ * first and made the row). -1 (not noted) has no fate: the request is refused. */
+enum join_fate join_decision_fate(int added);
+
+/* A pending decision's record never came. seen: a record made its row anyway (it came
+ * before the decision was noted, so both counted the transaction); otherwise the
+ * expiry makes the no_record row. */
+enum join_fate join_expiry_fate(int seen);
+
+/* Counts f in the accounting counters. Any thread. */
+void join_count(enum join_fate f);
 
 /* What the row charges its key's limits: tokens (reported plus estimated; -1 when
  * neither is known, which keeps the reservation) and cost in micro-dollars (reported

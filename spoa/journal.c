@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "log.h"
 #include "stats.h"
 
@@ -61,8 +62,6 @@
 #define JOURNAL_LOGS_MAX 32
 #define JOURNAL_LOG_BUF (64 * 1024)   /* a batch larger than this takes more writes */
 #define JOURNAL_WARN_NS (10 * 1000000000ull)
-#define JOURNAL_FNV_BASIS 2166136261u
-#define JOURNAL_FNV_PRIME 16777619u
 /* "<13 digits ms>-<pid>-<10 digits epoch>-<name>.j" */
 #define JOURNAL_FILE_NAME_MAX (13 + 1 + 10 + 1 + 10 + 1 + JOURNAL_NAME_MAX + 2)
 
@@ -157,18 +156,9 @@ struct journal_reader {
 	const unsigned char *p, *end;
 };
 
-static uint32_t journal_fnv1a(uint32_t h, const unsigned char *p, size_t n)
-{
-	while (n--) {
-		h ^= *p++;
-		h *= JOURNAL_FNV_PRIME;
-	}
-	return h;
-}
-
 uint32_t journal_entry_checksum(unsigned char kind, const unsigned char *payload, size_t n)
 {
-	return journal_fnv1a(journal_fnv1a(JOURNAL_FNV_BASIS, &kind, 1), payload, n);
+	return hash_fnv1a32(hash_fnv1a32(HASH_FNV32_BASIS, &kind, 1), payload, n);
 }
 
 static int journal_put(struct journal_writer *w, const void *p, size_t n)

@@ -46,7 +46,7 @@ struct kt_key {
 	int restricted;                         /* 0: every model; 1: only those in allowed */
 	const struct kt_model **allowed;        /* known models of the allow-list */
 	size_t nallowed;
-	struct quota_cfg limits;               /* 0 in a field: no such limit */
+	struct quota_cfg quota;                /* 0 in a field: no such limit */
 };
 
 struct keytable {

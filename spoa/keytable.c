@@ -161,11 +161,11 @@ static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
 	                       : NULL;
 	k->revoked = sqlite3_column_int(st, 5);
 	/* NULL reads as 0: no such limit. */
-	k->limits.rpm = sqlite3_column_int64(st, 6);
-	k->limits.tpm = sqlite3_column_int64(st, 7);
-	k->limits.max_concurrent = sqlite3_column_int64(st, 8);
-	k->limits.budget_micros = sqlite3_column_int64(st, 9);
-	k->limits.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
+	k->quota.rpm = sqlite3_column_int64(st, 6);
+	k->quota.tpm = sqlite3_column_int64(st, 7);
+	k->quota.max_concurrent = sqlite3_column_int64(st, 8);
+	k->quota.budget_micros = sqlite3_column_int64(st, 9);
+	k->quota.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
 	return k->name && k->prefix ? 0 : -1;
 }
 

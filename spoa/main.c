@@ -17,8 +17,9 @@
 #include "acct.h"
 #include "config.h"
 #include "control.h"
+#include "counters.h"
 #include "db.h"
-#include "dedupe.h"
+#include "gwsecret.h"
 #include "intake.h"
 #include "journal.h"
 #include "keyhash.h"
@@ -27,11 +28,12 @@
 #include "live-t.h"
 #include "log.h"
 #include "metrics.h"
-#include "gwsecret.h"
 #include "net.h"
 #include "pending.h"
 #include "queue.h"
 #include "quota.h"
+#include "recovery.h"
+#include "spend.h"
 #include "stats.h"
 #include "worker.h"
 #include "writer.h"
@@ -54,7 +56,7 @@ struct agent {
 	struct queue *queue;
 	struct pending *pending;
 	struct keylive *keylive;
-	struct quota *limits;
+	struct quota *quota;
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
@@ -107,42 +109,6 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 	}
 }
 
-/* Budgets survive a restart, and a budget set while running counts what the key spent
- * before: each budgeted key's spend in its current period, reported and estimated, from
- * the hourly rollups (periods start on the hour). Rows still queued are missing from it
- * for a moment. */
-static int agent_seed_spend(struct agent *a, const struct keytable *kt, char *err, size_t errlen)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t now_ms = acct_now_ms();
-	size_t i;
-	int rc = -1;
-
-	if (sqlite3_prepare_v2(a->db, "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-	                              " FROM usage_hourly"
-	                              " WHERE key_id = ?1 AND hour >= ?2", -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	for (i = 0; i < kt->nkeys; i++) {
-		const struct kt_key *k = &kt->keys[i];
-		int64_t start = quota_period_start(k->limits.period, now_ms);
-
-		if (!k->limits.budget_micros)
-			continue;
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, k->id);
-		sqlite3_bind_int64(st, 2, start / 1000);
-		if (sqlite3_step(st) != SQLITE_ROW)
-			goto out;
-		quota_set_spent(a->limits, k->id, k->limits.period, start, sqlite3_column_int64(st, 0));
-	}
-	rc = 0;
-out:
-	if (rc < 0)
-		snprintf(err, errlen, "cannot read spend so far: %s", sqlite3_errmsg(a->db));
-	sqlite3_finalize(st);
-	return rc;
-}
-
 /* Publishes a new snapshot to every worker when the configuration generation moved. */
 static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -162,7 +128,7 @@ static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
 	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
-	if (agent_seed_spend(a, kt, err, sizeof(err)) < 0)
+	if (spend_seed(a->db, kt, a->quota, acct_now_ms(), err, sizeof(err)) < 0)
 		log_error("%s (budgets count from what this run saw)", err);
 	a->generation = kt->generation;
 	keytable_ref(kt, a->nworkers);
@@ -191,85 +157,25 @@ static void agent_on_rows_done(void *arg, const struct acct_row *rows, size_t n,
 	}
 }
 
-/* Journal recovery: what an earlier run decided or built but did not store. */
-struct agent_replay {
-	struct agent *a;
-	sqlite3_stmt *stored;        /* SELECT 1 FROM requests WHERE request_id = ? */
-	struct dedupe *rows;         /* ids whose finished row was replayed */
-	long queued, pending;
-};
-
-static int agent_replay_stored(struct agent_replay *r, const char *id)
-{
-	int rc;
-
-	sqlite3_reset(r->stored);
-	sqlite3_bind_text(r->stored, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(r->stored);
-	return rc == SQLITE_ROW;
-}
-
-static void agent_replay_entry(void *arg, enum journal_kind k, const struct acct_row *entry)
-{
-	struct agent_replay *r = arg;
-	struct agent *a = r->a;
-	struct acct_row row = *entry;
-
-	row.journal_epoch[0] = row.journal_epoch[1] = 0;
-	if (k == JOURNAL_ROW) {
-		struct acct_row decided;
-
-		if (dedupe_seen(r->rows, row.request_id))
-			return;
-		dedupe_add(r->rows, row.request_id, 0);
-		pending_take(a->pending, row.request_id, &decided);
-		if (agent_replay_stored(r, row.request_id))
-			return;
-		stats_add(&stats.received, 1);
-		intake_emit(a->queue, a->keylive, a->journal, a->jlog, &row, 0);
-		r->queued++;
-		return;
-	}
-	if (dedupe_seen(r->rows, row.request_id) || agent_replay_stored(r, row.request_id))
-		return;
-	row.journal_epoch[0] = journal_append(a->jlog, JOURNAL_DECISION, &row);
-	if (pending_add(a->pending, &row, (int64_t)(ev_time() * 1000), NULL) < 0) {
-		journal_release(a->journal, row.journal_epoch[0]);
-		return;
-	}
-	stats_add(&stats.received, 1);
-	r->pending++;
-}
-
 static int agent_recover(struct agent *a, char *err, size_t errlen)
 {
-	struct agent_replay r = { .a = a };
-	long n;
-	int ret = -1;
+	struct recovery_target t = {
+		.db = a->db,
+		.journal = a->journal,
+		.log = a->jlog,
+		.pending = a->pending,
+		.queue = a->queue,
+		.keylive = a->keylive,
+	};
+	struct recovery_result res;
 
-	if (sqlite3_prepare_v2(a->db, "SELECT 1 FROM requests WHERE request_id = ?", -1,
-	                       &r.stored, NULL) != SQLITE_OK || !(r.rows = dedupe_new(0))) {
-		snprintf(err, errlen, "journal recovery: %s", sqlite3_errmsg(a->db));
-		goto out;
-	}
-	if ((n = journal_replay(a->journal, agent_replay_entry, &r)) < 0) {
-		snprintf(err, errlen, "journal recovery: cannot read %s", a->cfg.journal_dir);
-		goto out;
-	}
-	/* Re-journaled first: only then may the old segments go. */
-	if (journal_flush(a->jlog) < 0) {
-		snprintf(err, errlen, "journal recovery: cannot write %s", a->cfg.journal_dir);
-		goto out;
-	}
-	journal_replay_done(a->journal);
-	if (n > 0)
+	if (recovery_run(&t, &res, err, errlen) < 0)
+		return -1;
+	if (res.entries > 0)
 		log_info("journal: %ld entries from an earlier run: %ld rows queued, %ld requests"
-		         " awaiting their record", n, r.queued, r.pending);
-	ret = 0;
-out:
-	sqlite3_finalize(r.stored);
-	dedupe_free(r.rows);
-	return ret;
+		         " awaiting their record, %ld dropped (no room under --pending-max)",
+		         res.entries, res.queued, res.pending, res.dropped);
+	return 0;
 }
 
 static size_t agent_live_queue_depth(void *arg)
@@ -317,8 +223,8 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
 	a->pending = pending_new((size_t)a->cfg.pending_max);
 	a->keylive = keylive_new();
-	a->limits = quota_new();
-	if (!a->queue || !a->pending || !a->keylive || !a->limits) {
+	a->quota = quota_new();
+	if (!a->queue || !a->pending || !a->keylive || !a->quota) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -376,7 +282,7 @@ static int agent_open(struct agent *a, char *err, size_t errlen)
 
 static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 {
-	struct worker_limits limits = {
+	struct worker_conn_cfg conn = {
 		.max_frame_size = a->cfg.max_frame_size,
 		.max_connections = (a->cfg.max_connections + a->cfg.threads - 1) / a->cfg.threads,
 		.hello_timeout = a->cfg.hello_timeout_ms / 1000.0,
@@ -386,7 +292,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.pending = a->pending,
 		.keylive = a->keylive,
 		.journal = a->journal,
-		.limits = a->limits,
+		.quota = a->quota,
 		.default_max_tokens = a->cfg.default_max_tokens,
 		.secret = &a->gateway_secret,
 	};
@@ -398,7 +304,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.pending = a->pending,
 		.keylive = a->keylive,
 		.journal = a->journal,
-		.limits = a->limits,
+		.quota = a->quota,
 		.default_max_tokens = a->cfg.default_max_tokens,
 		.secret = &a->gateway_secret,
 	};
@@ -408,7 +314,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	if (keytable_load(a->db, a->secret, &kt, err, errlen) < 0)
 		return -1;
 	a->generation = kt->generation;
-	if (agent_seed_spend(a, kt, err, errlen) < 0) {
+	if (spend_seed(a->db, kt, a->quota, acct_now_ms(), err, errlen) < 0) {
 		keytable_unref(kt);
 		return -1;
 	}
@@ -422,7 +328,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	}
 	log_info("records on %s (TCP and UDP)", a->cfg.records_addr);
 	for (i = 0; i < a->cfg.threads; i++) {
-		a->workers[i] = worker_start(i, &limits, &acct, kt, err, errlen);
+		a->workers[i] = worker_start(i, &conn, &acct, kt, err, errlen);
 		if (!a->workers[i]) {
 			for (; i < a->cfg.threads; i++)
 				keytable_unref(kt);
@@ -474,13 +380,14 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	if (a->intake)
 		intake_stop(a->intake);
 	if (a->writer) {
+		struct counters c;
+
 		writer_stop(a->writer);
+		c = counters_now();
 		log_info("accounting: %llu received, %llu written, %llu dropped, %llu duplicates,"
 		         " %zu requests still awaiting their record (kept in the journal)",
-		         (unsigned long long)stats_get(&stats.received),
-		         (unsigned long long)stats_get(&stats.written),
-		         (unsigned long long)stats_get(&stats.dropped),
-		         (unsigned long long)stats_get(&stats.duplicates),
+		         (unsigned long long)c.received, (unsigned long long)c.written,
+		         (unsigned long long)c.dropped, (unsigned long long)c.duplicates,
 		         a->pending ? pending_count(a->pending) : 0);
 	}
 	if (a->control)
@@ -496,7 +403,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	queue_free(a->queue);
 	pending_free(a->pending);
 	keylive_free(a->keylive);
-	quota_free(a->limits);
+	quota_free(a->quota);
 	if (a->db)
 		sqlite3_close(a->db);
 }

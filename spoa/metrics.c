@@ -148,22 +148,22 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	if (cap)
 		buf[0] = '\0';
 	metrics_counter(&o, "tally_accounting_received_total",
-	                "Distinct transactions accepted for accounting.", s->received);
-	metrics_counter(&o, "tally_accounting_written_total", "Usage rows committed.", s->written);
+	                "Distinct transactions accepted for accounting.", s->acct.received);
+	metrics_counter(&o, "tally_accounting_written_total", "Usage rows committed.", s->acct.written);
 	metrics_counter(&o, "tally_accounting_dropped_total",
-	                "Usage rows lost: queue full or database failing.", s->dropped);
+	                "Usage rows lost: queue full or database failing.", s->acct.dropped);
 	metrics_counter(&o, "tally_accounting_duplicates_total",
-	                "Log records for a transaction already accounted.", s->duplicates);
+	                "Log records for a transaction already accounted.", s->acct.duplicates);
 	metrics_counter(&o, "tally_accounting_timed_out_total",
-	                "Rows written as no_record: the log record never came.", s->timed_out);
+	                "Rows written as no_record: the log record never came.", s->acct.timed_out);
 	metrics_counter(&o, "tally_accounting_unpriced_total",
-	                "Rows with usage but no prices for their model.", s->unpriced);
+	                "Rows with usage but no prices for their model.", s->acct.unpriced);
 	metrics_counter(&o, "tally_accounting_unauthenticated_total",
 	                "Records and decisions refused: no gateway secret, not from HAProxy.",
-	                s->unauthenticated);
+	                s->acct.unauthenticated);
 	metrics_counter(&o, "tally_accounting_pending_overflow_total",
 	                "Requests refused because the pending table was full.",
-	                s->pending_overflow);
+	                s->acct.pending_overflow);
 	metrics_head(&o, "tally_records_total", "counter", "Log records read, by transport.");
 	metrics_printf(&o, "tally_records_total{transport=\"tcp\"} %" PRIu64 "\n"
 	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n",

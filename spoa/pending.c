@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 #define PENDING_SHARDS 64              /* power of two */
 #define PENDING_MIN_BUCKETS 64
 #define PENDING_DONE_MAX 16384         /* finished marks kept at once, over all shards */
@@ -34,14 +36,10 @@ struct pending {
 	atomic_size_t done;                /* finished marks */
 };
 
-/* FNV-1a over the whole id: HAProxy's ids share their time prefix, the hash spreads them. */
+/* Over the whole id: HAProxy's ids share their time prefix, the hash spreads them. */
 static uint64_t pending_hash(const char *id)
 {
-	uint64_t h = 1469598103934665603u;
-
-	for (; *id; id++)
-		h = (h ^ (unsigned char)*id) * 1099511628211u;
-	return h;
+	return hash_str64(id);
 }
 
 static struct pending_shard *pending_shard_of(struct pending *p, uint64_t h)

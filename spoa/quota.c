@@ -41,25 +41,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHARDS        64
-#define SLOTS_INIT    8
-#define WINDOW_MS     60000
-#define DAY_MS        86400000LL
-#define AMOUNT_MAX    1000000000000000LL          /* 1e15: limits, estimates, usage */
-#define SPENT_MAX     1000000000000000000LL       /* 1e18: spent saturates here */
-#define WAIT_MAX_MS   (INT64_MAX / 4)
+#include "period.h"
 
-struct bucket {
+#define QUOTA_SHARDS        64
+#define QUOTA_SLOTS_INIT    8
+#define QUOTA_WINDOW_MS     60000
+#define QUOTA_AMOUNT_MAX    1000000000000000LL          /* 1e15: limits, estimates, usage */
+#define QUOTA_SPENT_MAX     1000000000000000000LL       /* 1e18: spent saturates here */
+#define QUOTA_WAIT_MAX_MS   (INT64_MAX / 4)
+
+struct quota_bucket {
 	int64_t cap;                  /* the limit it is kept under; 0: not in use */
 	int64_t room;                 /* whole units, <= cap; negative: debt */
-	int64_t frac;                 /* 1/WINDOW_MS units, [0, WINDOW_MS) */
+	int64_t frac;                 /* 1/QUOTA_WINDOW_MS units, [0, QUOTA_WINDOW_MS) */
 	int64_t last_ms;              /* refilled up to here */
 };
 
-struct key_state {
-	struct key_state *next;
+struct quota_key {
+	struct quota_key *next;
 	int64_t key_id;
-	struct bucket req, tok;
+	struct quota_bucket req, tok;
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
@@ -68,34 +69,34 @@ struct key_state {
 };
 
 /* Cache-line aligned so that threads locking neighbouring shards do not share a line. */
-struct shard {
+struct quota_shard {
 	alignas(64) pthread_mutex_t lock;
-	struct key_state **slots;     /* chains, nslots a power of two */
+	struct quota_key **slots;     /* chains, nslots a power of two */
 	size_t nslots, count;
 };
 
 struct quota {
-	struct shard shards[SHARDS];
+	struct quota_shard shards[QUOTA_SHARDS];
 };
 
 /* Limits, estimates and usage: negative counts as 0 (for a limit: none), absurd values
  * are capped so that every sum stays in range. */
-static int64_t clamp_amount(int64_t v)
+static int64_t quota_clamp_amount(int64_t v)
 {
-	return v < 0 ? 0 : v > AMOUNT_MAX ? AMOUNT_MAX : v;
+	return v < 0 ? 0 : v > QUOTA_AMOUNT_MAX ? QUOTA_AMOUNT_MAX : v;
 }
 
-static int64_t clamp_spent(int64_t v)
+static int64_t quota_clamp_spent(int64_t v)
 {
-	return v < 0 ? 0 : v > SPENT_MAX ? SPENT_MAX : v;
+	return v < 0 ? 0 : v > QUOTA_SPENT_MAX ? QUOTA_SPENT_MAX : v;
 }
 
-static int64_t max64(int64_t a, int64_t b)
+static int64_t quota_max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
 }
 
-static uint64_t hash_key(int64_t key_id)
+static uint64_t quota_hash_key(int64_t key_id)
 {
 	uint64_t h = (uint64_t)key_id;
 
@@ -105,76 +106,76 @@ static uint64_t hash_key(int64_t key_id)
 	return h ^ (h >> 31);
 }
 
-static struct shard *shard_of(struct quota *l, uint64_t h)
+static struct quota_shard *quota_shard_of(struct quota *q, uint64_t h)
 {
-	return &l->shards[h % SHARDS];
+	return &q->shards[h % QUOTA_SHARDS];
 }
 
-static size_t slot_of(const struct shard *s, uint64_t h)
+static size_t quota_slot_of(const struct quota_shard *s, uint64_t h)
 {
-	return (size_t)(h / SHARDS) & (s->nslots - 1);
+	return (size_t)(h / QUOTA_SHARDS) & (s->nslots - 1);
 }
 
 struct quota *quota_new(void)
 {
-	struct quota *l = aligned_alloc(alignof(struct quota), sizeof(struct quota));
+	struct quota *q = aligned_alloc(alignof(struct quota), sizeof(struct quota));
 	int i;
 
-	if (!l)
+	if (!q)
 		return NULL;
-	memset(l, 0, sizeof(*l));
-	for (i = 0; i < SHARDS; i++) {
-		if (pthread_mutex_init(&l->shards[i].lock, NULL) != 0)
+	memset(q, 0, sizeof(*q));
+	for (i = 0; i < QUOTA_SHARDS; i++) {
+		if (pthread_mutex_init(&q->shards[i].lock, NULL) != 0)
 			goto fail;
-		l->shards[i].slots = calloc(SLOTS_INIT, sizeof(*l->shards[i].slots));
-		l->shards[i].nslots = SLOTS_INIT;
-		if (!l->shards[i].slots) {
-			pthread_mutex_destroy(&l->shards[i].lock);
+		q->shards[i].slots = calloc(QUOTA_SLOTS_INIT, sizeof(*q->shards[i].slots));
+		q->shards[i].nslots = QUOTA_SLOTS_INIT;
+		if (!q->shards[i].slots) {
+			pthread_mutex_destroy(&q->shards[i].lock);
 			goto fail;
 		}
 	}
-	return l;
+	return q;
 fail:
 	while (i-- > 0) {
-		pthread_mutex_destroy(&l->shards[i].lock);
-		free(l->shards[i].slots);
+		pthread_mutex_destroy(&q->shards[i].lock);
+		free(q->shards[i].slots);
 	}
-	free(l);
+	free(q);
 	return NULL;
 }
 
-void quota_free(struct quota *l)
+void quota_free(struct quota *q)
 {
-	struct key_state *k, *next;
+	struct quota_key *k, *next;
 	size_t j;
 	int i;
 
-	if (!l)
+	if (!q)
 		return;
-	for (i = 0; i < SHARDS; i++) {
-		for (j = 0; j < l->shards[i].nslots; j++) {
-			for (k = l->shards[i].slots[j]; k; k = next) {
+	for (i = 0; i < QUOTA_SHARDS; i++) {
+		for (j = 0; j < q->shards[i].nslots; j++) {
+			for (k = q->shards[i].slots[j]; k; k = next) {
 				next = k->next;
 				free(k);
 			}
 		}
-		free(l->shards[i].slots);
-		pthread_mutex_destroy(&l->shards[i].lock);
+		free(q->shards[i].slots);
+		pthread_mutex_destroy(&q->shards[i].lock);
 	}
-	free(l);
+	free(q);
 }
 
 /* Doubles the chain array; on allocation failure the chains just grow longer. */
-static void shard_grow(struct shard *s)
+static void quota_shard_grow(struct quota_shard *s)
 {
 	size_t n = s->nslots * 2, j;
-	struct key_state **slots = calloc(n, sizeof(*slots)), *k, *next;
+	struct quota_key **slots = calloc(n, sizeof(*slots)), *k, *next;
 
 	if (!slots)
 		return;
 	for (j = 0; j < s->nslots; j++) {
 		for (k = s->slots[j]; k; k = next) {
-			uint64_t idx = (hash_key(k->key_id) / SHARDS) & (n - 1);
+			uint64_t idx = (quota_hash_key(k->key_id) / QUOTA_SHARDS) & (n - 1);
 
 			next = k->next;
 			k->next = slots[idx];
@@ -188,10 +189,11 @@ static void shard_grow(struct shard *s)
 
 /* Under s->lock: key_id's state, created if create is set; NULL if absent or out of
  * memory. */
-static struct key_state *shard_find(struct shard *s, uint64_t h, int64_t key_id, int create)
+static struct quota_key *quota_shard_find(struct quota_shard *s, uint64_t h, int64_t key_id,
+                                          int create)
 {
-	struct key_state *k;
-	size_t idx = slot_of(s, h);
+	struct quota_key *k;
+	size_t idx = quota_slot_of(s, h);
 
 	for (k = s->slots[idx]; k; k = k->next)
 		if (k->key_id == key_id)
@@ -206,12 +208,12 @@ static struct key_state *shard_find(struct shard *s, uint64_t h, int64_t key_id,
 	k->next = s->slots[idx];
 	s->slots[idx] = k;
 	if (++s->count > s->nslots)
-		shard_grow(s);
+		quota_shard_grow(s);
 	return k;
 }
 
 /* A full bucket holds no fraction: the refill stops at cap. */
-static void bucket_clamp(struct bucket *b)
+static void quota_bucket_clamp(struct quota_bucket *b)
 {
 	if (b->room >= b->cap) {
 		b->room = b->cap;
@@ -220,30 +222,30 @@ static void bucket_clamp(struct bucket *b)
 }
 
 /* Adds the refill since last_ms and clamps room to cap (which may have been lowered). */
-static void bucket_refill(struct bucket *b, int64_t now_ms)
+static void quota_bucket_refill(struct quota_bucket *b, int64_t now_ms)
 {
 	int64_t el = now_ms - b->last_ms, deficit = b->cap - b->room;
 
 	/* A clock read earlier by another thread may arrive late: time never runs back. */
 	if (el > 0) {
 		b->last_ms = now_ms;
-		if (deficit > 0 && el / WINDOW_MS > deficit / b->cap) {
+		if (deficit > 0 && el / QUOTA_WINDOW_MS > deficit / b->cap) {
 			b->room = b->cap;
 		} else if (deficit > 0) {
 			/* Whole minutes refill cap exactly; the rest splits cap into a whole part
-			 * per ms and a remainder counted in 1/WINDOW_MS units. */
-			b->room += el / WINDOW_MS * b->cap;
-			el %= WINDOW_MS;
-			b->frac += el * (b->cap % WINDOW_MS);
-			b->room += el * (b->cap / WINDOW_MS) + b->frac / WINDOW_MS;
-			b->frac %= WINDOW_MS;
+			 * per ms and a remainder counted in 1/QUOTA_WINDOW_MS units. */
+			b->room += el / QUOTA_WINDOW_MS * b->cap;
+			el %= QUOTA_WINDOW_MS;
+			b->frac += el * (b->cap % QUOTA_WINDOW_MS);
+			b->room += el * (b->cap / QUOTA_WINDOW_MS) + b->frac / QUOTA_WINDOW_MS;
+			b->frac %= QUOTA_WINDOW_MS;
 		}
 	}
-	bucket_clamp(b);
+	quota_bucket_clamp(b);
 }
 
 /* Brings b up to now_ms under the configured limit (0: none). */
-static void bucket_sync(struct bucket *b, int64_t limit, int64_t now_ms)
+static void quota_bucket_sync(struct quota_bucket *b, int64_t limit, int64_t now_ms)
 {
 	if (limit == 0) {
 		b->cap = 0;
@@ -252,116 +254,116 @@ static void bucket_sync(struct bucket *b, int64_t limit, int64_t now_ms)
 		b->frac = 0;
 		b->last_ms = now_ms;
 	} else {
-		bucket_refill(b, now_ms);
+		quota_bucket_refill(b, now_ms);
 		/* What was used stays used: a raised limit grants its extra room at once, a
 		 * lowered one may leave the key in debt. */
 		if (limit != b->cap) {
 			b->room += limit - b->cap;
 			b->cap = limit;
-			bucket_clamp(b);
+			quota_bucket_clamp(b);
 		}
 	}
 }
 
 /* need: how much room a request must find; a request larger than the bucket needs it
  * full, or it could never pass. */
-static int64_t bucket_need(const struct bucket *b, int64_t amount)
+static int64_t quota_bucket_need(const struct quota_bucket *b, int64_t amount)
 {
-	int64_t need = max64(amount, 1);
+	int64_t need = quota_max64(amount, 1);
 
 	return need > b->cap ? b->cap : need;
 }
 
 /* Removes amount from the room (a negative amount refunds), between a debt floor that
  * keeps later arithmetic in range and a full bucket. */
-static void bucket_take(struct bucket *b, int64_t amount)
+static void quota_bucket_take(struct quota_bucket *b, int64_t amount)
 {
 	b->room -= amount;
-	if (b->room < -AMOUNT_MAX)
-		b->room = -AMOUNT_MAX;
-	bucket_clamp(b);
+	if (b->room < -QUOTA_AMOUNT_MAX)
+		b->room = -QUOTA_AMOUNT_MAX;
+	quota_bucket_clamp(b);
 }
 
 /* ms until the room of b reaches target (<= cap) at the refill rate. The refill over
- * t ms is floor((frac + t * cap) / WINDOW_MS) units, so the wait is the smallest t with
- * t * cap >= (target - room) * WINDOW_MS - frac: whole minutes for all but the last
+ * t ms is floor((frac + t * cap) / QUOTA_WINDOW_MS) units, so the wait is the smallest t with
+ * t * cap >= (target - room) * QUOTA_WINDOW_MS - frac: whole minutes for all but the last
  * unit's share, then a search over one minute, which avoids the overflowing product. */
-static int64_t bucket_wait_ms(const struct bucket *b, int64_t target)
+static int64_t quota_bucket_wait_ms(const struct quota_bucket *b, int64_t target)
 {
-	int64_t d = target - b->room, q = b->cap / WINDOW_MS, r = b->cap % WINDOW_MS;
-	int64_t mins, rest, lo = 1, hi = WINDOW_MS;
+	int64_t d = target - b->room, q = b->cap / QUOTA_WINDOW_MS, r = b->cap % QUOTA_WINDOW_MS;
+	int64_t mins, rest, lo = 1, hi = QUOTA_WINDOW_MS;
 
 	if (d <= 0)
 		return 0;
 	mins = (d - 1) / b->cap;
 	rest = (d - 1) % b->cap + 1;
-	if (mins > WAIT_MAX_MS / WINDOW_MS - 1)
-		return WAIT_MAX_MS;
+	if (mins > QUOTA_WAIT_MAX_MS / QUOTA_WINDOW_MS - 1)
+		return QUOTA_WAIT_MAX_MS;
 	while (lo < hi) {
 		int64_t t = lo + (hi - lo) / 2;
 
-		if (t * q + (b->frac + t * r) / WINDOW_MS >= rest)
+		if (t * q + (b->frac + t * r) / QUOTA_WINDOW_MS >= rest)
 			hi = t;
 		else
 			lo = t + 1;
 	}
-	return mins * WINDOW_MS + lo;
+	return mins * QUOTA_WINDOW_MS + lo;
 }
 
-static int64_t ms_to_retry_s(int64_t ms)
+static int64_t quota_retry_s(int64_t ms)
 {
 	return ms < 1000 ? 1 : ms / 1000 + (ms % 1000 != 0);
 }
 
 /* The x-ratelimit figures of one bucket: limit, whole units left, ms until full. */
-static void bucket_status(const struct bucket *b, int64_t *limit, int64_t *remaining,
-                          int64_t *reset_ms)
+static void quota_bucket_status(const struct quota_bucket *b, int64_t *limit, int64_t *remaining,
+                                int64_t *reset_ms)
 {
 	if (b->cap == 0) {
 		*limit = *remaining = *reset_ms = -1;
 		return;
 	}
 	*limit = b->cap;
-	*remaining = max64(b->room, 0);
-	*reset_ms = bucket_wait_ms(b, b->cap);
+	*remaining = quota_max64(b->room, 0);
+	*reset_ms = quota_bucket_wait_ms(b, b->cap);
 }
 
-static void status_none(struct quota_status *st)
+static void quota_status_none(struct quota_status *st)
 {
 	st->limit_requests = st->remaining_requests = st->reset_requests_ms = -1;
 	st->limit_tokens = st->remaining_tokens = st->reset_tokens_ms = -1;
 	st->retry_after_s = 0;
 }
 
-enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quota_cfg *cfg,
+enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                  int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                  struct quota_hold *hold, struct quota_status *st)
 {
-	int64_t rpm = clamp_amount(cfg->rpm), tpm = clamp_amount(cfg->tpm);
-	int64_t conc = clamp_amount(cfg->max_concurrent);
-	int64_t budget = clamp_amount(cfg->budget_micros);
-	int64_t tokens = clamp_amount(est_tokens), cost = clamp_amount(est_cost_micros);
+	int64_t rpm = quota_clamp_amount(cfg->rpm), tpm = quota_clamp_amount(cfg->tpm);
+	int64_t conc = quota_clamp_amount(cfg->max_concurrent);
+	int64_t budget = quota_clamp_amount(cfg->budget_micros);
+	int64_t tokens = quota_clamp_amount(est_tokens), cost = quota_clamp_amount(est_cost_micros);
 	int64_t period_start = quota_period_start(cfg->period, now_ms);
 	enum quota_verdict v = QUOTA_OK;
-	struct bucket req, tok;
-	struct key_state *k;
-	struct shard *s;
+	struct quota_bucket req, tok;
+	struct quota_key *k;
+	struct quota_shard *s;
 	uint64_t h;
 
 	memset(hold, 0, sizeof(*hold));
-	status_none(st);
+	quota_status_none(st);
 	if (key_id == 0 || !quota_limited(cfg))
 		return QUOTA_OK;
-	h = hash_key(key_id);
-	s = shard_of(l, h);
+	h = quota_hash_key(key_id);
+	s = quota_shard_of(q, h);
 	pthread_mutex_lock(&s->lock);
-	k = shard_find(s, h, key_id, 1);
+	k = quota_shard_find(s, h, key_id, 1);
 	if (!k) {
 		pthread_mutex_unlock(&s->lock);
 		return QUOTA_OK;
 	}
-	bucket_sync(&k->req, rpm, now_ms);
-	bucket_sync(&k->tok, tpm, now_ms);
+	quota_bucket_sync(&k->req, rpm, now_ms);
+	quota_bucket_sync(&k->tok, tpm, now_ms);
 	/* A new period of the same kind starts from nothing; a changed kind was reseeded
 	 * by the main thread before the new limits reached any I/O thread. */
 	if (budget && (period_start > k->period_start_ms || cfg->period != k->period)) {
@@ -373,11 +375,11 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 	}
 	if (conc && k->in_flight >= conc)
 		v = QUOTA_CONCURRENCY;
-	else if (rpm && k->req.room < bucket_need(&k->req, 1))
+	else if (rpm && k->req.room < quota_bucket_need(&k->req, 1))
 		v = QUOTA_RPM;
-	else if (tpm && k->tok.room < bucket_need(&k->tok, tokens))
+	else if (tpm && k->tok.room < quota_bucket_need(&k->tok, tokens))
 		v = QUOTA_TPM;
-	else if (budget && k->spent + k->reserved + max64(cost, 1) > budget)
+	else if (budget && k->spent + k->reserved + quota_max64(cost, 1) > budget)
 		v = QUOTA_BUDGET;
 	if (v == QUOTA_OK) {
 		hold->key_id = key_id;
@@ -386,9 +388,9 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 		hold->period_start_ms = k->period_start_ms;
 		hold->concurrent = 1;
 		if (rpm)
-			bucket_take(&k->req, 1);
+			quota_bucket_take(&k->req, 1);
 		if (tpm)
-			bucket_take(&k->tok, tokens);
+			quota_bucket_take(&k->tok, tokens);
 		k->reserved += hold->cost_micros;
 		k->in_flight++;
 	}
@@ -397,8 +399,8 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 	pthread_mutex_unlock(&s->lock);
 
 	/* The figures come from the snapshot, outside the lock. */
-	bucket_status(&req, &st->limit_requests, &st->remaining_requests, &st->reset_requests_ms);
-	bucket_status(&tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
+	quota_bucket_status(&req, &st->limit_requests, &st->remaining_requests, &st->reset_requests_ms);
+	quota_bucket_status(&tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
 	switch (v) {
 	case QUOTA_OK:
 		break;
@@ -407,59 +409,59 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
 		st->retry_after_s = 1;
 		break;
 	case QUOTA_RPM:
-		st->retry_after_s = ms_to_retry_s(bucket_wait_ms(&req, bucket_need(&req, 1)));
+		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&req, quota_bucket_need(&req, 1)));
 		break;
 	case QUOTA_TPM:
-		st->retry_after_s = ms_to_retry_s(bucket_wait_ms(&tok, bucket_need(&tok, tokens)));
+		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&tok, quota_bucket_need(&tok, tokens)));
 		break;
 	case QUOTA_BUDGET:
 		st->retry_after_s = cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
-		        ms_to_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
+		        quota_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
 		break;
 	}
 	return v;
 }
 
-void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens,
+void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens,
                    int64_t cost_micros, int64_t now_ms)
 {
-	struct key_state *k;
-	struct shard *s;
+	struct quota_key *k;
+	struct quota_shard *s;
 	uint64_t h;
 
 	if (hold->key_id == 0)
 		return;
-	h = hash_key(hold->key_id);
-	s = shard_of(l, h);
+	h = quota_hash_key(hold->key_id);
+	s = quota_shard_of(q, h);
 	pthread_mutex_lock(&s->lock);
-	k = shard_find(s, h, hold->key_id, 0);
+	k = quota_shard_find(s, h, hold->key_id, 0);
 	if (k) {
 		/* Only a bucket still in use is adjusted; an unknown count keeps the
 		 * reservation. Debt is taken after the refill up to now, as it is spent now. */
 		if (k->tok.cap && tokens >= 0) {
-			bucket_refill(&k->tok, now_ms);
-			bucket_take(&k->tok, clamp_amount(tokens) - hold->tokens);
+			quota_bucket_refill(&k->tok, now_ms);
+			quota_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
 		}
-		k->reserved = max64(k->reserved - hold->cost_micros, 0);
+		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
 		/* A hold from an earlier period must not charge the current one. */
 		if (hold->period_start_ms == k->period_start_ms)
-			k->spent = clamp_spent(k->spent + clamp_amount(cost_micros));
+			k->spent = quota_clamp_spent(k->spent + quota_clamp_amount(cost_micros));
 		if (hold->concurrent && k->in_flight > 0)
 			k->in_flight--;
 	}
 	pthread_mutex_unlock(&s->lock);
 }
 
-void quota_set_spent(struct quota *l, int64_t key_id, enum quota_period period,
+void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
                      int64_t period_start_ms, int64_t spent_micros)
 {
-	uint64_t h = hash_key(key_id);
-	struct shard *s = shard_of(l, h);
-	struct key_state *k;
+	uint64_t h = quota_hash_key(key_id);
+	struct quota_shard *s = quota_shard_of(q, h);
+	struct quota_key *k;
 
-	spent_micros = clamp_spent(spent_micros);
+	spent_micros = quota_clamp_spent(spent_micros);
 	pthread_mutex_lock(&s->lock);
-	k = shard_find(s, h, key_id, 1);
+	k = quota_shard_find(s, h, key_id, 1);
 	if (!k) {
 		/* Out of memory: the key is counted from its next admission on. */
 	} else if (period != k->period || period_start_ms > k->period_start_ms) {
@@ -474,63 +476,21 @@ void quota_set_spent(struct quota *l, int64_t key_id, enum quota_period period,
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date, month 1..12 (H. Hinnant's
- * days_from_civil), so that no time zone or libc state is involved. */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+/* The calendar's kind of period for a budget's. */
+static enum period_kind quota_period_kind(enum quota_period p)
 {
-	int64_t era, yoe, doy;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
-}
-
-/* Year and month (1..12) of a day since 1970-01-01 (civil_from_days). */
-static void civil_from_days(int64_t z, int64_t *y, int64_t *m)
-{
-	int64_t era, doe, yoe, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = z - era * 146097;
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = yoe + era * 400 + (*m <= 2);
-}
-
-static int64_t floor_div(int64_t a, int64_t b)
-{
-	return a / b - (a % b < 0);
-}
-
-/* The start of the period containing now_ms, moved forward by next periods. */
-static int64_t period_boundary(enum quota_period p, int64_t now_ms, int next)
-{
-	int64_t day = floor_div(now_ms, DAY_MS), y, m;
-
-	if (p == QUOTA_PERIOD_DAY)
-		return (day + next) * DAY_MS;
-	civil_from_days(day, &y, &m);
-	m += next;
-	if (m > 12) {
-		m -= 12;
-		y++;
-	}
-	return days_from_civil(y, m, 1) * DAY_MS;
+	return p == QUOTA_PERIOD_DAY ? PERIOD_DAY : p == QUOTA_PERIOD_MONTH ? PERIOD_MONTH
+	                                                                 : PERIOD_TOTAL;
 }
 
 int64_t quota_period_start(enum quota_period p, int64_t now_ms)
 {
-	return p == QUOTA_PERIOD_TOTAL ? 0 : period_boundary(p, now_ms, 0);
+	return period_start_ms(quota_period_kind(p), now_ms);
 }
 
 int64_t quota_period_end(enum quota_period p, int64_t now_ms)
 {
-	return p == QUOTA_PERIOD_TOTAL ? INT64_MAX : period_boundary(p, now_ms, 1);
+	return period_end_ms(quota_period_kind(p), now_ms);
 }
 
 const char *quota_verdict_name(enum quota_verdict v)

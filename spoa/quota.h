@@ -51,14 +51,14 @@ static inline int quota_limited(const struct quota_cfg *cfg)
 struct quota;
 
 struct quota *quota_new(void);
-void quota_free(struct quota *l);      /* after every other thread stopped */
+void quota_free(struct quota *q);      /* after every other thread stopped */
 
 /* Decides whether a request of key_id under cfg fits at now_ms (unix ms), estimating
  * est_tokens tokens and est_cost_micros of spend. If every limit has room, reserves one
  * request, the tokens, the cost and a concurrency slot, fills *hold and returns QUOTA_OK;
  * otherwise reserves nothing and returns the first limit that refused, in the order
  * concurrency, rpm, tpm, budget. *st is filled either way. */
-enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quota_cfg *cfg,
+enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                  int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                  struct quota_hold *hold, struct quota_status *st);
 
@@ -66,14 +66,14 @@ enum quota_verdict quota_admit(struct quota *l, int64_t key_id, const struct quo
  * in micro-dollars, each -1 when unknown (an unknown token count keeps the reserved
  * tokens counted; an unknown cost counts as 0, as it does in the database's sums).
  * Releases the concurrency slot. A hold with key_id 0 is ignored. */
-void quota_settle(struct quota *l, const struct quota_hold *hold, int64_t tokens,
+void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens,
                    int64_t cost_micros, int64_t now_ms);
 
 /* Seeds key_id's spend in its period of kind period starting at period_start_ms, from the
  * database: at start, so that a restart keeps the budget spent, and when keys change, so
  * that a new budget or period kind counts what was spent before. For the period already
  * being counted it only raises the spend (the database lags settled rows). */
-void quota_set_spent(struct quota *l, int64_t key_id, enum quota_period period,
+void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
                      int64_t period_start_ms, int64_t spent_micros);
 
 /* The start of the period containing now_ms (QUOTA_PERIOD_TOTAL: 0), and its end

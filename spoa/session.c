@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "decision.h"
 #include "log.h"
 #include "spop.h"
@@ -164,9 +165,9 @@ static void session_set_figure(struct spop_writer *out, const char *name, int64_
 }
 
 /* Where the key stands, for the x-ratelimit-* headers and Retry-After. */
-static void session_put_limits(struct spop_writer *out, const struct decision *d)
+static void session_put_quota(struct spop_writer *out, const struct decision *d)
 {
-	const struct quota_status *st = &d->limits;
+	const struct quota_status *st = &d->quota;
 
 	session_set_figure(out, "rl_limit_req", st->limit_requests);
 	session_set_figure(out, "rl_remaining_req", st->remaining_requests);
@@ -222,8 +223,8 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, "stream", d->stream);
 	if (d->body_truncated)
 		session_set_int(out, "truncated", 1);
-	if (d->has_limits)
-		session_put_limits(out, d);
+	if (d->has_quota)
+		session_put_quota(out, d);
 }
 
 /* The unique id, for debug logs: printed only when it looks like the UUID HAProxy makes,
@@ -263,7 +264,7 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 
 /* Estimates what an allowed request may use and admits it against its key's limits, or
  * turns d into the denial of the limit that refused it. */
-static void session_limit(struct session *s, const struct decision_request *req,
+static void session_quota(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
 	enum quota_verdict v;
@@ -271,11 +272,11 @@ static void session_limit(struct session *s, const struct decision_request *req,
 	if (d->verdict != DECISION_ALLOW)
 		return;
 	decision_estimate(d, req, s->default_max_tokens);
-	if (!s->limits || !d->key || !quota_limited(&d->key->limits))
+	if (!s->quota || !d->key || !quota_limited(&d->key->quota))
 		return;
-	d->has_limits = 1;
-	v = quota_admit(s->limits, d->key->id, &d->key->limits, d->est_tokens, d->est_cost_micros,
-	                acct_now_ms(), &d->hold, &d->limits);
+	d->has_quota = 1;
+	v = quota_admit(s->quota, d->key->id, &d->key->quota, d->est_tokens, d->est_cost_micros,
+	                acct_now_ms(), &d->hold, &d->quota);
 	if (v != QUOTA_OK)
 		decision_limit(d, v);
 }
@@ -320,14 +321,14 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
 		/* Not the gateway's HAProxy: nothing it sends may hold a key's limits or
 		 * leave a transaction to account for. */
-		stats_add(&stats.unauthenticated, 1);
+		counters_refuse_unauthenticated();
 		session_refuse(&d, &req, DECISION_UNAUTHENTICATED);
 		id.len = 0;
 	} else {
 		uint64_t t0 = stats_now_ns();
 
 		decision_make(kt, &req, &d);
-		session_limit(s, &req, &d);
+		session_quota(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
 	if (s->on_decided && d.verdict != DECISION_UNAUTHENTICATED &&

@@ -37,7 +37,7 @@ struct session {
 	struct session_stats stats;
 	session_decided_fn *on_decided;   /* may be NULL; set after session_init */
 	void *decided_arg;
-	struct quota *limits;            /* may be NULL (no limits enforced); borrowed */
+	struct quota *quota;             /* may be NULL (no limits enforced); borrowed */
 	int64_t default_max_tokens;       /* the reservation's output when a body names none */
 	/* What HAProxy's NOTIFYs carry; a NOTIFY without it did not come from the gateway's
 	 * HAProxy: refused, counted, never recorded. NULL: not checked (tests). Borrowed. */

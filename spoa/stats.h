@@ -1,6 +1,7 @@
-/* stats: the agent's process-wide counters and latency histograms. Any thread updates
- * them with relaxed atomics; metrics.c and control.c read them. Counters only grow,
- * except the gauges marked as such. */
+/* stats: the agent's process-wide operational counters and latency histograms (the
+ * accounting counters are counters.h's). Any thread updates them with relaxed atomics;
+ * metrics.c and control.c read them. Counters only grow, except the gauges marked as
+ * such. */
 #ifndef TALLY_STATS_H
 #define TALLY_STATS_H
 
@@ -37,16 +38,7 @@ enum stats_error {
 };
 
 struct stats {
-	/* Accounting: received = written + dropped once nothing is in flight. */
-	atomic_uint_fast64_t received;    /* distinct transactions accepted for accounting */
-	atomic_uint_fast64_t written;     /* rows committed */
-	atomic_uint_fast64_t dropped;     /* rows lost: queue full, or the database failing */
-	atomic_uint_fast64_t duplicates;  /* records for a transaction already accounted */
-	atomic_uint_fast64_t timed_out;   /* rows written as no_record (subset of written) */
-	atomic_uint_fast64_t unpriced;    /* rows with usage but no prices (subset of written) */
-	atomic_uint_fast64_t unauthenticated;  /* records and decisions without the gateway
-	                                        * secret: refused, no row */
-	atomic_uint_fast64_t pending_overflow; /* decisions refused: the pending table was full */
+	/* The accounting counters live in counters.h. */
 	atomic_uint_fast64_t records_tcp; /* log records read from the ring connection */
 	atomic_uint_fast64_t records_udp; /* log records read from the UDP copy */
 	atomic_uint_fast64_t batches;     /* writer transactions committed */

@@ -26,14 +26,7 @@ static void statsnap_array(uint64_t *out, atomic_uint_fast64_t *in, size_t n)
 void statsnap_take(struct statsnap *out, struct stats *st, const struct live_view *live)
 {
 	memset(out, 0, sizeof(*out));
-	out->received = stats_get(&st->received);
-	out->written = stats_get(&st->written);
-	out->dropped = stats_get(&st->dropped);
-	out->duplicates = stats_get(&st->duplicates);
-	out->timed_out = stats_get(&st->timed_out);
-	out->unpriced = stats_get(&st->unpriced);
-	out->unauthenticated = stats_get(&st->unauthenticated);
-	out->pending_overflow = stats_get(&st->pending_overflow);
+	out->acct = counters_now();
 	out->records_tcp = stats_get(&st->records_tcp);
 	out->records_udp = stats_get(&st->records_udp);
 	out->batches = stats_get(&st->batches);

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "counters.h"
 #include "live-t.h"
 #include "stats.h"
 
@@ -16,8 +17,7 @@ struct statsnap_hist {
 };
 
 struct statsnap {
-	uint64_t received, written, dropped, duplicates, timed_out, unpriced;
-	uint64_t unauthenticated, pending_overflow;
+	struct counters acct;
 	uint64_t records_tcp, records_udp, batches;
 	uint64_t spop_connections, spop_frames_in, spop_frames_out;
 	int64_t spop_connections_open;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "join.h"
 #include "journal.h"
 #include "keylive.h"
@@ -40,6 +41,7 @@
 #include "session.h"
 #include "spop.h"
 #include "stats.h"
+#include "thread.h"
 
 /* Replies buffered per connection: room for this many largest frames. */
 #define WORKER_OUT_FRAMES 2
@@ -69,7 +71,7 @@ struct worker_conn {
 
 struct worker {
 	int id;
-	struct worker_limits limits;
+	struct worker_conn_cfg conn;
 	struct worker_acct acct;
 	struct journal_log *jlog;        /* loop thread only; NULL without a journal */
 	pthread_t thread;
@@ -178,7 +180,7 @@ static void worker_conn_touch(struct worker_conn *c)
 {
 	if (c->sess.state != SESSION_READY)
 		return;
-	c->timer.repeat = c->w->limits.idle_timeout;
+	c->timer.repeat = c->w->conn.idle_timeout;
 	ev_timer_again(c->w->loop, &c->timer);
 }
 
@@ -239,8 +241,8 @@ static void worker_refuse(struct worker *w, int fd)
 /* A hold no pending row will carry to its settlement is given back at once. */
 static void worker_release(struct worker *w, const struct quota_hold *hold, int64_t now_ms)
 {
-	if (w->acct.limits)
-		quota_settle(w->acct.limits, hold, ACCT_NONE, ACCT_NONE, now_ms);
+	if (w->acct.quota)
+		quota_settle(w->acct.quota, hold, ACCT_NONE, ACCT_NONE, now_ms);
 }
 
 static int worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
@@ -264,7 +266,7 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		 * row needs no pending entry: its record makes it. */
 		journal_release(w->acct.journal, row.journal_epoch[0]);
 		worker_release(w, &d->hold, now);
-		stats_add(&stats.pending_overflow, 1);
+		counters_refuse_overflow();
 		if (ev_now(w->loop) - w->last_overflow_log >= 1.0) {
 			w->last_overflow_log = ev_now(w->loop);
 			log_warn("worker %d: %zu requests await their record (--pending-max): refusing"
@@ -272,22 +274,18 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		}
 		return d->verdict == DECISION_ALLOW ? -1 : 0;
 	}
+	join_count(join_decision_fate(rc));
 	if (rc == 2) {
 		/* Its record came first: HAProxy gave up on this decision and answered alone;
 		 * that row is written, and the request holds nothing. */
 		worker_release(w, &d->hold, now);
 		journal_release(w->acct.journal, row.journal_epoch[0]);
-		stats_add(&stats.duplicates, 1);
 		return 0;
 	}
 	if (rc == 1) {
-		/* Decided twice (HAProxy never does so for one id): one transaction, counted
-		 * once; the first decision's hold and journal entry are given back. */
+		/* Decided twice: the first decision's hold and journal entry are given back. */
 		worker_release(w, &old.hold, now);
 		journal_release(w->acct.journal, old.journal_epoch[0]);
-		stats_add(&stats.duplicates, 1);
-	} else {
-		stats_add(&stats.received, 1);
 	}
 	if (d->verdict == DECISION_ALLOW)
 		keylive_admit(w->acct.keylive, row.key_id);
@@ -298,7 +296,7 @@ static void worker_add_conn(struct worker *w, int fd)
 {
 	struct worker_conn *c;
 
-	if (w->nconns >= w->limits.max_connections) {
+	if (w->nconns >= w->conn.max_connections) {
 		worker_refuse(w, fd);
 		return;
 	}
@@ -308,23 +306,23 @@ static void worker_add_conn(struct worker *w, int fd)
 	c->fd = fd;
 	/* The session never lets a frame exceed max_frame_size, so one buffer of that size
 	 * always holds at least one whole frame, and replies never exceed it either. */
-	c->in_cap = (size_t)w->limits.max_frame_size + 4;
+	c->in_cap = (size_t)w->conn.max_frame_size + 4;
 	c->out_cap = WORKER_OUT_FRAMES * c->in_cap;
 	c->in = malloc(c->in_cap);
 	c->out = malloc(c->out_cap);
 	if (!c->in || !c->out)
 		goto fail;
-	session_init(&c->sess, w->limits.max_frame_size);
+	session_init(&c->sess, w->conn.max_frame_size);
 	c->sess.on_decided = worker_on_decided;
 	c->sess.decided_arg = w;
-	c->sess.limits = w->acct.limits;
+	c->sess.quota = w->acct.quota;
 	c->sess.default_max_tokens = w->acct.default_max_tokens;
 	c->sess.secret = w->acct.secret;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);
 	ev_init(&c->timer, worker_conn_on_timeout);
-	c->timer.repeat = w->limits.hello_timeout;
+	c->timer.repeat = w->conn.hello_timeout;
 	c->rio.data = c->wio.data = c->timer.data = c;
 	c->next = w->conns;
 	if (w->conns)
@@ -446,12 +444,12 @@ void worker_post_keytable(struct worker *w, struct keytable *kt)
 		keytable_unref(kt);
 }
 
-struct worker *worker_start(int id, const struct worker_limits *limits,
+struct worker *worker_start(int id, const struct worker_conn_cfg *conn,
                             const struct worker_acct *acct, struct keytable *kt,
                             char *err, size_t errlen)
 {
 	struct worker *w = calloc(1, sizeof(*w));
-	int rc;
+	char tname[16];
 
 	if (!w) {
 		snprintf(err, errlen, "worker %d: out of memory", id);
@@ -459,7 +457,7 @@ struct worker *worker_start(int id, const struct worker_limits *limits,
 	}
 	pthread_mutex_init(&w->lock, NULL);
 	w->id = id;
-	w->limits = *limits;
+	w->conn = *conn;
 	w->acct = *acct;
 	if (acct->journal) {
 		char name[32];
@@ -481,10 +479,9 @@ struct worker *worker_start(int id, const struct worker_limits *limits,
 	w->wake.data = w;
 	ev_async_start(w->loop, &w->wake);
 	w->kt = kt;
-	if ((rc = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
-		snprintf(err, errlen, "worker %d: pthread_create: %s", id, strerror(rc));
+	snprintf(tname, sizeof(tname), "tally-worker%d", id);
+	if (thread_start(&w->thread, tname, worker_main, w, err, errlen) < 0)
 		goto fail;
-	}
 	return w;
 fail:
 	if (w->jlog)

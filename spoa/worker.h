@@ -16,7 +16,8 @@ struct pending;
 struct keylive;
 struct journal;
 
-struct worker_limits {
+/* Bounds on each SPOP connection of the thread. */
+struct worker_conn_cfg {
 	uint32_t max_frame_size;      /* largest frame accepted and announced */
 	int max_connections;          /* beyond this, new connections are closed at once */
 	double hello_timeout;         /* seconds for a new connection to send its HELLO */
@@ -28,7 +29,7 @@ struct worker_acct {
 	struct pending *pending;
 	struct keylive *keylive;
 	struct journal *journal;      /* NULL: no journal */
-	struct quota *limits;        /* NULL: no limits enforced */
+	struct quota *quota;          /* NULL: no limits enforced */
 	int64_t default_max_tokens;   /* reserved output when a request names no max_tokens */
 	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
 };
@@ -45,7 +46,7 @@ struct worker_totals {
 };
 
 /* Creates and starts the thread (main thread). kt: a reference the worker now owns. */
-struct worker *worker_start(int id, const struct worker_limits *limits,
+struct worker *worker_start(int id, const struct worker_conn_cfg *conn,
                             const struct worker_acct *acct, struct keytable *kt,
                             char *err, size_t errlen);
 

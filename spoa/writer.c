@@ -14,7 +14,7 @@
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
  *      per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily (see WRITER_ROLLUPS);
- *   3. the counters (stats totals plus this batch's effect) overwrite the accounting
+ *   3. the counters (counters_now changed by this batch, counters_apply) overwrite the accounting
  *      row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
  *
@@ -37,7 +37,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,29 +44,21 @@
 #include <time.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "db.h"
 #include "latency.h"
 #include "log.h"
+#include "period.h"
+#include "rollup.h"
+#include "satadd.h"
 #include "stats.h"
+#include "thread.h"
 
 #define WRITER_IDLE_MS       250   /* idle tick: store counters that moved */
 #define WRITER_LINGER_MS     10    /* after a partial batch: rows become visible <= ~10 ms later */
 #define WRITER_BUSY_MS       100   /* SQLite's own wait for a lock before failing */
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
-#define WRITER_HOUR_MS       3600000
-#define WRITER_DAY_MS        86400000
-
-/* The totals stored in the accounting row, in its column order. */
-struct writer_counts {
-	uint64_t received, written, dropped, duplicates, timed_out, unpriced;
-	uint64_t unauthenticated, pending_overflow;
-};
-
-/* What one transaction changes in the counters; applied to stats once committed. */
-struct writer_delta {
-	uint64_t written, duplicates, rejected, timed_out, unpriced;
-};
 
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
@@ -79,14 +70,14 @@ struct writer_group {
 /* The rollup tables: per key (what a key filter or group=key reads) and, ~200 times
  * smaller, per model only (what every other dashboard figure reads). */
 static const struct writer_rollup_table {
-	const char *table, *unit;
-	int64_t unit_ms;
+	const char *table, *unit;     /* unit: the period's column */
+	enum period_kind period;
 	int keyed;
 } writer_rollups[] = {
-	{ "usage_hourly", "hour", WRITER_HOUR_MS, 1 },
-	{ "usage_daily", "day", WRITER_DAY_MS, 1 },
-	{ "model_hourly", "hour", WRITER_HOUR_MS, 0 },
-	{ "model_daily", "day", WRITER_DAY_MS, 0 },
+	{ "usage_hourly", "hour", PERIOD_HOUR, 1 },
+	{ "usage_daily", "day", PERIOD_DAY, 1 },
+	{ "model_hourly", "hour", PERIOD_HOUR, 0 },
+	{ "model_daily", "day", PERIOD_DAY, 0 },
 };
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
@@ -103,7 +94,7 @@ struct writer {
 	sqlite3_stmt *rollup[WRITER_ROLLUPS];   /* writer_rollups' upserts */
 	struct acct_row *batch;       /* batch_max rows */
 	struct writer_group *groups;  /* batch_max entries */
-	struct writer_counts stored;  /* last totals committed */
+	struct counters stored;  /* last totals committed */
 	int gave_up;                  /* the last batch was given up */
 	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
 	int64_t applied_pages;        /* cap in force on the connection; 0: none */
@@ -192,27 +183,6 @@ static int writer_run(sqlite3_stmt *st)
 
 /* ---- rollups ---- */
 
-/* Columns the rollup tables sum, after their key (period, key_id, model, provider), in
- * the order writer_rollup binds them: those named here, then the latency buckets. */
-static const char *const writer_sum_cols[] = {
-	"requests", "errors", "streams", "prompt_tokens", "completion_tokens", "cached_tokens",
-	"cache_creation_tokens", "reasoning_tokens", "cost_micros", "unpriced", "duration_ms_sum",
-	"estimated", "estimated_tokens", "estimated_cost_micros",
-};
-#define WRITER_NAMED_SUMS ((int)(sizeof(writer_sum_cols) / sizeof(writer_sum_cols[0])))
-#define WRITER_SUMS       (WRITER_NAMED_SUMS + LATENCY_BUCKETS)
-
-/* Column i of the sums (see writer_sum_cols) into buf. */
-static void writer_sum_col(int i, char *buf, size_t len)
-{
-	if (i < WRITER_NAMED_SUMS)
-		snprintf(buf, len, "%s", writer_sum_cols[i]);
-	else if (i - WRITER_NAMED_SUMS < LATENCY_BUCKETS - 1)
-		snprintf(buf, len, "lat_le_%" PRId64, latency_bounds[i - WRITER_NAMED_SUMS]);
-	else
-		snprintf(buf, len, "lat_gt_%" PRId64, latency_bounds[LATENCY_BUCKETS - 2]);
-}
-
 /* The upsert adding one group's sums to rollup t: parameters ?1 the period, ?2 the
  * key (keyed tables only), then model, provider and the sums. Built from the column
  * list so that the tables and the latency buckets cannot disagree. Returns the length
@@ -228,8 +198,8 @@ static int writer_rollup_sql(const struct writer_rollup_table *t, char *sql, siz
 	nv = (size_t)snprintf(vals, sizeof(vals), t->keyed ? "?1, ?2, ?3, ?4" : "?1, ?2, ?3");
 	ns = 0;
 	sets[0] = '\0';
-	for (i = 0; i < WRITER_SUMS; i++) {
-		writer_sum_col(i, col, sizeof(col));
+	for (i = 0; i < ROLLUP_SUMS; i++) {
+		rollup_column(i, col, sizeof(col));
 		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
 		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", first + i);
 		ns += (size_t)snprintf(sets + ns, sizeof(sets) - ns, "%s%s = %s + excluded.%s",
@@ -240,17 +210,6 @@ static int writer_rollup_sql(const struct writer_rollup_table *t, char *sql, siz
 	i = snprintf(sql, len, "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s",
 	             t->table, cols, vals, pk, sets);
 	return i < 0 || (size_t)i >= len ? -1 : i;
-}
-
-/* Start of the period of unit_ms holding ms (unix milliseconds), in unix seconds;
- * floors negatives. */
-static int64_t writer_period(int64_t ms, int64_t unit_ms)
-{
-	int64_t p = ms / unit_ms;
-
-	if (ms % unit_ms < 0)
-		p--;
-	return p * (unit_ms / 1000);
 }
 
 static int writer_group_cmp(const void *pa, const void *pb)
@@ -266,33 +225,30 @@ static int writer_group_cmp(const void *pa, const void *pb)
 	return c ? c : strncmp(a->row->provider, b->row->provider, sizeof(a->row->provider));
 }
 
-/* Adds v (>= 0) to *to, saturating: token counts are bounded per row (< 2^53) but a
- * batch of absurd ones could wrap, which would be undefined. */
-static void writer_add(int64_t *to, int64_t v)
+/* Adds row r to the sums (rollup.h's columns). */
+static void writer_sum_add(int64_t sum[ROLLUP_SUMS], const struct acct_row *r)
 {
-	if (__builtin_add_overflow(*to, v, to))
-		*to = INT64_MAX;
-}
-
-/* Adds row r to the sums, in writer_sum_cols order. */
-static void writer_sum_add(int64_t sum[WRITER_SUMS], const struct acct_row *r)
-{
-	sum[0]++;
-	sum[1] += r->outcome != ACCT_COMPLETE;
-	sum[2] += r->stream == 1;
-	writer_add(&sum[3], writer_term(r->prompt_tokens));
-	writer_add(&sum[4], writer_term(r->completion_tokens));
-	writer_add(&sum[5], writer_term(r->cached_tokens));
-	writer_add(&sum[6], writer_term(r->cache_creation_tokens));
-	writer_add(&sum[7], writer_term(r->reasoning_tokens));
-	writer_add(&sum[8], writer_term(r->cost_micros));
-	sum[9] += r->unpriced != 0;
-	writer_add(&sum[10], writer_term(r->duration_ms));
-	sum[11] += r->estimated_tokens >= 0;
-	writer_add(&sum[12], writer_term(r->estimated_tokens));
-	writer_add(&sum[13], writer_term(r->estimated_cost_micros));
+	sum[ROLLUP_REQUESTS]++;
+	sum[ROLLUP_ERRORS] += r->outcome != ACCT_COMPLETE;
+	sum[ROLLUP_STREAMS] += r->stream == 1;
+	sum[ROLLUP_PROMPT_TOKENS] = satadd(sum[ROLLUP_PROMPT_TOKENS], writer_term(r->prompt_tokens));
+	sum[ROLLUP_COMPLETION_TOKENS] = satadd(sum[ROLLUP_COMPLETION_TOKENS],
+	                                       writer_term(r->completion_tokens));
+	sum[ROLLUP_CACHED_TOKENS] = satadd(sum[ROLLUP_CACHED_TOKENS], writer_term(r->cached_tokens));
+	sum[ROLLUP_CACHE_CREATION_TOKENS] = satadd(sum[ROLLUP_CACHE_CREATION_TOKENS],
+	                                           writer_term(r->cache_creation_tokens));
+	sum[ROLLUP_REASONING_TOKENS] = satadd(sum[ROLLUP_REASONING_TOKENS],
+	                                      writer_term(r->reasoning_tokens));
+	sum[ROLLUP_COST] = satadd(sum[ROLLUP_COST], writer_term(r->cost_micros));
+	sum[ROLLUP_UNPRICED] += r->unpriced != 0;
+	sum[ROLLUP_DURATION] = satadd(sum[ROLLUP_DURATION], writer_term(r->duration_ms));
+	sum[ROLLUP_ESTIMATED] += r->estimated_tokens >= 0;
+	sum[ROLLUP_ESTIMATED_TOKENS] = satadd(sum[ROLLUP_ESTIMATED_TOKENS],
+	                                      writer_term(r->estimated_tokens));
+	sum[ROLLUP_ESTIMATED_COST] = satadd(sum[ROLLUP_ESTIMATED_COST],
+	                                    writer_term(r->estimated_cost_micros));
 	if (r->duration_ms >= 0)
-		sum[WRITER_NAMED_SUMS + latency_bucket(r->duration_ms)]++;
+		sum[ROLLUP_NAMED + latency_bucket(r->duration_ms)]++;
 }
 
 /* One upsert by w->rollup[t] per (period, key, model, provider) of the n rows in
@@ -307,13 +263,13 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 	for (j = 0; j < n; j++) {
 		struct writer_group *g = &w->groups[j];
 
-		g->period = writer_period(g->row->started_at_ms, rt->unit_ms);
+		g->period = period_start_ms(rt->period, g->row->started_at_ms) / 1000;
 		g->key_id = rt->keyed && g->row->key_id > 0 ? g->row->key_id : 0;
 	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
 		const struct writer_group *g = &w->groups[i];
-		int64_t sum[WRITER_SUMS] = { 0 };
+		int64_t sum[ROLLUP_SUMS] = { 0 };
 
 		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++)
 			writer_sum_add(sum, w->groups[j].row);
@@ -325,7 +281,7 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 		                        sizeof(g->row->model)), SQLITE_STATIC);
 		rc |= sqlite3_bind_text(st, p++, g->row->provider, (int)strnlen(g->row->provider,
 		                        sizeof(g->row->provider)), SQLITE_STATIC);
-		for (k = 0; k < WRITER_SUMS; k++)
+		for (k = 0; k < ROLLUP_SUMS; k++)
 			rc |= sqlite3_bind_int64(st, p + k, sum[k]);
 		if (rc != SQLITE_OK)
 			return SQLITE_ERROR;
@@ -339,22 +295,7 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 
 /* ---- counters ---- */
 
-/* The totals as they will be once d is applied. dropped is read before received: the
- * intake adds to received before it counts a drop, so the snapshot never shows more
- * resolved rows than received ones. */
-static void writer_counts_now(const struct writer_delta *d, struct writer_counts *c)
-{
-	c->dropped = stats_get(&stats.dropped) + d->rejected;
-	c->received = stats_get(&stats.received) - d->duplicates;
-	c->written = stats_get(&stats.written) + d->written;
-	c->duplicates = stats_get(&stats.duplicates) + d->duplicates;
-	c->timed_out = stats_get(&stats.timed_out) + d->timed_out;
-	c->unpriced = stats_get(&stats.unpriced) + d->unpriced;
-	c->unauthenticated = stats_get(&stats.unauthenticated);
-	c->pending_overflow = stats_get(&stats.pending_overflow);
-}
-
-static int writer_store_counts(struct writer *w, const struct writer_counts *c)
+static int writer_store_counts(struct writer *w, const struct counters *c)
 {
 	sqlite3_stmt *st = w->account;
 	int rc;
@@ -374,16 +315,6 @@ static int writer_store_counts(struct writer *w, const struct writer_counts *c)
 	if (rc == SQLITE_DONE && sqlite3_changes(w->db) != 1)
 		rc = SQLITE_CORRUPT;   /* the accounting row is missing */
 	return rc;
-}
-
-static void writer_apply(const struct writer_delta *d)
-{
-	stats_add(&stats.written, d->written);
-	stats_add(&stats.duplicates, d->duplicates);
-	atomic_fetch_sub_explicit(&stats.received, d->duplicates, memory_order_relaxed);
-	stats_add(&stats.dropped, d->rejected);
-	stats_add(&stats.timed_out, d->timed_out);
-	stats_add(&stats.unpriced, d->unpriced);
 }
 
 /* ---- transactions ---- */
@@ -416,7 +347,7 @@ static const char *writer_check(const struct acct_row *r)
 
 /* Inserts row i of the batch, recording its effect in d and, if it was inserted, in
  * w->groups[*ngroups]. Returns SQLITE_DONE, or the error that fails the transaction. */
-static int writer_insert(struct writer *w, const struct acct_row *r, struct writer_delta *d,
+static int writer_insert(struct writer *w, const struct acct_row *r, struct counters *d,
                          size_t *ngroups)
 {
 	const char *refused = writer_check(r);
@@ -439,7 +370,7 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct writ
 		log_error("writer: row %.*s refused (%.*s): counted dropped",
 		          ACCT_ID_MAX, r->request_id, (int)strcspn(msg, "\n"), msg);
 		stats_add(&stats.errors[STATS_ERR_WRITE_OTHER], 1);
-		d->rejected++;
+		d->dropped++;
 		rc = SQLITE_DONE;
 	}
 	return rc;
@@ -449,8 +380,7 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct writ
  * Returns SQLITE_OK, with the counters applied, or the error after a rollback. */
 static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t n)
 {
-	struct writer_delta d = { 0 };
-	struct writer_counts c;
+	struct counters d = { 0 }, c;
 	uint64_t start;
 	size_t i, ngroups = 0;
 	int rc;
@@ -470,14 +400,15 @@ static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t 
 		if (rc != SQLITE_DONE)
 			goto fail;
 	}
-	writer_counts_now(&d, &c);
+	c = counters_now();
+	counters_apply(&c, &d);
 	rc = writer_store_counts(w, &c);
 	if (rc != SQLITE_DONE)
 		goto fail;
 	rc = writer_run(w->commit);
 	if (rc != SQLITE_DONE)
 		goto fail;
-	writer_apply(&d);
+	counters_settle(&d);
 	w->stored = c;
 	stats_add(&stats.batches, 1);
 	stats_hist_observe(&stats.batch_latency, stats_now_ns() - start);
@@ -515,14 +446,13 @@ static void writer_sleep_ms(int ms)
  * the last commit), trying for up to budget_ms. Returns 0, or -1 when it gave up. */
 static int writer_commit(struct writer *w, size_t n, int budget_ms)
 {
-	static const struct writer_delta none;
 	uint64_t start = stats_now_ns();
 	int backoff = WRITER_BACKOFF_MIN, failures = 0, rc;
-	struct writer_counts c;
+	struct counters c;
 	int64_t left;
 
 	if (n == 0) {
-		writer_counts_now(&none, &c);
+		c = counters_now();
 		if (memcmp(&c, &w->stored, sizeof(c)) == 0)
 			return 0;
 	}
@@ -555,7 +485,7 @@ static void writer_batch(struct writer *w, size_t n, int closed)
 
 	w->gave_up = !committed;
 	if (!committed) {
-		stats_add(&stats.dropped, n);
+		counters_drop(n);
 		/* The counters alone may still fit (their row is rewritten in place). */
 		writer_commit(w, 0, 0);
 	}
@@ -662,9 +592,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 struct writer *writer_start(const struct writer_config *cfg, char *err, size_t errlen)
 {
 	struct writer *w = NULL;
-	sigset_t all, old;
 	char msg[512];
-	int rc;
 
 	if (cfg->batch_max < 0 || cfg->batch_max > WRITER_BATCH_MAX || cfg->retry_ms < 0 ||
 	    cfg->max_db_pages < 0 || !cfg->queue) {
@@ -692,15 +620,8 @@ struct writer *writer_start(const struct writer_config *cfg, char *err, size_t e
 		snprintf(err, errlen, "writer: database %s: %s", cfg->db_path, msg);
 		goto fail;
 	}
-	/* Signals stay with the main thread's loop. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&w->thread, NULL, writer_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		snprintf(err, errlen, "writer: pthread_create: %s", strerror(rc));
+	if (thread_start(&w->thread, "tally-writer", writer_main, w, err, errlen) < 0)
 		goto fail;
-	}
 	return w;
 oom:
 	snprintf(err, errlen, "writer: out of memory");
@@ -727,9 +648,9 @@ void writer_set_max_db_pages(struct writer *w, int64_t pages)
 int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
-	int64_t v[8], lost;
+	struct counters c;
+	int64_t lost;
 	char msg[512];
-	int i;
 
 	if (db_exec(db, "BEGIN IMMEDIATE", msg, sizeof(msg)) < 0)
 		goto fail;
@@ -740,12 +661,19 @@ int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 		snprintf(msg, sizeof(msg), "cannot read the accounting row: %s", sqlite3_errmsg(db));
 		goto fail;
 	}
-	for (i = 0; i < 8; i++)
-		v[i] = sqlite3_column_int64(st, i);
+	c = (struct counters){
+		.received = (uint64_t)sqlite3_column_int64(st, 0),
+		.written = (uint64_t)sqlite3_column_int64(st, 1),
+		.dropped = (uint64_t)sqlite3_column_int64(st, 2),
+		.duplicates = (uint64_t)sqlite3_column_int64(st, 3),
+		.timed_out = (uint64_t)sqlite3_column_int64(st, 4),
+		.unpriced = (uint64_t)sqlite3_column_int64(st, 5),
+		.unauthenticated = (uint64_t)sqlite3_column_int64(st, 6),
+		.pending_overflow = (uint64_t)sqlite3_column_int64(st, 7),
+	};
 	sqlite3_finalize(st);
 	st = NULL;
-	lost = v[0] - v[1] - v[2];
-	v[0] = v[1] + v[2];
+	lost = counters_recover(&c);
 	if (lost != 0 &&
 	    db_exec(db, "UPDATE accounting SET received = written + dropped WHERE id = 1",
 	            msg, sizeof(msg)) < 0)
@@ -755,14 +683,7 @@ int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 	if (lost != 0)
 		log_info("accounting: %" PRId64 " transactions were in flight when the agent last "
 		         "stopped; the journal accounts for them again", lost);
-	atomic_store(&stats.received, (uint64_t)v[0]);
-	atomic_store(&stats.written, (uint64_t)v[1]);
-	atomic_store(&stats.dropped, (uint64_t)v[2]);
-	atomic_store(&stats.duplicates, (uint64_t)v[3]);
-	atomic_store(&stats.timed_out, (uint64_t)v[4]);
-	atomic_store(&stats.unpriced, (uint64_t)v[5]);
-	atomic_store(&stats.unauthenticated, (uint64_t)v[6]);
-	atomic_store(&stats.pending_overflow, (uint64_t)v[7]);
+	counters_set(&c);
 	return 0;
 fail:
 	snprintf(err, errlen, "accounting: %s", msg);

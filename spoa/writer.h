@@ -3,13 +3,12 @@
  * durable accounting counters consistent with each other. writer_start and writer_stop
  * run on the main thread; see writer.c for the design.
  *
- * Counters (stats.h). The intake adds 1 to stats.received for every transaction it
- * accounts, before pushing its row, and 1 to stats.dropped when the push fails. The
- * writer adds to stats.written per row inserted; for a row whose request_id is already
- * stored it adds to stats.duplicates and takes 1 back from stats.received; rows it
- * cannot store (the database failed for retry_ms, or the row broke a constraint) go to
- * stats.dropped. Every commit also stores these totals in the accounting table, so once
- * the queue is drained the database shows received = written + dropped. */
+ * Counters (counters.h, where they are defined). The writer settles each committed
+ * batch: rows inserted are written, rows whose request_id is stored already are
+ * duplicates, rows it cannot store (the database failed for retry_ms, or the row broke
+ * a constraint) are dropped. Every commit also stores the totals in the accounting
+ * table, so once the queue is drained the database shows received = written +
+ * dropped. */
 #ifndef TALLY_WRITER_H
 #define TALLY_WRITER_H
 
@@ -70,11 +69,9 @@ void writer_stop(struct writer *w);
  * current size (SQLite never shrinks it). */
 void writer_set_max_db_pages(struct writer *w, int64_t pages);
 
-/* At start-up, before the intake and the writer run: continues stats' accounting totals
- * from the database's accounting row. Transactions counted received by a previous run
- * but neither written nor dropped were lost with that run (its queue); the journal
- * delivers them again and they are counted received again, so received is first reset
- * to written + dropped, in the database too. db: a read-write connection of the caller.
+/* At start-up, before the intake and the writer run: continues the accounting counters
+ * from the database's accounting row, received reset to written + dropped there too
+ * (counters_recover says why). db: a read-write connection of the caller.
  * Returns 0, or -1 with a message in err. */
 int writer_load_counters(sqlite3 *db, char *err, size_t errlen);
 

@@ -4,12 +4,12 @@
 -- rows per key, model and provider, not ~720; for group=hour the caller binds
 -- day_from = day_to = to. queryd/api.c groups and sorts the rows itself: SQLite's
 -- sum() over 27 columns took twice as long as reading them.
--- Columns: t (period start), key_id, model, provider, then the sums named in api.c's
--- api_sum_cols, in its order (checked at start), then the latency buckets.
+-- Columns: t (period start), key_id, model, provider, then the summed columns of
+-- common/rollup.h in its order (queryd checks them at start).
 SELECT day AS t, key_id, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
-       cost_micros, unpriced, estimated, estimated_tokens, estimated_cost_micros,
-       duration_ms_sum,
+       cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
+       estimated_cost_micros,
        lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,
        lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
        lat_le_20000, lat_le_60000, lat_gt_60000
@@ -19,8 +19,8 @@ WHERE day >= :day_from AND day < :day_to
 UNION ALL
 SELECT hour, key_id, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
-       cost_micros, unpriced, estimated, estimated_tokens, estimated_cost_micros,
-       duration_ms_sum,
+       cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
+       estimated_cost_micros,
        lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,
        lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
        lat_le_20000, lat_le_60000, lat_gt_60000

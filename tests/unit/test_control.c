@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "counters.h"
 #include "fakelive.h"
 #include "loopthread.h"
 #include "stats.h"
@@ -281,8 +282,7 @@ static void test_status(void)
 	struct reply r;
 	int fd = client_unix(sock_path);
 
-	stats_add(&stats.received, 41);
-	stats_add(&stats.written, 40);
+	counters_set(&(struct counters){ .received = 41, .written = 40 });
 	stats_add(&stats.records_udp, 2);
 	stats_add(&stats.batches, 3);
 	atomic_store(&stats.spop_connections_open, 5);

@@ -1,15 +1,18 @@
 /* Unit tests of join: the pending row a decision leaves, the row of a record with and
  * without it, the expired row, every outcome and usage source, what a record may not
- * change, what is estimated, and what settles a hold. Records are parsed from lines in
- * the log-format's shape by the real parser. */
+ * change, what is estimated, what settles a hold, and each arrival's fate in the
+ * counters. Records are parsed from lines in the log-format's shape by the real parser. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "decision.h"
+#include "dedupe.h"
 #include "fixture.h"
 #include "join.h"
+#include "pending.h"
 #include "record.h"
 #include "unit.h"
 
@@ -374,6 +377,118 @@ static void test_charge(void)
 	CHECK_EQ_INT(cost, 3);
 }
 
+static void test_stream_usage(void)
+{
+	const char *body = "{\"model\":\"gpt-a\",\"stream\":true,"
+	                   "\"stream_options\":{\"include_usage\":true}}";
+	struct acct_row p = pending_of(FIX_KEY_OPEN, body), row;
+
+	/* line breaks of the capture arrive as spaces (see record_lines.h) */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', "data: {\"model\":\"gpt-a\",\"choices\":[]}  "
+	                                "data: {\"model\":\"gpt-a\",\"choices\":[],\"usage\":"
+	                                "{\"prompt_tokens\":7,\"completion_tokens\":3}}  "
+	                                "data: [DONE]  ")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_STREAM);
+	CHECK_EQ_INT(row.prompt_tokens, 7);
+	CHECK_EQ_INT(row.completion_tokens, 3);
+	CHECK_EQ_INT(row.stream, 1);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+}
+
+static void test_fates(void)
+{
+	CHECK_EQ_INT(join_record_fate(0, 0), JOIN_OWED);
+	CHECK_EQ_INT(join_record_fate(0, 1), JOIN_RESOLVES);
+	CHECK_EQ_INT(join_record_fate(1, 0), JOIN_REPEAT);
+	CHECK_EQ_INT(join_decision_fate(0), JOIN_OWED);
+	CHECK_EQ_INT(join_decision_fate(1), JOIN_REPEAT);
+	CHECK_EQ_INT(join_decision_fate(2), JOIN_REPEAT);
+	CHECK_EQ_INT(join_expiry_fate(0), JOIN_RESOLVES);
+	CHECK_EQ_INT(join_expiry_fate(1), JOIN_RECOUNTED);
+}
+
+/* The agent's sequence of arrivals in a few lines, over the real pending table and
+ * dedupe: a decision (worker.c), a record (intake.c), an expiry; each emits its row
+ * into *rows as the intake would queue it. */
+struct flow {
+	struct pending *pending;
+	struct dedupe *seen;
+	int rows;
+};
+
+static void flow_decide(struct flow *f, const char *id)
+{
+	struct acct_row row, old;
+
+	acct_row_init(&row);
+	snprintf(row.request_id, sizeof(row.request_id), "%s", id);
+	join_count(join_decision_fate(pending_add(f->pending, &row, 1000, &old)));
+}
+
+static void flow_record(struct flow *f, const char *id, int spoe_timed_out)
+{
+	struct acct_row pending;
+	int seen = dedupe_seen(f->seen, id);
+	int admitted = !seen && pending_take(f->pending, id, &pending);
+	enum join_fate fate = join_record_fate(seen, admitted);
+
+	join_count(fate);
+	if (fate == JOIN_REPEAT)
+		return;
+	if (!admitted && spoe_timed_out)
+		pending_finish(f->pending, id, 1000);
+	dedupe_add(f->seen, id, 1000);
+	f->rows++;
+}
+
+static void flow_expire(struct flow *f, const char *id)
+{
+	struct acct_row pending;
+	enum join_fate fate;
+
+	CHECK(pending_take(f->pending, id, &pending));
+	fate = join_expiry_fate(dedupe_seen(f->seen, id));
+	join_count(fate);
+	if (fate == JOIN_RESOLVES) {
+		dedupe_add(f->seen, id, 1000);
+		f->rows++;
+	}
+}
+
+/* Each sequence ends with one row per transaction, counted received once; the rest
+ * are duplicates. */
+static void test_fates_keep_the_invariant(void)
+{
+	struct flow f = { pending_new(16), dedupe_new(60000), 0 };
+	struct counters c;
+
+	counters_set(&(struct counters){ 0 });
+	flow_decide(&f, "a");            /* decided, then recorded */
+	flow_record(&f, "a", 0);
+	flow_record(&f, "b", 1);         /* recorded after HAProxy gave up, decided late */
+	flow_decide(&f, "b");
+	flow_record(&f, "c", 0);         /* recorded, decided later still, then expired */
+	flow_decide(&f, "c");
+	flow_expire(&f, "c");
+	flow_decide(&f, "d");            /* decided twice, recorded twice */
+	flow_decide(&f, "d");
+	flow_record(&f, "d", 0);
+	flow_record(&f, "d", 0);
+	flow_decide(&f, "e");            /* decided, never recorded */
+	flow_expire(&f, "e");
+	flow_record(&f, "f", 0);         /* HAProxy answered alone */
+	c = counters_now();
+	CHECK_EQ_INT(f.rows, 6);
+	CHECK_EQ_INT(c.received, 6);
+	CHECK_EQ_INT(c.duplicates, 4);
+	CHECK_EQ_INT(pending_count(f.pending), 0);
+	pending_free(f.pending);
+	dedupe_free(f.seen);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -390,6 +505,9 @@ int main(void)
 	RUN(test_stream_flag_from_the_answer);
 	RUN(test_expired);
 	RUN(test_charge);
+	RUN(test_stream_usage);
+	RUN(test_fates);
+	RUN(test_fates_keep_the_invariant);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "fakelive.h"
 #include "loopthread.h"
 #include "metrics.h"
@@ -30,12 +31,12 @@ static void sample_snapshot(struct statsnap *s)
 	int i;
 
 	memset(s, 0, sizeof(*s));
-	s->received = 11;
-	s->written = 12;
-	s->dropped = 13;
-	s->duplicates = 14;
-	s->timed_out = 15;
-	s->unpriced = 16;
+	s->acct.received = 11;
+	s->acct.written = 12;
+	s->acct.dropped = 13;
+	s->acct.duplicates = 14;
+	s->acct.timed_out = 15;
+	s->acct.unpriced = 16;
 	s->records_tcp = 17;
 	s->records_udp = 18;
 	s->batches = 19;
@@ -205,13 +206,13 @@ static void test_snapshot_take(void)
 	struct statsnap s;
 
 	memset(&stats, 0, sizeof(stats));
-	stats_add(&stats.received, 5);
+	counters_set(&(struct counters){ .received = 5 });
 	stats_add(&stats.verdicts[DECISION_UNKNOWN_KEY], 2);
 	stats_hist_observe(&stats.batch_latency, 1500);
 	stats_hist_observe(&stats.batch_latency, 7000000000u);
 	stats_add(&stats.batch_latency.count, 1);
 	statsnap_take(&s, &stats, &fakelive);
-	CHECK_EQ_INT(s.received, 5);
+	CHECK_EQ_INT(s.acct.received, 5);
 	CHECK_EQ_INT(s.verdicts[DECISION_UNKNOWN_KEY], 2);
 	CHECK_EQ_INT(s.batch_latency.buckets[1], 1);
 	CHECK_EQ_INT(s.batch_latency.buckets[STATS_HIST_NBOUNDS], 1);
@@ -283,7 +284,7 @@ static void test_http_get_metrics(void)
 	struct response r;
 	int fd;
 
-	stats_add(&stats.received, 12345);
+	counters_set(&(struct counters){ .received = 12345 });
 	stats_add(&stats.errors[STATS_ERR_SPOP], 3);
 	stats_hist_observe(&stats.decision_latency, 3000);
 	fd = exchange("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &r);
@@ -298,7 +299,7 @@ static void test_http_get_metrics(void)
 	CHECK(r.body && has_line(r.body, "tally_inflight_requests 3"));
 	free(r.body);
 	/* the same connection serves the next request, with fresh values */
-	stats_add(&stats.received, 1);
+	counters_receive();
 	CHECK_EQ_INT(client_send_str(fd, "GET /metrics?x=1 HTTP/1.1\r\n\r\n"), 0);
 	CHECK_EQ_INT(read_response(fd, &r), 0);
 	CHECK_EQ_INT(r.status, 200);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "acct.h"
+#include "counters.h"
 #include "db.h"
 #include "log.h"
 #include "queue.h"
@@ -31,16 +32,11 @@ static void on_done(void *arg, const struct acct_row *rows, size_t n, int commit
 	atomic_fetch_add(committed ? &done_committed : &done_given_up, (long long)n);
 }
 
-static void counters_reset(void)
+static void reset_counters(void)
 {
 	int i;
 
-	atomic_store(&stats.received, 0);
-	atomic_store(&stats.written, 0);
-	atomic_store(&stats.dropped, 0);
-	atomic_store(&stats.duplicates, 0);
-	atomic_store(&stats.timed_out, 0);
-	atomic_store(&stats.unpriced, 0);
+	counters_set(&(struct counters){ 0 });
 	atomic_store(&stats.batches, 0);
 	for (i = 0; i < STATS_ERR_COUNT; i++)
 		atomic_store(&stats.errors[i], 0);
@@ -199,10 +195,10 @@ static struct acct_row row_random(int64_t n)
 /* What the intake does: count, push, count the drop. Returns 0 if queued. */
 static int intake(struct queue *q, const struct acct_row *r)
 {
-	stats_add(&stats.received, 1);
+	counters_receive();
 	if (queue_push(q, r) == 0)
 		return 0;
-	stats_add(&stats.dropped, 1);
+	counters_drop(1);
 	return -1;
 }
 
@@ -222,14 +218,14 @@ static struct writer *start(const char *path, struct queue *q, int batch_max, in
 /* The accounting row equals the in-memory totals, and balances. */
 static void check_accounting(sqlite3 *db)
 {
-	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), stats_get(&stats.received));
-	CHECK_EQ_INT(q_int(db, "SELECT written FROM accounting"), stats_get(&stats.written));
-	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), stats_get(&stats.dropped));
-	CHECK_EQ_INT(q_int(db, "SELECT duplicates FROM accounting"), stats_get(&stats.duplicates));
-	CHECK_EQ_INT(q_int(db, "SELECT timed_out FROM accounting"), stats_get(&stats.timed_out));
-	CHECK_EQ_INT(q_int(db, "SELECT unpriced FROM accounting"), stats_get(&stats.unpriced));
+	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), counters_now().received);
+	CHECK_EQ_INT(q_int(db, "SELECT written FROM accounting"), counters_now().written);
+	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), counters_now().dropped);
+	CHECK_EQ_INT(q_int(db, "SELECT duplicates FROM accounting"), counters_now().duplicates);
+	CHECK_EQ_INT(q_int(db, "SELECT timed_out FROM accounting"), counters_now().timed_out);
+	CHECK_EQ_INT(q_int(db, "SELECT unpriced FROM accounting"), counters_now().unpriced);
 	CHECK_EQ_INT(q_int(db, "SELECT received = written + dropped FROM accounting"), 1);
-	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), stats_get(&stats.written));
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), counters_now().written);
 }
 
 static void test_roundtrip(void)
@@ -240,7 +236,7 @@ static void test_roundtrip(void)
 	struct writer *w;
 	sqlite3 *db;
 
-	counters_reset();
+	reset_counters();
 	db_create("roundtrip.db", path, sizeof(path));
 	w = start(path, q, 0, 0, 0);
 	if (!w)
@@ -290,7 +286,7 @@ static void test_roundtrip(void)
 	                        " || cost_micros || ',' || duration_ms_sum, ';')"
 	                        " FROM (SELECT * FROM usage_hourly ORDER BY key_id)", buf, sizeof(buf)),
 	             "1749999600,0,,,1,1,0,0,0;1749999600,3,gpt-4o-2024-08-06,openai,1,0,1000,4321,1500");
-	CHECK_EQ_INT(stats_get(&stats.written), 2);
+	CHECK_EQ_INT(counters_now().written, 2);
 	CHECK_EQ_INT(atomic_load(&done_committed), 2);
 	CHECK(stats_get(&stats.batches) >= 1);
 	CHECK(stats_get(&stats.batch_latency.count) >= 1);
@@ -308,7 +304,7 @@ static void test_duplicates(void)
 	struct writer *w;
 	sqlite3 *db;
 
-	counters_reset();
+	reset_counters();
 	db_create("dup.db", path, sizeof(path));
 	a2.prompt_tokens = 999999;   /* a later record for the same transaction */
 	w = start(path, q, 0, 0, 0);
@@ -325,9 +321,9 @@ static void test_duplicates(void)
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 2);
 	CHECK_EQ_INT(q_int(db, "SELECT prompt_tokens FROM requests WHERE request_id = 'req-00000001'"),
 	             1000);
-	CHECK_EQ_INT(stats_get(&stats.duplicates), 2);
-	CHECK_EQ_INT(stats_get(&stats.received), 2);
-	CHECK_EQ_INT(stats_get(&stats.written), 2);
+	CHECK_EQ_INT(counters_now().duplicates, 2);
+	CHECK_EQ_INT(counters_now().received, 2);
+	CHECK_EQ_INT(counters_now().written, 2);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(prompt_tokens) FROM usage_hourly"), 2000);
 	CHECK_EQ_INT(atomic_load(&done_committed), 4);
@@ -348,7 +344,7 @@ static void test_rollups(void)
 	sqlite3 *db;
 	int i;
 
-	counters_reset();
+	reset_counters();
 	db_create("rollup.db", path, sizeof(path));
 	w = start(path, q, 97, 0, 0);
 	if (!w)
@@ -444,8 +440,8 @@ static void test_rollups(void)
 		         rt, rt);
 		CHECK_EQ_INT(q_int(db, sql), 1);
 	}
-	CHECK_EQ_INT(stats_get(&stats.timed_out), no_record);
-	CHECK_EQ_INT(stats_get(&stats.unpriced), unpriced);
+	CHECK_EQ_INT(counters_now().timed_out, no_record);
+	CHECK_EQ_INT(counters_now().unpriced, unpriced);
 	CHECK(stats_get(&stats.batches) >= N / 97);
 	check_accounting(db);
 	sqlite3_close(db);
@@ -470,7 +466,7 @@ static void test_full(void)
 	sqlite3 *db;
 	int i;
 
-	counters_reset();
+	reset_counters();
 	db_create("full.db", path, sizeof(path));
 	db = db_reader(path);
 	pages = q_int(db, "PRAGMA page_count");
@@ -488,7 +484,7 @@ static void test_full(void)
 	WAIT_FOR(atomic_load(&done_given_up) > 0, 5000);
 	CHECK(atomic_load(&done_given_up) > 0);
 	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_FULL]) > 0);
-	CHECK(stats_get(&stats.dropped) > 0);
+	CHECK(counters_now().dropped > 0);
 	/* The database stayed within its cap and consistent. */
 	CHECK(q_int(db, "PRAGMA page_count") <= pages + 4);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"),
@@ -497,7 +493,7 @@ static void test_full(void)
 	writer_set_max_db_pages(w, 0);
 	WAIT_FOR(queue_depth(q) == 0, 5000);
 	CHECK_EQ_INT(queue_depth(q), 0);
-	written = (int64_t)stats_get(&stats.written);
+	written = (int64_t)counters_now().written;
 	for (i = 0; i < N2; i++) {
 		struct acct_row r = row_random(N1 + i);
 
@@ -506,13 +502,13 @@ static void test_full(void)
 		if (i % 100 == 0)
 			sleep_ms(20);
 	}
-	WAIT_FOR((int64_t)stats_get(&stats.written) >= written + N2, 5000);
-	CHECK((int64_t)stats_get(&stats.written) >= written + N2);
+	WAIT_FOR((int64_t)counters_now().written >= written + N2, 5000);
+	CHECK((int64_t)counters_now().written >= written + N2);
 	writer_stop(w);
-	CHECK_EQ_INT(stats_get(&stats.received), pushed);
-	CHECK_EQ_INT(stats_get(&stats.written) + stats_get(&stats.dropped), pushed);
-	CHECK(atomic_load(&done_given_up) <= (long long)stats_get(&stats.dropped));
-	CHECK_EQ_INT(atomic_load(&done_committed), stats_get(&stats.written));
+	CHECK_EQ_INT(counters_now().received, pushed);
+	CHECK_EQ_INT(counters_now().written + counters_now().dropped, pushed);
+	CHECK(atomic_load(&done_given_up) <= (long long)counters_now().dropped);
+	CHECK_EQ_INT(atomic_load(&done_committed), counters_now().written);
 	check_accounting(db);
 	CHECK(q_int(db, "PRAGMA page_count") > pages + 4);
 	sqlite3_close(db);
@@ -530,7 +526,7 @@ static void test_locked(void)
 	sqlite3 *db, *locker;
 	int i;
 
-	counters_reset();
+	reset_counters();
 	db_create("locked.db", path, sizeof(path));
 	db = db_reader(path);
 	locker = db_reader(path);
@@ -545,11 +541,11 @@ static void test_locked(void)
 	}
 	WAIT_FOR(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2, 3000);
 	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2);
-	CHECK_EQ_INT(stats_get(&stats.written), 0);
+	CHECK_EQ_INT(counters_now().written, 0);
 	CHECK_EQ_INT(db_exec(locker, "COMMIT", err, sizeof(err)), 0);
 	writer_stop(w);
-	CHECK_EQ_INT(stats_get(&stats.written), 500);
-	CHECK_EQ_INT(stats_get(&stats.dropped), 0);
+	CHECK_EQ_INT(counters_now().written, 500);
+	CHECK_EQ_INT(counters_now().dropped, 0);
 	CHECK_EQ_INT(atomic_load(&done_given_up), 0);
 	check_accounting(db);
 out:
@@ -568,7 +564,7 @@ static void test_refused_row(void)
 	struct writer *w;
 	sqlite3 *db;
 
-	counters_reset();
+	reset_counters();
 	db_create("refused.db", path, sizeof(path));
 	bad.outcome = (enum acct_outcome)77;
 	bad2.usage_source = (enum acct_usage_source)9;
@@ -581,8 +577,8 @@ static void test_refused_row(void)
 	intake(q, &bad2);
 	writer_stop(w);
 	db = db_reader(path);
-	CHECK_EQ_INT(stats_get(&stats.written), 2);
-	CHECK_EQ_INT(stats_get(&stats.dropped), 2);
+	CHECK_EQ_INT(counters_now().written, 2);
+	CHECK_EQ_INT(counters_now().dropped, 2);
 	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 2);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id IN"
 	                       " ('req-00000002', 'req-00000004')"), 0);
@@ -605,7 +601,7 @@ static void test_drain_on_stop(void)
 	sqlite3 *db;
 	int i;
 
-	counters_reset();
+	reset_counters();
 	db_create("drain.db", path, sizeof(path));
 	w = start(path, q, 0, 0, 0);
 	if (!w)
@@ -616,7 +612,7 @@ static void test_drain_on_stop(void)
 	}
 	writer_stop(w);
 	db = db_reader(path);
-	CHECK_EQ_INT(stats_get(&stats.written), N);
+	CHECK_EQ_INT(counters_now().written, N);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), N);
 	CHECK_EQ_INT(queue_depth(q), 0);
 	/* The intake refuses rows once the writer stopped; they are dropped, and the
@@ -641,20 +637,20 @@ static void test_load_counters(void)
 	char path[512], err[256] = "";
 	sqlite3 *db;
 
-	counters_reset();
+	reset_counters();
 	db_create("load.db", path, sizeof(path));
 	db = db_reader(path);
 	/* A previous run received 10 but resolved only 7 + 1 before it died. */
 	CHECK_EQ_INT(db_exec(db, "UPDATE accounting SET received = 10, written = 7, dropped = 1,"
 	                         " duplicates = 4, timed_out = 2, unpriced = 3", err, sizeof(err)), 0);
-	atomic_store(&stats.written, 99);
+	counters_set(&(struct counters){ .written = 99 });
 	CHECK_EQ_INT(writer_load_counters(db, err, sizeof(err)), 0);
-	CHECK_EQ_INT(stats_get(&stats.received), 8);
-	CHECK_EQ_INT(stats_get(&stats.written), 7);
-	CHECK_EQ_INT(stats_get(&stats.dropped), 1);
-	CHECK_EQ_INT(stats_get(&stats.duplicates), 4);
-	CHECK_EQ_INT(stats_get(&stats.timed_out), 2);
-	CHECK_EQ_INT(stats_get(&stats.unpriced), 3);
+	CHECK_EQ_INT(counters_now().received, 8);
+	CHECK_EQ_INT(counters_now().written, 7);
+	CHECK_EQ_INT(counters_now().dropped, 1);
+	CHECK_EQ_INT(counters_now().duplicates, 4);
+	CHECK_EQ_INT(counters_now().timed_out, 2);
+	CHECK_EQ_INT(counters_now().unpriced, 3);
 	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), 8);
 	CHECK(sqlite3_get_autocommit(db));
 	/* A database without the row is an error, not zeros. */

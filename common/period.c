@@ -1,0 +1,64 @@
+/* period: UTC calendar arithmetic (see period.h). */
+#include "period.h"
+
+/* Days since 1970-01-01 of a proleptic Gregorian date, month 1..12 (H. Hinnant's
+ * days_from_civil). */
+static int64_t period_days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	int64_t era, yoe, doy;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* Year and month (1..12) of a day since 1970-01-01 (civil_from_days). */
+static void period_civil_from_days(int64_t z, int64_t *y, int64_t *m)
+{
+	int64_t era, doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = yoe + era * 400 + (*m <= 2);
+}
+
+static int64_t period_floor_div(int64_t a, int64_t b)
+{
+	return a / b - (a % b < 0);
+}
+
+/* The start of the period containing ms, moved forward by next periods. */
+static int64_t period_boundary(enum period_kind k, int64_t ms, int next)
+{
+	int64_t day, y, m;
+
+	if (k == PERIOD_HOUR)
+		return (period_floor_div(ms, PERIOD_HOUR_MS) + next) * PERIOD_HOUR_MS;
+	day = period_floor_div(ms, PERIOD_DAY_MS);
+	if (k == PERIOD_DAY)
+		return (day + next) * PERIOD_DAY_MS;
+	period_civil_from_days(day, &y, &m);
+	m += next;
+	if (m > 12) {
+		m -= 12;
+		y++;
+	}
+	return period_days_from_civil(y, m, 1) * PERIOD_DAY_MS;
+}
+
+int64_t period_start_ms(enum period_kind k, int64_t ms)
+{
+	return k == PERIOD_TOTAL ? 0 : period_boundary(k, ms, 0);
+}
+
+int64_t period_end_ms(enum period_kind k, int64_t ms)
+{
+	return k == PERIOD_TOTAL ? INT64_MAX : period_boundary(k, ms, 1);
+}

@@ -1,0 +1,98 @@
+/* Unit tests of rollup: every rollup table of a fresh database holds exactly its key
+ * and rollup.h's summed columns, and the names come out as the schema spells them.
+ * (queryd checks its summary queries against the same list when it starts.) */
+#include <stdio.h>
+#include <string.h>
+
+#include "db.h"
+#include "rollup.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+/* 1 if name is one of rollup.h's columns. */
+static int is_summed(const char *name)
+{
+	char col[32];
+	int i;
+
+	for (i = 0; i < ROLLUP_SUMS; i++) {
+		rollup_column(i, col, sizeof(col));
+		if (strcmp(col, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void check_table(sqlite3 *db, const char *table, const char *const *key, int nkey)
+{
+	char sql[128];
+	sqlite3_stmt *st = NULL;
+	int n = 0, keys = 0, summed = 0, other = 0, i;
+
+	snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s')", table);
+	CHECK_EQ_INT(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while (st && sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		int is_key = 0;
+
+		for (i = 0; i < nkey; i++)
+			is_key |= strcmp(name, key[i]) == 0;
+		if (is_key)
+			keys++;
+		else if (is_summed(name))
+			summed++;
+		else {
+			fprintf(stderr, "%s.%s is neither a key nor in rollup.h\n", table, name);
+			other++;
+		}
+		n++;
+	}
+	sqlite3_finalize(st);
+	CHECK_EQ_INT(keys, nkey);
+	CHECK_EQ_INT(summed, ROLLUP_SUMS);
+	CHECK_EQ_INT(other, 0);
+	CHECK_EQ_INT(n, nkey + ROLLUP_SUMS);
+}
+
+static void test_tables(void)
+{
+	static const char *const hourly[] = { "hour", "key_id", "model", "provider" };
+	static const char *const daily[] = { "day", "key_id", "model", "provider" };
+	static const char *const model_hourly[] = { "hour", "model", "provider" };
+	static const char *const model_daily[] = { "day", "model", "provider" };
+	sqlite3 *db = NULL;
+	char err[256];
+
+	if (tmpdir_make("rollup") < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)) == 0);
+	if (db) {
+		check_table(db, "usage_hourly", hourly, 4);
+		check_table(db, "usage_daily", daily, 4);
+		check_table(db, "model_hourly", model_hourly, 3);
+		check_table(db, "model_daily", model_daily, 3);
+	}
+	sqlite3_close(db);
+	tmpdir_remove();
+}
+
+static void test_names(void)
+{
+	char col[32];
+
+	rollup_column(ROLLUP_COST, col, sizeof(col));
+	CHECK_EQ_STR(col, "cost_micros");
+	rollup_column(ROLLUP_NAMED, col, sizeof(col));
+	CHECK_EQ_STR(col, "lat_le_25");
+	rollup_column(ROLLUP_SUMS - 1, col, sizeof(col));
+	CHECK_EQ_STR(col, "lat_gt_60000");
+}
+
+int main(void)
+{
+	RUN(test_tables);
+	RUN(test_names);
+	return UNIT_DONE();
+}

@@ -1,0 +1,122 @@
+/* Unit tests of spend: budgets seeded from the rollups the real writer stores, over a
+ * month and a day boundary, reported and estimated cost, keys without a budget. */
+#include <stdio.h>
+#include <string.h>
+
+#include "acct.h"
+#include "db.h"
+#include "keytable-t.h"
+#include "queue.h"
+#include "quota.h"
+#include "spend.h"
+#include "tmpdir.h"
+#include "unit.h"
+#include "writer.h"
+
+/* 2026-12-15 12:00:00 UTC */
+#define NOW_MS      1797336000000LL
+#define HOUR_MS     3600000LL
+#define DAY_MS      (24 * HOUR_MS)
+
+static int seq;
+
+static void row_at(struct acct_row *r, int64_t key_id, int64_t at_ms, int64_t cost,
+                   int64_t estimated_cost)
+{
+	acct_row_init(r);
+	snprintf(r->request_id, sizeof(r->request_id), "spend-%d", seq++);
+	snprintf(r->model, sizeof(r->model), "gpt-a");
+	snprintf(r->provider, sizeof(r->provider), "oai");
+	snprintf(r->verdict, sizeof(r->verdict), "allow");
+	r->key_id = key_id;
+	r->status = 200;
+	r->outcome = estimated_cost >= 0 ? ACCT_CLIENT_ABORT : ACCT_COMPLETE;
+	r->started_at_ms = at_ms;
+	r->cost_micros = cost;
+	r->estimated_cost_micros = estimated_cost;
+	r->estimated_tokens = estimated_cost >= 0 ? 10 : ACCT_NONE;
+}
+
+/* Stores rows through the writer, as the agent does. */
+static void store(const char *path, const struct acct_row *rows, size_t n)
+{
+	struct queue *q = queue_new(64);
+	struct writer_config cfg = { .db_path = path, .queue = q };
+	char err[256];
+	struct writer *w = writer_start(&cfg, err, sizeof(err));
+	size_t i;
+
+	CHECK(w != NULL);
+	if (!w)
+		goto out;
+	for (i = 0; i < n; i++)
+		CHECK_EQ_INT(queue_push(q, &rows[i]), 0);
+	writer_stop(w);
+out:
+	queue_free(q);
+}
+
+/* Whether key k (under its limits) may spend est more at NOW_MS. */
+static int admits(struct quota *q, const struct kt_key *k, int64_t est)
+{
+	struct quota_hold hold;
+	struct quota_status st;
+	enum quota_verdict v = quota_admit(q, k->id, &k->quota, 0, est, NOW_MS, &hold, &st);
+
+	if (v == QUOTA_OK)
+		quota_settle(q, &hold, 0, 0, NOW_MS);
+	return v == QUOTA_OK;
+}
+
+static void test_seed(void)
+{
+	struct kt_key keys[3] = {
+		{ .id = 1, .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_MONTH } },
+		{ .id = 2, .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_DAY } },
+		{ .id = 3 },                                     /* no budget */
+	};
+	struct keytable kt = { .keys = keys, .nkeys = 3 };
+	struct acct_row rows[8];
+	char path[512], err[256];
+	struct quota *q = quota_new();
+	sqlite3 *db = NULL;
+
+	if (tmpdir_make("spend") < 0) {
+		CHECK(0);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", tmpdir_file("tally.db"));
+	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
+	/* key 1: 300 reported and 200 estimated this month; 5000 last month */
+	row_at(&rows[0], 1, NOW_MS - 13 * DAY_MS, 300, ACCT_NONE);
+	row_at(&rows[1], 1, NOW_MS - 2 * HOUR_MS, ACCT_NONE, 200);
+	row_at(&rows[2], 1, NOW_MS - 15 * DAY_MS, 5000, ACCT_NONE);
+	/* key 2: 900 today (the hour it began in), 5000 yesterday */
+	row_at(&rows[3], 2, NOW_MS - 12 * HOUR_MS, 900, ACCT_NONE);
+	row_at(&rows[4], 2, NOW_MS - 12 * HOUR_MS - 1, 5000, ACCT_NONE);
+	/* key 3, no budget: nothing to seed */
+	row_at(&rows[5], 3, NOW_MS - HOUR_MS, 99999, ACCT_NONE);
+	store(path, rows, 6);
+
+	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), 0);
+	/* 500 spent of 1000: room for 500, not 501 */
+	CHECK(admits(q, &keys[0], 500));
+	CHECK(!admits(q, &keys[0], 501));
+	/* 900 of 1000 today */
+	CHECK(admits(q, &keys[1], 100));
+	CHECK(!admits(q, &keys[1], 101));
+	CHECK(admits(q, &keys[2], 1000000));
+	/* An unreadable database is an error that names what failed. */
+	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);
+	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);
+	CHECK(strstr(err, "spend") != NULL);
+	sqlite3_close(db);
+	quota_free(q);
+	tmpdir_remove();
+}
+
+int main(void)
+{
+	RUN(test_seed);
+	return UNIT_DONE();
+}
