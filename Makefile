@@ -40,7 +40,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins fuzz-bins test test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-unit test-integration fuzz asan valgrind \
         run bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -51,6 +51,9 @@ all: build
 help:
 	@echo "make run             install deps, build, seed ./data, start mock upstream + agent + HAProxy"
 	@echo "make test            install deps, build, run unit, fuzz-smoke and integration tests"
+	@echo "                     (HAPROXY=2.6|3.0|3.2|3.4: on that HAProxy, prepared on first use;"
+	@echo "                     make run HAPROXY=... too)"
+	@echo "make test-matrix     the integration tests on HAProxy 2.6, 3.0, 3.2 and 3.4: a line each"
 	@echo "make asan            unit + integration tests under ASan+UBSan (build/asan)"
 	@echo "make valgrind        unit tests under valgrind memcheck"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
@@ -178,9 +181,48 @@ $(BUILD)/fuzz/fuzz_params $(BUILD)/fuzz/fuzz_live_reply: $(BUILD)/fuzz/fuzz_%: t
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -Iqueryd $< $(QFUZZ_SRC) $(LIBS) -o $@
 
+# HAPROXY=2.6|3.0|3.2|3.4 runs the tests (make test, make run: the stack) on that HAProxy,
+# which scripts/haproxy-version.sh prepares on first use (a Debian chroot in
+# build/haproxy/); without it, haproxy from PATH (Debian 12's 2.6) as always.
+HAPROXY ?=
+HAPROXY_VERSIONS ?= 2.6 3.0 3.2 3.4
+MATRIX_TESTS ?= tests/integration
+
 test: deps
 	$(MAKE) build unit-bins fuzz-bins
+ifeq ($(HAPROXY),)
 	TALLY_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests
+else
+	haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && \
+	  TALLY_HAPROXY=$$haproxy TALLY_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests
+endif
+
+# The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
+# in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
+test-matrix: deps build
+	@passed=0; failed=0; status=0; lines=(); \
+	for v in $(HAPROXY_VERSIONS); do \
+	  log=$(BUILD)/haproxy/matrix-$$v.log; mkdir -p $(BUILD)/haproxy; \
+	  if ! haproxy=$$(bash scripts/haproxy-version.sh $$v); then \
+	    lines+=("haproxy $$v: not available (scripts/haproxy-version.sh $$v failed)"); status=1; continue; \
+	  fi; \
+	  reported=$$("$$haproxy" -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p' | sed 's/-[0-9][^-]*$$//'); \
+	  echo "=== haproxy $$reported ($$haproxy): $(MATRIX_TESTS)"; \
+	  TALLY_HAPROXY=$$haproxy TALLY_BUILD=$(BUILD) $(PYTHON) -m pytest -q $(MATRIX_TESTS) 2>&1 | tee "$$log"; \
+	  rc=$${PIPESTATUS[0]}; \
+	  summary=$$(grep -E '[0-9]+ (passed|failed|errors?)( |,|$$)' "$$log" | tail -n 1); \
+	  p=$$(grep -oE '[0-9]+ passed' <<<"$$summary" | grep -oE '[0-9]+' || echo 0); \
+	  f=$$(grep -oE '[0-9]+ failed' <<<"$$summary" | grep -oE '[0-9]+' || echo 0); \
+	  e=$$(grep -oE '[0-9]+ errors?' <<<"$$summary" | grep -oE '[0-9]+' || echo 0); \
+	  f=$$((f + e)); \
+	  if [ "$$rc" -ne 0 ] && [ "$$f" -eq 0 ]; then f=1; fi; \
+	  [ "$$f" -eq 0 ] || status=1; \
+	  passed=$$((passed + p)); failed=$$((failed + f)); \
+	  lines+=("haproxy $$reported: $$p passed, $$f failed"); \
+	done; \
+	echo; printf '%s\n' "$${lines[@]}"; \
+	echo "$$passed passed, $$failed failed"; \
+	exit $$status
 
 test-unit: unit-bins
 	TALLY_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/test_unit.py
@@ -204,7 +246,11 @@ fuzz: deps fuzz-bins
 	TALLY_BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) -m pytest -q tests/test_fuzz.py
 
 run: deps build
+ifeq ($(HAPROXY),)
 	@bash scripts/run.sh
+else
+	@haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy bash scripts/run.sh
+endif
 
 bench-decision: deps build
 	@bash loadtest/bench-decision.sh

@@ -3,8 +3,17 @@
 
 stack_pids=()
 
+# The HAProxy binary: TALLY_HAPROXY (`make run HAPROXY=3.4` sets it to the wrapper
+# scripts/haproxy-version.sh prepares), else haproxy on PATH.
+stack_haproxy=${TALLY_HAPROXY:-haproxy}
+
 # stack_spawn CMD...: runs CMD in the background and remembers its PID for stack_stop.
+# A CMD of "haproxy" runs $stack_haproxy.
 stack_spawn() {
+  if [ "$1" = haproxy ]; then
+    shift
+    set -- "$stack_haproxy" "$@"
+  fi
   "$@" &
   stack_pids+=($!)
 }

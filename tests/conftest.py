@@ -11,6 +11,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = ROOT / os.environ.get("TALLY_BUILD", "build")
+# The HAProxy every test runs (the stack, `haproxy -c`, scripts/run.sh): TALLY_HAPROXY,
+# else "haproxy" on PATH. `make test HAPROXY=3.4` sets it to the wrapper that
+# scripts/haproxy-version.sh prepares.
+HAPROXY = os.environ.get("TALLY_HAPROXY") or "haproxy"
 
 
 def binary(name):

@@ -1,5 +1,6 @@
 """The real gateway stack for integration tests: mock upstream, tally-agent and HAProxy
-2.6 on free loopback ports, with a fresh SQLite database seeded through tallyctl.
+(2.6 from PATH, or TALLY_HAPROXY's) on free loopback ports, with a fresh SQLite database
+seeded through tallyctl.
 
 Processes are tracked by PID and stopped by Stack.close(), which the fixtures call on
 every exit path."""
@@ -12,7 +13,7 @@ import sqlite3
 import subprocess
 import time
 
-from conftest import ROOT, binary, free_port
+from conftest import HAPROXY, ROOT, binary, free_port
 
 MOCK_CREDENTIAL = "mock-provider-credential"
 
@@ -153,7 +154,7 @@ class Stack:
         return cfg
 
     def start_haproxy(self):
-        p = Proc("haproxy", ["haproxy", "-db", "-f", str(self.haproxy_cfg())], self.tmp,
+        p = Proc("haproxy", [HAPROXY, "-db", "-f", str(self.haproxy_cfg())], self.tmp,
                  env=self.haproxy_env())
         self.procs["haproxy"] = p
         wait_port(self.gw_port, p)
@@ -163,7 +164,7 @@ class Stack:
         the old one (-sf) to finish its streams and exit. Returns the old process."""
         old = self.procs["haproxy"]
         self.reloads = getattr(self, "reloads", 0) + 1
-        p = Proc(f"haproxy-{self.reloads}", ["haproxy", "-db", "-f", str(self.haproxy_cfg()),
+        p = Proc(f"haproxy-{self.reloads}", [HAPROXY, "-db", "-f", str(self.haproxy_cfg()),
                                              "-sf", str(old.pid)],
                  self.tmp, env=self.haproxy_env())
         self.procs["haproxy"] = p

@@ -318,7 +318,9 @@ def test_config_file_with_flags_over_it(tmp_path):
                     f"threads 3\n"
                     f"log-level debug\n")
     p = Proc("agent-conf", [str(binary("tally-agent")), "--config", str(conf),
-                            "--listen", f"127.0.0.1:{port}"], tmp_path)
+                            "--listen", f"127.0.0.1:{port}",
+                            "--records", f"127.0.0.1:{free_port()}",
+                            "--metrics", f"127.0.0.1:{free_port()}"], tmp_path)
     try:
         wait_port(port, p)
         c = sp.Client(port)

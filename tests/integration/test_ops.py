@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import BUILD, ROOT, binary, free_port
+from conftest import BUILD, HAPROXY, ROOT, binary, free_port
 from stack import Stack
 
 GUIDE = ROOT / "docs" / "haproxy-integration.md"
@@ -215,7 +215,7 @@ def test_haproxy_cfg_with_every_option_is_valid(tmp_path):
                       TALLY_TLS_CERT=str(make_cert(tmp_path)),
                       TALLY_HEALTH_ADDR=f"127.0.0.1:{free_port()}",
                       TALLY_OPENAI_API_KEY="sk-test", TALLY_ANTHROPIC_API_KEY="sk-ant-test")
-    r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
                        env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     # Warnings are only the hosted names this sandbox cannot resolve.
@@ -224,7 +224,7 @@ def test_haproxy_cfg_with_every_option_is_valid(tmp_path):
             assert "could not resolve address 'api." in line, line
     # Without the optional variables none of it is defined (what the other tests run).
     plain = haproxy_env(tmp_path)
-    r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
                        env=plain, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "WARNING" not in r.stdout + r.stderr, r.stdout + r.stderr
 
@@ -297,7 +297,7 @@ def test_systemd_units_pass_only_known_flags():
             env[k] = v
     env.update(TALLY_HAPROXY_DIR=str(ROOT / "haproxy"),
                TALLY_SPOE_CONF=str(ROOT / "haproxy" / "spoe-tally.conf"))
-    r = subprocess.run(["haproxy", "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")], env=env,
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")], env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     queryd = BUILD / "tally-queryd"

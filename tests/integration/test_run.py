@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from conftest import BUILD, ROOT, free_port
+from conftest import BUILD, HAPROXY, ROOT, free_port
 from stack import Stack
 
 
@@ -33,7 +33,9 @@ def children_of(pid):
 def start_run(tmp_path, ports):
     env = dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
                TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
-               TALLY_MOCK_PORT=str(ports[2]), TALLY_QUERYD_PORT=str(ports[3]))
+               TALLY_MOCK_PORT=str(ports[2]), TALLY_QUERYD_PORT=str(ports[3]),
+               TALLY_RECORDS_PORT=str(ports[4]), TALLY_METRICS_PORT=str(ports[5]),
+               TALLY_HAPROXY=HAPROXY)
     env.pop("TALLY_OPERATOR_TOKEN", None)
     log = open(tmp_path / "run.log", "ab")
     # its own process group, as a terminal's foreground job: Ctrl-C signals the group
@@ -66,7 +68,7 @@ def ctrl_c(p):
 
 
 def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
-    ports = (free_port(), free_port(), free_port(), free_port())
+    ports = tuple(free_port() for _ in range(6))
     p, text = start_run(tmp_path, ports)
     try:
         key = re.search(r"demo key: (tly_\S+)", text).group(1)
