@@ -4,8 +4,11 @@
  * to open a new database (tallyctl, the agent) serialise instead of colliding. */
 #include "db.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define DB_WAL_RETRY_MS 10
@@ -189,26 +192,63 @@ out:
 	return rc;
 }
 
+/* DB_PROBE's name for path: "file:PATH?mode=ro&immutable=1" (a URI, PATH escaped) when
+ * no PATH-wal exists, else path itself; NULL when out of memory. Free it. */
+static char *db_probe_name(const char *path, int *uri)
+{
+	size_t len = strlen(path);
+	char *name = malloc(3 * len + 32), *o;
+	struct stat st;
+
+	if (!name)
+		return NULL;
+	snprintf(name, 3 * len + 32, "%s-wal", path);
+	*uri = lstat(name, &st) < 0 && errno == ENOENT;
+	if (!*uri) {
+		memcpy(name, path, len + 1);
+		return name;
+	}
+	/* "file://" before an absolute path: its authority is then empty, even for a path
+	 * that starts with "//". '%', '?' and '#' would end or change the path. */
+	o = name + sprintf(name, "file:%s", path[0] == '/' ? "//" : "");
+	for (; *path; path++) {
+		if (*path == '%' || *path == '?' || *path == '#')
+			o += sprintf(o, "%%%02x", (unsigned char)*path);
+		else
+			*o++ = *path;
+	}
+	strcpy(o, "?mode=ro&immutable=1");
+	return name;
+}
+
 int db_open(const char *path, enum db_mode mode, sqlite3 **out, char *err, size_t errlen)
 {
 	static const int flags[] = {
 		[DB_READONLY] = SQLITE_OPEN_READONLY,
 		[DB_READWRITE] = SQLITE_OPEN_READWRITE,
 		[DB_CREATE] = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+		[DB_PROBE] = SQLITE_OPEN_READONLY,
 	};
 	sqlite3 *db = NULL;
-	char msg[512];
-	int rc;
+	char msg[512], *name = (char *)path;
+	int rc, uri = 0;
 
 	*out = NULL;
-	rc = sqlite3_open_v2(path, &db, flags[mode] | SQLITE_OPEN_NOMUTEX, NULL);
+	if (mode == DB_PROBE && !(name = db_probe_name(path, &uri))) {
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
+	rc = sqlite3_open_v2(name, &db, flags[mode] | SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0),
+	                     NULL);
+	if (name != path)
+		free(name);
 	if (rc != SQLITE_OK) {
 		snprintf(msg, sizeof(msg), "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		goto fail;
 	}
 	sqlite3_extended_result_codes(db, 1);
 	sqlite3_busy_timeout(db, DB_BUSY_TIMEOUT_MS);
-	if (mode != DB_READONLY && db_set_wal(db, msg, sizeof(msg)) < 0)
+	if (mode != DB_READONLY && mode != DB_PROBE && db_set_wal(db, msg, sizeof(msg)) < 0)
 		goto fail;
 	if (db_exec(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON", msg, sizeof(msg)) < 0)
 		goto fail;

@@ -19,10 +19,16 @@ enum db_mode {
 	DB_READONLY,   /* existing database at DB_SCHEMA_VERSION, read only (queryd) */
 	DB_READWRITE,  /* existing database at DB_SCHEMA_VERSION */
 	DB_CREATE,     /* create the file and schema if needed, migrate an older schema */
+	DB_PROBE,      /* existing database at DB_SCHEMA_VERSION, read only and leaving no
+	                * file behind (--self-check): with no -wal beside it (the file then
+	                * holds every committed change) it is read as immutable, because a read-only
+	                * connection would create -wal and -shm files, owned by whoever
+	                * checks, that the agent might then be unable to open */
 };
 
 /* Opens path with WAL, synchronous=NORMAL, foreign_keys=ON and a busy timeout of
- * DB_BUSY_TIMEOUT_MS. A schema newer than this binary is always refused; an older one
+ * DB_BUSY_TIMEOUT_MS (DB_READONLY and DB_PROBE leave the journal mode as the file has
+ * it). A schema newer than this binary is always refused; an older one
  * is refused unless mode is DB_CREATE, which migrates it. On success *out owns the
  * connection (close with sqlite3_close). The connection is opened without SQLite's own
  * mutexes: it must stay on one thread at a time (every caller's does). Returns 0, or -1

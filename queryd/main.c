@@ -1,7 +1,8 @@
 /* tally-queryd: the dashboard's and the JSON API's server over the tally database,
  * read only (docs/api.md). The main thread parses the flags, reads the operator
  * token, starts the server (server.c: MHD's thread pool does the rest) and waits for
- * SIGINT or SIGTERM to stop it. */
+ * SIGINT or SIGTERM to stop it; with --self-check it runs selfcheck.c's checks
+ * instead and starts nothing. */
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -13,7 +14,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "selfcheck.h"
 #include "server.h"
+#include "token.h"
 
 #define QUERYD_PATH_MAX 4096
 #define QUERYD_TOKEN_MAX (SERVER_TOKEN_MAX + 3)   /* a token, CRLF, NUL */
@@ -99,6 +102,9 @@ static const struct queryd_flag queryd_flags[] = {
 	{ "log-level", "LEVEL", "error, warn, info or debug (default info)", queryd_set_log_level },
 };
 
+#define QUERYD_SELF_CHECK 1000   /* getopt value of --self-check */
+#define QUERYD_HELP       1001   /* of --help */
+
 #define QUERYD_NFLAGS (sizeof(queryd_flags) / sizeof(queryd_flags[0]))
 
 static void queryd_usage(FILE *out)
@@ -112,68 +118,68 @@ static void queryd_usage(FILE *out)
 	for (i = 0; i < QUERYD_NFLAGS; i++)
 		fprintf(out, "  --%s %s\n      %s\n", queryd_flags[i].name, queryd_flags[i].arg,
 		        queryd_flags[i].help);
+	fprintf(out, "  --self-check\n      check what a start needs (flags, database, operator token, listen\n"
+	        "      address, dashboard) without starting or writing anything: a line per\n"
+	        "      check, exit 0 if all pass, 1 if not\n");
 	fprintf(out, "  --help\n      this text\n");
 }
 
-/* 0, 1 for --help (printed), -1 on a usage error (reported). */
-static int queryd_parse(struct queryd_config *cfg, int argc, char **argv)
+/* 0, 1 for --help (printed), -1 on a usage error (described in err). *self_check is set
+ * when --self-check is given, even on an error. */
+static int queryd_parse(struct queryd_config *cfg, int argc, char **argv, int *self_check,
+                        char *err, size_t errlen)
 {
-	struct option opts[QUERYD_NFLAGS + 2];
+	struct option opts[QUERYD_NFLAGS + 3];
 	size_t i;
 	int c, idx;
 
 	for (i = 0; i < QUERYD_NFLAGS; i++)
 		opts[i] = (struct option){ queryd_flags[i].name, required_argument, NULL, (int)i };
-	opts[QUERYD_NFLAGS] = (struct option){ "help", no_argument, NULL, 'h' + 256 };
-	opts[QUERYD_NFLAGS + 1] = (struct option){ NULL, 0, NULL, 0 };
-	while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1) {
-		if (c == 'h' + 256) {
+	opts[QUERYD_NFLAGS] = (struct option){ "self-check", no_argument, NULL, QUERYD_SELF_CHECK };
+	opts[QUERYD_NFLAGS + 1] = (struct option){ "help", no_argument, NULL, QUERYD_HELP };
+	opts[QUERYD_NFLAGS + 2] = (struct option){ NULL, 0, NULL, 0 };
+	/* First pass: only whether to check, so that a bad flag is reported as a check. */
+	opterr = 0;
+	*self_check = 0;
+	while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1)
+		if (c == QUERYD_SELF_CHECK)
+			*self_check = 1;
+	/* Second pass: the flags; problems are reported here, not by getopt (":" tells a
+	 * missing value from an unknown option). */
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":", opts, &idx)) != -1) {
+		if (c == QUERYD_HELP) {
 			queryd_usage(stdout);
 			return 1;
 		}
+		if (c == QUERYD_SELF_CHECK)
+			continue;
+		if (c == ':') {
+			snprintf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+			return -1;
+		}
 		if (c < 0 || (size_t)c >= QUERYD_NFLAGS) {
-			queryd_usage(stderr);
+			if (optopt > 0 && optopt < 256)
+				snprintf(err, errlen, "unknown option '-%c' (tally-queryd --help lists them)",
+				         optopt);
+			else
+				snprintf(err, errlen, "unknown option '%s' (tally-queryd --help lists them)",
+				         argv[optind - 1]);
 			return -1;
 		}
 		if (queryd_flags[c].apply(cfg, optarg) < 0) {
-			fprintf(stderr, "tally-queryd: bad value for --%s: %s\n", queryd_flags[c].name,
-			        optarg);
+			snprintf(err, errlen, "bad value for --%s: %s", queryd_flags[c].name, optarg);
 			return -1;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "tally-queryd: unexpected argument %s\n", argv[optind]);
+		snprintf(err, errlen, "unexpected argument %s", argv[optind]);
 		return -1;
 	}
-	return 0;
-}
-
-/* Reads the token file into buf (one trailing newline, CRLF too, removed). An empty
- * token is an error: the operator meant to set one. 0 or -1 (logged). */
-static int queryd_read_token(const char *path, char *buf, size_t cap)
-{
-	FILE *f = fopen(path, "re");
-	size_t n;
-
-	if (!f) {
-		log_error("--token-file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	n = fread(buf, 1, cap - 1, f);
-	/* A file that fills buf exactly is too long only if a byte follows. */
-	if (ferror(f) || (n == cap - 1 && fgetc(f) != EOF)) {
-		log_error("--token-file %s: %s", path, ferror(f) ? "read error" : "longer than 4 KB");
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
-	buf[n] = '\0';
-	if (n && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	if (n && buf[n - 1] == '\r')
-		buf[--n] = '\0';
-	if (n == 0 || strlen(buf) != n) {
-		log_error("--token-file %s: empty, or holds a NUL byte", path);
+	if (!cfg->control[0] &&
+	    (size_t)snprintf(cfg->control, sizeof(cfg->control), "%s.ctl", cfg->db) >=
+	    sizeof(cfg->control)) {
+		snprintf(err, errlen, "--db path too long");
 		return -1;
 	}
 	return 0;
@@ -188,8 +194,8 @@ int main(int argc, char **argv)
 	const char *env = getenv("TALLY_OPERATOR_TOKEN");
 	struct server *srv;
 	sigset_t stop;
-	char err[512];
-	int rc, sig;
+	char err[4608];
+	int rc, sig, self_check;
 
 	/* Idle memory after busy hours: glibc's adaptive thresholds keep a large answer's
 	 * blocks (a 30-day hourly summary is ~250 KB of JSON) after it is freed, and each
@@ -199,15 +205,27 @@ int main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 256 * 1024);
 	mallopt(M_ARENA_MAX, 1);
-	rc = queryd_parse(&cfg, argc, argv);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	log_set_level(cfg.log_level);
-	if (!cfg.control[0] &&
-	    (size_t)snprintf(cfg.control, sizeof(cfg.control), "%s.ctl", cfg.db) >= sizeof(cfg.control)) {
-		log_error("--db path too long");
+	rc = queryd_parse(&cfg, argc, argv, &self_check, err, sizeof(err));
+	if (rc > 0)
+		return 0;
+	if (rc < 0 && self_check)
+		return selfcheck_queryd(stdout, NULL, err);
+	if (rc < 0) {
+		fprintf(stderr, "tally-queryd: %s\n", err);
 		return 2;
 	}
+	if (self_check) {
+		struct selfcheck_queryd c = {
+			.db = cfg.db,
+			.listen = cfg.listen,
+			.token_file = cfg.token_file[0] ? cfg.token_file : NULL,
+			.token_env = env,
+			.static_dir = cfg.static_dir[0] ? cfg.static_dir : NULL,
+		};
+
+		return selfcheck_queryd(stdout, &c, NULL);
+	}
+	log_set_level(cfg.log_level);
 	/* SQLite's own words for this case ("unable to open database file") say too little */
 	if (access(cfg.db, F_OK) < 0) {
 		log_error("database %s: %s (start the agent or run tallyctl once to create it)",
@@ -219,8 +237,13 @@ int main(int argc, char **argv)
 	                               .static_dir = cfg.static_dir[0] ? cfg.static_dir : NULL,
 	                               .threads = cfg.threads };
 	if (cfg.token_file[0]) {
-		if (queryd_read_token(cfg.token_file, token, sizeof(token)) < 0)
+		if (token_read_file(cfg.token_file, token, sizeof(token), err, sizeof(err)) < 0) {
+			log_error("%s", err);
 			return 1;
+		}
+		/* --self-check refuses such a file; a start keeps working as it always has. */
+		if (token_file_private(cfg.token_file, err, sizeof(err)) < 0)
+			log_warn("%s", err);
 		scfg.token = token;
 	} else if (env && *env) {
 		scfg.token = env;

@@ -305,9 +305,7 @@ static void server_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("libmicrohttpd: %s", line);
 }
 
-/* HOST:PORT ([v6]:PORT too) to an address. 0 or -1. */
-static int server_address(const char *listen, struct sockaddr_storage *sa, char *err,
-                          size_t errlen)
+int server_address(const char *listen, struct sockaddr_storage *sa, char *err, size_t errlen)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 	                          .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
@@ -337,6 +335,22 @@ static int server_address(const char *listen, struct sockaddr_storage *sa, char 
 	return 0;
 }
 
+int server_token_check(const char *token, char *err, size_t errlen)
+{
+	size_t len = strlen(token);
+
+	if (len > SERVER_TOKEN_MAX) {
+		snprintf(err, errlen, "the operator token is longer than %d bytes", SERVER_TOKEN_MAX);
+		return -1;
+	}
+	/* HTTP trims a header's surrounding spaces: such a token could never match. */
+	if (len && (isspace((unsigned char)token[0]) || isspace((unsigned char)token[len - 1]))) {
+		snprintf(err, errlen, "the operator token starts or ends with whitespace");
+		return -1;
+	}
+	return 0;
+}
+
 struct server *server_start(const struct server_config *cfg, char *err, size_t errlen)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -351,21 +365,11 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	s->cfg = *cfg;
 	if (server_address(cfg->listen, &sa, err, errlen) < 0)
 		goto fail;
-	/* "" is no token, as main.c has it for an empty $TALLY_OPERATOR_TOKEN; and the
-	 * edge-whitespace check below needs a first and a last byte. */
+	/* "" is no token, as main.c has it for an empty $TALLY_OPERATOR_TOKEN. */
 	if (cfg->token && cfg->token[0]) {
+		if (server_token_check(cfg->token, err, errlen) < 0)
+			goto fail;
 		s->token_len = strlen(cfg->token);
-		if (s->token_len > SERVER_TOKEN_MAX) {
-			snprintf(err, errlen, "the operator token is longer than %d bytes",
-			         SERVER_TOKEN_MAX);
-			goto fail;
-		}
-		/* HTTP trims a header's surrounding spaces: such a token could never match. */
-		if (isspace((unsigned char)cfg->token[0]) ||
-		    isspace((unsigned char)cfg->token[s->token_len - 1])) {
-			snprintf(err, errlen, "the operator token starts or ends with whitespace");
-			goto fail;
-		}
 		memcpy(s->token, cfg->token, s->token_len);
 		s->has_token = 1;
 	}

@@ -8,6 +8,7 @@
 #define SERVER_TOKEN_MAX 4096   /* operator token bytes at most */
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 struct server_config {
 	const char *listen;        /* HOST:PORT */
@@ -26,5 +27,13 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 
 /* Stops accepting, finishes with MHD's threads, closes the connections, frees s. */
 void server_stop(struct server *s);
+
+/* The address server_start listens on for HOST:PORT ([v6]:PORT too). 0, or -1 with err
+ * (also for --self-check, which binds it to see). */
+int server_address(const char *listen, struct sockaddr_storage *sa, char *err, size_t errlen);
+
+/* 0 if a token (not "") is one server_start accepts: at most SERVER_TOKEN_MAX bytes,
+ * no whitespace at either end (HTTP would trim it). Else -1 with err. */
+int server_token_check(const char *token, char *err, size_t errlen);
 
 #endif

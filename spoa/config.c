@@ -1,10 +1,12 @@
 /* config: parses the agent's flags and configuration file (main thread, at start).
- * One table describes every setting, so the file, the flags and --help cannot drift. */
+ * One table describes every setting, so the file, the flags and --help cannot drift;
+ * --config, --self-check and --help are the command line's own. */
 #include "config.h"
 #include "writer.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +43,8 @@ static int config_copy(char *dst, const char *value)
 
 static int config_set_listen(struct agent_config *cfg, const char *value)
 {
-	if (cfg->nlisten == CONFIG_MAX_LISTEN) {
-		fprintf(stderr, "tally-agent: at most %d listen addresses\n", CONFIG_MAX_LISTEN);
+	if (cfg->nlisten == CONFIG_MAX_LISTEN)
 		return -1;
-	}
 	if (config_copy(cfg->listen[cfg->nlisten], value) < 0)
 		return -1;
 	cfg->nlisten++;
@@ -178,6 +178,11 @@ static int config_set_dedupe(struct agent_config *cfg, const char *value)
 	return config_ms(value, 1000, 86400000, &cfg->dedupe_ms);
 }
 
+static int config_set_haproxy_cfg(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->haproxy_cfg, value);
+}
+
 static int config_set_db_max_pages(struct agent_config *cfg, const char *value)
 {
 	long v;
@@ -211,6 +216,7 @@ static const struct config_setting settings[] = {
 	{ "pending-max", "N", "decided requests awaiting their record, at most; beyond it requests are refused with 503 and counted (default 131072)", config_set_pending_max },
 	{ "default-max-tokens", "N", "output tokens a limited key's request reserves when it names no max_tokens (default 4096)", config_set_default_max_tokens },
 	{ "db-max-pages", "N", "cap the database at N pages (PRAGMA max_page_count; 0: no cap)", config_set_db_max_pages },
+	{ "haproxy-cfg", "PATH", "with --self-check: check that this HAProxy configuration sends to the SPOP and records addresses", config_set_haproxy_cfg },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -223,7 +229,10 @@ static void config_usage(FILE *out)
 	             "The tally SPOE agent: decides every request HAProxy sends it.\n\n"
 	             "  --config FILE             read settings from FILE: one 'name value' per line,\n"
 	             "                            names as the long options below, # starts a comment;\n"
-	             "                            flags given on the command line win\n");
+	             "                            flags given on the command line win\n"
+	             "  --self-check              check what a start needs (configuration, database,\n"
+	             "                            secrets, listeners, --haproxy-cfg) without starting or\n"
+	             "                            writing anything: a line per check, exit 0 if all pass\n");
 	for (i = 0; i < NSETTINGS; i++) {
 		char left[64];
 
@@ -243,25 +252,39 @@ static const struct config_setting *config_find(const char *name)
 	return NULL;
 }
 
-static int config_apply(struct agent_config *cfg, const struct config_setting *s, const char *value,
-                        const char *where)
+static int config_error(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Puts the problem into err; always -1. */
+static int config_error(char *err, size_t errlen, const char *fmt, ...)
 {
-	if (s->apply(cfg, value) == 0)
-		return 0;
-	fprintf(stderr, "tally-agent: %s: invalid value '%s' for %s\n", where, value, s->name);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
-static int config_read_file(struct agent_config *cfg, const char *path)
+static int config_apply(struct agent_config *cfg, const struct config_setting *s, const char *value,
+                        const char *where, char *err, size_t errlen)
+{
+	if (s->apply == config_set_listen && cfg->nlisten == CONFIG_MAX_LISTEN)
+		return config_error(err, errlen, "%s: at most %d listen addresses", where,
+		                    CONFIG_MAX_LISTEN);
+	if (s->apply(cfg, value) == 0)
+		return 0;
+	return config_error(err, errlen, "%s: invalid value '%s' for %s", where, value, s->name);
+}
+
+static int config_read_file(struct agent_config *cfg, const char *path, char *err, size_t errlen)
 {
 	char line[CONFIG_PATH_MAX + 64], where[CONFIG_PATH_MAX + 32];
 	FILE *f = fopen(path, "r");
 	int lineno = 0, ret = -1;
 
-	if (!f) {
-		fprintf(stderr, "tally-agent: cannot open %s: %s\n", path, strerror(errno));
-		return -1;
-	}
+	if (!f)
+		return config_error(err, errlen, "cannot open %s: %s", path, strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
 		char *name, *value, *end;
 		size_t len = strlen(line);
@@ -270,7 +293,7 @@ static int config_read_file(struct agent_config *cfg, const char *path)
 		lineno++;
 		snprintf(where, sizeof(where), "%s:%d", path, lineno);
 		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
-			fprintf(stderr, "tally-agent: %s: line too long\n", where);
+			config_error(err, errlen, "%s: line too long", where);
 			goto out;
 		}
 		/* "name value" or "name = value"; the value is the rest of the line, so paths
@@ -288,14 +311,14 @@ static int config_read_file(struct agent_config *cfg, const char *path)
 		while (end > value && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
 			*--end = '\0';
 		if (!(s = config_find(name))) {
-			fprintf(stderr, "tally-agent: %s: unknown setting '%s'\n", where, name);
+			config_error(err, errlen, "%s: unknown setting '%s'", where, name);
 			goto out;
 		}
 		if (!*value) {
-			fprintf(stderr, "tally-agent: %s: '%s' needs a value\n", where, name);
+			config_error(err, errlen, "%s: '%s' needs a value", where, name);
 			goto out;
 		}
-		if (config_apply(cfg, s, value, where) < 0)
+		if (config_apply(cfg, s, value, where, err, errlen) < 0)
 			goto out;
 	}
 	ret = 0;
@@ -326,9 +349,10 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->default_max_tokens = 4096;
 }
 
-enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
+enum config_result config_parse(struct agent_config *cfg, int argc, char **argv, char *err,
+                                size_t errlen)
 {
-	struct option opts[NSETTINGS + 3];
+	struct option opts[NSETTINGS + 4];
 	const char *config_file = NULL;
 	int i, c, nflag_listen = 0;
 
@@ -336,51 +360,74 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv)
 	for (i = 0; i < (int)NSETTINGS; i++)
 		opts[i] = (struct option){ settings[i].name, required_argument, NULL, 1000 + i };
 	opts[NSETTINGS] = (struct option){ "config", required_argument, NULL, 'c' };
-	opts[NSETTINGS + 1] = (struct option){ "help", no_argument, NULL, 'h' };
-	opts[NSETTINGS + 2] = (struct option){ NULL, 0, NULL, 0 };
+	opts[NSETTINGS + 1] = (struct option){ "self-check", no_argument, NULL, 's' };
+	opts[NSETTINGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+	opts[NSETTINGS + 3] = (struct option){ NULL, 0, NULL, 0 };
 
-	/* First pass finds --config so that the file applies before, and under, the flags. */
+	/* First pass finds --config so that the file applies before, and under, the flags,
+	 * and --self-check so that even a configuration that fails is reported as a check. */
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'c')
 			config_file = optarg;
-	if (config_file && config_read_file(cfg, config_file) < 0)
-		return CONFIG_ERROR;
+		else if (c == 's')
+			cfg->self_check = 1;
+	}
+	if (config_file) {
+		if (config_copy(cfg->config_file, config_file) < 0) {
+			config_error(err, errlen, "--config: path too long");
+			return CONFIG_ERROR;
+		}
+		if (config_read_file(cfg, config_file, err, errlen) < 0)
+			return CONFIG_ERROR;
+	}
 
-	opterr = 1;
+	/* Second pass: the flags, over the file. Problems are reported here, not by getopt
+	 * (":" tells a missing value from an unknown option). */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		const struct config_setting *s;
 
 		if (c == 'h') {
 			config_usage(stdout);
 			return CONFIG_EXIT_OK;
 		}
-		if (c == 'c')
+		if (c == 'c' || c == 's')
 			continue;
+		if (c == ':') {
+			config_error(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+			return CONFIG_ERROR;
+		}
 		if (c < 1000 || c >= 1000 + (int)NSETTINGS) {
-			config_usage(stderr);
+			if (optopt > 0 && optopt < 256)
+				config_error(err, errlen, "unknown option '-%c' (tally-agent --help lists "
+				             "them)", optopt);
+			else
+				config_error(err, errlen, "unknown option '%s' (tally-agent --help lists "
+				             "them)", argv[optind - 1]);
 			return CONFIG_ERROR;
 		}
 		s = &settings[c - 1000];
 		/* --listen on the command line replaces the file's list instead of adding. */
 		if (s->apply == config_set_listen && nflag_listen++ == 0)
 			cfg->nlisten = 0;
-		if (config_apply(cfg, s, optarg, "command line") < 0)
+		if (config_apply(cfg, s, optarg, "command line", err, errlen) < 0)
 			return CONFIG_ERROR;
 	}
 	if (optind < argc) {
-		fprintf(stderr, "tally-agent: unexpected argument '%s'\n", argv[optind]);
+		config_error(err, errlen, "unexpected argument '%s'", argv[optind]);
 		return CONFIG_ERROR;
 	}
 	if (cfg->nlisten == 0)
 		snprintf(cfg->listen[cfg->nlisten++], CONFIG_PATH_MAX, "127.0.0.1:12345");
-	if (!cfg->control_path[0] &&
-	    snprintf(cfg->control_path, CONFIG_PATH_MAX, "%s.ctl", cfg->db_path) >= CONFIG_PATH_MAX)
+	if ((!cfg->control_path[0] &&
+	     snprintf(cfg->control_path, CONFIG_PATH_MAX, "%s.ctl", cfg->db_path) >= CONFIG_PATH_MAX) ||
+	    (!cfg->journal_dir[0] &&
+	     snprintf(cfg->journal_dir, CONFIG_PATH_MAX, "%s.journal", cfg->db_path) >= CONFIG_PATH_MAX)) {
+		config_error(err, errlen, "database path too long to derive the control socket and "
+		             "journal paths from (give --control and --journal)");
 		return CONFIG_ERROR;
-	if (!cfg->journal_dir[0] &&
-	    snprintf(cfg->journal_dir, CONFIG_PATH_MAX, "%s.journal", cfg->db_path) >= CONFIG_PATH_MAX)
-		return CONFIG_ERROR;
+	}
 	return CONFIG_OK;
 }

@@ -1,8 +1,10 @@
 /* config: the agent's settings, from an optional file and command-line flags (flags
- * win). Parsed once by the main thread before any other thread starts. */
+ * win), and the run mode (--self-check). Parsed once by the main thread before any
+ * other thread starts. */
 #ifndef TALLY_CONFIG_H
 #define TALLY_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -36,12 +38,18 @@ struct agent_config {
 	int dedupe_ms;
 	int default_max_tokens;
 	int64_t db_max_pages;
+	/* Self-check (spoa/selfcheck.h) */
+	char haproxy_cfg[CONFIG_PATH_MAX];     /* empty: HAProxy's configuration is not checked */
+	char config_file[CONFIG_PATH_MAX];     /* what --config named; empty: none */
+	int self_check;                        /* --self-check: check, never start */
 };
 
 enum config_result { CONFIG_OK, CONFIG_EXIT_OK, CONFIG_ERROR };
 
-/* Fills cfg from argv (and the file named by --config). CONFIG_EXIT_OK after --help;
- * CONFIG_ERROR after printing the problem to stderr. */
-enum config_result config_parse(struct agent_config *cfg, int argc, char **argv);
+/* Fills cfg from argv (and the file named by --config). CONFIG_EXIT_OK after --help
+ * (printed to stdout); CONFIG_ERROR with the problem, one line, in err. cfg->self_check
+ * is set whenever --self-check was given, even when CONFIG_ERROR is returned. */
+enum config_result config_parse(struct agent_config *cfg, int argc, char **argv, char *err,
+                                size_t errlen);
 
 #endif

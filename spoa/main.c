@@ -1,6 +1,7 @@
 /* tally-agent main thread: configuration, database, journal recovery, listeners,
  * accepting connections and handing them to the I/O threads, noticing key and model
- * changes, metrics and the control socket, signals.
+ * changes, metrics and the control socket, signals; or, with --self-check, only the
+ * checks of selfcheck.c, and no start.
  *
  * Threads: the I/O threads decide (worker.c); the intake thread turns HAProxy's records
  * into rows (intake.c); the writer thread stores them (writer.c). Shutdown stops them
@@ -33,6 +34,7 @@
 #include "queue.h"
 #include "quota.h"
 #include "recovery.h"
+#include "selfcheck.h"
 #include "spend.h"
 #include "stats.h"
 #include "worker.h"
@@ -415,14 +417,19 @@ int main(int argc, char **argv)
 	char err[2048];
 	int ret = 1;
 
-	switch (config_parse(&a.cfg, argc, argv)) {
+	switch (config_parse(&a.cfg, argc, argv, err, sizeof(err))) {
 	case CONFIG_EXIT_OK:
 		return 0;
 	case CONFIG_ERROR:
+		if (a.cfg.self_check)
+			return selfcheck_agent(stdout, NULL, err);
+		fprintf(stderr, "tally-agent: %s\n", err);
 		return 2;
 	case CONFIG_OK:
 		break;
 	}
+	if (a.cfg.self_check)
+		return selfcheck_agent(stdout, &a.cfg, NULL);
 	log_set_level(a.cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||

@@ -59,8 +59,9 @@ fail:
 	return -1;
 }
 
-/* A bound TCP listener (type SOCK_STREAM) or UDP socket (SOCK_DGRAM) on host:port. */
-static int net_bind_inet(const char *addr, int type, char *err, size_t errlen)
+/* A bound TCP listener (type SOCK_STREAM) or UDP socket (SOCK_DGRAM) on host:port, with
+ * SO_REUSEADDR when reuse is set. */
+static int net_bind_inet(const char *addr, int type, int reuse, char *err, size_t errlen)
 {
 	char host[256];
 	const char *colon = strrchr(addr, ':');
@@ -89,7 +90,7 @@ static int net_bind_inet(const char *addr, int type, char *err, size_t errlen)
 		return -1;
 	}
 	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	if (fd < 0 || (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) ||
 	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
 	    (type == SOCK_STREAM && listen(fd, 1024) < 0))
 		goto fail;
@@ -108,7 +109,7 @@ int net_listen(const char *addr, char *err, size_t errlen)
 {
 	if (strncmp(addr, "unix:", 5) == 0)
 		return net_listen_unix(addr + 5, 0, err, errlen);
-	return net_bind_inet(addr, SOCK_STREAM, err, errlen);
+	return net_bind_inet(addr, SOCK_STREAM, 1, err, errlen);
 }
 
 void net_tune(int fd)
@@ -121,5 +122,10 @@ void net_tune(int fd)
 
 int net_bind_udp(const char *addr, char *err, size_t errlen)
 {
-	return net_bind_inet(addr, SOCK_DGRAM, err, errlen);
+	return net_bind_inet(addr, SOCK_DGRAM, 1, err, errlen);
+}
+
+int net_probe_udp(const char *addr, char *err, size_t errlen)
+{
+	return net_bind_inet(addr, SOCK_DGRAM, 0, err, errlen);
 }

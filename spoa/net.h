@@ -16,6 +16,11 @@ int net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen);
 /* A non-blocking, close-on-exec UDP socket bound to "host:port", or -1 with err set. */
 int net_bind_udp(const char *addr, char *err, size_t errlen);
 
+/* net_bind_udp without SO_REUSEADDR (--self-check): it fails while any other socket
+ * holds the address, even one that set SO_REUSEADDR (a running agent's), with which
+ * net_bind_udp would share it and the records. */
+int net_probe_udp(const char *addr, char *err, size_t errlen);
+
 /* Removes the socket file of a "unix:/path" address, if it is still a socket. */
 void net_unlisten(const char *addr);
 

@@ -112,6 +112,49 @@ static void test_modes(void)
 	sqlite3_close(db);
 }
 
+/* DB_PROBE reads without a trace: no -wal or -shm is created beside a closed database
+ * (read as immutable, even under a name that a URI would misread), while one an open
+ * connection is writing is read with what its -wal holds; nothing is created or
+ * migrated. */
+static void test_probe(void)
+{
+	char err[512] = "";
+	sqlite3 *db, *writer;
+
+	db = test_open("odd %3f?#name.db", DB_CREATE);
+	CHECK(db != NULL);
+	sqlite3_close(db);
+	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) < 0);
+	db = test_open("odd %3f?#name.db", DB_PROBE);
+	CHECK(db != NULL);
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO meta VALUES ('x', 1)"), -1);
+	sqlite3_close(db);
+	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) < 0);
+	CHECK(access(tmpdir_file("odd %3f?#name.db-shm"), F_OK) < 0);
+	CHECK(access(tmpdir_file("odd %3f"), F_OK) < 0);
+
+	/* a live writer: its uncheckpointed change is seen */
+	writer = test_open("odd %3f?#name.db", DB_READWRITE);
+	CHECK(writer != NULL);
+	CHECK_EQ_INT(test_exec(writer, "INSERT INTO meta VALUES ('probe', 7)"), 0);
+	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) == 0);
+	db = test_open("odd %3f?#name.db", DB_PROBE);
+	CHECK(db != NULL);
+	CHECK_EQ_INT(test_int(db, "SELECT value FROM meta WHERE name = 'probe'"), 7);
+	sqlite3_close(db);
+	sqlite3_close(writer);
+
+	db = (sqlite3 *)1;
+	CHECK_EQ_INT(db_open(tmpdir_file("missing.db"), DB_PROBE, &db, err, sizeof(err)), -1);
+	CHECK(db == NULL);
+	CHECK(access(tmpdir_file("missing.db"), F_OK) < 0);
+	test_set_version("odd %3f?#name.db", DB_SCHEMA_VERSION - 1);
+	CHECK_EQ_INT(db_open(tmpdir_file("odd %3f?#name.db"), DB_PROBE, &db, err, sizeof(err)), -1);
+	CHECK(strstr(err, "older than") != NULL);
+	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) < 0);
+}
+
 /* Runs sql and returns by how much config_generation moved. */
 static int64_t test_bump(sqlite3 *db, const char *sql)
 {
@@ -415,6 +458,7 @@ int main(void)
 		return 1;
 	RUN(test_create);
 	RUN(test_modes);
+	RUN(test_probe);
 	RUN(test_generation_triggers);
 	RUN(test_constraints);
 	RUN(test_usage_constraints);
