@@ -71,6 +71,15 @@ int64_t db_config_generation(sqlite3 *db)
 	return v;
 }
 
+int64_t db_accounted_at(sqlite3 *db)
+{
+	int64_t v;
+
+	if (db_query_int(db, "SELECT updated_at FROM accounting WHERE id = 1", &v) < 0)
+		return -1;
+	return v;
+}
+
 int64_t db_now(void)
 {
 	return (int64_t)time(NULL);

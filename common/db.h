@@ -41,6 +41,10 @@ int db_schema_version(sqlite3 *db);
 /* meta.config_generation, or -1 on error. Cheap enough to poll. */
 int64_t db_config_generation(sqlite3 *db);
 
+/* When the accounting counters were last committed (accounting.updated_at, unix
+ * seconds): about when the agent last accounted a row. -1 on error. */
+int64_t db_accounted_at(sqlite3 *db);
+
 /* Runs fixed SQL (one or more statements, never built from user input).
  * Returns 0, or -1 with sqlite's message in err. */
 int db_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);

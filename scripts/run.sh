@@ -59,7 +59,8 @@ trap stop INT TERM EXIT
 stack_spawn "$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet
 stack_wait_port "$mock_port"
 stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" \
-  --records "$TALLY_RECORDS_ADDR" --metrics "127.0.0.1:$metrics_port"
+  --records "$TALLY_RECORDS_ADDR" --metrics "127.0.0.1:$metrics_port" \
+  --haproxy-socket "$data/haproxy.sock"
 stack_wait_port "$agent_port"
 stack_spawn "$stack_haproxy" -db -f haproxy/haproxy.cfg
 stack_wait_port "$gateway_port"

@@ -183,6 +183,16 @@ static int config_set_haproxy_cfg(struct agent_config *cfg, const char *value)
 	return config_copy(cfg->haproxy_cfg, value);
 }
 
+static int config_set_haproxy_socket(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->haproxy_socket, value);
+}
+
+static int config_set_haproxy_ring(struct agent_config *cfg, const char *value)
+{
+	return config_copy(cfg->haproxy_ring, value);
+}
+
 static int config_set_db_max_pages(struct agent_config *cfg, const char *value)
 {
 	long v;
@@ -216,6 +226,8 @@ static const struct config_setting settings[] = {
 	{ "pending-max", "N", "decided requests awaiting their record, at most; beyond it requests are refused with 503 and counted (default 131072)", config_set_pending_max },
 	{ "default-max-tokens", "N", "output tokens a limited key's request reserves when it names no max_tokens (default 4096)", config_set_default_max_tokens },
 	{ "db-max-pages", "N", "cap the database at N pages (PRAGMA max_page_count; 0: no cap)", config_set_db_max_pages },
+	{ "haproxy-socket", "PATH", "HAProxy's CLI (a stats socket of level operator): the records ring's backlog is read from it at start and when the ring reconnects, since HAProxy 3.x's ring does not resend it (default: none)", config_set_haproxy_socket },
+	{ "haproxy-ring", "NAME", "the records ring's name in haproxy.cfg (default tally-records)", config_set_haproxy_ring },
 	{ "haproxy-cfg", "PATH", "with --self-check: check that this HAProxy configuration sends to the SPOP and records addresses", config_set_haproxy_cfg },
 };
 
@@ -347,6 +359,7 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->pending_timeout_ms = 900000;
 	cfg->dedupe_ms = 600000;
 	cfg->default_max_tokens = 4096;
+	snprintf(cfg->haproxy_ring, sizeof(cfg->haproxy_ring), "tally-records");
 }
 
 enum config_result config_parse(struct agent_config *cfg, int argc, char **argv, char *err,

@@ -38,6 +38,9 @@ struct agent_config {
 	int dedupe_ms;
 	int default_max_tokens;
 	int64_t db_max_pages;
+	char haproxy_socket[CONFIG_PATH_MAX];  /* HAProxy's CLI; empty: the ring's backlog is
+	                                        * not read (intake.h) */
+	char haproxy_ring[CONFIG_PATH_MAX];    /* the records ring's name in haproxy.cfg */
 	/* Self-check (spoa/selfcheck.h) */
 	char haproxy_cfg[CONFIG_PATH_MAX];     /* empty: HAProxy's configuration is not checked */
 	char config_file[CONFIG_PATH_MAX];     /* what --config named; empty: none */

@@ -33,6 +33,7 @@
 #include "queue.h"
 #include "quota.h"
 #include "record.h"
+#include "ringfetch.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -41,6 +42,11 @@
 #define INTAKE_BUF (2 * INTAKE_MAX_RECORD)
 #define INTAKE_LATE_MS 60000          /* a decision later than this after its record: none */
 #define INTAKE_SPOE_TIMEOUT 1         /* SPOE's error code: the agent took too long */
+#define INTAKE_BACKLOG_MS 2000        /* the ring's backlog is read within this */
+#define INTAKE_BACKLOG_MARGIN_MS 2000 /* reread this much before what was delivered */
+
+/* Where a record came from. */
+enum intake_source { INTAKE_TCP, INTAKE_UDP, INTAKE_BACKLOG };
 
 struct intake_conn {
 	struct intake *in;
@@ -64,6 +70,9 @@ struct intake {
 	struct gwsecret_mac *mac;         /* checks records' MACs (this thread's) */
 	struct journal_log *jlog;
 	struct keytable *kt;
+	int64_t delivered_ms;             /* end of the newest record the ring sent (unix ms) */
+	int64_t backlog_from_ms;          /* reading the backlog: the records that ended in */
+	int64_t backlog_until_ms;         /* [from, until) are the ones it may lack */
 	pthread_mutex_t lock;             /* guards the two fields below */
 	struct keytable *next_kt;
 	int stopping;
@@ -107,8 +116,15 @@ static void intake_settle(struct intake *in, const struct acct_row *row)
 	quota_settle(in->cfg.quota, &row->hold, tokens, cost, acct_now_ms());
 }
 
+/* When the transaction of r ended (unix ms). */
+static int64_t intake_end_ms(const struct record *r)
+{
+	return r->accept_s * 1000 + r->accept_ms + (r->ta > 0 ? r->ta : 0);
+}
+
 /* Accounts for one record. 0, or -1 if it was refused as unreadable or unauthenticated. */
-static int intake_record(struct intake *in, const char *msg, size_t len, int udp)
+static int intake_record(struct intake *in, const char *msg, size_t len,
+                         enum intake_source src)
 {
 	struct record r;
 	struct acct_row row, pending;
@@ -133,9 +149,18 @@ static int intake_record(struct intake *in, const char *msg, size_t len, int udp
 		             "a record without the gateway secret, refused");
 		return -1;
 	}
-	stats_add(udp ? &stats.records_udp : &stats.records_tcp, 1);
+	if (src == INTAKE_BACKLOG && (intake_end_ms(&r) < in->backlog_from_ms ||
+	                              intake_end_ms(&r) >= in->backlog_until_ms))
+		return 0;    /* delivered on a connection: accounted, or coming */
+	if (src == INTAKE_TCP && intake_end_ms(&r) > in->delivered_ms)
+		in->delivered_ms = intake_end_ms(&r);
+	stats_add(src == INTAKE_UDP ? &stats.records_udp :
+	          src == INTAKE_TCP ? &stats.records_tcp : &stats.records_backlog, 1);
 	record_name(&r, id, sizeof(id));
 	seen = dedupe_seen(in->seen, id);
+	/* Reading the ring again is no arrival: a record seen counts nothing. */
+	if (seen && src == INTAKE_BACKLOG)
+		return 0;
 	admitted = !seen && pending_take(in->cfg.pending, id, &pending);
 	fate = join_record_fate(seen, admitted);
 	join_count(fate);
@@ -198,6 +223,37 @@ static void intake_on_flush(struct ev_loop *loop, ev_prepare *p, int revents)
 		journal_flush(in->jlog);
 }
 
+static void intake_backlog_line(void *arg, const char *line, size_t len)
+{
+	struct intake *in = arg;
+
+	/* Anything else is the CLI's own answer (an unknown ring, a refused command). */
+	if (len < 6 || memcmp(line, "tally", 5) != 0) {
+		log_warn("intake: HAProxy's CLI answered \"%.*s\" to show events %s",
+		         (int)(len < 120 ? len : 120), line, in->cfg.ring);
+		return;
+	}
+	intake_record(in, line, len, INTAKE_BACKLOG);
+}
+
+/* Reads the records the ring holds that ended in [from_ms, until_ms) (see intake.h). */
+static void intake_backlog(struct intake *in, int64_t from_ms, int64_t until_ms)
+{
+	char err[256];
+	long n;
+
+	if (!in->cfg.haproxy_socket || !in->cfg.haproxy_socket[0])
+		return;
+	in->backlog_from_ms = from_ms;
+	in->backlog_until_ms = until_ms;
+	n = ringfetch_events(in->cfg.haproxy_socket, in->cfg.ring, INTAKE_BACKLOG_MS,
+	                     intake_backlog_line, in, err, sizeof(err));
+	if (n < 0)
+		log_info("intake: the ring's backlog was not read: %s", err);
+	else
+		log_debug("intake: %ld records in the ring %s", n, in->cfg.ring);
+}
+
 static void intake_conn_close(struct intake_conn *c)
 {
 	struct intake *in = c->in;
@@ -234,8 +290,17 @@ static void intake_on_conn(struct ev_loop *loop, ev_io *io, int revents)
 		c->len += (size_t)n;
 		while ((rc = record_frame_next(c->buf + used, c->len - used, INTAKE_MAX_RECORD,
 		                               &msg, &msg_len, &consumed)) == 1) {
-			if (intake_record(c->in, msg, msg_len, 0) == 0)
+			int64_t delivered = c->in->delivered_ms;
+
+			if (intake_record(c->in, msg, msg_len, INTAKE_TCP) == 0 && !c->authentic) {
+				/* HAProxy's ring connected (again): what it held meanwhile and
+				 * will not send is read from the ring itself, up to the first
+				 * record this connection brought. */
 				c->authentic = 1;
+				intake_backlog(c->in, delivered ? delivered - INTAKE_BACKLOG_MARGIN_MS
+				                                : c->in->cfg.backlog_from_ms,
+				               c->in->delivered_ms);
+			}
 			used += consumed;
 		}
 		if (rc < 0) {
@@ -306,7 +371,7 @@ static void intake_on_udp(struct ev_loop *loop, ev_io *io, int revents)
 			intake_error(in, STATS_ERR_RECORD_TOO_LONG, "oversized datagram");
 			continue;
 		}
-		intake_record(in, buf, (size_t)n, 1);
+		intake_record(in, buf, (size_t)n, INTAKE_UDP);
 	}
 }
 
@@ -334,6 +399,7 @@ static void *intake_main(void *arg)
 {
 	struct intake *in = arg;
 
+	intake_backlog(in, in->cfg.backlog_from_ms, INT64_MAX);
 	ev_run(in->loop, 0);
 	/* Records read in the last iteration are journaled before the thread ends. */
 	if (in->jlog)

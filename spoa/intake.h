@@ -29,6 +29,13 @@ struct intake_config {
 	struct quota *quota;          /* NULL: no limits to settle */
 	int64_t default_max_tokens;  /* completion estimate of a request no decision saw */
 	const struct gwsecret *secret; /* what HAProxy's records carry; others are refused */
+	/* HAProxy's CLI socket (a stats socket of level operator), or NULL: where the ring's
+	 * backlog is read (ringfetch.h) when the thread starts and whenever HAProxy's ring
+	 * connects again, so that the records 3.x's ring does not resend still come. */
+	const char *haproxy_socket;
+	const char *ring;             /* the ring's name in haproxy.cfg */
+	int64_t backlog_from_ms;      /* at start, records that ended before this (unix ms)
+	                               * were accounted by an earlier run already */
 };
 
 /* Binds the sockets (main thread) and starts the thread. kt: a reference it now owns. */

@@ -46,6 +46,7 @@ struct agent {
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	struct gwsecret gateway_secret;
 	int64_t generation;
+	int64_t backlog_from_ms;          /* see intake_config */
 	struct worker *workers[CONFIG_MAX_THREADS];
 	int nworkers;
 	int next_worker;
@@ -219,7 +220,11 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 		.on_done = agent_on_rows_done,
 		.on_done_arg = a,
 	};
+	int64_t accounted_at = db_accounted_at(a->db);
 
+	/* Records that ended before an earlier run's last commit, less a margin for those
+	 * it had read but not stored, were accounted by it; read before this run commits. */
+	a->backlog_from_ms = accounted_at > 10 ? (accounted_at - 10) * 1000 : 0;
 	if (writer_load_counters(a->db, err, errlen) < 0)
 		return -1;
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
@@ -309,6 +314,9 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.quota = a->quota,
 		.default_max_tokens = a->cfg.default_max_tokens,
 		.secret = &a->gateway_secret,
+		.haproxy_socket = a->cfg.haproxy_socket,
+		.ring = a->cfg.haproxy_ring,
+		.backlog_from_ms = a->backlog_from_ms,
 	};
 	struct keytable *kt;
 	int i;

@@ -166,8 +166,9 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	                s->acct.pending_overflow);
 	metrics_head(&o, "tally_records_total", "counter", "Log records read, by transport.");
 	metrics_printf(&o, "tally_records_total{transport=\"tcp\"} %" PRIu64 "\n"
-	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n",
-	               s->records_tcp, s->records_udp);
+	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n"
+	               "tally_records_total{transport=\"backlog\"} %" PRIu64 "\n",
+	               s->records_tcp, s->records_udp, s->records_backlog);
 	metrics_gauge(&o, "tally_queue_depth", "Rows waiting for the writer.", (int64_t)s->queue_depth);
 	metrics_gauge(&o, "tally_queue_capacity", "Rows the writer queue holds at most.",
 	              (int64_t)s->queue_capacity);

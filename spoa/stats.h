@@ -41,6 +41,7 @@ struct stats {
 	/* The accounting counters live in counters.h. */
 	atomic_uint_fast64_t records_tcp; /* log records read from the ring connection */
 	atomic_uint_fast64_t records_udp; /* log records read from the UDP copy */
+	atomic_uint_fast64_t records_backlog; /* taken from the ring over HAProxy's CLI */
 	atomic_uint_fast64_t batches;     /* writer transactions committed */
 	/* SPOP */
 	atomic_uint_fast64_t spop_connections;       /* accepted, total */

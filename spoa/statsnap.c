@@ -29,6 +29,7 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->acct = counters_now();
 	out->records_tcp = stats_get(&st->records_tcp);
 	out->records_udp = stats_get(&st->records_udp);
+	out->records_backlog = stats_get(&st->records_backlog);
 	out->batches = stats_get(&st->batches);
 	out->spop_connections = stats_get(&st->spop_connections);
 	out->spop_connections_open = atomic_load_explicit(&st->spop_connections_open,

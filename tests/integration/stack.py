@@ -100,7 +100,8 @@ class Stack:
         argv = [str(binary("tally-agent")), "--listen", f"127.0.0.1:{self.agent_port}",
                 "--db", str(self.db), "--threads", "2",
                 "--records", f"127.0.0.1:{self.records_port}",
-                "--metrics", f"127.0.0.1:{self.metrics_port}", *self.agent_args, *extra]
+                "--metrics", f"127.0.0.1:{self.metrics_port}",
+                "--haproxy-socket", str(self.tmp / "haproxy.sock"), *self.agent_args, *extra]
         if os.environ.get("TALLY_VALGRIND") == "1":
             argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite", "-q"] + argv

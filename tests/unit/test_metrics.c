@@ -39,6 +39,7 @@ static void sample_snapshot(struct statsnap *s)
 	s->acct.unpriced = 16;
 	s->records_tcp = 17;
 	s->records_udp = 18;
+	s->records_backlog = 19;
 	s->batches = 19;
 	s->spop_connections = 20;
 	s->spop_connections_open = 21;
@@ -80,6 +81,7 @@ static void test_render_values(void)
 	CHECK(has_line(page, "tally_accounting_unpriced_total 16"));
 	CHECK(has_line(page, "tally_records_total{transport=\"tcp\"} 17"));
 	CHECK(has_line(page, "tally_records_total{transport=\"udp\"} 18"));
+	CHECK(has_line(page, "tally_records_total{transport=\"backlog\"} 19"));
 	CHECK(has_line(page, "tally_writer_batches_total 19"));
 	CHECK(has_line(page, "tally_spop_connections_total 20"));
 	CHECK(has_line(page, "tally_spop_connections_open 21"));
@@ -180,7 +182,7 @@ static void test_render_format(void)
 		}
 	}
 	CHECK_EQ_INT(ndeclared, 21);
-	CHECK_EQ_INT(nsamples, 18 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	CHECK_EQ_INT(nsamples, 19 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 
