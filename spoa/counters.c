@@ -19,6 +19,19 @@ static uint64_t counters_get(atomic_uint_fast64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+/* Resolving a row (written, dropped) releases what happened before it, the row's
+ * counting in received included (same thread, or handed over through the queue's
+ * mutex); counters_now acquires them, so its later read of received sees that count. */
+static void counters_resolve(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_release);
+}
+
+static uint64_t counters_get_resolved(atomic_uint_fast64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_acquire);
+}
+
 void counters_receive(void)
 {
 	counters_add(&counters_live.received, 1);
@@ -31,7 +44,7 @@ void counters_repeat(void)
 
 void counters_drop(uint64_t n)
 {
-	counters_add(&counters_live.dropped, n);
+	counters_resolve(&counters_live.dropped, n);
 }
 
 void counters_refuse_unauthenticated(void)
@@ -60,8 +73,8 @@ void counters_settle(const struct counters *d)
 	assert(d->received == 0 && d->unauthenticated == 0 && d->pending_overflow == 0);
 	/* Resolved first, then received: a reader (counters_now) never sees a row resolved
 	 * twice over. */
-	counters_add(&counters_live.written, d->written);
-	counters_add(&counters_live.dropped, d->dropped);
+	counters_resolve(&counters_live.written, d->written);
+	counters_resolve(&counters_live.dropped, d->dropped);
 	counters_add(&counters_live.timed_out, d->timed_out);
 	counters_add(&counters_live.unpriced, d->unpriced);
 	counters_add(&counters_live.duplicates, d->duplicates);
@@ -72,8 +85,8 @@ struct counters counters_now(void)
 {
 	struct counters c;
 
-	c.dropped = counters_get(&counters_live.dropped);
-	c.written = counters_get(&counters_live.written);
+	c.dropped = counters_get_resolved(&counters_live.dropped);
+	c.written = counters_get_resolved(&counters_live.written);
 	c.received = counters_get(&counters_live.received);
 	c.duplicates = counters_get(&counters_live.duplicates);
 	c.timed_out = counters_get(&counters_live.timed_out);

@@ -17,10 +17,12 @@
  *   timed_out         written rows whose record never came (outcome no_record).
  *   unpriced          written rows with usage but no price for their model.
  *   unauthenticated   records and decisions refused for lack of the gateway secret.
- *   pending_overflow  admitted decisions refused because the pending table was full.
+ *   pending_overflow  requests that would have been admitted, refused (503
+ *                     gateway_busy) because the pending table was full; their
+ *                     records still make rows, so they are in received too.
  *
- * timed_out and unpriced are subsets of written; unauthenticated and pending_overflow
- * are in no other counter (nothing is owed for a request refused before it was noted).
+ * timed_out and unpriced are subsets of written; unauthenticated is in no other
+ * counter (a record or decision refused so makes no row).
  * Only the intake, the workers and the writer change them, through the functions below;
  * start-up sets them once from the database (counters_set). */
 #ifndef TALLY_COUNTERS_H
@@ -57,9 +59,9 @@ void counters_settle(const struct counters *d);
  * duplicate found late leaves received, so the invariant holds across it. */
 void counters_apply(struct counters *c, const struct counters *d);
 
-/* The totals now. dropped and written are read before received: received is counted
- * before a row can be written or dropped, so a reading never shows more rows resolved
- * than received. */
+/* The totals now. dropped and written are read first, with acquire ordering, then
+ * received: received is counted before a row can be written or dropped, so a reading
+ * never shows more rows resolved than received. */
 struct counters counters_now(void);
 
 /* Replaces the totals (start-up, and tests). */

@@ -229,6 +229,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	             d->body.many_outputs || d->body.hints_ambiguous;
 	if (ep->stream_options)
 		decision_amend(d);
+	else if (d->body_truncated)
+		d->amend_scan = 1;   /* the capture filter checks the rest: nothing to amend */
 	return DECISION_ALLOW;
 }
 

@@ -70,7 +70,7 @@ struct intake {
 	struct gwsecret_mac *mac;         /* checks records' MACs (this thread's) */
 	struct journal_log *jlog;
 	struct keytable *kt;
-	int64_t delivered_ms;             /* end of the newest record the ring sent (unix ms) */
+	int64_t delivered_ms;             /* end of the newest ring record, sent or read back */
 	int64_t backlog_from_ms;          /* reading the backlog: the records that ended in */
 	int64_t backlog_until_ms;         /* [from, until) are the ones it may lack */
 	pthread_mutex_t lock;             /* guards the two fields below */
@@ -131,7 +131,7 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 	char id[ACCT_ID_MAX];
 	enum join_fate fate;
 	int seen, admitted;
-	int64_t now = acct_now_ms();
+	int64_t now = acct_now_ms(), end;
 
 	if (record_parse(msg, len, &r) < 0) {
 		char what[160];
@@ -142,6 +142,14 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 		intake_error(in, STATS_ERR_RECORD_PARSE, what);
 		return -1;
 	}
+	end = intake_end_ms(&r);
+	record_name(&r, id, sizeof(id));
+	seen = dedupe_seen(in->seen, id);
+	/* Reading the ring again is no arrival: outside the window it lacks, or seen, a
+	 * record counts nothing (and costs no MAC check). */
+	if (src == INTAKE_BACKLOG &&
+	    (end < in->backlog_from_ms || end >= in->backlog_until_ms || seen))
+		return 0;
 	if (!record_authentic(&r, in->mac)) {
 		/* Not from the gateway's HAProxy: it must not make, or pre-empt, a row. */
 		counters_refuse_unauthenticated();
@@ -149,18 +157,11 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 		             "a record without the gateway secret, refused");
 		return -1;
 	}
-	if (src == INTAKE_BACKLOG && (intake_end_ms(&r) < in->backlog_from_ms ||
-	                              intake_end_ms(&r) >= in->backlog_until_ms))
-		return 0;    /* delivered on a connection: accounted, or coming */
-	if (src == INTAKE_TCP && intake_end_ms(&r) > in->delivered_ms)
-		in->delivered_ms = intake_end_ms(&r);
+	/* The ring's records, sent or read back, are complete up to this one. */
+	if (src != INTAKE_UDP && end > in->delivered_ms)
+		in->delivered_ms = end;
 	stats_add(src == INTAKE_UDP ? &stats.records_udp :
 	          src == INTAKE_TCP ? &stats.records_tcp : &stats.records_backlog, 1);
-	record_name(&r, id, sizeof(id));
-	seen = dedupe_seen(in->seen, id);
-	/* Reading the ring again is no arrival: a record seen counts nothing. */
-	if (seen && src == INTAKE_BACKLOG)
-		return 0;
 	admitted = !seen && pending_take(in->cfg.pending, id, &pending);
 	fate = join_record_fate(seen, admitted);
 	join_count(fate);

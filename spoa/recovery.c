@@ -16,6 +16,7 @@ struct recovery {
 	const struct recovery_target *t;
 	sqlite3_stmt *stored;        /* SELECT 1 FROM requests WHERE request_id = ? */
 	struct dedupe *rows;         /* ids whose row was replayed */
+	struct dedupe *overflow;     /* decisions the pending table had no room for */
 	struct recovery_result *res;
 };
 
@@ -42,6 +43,8 @@ static void recovery_row(struct recovery *r, struct acct_row *row)
 	if (admitted) {
 		journal_release(t->journal, decided.journal_epoch[0]);
 		r->res->pending--;
+	} else if (dedupe_seen(r->overflow, row->request_id)) {
+		r->res->dropped--;   /* its decision found no room: the row makes up for it */
 	}
 	join_count(join_record_fate(0, admitted));
 	intake_emit(t->queue, t->keylive, t->journal, t->log, row, 0);
@@ -54,15 +57,16 @@ static void recovery_decision(struct recovery *r, struct acct_row *row)
 	struct acct_row old;
 	int added;
 
-	if (dedupe_seen(r->rows, row->request_id) || recovery_stored(r, row->request_id))
-		return;      /* its row is queued or stored */
+	if (dedupe_seen(r->rows, row->request_id) || dedupe_seen(r->overflow, row->request_id) ||
+	    recovery_stored(r, row->request_id))
+		return;      /* its row is queued or stored, or it found no room before */
 	row->journal_epoch[0] = journal_append(t->log, JOURNAL_DECISION, row);
 	added = pending_add(t->pending, row, acct_now_ms(), &old);
 	if (added < 0) {
-		/* More decisions than --pending-max allows now: owed a row it cannot get. */
+		/* More decisions than --pending-max allows now: owed a row it cannot get,
+		 * unless its row comes later in the journal; counted once replay ends. */
 		journal_release(t->journal, row->journal_epoch[0]);
-		join_count(JOIN_OWED);
-		counters_drop(1);
+		dedupe_add(r->overflow, row->request_id, 0);
 		r->res->dropped++;
 	} else if (added == 1) {
 		journal_release(t->journal, old.journal_epoch[0]);   /* a copy replaced */
@@ -88,6 +92,7 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
                  size_t errlen)
 {
 	struct recovery r = { .t = t, .res = res };
+	long i;
 	int ret = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -96,7 +101,7 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
 		snprintf(err, errlen, "journal recovery: %s", sqlite3_errmsg(t->db));
 		goto out;
 	}
-	if (!(r.rows = dedupe_new(0))) {
+	if (!(r.rows = dedupe_new(0)) || !(r.overflow = dedupe_new(0))) {
 		snprintf(err, errlen, "journal recovery: out of memory");
 		goto out;
 	}
@@ -104,6 +109,9 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
 		snprintf(err, errlen, "journal recovery: cannot read the journal");
 		goto out;
 	}
+	for (i = 0; i < res->dropped; i++)
+		join_count(JOIN_OWED);
+	counters_drop((uint64_t)res->dropped);
 	/* Re-journaled first: only then may the old segments go. */
 	if (journal_flush(t->log) < 0) {
 		snprintf(err, errlen, "journal recovery: cannot write the journal");
@@ -114,5 +122,6 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
 out:
 	sqlite3_finalize(r.stored);
 	dedupe_free(r.rows);
+	dedupe_free(r.overflow);
 	return ret;
 }

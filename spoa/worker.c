@@ -266,13 +266,15 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		 * row needs no pending entry: its record makes it. */
 		journal_release(w->acct.journal, row.journal_epoch[0]);
 		worker_release(w, &d->hold, now);
+		if (d->verdict != DECISION_ALLOW)
+			return 0;
 		counters_refuse_overflow();
 		if (ev_now(w->loop) - w->last_overflow_log >= 1.0) {
 			w->last_overflow_log = ev_now(w->loop);
 			log_warn("worker %d: %zu requests await their record (--pending-max): refusing"
 			         " new ones with 503", w->id, pending_count(w->acct.pending));
 		}
-		return d->verdict == DECISION_ALLOW ? -1 : 0;
+		return -1;
 	}
 	join_count(join_decision_fate(rc));
 	if (rc == 2) {

@@ -279,6 +279,25 @@ def test_a_second_stream_member_past_the_prefix_spoils_the_body(stack):
     assert post(stack, CHAT, variant)[0] == 400
 
 
+@pytest.mark.parametrize("path,model", [(MESSAGES, "mock-claude"), ("/v1/embeddings", "mock-gpt")])
+def test_a_second_model_past_the_prefix_spoils_any_api_body(stack, path, model):
+    """Messages and embeddings bodies longer than the agent sees are checked past the cut
+    too: a second "model" there, which an upstream keeping the last duplicate would
+    serve unjudged, spoils the body; a long body without one goes up untouched."""
+    head = {"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": "x" * 40000}]} \
+        if path == MESSAGES else {"model": model, "input": "x" * 40000}
+    clean = json.dumps(head).encode()
+    post(stack, path, clean)
+    assert stack.mock_requests()[-1]["body_sha256"] == hashlib.sha256(clean).hexdigest()
+    second = clean[:-1] + b', "model": "mock-other"}'
+    status, h, _ = post(stack, path, second)
+    up = stack.mock_requests()[-1]
+    assert up["body_sha256"] != hashlib.sha256(second).hexdigest()   # a NUL went in
+    if path == MESSAGES:
+        assert status == 400   # the upstream could not read the spoiled body
+        assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+
+
 def test_http2_stream_without_content_length_is_amended(tmp_path):
     from test_ops import make_cert
     from conftest import free_port
