@@ -73,6 +73,15 @@ int gwsecret_set(struct gwsecret *out, const char *text, size_t len, char *err, 
 	return 0;
 }
 
+int gwsecret_from_env(struct gwsecret *out, char *err, size_t errlen)
+{
+	const char *env = getenv(GWSECRET_ENV);
+
+	if (!env || !*env)
+		return 0;
+	return gwsecret_set(out, env, strlen(env), err, errlen) < 0 ? -1 : 1;
+}
+
 int gwsecret_equal(const struct gwsecret *s, const char *p, size_t len)
 {
 	unsigned diff = len != s->len;

@@ -41,6 +41,11 @@ void gwsecret_derive(const unsigned char key_secret[KEYHASH_SECRET_LEN], struct 
 /* Sets out to text[0..len). 0, or -1 with a message if it is not a valid secret. */
 int gwsecret_set(struct gwsecret *out, const char *text, size_t len, char *err, size_t errlen);
 
+/* The operator's secret, from GWSECRET_ENV: 1 when set there (out filled), 0 when the
+ * variable is unset or empty (the secret is then the derived one), -1 with a message
+ * when it is set but not a valid secret. */
+int gwsecret_from_env(struct gwsecret *out, char *err, size_t errlen);
+
 /* 1 if p[0..len) is the secret, else 0. Constant time: every byte of the largest secret
  * is compared whatever len is, so that neither the secret nor its length shows. */
 int gwsecret_equal(const struct gwsecret *s, const char *p, size_t len);

@@ -117,6 +117,16 @@ int keyhash_secret_path_default(const char *db_path, char *out, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
+int keyhash_secret_path(const char *configured, const char *db_path, char *out, size_t cap)
+{
+	int n;
+
+	if (!configured || !configured[0])
+		return keyhash_secret_path_default(db_path, out, cap);
+	n = snprintf(out, cap, "%s", configured);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
 /* Reads and validates an existing secret file. Returns 0, 1 if it does not exist,
  * or -1 with a message. Neither a symlink nor another user's file is taken: whoever
  * could change either could choose the secret (and so forge key hashes). */

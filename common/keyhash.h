@@ -39,6 +39,10 @@ int keyhash_equal(const unsigned char *a, const unsigned char *b);
 /* Writes db_path + ".secret" into out. 0, or -1 if it does not fit. */
 int keyhash_secret_path_default(const char *db_path, char *out, size_t cap);
 
+/* The secret's path: configured when given (not NULL nor empty), else the default
+ * beside db_path. 0, or -1 if it does not fit in out. */
+int keyhash_secret_path(const char *configured, const char *db_path, char *out, size_t cap);
+
 /* Reads the secret at path into out. With create set, a missing file is created
  * atomically (written and synced under a temporary name, then linked into place, so it
  * never replaces an existing file); a racing creator that loses reads the winner's

@@ -286,9 +286,7 @@ static int ctl_secret_load(const struct ctl *ctl, unsigned char secret[KEYHASH_S
 {
 	char path[4096], err[1024];
 
-	if (ctl->secret_path)
-		snprintf(path, sizeof(path), "%s", ctl->secret_path);
-	else if (keyhash_secret_path_default(ctl->db_path, path, sizeof(path)) < 0)
+	if (keyhash_secret_path(ctl->secret_path, ctl->db_path, path, sizeof(path)) < 0)
 		return ctl_error("database path too long: %s", ctl->db_path);
 	if (keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0)
 		return ctl_error("%s", err);
@@ -1079,14 +1077,13 @@ static int ctl_gateway_secret(struct ctl *ctl, const struct ctl_args *a)
 {
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	struct gwsecret gw;
-	const char *env = getenv(GWSECRET_ENV);
 	char err[256];
+	int rc = gwsecret_from_env(&gw, err, sizeof(err));
 
 	(void)a;
-	if (env && *env) {
-		if (gwsecret_set(&gw, env, strlen(env), err, sizeof(err)) < 0)
-			return ctl_error("%s: %s", GWSECRET_ENV, err);
-	} else {
+	if (rc < 0)
+		return ctl_error("%s: %s", GWSECRET_ENV, err);
+	if (rc == 0) {
 		if (ctl_secret_load(ctl, secret) != CTL_OK)
 			return CTL_FAIL;
 		gwsecret_derive(secret, &gw);

@@ -19,9 +19,10 @@
 -- amend_cut: bytes replaced, amend_text: their replacement) when it saw the whole body;
 -- haproxy.cfg has set Content-Length to the new length. For a body longer than the
 -- agent saw (txn.tally.amend_scan), this filter reads the top level of the whole body
--- as it passes and, before its closing brace, puts amend_text when it is a stream that
--- did not ask for usage, or as many spaces otherwise (the length was raised by that
--- much before the body went out). Members that the agent's rules (spoa/reqbody.c)
+-- as it passes (any API's: only an OpenAI body gets an amend_text) and, before its
+-- closing brace, puts amend_text when it is a stream that did not ask for usage, or as
+-- many spaces otherwise (the length was raised by that much before the body went
+-- out). Members that the agent's rules (spoa/reqbody.c)
 -- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
 -- reaches the upstream, which then refuses it.
@@ -57,7 +58,7 @@ function Capture:start_analyze(txn, chn)
     -- checked (the body keeps its length).
     self.text = text or ""
     if scan then
-        self.scan = { depth = 0, phase = "key", members = 0, seen = {}, held = 0, delta = 0 }
+        self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0 }
     else
         self.insert_at = txn:get_var("txn.tally.amend")
         self.cut = txn:get_var("txn.tally.amend_cut") or 0
@@ -297,7 +298,6 @@ function Capture:scan_data(msg, data, base)
                 end
             elseif sc.depth == 1 and c == 58 and sc.phase == "colon" then
                 sc.phase = "value"
-                sc.members = sc.members + 1
                 if sc.member then
                     sc.value, sc.vat, vfrom = "", base + q + shift, q + 1
                 end
@@ -321,7 +321,7 @@ function Capture:scan_data(msg, data, base)
     return nil
 end
 
--- The request body of a cut OpenAI stream, scanned as it passes. Held back: the last
+-- The request body of a cut request (any API), scanned as it passes. Held back: the last
 -- byte until the closing brace (or the message's end) is seen, so that the filter is
 -- called again at the end; and a judged member's value until it ends, so that it can
 -- still be rewritten or spoiled.
@@ -374,7 +374,12 @@ end
 function Capture:strip(msg, avail)
     local data = msg:body(0, avail) or ""
     local eom = msg:eom()
-    local u = data:find('"usage"%s*:%s*{')
+    -- A plain find (memchr) for the key, a pattern only where it stands: this runs on
+    -- every read of every amended stream, and each chunk carries "usage":null.
+    local u = data:find('"usage"', 1, true)
+    while u and not data:find('^%s*:%s*{', u + 7) do
+        u = data:find('"usage"', u + 7, true)
+    end
     if u then
         local start = 1
         for s in data:sub(1, u):gmatch("()data:") do

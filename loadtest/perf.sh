@@ -296,7 +296,7 @@ stage_bench() {
   BUILD=$build BENCH_ROWS=${PERF_QUERYD_ROWS:-10000000} bash loadtest/bench-queryd.sh
 }
 
-[ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|hostile|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }
 for stage in "$@"; do
   case $stage in
     smoke|stress|hostile|streaming|sustained|overload|compare|bench) "stage_$stage" ;;

@@ -13,8 +13,8 @@
 # needs no root, and keeps its own PID (tests stop and reload it by PID, -sf included).
 #
 # The first run needs root on Debian (it installs debootstrap if missing) and the
-# Debian mirror of the host's apt sources (TALLY_DEBIAN_MIRROR overrides it); it takes
-# a few minutes. Later runs only print the path. Nothing is written outside
+# Debian mirror of the host's apt sources (TALLY_DEBIAN_MIRROR overrides it); it took
+# 21 to 28 s per version here. Later runs only print the path. Nothing is written outside
 # build/haproxy/ (debootstrap's downloads are kept in build/haproxy/cache for the next
 # chroot of the same suite) but for apt's own cache when debootstrap is installed.
 # Progress goes to stderr; stdout carries only the path.

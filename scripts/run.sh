@@ -62,7 +62,7 @@ stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" \
   --records "$TALLY_RECORDS_ADDR" --metrics "127.0.0.1:$metrics_port" \
   --haproxy-socket "$data/haproxy.sock"
 stack_wait_port "$agent_port"
-stack_spawn "$stack_haproxy" -db -f haproxy/haproxy.cfg
+stack_spawn haproxy -db -f haproxy/haproxy.cfg
 stack_wait_port "$gateway_port"
 stack_spawn "$build/tally-queryd" --db "$db" --listen "127.0.0.1:$queryd_port"
 stack_wait_port "$queryd_port"

@@ -3,7 +3,6 @@
  * intake thread the rows it queues. */
 #include "join.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "acct.h"
@@ -100,6 +99,7 @@ static enum acct_outcome join_outcome(const struct acct_row *row, const struct r
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row)
 {
+	const struct kt_prices *prices;
 	struct usage u;
 
 	if (pending) {
@@ -149,8 +149,9 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 		row->est_prompt_tokens = (r->bytes_in + 3) / 4;
 	if (row->est_completion_tokens == ACCT_NONE)
 		row->est_completion_tokens = default_max_tokens;
-	acct_price(row, join_prices(kt, row));
-	acct_estimate(row, join_prices(kt, row));
+	prices = join_prices(kt, row);
+	acct_price(row, prices);
+	acct_estimate(row, prices);
 }
 
 void join_expired(const struct acct_row *pending, const struct keytable *kt,

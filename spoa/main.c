@@ -267,24 +267,21 @@ static void agent_on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 static int agent_open(struct agent *a, char *err, size_t errlen)
 {
 	char secret_path[CONFIG_PATH_MAX + 16];
-	const char *env;
+	int rc;
 
 	if (db_open(a->cfg.db_path, DB_CREATE, &a->db, err, errlen) < 0)
 		return -1;
-	if (a->cfg.secret_path[0])
-		snprintf(secret_path, sizeof(secret_path), "%s", a->cfg.secret_path);
-	else if (keyhash_secret_path_default(a->cfg.db_path, secret_path, sizeof(secret_path)) < 0) {
+	if (keyhash_secret_path(a->cfg.secret_path, a->cfg.db_path, secret_path,
+	                        sizeof(secret_path)) < 0) {
 		snprintf(err, errlen, "database path too long");
 		return -1;
 	}
 	if (keyhash_secret_load(secret_path, 1, a->secret, err, errlen) < 0)
 		return -1;
 	/* The operator's own, or the one derived from the key-hashing secret. */
-	env = getenv(GWSECRET_ENV);
-	if (env && *env)
-		return gwsecret_set(&a->gateway_secret, env, strlen(env), err, errlen);
-	gwsecret_derive(a->secret, &a->gateway_secret);
-	return 0;
+	if ((rc = gwsecret_from_env(&a->gateway_secret, err, errlen)) == 0)
+		gwsecret_derive(a->secret, &a->gateway_secret);
+	return rc < 0 ? -1 : 0;
 }
 
 static int agent_start_workers(struct agent *a, char *err, size_t errlen)

@@ -52,19 +52,19 @@ size_t ringfetch_split(char *buf, size_t len, int *skipping, ringfetch_line_fn *
 	return len;
 }
 
-static long ringfetch_ms_left(const struct timespec *deadline)
+static long ringfetch_now_ms(void)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return (long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
 long ringfetch_events(const char *path, const char *ring, int timeout_ms, ringfetch_line_fn *cb,
                       void *arg, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timespec deadline;
+	long deadline = ringfetch_now_ms() + timeout_ms;
 	char cmd[96], *buf = NULL;
 	size_t held = 0, sent = 0, cmdlen;
 	long lines = 0, ret = -1;
@@ -76,13 +76,6 @@ long ringfetch_events(const char *path, const char *ring, int timeout_ms, ringfe
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	cmdlen = (size_t)snprintf(cmd, sizeof(cmd), "show events %s\n", ring);
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
 	if (!(buf = malloc(RINGFETCH_LINE_MAX))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -94,7 +87,7 @@ long ringfetch_events(const char *path, const char *ring, int timeout_ms, ringfe
 	}
 	for (;;) {
 		struct pollfd p = { fd, (short)(sent < cmdlen ? POLLOUT : POLLIN), 0 };
-		long left = ringfetch_ms_left(&deadline);
+		long left = deadline - ringfetch_now_ms();
 		ssize_t n;
 
 		if (left <= 0) {

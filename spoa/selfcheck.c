@@ -968,14 +968,11 @@ static void selfcheck_secrets(struct selfcheck *sc)
 	const struct agent_config *cfg = sc->cfg;
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	char path[CONFIG_PATH_MAX + 16], err[CONFIG_PATH_MAX + 256];
-	const char *env = getenv(GWSECRET_ENV);
 	struct gwsecret gw;
 	struct stat st;
-	int secret_ok = 0;
+	int secret_ok = 0, from_env;
 
-	if (cfg->secret_path[0])
-		selfcheck_copy(path, sizeof(path), cfg->secret_path);
-	else if (keyhash_secret_path_default(cfg->db_path, path, sizeof(path)) < 0)
+	if (keyhash_secret_path(cfg->secret_path, cfg->db_path, path, sizeof(path)) < 0)
 		path[0] = '\0';
 	if (!path[0])
 		preflight_report(&sc->p, 0, "key-hashing secret: database path too long");
@@ -987,11 +984,11 @@ static void selfcheck_secrets(struct selfcheck *sc)
 	else
 		secret_ok = preflight_report(&sc->p, 1, "key-hashing secret %s: private, %d bytes",
 		                             path, KEYHASH_SECRET_LEN) == 0;
-	if (env && *env) {
-		if (gwsecret_set(&gw, env, strlen(env), err, sizeof(err)) < 0)
-			preflight_report(&sc->p, 0, "gateway secret (%s): %s", GWSECRET_ENV, err);
-		else
-			preflight_report(&sc->p, 1, "gateway secret: from %s", GWSECRET_ENV);
+	from_env = gwsecret_from_env(&gw, err, sizeof(err));
+	if (from_env < 0) {
+		preflight_report(&sc->p, 0, "gateway secret (%s): %s", GWSECRET_ENV, err);
+	} else if (from_env > 0) {
+		preflight_report(&sc->p, 1, "gateway secret: from %s", GWSECRET_ENV);
 	} else if (secret_ok) {
 		preflight_report(&sc->p, 1, "gateway secret: derived from the key-hashing secret "
 		                 "(tallyctl gateway-secret prints it for HAProxy)");
