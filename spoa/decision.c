@@ -10,10 +10,16 @@
 
 #include "keytable.h"
 
-/* The largest max_tokens whose unary JSON answer still fits HAProxy's buffer
- * (tune.bufsize 16384, ~15 KB of it for the body): ~6 bytes per token of text in JSON,
- * with room for multi-byte and escaped characters and the response's own fields. */
-#define DECISION_JSON_MAX_TOKENS 1024
+/* Bytes of a unary JSON answer per max_tokens token that HAProxy's buffer must hold
+ * for json_query to see the usage: ~6 per token of text in JSON, with room for
+ * multi-byte and escaped characters and the response's own fields. The 16 KB buffer
+ * thus reads answers of up to 1024 tokens. */
+#define DECISION_JSON_BYTES_PER_TOKEN 16
+#define DECISION_JSON_BUFFER 16384
+
+/* The longest unary answer a provider's model gives today (128k output tokens): a
+ * buffer that holds it reads an answer whose request sets no bound too. */
+#define DECISION_OUTPUT_TOKENS_MAX 131072
 
 /* What the capture filter puts before the closing brace of a cut OpenAI stream body (or
  * as many spaces, when the rest shows it is no stream or asked for usage itself). */
@@ -193,6 +199,19 @@ static void decision_amend(struct decision *d)
 	}
 }
 
+/* Whether HAProxy's json_query reads the whole unary answer to a request bounded by
+ * max_tokens (-1: no bound): the buffer HAProxy reads it in is json_max bytes (its large
+ * buffers, 3.4+), or the regular 16 KB when it said nothing. */
+static int decision_json_holds(const struct decision_request *req, long max_tokens)
+{
+	int64_t bytes = req->json_max > DECISION_JSON_BUFFER ? req->json_max : DECISION_JSON_BUFFER;
+	int64_t tokens = bytes / DECISION_JSON_BYTES_PER_TOKEN;
+
+	if (max_tokens < 0)
+		return tokens >= DECISION_OUTPUT_TOKENS_MAX;
+	return max_tokens <= tokens;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -225,7 +244,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * below the buffer (usage comes last, after the text, and json_query sees only
 	 * what the buffer holds). */
 	d->capture = d->body_truncated || d->stream != 0 || ep->large ||
-	             d->body.max_tokens < 0 || d->body.max_tokens > DECISION_JSON_MAX_TOKENS ||
+	             !decision_json_holds(req, d->body.max_tokens) ||
 	             d->body.many_outputs || d->body.hints_ambiguous;
 	if (ep->stream_options)
 		decision_amend(d);

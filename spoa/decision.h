@@ -51,6 +51,8 @@ struct decision_request {
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
+	int64_t json_max;           /* bytes HAProxy's json_query reads an answer in; 0 the
+	                             * regular buffer (set by haproxy.cfg, never a client) */
 };
 
 struct decision {

@@ -81,7 +81,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	const unsigned char *p = m->args;
 	struct spop_str key;
 	struct spop_data v;
-	int64_t body_size = -1, cl_count = 0;
+	int64_t body_size = -1, cl_count = 0, json_max = 0;
 	int have_method = 0;
 	int rc;
 
@@ -89,9 +89,12 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	while ((rc = spop_kv_next(&p, m->args_end, &key, &v)) == 1) {
 		int is_text = v.type == SPOP_DATA_STR || v.type == SPOP_DATA_BIN;
 
-		if (session_key_is(key, "bsize") || session_key_is(key, "cl")) {
-			if (session_arg_int(&v, session_key_is(key, "cl") ? &cl_count : &body_size) < 0 &&
-			    v.type != SPOP_DATA_NULL)
+		if (session_key_is(key, "bsize") || session_key_is(key, "cl") ||
+		    session_key_is(key, "jmax")) {
+			int64_t *to = session_key_is(key, "cl")    ? &cl_count
+			            : session_key_is(key, "jmax") ? &json_max : &body_size;
+
+			if (session_arg_int(&v, to) < 0 && v.type != SPOP_DATA_NULL)
 				return -1;
 			continue;
 		}
@@ -125,6 +128,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	 * not told counts as larger than what we got. */
 	req->body_truncated = body_size < 0 || body_size > (int64_t)req->body.len;
 	req->body_size = body_size;
+	req->json_max = json_max;
 	return 0;
 }
 

@@ -5,7 +5,9 @@ finalizers); nothing is ever killed by name."""
 import os
 import pathlib
 import random
+import re
 import socket
+import subprocess
 
 import pytest
 
@@ -15,6 +17,19 @@ BUILD = ROOT / os.environ.get("TALLY_BUILD", "build")
 # else "haproxy" on PATH. `make test HAPROXY=3.4` sets it to the wrapper that
 # scripts/haproxy-version.sh prepares.
 HAPROXY = os.environ.get("TALLY_HAPROXY") or "haproxy"
+
+
+def _haproxy_version():
+    out = subprocess.run([HAPROXY, "-v"], capture_output=True, text=True).stdout
+    m = re.search(r"version (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+HAPROXY_VERSION = _haproxy_version()
+# The buffer HAProxy's json_query reads a unary answer in: haproxy.cfg's large buffers
+# on 3.4+ (tune.bufsize.large), else tune.bufsize. An answer longer than this hides its
+# usage from json_query.
+UNARY_BUFFER = 2097152 if HAPROXY_VERSION >= (3, 4) else 16384
 
 
 def binary(name):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import free_port
+from conftest import UNARY_BUFFER, free_port
 from stack import Stack
 
 
@@ -84,7 +84,7 @@ def test_unary_that_overflows_its_bound_is_visible(stack):
     the row says the usage is unknown (NULL), never 0."""
     status, h, _ = stack.gateway(
         "POST", "/v1/chat/completions", {"model": "mock-gpt", "messages": [], "max_tokens": 5},
-        key=stack.key, headers={"x-mock-body-bytes": "60000"})
+        key=stack.key, headers={"x-mock-body-bytes": str(UNARY_BUFFER + 44000)})
     assert status == 200
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["usage_source"]) == ("complete", "none")

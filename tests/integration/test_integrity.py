@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 import spop_client as sp
+from conftest import UNARY_BUFFER
 from stack import Stack
 
 CHAT = "/v1/chat/completions"
@@ -410,7 +411,7 @@ def test_an_answer_larger_than_the_buffer_without_usage_is_estimated(stack):
     """json_query reads only the buffer: an upstream that answers far beyond max_tokens
     leaves the row without usage, and the estimate charged."""
     body = {"model": "mock-gpt", "messages": [], "max_tokens": 5}
-    got, h, _ = post(stack, CHAT, body, {"x-mock-body-bytes": "60000"})
+    got, h, _ = post(stack, CHAT, body, {"x-mock-body-bytes": str(UNARY_BUFFER + 44000)})
     assert got == 200
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["usage_source"], r["prompt_tokens"]) == ("complete", "none", None)

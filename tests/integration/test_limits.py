@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import UNARY_BUFFER
 from stack import Stack
 
 CHAT = "/v1/chat/completions"
@@ -196,6 +197,19 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
         status, h, _ = s.gateway("POST", CHAT, {"model": "mock-gpt", "stream": True,
                                                "messages": []}, key=s.key)
         assert status == 200 and "x-tally-cost-micros" not in h
+        # No max_tokens and a 200 KB answer: on 3.4+ json_query reads it in the large
+        # buffer (no Lua, so the cost header comes); before, the capture filter does.
+        status, h, body = s.gateway("POST", CHAT, {"model": "mock-gpt", "messages": []},
+                                    key=s.key, headers={"x-mock-body-bytes": "200000",
+                                                        "x-mock-prompt-tokens": "9",
+                                                        "x-mock-completion-tokens": "40000"})
+        assert status == 200 and len(body) >= 200000
+        row = s.row(h["x-request-id"])
+        assert (row["completion_tokens"], row["cost_micros"]) == (40000, 9 + 80000)
+        if UNARY_BUFFER > 200000:
+            assert int(h["x-tally-cost-micros"]) == row["cost_micros"]
+        else:
+            assert "x-tally-cost-micros" not in h
     finally:
         s.close()
 

@@ -10,6 +10,9 @@
 static struct fixture fx;
 
 /* A POST with a Content-Length unless path starts with "GET " or "CHUNKED ". */
+/* The json_max HAProxy announces (its large buffer, 3.4+); 0: the regular buffer. */
+static int64_t fix_json_max;
+
 static struct decision decide_with(const char *auth, const char *xkey, const char *path,
                                    const char *body, int truncated)
 {
@@ -40,6 +43,7 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body.ptr = body;
 	req.body.len = strlen(body);
 	req.body_truncated = truncated;
+	req.json_max = fix_json_max;
 	decision_make(fx.kt, &req, &d);
 	return d;
 }
@@ -149,6 +153,32 @@ static void test_capture_choice(void)
 	                           "\"modalities\":[\"text\",\"audio\"]}").capture);
 	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
 	                            "\"echo\":false,\"best_of\":1,\"top_logprobs\":null}").capture);
+}
+
+/* HAProxy 3.4's large buffers (jmax): json_query reads long unary answers, unbounded
+ * ones once the buffer holds the longest answer a model gives; streams, cut bodies and
+ * vectors still meet the capture filter. */
+static void test_capture_choice_with_large_buffers(void)
+{
+	fix_json_max = 1048576;
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":65536}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":65537}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}").capture);
+	fix_json_max = 2097152;
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}").capture);
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":131072}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":131073}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"n\":2}").capture);
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                  "{\"model\":\"gpt-a\",\"messages\":[]}", 1).capture);
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/embeddings",
+	                  "{\"model\":\"gpt-a\"}", 0).capture);
+	/* Smaller than the regular buffer, or nonsense: the regular buffer's rule. */
+	fix_json_max = -5;
+	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":1024}").capture);
+	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":1025}").capture);
+	fix_json_max = 0;
 }
 
 /* The usage amendment: the edit the capture filter makes, for every stream_options. */
@@ -412,6 +442,7 @@ int main(void)
 	RUN(test_allow_lists);
 	RUN(test_models_and_bodies);
 	RUN(test_capture_choice);
+	RUN(test_capture_choice_with_large_buffers);
 	RUN(test_usage_amendment);
 	RUN(test_usage_amendment_of_a_cut_body);
 	RUN(test_estimate);
