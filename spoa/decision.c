@@ -143,9 +143,13 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	d->body_truncated = req->body_truncated || st == REQBODY_PREFIX ||
 	                    (!req->body_length_known && st != REQBODY_COMPLETE);
 	d->stream = st == REQBODY_PREFIX ? d->body.stream : d->body.stream == 1;
-	/* What follows the cut may name another model, and upstreams take the last one:
-	 * an allow-list can only judge a body it has seen whole. */
-	if (d->body_truncated && d->key->restricted)
+	/* What follows the cut may name another model, and upstreams take the last one.
+	 * The capture filter reads every cut body to its end and spoils a second "model"
+	 * before the end goes up, so an allow-list can judge the one in a prefix cut inside
+	 * the object; a body whose only "model" is past the cut, or whose prefix is not cut
+	 * JSON (HAProxy's flag alone, a chunked body's padding), stays unjudgeable. */
+	if (d->body_truncated && d->key->restricted &&
+	    !(st == REQBODY_PREFIX && d->body.has_model))
 		return DECISION_BODY_TOO_LARGE;
 	if (d->body.has_model) {
 		d->model_source = DECISION_MODEL_BODY;

@@ -262,6 +262,34 @@ def test_body_larger_than_the_buffer(stack):
                                 key=key), 403, "model_not_allowed")
 
 
+@pytest.mark.parametrize("path,model,other", [(CHAT, "mock-gpt", "mock-claude"),
+                                              (MESSAGES, "mock-claude", "mock-gpt")])
+def test_restricted_key_long_body_with_model_first(stack, path, model, other):
+    """A key restricted to some models sends a 49 KB prompt with model first (Claude
+    Code, the Anthropic SDK): judged on the prefix and served, not 413. A second model
+    past the cut, which the upstream would take, spoils the body before its end goes up:
+    the forbidden model is never served."""
+    key = stack.create_key(f"only-{model}", "--models", model)
+    body = json.dumps({"model": model, "max_tokens": 5,
+                       "messages": [{"role": "user", "content": "z" * 49000}]}).encode()
+    assert wait_for(lambda: stack.gateway("POST", path, body, key=key)[0] == 200, 3)
+    status, h, got = stack.gateway("POST", path, body, key=key,
+                                   headers={"x-mock-prompt-tokens": "12300"})
+    assert status == 200 and json.loads(got)["model"] == model
+    up = last_upstream_request(stack)
+    if path == MESSAGES:
+        assert up["body_sha256"] == hashlib.sha256(body).hexdigest()
+    r = stack.row(h["x-request-id"])
+    assert (r["model"], r["prompt_tokens"], r["verdict"]) == (model, 12300, "allow")
+    forbidden = body.replace(f'"{model}"'.encode(), f'"{other}"'.encode(), 1)
+    assert stack.gateway("POST", path, forbidden, key=key)[0] == 403
+    second = body[:-1] + f', "model": "{other}"}}'.encode()
+    status, h, got = stack.gateway("POST", path, second, key=key)
+    assert status == 400, got
+    assert last_upstream_request(stack)["body_sha256"] != hashlib.sha256(second).hexdigest()
+    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+
+
 def send_chunked(port, key, chunks, pause=0.3):
     """POSTs a chunked body, pausing between chunks so that HAProxy may decide on the
     first; returns (status, body)."""

@@ -323,6 +323,20 @@ static void test_truncated_bodies(void)
 	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
 	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, CHAT, prefix_model_last, 1);
 	CHECK_EQ_INT(d.verdict, DECISION_MODEL_REQUIRED);
+
+	/* An allow-list judges the model of a prefix cut inside the object; the capture
+	 * filter reads the rest for a second one. Only past the cut, or cut inside its
+	 * value, it cannot be judged. */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/v1/messages", prefix_model_first, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(d.capture && d.amend_scan);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT,
+	                         "{\"model\":\"gpt-a\",\"messages\":[{\"content\":\"xx", 1).verdict,
+	             DECISION_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, prefix_model_last, 1).verdict,
+	             DECISION_BODY_TOO_LARGE);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "{\"model\":\"gpt-b", 1).verdict,
+	             DECISION_BODY_TOO_LARGE);
 }
 
 static void test_error_bodies(void)
