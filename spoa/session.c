@@ -88,13 +88,12 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	memset(req, 0, sizeof(*req));
 	while ((rc = spop_kv_next(&p, m->args_end, &key, &v)) == 1) {
 		int is_text = v.type == SPOP_DATA_STR || v.type == SPOP_DATA_BIN;
+		int64_t *num = session_key_is(key, "bsize") ? &body_size
+		             : session_key_is(key, "cl")    ? &cl_count
+		             : session_key_is(key, "jmax")  ? &json_max : NULL;
 
-		if (session_key_is(key, "bsize") || session_key_is(key, "cl") ||
-		    session_key_is(key, "jmax")) {
-			int64_t *to = session_key_is(key, "cl")    ? &cl_count
-			            : session_key_is(key, "jmax") ? &json_max : &body_size;
-
-			if (session_arg_int(&v, to) < 0 && v.type != SPOP_DATA_NULL)
+		if (num) {
+			if (session_arg_int(&v, num) < 0 && v.type != SPOP_DATA_NULL)
 				return -1;
 			continue;
 		}

@@ -20,16 +20,24 @@ HAPROXY = os.environ.get("TALLY_HAPROXY") or "haproxy"
 
 
 def _haproxy_version():
-    out = subprocess.run([HAPROXY, "-v"], capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run([HAPROXY, "-v"], capture_output=True, text=True).stdout
+    except OSError:
+        return (0, 0)
     m = re.search(r"version (\d+)\.(\d+)", out)
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+def _cfg_size(name):
+    cfg = (ROOT / "haproxy" / "haproxy.cfg").read_text()
+    return int(re.search(rf"^\s*{re.escape(name)} (\d+)$", cfg, re.M).group(1))
+
+
 HAPROXY_VERSION = _haproxy_version()
-# The buffer HAProxy's json_query reads a unary answer in: haproxy.cfg's large buffers
-# on 3.4+ (tune.bufsize.large), else tune.bufsize. An answer longer than this hides its
-# usage from json_query.
-UNARY_BUFFER = 2097152 if HAPROXY_VERSION >= (3, 4) else 16384
+# The buffer HAProxy's json_query reads a unary answer in, as haproxy.cfg sets it: its
+# large buffers on 3.4+, else tune.bufsize. An answer longer than this hides its usage
+# from json_query.
+UNARY_BUFFER = _cfg_size("tune.bufsize.large" if HAPROXY_VERSION >= (3, 4) else "tune.bufsize")
 
 
 def binary(name):
