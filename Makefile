@@ -40,7 +40,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-unit test-integration fuzz asan valgrind \
         run bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -199,6 +199,12 @@ endif
 
 # The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
 # in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
+# The docker-compose stack, built from this checkout and run on HAProxy 3.4 (needs
+# root the first time: debootstrap for the base images, docker.io if missing).
+# TALLY_COMPOSE_CLEAN=all removes the base images afterwards too.
+test-compose:
+	bash tests/compose/run.sh
+
 test-matrix: deps build
 	@passed=0; failed=0; status=0; lines=(); \
 	for v in $(HAPROXY_VERSIONS); do \
