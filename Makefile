@@ -197,14 +197,14 @@ else
 	  TALLY_HAPROXY=$$haproxy TALLY_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests
 endif
 
-# The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
-# in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
 # The docker-compose stack, built from this checkout and run on HAProxy 3.4 (needs
 # root the first time: debootstrap for the base images, docker.io if missing).
 # TALLY_COMPOSE_CLEAN=all removes the base images afterwards too.
 test-compose:
 	bash tests/compose/run.sh
 
+# The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
+# in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
 test-matrix: deps build
 	@passed=0; failed=0; status=0; lines=(); \
 	for v in $(HAPROXY_VERSIONS); do \
