@@ -143,10 +143,16 @@ key=$(compose exec -T agent tallyctl key create compose-test --default-model moc
 if [ -n "$key" ]; then pass "key created with tallyctl"; else fail "key created with tallyctl"; exit 1; fi
 
 gw=http://127.0.0.1:$gateway_port
-status=$(curl -sS -o "$tmp/unary.json" -w '%{http_code}' "$gw/v1/chat/completions" \
-  -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-  -H 'x-mock-prompt-tokens: 11' -H 'x-mock-completion-tokens: 7' \
-  -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}')
+# The agent sees the new key at its next configuration poll (250 ms): until then the
+# key is unknown (401, a row without a key, which the checks below do not count).
+for _ in $(seq 1 20); do
+  status=$(curl -sS -o "$tmp/unary.json" -w '%{http_code}' "$gw/v1/chat/completions" \
+    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+    -H 'x-mock-prompt-tokens: 11' -H 'x-mock-completion-tokens: 7' \
+    -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}')
+  [ "$status" = 401 ] || break
+  sleep 0.25
+done
 if [ "$status" = 200 ] && grep -q '"completion_tokens":7' "$tmp/unary.json"; then
   pass "unary request through the gateway: 200"
 else
