@@ -132,11 +132,15 @@ def test_compose_config_validates():
 
 def test_dockerfile_builds_as_make_does():
     """The build stage runs the same two steps as a developer: install-deps, make build;
-    the runtime stages are Debian 12 slim and run as a non-root user."""
+    the runtime stages are the local Debian 12 base (HAProxy's the base with 3.4) and run
+    as a non-root user."""
     text = (ROOT / "docker" / "Dockerfile").read_text()
+    bases = dict(re.findall(r"^ARG (TALLY_\w*BASE)=(\S+)", text, re.M))
+    assert bases == {"TALLY_BASE": "tally/base:bookworm", "TALLY_HAPROXY_BASE": "tally/base:sid"}
     stages = re.findall(r"^FROM (\S+) AS (\S+)", text, re.M)
-    assert stages[0] == ("debian:12-slim", "build")
-    assert all(image in ("debian:12-slim", "runtime") for image, _ in stages)
+    assert stages[0] == ("${TALLY_BASE}", "build")
+    assert all(image in ("${TALLY_BASE}", "runtime") for image, t in stages if t != "haproxy")
+    assert ("${TALLY_HAPROXY_BASE}", "haproxy") in stages
     assert re.search(r"^RUN .*bash scripts/install-deps\.sh", text, re.M)
     assert re.search(r"^RUN make build\b", text, re.M)
     targets = dict((t, i) for i, (_, t) in enumerate(stages))
