@@ -41,7 +41,6 @@
 #define INTAKE_MAX_CONNS 64
 #define INTAKE_BUF (2 * INTAKE_MAX_RECORD)
 #define INTAKE_LATE_MS 60000          /* a decision later than this after its record: none */
-#define INTAKE_SPOE_TIMEOUT 1         /* SPOE's error code: the agent took too long */
 #define INTAKE_BACKLOG_MS 2000        /* the ring's backlog is read within this */
 #define INTAKE_BACKLOG_MARGIN_MS 2000 /* reread this much before what was delivered */
 
@@ -171,7 +170,7 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 	 * agent decided it and its pending entry is gone), and HAProxy stopped waiting for
 	 * the agent: its decision may still come, and must not hold a key's limits until
 	 * the pending timeout. */
-	if (!admitted && r.spoe_error == INTAKE_SPOE_TIMEOUT)
+	if (join_record_ends_wait(admitted, r.spoe_error))
 		pending_finish(in->cfg.pending, id, now);
 	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
 	intake_settle(in, &row);

@@ -175,6 +175,11 @@ enum join_fate join_decision_fate(int added)
 	return added == 0 ? JOIN_OWED : JOIN_REPEAT;
 }
 
+int join_record_ends_wait(int admitted, int64_t spoe_error)
+{
+	return !admitted && spoe_error > 0;
+}
+
 enum join_fate join_expiry_fate(int seen)
 {
 	return seen ? JOIN_RECOUNTED : JOIN_RESOLVES;

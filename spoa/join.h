@@ -57,6 +57,12 @@ enum join_fate join_record_fate(int seen, int admitted);
  * first and made the row). -1 (not noted) has no fate: the request is refused. */
 enum join_fate join_decision_fate(int added);
 
+/* Whether a record ends the wait for its decision: HAProxy reported an SPOE error
+ * (spoe_error > 0; ACCT_NONE when none: a timeout, the client gone mid-exchange, a broken
+ * SPOP connection) and no decision was pending. The agent may still be deciding it; that
+ * stale decision must then hold nothing, so the intake marks the id finished. */
+int join_record_ends_wait(int admitted, int64_t spoe_error);
+
 /* A pending decision's record never came. seen: a record made its row anyway (it came
  * before the decision was noted, so both counted the transaction); otherwise the
  * expiry makes the no_record row. */

@@ -4,6 +4,8 @@ Retry-After, change while the gateway runs, and survive an agent restart."""
 import concurrent.futures
 import json
 import signal
+import socket
+import struct
 import time
 
 import pytest
@@ -217,6 +219,47 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
 def test_no_cost_header_unless_enabled(stack):
     status, h, _ = chat(stack, stack.key)
     assert status == 200 and "x-tally-cost-micros" not in h
+
+
+def test_client_gone_while_the_agent_decides_holds_nothing(stack):
+    """The client resets its connection while the agent is stalled: HAProxy interrupts
+    the SPOE exchange (error 4 on 3.x, not a timeout) and logs at once; its record then
+    races the stale decision. Whichever comes first, the request ends as one row and the
+    key's only concurrency slot is free again within seconds, not after the pending
+    timeout. Three rounds, since the race goes either way."""
+    body = json.dumps({"model": "mock-gpt", "messages": [], "max_tokens": 16}).encode()
+    agent = stack.procs["agent"]
+    for n in range(3):
+        key = limited_key(stack, f"gone{n}", "--max-concurrent", "1")
+        status, h, _ = chat(stack, stack.key)     # an established SPOP connection
+        assert status == 200
+        before = stack.row(h["x-request-id"])["id"]
+        agent.signal(signal.SIGSTOP)
+        try:
+            c = socket.create_connection(("127.0.0.1", stack.gw_port))
+            c.sendall(b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: gw\r\n"
+                      b"Authorization: Bearer " + key.encode() + b"\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: "
+                      + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.1)   # HAProxy has sent the decision request (timeout 250 ms)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()         # a reset: HAProxy stops waiting for the agent
+            time.sleep(0.2)   # and logs the request before the agent runs again
+        finally:
+            agent.signal(signal.SIGCONT)
+        gone = stack.wait_rows(1, "id > ?", (before,))
+        deadline = time.time() + 10
+        while chat(stack, key)[0] != 200:
+            assert time.time() < deadline, "the stale decision still holds the slot"
+            time.sleep(0.2)
+        assert len(gone) == 1 and gone[0]["status"] != 200
+    deadline = time.time() + 10
+    while True:
+        c = stack.counters()
+        if c["received"] == c["written"] + c["dropped"] or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert c["received"] == c["written"] + c["dropped"]
 
 
 def test_decision_later_than_its_record_holds_nothing(stack):

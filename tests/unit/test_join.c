@@ -408,6 +408,13 @@ static void test_fates(void)
 	CHECK_EQ_INT(join_decision_fate(2), JOIN_REPEAT);
 	CHECK_EQ_INT(join_expiry_fate(0), JOIN_RESOLVES);
 	CHECK_EQ_INT(join_expiry_fate(1), JOIN_RECOUNTED);
+	/* Any SPOE error ends the wait (1: timeout, 4: interrupted by the client), unless
+	 * the decision came first; no error never does. */
+	CHECK(join_record_ends_wait(0, 1));
+	CHECK(join_record_ends_wait(0, 4));
+	CHECK(!join_record_ends_wait(1, 4));
+	CHECK(!join_record_ends_wait(0, ACCT_NONE));
+	CHECK(!join_record_ends_wait(0, 0));
 }
 
 /* The agent's sequence of arrivals in a few lines, over the real pending table and
@@ -428,7 +435,7 @@ static void flow_decide(struct flow *f, const char *id)
 	join_count(join_decision_fate(pending_add(f->pending, &row, 1000, &old)));
 }
 
-static void flow_record(struct flow *f, const char *id, int spoe_timed_out)
+static void flow_record(struct flow *f, const char *id, int64_t spoe_error)
 {
 	struct acct_row pending;
 	int seen = dedupe_seen(f->seen, id);
@@ -438,7 +445,7 @@ static void flow_record(struct flow *f, const char *id, int spoe_timed_out)
 	join_count(fate);
 	if (fate == JOIN_REPEAT)
 		return;
-	if (!admitted && spoe_timed_out)
+	if (join_record_ends_wait(admitted, spoe_error))
 		pending_finish(f->pending, id, 1000);
 	dedupe_add(f->seen, id, 1000);
 	f->rows++;
@@ -467,23 +474,25 @@ static void test_fates_keep_the_invariant(void)
 
 	counters_set(&(struct counters){ 0 });
 	flow_decide(&f, "a");            /* decided, then recorded */
-	flow_record(&f, "a", 0);
+	flow_record(&f, "a", ACCT_NONE);
 	flow_record(&f, "b", 1);         /* recorded after HAProxy gave up, decided late */
 	flow_decide(&f, "b");
-	flow_record(&f, "c", 0);         /* recorded, decided later still, then expired */
+	flow_record(&f, "c", ACCT_NONE); /* recorded, decided later still, then expired */
 	flow_decide(&f, "c");
 	flow_expire(&f, "c");
 	flow_decide(&f, "d");            /* decided twice, recorded twice */
 	flow_decide(&f, "d");
-	flow_record(&f, "d", 0);
-	flow_record(&f, "d", 0);
+	flow_record(&f, "d", ACCT_NONE);
+	flow_record(&f, "d", ACCT_NONE);
 	flow_decide(&f, "e");            /* decided, never recorded */
 	flow_expire(&f, "e");
-	flow_record(&f, "f", 0);         /* HAProxy answered alone */
+	flow_record(&f, "f", ACCT_NONE); /* HAProxy answered alone */
+	flow_record(&f, "g", 4);         /* the client went mid-exchange, decided late */
+	flow_decide(&f, "g");
 	c = counters_now();
-	CHECK_EQ_INT(f.rows, 6);
-	CHECK_EQ_INT(c.received, 6);
-	CHECK_EQ_INT(c.duplicates, 4);
+	CHECK_EQ_INT(f.rows, 7);
+	CHECK_EQ_INT(c.received, 7);
+	CHECK_EQ_INT(c.duplicates, 5);
 	CHECK_EQ_INT(pending_count(f.pending), 0);
 	pending_free(f.pending);
 	dedupe_free(f.seen);
