@@ -58,7 +58,8 @@ help:
 	@echo "make valgrind        unit tests under valgrind memcheck"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
-	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, count check"
+	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, held memory,"
+	@echo "                     count check (HAPROXY=3.4, or BENCH_HAPROXY_VERSIONS=\"2.6 3.4\" side by side)"
 	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
 	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop"
 	@echo "make bench-codec     SPOP decode/encode, record + usage parsing: operations/s"
@@ -261,8 +262,9 @@ endif
 bench-decision: deps build
 	@bash loadtest/bench-decision.sh
 
+# HAPROXY=3.4 runs it on that HAProxy; BENCH_HAPROXY_VERSIONS="2.6 3.4" on each, interleaved.
 bench-accounting: deps build
-	@bash loadtest/bench-accounting.sh
+	@BENCH_HAPROXY_VERSIONS="$(or $(HAPROXY),$(BENCH_HAPROXY_VERSIONS))" bash loadtest/bench-accounting.sh
 
 $(BUILD)/bench-journal: $(BUILD)/obj/loadtest/bench-journal.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
