@@ -259,8 +259,13 @@ else
 	@haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy bash scripts/run.sh
 endif
 
+# HAPROXY=3.4 runs it on that HAProxy; BENCH_LONG=1 sends long prompts (see the script).
 bench-decision: deps build
+ifeq ($(HAPROXY),)
 	@bash loadtest/bench-decision.sh
+else
+	@haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy bash loadtest/bench-decision.sh
+endif
 
 # HAPROXY=3.4 runs it on that HAProxy; BENCH_HAPROXY_VERSIONS="2.6 3.4" on each, interleaved.
 bench-accounting: deps build

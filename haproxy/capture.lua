@@ -25,7 +25,8 @@
 -- out). Members that the agent's rules (spoa/reqbody.c)
 -- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
--- reaches the upstream, which then refuses it.
+-- reaches the upstream, which then refuses it. So does, for a key restricted to some
+-- models whose body named none before the cut, a "model" not on txn.tally.allow.
 
 local HEAD = 1536
 local TAIL = 3072
@@ -44,6 +45,19 @@ function Capture:new()
     return setmetatable({ n = 0, head = "", tail = "", held = 0 }, Capture)
 end
 
+-- The models a restricted key may have past the cut (txn.tally.allow, a name a line),
+-- or nil when the agent judged the model itself.
+local function allow_set(list)
+    if not list then
+        return nil
+    end
+    local set = {}
+    for name in list:gmatch("[^\n]+") do
+        set[name] = true
+    end
+    return set
+end
+
 function Capture:start_analyze(txn, chn)
     if chn:is_resp() then
         filter.register_data_filter(self, chn)
@@ -59,6 +73,7 @@ function Capture:start_analyze(txn, chn)
     self.text = text or ""
     if scan then
         self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0 }
+        self.allow = allow_set(txn:get_var("txn.tally.allow"))
     else
         self.insert_at = txn:get_var("txn.tally.amend")
         self.cut = txn:get_var("txn.tally.amend_cut") or 0
@@ -192,9 +207,17 @@ function Capture:value_more(msg, sc, text)
     if sc.vlong then
         return
     end
+    if sc.value == "" then
+        -- Whitespace before the value is counted, not kept: the cap is the value's, and
+        -- a spoil lands on its first byte (a NUL where whitespace may stand passes
+        -- some JSON readers, cJSON's among them).
+        local lead = #text:match("^%s*")
+        sc.vws = sc.vws + lead
+        text = text:sub(lead + 1)
+    end
     if #sc.value + #text > OPTIONS_MAX then
         sc.vlong = true
-        spoil(msg, sc, sc.vat)
+        spoil(msg, sc, sc.vat + sc.vws)
         return
     end
     sc.value = sc.value .. text
@@ -207,7 +230,14 @@ function Capture:value_end(msg, sc, text, vend)
     self:value_more(msg, sc, text)
     local value = not sc.vlong and sc.value:match("^%s*(.-)%s*$")
     local grow = 0
-    if value and sc.member == "stream" then
+    if value and sc.member == "model" and self.allow then
+        -- A plain JSON string naming an allowed model, as sent; anything else is
+        -- refused (an escape included).
+        local name = value:match('^"([^"\\]*)"$')
+        if not (name and self.allow[name]) then
+            spoil(msg, sc, sc.vat + sc.vws)
+        end
+    elseif value and sc.member == "stream" then
         sc.stream = value
     elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
         sc.asked = asks_usage(value)
@@ -222,7 +252,7 @@ function Capture:value_end(msg, sc, text, vend)
             end
         end
     end
-    sc.member, sc.value, sc.vlong, sc.vat = nil, nil, nil, nil
+    sc.member, sc.value, sc.vlong, sc.vat, sc.vws = nil, nil, nil, nil, nil
     return grow
 end
 
@@ -299,7 +329,7 @@ function Capture:scan_data(msg, data, base)
             elseif sc.depth == 1 and c == 58 and sc.phase == "colon" then
                 sc.phase = "value"
                 if sc.member then
-                    sc.value, sc.vat, vfrom = "", base + q + shift, q + 1
+                    sc.value, sc.vat, sc.vws, vfrom = "", base + q + shift, 0, q + 1
                 end
             elseif sc.depth == 1 and c == 44 then
                 if vfrom then

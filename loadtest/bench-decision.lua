@@ -3,14 +3,15 @@
 -- BENCH_BODY_BYTES response by default; with BENCH_FRAMES set, a stream of that many
 -- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage. BENCH_LONG=1: a 40 KB prompt
 -- in the OpenAI Python SDK's order (messages, then model and stream), a stream of 10
--- frames that did not ask for usage: the body is longer than the agent sees, so the
--- capture filter reads it to its end and amends it.
+-- frames that did not ask for usage: the body is longer than the agent's first frame,
+-- so the capture filter reads it to its end and amends it, or on HAProxy 3.4 the agent
+-- judges it whole from its pieces. BENCH_LONG_BYTES sets the prompt's length.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TALLY_KEY") or "none")
 local frames = os.getenv("BENCH_FRAMES")
 if os.getenv("BENCH_LONG") == "1" then
-  wrk.body = '{"messages":[{"role":"user","content":"' .. string.rep("x", 40000) .. '"}],' ..
+  wrk.body = '{"messages":[{"role":"user","content":"' .. string.rep("x", tonumber(os.getenv("BENCH_LONG_BYTES") or "40000")) .. '"}],' ..
     '"model":"mock-gpt","stream":true}'
   wrk.headers["x-mock-frames"] = "10"
 elseif frames then

@@ -35,6 +35,7 @@ struct agent_config {
 	int write_retry_ms;
 	int pending_timeout_ms;
 	int pending_max;
+	int long_body_memory;                 /* bytes of long bodies in assembly, at most */
 	int dedupe_ms;
 	int default_max_tokens;
 	int64_t db_max_pages;

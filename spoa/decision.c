@@ -129,12 +129,44 @@ static struct spop_str decision_find_key(const struct decision_request *req)
 	return none;
 }
 
+/* The model that routes a restricted key's cut body whose "model" comes past the cut,
+ * for the capture filter to judge that one against what the route's provider may serve
+ * the key (decision_allow_list): the key's default when it is allowed and speaks the
+ * endpoint's API, else, when one provider serves every allowed model of that API, the
+ * dearest of them (what a reservation then holds errs high). NULL when there is none,
+ * or the list is too long to send. */
+static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api)
+{
+	const struct kt_model *m = k->default_model, *best = NULL;
+	size_t i;
+
+	if (!(m && m->provider && m->provider->api == api && keytable_key_allows(k, m))) {
+		m = NULL;
+		for (i = 0; i < k->nallowed; i++) {
+			const struct kt_model *a = k->allowed[i];
+
+			if (!a->provider || a->provider->api != api)
+				continue;
+			if (best && best->provider != a->provider)
+				return NULL;
+			if (!best || a->prices.output > best->prices.output)
+				best = a;
+		}
+		m = best;
+	}
+	if (!m || decision_allow_list(k, m->provider, NULL, 0) >= DECISION_ALLOW_LIST_MAX)
+		return NULL;
+	return m;
+}
+
 /* Checks the body and picks the model; returns the verdict so far. */
 static enum decision_verdict decision_pick_model(const struct keytable *t,
                                                  const struct decision_request *req,
+                                                 const struct decision_endpoint *ep,
                                                  struct decision *d)
 {
 	enum reqbody_status st = reqbody_inspect(req->body.ptr, req->body.len, &d->body);
+	const struct kt_model *route;
 
 	if (st == REQBODY_INVALID)
 		return DECISION_BAD_BODY;
@@ -146,10 +178,18 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	/* What follows the cut may name another model, and upstreams take the last one.
 	 * The capture filter reads every cut body to its end and spoils a second "model"
 	 * before the end goes up, so an allow-list can judge the one in a prefix cut inside
-	 * the object; a body whose only "model" is past the cut, or whose prefix is not cut
-	 * JSON (HAProxy's flag alone, a chunked body's padding), stays unjudgeable. */
-	if (d->body_truncated && d->key->restricted &&
-	    !(st == REQBODY_PREFIX && d->body.has_model))
+	 * the object; one whose only "model" is past the cut goes to a route the key may
+	 * use, where the filter judges the model it meets. A prefix that is not cut JSON
+	 * (HAProxy's flag alone, a chunked body's padding) stays unjudgeable. */
+	if (d->body_truncated && d->key->restricted && !d->body.has_model) {
+		if (st != REQBODY_PREFIX || !(route = decision_cut_route(d->key, ep->api)))
+			return DECISION_BODY_TOO_LARGE;
+		d->allow_scan = 1;
+		d->model_source = DECISION_MODEL_KEY_DEFAULT;
+		d->model = route;
+		return DECISION_ALLOW;
+	}
+	if (d->body_truncated && d->key->restricted && st != REQBODY_PREFIX)
 		return DECISION_BODY_TOO_LARGE;
 	if (d->body.has_model) {
 		d->model_source = DECISION_MODEL_BODY;
@@ -233,7 +273,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_REVOKED_KEY;
 	if (!(ep = decision_find_endpoint(req)))
 		return DECISION_BAD_ENDPOINT;
-	v = decision_pick_model(t, req, d);
+	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
 		return v;
 	if (!keytable_key_allows(d->key, d->model))
@@ -304,6 +344,46 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 	memset(d, 0, sizeof(*d));
 	d->stream = -1;
 	d->verdict = decision_judge(t, req, d);
+}
+
+/* A name the capture filter can match as it is: a JSON string's bytes without escapes,
+ * and no line break (the list's separator). */
+static int decision_name_plain(const char *name)
+{
+	for (; *name; name++)
+		if ((unsigned char)*name < 0x20 || *name == '"' || *name == '\\')
+			return 0;
+	return 1;
+}
+
+size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,
+                           size_t cap)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < k->nallowed; i++) {
+		const struct kt_model *m = k->allowed[i];
+		size_t n = strlen(m->name);
+
+		if (m->provider != p || !decision_name_plain(m->name))
+			continue;
+		if (len + (len > 0) + n < cap) {
+			if (len > 0)
+				buf[len] = '\n';
+			memcpy(buf + len + (len > 0), m->name, n);
+			buf[len + (len > 0) + n] = '\0';
+		}
+		len += (len > 0) + n;
+	}
+	return len;
+}
+
+int decision_key_active(const struct keytable *t, const struct decision_request *req)
+{
+	struct spop_str key = decision_find_key(req);
+	const struct kt_key *k = key.len ? keytable_find_key(t, key.ptr, key.len) : NULL;
+
+	return k && !k->revoked;
 }
 
 /* Appends s as JSON string content (without quotes), truncating at 200 bytes: error

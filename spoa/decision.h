@@ -69,6 +69,10 @@ struct decision {
 	 * that stream_options.include_usage is true, and removes the usage event from the
 	 * answer again. amend_scan: the body was cut, the filter reads the rest and puts
 	 * amend_text (or as many spaces) before the body's closing brace. */
+	/* allow_scan: a key restricted to some models sent a cut body whose "model" comes
+	 * past the cut; routed by the key's default, and the capture filter spoils the body
+	 * unless that model is one of decision_allow_list's. */
+	int allow_scan;
 	long amend_at;                      /* > 0 when the agent edits; 0 none */
 	long amend_cut;
 	const char *amend_text;             /* NULL: no amendment */
@@ -85,6 +89,20 @@ struct decision {
 /* Decides for req against the snapshot t. Always fills d; never fails. */
 void decision_make(const struct keytable *t, const struct decision_request *req,
                    struct decision *d);
+
+/* The bytes of decision_allow_list a request may carry to HAProxy, NUL included. */
+#define DECISION_ALLOW_LIST_MAX 1024
+
+/* The models key k may use that provider p serves, one name a line, into buf (cap
+ * bytes, NUL-terminated when it fits); names a line or a JSON string could not carry
+ * as they are are left out, so that they are refused. Returns the length it needs,
+ * without the NUL. */
+size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,
+                           size_t cap);
+
+/* Whether req names a key of t that is not revoked: what lets a long body's pieces take
+ * room before its decision (longbody.h). */
+int decision_key_active(const struct keytable *t, const struct decision_request *req);
 
 /* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
  * max_tokens or default_max_tokens when the body names none for the completion, and

@@ -25,6 +25,7 @@
 #include "journal.h"
 #include "keyhash.h"
 #include "keylive.h"
+#include "longbody.h"
 #include "keytable.h"
 #include "live-t.h"
 #include "log.h"
@@ -60,6 +61,7 @@ struct agent {
 	struct pending *pending;
 	struct keylive *keylive;
 	struct quota *quota;
+	struct longbody *longbody;
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
@@ -231,7 +233,9 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->pending = pending_new((size_t)a->cfg.pending_max);
 	a->keylive = keylive_new();
 	a->quota = quota_new();
-	if (!a->queue || !a->pending || !a->keylive || !a->quota) {
+	a->longbody = a->cfg.long_body_memory ? longbody_new((size_t)a->cfg.long_body_memory) : NULL;
+	if (!a->queue || !a->pending || !a->keylive || !a->quota ||
+	    (a->cfg.long_body_memory && !a->longbody)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -299,6 +303,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.quota = a->quota,
 		.default_max_tokens = a->cfg.default_max_tokens,
 		.secret = &a->gateway_secret,
+		.longbody = a->longbody,
 	};
 	struct intake_config ic = {
 		.addr = a->cfg.records_addr,
@@ -411,6 +416,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	pending_free(a->pending);
 	keylive_free(a->keylive);
 	quota_free(a->quota);
+	longbody_free(a->longbody);
 	if (a->db)
 		sqlite3_close(a->db);
 }

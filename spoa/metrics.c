@@ -169,6 +169,12 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n"
 	               "tally_records_total{transport=\"backlog\"} %" PRIu64 "\n",
 	               s->records_tcp, s->records_udp, s->records_backlog);
+	metrics_head(&o, "tally_long_bodies_total", "counter",
+	             "Request bodies longer than one SPOP frame sent in pieces (HAProxy 3.4+): "
+	             "judged whole, or refused and judged on their first frame.");
+	metrics_printf(&o, "tally_long_bodies_total{result=\"whole\"} %" PRIu64 "\n"
+	               "tally_long_bodies_total{result=\"refused\"} %" PRIu64 "\n",
+	               s->long_bodies_whole, s->long_bodies_refused);
 	metrics_gauge(&o, "tally_queue_depth", "Rows waiting for the writer.", (int64_t)s->queue_depth);
 	metrics_gauge(&o, "tally_queue_capacity", "Rows the writer queue holds at most.",
 	              (int64_t)s->queue_capacity);

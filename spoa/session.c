@@ -5,12 +5,14 @@
  * unreachable agent and, under fail-open, let the request through unjudged. */
 #include "session.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "acct.h"
 #include "counters.h"
 #include "decision.h"
 #include "log.h"
+#include "longbody.h"
 #include "spop.h"
 #include "stats.h"
 
@@ -73,15 +75,24 @@ static int session_key_is(struct spop_str k, const char *name)
 	return k.len == strlen(name) && memcmp(k.ptr, name, k.len) == 0;
 }
 
-/* Reads our message's arguments into req. Unknown arguments are ignored so that a newer
- * SPOE file can add some; absent or NULL ones stay empty. */
+/* A piece of a long body (SESSION_PIECE_MESSAGE): where it starts, its bytes, and how
+ * much of the body HAProxy holds (the body's size when all of it came). */
+struct session_piece {
+	int64_t off;
+	int64_t held;
+	struct spop_str data;
+};
+
+/* Reads our messages' arguments into req (and piece, for a piece's message; else NULL).
+ * Unknown arguments are ignored so that a newer SPOE file can add some; absent or NULL
+ * ones stay empty. */
 static int session_read_request(const struct spop_msg *m, struct decision_request *req,
-                                struct spop_str *id)
+                                struct spop_str *id, struct session_piece *piece)
 {
 	const unsigned char *p = m->args;
 	struct spop_str key;
 	struct spop_data v;
-	int64_t body_size = -1, cl_count = 0, json_max = 0;
+	int64_t body_size = -1, cl_count = 0, json_max = 0, off = -1, held = -1;
 	int have_method = 0;
 	int rc;
 
@@ -90,7 +101,9 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		int is_text = v.type == SPOP_DATA_STR || v.type == SPOP_DATA_BIN;
 		int64_t *num = session_key_is(key, "bsize") ? &body_size
 		             : session_key_is(key, "cl")    ? &cl_count
-		             : session_key_is(key, "jmax")  ? &json_max : NULL;
+		             : session_key_is(key, "jmax")  ? &json_max
+		             : session_key_is(key, "off")   ? &off
+		             : session_key_is(key, "blen")  ? &held : NULL;
 
 		if (num) {
 			if (session_arg_int(&v, num) < 0 && v.type != SPOP_DATA_NULL)
@@ -109,12 +122,19 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		}
 		else if (session_key_is(key, "path"))
 			req->path = v.u.str;
-		else if (session_key_is(key, "body"))
+		else if (session_key_is(key, "body") || session_key_is(key, "data"))
 			req->body = v.u.str;
 		else if (session_key_is(key, "secret"))
 			req->secret = v.u.str;
 		else if (session_key_is(key, "id"))
 			*id = v.u.str;
+	}
+	if (piece) {
+		piece->off = off;
+		piece->held = held;
+		piece->data = req->body;
+		req->body_size = body_size;
+		return rc < 0 || off < 0 || body_size <= 0 ? -1 : 0;
 	}
 	/* Without the method the SPOE file is not ours (an old one, say): an error names
 	 * that better than a verdict on the wrong grounds would. */
@@ -209,6 +229,12 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_put_prices(out, &d->model->prices);
 	if (d->amend_scan)
 		session_set_int(out, "amend_scan", 1);
+	if (d->allow_scan && d->verdict == DECISION_ALLOW) {
+		char allow[DECISION_ALLOW_LIST_MAX];
+		size_t n = decision_allow_list(d->key, d->model->provider, allow, sizeof(allow));
+
+		session_set_str(out, "allow", allow, n < sizeof(allow) ? n : 0);
+	}
 	if (d->amend_text) {
 		long len = (long)strlen(d->amend_text);
 
@@ -294,7 +320,68 @@ static void session_refuse(struct decision *d, struct decision_request *req,
 	d->stream = -1;
 }
 
-/* Writes the ACK for one NOTIFY frame: the verdict on our message. */
+/* Stores one piece of a long body and writes its ACK: txn.tally.off, the next piece's
+ * offset, while the body is incomplete; unset when it is whole or was refused (pieces
+ * stop, and a refused body is judged on its first frame). Only a piece from the
+ * gateway's HAProxy, of a body it holds whole, takes room, and a body's first piece
+ * only for an active key: nobody else can make the agent hold memory. */
+static void session_piece(struct session *s, const struct keytable *kt,
+                          const struct spop_frame *f, const struct spop_msg *m,
+                          struct spop_writer *out)
+{
+	struct decision_request req;
+	struct session_piece piece;
+	struct spop_str id = { "", 0 };
+	int64_t got = -1;
+	size_t start = out->len;
+
+	if (session_read_request(m, &req, &id, &piece) < 0) {
+		s->stats.bad_messages++;
+	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
+		counters_refuse_unauthenticated();
+	} else if (s->longbody && piece.held == req.body_size &&
+	           (piece.off > 0 || decision_key_active(kt, &req))) {
+		got = longbody_append(s->longbody, id.ptr, id.len, piece.off, req.body_size,
+		                      piece.data.ptr, piece.data.len, acct_now_ms());
+	}
+	if (got < 0)
+		stats_add(&stats.long_bodies_refused, 1);
+	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
+	if (got >= 0 && got < req.body_size)
+		session_set_int(out, "off", got);
+	else
+		spop_put_unset_var(out, SPOP_SCOPE_TXN, "off", 3);
+	if (spop_frame_end(out) < 0)
+		out->len = start;
+	stats_add(&stats.spop_frames_out, 1);
+}
+
+/* A body HAProxy cut in the decision's message but sent whole in pieces before it: when
+ * all of its bytes came and they begin with the prefix the message carries, req's body
+ * becomes the whole one, judged as any body seen whole. Returns the body (the caller's
+ * to free), or NULL with req unchanged. */
+static char *session_whole_body(struct longbody *lb, struct spop_str id,
+                                struct decision_request *req)
+{
+	char *whole = NULL;
+	size_t len = 0;
+
+	if (!longbody_take(lb, id.ptr, id.len, &whole, &len))
+		return NULL;
+	if ((int64_t)len != req->body_size || len < req->body.len ||
+	    (req->body.len && memcmp(whole, req->body.ptr, req->body.len) != 0)) {
+		free(whole);
+		return NULL;
+	}
+	req->body.ptr = whole;
+	req->body.len = len;
+	req->body_truncated = 0;
+	stats_add(&stats.long_bodies_whole, 1);
+	return whole;
+}
+
+/* Writes the ACK for one NOTIFY frame: the verdict on our message, or a long body's
+ * piece stored. */
 static void session_notify(struct session *s, const struct keytable *kt,
                            const struct spop_frame *f, struct spop_writer *out)
 {
@@ -303,14 +390,18 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	struct decision d;
 	struct spop_msg m;
 	struct spop_str id = { "", 0 };
-	char body[2048];
+	char body[2048], *whole = NULL;
 	int rc, found = 0, body_len = 0;
 
 	s->stats.notifies++;
 	while ((rc = spop_msg_next(&p, end, &m)) == 1) {
+		if (session_key_is(m.name, SESSION_PIECE_MESSAGE)) {
+			session_piece(s, kt, f, &m, out);
+			return;
+		}
 		if (!session_key_is(m.name, SESSION_MESSAGE))
 			continue;
-		if (session_read_request(&m, &req, &id) < 0) {
+		if (session_read_request(&m, &req, &id, NULL) < 0) {
 			rc = -1;
 			break;
 		}
@@ -330,6 +421,8 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	} else {
 		uint64_t t0 = stats_now_ns();
 
+		if (req.body_truncated && s->longbody)
+			whole = session_whole_body(s->longbody, id, &req);
 		decision_make(kt, &req, &d);
 		session_quota(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
@@ -347,6 +440,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
 		session_ack(s, f, &d, body, body_len, 1, out);
 	stats_add(&stats.spop_frames_out, 1);
+	free(whole);
 }
 
 static enum session_result session_frame(struct session *s, const struct keytable *kt,

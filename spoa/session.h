@@ -12,8 +12,12 @@
 #include "keytable-t.h"
 #include "spop-t.h"
 
-/* The SPOE message our haproxy/spoe-tally.conf sends at request time. */
+struct longbody;
+
+/* The SPOE message our haproxy/spoe-tally.conf sends at request time, and the one that
+ * carries a piece of a long body before it (HAProxy 3.4+, longbody.h). */
 #define SESSION_MESSAGE "tally-request"
+#define SESSION_PIECE_MESSAGE "tally-piece"
 
 enum session_state { SESSION_WAIT_HELLO, SESSION_READY, SESSION_CLOSED };
 
@@ -42,6 +46,9 @@ struct session {
 	/* What HAProxy's NOTIFYs carry; a NOTIFY without it did not come from the gateway's
 	 * HAProxy: refused, counted, never recorded. NULL: not checked (tests). Borrowed. */
 	const struct gwsecret *secret;
+	/* Long bodies in assembly, shared by every connection; NULL: pieces are refused and
+	 * long bodies judged on their first frame. Borrowed. */
+	struct longbody *longbody;
 };
 
 enum session_result {

@@ -43,6 +43,10 @@ struct stats {
 	atomic_uint_fast64_t records_udp; /* log records read from the UDP copy */
 	atomic_uint_fast64_t records_backlog; /* taken from the ring over HAProxy's CLI */
 	atomic_uint_fast64_t batches;     /* writer transactions committed */
+	/* Long request bodies (HAProxy 3.4+, longbody.h): judged whole from their pieces,
+	 * and pieces refused (the body is then judged on its first frame). */
+	atomic_uint_fast64_t long_bodies_whole;
+	atomic_uint_fast64_t long_bodies_refused;
 	/* SPOP */
 	atomic_uint_fast64_t spop_connections;       /* accepted, total */
 	atomic_int_fast64_t spop_connections_open;   /* gauge */

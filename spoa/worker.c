@@ -320,6 +320,7 @@ static void worker_add_conn(struct worker *w, int fd)
 	c->sess.quota = w->acct.quota;
 	c->sess.default_max_tokens = w->acct.default_max_tokens;
 	c->sess.secret = w->acct.secret;
+	c->sess.longbody = w->acct.longbody;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);

@@ -15,6 +15,7 @@ struct worker;
 struct pending;
 struct keylive;
 struct journal;
+struct longbody;
 
 /* Bounds on each SPOP connection of the thread. */
 struct worker_conn_cfg {
@@ -32,6 +33,7 @@ struct worker_acct {
 	struct quota *quota;          /* NULL: no limits enforced */
 	int64_t default_max_tokens;   /* reserved output when a request names no max_tokens */
 	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
+	struct longbody *longbody;    /* NULL: long bodies judged on their first frame */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */

@@ -1,11 +1,13 @@
 /* libFuzzer target: a whole SPOP conversation (frames, NOTIFY messages, typed data, the
- * decision on their arguments) from arbitrary bytes, against a real keytable. */
+ * decision on their arguments, long bodies' pieces) from arbitrary bytes, against a real
+ * keytable. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../unit/fixture.h"
 #include "log.h"
+#include "longbody.h"
 #include "session.h"
 #include "spop.h"
 
@@ -41,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(in, data, size);
 	session_init(&s, 16380);
+	s.longbody = longbody_new(1 << 18);
 	/* Feed like the worker does: whole input, replies drained whenever full. */
 	for (;;) {
 		struct spop_writer w;
@@ -54,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r == SESSION_CLOSE || used == 0)
 			break;
 	}
+	longbody_free(s.longbody);
 	free(in);
 	return 0;
 }

@@ -8,9 +8,11 @@ import re
 import signal
 import socket
 import time
+import urllib.request
 
 import pytest
 
+from conftest import JUDGED_WHOLE
 from stack import MOCK_CREDENTIAL, Stack
 
 CHAT = "/v1/chat/completions"
@@ -239,20 +241,40 @@ def test_body_larger_than_the_buffer(stack):
     assert status == 200, got
     assert json.loads(got)["model"] == "mock-claude"
     assert last_upstream_request(stack)["body_len"] == len(body)
-    # model after the prompt (as the OpenAI SDK sends it): routed by the key's default.
-    # Whether it is a stream shows only after the cut: the body went up 40 bytes longer,
-    # the room the usage amendment would have taken, as spaces before its last brace.
+    # model after the prompt (as the OpenAI SDK sends it)
     body = json.dumps({"messages": [{"role": "user", "content": prompt}],
                        "model": "mock-gpt"}).encode()
     status, _, got = stack.gateway("POST", CHAT, body, key=stack.key)
     assert status == 200, got
     up = last_upstream_request(stack)
-    assert up["body_len"] == len(body) + 40
-    assert up["body_sha256"] == hashlib.sha256(body[:-1] + b" " * 40 + b"}").hexdigest()
-    # a key restricted to some models cannot have its allow-list judged on a prefix
+    if JUDGED_WHOLE:
+        # judged whole (3.4+): the body goes up as it came
+        assert up["body_sha256"] == hashlib.sha256(body).hexdigest()
+    else:
+        # routed by the key's default; whether it is a stream shows only after the
+        # cut: the body went up 40 bytes longer, the room the usage amendment would
+        # have taken, as spaces before its last brace
+        assert up["body_len"] == len(body) + 40
+        assert up["body_sha256"] == hashlib.sha256(body[:-1] + b" " * 40 + b"}").hexdigest()
+    # a key restricted to some models, without a default, is served too: the agent
+    # judges the whole body (3.4+), or routes it to the one provider of its models and
+    # the capture filter judges the model past the cut
     key = stack.create_key("restricted", "--models", "mock-gpt")
     assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
-    assert_error(*stack.gateway("POST", CHAT, body, key=key), 413, "body_too_large")
+    status, h, got = stack.gateway("POST", CHAT, body, key=key,
+                                   headers={"x-mock-prompt-tokens": "10100"})
+    assert status == 200, got
+    r = stack.row(h["x-request-id"])
+    assert (r["model"], r["prompt_tokens"], r["outcome"]) == ("mock-gpt", 10100, "complete")
+    # ...and a model it may not use is never served
+    other = body.replace(b'"mock-gpt"', b'"mock-claude"')
+    status, h, got = stack.gateway("POST", CHAT, other, key=key)
+    if JUDGED_WHOLE:
+        assert_error(status, h, got, 403, "model_not_allowed")
+    else:
+        assert status == 400, got
+        assert last_upstream_request(stack)["body_sha256"] != hashlib.sha256(other).hexdigest()
+        assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
     # ...while a body that fits the inspected window (about 14 KiB with the default
     # tune.bufsize) is judged whole
     fits = json.dumps({"messages": [{"role": "user", "content": "y" * 12000}],
@@ -260,6 +282,67 @@ def test_body_larger_than_the_buffer(stack):
     assert stack.gateway("POST", CHAT, fits, key=key)[0] == 200
     assert_error(*stack.gateway("POST", CHAT, fits.replace(b'"mock-gpt"', b'"mock-claude"'),
                                 key=key), 403, "model_not_allowed")
+
+
+def long_prompt(size, tail, head=None):
+    """A chat body of exactly size bytes, its prompt first and tail's members last."""
+    start = json.dumps(dict(head or {}, messages=[{"role": "user", "content": ""}]))
+    rest = json.dumps(tail)[1:]
+    pad = size - len(start) - len(rest) - 1
+    return (start[:-4] + "x" * pad + '"}]' + ", " + rest).encode()
+
+
+def long_bodies_metric(stack, result):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    m = re.search(rf'^tally_long_bodies_total{{result="{result}"}} (\d+)$', text, re.M)
+    return int(m.group(1))
+
+
+def test_long_prompts_judged_whole_on_large_buffers(stack):
+    """HAProxy 3.4 sends a body longer than one SPOP frame to the agent in pieces: up to
+    1 MiB it is judged whole, so model, stream and the allow-list count wherever they
+    stand (the OpenAI Python SDK puts model last, Claude Code stream). Older versions
+    judge the first frame (the rest: test_body_larger_than_the_buffer, test_integrity)."""
+    nodefault = stack.create_key("long-nodefault")
+    only = stack.create_key("long-only", "--models", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=only)[0] == 200, 3)
+    body = long_prompt(40000, {"model": "mock-gpt"})
+    status, h, got = stack.gateway("POST", CHAT, body, key=nodefault)
+    if not JUDGED_WHOLE:
+        assert_error(status, h, got, 400, "model_required")
+        return
+    whole = long_bodies_metric(stack, "whole")
+    assert status == 200, got
+    assert last_upstream_request(stack)["body_sha256"] == hashlib.sha256(body).hexdigest()
+    # stream past the cut: the usage amendment is an exact edit, the row a stream
+    body = long_prompt(60000, {"model": "mock-gpt", "stream": True})
+    status, h, got = stack.gateway("POST", CHAT, body, key=nodefault,
+                                   headers={"x-mock-frames": "3", "x-mock-prompt-tokens": "15000"})
+    assert status == 200 and b'"usage":{' not in got
+    # the agent's edit, as for a short body: the member first in the object
+    sent = b'{"stream_options":{"include_usage":true},' + body[1:]
+    assert last_upstream_request(stack)["body_sha256"] == hashlib.sha256(sent).hexdigest()
+    r = stack.row(h["x-request-id"])
+    assert (r["stream"], r["prompt_tokens"], r["usage_source"]) == (1, 15000, "stream")
+    # 1 MiB, the most haproxy.cfg sends in pieces: the allow-list judges its last member
+    body = long_prompt(JUDGED_WHOLE, {"model": "mock-claude"})
+    assert len(body) == JUDGED_WHOLE
+    assert_error(*stack.gateway("POST", CHAT, body, key=only), 403, "model_not_allowed")
+    body = long_prompt(JUDGED_WHOLE, {"model": "mock-gpt"})
+    status, h, got = stack.gateway("POST", CHAT, body, key=only)
+    assert status == 200, got
+    assert last_upstream_request(stack)["body_sha256"] == hashlib.sha256(body).hexdigest()
+    assert long_bodies_metric(stack, "whole") == whole + 3
+    # a byte more and the first frame decides; the capture filter judges the model
+    body = long_prompt(JUDGED_WHOLE + 1, {"model": "mock-claude"})
+    status, h, got = stack.gateway("POST", CHAT, body, key=only)
+    assert status == 400 and stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert long_bodies_metric(stack, "whole") == whole + 3
+    # pieces need the agent: without it the fail policy answers, as for any request
+    stack.kill_agent(signal.SIGKILL)
+    assert_error(*stack.gateway("POST", CHAT, long_prompt(40000, {"model": "mock-gpt"}),
+                                key=only), 503, "gateway_unavailable")
 
 
 @pytest.mark.parametrize("path,model,other", [(CHAT, "mock-gpt", "mock-claude"),
@@ -287,7 +370,9 @@ def test_restricted_key_long_body_with_model_first(stack, path, model, other):
     status, h, got = stack.gateway("POST", path, second, key=key)
     assert status == 400, got
     assert last_upstream_request(stack)["body_sha256"] != hashlib.sha256(second).hexdigest()
-    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    # judged whole, the gateway refuses it; else the upstream refuses the spoiled body
+    assert stack.row(h["x-request-id"])["outcome"] == ("denied" if JUDGED_WHOLE
+                                                       else "upstream_rejected")
 
 
 def send_chunked(port, key, chunks, pause=0.3):

@@ -31,7 +31,11 @@ BODIES = {
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("integrity"), agent_args=["--pending-timeout-ms", "2000"])
+    # Long bodies are read past the cut by the capture filter here, on every HAProxy:
+    # 3.4's agent would judge them whole (test_gateway.py), as it does not when its
+    # room for them is spent or a body passes 1 MiB.
+    s = Stack(tmp_path_factory.mktemp("integrity"),
+              agent_args=["--pending-timeout-ms", "2000", "--long-body-memory", "0"])
     try:
         s.start()
         s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
@@ -278,6 +282,33 @@ def test_a_second_stream_member_past_the_prefix_spoils_the_body(stack):
     variant = json.dumps({"messages": [{"role": "user", "content": "x" * 40000}],
                           "model": "mock-gpt"}).encode()[:-1] + b', "Stream": true}'
     assert post(stack, CHAT, variant)[0] == 400
+
+
+@pytest.mark.parametrize("value", [
+    b'"mock-claude"', b' \t "mock-claude"', b' ' * 300 + b'"mock-claude"',
+    b'"mock\\u002dgpt"', b'"mock-gpt' + b'x' * 300 + b'"', b'["mock-gpt"]',
+], ids=["forbidden", "spaced", "padded-past-the-cap", "escaped", "long", "not-a-string"])
+def test_a_restricted_keys_model_past_the_prefix_is_judged(stack, value):
+    """A key restricted to some models sends a body whose only "model" comes past the
+    cut (the OpenAI Python SDK's order): it goes to the provider of its allowed models,
+    and the capture filter spoils the body unless the model it meets is one of them,
+    spelled as sent. Whitespace before the value cannot move the spoil where a lenient
+    reader skips it."""
+    key = stack.create_key(f"past-cut-{len(value)}-{value[:3].hex()}", "--models", "mock-gpt")
+    ok = long_body(CHAT, {})
+    deadline = time.time() + 3   # the agent's next configuration poll
+    while post(stack, CHAT, ok, key=key)[0] != 200 and time.time() < deadline:
+        time.sleep(0.1)
+    status, h, _ = post(stack, CHAT, ok, {"x-mock-prompt-tokens": "7"}, key=key)
+    assert status == 200
+    r = stack.row(h["x-request-id"])
+    assert (r["model"], r["prompt_tokens"], r["outcome"]) == ("mock-gpt", 7, "complete")
+    body = ok.replace(b'"model": "mock-gpt"', b'"model":' + value)
+    assert body != ok
+    status, h, answer = post(stack, CHAT, body, key=key)
+    assert status == 400, answer[:200]
+    assert stack.mock_requests()[-1]["body_sha256"] != hashlib.sha256(body).hexdigest()
+    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
 
 
 @pytest.mark.parametrize("path,model", [(MESSAGES, "mock-claude"), ("/v1/embeddings", "mock-gpt")])

@@ -333,10 +333,50 @@ static void test_truncated_bodies(void)
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT,
 	                         "{\"model\":\"gpt-a\",\"messages\":[{\"content\":\"xx", 1).verdict,
 	             DECISION_MODEL_FORBIDDEN);
-	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, prefix_model_last, 1).verdict,
-	             DECISION_BODY_TOO_LARGE);
-	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "{\"model\":\"gpt-b", 1).verdict,
-	             DECISION_BODY_TOO_LARGE);
+	/* With "model" only past the cut, the key's default routes it and the capture
+	 * filter judges the model it meets against what that provider may serve the key;
+	 * on the other API's path the default cannot route it. */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, prefix_model_last, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(d.allow_scan && d.amend_scan && d.capture);
+	CHECK_EQ_STR(d.model->name, "gpt-b");
+	CHECK_EQ_INT(d.model_source, DECISION_MODEL_KEY_DEFAULT);
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/v1/messages", prefix_model_last, 1);
+	CHECK(d.verdict == DECISION_ALLOW && d.allow_scan);
+	CHECK_EQ_STR(d.model->name, "claude-a");
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, prefix_model_last, 1);
+	CHECK(!d.allow_scan);
+	/* cut inside its value: the filter meets the whole value past the cut */
+	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "{\"model\":\"gpt-b", 1);
+	CHECK(d.verdict == DECISION_ALLOW && d.allow_scan);
+}
+
+/* The list the capture filter judges a model past the cut by: the key's allowed models
+ * its default's provider serves, a name a line; names it could not match as sent are
+ * left out, and a list that does not fit says how long it is. */
+static void test_allow_list(void)
+{
+	struct decision d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT,
+	                                "{\"messages\":[{\"content\":\"xx", 1);
+	const struct kt_model *odd[3];
+	struct kt_model quoted = *d.key->default_model, plain = quoted;
+	struct kt_key k = *d.key;
+	char buf[64];
+
+	CHECK_EQ_INT(decision_allow_list(d.key, d.model->provider, buf, sizeof(buf)), 5);
+	CHECK_EQ_STR(buf, "gpt-b");
+	quoted.name = "gpt-\"x";
+	plain.name = "gpt-c";
+	odd[0] = d.key->default_model;
+	odd[1] = &quoted;
+	odd[2] = &plain;
+	k.allowed = odd;
+	k.nallowed = 3;
+	CHECK_EQ_INT(decision_allow_list(&k, d.model->provider, buf, sizeof(buf)), 11);
+	CHECK_EQ_STR(buf, "gpt-b\ngpt-c");
+	CHECK_EQ_INT(decision_allow_list(&k, d.model->provider, buf, 8), 11);
+	CHECK_EQ_STR(buf, "gpt-b");
+	CHECK_EQ_INT(decision_allow_list(&k, d.model->provider, NULL, 0), 11);
 }
 
 static void test_error_bodies(void)
@@ -413,6 +453,37 @@ static void test_chunked_bodies(void)
 	CHECK(!d.body_truncated);
 }
 
+/* A restricted key without a default whose "model" comes past the cut is routed by the
+ * provider that serves its allowed models of the endpoint's API, on the dearest of them;
+ * when two providers do, the route is unknown and the body refused. */
+static void test_cut_route_without_default(void)
+{
+	const char *key = "tly_cutroute000000000000000000000000000000000";
+	const char *auth = "Bearer tly_cutroute000000000000000000000000000000000";
+	const char *cut = "{\"messages\":[{\"content\":\"xx";
+	char err[256];
+	struct decision d;
+
+	CHECK_EQ_INT(fixture_add_key(&fx, 60, "cut-route", key, NULL, 0), 0);
+	CHECK_EQ_INT(db_exec(fx.db,
+	                     "INSERT INTO providers (id, name, api, backend, created_at) VALUES"
+	                     " (3, 'oai2', 'openai', 'be_oai2', 1);"
+	                     "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
+	                     " output_micros_per_mtok, created_at, updated_at) VALUES"
+	                     " ('gpt-z', 3, 1, 1, 1, 1);"
+	                     "INSERT INTO key_models VALUES (60, 'gpt-a'), (60, 'gpt-b');",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide_with(auth, NULL, CHAT, cut, 1);
+	CHECK(d.verdict == DECISION_ALLOW && d.allow_scan);
+	CHECK_EQ_STR(d.model->name, "gpt-a");
+	CHECK_EQ_INT(decide_with(auth, NULL, "/v1/messages", cut, 1).verdict, DECISION_BODY_TOO_LARGE);
+	CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO key_models VALUES (60, 'gpt-z')", err,
+	                     sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	CHECK_EQ_INT(decide_with(auth, NULL, CHAT, cut, 1).verdict, DECISION_BODY_TOO_LARGE);
+}
+
 static void test_reload_sees_changes(void)
 {
 	char err[256];
@@ -454,6 +525,8 @@ int main(void)
 		return 1;
 	RUN(test_keys);
 	RUN(test_allow_lists);
+	RUN(test_allow_list);
+	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);

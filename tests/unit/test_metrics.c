@@ -41,6 +41,8 @@ static void sample_snapshot(struct statsnap *s)
 	s->records_udp = 18;
 	s->records_backlog = 19;
 	s->batches = 19;
+	s->long_bodies_whole = 27;
+	s->long_bodies_refused = 28;
 	s->spop_connections = 20;
 	s->spop_connections_open = 21;
 	s->spop_frames_in = 22;
@@ -83,6 +85,8 @@ static void test_render_values(void)
 	CHECK(has_line(page, "tally_records_total{transport=\"udp\"} 18"));
 	CHECK(has_line(page, "tally_records_total{transport=\"backlog\"} 19"));
 	CHECK(has_line(page, "tally_writer_batches_total 19"));
+	CHECK(has_line(page, "tally_long_bodies_total{result=\"whole\"} 27"));
+	CHECK(has_line(page, "tally_long_bodies_total{result=\"refused\"} 28"));
 	CHECK(has_line(page, "tally_spop_connections_total 20"));
 	CHECK(has_line(page, "tally_spop_connections_open 21"));
 	CHECK(has_line(page, "tally_spop_frames_total{direction=\"in\"} 22"));
@@ -181,8 +185,8 @@ static void test_render_format(void)
 			CHECK(end != value + 1 && *end == '\0');
 		}
 	}
-	CHECK_EQ_INT(ndeclared, 21);
-	CHECK_EQ_INT(nsamples, 19 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	CHECK_EQ_INT(ndeclared, 22);
+	CHECK_EQ_INT(nsamples, 21 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "longbody.h"
 #include "session.h"
 #include "spop.h"
 #include "unit.h"
@@ -107,6 +108,63 @@ static void notify_with(struct buf *out, uint64_t sid, uint64_t fid, const char 
 static void notify(struct buf *out, uint64_t sid, uint64_t fid, const char *auth, const char *body)
 {
 	notify_with(out, sid, fid, auth, body, NULL);
+}
+
+static void put_kv_int(struct buf *b, const char *k, int64_t n)
+{
+	unsigned char t = SPOP_DATA_INT64;
+
+	put_str(b, k);
+	put(b, &t, 1);
+	b->len += (size_t)spop_varint_encode((uint64_t)n, b->b + b->len, 10);
+}
+
+static void put_kv_bin(struct buf *b, const char *k, const char *v, size_t n)
+{
+	unsigned char t = SPOP_DATA_BIN;
+
+	put_str(b, k);
+	put(b, &t, 1);
+	b->len += (size_t)spop_varint_encode(n, b->b + b->len, 10);
+	put(b, v, n);
+}
+
+/* A piece of a long body as spoe-tally.conf sends it on HAProxy 3.4+: blen of its size
+ * held by HAProxy, len bytes at off. */
+static void piece(struct buf *out, uint64_t sid, const char *id, const char *auth, int64_t off,
+                  const char *body, int64_t size, int64_t blen, size_t len)
+{
+	struct buf p = { .len = 0 };
+	unsigned char nargs = 6;
+
+	put_str(&p, SESSION_PIECE_MESSAGE);
+	put(&p, &nargs, 1);
+	put_kv_str(&p, "id", id);
+	put_kv_str(&p, "auth", auth);
+	put_kv_int(&p, "off", off);
+	put_kv_int(&p, "bsize", size);
+	put_kv_int(&p, "blen", blen);
+	put_kv_bin(&p, "data", body + off, len);
+	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, sid, &p);
+}
+
+/* The decision's NOTIFY for a body of size bytes of which HAProxy sends the first cap. */
+static void notify_cut(struct buf *out, uint64_t sid, const char *id, const char *auth,
+                       const char *body, size_t size, size_t cap)
+{
+	struct buf p = { .len = 0 };
+	unsigned char nargs = 7;
+
+	put_str(&p, SESSION_MESSAGE);
+	put(&p, &nargs, 1);
+	put_kv_str(&p, "id", id);
+	put_kv_str(&p, "auth", auth);
+	put_kv_str(&p, "method", "POST");
+	put_kv_str(&p, "path", "/v1/chat/completions");
+	put_kv_int(&p, "cl", 1);
+	put_kv_int(&p, "bsize", (int64_t)size);
+	put_kv_bin(&p, "body", body, size < cap ? size : cap);
+	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, sid, &p);
 }
 
 /* Decodes every frame in out; returns how many, checking each type in order. */
@@ -317,6 +375,112 @@ static void test_gateway_secret_and_busy(void)
 	CHECK(memmem(outbuf, w.len, "overloaded", 10) == NULL);
 }
 
+/* Feeds in to s; returns the output's length in outbuf. */
+static size_t feed_all(struct session *s, const struct buf *in, unsigned char *outbuf, size_t cap)
+{
+	struct spop_writer w;
+	size_t used;
+
+	spop_writer_init(&w, outbuf, cap);
+	CHECK_EQ_INT(session_feed(s, fx.kt, in->b, in->len, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(used, in->len);
+	return w.len;
+}
+
+/* Whether out holds the ACK action that sets txn.tally.off to n (n < 0: unsets it). */
+static int acks_offset(const unsigned char *out, size_t len, int64_t n)
+{
+	unsigned char want[64];
+	struct spop_writer w;
+	struct spop_data v = { .type = SPOP_DATA_INT64 };
+
+	spop_writer_init(&w, want, sizeof(want));
+	v.u.i64 = n;
+	if (n < 0)
+		spop_put_unset_var(&w, SPOP_SCOPE_TXN, "off", 3);
+	else
+		spop_put_set_var(&w, SPOP_SCOPE_TXN, "off", 3, &v);
+	return memmem(out, len, want, w.len) != NULL;
+}
+
+/* Sends body in pieces of 15000 bytes as HAProxy does, each after the last one's ACK
+ * named its offset, then the decision on its first 14336 bytes; returns the verdicts
+ * counted meanwhile of kind v. */
+static int judge_long(struct session *s, const char *id, const char *auth, const char *body,
+                      int with_pieces, enum decision_verdict v)
+{
+	static unsigned char outbuf[1 << 16];
+	struct buf in = { .len = 0 };
+	size_t len = strlen(body), off = 0, n;
+	int before = s->stats.verdicts[v];
+
+	while (with_pieces && off < len) {
+		n = len - off < 15000 ? len - off : 15000;
+		in.len = 0;
+		piece(&in, 7, id, auth, (int64_t)off, body, (int64_t)len, (int64_t)len, n);
+		n = feed_all(s, &in, outbuf, sizeof(outbuf));
+		off += len - off < 15000 ? len - off : 15000;
+		CHECK(acks_offset(outbuf, n, off < len ? (int64_t)off : -1));
+	}
+	in.len = 0;
+	notify_cut(&in, 8, id, auth, body, len, 14336);
+	feed_all(s, &in, outbuf, sizeof(outbuf));
+	return s->stats.verdicts[v] - before;
+}
+
+/* Long bodies sent in pieces (HAProxy 3.4+) are judged whole: a key restricted to some
+ * models is judged on the model past the cut rather than refused, and every rule of a
+ * whole body holds; pieces of unknown keys, of bodies HAProxy holds in part or out of
+ * order take no room and end the pieces. */
+static void test_long_body_pieces(void)
+{
+	static char body[60000], twice[60000];
+	static unsigned char outbuf[1 << 16];
+	const char *auth = "Bearer " FIX_KEY_RESTRICTED;
+	struct buf in = { .len = 0 };
+	struct session s;
+	char prompt[40001];
+	size_t n;
+
+	memset(prompt, 'x', sizeof(prompt) - 1);
+	prompt[sizeof(prompt) - 1] = '\0';
+	session_init(&s, 16380);
+	s.longbody = longbody_new(1 << 20);
+	hello_sized(&in, 0, 16380);
+	feed_all(&s, &in, outbuf, sizeof(outbuf));
+	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+	         "\"model\":\"gpt-b\"}", prompt);
+	CHECK_EQ_INT(judge_long(&s, "id-1", auth, body, 1, DECISION_ALLOW), 1);
+	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
+	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+	         "\"model\":\"gpt-a\"}", prompt);
+	CHECK_EQ_INT(judge_long(&s, "id-2", auth, body, 1, DECISION_MODEL_FORBIDDEN), 1);
+	/* without its pieces the prefix names no model: left to the capture filter */
+	CHECK_EQ_INT(judge_long(&s, "id-3", auth, body, 0, DECISION_ALLOW), 1);
+	/* a second model past the cut is a body no rule lets through */
+	snprintf(twice, sizeof(twice), "{\"model\":\"gpt-b\",\"messages\":[{\"role\":\"user\","
+	         "\"content\":\"%s\"}],\"model\":\"gpt-a\"}", prompt);
+	CHECK_EQ_INT(judge_long(&s, "id-4", auth, twice, 1, DECISION_BAD_BODY), 1);
+	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
+
+	/* an unknown key's first piece is not kept, nor one of a body held in part */
+	in.len = 0;
+	piece(&in, 9, "id-5", "Bearer tly_unknown", 0, body, (int64_t)strlen(body),
+	      (int64_t)strlen(body), 15000);
+	piece(&in, 10, "id-6", auth, 0, body, (int64_t)strlen(body), 20000, 15000);
+	n = feed_all(&s, &in, outbuf, sizeof(outbuf));
+	CHECK(acks_offset(outbuf, n, -1) && !acks_offset(outbuf, n, 15000));
+	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
+	/* a piece out of order drops its body */
+	in.len = 0;
+	piece(&in, 11, "id-7", auth, 0, body, (int64_t)strlen(body), (int64_t)strlen(body), 15000);
+	piece(&in, 12, "id-7", auth, 20000, body, (int64_t)strlen(body), (int64_t)strlen(body), 100);
+	feed_all(&s, &in, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
+	CHECK_EQ_INT(s.stats.bad_messages, 0);
+	longbody_free(s.longbody);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -327,6 +491,7 @@ int main(void)
 	RUN(test_notify_before_hello_disconnects);
 	RUN(test_acks_respect_a_small_frame_size);
 	RUN(test_gateway_secret_and_busy);
+	RUN(test_long_body_pieces);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

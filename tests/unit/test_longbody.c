@@ -1,0 +1,149 @@
+/* longbody: long request bodies assembled from their pieces, bounded in memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "longbody.h"
+#include "unit.h"
+
+#define ID "1700000000-1-2-3"
+
+static char text[LONGBODY_BODY_MAX + 1];
+
+static void fill_text(void)
+{
+	for (size_t i = 0; i < sizeof(text); i++)
+		text[i] = (char)('a' + i % 26);
+}
+
+/* Sends total bytes of text in pieces of step; returns the last append's answer. */
+static int64_t send_all(struct longbody *lb, const char *id, size_t total, size_t step)
+{
+	int64_t got = 0;
+
+	while (got >= 0 && (size_t)got < total) {
+		size_t n = total - (size_t)got < step ? total - (size_t)got : step;
+
+		got = longbody_append(lb, id, strlen(id), got, (int64_t)total, text + got, n, 0);
+	}
+	return got;
+}
+
+static void test_pieces_in_order_make_the_body(void)
+{
+	struct longbody *lb = longbody_new(4 << 20);
+	char *body = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_bytes(lb), 40000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, text + 15000, 15000, 0), 30000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 30000, 40000, text + 30000, 10000, 0), 40000);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 1);
+	CHECK_EQ_INT(len, 40000);
+	CHECK(body && memcmp(body, text, 40000) == 0);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+	/* taken once: nothing is left for a second decision on the same id */
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+	free(body);
+	CHECK_EQ_INT(send_all(lb, "whole-1mib", LONGBODY_BODY_MAX, 15000), LONGBODY_BODY_MAX);
+	longbody_free(lb);
+}
+
+/* A piece that does not follow, runs past the size, is empty or comes for a body never
+ * started is refused, and the body it belonged to is gone: it could never be whole. */
+static void test_broken_sequences_are_refused(void)
+{
+	struct longbody *lb = longbody_new(4 << 20);
+	char *body = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 5000, 40000, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 14000, 40000, text, 1000, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, text, 0, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 20000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 20000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+
+	/* the size may not change between pieces */
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 30000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+
+	/* an incomplete body is never handed out, and is dropped when asked for */
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+	longbody_free(lb);
+}
+
+static void test_sizes_and_ids_are_bounded(void)
+{
+	struct longbody *lb = longbody_new(4 << 20);
+	char longid[LONGBODY_ID_MAX + 2];
+
+	memset(longid, 'x', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	CHECK_EQ_INT(longbody_append(lb, longid, strlen(longid), 0, 40000, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, "", 0, 0, 40000, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, LONGBODY_BODY_MAX + 1, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 0, text, 0, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, -5, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), -1, 40000, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, INT64_MAX, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
+	longbody_free(lb);
+}
+
+/* The memory bound holds on the whole sizes reserved at the first piece, however pieces
+ * interleave; a body that does not fit is refused while others go on. */
+static void test_memory_is_bounded(void)
+{
+	struct longbody *lb = longbody_new(100000);
+	char *body = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(longbody_append(lb, "a", 1, 0, 60000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "b", 1, 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "c", 1, 0, 20000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_bytes(lb), 100000);
+	CHECK_EQ_INT(longbody_append(lb, "a", 1, 15000, 60000, text + 15000, 15000, 0), 30000);
+	CHECK(longbody_take(lb, "b", 1, &body, &len) == 0);     /* decided on its prefix */
+	CHECK_EQ_INT(longbody_bytes(lb), 60000);
+	CHECK_EQ_INT(send_all(lb, "c", 20000, 15000), 20000);
+	CHECK(longbody_take(lb, "c", 1, &body, &len) == 1);
+	CHECK(len == 20000 && memcmp(body, text, len) == 0);
+	free(body);
+	longbody_free(lb);
+}
+
+/* A body whose decision never comes (its client left between pieces) gives its room
+ * back LONGBODY_TTL_MS after its first piece, when another body needs it. */
+static void test_abandoned_bodies_expire(void)
+{
+	struct longbody *lb = longbody_new(50000);
+
+	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 0, 40000, text, 15000, 1000), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, text, 15000, 1000 + LONGBODY_TTL_MS), -1);
+	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, text, 15000, 1001 + LONGBODY_TTL_MS), 15000);
+	CHECK_EQ_INT(longbody_bytes(lb), 40000);
+	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 15000, 40000, text, 15000, 2000 + LONGBODY_TTL_MS), -1);
+	longbody_free(lb);
+}
+
+int main(void)
+{
+	fill_text();
+	RUN(test_pieces_in_order_make_the_body);
+	RUN(test_broken_sequences_are_refused);
+	RUN(test_sizes_and_ids_are_bounded);
+	RUN(test_memory_is_bounded);
+	RUN(test_abandoned_bodies_expire);
+	return UNIT_DONE();
+}
