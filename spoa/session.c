@@ -75,11 +75,9 @@ static int session_key_is(struct spop_str k, const char *name)
 	return k.len == strlen(name) && memcmp(k.ptr, name, k.len) == 0;
 }
 
-/* A piece of a long body (SESSION_PIECE_MESSAGE): where it starts, its bytes, and how
- * much of the body HAProxy holds (the body's size when all of it came). */
+/* A piece of a long body (SESSION_PIECE_MESSAGE): where it starts, and its bytes. */
 struct session_piece {
 	int64_t off;
-	int64_t held;
 	struct spop_str data;
 };
 
@@ -92,7 +90,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	const unsigned char *p = m->args;
 	struct spop_str key;
 	struct spop_data v;
-	int64_t body_size = -1, cl_count = 0, json_max = 0, off = -1, held = -1;
+	int64_t body_size = -1, cl_count = 0, json_max = 0, off = -1;
 	int have_method = 0;
 	int rc;
 
@@ -102,8 +100,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		int64_t *num = session_key_is(key, "bsize") ? &body_size
 		             : session_key_is(key, "cl")    ? &cl_count
 		             : session_key_is(key, "jmax")  ? &json_max
-		             : session_key_is(key, "off")   ? &off
-		             : session_key_is(key, "blen")  ? &held : NULL;
+		             : session_key_is(key, "off")   ? &off : NULL;
 
 		if (num) {
 			if (session_arg_int(&v, num) < 0 && v.type != SPOP_DATA_NULL)
@@ -131,7 +128,6 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	}
 	if (piece) {
 		piece->off = off;
-		piece->held = held;
 		piece->data = req->body;
 		req->body_size = body_size;
 		return rc < 0 || off < 0 || body_size <= 0 ? -1 : 0;
@@ -323,8 +319,9 @@ static void session_refuse(struct decision *d, struct decision_request *req,
 /* Stores one piece of a long body and writes its ACK: txn.tally.off, the next piece's
  * offset, while the body is incomplete; unset when it is whole or was refused (pieces
  * stop, and a refused body is judged on its first frame). Only a piece from the
- * gateway's HAProxy, of a body it holds whole, takes room, and a body's first piece
- * only for an active key: nobody else can make the agent hold memory. */
+ * gateway's HAProxy takes room, and a body's first piece only for an active key: nobody
+ * else can make the agent, or HAProxy (which waits for the rest of a body in a large
+ * buffer only once the first piece was taken), hold memory. */
 static void session_piece(struct session *s, const struct keytable *kt,
                           const struct spop_frame *f, const struct spop_msg *m,
                           struct spop_writer *out)
@@ -339,8 +336,7 @@ static void session_piece(struct session *s, const struct keytable *kt,
 		s->stats.bad_messages++;
 	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
 		counters_refuse_unauthenticated();
-	} else if (s->longbody && piece.held == req.body_size &&
-	           (piece.off > 0 || decision_key_active(kt, &req))) {
+	} else if (s->longbody && (piece.off > 0 || decision_key_active(kt, &req))) {
 		got = longbody_append(s->longbody, id.ptr, id.len, piece.off, req.body_size,
 		                      piece.data.ptr, piece.data.len, acct_now_ms());
 	}

@@ -40,7 +40,7 @@ HAPROXY_VERSION = _haproxy_version()
 UNARY_BUFFER = _cfg_size("tune.bufsize.large" if HAPROXY_VERSION >= (3, 4) else "tune.bufsize")
 # The longest request body the agent judges whole, sent to it in pieces (3.4+); 0 where
 # it judges the first frame's worth only and the capture filter reads the rest.
-_WHOLE = re.search(r"\{ req\.body_len le (\d+) \}", (ROOT / "haproxy" / "haproxy.cfg").read_text())
+_WHOLE = re.search(r"\{ req\.body_size le (\d+) \}", (ROOT / "haproxy" / "haproxy.cfg").read_text())
 JUDGED_WHOLE = int(_WHOLE.group(1)) if HAPROXY_VERSION >= (3, 4) else 0
 
 

@@ -339,6 +339,18 @@ def test_long_prompts_judged_whole_on_large_buffers(stack):
     status, h, got = stack.gateway("POST", CHAT, body, key=only)
     assert status == 400 and stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
     assert long_bodies_metric(stack, "whole") == whole + 3
+    # a stranger's long body is answered on its first frame: HAProxy never waits for
+    # the rest of it in a large buffer
+    sock = socket.create_connection(("127.0.0.1", stack.gw_port), timeout=10)
+    try:
+        sock.sendall((f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tly_{'Z' * 43}"
+                      "\r\nContent-Type: application/json\r\nContent-Length: 500000\r\n\r\n").encode()
+                     + body[:20000])
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        assert resp.status == 401
+    finally:
+        sock.close()
     # pieces need the agent: without it the fail policy answers, as for any request
     stack.kill_agent(signal.SIGKILL)
     assert_error(*stack.gateway("POST", CHAT, long_prompt(40000, {"model": "mock-gpt"}),

@@ -129,13 +129,13 @@ static void put_kv_bin(struct buf *b, const char *k, const char *v, size_t n)
 	put(b, v, n);
 }
 
-/* A piece of a long body as spoe-tally.conf sends it on HAProxy 3.4+: blen of its size
- * held by HAProxy, len bytes at off. */
+/* A piece of a long body of size bytes as spoe-tally.conf sends it on HAProxy 3.4+: len
+ * bytes at off. */
 static void piece(struct buf *out, uint64_t sid, const char *id, const char *auth, int64_t off,
-                  const char *body, int64_t size, int64_t blen, size_t len)
+                  const char *body, int64_t size, size_t len)
 {
 	struct buf p = { .len = 0 };
-	unsigned char nargs = 6;
+	unsigned char nargs = 5;
 
 	put_str(&p, SESSION_PIECE_MESSAGE);
 	put(&p, &nargs, 1);
@@ -143,7 +143,6 @@ static void piece(struct buf *out, uint64_t sid, const char *id, const char *aut
 	put_kv_str(&p, "auth", auth);
 	put_kv_int(&p, "off", off);
 	put_kv_int(&p, "bsize", size);
-	put_kv_int(&p, "blen", blen);
 	put_kv_bin(&p, "data", body + off, len);
 	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, sid, &p);
 }
@@ -417,7 +416,7 @@ static int judge_long(struct session *s, const char *id, const char *auth, const
 	while (with_pieces && off < len) {
 		n = len - off < 15000 ? len - off : 15000;
 		in.len = 0;
-		piece(&in, 7, id, auth, (int64_t)off, body, (int64_t)len, (int64_t)len, n);
+		piece(&in, 7, id, auth, (int64_t)off, body, (int64_t)len, n);
 		n = feed_all(s, &in, outbuf, sizeof(outbuf));
 		off += len - off < 15000 ? len - off : 15000;
 		CHECK(acks_offset(outbuf, n, off < len ? (int64_t)off : -1));
@@ -430,8 +429,8 @@ static int judge_long(struct session *s, const char *id, const char *auth, const
 
 /* Long bodies sent in pieces (HAProxy 3.4+) are judged whole: a key restricted to some
  * models is judged on the model past the cut rather than refused, and every rule of a
- * whole body holds; pieces of unknown keys, of bodies HAProxy holds in part or out of
- * order take no room and end the pieces. */
+ * whole body holds; pieces of unknown keys, of a body whose size changes (a chunked one
+ * still arriving) or out of order take no room and end the pieces. */
 static void test_long_body_pieces(void)
 {
 	static char body[60000], twice[60000];
@@ -463,18 +462,22 @@ static void test_long_body_pieces(void)
 	CHECK_EQ_INT(judge_long(&s, "id-4", auth, twice, 1, DECISION_BAD_BODY), 1);
 	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
 
-	/* an unknown key's first piece is not kept, nor one of a body held in part */
+	/* an unknown key's first piece is not kept */
 	in.len = 0;
-	piece(&in, 9, "id-5", "Bearer tly_unknown", 0, body, (int64_t)strlen(body),
-	      (int64_t)strlen(body), 15000);
-	piece(&in, 10, "id-6", auth, 0, body, (int64_t)strlen(body), 20000, 15000);
+	piece(&in, 9, "id-5", "Bearer tly_unknown", 0, body, (int64_t)strlen(body), 15000);
 	n = feed_all(&s, &in, outbuf, sizeof(outbuf));
 	CHECK(acks_offset(outbuf, n, -1) && !acks_offset(outbuf, n, 15000));
 	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
-	/* a piece out of order drops its body */
+	/* a body whose size changed between pieces, or a piece out of order, is dropped */
 	in.len = 0;
-	piece(&in, 11, "id-7", auth, 0, body, (int64_t)strlen(body), (int64_t)strlen(body), 15000);
-	piece(&in, 12, "id-7", auth, 20000, body, (int64_t)strlen(body), (int64_t)strlen(body), 100);
+	piece(&in, 10, "id-6", auth, 0, body, 20000, 15000);
+	piece(&in, 11, "id-6", auth, 15000, body, (int64_t)strlen(body), 5000);
+	n = feed_all(&s, &in, outbuf, sizeof(outbuf));
+	CHECK(acks_offset(outbuf, n, 15000) && acks_offset(outbuf, n, -1));
+	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
+	in.len = 0;
+	piece(&in, 12, "id-7", auth, 0, body, (int64_t)strlen(body), 15000);
+	piece(&in, 13, "id-7", auth, 20000, body, (int64_t)strlen(body), 100);
 	feed_all(&s, &in, outbuf, sizeof(outbuf));
 	CHECK_EQ_INT(longbody_bytes(s.longbody), 0);
 	CHECK_EQ_INT(s.stats.bad_messages, 0);
