@@ -571,6 +571,28 @@ static char *completions_event_render(const struct mock_job *j, enum mock_part p
 	return openai_stream_event(j, part, i, completions_chunk_new, "text_completion");
 }
 
+/* Embeddings (/v1/embeddings): one vector, as long as the text is in bytes / 8 (so that
+ * frames and body-bytes make it longer), its numbers a function of their index; usage
+ * has prompt tokens only. Never a stream (mock_job_parse). */
+static cJSON *embeddings_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = cJSON_CreateObject(), *e = cJSON_CreateObject(), *v, *u;
+	size_t i, n = strlen(text) / 8 + 1;
+
+	cJSON_AddStringToObject(o, "object", "list");
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), e);
+	cJSON_AddStringToObject(e, "object", "embedding");
+	cJSON_AddNumberToObject(e, "index", 0);
+	v = cJSON_AddArrayToObject(e, "embedding");
+	for (i = 0; i < n; i++)
+		cJSON_AddItemToArray(v, cJSON_CreateNumber((double)((int)(i * 7919 % 2001) - 1000) / 1000));
+	cJSON_AddStringToObject(o, "model", j->model);
+	u = cJSON_AddObjectToObject(o, "usage");
+	mock_json_add_uint(u, "prompt_tokens", j->p.tok.prompt);
+	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt);
+	return o;
+}
+
 static cJSON *anthropic_error_render(unsigned status, const char *msg)
 {
 	cJSON *o = cJSON_CreateObject(), *e;
@@ -688,6 +710,9 @@ static const struct mock_api mock_openai = {
 };
 static const struct mock_api mock_completions = {
 	"cmpl-mock", completions_unary_render, completions_event_render, openai_error_render,
+};
+static const struct mock_api mock_embeddings = {
+	"emb-mock", embeddings_unary_render, openai_event_render, openai_error_render,
 };
 static const struct mock_api mock_anthropic = {
 	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
@@ -1244,7 +1269,7 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 		model = mock_json_last(body, "model");
 		if (!h && cJSON_IsString(model))
 			j->model = mock_strndup(model->valuestring, strlen(model->valuestring));
-		j->stream = cJSON_IsTrue(mock_json_last(body, "stream"));
+		j->stream = j->api != &mock_embeddings && cJSON_IsTrue(mock_json_last(body, "stream"));
 		j->include_usage = cJSON_IsTrue(mock_json_last(
 			mock_json_last(body, "stream_options"), "include_usage"));
 	}
@@ -1276,6 +1301,7 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 	} routes[] = {
 		{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
 		{HTTP_GET, "/v1/models", ROUTE_MODELS},
 		{HTTP_HEAD, "/v1/models", ROUTE_MODELS},
@@ -1298,6 +1324,8 @@ static const struct mock_api *mock_api_pick(const char *path, size_t n)
 		return &mock_anthropic;
 	if (n == 15 && !memcmp(path, "/v1/completions", 15))
 		return &mock_completions;
+	if (n == 14 && !memcmp(path, "/v1/embeddings", 14))
+		return &mock_embeddings;
 	return &mock_openai;
 }
 

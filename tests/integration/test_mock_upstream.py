@@ -247,6 +247,23 @@ def test_openai_unary_defaults(mock):
     assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
 
 
+def test_embeddings(mock):
+    """One vector whose length follows the answer's text, usage without completion
+    tokens, deterministic, never a stream."""
+    req = {"model": "text-embedding-3-small", "input": "hello", "stream": True}
+    status, hdrs, body = post_json(mock.port, "/v1/embeddings", req, {"x-mock-prompt-tokens": "8"})
+    assert status == 200 and hdrs["content-type"] == "application/json"
+    assert (body["object"], body["model"]) == ("list", "text-embedding-3-small")
+    assert body["usage"] == {"prompt_tokens": 8, "total_tokens": 8}
+    [item] = body["data"]
+    assert (item["object"], item["index"]) == ("embedding", 0)
+    assert len(item["embedding"]) == len("".join(f"mock{i} " for i in range(10))) // 8 + 1
+    assert all(-1 <= x <= 1 for x in item["embedding"])
+    assert post_json(mock.port, "/v1/embeddings", req, {"x-mock-prompt-tokens": "8"})[2] == body
+    _, _, big = post_json(mock.port, "/v1/embeddings", req, {"x-mock-body-bytes": "40000"})
+    assert len(big["data"][0]["embedding"]) > 4000
+
+
 def test_openai_unary_cli_defaults_and_header_overrides(start_mock):
     m = start_mock("--quiet", "--prompt-tokens", "111", "--completion-tokens", "222",
                    "--cached-tokens", "33", "--reasoning-tokens", "44", "--frames", "3")
