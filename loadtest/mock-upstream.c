@@ -116,7 +116,7 @@ struct mock_api {
 	const char *id_prefix;
 	cJSON *(*unary)(const struct mock_job *j, const char *text);
 	/* Data of event i of a stream part (malloc'd, NULL once the part is over), and its
-	 * SSE event name (NULL for none). */
+	 * SSE event name (NULL for none); NULL for an API that never streams. */
 	char *(*event)(const struct mock_job *j, enum mock_part part, unsigned i, const char **name);
 	cJSON *(*error)(unsigned status, const char *msg);
 };
@@ -573,7 +573,7 @@ static char *completions_event_render(const struct mock_job *j, enum mock_part p
 
 /* Embeddings (/v1/embeddings): one vector, as long as the text is in bytes / 8 (so that
  * frames and body-bytes make it longer), its numbers a function of their index; usage
- * has prompt tokens only. Never a stream (mock_job_parse). */
+ * has prompt tokens only. */
 static cJSON *embeddings_unary_render(const struct mock_job *j, const char *text)
 {
 	cJSON *o = cJSON_CreateObject(), *e = cJSON_CreateObject(), *v, *u;
@@ -590,6 +590,16 @@ static cJSON *embeddings_unary_render(const struct mock_job *j, const char *text
 	u = cJSON_AddObjectToObject(o, "usage");
 	mock_json_add_uint(u, "prompt_tokens", j->p.tok.prompt);
 	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt);
+	return o;
+}
+
+/* Anthropic's token count (/v1/messages/count_tokens): the prompt tokens, nothing else. */
+static cJSON *count_tokens_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	(void)text;
+	mock_json_add_uint(o, "input_tokens", j->p.tok.prompt);
 	return o;
 }
 
@@ -712,7 +722,10 @@ static const struct mock_api mock_completions = {
 	"cmpl-mock", completions_unary_render, completions_event_render, openai_error_render,
 };
 static const struct mock_api mock_embeddings = {
-	"emb-mock", embeddings_unary_render, openai_event_render, openai_error_render,
+	"emb-mock", embeddings_unary_render, NULL, openai_error_render,
+};
+static const struct mock_api mock_count_tokens = {
+	"count-mock", count_tokens_unary_render, NULL, anthropic_error_render,
 };
 static const struct mock_api mock_anthropic = {
 	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
@@ -1269,7 +1282,7 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 		model = mock_json_last(body, "model");
 		if (!h && cJSON_IsString(model))
 			j->model = mock_strndup(model->valuestring, strlen(model->valuestring));
-		j->stream = j->api != &mock_embeddings && cJSON_IsTrue(mock_json_last(body, "stream"));
+		j->stream = j->api->event && cJSON_IsTrue(mock_json_last(body, "stream"));
 		j->include_usage = cJSON_IsTrue(mock_json_last(
 			mock_json_last(body, "stream_options"), "include_usage"));
 	}
@@ -1303,6 +1316,7 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
+		{HTTP_POST, "/v1/messages/count_tokens", ROUTE_ANTHROPIC},
 		{HTTP_GET, "/v1/models", ROUTE_MODELS},
 		{HTTP_HEAD, "/v1/models", ROUTE_MODELS},
 		{HTTP_GET, "/_mock/requests", ROUTE_LOG},
@@ -1322,6 +1336,8 @@ static const struct mock_api *mock_api_pick(const char *path, size_t n)
 {
 	if (n == 12 && !memcmp(path, "/v1/messages", 12))
 		return &mock_anthropic;
+	if (n == 25 && !memcmp(path, "/v1/messages/count_tokens", 25))
+		return &mock_count_tokens;
 	if (n == 15 && !memcmp(path, "/v1/completions", 15))
 		return &mock_completions;
 	if (n == 14 && !memcmp(path, "/v1/embeddings", 14))

@@ -66,11 +66,13 @@ static const struct decision_endpoint {
 	enum kt_api api;
 	int large;              /* responses usually exceed HAProxy's buffer (vectors) */
 	int stream_options;     /* streams report usage only if stream_options asks */
+	int unbilled;           /* answers are counts, no usage to bill (decision.h) */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1 },
-	{ "/v1/completions", KT_API_OPENAI, 0, 1 },
-	{ "/v1/embeddings", KT_API_OPENAI, 1, 0 },
-	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0 },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0 },
+	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0 },
+	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1 },
 };
 
 static int decision_str_is(struct spop_str s, const char *lit)
@@ -286,10 +288,12 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * everything else meets the capture filter: streams, vectors, bodies seen in part
 	 * (a second max_tokens may follow the cut), and answers the request does not bound
 	 * below the buffer (usage comes last, after the text, and json_query sees only
-	 * what the buffer holds). */
-	d->capture = d->body_truncated || d->stream != 0 || ep->large ||
-	             !decision_json_holds(req, d->body.max_tokens) ||
-	             d->body.many_outputs || d->body.hints_ambiguous;
+	 * what the buffer holds). A count of tokens has no usage to read. */
+	d->unbilled = ep->unbilled;
+	d->capture = d->body_truncated ||
+	             (!ep->unbilled && (d->stream != 0 || ep->large ||
+	                                !decision_json_holds(req, d->body.max_tokens) ||
+	                                d->body.many_outputs || d->body.hints_ambiguous));
 	if (ep->stream_options)
 		decision_amend(d);
 	else if (d->body_truncated)
@@ -318,6 +322,8 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
 	int64_t out = d->body.max_tokens >= 0 ? d->body.max_tokens : default_max_tokens;
 
+	if (d->unbilled)
+		prompt = out = 0;
 	d->est_prompt_tokens = prompt;
 	d->est_completion_tokens = out;
 	d->est_tokens = prompt + out;

@@ -62,6 +62,8 @@ struct decision {
 	enum decision_model_source model_source;
 	int stream;                         /* 1, 0, or -1 when the body was cut first */
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
+	int unbilled;                       /* a count of tokens (count_tokens): no usage to
+	                                     * bill, nothing estimated; limits count the request */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
 	/* The usage amendment of an OpenAI stream that did not ask for usage: the capture

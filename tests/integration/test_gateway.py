@@ -233,6 +233,34 @@ def test_embeddings_are_accounted(stack):
         assert (r["cost_micros"], r["usage_source"], r["stream"]) == (86, "response", 0)
 
 
+def test_count_tokens_is_judged_forwarded_and_free(stack):
+    """Claude Code asks /v1/messages/count_tokens before compacting: the key and its
+    allow-list are checked as for a message, the count is forwarded, --rpm counts the
+    call, and its row bills nothing (no usage, no estimate)."""
+    key = stack.create_key("counting", "--models", "mock-claude", "--rpm", "2")
+    body = {"model": "mock-claude", "messages": [{"role": "user", "content": "x" * 20000}]}
+    path = "/v1/messages/count_tokens?beta=true"
+    assert wait_for(lambda: stack.gateway("POST", path, body, headers={"x-api-key": key})[0] == 200, 3)
+    status, h, got = stack.gateway("POST", path, body, headers={"x-api-key": key,
+                                                                "x-mock-prompt-tokens": "5003"})
+    assert (status, json.loads(got)) == (200, {"input_tokens": 5003})
+    up = last_upstream_request(stack)
+    assert up["path"].startswith("/v1/messages/count_tokens")
+    r = stack.row(h["x-request-id"])
+    assert (r["model"], r["verdict"], r["status"], r["outcome"]) == ("mock-claude", "allow", 200,
+                                                                     "complete")
+    assert (r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"],
+            r["estimated_cost_micros"]) == (None, None, None, None)
+    # the third call in the minute is refused, in Anthropic's shape
+    status, h, got = stack.gateway("POST", path, body, headers={"x-api-key": key})
+    assert status == 429 and json.loads(got)["type"] == "error"
+    status, _, got = stack.gateway("POST", path, dict(body, model="mock-gpt"),
+                                   headers={"x-api-key": key})
+    assert status == 403 and json.loads(got)["error"]["type"] == "permission_error"
+    unknown = stack.gateway("POST", path, body, headers={"x-api-key": "tly_" + "Q" * 43})
+    assert unknown[0] == 401
+
+
 def test_ambiguous_bodies_are_refused(stack):
     for body in (b'{"model":"mock-gpt","MODEL":"mock-claude"}',
                  b'{"Model":"mock-claude"}',

@@ -264,6 +264,16 @@ def test_embeddings(mock):
     assert len(big["data"][0]["embedding"]) > 4000
 
 
+def test_count_tokens(mock):
+    req = {"model": "claude-x", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    status, hdrs, body = post_json(mock.port, "/v1/messages/count_tokens", req,
+                                   {"x-mock-prompt-tokens": "77"})
+    assert (status, hdrs["content-type"], body) == (200, "application/json", {"input_tokens": 77})
+    status, _, body = post_json(mock.port, "/v1/messages/count_tokens", req,
+                                {"x-mock-status": "429"})
+    assert status == 429 and body["type"] == "error"
+
+
 def test_openai_unary_cli_defaults_and_header_overrides(start_mock):
     m = start_mock("--quiet", "--prompt-tokens", "111", "--completion-tokens", "222",
                    "--cached-tokens", "33", "--reasoning-tokens", "44", "--frames", "3")

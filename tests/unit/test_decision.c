@@ -379,6 +379,27 @@ static void test_allow_list(void)
 	CHECK_EQ_INT(decision_allow_list(&k, d.model->provider, NULL, 0), 11);
 }
 
+/* Anthropic's count_tokens is judged like a message (key, model, allow-list) but bills
+ * nothing: no estimate to reserve or charge, no capture to pay for. */
+static void test_count_tokens_is_unbilled(void)
+{
+	struct decision_request req = { 0 };
+	struct decision d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages/count_tokens",
+	                                "{\"model\":\"claude-a\",\"stream\":true,\"messages\":[]}", 0);
+
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(d.unbilled && !d.capture);
+	req.body_size = 4000;
+	decision_estimate(&d, &req, 4096);
+	CHECK(d.est_tokens == 0 && d.est_cost_micros == 0);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/v1/messages/count_tokens",
+	                         "{\"model\":\"gpt-a\"}", 0).verdict, DECISION_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages/count_tokens",
+	                         "{\"model\":\"gpt-a\"}", 0).verdict, DECISION_WRONG_API);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages", "{\"model\":\"claude-a\"}", 0);
+	CHECK(!d.unbilled);
+}
+
 static void test_error_bodies(void)
 {
 	struct decision_request req = { 0 };
@@ -526,6 +547,7 @@ int main(void)
 	RUN(test_keys);
 	RUN(test_allow_lists);
 	RUN(test_allow_list);
+	RUN(test_count_tokens_is_unbilled);
 	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
 	RUN(test_capture_choice);
