@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "keytable.h"
 
@@ -56,6 +57,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_BUDGET_EXCEEDED] = { "budget_exceeded", 402, "insufficient_quota", "billing_error" },
 	[DECISION_UNAUTHENTICATED] = { "gateway_unauthenticated", 500, "server_error", "api_error" },
 	[DECISION_BUSY] = { "gateway_busy", 503, "server_error", "overloaded_error" },
+	[DECISION_MODELS_LISTED] = { "models_listed", 200, "", "" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -258,6 +260,46 @@ static int decision_json_holds(const struct decision_request *req, long max_toke
 	return max_tokens <= tokens;
 }
 
+/* The API a model list is for: Anthropic's when the request looks like an Anthropic
+ * client's (anthropic-version, or its key in x-api-key), else OpenAI's. */
+static enum kt_api decision_models_api(const struct decision_request *req)
+{
+	return req->anthropic_version.len || req->api_key.len ? KT_API_ANTHROPIC : KT_API_OPENAI;
+}
+
+/* GET /v1/models lists what the key may use; GET /v1/models/ID shows one of them. Any
+ * other request is no endpoint of the gateway's. A model the key may not use is as
+ * unknown as one that does not exist: the list is the key's, not the gateway's. */
+static enum decision_verdict decision_models(const struct keytable *t,
+                                             const struct decision_request *req,
+                                             struct decision *d)
+{
+	static const char list[] = "/v1/models";
+	const size_t n = sizeof(list) - 1;
+	const struct kt_model *m;
+	const char *id;
+	size_t idlen;
+
+	if (!decision_str_is(req->method, "GET") || req->path.len < n ||
+	    memcmp(req->path.ptr, list, n) != 0)
+		return DECISION_BAD_ENDPOINT;
+	if (req->path.len == n)
+		return DECISION_MODELS_LISTED;
+	if (req->path.ptr[n] != '/' || req->path.len == n + 1)
+		return DECISION_BAD_ENDPOINT;
+	id = req->path.ptr + n + 1;
+	idlen = req->path.len - n - 1;
+	m = keytable_find_model(t, id, idlen);
+	if (!m || !m->provider || m->provider->api != decision_models_api(req) ||
+	    !keytable_key_allows(d->key, m)) {
+		d->body.has_model = 1;
+		snprintf(d->body.model, sizeof(d->body.model), "%.*s", (int)idlen, id);
+		return DECISION_UNKNOWN_MODEL;
+	}
+	d->model = m;
+	return DECISION_MODELS_LISTED;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -274,7 +316,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
 	if (!(ep = decision_find_endpoint(req)))
-		return DECISION_BAD_ENDPOINT;
+		return decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
 		return v;
@@ -447,7 +489,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
 	case DECISION_BAD_ENDPOINT:
-		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/messages.");
+		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages and /v1/messages/count_tokens, and GET /v1/models.");
 		break;
 	case DECISION_WRONG_API:
 		snprintf(msg, cap, "The model '%s' is served through %s.", model,
@@ -496,18 +538,92 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 int decision_error_json(const struct decision *d, const struct decision_request *req,
                         char *buf, size_t cap)
 {
-	static const char messages_path[] = "/v1/messages";
+	static const char messages_path[] = "/v1/messages", models_path[] = "/v1/models";
 	const struct decision_verdict_info *vi = &verdicts[(unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict : DECISION_NO_ROUTE];
 	char msg[1024];
 	int n;
 
 	decision_message(d, msg, sizeof(msg));
-	if (req->path.len >= sizeof(messages_path) - 1 &&
-	    memcmp(req->path.ptr, messages_path, sizeof(messages_path) - 1) == 0)
+	/* Anthropic's shape on its paths, and for a model list an Anthropic client asked for */
+	if ((req->path.len >= sizeof(messages_path) - 1 &&
+	     memcmp(req->path.ptr, messages_path, sizeof(messages_path) - 1) == 0) ||
+	    (req->path.len >= sizeof(models_path) - 1 &&
+	     memcmp(req->path.ptr, models_path, sizeof(models_path) - 1) == 0 &&
+	     decision_models_api(req) == KT_API_ANTHROPIC))
 		n = snprintf(buf, cap, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}",
 		             vi->anthropic_type, msg);
 	else
 		n = snprintf(buf, cap, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":\"%s\"}}",
 		             msg, vi->openai_type, vi->name);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* Room kept for the end of an Anthropic list: has_more and the first and last ids, each
+ * escaped (decision_json_escape writes at most 7 bytes for each of 200). */
+#define DECISION_MODELS_TAIL (2 * 1400 + 64)
+
+/* One model as the client's API lists it; its length, or -1 if cap cannot hold it. */
+static int decision_model_entry(const struct kt_model *m, int anthropic, char *buf, size_t cap)
+{
+	char name[1408], owner[1408], when[32];
+	time_t at = (time_t)m->created_at;
+	struct tm tm;
+	int n;
+
+	decision_json_escape(name, sizeof(name), m->name);
+	if (anthropic) {
+		if (!gmtime_r(&at, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+			snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
+		n = snprintf(buf, cap, "{\"type\":\"model\",\"id\":\"%s\",\"display_name\":\"%s\","
+		             "\"created_at\":\"%s\"}", name, name, when);
+	} else {
+		decision_json_escape(owner, sizeof(owner), m->provider->name);
+		n = snprintf(buf, cap, "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,"
+		             "\"owned_by\":\"%s\"}", name, (long long)m->created_at, owner);
+	}
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int decision_models_json(const struct keytable *t, const struct decision *d,
+                         const struct decision_request *req, char *buf, size_t cap)
+{
+	enum kt_api api = decision_models_api(req);
+	int anthropic = api == KT_API_ANTHROPIC, more = 0, n;
+	const struct kt_model *first = NULL, *last = NULL;
+	char first_id[1408], last_id[1408];
+	size_t len, i, room;
+
+	if (d->model)
+		return decision_model_entry(d->model, anthropic, buf, cap);
+	if (cap <= DECISION_MODELS_TAIL + 32)
+		return -1;
+	room = cap - DECISION_MODELS_TAIL;
+	len = (size_t)snprintf(buf, cap, anthropic ? "{\"data\":[" : "{\"object\":\"list\",\"data\":[");
+	for (i = 0; i < t->nmodels; i++) {
+		const struct kt_model *m = &t->models[i];
+
+		if (!m->provider || m->provider->api != api || !keytable_key_allows(d->key, m))
+			continue;
+		n = decision_model_entry(m, anthropic, buf + len + (first != NULL), room - len - 1);
+		if (n < 0) {
+			more = 1;
+			break;
+		}
+		if (first)
+			buf[len++] = ',';
+		len += (size_t)n;
+		first = first ? first : m;
+		last = m;
+	}
+	if (!anthropic)
+		n = snprintf(buf + len, cap - len, "]}");
+	else if (!first)
+		n = snprintf(buf + len, cap - len, "],\"has_more\":false,\"first_id\":null,\"last_id\":null}");
+	else {
+		decision_json_escape(first_id, sizeof(first_id), first->name);
+		decision_json_escape(last_id, sizeof(last_id), last->name);
+		n = snprintf(buf + len, cap - len, "],\"has_more\":%s,\"first_id\":\"%s\",\"last_id\":\"%s\"}",
+		             more ? "true" : "false", first_id, last_id);
+	}
+	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
 }

@@ -30,6 +30,7 @@ enum decision_verdict {
 	DECISION_BUDGET_EXCEEDED,   /* 402: the key's spend budget for the period */
 	DECISION_UNAUTHENTICATED,   /* 500: the request did not carry the gateway secret */
 	DECISION_BUSY,              /* 503: too many requests in flight to account for */
+	DECISION_MODELS_LISTED,     /* 200: GET /v1/models[/ID], answered by the gateway */
 	DECISION_VERDICT_COUNT
 };
 
@@ -48,6 +49,7 @@ struct decision_request {
 	struct spop_str path;
 	struct spop_str body;
 	struct spop_str secret;     /* the gateway secret HAProxy sent (gwsecret.h) */
+	struct spop_str anthropic_version;  /* the anthropic-version header */
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
@@ -125,5 +127,13 @@ const char *decision_verdict_name(enum decision_verdict v);
  * for /v1/messages paths. Returns its length, or -1 if cap is too small. */
 int decision_error_json(const struct decision *d, const struct decision_request *req,
                         char *buf, size_t cap);
+
+/* Writes the body of a DECISION_MODELS_LISTED answer into buf: the models d's key may
+ * use of t, those of the API the client speaks (Anthropic's shape when the request
+ * carries anthropic-version or x-api-key, else OpenAI's), by name; or the one model
+ * d->model when the path named it. A list longer than cap holds what fits (Anthropic's
+ * has_more says so). Returns its length, or -1 if cap cannot hold an empty list. */
+int decision_models_json(const struct keytable *t, const struct decision *d,
+                         const struct decision_request *req, char *buf, size_t cap);
 
 #endif

@@ -82,10 +82,20 @@ static void join_no_usage(struct usage *u)
 	u->source = ACCT_USAGE_NONE;
 }
 
+/* Whether the gateway answered the request itself (a model list): no upstream saw it,
+ * there is nothing to bill. */
+static int join_answered_by_gateway(const struct acct_row *row)
+{
+	return strcmp(row->verdict, decision_verdict_name(DECISION_MODELS_LISTED)) == 0;
+}
+
 /* How the transaction ended: a denial as the agent decided it, nothing decided as
  * HAProxy's own refusal, else from what HAProxy sent the client. */
 static enum acct_outcome join_outcome(const struct acct_row *row, const struct record *r)
 {
+	/* HAProxy's own answer ends "L" (local), which no upstream outcome describes. */
+	if (join_answered_by_gateway(row))
+		return row->status >= 200 && row->status < 300 ? ACCT_COMPLETE : ACCT_GATEWAY_REJECTED;
 	if (row->verdict[0] && strcmp(row->verdict, "allow") != 0 &&
 	    strcmp(row->verdict, "fail_open") != 0)
 		return ACCT_DENIED;
@@ -143,6 +153,8 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 		JOIN_COPY_STR(row->model, row->model_requested);
 	row->outcome = join_outcome(row, r);
 
+	if (join_answered_by_gateway(row))
+		row->est_prompt_tokens = row->est_completion_tokens = 0;
 	/* No decision saw the body (fail-open, a lost pending row): the bytes HAProxy read
 	 * bound the prompt from above, the agent's default the completion. */
 	if (row->est_prompt_tokens == ACCT_NONE && r->bytes_in >= 0)

@@ -34,6 +34,7 @@ struct kt_model {
 	char *name;
 	const struct kt_provider *provider;
 	struct kt_prices prices;
+	int64_t created_at;     /* unix seconds, as model lists show it */
 };
 
 struct kt_key {

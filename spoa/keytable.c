@@ -133,6 +133,7 @@ static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 	m->prices.output = keytable_col_price(st, 3);
 	m->prices.cached = keytable_col_price(st, 4);
 	m->prices.cache_write = keytable_col_price(st, 5);
+	m->created_at = sqlite3_column_int64(st, 6);
 	return m->name ? 0 : -1;
 }
 
@@ -224,7 +225,7 @@ static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
-	                      " cached_micros_per_mtok, cache_write_micros_per_mtok"
+	                      " cached_micros_per_mtok, cache_write_micros_per_mtok, created_at"
 	                      " FROM models ORDER BY name COLLATE BINARY",
 	                      n, keytable_add_model) < 0)
 		return -1;

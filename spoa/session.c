@@ -81,6 +81,9 @@ struct session_piece {
 	struct spop_str data;
 };
 
+/* The longest body an ACK carries: a model list (an error body takes 2048 at most). */
+#define SESSION_BODY_MAX 14336
+
 /* Reads our messages' arguments into req (and piece, for a piece's message; else NULL).
  * Unknown arguments are ignored so that a newer SPOE file can add some; absent or NULL
  * ones stay empty. */
@@ -113,6 +116,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->authorization = v.u.str;
 		else if (session_key_is(key, "xkey"))
 			req->api_key = v.u.str;
+		else if (session_key_is(key, "av"))
+			req->anthropic_version = v.u.str;
 		else if (session_key_is(key, "method")) {
 			req->method = v.u.str;
 			have_method = 1;
@@ -376,6 +381,17 @@ static char *session_whole_body(struct longbody *lb, struct spop_str id,
 	return whole;
 }
 
+/* A model list into body (SESSION_BODY_MAX bytes), in what the ACK's frame leaves after
+ * the other variables; its length, or -1 when the peer's frames cannot hold one. */
+static int session_models(const struct session *s, const struct keytable *kt,
+                          const struct decision *d, const struct decision_request *req,
+                          char *body)
+{
+	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
+
+	return decision_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+}
+
 /* Writes the ACK for one NOTIFY frame: the verdict on our message, or a long body's
  * piece stored. */
 static void session_notify(struct session *s, const struct keytable *kt,
@@ -386,7 +402,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	struct decision d;
 	struct spop_msg m;
 	struct spop_str id = { "", 0 };
-	char body[2048], *whole = NULL;
+	char body[SESSION_BODY_MAX], *whole = NULL;
 	int rc, found = 0, body_len = 0;
 
 	s->stats.notifies++;
@@ -423,6 +439,9 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		session_quota(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
+	if (d.verdict == DECISION_MODELS_LISTED &&
+	    (body_len = session_models(s, kt, &d, &req, body)) < 0)
+		d.verdict = DECISION_AGENT_ERROR;
 	if (s->on_decided && d.verdict != DECISION_UNAUTHENTICATED &&
 	    s->on_decided(s->decided_arg, id, &d) < 0)
 		d.verdict = DECISION_BUSY;
@@ -430,8 +449,8 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	stats_add(&stats.verdicts[d.verdict], 1);
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
-	if (d.verdict != DECISION_ALLOW)
-		body_len = decision_error_json(&d, &req, body, sizeof(body));
+	if (d.verdict != DECISION_ALLOW && d.verdict != DECISION_MODELS_LISTED)
+		body_len = decision_error_json(&d, &req, body, 2048);
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
 		session_ack(s, f, &d, body, body_len, 1, out);

@@ -198,7 +198,7 @@ def test_body_without_model_uses_key_default(stack):
 
 def test_only_inference_endpoints_are_served(stack):
     stack.mock_clear()
-    assert_error(*stack.gateway("GET", "/v1/models", key=stack.key), 404, "unsupported_endpoint")
+    assert_error(*stack.gateway("POST", "/v1/models", key=stack.key), 404, "unsupported_endpoint")
     assert_error(*stack.gateway("DELETE", "/v1/files/file-1", key=stack.key), 404,
                  "unsupported_endpoint")
     assert_error(*stack.gateway("POST", "/v1/files", {"purpose": "batch"}, key=stack.key), 404,
@@ -259,6 +259,44 @@ def test_count_tokens_is_judged_forwarded_and_free(stack):
     assert status == 403 and json.loads(got)["error"]["type"] == "permission_error"
     unknown = stack.gateway("POST", path, body, headers={"x-api-key": "tly_" + "Q" * 43})
     assert unknown[0] == 401
+
+
+def test_model_lists_are_the_gateways_own(stack):
+    """GET /v1/models (Open WebUI, LibreChat, Claude Code) is answered by the gateway from
+    the key's allow-list, never by a provider: OpenAI's shape, or Anthropic's for a client
+    that sends anthropic-version or x-api-key; one model by id; a row per call that
+    bills nothing."""
+    stack.mock_clear()
+    status, h, got = stack.gateway("GET", "/v1/models", key=stack.key)
+    assert status == 200 and h["content-type"] == "application/json", got
+    listed = json.loads(got)
+    assert listed["object"] == "list"
+    assert [(m["id"], m["object"], m["owned_by"]) for m in listed["data"]] == \
+        [("mock-gpt", "model", "mock-openai")]
+    assert isinstance(listed["data"][0]["created"], int)
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["status"], r["outcome"], r["prompt_tokens"], r["cost_micros"],
+            r["estimated_tokens"], r["estimated_cost_micros"]) == \
+        ("models_listed", 200, "complete", None, None, None, None)
+    status, _, got = stack.gateway("GET", "/v1/models",
+                                   headers={"x-api-key": stack.key, "anthropic-version": "2023-06-01"})
+    listed = json.loads(got)
+    assert status == 200 and [m["id"] for m in listed["data"]] == ["mock-claude"]
+    assert (listed["data"][0]["type"], listed["has_more"], listed["first_id"], listed["last_id"]) == \
+        ("model", False, "mock-claude", "mock-claude")
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", listed["data"][0]["created_at"])
+    # a restricted key sees what it may use, and nothing else exists for it
+    key = stack.create_key("lister", "--models", "mock-claude")
+    assert wait_for(lambda: stack.gateway("GET", "/v1/models/mock-claude",
+                                          headers={"x-api-key": key})[0] == 200, 3)
+    status, _, got = stack.gateway("GET", "/v1/models", key=key)
+    assert (status, json.loads(got)["data"]) == (200, [])
+    status, h, got = stack.gateway("GET", "/v1/models/mock-gpt", headers={"x-api-key": key})
+    assert status == 404 and json.loads(got)["error"]["type"] == "not_found_error"
+    assert_error(*stack.gateway("GET", "/v1/models", key="tly_" + "W" * 43), 401,
+                 "invalid_api_key")
+    assert_error(*stack.gateway("GET", "/v1/models"), 401, "missing_api_key")
+    assert stack.mock_requests() == []
 
 
 def test_ambiguous_bodies_are_refused(stack):

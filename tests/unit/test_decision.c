@@ -400,6 +400,82 @@ static void test_count_tokens_is_unbilled(void)
 	CHECK(!d.unbilled);
 }
 
+/* A GET of the model list or of one model, with the key in Authorization (OpenAI's
+ * shape) or x-api-key (Anthropic's); its JSON into buf. */
+static struct decision list_models(const char *key, int anthropic, const char *path, char *buf,
+                                   size_t cap, int *len)
+{
+	struct decision_request req = { 0 };
+	struct decision d;
+	char auth[128];
+
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	req.method.ptr = "GET";
+	req.method.len = 3;
+	req.path.ptr = path;
+	req.path.len = strlen(path);
+	if (anthropic) {
+		req.api_key.ptr = key;
+		req.api_key.len = strlen(key);
+	} else {
+		req.authorization.ptr = auth;
+		req.authorization.len = strlen(auth);
+	}
+	decision_make(fx.kt, &req, &d);
+	*len = d.verdict == DECISION_MODELS_LISTED ? decision_models_json(fx.kt, &d, &req, buf, cap)
+	                                           : decision_error_json(&d, &req, buf, cap);
+	return d;
+}
+
+/* GET /v1/models is the gateway's own answer: the models the key may use, of the API
+ * the client speaks, in that API's shape; one of them by id; anything else unknown. */
+static void test_model_lists(void)
+{
+	char buf[8192];
+	struct decision d;
+	int n;
+
+	d = list_models(FIX_KEY_OPEN, 0, "/v1/models", buf, sizeof(buf), &n);
+	CHECK_EQ_INT(d.verdict, DECISION_MODELS_LISTED);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 200);
+	CHECK(n > 0 && (size_t)n == strlen(buf));
+	CHECK(strncmp(buf, "{\"object\":\"list\",\"data\":[{\"id\":\"gpt-a\",\"object\":\"model\","
+	              "\"created\":1,\"owned_by\":\"oai\"},{\"id\":\"gpt-b\"", 94) == 0);
+	CHECK(strstr(buf, "claude-a") == NULL);
+	d = list_models(FIX_KEY_OPEN, 1, "/v1/models", buf, sizeof(buf), &n);
+	CHECK_EQ_STR(buf, "{\"data\":[{\"type\":\"model\",\"id\":\"claude-a\",\"display_name\":"
+	             "\"claude-a\",\"created_at\":\"1970-01-01T00:00:01Z\"}],\"has_more\":false,"
+	             "\"first_id\":\"claude-a\",\"last_id\":\"claude-a\"}");
+	/* a restricted key sees its own models only */
+	d = list_models(FIX_KEY_RESTRICTED, 0, "/v1/models", buf, sizeof(buf), &n);
+	CHECK_EQ_STR(buf, "{\"object\":\"list\",\"data\":[{\"id\":\"gpt-b\",\"object\":\"model\","
+	             "\"created\":1,\"owned_by\":\"oai\"}]}");
+	d = list_models(FIX_KEY_RESTRICTED, 0, "/v1/models/gpt-b", buf, sizeof(buf), &n);
+	CHECK_EQ_INT(d.verdict, DECISION_MODELS_LISTED);
+	CHECK_EQ_STR(buf, "{\"id\":\"gpt-b\",\"object\":\"model\",\"created\":1,\"owned_by\":\"oai\"}");
+	d = list_models(FIX_KEY_RESTRICTED, 0, "/v1/models/gpt-a", buf, sizeof(buf), &n);
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_MODEL);
+	CHECK(strstr(buf, "model_not_found") && strstr(buf, "'gpt-a'"));
+	d = list_models(FIX_KEY_OPEN, 0, "/v1/models/claude-a", buf, sizeof(buf), &n);
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_MODEL);
+	CHECK_EQ_INT(list_models(FIX_KEY_OPEN, 0, "/v1/models/", buf, sizeof(buf), &n).verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(list_models(FIX_KEY_OPEN, 0, "/v1/modelsx", buf, sizeof(buf), &n).verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(list_models("tly_nobody", 0, "/v1/models", buf, sizeof(buf), &n).verdict,
+	             DECISION_UNKNOWN_KEY);
+	CHECK_EQ_INT(list_models(FIX_KEY_REVOKED, 0, "/v1/models", buf, sizeof(buf), &n).verdict,
+	             DECISION_REVOKED_KEY);
+	/* a list longer than the room holds what fits; Anthropic's says there is more */
+	d = list_models(FIX_KEY_OPEN, 0, "/v1/models", buf, 2950, &n);
+	CHECK(n > 0 && strcmp(buf + n - 2, "]}") == 0);
+	CHECK_EQ_INT(list_models(FIX_KEY_OPEN, 1, "/v1/models", buf, 100, &n).verdict,
+	             DECISION_MODELS_LISTED);
+	CHECK_EQ_INT(n, -1);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "GET /v1/models", "", 0).verdict,
+	             DECISION_MODELS_LISTED);
+}
+
 static void test_error_bodies(void)
 {
 	struct decision_request req = { 0 };
@@ -547,6 +623,7 @@ int main(void)
 	RUN(test_keys);
 	RUN(test_allow_lists);
 	RUN(test_allow_list);
+	RUN(test_model_lists);
 	RUN(test_count_tokens_is_unbilled);
 	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
