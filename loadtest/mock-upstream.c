@@ -47,7 +47,7 @@
  * (per request); all fields are uint64_t so that one table describes them. */
 struct mock_params {
 	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
-	uint64_t error_form, sse_open;
+	uint64_t error_form, sse_open, response_end;
 	struct mock_tokens {
 		uint64_t prompt, completion, cached, cache_creation, reasoning;
 	} tok;
@@ -74,6 +74,8 @@ static const struct mock_knob mock_knobs[] = {
 	MOCK_KNOB("error-form", error_form, 0, 4,
 	          "error body: 0 JSON, 1 JSON chunked, 2 text, 3 empty, 4 text to close (0)"),
 	MOCK_KNOB("sse-open", sse_open, 0, 1, "1: a stream's last event has no blank line (0)"),
+	MOCK_KNOB("response-end", response_end, 0, 2,
+	          "Responses API: 0 completed, 1 incomplete (max_output_tokens), 2 failed (0)"),
 	MOCK_KNOB("prompt-tokens", tok.prompt, 0, MOCK_TOKENS_MAX, "prompt/input tokens (10)"),
 	MOCK_KNOB("completion-tokens", tok.completion, 0, MOCK_TOKENS_MAX,
 	          "completion/output tokens (20)"),
@@ -603,6 +605,110 @@ static cJSON *count_tokens_unary_render(const struct mock_job *j, const char *te
 	return o;
 }
 
+/* The Responses API (/v1/responses). A response object: the finished one (text, its
+ * end as response-end says, usage last), or the empty one the first events carry. */
+static const char *const responses_status[] = {"completed", "incomplete", "failed"};
+
+static cJSON *responses_object_new(const struct mock_job *j, const char *text)
+{
+	cJSON *o = cJSON_CreateObject(), *out, *item, *part, *u;
+
+	cJSON_AddStringToObject(o, "id", j->id);
+	cJSON_AddStringToObject(o, "object", "response");
+	cJSON_AddRawToObject(o, "created_at", MOCK_CREATED);
+	cJSON_AddStringToObject(o, "status", text ? responses_status[j->p.response_end] : "in_progress");
+	if (text && j->p.response_end == 1)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason",
+		                        "max_output_tokens");
+	if (text && j->p.response_end == 2) {
+		u = cJSON_AddObjectToObject(o, "error");
+		cJSON_AddStringToObject(u, "code", "server_error");
+		cJSON_AddStringToObject(u, "message", "The mock failed this response.");
+	}
+	cJSON_AddStringToObject(o, "model", j->model);
+	out = cJSON_AddArrayToObject(o, "output");
+	if (!text) {
+		cJSON_AddNullToObject(o, "usage");
+		return o;
+	}
+	item = cJSON_CreateObject();
+	cJSON_AddStringToObject(item, "type", "message");
+	cJSON_AddStringToObject(item, "role", "assistant");
+	cJSON_AddStringToObject(item, "status", "completed");
+	part = cJSON_CreateObject();
+	cJSON_AddStringToObject(part, "type", "output_text");
+	cJSON_AddStringToObject(part, "text", text);
+	cJSON_AddArrayToObject(part, "annotations");
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(item, "content"), part);
+	cJSON_AddItemToArray(out, item);
+	u = cJSON_AddObjectToObject(o, "usage");
+	mock_json_add_uint(u, "input_tokens", j->p.tok.prompt);
+	mock_json_add_uint(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
+	                   j->p.tok.cached);
+	mock_json_add_uint(u, "output_tokens", j->p.tok.completion);
+	mock_json_add_uint(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens",
+	                   j->p.tok.reasoning);
+	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt + j->p.tok.completion);
+	return o;
+}
+
+static cJSON *responses_unary_render(const struct mock_job *j, const char *text)
+{
+	return responses_object_new(j, text);
+}
+
+/* A stream: response.created and .in_progress, one output_text.delta per frame, the
+ * text's done events, then the terminal event (response.completed, .incomplete or
+ * .failed) with the whole response and its usage. Every event is named and carries
+ * its type and sequence number. */
+static char *responses_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
+                                    const char **name)
+{
+	static const char *const head[] = {"response.created", "response.in_progress"};
+	static const char *const end[] = {"response.completed", "response.incomplete", "response.failed"};
+	struct mock_buf text = {0};
+	char word[24];
+	cJSON *o;
+	unsigned k, seq;
+
+	if (part == PART_HEAD && i < 2) {
+		*name = head[i];
+		seq = i;
+	} else if (part == PART_FRAME) {
+		*name = "response.output_text.delta";
+		seq = 2 + i;
+	} else if (part == PART_TAIL && i < 2) {
+		*name = i == 0 ? "response.output_text.done" : end[j->p.response_end];
+		seq = 2 + (unsigned)j->p.frames + i;
+	} else {
+		return NULL;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", *name);
+	mock_json_add_uint(o, "sequence_number", seq);
+	if (part == PART_HEAD) {
+		cJSON_AddItemToObject(o, "response", responses_object_new(j, NULL));
+		return mock_json_print(o);
+	}
+	if (part == PART_FRAME) {
+		cJSON_AddNumberToObject(o, "output_index", 0);
+		cJSON_AddNumberToObject(o, "content_index", 0);
+		cJSON_AddStringToObject(o, "delta", mock_word_format(word, i));
+		return mock_json_print(o);
+	}
+	mock_buf_append(&text, "", 0);
+	for (k = 0; k < j->p.frames; k++) {
+		mock_word_format(word, k);
+		mock_buf_append(&text, word, strlen(word));
+	}
+	if (i == 0)
+		cJSON_AddStringToObject(o, "text", text.p);
+	else
+		cJSON_AddItemToObject(o, "response", responses_object_new(j, text.p));
+	mock_buf_free(&text);
+	return mock_json_print(o);
+}
+
 static cJSON *anthropic_error_render(unsigned status, const char *msg)
 {
 	cJSON *o = cJSON_CreateObject(), *e;
@@ -726,6 +832,9 @@ static const struct mock_api mock_embeddings = {
 };
 static const struct mock_api mock_count_tokens = {
 	"count-mock", count_tokens_unary_render, NULL, anthropic_error_render,
+};
+static const struct mock_api mock_responses = {
+	"resp_mock", responses_unary_render, responses_event_render, openai_error_render,
 };
 static const struct mock_api mock_anthropic = {
 	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
@@ -1315,6 +1424,7 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 		{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/responses", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
 		{HTTP_POST, "/v1/messages/count_tokens", ROUTE_ANTHROPIC},
 		{HTTP_GET, "/v1/models", ROUTE_MODELS},
@@ -1342,6 +1452,8 @@ static const struct mock_api *mock_api_pick(const char *path, size_t n)
 		return &mock_completions;
 	if (n == 14 && !memcmp(path, "/v1/embeddings", 14))
 		return &mock_embeddings;
+	if (n == 13 && !memcmp(path, "/v1/responses", 13))
+		return &mock_responses;
 	return &mock_openai;
 }
 

@@ -69,12 +69,16 @@ static const struct decision_endpoint {
 	int large;              /* responses usually exceed HAProxy's buffer (vectors) */
 	int stream_options;     /* streams report usage only if stream_options asks */
 	int unbilled;           /* answers are counts, no usage to bill (decision.h) */
+	int output_bound;       /* the answer is bounded by max_output_tokens, not max_tokens */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0 },
-	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0 },
-	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0 },
-	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0 },
-	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1 },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0, 0 },
+	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0, 0 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0, 0 },
+	/* Responses streams always end with their usage (response.completed, .incomplete
+	 * or .failed): nothing to amend. */
+	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0 },
+	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0 },
 };
 
 static int decision_str_is(struct spop_str s, const char *lit)
@@ -332,9 +336,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * below the buffer (usage comes last, after the text, and json_query sees only
 	 * what the buffer holds). A count of tokens has no usage to read. */
 	d->unbilled = ep->unbilled;
+	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
 	d->capture = d->body_truncated ||
 	             (!ep->unbilled && (d->stream != 0 || ep->large ||
-	                                !decision_json_holds(req, d->body.max_tokens) ||
+	                                !decision_json_holds(req, d->max_output) ||
 	                                d->body.many_outputs || d->body.hints_ambiguous));
 	if (ep->stream_options)
 		decision_amend(d);
@@ -362,7 +367,7 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	/* ~4 bytes per token of English text; JSON's own bytes make it err high. The size
 	 * is the client's Content-Length: capped before any arithmetic. */
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
-	int64_t out = d->body.max_tokens >= 0 ? d->body.max_tokens : default_max_tokens;
+	int64_t out = d->max_output >= 0 ? d->max_output : default_max_tokens;
 
 	if (d->unbilled)
 		prompt = out = 0;
@@ -391,6 +396,7 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 {
 	memset(d, 0, sizeof(*d));
 	d->stream = -1;
+	d->max_output = -1;
 	d->verdict = decision_judge(t, req, d);
 }
 

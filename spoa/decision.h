@@ -64,6 +64,8 @@ struct decision {
 	enum decision_model_source model_source;
 	int stream;                         /* 1, 0, or -1 when the body was cut first */
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
+	long max_output;                    /* the answer's bound as the endpoint reads it
+	                                     * (max_tokens, or max_output_tokens); -1 none */
 	int unbilled;                       /* a count of tokens (count_tokens): no usage to
 	                                     * bill, nothing estimated; limits count the request */
 	int capture;                        /* the response needs the Lua capture: a stream,

@@ -23,7 +23,8 @@ enum reqbody_scan { REQBODY_SCAN_OK, REQBODY_SCAN_EOF, REQBODY_SCAN_BAD };
  * unambiguous or the body is invalid; hints only steer the capture path. */
 enum reqbody_member {
 	REQBODY_OTHER, REQBODY_MODEL, REQBODY_STREAM, REQBODY_STREAM_OPTIONS,
-	REQBODY_MAX_TOKENS, REQBODY_MAX_COMPLETION_TOKENS, REQBODY_N, REQBODY_BEST_OF,
+	REQBODY_MAX_TOKENS, REQBODY_MAX_COMPLETION_TOKENS, REQBODY_MAX_OUTPUT_TOKENS,
+	REQBODY_N, REQBODY_BEST_OF,
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
 	REQBODY_MEMBER_COUNT
@@ -34,7 +35,8 @@ enum reqbody_member {
 static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_MODEL] = "model", [REQBODY_STREAM] = "stream",
 	[REQBODY_STREAM_OPTIONS] = "stream_options", [REQBODY_MAX_TOKENS] = "max_tokens",
-	[REQBODY_MAX_COMPLETION_TOKENS] = "max_completion_tokens", [REQBODY_N] = "n",
+	[REQBODY_MAX_COMPLETION_TOKENS] = "max_completion_tokens",
+	[REQBODY_MAX_OUTPUT_TOKENS] = "max_output_tokens", [REQBODY_N] = "n",
 	[REQBODY_BEST_OF] = "best_of", [REQBODY_LOGPROBS] = "logprobs",
 	[REQBODY_TOP_LOGPROBS] = "top_logprobs", [REQBODY_ECHO] = "echo",
 	[REQBODY_AUDIO] = "audio", [REQBODY_MODALITIES] = "modalities",
@@ -366,6 +368,10 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 		if (tok && (v = reqbody_count(tok, len)) >= 0 && v > out->max_tokens)
 			out->max_tokens = v;
 		return;
+	case REQBODY_MAX_OUTPUT_TOKENS:
+		if (tok && (v = reqbody_count(tok, len)) >= 0 && v > out->max_output_tokens)
+			out->max_output_tokens = v;
+		return;
 	case REQBODY_N:
 	case REQBODY_BEST_OF:
 		if (!null && !(tok && reqbody_token_is(tok, len, "1")))
@@ -597,7 +603,7 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 
 	memset(out, 0, sizeof(*out));
 	out->stream = -1;
-	out->max_tokens = -1;
+	out->max_tokens = out->max_output_tokens = -1;
 	if (len == 0)
 		return REQBODY_EMPTY;   /* body may then be NULL: no pointer arithmetic on it */
 	s.start = s.p = body;
@@ -616,6 +622,6 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 		}
 	}
 	memset(out, 0, sizeof(*out));
-	out->max_tokens = -1;
+	out->max_tokens = out->max_output_tokens = -1;
 	return REQBODY_INVALID;
 }

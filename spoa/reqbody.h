@@ -40,6 +40,8 @@ struct reqbody_info {
 	/* Output bounds, a hint for how large the response may grow (a misread hint costs
 	 * the capture path, never the verdict). */
 	long max_tokens;                /* largest max_tokens / max_completion_tokens; -1 none */
+	long max_output_tokens;         /* the Responses API's bound; -1 none (kept apart: a
+	                                   chat upstream ignores it) */
 	int many_outputs;               /* a member that grows the answer beyond max_tokens:
 	                                   n or best_of other than 1, logprobs, top_logprobs,
 	                                   echo, audio, modalities, tools (server tools' results),

@@ -299,6 +299,66 @@ def test_model_lists_are_the_gateways_own(stack):
     assert stack.mock_requests() == []
 
 
+RESPONSES = "/v1/responses"
+RESPONSE_USAGE = {"x-mock-prompt-tokens": "1000", "x-mock-cached-tokens": "200",
+                  "x-mock-completion-tokens": "500", "x-mock-reasoning-tokens": "50"}
+
+
+def test_responses_api_is_accounted_exactly(stack):
+    """POST /v1/responses (Codex CLI, the Agents SDK): unary answers read by json_query or
+    the capture filter, streams whose only usage is their terminal event
+    (response.completed, .incomplete or .failed), each row exact to the token and the
+    micro-dollar; the stream reaches the client as the upstream sent it; a stream cut
+    before its terminal event is charged its estimate, never 0."""
+    stack.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai", "--input-micros",
+                   "1000000", "--output-micros", "4000000", "--cached-micros", "500000")
+    time.sleep(0.5)
+    # 800 fresh + 200 cached input, 500 output (50 of them reasoning): 800 + 100 + 2000
+    want = (1000, 500, 200, 50, 2900)
+    for bound in ({"max_output_tokens": 600}, {}):   # json_query, then (2.6) the capture
+        body = dict({"model": "mock-gpt", "input": "Say hi."}, **bound)
+        status, h, got = stack.gateway("POST", RESPONSES, body, key=stack.key, headers=RESPONSE_USAGE)
+        assert status == 200, got
+        assert json.loads(got)["usage"]["input_tokens_details"]["cached_tokens"] == 200
+        r = stack.row(h["x-request-id"])
+        assert (r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+                r["reasoning_tokens"], r["cost_micros"]) == want, r
+        assert (r["model"], r["stream"], r["usage_source"], r["outcome"]) == \
+            ("mock-gpt", 0, "response", "complete")
+    body = {"model": "mock-gpt", "input": "Say hi.", "stream": True}
+    for end in ("0", "1", "2"):   # completed, incomplete, failed
+        headers = dict(RESPONSE_USAGE, **{"x-mock-response-end": end, "x-mock-frames": "40"})
+        status, h, got = stack.gateway("POST", RESPONSES, body, key=stack.key, headers=headers)
+        assert status == 200
+        direct = stack.direct("POST", RESPONSES, body, headers=headers)[2]
+        assert got == direct   # untouched: Responses streams are never amended
+        assert got.count(b"event: response.output_text.delta") == 40
+        r = stack.row(h["x-request-id"])
+        assert (r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+                r["reasoning_tokens"], r["cost_micros"]) == want, (end, r)
+        assert (r["stream"], r["usage_source"], r["estimated_tokens"]) == (1, "stream", None)
+    # cut before the terminal event: no usage seen, the estimate is charged
+    conn = http.client.HTTPConnection("127.0.0.1", stack.gw_port, timeout=10)
+    try:
+        conn.request("POST", RESPONSES, json.dumps(dict(body, max_output_tokens=300)),
+                     {"Authorization": f"Bearer {stack.key}", "x-mock-disconnect-after": "3"})
+        resp = conn.getresponse()
+        rid = resp.getheader("x-request-id")
+        with pytest.raises(http.client.IncompleteRead):
+            resp.read()
+    finally:
+        conn.close()
+    r = stack.row(rid)
+    assert r["prompt_tokens"] is None and r["usage_source"] == "none"
+    assert r["estimated_tokens"] >= 300 and r["estimated_cost_micros"] > 0
+    # an Anthropic model is not served here, and a key's allow-list holds
+    assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-claude", "input": "x"},
+                                key=stack.key), 400, "model_api_mismatch")
+    key = stack.create_key("responses-claude-only", "--models", "mock-claude")
+    assert wait_for(lambda: stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x"},
+                                          key=key)[0] == 403, 3)
+
+
 def test_ambiguous_bodies_are_refused(stack):
     for body in (b'{"model":"mock-gpt","MODEL":"mock-claude"}',
                  b'{"Model":"mock-claude"}',

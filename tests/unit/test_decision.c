@@ -476,6 +476,34 @@ static void test_model_lists(void)
 	             DECISION_MODELS_LISTED);
 }
 
+/* /v1/responses is an OpenAI endpoint bounded by max_output_tokens, whose streams need
+ * no amendment (their usage always comes); a chat body's max_output_tokens bounds
+ * nothing. */
+static void test_responses_endpoint(void)
+{
+	struct decision_request req = { 0 };
+	struct decision d;
+
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"input\":\"hi\",\"max_output_tokens\":200}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK(!d.capture && d.max_output == 200);
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 200);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"input\":\"hi\",\"stream\":true}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && d.capture && d.stream == 1);
+	CHECK(!d.amend_text && !d.amend_scan);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"model\":\"gpt-a\",\"max_output_tokens\":200}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && d.max_output == -1 && d.capture);
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 4096);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                         "{\"model\":\"claude-a\",\"input\":\"hi\"}", 0).verdict,
+	             DECISION_WRONG_API);
+}
+
 static void test_error_bodies(void)
 {
 	struct decision_request req = { 0 };
@@ -623,6 +651,7 @@ int main(void)
 	RUN(test_keys);
 	RUN(test_allow_lists);
 	RUN(test_allow_list);
+	RUN(test_responses_endpoint);
 	RUN(test_model_lists);
 	RUN(test_count_tokens_is_unbilled);
 	RUN(test_cut_route_without_default);

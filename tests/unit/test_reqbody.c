@@ -198,6 +198,14 @@ static void test_output_bounds(void)
 	CHECK_EQ_INT(i.max_tokens, 64);
 	CHECK_EQ_INT(inspect("{\"max_tokens\":64,\"model\":1}", &i), REQBODY_INVALID);
 	CHECK_EQ_INT(i.max_tokens, -1);
+	/* The Responses API's bound is kept apart: a chat upstream ignores it. */
+	CHECK_EQ_INT(inspect("{\"max_output_tokens\":900,\"max_tokens\":30}", &i), REQBODY_COMPLETE);
+	CHECK(i.max_output_tokens == 900 && i.max_tokens == 30);
+	CHECK_EQ_INT(inspect("{\"model\":\"m\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.max_output_tokens, -1);
+	CHECK_EQ_INT(inspect("{\"max_output_tokens\":5,\"Max_Output_Tokens\":9000}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(i.hints_ambiguous);
 }
 
 /* Where stream_options and include_usage are, for the amendment. */

@@ -465,7 +465,9 @@ static void test_from_fields(void)
 	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
 	CHECK_EQ_STR(u.model, "gpt-4o-2024-08-06");
 
-	/* Anthropic's fields win, summed */
+	/* Anthropic's fields (haproxy.cfg reads them when OpenAI's are absent), summed */
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		r.u[i] = ACCT_NONE;
 	r.u[RECORD_U_INPUT] = 100;
 	r.u[RECORD_U_OUTPUT] = 40;
 	r.u[RECORD_U_CACHE_READ] = 1000;
@@ -476,6 +478,20 @@ static void test_from_fields(void)
 	usage_from_fields(&r, &u);
 	CHECK_COUNTS(u, N, 40, 1000, 2000, N);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+
+	/* The Responses API's: input and output with OpenAI's cached and reasoning fields;
+	 * its input counts the cached tokens already */
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		r.u[i] = ACCT_NONE;
+	r.u[RECORD_U_INPUT] = 1000;
+	r.u[RECORD_U_OUTPUT] = 500;
+	r.u[RECORD_U_CACHED] = 200;
+	r.u[RECORD_U_REASONING] = 50;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 1000, 500, 200, N, 50);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
+	r.u[RECORD_U_PROMPT] = 1000;
+	r.u[RECORD_U_COMPLETION] = 500;
 
 	/* out of range (a caller that did not bound them): no count, no overflow */
 	r.u[RECORD_U_INPUT] = INT64_MAX;
