@@ -30,12 +30,12 @@ def children_of(pid):
     return out
 
 
-def start_run(tmp_path, ports):
+def start_run(tmp_path, ports, **extra):
     env = dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
                TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
                TALLY_MOCK_PORT=str(ports[2]), TALLY_QUERYD_PORT=str(ports[3]),
                TALLY_RECORDS_PORT=str(ports[4]), TALLY_METRICS_PORT=str(ports[5]),
-               TALLY_HAPROXY=HAPROXY)
+               TALLY_HAPROXY=HAPROXY, **extra)
     env.pop("TALLY_OPERATOR_TOKEN", None)
     log = open(tmp_path / "run.log", "ab")
     # its own process group, as a terminal's foreground job: Ctrl-C signals the group
@@ -103,3 +103,64 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
         assert text2.count("seeding") == 1
     finally:
         ctrl_c(p)
+
+
+def test_make_run_in_front_of_the_users_own_server(tmp_path):
+    """TALLY_UPSTREAM points make run at an OpenAI-compatible server of the user's (the
+    mock, started apart, stands in for Ollama or vLLM): its models are registered from its
+    GET /v1/models, a key allowed them is printed with a curl naming one of them, and
+    requests through the gateway reach that server with its API key and become rows."""
+    ports = tuple(free_port() for _ in range(6))
+    server_port = free_port()
+    server = subprocess.Popen([str(BUILD / "mock-upstream"), "--listen", f"127.0.0.1:{server_port}",
+                               "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        s = Stack(tmp_path)
+        s.mock_port = server_port
+        s.db = tmp_path / "data" / "tally.db"
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                served = json.loads(s._request(server_port, "GET", "/v1/models")[2])
+                break
+            except OSError:
+                time.sleep(0.1)
+        listed = [m["id"] for m in served["data"]]
+        p, text = start_run(tmp_path, ports, TALLY_UPSTREAM=f"http://127.0.0.1:{server_port}/v1",
+                            TALLY_UPSTREAM_API_KEY="server-secret")
+        try:
+            assert f"registered {len(listed)} models" in text
+            key = re.search(r"upstream key: (tly_\S+)", text).group(1)
+            model = re.search(r'-d .\{"model":"([^"]+)"', text).group(1)
+            assert model in listed
+            curl = re.search(r"(curl -s http://\S+/v1/chat/completions .*?)\n\n", text, re.S).group(1)
+            out = subprocess.run(["bash", "-c", curl.replace("\\\n", " ")], capture_output=True,
+                                 text=True, timeout=10)
+            assert json.loads(out.stdout)["model"] == model, out
+            up = s.mock_requests()[-1]
+            assert ["Authorization", "Bearer server-secret"] in up["headers"] or \
+                ["authorization", "Bearer server-secret"] in up["headers"], up["headers"]
+            s.gw_port = ports[0]
+            status, h, _ = s.gateway("POST", "/v1/chat/completions",
+                                     {"model": listed[-1], "messages": []}, key=key,
+                                     headers={"x-mock-prompt-tokens": "31"})
+            assert status == 200
+            r = s.row(h["x-request-id"])
+            assert (r["model"], r["provider"], r["prompt_tokens"], r["cost_micros"]) == \
+                (listed[-1], "upstream", 31, None)
+            # the key holds to the server's models
+            status, _, _ = s.gateway("POST", "/v1/chat/completions",
+                                     {"model": "mock-gpt", "messages": []}, key=key)
+            assert status == 403
+        finally:
+            kids, alive = ctrl_c(p)
+        assert alive == [], (kids, alive)
+    finally:
+        server.terminate()
+        server.wait(10)
+    # a bad TALLY_UPSTREAM is refused before anything starts
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "run.sh")], capture_output=True, text=True,
+                         env=dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "d2"),
+                                  TALLY_UPSTREAM="ftp://example"), timeout=30)
+    assert out.returncode == 2 and "TALLY_UPSTREAM must be" in out.stderr
+
