@@ -609,9 +609,37 @@ static cJSON *count_tokens_unary_render(const struct mock_job *j, const char *te
  * end as response-end says, usage last), or the empty one the first events carry. */
 static const char *const responses_status[] = {"completed", "incomplete", "failed"};
 
+/* The answer's output_text part, its text so far ("" before any delta). */
+static cJSON *responses_part_new(const char *text)
+{
+	cJSON *part = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(part, "type", "output_text");
+	cJSON_AddStringToObject(part, "text", text);
+	cJSON_AddArrayToObject(part, "annotations");
+	return part;
+}
+
+/* The answer's message item: done with its text, or in progress and empty (NULL). */
+static cJSON *responses_item_new(const struct mock_job *j, const char *text)
+{
+	cJSON *item = cJSON_CreateObject(), *content;
+	char id[64];
+
+	snprintf(id, sizeof id, "msg_%s", j->id + 5);
+	cJSON_AddStringToObject(item, "id", id);
+	cJSON_AddStringToObject(item, "type", "message");
+	cJSON_AddStringToObject(item, "role", "assistant");
+	cJSON_AddStringToObject(item, "status", text ? "completed" : "in_progress");
+	content = cJSON_AddArrayToObject(item, "content");
+	if (text)
+		cJSON_AddItemToArray(content, responses_part_new(text));
+	return item;
+}
+
 static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 {
-	cJSON *o = cJSON_CreateObject(), *out, *item, *part, *u;
+	cJSON *o = cJSON_CreateObject(), *out, *u;
 
 	cJSON_AddStringToObject(o, "id", j->id);
 	cJSON_AddStringToObject(o, "object", "response");
@@ -631,16 +659,7 @@ static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 		cJSON_AddNullToObject(o, "usage");
 		return o;
 	}
-	item = cJSON_CreateObject();
-	cJSON_AddStringToObject(item, "type", "message");
-	cJSON_AddStringToObject(item, "role", "assistant");
-	cJSON_AddStringToObject(item, "status", "completed");
-	part = cJSON_CreateObject();
-	cJSON_AddStringToObject(part, "type", "output_text");
-	cJSON_AddStringToObject(part, "text", text);
-	cJSON_AddArrayToObject(part, "annotations");
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(item, "content"), part);
-	cJSON_AddItemToArray(out, item);
+	cJSON_AddItemToArray(out, responses_item_new(j, text));
 	u = cJSON_AddObjectToObject(o, "usage");
 	mock_json_add_uint(u, "input_tokens", j->p.tok.prompt);
 	mock_json_add_uint(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
@@ -657,43 +676,60 @@ static cJSON *responses_unary_render(const struct mock_job *j, const char *text)
 	return responses_object_new(j, text);
 }
 
-/* A stream: response.created and .in_progress, one output_text.delta per frame, the
- * text's done events, then the terminal event (response.completed, .incomplete or
- * .failed) with the whole response and its usage. Every event is named and carries
- * its type and sequence number. */
+/* A stream: response.created and .in_progress, the message item and its text part
+ * added, one output_text.delta per frame, the text, part and item done, then the
+ * terminal event (response.completed, .incomplete or .failed) with the whole response
+ * and its usage. Every event is named and carries its type and sequence number. */
 static char *responses_event_render(const struct mock_job *j, enum mock_part part, unsigned i,
                                     const char **name)
 {
-	static const char *const head[] = {"response.created", "response.in_progress"};
+	static const char *const head[] = {"response.created", "response.in_progress",
+	                                   "response.output_item.added",
+	                                   "response.content_part.added"};
+	static const char *const tail[] = {"response.output_text.done", "response.content_part.done",
+	                                   "response.output_item.done"};
 	static const char *const end[] = {"response.completed", "response.incomplete", "response.failed"};
 	struct mock_buf text = {0};
-	char word[24];
+	char word[24], item_id[64];
 	cJSON *o;
 	unsigned k, seq;
 
-	if (part == PART_HEAD && i < 2) {
+	if (part == PART_HEAD && i < 4) {
 		*name = head[i];
 		seq = i;
 	} else if (part == PART_FRAME) {
 		*name = "response.output_text.delta";
-		seq = 2 + i;
-	} else if (part == PART_TAIL && i < 2) {
-		*name = i == 0 ? "response.output_text.done" : end[j->p.response_end];
-		seq = 2 + (unsigned)j->p.frames + i;
+		seq = 4 + i;
+	} else if (part == PART_TAIL && i < 4) {
+		*name = i < 3 ? tail[i] : end[j->p.response_end];
+		seq = 4 + (unsigned)j->p.frames + i;
 	} else {
 		return NULL;
 	}
+	snprintf(item_id, sizeof item_id, "msg_%s", j->id + 5);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "type", *name);
 	mock_json_add_uint(o, "sequence_number", seq);
-	if (part == PART_HEAD) {
+	if (part == PART_HEAD && i < 2) {
 		cJSON_AddItemToObject(o, "response", responses_object_new(j, NULL));
 		return mock_json_print(o);
 	}
-	if (part == PART_FRAME) {
+	if (part != PART_TAIL || i < 3) {
 		cJSON_AddNumberToObject(o, "output_index", 0);
-		cJSON_AddNumberToObject(o, "content_index", 0);
+		if (part != PART_HEAD || i != 2)
+			cJSON_AddStringToObject(o, "item_id", item_id);
+		if (part != PART_HEAD || i != 2)
+			cJSON_AddNumberToObject(o, "content_index", 0);
+	}
+	if (part == PART_FRAME) {
 		cJSON_AddStringToObject(o, "delta", mock_word_format(word, i));
+		return mock_json_print(o);
+	}
+	if (part == PART_HEAD) {
+		if (i == 2)
+			cJSON_AddItemToObject(o, "item", responses_item_new(j, NULL));
+		else
+			cJSON_AddItemToObject(o, "part", responses_part_new(""));
 		return mock_json_print(o);
 	}
 	mock_buf_append(&text, "", 0);
@@ -703,6 +739,10 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 	}
 	if (i == 0)
 		cJSON_AddStringToObject(o, "text", text.p);
+	else if (i == 1)
+		cJSON_AddItemToObject(o, "part", responses_part_new(text.p));
+	else if (i == 2)
+		cJSON_AddItemToObject(o, "item", responses_item_new(j, text.p));
 	else
 		cJSON_AddItemToObject(o, "response", responses_object_new(j, text.p));
 	mock_buf_free(&text);

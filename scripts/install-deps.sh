@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tally needs to build, run and test, only what is missing: Debian packages,
 # then the npm packages pinned by package-lock.json files (tests/sdk: the official OpenAI
-# and Anthropic SDKs test_sdk.py drives; queryd/dashboard: the chart library the build
-# vendors into tally-queryd, and the browser test's playwright-core).
+# and Anthropic SDKs test_sdk.py drives; tests/agents: Claude Code, Codex CLI and the
+# OpenAI Agents SDK that test_agents.py drives; queryd/dashboard: the chart library the
+# build vendors into tally-queryd, and the browser test's playwright-core).
 # TALLY_DEPS=build installs only what `make build` needs (docker/Dockerfile's build stage).
 # Runs as root on Debian 12 (CI, developers); elsewhere it says what is missing and fails.
 set -euo pipefail
@@ -13,7 +14,7 @@ npm_dirs=(queryd/dashboard)
 if [ "${TALLY_DEPS:-all}" != build ]; then
   pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 chromium python3 python3-pytest
          python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
-  npm_dirs+=(tests/sdk)
+  npm_dirs+=(tests/sdk tests/agents)
 fi
 # Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs
 # document Node 20+, but pass test_sdk.py on Debian 12's 18.20.4 as well.

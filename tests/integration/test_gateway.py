@@ -17,6 +17,7 @@ from stack import MOCK_CREDENTIAL, Stack
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
+RESPONSES = "/v1/responses"
 # haproxy.cfg's unique-id-format: accept time in ms, pid, request counter, 64 random bits
 # (hex). Ids sort by time, so the request_id index grows at its end.
 REQUEST_ID = re.compile(r"^\d{13}-[0-9A-F]+-[0-9A-F]+-[0-9A-F]{16}$")
@@ -199,6 +200,13 @@ def test_body_without_model_uses_key_default(stack):
 def test_only_inference_endpoints_are_served(stack):
     stack.mock_clear()
     assert_error(*stack.gateway("POST", "/v1/models", key=stack.key), 404, "unsupported_endpoint")
+    # the Responses WebSocket transport cannot be accounted: refused, so that clients
+    # (Codex CLI) fall back to HTTPS
+    assert_error(*stack.gateway("GET", RESPONSES, key=stack.key,
+                                headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                                         "Sec-WebSocket-Version": "13",
+                                         "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}),
+                 404, "unsupported_endpoint")
     assert_error(*stack.gateway("DELETE", "/v1/files/file-1", key=stack.key), 404,
                  "unsupported_endpoint")
     assert_error(*stack.gateway("POST", "/v1/files", {"purpose": "batch"}, key=stack.key), 404,
@@ -299,7 +307,6 @@ def test_model_lists_are_the_gateways_own(stack):
     assert stack.mock_requests() == []
 
 
-RESPONSES = "/v1/responses"
 RESPONSE_USAGE = {"x-mock-prompt-tokens": "1000", "x-mock-cached-tokens": "200",
                   "x-mock-completion-tokens": "500", "x-mock-reasoning-tokens": "50"}
 
