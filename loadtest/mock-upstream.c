@@ -676,6 +676,32 @@ static cJSON *responses_unary_render(const struct mock_job *j, const char *text)
 	return responses_object_new(j, text);
 }
 
+/* /v1/responses/compact: the conversation compacted into one opaque item, with the usage
+ * of doing it (billable, as the Responses API's). */
+static cJSON *compact_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = responses_object_new(j, text), *out = cJSON_CreateArray(), *item;
+
+	cJSON_ReplaceItemInObject(o, "object", cJSON_CreateString("response.compaction"));
+	item = cJSON_CreateObject();
+	cJSON_AddStringToObject(item, "type", "compaction");
+	cJSON_AddStringToObject(item, "encrypted_content", "mock-compacted");
+	cJSON_AddItemToArray(out, item);
+	cJSON_ReplaceItemInObject(o, "output", out);
+	return o;
+}
+
+/* /v1/responses/input_tokens: the count of the request's input, nothing billed. */
+static cJSON *input_tokens_unary_render(const struct mock_job *j, const char *text)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	(void)text;
+	cJSON_AddStringToObject(o, "object", "response.input_tokens");
+	mock_json_add_uint(o, "input_tokens", j->p.tok.prompt);
+	return o;
+}
+
 /* A stream: response.created and .in_progress, the message item and its text part
  * added, one output_text.delta per frame, the text, part and item done, then the
  * terminal event (response.completed, .incomplete or .failed) with the whole response
@@ -875,6 +901,12 @@ static const struct mock_api mock_count_tokens = {
 };
 static const struct mock_api mock_responses = {
 	"resp_mock", responses_unary_render, responses_event_render, openai_error_render,
+};
+static const struct mock_api mock_compact = {
+	"resp_mock", compact_unary_render, NULL, openai_error_render,
+};
+static const struct mock_api mock_input_tokens = {
+	"resp_mock", input_tokens_unary_render, NULL, openai_error_render,
 };
 static const struct mock_api mock_anthropic = {
 	"msg_mock", anthropic_unary_render, anthropic_event_render, anthropic_error_render,
@@ -1465,6 +1497,8 @@ static enum mock_route mock_route_find(unsigned method, const char *path, size_t
 		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/responses", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/responses/compact", ROUTE_OPENAI},
+		{HTTP_POST, "/v1/responses/input_tokens", ROUTE_OPENAI},
 		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
 		{HTTP_POST, "/v1/messages/count_tokens", ROUTE_ANTHROPIC},
 		{HTTP_GET, "/v1/models", ROUTE_MODELS},
@@ -1494,6 +1528,10 @@ static const struct mock_api *mock_api_pick(const char *path, size_t n)
 		return &mock_embeddings;
 	if (n == 13 && !memcmp(path, "/v1/responses", 13))
 		return &mock_responses;
+	if (n == 21 && !memcmp(path, "/v1/responses/compact", 21))
+		return &mock_compact;
+	if (n == 26 && !memcmp(path, "/v1/responses/input_tokens", 26))
+		return &mock_input_tokens;
 	return &mock_openai;
 }
 

@@ -77,6 +77,8 @@ static const struct decision_endpoint {
 	/* Responses streams always end with their usage (response.completed, .incomplete
 	 * or .failed): nothing to amend. */
 	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1 },
+	{ "/v1/responses/compact", KT_API_OPENAI, 0, 0, 0, 1 },
+	{ "/v1/responses/input_tokens", KT_API_OPENAI, 0, 0, 1, 0 },
 	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0 },
 	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0 },
 };
@@ -495,7 +497,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
 	case DECISION_BAD_ENDPOINT:
-		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages and /v1/messages/count_tokens, and GET /v1/models.");
+		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/responses/compact, /v1/responses/input_tokens, /v1/messages and /v1/messages/count_tokens, and GET /v1/models.");
 		break;
 	case DECISION_WRONG_API:
 		snprintf(msg, cap, "The model '%s' is served through %s.", model,

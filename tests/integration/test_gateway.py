@@ -358,6 +358,20 @@ def test_responses_api_is_accounted_exactly(stack):
     r = stack.row(rid)
     assert r["prompt_tokens"] is None and r["usage_source"] == "none"
     assert r["estimated_tokens"] >= 300 and r["estimated_cost_micros"] > 0
+    # compaction is billed as a response; an input count is judged and bills nothing
+    status, h, got = stack.gateway("POST", RESPONSES + "/compact", {"model": "mock-gpt", "input": "x"},
+                                   key=stack.key, headers=RESPONSE_USAGE)
+    assert status == 200 and json.loads(got)["object"] == "response.compaction"
+    r = stack.row(h["x-request-id"])
+    assert (r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+            r["reasoning_tokens"], r["cost_micros"]) == want, r
+    status, h, got = stack.gateway("POST", RESPONSES + "/input_tokens",
+                                   {"model": "mock-gpt", "input": "x" * 30000}, key=stack.key,
+                                   headers={"x-mock-prompt-tokens": "7777"})
+    assert (status, json.loads(got)["input_tokens"]) == (200, 7777)
+    r = stack.row(h["x-request-id"])
+    assert (r["outcome"], r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"]) == \
+        ("complete", None, None, None)
     # an Anthropic model is not served here, and a key's allow-list holds
     assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-claude", "input": "x"},
                                 key=stack.key), 400, "model_api_mismatch")

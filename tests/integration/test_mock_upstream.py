@@ -264,6 +264,41 @@ def test_embeddings(mock):
     assert len(big["data"][0]["embedding"]) > 4000
 
 
+def test_responses_api(mock):
+    """The Responses API: a response with usage last; a stream of named events ending
+    in the terminal event response-end chooses, which alone carries the usage; compact
+    and input_tokens."""
+    req = {"model": "gpt-x", "input": "hi"}
+    hdrs = {"x-mock-frames": "3", "x-mock-cached-tokens": "4", "x-mock-reasoning-tokens": "2"}
+    status, _, body = post_json(mock.port, "/v1/responses", req, hdrs)
+    assert status == 200 and (body["object"], body["status"], body["model"]) == \
+        ("response", "completed", "gpt-x")
+    assert body["output"][0]["content"][0]["text"] == "mock0 mock1 mock2 "
+    assert list(body)[-1] == "usage" and body["usage"] == {
+        "input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 30}
+    for end, name in ((0, "response.completed"), (1, "response.incomplete"), (2, "response.failed")):
+        status, _, raw = call(mock.port, "POST", "/v1/responses", dict(req, stream=True),
+                              dict(hdrs, **{"x-mock-response-end": str(end)}))
+        events = [e.split("\n") for e in raw.decode().strip().split("\n\n")]
+        names = [e[0][len("event: "):] for e in events]
+        data = [json.loads(e[1][len("data: "):]) for e in events]
+        assert names == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"] + ["response.output_text.delta"] * 3 + \
+            ["response.output_text.done", "response.content_part.done",
+             "response.output_item.done", name]
+        assert [d["sequence_number"] for d in data] == list(range(11))
+        assert [d["type"] for d in data] == names
+        assert data[0]["response"]["usage"] is None
+        assert data[-1]["response"]["status"] == ("completed", "incomplete", "failed")[end]
+        assert data[-1]["response"]["usage"]["output_tokens"] == 20
+        assert b"[DONE]" not in raw
+    _, _, body = post_json(mock.port, "/v1/responses/compact", req)
+    assert body["object"] == "response.compaction" and body["usage"]["input_tokens"] == 10
+    _, _, body = post_json(mock.port, "/v1/responses/input_tokens", req, {"x-mock-prompt-tokens": "9"})
+    assert body == {"object": "response.input_tokens", "input_tokens": 9}
+
+
 def test_count_tokens(mock):
     req = {"model": "claude-x", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     status, hdrs, body = post_json(mock.port, "/v1/messages/count_tokens", req,
