@@ -30,7 +30,8 @@
 #
 # Knobs: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS, BENCH_STREAMS,
 # BENCH_FRAMES, BENCH_FRAME_DELAY_MS, BENCH_AGENT_THREADS (2),
-# BENCH_MODES ("hold unary limited unbounded long sse"), BENCH_HOLD_STREAMS,
+# BENCH_MODES ("hold unary limited unbounded long sse rsse"; rsse: Responses API streams
+# of the same shape), BENCH_HOLD_STREAMS,
 # BENCH_HOLD_FRAMES, BENCH_HOLD_DELAY_MS, BENCH_HAPROXY_VERSIONS, TALLY_BUILD (build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -168,9 +169,12 @@ run() { # name port pid mode label
     stack_pids+=("$prof")
   fi
   t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$agent_pid"); d0=$(decisions)
-  if [ "$4" = sse ]; then
-    out=$(BENCH_FRAMES=$frames wrk -t1 -c"$streams" -d"${seconds}s" --timeout 30s \
-          -s loadtest/bench-decision.lua "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
+  if [ "$4" = sse ] || [ "$4" = rsse ]; then
+    # rsse: the Responses API's stream (usage only in its terminal event)
+    out=$(BENCH_FRAMES=$frames BENCH_RESPONSES=$([ "$4" = rsse ] && echo 1 || echo 0) \
+          wrk -t1 -c"$streams" -d"${seconds}s" --timeout 30s -s loadtest/bench-decision.lua \
+          "http://127.0.0.1:$2/v1/$([ "$4" = rsse ] && echo responses || echo chat/completions)" |
+          grep '^RESULT')
   else
     out=$(TALLY_KEY=$key BENCH_UNBOUNDED=$([ "$4" = unbounded ] && echo 1 || echo 0) \
           BENCH_LONG=$([ "$4" = long ] && echo 1 || echo 0) wrk -t1 -c"$conns" -d"${seconds}s" --timeout 5s -s loadtest/bench-decision.lua \
@@ -191,7 +195,7 @@ echo "bench-accounting: HAProxy ${labels[*]}; ${rounds} rounds x ${seconds}s; un
      "$conns connections; SSE $frames frames x ${BENCH_FRAME_DELAY_MS} ms at $streams streams;" \
      "hold $hold_streams streams; $(nproc) cores"
 for r in $(seq "$rounds"); do
-  for mode in ${BENCH_MODES:-hold unary limited unbounded long sse}; do
+  for mode in ${BENCH_MODES:-hold unary limited unbounded long sse rsse}; do
     # Held memory is read once, on processes no earlier run grew.
     [ "$mode" = hold ] && [ "$r" -gt 1 ] && continue
     for i in "${!bins[@]}"; do
@@ -249,7 +253,8 @@ for label in labels:
     print(f"{'target':17} {'req/s':>9} {'events/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
           f"{'HAProxy CPU us/req':>19} {'agent CPU us/req':>17} {'decision us':>12}")
     for n in ("haproxy-unary", "gateway-unary", "gateway-limited", "haproxy-unbounded",
-              "gateway-unbounded", "haproxy-long", "gateway-long", "haproxy-sse", "gateway-sse"):
+              "gateway-unbounded", "haproxy-long", "gateway-long", "haproxy-sse", "gateway-sse",
+              "haproxy-rsse", "gateway-rsse"):
         if n not in m_of:
             continue
         m = m_of[n]
@@ -260,7 +265,8 @@ for label in labels:
               f"{cpu:19.1f} {agent if gw else 0:17.1f} {m['decision_us'] if gw else 0:12.3f}")
     # Issue 13's targets (set for HAProxy 3.4).
     for mode, what, target in (("unary", "req/s", 0.7), ("unbounded", "req/s", 0.6),
-                               ("long", "req/s", 0.0), ("sse", "events/s", 0.95)):
+                               ("long", "req/s", 0.0), ("sse", "events/s", 0.95),
+                               ("rsse", "events/s", 0.95)):
         if f"gateway-{mode}" in m_of:
             ratio = m_of[f"gateway-{mode}"]["rps"] / m_of[f"haproxy-{mode}"]["rps"]
             goal = (f" (target >= {target:.2f}x: {'met' if ratio >= target else 'NOT met'})"

@@ -1,7 +1,8 @@
 -- wrk script for loadtest/bench-decision.sh and bench-accounting.sh: one chat
 -- completion per request, then a machine-readable summary line. Unary with a
 -- BENCH_BODY_BYTES response by default; with BENCH_FRAMES set, a stream of that many
--- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage. BENCH_LONG=1: a 40 KB prompt
+-- frames, BENCH_FRAME_DELAY_MS apart, that asks for usage (BENCH_RESPONSES=1: a Responses
+-- API stream, for a /v1/responses URL). BENCH_LONG=1: a 40 KB prompt
 -- in the OpenAI Python SDK's order (messages, then model and stream), a stream of 10
 -- frames that did not ask for usage: the body is longer than the agent's first frame,
 -- so the capture filter reads it to its end and amends it, or on HAProxy 3.4 the agent
@@ -14,6 +15,11 @@ if os.getenv("BENCH_LONG") == "1" then
   wrk.body = '{"messages":[{"role":"user","content":"' .. string.rep("x", tonumber(os.getenv("BENCH_LONG_BYTES") or "40000")) .. '"}],' ..
     '"model":"mock-gpt","stream":true}'
   wrk.headers["x-mock-frames"] = "10"
+elseif frames and os.getenv("BENCH_RESPONSES") == "1" then
+  -- a Responses API stream (the URL names /v1/responses): usage always, in its last event
+  wrk.body = '{"model":"mock-gpt","stream":true,"input":"Say hello in one short sentence."}'
+  wrk.headers["x-mock-frames"] = frames
+  wrk.headers["x-mock-frame-delay-ms"] = os.getenv("BENCH_FRAME_DELAY_MS") or "10"
 elseif frames then
   wrk.body = '{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},' ..
     '"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
