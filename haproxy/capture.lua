@@ -35,6 +35,8 @@ local OPTIONS_MAX = 256
 -- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
 local KEY_MAX = 96
 local JUDGED = { model = true, stream = true, stream_options = true }
+-- Members naming state stored upstream (txn.tally.nostate: a cut Responses body).
+local STATEFUL = { previous_response_id = true, conversation = true }
 
 local Capture = {}
 Capture.id = "tally-capture"
@@ -74,6 +76,7 @@ function Capture:start_analyze(txn, chn)
     if scan then
         self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0 }
         self.allow = allow_set(txn:get_var("txn.tally.allow"))
+        self.nostate = txn:get_var("txn.tally.nostate") ~= nil
     else
         self.insert_at = txn:get_var("txn.tally.amend")
         self.cut = txn:get_var("txn.tally.amend_cut") or 0
@@ -148,13 +151,18 @@ local function asks_usage(text)
     return asked
 end
 
+-- A top-level key as some JSON reader may take it: case and Unicode folds applied.
+local function fold_key(raw)
+    return raw:gsub("\197\191", "s"):gsub("\226\132\170", "k"):lower()
+end
+
 -- A top-level key as sent: which judged member it names, and whether every JSON reader
 -- agrees (an escape or a case or Unicode fold that only some readers apply: no).
 local function judged_key(raw)
     if raw:find("\\", 1, true) then
         return nil, true
     end
-    local folded = raw:gsub("\197\191", "s"):gsub("\226\132\170", "k"):lower()
+    local folded = fold_key(raw)
     if not JUDGED[folded] then
         return nil, false
     end
@@ -192,6 +200,10 @@ function Capture:key_end(msg, sc, raw, at)
         name, variant = judged_key(raw)
     end
     if variant or (name and sc.seen[name]) then
+        spoil(msg, sc, at)
+    end
+    -- Stored state, however spelled (escapes included), is not served for a cut body.
+    if self.nostate and (#raw > KEY_MAX or raw:find("\\", 1, true) or STATEFUL[fold_key(raw)]) then
         spoil(msg, sc, at)
     end
     if name then

@@ -58,6 +58,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_UNAUTHENTICATED] = { "gateway_unauthenticated", 500, "server_error", "api_error" },
 	[DECISION_BUSY] = { "gateway_busy", 503, "server_error", "overloaded_error" },
 	[DECISION_MODELS_LISTED] = { "models_listed", 200, "", "" },
+	[DECISION_STORED_STATE] = { "unsupported_parameter", 400, "invalid_request_error", "invalid_request_error" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -70,17 +71,18 @@ static const struct decision_endpoint {
 	int stream_options;     /* streams report usage only if stream_options asks */
 	int unbilled;           /* answers are counts, no usage to bill (decision.h) */
 	int output_bound;       /* the answer is bounded by max_output_tokens, not max_tokens */
+	int stored_state;       /* the body may name state stored upstream (decision_judge) */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0, 0 },
-	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0, 0 },
-	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0, 0 },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0, 0, 0 },
+	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0, 0, 0 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0, 0, 0 },
 	/* Responses streams always end with their usage (response.completed, .incomplete
 	 * or .failed): nothing to amend. */
-	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1 },
-	{ "/v1/responses/compact", KT_API_OPENAI, 0, 0, 0, 1 },
-	{ "/v1/responses/input_tokens", KT_API_OPENAI, 0, 0, 1, 0 },
-	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0 },
-	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0 },
+	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1, 1 },
+	{ "/v1/responses/compact", KT_API_OPENAI, 0, 0, 0, 1, 1 },
+	{ "/v1/responses/input_tokens", KT_API_OPENAI, 0, 0, 1, 0, 1 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0, 0 },
+	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0, 0 },
 };
 
 static int decision_str_is(struct spop_str s, const char *lit)
@@ -326,6 +328,13 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
 		return v;
+	/* previous_response_id and conversation name responses and conversations stored
+	 * under the operator's account, shared by every key: one key could read another's.
+	 * Until the gateway knows which key stored what, a client sends its whole input. A
+	 * cut body is checked past the cut by the capture filter. */
+	if (ep->stored_state && d->body.stateful)
+		return DECISION_STORED_STATE;
+	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
 		return DECISION_MODEL_FORBIDDEN;
 	if (!d->model->provider)
@@ -514,6 +523,9 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_BUSY:
 		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
+		break;
+	case DECISION_STORED_STATE:
+		snprintf(msg, cap, "This gateway does not serve responses built on stored state (previous_response_id, conversation): send the whole input.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

@@ -31,6 +31,7 @@ enum decision_verdict {
 	DECISION_UNAUTHENTICATED,   /* 500: the request did not carry the gateway secret */
 	DECISION_BUSY,              /* 503: too many requests in flight to account for */
 	DECISION_MODELS_LISTED,     /* 200: GET /v1/models[/ID], answered by the gateway */
+	DECISION_STORED_STATE,      /* 400: a Responses body builds on state stored upstream */
 	DECISION_VERDICT_COUNT
 };
 
@@ -83,6 +84,9 @@ struct decision {
 	long amend_cut;
 	const char *amend_text;             /* NULL: no amendment */
 	int amend_scan;
+	/* stateless_scan: a cut Responses body; the capture filter spoils it if a
+	 * previous_response_id or conversation member comes past the cut. */
+	int stateless_scan;
 	struct reqbody_info body;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_status quota;         /* where the key stands (keys with limits) */

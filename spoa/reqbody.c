@@ -27,6 +27,7 @@ enum reqbody_member {
 	REQBODY_N, REQBODY_BEST_OF,
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
+	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -42,6 +43,8 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_AUDIO] = "audio", [REQBODY_MODALITIES] = "modalities",
 	[REQBODY_TOOLS] = "tools", [REQBODY_WEB_SEARCH] = "web_search_options",
 	[REQBODY_MCP_SERVERS] = "mcp_servers",
+	[REQBODY_PREVIOUS_RESPONSE_ID] = "previous_response_id",
+	[REQBODY_CONVERSATION] = "conversation",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -394,6 +397,11 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 		if (!null)
 			out->many_outputs = 1;
 		return;
+	case REQBODY_PREVIOUS_RESPONSE_ID:
+	case REQBODY_CONVERSATION:
+		if (!null)
+			out->stateful = 1;
+		return;
 	default:
 		return;
 	}
@@ -570,6 +578,9 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 			 * unknown, and the capture path reads answers of any size. */
 			if (k.m < REQBODY_FIRST_HINT)
 				return REQBODY_SCAN_BAD;
+			/* A reference to stored state however spelled: some reader takes it. */
+			if (k.m == REQBODY_PREVIOUS_RESPONSE_ID || k.m == REQBODY_CONVERSATION)
+				out->stateful = 1;
 			out->hints_ambiguous = 1;
 			k.m = REQBODY_OTHER;
 		}

@@ -48,6 +48,9 @@ struct reqbody_info {
 	                                   web_search_options, mcp_servers */
 	int hints_ambiguous;            /* a hint member twice, or spelled so that only some
 	                                   readers take it (MAX_TOKENS): its bound is unknown */
+	int stateful;                   /* previous_response_id or conversation, not null (or
+	                                   a variant of either): the Responses API would read
+	                                   state stored upstream under the operator's account */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

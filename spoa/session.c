@@ -230,6 +230,8 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_put_prices(out, &d->model->prices);
 	if (d->amend_scan)
 		session_set_int(out, "amend_scan", 1);
+	if (d->stateless_scan)
+		session_set_int(out, "nostate", 1);
 	if (d->allow_scan && d->verdict == DECISION_ALLOW) {
 		char allow[DECISION_ALLOW_LIST_MAX];
 		size_t n = decision_allow_list(d->key, d->model->provider, allow, sizeof(allow));

@@ -372,6 +372,13 @@ def test_responses_api_is_accounted_exactly(stack):
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"]) == \
         ("complete", None, None, None)
+    # state stored under the operator's account is every key's: not served
+    stack.mock_clear()
+    for stored in ({"previous_response_id": "resp_abc"}, {"conversation": "conv_abc"}):
+        assert_error(*stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
+                                                            **stored), key=stack.key),
+                     400, "unsupported_parameter")
+    assert stack.mock_requests() == []
     # an Anthropic model is not served here, and a key's allow-list holds
     assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-claude", "input": "x"},
                                 key=stack.key), 400, "model_api_mismatch")

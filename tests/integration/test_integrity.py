@@ -311,6 +311,23 @@ def test_a_restricted_keys_model_past_the_prefix_is_judged(stack, value):
     assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
 
 
+@pytest.mark.parametrize("key", ["previous_response_id", "conversation", "Previous_Response_Id",
+                                 "previous\\u005fresponse_id"])
+def test_stored_state_past_the_prefix_spoils_a_responses_body(stack, key):
+    """A Responses body longer than the agent sees may not name stored state past the
+    cut either, in any spelling a reader could take for it: the capture filter spoils it
+    before its end goes up."""
+    clean = json.dumps({"model": "mock-gpt", "input": "x" * 40000}).encode()
+    status, _, _ = post(stack, "/v1/responses", clean)
+    assert status == 200
+    assert stack.mock_requests()[-1]["body_sha256"] == hashlib.sha256(clean).hexdigest()
+    body = clean[:-1] + f', "{key}": "resp_other"}}'.encode()
+    status, h, _ = post(stack, "/v1/responses", body)
+    assert status == 400
+    assert stack.mock_requests()[-1]["body_sha256"] != hashlib.sha256(body).hexdigest()
+    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+
+
 @pytest.mark.parametrize("path,model", [(MESSAGES, "mock-claude"), ("/v1/embeddings", "mock-gpt")])
 def test_a_second_model_past_the_prefix_spoils_any_api_body(stack, path, model):
     """Messages and embeddings bodies longer than the agent sees are checked past the cut

@@ -502,6 +502,22 @@ static void test_responses_endpoint(void)
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                         "{\"model\":\"claude-a\",\"input\":\"hi\"}", 0).verdict,
 	             DECISION_WRONG_API);
+	/* state stored upstream is every key's under one account: not served */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_x\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 400);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/input_tokens",
+	                         "{\"model\":\"gpt-a\",\"conversation\":\"conv_x\"}", 0).verdict,
+	             DECISION_STORED_STATE);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                         "{\"model\":\"gpt-a\",\"conversation\":\"conv_x\"}", 0).verdict,
+	             DECISION_ALLOW);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"input\":\"xxxx", 1);
+	CHECK(d.verdict == DECISION_ALLOW && d.stateless_scan && d.amend_scan);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[\"xx", 1);
+	CHECK(d.verdict == DECISION_ALLOW && !d.stateless_scan);
 }
 
 static void test_error_bodies(void)

@@ -208,6 +208,26 @@ static void test_output_bounds(void)
 	CHECK(i.hints_ambiguous);
 }
 
+/* previous_response_id and conversation name state stored upstream: seen unless null,
+ * and in any spelling some reader takes for them. */
+static void test_stored_state(void)
+{
+	struct reqbody_info i;
+
+	CHECK_EQ_INT(inspect("{\"model\":\"m\",\"previous_response_id\":\"resp_1\"}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(i.stateful);
+	CHECK_EQ_INT(inspect("{\"conversation\":{\"id\":\"conv_1\"}}", &i), REQBODY_COMPLETE);
+	CHECK(i.stateful);
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":null,\"conversation\":null}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(!i.stateful);
+	CHECK_EQ_INT(inspect("{\"Previous_Response_ID\":null}", &i), REQBODY_COMPLETE);
+	CHECK(i.stateful);
+	CHECK_EQ_INT(inspect("{\"input\":[{\"previous_response_id\":\"r\"}]}", &i), REQBODY_COMPLETE);
+	CHECK(!i.stateful);
+}
+
 /* Where stream_options and include_usage are, for the amendment. */
 static void test_stream_options(void)
 {
@@ -289,6 +309,7 @@ int main(void)
 	RUN(test_long_model);
 	RUN(test_no_nul_terminator_needed);
 	RUN(test_output_bounds);
+	RUN(test_stored_state);
 	RUN(test_stream_options);
 	RUN(test_ambiguous_hints);
 	return UNIT_DONE();
