@@ -1486,53 +1486,55 @@ out:
 	return rc;
 }
 
-static enum mock_route mock_route_find(unsigned method, const char *path, size_t n)
+/* Every path the mock serves: its route, and the API that answers it (the shape of its
+ * errors too). */
+static const struct mock_endpoint {
+	unsigned method;
+	const char *path;
+	enum mock_route route;
+	const struct mock_api *api;
+} mock_endpoints[] = {
+	{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI, &mock_openai},
+	{HTTP_POST, "/v1/completions", ROUTE_OPENAI, &mock_completions},
+	{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI, &mock_embeddings},
+	{HTTP_POST, "/v1/responses", ROUTE_OPENAI, &mock_responses},
+	{HTTP_POST, "/v1/responses/compact", ROUTE_OPENAI, &mock_compact},
+	{HTTP_POST, "/v1/responses/input_tokens", ROUTE_OPENAI, &mock_input_tokens},
+	{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC, &mock_anthropic},
+	{HTTP_POST, "/v1/messages/count_tokens", ROUTE_ANTHROPIC, &mock_count_tokens},
+	{HTTP_GET, "/v1/models", ROUTE_MODELS, &mock_openai},
+	{HTTP_HEAD, "/v1/models", ROUTE_MODELS, &mock_openai},
+	{HTTP_GET, "/_mock/requests", ROUTE_LOG, &mock_openai},
+	{HTTP_DELETE, "/_mock/requests", ROUTE_LOG_CLEAR, &mock_openai},
+	{HTTP_GET, "/_mock/stats", ROUTE_STATS, &mock_openai},
+};
+
+/* The endpoint of path, for method (any method when method_any); NULL if none. */
+static const struct mock_endpoint *mock_endpoint_find(unsigned method, int method_any,
+                                                      const char *path, size_t n)
 {
-	static const struct {
-		unsigned method;
-		const char *path;
-		enum mock_route route;
-	} routes[] = {
-		{HTTP_POST, "/v1/chat/completions", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/completions", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/embeddings", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/responses", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/responses/compact", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/responses/input_tokens", ROUTE_OPENAI},
-		{HTTP_POST, "/v1/messages", ROUTE_ANTHROPIC},
-		{HTTP_POST, "/v1/messages/count_tokens", ROUTE_ANTHROPIC},
-		{HTTP_GET, "/v1/models", ROUTE_MODELS},
-		{HTTP_HEAD, "/v1/models", ROUTE_MODELS},
-		{HTTP_GET, "/_mock/requests", ROUTE_LOG},
-		{HTTP_DELETE, "/_mock/requests", ROUTE_LOG_CLEAR},
-		{HTTP_GET, "/_mock/stats", ROUTE_STATS},
-	};
 	size_t i;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
-		if (routes[i].method == method && strlen(routes[i].path) == n && !memcmp(routes[i].path, path, n))
-			return routes[i].route;
-	return ROUTE_NONE;
+	for (i = 0; i < sizeof mock_endpoints / sizeof mock_endpoints[0]; i++)
+		if ((method_any || mock_endpoints[i].method == method) &&
+		    strlen(mock_endpoints[i].path) == n && !memcmp(mock_endpoints[i].path, path, n))
+			return &mock_endpoints[i];
+	return NULL;
 }
 
-/* Errors take the shape of the API the path belongs to. */
+static enum mock_route mock_route_find(unsigned method, const char *path, size_t n)
+{
+	const struct mock_endpoint *e = mock_endpoint_find(method, 0, path, n);
+
+	return e ? e->route : ROUTE_NONE;
+}
+
+/* Errors take the shape of the API the path belongs to, whatever the method. */
 static const struct mock_api *mock_api_pick(const char *path, size_t n)
 {
-	if (n == 12 && !memcmp(path, "/v1/messages", 12))
-		return &mock_anthropic;
-	if (n == 25 && !memcmp(path, "/v1/messages/count_tokens", 25))
-		return &mock_count_tokens;
-	if (n == 15 && !memcmp(path, "/v1/completions", 15))
-		return &mock_completions;
-	if (n == 14 && !memcmp(path, "/v1/embeddings", 14))
-		return &mock_embeddings;
-	if (n == 13 && !memcmp(path, "/v1/responses", 13))
-		return &mock_responses;
-	if (n == 21 && !memcmp(path, "/v1/responses/compact", 21))
-		return &mock_compact;
-	if (n == 26 && !memcmp(path, "/v1/responses/input_tokens", 26))
-		return &mock_input_tokens;
-	return &mock_openai;
+	const struct mock_endpoint *e = mock_endpoint_find(0, 1, path, n);
+
+	return e ? e->api : &mock_openai;
 }
 
 /* /_mock/ endpoints are neither logged nor counted nor subject to x-mock-* headers. */
