@@ -220,10 +220,10 @@ function Capture:value_more(msg, sc, text)
         return
     end
     if sc.value == "" then
-        -- Whitespace before the value is counted, not kept: the cap is the value's, and
-        -- a spoil lands on its first byte (a NUL where whitespace may stand passes
-        -- some JSON readers, cJSON's among them).
-        local lead = #text:match("^%s*")
+        -- Bytes before the value that some reader skips are counted, not kept: the cap
+        -- is the value's, and a spoil lands on its first byte (cJSON skips every byte
+        -- up to the space as whitespace, a NUL included).
+        local lead = #text:match("^[\0-\32]*")
         sc.vws = sc.vws + lead
         text = text:sub(lead + 1)
     end
@@ -260,7 +260,7 @@ function Capture:value_end(msg, sc, text, vend)
                 sc.delta = sc.delta + grow
                 sc.rewritten = true
             else
-                spoil(msg, sc, sc.vat)
+                spoil(msg, sc, sc.vat + sc.vws)
             end
         end
     end
@@ -379,6 +379,10 @@ function Capture:scan_request(msg)
         avail = msg:input()
     end
     if close then
+        -- A restricted key's body that named no model leaves the upstream to pick one.
+        if self.allow and not sc.seen.model then
+            spoil(msg, sc, close)
+        end
         local text = sc.text or self:closing(sc)
         if text ~= "" and msg:insert(text, close) < 0 then
             -- No room in the buffer: send what precedes the brace and retry.

@@ -145,8 +145,8 @@ static struct spop_str decision_find_key(const struct decision_request *req)
  * for the capture filter to judge that one against what the route's provider may serve
  * the key (decision_allow_list): the key's default when it is allowed and speaks the
  * endpoint's API, else, when one provider serves every allowed model of that API, the
- * dearest of them (what a reservation then holds errs high). NULL when there is none,
- * or the list is too long to send. */
+ * dearest of them. NULL when there is none, or the list is too long to send. (The
+ * reservation takes the dearest price of each kind: decision_dearest.) */
 static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api)
 {
 	const struct kt_model *m = k->default_model, *best = NULL;
@@ -169,6 +169,24 @@ static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt
 	if (!m || decision_allow_list(k, m->provider, NULL, 0) >= DECISION_ALLOW_LIST_MAX)
 		return NULL;
 	return m;
+}
+
+/* The highest input and output prices among the models key k may use that provider p
+ * serves: what a request whose model the gateway has not seen may cost. */
+static struct kt_prices decision_dearest(const struct kt_key *k, const struct kt_provider *p)
+{
+	struct kt_prices most = { KT_PRICE_UNSET, KT_PRICE_UNSET, KT_PRICE_UNSET, KT_PRICE_UNSET };
+	size_t i;
+
+	for (i = 0; i < k->nallowed; i++) {
+		const struct kt_prices *a = &k->allowed[i]->prices;
+
+		if (k->allowed[i]->provider != p)
+			continue;
+		most.input = a->input > most.input ? a->input : most.input;
+		most.output = a->output > most.output ? a->output : most.output;
+	}
+	return most;
 }
 
 /* Checks the body and picks the model; returns the verdict so far. */
@@ -199,6 +217,7 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 		d->allow_scan = 1;
 		d->model_source = DECISION_MODEL_KEY_DEFAULT;
 		d->model = route;
+		d->est_prices = decision_dearest(d->key, route->provider);
 		return DECISION_ALLOW;
 	}
 	if (d->body_truncated && d->key->restricted && st != REQBODY_PREFIX)
@@ -347,6 +366,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * below the buffer (usage comes last, after the text, and json_query sees only
 	 * what the buffer holds). A count of tokens has no usage to read. */
 	d->unbilled = ep->unbilled;
+	if (!d->allow_scan)
+		d->est_prices = d->model->prices;
 	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
 	d->capture = d->body_truncated ||
 	             (!ep->unbilled && (d->stream != 0 || ep->large ||
@@ -385,8 +406,8 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	d->est_prompt_tokens = prompt;
 	d->est_completion_tokens = out;
 	d->est_tokens = prompt + out;
-	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->model->prices.input) +
-	                                decision_cost_of(out, d->model->prices.output) : 0;
+	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->est_prices.input) +
+	                                decision_cost_of(out, d->est_prices.output) : 0;
 }
 
 void decision_limit(struct decision *d, enum quota_verdict v)

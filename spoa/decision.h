@@ -91,6 +91,9 @@ struct decision {
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_status quota;         /* where the key stands (keys with limits) */
 	int has_quota;                      /* the key has a limit: quota is filled */
+	/* The prices a reservation takes: the model's, or for a model the gateway has not
+	 * seen (allow_scan) the dearest it could be. */
+	struct kt_prices est_prices;
 	/* decision_estimate's, for an allowed request: what it may use, prompt and completion,
 	 * their sum and its cost (what a limited key reserves). */
 	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;
@@ -115,9 +118,9 @@ size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, 
 int decision_key_active(const struct keytable *t, const struct decision_request *req);
 
 /* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
- * max_tokens or default_max_tokens when the body names none for the completion, and
- * their cost at the model's prices (a price not set counts 0). A limited key reserves
- * it; a row whose usage goes unreported is charged it. */
+ * its output bound (max_output) or default_max_tokens when it names none for the
+ * completion, and their cost at d->est_prices (a price not set counts 0). A limited
+ * key reserves it; a row whose usage goes unreported is charged it. */
 void decision_estimate(struct decision *d, const struct decision_request *req,
                        int64_t default_max_tokens);
 

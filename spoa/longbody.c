@@ -1,9 +1,10 @@
 /* longbody: long request bodies assembled from their pieces (see longbody.h). Any I/O
  * thread; one mutex, held for a walk of the few bodies in assembly and one memcpy.
  *
- * A body's whole size is reserved against max_bytes when its first piece comes, so the
+ * A body's reservation is taken against max_bytes when its first piece comes, so the
  * bound holds however its pieces interleave with others'. Few bodies are in assembly at
- * once (max_bytes / the smallest long body), so a list serves. */
+ * once (max_bytes / HAProxy's large buffer), so a list serves; every call drops the
+ * bodies past their time first. */
 #include "longbody.h"
 
 #include <pthread.h>
@@ -16,13 +17,14 @@ struct longbody_entry {
 	size_t idlen;
 	int64_t started_ms;
 	size_t total, len;
+	size_t reserved;              /* max(total, hold) */
 	char *buf;                    /* total bytes */
 };
 
 struct longbody {
 	pthread_mutex_t lock;
 	struct longbody_entry *head;
-	size_t reserved;              /* sum of the entries' totals */
+	size_t reserved;              /* sum of the entries' reservations */
 	size_t max_bytes;
 };
 
@@ -63,7 +65,7 @@ static void longbody_drop(struct longbody *lb, struct longbody_entry **slot)
 	struct longbody_entry *e = *slot;
 
 	*slot = e->next;
-	lb->reserved -= e->total;
+	lb->reserved -= e->reserved;
 	longbody_entry_free(e);
 }
 
@@ -90,15 +92,16 @@ static void longbody_expire(struct longbody *lb, int64_t now_ms)
 	}
 }
 
-/* A new entry for id at off 0, its total reserved; NULL if there is no room. Lock
- * held. */
+/* A new entry for id at off 0, max(total, hold) reserved; NULL if there is no room.
+ * Lock held. */
 static struct longbody_entry *longbody_start(struct longbody *lb, const char *id,
-                                             size_t idlen, size_t total, int64_t now_ms)
+                                             size_t idlen, size_t total, size_t hold,
+                                             int64_t now_ms)
 {
+	size_t want = total > hold ? total : hold;
 	struct longbody_entry *e;
 
-	longbody_expire(lb, now_ms);
-	if (total > lb->max_bytes - lb->reserved || !(e = calloc(1, sizeof(*e))))
+	if (want > lb->max_bytes - lb->reserved || !(e = calloc(1, sizeof(*e))))
 		return NULL;
 	if (!(e->buf = malloc(total))) {
 		free(e);
@@ -108,14 +111,16 @@ static struct longbody_entry *longbody_start(struct longbody *lb, const char *id
 	e->idlen = idlen;
 	e->started_ms = now_ms;
 	e->total = total;
+	e->reserved = want;
 	e->next = lb->head;
 	lb->head = e;
-	lb->reserved += total;
+	lb->reserved += want;
 	return e;
 }
 
 int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64_t off,
-                        int64_t total, const char *data, size_t len, int64_t now_ms)
+                        int64_t total, int64_t hold, const char *data, size_t len,
+                        int64_t now_ms)
 {
 	struct longbody_entry **slot, *e = NULL;
 	int64_t got = -1;
@@ -123,6 +128,7 @@ int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64
 	if (idlen == 0 || idlen > LONGBODY_ID_MAX)
 		return -1;
 	pthread_mutex_lock(&lb->lock);
+	longbody_expire(lb, now_ms);
 	slot = longbody_find(lb, id, idlen);
 	if (*slot && (off == 0 || (*slot)->total != (size_t)total || (*slot)->len != (size_t)off))
 		longbody_drop(lb, slot);   /* a new start, or a piece that does not follow */
@@ -132,7 +138,7 @@ int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64
 	    (uint64_t)off + len > (uint64_t)total)
 		goto out;
 	if (off == 0)
-		e = longbody_start(lb, id, idlen, (size_t)total, now_ms);
+		e = longbody_start(lb, id, idlen, (size_t)total, hold > 0 ? (size_t)hold : 0, now_ms);
 	if (!e)
 		goto out;
 	memcpy(e->buf + e->len, data, len);
@@ -146,7 +152,8 @@ out:
 	return got;
 }
 
-int longbody_take(struct longbody *lb, const char *id, size_t idlen, char **body, size_t *len)
+int longbody_take(struct longbody *lb, const char *id, size_t idlen, char **body, size_t *len,
+                  int64_t now_ms)
 {
 	struct longbody_entry **slot, *e;
 	int whole = 0;
@@ -154,10 +161,11 @@ int longbody_take(struct longbody *lb, const char *id, size_t idlen, char **body
 	if (idlen == 0 || idlen > LONGBODY_ID_MAX)
 		return 0;
 	pthread_mutex_lock(&lb->lock);
+	longbody_expire(lb, now_ms);
 	slot = longbody_find(lb, id, idlen);
 	if ((e = *slot)) {
 		*slot = e->next;
-		lb->reserved -= e->total;
+		lb->reserved -= e->reserved;
 		whole = e->len == e->total;
 	}
 	pthread_mutex_unlock(&lb->lock);

@@ -75,6 +75,12 @@ static int session_key_is(struct spop_str k, const char *name)
 	return k.len == strlen(name) && memcmp(k.ptr, name, k.len) == 0;
 }
 
+/* Monotonic milliseconds, for the lifetime of long bodies in assembly. */
+static int64_t session_now_ms(void)
+{
+	return (int64_t)(stats_now_ns() / 1000000);
+}
+
 /* A piece of a long body (SESSION_PIECE_MESSAGE): where it starts, and its bytes. */
 struct session_piece {
 	int64_t off;
@@ -124,7 +130,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		}
 		else if (session_key_is(key, "path"))
 			req->path = v.u.str;
-		else if (session_key_is(key, "body") || session_key_is(key, "data"))
+		else if (session_key_is(key, piece ? "data" : "body"))
 			req->body = v.u.str;
 		else if (session_key_is(key, "secret"))
 			req->secret = v.u.str;
@@ -135,6 +141,7 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		piece->off = off;
 		piece->data = req->body;
 		req->body_size = body_size;
+		req->json_max = json_max;
 		return rc < 0 || off < 0 || body_size <= 0 ? -1 : 0;
 	}
 	/* Without the method the SPOE file is not ours (an old one, say): an error names
@@ -345,7 +352,8 @@ static void session_piece(struct session *s, const struct keytable *kt,
 		counters_refuse_unauthenticated();
 	} else if (s->longbody && (piece.off > 0 || decision_key_active(kt, &req))) {
 		got = longbody_append(s->longbody, id.ptr, id.len, piece.off, req.body_size,
-		                      piece.data.ptr, piece.data.len, acct_now_ms());
+		                      req.json_max, piece.data.ptr, piece.data.len,
+		                      session_now_ms());
 	}
 	if (got < 0)
 		stats_add(&stats.long_bodies_refused, 1);
@@ -356,7 +364,8 @@ static void session_piece(struct session *s, const struct keytable *kt,
 		spop_put_unset_var(out, SPOP_SCOPE_TXN, "off", 3);
 	if (spop_frame_end(out) < 0)
 		out->len = start;
-	stats_add(&stats.spop_frames_out, 1);
+	else
+		stats_add(&stats.spop_frames_out, 1);
 }
 
 /* A body HAProxy cut in the decision's message but sent whole in pieces before it: when
@@ -369,9 +378,9 @@ static char *session_whole_body(struct longbody *lb, struct spop_str id,
 	char *whole = NULL;
 	size_t len = 0;
 
-	if (!longbody_take(lb, id.ptr, id.len, &whole, &len))
+	if (!longbody_take(lb, id.ptr, id.len, &whole, &len, session_now_ms()))
 		return NULL;
-	if ((int64_t)len != req->body_size || len < req->body.len ||
+	if ((int64_t)len != req->body_size ||
 	    (req->body.len && memcmp(whole, req->body.ptr, req->body.len) != 0)) {
 		free(whole);
 		return NULL;

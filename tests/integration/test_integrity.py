@@ -287,7 +287,9 @@ def test_a_second_stream_member_past_the_prefix_spoils_the_body(stack):
 @pytest.mark.parametrize("value", [
     b'"mock-claude"', b' \t "mock-claude"', b' ' * 300 + b'"mock-claude"',
     b'"mock\\u002dgpt"', b'"mock-gpt' + b'x' * 300 + b'"', b'["mock-gpt"]',
-], ids=["forbidden", "spaced", "padded-past-the-cap", "escaped", "long", "not-a-string"])
+    b'\x01 "mock-claude"',
+], ids=["forbidden", "spaced", "padded-past-the-cap", "escaped", "long", "not-a-string",
+        "control-byte"])
 def test_a_restricted_keys_model_past_the_prefix_is_judged(stack, value):
     """A key restricted to some models sends a body whose only "model" comes past the
     cut (the OpenAI Python SDK's order): it goes to the provider of its allowed models,
@@ -308,6 +310,19 @@ def test_a_restricted_keys_model_past_the_prefix_is_judged(stack, value):
     status, h, answer = post(stack, CHAT, body, key=key)
     assert status == 400, answer[:200]
     assert stack.mock_requests()[-1]["body_sha256"] != hashlib.sha256(body).hexdigest()
+    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+
+
+def test_a_restricted_keys_body_without_model_is_not_left_to_the_upstream(stack):
+    """A restricted key's long body that never names a model would let the upstream pick
+    one (self-hosted servers serve their loaded model): spoiled at its closing brace."""
+    key = stack.create_key("past-cut-none", "--models", "mock-gpt")
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 40000}]}).encode()
+    deadline = time.time() + 3   # the agent's next configuration poll
+    while post(stack, CHAT, long_body(CHAT, {}), key=key)[0] != 200 and time.time() < deadline:
+        time.sleep(0.1)
+    status, h, _ = post(stack, CHAT, body, key=key)
+    assert status == 400
     assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
 
 

@@ -23,7 +23,7 @@ static int64_t send_all(struct longbody *lb, const char *id, size_t total, size_
 	while (got >= 0 && (size_t)got < total) {
 		size_t n = total - (size_t)got < step ? total - (size_t)got : step;
 
-		got = longbody_append(lb, id, strlen(id), got, (int64_t)total, text + got, n, 0);
+		got = longbody_append(lb, id, strlen(id), got, (int64_t)total, 0, text + got, n, 0);
 	}
 	return got;
 }
@@ -34,16 +34,16 @@ static void test_pieces_in_order_make_the_body(void)
 	char *body = NULL;
 	size_t len = 0;
 
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, 0, text, 15000, 0), 15000);
 	CHECK_EQ_INT(longbody_bytes(lb), 40000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, text + 15000, 15000, 0), 30000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 30000, 40000, text + 30000, 10000, 0), 40000);
-	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, 0, text + 15000, 15000, 0), 30000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 30000, 40000, 0, text + 30000, 10000, 0), 40000);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len, 0) == 1);
 	CHECK_EQ_INT(len, 40000);
 	CHECK(body && memcmp(body, text, 40000) == 0);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 	/* taken once: nothing is left for a second decision on the same id */
-	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len, 0) == 0);
 	free(body);
 	CHECK_EQ_INT(send_all(lb, "whole-1mib", LONGBODY_BODY_MAX, 15000), LONGBODY_BODY_MAX);
 	longbody_free(lb);
@@ -57,28 +57,28 @@ static void test_broken_sequences_are_refused(void)
 	char *body = NULL;
 	size_t len = 0;
 
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 5000, 40000, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 14000, 40000, text, 1000, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 5000, 40000, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 14000, 40000, 0, text, 1000, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
-	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len, 0) == 0);
 
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, text, 0, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 40000, 0, text, 0, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 20000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 20000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 20000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 20000, 0, text, 15000, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 
 	/* the size may not change between pieces */
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 30000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 15000, 30000, 0, text, 15000, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 
 	/* an incomplete body is never handed out, and is dropped when asked for */
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, text, 15000, 0), 15000);
-	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len) == 0);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 40000, 0, text, 15000, 0), 15000);
+	CHECK(longbody_take(lb, ID, strlen(ID), &body, &len, 0) == 0);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 	longbody_free(lb);
 }
@@ -90,13 +90,13 @@ static void test_sizes_and_ids_are_bounded(void)
 
 	memset(longid, 'x', sizeof(longid) - 1);
 	longid[sizeof(longid) - 1] = '\0';
-	CHECK_EQ_INT(longbody_append(lb, longid, strlen(longid), 0, 40000, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, "", 0, 0, 40000, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, LONGBODY_BODY_MAX + 1, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 0, text, 0, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, -5, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), -1, 40000, text, 100, 0), -1);
-	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, INT64_MAX, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, longid, strlen(longid), 0, 40000, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, "", 0, 0, 40000, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, LONGBODY_BODY_MAX + 1, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, 0, 0, text, 0, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, -5, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), -1, 40000, 0, text, 100, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, ID, strlen(ID), 0, INT64_MAX, 0, text, 100, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 0);
 	longbody_free(lb);
 }
@@ -109,17 +109,37 @@ static void test_memory_is_bounded(void)
 	char *body = NULL;
 	size_t len = 0;
 
-	CHECK_EQ_INT(longbody_append(lb, "a", 1, 0, 60000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, "b", 1, 0, 40000, text, 15000, 0), 15000);
-	CHECK_EQ_INT(longbody_append(lb, "c", 1, 0, 20000, text, 15000, 0), -1);
+	CHECK_EQ_INT(longbody_append(lb, "a", 1, 0, 60000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "b", 1, 0, 40000, 0, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "c", 1, 0, 20000, 0, text, 15000, 0), -1);
 	CHECK_EQ_INT(longbody_bytes(lb), 100000);
-	CHECK_EQ_INT(longbody_append(lb, "a", 1, 15000, 60000, text + 15000, 15000, 0), 30000);
-	CHECK(longbody_take(lb, "b", 1, &body, &len) == 0);     /* decided on its prefix */
+	CHECK_EQ_INT(longbody_append(lb, "a", 1, 15000, 60000, 0, text + 15000, 15000, 0), 30000);
+	CHECK(longbody_take(lb, "b", 1, &body, &len, 0) == 0);     /* decided on its prefix */
 	CHECK_EQ_INT(longbody_bytes(lb), 60000);
 	CHECK_EQ_INT(send_all(lb, "c", 20000, 15000), 20000);
-	CHECK(longbody_take(lb, "c", 1, &body, &len) == 1);
+	CHECK(longbody_take(lb, "c", 1, &body, &len, 0) == 1);
 	CHECK(len == 20000 && memcmp(body, text, len) == 0);
 	free(body);
+	longbody_free(lb);
+}
+
+/* Each body reserves at least the large buffer HAProxy holds it in: a key holder who
+ * starts many small long bodies and trickles the rest runs out of room after
+ * max_bytes / hold of them, whatever the bodies' own sizes. */
+static void test_each_body_reserves_the_large_buffer(void)
+{
+	struct longbody *lb = longbody_new(5 << 20);
+	char *body = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(longbody_append(lb, "a", 1, 0, 20000, 2 << 20, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "b", 1, 0, 20000, 2 << 20, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_bytes(lb), 4 << 20);
+	CHECK_EQ_INT(longbody_append(lb, "c", 1, 0, 20000, 2 << 20, text, 15000, 0), -1);
+	/* a body larger than the hold reserves its size */
+	CHECK(longbody_take(lb, "a", 1, &body, &len, 0) == 0);
+	CHECK_EQ_INT(longbody_append(lb, "d", 1, 0, 900000, 500000, text, 15000, 0), 15000);
+	CHECK_EQ_INT(longbody_bytes(lb), (2 << 20) + 900000);
 	longbody_free(lb);
 }
 
@@ -128,12 +148,18 @@ static void test_memory_is_bounded(void)
 static void test_abandoned_bodies_expire(void)
 {
 	struct longbody *lb = longbody_new(50000);
+	char *body = NULL;
+	size_t len = 0;
 
-	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 0, 40000, text, 15000, 1000), 15000);
-	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, text, 15000, 1000 + LONGBODY_TTL_MS), -1);
-	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, text, 15000, 1001 + LONGBODY_TTL_MS), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 0, 40000, 0, text, 15000, 1000), 15000);
+	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, 0, text, 15000, 1000 + LONGBODY_TTL_MS), -1);
+	CHECK_EQ_INT(longbody_append(lb, "next", 4, 0, 40000, 0, text, 15000, 1001 + LONGBODY_TTL_MS), 15000);
 	CHECK_EQ_INT(longbody_bytes(lb), 40000);
-	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 15000, 40000, text, 15000, 2000 + LONGBODY_TTL_MS), -1);
+	CHECK_EQ_INT(longbody_append(lb, "gone", 4, 15000, 40000, 0, text, 15000, 2000 + LONGBODY_TTL_MS), -1);
+	/* any call drops what is past its time, a take as well */
+	CHECK_EQ_INT(longbody_bytes(lb), 40000);
+	CHECK(longbody_take(lb, "other", 5, &body, &len, 3000 + 2 * LONGBODY_TTL_MS) == 0);
+	CHECK_EQ_INT(longbody_bytes(lb), 0);
 	longbody_free(lb);
 }
 
@@ -145,5 +171,6 @@ int main(void)
 	RUN(test_sizes_and_ids_are_bounded);
 	RUN(test_memory_is_bounded);
 	RUN(test_abandoned_bodies_expire);
+	RUN(test_each_body_reserves_the_large_buffer);
 	return UNIT_DONE();
 }
