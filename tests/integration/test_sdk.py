@@ -87,6 +87,19 @@ def test_official_sdks_accept_the_gateway(stack):
     assert out["anthropic_unary"]["usage"] == {
         "input_tokens": k["prompt-tokens"], "output_tokens": k["completion-tokens"]}
 
+    # The Responses API: the SDK reads the response and the stream's terminal event.
+    k = out["openai_responses_unary"]["knobs"]
+    assert out["openai_responses_unary"]["text"] == "".join(f"mock{i} " for i in range(10))
+    assert out["openai_responses_unary"]["usage"] == {
+        "input_tokens": k["prompt-tokens"], "input_tokens_details": {"cached_tokens": k["cached-tokens"]},
+        "output_tokens": k["completion-tokens"],
+        "output_tokens_details": {"reasoning_tokens": k["reasoning-tokens"]},
+        "total_tokens": k["prompt-tokens"] + k["completion-tokens"]}
+    streamed = out["openai_responses_stream"]
+    assert streamed["text"] == "".join(f"mock{i} " for i in range(6))
+    assert streamed["terminal"] == "response.incomplete" and streamed["events"] == 6 + 8
+    assert streamed["usage"]["input_tokens"] == 301
+
     # The rows: (prompt, completion, cached, cache write, reasoning, usage_source, stream).
     # Anthropic's prompt_tokens is the whole input: fresh + cache read + cache write.
     expected = {
@@ -96,6 +109,8 @@ def test_official_sdks_accept_the_gateway(stack):
         "openai_unary_capture": (1001, 501, None, None, None, "response", 0),
         "anthropic_stream": (3100, 40, 1000, 2000, None, "stream", 1),
         "anthropic_unary": (7, 9, None, None, None, "response", 0),
+        "openai_responses_unary": (300, 30, 100, None, 10, "response", 0),
+        "openai_responses_stream": (301, 31, 101, None, 0, "stream", 1),
     }
     for case, want in expected.items():
         r = stack.row(out[case]["id"])

@@ -56,6 +56,27 @@ async function openaiUnary(knobs, extra) {
            text: data.choices[0].message.content, usage: data.usage };
 }
 
+// The Responses API: unary, or a stream read through the SDK's iterator to its terminal
+// event, the only one that carries the usage.
+async function openaiResponses(knobs, stream) {
+  const { data, response } = await openai.responses
+    .create({ model: "mock-gpt", input: "Say hi.", stream }, { headers: headersOf(knobs) })
+    .withResponse();
+  if (!stream)
+    return { id: response.headers.get("x-request-id"), knobs, text: data.output_text,
+             status: data.status, usage: data.usage };
+  const seen = { events: 0, text: "", terminal: null, usage: null };
+  for await (const event of data) {
+    seen.events++;
+    if (event.type === "response.output_text.delta") seen.text += event.delta;
+    if (event.response?.usage) {
+      seen.terminal = event.type;
+      seen.usage = event.response.usage;
+    }
+  }
+  return { id: response.headers.get("x-request-id"), knobs, ...seen };
+}
+
 async function anthropicStream(knobs) {
   const stream = anthropic.messages.stream(
     { model: "mock-claude", max_tokens: 100, messages: [] }, { headers: headersOf(knobs) });
@@ -94,6 +115,12 @@ try {
       { frames: 20, "prompt-tokens": 100, "completion-tokens": 40, "cached-tokens": 1000,
         "cache-creation-tokens": 2000 }),
     anthropic_unary: await anthropicUnary({ "prompt-tokens": 7, "completion-tokens": 9 }),
+    openai_responses_unary: await openaiResponses(
+      { "prompt-tokens": 300, "completion-tokens": 30, "cached-tokens": 100,
+        "reasoning-tokens": 10 }, false),
+    openai_responses_stream: await openaiResponses(
+      { frames: 6, "prompt-tokens": 301, "completion-tokens": 31, "cached-tokens": 101,
+        "response-end": 1 }, true),
   };
   console.log(JSON.stringify(out));
 } catch (e) {
