@@ -28,6 +28,15 @@ def stack(tmp_path_factory):
         s.close()
 
 
+def clean_env(**extra):
+    """The environment without any provider or client setting of the caller's (a base URL
+    or key there would send a client elsewhere), plus extra."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_"))}
+    env.update(extra)
+    return env
+
+
 def tool(name):
     path = BIN / name
     if not path.exists():
@@ -74,9 +83,9 @@ def test_claude_code(stack, tmp_path):
     claude = tool("claude")
     key = key_for(stack, "claude-code", "--models", "mock-claude", "--default-model", "mock-claude")
     stack.mock_clear()
-    env = dict(os.environ, HOME=str(tmp_path), ANTHROPIC_BASE_URL=f"http://127.0.0.1:{stack.gw_port}",
-               ANTHROPIC_API_KEY=key, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-               DISABLE_AUTOUPDATER="1")
+    env = clean_env(HOME=str(tmp_path), ANTHROPIC_BASE_URL=f"http://127.0.0.1:{stack.gw_port}",
+                    ANTHROPIC_API_KEY=key, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                    DISABLE_AUTOUPDATER="1")
     out = run([claude, "-p", "say hi", "--model", "mock-claude"], env, tmp_path)
     assert WORDS in out.stdout
     sent = [m for m in stack.mock_requests() if m["path"].startswith("/v1/messages")]
@@ -97,7 +106,7 @@ def test_codex_exec(stack, tmp_path):
         f'base_url = "http://127.0.0.1:{stack.gw_port}/v1"\nenv_key = "TALLY_KEY"\n'
         'wire_api = "responses"\n')
     stack.mock_clear()
-    env = dict(os.environ, HOME=str(tmp_path), CODEX_HOME=str(home), TALLY_KEY=key)
+    env = clean_env(HOME=str(tmp_path), CODEX_HOME=str(home), TALLY_KEY=key)
     out = run([codex, "exec", "--skip-git-repo-check", "say hi"], env, tmp_path)
     assert WORDS in out.stdout
     assert "tokens used\n30" in out.stderr, out.stderr[-2000:]
@@ -114,7 +123,7 @@ def test_openai_agents_sdk(stack):
         pytest.fail("node is not on PATH (run `make deps` as root)")
     tool("codex")   # the packages are installed together
     key = key_for(stack, "agents-sdk", "--models", "mock-gpt")
-    env = dict(os.environ, TALLY_BASE_URL=f"http://127.0.0.1:{stack.gw_port}/v1", TALLY_KEY=key)
+    env = clean_env(TALLY_BASE_URL=f"http://127.0.0.1:{stack.gw_port}/v1", TALLY_KEY=key)
     out = run([node, "agents.mjs", "mock-gpt"], env, AGENTS_DIR)
     runs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [r["stream"] for r in runs] == [False, True]
