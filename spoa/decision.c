@@ -85,6 +85,14 @@ static const struct decision_endpoint {
 	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0, 0 },
 };
 
+/* Whether s begins with lit. */
+static int decision_str_begins(struct spop_str s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s.len >= n && memcmp(s.ptr, lit, n) == 0;
+}
+
 static int decision_str_is(struct spop_str s, const char *lit)
 {
 	return s.len == strlen(lit) && memcmp(s.ptr, lit, s.len) == 0;
@@ -307,8 +315,7 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	const char *id;
 	size_t idlen;
 
-	if (!decision_str_is(req->method, "GET") || req->path.len < n ||
-	    memcmp(req->path.ptr, list, n) != 0)
+	if (!decision_str_is(req->method, "GET") || !decision_str_begins(req->path, list))
 		return DECISION_BAD_ENDPOINT;
 	if (req->path.len == n)
 		return DECISION_MODELS_LISTED;
@@ -579,17 +586,14 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 int decision_error_json(const struct decision *d, const struct decision_request *req,
                         char *buf, size_t cap)
 {
-	static const char messages_path[] = "/v1/messages", models_path[] = "/v1/models";
 	const struct decision_verdict_info *vi = &verdicts[(unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict : DECISION_NO_ROUTE];
 	char msg[1024];
 	int n;
 
 	decision_message(d, msg, sizeof(msg));
 	/* Anthropic's shape on its paths, and for a model list an Anthropic client asked for */
-	if ((req->path.len >= sizeof(messages_path) - 1 &&
-	     memcmp(req->path.ptr, messages_path, sizeof(messages_path) - 1) == 0) ||
-	    (req->path.len >= sizeof(models_path) - 1 &&
-	     memcmp(req->path.ptr, models_path, sizeof(models_path) - 1) == 0 &&
+	if (decision_str_begins(req->path, "/v1/messages") ||
+	    (decision_str_begins(req->path, "/v1/models") &&
 	     decision_models_api(req) == KT_API_ANTHROPIC))
 		n = snprintf(buf, cap, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}",
 		             vi->anthropic_type, msg);
