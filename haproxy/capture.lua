@@ -27,6 +27,8 @@
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
 -- reaches the upstream, which then refuses it. So does, for a key restricted to some
 -- models whose body named none before the cut, a "model" not on txn.tally.allow.
+--
+-- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
 local HEAD = 1536
 local TAIL = 3072
@@ -499,3 +501,13 @@ end
 core.register_filter("tally-capture", Capture, function(flt, args)
     return flt
 end)
+
+-- A pause before the agent is asked again about a stored response's id that the key
+-- may have just made (haproxy.cfg, txn.tally.wait): msleep yields, so the thread serves
+-- other streams meanwhile. wait 0 marks the pause as taken.
+local PAUSE_MS = 25
+
+core.register_action("tally-pause", { "http-req" }, function(txn)
+    core.msleep(PAUSE_MS)
+    txn:set_var("txn.tally.wait", 0)
+end, 0)

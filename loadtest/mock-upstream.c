@@ -106,8 +106,12 @@ struct mock_req {
 };
 
 enum mock_route {
-	ROUTE_NONE, ROUTE_OPENAI, ROUTE_ANTHROPIC, ROUTE_MODELS, ROUTE_LOG, ROUTE_LOG_CLEAR, ROUTE_STATS
+	ROUTE_NONE, ROUTE_OPENAI, ROUTE_ANTHROPIC, ROUTE_MODELS, ROUTE_LOG, ROUTE_LOG_CLEAR, ROUTE_STATS,
+	ROUTE_STORED
 };
+
+/* What a request on a stored response's path asks (ROUTE_STORED). */
+enum mock_stored { STORED_GET, STORED_DELETE, STORED_CANCEL, STORED_INPUT_ITEMS };
 
 enum mock_part { PART_HEAD, PART_FRAME, PART_TAIL };
 
@@ -131,6 +135,7 @@ struct mock_job {
 	char *model;
 	int stream, include_usage, chunked;
 	char id[48];
+	enum mock_stored stored;   /* ROUTE_STORED: what is asked of response id */
 	enum mock_part part;
 	unsigned idx;   /* next event within the part */
 	int due;        /* the delay before the next frame has elapsed */
@@ -227,6 +232,7 @@ static void mock_buf_reserve(struct mock_buf *b, size_t extra)
 		cap *= 2;
 	b->p = mock_xrealloc(b->p, cap);
 	b->cap = cap;
+	b->p[b->len] = 0;   /* a buffer reserved for an empty body reads as "" */
 }
 
 static void mock_buf_append(struct mock_buf *b, const void *data, size_t n)
@@ -689,6 +695,36 @@ static cJSON *compact_unary_render(const struct mock_job *j, const char *text)
 	cJSON_AddItemToArray(out, item);
 	cJSON_ReplaceItemInObject(o, "output", out);
 	return o;
+}
+
+/* A stored response's paths. The mock keeps nothing: any id is a response it made,
+ * finished, with the usage the knobs say (a gateway must not bill it again). */
+static cJSON *stored_render(const struct mock_job *j)
+{
+	cJSON *o;
+
+	switch (j->stored) {
+	case STORED_DELETE:
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", j->id);
+		cJSON_AddStringToObject(o, "object", "response");
+		cJSON_AddTrueToObject(o, "deleted");
+		return o;
+	case STORED_INPUT_ITEMS:
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "object", "list");
+		cJSON_AddArrayToObject(o, "data");
+		cJSON_AddNullToObject(o, "first_id");
+		cJSON_AddNullToObject(o, "last_id");
+		cJSON_AddFalseToObject(o, "has_more");
+		return o;
+	case STORED_CANCEL:
+		o = responses_object_new(j, "stored");
+		cJSON_ReplaceItemInObject(o, "status", cJSON_CreateString("cancelled"));
+		return o;
+	default:
+		return responses_object_new(j, "stored");
+	}
 }
 
 /* /v1/responses/input_tokens: the count of the request's input, nothing billed. */
@@ -1400,6 +1436,8 @@ static void mock_resp_start(struct mock_conn *c)
 		mock_resp_error(c, (unsigned)c->job.p.status, msg);
 	} else if (c->job.route == ROUTE_MODELS) {
 		mock_resp_json(c, 200, mock_models_render());
+	} else if (c->job.route == ROUTE_STORED) {
+		mock_resp_json(c, 200, stored_render(&c->job));
 	} else if (c->job.route != ROUTE_OPENAI && c->job.route != ROUTE_ANTHROPIC) {
 		snprintf(msg, sizeof msg, "no route for %s %.32s",
 		         http_method_str((enum http_method)c->req.method),
@@ -1479,7 +1517,11 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 	h64 = hash_fnv1a64(h64, &j->p.frames, sizeof j->p.frames);
 	h64 = hash_fnv1a64(h64, &j->p.body_bytes, sizeof j->p.body_bytes);
 	h64 = hash_fnv1a64(h64, &j->p.tok, sizeof j->p.tok);
-	snprintf(j->id, sizeof j->id, "%s%016llx", j->api->id_prefix, (unsigned long long)h64);
+	/* A Responses create's id names what it stores: two inputs never share one. */
+	if (j->api == &mock_responses)
+		h64 = hash_fnv1a64(h64, mock_buf_str(&r->body), r->body.len);
+	if (j->route != ROUTE_STORED)
+		snprintf(j->id, sizeof j->id, "%s%016llx", j->api->id_prefix, (unsigned long long)h64);
 	rc = 0;
 out:
 	cJSON_Delete(body);
@@ -1520,6 +1562,36 @@ static const struct mock_endpoint *mock_endpoint_find(unsigned method, int metho
 		    strlen(mock_endpoints[i].path) == n && !memcmp(mock_endpoints[i].path, path, n))
 			return &mock_endpoints[i];
 	return NULL;
+}
+
+/* GET and DELETE /v1/responses/ID, POST .../ID/cancel, GET .../ID/input_items: the
+ * route, with what is asked and the id into j; ROUTE_NONE for any other path. */
+static enum mock_route mock_stored_find(unsigned method, const char *path, size_t n,
+                                        struct mock_job *j)
+{
+	static const char base[] = "/v1/responses/";
+	const size_t b = sizeof base - 1;
+	const char *id = path + b, *slash;
+	size_t idlen, tail;
+
+	if (n <= b || memcmp(path, base, b) != 0)
+		return ROUTE_NONE;
+	slash = memchr(id, '/', n - b);
+	idlen = slash ? (size_t)(slash - id) : n - b;
+	tail = n - b - idlen;
+	if (!idlen || idlen >= sizeof j->id)
+		return ROUTE_NONE;
+	if (!slash && (method == HTTP_GET || method == HTTP_DELETE))
+		j->stored = method == HTTP_GET ? STORED_GET : STORED_DELETE;
+	else if (method == HTTP_POST && tail == 7 && !memcmp(slash, "/cancel", 7))
+		j->stored = STORED_CANCEL;
+	else if (method == HTTP_GET && tail == 12 && !memcmp(slash, "/input_items", 12))
+		j->stored = STORED_INPUT_ITEMS;
+	else
+		return ROUTE_NONE;
+	memcpy(j->id, id, idlen);
+	j->id[idlen] = '\0';
+	return ROUTE_STORED;
 }
 
 static enum mock_route mock_route_find(unsigned method, const char *path, size_t n)
@@ -1565,6 +1637,8 @@ static void mock_conn_dispatch(struct mock_conn *c)
 	mock_req_path_get(&c->req, &path, &n);
 	j->route = mock_route_find(c->req.method, path, n);
 	j->api = mock_api_pick(path, n);
+	if (j->route == ROUTE_NONE)
+		j->route = mock_stored_find(c->req.method, path, n, j);
 	if (n >= 7 && !memcmp(path, "/_mock/", 7)) {
 		mock_resp_internal(c);
 		return;

@@ -12,6 +12,7 @@
 #define ACCT_ID_MAX    64   /* request ids: HAProxy's uuid() is 36 characters */
 #define ACCT_NAME_MAX  128  /* model names, as configured or as the upstream names them */
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
+#define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
 
 /* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
 #define ACCT_NONE (-1)
@@ -37,6 +38,12 @@ enum acct_usage_source {
 	ACCT_USAGE_PARTIAL,       /* some counts only: the stream ended before its usage */
 	ACCT_USAGE_SOURCE_COUNT
 };
+
+/* acct_row.flags */
+#define ACCT_FLAG_UNBILLED 1         /* nothing in the answer is billed (counts, reads of
+                                      * stored responses) */
+#define ACCT_FLAG_CREATES_RESPONSE 2 /* an admitted POST /v1/responses: the answer's id
+                                      * is the key's */
 
 struct acct_row {
 	char request_id[ACCT_ID_MAX];      /* X-Request-Id; never empty */
@@ -75,6 +82,11 @@ struct acct_row {
 	/* Bookkeeping, not stored: the journal epochs holding this transaction's entries
 	 * (decision, row), released once the row is committed or dropped; 0: none. */
 	uint32_t journal_epoch[2];
+	/* Journaled, not stored in requests: what the decision knew of the endpoint
+	 * (ACCT_FLAG_*), and the id of the response a Responses create stored upstream
+	 * ("" none), which the writer keeps in stored_responses with the row's key. */
+	int flags;
+	char response_id[ACCT_RESPONSE_ID_MAX];
 	/* Not stored either: what the request holds of its key's limits until its row is
 	 * built (zero after a restart: the journal does not keep it). */
 	struct quota_hold hold;

@@ -15,6 +15,22 @@ void acct_row_init(struct acct_row *row)
 	row->est_prompt_tokens = row->est_completion_tokens = ACCT_NONE;
 }
 
+int acct_response_id_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n >= ACCT_RESPONSE_ID_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
 const char *acct_outcome_name(enum acct_outcome o)
 {
 	static const char *const names[ACCT_OUTCOME_COUNT] = {

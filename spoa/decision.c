@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "keytable.h"
+#include "owner.h"
 
 /* Bytes of a unary JSON answer per max_tokens token that HAProxy's buffer must hold
  * for json_query to see the usage: ~6 per token of text in JSON, with room for
@@ -59,6 +60,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_BUSY] = { "gateway_busy", 503, "server_error", "overloaded_error" },
 	[DECISION_MODELS_LISTED] = { "models_listed", 200, "", "" },
 	[DECISION_STORED_STATE] = { "unsupported_parameter", 400, "invalid_request_error", "invalid_request_error" },
+	[DECISION_UNKNOWN_RESPONSE] = { "response_not_found", 404, "invalid_request_error", "not_found_error" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -334,6 +336,59 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	return DECISION_MODELS_LISTED;
 }
 
+/* Whether d's key made the stored response id (len bytes): DECISION_ALLOW with *e
+ * filled, or DECISION_UNKNOWN_RESPONSE, for an id another key made as for one nobody
+ * did; then d->wait says whether the key has creates whose records may still bring it. */
+static enum decision_verdict decision_owned(const struct decision_request *req,
+                                            struct decision *d, const char *id, size_t len,
+                                            struct owner_entry *e)
+{
+	snprintf(d->response_id, sizeof(d->response_id), "%.*s", (int)len, id);
+	if (!req->owners || !owner_get(req->owners, id, len, e)) {
+		d->wait = req->owners && owner_creates_pending(req->owners, d->key->id);
+		return DECISION_UNKNOWN_RESPONSE;
+	}
+	return e->key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
+}
+
+/* A stored response's own paths: GET and DELETE /v1/responses/ID, POST .../ID/cancel
+ * and GET .../ID/input_items. Only the key that made ID reaches it (owner.h): for any
+ * other, and for an ID no key made, it does not exist. Routed to the provider of the
+ * model that made it; the answers hold the response's usage, which was billed when it
+ * was made: unbilled. */
+static enum decision_verdict decision_stored(const struct keytable *t,
+                                             const struct decision_request *req,
+                                             struct decision *d)
+{
+	static const char base[] = "/v1/responses/";
+	const size_t n = sizeof(base) - 1;
+	struct spop_str id, tail = { NULL, 0 };
+	const char *slash;
+	struct owner_entry e;
+	enum decision_verdict v;
+	int ok;
+
+	if (!decision_str_begins(req->path, base) || req->path.len == n)
+		return DECISION_BAD_ENDPOINT;
+	id.ptr = req->path.ptr + n;
+	id.len = req->path.len - n;
+	if ((slash = memchr(id.ptr, '/', id.len))) {
+		tail.ptr = slash;
+		tail.len = id.len - (size_t)(slash - id.ptr);
+		id.len = (size_t)(slash - id.ptr);
+	}
+	ok = !tail.len ? decision_str_is(req->method, "GET") || decision_str_is(req->method, "DELETE")
+	   : decision_str_is(tail, "/cancel") ? decision_str_is(req->method, "POST")
+	   : decision_str_is(tail, "/input_items") && decision_str_is(req->method, "GET");
+	if (!ok || !id.len)
+		return DECISION_BAD_ENDPOINT;
+	d->unbilled = 1;
+	if ((v = decision_owned(req, d, id.ptr, id.len, &e)) != DECISION_ALLOW)
+		return v;
+	d->model = keytable_find_model(t, e.model, strlen(e.model));
+	return d->model && d->model->provider ? DECISION_ALLOW : DECISION_NO_ROUTE;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -350,15 +405,19 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
 	if (!(ep = decision_find_endpoint(req)))
-		return decision_models(t, req, d);
+		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(t, req, d)
+		                                                          : decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
 		return v;
 	/* previous_response_id and conversation name responses and conversations stored
 	 * under the operator's account, shared by every key: one key could read another's.
-	 * Until the gateway knows which key stored what, a client sends its whole input. A
-	 * cut body is checked past the cut by the capture filter. */
-	if (ep->stored_state && d->body.stateful)
+	 * The gateway knows which key made which response (owner.h), so one plain
+	 * previous_response_id in a body seen whole is served to the key that made it;
+	 * conversations, which it does not serve, and any other form are refused. A cut
+	 * body is checked past the cut by the capture filter. */
+	if (ep->stored_state && d->body.stateful &&
+	    (d->body.stateful_other || !d->body.previous_response_id[0] || d->body_truncated))
 		return DECISION_STORED_STATE;
 	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
@@ -367,12 +426,26 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_NO_ROUTE;
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
+	if (ep->stored_state && d->body.stateful) {
+		struct owner_entry e;
+		const struct kt_model *made;
+		const char *id = d->body.previous_response_id;
+
+		/* Made on another provider, the id names nothing this route can read. */
+		if ((v = decision_owned(req, d, id, strlen(id), &e)) != DECISION_ALLOW ||
+		    !(made = keytable_find_model(t, e.model, strlen(e.model))) ||
+		    made->provider != d->model->provider)
+			return DECISION_UNKNOWN_RESPONSE;
+	}
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
 	 * everything else meets the capture filter: streams, vectors, bodies seen in part
 	 * (a second max_tokens may follow the cut), and answers the request does not bound
 	 * below the buffer (usage comes last, after the text, and json_query sees only
 	 * what the buffer holds). A count of tokens has no usage to read. */
 	d->unbilled = ep->unbilled;
+	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
+	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
+	                      !(d->body.store_off && !d->body.store_ambiguous);
 	if (!d->allow_scan)
 		d->est_prices = d->model->prices;
 	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
@@ -534,7 +607,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
 	case DECISION_BAD_ENDPOINT:
-		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/responses/compact, /v1/responses/input_tokens, /v1/messages and /v1/messages/count_tokens, and GET /v1/models.");
+		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/responses/compact, /v1/responses/input_tokens, /v1/messages and /v1/messages/count_tokens, GET /v1/models, and a stored response's GET and DELETE /v1/responses/ID, POST /v1/responses/ID/cancel and GET /v1/responses/ID/input_items.");
 		break;
 	case DECISION_WRONG_API:
 		snprintf(msg, cap, "The model '%s' is served through %s.", model,
@@ -552,8 +625,12 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_BUSY:
 		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
 		break;
+	case DECISION_UNKNOWN_RESPONSE:
+		decision_json_escape(model, sizeof(model), d->response_id);
+		snprintf(msg, cap, "No response found with id '%s'.", model);
+		break;
 	case DECISION_STORED_STATE:
-		snprintf(msg, cap, "This gateway does not serve responses built on stored state (previous_response_id, conversation): send the whole input.");
+		snprintf(msg, cap, "This gateway serves one previous_response_id, as a plain string, made by the same key, in a body of at most the size it inspects; not conversation: send the whole input.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "acct-t.h"
 #include "keytable-t.h"
 #include "quota.h"
 #include "reqbody.h"
@@ -32,6 +33,7 @@ enum decision_verdict {
 	DECISION_BUSY,              /* 503: too many requests in flight to account for */
 	DECISION_MODELS_LISTED,     /* 200: GET /v1/models[/ID], answered by the gateway */
 	DECISION_STORED_STATE,      /* 400: a Responses body builds on state stored upstream */
+	DECISION_UNKNOWN_RESPONSE,  /* 404: a stored response this key did not make */
 	DECISION_VERDICT_COUNT
 };
 
@@ -43,6 +45,8 @@ enum decision_model_source {
 
 /* What HAProxy sent for one request. Views borrow the NOTIFY frame's buffer and live
  * until the ACK is built. Absent headers have len 0. */
+struct owner;
+
 struct decision_request {
 	struct spop_str authorization;
 	struct spop_str api_key;
@@ -56,6 +60,7 @@ struct decision_request {
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
 	int64_t json_max;           /* bytes HAProxy's json_query reads an answer in; 0 the
 	                             * regular buffer (set by haproxy.cfg, never a client) */
+	struct owner *owners;       /* who made which stored response; NULL: none known */
 };
 
 struct decision {
@@ -69,6 +74,15 @@ struct decision {
 	                                     * (max_tokens, or max_output_tokens); -1 none */
 	int unbilled;                       /* a count of tokens (count_tokens): no usage to
 	                                     * bill, nothing estimated; limits count the request */
+	int creates_response;               /* POST /v1/responses: its answer's id is the
+	                                     * key's (owner.h) */
+	/* A stored response's path (GET or DELETE /v1/responses/ID, its cancel and
+	 * input_items): the ID as sent, cut to fit, for the message of a refusal; and
+	 * wait, set with DECISION_UNKNOWN_RESPONSE when the key has creates whose rows have
+	 * not come: HAProxy asks again a little later (haproxy.cfg), as the ID may be one
+	 * of theirs. */
+	char response_id[ACCT_RESPONSE_ID_MAX];
+	int wait;
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
 	/* The usage amendment of an OpenAI stream that did not ask for usage: the capture

@@ -29,6 +29,7 @@
 #include "keytable.h"
 #include "log.h"
 #include "net.h"
+#include "owner.h"
 #include "pending.h"
 #include "queue.h"
 #include "quota.h"
@@ -78,9 +79,15 @@ struct intake {
 	double last_error_log;
 };
 
-void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct journal_log *log,
-                 struct acct_row *row, int admitted)
+void intake_emit(struct queue *q, struct keylive *kl, struct owner *owners, struct journal *j,
+                 struct journal_log *log, struct acct_row *row, int admitted)
 {
+	/* Its key owns the response before the create counts as ended: a read waiting for
+	 * the create's row then finds the id (decision.h). */
+	if (owners && row->response_id[0])
+		owner_put(owners, row->response_id, row->key_id, row->model_requested);
+	if (owners && admitted && (row->flags & ACCT_FLAG_CREATES_RESPONSE))
+		owner_creating(owners, row->key_id, -1);
 	if (kl)
 		keylive_row(kl, row, admitted);
 	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
@@ -175,7 +182,8 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
-	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, admitted);
+	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.owners, in->cfg.journal, in->jlog, &row,
+	            admitted);
 	return 0;
 }
 
@@ -198,7 +206,8 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 	join_expired(pending_row, in->kt, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, row.request_id, acct_now_ms());
-	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.journal, in->jlog, &row, 1);
+	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.owners, in->cfg.journal, in->jlog, &row,
+	            1);
 }
 
 static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)

@@ -25,6 +25,7 @@ struct intake_config {
 	struct queue *queue;          /* borrowed, all of these, until intake_stop returns */
 	struct pending *pending;
 	struct keylive *keylive;
+	struct owner *owners;         /* who made which stored response; NULL: not kept */
 	struct journal *journal;      /* NULL: no journal */
 	struct quota *quota;          /* NULL: no limits to settle */
 	int64_t default_max_tokens;  /* completion estimate of a request no decision saw */
@@ -49,11 +50,14 @@ void intake_post_keytable(struct intake *in, struct keytable *kt);
  * pending stay in the journal for the next run. */
 void intake_stop(struct intake *in);
 
-/* Queues one row: journals it, counts it, and on a full queue counts the drop and
- * releases its journal entries. For the intake thread, and for the main thread before
- * the intake starts (journal replay); log is that thread's journal log (may be NULL). */
+/* Queues one row: notes the stored response it made (owners, may be NULL), journals
+ * it, counts it, and on a full queue counts the drop and releases its journal entries.
+ * admitted: it ends a decided transaction. For the intake thread, and for the main
+ * thread before the intake starts (journal replay); log is that thread's journal log
+ * (may be NULL). */
 struct journal_log;
-void intake_emit(struct queue *q, struct keylive *kl, struct journal *j, struct journal_log *log,
-                 struct acct_row *row, int admitted);
+struct owner;
+void intake_emit(struct queue *q, struct keylive *kl, struct owner *owners, struct journal *j,
+                 struct journal_log *log, struct acct_row *row, int admitted);
 
 #endif

@@ -45,6 +45,9 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 		row->est_prompt_tokens = d->est_prompt_tokens;
 		row->est_completion_tokens = d->est_completion_tokens;
 	}
+	row->flags = (d->unbilled ? ACCT_FLAG_UNBILLED : 0) |
+	             (d->creates_response && d->verdict == DECISION_ALLOW
+	                  ? ACCT_FLAG_CREATES_RESPONSE : 0);
 }
 
 /* The model's prices: the upstream may name a dated snapshot of the model that was
@@ -106,6 +109,24 @@ static enum acct_outcome join_outcome(const struct acct_row *row, const struct r
 	return acct_outcome_of(row->status, row->termination);
 }
 
+/* The id of the response a Responses create stored upstream, which then belongs to the
+ * row's key: only from a 2xx answer to an admitted request, from json_query's field or
+ * the captured answer's head. */
+static void join_response_id(const struct record *r, struct acct_row *row)
+{
+	row->response_id[0] = '\0';
+	if (row->status < 200 || row->status > 299 || row->key_id < 0 ||
+	    strcmp(row->verdict, "allow") != 0)
+		return;
+	if (r->u_id.len) {
+		if (acct_response_id_ok(r->u_id.ptr, r->u_id.len))
+			JOIN_COPY(row->response_id, r->u_id.ptr, r->u_id.len);
+	} else if (r->has_capture) {
+		usage_response_id(r->head.ptr, r->head.len, r->cap_kind == 's', row->response_id,
+		                  sizeof(row->response_id));
+	}
+}
+
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row)
 {
@@ -134,7 +155,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	/* A record without id never reached an upstream: it reports nothing. (Its nonce's
 	 * MAC vouches for HAProxy's hand, not for these fields, and that MAC rides on every
 	 * record of its connection.) */
-	if (!r->id.len)
+	if (!r->id.len || (row->flags & ACCT_FLAG_UNBILLED))
 		join_no_usage(&u);
 	else if (r->has_capture)
 		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
@@ -152,6 +173,8 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	else if (!row->model[0])
 		JOIN_COPY_STR(row->model, row->model_requested);
 	row->outcome = join_outcome(row, r);
+	if (row->flags & ACCT_FLAG_CREATES_RESPONSE)
+		join_response_id(r, row);
 
 	if (join_answered_by_gateway(row))
 		row->est_prompt_tokens = row->est_completion_tokens = 0;

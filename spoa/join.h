@@ -29,7 +29,9 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
  * without pending it comes from the record, which HAProxy wrote from the agent's
  * answer. The record says how the transaction ended and what the upstream reported.
  * kt prices the row; default_max_tokens is the completion estimate of a request no
- * decision saw. */
+ * decision saw. A pending row flagged ACCT_FLAG_UNBILLED takes no usage from the
+ * record; one flagged ACCT_FLAG_CREATES_RESPONSE takes the stored response's id from a
+ * 2xx answer. */
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row);
 

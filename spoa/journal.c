@@ -135,14 +135,18 @@ static const struct journal_field journal_fields[] = {
 	/* Appended: an entry written before them ends here, and they read as ACCT_NONE. */
 	JF_N(JF_I64, estimated_tokens), JF_N(JF_I64, estimated_cost_micros),
 	JF_N(JF_I64, est_prompt_tokens), JF_N(JF_I64, est_completion_tokens),
+	/* Appended again: an entry may end before them too. */
+	JF_E(flags, 4), JF_S(response_id),
 };
 
-/* The fields of the first entries written (version 1 as first released). */
+/* Where an entry may end: the fields of the first entries written (version 1 as first
+ * released), and of those written before the flags. */
 #define JOURNAL_FIRST_FIELDS 23
+#define JOURNAL_SECOND_FIELDS 27
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
-_Static_assert(JOURNAL_NFIELDS == 6 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
+_Static_assert(JOURNAL_NFIELDS == 7 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
 _Static_assert(sizeof(enum acct_outcome) == sizeof(int) &&
                sizeof(enum acct_usage_source) == sizeof(int), "enums are read as int");
 _Static_assert(JOURNAL_PAYLOAD_MAX <= UINT16_MAX, "payload length is a u16");
@@ -302,6 +306,23 @@ static int journal_get_field(struct journal_reader *r, const struct journal_fiel
 	}
 }
 
+/* Fields from the first-th on, of an entry written before they were appended. */
+static void journal_absent(struct acct_row *row, size_t first)
+{
+	int64_t none = ACCT_NONE;
+	int inone = ACCT_NONE;
+	size_t i;
+
+	for (i = first; i < JOURNAL_NFIELDS; i++) {
+		char *base = (char *)row + journal_fields[i].off;
+
+		if (journal_fields[i].type == JF_I64)
+			memcpy(base, &none, sizeof(none));
+		else if (journal_fields[i].type == JF_INT)
+			memcpy(base, &inone, sizeof(inone));
+	}
+}
+
 int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *k,
                          struct acct_row *row, size_t *used)
 {
@@ -323,12 +344,10 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	r.p = p + JOURNAL_ENTRY_HDR;
 	r.end = r.p + plen;
 	for (i = 0; i < JOURNAL_NFIELDS; i++) {
-		if (i == JOURNAL_FIRST_FIELDS && r.p == r.end) {
-			/* An entry of before the appended fields: all of them absent. */
-			int64_t none = ACCT_NONE;
-
-			for (; i < JOURNAL_NFIELDS; i++)
-				memcpy((char *)row + journal_fields[i].off, &none, sizeof(none));
+		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS) && r.p == r.end) {
+			/* An entry of before the appended fields: the rest are absent (strings
+			 * empty, enums 0, counts ACCT_NONE). */
+			journal_absent(row, i);
 			break;
 		}
 		if (journal_get_field(&r, &journal_fields[i], row) < 0)

@@ -33,6 +33,7 @@ struct live_view {
 	size_t (*queue_depth)(void *arg);
 	size_t (*queue_capacity)(void *arg);
 	size_t (*inflight)(void *arg);
+	size_t (*stored_responses)(void *arg);   /* ids whose key is kept (owner.h) */
 	/* Calls cb for every key with figures, then returns. */
 	void (*keys)(void *arg, void (*cb)(void *cbarg, const struct live_key *k), void *cbarg);
 	/* Calls cb for at most max in-flight requests, oldest first not guaranteed. */

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
+#include "owner.h"
 #include "pending.h"
 #include "queue.h"
 #include "quota.h"
@@ -62,6 +63,7 @@ struct agent {
 	struct keylive *keylive;
 	struct quota *quota;
 	struct longbody *longbody;
+	struct owner *owners;
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
@@ -171,6 +173,7 @@ static int agent_recover(struct agent *a, char *err, size_t errlen)
 		.pending = a->pending,
 		.queue = a->queue,
 		.keylive = a->keylive,
+		.owners = a->owners,
 	};
 	struct recovery_result res;
 
@@ -191,6 +194,11 @@ static size_t agent_live_queue_depth(void *arg)
 static size_t agent_live_queue_capacity(void *arg)
 {
 	return queue_capacity(((struct agent *)arg)->queue);
+}
+
+static size_t agent_live_stored_responses(void *arg)
+{
+	return owner_count(((struct agent *)arg)->owners);
 }
 
 static size_t agent_live_inflight(void *arg)
@@ -234,7 +242,8 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->keylive = keylive_new();
 	a->quota = quota_new();
 	a->longbody = a->cfg.long_body_memory ? longbody_new((size_t)a->cfg.long_body_memory) : NULL;
-	if (!a->queue || !a->pending || !a->keylive || !a->quota ||
+	a->owners = owner_new((size_t)a->cfg.stored_responses);
+	if (!a->queue || !a->pending || !a->keylive || !a->quota || !a->owners ||
 	    (a->cfg.long_body_memory && !a->longbody)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -245,6 +254,8 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open a journal in %s", a->cfg.journal_dir);
 		return -1;
 	}
+	if (owner_load(a->owners, a->db, acct_now_ms() / 1000 - OWNER_RETENTION_S, err, errlen) < 0)
+		return -1;
 	if (agent_recover(a, err, errlen) < 0)
 		return -1;
 	wc.queue = a->queue;
@@ -255,6 +266,7 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 		.queue_depth = agent_live_queue_depth,
 		.queue_capacity = agent_live_queue_capacity,
 		.inflight = agent_live_inflight,
+		.stored_responses = agent_live_stored_responses,
 		.keys = agent_live_keys,
 		.txns = agent_live_txns,
 	};
@@ -304,6 +316,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.default_max_tokens = a->cfg.default_max_tokens,
 		.secret = &a->gateway_secret,
 		.longbody = a->longbody,
+		.owners = a->owners,
 	};
 	struct intake_config ic = {
 		.addr = a->cfg.records_addr,
@@ -312,6 +325,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.queue = a->queue,
 		.pending = a->pending,
 		.keylive = a->keylive,
+		.owners = a->owners,
 		.journal = a->journal,
 		.quota = a->quota,
 		.default_max_tokens = a->cfg.default_max_tokens,
@@ -417,6 +431,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	keylive_free(a->keylive);
 	quota_free(a->quota);
 	longbody_free(a->longbody);
+	owner_free(a->owners);
 	if (a->db)
 		sqlite3_close(a->db);
 }

@@ -180,6 +180,8 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	              (int64_t)s->queue_capacity);
 	metrics_gauge(&o, "tally_inflight_requests", "Admitted requests waiting for their log record.",
 	              (int64_t)s->inflight);
+	metrics_gauge(&o, "tally_stored_responses", "Stored responses whose key the agent keeps "
+	              "(--stored-responses at most).", (int64_t)s->stored_responses);
 	metrics_counter(&o, "tally_writer_batches_total", "Writer transactions committed.",
 	                s->batches);
 	metrics_hist(&o, "tally_writer_batch_seconds", "Writer transactions, BEGIN to COMMIT.",

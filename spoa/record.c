@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RECORD_FIELDS 34
+/* Fields of a "tally3" record; a "tally2" one (of the log-format before it) lacks the
+ * stored response's id before the capture. */
+#define RECORD_FIELDS 35
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
 
 static int record_digit(char c)
@@ -193,12 +195,19 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	struct record_str f[RECORD_FIELDS];
 	const char *p = buf, *end = buf + len;
 	int64_t skipped;
-	int i;
+	int i, nf;
 
 	memset(r, 0, sizeof(*r));
 	if (len && end[-1] == '\n')
 		end--;
-	for (i = 0; i < RECORD_FIELDS - 1; i++) {
+	/* "tally3": the log-format of haproxy/haproxy.cfg; "tally2", the one before it,
+	 * still read while an upgraded agent meets the HAProxy of before (tally1 records,
+	 * of an older one still, carry no MAC). */
+	if (len < 7 || memcmp(buf, "tally", 5) != 0 || (buf[5] != '2' && buf[5] != '3') ||
+	    buf[6] != ' ')
+		return -1;
+	nf = buf[5] == '3' ? RECORD_FIELDS : RECORD_FIELDS - 1;
+	for (i = 0; i < nf - 1; i++) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
 		if (!sp)
@@ -206,12 +215,9 @@ int record_parse(const char *buf, size_t len, struct record *r)
 		f[i] = (struct record_str){ p, (size_t)(sp - p) };
 		p = sp + 1;
 	}
-	f[RECORD_FIELDS - 1] = (struct record_str){ p, (size_t)(end - p) };
+	f[nf - 1] = (struct record_str){ p, (size_t)(end - p) };
 
-	/* "tally2": the log-format of haproxy/haproxy.cfg (tally1 records, of an older
-	 * one, carry no MAC). */
-	if (f[0].len != 6 || memcmp(f[0].ptr, "tally2", 6) != 0 ||
-	    record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
+	if (record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
 	    record_opt_token(f[2], RECORD_NONCE_MAX, &r->nonce) < 0 ||
 	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->nmac) < 0 ||
 	    record_opt_token(f[4], ACCT_ID_MAX - 1, &r->id) < 0)
@@ -256,10 +262,14 @@ int record_parse(const char *buf, size_t len, struct record *r)
 		if (r->u[i] < 0)
 			r->u[i] = ACCT_NONE;
 	}
+	/* The id of the response a Responses create stored (json_query of the answer):
+	 * one that is not a plain token is not reported. */
+	if (nf == RECORD_FIELDS && record_opt_token(f[33], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
+		r->u_id = (struct record_str){ NULL, 0 };
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
 	 * otherwise broken loses its usage, not the transaction. */
-	if (!record_absent(f[33]))
-		record_capture(f[33], r);
+	if (!record_absent(f[nf - 1]))
+		record_capture(f[nf - 1], r);
 	return 0;
 }
 

@@ -47,6 +47,7 @@ struct record {
 	char u_model[ACCT_NAME_MAX];       /* unary JSON response's model; "" absent or
 	                                    * unstorable */
 	int64_t u[RECORD_U_COUNT];         /* unary JSON usage; ACCT_NONE absent, negative */
+	struct record_str u_id;            /* unary JSON answer's id; len 0: absent */
 	int has_capture;                   /* 0 also when the capture field is broken */
 	char cap_kind;                     /* 'j', 's' or 'o' */
 	int64_t body_bytes;

@@ -23,6 +23,7 @@
 struct journal;
 struct journal_log;
 struct keylive;
+struct owner;
 struct pending;
 struct queue;
 
@@ -33,6 +34,7 @@ struct recovery_target {
 	struct pending *pending;     /* decisions awaiting their record */
 	struct queue *queue;         /* rows for the writer */
 	struct keylive *keylive;     /* per-key live figures; may be NULL */
+	struct owner *owners;        /* stored responses' keys; may be NULL */
 };
 
 struct recovery_result {

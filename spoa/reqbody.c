@@ -12,6 +12,8 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "acct.h"
+
 #define REQBODY_MAX_DEPTH 512
 /* Decoded key bytes kept: U+212A folds 3 bytes to 1, so a key of up to 3 x 22 bytes may
  * fold to the longest name looked for ("max_completion_tokens"). */
@@ -27,7 +29,7 @@ enum reqbody_member {
 	REQBODY_N, REQBODY_BEST_OF,
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
-	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION,
+	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -45,6 +47,7 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_MCP_SERVERS] = "mcp_servers",
 	[REQBODY_PREVIOUS_RESPONSE_ID] = "previous_response_id",
 	[REQBODY_CONVERSATION] = "conversation",
+	[REQBODY_STORE] = "store",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -339,6 +342,18 @@ static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t 
 			out->model_unusable = 1;
 }
 
+/* The string value of previous_response_id (raw: escapes as sent). Kept when plain; any
+ * other form is state the gateway cannot tie to a key. */
+static void reqbody_set_previous(struct reqbody_info *out, const char *raw, size_t len)
+{
+	if (!acct_response_id_ok(raw, len)) {
+		out->stateful_other = 1;
+		return;
+	}
+	memcpy(out->previous_response_id, raw, len);
+	out->previous_response_id[len] = '\0';
+}
+
 /* A plain non-negative integer that fits a long, else -1. */
 static long reqbody_count(const char *tok, size_t len)
 {
@@ -401,6 +416,13 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 	case REQBODY_CONVERSATION:
 		if (!null)
 			out->stateful = 1;
+		/* A string previous_response_id is read by reqbody_set_previous. */
+		if (!null && (m == REQBODY_CONVERSATION || tok))
+			out->stateful_other = 1;
+		return;
+	case REQBODY_STORE:
+		if (tok && reqbody_token_is(tok, len, "false"))
+			out->store_off = 1;
 		return;
 	default:
 		return;
@@ -518,11 +540,15 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			reqbody_set_model(out, tok, toklen);
 		else
 			reqbody_set_hint(out, m, NULL, 0);
+		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
+			reqbody_set_previous(out, tok, toklen);
 		return REQBODY_SCAN_OK;
 	}
 	if (*s->p == '{' || *s->p == '[') {
 		if (m == REQBODY_MODEL || m == REQBODY_STREAM)
 			return REQBODY_SCAN_BAD;
+		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
+			out->stateful_other = 1;
 		if ((r = reqbody_container(s)) == REQBODY_SCAN_OK)
 			reqbody_set_hint(out, m, NULL, 0);
 		return r;
@@ -580,7 +606,9 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 				return REQBODY_SCAN_BAD;
 			/* A reference to stored state however spelled: some reader takes it. */
 			if (k.m == REQBODY_PREVIOUS_RESPONSE_ID || k.m == REQBODY_CONVERSATION)
-				out->stateful = 1;
+				out->stateful = out->stateful_other = 1;
+			if (k.m == REQBODY_STORE)
+				out->store_ambiguous = 1;
 			out->hints_ambiguous = 1;
 			k.m = REQBODY_OTHER;
 		}

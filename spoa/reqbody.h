@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "acct-t.h"
+
 #define REQBODY_MODEL_MAX 256
 
 enum reqbody_status {
@@ -51,6 +53,15 @@ struct reqbody_info {
 	int stateful;                   /* previous_response_id or conversation, not null (or
 	                                   a variant of either): the Responses API would read
 	                                   state stored upstream under the operator's account */
+	/* When the only state named is one previous_response_id, spelled exactly, whose
+	 * value is a plain string acct_response_id_ok takes (no escapes): that id, which the
+	 * gateway can check against who made it. "" otherwise. */
+	char previous_response_id[ACCT_RESPONSE_ID_MAX];
+	int stateful_other;             /* any other state named: a conversation, a variant
+	                                   or a second reference, an id of another form */
+	int store_off;                  /* "store": false: the Responses API keeps nothing */
+	int store_ambiguous;            /* "store" twice, or spelled so only some readers
+	                                   take it: whether it stores is unknown */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

@@ -239,6 +239,13 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, "amend_scan", 1);
 	if (d->stateless_scan)
 		session_set_int(out, "nostate", 1);
+	/* Nothing in the answer is billed: HAProxy leaves its usage unread. */
+	if (d->unbilled && d->verdict == DECISION_ALLOW)
+		session_set_int(out, "unbilled", 1);
+	/* On a stored response's path, 1 asks HAProxy to decide again a little later, 2
+	 * ends its asking (haproxy.cfg). */
+	if (d->response_id[0])
+		session_set_int(out, "wait", d->wait ? 1 : 2);
 	if (d->allow_scan && d->verdict == DECISION_ALLOW) {
 		char allow[DECISION_ALLOW_LIST_MAX];
 		size_t n = decision_allow_list(d->key, d->model->provider, allow, sizeof(allow));
@@ -446,6 +453,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 
 		if (req.body_truncated && s->longbody)
 			whole = session_whole_body(s->longbody, id, &req);
+		req.owners = s->owners;
 		decision_make(kt, &req, &d);
 		session_quota(s, &req, &d);
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);

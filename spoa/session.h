@@ -13,6 +13,7 @@
 #include "spop-t.h"
 
 struct longbody;
+struct owner;
 
 /* The SPOE message our haproxy/spoe-tally.conf sends at request time, and the one that
  * carries a piece of a long body before it (HAProxy 3.4+, longbody.h). */
@@ -49,6 +50,9 @@ struct session {
 	/* Long bodies in assembly, shared by every connection; NULL: pieces are refused and
 	 * long bodies judged on their first frame. Borrowed. */
 	struct longbody *longbody;
+	/* Who made which stored response; NULL: none known (every ID is unknown).
+	 * Borrowed. */
+	struct owner *owners;
 };
 
 enum session_result {

@@ -46,4 +46,5 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->queue_depth = live->queue_depth(live->arg);
 	out->queue_capacity = live->queue_capacity(live->arg);
 	out->inflight = live->inflight(live->arg);
+	out->stored_responses = live->stored_responses(live->arg);
 }

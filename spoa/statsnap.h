@@ -27,6 +27,7 @@ struct statsnap {
 	uint64_t errors[STATS_ERR_COUNT];
 	struct statsnap_hist decision_latency, batch_latency;
 	uint64_t queue_depth, queue_capacity, inflight;   /* from the live view */
+	uint64_t stored_responses;
 };
 
 /* Copies st and live's figures into out. Each counter is read atomically, the set is

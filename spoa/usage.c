@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acct.h"
+
 #define USAGE_MAX_COUNT 9007199254740991LL   /* 2^53 - 1: exact in a double */
 
 /* The captured text: head and tail, one after the other. */
@@ -326,4 +328,115 @@ void usage_from_fields(const struct record *r, struct usage *out)
 		return;
 	}
 	out->source = ACCT_USAGE_RESPONSE;
+}
+
+/* ---- a stored response's id ---- */
+
+/* Nesting a value may have while usage_skip_value walks over it. */
+#define USAGE_DEPTH_MAX 32
+
+/* Past the JSON string at p (its opening quote); NULL if it does not end before end. */
+static const char *usage_skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '\\') {
+			p++;
+			continue;
+		}
+		if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* Past the JSON value at p; NULL if it does not end before end or nests too deep.
+ * Brackets are counted, not matched: a value this passes over is never used. */
+static const char *usage_skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	while (p < end) {
+		switch (*p) {
+		case '"':
+			if (!(p = usage_skip_string(p, end)))
+				return NULL;
+			break;
+		case '{':
+		case '[':
+			if (++depth > USAGE_DEPTH_MAX)
+				return NULL;
+			p++;
+			break;
+		case '}':
+		case ']':
+			if (--depth < 0)
+				return NULL;
+			p++;
+			break;
+		default:
+			p++;
+			break;
+		}
+		if (depth == 0 && p < end && (*p == ',' || *p == '}' || *p == ']' || *p == ' ' ||
+		                              *p == '\t' || *p == '\r' || *p == '\n'))
+			return p;
+	}
+	return NULL;
+}
+
+/* In the object at p ('{'), the value of the member named key; NULL if the object
+ * ends, or the text does, before it. */
+static const char *usage_member(const char *p, const char *end, const char *key)
+{
+	size_t klen = strlen(key);
+
+	if (p >= end || *p != '{')
+		return NULL;
+	p = usage_skip_ws(p + 1, end);
+	while (p < end && *p == '"') {
+		const char *kend = usage_skip_string(p, end), *v;
+
+		if (!kend)
+			return NULL;
+		v = usage_skip_ws(kend, end);
+		if (v >= end || *v != ':')
+			return NULL;
+		v = usage_skip_ws(v + 1, end);
+		if ((size_t)(kend - p) == klen + 2 && memcmp(p + 1, key, klen) == 0)
+			return v;
+		if (!(p = usage_skip_value(v, end)))
+			return NULL;
+		p = usage_skip_ws(p, end);
+		if (p >= end || *p != ',')
+			return NULL;
+		p = usage_skip_ws(p + 1, end);
+	}
+	return NULL;
+}
+
+void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap)
+{
+	const char *p = head, *end = head + hlen, *v, *vend;
+
+	out[0] = '\0';
+	if (!head)
+		return;
+	if (sse) {
+		/* The first event's data (the capture turned line breaks into spaces). */
+		if (!(p = memmem(head, hlen, "data:", 5)))
+			return;
+		v = usage_member(usage_skip_ws(p + 5, end), end, "type");
+		if (!v || (size_t)(end - v) < 18 || memcmp(v, "\"response.created\"", 18) != 0)
+			return;
+		p = usage_member(usage_skip_ws(p + 5, end), end, "response");
+	} else {
+		p = usage_skip_ws(p, end);
+	}
+	if (!p || !(v = usage_member(p, end, "id")) || *v != '"' ||
+	    !(vend = usage_skip_string(v, end)))
+		return;
+	if ((size_t)(vend - v - 2) < cap && acct_response_id_ok(v + 1, (size_t)(vend - v - 2))) {
+		memcpy(out, v + 1, (size_t)(vend - v - 2));
+		out[vend - v - 2] = '\0';
+	}
 }

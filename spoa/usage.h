@@ -35,6 +35,13 @@ struct usage {
 void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
                         int sse, struct usage *out);
 
+/* The id of the response a Responses create stored, from the head of its captured
+ * answer: the top-level "id" of a unary JSON object, or of a stream the "id" of the
+ * "response" object in its first event (response.created). Read by the JSON's structure
+ * up to there, never searched for, so that no text the model wrote can stand in. Into
+ * out (cap bytes) if acct_response_id_ok; else out is "". */
+void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap);
+
 /* From the json_query fields of a unary response's record. */
 void usage_from_fields(const struct record *r, struct usage *out);
 

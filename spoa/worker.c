@@ -36,6 +36,7 @@
 #include "keytable.h"
 #include "log.h"
 #include "net.h"
+#include "owner.h"
 #include "pending.h"
 #include "quota.h"
 #include "session.h"
@@ -285,12 +286,18 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		return 0;
 	}
 	if (rc == 1) {
-		/* Decided twice: the first decision's hold and journal entry are given back. */
+		/* Decided twice: the first decision's hold, journal entry and create are
+		 * given back. */
 		worker_release(w, &old.hold, now);
 		journal_release(w->acct.journal, old.journal_epoch[0]);
+		if ((old.flags & ACCT_FLAG_CREATES_RESPONSE) && w->acct.owners)
+			owner_creating(w->acct.owners, old.key_id, -1);
 	}
-	if (d->verdict == DECISION_ALLOW)
+	if (d->verdict == DECISION_ALLOW) {
 		keylive_admit(w->acct.keylive, row.key_id);
+		if ((row.flags & ACCT_FLAG_CREATES_RESPONSE) && w->acct.owners)
+			owner_creating(w->acct.owners, row.key_id, 1);
+	}
 	return 0;
 }
 
@@ -321,6 +328,7 @@ static void worker_add_conn(struct worker *w, int fd)
 	c->sess.default_max_tokens = w->acct.default_max_tokens;
 	c->sess.secret = w->acct.secret;
 	c->sess.longbody = w->acct.longbody;
+	c->sess.owners = w->acct.owners;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);

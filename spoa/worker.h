@@ -16,6 +16,7 @@ struct pending;
 struct keylive;
 struct journal;
 struct longbody;
+struct owner;
 
 /* Bounds on each SPOP connection of the thread. */
 struct worker_conn_cfg {
@@ -34,6 +35,7 @@ struct worker_acct {
 	int64_t default_max_tokens;   /* reserved output when a request names no max_tokens */
 	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
 	struct longbody *longbody;    /* NULL: long bodies judged on their first frame */
+	struct owner *owners;         /* who made which stored response */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */

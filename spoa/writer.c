@@ -90,7 +90,7 @@ struct writer {
 	pthread_t thread;
 	/* Writer thread only, after writer_start. */
 	sqlite3 *db;
-	sqlite3_stmt *begin, *commit, *insert, *account;
+	sqlite3_stmt *begin, *commit, *insert, *insert_stored, *account;
 	sqlite3_stmt *rollup[WRITER_ROLLUPS];   /* writer_rollups' upserts */
 	struct acct_row *batch;       /* batch_max rows */
 	struct writer_group *groups;  /* batch_max entries */
@@ -109,6 +109,12 @@ static const char writer_insert_sql[] =
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
 	" ?18, ?19, ?20, ?21, ?22, ?23, ?24)"
 	" ON CONFLICT (request_id) DO NOTHING";
+
+/* The stored response a create made, with the create's row; an id stored already keeps
+ * its first key (owner.h). */
+static const char writer_stored_sql[] =
+	"INSERT INTO stored_responses (response_id, key_id, model, request_id, created_at)"
+	" VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (response_id) DO NOTHING";
 
 static const char writer_account_sql[] =
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
@@ -345,6 +351,25 @@ static const char *writer_check(const struct acct_row *r)
 	return NULL;
 }
 
+/* Notes the stored response row r's create made. SQLITE_DONE, or the error. */
+static int writer_stored(struct writer *w, const struct acct_row *r)
+{
+	sqlite3_stmt *st = w->insert_stored;
+	int rc = BIND_TEXT(st, 1, r, response_id);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, r->key_id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 3, r->model_requested,
+		                       (int)strnlen(r->model_requested, sizeof(r->model_requested)),
+		                       SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = BIND_TEXT(st, 4, r, request_id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 5, r->started_at_ms / 1000);
+	return rc == SQLITE_OK ? writer_run(st) : rc;
+}
+
 /* Inserts row i of the batch, recording its effect in d and, if it was inserted, in
  * w->groups[*ngroups]. Returns SQLITE_DONE, or the error that fails the transaction. */
 static int writer_insert(struct writer *w, const struct acct_row *r, struct counters *d,
@@ -358,6 +383,15 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct coun
 	if (rc == SQLITE_DONE && sqlite3_changes(w->db) == 0) {
 		d->duplicates++;
 	} else if (rc == SQLITE_DONE) {
+		/* The row stands without it: a refused id costs its key that response's
+		 * later reads, never the row. */
+		if (r->response_id[0] && r->key_id >= 0 && (rc = writer_stored(w, r)) != SQLITE_DONE) {
+			if ((rc & 0xff) != SQLITE_CONSTRAINT)
+				return rc;
+			log_error("writer: stored response of row %.*s refused (%s)", ACCT_ID_MAX,
+			          r->request_id, sqlite3_errmsg(w->db));
+			rc = SQLITE_DONE;
+		}
 		w->groups[(*ngroups)++] = (struct writer_group){ 0, 0, r };
 		d->written++;
 		d->timed_out += r->outcome == ACCT_NO_RECORD;
@@ -529,6 +563,7 @@ static void writer_free(struct writer *w)
 	sqlite3_finalize(w->begin);
 	sqlite3_finalize(w->commit);
 	sqlite3_finalize(w->insert);
+	sqlite3_finalize(w->insert_stored);
 	for (i = 0; i < WRITER_ROLLUPS; i++)
 		sqlite3_finalize(w->rollup[i]);
 	sqlite3_finalize(w->account);
@@ -548,6 +583,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		{ &w->begin, "BEGIN IMMEDIATE" },
 		{ &w->commit, "COMMIT" },
 		{ &w->insert, writer_insert_sql },
+		{ &w->insert_stored, writer_stored_sql },
 		{ &w->account, writer_account_sql },
 	};
 	char sql[4096];

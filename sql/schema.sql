@@ -317,6 +317,20 @@ CREATE TABLE accounting (
 INSERT INTO accounting (id, received, written, dropped, duplicates, timed_out, unpriced,
                         updated_at) VALUES (1, 0, 0, 0, 0, 0, 0, 0);
 
+-- Stored responses (the Responses API's ids) and the keys that made them: upstream,
+-- every response is stored under the operator's one account, and the agent lets only
+-- the key that made one read, cancel or delete it (README.md, "stored responses"). Written by the
+-- writer with the create's row; the agent loads the last 30 days at start.
+--   model: the configured model the create was routed to (its provider holds it).
+CREATE TABLE stored_responses (
+	response_id TEXT PRIMARY KEY,
+	key_id      INTEGER NOT NULL,
+	model       TEXT NOT NULL,
+	request_id  TEXT NOT NULL,     -- requests.request_id of the create
+	created_at  INTEGER NOT NULL   -- unix seconds
+);
+CREATE INDEX stored_responses_created_at ON stored_responses (created_at);
+
 -- config_generation triggers: one per table and statement kind (SQLite triggers fire
 -- on a single event).
 CREATE TRIGGER providers_gen_insert AFTER INSERT ON providers BEGIN
@@ -356,4 +370,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;

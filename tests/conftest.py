@@ -44,6 +44,11 @@ _WHOLE = re.search(r"\{ req\.body_size le (\d+) \}", (ROOT / "haproxy" / "haprox
 JUDGED_WHOLE = int(_WHOLE.group(1)) if HAPROXY_VERSION >= (3, 4) else 0
 
 
+# The schema this tree writes (common/db.h): one place, so that a migration does not
+# touch every test that names it.
+SCHEMA = int(re.search(r"#define DB_SCHEMA_VERSION (\d+)", (ROOT / "common" / "db.h").read_text()).group(1))
+
+
 def binary(name):
     path = BUILD / name
     if not path.exists():

@@ -1,4 +1,5 @@
-/* libFuzzer target: usage from a captured body (peer input: what an upstream sent).
+/* libFuzzer target: usage, and a stored response's id, from a captured body (peer input:
+ * what an upstream sent).
  * Input: one flag byte (bit 1: event stream, bit 2: head and tail in separate
  * buffers), two bytes of head length (big endian, cut to what remains), then the
  * captured bytes, head then tail. */
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acct.h"
 #include "usage.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,7 +37,7 @@ static void fuzz_usage_check(const struct usage *u)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t body, hlen, tlen;
-	char *head, *tail;
+	char *head, *tail, id[ACCT_RESPONSE_ID_MAX];
 	struct usage u;
 	int flags;
 
@@ -60,6 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(tail, data + 3 + hlen, tlen);
 		usage_from_capture(head, hlen, tail, tlen, (flags & 2) != 0, &u);
 		fuzz_usage_check(&u);
+		usage_response_id(head, hlen, (flags & 2) != 0, id, sizeof(id));
+		if (id[0] && !acct_response_id_ok(id, strlen(id)))
+			abort();
 	}
 	if (flags & 4)
 		free(tail);

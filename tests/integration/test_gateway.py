@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import socket
+import sqlite3
 import time
 import urllib.request
 
@@ -372,12 +373,12 @@ def test_responses_api_is_accounted_exactly(stack):
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"]) == \
         ("complete", None, None, None)
-    # state stored under the operator's account is every key's: not served
+    # building on state stored upstream: a response no key made, or a conversation
     stack.mock_clear()
-    for stored in ({"previous_response_id": "resp_abc"}, {"conversation": "conv_abc"}):
+    for stored, code in (({"previous_response_id": "resp_abc"}, (404, "response_not_found")),
+                         ({"conversation": "conv_abc"}, (400, "unsupported_parameter"))):
         assert_error(*stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
-                                                            **stored), key=stack.key),
-                     400, "unsupported_parameter")
+                                                            **stored), key=stack.key), *code)
     assert stack.mock_requests() == []
     # an Anthropic model is not served here, and a key's allow-list holds
     assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-claude", "input": "x"},
@@ -385,6 +386,110 @@ def test_responses_api_is_accounted_exactly(stack):
     key = stack.create_key("responses-claude-only", "--models", "mock-claude")
     assert wait_for(lambda: stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x"},
                                           key=key)[0] == 403, 3)
+
+
+def response_id_of(body):
+    """The id of a Responses answer: a unary object's, or a stream's first event's."""
+    if body.startswith(b"{"):
+        return json.loads(body)["id"]
+    first = next(line for line in body.split(b"\n") if line.startswith(b"data:"))
+    event = json.loads(first[5:])
+    assert event["type"] == "response.created"
+    return event["response"]["id"]
+
+
+def stored_paths(rid):
+    return (("GET", f"{RESPONSES}/{rid}"), ("DELETE", f"{RESPONSES}/{rid}"),
+            ("POST", f"{RESPONSES}/{rid}/cancel"), ("GET", f"{RESPONSES}/{rid}/input_items"))
+
+
+def test_stored_responses_belong_to_the_key_that_made_them(stack):
+    """GET and DELETE /v1/responses/ID, its cancel and input_items reach the upstream only
+    for the key whose create made ID, read at once after the create (the gateway waits
+    for the create's record), whether its answer was read by json_query, by the capture
+    filter, or streamed; another key, or an id no key made, gets 404 before any upstream
+    sees it; the reads bill nothing though the answers carry usage; the ownership
+    outlives the agent."""
+    other = stack.create_key("stored-other", "--default-model", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("GET", "/v1/models", key=other)[0] == 200, 3)
+    made = []
+    for n, extra in enumerate(({"max_output_tokens": 100}, {}, {"stream": True})):
+        body = dict({"model": "mock-gpt", "input": f"remember {n}"}, **extra)
+        status, _, got = stack.gateway("POST", RESPONSES, body, key=stack.key,
+                                       headers=RESPONSE_USAGE)
+        assert status == 200, got
+        rid = response_id_of(got)
+        status, h, got = stack.gateway("GET", f"{RESPONSES}/{rid}", key=stack.key,
+                                       headers=RESPONSE_USAGE)
+        assert status == 200, (extra, got)
+        assert json.loads(got)["id"] == rid and json.loads(got)["usage"]["input_tokens"] == 1000
+        r = stack.row(h["x-request-id"])
+        assert (r["outcome"], r["model"], r["provider"], r["verdict"]) == \
+            ("complete", "mock-gpt", "mock-openai", "allow"), r
+        assert (r["prompt_tokens"], r["completion_tokens"], r["cost_micros"],
+                r["estimated_tokens"], r["usage_source"]) == (None, None, None, None, "none"), r
+        made.append(rid)
+    assert len(set(made)) == 3
+    # Without the wait about a quarter of these reads came before the create's record.
+    for n in range(20):
+        body = {"model": "mock-gpt", "input": f"at once {n}", "stream": n % 2 == 1}
+        rid = response_id_of(stack.gateway("POST", RESPONSES, body, key=stack.key)[2])
+        status, _, got = stack.gateway("GET", f"{RESPONSES}/{rid}", key=stack.key)
+        assert status == 200, (n, got)
+    # store false (Codex CLI): nothing stored upstream, nothing kept here
+    unstored = response_id_of(stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x",
+                                                               "store": False}, key=stack.key)[2])
+    stack.mock_clear()
+    assert_error(*stack.gateway("GET", f"{RESPONSES}/{unstored}", key=stack.key), 404,
+                 "response_not_found")
+    for method, path in stored_paths(made[0]):
+        assert_error(*stack.gateway(method, path, key=other), 404, "response_not_found")
+    for method, path in stored_paths("resp_nobody"):
+        assert_error(*stack.gateway(method, path, key=stack.key), 404, "response_not_found")
+    assert_error(*stack.gateway("PUT", f"{RESPONSES}/{made[0]}", key=stack.key), 404,
+                 "unsupported_endpoint")
+    assert stack.mock_requests() == []
+    for method, path in stored_paths(made[1]):
+        status, _, got = stack.gateway(method, path, key=stack.key)
+        assert status == 200, (method, path, got)
+    assert [(q["method"], q["path"]) for q in stack.mock_requests()] == list(stored_paths(made[1]))
+    con = sqlite3.connect(f"file:{stack.db}?mode=ro", uri=True)
+    try:
+        kept = con.execute("SELECT response_id, key_id, model FROM stored_responses"
+                           " ORDER BY created_at, rowid").fetchall()
+    finally:
+        con.close()
+    key_id = stack.rows("request_id = ?", (h["x-request-id"],))[0]["key_id"]
+    assert kept[:3] == [(rid, key_id, "mock-gpt") for rid in made] and len(kept) == 23
+    # a create may build on the key's own stored response, read at once, and is billed
+    # as any create; on another key's it is refused before any upstream sees it
+    chained = []
+    for n in range(10):
+        body = {"model": "mock-gpt", "input": f"next {n}",
+                "previous_response_id": chained[-1] if chained else made[0]}
+        status, h, got = stack.gateway("POST", RESPONSES, body, key=stack.key,
+                                       headers=RESPONSE_USAGE)
+        assert status == 200, (n, got)
+        chained.append(json.loads(got)["id"])
+        r = stack.row(h["x-request-id"])
+        assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == \
+            (1000, 500, "response"), r
+    stack.mock_clear()
+    assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x",
+                                                    "previous_response_id": chained[-1]},
+                                key=other), 404, "response_not_found")
+    assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x",
+                                                    "previous_response_id": made[0],
+                                                    "conversation": "conv_1"},
+                                key=stack.key), 400, "unsupported_parameter")
+    assert stack.mock_requests() == []
+    # a new agent loads who made what
+    stack.stop_agent()
+    stack.start_agent()
+    status, _, got = stack.gateway("GET", f"{RESPONSES}/{made[2]}", key=stack.key)
+    assert status == 200, got
+    assert_error(*stack.gateway("GET", f"{RESPONSES}/{made[2]}", key=other), 404,
+                 "response_not_found")
 
 
 def test_ambiguous_bodies_are_refused(stack):

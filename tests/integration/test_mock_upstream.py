@@ -299,6 +299,33 @@ def test_responses_api(mock):
     assert body == {"object": "response.input_tokens", "input_tokens": 9}
 
 
+def test_stored_responses(mock):
+    """A create's id depends on its input; the stored response's paths answer for any
+    id (the mock keeps nothing), a read with the usage the knobs say; an empty POST body
+    is logged as empty."""
+    req = {"model": "gpt-x", "input": "hi"}
+    one = post_json(mock.port, "/v1/responses", req)[2]["id"]
+    assert post_json(mock.port, "/v1/responses", req)[2]["id"] == one
+    assert post_json(mock.port, "/v1/responses", dict(req, input="ho"))[2]["id"] != one
+    status, _, raw = call(mock.port, "GET", f"/v1/responses/{one}", None,
+                          {"x-mock-prompt-tokens": "7"})
+    body = json.loads(raw)
+    assert status == 200 and (body["id"], body["status"], body["usage"]["input_tokens"]) == \
+        (one, "completed", 7)
+    status, _, raw = call(mock.port, "DELETE", f"/v1/responses/{one}")
+    assert (status, json.loads(raw)) == (200, {"id": one, "object": "response", "deleted": True})
+    call(mock.port, "DELETE", "/_mock/requests")
+    status, _, raw = call(mock.port, "POST", f"/v1/responses/{one}/cancel", b"")
+    assert status == 200 and json.loads(raw)["status"] == "cancelled"
+    assert json.loads(call(mock.port, "GET", "/_mock/requests")[2])[0]["body"] == ""
+    status, _, raw = call(mock.port, "GET", f"/v1/responses/{one}/input_items")
+    assert (status, json.loads(raw)) == (200, {"object": "list", "data": [], "first_id": None,
+                                               "last_id": None, "has_more": False})
+    for method, path in (("POST", f"/v1/responses/{one}"), ("GET", f"/v1/responses/{one}/cancel"),
+                         ("GET", "/v1/responses/"), ("GET", f"/v1/responses/{one}/x")):
+        assert call(mock.port, method, path, b"" if method == "POST" else None)[0] == 404
+
+
 def test_count_tokens(mock):
     req = {"model": "claude-x", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     status, hdrs, body = post_json(mock.port, "/v1/messages/count_tokens", req,

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, binary, free_port
+from conftest import ROOT, SCHEMA, binary, free_port
 from stack import Proc, Stack, wait_port
 
 TOKEN = "op-token-0123456789abcdef"
@@ -285,7 +285,7 @@ def summary_expected(rows, frm, to, group, key_id=None, model=None):
 def test_auth_on_every_data_endpoint(world):
     q = world["q"]
     status, _, body = q.request("/api/health", token=None)
-    assert status == 200 and json.loads(body) == {"ok": True, "data": True, "schema_version": 5}
+    assert status == 200 and json.loads(body) == {"ok": True, "data": True, "schema_version": SCHEMA}
     wrong_same_len = TOKEN[:-1] + ("x" if TOKEN[-1] != "x" else "y")
     for path in DATA_PATHS:
         for token in (None, wrong_same_len, TOKEN + "0", "short", ""):
@@ -780,7 +780,7 @@ def test_refuses_missing_or_old_database(tmp_path):
     r = subprocess.run([str(binary("tally-queryd")), "--db", str(old),
                         "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
                        timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
-    assert r.returncode == 1 and "older than 5" in r.stderr, r.stderr
+    assert r.returncode == 1 and f"older than {SCHEMA}" in r.stderr, r.stderr
     v4 = tmp_path / "v4.db"         # the schema before estimates
     con = sqlite3.connect(v4)
     con.executescript((ROOT / "sql" / "schema.sql").read_text())
@@ -789,7 +789,7 @@ def test_refuses_missing_or_old_database(tmp_path):
     r = subprocess.run([str(binary("tally-queryd")), "--db", str(v4),
                         "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
                        timeout=30, env={"TALLY_OPERATOR_TOKEN": TOKEN})
-    assert r.returncode == 1 and "schema version 4 is older than 5" in r.stderr, r.stderr
+    assert r.returncode == 1 and f"schema version 4 is older than {SCHEMA}" in r.stderr, r.stderr
     r = subprocess.run([str(binary("tally-queryd")), "--threads", "0"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--threads" in r.stderr

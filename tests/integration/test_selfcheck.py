@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, binary, free_port
+from conftest import ROOT, SCHEMA, binary, free_port
 from stack import Proc, wait_port
 
 HAPROXY_CFG = ROOT / "haproxy" / "haproxy.cfg"
@@ -145,7 +145,7 @@ def test_agent_good_setup_from_its_config_file_passes_and_writes_nothing(tmp_pat
     res = s.check("--config", str(conf), flags=[])
     assert_all_ok(res)
     assert f"ok   configuration: {conf} and the command line" in res.lines
-    assert f"ok   database {s.db}: schema version 5" in res.lines
+    assert f"ok   database {s.db}: schema version {SCHEMA}" in res.lines
     out = res.stdout
     for what in (f"SPOP listener 127.0.0.1:{s.spop}", f"records listener (TCP) 127.0.0.1:{s.records}",
                  f"records listener (UDP) 127.0.0.1:{s.records}",
@@ -177,8 +177,8 @@ def test_agent_derives_the_gateway_secret_without_the_environment(tmp_path):
 
 
 @pytest.mark.parametrize("v,message", [
-    (4, "schema version 4 is older than 5; run tallyctl or start the agent once to migrate it"),
-    (99, "schema version 99 is newer than this binary supports (5); upgrade tally"),
+    (SCHEMA - 1, f"schema version {SCHEMA - 1} is older than {SCHEMA}; run tallyctl or start the agent once to migrate it"),
+    (99, f"schema version 99 is newer than this binary supports ({SCHEMA}); upgrade tally"),
 ])
 def test_agent_refuses_another_schema_and_never_migrates(tmp_path, v, message):
     s = Setup(tmp_path)
@@ -267,7 +267,7 @@ def test_agent_running_agent_holds_every_listener(tmp_path):
         res.fail("records listener (UDP):", "Address already in use")   # probed exclusively
         res.fail("metrics listener:", "Address already in use")
         res.fail(f"control socket {s.db}.ctl", "in use")
-        assert f"ok   database {s.db}: schema version 5" in res.lines
+        assert f"ok   database {s.db}: schema version {SCHEMA}" in res.lines
         assert p.alive()
         socket.create_connection(("127.0.0.1", s.spop), timeout=2).close()
         assert (tmp_path / "tally.db.ctl").exists()
@@ -373,7 +373,7 @@ def test_queryd_good_setup_passes_and_writes_nothing(tmp_path):
     before = snapshot(tmp_path)
     res = queryd_check(tmp_path, "--token-file", str(tf))
     assert_all_ok(res)
-    assert f"ok   database {tmp_path}/tally.db: schema version 5" in res.lines
+    assert f"ok   database {tmp_path}/tally.db: schema version {SCHEMA}" in res.lines
     assert f"ok   operator token: from {tf}, private" in res.lines
     assert any(line.startswith("ok   dashboard: ") and "embedded" in line for line in res.lines)
     assert snapshot(tmp_path) == before
@@ -387,7 +387,7 @@ def test_queryd_refuses_an_older_schema(tmp_path):
     set_version(s.db, 4)
     res = queryd_check(tmp_path, env={"TALLY_OPERATOR_TOKEN": TOKEN})
     assert res.rc == 1, res
-    res.fail(f"database {s.db}", "schema version 4 is older than 5", "tallyctl")
+    res.fail(f"database {s.db}", f"schema version 4 is older than {SCHEMA}", "tallyctl")
     assert len(res.failed) == 1, res
     assert version(s.db) == 4
 

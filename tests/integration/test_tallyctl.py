@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SCHEMA
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TALLY_BUILD", "build"))
 TALLYCTL = (BUILD if BUILD.is_absolute() else ROOT / BUILD) / "tallyctl"
@@ -123,7 +125,7 @@ def test_group_help(ctl, group):
 def test_first_command_creates_database(ctl):
     out = ctl.ok("provider", "list")
     assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
-    assert ctl.query("PRAGMA user_version") == [(5,)]
+    assert ctl.query("PRAGMA user_version") == [(SCHEMA,)]
     assert ctl.query("PRAGMA journal_mode") == [("wal",)]
     assert ctl.generation() == 0
     assert not ctl.secret.exists(), "only key creation needs the secret"
@@ -311,7 +313,7 @@ def test_migrate_v1_database(tmp_path):
     assert ctl.query("PRAGMA user_version") == [(1,)]
 
     models = ctl.json("model", "list")   # opening migrates
-    assert ctl.query("PRAGMA user_version") == [(5,)]
+    assert ctl.query("PRAGMA user_version") == [(SCHEMA,)]
     # Keys come through without limits.
     assert ctl.query("SELECT rpm, tpm, max_concurrent, budget_micros, budget_period FROM keys") \
         == [(None, None, None, None, "month")] * 2

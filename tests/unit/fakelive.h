@@ -72,10 +72,17 @@ static void fakelive_txns(void *arg, size_t max, void (*cb)(void *cbarg, const s
 	}
 }
 
+static size_t fakelive_stored(void *arg)
+{
+	(void)arg;
+	return 9;
+}
+
 static const struct live_view fakelive = {
 	.queue_depth = fakelive_depth,
 	.queue_capacity = fakelive_capacity,
 	.inflight = fakelive_inflight,
+	.stored_responses = fakelive_stored,
 	.keys = fakelive_keys,
 	.txns = fakelive_txns,
 };

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "decision.h"
+#include "owner.h"
 #include "fixture.h"
 #include "unit.h"
 
@@ -12,6 +13,8 @@ static struct fixture fx;
 /* A POST with a Content-Length unless path starts with "GET " or "CHUNKED ". */
 /* The json_max HAProxy announces (its large buffer, 3.4+); 0: the regular buffer. */
 static int64_t fix_json_max;
+/* Who made which stored response; NULL: none known. */
+static struct owner *fix_owners;
 
 static struct decision decide_with(const char *auth, const char *xkey, const char *path,
                                    const char *body, int truncated)
@@ -24,6 +27,9 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	if (strncmp(path, "GET ", 4) == 0) {
 		req.method.ptr = "GET";
 		path += 4;
+	} else if (strncmp(path, "DELETE ", 7) == 0) {
+		req.method.ptr = "DELETE";
+		path += 7;
 	} else if (strncmp(path, "CHUNKED ", 8) == 0) {
 		req.body_length_known = 0;
 		path += 8;
@@ -44,6 +50,7 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body.len = strlen(body);
 	req.body_truncated = truncated;
 	req.json_max = fix_json_max;
+	req.owners = fix_owners;
 	decision_make(fx.kt, &req, &d);
 	return d;
 }
@@ -502,9 +509,14 @@ static void test_responses_endpoint(void)
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                         "{\"model\":\"claude-a\",\"input\":\"hi\"}", 0).verdict,
 	             DECISION_WRONG_API);
-	/* state stored upstream is every key's under one account: not served */
+	/* state stored upstream is every key's under one account: a conversation is not
+	 * served, nor is a response the gateway does not know the key made */
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_x\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_RESPONSE);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 404);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp\\u005fx\"}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 400);
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/input_tokens",
@@ -660,6 +672,129 @@ static void test_many_keys_all_found(void)
 	CHECK(fx.kt->nslots >= 2 * fx.kt->nkeys);
 }
 
+static struct decision decide_stored(const char *key, const char *path)
+{
+	char auth[128];
+
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	return decide_with(auth, NULL, path, "", 0);
+}
+
+/* A stored response is reached only by the key that made it, on its own paths. */
+static void test_stored_responses(void)
+{
+	static const char *const paths[] = {
+		"GET /v1/responses/resp_a", "DELETE /v1/responses/resp_a",
+		"/v1/responses/resp_a/cancel", "GET /v1/responses/resp_a/input_items",
+	};
+	static const char *const not_paths[] = {
+		"/v1/responses/resp_a", "GET /v1/responses/resp_a/cancel",
+		"DELETE /v1/responses/resp_a/input_items", "GET /v1/responses/",
+		"GET /v1/responses//input_items", "GET /v1/responses/resp_a/input_items/x",
+		"/v1/responses/resp_a/cancel/", "GET /v1/responses",
+	};
+	struct decision d;
+	struct decision_request req = { 0 };
+	char buf[2048];
+	size_t i;
+
+	fix_owners = owner_new(8);
+	owner_put(fix_owners, "resp_a", 1, "gpt-a");
+	owner_put(fix_owners, "resp_gone", 1, "no-such-model");
+	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		d = decide_stored(FIX_KEY_OPEN, paths[i]);
+		CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+		CHECK_EQ_STR(d.model->name, "gpt-a");
+		CHECK_EQ_STR(d.model->provider->backend, "be_oai");
+		CHECK(d.unbilled && !d.capture && !d.creates_response && !d.wait);
+		CHECK_EQ_STR(d.response_id, "resp_a");
+		/* another key of the gateway: it does not exist */
+		d = decide_stored(FIX_KEY_RESTRICTED, paths[i]);
+		CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_RESPONSE);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 404);
+		CHECK(d.model == NULL && !d.wait);
+		d = decide_stored(FIX_KEY_REVOKED, paths[i]);
+		CHECK_EQ_INT(d.verdict, DECISION_REVOKED_KEY);
+	}
+	for (i = 0; i < sizeof(not_paths) / sizeof(not_paths[0]); i++) {
+		d = decide_stored(FIX_KEY_OPEN, not_paths[i]);
+		CHECK_EQ_INT(d.verdict, DECISION_BAD_ENDPOINT);
+	}
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_gone");
+	CHECK_EQ_INT(d.verdict, DECISION_NO_ROUTE);
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_%2e%2e");
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_RESPONSE);
+	/* an id no key made yet: the key's creates in flight ask HAProxy to wait */
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_new");
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
+	owner_creating(fix_owners, 1, 1);
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_new");
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && d.wait);
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_a");
+	CHECK(d.verdict == DECISION_ALLOW && !d.wait);
+	owner_creating(fix_owners, 1, -1);
+	/* the refusal names the id as sent, escaped */
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/re\"sp\\x");
+	req.path = (struct spop_str){ "/v1/responses/re\"sp\\x", 22 };
+	CHECK(decision_error_json(&d, &req, buf, sizeof(buf)) > 0);
+	CHECK(strstr(buf, "\"code\":\"response_not_found\"") &&
+	      strstr(buf, "No response found with id 're\\\"sp\\\\x'."));
+	/* a create building on a stored response: the key's own, on its provider, in a body
+	 * seen whole, in one plain member */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && d.creates_response && !d.unbilled);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/compact",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
+	CHECK_EQ_STR(d.response_id, "resp_a");
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_gone\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_RESPONSE);
+	{
+		static const char *const refused[] = {
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\",\"conversation\":\"c\"}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\",\"previous_response_id\":\"resp_b\"}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\",\"Previous_Response_Id\":\"resp_b\"}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":[\"resp_a\"]}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":7}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"\"}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"resp a\"}",
+		};
+
+		for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+			d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses", refused[i], 0);
+			CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
+		}
+	}
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\",\"input\":\"xx", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":null}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	/* the create: its answer's id will be the key's */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses", "{\"model\":\"gpt-a\"}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && d.creates_response && !d.unbilled);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/compact",
+	                "{\"model\":\"gpt-a\"}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && !d.creates_response);
+	/* nothing stored, nothing to own (Codex CLI); unless some reader stores it */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"store\":false}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && !d.creates_response);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"store\":false,\"Store\":true}", 0);
+	CHECK(d.verdict == DECISION_ALLOW && d.creates_response);
+	owner_free(fix_owners);
+	fix_owners = NULL;
+	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/resp_a");
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -672,6 +807,7 @@ int main(void)
 	RUN(test_count_tokens_is_unbilled);
 	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
+	RUN(test_stored_responses);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);
 	RUN(test_usage_amendment);

@@ -12,6 +12,7 @@
 #include "dedupe.h"
 #include "fixture.h"
 #include "join.h"
+#include "owner.h"
 #include "pending.h"
 #include "record.h"
 #include "unit.h"
@@ -498,6 +499,93 @@ static void test_fates_keep_the_invariant(void)
 	dedupe_free(f.seen);
 }
 
+/* A tally3 record (the stored response's id before the capture): rec_parse's line with
+ * today's header. */
+static int rec_parse3(int status_ok, const char *u_id, const char *capture)
+{
+	char tail[8192];
+
+	snprintf(tail, sizeof(tail), "%s %s", u_id, capture);
+	if ((status_ok ? rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE), tail)
+	               : rec_parse(ID, REC("500", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE), tail)) < 0)
+		return -1;
+	memcpy(rec_line, "tally3", 6);
+	return record_parse(rec_line, strlen(rec_line), &rec);
+}
+
+/* The id of what a create stored comes from its answer, for an admitted create only. */
+static void test_stored_response_id(void)
+{
+	struct decision d = decide_on("/v1/responses", FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	struct acct_row p, row;
+
+	CHECK(d.creates_response);
+	join_decided(&d, ID, strlen(ID), 1796278643000, &p);
+	CHECK_EQ_INT(p.flags, ACCT_FLAG_CREATES_RESPONSE);
+	CHECK_EQ_INT(rec_parse3(1, "resp_1", "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "resp_1");
+	CHECK_EQ_INT(rec_parse3(1, "-", cap('j', "{\"id\":\"resp_2\",\"usage\":null}")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "resp_2");
+	CHECK_EQ_INT(rec_parse3(1, "-", cap('s', "event: response.created data: {\"type\":"
+	                                        "\"response.created\",\"response\":{\"id\":\"resp_3\"}}")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "resp_3");
+	/* an answer that is no 2xx stored nothing */
+	CHECK_EQ_INT(rec_parse3(0, "resp_4", "-"), 0);
+	CHECK(rec.u_id.len == 6 && rec.status == 500);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "");
+	/* nor did a chat completion, a denied create, or one no decision saw */
+	p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	CHECK_EQ_INT(rec_parse3(1, "resp_5", "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "");
+	d = decide_on("/v1/responses", FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_MODEL_FORBIDDEN);
+	join_decided(&d, ID, strlen(ID), 1796278643000, &p);
+	CHECK_EQ_INT(p.flags, 0);
+	join_record(&rec, ID, NULL, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.response_id, "");
+}
+
+/* What a stored response's read answers carries was billed when it was made. */
+static void test_unbilled_takes_no_usage(void)
+{
+	struct owner *o = owner_new(4);
+	struct decision_request req;
+	struct decision d;
+	struct acct_row p, row;
+	const char *auth = "Bearer " FIX_KEY_OPEN;
+
+	owner_put(o, "resp_9", 1, "gpt-a");
+	memset(&req, 0, sizeof(req));
+	req.authorization = (struct spop_str){ auth, strlen(auth) };
+	req.method = (struct spop_str){ "GET", 3 };
+	req.path = (struct spop_str){ "/v1/responses/resp_9", 20 };
+	req.owners = o;
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	decision_estimate(&d, &req, 4096);
+	join_decided(&d, ID, strlen(ID), 1796278643000, &p);
+	CHECK_EQ_INT(p.flags, ACCT_FLAG_UNBILLED);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
+	                               "gpt-a 1000 500 200 - - - - -"), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
+	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.cost_micros, ACCT_NONE);
+	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('j', "{\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row.completion_tokens, ACCT_NONE);
+	owner_free(o);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -517,6 +605,8 @@ int main(void)
 	RUN(test_stream_usage);
 	RUN(test_fates);
 	RUN(test_fates_keep_the_invariant);
+	RUN(test_stored_response_id);
+	RUN(test_unbilled_takes_no_usage);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

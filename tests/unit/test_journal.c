@@ -47,6 +47,9 @@ static void row_fill(struct acct_row *r, const char *log, int seq)
 	r->ttfb_ms = 56;
 	r->bytes_in = 1024;
 	r->bytes_out = 4096 + seq;
+	r->flags = seq & 3;
+	if (seq & 2)
+		snprintf(r->response_id, sizeof(r->response_id), "resp_%d", seq);
 }
 
 /* Checks every stored field; returns whether all matched. */
@@ -77,6 +80,8 @@ static int row_check_eq(const struct acct_row *a, const struct acct_row *b)
 	CHECK_EQ_INT(a->ttfb_ms, b->ttfb_ms);
 	CHECK_EQ_INT(a->bytes_in, b->bytes_in);
 	CHECK_EQ_INT(a->bytes_out, b->bytes_out);
+	CHECK_EQ_INT(a->flags, b->flags);
+	CHECK_EQ_STR(a->response_id, b->response_id);
 	return unit_failed_checks == before;
 }
 
@@ -132,6 +137,8 @@ static void test_roundtrip(void)
 	fill_str(in.provider, sizeof(in.provider), 'p');
 	fill_str(in.verdict, sizeof(in.verdict), 'v');
 	fill_str(in.termination, sizeof(in.termination), 't');
+	fill_str(in.response_id, sizeof(in.response_id), 'x');
+	in.flags = 3;
 	in.key_id = in.prompt_tokens = in.completion_tokens = in.cached_tokens = INT64_MIN;
 	in.cache_creation_tokens = in.reasoning_tokens = in.cost_micros = INT64_MAX;
 	in.started_at_ms = in.duration_ms = in.ttfb_ms = in.bytes_in = in.bytes_out = INT64_MIN;
@@ -196,7 +203,8 @@ struct hand_spec {
 	int64_t status;
 	uint64_t outcome;
 	int trailing;        /* bytes of junk after the last field */
-	int appended;        /* with the fields appended after the first release */
+	int appended;        /* with the fields appended after the first release: 1 the
+	                      * estimates, 2 the flags and stored response's id too */
 };
 
 /* A whole entry: payload per the format, then header with FNV-1a (written afresh). */
@@ -225,6 +233,10 @@ static size_t hand_entry(unsigned char *out, int kind, const struct hand_spec *s
 		hand_varint(&p, hand_zz(1733000000000 + f));
 	for (f = 0; s->appended && f < 4; f++)             /* estimates */
 		hand_varint(&p, hand_zz(7 + f));
+	if (s->appended > 1) {
+		hand_varint(&p, ACCT_FLAG_CREATES_RESPONSE);   /* flags */
+		hand_str(&p, "resp_1", 6);
+	}
 	for (f = 0; f < s->trailing; f++)
 		p.b[p.len++] = 0;
 	h = (h ^ (unsigned char)kind) * 16777619u;
@@ -277,8 +289,18 @@ static void test_decode_format(void)
 	CHECK_EQ_INT(row.estimated_cost_micros, 8);
 	CHECK_EQ_INT(row.est_prompt_tokens, 9);
 	CHECK_EQ_INT(row.est_completion_tokens, 10);
-	/* Junk after either form, or some of the appended fields only, is no entry. */
+	CHECK_EQ_INT(row.flags, 0);
+	CHECK_EQ_STR(row.response_id, "");
+	s.appended = 2;
+	n = hand_entry(b, JOURNAL_ROW, &s);
+	CHECK_EQ_INT(decode(b, n, &row), 1);
+	CHECK_EQ_INT(row.est_completion_tokens, 10);
+	CHECK_EQ_INT(row.flags, ACCT_FLAG_CREATES_RESPONSE);
+	CHECK_EQ_STR(row.response_id, "resp_1");
+	/* Junk after any form, or some of the appended fields only, is no entry. */
 	s.trailing = 1;
+	CHECK_EQ_INT(decode(b, hand_entry(b, JOURNAL_ROW, &s), &row), -1);
+	s.appended = 1;
 	CHECK_EQ_INT(decode(b, hand_entry(b, JOURNAL_ROW, &s), &row), -1);
 
 	s = ok;

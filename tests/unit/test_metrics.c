@@ -50,6 +50,7 @@ static void sample_snapshot(struct statsnap *s)
 	s->queue_depth = 24;
 	s->queue_capacity = 25;
 	s->inflight = 26;
+	s->stored_responses = 29;
 	for (i = 0; i < DECISION_VERDICT_COUNT; i++)
 		s->verdicts[i] = 100 + (uint64_t)i;
 	for (i = 0; i < ACCT_OUTCOME_COUNT; i++)
@@ -94,6 +95,7 @@ static void test_render_values(void)
 	CHECK(has_line(page, "tally_queue_depth 24"));
 	CHECK(has_line(page, "tally_queue_capacity 25"));
 	CHECK(has_line(page, "tally_inflight_requests 26"));
+	CHECK(has_line(page, "tally_stored_responses 29"));
 	CHECK(has_line(page, "# TYPE tally_queue_depth gauge"));
 	CHECK(has_line(page, "# TYPE tally_accounting_received_total counter"));
 	for (i = 0; i < DECISION_VERDICT_COUNT; i++) {
@@ -185,8 +187,8 @@ static void test_render_format(void)
 			CHECK(end != value + 1 && *end == '\0');
 		}
 	}
-	CHECK_EQ_INT(ndeclared, 22);
-	CHECK_EQ_INT(nsamples, 21 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	CHECK_EQ_INT(ndeclared, 23);
+	CHECK_EQ_INT(nsamples, 22 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 

@@ -458,6 +458,38 @@ static void test_record_garbage(void)
 	CHECK_EQ_INT(record_parse(buf, n, &r), -1);
 }
 
+/* tally3, the log-format of today, with field 33 the id json_query read (url_enc) of
+ * the response a Responses create stored, then the capture. */
+static int parse3(const char *u_id, const char *cap, struct record *r)
+{
+	static char buf[LINE_MAX_LEN];
+	size_t n = line_with(buf, 33, u_id);
+
+	memcpy(buf, "tally3", 6);
+	n += (size_t)snprintf(buf + n, LINE_MAX_LEN - n, " %s", cap);
+	return record_parse(buf, n, r);
+}
+
+static void test_stored_response_id(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse3("resp_67ccd2bed1ec8190", "-", &r), 0);
+	CHECK(str_is(r.u_id, "resp_67ccd2bed1ec8190"));
+	CHECK_EQ_INT(r.status, 200);
+	CHECK_EQ_INT(r.has_capture, 0);
+	CHECK_EQ_INT(parse3("-", "c1 j 12 12 0 {\"id\":\"r_1\"}", &r), 0);
+	CHECK_EQ_INT(r.u_id.len, 0);
+	CHECK(r.has_capture && str_is(r.head, "{\"id\":\"r_1\"}"));
+	/* an id that is no plain token is not reported, and costs the record nothing */
+	CHECK_EQ_INT(parse3("resp\x01x", "-", &r), 0);
+	CHECK_EQ_INT(r.u_id.len, 0);
+	CHECK_EQ_INT(r.status, 200);
+	/* tally2, the format before it, has no such field: its capture is still read */
+	CHECK_EQ_INT(parse_with(33, "c1 j 2 2 0 {}", &r), 0);
+	CHECK(r.has_capture && r.u_id.len == 0);
+}
+
 /* The connection's nonce stands in for a unique id HAProxy never made. */
 static void test_missing_id_and_nonce(void)
 {
@@ -562,6 +594,7 @@ int main(void)
 	RUN(test_capture_broken_keeps_record);
 	RUN(test_record_garbage);
 	RUN(test_missing_id_and_nonce);
+	RUN(test_stored_response_id);
 	RUN(test_authentic);
 	return UNIT_DONE();
 }

@@ -13,6 +13,7 @@
 #include "counters.h"
 #include "db.h"
 #include "journal.h"
+#include "owner.h"
 #include "pending.h"
 #include "queue.h"
 #include "recovery.h"
@@ -97,6 +98,8 @@ static int earlier_run(void)
 	row_of(&r, "stored");
 	journal_append(intake, JOURNAL_ROW, &r);
 	row_of(&r, "alone");                 /* HAProxy answered alone: a row, no decision */
+	r.key_id = 7;                        /* and one that stored a response */
+	snprintf(r.response_id, sizeof(r.response_id), "resp_alone");
 	journal_append(intake, JOURNAL_ROW, &r);
 	journal_flush(io0);
 	journal_flush(io1);
@@ -120,6 +123,7 @@ struct run {
 	struct journal_log *log;
 	struct pending *pending;
 	struct queue *queue;
+	struct owner *owners;
 	struct recovery_result res;
 	int rc;
 };
@@ -140,7 +144,9 @@ static void run_open(struct run *r)
 	r->log = journal_log_open(r->journal, "main");
 	r->pending = pending_new(16);
 	r->queue = queue_new(16);
-	t = (struct recovery_target){ r->db, r->journal, r->log, r->pending, r->queue, NULL };
+	r->owners = owner_new(16);
+	t = (struct recovery_target){ r->db, r->journal, r->log, r->pending, r->queue, NULL,
+	                              r->owners };
 	r->rc = recovery_run(&t, &r->res, err, sizeof(err));
 	if (r->rc < 0)
 		fprintf(stderr, "%s\n", err);
@@ -153,6 +159,7 @@ static void run_close(struct run *r)
 	if (r->journal)
 		journal_close(r->journal);
 	pending_free(r->pending);
+	owner_free(r->owners);
 	if (r->queue)
 		queue_free(r->queue);
 	sqlite3_close(r->db);
@@ -181,6 +188,7 @@ static void run_drain(struct run *r, char ids[][ACCT_ID_MAX], size_t *n)
 static void test_replay(void)
 {
 	char ids[16][ACCT_ID_MAX], err[256];
+	struct owner_entry e;
 	struct acct_row p;
 	struct counters c;
 	sqlite3 *db = NULL;
@@ -214,6 +222,9 @@ static void test_replay(void)
 	CHECK_EQ_INT(pending_count(r.pending), 1);
 	CHECK(pending_take(r.pending, "admitted", &p));
 	CHECK(!pending_take(r.pending, "built-later", &p));
+	/* A replayed row's stored response is its key's again. */
+	CHECK_EQ_INT(owner_count(r.owners), 1);
+	CHECK(owner_get(r.owners, "resp_alone", 10, &e) && e.key_id == 7);
 	run_drain(&r, ids, &n);
 	CHECK_EQ_INT(n, 3);
 	if (n == 3) {

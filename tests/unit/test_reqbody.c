@@ -216,9 +216,34 @@ static void test_stored_state(void)
 
 	CHECK_EQ_INT(inspect("{\"model\":\"m\",\"previous_response_id\":\"resp_1\"}", &i),
 	             REQBODY_COMPLETE);
-	CHECK(i.stateful);
+	CHECK(i.stateful && !i.stateful_other);
+	CHECK_EQ_STR(i.previous_response_id, "resp_1");
+	/* only one plain id can be tied to its key */
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":\"resp_1\",\"conversation\":\"c\"}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(i.stateful && i.stateful_other);
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":\"resp_\\u0031\"}", &i), REQBODY_COMPLETE);
+	CHECK(i.stateful && i.stateful_other && !i.previous_response_id[0]);
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":\"r1\",\"previous_response_id\":\"r2\"}", &i),
+	             REQBODY_COMPLETE);
+	CHECK(i.stateful && i.stateful_other);
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":{\"id\":\"r1\"}}", &i), REQBODY_COMPLETE);
+	CHECK(i.stateful && i.stateful_other && !i.previous_response_id[0]);
+	CHECK_EQ_INT(inspect("{\"previous_response_id\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.stateful && i.stateful_other);
 	CHECK_EQ_INT(inspect("{\"conversation\":{\"id\":\"conv_1\"}}", &i), REQBODY_COMPLETE);
-	CHECK(i.stateful);
+	CHECK(i.stateful && i.stateful_other);
+	/* whether the answer is stored at all */
+	CHECK_EQ_INT(inspect("{\"store\":false}", &i), REQBODY_COMPLETE);
+	CHECK(i.store_off && !i.store_ambiguous);
+	CHECK_EQ_INT(inspect("{\"store\":true,\"x\":false}", &i), REQBODY_COMPLETE);
+	CHECK(!i.store_off);
+	CHECK_EQ_INT(inspect("{\"store\":\"false\"}", &i), REQBODY_COMPLETE);
+	CHECK(!i.store_off);
+	CHECK_EQ_INT(inspect("{\"store\":false,\"store\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.store_ambiguous);
+	CHECK_EQ_INT(inspect("{\"STORE\":true,\"store\":false}", &i), REQBODY_COMPLETE);
+	CHECK(i.store_off && i.store_ambiguous);
 	CHECK_EQ_INT(inspect("{\"previous_response_id\":null,\"conversation\":null}", &i),
 	             REQBODY_COMPLETE);
 	CHECK(!i.stateful);

@@ -562,6 +562,46 @@ static void test_real_records_cut(void)
 	CHECK_EQ_STR(u.model, "mock-gpt");
 }
 
+static const char *resp_id(const char *head, int sse)
+{
+	static char out[ACCT_RESPONSE_ID_MAX];
+
+	usage_response_id(head, strlen(head), sse, out, sizeof(out));
+	return out;
+}
+
+/* A stored response's id is read by the answer's structure, never searched for. */
+static void test_response_id(void)
+{
+	/* unary: the top-level id, whatever precedes it */
+	CHECK_EQ_STR(resp_id("{\"id\":\"resp_1\",\"object\":\"response\"}", 0), "resp_1");
+	CHECK_EQ_STR(resp_id(" { \"object\" : \"response\", \"meta\": {\"id\": \"resp_in\"},"
+	                     " \"x\": [1, {\"id\": \"resp_arr\"}, \"]}\\\"\"], \"id\" : \"resp_2\" }", 0),
+	             "resp_2");
+	/* the model's words are no id: text, or an id past the head, or none */
+	CHECK_EQ_STR(resp_id("{\"output\":\"\\\"id\\\":\\\"resp_fake\\\"\",\"status\":\"completed\"}", 0), "");
+	CHECK_EQ_STR(resp_id("{\"output\":[{\"text\":\"id\"},{\"id\":\"msg_1\"}],\"object\":\"resp", 0), "");
+	CHECK_EQ_STR(resp_id("{\"id\":12}", 0), "");
+	CHECK_EQ_STR(resp_id("{\"id\":\"resp 1\"}", 0), "");
+	CHECK_EQ_STR(resp_id("{\"id\":\"resp_\\u0041\"}", 0), "");
+	CHECK_EQ_STR(resp_id("{\"id\":\"resp_cut", 0), "");
+	CHECK_EQ_STR(resp_id("[{\"id\":\"resp_1\"}]", 0), "");
+	/* a stream: the response of its first event, response.created (line breaks are
+	 * spaces in a capture) */
+	CHECK_EQ_STR(resp_id("event: response.created data: {\"type\":\"response.created\","
+	                     "\"sequence_number\":0,\"response\":{\"id\":\"resp_s\",\"object\":"
+	                     "\"response\"}}  event: response.in_progress", 1), "resp_s");
+	CHECK_EQ_STR(resp_id("data: {\"response\":{\"status\":\"in_progress\",\"id\":\"resp_t\"},"
+	                     "\"type\":\"response.created\"}", 1), "resp_t");
+	CHECK_EQ_STR(resp_id("data: {\"type\":\"response.output_text.delta\",\"response\":"
+	                     "{\"id\":\"resp_u\"}}", 1), "");
+	CHECK_EQ_STR(resp_id("data: {\"type\":\"response.created\",\"delta\":\"{\\\"response\\\":"
+	                     "{\\\"id\\\":\\\"resp_v\\\"}}\"}", 1), "");
+	CHECK_EQ_STR(resp_id("event: response.created", 1), "");
+	CHECK_EQ_STR(resp_id("", 1), "");
+	usage_response_id(NULL, 0, 0, (char[8]){ 'x' }, 8);
+}
+
 int main(void)
 {
 	RUN(test_openai_unary);
@@ -577,5 +617,6 @@ int main(void)
 	RUN(test_from_fields);
 	RUN(test_real_records);
 	RUN(test_real_records_cut);
+	RUN(test_response_id);
 	return UNIT_DONE();
 }

@@ -333,6 +333,44 @@ out:
 	queue_free(q);
 }
 
+/* A create's stored response is kept with its row; an id kept already keeps its first
+ * key; a duplicate row adds nothing. */
+static void test_stored_responses(void)
+{
+	struct queue *q = queue_new(16);
+	struct acct_row a = row_full(1), b = row_full(2), c = row_full(3), a2 = row_full(1);
+	char path[512];
+	struct writer *w;
+	sqlite3 *db;
+
+	reset_counters();
+	db_create("stored.db", path, sizeof(path));
+	snprintf(a.response_id, sizeof(a.response_id), "resp_a");
+	a2 = a;
+	snprintf(b.response_id, sizeof(b.response_id), "resp_a");   /* another key's claim */
+	b.key_id = a.key_id + 1;
+	snprintf(c.response_id, sizeof(c.response_id), "resp_c");
+	c.key_id = ACCT_NONE;                                       /* no key: nothing kept */
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	intake(q, &a);
+	intake(q, &b);
+	intake(q, &c);
+	intake(q, &a2);
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 3);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT key_id = (SELECT key_id FROM requests WHERE request_id ="
+	                       " 'req-00000001') FROM stored_responses WHERE response_id = 'resp_a'"
+	                       " AND request_id = 'req-00000001' AND model = 'gpt-4o'"), 1);
+	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
 /* Rollups agree with the rows, group by group, whatever the batching. */
 static void test_rollups(void)
 {
@@ -411,7 +449,7 @@ static void test_rollups(void)
 		         rollups[t].table, rollups[t].table);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
 	}
-	CHECK_EQ_INT(db_exec(db, "DROP TABLE usage_daily; DROP TABLE model_hourly;"
+	CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
 	                         "DROP TABLE model_daily;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
@@ -681,6 +719,7 @@ int main(void)
 	log_set_level(LOG_ERROR);
 	RUN(test_roundtrip);
 	RUN(test_duplicates);
+	RUN(test_stored_responses);
 	RUN(test_rollups);
 	RUN(test_full);
 	RUN(test_locked);

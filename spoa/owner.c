@@ -1,0 +1,227 @@
+/* owner: stored responses and the keys that made them (see owner.h). Any thread; one
+ * mutex over the table, atomics for the counts of creates in flight.
+ *
+ * The ids are kept in a ring of entries in order of arrival, chained from buckets by
+ * FNV-1a of the id. The ids hashed come from the upstream's answers, never from a key
+ * holder (one chooses only the ids it looks up, which walk the chains of ids that
+ * exist), so a plain hash serves. The ring grows by doubling until max; then each new
+ * id takes the oldest one's place. */
+#include "owner.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acct.h"
+#include "hash.h"
+
+#define OWNER_CREATING_SLOTS 1024
+
+struct owner_slot {
+	char id[ACCT_RESPONSE_ID_MAX];
+	struct owner_entry e;
+	uint32_t next;                 /* the bucket's next entry + 1; 0: none */
+};
+
+struct owner {
+	pthread_mutex_t lock;
+	struct owner_slot *slots;      /* the ring: [0, n) until full, then all of max */
+	size_t cap, n, max;
+	size_t oldest;                 /* once full: the slot the next id replaces */
+	uint32_t *buckets;             /* entry index + 1; 0: empty */
+	size_t nbuckets;               /* a power of two */
+	atomic_int creating[OWNER_CREATING_SLOTS];
+};
+
+struct owner *owner_new(size_t max)
+{
+	struct owner *o;
+
+	if (max == 0 || max >= UINT32_MAX || !(o = calloc(1, sizeof(*o))))
+		return NULL;
+	o->max = max;
+	for (o->nbuckets = 1; o->nbuckets < max; o->nbuckets <<= 1)
+		;
+	if (!(o->buckets = calloc(o->nbuckets, sizeof(*o->buckets)))) {
+		free(o);
+		return NULL;
+	}
+	pthread_mutex_init(&o->lock, NULL);
+	return o;
+}
+
+void owner_free(struct owner *o)
+{
+	if (!o)
+		return;
+	pthread_mutex_destroy(&o->lock);
+	free(o->slots);
+	free(o->buckets);
+	free(o);
+}
+
+static size_t owner_bucket(const struct owner *o, const char *id, size_t len)
+{
+	return hash_fnv1a32(HASH_FNV32_BASIS, id, len) & (o->nbuckets - 1);
+}
+
+/* The slot holding id, or NULL. Under the lock. */
+static struct owner_slot *owner_find(struct owner *o, const char *id, size_t len)
+{
+	uint32_t i = o->buckets[owner_bucket(o, id, len)];
+
+	while (i) {
+		struct owner_slot *s = &o->slots[i - 1];
+
+		if (strlen(s->id) == len && memcmp(s->id, id, len) == 0)
+			return s;
+		i = s->next;
+	}
+	return NULL;
+}
+
+/* Takes slot i out of its bucket's chain. Under the lock. */
+static void owner_unlink(struct owner *o, size_t i)
+{
+	struct owner_slot *s = &o->slots[i];
+	uint32_t *link = &o->buckets[owner_bucket(o, s->id, strlen(s->id))];
+
+	while (*link && *link != i + 1)
+		link = &o->slots[*link - 1].next;
+	if (*link)
+		*link = s->next;
+}
+
+/* The slot a new id goes in: a fresh one while the ring grows, else the oldest's,
+ * forgotten. SIZE_MAX on ENOMEM. Under the lock. */
+static size_t owner_claim(struct owner *o)
+{
+	size_t i;
+
+	if (o->n < o->max) {
+		if (o->n == o->cap) {
+			size_t cap = o->cap ? o->cap * 2 : 256;
+			struct owner_slot *grown;
+
+			cap = cap < o->max ? cap : o->max;
+			if (!(grown = realloc(o->slots, cap * sizeof(*grown))))
+				return SIZE_MAX;
+			o->slots = grown;
+			o->cap = cap;
+		}
+		return o->n++;
+	}
+	i = o->oldest;
+	owner_unlink(o, i);
+	o->oldest = (o->oldest + 1) % o->max;
+	return i;
+}
+
+int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model)
+{
+	size_t len = strlen(id), i, b;
+	struct owner_slot *s;
+	int rc = -1;
+
+	if (!acct_response_id_ok(id, len))
+		return -1;
+	pthread_mutex_lock(&o->lock);
+	if (owner_find(o, id, len)) {
+		rc = 0;
+		goto out;
+	}
+	if ((i = owner_claim(o)) == SIZE_MAX)
+		goto out;
+	s = &o->slots[i];
+	memcpy(s->id, id, len + 1);
+	s->e.key_id = key_id;
+	strncpy(s->e.model, model, sizeof(s->e.model) - 1);
+	s->e.model[sizeof(s->e.model) - 1] = '\0';
+	b = owner_bucket(o, id, len);
+	s->next = o->buckets[b];
+	o->buckets[b] = (uint32_t)(i + 1);
+	rc = 1;
+out:
+	pthread_mutex_unlock(&o->lock);
+	return rc;
+}
+
+int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *out)
+{
+	const struct owner_slot *s;
+	int found = 0;
+
+	if (!acct_response_id_ok(id, len))
+		return 0;
+	pthread_mutex_lock(&o->lock);
+	if ((s = owner_find(o, id, len))) {
+		*out = s->e;
+		found = 1;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return found;
+}
+
+static atomic_int *owner_counter(struct owner *o, int64_t key_id)
+{
+	return &o->creating[hash_fnv1a32(HASH_FNV32_BASIS, &key_id, sizeof(key_id)) %
+	                    OWNER_CREATING_SLOTS];
+}
+
+void owner_creating(struct owner *o, int64_t key_id, int delta)
+{
+	atomic_int *c = owner_counter(o, key_id);
+	int v = atomic_load(c);
+
+	while (v + delta >= 0 && !atomic_compare_exchange_weak(c, &v, v + delta))
+		;
+}
+
+int owner_creates_pending(struct owner *o, int64_t key_id)
+{
+	return atomic_load(owner_counter(o, key_id)) > 0;
+}
+
+int owner_load(struct owner *o, sqlite3 *db, int64_t since_s, char *err, size_t errlen)
+{
+	static const char sql[] =
+		"SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
+		" ORDER BY created_at, rowid";
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, since_s);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		const char *model = (const char *)sqlite3_column_text(st, 2);
+
+		if (id && owner_put(o, id, sqlite3_column_int64(st, 1), model ? model : "") < 0 &&
+		    acct_response_id_ok(id, strlen(id))) {
+			snprintf(err, errlen, "loading stored responses: out of memory");
+			sqlite3_finalize(st);
+			return -1;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		goto fail;
+	sqlite3_finalize(st);
+	return 0;
+fail:
+	snprintf(err, errlen, "loading stored responses: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return -1;
+}
+
+size_t owner_count(struct owner *o)
+{
+	size_t n;
+
+	pthread_mutex_lock(&o->lock);
+	n = o->n;
+	pthread_mutex_unlock(&o->lock);
+	return n;
+}

@@ -1,0 +1,135 @@
+/* owner: stored responses and the keys that made them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "db.h"
+#include "owner.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+static int get(struct owner *o, const char *id, struct owner_entry *e)
+{
+	return owner_get(o, id, strlen(id), e);
+}
+
+static void test_first_owner_keeps_it(void)
+{
+	struct owner *o = owner_new(8);
+	struct owner_entry e;
+
+	CHECK_EQ_INT(owner_put(o, "resp_a", 1, "gpt-x"), 1);
+	CHECK_EQ_INT(owner_put(o, "resp_a", 2, "gpt-y"), 0);   /* another key cannot take it */
+	CHECK(get(o, "resp_a", &e));
+	CHECK_EQ_INT(e.key_id, 1);
+	CHECK_EQ_STR(e.model, "gpt-x");
+	CHECK(!get(o, "resp_b", &e));
+	CHECK(!get(o, "resp_", &e));
+	CHECK(!owner_get(o, "resp_ab", 5, &e));                          /* a prefix is no id */
+	CHECK(owner_get(o, "resp_a/cancel", 6, &e));                     /* by length */
+	CHECK_EQ_INT(owner_count(o), 1);
+	owner_free(o);
+}
+
+static void test_ids_not_kept(void)
+{
+	struct owner *o = owner_new(8);
+	char long_id[ACCT_RESPONSE_ID_MAX + 1];
+	struct owner_entry e;
+
+	memset(long_id, 'a', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	CHECK_EQ_INT(owner_put(o, "", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "resp a", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "resp/a", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "resp%2fa", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), -1);
+	long_id[ACCT_RESPONSE_ID_MAX - 1] = '\0';
+	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), 1);
+	CHECK(get(o, long_id, &e));
+	CHECK(!owner_get(o, "resp\nx", 6, &e));
+	CHECK_EQ_INT(owner_count(o), 1);
+	owner_free(o);
+}
+
+/* Past max, the oldest go first, and the chains stay whole. */
+static void test_oldest_forgotten(void)
+{
+	struct owner *o = owner_new(300);
+	struct owner_entry e;
+	char id[32];
+	int i, kept = 0;
+
+	for (i = 0; i < 1000; i++) {
+		snprintf(id, sizeof(id), "resp_%04d", i);
+		CHECK_EQ_INT(owner_put(o, id, i, "m"), 1);
+	}
+	CHECK_EQ_INT(owner_count(o), 300);
+	for (i = 0; i < 1000; i++) {
+		snprintf(id, sizeof(id), "resp_%04d", i);
+		if (get(o, id, &e)) {
+			CHECK_EQ_INT(e.key_id, i);
+			CHECK(i >= 700);
+			kept++;
+		}
+	}
+	CHECK_EQ_INT(kept, 300);
+	CHECK_EQ_INT(owner_put(o, "resp_0999", 5, "m"), 0);
+	owner_free(o);
+}
+
+static void test_creates_in_flight(void)
+{
+	struct owner *o = owner_new(8);
+
+	CHECK(!owner_creates_pending(o, 3));
+	owner_creating(o, 3, 1);
+	owner_creating(o, 3, 1);
+	CHECK(owner_creates_pending(o, 3));
+	owner_creating(o, 3, -1);
+	CHECK(owner_creates_pending(o, 3));
+	owner_creating(o, 3, -1);
+	CHECK(!owner_creates_pending(o, 3));
+	owner_creating(o, 3, -1);          /* a replayed row: no admission to undo */
+	owner_creating(o, 3, 1);
+	CHECK(owner_creates_pending(o, 3));
+	owner_free(o);
+}
+
+static void test_load(void)
+{
+	struct owner *o = owner_new(2);
+	struct owner_entry e;
+	char err[256];
+	sqlite3 *db = NULL;
+
+	if (tmpdir_make("owner") < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_exec(db, "INSERT INTO stored_responses VALUES"
+	                         " ('resp_old', 1, 'm1', 'r1', 100),"
+	                         " ('resp_1', 1, 'm1', 'r2', 2000),"
+	                         " ('resp_2', 2, 'm2', 'r3', 3000),"
+	                         " ('resp_3', 3, 'm3', 'r4', 4000),"
+	                         " ('bad id', 3, 'm3', 'r5', 5000)", err, sizeof(err)), 0);
+	CHECK_EQ_INT(owner_load(o, db, 1000, err, sizeof(err)), 0);
+	/* Too old, or beyond max (the newest are kept), or no id: not loaded. */
+	CHECK(!get(o, "resp_old", &e));
+	CHECK(!get(o, "resp_1", &e));
+	CHECK(get(o, "resp_2", &e) && e.key_id == 2 && strcmp(e.model, "m2") == 0);
+	CHECK(get(o, "resp_3", &e) && e.key_id == 3);
+	sqlite3_close(db);
+	owner_free(o);
+	tmpdir_remove();
+}
+
+int main(void)
+{
+	RUN(test_first_owner_keeps_it);
+	RUN(test_ids_not_kept);
+	RUN(test_oldest_forgotten);
+	RUN(test_creates_in_flight);
+	RUN(test_load);
+	return UNIT_DONE();
+}
