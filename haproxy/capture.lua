@@ -37,8 +37,10 @@ local OPTIONS_MAX = 256
 -- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
 local KEY_MAX = 96
 local JUDGED = { model = true, stream = true, stream_options = true }
--- Members naming state stored upstream (txn.tally.nostate: a cut Responses body).
-local STATEFUL = { previous_response_id = true, conversation = true }
+-- Members naming state stored upstream, or that the gateway cannot account or keep to
+-- their key (txn.tally.nostate: a cut Responses body; spoa/decision.c).
+local STATEFUL = { previous_response_id = true, conversation = true, background = true,
+                   request_id = true }
 
 local Capture = {}
 Capture.id = "tally-capture"
@@ -504,10 +506,14 @@ end)
 
 -- A pause before the agent is asked again about a stored response's id that the key
 -- may have just made (haproxy.cfg, txn.tally.wait): msleep yields, so the thread serves
--- other streams meanwhile. wait 0 marks the pause as taken.
+-- other streams meanwhile. wait 0 marks the pause as taken; the verdict goes, so that
+-- an agent that fails to answer again meets the fail policy, not the stale refusal.
 local PAUSE_MS = 25
 
 core.register_action("tally-pause", { "http-req" }, function(txn)
     core.msleep(PAUSE_MS)
     txn:set_var("txn.tally.wait", 0)
+    txn:unset_var("txn.tally.verdict")
+    txn:unset_var("txn.tally.status")
+    txn:unset_var("txn.tally.body")
 end, 0)

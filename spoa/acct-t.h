@@ -44,6 +44,8 @@ enum acct_usage_source {
                                       * stored responses) */
 #define ACCT_FLAG_CREATES_RESPONSE 2 /* an admitted POST /v1/responses: the answer's id
                                       * is the key's */
+#define ACCT_FLAG_WAITING 4          /* a refusal HAProxy asks about again (decision.h,
+                                      * wait) */
 
 struct acct_row {
 	char request_id[ACCT_ID_MAX];      /* X-Request-Id; never empty */

@@ -19,7 +19,8 @@ int acct_response_id_ok(const char *s, size_t n)
 {
 	size_t i;
 
-	if (n == 0 || n >= ACCT_RESPONSE_ID_MAX)
+	/* A letter or digit first: no "." or ".." for a path to resolve. */
+	if (n == 0 || n >= ACCT_RESPONSE_ID_MAX || s[0] == '_' || s[0] == '-' || s[0] == '.')
 		return 0;
 	for (i = 0; i < n; i++) {
 		char c = s[i];

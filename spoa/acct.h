@@ -13,8 +13,8 @@
 void acct_row_init(struct acct_row *row);
 
 /* Whether s (n bytes) can be a stored response's id the gateway keeps and matches in
- * paths: 1 to ACCT_RESPONSE_ID_MAX - 1 bytes of [A-Za-z0-9_.-] (OpenAI's "resp_" and
- * hex; self-hosted servers' uuids). */
+ * paths: 1 to ACCT_RESPONSE_ID_MAX - 1 bytes of [A-Za-z0-9_.-], the first a letter or
+ * digit (OpenAI's "resp_" and hex; self-hosted servers' uuids). */
 int acct_response_id_ok(const char *s, size_t n);
 
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */

@@ -343,9 +343,13 @@ static enum decision_verdict decision_owned(const struct decision_request *req,
                                             struct decision *d, const char *id, size_t len,
                                             struct owner_entry *e)
 {
+	/* Creates in flight first: the intake notes an id before it counts its create
+	 * ended, so a count read as 0 means any id it had is in the table already. */
+	int pending = req->owners && owner_creates_pending(req->owners, d->key->id);
+
 	snprintf(d->response_id, sizeof(d->response_id), "%.*s", (int)len, id);
 	if (!req->owners || !owner_get(req->owners, id, len, e)) {
-		d->wait = req->owners && owner_creates_pending(req->owners, d->key->id);
+		d->wait = pending;
 		return DECISION_UNKNOWN_RESPONSE;
 	}
 	return e->key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
@@ -418,6 +422,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * body is checked past the cut by the capture filter. */
 	if (ep->stored_state && d->body.stateful &&
 	    (d->body.stateful_other || !d->body.previous_response_id[0] || d->body_truncated))
+		return DECISION_STORED_STATE;
+	/* A background response's usage comes only to later reads, which bill nothing; a
+	 * request_id is the response's id on some servers, which a key must not choose. */
+	if (ep->stored_state && d->body.unaccountable)
 		return DECISION_STORED_STATE;
 	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
@@ -630,7 +638,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "No response found with id '%s'.", model);
 		break;
 	case DECISION_STORED_STATE:
-		snprintf(msg, cap, "This gateway serves one previous_response_id, as a plain string, made by the same key, in a body of at most the size it inspects; not conversation: send the whole input.");
+		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background or request_id, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

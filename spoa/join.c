@@ -47,7 +47,8 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	}
 	row->flags = (d->unbilled ? ACCT_FLAG_UNBILLED : 0) |
 	             (d->creates_response && d->verdict == DECISION_ALLOW
-	                  ? ACCT_FLAG_CREATES_RESPONSE : 0);
+	                  ? ACCT_FLAG_CREATES_RESPONSE : 0) |
+	             (d->wait ? ACCT_FLAG_WAITING : 0);
 }
 
 /* The model's prices: the upstream may name a dated snapshot of the model that was
@@ -205,8 +206,10 @@ enum join_fate join_record_fate(int seen, int admitted)
 	return admitted ? JOIN_RESOLVES : JOIN_OWED;
 }
 
-enum join_fate join_decision_fate(int added)
+enum join_fate join_decision_fate(int added, const struct acct_row *replaced)
 {
+	if (added == 1 && replaced && (replaced->flags & ACCT_FLAG_WAITING))
+		return JOIN_RESOLVES;
 	return added == 0 ? JOIN_OWED : JOIN_REPEAT;
 }
 

@@ -54,10 +54,12 @@ enum join_fate {
  * Owed or resolving, the record makes the row; a repeat makes none. */
 enum join_fate join_record_fate(int seen, int admitted);
 
-/* A decision is noted: added is pending_add's result, 0 (new), 1 (decided twice, which
- * HAProxy never does for one id: the first decision gives way) or 2 (its record came
- * first and made the row). -1 (not noted) has no fate: the request is refused. */
-enum join_fate join_decision_fate(int added);
+/* A decision is noted: added is pending_add's result, 0 (new), 1 (decided twice: the
+ * first decision gives way) or 2 (its record came first and made the row). -1 (not
+ * noted) has no fate: the request is refused. replaced: the first decision's row when
+ * added is 1; HAProxy asks again only after one that said wait (ACCT_FLAG_WAITING):
+ * that is the same transaction going on, no copy of it. */
+enum join_fate join_decision_fate(int added, const struct acct_row *replaced);
 
 /* Whether a record ends the wait for its decision: HAProxy reported an SPOE error
  * (spoe_error > 0; ACCT_NONE when none: a timeout, the client gone mid-exchange, a broken

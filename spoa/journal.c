@@ -136,7 +136,7 @@ static const struct journal_field journal_fields[] = {
 	JF_N(JF_I64, estimated_tokens), JF_N(JF_I64, estimated_cost_micros),
 	JF_N(JF_I64, est_prompt_tokens), JF_N(JF_I64, est_completion_tokens),
 	/* Appended again: an entry may end before them too. */
-	JF_E(flags, 4), JF_S(response_id),
+	JF_E(flags, 8), JF_S(response_id),
 };
 
 /* Where an entry may end: the fields of the first entries written (version 1 as first

@@ -29,7 +29,8 @@ enum reqbody_member {
 	REQBODY_N, REQBODY_BEST_OF,
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
-	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE,
+	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE, REQBODY_BACKGROUND,
+	REQBODY_REQUEST_ID,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -48,6 +49,8 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_PREVIOUS_RESPONSE_ID] = "previous_response_id",
 	[REQBODY_CONVERSATION] = "conversation",
 	[REQBODY_STORE] = "store",
+	[REQBODY_BACKGROUND] = "background",
+	[REQBODY_REQUEST_ID] = "request_id",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -424,6 +427,14 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 		if (tok && reqbody_token_is(tok, len, "false"))
 			out->store_off = 1;
 		return;
+	case REQBODY_BACKGROUND:
+		if (!falsy)
+			out->unaccountable = 1;
+		return;
+	case REQBODY_REQUEST_ID:
+		if (!null)
+			out->unaccountable = 1;
+		return;
 	default:
 		return;
 	}
@@ -609,6 +620,8 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 				out->stateful = out->stateful_other = 1;
 			if (k.m == REQBODY_STORE)
 				out->store_ambiguous = 1;
+			if (k.m == REQBODY_BACKGROUND || k.m == REQBODY_REQUEST_ID)
+				out->unaccountable = 1;
 			out->hints_ambiguous = 1;
 			k.m = REQBODY_OTHER;
 		}

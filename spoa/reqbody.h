@@ -62,6 +62,10 @@ struct reqbody_info {
 	int store_off;                  /* "store": false: the Responses API keeps nothing */
 	int store_ambiguous;            /* "store" twice, or spelled so only some readers
 	                                   take it: whether it stores is unknown */
+	int unaccountable;              /* "background" other than false or null (its usage
+	                                   comes only to later reads), or a "request_id" (a
+	                                   self-hosted server makes it the response's id,
+	                                   which a key could then choose), in any spelling */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

@@ -456,6 +456,11 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		req.owners = s->owners;
 		decision_make(kt, &req, &d);
 		session_quota(s, &req, &d);
+		/* HAProxy will ask again about this body (decision.h, wait): it keeps its
+		 * whole text for then. */
+		if (whole && d.wait)
+			longbody_append(s->longbody, id.ptr, id.len, 0, req.body_size, req.json_max,
+			                whole, req.body.len, session_now_ms());
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
 	if (d.verdict == DECISION_MODELS_LISTED &&

@@ -340,7 +340,8 @@ static const char *usage_skip_string(const char *p, const char *end)
 {
 	for (p++; p < end; p++) {
 		if (*p == '\\') {
-			p++;
+			if (++p == end)
+				return NULL;
 			continue;
 		}
 		if (*p == '"')
@@ -384,8 +385,8 @@ static const char *usage_skip_value(const char *p, const char *end)
 	return NULL;
 }
 
-/* In the object at p ('{'), the value of the member named key; NULL if the object
- * ends, or the text does, before it. */
+/* In the object at p ('{'), the value of the member named key (which may be end when
+ * the text ends there); NULL if the object ends, or the text does, before it. */
 static const char *usage_member(const char *p, const char *end, const char *key)
 {
 	size_t klen = strlen(key);
@@ -426,13 +427,13 @@ void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t
 		if (!(p = memmem(head, hlen, "data:", 5)))
 			return;
 		v = usage_member(usage_skip_ws(p + 5, end), end, "type");
-		if (!v || (size_t)(end - v) < 18 || memcmp(v, "\"response.created\"", 18) != 0)
+		if (!v || end - v < 18 || memcmp(v, "\"response.created\"", 18) != 0)
 			return;
 		p = usage_member(usage_skip_ws(p + 5, end), end, "response");
 	} else {
 		p = usage_skip_ws(p, end);
 	}
-	if (!p || !(v = usage_member(p, end, "id")) || *v != '"' ||
+	if (!p || !(v = usage_member(p, end, "id")) || v >= end || *v != '"' ||
 	    !(vend = usage_skip_string(v, end)))
 		return;
 	if ((size_t)(vend - v - 2) < cap && acct_response_id_ok(v + 1, (size_t)(vend - v - 2))) {

@@ -277,7 +277,7 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		}
 		return -1;
 	}
-	join_count(join_decision_fate(rc));
+	join_count(join_decision_fate(rc, rc == 1 ? &old : NULL));
 	if (rc == 2) {
 		/* Its record came first: HAProxy gave up on this decision and answered alone;
 		 * that row is written, and the request holds nothing. */

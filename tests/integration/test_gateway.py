@@ -492,6 +492,35 @@ def test_stored_responses_belong_to_the_key_that_made_them(stack):
                  "response_not_found")
 
 
+def test_stored_response_waits_are_bounded(stack):
+    """While the key has a create in flight, a read of an id nobody made waits for the
+    create's record, 200 ms at most, then gets its 404; if the agent dies meanwhile, the
+    fail policy answers, not the stale refusal. Background work and a chosen request_id
+    are refused: one's usage would come only to unbilled reads, the other names the
+    response on some servers."""
+    for extra in ({"background": True}, {"request_id": "resp_mine"}):
+        assert_error(*stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
+                                                            **extra), key=stack.key),
+                     400, "unsupported_parameter")
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    try:
+        slow = pool.submit(stack.gateway, "POST", RESPONSES, {"model": "mock-gpt", "input": "slow"},
+                           key=stack.key, headers={"x-mock-ttfb-ms": "4000"})
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert_error(*stack.gateway("GET", f"{RESPONSES}/resp_nobody", key=stack.key), 404,
+                     "response_not_found")
+        assert 0.15 <= time.monotonic() - t0 < 1.5
+        waiting = pool.submit(stack.gateway, "GET", f"{RESPONSES}/resp_nobody", key=stack.key)
+        time.sleep(0.08)
+        stack.kill_agent()
+        assert_error(*waiting.result(timeout=10), 503, "gateway_unavailable")
+        assert slow.result(timeout=10)[0] == 200
+    finally:
+        pool.shutdown()
+    stack.start_agent()
+
+
 def test_ambiguous_bodies_are_refused(stack):
     for body in (b'{"model":"mock-gpt","MODEL":"mock-claude"}',
                  b'{"Model":"mock-claude"}',

@@ -763,6 +763,9 @@ static void test_stored_responses(void)
 			"{\"model\":\"gpt-a\",\"previous_response_id\":7}",
 			"{\"model\":\"gpt-a\",\"previous_response_id\":\"\"}",
 			"{\"model\":\"gpt-a\",\"previous_response_id\":\"resp a\"}",
+			"{\"model\":\"gpt-a\",\"previous_response_id\":\"..\"}",
+			"{\"model\":\"gpt-a\",\"background\":true}",
+			"{\"model\":\"gpt-a\",\"request_id\":\"resp_a\"}",
 		};
 
 		for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {

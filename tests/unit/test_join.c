@@ -401,12 +401,19 @@ static void test_stream_usage(void)
 
 static void test_fates(void)
 {
+	struct acct_row row;
+
+	acct_row_init(&row);
 	CHECK_EQ_INT(join_record_fate(0, 0), JOIN_OWED);
 	CHECK_EQ_INT(join_record_fate(0, 1), JOIN_RESOLVES);
 	CHECK_EQ_INT(join_record_fate(1, 0), JOIN_REPEAT);
-	CHECK_EQ_INT(join_decision_fate(0), JOIN_OWED);
-	CHECK_EQ_INT(join_decision_fate(1), JOIN_REPEAT);
-	CHECK_EQ_INT(join_decision_fate(2), JOIN_REPEAT);
+	CHECK_EQ_INT(join_decision_fate(0, NULL), JOIN_OWED);
+	CHECK_EQ_INT(join_decision_fate(1, &row), JOIN_REPEAT);
+	CHECK_EQ_INT(join_decision_fate(2, NULL), JOIN_REPEAT);
+	/* asked again after a wait: the same transaction, no copy */
+	row.flags = ACCT_FLAG_WAITING;
+	CHECK_EQ_INT(join_decision_fate(1, &row), JOIN_RESOLVES);
+	row.flags = 0;
 	CHECK_EQ_INT(join_expiry_fate(0), JOIN_RESOLVES);
 	CHECK_EQ_INT(join_expiry_fate(1), JOIN_RECOUNTED);
 	/* Any SPOE error ends the wait (1: timeout, 4: interrupted by the client), unless
@@ -433,7 +440,7 @@ static void flow_decide(struct flow *f, const char *id)
 
 	acct_row_init(&row);
 	snprintf(row.request_id, sizeof(row.request_id), "%s", id);
-	join_count(join_decision_fate(pending_add(f->pending, &row, 1000, &old)));
+	join_count(join_decision_fate(pending_add(f->pending, &row, 1000, &old), &old));
 }
 
 static void flow_record(struct flow *f, const char *id, int64_t spoe_error)

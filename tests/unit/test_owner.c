@@ -42,6 +42,9 @@ static void test_ids_not_kept(void)
 	CHECK_EQ_INT(owner_put(o, "resp a", 1, "m"), -1);
 	CHECK_EQ_INT(owner_put(o, "resp/a", 1, "m"), -1);
 	CHECK_EQ_INT(owner_put(o, "resp%2fa", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "..", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, ".x", 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "_x", 1, "m"), -1);
 	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), -1);
 	long_id[ACCT_RESPONSE_ID_MAX - 1] = '\0';
 	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), 1);

@@ -244,6 +244,17 @@ static void test_stored_state(void)
 	CHECK(i.store_ambiguous);
 	CHECK_EQ_INT(inspect("{\"STORE\":true,\"store\":false}", &i), REQBODY_COMPLETE);
 	CHECK(i.store_off && i.store_ambiguous);
+	/* what cannot be accounted or kept to its key: background work, a chosen id */
+	CHECK_EQ_INT(inspect("{\"background\":false,\"request_id\":null}", &i), REQBODY_COMPLETE);
+	CHECK(!i.unaccountable);
+	CHECK_EQ_INT(inspect("{\"background\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.unaccountable);
+	CHECK_EQ_INT(inspect("{\"background\":\"yes\"}", &i), REQBODY_COMPLETE);
+	CHECK(i.unaccountable);
+	CHECK_EQ_INT(inspect("{\"background\":false,\"Background\":true}", &i), REQBODY_COMPLETE);
+	CHECK(i.unaccountable);
+	CHECK_EQ_INT(inspect("{\"request_id\":\"resp_victim\"}", &i), REQBODY_COMPLETE);
+	CHECK(i.unaccountable);
 	CHECK_EQ_INT(inspect("{\"previous_response_id\":null,\"conversation\":null}", &i),
 	             REQBODY_COMPLETE);
 	CHECK(!i.stateful);

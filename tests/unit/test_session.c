@@ -4,6 +4,7 @@
 
 #include "fixture.h"
 #include "longbody.h"
+#include "owner.h"
 #include "session.h"
 #include "spop.h"
 #include "unit.h"
@@ -147,9 +148,10 @@ static void piece(struct buf *out, uint64_t sid, const char *id, const char *aut
 	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, sid, &p);
 }
 
-/* The decision's NOTIFY for a body of size bytes of which HAProxy sends the first cap. */
-static void notify_cut(struct buf *out, uint64_t sid, const char *id, const char *auth,
-                       const char *body, size_t size, size_t cap)
+/* The decision's NOTIFY on path for a body of size bytes of which HAProxy sends the
+ * first cap. */
+static void notify_cut_on(struct buf *out, uint64_t sid, const char *id, const char *auth,
+                          const char *path, const char *body, size_t size, size_t cap)
 {
 	struct buf p = { .len = 0 };
 	unsigned char nargs = 7;
@@ -159,11 +161,17 @@ static void notify_cut(struct buf *out, uint64_t sid, const char *id, const char
 	put_kv_str(&p, "id", id);
 	put_kv_str(&p, "auth", auth);
 	put_kv_str(&p, "method", "POST");
-	put_kv_str(&p, "path", "/v1/chat/completions");
+	put_kv_str(&p, "path", path);
 	put_kv_int(&p, "cl", 1);
 	put_kv_int(&p, "bsize", (int64_t)size);
 	put_kv_bin(&p, "body", body, size < cap ? size : cap);
 	frame(out, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, sid, &p);
+}
+
+static void notify_cut(struct buf *out, uint64_t sid, const char *id, const char *auth,
+                       const char *body, size_t size, size_t cap)
+{
+	notify_cut_on(out, sid, id, auth, "/v1/chat/completions", body, size, cap);
 }
 
 /* Decodes every frame in out; returns how many, checking each type in order. */
@@ -484,6 +492,53 @@ static void test_long_body_pieces(void)
 	longbody_free(s.longbody);
 }
 
+/* A long body naming a stored response the key may be about to own: HAProxy asks again
+ * (wait), and the body is judged whole then too. */
+static void test_long_body_asked_again(void)
+{
+	static char body[60000];
+	static unsigned char outbuf[1 << 16];
+	const char *auth = "Bearer " FIX_KEY_OPEN;
+	struct buf in = { .len = 0 };
+	struct session s;
+	char prompt[40001];
+	size_t len, off, n;
+	int round;
+
+	memset(prompt, 'x', sizeof(prompt) - 1);
+	prompt[sizeof(prompt) - 1] = '\0';
+	session_init(&s, 16380);
+	s.longbody = longbody_new(1 << 20);
+	s.owners = owner_new(8);
+	owner_creating(s.owners, 1, 1);
+	hello_sized(&in, 0, 16380);
+	feed_all(&s, &in, outbuf, sizeof(outbuf));
+	snprintf(body, sizeof(body), "{\"model\":\"gpt-a\",\"input\":\"%s\","
+	         "\"previous_response_id\":\"resp_soon\"}", prompt);
+	len = strlen(body);
+	for (off = 0; off < len; off += n) {
+		n = len - off < 15000 ? len - off : 15000;
+		in.len = 0;
+		piece(&in, 7, "id-w", auth, (int64_t)off, body, (int64_t)len, n);
+		feed_all(&s, &in, outbuf, sizeof(outbuf));
+	}
+	for (round = 0; round < 2; round++) {
+		/* the second time the create's record has come */
+		if (round) {
+			owner_put(s.owners, "resp_soon", 1, "gpt-a");
+			owner_creating(s.owners, 1, -1);
+		}
+		in.len = 0;
+		notify_cut_on(&in, 8, "id-w", auth, "/v1/responses", body, len, 14336);
+		feed_all(&s, &in, outbuf, sizeof(outbuf));
+		CHECK_EQ_INT(s.stats.verdicts[round ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE], 1);
+		CHECK(round ? longbody_bytes(s.longbody) == 0 : longbody_bytes(s.longbody) >= len);
+	}
+	CHECK_EQ_INT(s.stats.verdicts[DECISION_STORED_STATE], 0);
+	owner_free(s.owners);
+	longbody_free(s.longbody);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -495,6 +550,7 @@ int main(void)
 	RUN(test_acks_respect_a_small_frame_size);
 	RUN(test_gateway_secret_and_busy);
 	RUN(test_long_body_pieces);
+	RUN(test_long_body_asked_again);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

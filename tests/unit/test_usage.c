@@ -598,6 +598,22 @@ static void test_response_id(void)
 	CHECK_EQ_STR(resp_id("data: {\"type\":\"response.created\",\"delta\":\"{\\\"response\\\":"
 	                     "{\\\"id\\\":\\\"resp_v\\\"}}\"}", 1), "");
 	CHECK_EQ_STR(resp_id("event: response.created", 1), "");
+	{
+		/* cut right where the value would start, or inside an escape: exactly sized,
+		 * so that ASan sees a read past the end */
+		static const char *const cuts[] = { "{\"id\":", "{\"a\":\"\\", "{\"id\"" };
+		char out[ACCT_RESPONSE_ID_MAX];
+
+		for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+			size_t n = strlen(cuts[i]);
+			char *cut = malloc(n);
+
+			memcpy(cut, cuts[i], n);
+			usage_response_id(cut, n, 0, out, sizeof(out));
+			CHECK_EQ_STR(out, "");
+			free(cut);
+		}
+	}
 	CHECK_EQ_STR(resp_id("", 1), "");
 	usage_response_id(NULL, 0, 0, (char[8]){ 'x' }, 8);
 }
