@@ -243,6 +243,10 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->quota = quota_new();
 	a->longbody = a->cfg.long_body_memory ? longbody_new((size_t)a->cfg.long_body_memory) : NULL;
 	a->owners = owner_new((size_t)a->cfg.stored_responses);
+	if (a->owners && owner_set_store(a->owners, a->cfg.db_path) < 0) {
+		snprintf(err, errlen, "database path too long");
+		return -1;
+	}
 	if (!a->queue || !a->pending || !a->keylive || !a->quota || !a->owners ||
 	    (a->cfg.long_body_memory && !a->longbody)) {
 		snprintf(err, errlen, "out of memory");

@@ -5,7 +5,9 @@
  * FNV-1a of the id. The ids hashed come from the upstream's answers, never from a key
  * holder (one chooses only the ids it looks up, which walk the chains of ids that
  * exist), so a plain hash serves. The ring grows by doubling until max; then each new
- * id takes the oldest one's place. */
+ * id takes the oldest one's place, and misses go to the database: each thread that
+ * asks holds its own read-only connection (a thread-specific value, closed when the
+ * thread ends), as SQLite connections are not shared across threads here. */
 #include "owner.h"
 
 #include <pthread.h>
@@ -15,9 +17,18 @@
 #include <string.h>
 
 #include "acct.h"
+#include "db.h"
 #include "hash.h"
+#include "log.h"
 
 #define OWNER_CREATING_SLOTS 1024
+#define OWNER_PATH_MAX 4096
+
+/* A thread's read-only connection to the store, and its prepared lookup. */
+struct owner_conn {
+	sqlite3 *db;
+	sqlite3_stmt *find;
+};
 
 struct owner_slot {
 	char id[ACCT_RESPONSE_ID_MAX];
@@ -33,7 +44,21 @@ struct owner {
 	uint32_t *buckets;             /* entry index + 1; 0: empty */
 	size_t nbuckets;               /* a power of two */
 	atomic_int creating[OWNER_CREATING_SLOTS];
+	char store[OWNER_PATH_MAX];    /* "": misses are misses */
+	pthread_key_t conn_key;        /* struct owner_conn * of the calling thread */
+	int has_key;
 };
+
+static void owner_conn_close(void *p)
+{
+	struct owner_conn *c = p;
+
+	if (!c)
+		return;
+	sqlite3_finalize(c->find);
+	sqlite3_close(c->db);
+	free(c);
+}
 
 struct owner *owner_new(size_t max)
 {
@@ -56,6 +81,11 @@ void owner_free(struct owner *o)
 {
 	if (!o)
 		return;
+	if (o->has_key) {
+		/* Other threads' connections closed as they ended; this one's is here. */
+		owner_conn_close(pthread_getspecific(o->conn_key));
+		pthread_key_delete(o->conn_key);
+	}
 	pthread_mutex_destroy(&o->lock);
 	free(o->slots);
 	free(o->buckets);
@@ -148,10 +178,67 @@ out:
 	return rc;
 }
 
+int owner_set_store(struct owner *o, const char *path)
+{
+	if (!path) {
+		o->store[0] = '\0';
+		return 0;
+	}
+	if (strlen(path) >= sizeof(o->store) ||
+	    (!o->has_key && pthread_key_create(&o->conn_key, owner_conn_close) != 0))
+		return -1;
+	o->has_key = 1;
+	memcpy(o->store, path, strlen(path) + 1);
+	return 0;
+}
+
+/* The calling thread's connection, opened on first use; NULL if it cannot be. */
+static struct owner_conn *owner_conn(struct owner *o)
+{
+	static const char sql[] =
+		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
+	struct owner_conn *c = pthread_getspecific(o->conn_key);
+	char err[256];
+
+	if (c)
+		return c;
+	if (!(c = calloc(1, sizeof(*c))))
+		return NULL;
+	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
+	    sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->find, NULL) != SQLITE_OK ||
+	    pthread_setspecific(o->conn_key, c) != 0) {
+		log_warn("stored responses: cannot read %s: %s", o->store,
+		         c->db ? sqlite3_errmsg(c->db) : err);
+		owner_conn_close(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* id in the store, for an id the full table forgot. */
+static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
+{
+	struct owner_conn *c = owner_conn(o);
+	const unsigned char *model;
+	int found = 0;
+
+	if (!c)
+		return 0;
+	sqlite3_bind_text(c->find, 1, id, (int)len, SQLITE_STATIC);
+	if (sqlite3_step(c->find) == SQLITE_ROW) {
+		model = sqlite3_column_text(c->find, 1);
+		out->key_id = sqlite3_column_int64(c->find, 0);
+		snprintf(out->model, sizeof(out->model), "%s", model ? (const char *)model : "");
+		found = 1;
+	}
+	sqlite3_reset(c->find);
+	return found;
+}
+
 int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	const struct owner_slot *s;
-	int found = 0;
+	int found = 0, full;
 
 	if (!acct_response_id_ok(id, len))
 		return 0;
@@ -160,7 +247,10 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 		*out = s->e;
 		found = 1;
 	}
+	full = o->n == o->max;
 	pthread_mutex_unlock(&o->lock);
+	if (!found && full && o->store[0])
+		found = owner_get_stored(o, id, len, out);
 	return found;
 }
 

@@ -5,8 +5,10 @@
  * Filled by the intake thread from the rows of Responses creates (the id comes in
  * HAProxy's record, after the answer), and at start by the main thread from the
  * database (stored_responses); read by the I/O threads, under one mutex held for a
- * probe. Bounded: past max ids the oldest is forgotten, and its key gets 404 for it as
- * for a response past the provider's retention. A key's creates whose row has not come
+ * probe. Bounded: past max ids the oldest leaves the table; once it is full, an id it
+ * lacks is looked up in the database (owner_set_store), by the thread that asks, on a
+ * read-only connection of its own: a primary-key probe, and only on a miss, which a
+ * table that never filled answers alone. A key's creates whose row has not come
  * yet are counted, so that a read of an id not known yet can wait for that row
  * (decision.h, DECISION_UNKNOWN_RESPONSE) instead of failing at once. */
 #ifndef TALLY_OWNER_H
@@ -35,7 +37,12 @@ void owner_free(struct owner *o);     /* after every other thread stopped */
  * owner: returns 0; 1 when added; -1 if id is not one (or on ENOMEM). Any thread. */
 int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model);
 
-/* Who made id (len bytes): 1 and *out filled, or 0 when it is not known. Any thread. */
+/* Where owner_get looks up an id the full table lacks: the database at path (copied;
+ * NULL: nowhere). Main thread, before the others start. -1 if path is too long. */
+int owner_set_store(struct owner *o, const char *path);
+
+/* Who made id (len bytes): 1 and *out filled, or 0 when it is not known (nor in the
+ * database when the table is full, or if the database cannot be read). Any thread. */
 int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *out);
 
 /* A create of key_id was admitted (delta 1) or its row was made (-1). Counts never go

@@ -492,6 +492,39 @@ def test_stored_responses_belong_to_the_key_that_made_them(stack):
                  "response_not_found")
 
 
+def stored_count(s):
+    con = sqlite3.connect(f"file:{s.db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM stored_responses").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_stored_responses_past_the_table_are_read_from_the_database(tmp_path):
+    """An agent that keeps two ids in memory still knows who made the older ones: a full
+    table sends a miss to stored_responses. Another key's flood of creates therefore
+    costs nobody their responses."""
+    s = Stack(tmp_path, agent_args=("--stored-responses", "2"))
+    try:
+        s.start()
+        other = s.create_key("flooder", "--default-model", "mock-gpt")
+        assert wait_for(lambda: s.gateway("GET", "/v1/models", key=other)[0] == 200, 3)
+        mine = response_id_of(s.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "keep"},
+                                        key=s.key)[2])
+        for n in range(5):
+            assert s.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": f"flood {n}"},
+                             key=other)[0] == 200
+        # (a table of two forgets ids faster than the writer stores them)
+        assert wait_for(lambda: stored_count(s) == 6, 5)
+        assert s.gateway("GET", f"{RESPONSES}/{mine}", key=s.key)[0] == 200
+        assert_error(*s.gateway("GET", f"{RESPONSES}/{mine}", key=other), 404,
+                     "response_not_found")
+        assert_error(*s.gateway("GET", f"{RESPONSES}/resp_nobody", key=s.key), 404,
+                     "response_not_found")
+    finally:
+        s.close()
+
+
 def test_stored_response_waits_are_bounded(stack):
     """While the key has a create in flight, a read of an id nobody made waits for the
     create's record, 200 ms at most, then gets its 404; if the agent dies meanwhile, the

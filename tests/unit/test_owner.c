@@ -1,4 +1,5 @@
 /* owner: stored responses and the keys that made them. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,59 @@ static void test_load(void)
 	tmpdir_remove();
 }
 
+struct asker {
+	struct owner *o;
+	const char *id;
+	int found;
+	struct owner_entry e;
+};
+
+static void *ask(void *arg)
+{
+	struct asker *a = arg;
+
+	a->found = owner_get(a->o, a->id, strlen(a->id), &a->e);
+	return NULL;
+}
+
+/* Once the table is full, an id it lacks is looked up in the store, by any thread on a
+ * connection of its own; a table that never filled answers alone. */
+static void test_store_answers_what_the_table_forgot(void)
+{
+	struct owner *o = owner_new(2), *roomy = owner_new(8);
+	struct asker a = { o, "resp_1", 0, { 0, "" } };
+	struct owner_entry e;
+	char err[256];
+	sqlite3 *db = NULL;
+	pthread_t t;
+
+	if (tmpdir_make("owner-store") < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_exec(db, "INSERT INTO stored_responses VALUES"
+	                         " ('resp_1', 4, 'm4', 'r1', 100), ('resp_9', 5, 'm5', 'r9', 100)",
+	                         err, sizeof(err)), 0);
+	CHECK_EQ_INT(owner_set_store(o, tmpdir_file("tally.db")), 0);
+	CHECK_EQ_INT(owner_set_store(roomy, tmpdir_file("tally.db")), 0);
+	owner_put(o, "resp_1", 4, "m4");
+	owner_put(o, "resp_2", 4, "m4");
+	owner_put(o, "resp_3", 4, "m4");           /* full: resp_1 leaves the table */
+	CHECK(get(o, "resp_1", &e) && e.key_id == 4 && strcmp(e.model, "m4") == 0);
+	CHECK(get(o, "resp_9", &e) && e.key_id == 5);
+	CHECK(!get(o, "resp_none", &e));
+	CHECK(pthread_create(&t, NULL, ask, &a) == 0 && pthread_join(t, NULL) == 0);
+	CHECK(a.found && a.e.key_id == 4);
+	CHECK(!get(roomy, "resp_9", &e));
+	CHECK_EQ_INT(owner_set_store(o, NULL), 0);
+	CHECK(!get(o, "resp_1", &e));
+	sqlite3_close(db);
+	owner_free(o);
+	owner_free(roomy);
+	tmpdir_remove();
+}
+
 int main(void)
 {
 	RUN(test_first_owner_keeps_it);
@@ -134,5 +188,6 @@ int main(void)
 	RUN(test_oldest_forgotten);
 	RUN(test_creates_in_flight);
 	RUN(test_load);
+	RUN(test_store_answers_what_the_table_forgot);
 	return UNIT_DONE();
 }
