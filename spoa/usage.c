@@ -417,11 +417,12 @@ static const char *usage_member(const char *p, const char *end, const char *key)
 
 void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap)
 {
-	const char *p = head, *end = head + hlen, *v, *vend;
+	const char *p = head, *end, *v, *vend;
 
 	out[0] = '\0';
 	if (!head)
 		return;
+	end = head + hlen;
 	if (sse) {
 		/* The first event's data (the capture turned line breaks into spaces). */
 		if (!(p = memmem(head, hlen, "data:", 5)))
