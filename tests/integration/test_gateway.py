@@ -453,6 +453,8 @@ def test_stored_responses_belong_to_the_key_that_made_them(stack):
         status, _, got = stack.gateway(method, path, key=stack.key)
         assert status == 200, (method, path, got)
     assert [(q["method"], q["path"]) for q in stack.mock_requests()] == list(stored_paths(made[1]))
+    # the writer commits within ~10 ms of the last create's row
+    assert wait_for(lambda: stored_count(stack) == 23, 5)
     con = sqlite3.connect(f"file:{stack.db}?mode=ro", uri=True)
     try:
         kept = con.execute("SELECT response_id, key_id, model FROM stored_responses"
