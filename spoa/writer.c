@@ -31,7 +31,8 @@
  * full database, where the accounting row is rewritten in place). A row that breaks a
  * constraint (it could only come from a bug upstream; the CHECKs are tested here, not
  * by SQLite, see WRITER_CONNECTION_SQL) is counted dropped on its own; it never fails
- * its batch. */
+ * its batch. Once an hour the thread also prunes stored_responses past the provider's
+ * retention. */
 #include "writer.h"
 
 #include <errno.h>
@@ -48,6 +49,7 @@
 #include "db.h"
 #include "latency.h"
 #include "log.h"
+#include "owner.h"
 #include "period.h"
 #include "rollup.h"
 #include "satadd.h"
@@ -57,6 +59,8 @@
 #define WRITER_IDLE_MS       250   /* idle tick: store counters that moved */
 #define WRITER_LINGER_MS     10    /* after a partial batch: rows become visible <= ~10 ms later */
 #define WRITER_BUSY_MS       100   /* SQLite's own wait for a lock before failing */
+#define WRITER_PRUNE_S       3600  /* stored responses past retention go this often */
+#define WRITER_PRUNE_ROWS    10000 /* at most this many at a time: the thread stays quick */
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
 
@@ -90,7 +94,8 @@ struct writer {
 	pthread_t thread;
 	/* Writer thread only, after writer_start. */
 	sqlite3 *db;
-	sqlite3_stmt *begin, *commit, *insert, *insert_stored, *account;
+	sqlite3_stmt *begin, *commit, *insert, *insert_stored, *prune, *account;
+	int64_t pruned_at;            /* unix seconds of the last prune; 0: none yet */
 	sqlite3_stmt *rollup[WRITER_ROLLUPS];   /* writer_rollups' upserts */
 	struct acct_row *batch;       /* batch_max rows */
 	struct writer_group *groups;  /* batch_max entries */
@@ -115,6 +120,11 @@ static const char writer_insert_sql[] =
 static const char writer_stored_sql[] =
 	"INSERT INTO stored_responses (response_id, key_id, model, request_id, created_at)"
 	" VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (response_id) DO NOTHING";
+
+/* Stored responses past the provider's retention (owner.h) name nothing any more. */
+static const char writer_prune_sql[] =
+	"DELETE FROM stored_responses WHERE response_id IN (SELECT response_id FROM"
+	" stored_responses WHERE created_at < ?1 LIMIT ?2)";
 
 static const char writer_account_sql[] =
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
@@ -510,6 +520,22 @@ static int writer_commit(struct writer *w, size_t n, int budget_ms)
 	return 0;
 }
 
+/* At most every WRITER_PRUNE_S (checked after each batch and idle tick): stored
+ * responses older than the provider keeps them go, a bounded number at a time (the
+ * next pass takes more). A failure waits for the next prune: nothing depends on it. */
+static void writer_prune(struct writer *w)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	if (w->pruned_at && now - w->pruned_at < WRITER_PRUNE_S)
+		return;
+	sqlite3_bind_int64(w->prune, 1, now - OWNER_RETENTION_S);
+	sqlite3_bind_int(w->prune, 2, WRITER_PRUNE_ROWS);
+	if (writer_run(w->prune) == SQLITE_DONE && sqlite3_changes(w->db) == WRITER_PRUNE_ROWS)
+		return;   /* more to go: the next idle tick goes on */
+	w->pruned_at = now;
+}
+
 /* Stores the batch of n rows, or counts them dropped. Once stopping (closed) and the
  * database has already made the writer give a batch up, one attempt per batch: the
  * stop must end. */
@@ -548,6 +574,7 @@ static void *writer_main(void *arg)
 		} else {
 			writer_commit(w, 0, 0);   /* idle tick: the next one tries again */
 		}
+		writer_prune(w);
 	}
 	/* Drops counted since the last commit (the intake stopped before writer_stop). */
 	writer_commit(w, 0, w->gave_up ? 0 : w->retry_ms);
@@ -564,6 +591,7 @@ static void writer_free(struct writer *w)
 	sqlite3_finalize(w->commit);
 	sqlite3_finalize(w->insert);
 	sqlite3_finalize(w->insert_stored);
+	sqlite3_finalize(w->prune);
 	for (i = 0; i < WRITER_ROLLUPS; i++)
 		sqlite3_finalize(w->rollup[i]);
 	sqlite3_finalize(w->account);
@@ -584,6 +612,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		{ &w->commit, "COMMIT" },
 		{ &w->insert, writer_insert_sql },
 		{ &w->insert_stored, writer_stored_sql },
+		{ &w->prune, writer_prune_sql },
 		{ &w->account, writer_account_sql },
 	};
 	char sql[4096];

@@ -13,6 +13,7 @@
 #include "counters.h"
 #include "db.h"
 #include "log.h"
+#include "owner.h"
 #include "queue.h"
 #include "stats.h"
 #include "tmpdir.h"
@@ -346,6 +347,7 @@ static void test_stored_responses(void)
 	reset_counters();
 	db_create("stored.db", path, sizeof(path));
 	snprintf(a.response_id, sizeof(a.response_id), "resp_a");
+	a.started_at_ms = b.started_at_ms = c.started_at_ms = (int64_t)time(NULL) * 1000;
 	a2 = a;
 	snprintf(b.response_id, sizeof(b.response_id), "resp_a");   /* another key's claim */
 	b.key_id = a.key_id + 1;
@@ -366,6 +368,36 @@ static void test_stored_responses(void)
 	                       " 'req-00000001') FROM stored_responses WHERE response_id = 'resp_a'"
 	                       " AND request_id = 'req-00000001' AND model = 'gpt-4o'"), 1);
 	check_accounting(db);
+	sqlite3_close(db);
+out:
+	queue_free(q);
+}
+
+/* Stored responses past the provider's retention go at the writer's first pass; newer
+ * ones stay. */
+static void test_stored_responses_pruned(void)
+{
+	struct queue *q = queue_new(16);
+	char path[512], sql[256], err[256];
+	struct writer *w;
+	sqlite3 *db;
+
+	reset_counters();
+	db_create("prune.db", path, sizeof(path));
+	CHECK_EQ_INT(db_open(path, DB_READWRITE, &db, err, sizeof(err)), 0);
+	snprintf(sql, sizeof(sql), "INSERT INTO stored_responses VALUES ('resp_old', 1, 'm', 'r1',"
+	         " %lld), ('resp_new', 1, 'm', 'r2', %lld)",
+	         (long long)time(NULL) - OWNER_RETENTION_S - 10, (long long)time(NULL) - 60);
+	CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+	sqlite3_close(db);
+	w = start(path, q, 0, 0, 0);
+	if (!w)
+		goto out;
+	sleep_ms(400);                       /* an idle tick (250 ms) at least */
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses WHERE response_id = 'resp_old'"), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses WHERE response_id = 'resp_new'"), 1);
 	sqlite3_close(db);
 out:
 	queue_free(q);
@@ -720,6 +752,7 @@ int main(void)
 	RUN(test_roundtrip);
 	RUN(test_duplicates);
 	RUN(test_stored_responses);
+	RUN(test_stored_responses_pruned);
 	RUN(test_rollups);
 	RUN(test_full);
 	RUN(test_locked);
