@@ -360,17 +360,25 @@ static enum decision_verdict decision_owned(const struct decision_request *req,
  * other, and for an ID no key made, it does not exist. Routed to the provider of the
  * model that made it; the answers hold the response's usage, which was billed when it
  * was made: unbilled. */
+static const struct decision_stored_path {
+	const char *method;
+	const char *tail;       /* after the ID: "" or a sub-path */
+} decision_stored_paths[] = {
+	{ "GET", "" }, { "DELETE", "" }, { "POST", "/cancel" }, { "GET", "/input_items" },
+};
+
 static enum decision_verdict decision_stored(const struct keytable *t,
                                              const struct decision_request *req,
                                              struct decision *d)
 {
 	static const char base[] = "/v1/responses/";
 	const size_t n = sizeof(base) - 1;
-	struct spop_str id, tail = { NULL, 0 };
+	struct spop_str id, tail = { "", 0 };
 	const char *slash;
 	struct owner_entry e;
 	enum decision_verdict v;
-	int ok;
+	size_t i;
+	int ok = 0;
 
 	if (!decision_str_begins(req->path, base) || req->path.len == n)
 		return DECISION_BAD_ENDPOINT;
@@ -381,9 +389,9 @@ static enum decision_verdict decision_stored(const struct keytable *t,
 		tail.len = id.len - (size_t)(slash - id.ptr);
 		id.len = (size_t)(slash - id.ptr);
 	}
-	ok = !tail.len ? decision_str_is(req->method, "GET") || decision_str_is(req->method, "DELETE")
-	   : decision_str_is(tail, "/cancel") ? decision_str_is(req->method, "POST")
-	   : decision_str_is(tail, "/input_items") && decision_str_is(req->method, "GET");
+	for (i = 0; i < sizeof(decision_stored_paths) / sizeof(decision_stored_paths[0]); i++)
+		ok |= decision_str_is(req->method, decision_stored_paths[i].method) &&
+		      decision_str_is(tail, decision_stored_paths[i].tail);
 	if (!ok || !id.len)
 		return DECISION_BAD_ENDPOINT;
 	d->unbilled = 1;
