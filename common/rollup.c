@@ -19,6 +19,9 @@ const char *const rollup_names[ROLLUP_NAMED] = {
 	[ROLLUP_ESTIMATED] = "estimated",
 	[ROLLUP_ESTIMATED_TOKENS] = "estimated_tokens",
 	[ROLLUP_ESTIMATED_COST] = "estimated_cost_micros",
+	[ROLLUP_AUDIO_INPUT_TOKENS] = "audio_input_tokens",
+	[ROLLUP_AUDIO_OUTPUT_TOKENS] = "audio_output_tokens",
+	[ROLLUP_WEB_SEARCH_CALLS] = "web_search_calls",
 };
 
 void rollup_column(int i, char *buf, size_t len)

@@ -26,6 +26,9 @@ enum rollup_sum {
 	ROLLUP_ESTIMATED,              /* rows with an estimate */
 	ROLLUP_ESTIMATED_TOKENS,
 	ROLLUP_ESTIMATED_COST,         /* estimated_cost_micros */
+	ROLLUP_AUDIO_INPUT_TOKENS,
+	ROLLUP_AUDIO_OUTPUT_TOKENS,
+	ROLLUP_WEB_SEARCH_CALLS,
 	ROLLUP_NAMED
 };
 

@@ -12,7 +12,7 @@
 
 -- Small named counters.
 --   config_generation: bumped by the triggers below on every change to providers,
---   models, keys or key_models; the agent polls it to reload its in-memory tables.
+--   models, model_prices, keys or key_models; the agent polls it to reload its in-memory tables.
 CREATE TABLE meta (
 	name  TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -29,25 +29,43 @@ CREATE TABLE providers (
 	created_at INTEGER NOT NULL
 );
 
--- Models clients may ask for, the provider serving each and its prices.
--- Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok). NULL is
--- an unknown price, never taken for 0: rows of a model with usage but no price are
--- stored unpriced (requests.cost_micros NULL) and counted in usage_hourly.unpriced.
--- cache_write_micros_per_mtok prices cache-creation tokens; NULL: at the input price.
--- (Schema version 1 had NOT NULL prices defaulting to 0; the migration to version 2
--- turns a model whose three prices were all 0 into one with all prices NULL.)
+-- Models clients may ask for and the provider serving each.
 CREATE TABLE models (
-	id                          INTEGER PRIMARY KEY,
-	name                        TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
-	provider_id                 INTEGER NOT NULL REFERENCES providers (id),
-	input_micros_per_mtok       INTEGER CHECK (input_micros_per_mtok >= 0),
-	output_micros_per_mtok      INTEGER CHECK (output_micros_per_mtok >= 0),
-	cached_micros_per_mtok      INTEGER CHECK (cached_micros_per_mtok >= 0),
-	cache_write_micros_per_mtok INTEGER CHECK (cache_write_micros_per_mtok >= 0),
-	created_at                  INTEGER NOT NULL,
-	updated_at                  INTEGER NOT NULL
+	id          INTEGER PRIMARY KEY,
+	name        TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
+	provider_id INTEGER NOT NULL REFERENCES providers (id),
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL
 );
 CREATE INDEX models_provider_id ON models (provider_id);
+
+-- A model's prices (docs/pricing.md): rate cards, one per service tier and prompt size.
+-- A request is priced by the card of the tier the provider reports it was served at
+-- ('default' when none is reported; Anthropic's 'standard' is 'default') with the
+-- largest above_tokens below its prompt_tokens (0: every size), so a long-context rate
+-- is a second card of the same tier. Prices are integer micro-dollars per million
+-- tokens (1000000 = $1 per Mtok), web searches per call. NULL is an unknown price,
+-- never taken for 0: a row with tokens of a class its card does not price, or a tier
+-- with no card, is stored unpriced (requests.cost_micros NULL) and counted in the
+-- rollups' unpriced. Two prices are optional because they are parts of another class:
+-- reasoning (NULL: at the output price) and cache_write_1h (NULL: at cache_write).
+--   cache_write: input written to the cache (Anthropic's 5-minute lifetime)
+--   audio_input / audio_output: the audio parts of the prompt and of the completion
+CREATE TABLE model_prices (
+	model_id                       INTEGER NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+	tier                           TEXT NOT NULL CHECK (tier <> ''),
+	above_tokens                   INTEGER NOT NULL CHECK (above_tokens >= 0),
+	input_micros_per_mtok          INTEGER CHECK (input_micros_per_mtok >= 0),
+	cached_micros_per_mtok         INTEGER CHECK (cached_micros_per_mtok >= 0),
+	cache_write_micros_per_mtok    INTEGER CHECK (cache_write_micros_per_mtok >= 0),
+	cache_write_1h_micros_per_mtok INTEGER CHECK (cache_write_1h_micros_per_mtok >= 0),
+	output_micros_per_mtok         INTEGER CHECK (output_micros_per_mtok >= 0),
+	reasoning_micros_per_mtok      INTEGER CHECK (reasoning_micros_per_mtok >= 0),
+	audio_input_micros_per_mtok    INTEGER CHECK (audio_input_micros_per_mtok >= 0),
+	audio_output_micros_per_mtok   INTEGER CHECK (audio_output_micros_per_mtok >= 0),
+	web_search_micros_per_call     INTEGER CHECK (web_search_micros_per_call >= 0),
+	PRIMARY KEY (model_id, tier, above_tokens)
+) WITHOUT ROWID;
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
 CREATE TABLE keys (
@@ -63,7 +81,14 @@ CREATE TABLE keys (
 	tpm            INTEGER CHECK (tpm > 0),             -- tokens per minute
 	max_concurrent INTEGER CHECK (max_concurrent > 0),  -- requests in flight
 	budget_micros  INTEGER CHECK (budget_micros > 0),  -- spend per period, micro-dollars
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	-- What a request may ask for that costs more (docs/pricing.md); NULL: the agent's
+	-- default. service_tiers: a comma-separated list of the tiers it may ask for.
+	-- server_tools (web search and other tools the provider runs) and audio (in or
+	-- out): 'priced' while the model prices them, 'allow', 'deny'.
+	service_tiers  TEXT,
+	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
+	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny'))
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -109,7 +134,17 @@ CREATE TABLE requests (
 	bytes_in              INTEGER,  -- request bytes from the client
 	bytes_out             INTEGER,  -- response bytes to the client (headers included)
 	estimated_tokens      INTEGER,  -- tokens charged for what was not reported
-	estimated_cost_micros INTEGER   -- their cost (NULL: unpriced or none estimated)
+	estimated_cost_micros INTEGER,  -- their cost (NULL: unpriced or none estimated)
+	-- Classes priced apart (docs/pricing.md), NULL when not reported; each is a part of
+	-- the count named: cache_creation_1h of cache_creation_tokens, audio_input of
+	-- prompt_tokens, audio_output and both predictions of completion_tokens.
+	cache_creation_1h_tokens   INTEGER,
+	audio_input_tokens         INTEGER,
+	audio_output_tokens        INTEGER,
+	accepted_prediction_tokens INTEGER,
+	rejected_prediction_tokens INTEGER,
+	web_search_calls           INTEGER,  -- server-side web searches, billed per call
+	service_tier               TEXT      -- as the provider reported it
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
@@ -165,6 +200,9 @@ CREATE TABLE usage_hourly (
 	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
 	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
 	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, key_id, model, provider)
 ) WITHOUT ROWID;
 -- A key's spend in its budget period (the agent reads it at start and on key changes).
@@ -205,6 +243,9 @@ CREATE TABLE usage_daily (
 	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
 	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
 	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, key_id, model, provider)
 ) WITHOUT ROWID;
 CREATE INDEX usage_daily_key_day ON usage_daily (key_id, day);
@@ -245,6 +286,9 @@ CREATE TABLE model_hourly (
 	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
 	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
 	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, model, provider)
 ) WITHOUT ROWID;
 CREATE TABLE model_daily (
@@ -281,6 +325,9 @@ CREATE TABLE model_daily (
 	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
 	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
 	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, model, provider)
 ) WITHOUT ROWID;
 
@@ -351,6 +398,15 @@ END;
 CREATE TRIGGER models_gen_delete AFTER DELETE ON models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
+CREATE TRIGGER model_prices_gen_insert AFTER INSERT ON model_prices BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER model_prices_gen_update AFTER UPDATE ON model_prices BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER model_prices_gen_delete AFTER DELETE ON model_prices BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
 CREATE TRIGGER keys_gen_insert AFTER INSERT ON keys BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
@@ -370,4 +426,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 6;
+PRAGMA user_version = 7;
