@@ -13,6 +13,7 @@
 #define ACCT_NAME_MAX  128  /* model names, as configured or as the upstream names them */
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
 #define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
+#define ACCT_TIER_MAX  24   /* a service tier's name: "default", "priority", "flex" */
 
 /* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
 #define ACCT_NONE (-1)
@@ -62,6 +63,14 @@ struct acct_row {
 	int64_t cached_tokens;             /* input read from the provider's cache */
 	int64_t cache_creation_tokens;     /* input written to the cache (Anthropic) */
 	int64_t reasoning_tokens;
+	/* Classes priced apart (docs/pricing.md), each a part of the count named. */
+	int64_t cache_creation_1h_tokens;  /* of cache_creation_tokens: written for an hour */
+	int64_t audio_input_tokens;        /* of prompt_tokens */
+	int64_t audio_output_tokens;       /* of completion_tokens */
+	int64_t accepted_prediction_tokens; /* of completion_tokens */
+	int64_t rejected_prediction_tokens; /* of completion_tokens */
+	int64_t web_search_calls;          /* server-side web searches, billed per call */
+	char service_tier[ACCT_TIER_MAX];  /* the tier the provider reports; "" none */
 	int64_t cost_micros;               /* ACCT_NONE: unpriced, or no usage */
 	int unpriced;                      /* usage known but the model has no prices */
 	enum acct_outcome outcome;

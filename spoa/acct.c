@@ -10,6 +10,9 @@ void acct_row_init(struct acct_row *row)
 	row->key_id = row->stream = ACCT_NONE;
 	row->prompt_tokens = row->completion_tokens = row->cached_tokens = ACCT_NONE;
 	row->cache_creation_tokens = row->reasoning_tokens = row->cost_micros = ACCT_NONE;
+	row->cache_creation_1h_tokens = row->audio_input_tokens = row->audio_output_tokens = ACCT_NONE;
+	row->accepted_prediction_tokens = row->rejected_prediction_tokens = ACCT_NONE;
+	row->web_search_calls = ACCT_NONE;
 	row->duration_ms = row->ttfb_ms = row->bytes_in = row->bytes_out = ACCT_NONE;
 	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
 	row->est_prompt_tokens = row->est_completion_tokens = ACCT_NONE;
