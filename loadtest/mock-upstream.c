@@ -42,15 +42,23 @@
 #define MOCK_NONE       UINT64_MAX      /* "not set" for x-mock-disconnect-after */
 #define MOCK_CREATED    "1700000000"    /* fixed "created": responses never depend on time */
 #define MOCK_TOKENS_MAX 9007199254740991ull /* 2^53-1: exact in every JSON consumer */
+#define MOCK_TIER_MAX   16              /* x-mock-service-tier: [a-z_]{1,16} */
 
 /* Every knob is a CLI option "--NAME" (the default) and a request header "x-mock-NAME"
- * (per request); all fields are uint64_t so that one table describes them. */
+ * (per request). The numeric ones are uint64_t so that one table describes them; the
+ * service tier is the one string knob ("" when unset). */
 struct mock_params {
 	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
 	uint64_t error_form, sse_open, response_end;
 	struct mock_tokens {
 		uint64_t prompt, completion, cached, cache_creation, reasoning;
 	} tok;
+	/* The usage classes added after tok: apart, so that ids stay as they were when unset. */
+	struct mock_classes {
+		uint64_t cache_write, cache_1h, audio_input, audio_output, accepted, rejected;
+		uint64_t web_search;
+	} cls;
+	char service_tier[MOCK_TIER_MAX + 1];
 };
 
 struct mock_knob {
@@ -84,6 +92,20 @@ static const struct mock_knob mock_knobs[] = {
 	MOCK_KNOB("cache-creation-tokens", tok.cache_creation, 0, MOCK_TOKENS_MAX,
 	          "Anthropic cache_creation_input_tokens (0)"),
 	MOCK_KNOB("reasoning-tokens", tok.reasoning, 0, MOCK_TOKENS_MAX, "OpenAI reasoning tokens (0)"),
+	MOCK_KNOB("cache-write-tokens", cls.cache_write, 0, MOCK_TOKENS_MAX,
+	          "OpenAI cache_write_tokens, part of prompt/input (0)"),
+	MOCK_KNOB("cache-1h-tokens", cls.cache_1h, 0, MOCK_TOKENS_MAX,
+	          "Anthropic 1h cache writes, part of cache-creation (0)"),
+	MOCK_KNOB("audio-input-tokens", cls.audio_input, 0, MOCK_TOKENS_MAX,
+	          "OpenAI chat prompt audio_tokens (0)"),
+	MOCK_KNOB("audio-output-tokens", cls.audio_output, 0, MOCK_TOKENS_MAX,
+	          "OpenAI chat completion audio_tokens (0)"),
+	MOCK_KNOB("accepted-prediction-tokens", cls.accepted, 0, MOCK_TOKENS_MAX,
+	          "OpenAI chat accepted_prediction_tokens (0)"),
+	MOCK_KNOB("rejected-prediction-tokens", cls.rejected, 0, MOCK_TOKENS_MAX,
+	          "OpenAI chat rejected_prediction_tokens (0)"),
+	MOCK_KNOB("web-search-requests", cls.web_search, 0, MOCK_TOKENS_MAX,
+	          "Anthropic server_tool_use.web_search_requests (0)"),
 };
 #define MOCK_NKNOBS (sizeof mock_knobs / sizeof mock_knobs[0])
 
@@ -302,6 +324,29 @@ static int mock_parse_u64(const char *s, size_t n, uint64_t *out)
 	return 0;
 }
 
+/* A service tier name, [a-z_]{1,16}, into out (NUL-terminated). */
+static int mock_parse_tier(const char *s, size_t n, char out[MOCK_TIER_MAX + 1])
+{
+	size_t i;
+
+	if (n == 0 || n > MOCK_TIER_MAX)
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((s[i] < 'a' || s[i] > 'z') && s[i] != '_')
+			return -1;
+	memcpy(out, s, n);
+	out[n] = 0;
+	return 0;
+}
+
+/* What no single knob's range can say: NULL when the knobs agree, else why not. */
+static const char *mock_params_check(const struct mock_params *p)
+{
+	if (p->cls.cache_1h > p->tok.cache_creation)
+		return "cache-1h-tokens exceeds cache-creation-tokens";
+	return NULL;
+}
+
 static int mock_utf8_check(const unsigned char *s, size_t n)
 {
 	size_t i = 0, k, m;
@@ -364,6 +409,29 @@ static void mock_json_add_uint(cJSON *o, const char *name, uint64_t v)
 
 	snprintf(num, sizeof num, "%llu", (unsigned long long)v);
 	cJSON_AddRawToObject(o, name, num);
+}
+
+/* One count of a usage details object; kept: emitted even when zero. */
+struct mock_count {
+	const char *name;
+	uint64_t v;
+	int kept;
+};
+
+/* Adds details object name to usage u with its counts, zeros left out unless kept;
+ * nothing at all when no count is left (providers omit what was not used). */
+static void mock_details_add(cJSON *u, const char *name, const struct mock_count *c, size_t n)
+{
+	cJSON *d = NULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!c[i].v && !c[i].kept)
+			continue;
+		if (!d)
+			d = cJSON_AddObjectToObject(u, name);
+		mock_json_add_uint(d, c[i].name, c[i].v);
+	}
 }
 
 static char *mock_json_print(cJSON *o)
@@ -433,19 +501,31 @@ static cJSON *openai_error_render(unsigned status, const char *msg)
 	return o;
 }
 
+/* Chat and legacy completions usage, unary and streamed: the counts, then each details
+ * object with the classes its count includes. */
 static cJSON *openai_usage_new(const struct mock_job *j)
 {
+	const struct mock_tokens *t = &j->p.tok;
+	const struct mock_classes *k = &j->p.cls;
+	const struct mock_count prompt[] = {
+		{"cached_tokens", t->cached, 0},
+		{"audio_tokens", k->audio_input, 0},
+		{"cache_write_tokens", k->cache_write, 0},
+	};
+	const struct mock_count completion[] = {
+		{"reasoning_tokens", t->reasoning, 0},
+		{"audio_tokens", k->audio_output, 0},
+		{"accepted_prediction_tokens", k->accepted, 0},
+		{"rejected_prediction_tokens", k->rejected, 0},
+	};
 	cJSON *u = cJSON_CreateObject();
 
-	mock_json_add_uint(u, "prompt_tokens", j->p.tok.prompt);
-	mock_json_add_uint(u, "completion_tokens", j->p.tok.completion);
-	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt + j->p.tok.completion);
-	if (j->p.tok.cached)
-		mock_json_add_uint(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
-		               j->p.tok.cached);
-	if (j->p.tok.reasoning)
-		mock_json_add_uint(cJSON_AddObjectToObject(u, "completion_tokens_details"),
-		               "reasoning_tokens", j->p.tok.reasoning);
+	mock_json_add_uint(u, "prompt_tokens", t->prompt);
+	mock_json_add_uint(u, "completion_tokens", t->completion);
+	mock_json_add_uint(u, "total_tokens", t->prompt + t->completion);
+	mock_details_add(u, "prompt_tokens_details", prompt, sizeof prompt / sizeof prompt[0]);
+	mock_details_add(u, "completion_tokens_details", completion,
+	                 sizeof completion / sizeof completion[0]);
 	return u;
 }
 
@@ -457,6 +537,9 @@ static cJSON *openai_object_new(const struct mock_job *j, const char *object)
 	cJSON_AddStringToObject(o, "object", object);
 	cJSON_AddRawToObject(o, "created", MOCK_CREATED);
 	cJSON_AddStringToObject(o, "model", j->model);
+	/* The tier the request was served at: in the object and in every chunk. */
+	if (j->p.service_tier[0])
+		cJSON_AddStringToObject(o, "service_tier", j->p.service_tier);
 	return o;
 }
 
@@ -643,6 +726,26 @@ static cJSON *responses_item_new(const struct mock_job *j, const char *text)
 	return item;
 }
 
+/* A finished response's usage, unary and streamed: cached and reasoning tokens always
+ * (as OpenAI sends them), cache writes when there are some. */
+static cJSON *responses_usage_new(const struct mock_job *j)
+{
+	const struct mock_tokens *t = &j->p.tok;
+	const struct mock_count input[] = {
+		{"cached_tokens", t->cached, 1},
+		{"cache_write_tokens", j->p.cls.cache_write, 0},
+	};
+	const struct mock_count output[] = {{"reasoning_tokens", t->reasoning, 1}};
+	cJSON *u = cJSON_CreateObject();
+
+	mock_json_add_uint(u, "input_tokens", t->prompt);
+	mock_details_add(u, "input_tokens_details", input, sizeof input / sizeof input[0]);
+	mock_json_add_uint(u, "output_tokens", t->completion);
+	mock_details_add(u, "output_tokens_details", output, sizeof output / sizeof output[0]);
+	mock_json_add_uint(u, "total_tokens", t->prompt + t->completion);
+	return u;
+}
+
 static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 {
 	cJSON *o = cJSON_CreateObject(), *out, *u;
@@ -660,20 +763,15 @@ static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 		cJSON_AddStringToObject(u, "message", "The mock failed this response.");
 	}
 	cJSON_AddStringToObject(o, "model", j->model);
+	if (j->p.service_tier[0])
+		cJSON_AddStringToObject(o, "service_tier", j->p.service_tier);
 	out = cJSON_AddArrayToObject(o, "output");
 	if (!text) {
 		cJSON_AddNullToObject(o, "usage");
 		return o;
 	}
 	cJSON_AddItemToArray(out, responses_item_new(j, text));
-	u = cJSON_AddObjectToObject(o, "usage");
-	mock_json_add_uint(u, "input_tokens", j->p.tok.prompt);
-	mock_json_add_uint(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
-	                   j->p.tok.cached);
-	mock_json_add_uint(u, "output_tokens", j->p.tok.completion);
-	mock_json_add_uint(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens",
-	                   j->p.tok.reasoning);
-	mock_json_add_uint(u, "total_tokens", j->p.tok.prompt + j->p.tok.completion);
+	cJSON_AddItemToObject(o, "usage", responses_usage_new(j));
 	return o;
 }
 
@@ -822,16 +920,38 @@ static cJSON *anthropic_error_render(unsigned status, const char *msg)
 	return o;
 }
 
-static cJSON *anthropic_usage_new(const struct mock_job *j, uint64_t output)
+/* server_tool_use, in the final usage only (the unary one or message_delta's). */
+static void anthropic_tools_add(const struct mock_job *j, cJSON *u)
 {
+	const struct mock_count tools[] = {{"web_search_requests", j->p.cls.web_search, 0}};
+
+	mock_details_add(u, "server_tool_use", tools, sizeof tools / sizeof tools[0]);
+}
+
+/* A message's usage: the unary one (final), or the one message_start carries. The cache
+ * writes split by lifetime only once some are 1h (never more than all of them, see
+ * mock_params_check): without the split they read as all 5m, as before it existed. */
+static cJSON *anthropic_usage_new(const struct mock_job *j, uint64_t output, int final)
+{
+	const struct mock_tokens *t = &j->p.tok;
+	const struct mock_count split[] = {
+		{"ephemeral_5m_input_tokens", t->cache_creation - j->p.cls.cache_1h, 1},
+		{"ephemeral_1h_input_tokens", j->p.cls.cache_1h, 1},
+	};
 	cJSON *u = cJSON_CreateObject();
 
-	mock_json_add_uint(u, "input_tokens", j->p.tok.prompt);
-	if (j->p.tok.cached || j->p.tok.cache_creation) {
-		mock_json_add_uint(u, "cache_creation_input_tokens", j->p.tok.cache_creation);
-		mock_json_add_uint(u, "cache_read_input_tokens", j->p.tok.cached);
+	mock_json_add_uint(u, "input_tokens", t->prompt);
+	if (t->cached || t->cache_creation) {
+		mock_json_add_uint(u, "cache_creation_input_tokens", t->cache_creation);
+		mock_json_add_uint(u, "cache_read_input_tokens", t->cached);
 	}
+	if (j->p.cls.cache_1h)
+		mock_details_add(u, "cache_creation", split, sizeof split / sizeof split[0]);
 	mock_json_add_uint(u, "output_tokens", output);
+	if (final)
+		anthropic_tools_add(j, u);
+	if (j->p.service_tier[0])
+		cJSON_AddStringToObject(u, "service_tier", j->p.service_tier);
 	return u;
 }
 
@@ -855,7 +975,7 @@ static cJSON *anthropic_message_new(const struct mock_job *j, const char *text, 
 		cJSON_AddNullToObject(o, "stop_reason");
 	}
 	cJSON_AddNullToObject(o, "stop_sequence");
-	cJSON_AddItemToObject(o, "usage", anthropic_usage_new(j, output));
+	cJSON_AddItemToObject(o, "usage", anthropic_usage_new(j, output, text != NULL));
 	return o;
 }
 
@@ -916,6 +1036,7 @@ static char *anthropic_event_render(const struct mock_job *j, enum mock_part par
 		cJSON_AddNullToObject(x, "stop_sequence");
 		x = cJSON_AddObjectToObject(o, "usage");
 		mock_json_add_uint(x, "output_tokens", j->p.tok.completion);
+		anthropic_tools_add(j, x);
 		break;
 	case A_MSG_STOP:
 		break;
@@ -1470,8 +1591,10 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 	struct mock_job *j = &c->job;
 	const struct mock_req *r = &c->req;
 	const struct mock_hdr *h;
+	static const struct mock_classes no_classes;
 	const cJSON *model;
 	cJSON *body = NULL;
+	const char *why;
 	char name[48];
 	uint64_t v, h64 = HASH_FNV64_BASIS;
 	size_t i;
@@ -1490,6 +1613,17 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 			goto out;
 		}
 		memcpy((char *)&j->p + mock_knobs[i].off, &v, sizeof v);
+	}
+	h = mock_req_header_find(r, "x-mock-service-tier");
+	if (h && mock_parse_tier(r->hbuf.p + h->value_off, h->value_len, j->p.service_tier) < 0) {
+		snprintf(err, errlen, "invalid x-mock-service-tier: expected 1 to %d of [a-z_]",
+		         MOCK_TIER_MAX);
+		goto out;
+	}
+	why = mock_params_check(&j->p);
+	if (why) {
+		snprintf(err, errlen, "invalid x-mock-* knobs: %s", why);
+		goto out;
 	}
 	h = mock_req_header_find(r, "x-mock-model");
 	if (j->route == ROUTE_OPENAI || j->route == ROUTE_ANTHROPIC) {
@@ -1517,6 +1651,10 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 	h64 = hash_fnv1a64(h64, &j->p.frames, sizeof j->p.frames);
 	h64 = hash_fnv1a64(h64, &j->p.body_bytes, sizeof j->p.body_bytes);
 	h64 = hash_fnv1a64(h64, &j->p.tok, sizeof j->p.tok);
+	if (memcmp(&j->p.cls, &no_classes, sizeof no_classes))
+		h64 = hash_fnv1a64(h64, &j->p.cls, sizeof j->p.cls);
+	if (j->p.service_tier[0])
+		h64 = hash_fnv1a64(h64, j->p.service_tier, strlen(j->p.service_tier));
 	/* A Responses create's id names what it stores: two inputs never share one. */
 	if (j->api == &mock_responses)
 		h64 = hash_fnv1a64(h64, mock_buf_str(&r->body), r->body.len);
@@ -1974,14 +2112,15 @@ static void mock_usage_print(FILE *f)
 
 	fprintf(f, "usage: mock-upstream --listen HOST:PORT [options]\n"
 	           "Deterministic OpenAI/Anthropic upstream for tests and benchmarks.\n"
-	           "  --listen HOST:PORT           address to serve (port 0: any free port)\n"
-	           "  --quiet                      no per-request log on stderr\n"
-	           "  --help                       this text\n"
+	           "  --listen HOST:PORT             address to serve (port 0: any free port)\n"
+	           "  --quiet                        no per-request log on stderr\n"
+	           "  --help                         this text\n"
 	           "Response knobs: --NAME N sets the default, request header x-mock-NAME: N\n"
-	           "overrides it per request (also x-mock-model: NAME):\n");
+	           "overrides it per request (also x-mock-model: NAME):\n"
+	           "  --service-tier NAME            service_tier reported, [a-z_]{1,16} (none)\n");
 	for (i = 0; i < MOCK_NKNOBS; i++) {
 		snprintf(opt, sizeof opt, "--%s N", mock_knobs[i].name);
-		fprintf(f, "  %-28s %s\n", opt, mock_knobs[i].help);
+		fprintf(f, "  %-30s %s\n", opt, mock_knobs[i].help);
 	}
 }
 
@@ -1998,19 +2137,21 @@ static void mock_raise_nofile(void)
 
 static int mock_parse_args(int argc, char **argv, const char **listen_addr)
 {
-	enum { OPT_LISTEN = 256, OPT_QUIET, OPT_HELP, OPT_KNOB };
-	struct option opts[MOCK_NKNOBS + 4] = {
+	enum { OPT_LISTEN = 256, OPT_QUIET, OPT_HELP, OPT_TIER, OPT_KNOB };
+	struct option opts[MOCK_NKNOBS + 5] = {
 		{"listen", required_argument, NULL, OPT_LISTEN},
 		{"quiet", no_argument, NULL, OPT_QUIET},
 		{"help", no_argument, NULL, OPT_HELP},
+		{"service-tier", required_argument, NULL, OPT_TIER},
 	};
 	const struct mock_knob *k;
+	const char *why;
 	uint64_t v;
 	size_t i;
 	int o;
 
 	for (i = 0; i < MOCK_NKNOBS; i++)
-		opts[3 + i] = (struct option){mock_knobs[i].name, required_argument, NULL, OPT_KNOB + (int)i};
+		opts[4 + i] = (struct option){mock_knobs[i].name, required_argument, NULL, OPT_KNOB + (int)i};
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == OPT_LISTEN) {
 			*listen_addr = optarg;
@@ -2019,6 +2160,12 @@ static int mock_parse_args(int argc, char **argv, const char **listen_addr)
 		} else if (o == OPT_HELP) {
 			mock_usage_print(stdout);
 			exit(0);
+		} else if (o == OPT_TIER) {
+			if (mock_parse_tier(optarg, strlen(optarg), mock.defaults.service_tier) < 0) {
+				fprintf(stderr, "mock-upstream: --service-tier wants 1 to %d of [a-z_]\n",
+				        MOCK_TIER_MAX);
+				return -1;
+			}
 		} else if (o >= OPT_KNOB) {
 			k = &mock_knobs[o - OPT_KNOB];
 			if (mock_parse_u64(optarg, strlen(optarg), &v) < 0 || v < k->min || v > k->max) {
@@ -2033,6 +2180,11 @@ static int mock_parse_args(int argc, char **argv, const char **listen_addr)
 	}
 	if (optind != argc || !*listen_addr)
 		return -1;
+	why = mock_params_check(&mock.defaults);
+	if (why) {
+		fprintf(stderr, "mock-upstream: %s\n", why);
+		return -1;
+	}
 	return 0;
 }
 

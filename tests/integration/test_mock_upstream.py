@@ -439,6 +439,206 @@ def test_anthropic_stream_sequence_and_usage(mock):
     assert data[6]["delta"]["stop_reason"] == "end_turn"
 
 
+# ---- usage classes billed apart ----
+
+# Every class knob at a distinct value, so that a value in the wrong field shows.
+CLASSES = {"x-mock-prompt-tokens": "1000", "x-mock-completion-tokens": "200",
+           "x-mock-cached-tokens": "300", "x-mock-cache-write-tokens": "40",
+           "x-mock-audio-input-tokens": "50", "x-mock-audio-output-tokens": "60",
+           "x-mock-reasoning-tokens": "70", "x-mock-accepted-prediction-tokens": "80",
+           "x-mock-rejected-prediction-tokens": "90", "x-mock-cache-creation-tokens": "500",
+           "x-mock-cache-1h-tokens": "120", "x-mock-web-search-requests": "3",
+           "x-mock-service-tier": "priority", "x-mock-frames": "2"}
+# The class knobs added beside the original token knobs, each at its unset value.
+NEW_ZERO = {"x-mock-cache-write-tokens": "0", "x-mock-audio-input-tokens": "0",
+            "x-mock-audio-output-tokens": "0", "x-mock-accepted-prediction-tokens": "0",
+            "x-mock-rejected-prediction-tokens": "0", "x-mock-cache-1h-tokens": "0",
+            "x-mock-web-search-requests": "0"}
+NEW_NAMES = [b"service_tier", b"cache_write_tokens", b"audio_tokens", b"prediction_tokens",
+             b'"cache_creation"', b"ephemeral_", b"server_tool_use", b"web_search_requests"]
+CHAT_USAGE = {
+    "prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
+    "prompt_tokens_details": {"cached_tokens": 300, "audio_tokens": 50, "cache_write_tokens": 40},
+    "completion_tokens_details": {"reasoning_tokens": 70, "audio_tokens": 60,
+                                  "accepted_prediction_tokens": 80,
+                                  "rejected_prediction_tokens": 90}}
+RESPONSES_USAGE = {
+    "input_tokens": 1000, "input_tokens_details": {"cached_tokens": 300, "cache_write_tokens": 40},
+    "output_tokens": 200, "output_tokens_details": {"reasoning_tokens": 70},
+    "total_tokens": 1200}
+CACHE_SPLIT = {"ephemeral_5m_input_tokens": 380, "ephemeral_1h_input_tokens": 120}
+
+
+def stream_events(port, path, body, headers):
+    """A stream's SSE events as (name, parsed data), [DONE] left out."""
+    status, _, raw = call(port, "POST", path, dict(body, stream=True), headers)
+    assert status == 200
+    return [(name, json.loads(data)) for name, data in sse(raw) if data != "[DONE]"]
+
+
+def test_usage_classes_chat(mock):
+    """Chat completions: every class in its details object, after the counts it refines;
+    the served tier at the top of the answer and of every chunk; the usage chunk carries
+    the whole usage."""
+    _, _, body = post_json(mock.port, CHAT, {"model": "m"}, CLASSES)
+    assert body["usage"] == CHAT_USAGE
+    assert list(body["usage"]) == list(CHAT_USAGE)
+    assert list(body["usage"]["completion_tokens_details"]) == \
+        list(CHAT_USAGE["completion_tokens_details"])
+    assert body["service_tier"] == "priority" and "service_tier" not in body["usage"]
+    _, _, legacy = post_json(mock.port, "/v1/completions", {"model": "m"}, CLASSES)
+    assert (legacy["usage"], legacy["service_tier"]) == (CHAT_USAGE, "priority")
+
+    req = {"model": "m", "stream_options": {"include_usage": True}}
+    chunks = [d for _, d in stream_events(mock.port, CHAT, req, CLASSES)]
+    assert len(chunks) == 2 + 2
+    assert all(c["service_tier"] == "priority" for c in chunks)
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == CHAT_USAGE
+    assert list(chunks[-1]["usage"]["prompt_tokens_details"]) == \
+        list(CHAT_USAGE["prompt_tokens_details"])
+
+
+def test_usage_classes_chat_each_alone(mock):
+    """One class set alone: its details object holds it alone, the other object is absent."""
+    for knob, where, field in (
+            ("x-mock-cache-write-tokens", "prompt_tokens_details", "cache_write_tokens"),
+            ("x-mock-audio-input-tokens", "prompt_tokens_details", "audio_tokens"),
+            ("x-mock-audio-output-tokens", "completion_tokens_details", "audio_tokens"),
+            ("x-mock-accepted-prediction-tokens", "completion_tokens_details",
+             "accepted_prediction_tokens"),
+            ("x-mock-rejected-prediction-tokens", "completion_tokens_details",
+             "rejected_prediction_tokens")):
+        _, _, body = post_json(mock.port, CHAT, {"model": "m"}, {knob: "17"})
+        assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 20,
+                                 "total_tokens": 30, where: {field: 17}}, knob
+
+
+def test_usage_classes_responses(mock):
+    """The Responses API: cache writes in input_tokens_details; the tier in the response
+    object, unary, in response.created and in every terminal event, whose usage alone
+    carries the classes."""
+    req = {"model": "m", "input": "hi"}
+    _, _, body = post_json(mock.port, "/v1/responses", req, CLASSES)
+    assert body["usage"] == RESPONSES_USAGE and list(body)[-1] == "usage"
+    assert list(body["usage"]["input_tokens_details"]) == ["cached_tokens", "cache_write_tokens"]
+    assert body["service_tier"] == "priority"
+    for end, name in ((0, "response.completed"), (1, "response.incomplete"),
+                      (2, "response.failed")):
+        events = stream_events(mock.port, "/v1/responses", req,
+                               dict(CLASSES, **{"x-mock-response-end": str(end)}))
+        assert events[0][0] == "response.created"
+        assert events[0][1]["response"]["service_tier"] == "priority"
+        assert events[0][1]["response"]["usage"] is None
+        assert events[-1][0] == name
+        assert events[-1][1]["response"]["service_tier"] == "priority"
+        assert events[-1][1]["response"]["usage"] == RESPONSES_USAGE
+        assert "service_tier" not in events[-1][1]
+        assert all("usage" not in d for _, d in events[2:-1])
+
+
+def test_usage_classes_anthropic(mock):
+    """Messages: the cache writes split by lifetime beside their total, web searches in
+    server_tool_use, the tier in usage; a stream's message_start has all but the searches,
+    its message_delta the output and the searches."""
+    _, _, body = post_json(mock.port, MESSAGES, {"model": "c"}, CLASSES)
+    want = {"input_tokens": 1000, "cache_creation_input_tokens": 500,
+            "cache_read_input_tokens": 300, "cache_creation": CACHE_SPLIT, "output_tokens": 200,
+            "server_tool_use": {"web_search_requests": 3}, "service_tier": "priority"}
+    assert body["usage"] == want and list(body["usage"]) == list(want)
+    assert list(body["usage"]["cache_creation"]) == list(CACHE_SPLIT)
+    assert "service_tier" not in body
+
+    events = stream_events(mock.port, MESSAGES, {"model": "c"}, CLASSES)
+    assert (events[0][0], events[-2][0]) == ("message_start", "message_delta")
+    start = events[0][1]["message"]["usage"]
+    assert start == {"input_tokens": 1000, "cache_creation_input_tokens": 500,
+                     "cache_read_input_tokens": 300, "cache_creation": CACHE_SPLIT,
+                     "output_tokens": 1, "service_tier": "priority"}
+    assert events[-2][1]["usage"] == {"output_tokens": 200,
+                                      "server_tool_use": {"web_search_requests": 3}}
+    assert all("usage" not in d for _, d in events[1:-2])
+    # All of the writes 1h: nothing left for 5m.
+    _, _, body = post_json(mock.port, MESSAGES, {"model": "c"}, {
+        "x-mock-cache-creation-tokens": "9", "x-mock-cache-1h-tokens": "9"})
+    assert body["usage"]["cache_creation"] == {"ephemeral_5m_input_tokens": 0,
+                                               "ephemeral_1h_input_tokens": 9}
+
+
+def test_usage_classes_unset_add_nothing(mock):
+    """The new knobs at 0 change no byte, ids included, unary or streamed; cache writes
+    without 1h ones keep the shape they had before the split existed."""
+    old = {"x-mock-cached-tokens": "3", "x-mock-reasoning-tokens": "4",
+           "x-mock-cache-creation-tokens": "5", "x-mock-frames": "2"}
+    for path, req in ((CHAT, {"model": "m"}),
+                      (CHAT, {"model": "m", "stream": True,
+                              "stream_options": {"include_usage": True}}),
+                      ("/v1/completions", {"model": "m", "stream": True,
+                                           "stream_options": {"include_usage": True}}),
+                      ("/v1/responses", {"model": "m", "input": "hi"}),
+                      ("/v1/responses", {"model": "m", "input": "hi", "stream": True}),
+                      (MESSAGES, {"model": "c"}), (MESSAGES, {"model": "c", "stream": True})):
+        plain = call(mock.port, "POST", path, req, old)
+        zero = call(mock.port, "POST", path, req, dict(old, **NEW_ZERO))
+        assert plain[0] == 200 and plain[2] == zero[2], (path, req)
+        assert [n for n in NEW_NAMES if n in plain[2]] == [], (path, req)
+    _, _, body = post_json(mock.port, MESSAGES, {"model": "c"}, old)
+    assert body["usage"] == {"input_tokens": 10, "cache_creation_input_tokens": 5,
+                             "cache_read_input_tokens": 3, "output_tokens": 20}
+    # The ids the mock gave before these knobs existed; a set one makes another.
+    assert body["id"] == "msg_mockf7061be7ae66b7dc"
+    assert post_json(mock.port, CHAT, {"model": "m"})[2]["id"] == "chatcmpl-mock16d275167af30db5"
+    for knob in [*NEW_ZERO, "x-mock-service-tier"]:
+        value = "flex" if knob == "x-mock-service-tier" else "1"
+        other = post_json(mock.port, MESSAGES, {"model": "c"}, dict(old, **{knob: value}))[2]
+        assert other["id"] != body["id"], knob
+
+
+def test_usage_class_knobs_refused(mock):
+    """A tier outside [a-z_]{1,16}, or more 1h cache writes than cache writes, is a 400
+    in the API's error shape."""
+    for tier in ("", "Priority", "pri-ority", "flex1", "a" * 17, "caf\u00e9"):
+        raw = exchange(mock.port, request_bytes("POST", CHAT, {"model": "m"},
+                                                {"x-mock-service-tier": tier}))
+        status, _, body = parse_response(raw)
+        assert status == 400 and "x-mock-service-tier" in json.loads(body)["error"]["message"], tier
+    status, _, body = post_json(mock.port, CHAT, {"model": "m"},
+                                {"x-mock-service-tier": "a" * 16})
+    assert status == 200 and body["service_tier"] == "a" * 16
+    status, _, body = post_json(mock.port, MESSAGES, {"model": "c"}, {
+        "x-mock-cache-creation-tokens": "5", "x-mock-cache-1h-tokens": "6"})
+    assert status == 400 and body["type"] == "error"
+    assert "cache-1h-tokens" in body["error"]["message"]
+    status, _, body = post_json(mock.port, MESSAGES, {"model": "c"},
+                                {"x-mock-cache-1h-tokens": "1"})
+    assert status == 400 and "cache-creation-tokens" in body["error"]["message"]
+
+
+def test_usage_class_cli_defaults(start_mock):
+    """--service-tier and the class options set defaults, headers override them; bad
+    values or a 1h share above the writes exit 2."""
+    m = start_mock("--quiet", "--service-tier", "flex", "--cache-creation-tokens", "8",
+                   "--cache-1h-tokens", "2", "--web-search-requests", "1",
+                   "--cache-write-tokens", "6")
+    _, _, body = post_json(m.port, MESSAGES, {"model": "c"})
+    assert body["usage"]["service_tier"] == "flex"
+    assert body["usage"]["cache_creation"] == {"ephemeral_5m_input_tokens": 6,
+                                               "ephemeral_1h_input_tokens": 2}
+    assert body["usage"]["server_tool_use"] == {"web_search_requests": 1}
+    _, _, body = post_json(m.port, CHAT, {"model": "m"}, {"x-mock-service-tier": "scale"})
+    assert body["service_tier"] == "scale"
+    assert body["usage"]["prompt_tokens_details"] == {"cache_write_tokens": 6}
+    status, _, _ = post_json(m.port, MESSAGES, {"model": "c"},
+                             {"x-mock-cache-creation-tokens": "1"})
+    assert status == 400
+    for args in (["--service-tier", "Flex"], ["--service-tier", ""],
+                 ["--cache-1h-tokens", "1"],
+                 ["--cache-creation-tokens", "1", "--cache-1h-tokens", "2"]):
+        bad = subprocess.run([BINARY, "--listen", "127.0.0.1:0", *args], capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        assert bad.returncode == 2 and "usage:" in bad.stderr, args
+
+
 # ---- per-request behaviour ----
 
 def test_frames_and_delay_are_honoured_frame_by_frame(mock):
