@@ -184,31 +184,72 @@ static const struct gen_provider gen_providers[] = {
 	{ "vllm", "openai", "be_vllm", "http://vllm.internal:8000" },
 };
 
-#define GEN_UNSET KT_PRICE_UNSET
+#define GEN_U (-1)    /* a price the card does not have: NULL */
 
-/* In popularity order. Prices in micro-dollars per Mtok, GEN_UNSET: NULL. */
+/* One rate card's prices (model_prices), micro-dollars per Mtok, web searches per call;
+ * reasoning is left NULL: at the output price. */
+struct gen_prices {
+	int64_t input, cached, cache_write, cache_write_1h, output, audio_input, audio_output,
+	        web_search;
+};
+
+/* Anthropic's web search: $10 per 1000 calls. */
+#define GEN_WEB_SEARCH 10000
+
+/* In popularity order; prices: the model's 'default' card for every prompt size (all
+ * unset: no card). */
 struct gen_model {
 	const char *name, *provider;
-	int64_t input, output, cached, cache_write;
+	struct gen_prices prices;
 	int reasoning;          /* o-series: part of the completion is reasoning */
 	double ttfb_ms;         /* median time to the first token */
 	double ms_per_token;    /* median decode time per output token */
 };
 
 static const struct gen_model gen_models[] = {
-	{ "gpt-4o-mini", "openai", 150000, 600000, 75000, GEN_UNSET, 0, 350, 8 },
-	{ "gpt-4o", "openai", 2500000, 10000000, 1250000, GEN_UNSET, 0, 450, 15 },
-	{ "claude-sonnet-4", "anthropic", 3000000, 15000000, 300000, 3750000, 0, 700, 18 },
-	{ "gpt-4.1-mini", "openai", 400000, 1600000, 100000, GEN_UNSET, 0, 350, 9 },
-	{ "llama-3.1-8b", "vllm", 50000, 100000, GEN_UNSET, GEN_UNSET, 0, 150, 5 },
-	{ "claude-3-5-haiku", "anthropic", 800000, 4000000, 80000, 1000000, 0, 450, 10 },
-	{ "gpt-4.1", "openai", 2000000, 8000000, 500000, GEN_UNSET, 0, 500, 14 },
-	{ "o4-mini", "openai", 1100000, 4400000, 275000, GEN_UNSET, 1, 1500, 10 },
-	{ "llama-3.3-70b", "vllm", 300000, 600000, GEN_UNSET, GEN_UNSET, 0, 250, 20 },
-	{ "o3", "openai", 2000000, 8000000, 500000, GEN_UNSET, 1, 3000, 18 },
-	{ "claude-opus-4", "anthropic", 15000000, 75000000, 1500000, 18750000, 0, 1200, 35 },
+	{ "gpt-4o-mini", "openai", { 150000, 75000, GEN_U, GEN_U, 600000, 10000000, 20000000, GEN_U },
+	  0, 350, 8 },
+	{ "gpt-4o", "openai", { 2500000, 1250000, GEN_U, GEN_U, 10000000, 40000000, 80000000, GEN_U },
+	  0, 450, 15 },
+	{ "claude-sonnet-4", "anthropic",
+	  { 3000000, 300000, 3750000, 6000000, 15000000, GEN_U, GEN_U, GEN_WEB_SEARCH }, 0, 700, 18 },
+	{ "gpt-4.1-mini", "openai", { 400000, 100000, GEN_U, GEN_U, 1600000, GEN_U, GEN_U, GEN_U },
+	  0, 350, 9 },
+	{ "llama-3.1-8b", "vllm", { 50000, GEN_U, GEN_U, GEN_U, 100000, GEN_U, GEN_U, GEN_U },
+	  0, 150, 5 },
+	{ "claude-3-5-haiku", "anthropic",
+	  { 800000, 80000, 1000000, 1600000, 4000000, GEN_U, GEN_U, GEN_WEB_SEARCH }, 0, 450, 10 },
+	{ "gpt-4.1", "openai", { 2000000, 500000, GEN_U, GEN_U, 8000000, GEN_U, GEN_U, GEN_U },
+	  0, 500, 14 },
+	{ "o4-mini", "openai", { 1100000, 275000, GEN_U, GEN_U, 4400000, GEN_U, GEN_U, GEN_U },
+	  1, 1500, 10 },
+	{ "llama-3.3-70b", "vllm", { 300000, GEN_U, GEN_U, GEN_U, 600000, GEN_U, GEN_U, GEN_U },
+	  0, 250, 20 },
+	{ "o3", "openai", { 2000000, 500000, GEN_U, GEN_U, 8000000, GEN_U, GEN_U, GEN_U },
+	  1, 3000, 18 },
+	{ "claude-opus-4", "anthropic",
+	  { 15000000, 1500000, 18750000, 30000000, 75000000, GEN_U, GEN_U, GEN_WEB_SEARCH },
+	  0, 1200, 35 },
 	/* Self-hosted, never priced: its rows are stored unpriced. */
-	{ "qwen2.5-72b", "vllm", GEN_UNSET, GEN_UNSET, GEN_UNSET, GEN_UNSET, 0, 300, 22 },
+	{ "qwen2.5-72b", "vllm", { GEN_U, GEN_U, GEN_U, GEN_U, GEN_U, GEN_U, GEN_U, GEN_U },
+	  0, 300, 22 },
+};
+
+/* Cards beside the default ones: OpenAI's priority tier (no audio prices: an audio row
+ * is never served at it here) and Sonnet's long-context rate above 200k prompt tokens. */
+struct gen_card {
+	const char *model, *tier;
+	int64_t above_tokens;
+	struct gen_prices prices;
+};
+
+#define GEN_LONG_PROMPT 200000
+
+static const struct gen_card gen_cards[] = {
+	{ "gpt-4o-mini", "priority", 0, { 250000, 125000, GEN_U, GEN_U, 1000000, GEN_U, GEN_U, GEN_U } },
+	{ "gpt-4o", "priority", 0, { 4250000, 2125000, GEN_U, GEN_U, 17000000, GEN_U, GEN_U, GEN_U } },
+	{ "claude-sonnet-4", "default", GEN_LONG_PROMPT,
+	  { 6000000, 600000, 7500000, 12000000, 22500000, GEN_U, GEN_U, GEN_WEB_SEARCH } },
 };
 
 #define GEN_NMODELS (sizeof(gen_models) / sizeof(gen_models[0]))
@@ -277,11 +318,28 @@ out:
 	return rc;
 }
 
-/* Creates the providers and models of the catalogue that do not exist yet; existing
- * ones (and their prices) are left as they are. */
+/* Stores one rate card of a model just created. */
+static int gen_card_insert(sqlite3 *db, const char *model, const char *tier, int64_t above,
+                           const struct gen_prices *p)
+{
+	const void *args[] = { model, tier, &above, &p->input, &p->cached, &p->cache_write,
+	                       &p->cache_write_1h, &p->output, &p->audio_input,
+	                       &p->audio_output, &p->web_search };
+
+	return gen_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                " input_micros_per_mtok, cached_micros_per_mtok, cache_write_micros_per_mtok,"
+	                " cache_write_1h_micros_per_mtok, output_micros_per_mtok,"
+	                " audio_input_micros_per_mtok, audio_output_micros_per_mtok,"
+	                " web_search_micros_per_call)"
+	                " SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 FROM models WHERE name = ?1",
+	                "ttinnnnnnnn", args);
+}
+
+/* Creates the providers and models of the catalogue that do not exist yet, with their
+ * cards; existing ones (and their cards) are left as they are. */
 static int gen_catalogue_models(sqlite3 *db, int64_t now)
 {
-	size_t i;
+	size_t i, j;
 
 	for (i = 0; i < sizeof(gen_providers) / sizeof(gen_providers[0]); i++) {
 		const struct gen_provider *p = &gen_providers[i];
@@ -294,16 +352,34 @@ static int gen_catalogue_models(sqlite3 *db, int64_t now)
 	}
 	for (i = 0; i < GEN_NMODELS; i++) {
 		const struct gen_model *m = &gen_models[i];
-		const void *args[] = { m->name, m->provider, &m->input, &m->output, &m->cached,
-		                       &m->cache_write, &now };
+		const void *args[] = { m->name, m->provider, &now };
 
-		if (gen_exec(db, "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
-		             " output_micros_per_mtok, cached_micros_per_mtok,"
-		             " cache_write_micros_per_mtok, created_at, updated_at)"
-		             " SELECT ?1, id, ?3, ?4, ?5, ?6, ?7, ?7 FROM providers WHERE name = ?2"
-		             " ON CONFLICT (name) DO NOTHING", "ttnnnni", args) < 0)
+		if (gen_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
+		             " SELECT ?1, id, ?3, ?3 FROM providers WHERE name = ?2"
+		             " ON CONFLICT (name) DO NOTHING", "tti", args) < 0)
 			return -1;
+		if (sqlite3_changes(db) == 0)
+			continue;
+		if (m->prices.input != GEN_U &&
+		    gen_card_insert(db, m->name, "default", 0, &m->prices) < 0)
+			return -1;
+		for (j = 0; j < sizeof(gen_cards) / sizeof(gen_cards[0]); j++)
+			if (strcmp(gen_cards[j].model, m->name) == 0 &&
+			    gen_card_insert(db, m->name, gen_cards[j].tier, gen_cards[j].above_tokens,
+			                    &gen_cards[j].prices) < 0)
+				return -1;
 	}
+	return 0;
+}
+
+/* Whether m has a card for tier: the tiers its rows may report. */
+static int gen_has_tier(const struct gen_model *m, const char *tier)
+{
+	size_t j;
+
+	for (j = 0; j < sizeof(gen_cards) / sizeof(gen_cards[0]); j++)
+		if (strcmp(gen_cards[j].model, m->name) == 0 && strcmp(gen_cards[j].tier, tier) == 0)
+			return 1;
 	return 0;
 }
 
@@ -491,19 +567,23 @@ static void gen_no_usage(struct acct_row *r)
 {
 	r->prompt_tokens = r->completion_tokens = r->cached_tokens = ACCT_NONE;
 	r->cache_creation_tokens = r->reasoning_tokens = ACCT_NONE;
+	r->cache_creation_1h_tokens = r->audio_input_tokens = r->audio_output_tokens = ACCT_NONE;
+	r->web_search_calls = ACCT_NONE;
+	r->service_tier[0] = '\0';
 	r->usage_source = ACCT_USAGE_NONE;
 }
 
 /* Token counts as m's provider reports them: OpenAI always reports cached and
- * reasoning counts (0 when none), Anthropic cache reads and writes, vLLM neither. */
+ * reasoning counts (0 when none) and the tier that served the request, audio counts on
+ * audio requests (a few, on models that price audio); Anthropic cache reads and writes
+ * (the hour-long writes apart), web searches on the requests that ran some, and a
+ * long prompt now and then on the model with a long-context card; vLLM none of them. */
 static void gen_usage(struct gen_rng *rng, const struct gen_model *m, struct acct_row *r)
 {
 	int64_t prompt = gen_clamp(gen_rng_lognormal(rng, 900, 1.3), 50, 20000);
 	int64_t completion = gen_clamp(gen_rng_lognormal(rng, m->reasoning ? 500 : 220, 1.0),
 	                               10, 4000);
 
-	r->prompt_tokens = prompt;
-	r->completion_tokens = completion;
 	r->cached_tokens = r->cache_creation_tokens = r->reasoning_tokens = ACCT_NONE;
 	if (strcmp(m->provider, "openai") == 0) {
 		/* OpenAI caches whole 128-token blocks of prompts from 1024 tokens on. */
@@ -511,12 +591,28 @@ static void gen_usage(struct gen_rng *rng, const struct gen_model *m, struct acc
 			? (int64_t)(prompt * gen_rng_between(rng, 0.3, 0.9)) / 128 * 128 : 0;
 		r->reasoning_tokens = m->reasoning
 			? (int64_t)(completion * gen_rng_between(rng, 0.3, 0.85)) : 0;
+		snprintf(r->service_tier, sizeof(r->service_tier), "default");
+		if (m->prices.audio_input != GEN_U && gen_rng_unit(rng) < 0.05) {
+			r->audio_input_tokens = (int64_t)((prompt - r->cached_tokens) *
+			                                  gen_rng_between(rng, 0.3, 0.9));
+			r->audio_output_tokens = (int64_t)(completion * gen_rng_between(rng, 0.5, 0.95));
+		} else if (gen_has_tier(m, "priority") && gen_rng_unit(rng) < 0.08) {
+			snprintf(r->service_tier, sizeof(r->service_tier), "priority");
+		}
 	} else if (strcmp(m->provider, "anthropic") == 0) {
+		if (gen_has_tier(m, "default") && gen_rng_unit(rng) < 0.02)
+			prompt = GEN_LONG_PROMPT + 1 + (int64_t)gen_rng_between(rng, 0, 300000);
 		r->cached_tokens = gen_rng_unit(rng) < 0.25
 			? (int64_t)(prompt * gen_rng_between(rng, 0.3, 0.9)) : 0;
 		r->cache_creation_tokens = gen_rng_unit(rng) < 0.1
 			? (int64_t)((prompt - r->cached_tokens) * gen_rng_between(rng, 0.1, 0.6)) : 0;
+		r->cache_creation_1h_tokens = r->cache_creation_tokens && gen_rng_unit(rng) < 0.3
+			? (int64_t)(r->cache_creation_tokens * gen_rng_between(rng, 0.2, 1.0)) : 0;
+		if (gen_rng_unit(rng) < 0.06)
+			r->web_search_calls = 1 + (int64_t)(gen_rng_unit(rng) * 5);
 	}
+	r->prompt_tokens = prompt;
+	r->completion_tokens = completion;
 	r->usage_source = r->stream == 1 ? ACCT_USAGE_STREAM : ACCT_USAGE_RESPONSE;
 }
 
@@ -573,7 +669,7 @@ static void gen_failure(struct gen_rng *rng, const struct gen_model *m, struct a
 		r->bytes_out = (int64_t)((double)r->bytes_out * part);
 		/* Only an Anthropic stream has reported its input (message_start) by then. */
 		if (r->stream == 1 && strcmp(m->provider, "anthropic") == 0) {
-			r->completion_tokens = ACCT_NONE;
+			r->completion_tokens = r->web_search_calls = ACCT_NONE;
 			r->usage_source = ACCT_USAGE_PARTIAL;
 		} else {
 			gen_no_usage(r);

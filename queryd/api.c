@@ -534,14 +534,13 @@ enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_T
        K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_EST_COST,
        K_REQUESTS, K_TOKENS };
 
-static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
+static cJSON *api_key_json(sqlite3_stmt *st)
 {
 	cJSON *o = cJSON_CreateObject(), *limits, *spend;
 	const char *models = (const char *)sqlite3_column_text(st, K_MODELS);
 	int64_t charged = sqlite3_column_int64(st, K_COST);
 	int rc = 0;
 
-	(void)month;   /* each key has its own period, in the row */
 	if (!o)
 		return NULL;
 	rc |= json_add_col_int(o, "id", st, K_ID);
@@ -578,13 +577,22 @@ static cJSON *api_key_json(sqlite3_stmt *st, int64_t month)
 	return o;
 }
 
-/* Columns of sql/queries/models.sql. */
-enum { M_ID, M_NAME, M_PROVIDER, M_API, M_INPUT, M_OUTPUT, M_CACHED, M_CACHE_WRITE,
-       M_REQUESTS, M_TOKENS, M_COST, M_EST_COST };
+/* Columns of sql/queries/models.sql: the model, then one of its cards (M_TIER NULL:
+ * none), whose prices are named by api_card_prices in column order. */
+enum { M_ID, M_NAME, M_PROVIDER, M_API, M_REQUESTS, M_TOKENS, M_COST, M_EST_COST, M_TIER,
+       M_ABOVE, M_PRICES };
 
+static const char *const api_card_prices[] = {
+	"input_micros_per_mtok", "cached_micros_per_mtok", "cache_write_micros_per_mtok",
+	"cache_write_1h_micros_per_mtok", "output_micros_per_mtok", "reasoning_micros_per_mtok",
+	"audio_input_micros_per_mtok", "audio_output_micros_per_mtok",
+	"web_search_micros_per_call",
+};
+
+/* The model of the current row, with an empty list of cards. */
 static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 {
-	cJSON *o = cJSON_CreateObject(), *prices, *use;
+	cJSON *o = cJSON_CreateObject(), *use;
 	int rc = 0;
 
 	if (!o)
@@ -593,16 +601,10 @@ static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 	rc |= json_add_col_text(o, "name", st, M_NAME);
 	rc |= json_add_col_text(o, "provider", st, M_PROVIDER);
 	rc |= json_add_col_text(o, "api", st, M_API);
-	prices = cJSON_AddObjectToObject(o, "prices");
-	use = cJSON_AddObjectToObject(o, "month");
-	if (rc || !prices || !use) {
+	if (rc || !cJSON_AddArrayToObject(o, "prices") || !(use = cJSON_AddObjectToObject(o, "month"))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
-	rc |= json_add_col_int(prices, "input_micros_per_mtok", st, M_INPUT);
-	rc |= json_add_col_int(prices, "output_micros_per_mtok", st, M_OUTPUT);
-	rc |= json_add_col_int(prices, "cached_micros_per_mtok", st, M_CACHED);
-	rc |= json_add_col_int(prices, "cache_write_micros_per_mtok", st, M_CACHE_WRITE);
 	rc |= json_add_int(use, "period_start", month);
 	rc |= json_add_col_int(use, "requests", st, M_REQUESTS);
 	rc |= json_add_col_int(use, "total_tokens", st, M_TOKENS);
@@ -615,10 +617,29 @@ static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 	return o;
 }
 
+/* The card of the current row, added to cards. 0, or -1 out of memory. */
+static int api_card_add(sqlite3_stmt *st, cJSON *cards)
+{
+	cJSON *o = cJSON_CreateObject();
+	size_t i;
+	int rc = 0;
+
+	if (!o)
+		return -1;
+	rc |= json_add_col_text(o, "tier", st, M_TIER);
+	rc |= json_add_col_int(o, "above_tokens", st, M_ABOVE);
+	for (i = 0; i < sizeof(api_card_prices) / sizeof(api_card_prices[0]); i++)
+		rc |= json_add_col_int(o, api_card_prices[i], st, M_PRICES + (int)i);
+	if (rc || !cJSON_AddItemToArray(cards, o)) {
+		cJSON_Delete(o);
+		return -1;
+	}
+	return 0;
+}
+
 /* Lists every row of a configuration query under name, one object each. */
 static int api_list(struct conn *c, sqlite3_stmt *st, const char *name,
-                    cJSON *(*item)(sqlite3_stmt *st, int64_t month), int64_t month,
-                    struct api_reply *r)
+                    cJSON *(*item)(sqlite3_stmt *st), struct api_reply *r)
 {
 	cJSON *arr, *o;
 	int step;
@@ -626,7 +647,7 @@ static int api_list(struct conn *c, sqlite3_stmt *st, const char *name,
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, name)))
 		return api_nomem(st, r);
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		o = item(st, month);
+		o = item(st);
 		if (!o || !cJSON_AddItemToArray(arr, o)) {
 			cJSON_Delete(o);
 			return api_nomem(st, r);
@@ -646,18 +667,39 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 	api_periods(now, &day, &month);
 	if (conn_bind_int(st, ":day_start", day) < 0 || conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
-	return api_list(c, st, "keys", api_key_json, month, r);
+	return api_list(c, st, "keys", api_key_json, r);
 }
 
 int api_models(struct conn *c, int64_t now, struct api_reply *r)
 {
 	sqlite3_stmt *st = conn_stmt(c, CONN_MODELS);
-	int64_t day, month;
+	cJSON *arr, *model = NULL;
+	int64_t day, month, id = 0;
+	int step;
 
 	api_periods(now, &day, &month);
 	if (conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
-	return api_list(c, st, "models", api_model_json, month, r);
+	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "models")))
+		return api_nomem(st, r);
+	/* a model's cards are on consecutive rows */
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (!model || sqlite3_column_int64(st, M_ID) != id) {
+			id = sqlite3_column_int64(st, M_ID);
+			model = api_model_json(st, month);
+			if (!model || !cJSON_AddItemToArray(arr, model)) {
+				cJSON_Delete(model);
+				return api_nomem(st, r);
+			}
+		}
+		if (sqlite3_column_type(st, M_TIER) != SQLITE_NULL &&
+		    api_card_add(st, cJSON_GetObjectItemCaseSensitive(model, "prices")) < 0)
+			return api_nomem(st, r);
+	}
+	if (step != SQLITE_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	return 0;
 }
 
 /* ---- live ---- */

@@ -4,7 +4,7 @@
 SELECT day AS t, 0 AS key_id, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
        cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
-       estimated_cost_micros,
+       estimated_cost_micros, audio_input_tokens, audio_output_tokens, web_search_calls,
        lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,
        lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
        lat_le_20000, lat_le_60000, lat_gt_60000
@@ -14,7 +14,7 @@ UNION ALL
 SELECT hour, 0, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
        cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
-       estimated_cost_micros,
+       estimated_cost_micros, audio_input_tokens, audio_output_tokens, web_search_calls,
        lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,
        lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
        lat_le_20000, lat_le_60000, lat_gt_60000

@@ -238,6 +238,10 @@ try {
   await page.waitForSelector('[data-testid=model-row]');
   seen.models = Object.fromEntries(await page.$$eval('[data-testid=model-row]', (rs) => rs.map((r) => [r.dataset.name,
     [r.querySelector('[data-field=cost]').textContent.trim(), r.querySelector('[data-field=estimated]').textContent.trim()]])));
+  seen.model_cards = Object.fromEntries(await page.$$eval('[data-testid=model-row]', (rs) => rs.map((r) => [r.dataset.name, {
+    input: r.children[3].textContent.trim(), output: r.children[4].textContent.trim(),
+    cards: [...r.querySelectorAll('[data-testid=model-card]')].map((c) => [c.dataset.tier, Number(c.dataset.above), c.textContent.trim()]),
+  }])));
 
   // ---- 9. the range selector drives the figures and the table
   step = 'range 7d';

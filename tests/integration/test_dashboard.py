@@ -35,6 +35,11 @@ MODELS = {  # name: (provider, input and output micro-dollars per Mtok)
     "claude-sonnet-4": ("anthropic", 3000000, 15000000),
     "gpt-4o-mini": ("openai", 150000, 600000),
 }
+# Cards beside each model's default one: (tier, above_tokens, input, output).
+OTHER_CARDS = {
+    "gpt-4o": [("priority", 0, 4250000, 17000000)],
+    "claude-sonnet-4": [("default", 200000, 6000000, 22500000)],
+}
 KEYS = ["team-search", "ci-bot", "research"]
 RECENT = 130      # rows in the last 15 hours: table pages of 50, 50 and 30
 OLDER = 20        # rows 3 to 5 days old: in the 7-day range only
@@ -80,9 +85,17 @@ def tallyctl(db, *args):
 def seed_config(db):
     for name, api in PROVIDERS.items():
         tallyctl(db, "provider", "set", name, "--api", api, "--backend", f"be_{name}")
-    for name, (provider, pin, pout) in MODELS.items():
-        tallyctl(db, "model", "set", name, "--provider", provider,
-                 "--input-micros", str(pin), "--output-micros", str(pout))
+    con = sqlite3.connect(db)
+    with con:
+        for name, (provider, pin, pout) in MODELS.items():
+            con.execute("INSERT INTO models (name, provider_id, created_at, updated_at)"
+                        " SELECT ?, id, 0, 0 FROM providers WHERE name = ?", (name, provider))
+            cards = [("default", 0, pin, pout)] + OTHER_CARDS.get(name, [])
+            con.executemany("INSERT INTO model_prices (model_id, tier, above_tokens,"
+                            " input_micros_per_mtok, output_micros_per_mtok)"
+                            " SELECT id, ?, ?, ?, ? FROM models WHERE name = ?",
+                            [c + (name,) for c in cards])
+    con.close()
     tallyctl(db, "key", "create", KEYS[0], "--budget-usd", "5")
     tallyctl(db, "key", "create", KEYS[1], "--models", "gpt-4o-mini,gpt-4o", "--rpm", "60")
     tallyctl(db, "key", "create", KEYS[2])
@@ -332,7 +345,8 @@ def test_dashboard_in_chromium(queryd):
     assert seen["filtered"]["models"] == [FILTER_MODEL]
     assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
     assert "request_id" in seen["export_csv"]["header"]
-    assert seen["export_csv"]["header"].endswith(",estimated_tokens,estimated_cost_micros")
+    assert ",estimated_tokens,estimated_cost_micros," in seen["export_csv"]["header"]
+    assert seen["export_csv"]["header"].endswith(",web_search_calls,service_tier")
 
     # Live accounting: no agent, so the stored counters.
     live = seen["live"]
@@ -355,6 +369,14 @@ def test_dashboard_in_chromium(queryd):
         mine = [r for r in rows if r["model"] == name and r["started_at"] >= month_ms]
         assert seen["models"][name] == [fmt_usd(sum(r["cost_micros"] or 0 for r in mine)),
                                         fmt_usd(sum(r["estimated_cost_micros"] or 0 for r in mine))]
+    # Models: the default card in the price columns, the others beside them.
+    for name, (_, pin, pout) in MODELS.items():
+        got = seen["model_cards"][name]
+        assert (got["input"], got["output"]) == (fmt_usd(pin), fmt_usd(pout))
+        assert got["cards"] == [
+            [tier, above, (f"{tier} above {above:,} tokens" if above else tier) +
+             f" in {fmt_usd(i)} · out {fmt_usd(o)}"]
+            for tier, above, i, o in OTHER_CARDS.get(name, [])], name
     assert acct["written"] == RECENT + OLDER
 
     # The range selector: the 7-day range holds every seeded row, by day.

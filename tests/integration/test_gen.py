@@ -352,8 +352,38 @@ def test_random_shape(random_dbs):
     denied = dict(query(db, "SELECT verdict, status FROM requests WHERE outcome = 'denied'"
                             " GROUP BY 1"))
     assert denied == {"rate_limit_requests": 429, "budget_exceeded": 402}
-    assert query(db, "SELECT count(*) FROM requests WHERE prompt_tokens NOT BETWEEN 50 AND 20000"
-                     " OR completion_tokens NOT BETWEEN 10 AND 4000") == [(0,)]
+    assert query(db, "SELECT count(*) FROM requests WHERE (prompt_tokens NOT BETWEEN 50 AND 20000"
+                     " AND (model <> 'claude-sonnet-4' OR prompt_tokens NOT BETWEEN 200001"
+                     " AND 500001)) OR completion_tokens NOT BETWEEN 10 AND 4000") == [(0,)]
+
+    # Rate cards: a default one per priced model, two priority ones and a long-context one.
+    assert sorted(query(db, "SELECT m.name, c.tier, c.above_tokens FROM model_prices c"
+                            " JOIN models m ON m.id = c.model_id WHERE c.tier <> 'default'"
+                            " OR c.above_tokens > 0")) == [
+        ("claude-sonnet-4", "default", 200000), ("gpt-4o", "priority", 0),
+        ("gpt-4o-mini", "priority", 0)]
+    assert query(db, "SELECT count(*) FROM model_prices WHERE tier = 'default' AND"
+                     " above_tokens = 0") == [(11,)]
+    # The classes, on a fraction of the rows of the providers that report them.
+    (long_ctx, web, web_other, audio, audio_other, tiers, priority, h1) = query(
+        db, "SELECT sum(prompt_tokens > 200000), sum(web_search_calls > 0 AND provider = 'anthropic'),"
+            " sum(web_search_calls IS NOT NULL AND provider <> 'anthropic'),"
+            " sum(audio_input_tokens > 0 AND model IN ('gpt-4o', 'gpt-4o-mini')),"
+            " sum(audio_input_tokens IS NOT NULL AND model NOT IN ('gpt-4o', 'gpt-4o-mini')),"
+            " sum(service_tier IS NOT NULL AND provider <> 'openai'),"
+            " sum(service_tier = 'priority'), sum(cache_creation_1h_tokens > 0) FROM requests")[0]
+    assert long_ctx > 0 and web > 0 and audio > 0 and priority > 0 and h1 > 0
+    assert web_other == audio_other == tiers == 0
+    assert query(db, "SELECT count(*) FROM requests WHERE service_tier = 'priority' AND"
+                     " (audio_input_tokens IS NOT NULL OR model NOT IN ('gpt-4o', 'gpt-4o-mini'))"
+                     " OR audio_input_tokens > prompt_tokens OR audio_output_tokens >"
+                     " completion_tokens OR cache_creation_1h_tokens > cache_creation_tokens"
+                     " OR (provider = 'openai' AND prompt_tokens IS NOT NULL AND"
+                     " service_tier IS NULL)") == [(0,)]
+    assert query(db, "SELECT sum(audio_input_tokens), sum(audio_output_tokens),"
+                     " sum(web_search_calls) FROM requests") == \
+        query(db, "SELECT sum(audio_input_tokens), sum(audio_output_tokens),"
+                  " sum(web_search_calls) FROM model_daily")
 
     # Time: inside the span, in order, busier by day than by night.
     lo, hi = (END - 30 * 86400) * 1000, END * 1000
@@ -375,30 +405,59 @@ def test_random_shape(random_dbs):
         assert m and int(m.group(1)) == started, i
 
 
+CARD = ["input_micros_per_mtok", "cached_micros_per_mtok", "cache_write_micros_per_mtok",
+        "coalesce(cache_write_1h_micros_per_mtok, cache_write_micros_per_mtok)",
+        "output_micros_per_mtok", "coalesce(reasoning_micros_per_mtok, output_micros_per_mtok)",
+        "audio_input_micros_per_mtok", "audio_output_micros_per_mtok",
+        "web_search_micros_per_call"]
+
+
+def cards(db):
+    """{model: [(tier, above_tokens, prices in CARD's order)]}"""
+    out = {}
+    for name, tier, above, *p in query(db, f"SELECT m.name, c.tier, c.above_tokens, {', '.join(CARD)}"
+                                           " FROM model_prices c JOIN models m ON m.id = c.model_id"):
+        out.setdefault(name, []).append((tier, above, p))
+    return out
+
+
 def test_random_costs_are_the_agents(random_dbs):
-    """Costs recomputed from the models' prices as spoa/acct.c's acct_price does."""
+    """Costs recomputed from the models' cards as spoa/acct.c's acct_price does: the card
+    of the reported tier ('default' when none) with the largest above_tokens below the
+    prompt; each class at its price, its tokens out of the count it is part of; a class
+    the card does not price leaves the row unpriced."""
     db = random_dbs[0]
-    prices = {name: p for name, *p in query(
-        db, "SELECT name, input_micros_per_mtok, cached_micros_per_mtok,"
-            " coalesce(cache_write_micros_per_mtok, input_micros_per_mtok),"
-            " output_micros_per_mtok FROM models")}
-    rows = query(db, "SELECT model, prompt_tokens, cached_tokens, cache_creation_tokens,"
-                     " completion_tokens, cost_micros FROM requests")
-    priced = 0
-    for model, prompt, cached, created, completion, cost in rows:
+    by_model = cards(db)
+    rows = query(db, "SELECT model, service_tier, prompt_tokens, cached_tokens,"
+                     " cache_creation_tokens, cache_creation_1h_tokens, completion_tokens,"
+                     " reasoning_tokens, audio_input_tokens, audio_output_tokens,"
+                     " web_search_calls, cost_micros FROM requests")
+    priced = classes = 0
+    for (model, tier, prompt, cached, created, created_1h, completion, reasoning, audio_in,
+         audio_out, web, cost) in rows:
         if prompt is None and completion is None:
             assert cost is None
             continue
-        counts = [(prompt or 0) - (cached or 0) - (created or 0), cached or 0, created or 0,
-                  completion or 0]
-        counts[0] = max(counts[0], 0)
-        if any(c and p is None for c, p in zip(counts, prices[model])):
-            assert cost is None
+        n = lambda v: v or 0
+        fit = [(above, p) for t, above, p in by_model.get(model, [])
+               if t == (tier or "default") and above < n(prompt)]
+        if not fit:
+            assert cost is None, model
             continue
-        total = sum(c * (p or 0) for c, p in zip(counts, prices[model]))
-        assert cost == (total + 500000) // 1000000
+        p = max(fit, key=lambda x: x[0])[1]
+        counts = [max(n(prompt) - n(cached) - n(created) - n(audio_in), 0), n(cached),
+                  n(created) - n(created_1h), n(created_1h),
+                  max(n(completion) - n(reasoning) - n(audio_out), 0), n(reasoning),
+                  n(audio_in), n(audio_out)]
+        if any(c and price is None for c, price in zip(counts + [n(web)], p)):
+            assert cost is None, model
+            continue
+        total = sum(c * (price or 0) for c, price in zip(counts, p))
+        assert cost == (total + 500000) // 1000000 + n(web) * (p[8] or 0), model
         priced += 1
-    assert priced > N * 0.9
+        classes += bool(n(audio_in) or n(web) or n(created_1h) or tier == "priority" or
+                        n(prompt) > 200000)
+    assert priced > N * 0.9 and classes > 0
 
 
 def test_random_estimates_are_the_agents(random_dbs):
@@ -409,7 +468,9 @@ def test_random_estimates_are_the_agents(random_dbs):
     priced as reported tokens are, no cost for an unpriced model."""
     db = random_dbs[0]
     prices = {name: (i, o) for name, i, o in query(
-        db, "SELECT name, input_micros_per_mtok, output_micros_per_mtok FROM models")}
+        db, "SELECT name, input_micros_per_mtok, output_micros_per_mtok FROM models m"
+            " LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default' AND"
+            " c.above_tokens = 0")}
     rows = query(db, "SELECT model, outcome, usage_source, termination, status,"
                      " prompt_tokens, completion_tokens, bytes_in, estimated_tokens,"
                      " estimated_cost_micros FROM requests")

@@ -98,6 +98,44 @@ def gen(db, *args, timeout=120):
     return r.stdout
 
 
+CARD_PRICES = ["input_micros_per_mtok", "cached_micros_per_mtok", "cache_write_micros_per_mtok",
+               "cache_write_1h_micros_per_mtok", "output_micros_per_mtok",
+               "reasoning_micros_per_mtok", "audio_input_micros_per_mtok",
+               "audio_output_micros_per_mtok", "web_search_micros_per_call"]
+# Inserted out of order: the API lists 'default' first, then by tier, then prompt size.
+CLAUDE_CARDS = [
+    {"tier": "priority", "above_tokens": 0, "input_micros_per_mtok": 5000000,
+     "output_micros_per_mtok": 25000000},
+    {"tier": "default", "above_tokens": 200000, "input_micros_per_mtok": 6000000,
+     "cache_write_micros_per_mtok": 7500000, "cache_write_1h_micros_per_mtok": 12000000,
+     "output_micros_per_mtok": 22500000, "web_search_micros_per_call": 10000},
+    {"tier": "default", "above_tokens": 0, "input_micros_per_mtok": 3000000,
+     "cache_write_micros_per_mtok": 3750000, "output_micros_per_mtok": 15000000,
+     "web_search_micros_per_call": 10000},
+    {"tier": "batch", "above_tokens": 0, "input_micros_per_mtok": 1500000},
+]
+NEW_ROW_COLS = ["cache_creation_1h_tokens", "audio_input_tokens", "audio_output_tokens",
+                "accepted_prediction_tokens", "rejected_prediction_tokens", "web_search_calls",
+                "service_tier"]
+NEW_SUMS = ["audio_input_tokens", "audio_output_tokens", "web_search_calls"]
+
+
+def add_model(con, name, provider, cards):
+    """A model and its rate cards, as tallyctl stores them (schema 7: model_prices)."""
+    con.execute("INSERT INTO models (name, provider_id, created_at, updated_at)"
+                " SELECT ?, id, 0, 0 FROM providers WHERE name = ?", (name, provider))
+    for c in cards:
+        cols = ["tier", "above_tokens"] + [k for k in CARD_PRICES if k in c]
+        con.execute(f"INSERT INTO model_prices (model_id, {', '.join(cols)})"
+                    f" SELECT id, {', '.join('?' * len(cols))} FROM models WHERE name = ?",
+                    [c[k] for k in cols] + [name])
+
+
+def card_json(c):
+    return {"tier": c["tier"], "above_tokens": c["above_tokens"],
+            **{k: c.get(k) for k in CARD_PRICES}}
+
+
 # --- the seeded rows ----------------------------------------------------------------
 
 def make_rows(key_ids):
@@ -157,10 +195,14 @@ def world(tmp_path_factory):
     db = tmp / "tally.db"
     tallyctl(db, "provider", "set", "p-openai", "--api", "openai", "--backend", "be_openai")
     tallyctl(db, "provider", "set", "p-anth", "--api", "anthropic", "--backend", "be_anth")
-    tallyctl(db, "model", "set", "m-gpt", "--provider", "p-openai", "--input-micros", "150000",
-             "--output-micros", "600000", "--cached-micros", "75000")
-    tallyctl(db, "model", "set", "m-claude", "--provider", "p-anth", "--input-micros",
-             "3000000", "--output-micros", "15000000", "--cache-write-micros", "3750000")
+    con = sqlite3.connect(db)
+    with con:
+        add_model(con, "m-gpt", "p-openai", [
+            {"tier": "default", "above_tokens": 0, "input_micros_per_mtok": 150000,
+             "output_micros_per_mtok": 600000, "cached_micros_per_mtok": 75000}])
+        add_model(con, "m-claude", "p-anth", CLAUDE_CARDS)
+        add_model(con, "m-free", "p-openai", [])
+    con.close()
     tallyctl(db, "key", "create", "alpha", "--budget-usd", "12.5", "--budget-period", "total")
     tallyctl(db, "key", "create", "beta", "--models", "m-gpt", "--default-model", "m-gpt")
     tallyctl(db, "key", "set", "beta", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "3",
@@ -232,7 +274,8 @@ def usage(rows):
            "unpriced": sum(bool(r["unpriced"]) for r in rows),
            "estimated": sum(r["estimated_tokens"] is not None for r in rows),
            "estimated_tokens": sum(n(r["estimated_tokens"]) for r in rows),
-           "estimated_cost_micros": sum(n(r["estimated_cost_micros"]) for r in rows)}
+           "estimated_cost_micros": sum(n(r["estimated_cost_micros"]) for r in rows),
+           **{k: sum(n(r.get(k)) for r in rows) for k in NEW_SUMS}}
     out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
     dur = sum(n(r["duration_ms"]) for r in rows)
     pct = {}
@@ -413,6 +456,7 @@ def row_json(r):
                              "termination", "started_at", "duration_ms", "ttfb_ms",
                              "bytes_in", "bytes_out", "estimated_tokens",
                              "estimated_cost_micros")}
+    out.update({k: r.get(k) for k in NEW_ROW_COLS})
     return out
 
 
@@ -507,14 +551,21 @@ def test_keys_limits_and_spend(world):
 def test_models_prices_and_month(world):
     q, rows = world["q"], world["rows"]
     got = {m["name"]: m for m in q.get("/api/models")["models"]}
-    assert sorted(got) == ["m-claude", "m-gpt"]
+    assert sorted(got) == ["m-claude", "m-free", "m-gpt"]
     assert got["m-gpt"]["provider"] == "p-openai" and got["m-gpt"]["api"] == "openai"
-    assert got["m-gpt"]["prices"] == {"input_micros_per_mtok": 150000,
-                                      "output_micros_per_mtok": 600000,
-                                      "cached_micros_per_mtok": 75000,
-                                      "cache_write_micros_per_mtok": None}
-    assert got["m-claude"]["prices"]["cache_write_micros_per_mtok"] == 3750000
-    assert got["m-claude"]["prices"]["cached_micros_per_mtok"] is None
+    # every price of a card, null where unknown
+    assert got["m-gpt"]["prices"] == [{
+        "tier": "default", "above_tokens": 0, "input_micros_per_mtok": 150000,
+        "cached_micros_per_mtok": 75000, "cache_write_micros_per_mtok": None,
+        "cache_write_1h_micros_per_mtok": None, "output_micros_per_mtok": 600000,
+        "reasoning_micros_per_mtok": None, "audio_input_micros_per_mtok": None,
+        "audio_output_micros_per_mtok": None, "web_search_micros_per_call": None}]
+    # 'default' first (by prompt size), then the other tiers by name
+    c = CLAUDE_CARDS
+    assert got["m-claude"]["prices"] == [card_json(x) for x in (c[2], c[1], c[3], c[0])]
+    assert [(x["tier"], x["above_tokens"]) for x in got["m-claude"]["prices"]] == \
+        [("default", 0), ("default", 200000), ("batch", 0), ("priority", 0)]
+    assert got["m-free"]["prices"] == [] and got["m-free"]["month"]["requests"] == 0
     ms = month_start(NOW)
     for name, m in got.items():
         u = usage([r for r in rows if r["model"] == name and r["started_at"] >= ms * 1000])
@@ -526,7 +577,7 @@ def test_models_prices_and_month(world):
 def test_estimated_spend_beside_reported(world):
     """Estimates are summed beside the reported figures, never into them: the summary's
     groups and totals, a key's spend (charged = reported + estimated: what its budget
-    counts), a model's month, one request, and the export's last two columns."""
+    counts), a model's month, one request, and its two export columns."""
     q, rows, keys = world["q"], world["rows"], world["keys"]
     est = [r for r in rows if r["estimated_tokens"] is not None]
     # the seeded rows hold every case: priced, unpriced (null cost), an estimate of 0
@@ -568,12 +619,93 @@ def test_estimated_spend_beside_reported(world):
 
     _, body = export(q, f"from={frm}&to={to}")
     table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
-    assert table[0][-2:] == ["estimated_tokens", "estimated_cost_micros"]
-    cells = {line[0]: line[-2:] for line in table[1:]}
+    at = table[0].index("estimated_tokens")
+    assert table[0][at:at + 2] == ["estimated_tokens", "estimated_cost_micros"]
+    cells = {line[0]: line[at:at + 2] for line in table[1:]}
     assert cells[priced["request_id"]] == [str(priced["estimated_tokens"]),
                                            str(priced["estimated_cost_micros"])]
     assert cells[unpriced["request_id"]] == [str(unpriced["estimated_tokens"]), ""]
     assert cells[plain["request_id"]] == ["", ""]
+
+
+def insert_rollup(con, table, values):
+    """A rollup row: 0 in every sum not given (the writer's rows, written here)."""
+    cols = {c[1]: 0 for c in con.execute(f"PRAGMA table_info({table})") if c[3]}
+    cols.update(values)
+    con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                list(cols.values()))
+
+
+def test_usage_classes_in_rows_and_summaries(tmp_path):
+    """The classes schema 7 added: each request column in a request row, a page (with and
+    without a key), the export (CSV and NDJSON), and the three new sums in every summary
+    (daily and hourly rollups, with and without keys), each with its own value."""
+    db = tmp_path / "classes.db"
+    con = sqlite3.connect(db)
+    con.executescript((ROOT / "sql" / "schema.sql").read_text())
+    con.execute("INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'be', 0)")
+    con.execute("INSERT INTO keys (id, name, prefix, hash, created_at) VALUES (7, 'k7', 'tly_k7', ?, 0)",
+                (bytes(32),))
+    t0 = (BASE + 3600) * 1000
+    full = {"cache_creation_1h_tokens": 200, "audio_input_tokens": 120, "audio_output_tokens": 80,
+            "accepted_prediction_tokens": 30, "rejected_prediction_tokens": 7,
+            "web_search_calls": 3, "service_tier": "priority"}
+    rows = [
+        {"request_id": "cls-1", "key_id": 7, "prompt_tokens": 1000, "completion_tokens": 500,
+         "cache_creation_tokens": 300, "started_at": t0 + 1, **full},
+        {"request_id": "cls-2", "key_id": 7, "prompt_tokens": 10, "completion_tokens": 5,
+         "started_at": t0 + 2},
+        {"request_id": "cls-3", "key_id": None, "prompt_tokens": 10, "completion_tokens": 5,
+         "started_at": t0 + 3, "audio_input_tokens": 0, "web_search_calls": 0,
+         "service_tier": "default"},
+    ]
+    with con:
+        for r in rows:
+            r.update(model="m-a", provider="p", outcome="complete", usage_source="response")
+            con.execute(f"INSERT INTO requests ({', '.join(r)}) VALUES ({', '.join('?' * len(r))})",
+                        list(r.values()))
+        sums = {"requests": 3, "prompt_tokens": 1020, "completion_tokens": 510,
+                "audio_input_tokens": 120, "audio_output_tokens": 80, "web_search_calls": 3,
+                "model": "m-a", "provider": "p"}
+        insert_rollup(con, "usage_daily", {"day": BASE, "key_id": 7, **sums})
+        insert_rollup(con, "usage_hourly", {"hour": BASE + 3600, "key_id": 7, **sums})
+        insert_rollup(con, "model_daily", {"day": BASE, **sums})
+        insert_rollup(con, "model_hourly", {"hour": BASE + 3600, **sums})
+    con.close()
+    ids = {r["request_id"]: r for r in rows}
+    want = {rid: {k: r.get(k) for k in NEW_ROW_COLS} for rid, r in ids.items()}
+    q = Queryd(tmp_path, db)
+    try:
+        frm, to = BASE, BASE + 86400
+        for query in ("group=day", "group=hour", "group=model&key=k7", "group=key",
+                      "group=hour&key=k7"):
+            got = q.get(f"/api/summary?from={frm}&to={to}&{query}")
+            for u in (got["rows"][0], got["totals"]):
+                assert {k: u[k] for k in NEW_SUMS} == \
+                    {"audio_input_tokens": 120, "audio_output_tokens": 80,
+                     "web_search_calls": 3}, (query, u)
+        for rid in ids:
+            one = q.get(f"/api/requests/{rid}")["request"]
+            assert {k: one[k] for k in NEW_ROW_COLS} == want[rid], rid
+        page = q.get(f"/api/requests?from={frm}&to={to}")["requests"]
+        assert [{k: r[k] for k in NEW_ROW_COLS} for r in page] == \
+            [want[rid] for rid in ("cls-3", "cls-2", "cls-1")]
+        page = q.get(f"/api/requests?from={frm}&to={to}&key=k7")["requests"]
+        assert [r["request_id"] for r in page] == ["cls-2", "cls-1"]
+        assert {k: page[1][k] for k in NEW_ROW_COLS} == want["cls-1"]
+        _, body = export(q, f"from={frm}&to={to}")
+        table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+        at = table[0].index(NEW_ROW_COLS[0])
+        assert table[0][at:at + len(NEW_ROW_COLS)] == NEW_ROW_COLS
+        assert [line[at:at + len(NEW_ROW_COLS)] for line in table[1:]] == [
+            ["200", "120", "80", "30", "7", "3", "priority"],
+            ["", "", "", "", "", "", ""],
+            ["", "0", "", "", "", "0", "default"]]
+        _, body = export(q, f"from={frm}&to={to}&format=ndjson")
+        assert [{k: json.loads(x)[k] for k in NEW_ROW_COLS} for x in body.decode().splitlines()] == \
+            [want[rid] for rid in ("cls-1", "cls-2", "cls-3")]
+    finally:
+        q.stop()
 
 
 def test_live_agent_down_shows_stored_counters(world):
@@ -668,7 +800,7 @@ def test_export_csv_and_ndjson(world, query, pred):
 
     def cell(v):
         return "" if v is None else str(int(v)) if isinstance(v, bool) else str(v)
-    assert table[1:] == [[cell(r[c]) for c in cols] for r in want]
+    assert table[1:] == [[cell(r.get(c)) for c in cols] for r in want]
     assert b'"m-gpt,""x"""' in body or not any(r["model_requested"] == 'm-gpt,"x"' for r in want)
     headers, body = export(q, base + "&format=ndjson")
     assert headers["content-type"] == "application/x-ndjson"

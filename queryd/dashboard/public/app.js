@@ -393,8 +393,13 @@
     kpi('kpi-requests', fmtInt(t.requests ?? 0), t.requests ?? 0);
     setText('kpi-requests-sub', `${fmtInt(t.streams ?? 0)} streamed`);
     kpi('kpi-tokens', fmtCompact(t.total_tokens ?? 0), t.total_tokens ?? 0, `${fmtInt(t.total_tokens ?? 0)} tokens`);
-    setText('kpi-tokens-sub', `${fmtCompact(t.prompt_tokens ?? 0)} in · ${fmtCompact(t.completion_tokens ?? 0)} out` +
-      (t.cached_tokens ? ` · ${fmtCompact(t.cached_tokens)} cached` : ''));
+    const audio = (t.audio_input_tokens ?? 0) + (t.audio_output_tokens ?? 0);
+    const tokSub = $('kpi-tokens-sub');
+    setText(tokSub, `${fmtCompact(t.prompt_tokens ?? 0)} in · ${fmtCompact(t.completion_tokens ?? 0)} out` +
+      (t.cached_tokens ? ` · ${fmtCompact(t.cached_tokens)} cached` : '') +
+      (audio ? ` · ${fmtCompact(audio)} audio` : '') +
+      (t.web_search_calls ? ` · ${fmtCompact(t.web_search_calls)} web searches` : ''));
+    setTitle(tokSub, audio ? `audio: ${fmtInt(t.audio_input_tokens ?? 0)} in, ${fmtInt(t.audio_output_tokens ?? 0)} out` : '');
     kpi('kpi-error-rate', t.requests ? fmtPct(t.error_rate ?? 0) : '–', t.error_rate ?? 0);
     const errSub = $('kpi-errors-sub');
     setText(errSub, `${fmtInt(t.errors ?? 0)} errors`);
@@ -797,6 +802,16 @@
     }
   }
 
+  /* Request columns of the classes priced apart (docs/pricing.md), each part of a count. */
+  const CLASS_FIELDS = [
+    ['Cache creation (1 h)', 'cache_creation_1h_tokens'],
+    ['Audio input tokens', 'audio_input_tokens'],
+    ['Audio output tokens', 'audio_output_tokens'],
+    ['Accepted prediction', 'accepted_prediction_tokens'],
+    ['Rejected prediction', 'rejected_prediction_tokens'],
+    ['Web searches', 'web_search_calls'],
+  ];
+
   function renderDrawer(r) {
     const shown = new Set();
     const field = (label, key, fmt) => {
@@ -824,6 +839,7 @@
         field('Stream', 'stream', (v) => (v ? 'yes' : 'no')),
         field('Usage from', 'usage_source'),
         field('Termination', 'termination', (v) => h('span', { class: 'mono' }, v)),
+        ...(r.service_tier != null ? [field('Service tier', 'service_tier')] : []),
       ]),
       ...group('Usage', [
         field('Prompt tokens', 'prompt_tokens', tok),
@@ -831,6 +847,8 @@
         field('Cached tokens', 'cached_tokens', tok),
         field('Cache creation', 'cache_creation_tokens', tok),
         field('Reasoning tokens', 'reasoning_tokens', tok),
+        // the classes priced apart, only those the provider reported
+        ...CLASS_FIELDS.filter(([, key]) => r[key] != null).map(([label, key]) => field(label, key, tok)),
         field('Cost', 'cost_micros', (v) => `${fmtUSD(v)}  (${fmtInt(v)} µ$)`),
         // estimates only when the agent made one: what the provider did not report
         ...(r.estimated_tokens != null ? [
@@ -845,7 +863,8 @@
         field('Bytes out', 'bytes_out', fmtBytes),
       ]),
     ];
-    shown.add('estimated_tokens').add('estimated_cost_micros');
+    shown.add('estimated_tokens').add('estimated_cost_micros').add('service_tier');
+    for (const [, key] of CLASS_FIELDS) shown.add(key);
     const rest = Object.keys(r).filter((k) => !shown.has(k));
     if (rest.length) parts.push(...group('Other', rest.map((k) => field(k, k, (v) => JSON.stringify(v)))));
     $('drawer-body').replaceChildren(...parts);
@@ -920,22 +939,42 @@
       renderModels(d.models || []);
     } catch (e) {
       if (isAbort(e)) return;
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 11 }, 'Could not load models: ' + e.message)));
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 12 }, 'Could not load models: ' + e.message)));
     }
+  }
+
+  /* A rate card's prices, short names first: [label, text] for each price it has. */
+  const CARD_PRICES = [
+    ['in', 'input_micros_per_mtok'], ['cached', 'cached_micros_per_mtok'],
+    ['cache write', 'cache_write_micros_per_mtok'], ['cache write 1 h', 'cache_write_1h_micros_per_mtok'],
+    ['out', 'output_micros_per_mtok'], ['reasoning', 'reasoning_micros_per_mtok'],
+    ['audio in', 'audio_input_micros_per_mtok'], ['audio out', 'audio_output_micros_per_mtok'],
+  ];
+  function cardPrices(c) {
+    const out = CARD_PRICES.filter(([, k]) => c[k] != null).map(([label, k]) => `${label} ${fmtUSD(c[k])}`);
+    if (c.web_search_micros_per_call != null) out.push(`web search ${fmtUSD(c.web_search_micros_per_call)}/call`);
+    return out.join(' · ') || 'no prices';
+  }
+  function cardName(c) {
+    return c.tier + (c.above_tokens ? ` above ${fmtInt(c.above_tokens)} tokens` : '');
   }
 
   function renderModels(models) {
     addOptions($('dl-models'), models.map((m) => m.name));
     if (!models.length) {
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 11 },
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 12 },
         'No models yet: tallyctl model set NAME --provider P')));
       return;
     }
     const price = (v) => (v == null ? h('span', { class: 'none', title: 'unknown: usage is stored unpriced' }, 'unset') : fmtUSD(v));
     $('models-body').replaceChildren(...models.map((m) => {
-      const p = m.prices || {};
+      const cards = m.prices || [];
+      // the columns show the card of a request of any size at no tier in particular
+      const main = cards.find((c) => c.tier === 'default' && c.above_tokens === 0);
+      const p = main || {};
       const u = m.month || {};
-      return h('tr', { 'data-testid': 'model-row', 'data-name': m.name },
+      const others = cards.filter((c) => c !== main);
+      return h('tr', { 'data-testid': 'model-row', 'data-name': m.name, title: main ? 'default: ' + cardPrices(main) : null },
         h('td', null, h('strong', null, m.name)),
         h('td', null, orNone(m.provider)),
         h('td', null, orNone(m.api)),
@@ -943,6 +982,10 @@
         h('td', { class: 'r' }, price(p.output_micros_per_mtok)),
         h('td', { class: 'r' }, price(p.cached_micros_per_mtok)),
         h('td', { class: 'r' }, price(p.cache_write_micros_per_mtok)),
+        h('td', { class: 'cards', 'data-field': 'cards' }, ...(others.length ? others.map((c) =>
+          h('div', { 'data-testid': 'model-card', 'data-tier': c.tier, 'data-above': c.above_tokens },
+            h('span', { class: 'card-name' }, cardName(c)), ' ', h('span', { class: 'muted' }, cardPrices(c))))
+          : [h('span', { class: 'none' }, '–')])),
         h('td', { class: 'r' }, fmtInt(u.requests ?? 0)),
         h('td', { class: 'r' }, fmtCompact(u.total_tokens ?? 0)),
         h('td', { class: 'r', 'data-field': 'cost' }, fmtUSD(u.cost_micros ?? 0)),
