@@ -269,8 +269,8 @@ struct gen {
 	unsigned char (*key_model)[GEN_KEY_MODELS];  /* key rank -> its models, favourite first */
 	size_t nkeys;
 	double *key_cdf, model_cdf[GEN_NMODELS];
-	struct kt_prices prices[GEN_NMODELS];   /* as the agent loads them */
-	int priced[GEN_NMODELS];      /* 0: unknown to the keytable (priced as NULL) */
+	struct keytable *kt;          /* the agent's snapshot, which prices the rows */
+	const struct price_sheet *prices[GEN_NMODELS];  /* NULL: unknown to the keytable */
 	unsigned pid;                 /* the pid part of request ids */
 	uint64_t counter;             /* HAProxy's request counter */
 	/* Span mode: cumulative arrival weight at each minute boundary of the span. */
@@ -434,7 +434,6 @@ static int gen_catalogue(sqlite3 *db, struct gen *g, const char *db_path, int64_
 {
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	char path[4096], name[64], err[512];
-	struct keytable *kt = NULL;
 	size_t i;
 
 	if (keyhash_secret_path_default(db_path, path, sizeof(path)) < 0 ||
@@ -459,19 +458,16 @@ static int gen_catalogue(sqlite3 *db, struct gen *g, const char *db_path, int64_
 		fprintf(stderr, "tally-gen: %s\n", err);
 		goto out;
 	}
-	if (keytable_load(db, secret, &kt, err, sizeof(err)) < 0) {
+	if (keytable_load(db, secret, &g->kt, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tally-gen: %s\n", err);
 		return -1;
 	}
 	for (i = 0; i < GEN_NMODELS; i++) {
-		const struct kt_model *m = keytable_find_model(kt, gen_models[i].name,
+		const struct kt_model *m = keytable_find_model(g->kt, gen_models[i].name,
 		                                               strlen(gen_models[i].name));
 
-		g->priced[i] = m != NULL;
-		if (m)
-			g->prices[i] = m->prices;
+		g->prices[i] = m ? &m->prices : NULL;
 	}
-	keytable_unref(kt);
 	return 0;
 out:
 	if (sqlite3_get_autocommit(db) == 0)
@@ -526,6 +522,7 @@ static int64_t gen_span_time(struct gen *g, uint64_t i, uint64_t n)
 
 static void gen_free(struct gen *g)
 {
+	keytable_unref(g->kt);
 	free(g->key_ids);
 	free(g->key_model);
 	free(g->key_cdf);
@@ -739,8 +736,8 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 		gen_no_usage(r);
 	/* As the intake: the reported cost, then an estimate of what went unreported
 	 * (cut, lost or no record), priced alike. */
-	acct_price(r, g->priced[mi] ? &g->prices[mi] : NULL);
-	acct_estimate(r, g->priced[mi] ? &g->prices[mi] : NULL);
+	acct_price(r, g->prices[mi]);
+	acct_estimate(r, g->prices[mi]);
 }
 
 /* ---- the agent's accounting path ---- */

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "price.h"
+
 void acct_row_init(struct acct_row *row)
 {
 	memset(row, 0, sizeof(*row));
@@ -16,6 +18,19 @@ void acct_row_init(struct acct_row *row)
 	row->duration_ms = row->ttfb_ms = row->bytes_in = row->bytes_out = ACCT_NONE;
 	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
 	row->est_prompt_tokens = row->est_completion_tokens = ACCT_NONE;
+}
+
+int acct_tier_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n >= ACCT_TIER_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return 0;
+	return 1;
 }
 
 int acct_response_id_ok(const char *s, size_t n)
@@ -80,47 +95,19 @@ enum acct_outcome acct_outcome_of(int status, const char *termination)
 	return ACCT_COMPLETE;
 }
 
-static int64_t acct_tokens(int64_t v)
+void acct_price(struct acct_row *row, const struct price_sheet *s)
 {
-	return v == ACCT_NONE ? 0 : v;
-}
-
-void acct_price(struct acct_row *row, const struct kt_prices *p)
-{
-	int64_t cached = acct_tokens(row->cached_tokens);
-	int64_t created = acct_tokens(row->cache_creation_tokens);
-	int64_t prompt = acct_tokens(row->prompt_tokens);
-	int64_t completion = acct_tokens(row->completion_tokens);
-	int64_t fresh = prompt - cached - created;
-	const int64_t counts[4] = { fresh < 0 ? 0 : fresh, cached, created, completion };
-	int64_t prices[4];
-	unsigned __int128 sum = 0;
-	int i;
+	const struct price_card *c;
 
 	row->cost_micros = ACCT_NONE;
 	row->unpriced = 0;
 	if (row->prompt_tokens == ACCT_NONE && row->completion_tokens == ACCT_NONE)
 		return;
-	if (!p) {
+	c = s ? price_pick(s, row->service_tier, row->prompt_tokens) : NULL;
+	if (!c || price_row(c, row, &row->cost_micros) < 0) {
+		row->cost_micros = ACCT_NONE;
 		row->unpriced = 1;
-		return;
 	}
-	prices[0] = p->input;
-	prices[1] = p->cached;
-	prices[2] = p->cache_write == KT_PRICE_UNSET ? p->input : p->cache_write;
-	prices[3] = p->output;
-	for (i = 0; i < 4; i++) {
-		if (counts[i] == 0)
-			continue;
-		if (prices[i] == KT_PRICE_UNSET || counts[i] < 0) {
-			row->unpriced = 1;
-			return;
-		}
-		/* Counts are below 2^53 and prices below 2^40: the product needs 128 bits. */
-		sum += (unsigned __int128)counts[i] * (uint64_t)prices[i];
-	}
-	sum = (sum + 500000) / 1000000;
-	row->cost_micros = sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
 }
 
 int acct_may_be_billed(const struct acct_row *row)
@@ -136,19 +123,10 @@ int acct_may_be_billed(const struct acct_row *row)
 	return strlen(t) >= 2 && (t[1] == 'H' || t[1] == 'D' || t[1] == 'L');
 }
 
-/* tokens x price per Mtok, rounded to the nearest micro-dollar as acct_price does;
- * counts below 2^53 and prices below 2^40 need 128 bits. */
-static int64_t acct_cost_of(int64_t tokens, int64_t micros_per_mtok)
+void acct_estimate(struct acct_row *row, const struct price_sheet *s)
 {
-	unsigned __int128 c = ((unsigned __int128)tokens * (uint64_t)micros_per_mtok + 500000) /
-	                      1000000;
-
-	return c > INT64_MAX ? INT64_MAX : (int64_t)c;
-}
-
-void acct_estimate(struct acct_row *row, const struct kt_prices *p)
-{
-	int64_t prompt = 0, completion = 0, cost = 0;
+	int64_t prompt = 0, completion = 0, cost;
+	const struct price_card *c;
 
 	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
 	if (!acct_may_be_billed(row))
@@ -160,14 +138,11 @@ void acct_estimate(struct acct_row *row, const struct kt_prices *p)
 	if (prompt + completion == 0)
 		return;
 	row->estimated_tokens = prompt + completion;
-	if (!p || (prompt && p->input == KT_PRICE_UNSET) ||
-	    (completion && p->output == KT_PRICE_UNSET))
-		return;
-	if (prompt)
-		cost = acct_cost_of(prompt, p->input);
-	if (completion && __builtin_add_overflow(cost, acct_cost_of(completion, p->output), &cost))
-		cost = INT64_MAX;
-	row->estimated_cost_micros = cost;
+	/* The band of the prompt as reported, else as estimated. */
+	c = s ? price_pick(s, row->service_tier, row->prompt_tokens != ACCT_NONE
+	                                         ? row->prompt_tokens : prompt) : NULL;
+	if (c && price_tokens(c, prompt, completion, 0, &cost) == 0)
+		row->estimated_cost_micros = cost;
 }
 
 int64_t acct_now_ms(void)

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "acct-t.h"
-#include "keytable-t.h"
+#include "price-t.h"
 
 /* An empty row: every count, time and estimate ACCT_NONE, no key, stream unknown,
  * strings empty. */
@@ -16,6 +16,10 @@ void acct_row_init(struct acct_row *row);
  * paths: 1 to ACCT_RESPONSE_ID_MAX - 1 bytes of [A-Za-z0-9_.-], the first a letter or
  * digit (OpenAI's "resp_" and hex; self-hosted servers' uuids). */
 int acct_response_id_ok(const char *s, size_t n);
+
+/* Whether s (n bytes) can be a service tier's name: 1 to ACCT_TIER_MAX - 1 bytes of
+ * [a-z0-9_-] ("default", "priority", "flex", Anthropic's "standard"). */
+int acct_tier_ok(const char *s, size_t n);
 
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */
 const char *acct_outcome_name(enum acct_outcome o);
@@ -27,11 +31,12 @@ const char *acct_usage_source_name(enum acct_usage_source s);
  * two-letter termination state ("--", "CD", "SH", ...; NULL or short: unknown). */
 enum acct_outcome acct_outcome_of(int status, const char *termination);
 
-/* Sets row->cost_micros and row->unpriced from the row's token counts and the model's
- * prices (NULL: the model is unknown). A price is needed only for a kind of token the
- * row has; a missing one leaves the row unpriced (cost ACCT_NONE, never a guess). A row
- * without usage has no cost and is not unpriced. Costs round to the nearest micro-dollar. */
-void acct_price(struct acct_row *row, const struct kt_prices *p);
+/* Sets row->cost_micros and row->unpriced from the row's usage, priced by the card of
+ * the model's sheet s (NULL: the model is unknown) that price_pick gives for the row's
+ * service tier and prompt. A price is needed only for a class the row has; a missing
+ * one, or a tier without a card, leaves the row unpriced (cost ACCT_NONE, never a
+ * guess). A row without usage has no cost and is not unpriced. */
+void acct_price(struct acct_row *row, const struct price_sheet *s);
 
 /* Whether the upstream may have billed a row whose usage it did not report in full: a
  * forwarded request (not denied, not refused by HAProxy) that got a 2xx answer, whose
@@ -42,9 +47,10 @@ int acct_may_be_billed(const struct acct_row *row);
 
 /* Sets row->estimated_tokens and estimated_cost_micros: for a row acct_may_be_billed
  * holds of, the estimate (est_prompt_tokens, est_completion_tokens) of each count the
- * upstream did not report, priced at p (NULL, or an unset price for a count charged:
- * the cost stays ACCT_NONE); else ACCT_NONE. Reported counts are never touched. */
-void acct_estimate(struct acct_row *row, const struct kt_prices *p);
+ * upstream did not report, priced by the card of s for the row's tier and prompt (no
+ * card, or an unset price for a count charged: the cost stays ACCT_NONE); else
+ * ACCT_NONE. Reported counts are never touched. */
+void acct_estimate(struct acct_row *row, const struct price_sheet *s);
 
 /* Unix time in milliseconds: the clock of started_at, the pending timeout and limit
  * windows. Any thread. */

@@ -11,6 +11,7 @@
 
 #include "keytable.h"
 #include "owner.h"
+#include "price.h"
 
 /* Bytes of a unary JSON answer per max_tokens token that HAProxy's buffer must hold
  * for json_query to see the usage: ~6 per token of text in JSON, with room for
@@ -157,6 +158,14 @@ static struct spop_str decision_find_key(const struct decision_request *req)
  * endpoint's API, else, when one provider serves every allowed model of that API, the
  * dearest of them. NULL when there is none, or the list is too long to send. (The
  * reservation takes the dearest price of each kind: decision_dearest.) */
+/* A model's default output price, for ranking the routes of a cut body; -1 none. */
+static int64_t decision_base_output(const struct kt_model *m)
+{
+	const struct price_card *c = price_pick(&m->prices, PRICE_TIER_DEFAULT, -1);
+
+	return c ? c->micros[PRICE_OUTPUT] : PRICE_UNSET;
+}
+
 static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api)
 {
 	const struct kt_model *m = k->default_model, *best = NULL;
@@ -171,7 +180,7 @@ static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt
 				continue;
 			if (best && best->provider != a->provider)
 				return NULL;
-			if (!best || a->prices.output > best->prices.output)
+			if (!best || decision_base_output(a) > decision_base_output(best))
 				best = a;
 		}
 		m = best;
@@ -181,20 +190,41 @@ static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt
 	return m;
 }
 
+/* The card of m for the tier the request asks for and a prompt of prompt tokens; every
+ * price unset when it has none. */
+static struct price_card decision_card(const struct kt_model *m, const struct decision *d,
+                                       int64_t prompt)
+{
+	const struct price_card *c = price_pick(&m->prices, d->body.service_tier, prompt);
+	struct price_card none;
+	int i;
+
+	if (c)
+		return *c;
+	memset(&none, 0, sizeof(none));
+	for (i = 0; i < PRICE_CLASSES; i++)
+		none.micros[i] = PRICE_UNSET;
+	return none;
+}
+
 /* The highest input and output prices among the models key k may use that provider p
  * serves: what a request whose model the gateway has not seen may cost. */
-static struct kt_prices decision_dearest(const struct kt_key *k, const struct kt_provider *p)
+static struct price_card decision_dearest(const struct decision *d, const struct kt_provider *p,
+                                          int64_t prompt)
 {
-	struct kt_prices most = { KT_PRICE_UNSET, KT_PRICE_UNSET, KT_PRICE_UNSET, KT_PRICE_UNSET };
+	struct price_card most = decision_card(d->model, d, prompt);
 	size_t i;
 
-	for (i = 0; i < k->nallowed; i++) {
-		const struct kt_prices *a = &k->allowed[i]->prices;
+	for (i = 0; i < d->key->nallowed; i++) {
+		struct price_card a;
 
-		if (k->allowed[i]->provider != p)
+		if (d->key->allowed[i]->provider != p)
 			continue;
-		most.input = a->input > most.input ? a->input : most.input;
-		most.output = a->output > most.output ? a->output : most.output;
+		a = decision_card(d->key->allowed[i], d, prompt);
+		if (a.micros[PRICE_INPUT] > most.micros[PRICE_INPUT])
+			most.micros[PRICE_INPUT] = a.micros[PRICE_INPUT];
+		if (a.micros[PRICE_OUTPUT] > most.micros[PRICE_OUTPUT])
+			most.micros[PRICE_OUTPUT] = a.micros[PRICE_OUTPUT];
 	}
 	return most;
 }
@@ -227,7 +257,6 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 		d->allow_scan = 1;
 		d->model_source = DECISION_MODEL_KEY_DEFAULT;
 		d->model = route;
-		d->est_prices = decision_dearest(d->key, route->provider);
 		return DECISION_ALLOW;
 	}
 	if (d->body_truncated && d->key->restricted && st != REQBODY_PREFIX)
@@ -462,8 +491,6 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
 	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
 	                      !(d->body.store_off && !d->body.store_ambiguous);
-	if (!d->allow_scan)
-		d->est_prices = d->model->prices;
 	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
 	d->capture = d->body_truncated ||
 	             (!ep->unbilled && (d->stream != 0 || ep->large ||
@@ -502,8 +529,11 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	d->est_prompt_tokens = prompt;
 	d->est_completion_tokens = out;
 	d->est_tokens = prompt + out;
-	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->est_prices.input) +
-	                                decision_cost_of(out, d->est_prices.output) : 0;
+	if (d->model)
+		d->est_card = d->allow_scan ? decision_dearest(d, d->model->provider, prompt)
+		                            : decision_card(d->model, d, prompt);
+	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->est_card.micros[PRICE_INPUT]) +
+	                                decision_cost_of(out, d->est_card.micros[PRICE_OUTPUT]) : 0;
 }
 
 void decision_limit(struct decision *d, enum quota_verdict v)

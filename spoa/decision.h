@@ -105,9 +105,10 @@ struct decision {
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_status quota;         /* where the key stands (keys with limits) */
 	int has_quota;                      /* the key has a limit: quota is filled */
-	/* The prices a reservation takes: the model's, or for a model the gateway has not
-	 * seen (allow_scan) the dearest it could be. */
-	struct kt_prices est_prices;
+	/* The card a reservation is priced by (decision_estimate): the model's for the tier
+	 * asked for and the prompt's size, or for a model the gateway has not seen
+	 * (allow_scan) the dearest it could be; no card: every price PRICE_UNSET. */
+	struct price_card est_card;
 	/* decision_estimate's, for an allowed request: what it may use, prompt and completion,
 	 * their sum and its cost (what a limited key reserves). */
 	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;

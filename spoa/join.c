@@ -8,6 +8,7 @@
 #include "acct.h"
 #include "counters.h"
 #include "keytable.h"
+#include "price.h"
 #include "usage.h"
 
 /* Copies len bytes of s into a fixed field, cut to fit, NUL-terminated. */
@@ -44,6 +45,9 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	if (d->verdict == DECISION_ALLOW) {
 		row->est_prompt_tokens = d->est_prompt_tokens;
 		row->est_completion_tokens = d->est_completion_tokens;
+		/* A tier asked for by name prices the row unless the answer names its own. */
+		if (strcmp(price_tier_name(d->body.service_tier), PRICE_TIER_DEFAULT) != 0)
+			JOIN_COPY_STR(row->service_tier, d->body.service_tier);
 	}
 	row->flags = (d->unbilled ? ACCT_FLAG_UNBILLED : 0) |
 	             (d->creates_response && d->verdict == DECISION_ALLOW
@@ -53,11 +57,12 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 
 /* The model's prices: the upstream may name a dated snapshot of the model that was
  * configured, so the routed model's prices stand in for a name the snapshot lacks. */
-static const struct kt_prices *join_prices(const struct keytable *kt, const struct acct_row *row)
+static const struct price_sheet *join_prices(const struct keytable *kt,
+                                             const struct acct_row *row)
 {
 	const struct kt_model *m = keytable_find_model(kt, row->model, strlen(row->model));
 
-	if (!m || m->prices.input == KT_PRICE_UNSET)
+	if (!m || !m->prices.ncards)
 		m = keytable_find_model(kt, row->model_requested, strlen(row->model_requested));
 	return m ? &m->prices : NULL;
 }
@@ -131,7 +136,7 @@ static void join_response_id(const struct record *r, struct acct_row *row)
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row)
 {
-	const struct kt_prices *prices;
+	const struct price_sheet *prices;
 	struct usage u;
 
 	if (pending) {
@@ -168,6 +173,15 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	row->cached_tokens = u.cached_tokens;
 	row->cache_creation_tokens = u.cache_creation_tokens;
 	row->reasoning_tokens = u.reasoning_tokens;
+	row->cache_creation_1h_tokens = u.cache_creation_1h_tokens;
+	row->audio_input_tokens = u.audio_input_tokens;
+	row->audio_output_tokens = u.audio_output_tokens;
+	row->accepted_prediction_tokens = u.accepted_prediction_tokens;
+	row->rejected_prediction_tokens = u.rejected_prediction_tokens;
+	row->web_search_calls = u.web_search_calls;
+	/* The tier the answer was served at; else the one the request asked for stays. */
+	if (u.service_tier[0])
+		JOIN_COPY_STR(row->service_tier, u.service_tier);
 	row->usage_source = u.source;
 	if (u.model[0])
 		JOIN_COPY_STR(row->model, u.model);

@@ -137,16 +137,22 @@ static const struct journal_field journal_fields[] = {
 	JF_N(JF_I64, est_prompt_tokens), JF_N(JF_I64, est_completion_tokens),
 	/* Appended again: an entry may end before them too. */
 	JF_E(flags, 8), JF_S(response_id),
+	/* And the classes priced apart (docs/pricing.md). */
+	JF_N(JF_I64, cache_creation_1h_tokens), JF_N(JF_I64, audio_input_tokens),
+	JF_N(JF_I64, audio_output_tokens), JF_N(JF_I64, accepted_prediction_tokens),
+	JF_N(JF_I64, rejected_prediction_tokens), JF_N(JF_I64, web_search_calls),
+	JF_S(service_tier),
 };
 
 /* Where an entry may end: the fields of the first entries written (version 1 as first
- * released), and of those written before the flags. */
+ * released), of those written before the flags, and before the priced classes. */
 #define JOURNAL_FIRST_FIELDS 23
 #define JOURNAL_SECOND_FIELDS 27
+#define JOURNAL_THIRD_FIELDS 29
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
-_Static_assert(JOURNAL_NFIELDS == 7 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
+_Static_assert(JOURNAL_NFIELDS == 8 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
 _Static_assert(sizeof(enum acct_outcome) == sizeof(int) &&
                sizeof(enum acct_usage_source) == sizeof(int), "enums are read as int");
 _Static_assert(JOURNAL_PAYLOAD_MAX <= UINT16_MAX, "payload length is a u16");
@@ -344,7 +350,8 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	r.p = p + JOURNAL_ENTRY_HDR;
 	r.end = r.p + plen;
 	for (i = 0; i < JOURNAL_NFIELDS; i++) {
-		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS) && r.p == r.end) {
+		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS ||
+		     i == JOURNAL_THIRD_FIELDS) && r.p == r.end) {
 			/* An entry of before the appended fields: the rest are absent (strings
 			 * empty, enums 0, counts ACCT_NONE). */
 			journal_absent(row, i);

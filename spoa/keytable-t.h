@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "keyhash.h"
+#include "price-t.h"
 #include "quota.h"
 
 enum kt_api { KT_API_OPENAI, KT_API_ANTHROPIC };
@@ -19,21 +20,14 @@ struct kt_provider {
 	enum kt_api api;
 };
 
-/* Prices in micro-dollars per million tokens; KT_PRICE_UNSET where the database has
- * none (never read as 0: a missing price leaves usage unpriced). */
-#define KT_PRICE_UNSET (-1)
-
-struct kt_prices {
-	int64_t input;
-	int64_t output;
-	int64_t cached;         /* input read from the provider's cache */
-	int64_t cache_write;    /* input written to the cache; unset: the input price */
-};
+/* What a key may ask for that costs more (keys.server_tools, keys.audio); INHERIT:
+ * the agent's default (--server-tools, --audio). */
+enum kt_policy { KT_POLICY_INHERIT = 0, KT_POLICY_PRICED, KT_POLICY_ALLOW, KT_POLICY_DENY };
 
 struct kt_model {
 	char *name;
 	const struct kt_provider *provider;
-	struct kt_prices prices;
+	struct price_sheet prices;
 	int64_t created_at;     /* unix seconds, as model lists show it */
 };
 
@@ -48,6 +42,9 @@ struct kt_key {
 	const struct kt_model **allowed;        /* known models of the allow-list */
 	size_t nallowed;
 	struct quota_cfg quota;                /* 0 in a field: no such limit */
+	char *service_tiers;                    /* comma-separated; NULL: the agent's default */
+	enum kt_policy server_tools;
+	enum kt_policy audio;
 };
 
 struct keytable {

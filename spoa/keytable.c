@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acct.h"
 #include "db.h"
+#include "price.h"
 
 static void keytable_free(struct keytable *t)
 {
@@ -19,10 +21,13 @@ static void keytable_free(struct keytable *t)
 		free(t->providers[i].backend);
 		free(t->providers[i].name);
 	}
-	for (i = 0; i < t->nmodels; i++)
+	for (i = 0; i < t->nmodels; i++) {
 		free(t->models[i].name);
+		free(t->models[i].prices.cards);
+	}
 	for (i = 0; i < t->nkeys; i++) {
 		free(t->keys[i].name);
+		free(t->keys[i].service_tiers);
 		free(t->keys[i].prefix);
 		free(t->keys[i].allowed);
 	}
@@ -117,24 +122,58 @@ static int keytable_add_provider(struct keytable *t, sqlite3_stmt *st)
 	return p->backend && p->name ? 0 : -1;
 }
 
-static int64_t keytable_col_price(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? KT_PRICE_UNSET
-	                                                   : sqlite3_column_int64(st, col);
-}
-
 static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 {
 	struct kt_model *m = &t->models[t->nmodels++];
 
 	m->name = keytable_col_strdup(st, 0);
 	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 1));
-	m->prices.input = keytable_col_price(st, 2);
-	m->prices.output = keytable_col_price(st, 3);
-	m->prices.cached = keytable_col_price(st, 4);
-	m->prices.cache_write = keytable_col_price(st, 5);
-	m->created_at = sqlite3_column_int64(st, 6);
+	m->created_at = sqlite3_column_int64(st, 2);
 	return m->name ? 0 : -1;
+}
+
+/* Prices above 2^40 micro-dollars (a million dollars per Mtok) are no price: beyond
+ * them the arithmetic of price.c could overflow. */
+#define KEYTABLE_PRICE_MAX (1LL << 40)
+
+/* One rate card, appended to its model's sheet (rows come sorted as the sheet is). A
+ * tier no provider could report is skipped: it could never be picked. */
+static int keytable_add_card(struct keytable *t, sqlite3_stmt *st)
+{
+	const char *name = (const char *)sqlite3_column_text(st, 0);
+	const char *tier = (const char *)sqlite3_column_text(st, 1);
+	struct kt_model *m = name ? (struct kt_model *)keytable_find_model(t, name, strlen(name))
+	                          : NULL;
+	struct price_card *grown, *c;
+	int i;
+
+	if (!m || !tier || !acct_tier_ok(tier, strlen(tier)))
+		return 0;
+	grown = realloc(m->prices.cards, (m->prices.ncards + 1) * sizeof(*grown));
+	if (!grown)
+		return -1;
+	m->prices.cards = grown;
+	c = &grown[m->prices.ncards++];
+	snprintf(c->tier, sizeof(c->tier), "%s", tier);
+	c->above_tokens = sqlite3_column_int64(st, 2);
+	for (i = 0; i < PRICE_CLASSES; i++) {
+		sqlite3_int64 v = sqlite3_column_int64(st, 3 + i);
+
+		c->micros[i] = sqlite3_column_type(st, 3 + i) == SQLITE_NULL || v < 0 ||
+		               v > KEYTABLE_PRICE_MAX ? PRICE_UNSET : v;
+	}
+	return 0;
+}
+
+static enum kt_policy keytable_policy_of(const unsigned char *p)
+{
+	if (!p)
+		return KT_POLICY_INHERIT;
+	if (strcmp((const char *)p, "allow") == 0)
+		return KT_POLICY_ALLOW;
+	if (strcmp((const char *)p, "deny") == 0)
+		return KT_POLICY_DENY;
+	return KT_POLICY_PRICED;
 }
 
 static enum quota_period keytable_period_of(const char *p)
@@ -167,6 +206,11 @@ static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
 	k->quota.max_concurrent = sqlite3_column_int64(st, 8);
 	k->quota.budget_micros = sqlite3_column_int64(st, 9);
 	k->quota.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
+	k->service_tiers = keytable_col_strdup(st, 11);
+	k->server_tools = keytable_policy_of(sqlite3_column_text(st, 12));
+	k->audio = keytable_policy_of(sqlite3_column_text(st, 13));
+	if (sqlite3_column_type(st, 11) != SQLITE_NULL && !k->service_tiers)
+		return -1;
 	return k->name && k->prefix ? 0 : -1;
 }
 
@@ -211,6 +255,22 @@ static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
 	return 0;
 }
 
+/* Every model's rate cards, in price_sheet order. */
+static int keytable_load_cards(sqlite3 *db, struct keytable *t)
+{
+	char sql[768];
+	size_t off;
+	int i;
+
+	off = (size_t)snprintf(sql, sizeof(sql), "SELECT m.name, p.tier, p.above_tokens");
+	for (i = 0; i < PRICE_CLASSES; i++)
+		off += (size_t)snprintf(sql + off, sizeof(sql) - off, ", p.%s", price_columns[i]);
+	snprintf(sql + off, sizeof(sql) - off,
+	         " FROM model_prices p JOIN models m ON m.id = p.model_id"
+	         " ORDER BY m.name COLLATE BINARY, p.tier COLLATE BINARY, p.above_tokens");
+	return keytable_each_row(db, t, sql, SIZE_MAX, keytable_add_card);
+}
+
 /* Providers before models before keys: each refers to the ones loaded before it.
  * BINARY collation orders model names like memcmp, which keytable_find_model needs. */
 static int keytable_load_rows(sqlite3 *db, struct keytable *t)
@@ -224,16 +284,17 @@ static int keytable_load_rows(sqlite3 *db, struct keytable *t)
 		return -1;
 	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
 	    keytable_each_row(db, t,
-	                      "SELECT name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
-	                      " cached_micros_per_mtok, cache_write_micros_per_mtok, created_at"
-	                      " FROM models ORDER BY name COLLATE BINARY",
-	                      n, keytable_add_model) < 0)
+	                      "SELECT name, provider_id, created_at FROM models"
+	                      " ORDER BY name COLLATE BINARY",
+	                      n, keytable_add_model) < 0 ||
+	    keytable_load_cards(db, t) < 0)
 		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " revoked_at IS NOT NULL, rpm, tpm, max_concurrent, budget_micros,"
-	                      " budget_period FROM keys ORDER BY id",
+	                      " budget_period, service_tiers, server_tools, audio"
+	                      " FROM keys ORDER BY id",
 	                      n, keytable_add_key) < 0)
 		return -1;
 	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",

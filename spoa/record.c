@@ -8,9 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Fields of a "tally3" record; a "tally2" one (of the log-format before it) lacks the
- * stored response's id before the capture. */
-#define RECORD_FIELDS 35
+#include "acct.h"
+
+/* Fields of a "tally4" record; a "tally3" one (of the log-format before it) lacks the
+ * classes priced apart and the tier before the capture, a "tally2" one the stored
+ * response's id as well. */
+#define RECORD_FIELDS 42
+#define RECORD_FIELDS_3 35
+#define RECORD_FIELDS_2 34
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
 
 static int record_digit(char c)
@@ -200,13 +205,13 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	memset(r, 0, sizeof(*r));
 	if (len && end[-1] == '\n')
 		end--;
-	/* "tally3": the log-format of haproxy/haproxy.cfg; "tally2", the one before it,
-	 * still read while an upgraded agent meets the HAProxy of before (tally1 records,
-	 * of an older one still, carry no MAC). */
-	if (len < 7 || memcmp(buf, "tally", 5) != 0 || (buf[5] != '2' && buf[5] != '3') ||
+	/* "tally4": the log-format of haproxy/haproxy.cfg; "tally3" and "tally2", the ones
+	 * before it, still read while an upgraded agent meets the HAProxy of before
+	 * (tally1 records, of an older one still, carry no MAC). */
+	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '4' ||
 	    buf[6] != ' ')
 		return -1;
-	nf = buf[5] == '3' ? RECORD_FIELDS : RECORD_FIELDS - 1;
+	nf = buf[5] == '4' ? RECORD_FIELDS : buf[5] == '3' ? RECORD_FIELDS_3 : RECORD_FIELDS_2;
 	for (i = 0; i < nf - 1; i++) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
@@ -257,15 +262,25 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	if (record_urldec(f[24], r->u_model, sizeof(r->u_model)) < 0)
 		r->u_model[0] = '\0';
 	for (i = 0; i < RECORD_U_COUNT; i++) {
-		if (record_opt_int(f[25 + i], -RECORD_INT_MAX, &r->u[i]) < 0)
+		/* The classes priced apart come after the id, in tally4 only. */
+		int at = i < RECORD_U_CACHE_1H ? 25 + i : 34 + i - RECORD_U_CACHE_1H;
+
+		r->u[i] = ACCT_NONE;
+		if (at >= nf - 1)
+			continue;
+		if (record_opt_int(f[at], -RECORD_INT_MAX, &r->u[i]) < 0)
 			return -1;
 		if (r->u[i] < 0)
 			r->u[i] = ACCT_NONE;
 	}
 	/* The id of the response a Responses create stored (json_query of the answer):
-	 * one that is not a plain token is not reported. */
-	if (nf == RECORD_FIELDS && record_opt_token(f[33], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
+	 * one that is not a plain token is not reported; so with the tier. */
+	if (nf >= RECORD_FIELDS_3 &&
+	    record_opt_token(f[33], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
 		r->u_id = (struct record_str){ NULL, 0 };
+	if (nf == RECORD_FIELDS && (record_opt_token(f[40], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
+	                            !acct_tier_ok(r->u_tier.ptr, r->u_tier.len)))
+		r->u_tier = (struct record_str){ NULL, 0 };
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
 	 * otherwise broken loses its usage, not the transaction. */
 	if (!record_absent(f[nf - 1]))

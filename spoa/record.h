@@ -18,6 +18,9 @@ struct record_str {
 enum record_usage_field {
 	RECORD_U_PROMPT, RECORD_U_COMPLETION, RECORD_U_CACHED, RECORD_U_REASONING,
 	RECORD_U_INPUT, RECORD_U_OUTPUT, RECORD_U_CACHE_READ, RECORD_U_CACHE_CREATION,
+	/* tally4: the classes priced apart (docs/pricing.md) */
+	RECORD_U_CACHE_1H, RECORD_U_AUDIO_INPUT, RECORD_U_AUDIO_OUTPUT,
+	RECORD_U_PREDICTION_ACCEPTED, RECORD_U_PREDICTION_REJECTED, RECORD_U_WEB_SEARCH,
 	RECORD_U_COUNT
 };
 
@@ -48,6 +51,7 @@ struct record {
 	                                    * unstorable */
 	int64_t u[RECORD_U_COUNT];         /* unary JSON usage; ACCT_NONE absent, negative */
 	struct record_str u_id;            /* unary JSON answer's id; len 0: absent */
+	struct record_str u_tier;          /* its service tier (acct_tier_ok); len 0: absent */
 	int has_capture;                   /* 0 also when the capture field is broken */
 	char cap_kind;                     /* 'j', 's' or 'o' */
 	int64_t body_bytes;

@@ -30,7 +30,7 @@ enum reqbody_member {
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
 	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE, REQBODY_BACKGROUND,
-	REQBODY_REQUEST_ID,
+	REQBODY_REQUEST_ID, REQBODY_SERVICE_TIER,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -51,6 +51,7 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_STORE] = "store",
 	[REQBODY_BACKGROUND] = "background",
 	[REQBODY_REQUEST_ID] = "request_id",
+	[REQBODY_SERVICE_TIER] = "service_tier",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -357,6 +358,18 @@ static void reqbody_set_previous(struct reqbody_info *out, const char *raw, size
 	out->previous_response_id[len] = '\0';
 }
 
+/* The string value of service_tier (raw: escapes as sent): a plain tier name is kept,
+ * any other string is a tier the gateway cannot price. */
+static void reqbody_set_tier(struct reqbody_info *out, const char *raw, size_t len)
+{
+	if (!acct_tier_ok(raw, len)) {
+		out->tier_unknown = 1;
+		return;
+	}
+	memcpy(out->service_tier, raw, len);
+	out->service_tier[len] = '\0';
+}
+
 /* A plain non-negative integer that fits a long, else -1. */
 static long reqbody_count(const char *tok, size_t len)
 {
@@ -434,6 +447,11 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 	case REQBODY_REQUEST_ID:
 		if (!null)
 			out->unaccountable = 1;
+		return;
+	case REQBODY_SERVICE_TIER:
+		/* A string is read by reqbody_set_tier; anything else but null is no tier. */
+		if (tok && !null)
+			out->tier_unknown = 1;
 		return;
 	default:
 		return;
@@ -553,6 +571,8 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			reqbody_set_hint(out, m, NULL, 0);
 		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
 			reqbody_set_previous(out, tok, toklen);
+		if (m == REQBODY_SERVICE_TIER)
+			reqbody_set_tier(out, tok, toklen);
 		return REQBODY_SCAN_OK;
 	}
 	if (*s->p == '{' || *s->p == '[') {
@@ -622,6 +642,8 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 				out->store_ambiguous = 1;
 			if (k.m == REQBODY_BACKGROUND || k.m == REQBODY_REQUEST_ID)
 				out->unaccountable = 1;
+			if (k.m == REQBODY_SERVICE_TIER)
+				out->tier_unknown = 1;
 			out->hints_ambiguous = 1;
 			k.m = REQBODY_OTHER;
 		}

@@ -66,6 +66,9 @@ struct reqbody_info {
 	                                   comes only to later reads), or a "request_id" (a
 	                                   self-hosted server makes it the response's id,
 	                                   which a key could then choose), in any spelling */
+	char service_tier[ACCT_TIER_MAX]; /* the tier asked for, a plain name; "" none */
+	int tier_unknown;               /* service_tier in another form, twice, or spelled
+	                                   so that only some readers take it */
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

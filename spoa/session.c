@@ -177,15 +177,23 @@ static void session_set_int(struct spop_writer *out, const char *name, int64_t n
 }
 
 /* A unary answer's prices, for HAProxy to work out its cost when the operator asks for
- * it in a response header (haproxy.cfg, TALLY_COST_HEADER). An unset price goes as
- * KT_PRICE_UNSET (negative): a count it would price leaves the answer without the
- * header, as its row is unpriced. */
-static void session_put_prices(struct spop_writer *out, const struct kt_prices *p)
+ * it in a response header (haproxy.cfg, TALLY_COST_HEADER). HAProxy's formula knows
+ * input, cached, cache-write and output tokens: a model with more to its prices (another
+ * card, reasoning or hour-long cache writes priced apart) sends none, and HAProxy leaves
+ * out the header whenever the answer reports a class or tier the formula lacks. An unset
+ * price goes as PRICE_UNSET (negative): a count it would price leaves the answer without
+ * the header, as its row is unpriced. */
+static void session_put_prices(struct spop_writer *out, const struct price_sheet *s)
 {
-	session_set_int(out, "p_in", p->input);
-	session_set_int(out, "p_out", p->output);
-	session_set_int(out, "p_cached", p->cached);
-	session_set_int(out, "p_cw", p->cache_write != KT_PRICE_UNSET ? p->cache_write : p->input);
+	const struct price_card *c = s->cards;
+
+	if (s->ncards != 1 || strcmp(c->tier, PRICE_TIER_DEFAULT) != 0 || c->above_tokens ||
+	    c->micros[PRICE_REASONING] != PRICE_UNSET || c->micros[PRICE_CACHE_WRITE_1H] != PRICE_UNSET)
+		return;
+	session_set_int(out, "p_in", c->micros[PRICE_INPUT]);
+	session_set_int(out, "p_out", c->micros[PRICE_OUTPUT]);
+	session_set_int(out, "p_cached", c->micros[PRICE_CACHED]);
+	session_set_int(out, "p_cw", c->micros[PRICE_CACHE_WRITE]);
 }
 
 /* A figure of the key's standing; negative is "no such limit" and is left out. */

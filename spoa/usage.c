@@ -37,6 +37,9 @@ static void usage_init(struct usage *u)
 	memset(u, 0, sizeof(*u));
 	u->prompt_tokens = u->completion_tokens = u->cached_tokens = ACCT_NONE;
 	u->cache_creation_tokens = u->reasoning_tokens = ACCT_NONE;
+	u->cache_creation_1h_tokens = u->audio_input_tokens = u->audio_output_tokens = ACCT_NONE;
+	u->accepted_prediction_tokens = u->rejected_prediction_tokens = ACCT_NONE;
+	u->web_search_calls = ACCT_NONE;
 	u->source = ACCT_USAGE_NONE;
 }
 
@@ -197,6 +200,13 @@ static int64_t usage_total_input(int64_t input, int64_t read, int64_t creation)
 	return input + (read == ACCT_NONE ? 0 : read) + (creation == ACCT_NONE ? 0 : creation);
 }
 
+/* A reported service tier, kept when it is a plain name (acct_tier_ok). */
+static void usage_tier(const cJSON *j, struct usage *out)
+{
+	if (cJSON_IsString(j) && j->valuestring && acct_tier_ok(j->valuestring, strlen(j->valuestring)))
+		snprintf(out->service_tier, sizeof(out->service_tier), "%s", j->valuestring);
+}
+
 /* Input side of an input_tokens object: Anthropic's input, cache read and cache
  * creation; OpenAI's Responses API names cached input in input_tokens_details, and
  * its input_tokens count them already. */
@@ -206,19 +216,24 @@ static void usage_anthropic_input(const cJSON *u, struct usage *out)
 
 	if (details != ACCT_NONE) {
 		out->cached_tokens = details;
+		out->cache_creation_tokens = usage_nested(u, "input_tokens_details",
+		                                          "cache_write_tokens");
 		out->prompt_tokens = usage_count(u, "input_tokens");
 		return;
 	}
 	out->cached_tokens = usage_count(u, "cache_read_input_tokens");
 	out->cache_creation_tokens = usage_count(u, "cache_creation_input_tokens");
+	out->cache_creation_1h_tokens = usage_nested(u, "cache_creation", "ephemeral_1h_input_tokens");
 	out->prompt_tokens = usage_total_input(usage_count(u, "input_tokens"),
 	                                       out->cached_tokens, out->cache_creation_tokens);
+	usage_tier(cJSON_GetObjectItemCaseSensitive(u, "service_tier"), out);
 }
 
 static void usage_anthropic_output(const cJSON *u, struct usage *out)
 {
 	out->completion_tokens = usage_count(u, "output_tokens");
 	out->reasoning_tokens = usage_nested(u, "output_tokens_details", "reasoning_tokens");
+	out->web_search_calls = usage_nested(u, "server_tool_use", "web_search_requests");
 }
 
 static void usage_openai(const cJSON *u, struct usage *out)
@@ -226,7 +241,14 @@ static void usage_openai(const cJSON *u, struct usage *out)
 	out->prompt_tokens = usage_count(u, "prompt_tokens");
 	out->completion_tokens = usage_count(u, "completion_tokens");
 	out->cached_tokens = usage_nested(u, "prompt_tokens_details", "cached_tokens");
+	out->cache_creation_tokens = usage_nested(u, "prompt_tokens_details", "cache_write_tokens");
+	out->audio_input_tokens = usage_nested(u, "prompt_tokens_details", "audio_tokens");
 	out->reasoning_tokens = usage_nested(u, "completion_tokens_details", "reasoning_tokens");
+	out->audio_output_tokens = usage_nested(u, "completion_tokens_details", "audio_tokens");
+	out->accepted_prediction_tokens = usage_nested(u, "completion_tokens_details",
+	                                               "accepted_prediction_tokens");
+	out->rejected_prediction_tokens = usage_nested(u, "completion_tokens_details",
+	                                               "rejected_prediction_tokens");
 }
 
 /* The source when some count was read; a usage object without counts is no usage. */
@@ -254,83 +276,7 @@ static void usage_anthropic_stream(const struct usage_obj *first, const struct u
 	out->source = usage_source_if_counts(out, ACCT_USAGE_STREAM);
 }
 
-void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
-                        int sse, struct usage *out)
-{
-	struct usage_seg text = { head ? head : "", hlen + tlen };
-	struct usage_obj first, last;
-	const struct usage_obj *final;
-	char *joined = NULL;
-
-	usage_init(out);
-	if (tlen && text.ptr + hlen != tail) {
-		/* Out of memory: no usage, as if none had been reported. */
-		if (!(joined = malloc(hlen + tlen)))
-			return;
-		memcpy(joined, text.ptr, hlen);
-		memcpy(joined + hlen, tail, tlen);
-		text.ptr = joined;
-	}
-	usage_find_model(text, out->model, sizeof(out->model));
-	usage_scan(text, sse, &first, &last);
-	final = last.json ? &last : &first;
-	if (!final->json)
-		goto out;
-	if (!usage_is_anthropic(final->json)) {
-		usage_openai(final->json, out);
-		out->source = usage_source_if_counts(out, sse ? ACCT_USAGE_STREAM
-		                                              : ACCT_USAGE_RESPONSE);
-	} else if (sse) {
-		usage_anthropic_stream(&first, final, out);
-	} else {
-		usage_anthropic_input(final->json, out);
-		usage_anthropic_output(final->json, out);
-		out->source = usage_source_if_counts(out, ACCT_USAGE_RESPONSE);
-	}
-out:
-	cJSON_Delete(first.json);
-	cJSON_Delete(last.json);
-	free(joined);
-}
-
-/* A count from a record field: HAProxy prints any int64 json_query gave it. */
-static int64_t usage_bounded(int64_t v)
-{
-	return v >= 0 && v <= USAGE_MAX_COUNT ? v : ACCT_NONE;
-}
-
-void usage_from_fields(const struct record *r, struct usage *out)
-{
-	int64_t u[RECORD_U_COUNT];
-	int i;
-
-	usage_init(out);
-	snprintf(out->model, sizeof(out->model), "%s", r->u_model);
-	for (i = 0; i < RECORD_U_COUNT; i++)
-		u[i] = usage_bounded(r->u[i]);
-	if (u[RECORD_U_INPUT] != ACCT_NONE || u[RECORD_U_OUTPUT] != ACCT_NONE) {
-		/* Anthropic's input leaves out its cache reads and writes; the Responses API's
-		 * counts its cached tokens, which come as OpenAI's cached field (haproxy.cfg),
-		 * with its reasoning tokens. */
-		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
-		out->prompt_tokens = usage_total_input(u[RECORD_U_INPUT], u[RECORD_U_CACHE_READ],
-		                                       out->cache_creation_tokens);
-		out->cached_tokens = u[RECORD_U_CACHE_READ] != ACCT_NONE ? u[RECORD_U_CACHE_READ]
-		                                                         : u[RECORD_U_CACHED];
-		out->reasoning_tokens = u[RECORD_U_REASONING];
-		out->completion_tokens = u[RECORD_U_OUTPUT];
-	} else if (u[RECORD_U_PROMPT] != ACCT_NONE || u[RECORD_U_COMPLETION] != ACCT_NONE) {
-		out->prompt_tokens = u[RECORD_U_PROMPT];
-		out->completion_tokens = u[RECORD_U_COMPLETION];
-		out->cached_tokens = u[RECORD_U_CACHED];
-		out->reasoning_tokens = u[RECORD_U_REASONING];
-	} else {
-		return;
-	}
-	out->source = ACCT_USAGE_RESPONSE;
-}
-
-/* ---- a stored response's id ---- */
+/* ---- members of the head, read by structure (a stored response's id, the tier) ---- */
 
 /* Nesting a value may have while usage_skip_value walks over it. */
 #define USAGE_DEPTH_MAX 32
@@ -415,30 +361,140 @@ static const char *usage_member(const char *p, const char *end, const char *key)
 	return NULL;
 }
 
-void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap)
+/* The object a captured head's answer is, read by structure: a unary answer's
+ * top-level object, or a stream's first event's data, and for a Responses stream
+ * (response.created) its "response" object; responses_only: a stream's only then. NULL
+ * if the head holds none of these. */
+static const char *usage_head_object(const char *head, size_t hlen, int sse, int responses_only)
 {
-	const char *p = head, *end, *v, *vend;
+	const char *p, *v, *end = head + hlen;
+
+	if (!head)
+		return NULL;
+	if (!sse)
+		return usage_skip_ws(head, end);
+	/* The first event's data (the capture turned line breaks into spaces). */
+	if (!(p = memmem(head, hlen, "data:", 5)))
+		return NULL;
+	p = usage_skip_ws(p + 5, end);
+	v = usage_member(p, end, "type");
+	if (v && end - v >= 18 && memcmp(v, "\"response.created\"", 18) == 0)
+		return usage_member(p, end, "response");
+	return responses_only ? NULL : p;
+}
+
+/* The plain string value of member key of the object at p into out (cap bytes) when ok
+ * takes it; else out is "". */
+static void usage_head_string(const char *p, const char *end, const char *key,
+                              int (*ok)(const char *, size_t), char *out, size_t cap)
+{
+	const char *v, *vend;
 
 	out[0] = '\0';
-	if (!head)
-		return;
-	end = head + hlen;
-	if (sse) {
-		/* The first event's data (the capture turned line breaks into spaces). */
-		if (!(p = memmem(head, hlen, "data:", 5)))
-			return;
-		v = usage_member(usage_skip_ws(p + 5, end), end, "type");
-		if (!v || end - v < 18 || memcmp(v, "\"response.created\"", 18) != 0)
-			return;
-		p = usage_member(usage_skip_ws(p + 5, end), end, "response");
-	} else {
-		p = usage_skip_ws(p, end);
-	}
-	if (!p || !(v = usage_member(p, end, "id")) || v >= end || *v != '"' ||
+	if (!p || !(v = usage_member(p, end, key)) || v >= end || *v != '"' ||
 	    !(vend = usage_skip_string(v, end)))
 		return;
-	if ((size_t)(vend - v - 2) < cap && acct_response_id_ok(v + 1, (size_t)(vend - v - 2))) {
+	if ((size_t)(vend - v - 2) < cap && ok(v + 1, (size_t)(vend - v - 2))) {
 		memcpy(out, v + 1, (size_t)(vend - v - 2));
 		out[vend - v - 2] = '\0';
 	}
+}
+
+void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
+                        int sse, struct usage *out)
+{
+	struct usage_seg text = { head ? head : "", hlen + tlen };
+	struct usage_obj first, last;
+	const struct usage_obj *final;
+	char *joined = NULL;
+
+	usage_init(out);
+	if (tlen && text.ptr + hlen != tail) {
+		/* Out of memory: no usage, as if none had been reported. */
+		if (!(joined = malloc(hlen + tlen)))
+			return;
+		memcpy(joined, text.ptr, hlen);
+		memcpy(joined + hlen, tail, tlen);
+		text.ptr = joined;
+	}
+	usage_find_model(text, out->model, sizeof(out->model));
+	usage_scan(text, sse, &first, &last);
+	final = last.json ? &last : &first;
+	if (!final->json)
+		goto out;
+	if (!usage_is_anthropic(final->json)) {
+		usage_openai(final->json, out);
+		out->source = usage_source_if_counts(out, sse ? ACCT_USAGE_STREAM
+		                                              : ACCT_USAGE_RESPONSE);
+	} else if (sse) {
+		usage_anthropic_stream(&first, final, out);
+	} else {
+		usage_anthropic_input(final->json, out);
+		usage_anthropic_output(final->json, out);
+		out->source = usage_source_if_counts(out, ACCT_USAGE_RESPONSE);
+	}
+	/* OpenAI names the tier beside the usage, in the answer's (or first chunk's)
+	 * object, which only its head is sure to hold. */
+	if (!out->service_tier[0])
+		usage_head_string(usage_head_object(head, hlen, sse, 0), head + hlen, "service_tier",
+		                  acct_tier_ok, out->service_tier, sizeof(out->service_tier));
+out:
+	cJSON_Delete(first.json);
+	cJSON_Delete(last.json);
+	free(joined);
+}
+
+/* A count from a record field: HAProxy prints any int64 json_query gave it. */
+static int64_t usage_bounded(int64_t v)
+{
+	return v >= 0 && v <= USAGE_MAX_COUNT ? v : ACCT_NONE;
+}
+
+void usage_from_fields(const struct record *r, struct usage *out)
+{
+	int64_t u[RECORD_U_COUNT];
+	int i;
+
+	usage_init(out);
+	snprintf(out->model, sizeof(out->model), "%s", r->u_model);
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		u[i] = usage_bounded(r->u[i]);
+	if (u[RECORD_U_INPUT] != ACCT_NONE || u[RECORD_U_OUTPUT] != ACCT_NONE) {
+		/* Anthropic's input leaves out its cache reads and writes; the Responses API's
+		 * counts its cached tokens, which come as OpenAI's cached field (haproxy.cfg),
+		 * with its reasoning tokens. */
+		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
+		out->prompt_tokens = usage_total_input(u[RECORD_U_INPUT], u[RECORD_U_CACHE_READ],
+		                                       out->cache_creation_tokens);
+		out->cached_tokens = u[RECORD_U_CACHE_READ] != ACCT_NONE ? u[RECORD_U_CACHE_READ]
+		                                                         : u[RECORD_U_CACHED];
+		out->reasoning_tokens = u[RECORD_U_REASONING];
+		out->completion_tokens = u[RECORD_U_OUTPUT];
+	} else if (u[RECORD_U_PROMPT] != ACCT_NONE || u[RECORD_U_COMPLETION] != ACCT_NONE) {
+		/* OpenAI's cache writes come in the field of Anthropic's (haproxy.cfg). */
+		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
+		out->prompt_tokens = u[RECORD_U_PROMPT];
+		out->completion_tokens = u[RECORD_U_COMPLETION];
+		out->cached_tokens = u[RECORD_U_CACHED];
+		out->reasoning_tokens = u[RECORD_U_REASONING];
+	} else {
+		return;
+	}
+	out->cache_creation_1h_tokens = u[RECORD_U_CACHE_1H];
+	out->audio_input_tokens = u[RECORD_U_AUDIO_INPUT];
+	out->audio_output_tokens = u[RECORD_U_AUDIO_OUTPUT];
+	out->accepted_prediction_tokens = u[RECORD_U_PREDICTION_ACCEPTED];
+	out->rejected_prediction_tokens = u[RECORD_U_PREDICTION_REJECTED];
+	out->web_search_calls = u[RECORD_U_WEB_SEARCH];
+	if (r->u_tier.len < sizeof(out->service_tier)) {
+		memcpy(out->service_tier, r->u_tier.ptr ? r->u_tier.ptr : "", r->u_tier.len);
+		out->service_tier[r->u_tier.len] = '\0';
+	}
+	out->source = ACCT_USAGE_RESPONSE;
+}
+
+void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap)
+{
+	usage_head_string(usage_head_object(head, hlen, sse, 1), head + hlen, "id",
+	                  acct_response_id_ok, out, cap);
 }

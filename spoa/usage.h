@@ -6,8 +6,10 @@
  * cached ones included (OpenAI's prompt_tokens; Anthropic's input_tokens +
  * cache_read_input_tokens + cache_creation_input_tokens); cached_tokens is what was
  * read from the cache (prompt_tokens_details.cached_tokens, cache_read_input_tokens);
- * cache_creation_tokens what was written to it (Anthropic); reasoning_tokens is part of
- * completion_tokens. A count not reported stays ACCT_NONE. */
+ * cache_creation_tokens what was written to it (Anthropic's cache_creation_input_tokens,
+ * OpenAI's cache_write_tokens); reasoning_tokens is part of completion_tokens. The other
+ * classes priced apart (docs/pricing.md) and the service tier are read where each
+ * provider reports them. A count not reported stays ACCT_NONE. */
 #ifndef TALLY_USAGE_H
 #define TALLY_USAGE_H
 
@@ -23,6 +25,14 @@ struct usage {
 	int64_t cached_tokens;
 	int64_t cache_creation_tokens;
 	int64_t reasoning_tokens;
+	/* The classes priced apart, each a part of a count above (acct-t.h). */
+	int64_t cache_creation_1h_tokens;
+	int64_t audio_input_tokens;
+	int64_t audio_output_tokens;
+	int64_t accepted_prediction_tokens;
+	int64_t rejected_prediction_tokens;
+	int64_t web_search_calls;
+	char service_tier[ACCT_TIER_MAX]; /* as reported (acct_tier_ok); "" if not seen */
 	char model[ACCT_NAME_MAX];       /* as the upstream named it; "" if not seen */
 	enum acct_usage_source source;
 };

@@ -110,9 +110,11 @@ static const char writer_insert_sql[] =
 	"INSERT INTO requests (request_id, key_id, model, model_requested, provider, verdict,"
 	" status, stream, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,"
 	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
-	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros)"
+	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros,"
+	" cache_creation_1h_tokens, audio_input_tokens, audio_output_tokens,"
+	" accepted_prediction_tokens, rejected_prediction_tokens, web_search_calls, service_tier)"
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
-	" ?18, ?19, ?20, ?21, ?22, ?23, ?24)"
+	" ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)"
 	" ON CONFLICT (request_id) DO NOTHING";
 
 /* The stored response a create made, with the create's row; an id stored already keeps
@@ -183,6 +185,13 @@ static int writer_bind_row(sqlite3_stmt *st, const struct acct_row *r)
 	rc |= writer_bind_count(st, 22, r->bytes_out);
 	rc |= writer_bind_count(st, 23, r->estimated_tokens);
 	rc |= writer_bind_count(st, 24, r->estimated_cost_micros);
+	rc |= writer_bind_count(st, 25, r->cache_creation_1h_tokens);
+	rc |= writer_bind_count(st, 26, r->audio_input_tokens);
+	rc |= writer_bind_count(st, 27, r->audio_output_tokens);
+	rc |= writer_bind_count(st, 28, r->accepted_prediction_tokens);
+	rc |= writer_bind_count(st, 29, r->rejected_prediction_tokens);
+	rc |= writer_bind_count(st, 30, r->web_search_calls);
+	rc |= BIND_TEXT(st, 31, r, service_tier);
 	/* SQLITE_OK is 0: any failure leaves a bit set. */
 	return rc ? SQLITE_ERROR : SQLITE_OK;
 }
@@ -261,6 +270,12 @@ static void writer_sum_add(int64_t sum[ROLLUP_SUMS], const struct acct_row *r)
 	sum[ROLLUP_ESTIMATED] += r->estimated_tokens >= 0;
 	sum[ROLLUP_ESTIMATED_TOKENS] = satadd(sum[ROLLUP_ESTIMATED_TOKENS],
 	                                      writer_term(r->estimated_tokens));
+	sum[ROLLUP_AUDIO_INPUT_TOKENS] = satadd(sum[ROLLUP_AUDIO_INPUT_TOKENS],
+	                                        writer_term(r->audio_input_tokens));
+	sum[ROLLUP_AUDIO_OUTPUT_TOKENS] = satadd(sum[ROLLUP_AUDIO_OUTPUT_TOKENS],
+	                                         writer_term(r->audio_output_tokens));
+	sum[ROLLUP_WEB_SEARCH_CALLS] = satadd(sum[ROLLUP_WEB_SEARCH_CALLS],
+	                                      writer_term(r->web_search_calls));
 	sum[ROLLUP_ESTIMATED_COST] = satadd(sum[ROLLUP_ESTIMATED_COST],
 	                                    writer_term(r->estimated_cost_micros));
 	if (r->duration_ms >= 0)

@@ -68,6 +68,9 @@ CREATE TABLE model_prices (
 ) WITHOUT ROWID;
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
+-- The last three say what a request may ask for that costs more (docs/pricing.md);
+-- NULL: the agent's default. server_tools (web search and other tools the provider
+-- runs) and audio: 'priced' while the model prices them, 'allow', 'deny'.
 CREATE TABLE keys (
 	id            INTEGER PRIMARY KEY,
 	name          TEXT NOT NULL UNIQUE CHECK (name <> ''),
@@ -82,11 +85,7 @@ CREATE TABLE keys (
 	max_concurrent INTEGER CHECK (max_concurrent > 0),  -- requests in flight
 	budget_micros  INTEGER CHECK (budget_micros > 0),  -- spend per period, micro-dollars
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
-	-- What a request may ask for that costs more (docs/pricing.md); NULL: the agent's
-	-- default. service_tiers: a comma-separated list of the tiers it may ask for.
-	-- server_tools (web search and other tools the provider runs) and audio (in or
-	-- out): 'priced' while the model prices them, 'allow', 'deny'.
-	service_tiers  TEXT,
+	service_tiers  TEXT,  -- the tiers it may ask for, comma-separated
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
 	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny'))
 );
@@ -106,6 +105,8 @@ CREATE TABLE key_models (
 -- answer that outgrew the buffer, no record) is charged an estimate of the missing part
 -- (docs/limits.md) in estimated_tokens and estimated_cost_micros; its reported counts
 -- stay NULL. Both are NULL when nothing was estimated.
+-- The last seven columns are the classes providers bill apart (docs/pricing.md), NULL
+-- when not reported, each a part of the count its comment names, and the service tier.
 CREATE TABLE requests (
 	id                    INTEGER PRIMARY KEY,
 	request_id            TEXT NOT NULL UNIQUE,  -- X-Request-Id, HAProxy's unique id
@@ -135,16 +136,13 @@ CREATE TABLE requests (
 	bytes_out             INTEGER,  -- response bytes to the client (headers included)
 	estimated_tokens      INTEGER,  -- tokens charged for what was not reported
 	estimated_cost_micros INTEGER,  -- their cost (NULL: unpriced or none estimated)
-	-- Classes priced apart (docs/pricing.md), NULL when not reported; each is a part of
-	-- the count named: cache_creation_1h of cache_creation_tokens, audio_input of
-	-- prompt_tokens, audio_output and both predictions of completion_tokens.
-	cache_creation_1h_tokens   INTEGER,
-	audio_input_tokens         INTEGER,
-	audio_output_tokens        INTEGER,
-	accepted_prediction_tokens INTEGER,
-	rejected_prediction_tokens INTEGER,
+	cache_creation_1h_tokens   INTEGER,  -- part of cache_creation_tokens
+	audio_input_tokens         INTEGER,  -- part of prompt_tokens
+	audio_output_tokens        INTEGER,  -- part of completion_tokens
+	accepted_prediction_tokens INTEGER,  -- part of completion_tokens
+	rejected_prediction_tokens INTEGER,  -- part of completion_tokens
 	web_search_calls           INTEGER,  -- server-side web searches, billed per call
-	service_tier               TEXT      -- as the provider reported it
+	service_tier               TEXT      -- as the provider reported it, else as asked for
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);

@@ -80,10 +80,11 @@ static int fixture_open(struct fixture *f)
 	if (db_exec(f->db,
 	            "INSERT INTO providers (id, name, api, backend, created_at) VALUES"
 	            " (1, 'oai', 'openai', 'be_oai', 1), (2, 'ant', 'anthropic', 'be_ant', 1);"
-	            "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
-	            " output_micros_per_mtok, created_at, updated_at) VALUES"
-	            " ('gpt-a', 1, 100, 200, 1, 1), ('gpt-b', 1, 0, 0, 1, 1),"
-	            " ('claude-a', 2, 300, 400, 1, 1);",
+	            "INSERT INTO models (id, name, provider_id, created_at, updated_at) VALUES"
+	            " (1, 'gpt-a', 1, 1, 1), (2, 'gpt-b', 1, 1, 1), (3, 'claude-a', 2, 1, 1);"
+	            "INSERT INTO model_prices (model_id, tier, above_tokens, input_micros_per_mtok,"
+	            " output_micros_per_mtok) VALUES (1, 'default', 0, 100, 200),"
+	            " (2, 'default', 0, 0, 0), (3, 'default', 0, 300, 400);",
 	            err, sizeof(err)) < 0 ||
 	    fixture_add_key(f, 1, "open", FIX_KEY_OPEN, "gpt-a", 0) < 0 ||
 	    fixture_add_key(f, 2, "restricted", FIX_KEY_RESTRICTED, "gpt-b", 0) < 0 ||

@@ -72,7 +72,7 @@ static void test_create(void)
 	                          " 'usage_hourly_key_hour', 'usage_daily_key_day')"), 4);
 	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
 	                          " + unpriced FROM accounting WHERE id = 1"), 0);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 12);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 15);
 	sqlite3_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -173,7 +173,10 @@ static void test_generation_triggers(void)
 		"INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'be', 1)",
 		"UPDATE providers SET backend = 'be2' WHERE name = 'p'",
 		"INSERT INTO models (name, provider_id, created_at, updated_at) VALUES ('m', 1, 1, 1)",
-		"UPDATE models SET input_micros_per_mtok = 5 WHERE name = 'm'",
+		"UPDATE models SET updated_at = 5 WHERE name = 'm'",
+		"INSERT INTO model_prices (model_id, tier, above_tokens) VALUES (1, 'default', 0)",
+		"UPDATE model_prices SET input_micros_per_mtok = 5",
+		"DELETE FROM model_prices",
 		"INSERT INTO keys (name, prefix, hash, created_at) VALUES ('k', 'tly_x', zeroblob(32), 1)",
 		"UPDATE keys SET revoked_at = 2 WHERE name = 'k'",
 		"INSERT INTO key_models (key_id, model) VALUES (1, 'm')",
@@ -196,7 +199,7 @@ static void test_generation_triggers(void)
 			fprintf(stderr, "bump %lld for: %s\n", (long long)d, one_each[i]);
 		CHECK_EQ_INT(d, 1);
 	}
-	CHECK_EQ_INT(db_config_generation(db), 12);
+	CHECK_EQ_INT(db_config_generation(db), 15);
 	/* A statement touching no row fires no row trigger. */
 	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"), 0);
 	sqlite3_close(db);
@@ -218,15 +221,30 @@ static void test_constraints(void)
 	/* Foreign keys are enforced. */
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
 	                           " VALUES ('m', 99, 1, 1)"), -1);
-	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, output_micros_per_mtok,"
-	                           " created_at, updated_at) VALUES ('m', 1, -1, 1, 1)"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
 	                           " VALUES ('m', 1, 1, 1)"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                           " output_micros_per_mtok) VALUES (1, 'default', 0, -1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens)"
+	                           " VALUES (1, '', 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens)"
+	                           " VALUES (9, 'default', 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens)"
+	                           " VALUES (1, 'default', 0)"), 0);
 	/* A price not given is unknown, never 0. */
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM models WHERE input_micros_per_mtok IS NULL"
-	                          " AND output_micros_per_mtok IS NULL AND cached_micros_per_mtok"
-	                          " IS NULL AND cache_write_micros_per_mtok IS NULL"), 1);
-	CHECK_EQ_INT(test_exec(db, "UPDATE models SET cache_write_micros_per_mtok = -1"), -1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_prices WHERE input_micros_per_mtok"
+	                          " IS NULL AND output_micros_per_mtok IS NULL AND"
+	                          " cached_micros_per_mtok IS NULL AND web_search_micros_per_call"
+	                          " IS NULL"), 1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE model_prices SET cache_write_micros_per_mtok = -1"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET server_tools = 'sometimes'"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at, audio)"
+	                           " VALUES ('ka', 'x', zeroblob(32), 1, 'maybe')"), -1);
+	/* A model's cards go with it. */
+	CHECK_EQ_INT(test_exec(db, "DELETE FROM models WHERE name = 'm'"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_prices"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
+	                           " VALUES ('m', 1, 1, 1)"), 0);
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM providers"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
 	                           " VALUES ('k', 'x', zeroblob(31), 1)"), -1);
@@ -326,7 +344,7 @@ static void test_uninitialised_refused(void)
 
 /* Test migrations after the built-in ones: list[i] upgrades version i + 1. Entries
  * below DB_SCHEMA_VERSION never run on a database created at that version. */
-#define TEST_MIGRATIONS_MAX 8
+#define TEST_MIGRATIONS_MAX 12
 
 static int test_migrations(const char *const *extra, int nextra, const char **list)
 {

@@ -621,9 +621,11 @@ static void test_cut_route_without_default(void)
 	CHECK_EQ_INT(db_exec(fx.db,
 	                     "INSERT INTO providers (id, name, api, backend, created_at) VALUES"
 	                     " (3, 'oai2', 'openai', 'be_oai2', 1);"
-	                     "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
-	                     " output_micros_per_mtok, created_at, updated_at) VALUES"
-	                     " ('gpt-z', 3, 1, 1, 1, 1);"
+	                     "INSERT INTO models (id, name, provider_id, created_at, updated_at)"
+	                     " VALUES (40, 'gpt-z', 3, 1, 1);"
+	                     "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                     " input_micros_per_mtok, output_micros_per_mtok) VALUES"
+	                     " (40, 'default', 0, 1, 1);"
 	                     "INSERT INTO key_models VALUES (60, 'gpt-a'), (60, 'gpt-b');",
 	                     err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);

@@ -404,6 +404,18 @@ out:
 }
 
 /* Rollups agree with the rows, group by group, whatever the batching. */
+
+/* Drops the rollup columns of schema version 7 from prefix table. */
+static int test_drop_classes(sqlite3 *db, const char *prefix, const char *table)
+{
+	char sql[512], err[256];
+
+	snprintf(sql, sizeof(sql), "ALTER TABLE %s%s DROP COLUMN audio_input_tokens;"
+	         " ALTER TABLE %s%s DROP COLUMN audio_output_tokens;"
+	         " ALTER TABLE %s%s DROP COLUMN web_search_calls", prefix, table, prefix, table,
+	         prefix, table);
+	return db_exec(db, sql, err, sizeof(err));
+}
 static void test_rollups(void)
 {
 	enum { N = 6000 };
@@ -480,7 +492,26 @@ static void test_rollups(void)
 		         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rollups[t].table,
 		         rollups[t].table, rollups[t].table);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+		CHECK_EQ_INT(test_drop_classes(db, "kept_", rollups[t].table), 0);
+		CHECK_EQ_INT(test_drop_classes(db, "", rollups[t].table), 0);
 	}
+	/* And back before version 7: prices in models, no classes. */
+	CHECK_EQ_INT(db_exec(db, "DROP TABLE model_prices;"
+	                         "ALTER TABLE models ADD COLUMN input_micros_per_mtok INTEGER;"
+	                         "ALTER TABLE models ADD COLUMN output_micros_per_mtok INTEGER;"
+	                         "ALTER TABLE models ADD COLUMN cached_micros_per_mtok INTEGER;"
+	                         "ALTER TABLE models ADD COLUMN cache_write_micros_per_mtok INTEGER;"
+	                         "ALTER TABLE keys DROP COLUMN service_tiers;"
+	                         "ALTER TABLE keys DROP COLUMN server_tools;"
+	                         "ALTER TABLE keys DROP COLUMN audio;"
+	                         "ALTER TABLE requests DROP COLUMN cache_creation_1h_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN audio_input_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN audio_output_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN accepted_prediction_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN rejected_prediction_tokens;"
+	                         "ALTER TABLE requests DROP COLUMN web_search_calls;"
+	                         "ALTER TABLE requests DROP COLUMN service_tier;",
+	                     err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
 	                         "DROP TABLE model_daily;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
@@ -495,11 +526,13 @@ static void test_rollups(void)
 	for (t = 0; t < 4; t++) {
 		const char *rt = rollups[t].table;
 
-		/* Migration 5 added the estimates back at 0: compared without them. */
+		/* Migrations 5 and 7 added the estimates and the classes back at 0: compared
+		 * without them. */
 		snprintf(sql, sizeof(sql), "ALTER TABLE %s DROP COLUMN estimated;"
 		         " ALTER TABLE %s DROP COLUMN estimated_tokens;"
 		         " ALTER TABLE %s DROP COLUMN estimated_cost_micros", rt, rt, rt);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+		CHECK_EQ_INT(test_drop_classes(db, "", rt), 0);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM kept_%s EXCEPT"
 		         " SELECT * FROM %s)", rt, rt);
 		CHECK_EQ_INT(q_int(db, sql), 0);
