@@ -490,6 +490,47 @@ static void test_stored_response_id(void)
 	CHECK(r.has_capture && r.u_id.len == 0);
 }
 
+/* tally4: after the id, the classes priced apart and the tier (haproxy.cfg). */
+static int parse4(const char *classes, const char *cap, struct record *r)
+{
+	static char buf[LINE_MAX_LEN];
+	size_t n = line_with(buf, 33, "-");
+
+	memcpy(buf, "tally4", 6);
+	n += (size_t)snprintf(buf + n, LINE_MAX_LEN - n, " %s %s", classes, cap);
+	return record_parse(buf, n, r);
+}
+
+static void test_priced_classes(void)
+{
+	struct record r;
+
+	CHECK_EQ_INT(parse4("100 30 40 5 6 2 priority", "-", &r), 0);
+	CHECK_EQ_INT(r.u[RECORD_U_CACHE_1H], 100);
+	CHECK_EQ_INT(r.u[RECORD_U_AUDIO_INPUT], 30);
+	CHECK_EQ_INT(r.u[RECORD_U_AUDIO_OUTPUT], 40);
+	CHECK_EQ_INT(r.u[RECORD_U_PREDICTION_ACCEPTED], 5);
+	CHECK_EQ_INT(r.u[RECORD_U_PREDICTION_REJECTED], 6);
+	CHECK_EQ_INT(r.u[RECORD_U_WEB_SEARCH], 2);
+	CHECK(str_is(r.u_tier, "priority"));
+	CHECK_EQ_INT(r.u[RECORD_U_PROMPT], 1000);
+	CHECK_EQ_INT(r.has_capture, 0);
+	/* Absent, negative, and a tier no provider names (url_enc leaves %xx). */
+	CHECK_EQ_INT(parse4("- -3 - - - - fl%20ex", "c1 j 2 2 0 {}", &r), 0);
+	CHECK(r.u[RECORD_U_CACHE_1H] == ACCT_NONE && r.u[RECORD_U_AUDIO_INPUT] == ACCT_NONE);
+	CHECK_EQ_INT(r.u_tier.len, 0);
+	CHECK(r.has_capture);
+	CHECK_EQ_INT(parse4("- - - - - - Priority", "-", &r), 0);
+	CHECK_EQ_INT(r.u_tier.len, 0);
+	/* A count that is not a number breaks the record, as any other would. */
+	CHECK_EQ_INT(parse4("x - - - - - -", "-", &r), -1);
+	/* tally3 and tally2 have none of them. */
+	CHECK_EQ_INT(parse3("-", "-", &r), 0);
+	CHECK(r.u[RECORD_U_WEB_SEARCH] == ACCT_NONE && r.u_tier.len == 0);
+	CHECK_EQ_INT(parse_with(-1, NULL, &r), 0);
+	CHECK(r.u[RECORD_U_CACHE_1H] == ACCT_NONE && r.u[RECORD_U_PROMPT] == 1000);
+}
+
 /* The connection's nonce stands in for a unique id HAProxy never made. */
 static void test_missing_id_and_nonce(void)
 {
@@ -595,6 +636,7 @@ int main(void)
 	RUN(test_record_garbage);
 	RUN(test_missing_id_and_nonce);
 	RUN(test_stored_response_id);
+	RUN(test_priced_classes);
 	RUN(test_authentic);
 	return UNIT_DONE();
 }

@@ -441,6 +441,58 @@ static void test_counts_absent_or_bad(void)
 	CHECK_EQ_INT(u.prompt_tokens, 2);
 }
 
+/* The classes priced apart, where each provider reports them, and the tier. */
+static void test_priced_classes(void)
+{
+	struct usage u;
+
+	from_body("{\"id\":\"c\",\"model\":\"gpt-4o\",\"service_tier\":\"priority\",\"choices\":[],"
+	          "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":50,\"prompt_tokens_details\":"
+	          "{\"cached_tokens\":10,\"audio_tokens\":20,\"cache_write_tokens\":5},"
+	          "\"completion_tokens_details\":{\"reasoning_tokens\":4,\"audio_tokens\":6,"
+	          "\"accepted_prediction_tokens\":7,\"rejected_prediction_tokens\":8}}}", 0, &u);
+	CHECK_COUNTS(u, 100, 50, 10, 5, 4);
+	CHECK(u.audio_input_tokens == 20 && u.audio_output_tokens == 6);
+	CHECK(u.accepted_prediction_tokens == 7 && u.rejected_prediction_tokens == 8);
+	CHECK_EQ_STR(u.service_tier, "priority");
+	/* A chat stream: the tier of the first chunk's own object, never of the text. */
+	from_body("data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"\\\"service_tier\\\":"
+	          "\\\"flex\\\"\"}}],\"service_tier\":\"default\"}  data: {\"choices\":[],\"usage\":"
+	          "{\"prompt_tokens\":3,\"completion_tokens\":4}}  data: [DONE]  ", 1, &u);
+	CHECK_COUNTS(u, 3, 4, N, N, N);
+	CHECK_EQ_STR(u.service_tier, "default");
+	/* Anthropic: 1h writes, web searches and the tier inside usage. */
+	from_body("{\"type\":\"message\",\"model\":\"claude\",\"usage\":{\"input_tokens\":10,"
+	          "\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":20,"
+	          "\"cache_creation\":{\"ephemeral_5m_input_tokens\":18,\"ephemeral_1h_input_tokens\":12},"
+	          "\"output_tokens\":5,\"server_tool_use\":{\"web_search_requests\":3},"
+	          "\"service_tier\":\"standard\"}}", 0, &u);
+	CHECK_COUNTS(u, 60, 5, 20, 30, N);
+	CHECK(u.cache_creation_1h_tokens == 12 && u.web_search_calls == 3);
+	CHECK_EQ_STR(u.service_tier, "standard");
+	/* Its stream: the input side in message_start, the searches in the last delta. */
+	from_body("event: message_start data: {\"type\":\"message_start\",\"message\":{\"usage\":"
+	          "{\"input_tokens\":10,\"cache_creation_input_tokens\":30,\"cache_creation\":"
+	          "{\"ephemeral_1h_input_tokens\":30},\"output_tokens\":1,\"service_tier\":\"priority\"}}}  "
+	          "event: message_delta data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9,"
+	          "\"server_tool_use\":{\"web_search_requests\":2}}}  ", 1, &u);
+	CHECK_COUNTS(u, 40, 9, N, 30, N);
+	CHECK(u.cache_creation_1h_tokens == 30 && u.web_search_calls == 2);
+	CHECK_EQ_STR(u.service_tier, "priority");
+	/* The Responses API: cache writes among the input details, the tier in the
+	 * response object of response.created. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
+	          "\"service_tier\":\"flex\",\"usage\":null}}  data: {\"type\":\"response.completed\","
+	          "\"response\":{\"usage\":{\"input_tokens\":9,\"input_tokens_details\":"
+	          "{\"cached_tokens\":2,\"cache_write_tokens\":3},\"output_tokens\":4}}}  ", 1, &u);
+	CHECK_COUNTS(u, 9, 4, 2, 3, N);
+	CHECK_EQ_STR(u.service_tier, "flex");
+	/* A tier that is no plain name is not reported. */
+	from_body("{\"service_tier\":\"Pri ority\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
+	          0, &u);
+	CHECK_EQ_STR(u.service_tier, "");
+}
+
 static void test_from_fields(void)
 {
 	struct record r;
@@ -630,6 +682,7 @@ int main(void)
 	RUN(test_openai_compatible_servers);
 	RUN(test_model_names);
 	RUN(test_counts_absent_or_bad);
+	RUN(test_priced_classes);
 	RUN(test_from_fields);
 	RUN(test_real_records);
 	RUN(test_real_records_cut);
