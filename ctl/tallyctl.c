@@ -3,6 +3,7 @@
  * Single-threaded. Exit status: 0 success, 1 runtime failure, 2 usage error. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,11 +28,16 @@
 /* Prices stay below $1M per million tokens so that tokens x price fits in int64 for
  * any realistic request. */
 #define CTL_MICROS_MAX   1000000000000LL
+#define CTL_TOKENS_MAX   1000000000000LL   /* a rate card's above_tokens */
+#define CTL_CARDS_MAX    32                /* rate cards one imported model may have */
+#define CTL_IMPORT_MAX   (256L << 20)      /* bytes of a prices import file */
+#define CTL_XSTR(x)      #x
+#define CTL_STR(x)       CTL_XSTR(x)
 #define CTL_LIMIT_MAX    1000000000000LL   /* rpm, tpm, max_concurrent */
 #define CTL_BUDGET_USD_MAX 1000000000LL    /* whole dollars; 10^15 micros fits int64 */
 #define CTL_MICROS_PER_USD 1000000LL
 #define CTL_USD_DECIMALS 6                 /* budgets are exact integer micro-dollars */
-#define CTL_MAX_COLS     12
+#define CTL_MAX_COLS     16
 #define CTL_CELL_BUF     32
 #define CTL_PATH_MAX     4096
 /* prune: raw rows are kept at least a day (the agent's journal and pending table only
@@ -51,10 +57,13 @@ enum ctl_opt_id {
 	OPT_NAME, OPT_MODELS, OPT_DEFAULT_MODEL, OPT_PROVIDER, OPT_INPUT, OPT_OUTPUT,
 	OPT_CACHED, OPT_CACHE_WRITE, OPT_API, OPT_BACKEND, OPT_URL, OPT_JSON, OPT_RPM, OPT_TPM,
 	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
-	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_COUNT
+	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
+	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
+	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_COUNT
 };
 
-#define OPT(id) (1u << (id))
+#define OPT(id) (UINT64_C(1) << (id))
+_Static_assert(OPT_COUNT <= 64, "option sets are 64-bit masks");
 
 static const struct ctl_opt {
 	const char *name;
@@ -81,6 +90,18 @@ static const struct ctl_opt {
 	[OPT_BATCH] = { "batch", "ROWS" },
 	[OPT_PAUSE_MS] = { "pause-ms", "MS" },
 	[OPT_DRY_RUN] = { "dry-run", NULL },
+	[OPT_TIER] = { "tier", "TIER" },
+	[OPT_ABOVE] = { "above", "TOKENS" },
+	[OPT_CACHE_WRITE_1H] = { "cache-write-1h-micros", "N" },
+	[OPT_REASONING] = { "reasoning-micros", "N" },
+	[OPT_AUDIO_INPUT] = { "audio-input-micros", "N" },
+	[OPT_AUDIO_OUTPUT] = { "audio-output-micros", "N" },
+	[OPT_WEB_SEARCH] = { "web-search-micros-per-call", "N" },
+	[OPT_FORMAT] = { "format", "tally|litellm" },
+	[OPT_VERBOSE] = { "verbose", NULL },
+	[OPT_SERVICE_TIERS] = { "service-tiers", "T1,T2,..." },
+	[OPT_SERVER_TOOLS] = { "server-tools", "priced|allow|deny|inherit" },
+	[OPT_AUDIO] = { "audio", "priced|allow|deny|inherit" },
 };
 
 /* The nullable limit columns of keys, by option; the order of the key set SQL. */
@@ -88,8 +109,53 @@ static const enum ctl_opt_id ctl_limit_opts[] = { OPT_RPM, OPT_TPM, OPT_MAX_CONC
                                                   OPT_BUDGET_USD };
 #define CTL_NLIMITS (sizeof(ctl_limit_opts) / sizeof(ctl_limit_opts[0]))
 
+/* The nullable policy columns of keys, by option; the order of the key set SQL. */
+static const enum ctl_opt_id ctl_policy_opts[] = { OPT_SERVICE_TIERS, OPT_SERVER_TOOLS,
+                                                   OPT_AUDIO };
+#define CTL_NPOLICIES (sizeof(ctl_policy_opts) / sizeof(ctl_policy_opts[0]))
+
+/* A rate card's prices (model_prices), in the order of its columns and of the card SQL:
+ * the option that sets each, the column (also the member name of the tally import
+ * format), the header of prices list and the LiteLLM key in dollars per token. */
+static const struct ctl_price {
+	enum ctl_opt_id opt;
+	const char *column;
+	const char *header;
+	const char *litellm;          /* NULL: not per token (web searches, per call) */
+} ctl_prices[] = {
+	{ OPT_INPUT, "input_micros_per_mtok", "INPUT", "input_cost_per_token" },
+	{ OPT_CACHED, "cached_micros_per_mtok", "CACHED", "cache_read_input_token_cost" },
+	{ OPT_CACHE_WRITE, "cache_write_micros_per_mtok", "CACHE_WRITE",
+	  "cache_creation_input_token_cost" },
+	{ OPT_CACHE_WRITE_1H, "cache_write_1h_micros_per_mtok", "CACHE_WRITE_1H",
+	  "cache_creation_input_token_cost_above_1hr" },
+	{ OPT_OUTPUT, "output_micros_per_mtok", "OUTPUT", "output_cost_per_token" },
+	{ OPT_REASONING, "reasoning_micros_per_mtok", "REASONING", "output_cost_per_reasoning_token" },
+	{ OPT_AUDIO_INPUT, "audio_input_micros_per_mtok", "AUDIO_INPUT", "input_cost_per_audio_token" },
+	{ OPT_AUDIO_OUTPUT, "audio_output_micros_per_mtok", "AUDIO_OUTPUT",
+	  "output_cost_per_audio_token" },
+	{ OPT_WEB_SEARCH, "web_search_micros_per_call", "WEB_SEARCH", NULL },
+};
+#define CTL_NPRICES ((int)(sizeof(ctl_prices) / sizeof(ctl_prices[0])))
+#define CTL_PRICE_WEB_SEARCH (CTL_NPRICES - 1)
+
+#define CARD_PRICE_OPTS (OPT(OPT_INPUT) | OPT(OPT_CACHED) | OPT(OPT_CACHE_WRITE) | \
+                         OPT(OPT_CACHE_WRITE_1H) | OPT(OPT_OUTPUT) | OPT(OPT_REASONING) | \
+                         OPT(OPT_AUDIO_INPUT) | OPT(OPT_AUDIO_OUTPUT) | OPT(OPT_WEB_SEARCH))
+#define MODEL_PRICE_OPTS (OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED) | \
+                          OPT(OPT_CACHE_WRITE))
+
+/* One rate card: a row of model_prices without its model. */
+struct ctl_card {
+	const char *tier;             /* borrowed */
+	int64_t above;
+	int64_t price[CTL_NPRICES];
+	unsigned known;               /* bit i: price[i] is set; clear: NULL, unknown */
+};
+
 #define KEY_LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
                         OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))
+#define KEY_POLICY_OPTS (OPT(OPT_SERVICE_TIERS) | OPT(OPT_SERVER_TOOLS) | OPT(OPT_AUDIO))
 
 /* Parsed command line of one command; strings are borrowed from argv. */
 struct ctl_args {
@@ -104,10 +170,11 @@ struct ctl_command {
 	const char *verb;             /* NULL: a one-word command (backup, prune) */
 	const char *synopsis;         /* after "tallyctl [OPTIONS] " */
 	const char *help;
-	const char *operand;          /* metavar of the positional argument, NULL if none */
-	unsigned allowed;             /* OPT() bits */
-	unsigned required;
-	unsigned operand_alt;         /* OPT() bit of an option that may replace the operand */
+	const char *operand;          /* metavar of the positional argument, NULL if none;
+	                               * "[NAME]": it may be left out */
+	uint64_t allowed;             /* OPT() bits */
+	uint64_t required;
+	uint64_t operand_alt;         /* OPT() bit of an option that may replace the operand */
 	int (*run)(struct ctl *ctl, const struct ctl_args *a);
 };
 
@@ -118,14 +185,17 @@ struct ctl {
 	const struct ctl_command *cmd;
 };
 
-enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST, COL_USD };
+enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST, COL_CSV, COL_USD };
 
 struct ctl_col {
 	const char *header;           /* text output */
 	const char *json;             /* JSON member name */
 	enum ctl_col_kind kind;       /* COL_LIST: comma-joined text, NULL meaning "all";
+	                               * COL_CSV: the same, NULL meaning unset ("-");
 	                               * COL_USD: micro-dollars, shown as dollars in text */
 };
+
+typedef int ctl_printer(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols);
 
 /* ---- messages ---- */
 
@@ -219,6 +289,36 @@ static int ctl_valid_url(const char *s)
 	return 1;
 }
 
+/* A service tier as providers report it: 1-64 characters from a-z 0-9 _ -, n long. */
+static int ctl_valid_tier(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > CTL_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* Tiers separated by single commas, as keys.service_tiers holds them. */
+static int ctl_valid_tier_list(const char *s)
+{
+	const char *comma;
+
+	for (;;) {
+		comma = strchr(s, ',');
+		if (!ctl_valid_tier(s, comma ? (size_t)(comma - s) : strlen(s)))
+			return 0;
+		if (!comma)
+			return 1;
+		s = comma + 1;
+	}
+}
+
 /* Reads the leading decimal digits of s into *v, stopping once *v exceeds max so that
  * it cannot overflow (max <= INT64_MAX / 10 - 9). Returns the number of digits read. */
 static size_t ctl_scan_digits(const char *s, int64_t max, int64_t *v)
@@ -273,10 +373,13 @@ static int ctl_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, cons
 
 /* ---- database helpers ---- */
 
+/* Opens the database once; later calls find it open. */
 static int ctl_db_open(struct ctl *ctl)
 {
 	char err[1024];
 
+	if (ctl->db)
+		return CTL_OK;
 	if (db_open(ctl->db_path, DB_CREATE, &ctl->db, err, sizeof(err)) < 0)
 		return ctl_error("%s", err);
 	return CTL_OK;
@@ -397,6 +500,16 @@ static int ctl_find(struct ctl *ctl, int64_t *id, const char *sql, const char *t
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+/* The id of the model named name into *id; an unknown name is an error. */
+static int ctl_model_id(struct ctl *ctl, const char *name, int64_t *id)
+{
+	int found = ctl_find(ctl, id, "SELECT id FROM models WHERE name = ?1", "t", name);
+
+	if (found == 0)
+		return ctl_error("unknown model '%s' (see 'tallyctl model list')", name);
+	return found == 1 ? CTL_OK : CTL_FAIL;
 }
 
 /* ---- table output: one printer serves every list command ---- */
@@ -531,6 +644,7 @@ static cJSON *ctl_cell_json(sqlite3_stmt *st, int i, enum ctl_col_kind kind)
 		snprintf(buf, sizeof(buf), "%lld", (long long)sqlite3_column_int64(st, i));
 		return cJSON_CreateRaw(buf);
 	case COL_LIST:
+	case COL_CSV:
 		s = (const char *)sqlite3_column_text(st, i);
 		return s ? ctl_json_list(s) : NULL;
 	default:
@@ -539,59 +653,79 @@ static cJSON *ctl_cell_json(sqlite3_stmt *st, int i, enum ctl_col_kind kind)
 	}
 }
 
-static int ctl_table_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+/* Adds a new object holding the row's cells from column first on to parent (under
+ * key, or to an array). 0 or -1. */
+static int ctl_json_row(cJSON *parent, const char *key, sqlite3_stmt *st,
+                        const struct ctl_col *cols, int first, int ncols)
 {
-	cJSON *arr = cJSON_CreateArray(), *row;
-	int i, rc, status = CTL_FAIL;
-	char *text = NULL;
+	cJSON *row = cJSON_CreateObject();
+	int i;
 
-	if (!arr)
-		goto oom;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		row = cJSON_CreateObject();
-		if (ctl_json_add(arr, NULL, row) < 0)
-			goto oom;
-		for (i = 0; i < ncols; i++) {
-			if (ctl_json_add(row, cols[i].json, ctl_cell_json(st, i, cols[i].kind)) < 0)
-				goto oom;
-		}
+	if (ctl_json_add(parent, key, row) < 0)
+		return -1;
+	for (i = first; i < ncols; i++) {
+		if (ctl_json_add(row, cols[i].json, ctl_cell_json(st, i, cols[i].kind)) < 0)
+			return -1;
 	}
-	if (rc != SQLITE_DONE) {
-		ctl_db_error(ctl);
-		goto out;
-	}
-	text = cJSON_PrintUnformatted(arr);
-	if (!text)
-		goto oom;
-	printf("%s\n", text);
-	status = CTL_OK;
-	goto out;
-oom:
-	ctl_error("out of memory");
-out:
+	return 0;
+}
+
+/* Prints doc on one line and frees it. oom: building doc ran out of memory. */
+static int ctl_json_print(cJSON *doc, int oom)
+{
+	char *text = oom ? NULL : cJSON_PrintUnformatted(doc);
+	int status = CTL_OK;
+
+	if (text)
+		printf("%s\n", text);
+	else
+		status = ctl_error("out of memory");
 	cJSON_free(text);
-	cJSON_Delete(arr);
+	cJSON_Delete(doc);
 	return status;
 }
 
-/* Prints the rows of sql (no parameters) as an aligned table or a JSON array. */
-static int ctl_print_table(struct ctl *ctl, const char *sql, const struct ctl_col *cols,
-                           int ncols, int json)
+static int ctl_table_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int rc = SQLITE_DONE, oom = !arr;
+
+	while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		oom = ctl_json_row(arr, NULL, st, cols, 0, ncols) < 0;
+	if (!oom && rc != SQLITE_DONE) {
+		cJSON_Delete(arr);
+		return ctl_db_error(ctl);
+	}
+	return ctl_json_print(arr, oom);
+}
+
+/* Prints the rows of sql, whose parameter ?1 (if any) is arg, with print inside one
+ * read transaction. */
+static int ctl_print_table(struct ctl *ctl, const char *sql, const char *arg,
+                           const struct ctl_col *cols, int ncols, ctl_printer *print)
 {
 	sqlite3_stmt *st = NULL;
 	int status = CTL_FAIL;
 
 	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN") != CTL_OK)
 		return CTL_FAIL;
-	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK ||
+	    (sqlite3_bind_parameter_count(st) > 0 &&
+	     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC) != SQLITE_OK)) {
 		ctl_db_error(ctl);
 		goto out;
 	}
-	status = json ? ctl_table_json(ctl, st, cols, ncols) : ctl_table_text(ctl, st, cols, ncols);
+	status = print(ctl, st, cols, ncols);
 out:
 	sqlite3_finalize(st);
 	ctl_rollback(ctl);
 	return status;
+}
+
+/* The printer of a list command: a JSON array with --json, else a text table. */
+static ctl_printer *ctl_list_printer(const struct ctl_args *a)
+{
+	return a->val[OPT_JSON] ? ctl_table_json : ctl_table_text;
 }
 
 /* ---- key commands ---- */
@@ -643,6 +777,8 @@ struct ctl_key_opts {
 	int64_t given[CTL_NLIMITS];         /* 1 if ctl_limit_opts[i] was given */
 	int64_t value[CTL_NLIMITS];
 	const int64_t *bound[CTL_NLIMITS];  /* &value[i], or NULL for "none" */
+	int64_t policy_given[CTL_NPOLICIES]; /* 1 if ctl_policy_opts[i] was given */
+	const char *policy[CTL_NPOLICIES];  /* its value, or NULL for "inherit" */
 };
 
 static void ctl_key_opts_free(struct ctl_key_opts *o)
@@ -686,6 +822,23 @@ static int ctl_key_opts_parse(const struct ctl_command *cmd, const struct ctl_ar
 			return status;
 		o->bound[i] = &o->value[i];
 	}
+	for (i = 0; i < CTL_NPOLICIES; i++) {
+		enum ctl_opt_id id = ctl_policy_opts[i];
+		const char *v = a->val[id];
+		int tiers = id == OPT_SERVICE_TIERS;
+
+		o->policy_given[i] = v != NULL;
+		/* "inherit", and an empty tier list, clear the column: the agent's default. */
+		if (!v || strcmp(v, "inherit") == 0 || (tiers && *v == '\0'))
+			continue;
+		if (tiers ? !ctl_valid_tier_list(v) :
+		    strcmp(v, "priced") != 0 && strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
+			return ctl_usage(cmd, "invalid value '%s' for --%s: expected %s", v,
+			                 ctl_opts[id].name, tiers ?
+			                 "tier names (a-z 0-9 _ -) separated by commas, '' or inherit" :
+			                 "priced, allow, deny or inherit");
+		o->policy[i] = v;
+	}
 	o->period = a->val[OPT_BUDGET_PERIOD];
 	if (o->period && strcmp(o->period, "day") != 0 && strcmp(o->period, "month") != 0 &&
 	    strcmp(o->period, "total") != 0)
@@ -697,16 +850,12 @@ static int ctl_key_opts_parse(const struct ctl_command *cmd, const struct ctl_ar
 /* Fails unless every model named by --models and --default-model exists. */
 static int ctl_key_models_exist(struct ctl *ctl, const struct ctl_key_opts *o)
 {
+	int64_t id;
 	size_t i;
-	int found;
 
 	for (i = 0; i < o->nmodels + (o->def != NULL); i++) {
-		const char *m = i < o->nmodels ? o->models[i] : o->def;
-
-		found = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", m);
-		if (found != 1)
-			return found == 0 ? ctl_error("unknown model '%s' (see 'tallyctl model list')", m) :
-			                    CTL_FAIL;
+		if (ctl_model_id(ctl, i < o->nmodels ? o->models[i] : o->def, &id) != CTL_OK)
+			return CTL_FAIL;
 	}
 	return CTL_OK;
 }
@@ -725,10 +874,15 @@ static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const st
 	             " max_concurrent = CASE WHEN ?6 THEN ?7 ELSE max_concurrent END,"
 	             " budget_micros = CASE WHEN ?8 THEN ?9 ELSE budget_micros END,"
 	             " budget_period = coalesce(?10, budget_period),"
-	             " default_model = coalesce(?11, default_model)"
+	             " default_model = coalesce(?11, default_model),"
+	             " service_tiers = CASE WHEN ?12 THEN ?13 ELSE service_tiers END,"
+	             " server_tools = CASE WHEN ?14 THEN ?15 ELSE server_tools END,"
+	             " audio = CASE WHEN ?16 THEN ?17 ELSE audio END"
 	             " WHERE id = ?1",
-	             "iinininintt", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
-	             o->given[2], o->bound[2], o->given[3], o->bound[3], o->period, o->def) < 0)
+	             "iininininttititit", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
+	             o->given[2], o->bound[2], o->given[3], o->bound[3], o->period, o->def,
+	             o->policy_given[0], o->policy[0], o->policy_given[1], o->policy[1],
+	             o->policy_given[2], o->policy[2]) < 0)
 		return CTL_FAIL;
 	if (o->models) {
 		if (ctl_exec(ctl, "DELETE FROM key_models WHERE key_id = ?1", "i", id) < 0)
@@ -854,6 +1008,9 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "REVOKED", "revoked_at", COL_TIME },
 		{ "MODELS", "models", COL_LIST },
 		{ "DEFAULT_MODEL", "default_model", COL_TEXT },
+		{ "SERVICE_TIERS", "service_tiers", COL_CSV },
+		{ "SERVER_TOOLS", "server_tools", COL_TEXT },
+		{ "AUDIO", "audio", COL_TEXT },
 		{ "RPM", "rpm", COL_INT },
 		{ "TPM", "tpm", COL_INT },
 		{ "MAX_CONC", "max_concurrent", COL_INT },
@@ -865,10 +1022,11 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 	                       "SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at,"
 	                       " (SELECT group_concat(model, ',') FROM"
 	                       "   (SELECT model FROM key_models WHERE key_id = k.id ORDER BY model)),"
-	                       " k.default_model, k.rpm, k.tpm, k.max_concurrent, k.budget_micros,"
+	                       " k.default_model, k.service_tiers, k.server_tools, k.audio,"
+	                       " k.rpm, k.tpm, k.max_concurrent, k.budget_micros,"
 	                       " k.budget_period"
 	                       " FROM keys k ORDER BY k.id",
-	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
 }
 
 static int ctl_key_revoke(struct ctl *ctl, const struct ctl_args *a)
@@ -902,31 +1060,105 @@ out:
 	return status;
 }
 
-/* ---- model commands ---- */
+/* ---- rate cards: model set, prices set, list, delete ---- */
+
+/* Parses the price options in a into c. */
+static int ctl_card_parse_prices(const struct ctl_command *cmd, const struct ctl_args *a,
+                                 struct ctl_card *c)
+{
+	int i;
+
+	for (i = 0; i < CTL_NPRICES; i++) {
+		const char *v = a->val[ctl_prices[i].opt];
+
+		if (!v)
+			continue;
+		if (ctl_parse_int(cmd, ctl_prices[i].opt, v, 0, CTL_MICROS_MAX,
+		                  i == CTL_PRICE_WEB_SEARCH ? " (micro-dollars per call)" :
+		                  " (micro-dollars per million tokens)", &c->price[i]) != CTL_OK)
+			return CTL_USAGE;
+		c->known |= 1u << i;
+	}
+	return CTL_OK;
+}
+
+/* Parses --tier (default "default") and --above (default 0) into c. */
+static int ctl_card_parse_key(const struct ctl_command *cmd, const struct ctl_args *a,
+                              struct ctl_card *c)
+{
+	c->tier = a->val[OPT_TIER] ? a->val[OPT_TIER] : "default";
+	if (!ctl_valid_tier(c->tier, strlen(c->tier)))
+		return ctl_usage(cmd, "invalid value '%s' for --tier: use 1-%d characters from "
+		                 "a-z 0-9 _ -", c->tier, CTL_NAME_MAX);
+	c->above = 0;
+	if (!a->val[OPT_ABOVE])
+		return CTL_OK;
+	return ctl_parse_int(cmd, OPT_ABOVE, a->val[OPT_ABOVE], 0, CTL_TOKENS_MAX, " (prompt tokens)",
+	                     &c->above);
+}
+
+/* Writes card c of model model_id inside the caller's transaction. merge: a price c
+ * does not know keeps its stored value; else the card is replaced whole. 0 or -1. */
+static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_card *c, int merge)
+{
+	const int64_t *p[CTL_NPRICES];
+	int i;
+
+	_Static_assert(CTL_NPRICES == 9, "the card SQL binds nine prices in ctl_prices order");
+	for (i = 0; i < CTL_NPRICES; i++)
+		p[i] = c->known & (1u << i) ? &c->price[i] : NULL;
+	return ctl_exec(ctl,
+	                "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                " input_micros_per_mtok, cached_micros_per_mtok, cache_write_micros_per_mtok,"
+	                " cache_write_1h_micros_per_mtok, output_micros_per_mtok,"
+	                " reasoning_micros_per_mtok, audio_input_micros_per_mtok,"
+	                " audio_output_micros_per_mtok, web_search_micros_per_call)"
+	                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+	                " ON CONFLICT (model_id, tier, above_tokens) DO UPDATE SET"
+	                " input_micros_per_mtok = coalesce(?4, CASE WHEN ?13 THEN"
+	                "  input_micros_per_mtok END),"
+	                " cached_micros_per_mtok = coalesce(?5, CASE WHEN ?13 THEN"
+	                "  cached_micros_per_mtok END),"
+	                " cache_write_micros_per_mtok = coalesce(?6, CASE WHEN ?13 THEN"
+	                "  cache_write_micros_per_mtok END),"
+	                " cache_write_1h_micros_per_mtok = coalesce(?7, CASE WHEN ?13 THEN"
+	                "  cache_write_1h_micros_per_mtok END),"
+	                " output_micros_per_mtok = coalesce(?8, CASE WHEN ?13 THEN"
+	                "  output_micros_per_mtok END),"
+	                " reasoning_micros_per_mtok = coalesce(?9, CASE WHEN ?13 THEN"
+	                "  reasoning_micros_per_mtok END),"
+	                " audio_input_micros_per_mtok = coalesce(?10, CASE WHEN ?13 THEN"
+	                "  audio_input_micros_per_mtok END),"
+	                " audio_output_micros_per_mtok = coalesce(?11, CASE WHEN ?13 THEN"
+	                "  audio_output_micros_per_mtok END),"
+	                " web_search_micros_per_call = coalesce(?12, CASE WHEN ?13 THEN"
+	                "  web_search_micros_per_call END)",
+	                "itinnnnnnnnni", model_id, c->tier, c->above, p[0], p[1], p[2], p[3], p[4],
+	                p[5], p[6], p[7], p[8], (int64_t)merge) < 0 ? -1 : 0;
+}
+
+/* Opens the database, begins a write transaction and finds the model named name. */
+static int ctl_begin_model(struct ctl *ctl, const char *name, int64_t *id)
+{
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		return CTL_FAIL;
+	return ctl_model_id(ctl, name, id);
+}
 
 static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 {
-	static const enum ctl_opt_id price_opts[] = { OPT_INPUT, OPT_OUTPUT, OPT_CACHED,
-	                                              OPT_CACHE_WRITE };
-	enum { NPRICES = sizeof(price_opts) / sizeof(price_opts[0]) };
 	const char *name = a->operand, *provider = a->val[OPT_PROVIDER];
-	const int64_t *bound[NPRICES];
-	int64_t price[NPRICES], provider_id;
-	int status = CTL_FAIL, found, existed, i;
+	struct ctl_card card = { .tier = "default" };
+	int64_t provider_id, model_id;
+	int status = CTL_FAIL, found, existed;
 
 	if (!ctl_valid_model(name))
 		return ctl_usage(ctl->cmd, "invalid model name '%s': use 1-%d characters from "
 		                 "A-Z a-z 0-9 . _ - : / @ +", name, CTL_MODEL_MAX);
-	/* A price not given binds NULL: unknown for a new model, unchanged for an existing
-	 * one. */
-	for (i = 0; i < NPRICES; i++) {
-		const char *v = a->val[price_opts[i]];
-
-		if (v && ctl_parse_int(ctl->cmd, price_opts[i], v, 0, CTL_MICROS_MAX,
-		                       " (micro-dollars per million tokens)", &price[i]) != CTL_OK)
-			return CTL_USAGE;
-		bound[i] = v ? &price[i] : NULL;
-	}
+	/* The prices go to the default card for every prompt size; one not given stays
+	 * unknown on a new card, unchanged on an existing one. */
+	if (ctl_card_parse_prices(ctl->cmd, a, &card) != CTL_OK)
+		return CTL_USAGE;
 
 	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
 		goto out;
@@ -939,18 +1171,17 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	existed = ctl_find(ctl, NULL, "SELECT 1 FROM models WHERE name = ?1", "t", name);
 	if (existed < 0 ||
 	    ctl_exec(ctl,
-	             "INSERT INTO models (name, provider_id, input_micros_per_mtok,"
-	             " output_micros_per_mtok, cached_micros_per_mtok, cache_write_micros_per_mtok,"
-	             " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)"
+	             "INSERT INTO models (name, provider_id, created_at, updated_at)"
+	             " VALUES (?1, ?2, ?3, ?3)"
 	             " ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id,"
-	             " input_micros_per_mtok = coalesce(?3, input_micros_per_mtok),"
-	             " output_micros_per_mtok = coalesce(?4, output_micros_per_mtok),"
-	             " cached_micros_per_mtok = coalesce(?5, cached_micros_per_mtok),"
-	             " cache_write_micros_per_mtok = coalesce(?6, cache_write_micros_per_mtok),"
 	             " updated_at = excluded.updated_at",
-	             "tinnnni", name, provider_id, bound[0], bound[1], bound[2], bound[3],
-	             db_now()) < 0 ||
-	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+	             "tii", name, provider_id, db_now()) < 0)
+		goto out;
+	/* Without prices a new model has no card: unpriced until it gets one. */
+	if (card.known && (ctl_model_id(ctl, name, &model_id) != CTL_OK ||
+	                   ctl_card_write(ctl, model_id, &card, 1) < 0))
+		goto out;
+	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
 		goto out;
 	printf("%s model %s\n", existed ? "updated" : "created", name);
 	status = CTL_OK;
@@ -970,17 +1201,712 @@ static int ctl_model_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "OUTPUT_MICROS", "output_micros_per_mtok", COL_INT },
 		{ "CACHED_MICROS", "cached_micros_per_mtok", COL_INT },
 		{ "CACHE_WRITE_MICROS", "cache_write_micros_per_mtok", COL_INT },
+		{ "CARDS", "price_cards", COL_INT },
 		{ "CREATED", "created_at", COL_TIME },
 		{ "UPDATED", "updated_at", COL_TIME },
 	};
 
+	/* The prices model set writes: the default card for every prompt size. */
 	return ctl_print_table(ctl,
-	                       "SELECT m.id, m.name, p.name, m.input_micros_per_mtok,"
-	                       " m.output_micros_per_mtok, m.cached_micros_per_mtok,"
-	                       " m.cache_write_micros_per_mtok, m.created_at, m.updated_at"
+	                       "SELECT m.id, m.name, p.name, c.input_micros_per_mtok,"
+	                       " c.output_micros_per_mtok, c.cached_micros_per_mtok,"
+	                       " c.cache_write_micros_per_mtok,"
+	                       " (SELECT count(*) FROM model_prices WHERE model_id = m.id),"
+	                       " m.created_at, m.updated_at"
 	                       " FROM models m JOIN providers p ON p.id = m.provider_id"
+	                       " LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default'"
+	                       "  AND c.above_tokens = 0"
 	                       " ORDER BY m.name",
-	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+}
+
+static int ctl_prices_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	struct ctl_card card = { 0 };
+	int64_t model_id;
+	int status, existed;
+
+	status = ctl_card_parse_key(ctl->cmd, a, &card);
+	if (status == CTL_OK)
+		status = ctl_card_parse_prices(ctl->cmd, a, &card);
+	if (status != CTL_OK)
+		return status;
+	if (!card.known)
+		return ctl_usage(ctl->cmd, "nothing to set: give at least one price");
+
+	status = CTL_FAIL;
+	if (ctl_begin_model(ctl, a->operand, &model_id) != CTL_OK)
+		goto out;
+	existed = ctl_find(ctl, NULL, "SELECT 1 FROM model_prices WHERE model_id = ?1 AND tier = ?2"
+	                   " AND above_tokens = ?3", "iti", model_id, card.tier, card.above);
+	if (existed < 0 || ctl_card_write(ctl, model_id, &card, 1) < 0 ||
+	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("%s card of model %s: tier %s above %lld tokens\n", existed ? "updated" : "created",
+	       a->operand, card.tier, (long long)card.above);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+static int ctl_prices_delete(struct ctl *ctl, const struct ctl_args *a)
+{
+	struct ctl_card card = { 0 };
+	int64_t model_id;
+	int status, changed;
+
+	status = ctl_card_parse_key(ctl->cmd, a, &card);
+	if (status != CTL_OK)
+		return status;
+	status = CTL_FAIL;
+	if (ctl_begin_model(ctl, a->operand, &model_id) != CTL_OK)
+		goto out;
+	changed = ctl_exec(ctl, "DELETE FROM model_prices WHERE model_id = ?1 AND tier = ?2"
+	                   " AND above_tokens = ?3", "iti", model_id, card.tier, card.above);
+	if (changed <= 0) {
+		if (changed == 0)
+			ctl_error("model %s has no card of tier %s above %lld tokens (see 'tallyctl "
+			          "prices list %s')", a->operand, card.tier, (long long)card.above, a->operand);
+		goto out;
+	}
+	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	printf("deleted card of model %s: tier %s above %lld tokens\n", a->operand, card.tier,
+	       (long long)card.above);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+/* prices list --json: the tally import format, {"models": {"NAME": [card, ...]}}, from
+ * rows of the model's name then the card's columns, ordered by name. */
+static int ctl_prices_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+{
+	cJSON *doc = cJSON_CreateObject(), *models = cJSON_CreateObject(), *cards = NULL;
+	int rc = SQLITE_DONE, oom = ctl_json_add(doc, "models", models) < 0;
+	const char *name;
+
+	while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		name = (const char *)sqlite3_column_text(st, 0);
+		if (!name) {
+			oom = 1;
+			break;
+		}
+		if (!cards || strcmp(cards->string, name) != 0) {
+			cards = cJSON_CreateArray();
+			oom = ctl_json_add(models, name, cards) < 0;
+		}
+		oom = oom || ctl_json_row(cards, NULL, st, cols, 1, ncols) < 0;
+	}
+	if (!oom && rc != SQLITE_DONE) {
+		cJSON_Delete(doc);
+		return ctl_db_error(ctl);
+	}
+	return ctl_json_print(doc, oom);
+}
+
+static int ctl_prices_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	struct ctl_col cols[3 + CTL_NPRICES] = {
+		{ "MODEL", "model", COL_TEXT },
+		{ "TIER", "tier", COL_TEXT },
+		{ "ABOVE", "above_tokens", COL_INT },
+	};
+	int64_t id;
+	int i;
+
+	for (i = 0; i < CTL_NPRICES; i++)
+		cols[3 + i] = (struct ctl_col){ ctl_prices[i].header, ctl_prices[i].column, COL_INT };
+	if (a->operand && (ctl_db_open(ctl) != CTL_OK || ctl_model_id(ctl, a->operand, &id) != CTL_OK))
+		return CTL_FAIL;
+	/* The price columns in ctl_prices order; the default tier first. */
+	return ctl_print_table(ctl,
+	                       "SELECT m.name, c.tier, c.above_tokens, c.input_micros_per_mtok,"
+	                       " c.cached_micros_per_mtok, c.cache_write_micros_per_mtok,"
+	                       " c.cache_write_1h_micros_per_mtok, c.output_micros_per_mtok,"
+	                       " c.reasoning_micros_per_mtok, c.audio_input_micros_per_mtok,"
+	                       " c.audio_output_micros_per_mtok, c.web_search_micros_per_call"
+	                       " FROM model_prices c JOIN models m ON m.id = c.model_id"
+	                       " WHERE ?1 IS NULL OR m.name = ?1"
+	                       " ORDER BY m.name, c.tier <> 'default', c.tier, c.above_tokens",
+	                       a->operand, cols, 3 + CTL_NPRICES,
+	                       a->val[OPT_JSON] ? ctl_prices_json : ctl_table_text);
+}
+
+/* ---- prices import ---- */
+
+#define CTL_LITELLM_SEARCH        "search_context_cost_per_query"
+#define CTL_LITELLM_SEARCH_MEDIUM "search_context_size_medium"
+#define CTL_LITELLM_SAMPLE        "sample_spec"   /* the file's template, not a model */
+
+struct ctl_import {
+	struct ctl *ctl;
+	const char *file;
+	int litellm;                  /* --format litellm */
+	const cJSON *entries;         /* the file's models, keyed by name */
+	const char *entry;            /* the name of the entry being read, for messages */
+	cJSON *used;                  /* entries some configured model took, by name */
+	cJSON *seen;                  /* unmapped fields of the entry being read */
+	cJSON *report;                /* what is printed, text or JSON */
+	struct ctl_card cards[CTL_CARDS_MAX];
+	int ncards;
+};
+
+static int ctl_import_oom(void)
+{
+	ctl_error("out of memory");
+	return -1;
+}
+
+/* Reports a bad value of field in the current entry. Returns -1. */
+static int ctl_import_bad(const struct ctl_import *imp, const char *field, const char *expected)
+{
+	ctl_error("%s: model '%s': %s: expected %s", imp->file, imp->entry, field, expected);
+	return -1;
+}
+
+/* Exact micro-dollars of v dollars times 10^scale (12: per token to per million tokens;
+ * 6: per call), rounded to the nearest integer, halves up. Doubles do not hold 3e-06
+ * exactly, so v is read back as the shortest decimal that parses to it, which is the
+ * file's own text for every number of up to 15 significant digits, and that decimal is
+ * scaled in integers. 0, or -1 if v is negative, not finite or above CTL_MICROS_MAX. */
+static int ctl_dollars_to_micros(double v, int scale, int64_t *out)
+{
+	char text[32], *p;
+	int64_t m = 0, div = 1;
+	int prec, digits = 0, exp;
+
+	if (!isfinite(v) || v < 0)
+		return -1;
+	if (v == 0) {   /* -0 too, which would print a sign */
+		*out = 0;
+		return 0;
+	}
+	for (prec = 0; prec < 17; prec++) {   /* "%.16e" always reads back exactly */
+		snprintf(text, sizeof(text), "%.*e", prec, v);
+		if (strtod(text, NULL) == v)
+			break;
+	}
+	/* text is D.DDDe[+-]XX: at most 17 digits, which int64 holds. */
+	for (p = text; *p != 'e'; p++) {
+		if (*p != '.') {
+			m = m * 10 + (*p - '0');
+			digits++;
+		}
+	}
+	exp = atoi(p + 1) - (digits - 1) + scale;
+	for (; exp > 0; exp--) {
+		if (m > CTL_MICROS_MAX)
+			return -1;
+		m *= 10;
+	}
+	if (exp < -18)   /* m < 10^17: under a tenth */
+		m = 0;
+	for (; exp < 0; exp++)
+		div *= 10;
+	m = (m + div / 2) / div;
+	if (m > CTL_MICROS_MAX)
+		return -1;
+	*out = m;
+	return 0;
+}
+
+/* A tally-format integer: 0..max, integral. 0 or -1 (reported). */
+static int ctl_import_int(const struct ctl_import *imp, const cJSON *item, const char *field,
+                          int64_t max, int64_t *out)
+{
+	char expected[64];
+	double v = item->valuedouble;
+
+	if (!cJSON_IsNumber(item) || !isfinite(v) || v < 0 || v > (double)max ||
+	    v != (double)(int64_t)v) {
+		snprintf(expected, sizeof(expected), "an integer from 0 to %lld", (long long)max);
+		return ctl_import_bad(imp, field, expected);
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
+/* A LiteLLM price in dollars, as micro-dollars scaled by 10^scale. 0 or -1 (reported). */
+static int ctl_import_dollars(const struct ctl_import *imp, const cJSON *item, const char *field,
+                              int scale, int64_t *out)
+{
+	if (!cJSON_IsNumber(item) || ctl_dollars_to_micros(item->valuedouble, scale, out) < 0)
+		return ctl_import_bad(imp, field, scale == 12 ?
+		                      "a non-negative finite number of dollars per token, below $1" :
+		                      "a non-negative finite number of dollars, below $1000000");
+	return 0;
+}
+
+/* Counts field as unmapped, once per entry. 0 or -1 (out of memory). */
+static int ctl_import_unmapped(struct ctl_import *imp, const char *field)
+{
+	cJSON *fields = cJSON_GetObjectItemCaseSensitive(imp->report, "unmapped_fields"), *n;
+
+	if (cJSON_GetObjectItemCaseSensitive(imp->seen, field))
+		return 0;
+	if (ctl_json_add(imp->seen, field, cJSON_CreateTrue()) < 0)
+		return -1;
+	n = cJSON_GetObjectItemCaseSensitive(fields, field);
+	if (!n)
+		return ctl_json_add(fields, field, cJSON_CreateNumber(1));
+	cJSON_SetNumberValue(n, n->valuedouble + 1);
+	return 0;
+}
+
+/* The card (tier, above) of the entry being read, added without prices if new; NULL
+ * (reported) if there are too many. */
+static struct ctl_card *ctl_import_card(struct ctl_import *imp, const char *tier, int64_t above)
+{
+	struct ctl_card *c;
+	int i;
+
+	for (i = 0; i < imp->ncards; i++) {
+		if (imp->cards[i].above == above && strcmp(imp->cards[i].tier, tier) == 0)
+			return &imp->cards[i];
+	}
+	if (imp->ncards == CTL_CARDS_MAX) {
+		ctl_import_bad(imp, tier, "at most " CTL_STR(CTL_CARDS_MAX) " rate cards");
+		return NULL;
+	}
+	c = &imp->cards[imp->ncards++];
+	*c = (struct ctl_card){ .tier = tier, .above = above };
+	return c;
+}
+
+/* s[0..n) ends with suffix. */
+static int ctl_ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t len = strlen(suffix);
+
+	return n >= len && memcmp(s + n - len, suffix, len) == 0;
+}
+
+/* Splits a LiteLLM key, <price>[_above_<N>k_tokens][_priority|_flex], into the index
+ * of its price in ctl_prices, its tier and its prompt size. -1: not a price mapped. */
+static int ctl_litellm_key(const char *key, const char **tier, int64_t *above)
+{
+	size_t n = strlen(key), d;
+	int i;
+
+	*tier = "default";
+	if (ctl_ends_with(key, n, "_priority")) {
+		*tier = "priority";
+		n -= strlen("_priority");
+	} else if (ctl_ends_with(key, n, "_flex")) {
+		*tier = "flex";
+		n -= strlen("_flex");
+	}
+	*above = 0;
+	if (ctl_ends_with(key, n, "k_tokens")) {
+		d = n - strlen("k_tokens");
+		while (d > 0 && key[d - 1] >= '0' && key[d - 1] <= '9')
+			d--;
+		/* At most 9 digits: thousands of tokens below CTL_TOKENS_MAX. */
+		if (d < n - strlen("k_tokens") && n - strlen("k_tokens") - d <= 9 &&
+		    ctl_ends_with(key, d, "_above_")) {
+			ctl_scan_digits(key + d, CTL_TOKENS_MAX, above);
+			*above *= 1000;
+			n = d - strlen("_above_");
+		}
+	}
+	for (i = 0; i < CTL_NPRICES; i++) {
+		if (ctl_prices[i].litellm && strlen(ctl_prices[i].litellm) == n &&
+		    memcmp(ctl_prices[i].litellm, key, n) == 0)
+			return i;
+	}
+	return -1;
+}
+
+/* Reads a LiteLLM entry into imp->cards. 0 or -1 (reported). */
+static int ctl_import_litellm(struct ctl_import *imp, const cJSON *entry)
+{
+	const cJSON *m, *sub;
+	struct ctl_card *c;
+	char field[256];
+	int64_t search = 0, v, above;
+	int i, has_search = 0;
+	const char *tier;
+
+	if (!cJSON_IsObject(entry))
+		return ctl_import_bad(imp, "its value", "an object");
+	cJSON_ArrayForEach(m, entry) {
+		if (strcmp(m->string, CTL_LITELLM_SEARCH) == 0 && !cJSON_IsNull(m)) {
+			if (!cJSON_IsObject(m))
+				return ctl_import_bad(imp, m->string, "an object of dollars per search");
+			cJSON_ArrayForEach(sub, m) {
+				snprintf(field, sizeof(field), "%s.%s", m->string, sub->string);
+				if (strcmp(sub->string, CTL_LITELLM_SEARCH_MEDIUM) != 0) {
+					if (ctl_import_unmapped(imp, field) < 0)
+						return ctl_import_oom();
+				} else if (!cJSON_IsNull(sub)) {
+					if (ctl_import_dollars(imp, sub, field, 6, &search) < 0)
+						return -1;
+					has_search = 1;
+				}
+			}
+			continue;
+		}
+		i = ctl_litellm_key(m->string, &tier, &above);
+		if (i < 0) {
+			if (strstr(m->string, "cost") && ctl_import_unmapped(imp, m->string) < 0)
+				return ctl_import_oom();
+			continue;
+		}
+		if (cJSON_IsNull(m))
+			continue;
+		if (ctl_import_dollars(imp, m, m->string, 12, &v) < 0 ||
+		    !(c = ctl_import_card(imp, tier, above)))
+			return -1;
+		c->price[i] = v;
+		c->known |= 1u << i;
+	}
+	/* A search costs the same at every tier and prompt size: on each card. */
+	if (has_search && !ctl_import_card(imp, "default", 0))
+		return -1;
+	for (i = 0; has_search && i < imp->ncards; i++) {
+		imp->cards[i].price[CTL_PRICE_WEB_SEARCH] = search;
+		imp->cards[i].known |= 1u << CTL_PRICE_WEB_SEARCH;
+	}
+	return 0;
+}
+
+/* Reads a tally-format entry, an array of cards, into imp->cards. 0 or -1 (reported). */
+static int ctl_import_tally(struct ctl_import *imp, const cJSON *entry)
+{
+	const cJSON *card, *m;
+	struct ctl_card *c;
+	const char *tier;
+	int64_t above;
+	int i, n;
+
+	if (!cJSON_IsArray(entry))
+		return ctl_import_bad(imp, "its value", "an array of rate cards");
+	cJSON_ArrayForEach(card, entry) {
+		if (!cJSON_IsObject(card))
+			return ctl_import_bad(imp, "a rate card", "an object");
+		m = cJSON_GetObjectItemCaseSensitive(card, "tier");
+		tier = m ? cJSON_GetStringValue(m) : "default";
+		if (!tier || !ctl_valid_tier(tier, strlen(tier)))
+			return ctl_import_bad(imp, "tier", "1-64 characters from a-z 0-9 _ -");
+		m = cJSON_GetObjectItemCaseSensitive(card, "above_tokens");
+		above = 0;
+		if (m && ctl_import_int(imp, m, "above_tokens", CTL_TOKENS_MAX, &above) < 0)
+			return -1;
+		n = imp->ncards;
+		if (!(c = ctl_import_card(imp, tier, above)))
+			return -1;
+		if (imp->ncards == n)
+			return ctl_import_bad(imp, tier, "one rate card per tier and above_tokens");
+		cJSON_ArrayForEach(m, card) {
+			if (strcmp(m->string, "tier") == 0 || strcmp(m->string, "above_tokens") == 0)
+				continue;
+			for (i = 0; i < CTL_NPRICES && strcmp(ctl_prices[i].column, m->string) != 0; i++)
+				;
+			if (i == CTL_NPRICES) {
+				if (ctl_import_unmapped(imp, m->string) < 0)
+					return ctl_import_oom();
+			} else if (!cJSON_IsNull(m)) {
+				if (ctl_import_int(imp, m, m->string, CTL_MICROS_MAX, &c->price[i]) < 0)
+					return -1;
+				c->known |= 1u << i;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Appends the string s (or, with s2, the object {"model": s, "entry": s2}) to the
+ * report's array member. 0 or -1 (out of memory). */
+static int ctl_import_note(struct ctl_import *imp, const char *member, const char *s,
+                           const char *s2)
+{
+	cJSON *arr = cJSON_GetObjectItemCaseSensitive(imp->report, member), *o;
+
+	if (!s2)
+		return ctl_json_add(arr, NULL, cJSON_CreateString(s));
+	o = cJSON_CreateObject();
+	if (ctl_json_add(arr, NULL, o) < 0 || ctl_json_add(o, "model", cJSON_CreateString(s)) < 0)
+		return -1;
+	return ctl_json_add(o, "entry", cJSON_CreateString(s2));
+}
+
+/* The file's entry for the configured model name into *out: the entry of that name,
+ * else (LiteLLM) the only one named PREFIX/name, else NULL; notes in the report how it
+ * was found or why not. 0 or -1 (out of memory). */
+static int ctl_import_entry(struct ctl_import *imp, const char *name, const cJSON **out)
+{
+	const cJSON *e, *found = cJSON_GetObjectItemCaseSensitive(imp->entries, name);
+	size_t n = strlen(name), len;
+	int candidates = 0;
+
+	*out = found;
+	if (found)
+		return 0;
+	for (e = imp->litellm ? imp->entries->child : NULL; e; e = e->next) {
+		len = strlen(e->string);
+		if (len > n && e->string[len - n - 1] == '/' && strcmp(e->string + len - n, name) == 0) {
+			found = e;
+			candidates++;
+		}
+	}
+	if (candidates > 1)
+		return ctl_import_note(imp, "ambiguous", name, NULL);
+	if (!found)
+		return ctl_import_note(imp, "not_in_file", name, NULL);
+	*out = found;
+	return ctl_import_note(imp, "prefix_matches", name, found->string);
+}
+
+/* Adds n to the report's number member. */
+static void ctl_import_count(struct ctl_import *imp, const char *member, int n)
+{
+	cJSON *item = cJSON_GetObjectItemCaseSensitive(imp->report, member);
+
+	cJSON_SetNumberValue(item, item->valuedouble + n);
+}
+
+/* Reads the entry of configured model id, name and writes its cards. 0 or -1 (reported). */
+static int ctl_import_model(struct ctl_import *imp, int64_t id, const char *name)
+{
+	const cJSON *entry;
+	int i;
+
+	if (ctl_import_entry(imp, name, &entry) < 0)
+		return ctl_import_oom();
+	if (!entry)
+		return 0;
+	imp->entry = entry->string;
+	imp->ncards = 0;
+	cJSON_Delete(imp->seen);
+	imp->seen = cJSON_CreateObject();
+	if (!imp->seen || (!cJSON_GetObjectItemCaseSensitive(imp->used, entry->string) &&
+	                   ctl_json_add(imp->used, entry->string, cJSON_CreateTrue()) < 0))
+		return ctl_import_oom();
+	if ((imp->litellm ? ctl_import_litellm(imp, entry) : ctl_import_tally(imp, entry)) < 0)
+		return -1;
+	if (imp->ncards == 0)
+		return ctl_import_note(imp, "no_mapped_prices", name, NULL) < 0 ? ctl_import_oom() : 0;
+	for (i = 0; i < imp->ncards; i++) {
+		if (ctl_card_write(imp->ctl, id, &imp->cards[i], 0) < 0)
+			return -1;
+	}
+	ctl_import_count(imp, "models_priced", 1);
+	ctl_import_count(imp, "cards_written", imp->ncards);
+	return 0;
+}
+
+/* The report's skeleton: every member, empty. 0 or -1 (out of memory). */
+static int ctl_import_report_new(struct ctl_import *imp, const char *format, int dry_run)
+{
+	static const char *const lists[] = { "prefix_matches", "ambiguous", "no_mapped_prices",
+	                                     "not_in_file", "not_configured" };
+	size_t i;
+
+	imp->used = cJSON_CreateObject();
+	imp->report = cJSON_CreateObject();
+	if (!imp->used || ctl_json_add(imp->report, "file", cJSON_CreateString(imp->file)) < 0 ||
+	    ctl_json_add(imp->report, "format", cJSON_CreateString(format)) < 0 ||
+	    ctl_json_add(imp->report, "dry_run", cJSON_CreateBool(dry_run)) < 0 ||
+	    ctl_json_add(imp->report, "models_priced", cJSON_CreateNumber(0)) < 0 ||
+	    ctl_json_add(imp->report, "cards_written", cJSON_CreateNumber(0)) < 0)
+		return -1;
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		if (ctl_json_add(imp->report, lists[i], cJSON_CreateArray()) < 0)
+			return -1;
+	}
+	return ctl_json_add(imp->report, "unmapped_fields", cJSON_CreateObject());
+}
+
+/* The report as text: counts, and the names of the lists marked always (the others
+ * with --verbose). */
+static void ctl_import_print(const cJSON *report, int verbose)
+{
+	static const struct {
+		const char *member, *label;
+		int always;
+	} lists[] = {
+		{ "prefix_matches", "matched after a provider prefix", 1 },
+		{ "ambiguous", "not priced, several provider-prefixed entries", 1 },
+		{ "no_mapped_prices", "configured, without a price this format maps", 1 },
+		{ "not_in_file", "configured, not in the file", 0 },
+		{ "not_configured", "in the file, not configured", 0 },
+	};
+	const cJSON *list, *e;
+	size_t i;
+
+	printf("prices import %s (%s)%s\n", cJSON_GetObjectItemCaseSensitive(report, "file")->valuestring,
+	       cJSON_GetObjectItemCaseSensitive(report, "format")->valuestring,
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(report, "dry_run")) ?
+	       ": dry run, nothing written" : "");
+	printf("models priced: %d\ncards written: %d\n",
+	       (int)cJSON_GetObjectItemCaseSensitive(report, "models_priced")->valuedouble,
+	       (int)cJSON_GetObjectItemCaseSensitive(report, "cards_written")->valuedouble);
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		list = cJSON_GetObjectItemCaseSensitive(report, lists[i].member);
+		printf("%s: %d\n", lists[i].label, cJSON_GetArraySize(list));
+		if (!lists[i].always && !verbose)
+			continue;
+		cJSON_ArrayForEach(e, list) {
+			if (cJSON_IsString(e))
+				printf("  %s\n", e->valuestring);
+			else
+				printf("  %s <- %s\n",
+				       cJSON_GetObjectItemCaseSensitive(e, "model")->valuestring,
+				       cJSON_GetObjectItemCaseSensitive(e, "entry")->valuestring);
+		}
+	}
+	list = cJSON_GetObjectItemCaseSensitive(report, "unmapped_fields");
+	printf("unmapped price fields: %d\n", cJSON_GetArraySize(list));
+	cJSON_ArrayForEach(e, list)
+		printf("  %s: %d model%s\n", e->string, (int)e->valuedouble, e->valuedouble == 1 ? "" : "s");
+}
+
+/* Reads path whole and NUL-terminated into *out (the caller frees it). */
+static int ctl_read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL, *grown;
+	size_t cap = 0;
+	int status = CTL_FAIL;
+
+	*len = 0;
+	if (!f)
+		return ctl_error("cannot open %s: %s", path, strerror(errno));
+	do {
+		if (cap - *len < 2) {
+			if (cap >= (size_t)CTL_IMPORT_MAX) {
+				ctl_error("%s: larger than %ld bytes", path, CTL_IMPORT_MAX);
+				goto out;
+			}
+			cap = cap ? cap * 2 : 65536;
+			grown = realloc(buf, cap);
+			if (!grown) {
+				ctl_error("out of memory");
+				goto out;
+			}
+			buf = grown;
+		}
+		*len += fread(buf + *len, 1, cap - *len - 1, f);
+	} while (!feof(f) && !ferror(f));
+	if (ferror(f)) {
+		ctl_error("cannot read %s: %s", path, strerror(errno));
+		goto out;
+	}
+	buf[*len] = '\0';
+	*out = buf;
+	buf = NULL;
+	status = CTL_OK;
+out:
+	free(buf);
+	fclose(f);
+	return status;
+}
+
+/* Parses the file of imp into *root and finds its models in imp->entries. */
+static int ctl_import_parse(struct ctl_import *imp, cJSON **root)
+{
+	const char *end = NULL, *p;
+	char *text = NULL;
+	size_t len;
+	int line = 1, status = CTL_FAIL;
+
+	if (ctl_read_file(imp->file, &text, &len) != CTL_OK)
+		return CTL_FAIL;
+	if (strlen(text) != len) {
+		ctl_error("%s: malformed JSON: a NUL byte at byte %zu", imp->file, strlen(text));
+		goto out;
+	}
+	*root = cJSON_ParseWithOpts(text, &end, 1);
+	if (!*root) {
+		for (p = text; end && p < end; p++)
+			line += *p == '\n';
+		ctl_error("%s: malformed JSON at line %d (byte %ld)", imp->file, line,
+		          end ? (long)(end - text) : 0L);
+		goto out;
+	}
+	imp->entries = imp->litellm ? *root : cJSON_GetObjectItemCaseSensitive(*root, "models");
+	if (!cJSON_IsObject(imp->entries)) {
+		ctl_error(imp->litellm ? "%s: expected a JSON object keyed by model name" :
+		          "%s: expected {\"models\": {\"NAME\": [card, ...]}} (a LiteLLM file needs "
+		          "--format litellm)", imp->file);
+		goto out;
+	}
+	status = CTL_OK;
+out:
+	free(text);
+	return status;
+}
+
+static int ctl_prices_import(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *format = a->val[OPT_FORMAT] ? a->val[OPT_FORMAT] : "tally";
+	struct ctl_import imp = { .ctl = ctl, .file = a->operand };
+	sqlite3_stmt *st = NULL;
+	cJSON *root = NULL;
+	const cJSON *e;
+	int status = CTL_FAIL, rc;
+
+	if (strcmp(format, "tally") != 0 && strcmp(format, "litellm") != 0)
+		return ctl_usage(ctl->cmd, "invalid value '%s' for --format: expected tally or litellm",
+		                 format);
+	imp.litellm = strcmp(format, "litellm") == 0;
+	if (ctl_import_parse(&imp, &root) != CTL_OK)
+		goto out;
+	if (ctl_import_report_new(&imp, format, a->val[OPT_DRY_RUN] != NULL) < 0) {
+		ctl_import_oom();
+		goto out;
+	}
+	/* One transaction: every card of the file, or none. */
+	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		goto out;
+	if (sqlite3_prepare_v2(ctl->db, "SELECT id, name FROM models ORDER BY name", -1, &st,
+	                       NULL) != SQLITE_OK) {
+		ctl_db_error(ctl);
+		goto out;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (ctl_import_model(&imp, sqlite3_column_int64(st, 0),
+		                     (const char *)sqlite3_column_text(st, 1)) < 0)
+			goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		ctl_db_error(ctl);
+		goto out;
+	}
+	cJSON_ArrayForEach(e, imp.entries) {
+		if ((imp.litellm && strcmp(e->string, CTL_LITELLM_SAMPLE) == 0) ||
+		    cJSON_GetObjectItemCaseSensitive(imp.used, e->string))
+			continue;
+		if (ctl_import_note(&imp, "not_configured", e->string, NULL) < 0) {
+			ctl_import_oom();
+			goto out;
+		}
+	}
+	if (a->val[OPT_DRY_RUN])
+		ctl_rollback(ctl);
+	else if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+		goto out;
+	if (a->val[OPT_JSON]) {
+		status = ctl_json_print(imp.report, 0);
+		imp.report = NULL;
+	} else {
+		ctl_import_print(imp.report, a->val[OPT_VERBOSE] != NULL);
+		status = CTL_OK;
+	}
+out:
+	sqlite3_finalize(st);
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	cJSON_Delete(root);
+	cJSON_Delete(imp.used);
+	cJSON_Delete(imp.seen);
+	cJSON_Delete(imp.report);
+	return status;
 }
 
 /* ---- provider commands ---- */
@@ -1038,7 +1964,7 @@ static int ctl_provider_list(struct ctl *ctl, const struct ctl_args *a)
 	return ctl_print_table(ctl,
 	                       "SELECT id, name, api, backend, base_url, created_at"
 	                       " FROM providers ORDER BY name",
-	                       cols, (int)(sizeof(cols) / sizeof(cols[0])), a->val[OPT_JSON] != NULL);
+	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
 }
 
 /* ---- maintenance commands: backup, prune ---- */
@@ -1313,9 +2239,41 @@ out:
 	"  --budget-period P      day, month (the default) or total (ever)\n"               \
 	"\n"
 
+#define KEY_POLICY_SYNOPSIS                                                             \
+	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P]"
+
+#define KEY_POLICY_HELP                                                                 \
+	"  --service-tiers T1,T2  tiers requests may ask for (names from a-z 0-9 _ -),\n"   \
+	"                         e.g. default or default,priority; '' or inherit: the\n"  \
+	"                         agent's default\n"                                        \
+	"  --server-tools P       tools the provider runs (web search): priced (while\n"   \
+	"                         the model prices them), allow, deny, or inherit\n"       \
+	"  --audio P              audio in or out: priced, allow, deny, or inherit\n"       \
+	"\n"
+
+#define CARD_PRICE_SYNOPSIS                                                             \
+	"[--input-micros N] [--cached-micros N] [--cache-write-micros N] "                \
+	"[--cache-write-1h-micros N] [--output-micros N] [--reasoning-micros N] "         \
+	"[--audio-input-micros N] [--audio-output-micros N] [--web-search-micros-per-call N]"
+
+#define CARD_PRICE_HELP                                                                 \
+	"\n"                                                                              \
+	"Prices, integer micro-dollars per million tokens (1000000 = $1 per Mtok), from\n" \
+	"0 to 1000000000000:\n"                                                           \
+	"  --input-micros N           prompt tokens\n"                                    \
+	"  --cached-micros N          prompt tokens read from the provider's cache\n"     \
+	"  --cache-write-micros N     prompt tokens written to the cache (5 minutes)\n"   \
+	"  --cache-write-1h-micros N  written to the cache for an hour (unset: at\n"      \
+	"                             --cache-write-micros)\n"                            \
+	"  --output-micros N          completion tokens\n"                                \
+	"  --reasoning-micros N       reasoning tokens (unset: at --output-micros)\n"     \
+	"  --audio-input-micros N     audio prompt tokens\n"                              \
+	"  --audio-output-micros N    audio completion tokens\n"                          \
+	"  --web-search-micros-per-call N  micro-dollars per web search\n"
+
 static const struct ctl_command ctl_commands[] = {
 	{ "key", "create", "key create NAME|--name NAME [--models M1,M2,...] [--default-model MODEL] "
-	  KEY_LIMIT_SYNOPSIS,
+	  KEY_LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
 	  "Creates an API key and prints it alone on stdout. The key is shown this once:\n"
 	  "only its HMAC-SHA256 hash (keyed with the secret file, created if missing) and\n"
 	  "its first 12 characters (the prefix, for identification) are stored.\n"
@@ -1327,10 +2285,12 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --default-model MODEL  model for requests that name none; must exist and,\n"
 	  "                         with --models, be one of them\n"
 	  KEY_LIMIT_HELP
-	  "A limit not given is unset: no limit.\n",
-	  "NAME", OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS, 0,
-	  OPT(OPT_NAME), ctl_key_create },
-	{ "key", "set", "key set NAME [--models M1,M2,...] [--default-model MODEL] " KEY_LIMIT_SYNOPSIS,
+	  KEY_POLICY_HELP
+	  "A limit or policy not given is unset: no limit, the agent's default policy.\n",
+	  "NAME", OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS |
+	  KEY_POLICY_OPTS, 0, OPT(OPT_NAME), ctl_key_create },
+	{ "key", "set", "key set NAME [--models M1,M2,...] [--default-model MODEL] " KEY_LIMIT_SYNOPSIS
+	  " " KEY_POLICY_SYNOPSIS,
 	  "Changes the key named NAME; options not given keep their value. At least one\n"
 	  "option is required. The running agent applies the change at its next reload.\n"
 	  "\n"
@@ -1338,14 +2298,17 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --default-model MODEL  model for requests that name none; must exist and be\n"
 	  "                         in the key's allow-list, if it has one\n"
 	  KEY_LIMIT_HELP
-	  "'none' clears a limit, e.g. '--rpm none'. Setting an unknown key fails.\n",
-	  "NAME", OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS, 0, 0, ctl_key_set },
+	  KEY_POLICY_HELP
+	  "'none' clears a limit, e.g. '--rpm none'; 'inherit' a policy, e.g. '--audio\n"
+	  "inherit'. Setting an unknown key fails.\n",
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS | KEY_POLICY_OPTS, 0, 0,
+	  ctl_key_set },
 	{ "key", "list", "key list [--json]",
 	  LIST_HELP("API keys (never their hashes)")
 	  "\n"
 	  "MODELS is the allow-list, \"*\" (JSON: null) when the key may use every model.\n"
-	  "An unset limit shows as \"-\" (JSON: null). BUDGET_USD is in dollars; JSON has\n"
-	  "budget_micros, integer micro-dollars.\n",
+	  "An unset limit or policy shows as \"-\" (JSON: null); JSON has service_tiers as\n"
+	  "an array. BUDGET_USD is in dollars; JSON has budget_micros, integer micro-dollars.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, ctl_key_list },
 	{ "key", "revoke", "key revoke NAME",
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
@@ -1354,25 +2317,70 @@ static const struct ctl_command ctl_commands[] = {
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N]",
-	  "Creates the model NAME (as clients spell it in requests) or updates it.\n"
-	  "Prices are integer micro-dollars per million tokens (1000000 = $1 per Mtok),\n"
-	  "from 0 to 1000000000000. A price not given is unknown (unset) for a new model\n"
-	  "and unchanged for an existing one. Usage of a model without the prices it\n"
-	  "needs is recorded unpriced, never at a guessed price.\n"
+	  "Creates the model NAME (as clients spell it in requests) or updates it. The\n"
+	  "prices go to its default rate card for every prompt size (tier default, above\n"
+	  "0 tokens); 'tallyctl prices' manages every card and price. Prices are integer\n"
+	  "micro-dollars per million tokens (1000000 = $1 per Mtok), from 0 to\n"
+	  "1000000000000. A price not given is unknown (unset) on a new card and unchanged\n"
+	  "on an existing one; a model given no price has no card. Usage of a model\n"
+	  "without the prices it needs is recorded unpriced, never at a guessed price.\n"
 	  "\n"
 	  "  --provider PROVIDER      provider serving the model (must exist)\n"
 	  "  --input-micros N         price of prompt tokens\n"
 	  "  --output-micros N        price of completion tokens\n"
 	  "  --cached-micros N        price of prompt tokens read from the provider's cache\n"
-	  "  --cache-write-micros N   price of prompt tokens written to the provider's\n"
-	  "                           cache (unset: the input price)\n",
-	  "NAME", OPT(OPT_PROVIDER) | OPT(OPT_INPUT) | OPT(OPT_OUTPUT) | OPT(OPT_CACHED) |
-	  OPT(OPT_CACHE_WRITE), OPT(OPT_PROVIDER), 0, ctl_model_set },
+	  "  --cache-write-micros N   price of prompt tokens written to the provider's cache\n"
+	  "                           (5-minute lifetime)\n",
+	  "NAME", OPT(OPT_PROVIDER) | MODEL_PRICE_OPTS, OPT(OPT_PROVIDER), 0, ctl_model_set },
 	{ "model", "list", "model list [--json]",
 	  LIST_HELP("models with their provider and prices")
 	  "\n"
-	  "An unset price shows as \"-\" (JSON: null).\n",
+	  "The prices are those of the default card for every prompt size, as model set\n"
+	  "writes them; an unset price shows as \"-\" (JSON: null). CARDS (JSON:\n"
+	  "price_cards) counts the model's rate cards: 'tallyctl prices list' shows them.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, ctl_model_list },
+	{ "prices", "set", "prices set MODEL [--tier TIER] [--above TOKENS] " CARD_PRICE_SYNOPSIS,
+	  "Creates or updates a rate card of MODEL: the prices of requests served at TIER\n"
+	  "whose prompt is above TOKENS tokens (the card with the largest such TOKENS\n"
+	  "applies). Prices not given stay unknown on a new card, unchanged on an existing\n"
+	  "one. At least one price is required.\n"
+	  "\n"
+	  "  --tier TIER     service tier the provider reports, 1-64 characters from\n"
+	  "                  a-z 0-9 _ - (default: default, also when none is reported)\n"
+	  "  --above TOKENS  prompt size the card starts above, 0-1000000000000 (default 0)\n"
+	  CARD_PRICE_HELP,
+	  "MODEL", OPT(OPT_TIER) | OPT(OPT_ABOVE) | CARD_PRICE_OPTS, 0, 0, ctl_prices_set },
+	{ "prices", "list", "prices list [MODEL] [--json]",
+	  "Lists the rate cards of every model, or of MODEL, one per line; an unknown\n"
+	  "price shows as \"-\". Prices are micro-dollars per million tokens, WEB_SEARCH\n"
+	  "per call. With --json, prints the tally import format (docs/tallyctl.md),\n"
+	  "{\"models\": {\"NAME\": [card, ...]}}, which 'prices import' reads back.\n"
+	  "\n"
+	  "  --json  print JSON\n",
+	  "[MODEL]", OPT(OPT_JSON), 0, 0, ctl_prices_list },
+	{ "prices", "delete", "prices delete MODEL --tier TIER --above TOKENS",
+	  "Deletes the rate card (TIER, TOKENS) of MODEL: requests it priced are then\n"
+	  "priced by the card below it, or stored unpriced. Deleting a card that does not\n"
+	  "exist fails.\n",
+	  "MODEL", OPT(OPT_TIER) | OPT(OPT_ABOVE), OPT(OPT_TIER) | OPT(OPT_ABOVE), 0,
+	  ctl_prices_delete },
+	{ "prices", "import",
+	  "prices import FILE [--format tally|litellm] [--dry-run] [--verbose] [--json]",
+	  "Writes the rate cards FILE holds for the models configured here, in one\n"
+	  "transaction: all of them or, on any error, none. Each card in FILE replaces\n"
+	  "the card of the same tier and prompt size whole; other cards are kept. Models\n"
+	  "in FILE not configured here are counted, never created. Prints a report: models\n"
+	  "priced, cards written, names matched after a provider prefix, and every price\n"
+	  "field it could not map with the number of models carrying it.\n"
+	  "\n"
+	  "  --format tally    FILE as 'prices list --json' prints it (the default)\n"
+	  "  --format litellm  LiteLLM's model_prices_and_context_window.json, dollars per\n"
+	  "                    token converted exactly (docs/tallyctl.md has the mapping)\n"
+	  "  --dry-run         report, write nothing\n"
+	  "  --verbose         also list the models not configured, or not in FILE\n"
+	  "  --json            print the report as JSON, every list in full\n",
+	  "FILE", OPT(OPT_FORMAT) | OPT(OPT_DRY_RUN) | OPT(OPT_VERBOSE) | OPT(OPT_JSON), 0, 0,
+	  ctl_prices_import },
 	{ "provider", "set", "provider set NAME --api openai|anthropic --backend BACKEND [--url URL]",
 	  "Creates the provider NAME or updates it. Credentials are not stored: HAProxy\n"
 	  "adds them from its environment.\n"
@@ -1431,9 +2439,9 @@ static void ctl_help_main(void)
 {
 	printf("usage: tallyctl [OPTIONS] COMMAND [ARGS]\n"
 	       "\n"
-	       "Manages the API keys, models and providers of the tally gateway, and backs up\n"
-	       "and prunes its database. The first key, model or provider command creates the\n"
-	       "database; the running agent picks every change up.\n"
+	       "Manages the API keys, models, prices and providers of the tally gateway, and\n"
+	       "backs up and prunes its database. The first key, model, prices or provider\n"
+	       "command creates the database; the running agent picks every change up.\n"
 	       "\n"
 	       "Options:\n"
 	       "  --db PATH      database (default: $TALLY_DB, else %s)\n"
@@ -1518,7 +2526,7 @@ static int ctl_parse_args(const struct ctl_command *cmd, int argc, char **argv, 
 			                 cmd->operand, ctl_opts[id].name);
 		a->operand = a->val[id];
 	}
-	if (cmd->operand && !a->operand)
+	if (cmd->operand && !a->operand && cmd->operand[0] != '[')
 		return ctl_usage(cmd, "missing %s", cmd->operand);
 	for (id = 0; id < OPT_COUNT; id++) {
 		if ((cmd->required & OPT(id)) && !a->val[id])

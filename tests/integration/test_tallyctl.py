@@ -27,6 +27,7 @@ VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
 KEY_RE = re.compile(r"tly_[A-Za-z0-9_-]{43}")
 COMMANDS = ["key create", "key set", "key list", "key revoke", "model set", "model list",
+            "prices set", "prices list", "prices delete", "prices import",
             "provider set", "provider list"]
 
 
@@ -88,6 +89,26 @@ def seeded(ctl):
     return ctl
 
 
+PRICE_COLUMNS = ["input_micros_per_mtok", "cached_micros_per_mtok", "cache_write_micros_per_mtok",
+                 "cache_write_1h_micros_per_mtok", "output_micros_per_mtok",
+                 "reasoning_micros_per_mtok", "audio_input_micros_per_mtok",
+                 "audio_output_micros_per_mtok", "web_search_micros_per_call"]
+CARD_SQL = ("SELECT c.tier, c.above_tokens, " + ", ".join("c." + col for col in PRICE_COLUMNS) +
+            " FROM model_prices c JOIN models m ON m.id = c.model_id")
+
+
+def cards(ctl, model):
+    """{(tier, above_tokens): {column: price}} of model, read from the database."""
+    rows = ctl.query(CARD_SQL + " WHERE m.name = ?", (model,))
+    return {(r[0], r[1]): dict(zip(PRICE_COLUMNS, r[2:])) for r in rows}
+
+
+def card(**prices):
+    """A card's prices: the ones given, every other one NULL."""
+    assert set(prices) <= set(PRICE_COLUMNS), prices
+    return {col: prices.get(col) for col in PRICE_COLUMNS}
+
+
 def create_key(ctl, name, *extra):
     out = ctl.ok("key", "create", "--name", name, *extra)
     assert KEY_RE.fullmatch(out.rstrip("\n")), out
@@ -113,7 +134,7 @@ def test_command_help(ctl, cmd):
     assert ctl.ok(*cmd.split(), "-h") == out
 
 
-@pytest.mark.parametrize("group", ["key", "model", "provider"])
+@pytest.mark.parametrize("group", ["key", "model", "prices", "provider"])
 def test_group_help(ctl, group):
     out = ctl.ok(group, "--help")
     for cmd in COMMANDS:
@@ -233,7 +254,8 @@ def test_model_set_and_list(seeded):
     seeded.ok("model", "set", "llama3.1:8b", "--provider", "openai")
     text = seeded.ok("model", "list").splitlines()
     assert text[0].split() == ["ID", "NAME", "PROVIDER", "INPUT_MICROS", "OUTPUT_MICROS",
-                               "CACHED_MICROS", "CACHE_WRITE_MICROS", "CREATED", "UPDATED"]
+                               "CACHED_MICROS", "CACHE_WRITE_MICROS", "CARDS", "CREATED",
+                               "UPDATED"]
     assert any(line.split()[1] == "meta-llama/Llama-3.1-8B-Instruct" and
                line.split()[3:7] == ["1000000000000", "-", "-", "-"] for line in text[1:])
 
@@ -247,9 +269,8 @@ def test_model_prices_unset_and_cache_write(seeded):
         (3000000, 15000000, 300000, 3750000)
     # A new model with one price: the others stay unknown; 0 is a real price.
     seeded.ok("model", "set", "free", "--provider", "openai", "--input-micros", "0")
-    assert seeded.query("SELECT input_micros_per_mtok, output_micros_per_mtok,"
-                        " cached_micros_per_mtok, cache_write_micros_per_mtok"
-                        " FROM models WHERE name = 'free'") == [(0, None, None, None)]
+    assert seeded.query(CARD_SQL + " WHERE m.name = 'free'") == \
+        [("default", 0, 0, None, None, None, None, None, None, None, None)]
     line = [row for row in seeded.ok("model", "list").splitlines()[1:]
             if row.split()[1] == "free"][0]
     assert line.split()[3:7] == ["0", "-", "-", "-"]
@@ -318,14 +339,19 @@ def test_migrate_v1_database(tmp_path):
     assert ctl.query("SELECT rpm, tpm, max_concurrent, budget_micros, budget_period FROM keys") \
         == [(None, None, None, None, "month")] * 2
     assert [ctl.query(sql) for sql in kept] == before
-    assert ctl.query("SELECT id, name, provider_id, input_micros_per_mtok, output_micros_per_mtok,"
-                     " cached_micros_per_mtok, cache_write_micros_per_mtok, created_at, updated_at"
-                     " FROM models ORDER BY id") == [
-        (1, "gpt-4o", 1, 2500000, 10000000, 1250000, None, 102, 103),
-        # v1 stored unset prices as 0: all three 0 means never priced.
+    # Version 7 moved the prices to each model's default card, a cache write priced at
+    # the input price as it used to be charged.
+    assert ctl.query("SELECT m.id, m.name, m.provider_id, c.input_micros_per_mtok,"
+                     " c.output_micros_per_mtok, c.cached_micros_per_mtok,"
+                     " c.cache_write_micros_per_mtok, m.created_at, m.updated_at"
+                     " FROM models m LEFT JOIN model_prices c ON c.model_id = m.id"
+                     "  AND c.tier = 'default' AND c.above_tokens = 0 ORDER BY m.id") == [
+        (1, "gpt-4o", 1, 2500000, 10000000, 1250000, 2500000, 102, 103),
+        # v1 stored unset prices as 0: all three 0 means never priced, no card.
         (5, "llama3.1:8b", 2, None, None, None, None, 104, 104),
         # One real price: the zeros are prices too.
-        (7, "half-free", 1, 0, 500, 0, None, 105, 106)]
+        (7, "half-free", 1, 0, 500, 0, 0, 105, 106)]
+    assert ctl.query("SELECT count(*) FROM model_prices") == [(2,)]
     assert [m["name"] for m in models] == ["gpt-4o", "half-free", "llama3.1:8b"]
     assert ctl.query("SELECT received, written, dropped FROM accounting") == [(0, 0, 0)]
     assert ctl.query("SELECT count(*) FROM requests") == [(0,)]
@@ -340,8 +366,11 @@ def test_migrate_v1_database(tmp_path):
 
     # The rebuilt models table still moves config_generation, and still works.
     gen = ctl.generation()
-    ctl.ok("model", "set", "llama3.1:8b", "--provider", "vllm", "--input-micros", "1")
+    ctl.ok("model", "set", "llama3.1:8b", "--provider", "vllm")
     assert ctl.generation() == gen + 1
+    ctl.ok("model", "set", "llama3.1:8b", "--provider", "vllm", "--input-micros", "1")
+    assert ctl.generation() > gen + 1
+    assert cards(ctl, "llama3.1:8b") == {("default", 0): card(input_micros_per_mtok=1)}
     r = ctl("model", "set", "x", "--provider", "nosuch")
     assert r.returncode == 1
     con = sqlite3.connect(ctl.db)
@@ -401,8 +430,8 @@ def test_key_list(seeded):
     assert [k["name"] for k in listed] == ["alpha", "beta"]
     alpha, beta = listed
     assert set(alpha) == {"id", "name", "prefix", "created_at", "revoked_at", "models",
-                          "default_model", "rpm", "tpm", "max_concurrent", "budget_micros",
-                          "budget_period"}
+                          "default_model", "service_tiers", "server_tools", "audio", "rpm",
+                          "tpm", "max_concurrent", "budget_micros", "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -413,7 +442,8 @@ def test_key_list(seeded):
     text = seeded.ok("key", "list")
     lines = text.splitlines()
     assert lines[0].split() == ["ID", "NAME", "PREFIX", "CREATED", "REVOKED", "MODELS",
-                                "DEFAULT_MODEL", "RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
+                                "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO", "RPM",
+                                "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
     assert lines[1].split()[1:3] == ["alpha", k1[:12]]
     assert lines[1].split()[5:7] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
     assert lines[2].split()[5:7] == ["*", "-"]
