@@ -461,13 +461,17 @@ void usage_from_fields(const struct record *r, struct usage *out)
 		u[i] = usage_bounded(r->u[i]);
 	if (u[RECORD_U_INPUT] != ACCT_NONE || u[RECORD_U_OUTPUT] != ACCT_NONE) {
 		/* Anthropic's input leaves out its cache reads and writes; the Responses API's
-		 * counts its cached tokens, which come as OpenAI's cached field (haproxy.cfg),
-		 * with its reasoning tokens. */
+		 * counts both, and names its cached tokens as OpenAI does (haproxy.cfg reads
+		 * them into OpenAI's field, as the capture tells the two apart). */
 		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
-		out->prompt_tokens = usage_total_input(u[RECORD_U_INPUT], u[RECORD_U_CACHE_READ],
-		                                       out->cache_creation_tokens);
-		out->cached_tokens = u[RECORD_U_CACHE_READ] != ACCT_NONE ? u[RECORD_U_CACHE_READ]
-		                                                         : u[RECORD_U_CACHED];
+		if (u[RECORD_U_CACHED] != ACCT_NONE) {
+			out->prompt_tokens = u[RECORD_U_INPUT];
+			out->cached_tokens = u[RECORD_U_CACHED];
+		} else {
+			out->prompt_tokens = usage_total_input(u[RECORD_U_INPUT], u[RECORD_U_CACHE_READ],
+			                                       out->cache_creation_tokens);
+			out->cached_tokens = u[RECORD_U_CACHE_READ];
+		}
 		out->reasoning_tokens = u[RECORD_U_REASONING];
 		out->completion_tokens = u[RECORD_U_OUTPUT];
 	} else if (u[RECORD_U_PROMPT] != ACCT_NONE || u[RECORD_U_COMPLETION] != ACCT_NONE) {

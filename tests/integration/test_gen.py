@@ -467,15 +467,25 @@ def test_random_estimates_are_the_agents(random_dbs):
     completion as the max_tokens the request named (a power of two from 256), each
     priced as reported tokens are, no cost for an unpriced model."""
     db = random_dbs[0]
-    prices = {name: (i, o) for name, i, o in query(
-        db, "SELECT name, input_micros_per_mtok, output_micros_per_mtok FROM models m"
-            " LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default' AND"
-            " c.above_tokens = 0")}
+    cards = query(db, "SELECT m.name, c.tier, c.above_tokens, c.input_micros_per_mtok,"
+                      " c.output_micros_per_mtok FROM models m JOIN model_prices c"
+                      " ON c.model_id = m.id ORDER BY c.above_tokens")
+
+    def prices(model, tier, prompt):
+        """The card's input and output prices (docs/pricing.md: the tier's card with the
+        largest threshold below the prompt); (None, None) without one."""
+        best = (None, None)
+        for name, t, above, i, o in cards:
+            if name == model and t == (tier or "default") and (best == (None, None)
+                                                               or above < prompt):
+                best = (i, o)
+        return best
     rows = query(db, "SELECT model, outcome, usage_source, termination, status,"
                      " prompt_tokens, completion_tokens, bytes_in, estimated_tokens,"
-                     " estimated_cost_micros FROM requests")
+                     " estimated_cost_micros, service_tier FROM requests")
     kinds = {}
-    for model, outcome, source, term, status, prompt, completion, bytes_in, est, cost in rows:
+    for model, outcome, source, term, status, prompt, completion, bytes_in, est, cost, tier \
+            in rows:
         billable = (outcome not in ("denied", "gateway_rejected")
                     and source in ("none", "partial")
                     and (outcome == "no_record" or 200 <= (status or 0) < 300
@@ -484,9 +494,9 @@ def test_random_estimates_are_the_agents(random_dbs):
             assert est is None and cost is None, (outcome, source, term)
             continue
         kinds[(outcome, source)] = kinds.get((outcome, source), 0) + 1
-        pin, pout = prices[model]
         prompt_est = 0 if prompt is not None else \
             None if bytes_in is None else (bytes_in - 250 + 3) // 4
+        pin, pout = prices(model, tier, prompt if prompt is not None else prompt_est or 0)
         if prompt_est is None:          # no record: no bytes to check the prompt by
             assert est > 256
             continue
@@ -495,8 +505,9 @@ def test_random_estimates_are_the_agents(random_dbs):
         if pin is None or pout is None:
             assert cost is None, model
         else:
-            assert cost == (prompt_est * pin + 500000) // 1000000 + \
-                (bound * pout + 500000) // 1000000, (model, est, cost)
+            # One sum, rounded once to the nearest micro-dollar, as a reported row's.
+            assert cost == (prompt_est * pin + bound * pout + 500000) // 1000000, \
+                (model, est, cost)
     # every kind of unreported usage occurs, and only sometimes
     assert set(kinds) >= {("complete", "none"), ("client_abort", "none"),
                           ("upstream_error", "none"), ("no_record", "none")}, kinds

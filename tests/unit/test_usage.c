@@ -493,6 +493,50 @@ static void test_priced_classes(void)
 	CHECK_EQ_STR(u.service_tier, "");
 }
 
+/* The same classes from json_query's fields (haproxy.cfg): a Responses answer's cache
+ * writes are part of its input, an Anthropic one's are not. */
+static void test_priced_fields(void)
+{
+	struct record r;
+	struct usage u;
+	int i;
+
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		r.u[i] = ACCT_NONE;
+	r.u[RECORD_U_INPUT] = 900;
+	r.u[RECORD_U_OUTPUT] = 300;
+	r.u[RECORD_U_CACHED] = 100;
+	r.u[RECORD_U_CACHE_CREATION] = 40;
+	r.u_tier = (struct record_str){ "flex", 4 };
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 900, 300, 100, 40, N);
+	CHECK_EQ_STR(u.service_tier, "flex");
+	r.u[RECORD_U_CACHED] = ACCT_NONE;
+	r.u[RECORD_U_CACHE_READ] = 100;
+	r.u[RECORD_U_CACHE_1H] = 10;
+	r.u[RECORD_U_WEB_SEARCH] = 2;
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 1040, 300, 100, 40, N);
+	CHECK(u.cache_creation_1h_tokens == 10 && u.web_search_calls == 2);
+	/* OpenAI chat: its cache writes in the same field, audio and predictions. */
+	for (i = 0; i < RECORD_U_COUNT; i++)
+		r.u[i] = ACCT_NONE;
+	r.u[RECORD_U_PROMPT] = 50;
+	r.u[RECORD_U_COMPLETION] = 20;
+	r.u[RECORD_U_CACHE_CREATION] = 5;
+	r.u[RECORD_U_AUDIO_INPUT] = 6;
+	r.u[RECORD_U_AUDIO_OUTPUT] = 7;
+	r.u[RECORD_U_PREDICTION_ACCEPTED] = 1;
+	r.u[RECORD_U_PREDICTION_REJECTED] = 2;
+	r.u_tier = (struct record_str){ NULL, 0 };
+	usage_from_fields(&r, &u);
+	CHECK_COUNTS(u, 50, 20, N, 5, N);
+	CHECK(u.audio_input_tokens == 6 && u.audio_output_tokens == 7);
+	CHECK(u.accepted_prediction_tokens == 1 && u.rejected_prediction_tokens == 2);
+	CHECK_EQ_STR(u.service_tier, "");
+}
+
 static void test_from_fields(void)
 {
 	struct record r;
@@ -683,6 +727,7 @@ int main(void)
 	RUN(test_model_names);
 	RUN(test_counts_absent_or_bad);
 	RUN(test_priced_classes);
+	RUN(test_priced_fields);
 	RUN(test_from_fields);
 	RUN(test_real_records);
 	RUN(test_real_records_cut);

@@ -1,0 +1,225 @@
+"""Cost as providers bill it (docs/pricing.md), through the real HAProxy, agent, mock
+and SQLite: every usage class the mock reports on request lands in its column, and each
+row's cost equals, to the micro-dollar, the price sheet below worked out here in Python
+(the card of the tier served, else asked for, with the largest threshold below the
+prompt; each class out of the count it belongs to)."""
+import json
+import time
+
+import pytest
+
+from stack import Stack
+
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+RESPONSES = "/v1/responses"
+
+CLASSES = ["input", "cached", "cache_write", "cache_write_1h", "output", "reasoning",
+           "audio_input", "audio_output"]
+
+# model -> [(tier, above_tokens, {class: micro-dollars per Mtok, "web_search": per call})]
+SHEET = {
+    "mock-gpt": [
+        ("default", 0, {"input": 2500000, "cached": 1250000, "cache_write": 3125000,
+                        "output": 10000000, "audio_input": 40000000,
+                        "audio_output": 80000000}),
+        ("priority", 0, {"input": 4250000, "cached": 2125000, "cache_write": 5000000,
+                         "output": 17000000, "reasoning": 20000000,
+                         "audio_input": 70000000, "audio_output": 140000000}),
+        ("flex", 0, {"input": 1250000, "cached": 625000, "cache_write": 1500000,
+                     "output": 5000000}),
+    ],
+    "mock-claude": [
+        ("default", 0, {"input": 3000000, "cached": 300000, "cache_write": 3750000,
+                        "cache_write_1h": 6000000, "output": 15000000, "web_search": 10000}),
+        ("default", 200000, {"input": 6000000, "cached": 600000, "cache_write": 7500000,
+                             "cache_write_1h": 12000000, "output": 22500000,
+                             "web_search": 10000}),
+        ("priority", 0, {"input": 5000000, "cached": 500000, "cache_write": 6250000,
+                         "output": 25000000}),
+    ],
+}
+
+OPTION = {"input": "--input-micros", "cached": "--cached-micros",
+          "cache_write": "--cache-write-micros", "cache_write_1h": "--cache-write-1h-micros",
+          "output": "--output-micros", "reasoning": "--reasoning-micros",
+          "audio_input": "--audio-input-micros", "audio_output": "--audio-output-micros",
+          "web_search": "--web-search-micros-per-call"}
+
+
+def card_of(model, tier, prompt):
+    tier = "default" if tier in (None, "", "standard", "auto") else tier
+    best = None
+    for t, above, prices in SHEET[model]:
+        if t == tier and (best is None or above < prompt):
+            best = prices
+    return best
+
+
+def expected_cost(row):
+    """The row's cost under SHEET, or None when it cannot be priced."""
+    card = card_of(row["model_requested"], row["service_tier"], row["prompt_tokens"] or 0)
+    if card is None:
+        return None
+    n = {k: row[k] or 0 for k in row if k.endswith("_tokens") or k == "web_search_calls"}
+    reasoning = n["reasoning_tokens"] if "reasoning" in card else 0
+    parts = [
+        ("input", n["prompt_tokens"] - n["cached_tokens"] - n["cache_creation_tokens"]
+         - n["audio_input_tokens"]),
+        ("cached", n["cached_tokens"]),
+        ("cache_write", n["cache_creation_tokens"] - n["cache_creation_1h_tokens"]),
+        ("cache_write_1h" if "cache_write_1h" in card else "cache_write",
+         n["cache_creation_1h_tokens"]),
+        ("audio_input", n["audio_input_tokens"]),
+        ("output", n["completion_tokens"] - n["audio_output_tokens"] - reasoning),
+        ("reasoning", reasoning),
+        ("audio_output", n["audio_output_tokens"]),
+    ]
+    total = 0
+    for cls, count in parts:
+        if count:
+            if cls not in card:
+                return None
+            total += count * card[cls]
+    if n["web_search_calls"]:
+        if "web_search" not in card:
+            return None
+        total += n["web_search_calls"] * card["web_search"] * 1000000
+    return (total + 500000) // 1000000
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path)
+    try:
+        s.start()
+        for model, cards in SHEET.items():
+            for tier, above, prices in cards:
+                args = ["prices", "set", model, "--tier", tier, "--above", str(above)]
+                for cls, v in prices.items():
+                    args += [OPTION[cls], str(v)]
+                s.tallyctl(*args)
+        time.sleep(0.6)   # the agent reloads prices within its reload interval
+        yield s
+    finally:
+        s.close()
+
+
+def ask(stack, path, model, knobs, stream=False, extra=None):
+    body = {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    if path == RESPONSES:
+        body = {"model": model, "input": "hi", "max_output_tokens": 64, "store": False}
+    if stream:
+        body["stream"] = True
+    body.update(extra or {})
+    status, h, data = stack.gateway("POST", path, body, key=stack.key,
+                                    headers={f"x-mock-{k}": str(v) for k, v in knobs.items()})
+    assert status == 200, data
+    return stack.row(h["x-request-id"])
+
+
+OPENAI_CLASSES = {"prompt-tokens": 1000, "completion-tokens": 400, "cached-tokens": 200,
+                  "cache-write-tokens": 50, "audio-input-tokens": 300,
+                  "audio-output-tokens": 100, "reasoning-tokens": 60,
+                  "accepted-prediction-tokens": 20, "rejected-prediction-tokens": 10}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_classes_and_tiers(stack, stream):
+    for tier in ("priority", "default", None):
+        knobs = dict(OPENAI_CLASSES)
+        if tier:
+            knobs["service-tier"] = tier
+        row = ask(stack, CHAT, "mock-gpt", knobs, stream)
+        assert (row["prompt_tokens"], row["completion_tokens"], row["cached_tokens"],
+                row["cache_creation_tokens"], row["reasoning_tokens"]) == (1000, 400, 200, 50, 60)
+        assert (row["audio_input_tokens"], row["audio_output_tokens"],
+                row["accepted_prediction_tokens"], row["rejected_prediction_tokens"]) == \
+            (300, 100, 20, 10)
+        assert row["service_tier"] == tier
+        assert row["usage_source"] == ("stream" if stream else "response")
+        assert row["cost_micros"] == expected_cost(row) is not None, row
+    # priority: 450 x 4.25 + 200 x 2.125 + 50 x 5 + 300 x 70 + 240 x 17 + 60 x 20
+    # + 100 x 140 (dollars per Mtok) = $0.0428675, rounded to the nearest micro-dollar
+    assert stack.rows("service_tier = 'priority'")[0]["cost_micros"] == 42868
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_hour_writes_searches_and_long_context(stack, stream):
+    knobs = {"prompt-tokens": 1000, "completion-tokens": 500, "cached-tokens": 2000,
+             "cache-creation-tokens": 3000, "cache-1h-tokens": 1000,
+             "web-search-requests": 2, "service-tier": "standard"}
+    row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
+    assert (row["prompt_tokens"], row["cache_creation_tokens"], row["cache_creation_1h_tokens"],
+            row["web_search_calls"], row["service_tier"]) == (6000, 3000, 1000, 2, "standard")
+    # $0.003 + 0.0006 + 0.0075 + 0.006 + 0.0075 + 2 searches x $0.01
+    assert row["cost_micros"] == expected_cost(row) == 44600
+    knobs["prompt-tokens"] = 245000
+    row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
+    assert row["prompt_tokens"] == 250000
+    assert row["cost_micros"] == expected_cost(row) == 1529450
+    # Served at priority, whose card has no web-search price: unpriced, never free.
+    knobs.update({"prompt-tokens": 1000, "service-tier": "priority"})
+    row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
+    assert row["cost_micros"] is None and expected_cost(row) is None
+    knobs["web-search-requests"] = 0
+    del knobs["cache-1h-tokens"]
+    row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
+    assert row["cost_micros"] == expected_cost(row) is not None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_cache_writes_and_tier(stack, stream):
+    knobs = {"prompt-tokens": 900, "completion-tokens": 300, "cached-tokens": 100,
+             "cache-write-tokens": 40, "reasoning-tokens": 30, "service-tier": "flex"}
+    row = ask(stack, RESPONSES, "mock-gpt", knobs, stream)
+    assert (row["prompt_tokens"], row["cached_tokens"], row["cache_creation_tokens"],
+            row["service_tier"]) == (900, 100, 40, "flex")
+    assert row["cost_micros"] == expected_cost(row) is not None
+
+
+def test_tier_asked_for_prices_an_answer_that_names_none(stack):
+    """The mock reports no tier unless told: the tier the request named prices it."""
+    row = ask(stack, CHAT, "mock-gpt", {"prompt-tokens": 1000, "completion-tokens": 100},
+              extra={"service_tier": "flex"})
+    assert row["service_tier"] == "flex"
+    assert row["cost_micros"] == expected_cost(row) == 1750
+    # A tier the model has no card for leaves the row unpriced, and counted so.
+    before = stack.counters()["unpriced"]
+    row = ask(stack, CHAT, "mock-gpt", {"prompt-tokens": 10, "completion-tokens": 10,
+                                        "service-tier": "scale"})
+    assert row["service_tier"] == "scale" and row["cost_micros"] is None
+    deadline = time.time() + 10
+    while stack.counters()["unpriced"] == before and time.time() < deadline:
+        time.sleep(0.05)
+    assert stack.counters()["unpriced"] == before + 1
+
+
+def test_mixed_run_costs_to_the_micro_dollar(stack):
+    """Every class, tier, API and path together: the sum of the rows' costs and of the
+    rollups' is the sheet's, +-0 micro-dollars."""
+    cases = []
+    for i in range(24):
+        knobs = {"prompt-tokens": 100 + 37 * i, "completion-tokens": 50 + 11 * i}
+        if i % 3 == 0:
+            path, model = MESSAGES, "mock-claude"
+            knobs.update({"cached-tokens": 13 * i, "cache-creation-tokens": 20 + i,
+                          "cache-1h-tokens": i % 7, "web-search-requests": i % 4})
+            if i % 6 == 0:
+                knobs["prompt-tokens"] = 200001 + i
+        elif i % 3 == 1:
+            path, model = CHAT, "mock-gpt"
+            knobs.update({"cached-tokens": 7 * i, "audio-input-tokens": 3 * i,
+                          "audio-output-tokens": 2 * i, "reasoning-tokens": i,
+                          "service-tier": ["default", "priority", "flex"][i % 3]})
+        else:
+            path, model = RESPONSES, "mock-gpt"
+            knobs.update({"cached-tokens": 5 * i, "cache-write-tokens": i,
+                          "reasoning-tokens": i, "service-tier": "priority"})
+        cases.append(ask(stack, path, model, knobs, stream=i % 2 == 1))
+    want = [expected_cost(r) for r in cases]
+    assert None not in want
+    assert [r["cost_micros"] for r in cases] == want
+    ids = json.dumps([r["request_id"] for r in cases])
+    assert sum(r["cost_micros"] for r in stack.rows(
+        "request_id IN (SELECT value FROM json_each(?))", (ids,))) == sum(want)
