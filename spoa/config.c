@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acct.h"
+
 struct config_setting {
 	const char *name;
 	const char *arg;
@@ -183,6 +185,47 @@ static int config_set_default_max_tokens(struct agent_config *cfg, const char *v
 	return config_ms(value, 1, 10000000, &cfg->default_max_tokens);
 }
 
+/* A comma-separated list of tier names (acct_tier_ok), or "" for none. */
+static int config_set_service_tiers(struct agent_config *cfg, const char *value)
+{
+	const char *p = value;
+
+	while (*p) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (!acct_tier_ok(p, len))
+			return -1;
+		p += len + (comma != NULL);
+		if (comma && !*p)
+			return -1;
+	}
+	return config_copy(cfg->service_tiers, value);
+}
+
+static int config_policy(const char *value, enum kt_policy *out)
+{
+	if (strcmp(value, "priced") == 0)
+		*out = KT_POLICY_PRICED;
+	else if (strcmp(value, "allow") == 0)
+		*out = KT_POLICY_ALLOW;
+	else if (strcmp(value, "deny") == 0)
+		*out = KT_POLICY_DENY;
+	else
+		return -1;
+	return 0;
+}
+
+static int config_set_server_tools(struct agent_config *cfg, const char *value)
+{
+	return config_policy(value, &cfg->server_tools);
+}
+
+static int config_set_audio(struct agent_config *cfg, const char *value)
+{
+	return config_policy(value, &cfg->audio);
+}
+
 static int config_set_dedupe(struct agent_config *cfg, const char *value)
 {
 	return config_ms(value, 1000, 86400000, &cfg->dedupe_ms);
@@ -237,6 +280,9 @@ static const struct config_setting settings[] = {
 	{ "stored-responses", "N", "ids of stored responses (Responses API) whose key the agent remembers, at most; past it the oldest is forgotten and its key gets 404 for it (default 262144)", config_set_stored_responses },
 	{ "pending-max", "N", "decided requests awaiting their record, at most; beyond it requests are refused with 503 and counted (default 131072)", config_set_pending_max },
 	{ "default-max-tokens", "N", "output tokens a limited key's request reserves when it names no max_tokens (default 4096)", config_set_default_max_tokens },
+	{ "service-tiers", "LIST", "service tiers a request may ask for, comma-separated, for keys without their own list (default: every tier the model has prices for)", config_set_service_tiers },
+	{ "server-tools", "POLICY", "tools the provider runs (web search, ...) for keys without their own policy: priced (while the model prices them), allow or deny (default priced)", config_set_server_tools },
+	{ "audio", "POLICY", "audio output for keys without their own policy: priced, allow or deny (default priced)", config_set_audio },
 	{ "db-max-pages", "N", "cap the database at N pages (PRAGMA max_page_count; 0: no cap)", config_set_db_max_pages },
 	{ "haproxy-socket", "PATH", "HAProxy's CLI (a stats socket of level operator): the records ring's backlog is read from it at start and when the ring reconnects, since HAProxy 3.x's ring does not resend it (default: none)", config_set_haproxy_socket },
 	{ "haproxy-ring", "NAME", "the records ring's name in haproxy.cfg (default tally-records)", config_set_haproxy_ring },
@@ -373,6 +419,7 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->pending_timeout_ms = 900000;
 	cfg->dedupe_ms = 600000;
 	cfg->default_max_tokens = 4096;
+	cfg->server_tools = cfg->audio = KT_POLICY_PRICED;
 	snprintf(cfg->haproxy_ring, sizeof(cfg->haproxy_ring), "tally-records");
 }
 

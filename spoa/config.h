@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keytable-t.h"
 #include "log.h"
 
 #define CONFIG_MAX_LISTEN  8
@@ -39,6 +40,11 @@ struct agent_config {
 	int stored_responses;                 /* stored responses' owners kept, at most */
 	int dedupe_ms;
 	int default_max_tokens;
+	/* What a key whose own columns are NULL may ask for that costs more
+	 * (docs/pricing.md): tiers comma-separated ("" every tier priced). */
+	char service_tiers[CONFIG_PATH_MAX];
+	enum kt_policy server_tools;
+	enum kt_policy audio;
 	int64_t db_max_pages;
 	char haproxy_socket[CONFIG_PATH_MAX];  /* HAProxy's CLI; empty: the ring's backlog is
 	                                        * not read (intake.h) */

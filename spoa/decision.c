@@ -62,6 +62,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_MODELS_LISTED] = { "models_listed", 200, "", "" },
 	[DECISION_STORED_STATE] = { "unsupported_parameter", 400, "invalid_request_error", "invalid_request_error" },
 	[DECISION_UNKNOWN_RESPONSE] = { "response_not_found", 404, "invalid_request_error", "not_found_error" },
+	[DECISION_COST_POLICY] = { "unsupported_value", 400, "invalid_request_error", "invalid_request_error" },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -430,6 +431,55 @@ static enum decision_verdict decision_stored(const struct keytable *t,
 	return d->model && d->model->provider ? DECISION_ALLOW : DECISION_NO_ROUTE;
 }
 
+/* Whether list (comma-separated) names tier. */
+static int decision_listed(const char *list, const char *tier)
+{
+	size_t n = strlen(tier);
+
+	while (list && *list) {
+		const char *comma = strchr(list, ',');
+		size_t len = comma ? (size_t)(comma - list) : strlen(list);
+
+		if (len == n && memcmp(list, tier, n) == 0)
+			return 1;
+		list = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+/* What of the request the key may not ask for, or the gateway could not price; 0:
+ * nothing (docs/pricing.md). A model without any price stays as it was, its rows
+ * unpriced: "priced" judges the card of the tier asked for. Only Anthropic counts its
+ * web searches, so on OpenAI's API a web search is a tool the gateway cannot price. */
+static enum decision_costly decision_costly(const struct decision_request *req,
+                                            const struct decision *d)
+{
+	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	const struct decision_policy *p = req->policy ? req->policy : &none;
+	const char *tier = price_tier_name(d->body.service_tier);
+	const char *tiers = d->key->service_tiers ? d->key->service_tiers : p->service_tiers;
+	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
+	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
+	const struct price_card *c = price_pick(&d->model->prices, tier, -1);
+	int priced = d->model->prices.ncards > 0;
+	int searches_priced = c && d->model->provider->api == KT_API_ANTHROPIC &&
+	                      c->micros[PRICE_WEB_SEARCH] != PRICE_UNSET;
+
+	if (d->body.tier_unknown || (tiers && *tiers && !decision_listed(tiers, tier)) ||
+	    (priced && !c))
+		return DECISION_COSTLY_TIER;
+	if (d->body.server_tools &&
+	    (tools == KT_POLICY_DENY ||
+	     (tools != KT_POLICY_ALLOW && priced &&
+	      ((d->body.server_tools & REQBODY_TOOL_OTHER) || !searches_priced))))
+		return DECISION_COSTLY_TOOLS;
+	if (d->body.audio_out &&
+	    (audio == KT_POLICY_DENY ||
+	     (audio != KT_POLICY_ALLOW && priced && c->micros[PRICE_AUDIO_OUTPUT] == PRICE_UNSET)))
+		return DECISION_COSTLY_AUDIO;
+	return 0;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -471,6 +521,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_NO_ROUTE;
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
+	if ((d->costly = decision_costly(req, d)))
+		return DECISION_COST_POLICY;
 	if (ep->stored_state && d->body.stateful) {
 		struct owner_entry e;
 		const struct kt_model *made;
@@ -674,6 +726,14 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_UNKNOWN_RESPONSE:
 		decision_json_escape(model, sizeof(model), d->response_id);
 		snprintf(msg, cap, "No response found with id '%s'.", model);
+		break;
+	case DECISION_COST_POLICY:
+		if (d->costly == DECISION_COSTLY_TIER)
+			snprintf(msg, cap, "Key %s may not ask for this service_tier of the model '%s', or the gateway has no price for it.", d->key->prefix, model);
+		else if (d->costly == DECISION_COSTLY_TOOLS)
+			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
+		else
+			snprintf(msg, cap, "Key %s may not ask the model '%s' for audio output, or the gateway has no price for it.", d->key->prefix, model);
 		break;
 	case DECISION_STORED_STATE:
 		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background or request_id, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");

@@ -34,6 +34,8 @@ enum decision_verdict {
 	DECISION_MODELS_LISTED,     /* 200: GET /v1/models[/ID], answered by the gateway */
 	DECISION_STORED_STATE,      /* 400: a Responses body builds on state stored upstream */
 	DECISION_UNKNOWN_RESPONSE,  /* 404: a stored response this key did not make */
+	DECISION_COST_POLICY,       /* 400: a service tier, server tool or audio the key may
+	                             * not ask for, or that the gateway cannot price */
 	DECISION_VERDICT_COUNT
 };
 
@@ -46,6 +48,17 @@ enum decision_model_source {
 /* What HAProxy sent for one request. Views borrow the NOTIFY frame's buffer and live
  * until the ACK is built. Absent headers have len 0. */
 struct owner;
+
+/* What a request may ask for that costs more, for keys whose own columns are NULL (the
+ * agent's --service-tiers, --server-tools, --audio; docs/pricing.md). */
+struct decision_policy {
+	const char *service_tiers;  /* comma-separated; NULL or "": every tier priced */
+	enum kt_policy server_tools; /* KT_POLICY_INHERIT reads as KT_POLICY_PRICED */
+	enum kt_policy audio;
+};
+
+/* What a DECISION_COST_POLICY refused. */
+enum decision_costly { DECISION_COSTLY_TIER = 1, DECISION_COSTLY_TOOLS, DECISION_COSTLY_AUDIO };
 
 struct decision_request {
 	struct spop_str authorization;
@@ -61,6 +74,7 @@ struct decision_request {
 	int64_t json_max;           /* bytes HAProxy's json_query reads an answer in; 0 the
 	                             * regular buffer (set by haproxy.cfg, never a client) */
 	struct owner *owners;       /* who made which stored response; NULL: none known */
+	const struct decision_policy *policy; /* NULL: every default */
 };
 
 struct decision {
@@ -83,6 +97,7 @@ struct decision {
 	 * of theirs. */
 	char response_id[ACCT_RESPONSE_ID_MAX];
 	int wait;
+	enum decision_costly costly;        /* with DECISION_COST_POLICY: what was refused */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
 	/* The usage amendment of an OpenAI stream that did not ask for usage: the capture

@@ -64,6 +64,7 @@ struct agent {
 	struct quota *quota;
 	struct longbody *longbody;
 	struct owner *owners;
+	struct decision_policy policy; /* the workers' defaults, from cfg */
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
@@ -321,6 +322,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.secret = &a->gateway_secret,
 		.longbody = a->longbody,
 		.owners = a->owners,
+		.policy = &a->policy,
 	};
 	struct intake_config ic = {
 		.addr = a->cfg.records_addr,
@@ -341,6 +343,8 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	struct keytable *kt;
 	int i;
 
+	a->policy = (struct decision_policy){ a->cfg.service_tiers, a->cfg.server_tools,
+	                                      a->cfg.audio };
 	if (keytable_load(a->db, a->secret, &kt, err, errlen) < 0)
 		return -1;
 	a->generation = kt->generation;

@@ -425,8 +425,16 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 	case REQBODY_TOOLS:
 	case REQBODY_WEB_SEARCH:
 	case REQBODY_MCP_SERVERS:
-		if (!null)
-			out->many_outputs = 1;
+		if (null)
+			return;
+		out->many_outputs = 1;
+		/* The audio parameter asks for spoken output; chat's web search and
+		 * Anthropic's MCP servers run at the provider, which reports no count of
+		 * them. A scalar where a list belongs is judged as the worst it could be. */
+		if (m == REQBODY_AUDIO || (m == REQBODY_MODALITIES && tok))
+			out->audio_out = 1;
+		if (m == REQBODY_WEB_SEARCH || m == REQBODY_MCP_SERVERS || (m == REQBODY_TOOLS && tok))
+			out->server_tools |= REQBODY_TOOL_OTHER;
 		return;
 	case REQBODY_PREVIOUS_RESPONSE_ID:
 	case REQBODY_CONVERSATION:
@@ -487,6 +495,124 @@ static enum reqbody_scan reqbody_colon(struct reqbody_cursor *s)
 	if (*s->p++ != ':')
 		return REQBODY_SCAN_BAD;
 	return reqbody_skip_ws(s);
+}
+
+/* What a tool of a request's "tools" is, by its "type" (raw, as sent): a tool the client
+ * runs (a function, or one of the providers' own client tools), a web search the
+ * provider runs, or another tool the provider runs (file search, code execution, MCP,
+ * and any type this list does not know). A tool without a type is the client's
+ * (Anthropic's custom tools). */
+static int reqbody_tool_kind(const char *raw, size_t len)
+{
+	static const char *const client[] = { "function", "custom", "local_shell", "shell",
+	                                      "apply_patch", "computer_use_preview" };
+	static const char *const client_prefix[] = { "bash_", "text_editor_", "computer_",
+	                                             "memory_" };
+	char type[REQBODY_KEY_MAX];
+	long n = reqbody_unescape(raw, len, type, sizeof(type));
+	size_t i;
+
+	if (n < 0)
+		return REQBODY_TOOL_OTHER;
+	if (n >= 10 && memcmp(type, "web_search", 10) == 0)
+		return REQBODY_TOOL_WEB_SEARCH;
+	for (i = 0; i < sizeof(client) / sizeof(client[0]); i++)
+		if (reqbody_token_is(type, (size_t)n, client[i]))
+			return 0;
+	for (i = 0; i < sizeof(client_prefix) / sizeof(client_prefix[0]); i++)
+		if ((size_t)n > strlen(client_prefix[i]) &&
+		    memcmp(type, client_prefix[i], strlen(client_prefix[i])) == 0)
+			return 0;
+	return REQBODY_TOOL_OTHER;
+}
+
+/* One tool (s at its '{'): its kind into out->server_tools. A "type" twice, spelled so
+ * that only some readers take it, or not a string, is a tool nobody can judge. */
+static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_info *out)
+{
+	static const char *const names[] = { NULL, "type" };
+	int kind = 0, typed = 0;
+	enum reqbody_scan r;
+
+	s->p++;
+	for (;;) {
+		const char *key, *tok;
+		size_t keylen, toklen;
+		struct reqbody_key k;
+
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == '}')
+			break;
+		if (*s->p != '"')
+			return REQBODY_SCAN_BAD;
+		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
+			return r;
+		k = reqbody_key_of(key, keylen, names, 2);
+		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (k.m != REQBODY_OTHER && (k.variant || k.nul || typed++ || *s->p != '"'))
+			kind = REQBODY_TOOL_OTHER;
+		if (k.m != REQBODY_OTHER && *s->p == '"' && kind != REQBODY_TOOL_OTHER) {
+			if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+				return r;
+			kind = reqbody_tool_kind(tok, toklen);
+		} else if ((r = reqbody_skip_value(s, &tok, &toklen)) != REQBODY_SCAN_OK) {
+			return r;
+		}
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == '}')
+			break;
+		if (*s->p++ != ',')
+			return REQBODY_SCAN_BAD;
+	}
+	s->p++;
+	out->server_tools |= kind;
+	return REQBODY_SCAN_OK;
+}
+
+/* The array of "tools" (s at its '['), or "modalities" when modalities: whether a tool
+ * is one the provider runs, whether audio is among the modalities. An element of
+ * another shape is one nobody can judge. */
+static enum reqbody_scan reqbody_list(struct reqbody_cursor *s, int modalities,
+                                      struct reqbody_info *out)
+{
+	enum reqbody_scan r;
+
+	s->p++;
+	for (;;) {
+		const char *tok;
+		size_t toklen;
+		char word[8];
+
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == ']')
+			break;
+		if (!modalities && *s->p == '{') {
+			r = reqbody_tool(s, out);
+		} else if (modalities && *s->p == '"') {
+			if ((r = reqbody_string(s, &tok, &toklen)) == REQBODY_SCAN_OK &&
+			    reqbody_unescape(tok, toklen, word, sizeof(word)) == 5 &&
+			    memcmp(word, "audio", 5) == 0)
+				out->audio_out = 1;
+		} else {
+			r = reqbody_skip_value(s, &tok, &toklen);
+			if (modalities)
+				out->audio_out = 1;
+			else
+				out->server_tools |= REQBODY_TOOL_OTHER;
+		}
+		if (r != REQBODY_SCAN_OK || (r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == ']')
+			break;
+		if (*s->p++ != ',')
+			return REQBODY_SCAN_BAD;
+	}
+	s->p++;
+	return REQBODY_SCAN_OK;
 }
 
 /* Walks the object value of "stream_options" (s at its '{'): where include_usage is and
@@ -580,7 +706,11 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			return REQBODY_SCAN_BAD;
 		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
 			out->stateful_other = 1;
-		if ((r = reqbody_container(s)) == REQBODY_SCAN_OK)
+		if (*s->p == '[' && (m == REQBODY_TOOLS || m == REQBODY_MODALITIES))
+			r = reqbody_list(s, m == REQBODY_MODALITIES, out);
+		else
+			r = reqbody_container(s);
+		if (r == REQBODY_SCAN_OK)
 			reqbody_set_hint(out, m, NULL, 0);
 		return r;
 	}
@@ -644,6 +774,10 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 				out->unaccountable = 1;
 			if (k.m == REQBODY_SERVICE_TIER)
 				out->tier_unknown = 1;
+			if (k.m == REQBODY_TOOLS || k.m == REQBODY_WEB_SEARCH || k.m == REQBODY_MCP_SERVERS)
+				out->server_tools |= REQBODY_TOOL_OTHER;
+			if (k.m == REQBODY_AUDIO || k.m == REQBODY_MODALITIES)
+				out->audio_out = 1;
 			out->hints_ambiguous = 1;
 			k.m = REQBODY_OTHER;
 		}

@@ -31,6 +31,11 @@ struct reqbody_stream_options {
 	size_t iu_at, iu_len;           /* object: include_usage's value text */
 };
 
+/* reqbody_info.server_tools */
+#define REQBODY_TOOL_WEB_SEARCH 1   /* a web search, which Anthropic counts per call */
+#define REQBODY_TOOL_OTHER 2        /* any other tool the provider runs, or one nobody can
+                                       judge */
+
 struct reqbody_info {
 	int has_model;                  /* a string "model" member was seen */
 	int model_unusable;             /* it was too long, or held NUL or control bytes:
@@ -67,6 +72,12 @@ struct reqbody_info {
 	                                   self-hosted server makes it the response's id,
 	                                   which a key could then choose), in any spelling */
 	char service_tier[ACCT_TIER_MAX]; /* the tier asked for, a plain name; "" none */
+	int server_tools;               /* REQBODY_TOOL_*: tools the provider would run
+	                                   (among the tools seen; "tools", "web_search_options"
+	                                   or "mcp_servers" twice or spelled so that only
+	                                   some readers take them: OTHER) */
+	int audio_out;                  /* spoken output asked for ("audio", or "audio" among
+	                                   the "modalities"), or either member ambiguous */
 	int tier_unknown;               /* service_tier in another form, twice, or spelled
 	                                   so that only some readers take it */
 };

@@ -462,6 +462,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		if (req.body_truncated && s->longbody)
 			whole = session_whole_body(s->longbody, id, &req);
 		req.owners = s->owners;
+		req.policy = s->policy;
 		decision_make(kt, &req, &d);
 		session_quota(s, &req, &d);
 		/* HAProxy will ask again about this body (decision.h, wait): it keeps its

@@ -53,6 +53,9 @@ struct session {
 	/* Who made which stored response; NULL: none known (every ID is unknown).
 	 * Borrowed. */
 	struct owner *owners;
+	/* What keys without their own say may ask for that costs more; NULL: the
+	 * defaults. Borrowed. */
+	const struct decision_policy *policy;
 };
 
 enum session_result {

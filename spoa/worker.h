@@ -36,6 +36,7 @@ struct worker_acct {
 	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
 	struct longbody *longbody;    /* NULL: long bodies judged on their first frame */
 	struct owner *owners;         /* who made which stored response */
+	const struct decision_policy *policy; /* the agent's defaults (decision.h) */
 };
 
 /* Totals over the worker's closed and open connections, read after it stopped. */

@@ -223,3 +223,65 @@ def test_mixed_run_costs_to_the_micro_dollar(stack):
     ids = json.dumps([r["request_id"] for r in cases])
     assert sum(r["cost_micros"] for r in stack.rows(
         "request_id IN (SELECT value FROM json_each(?))", (ids,))) == sum(want)
+
+
+def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
+    """docs/pricing.md: a tier without a card, a tool the provider runs that the model
+    does not price (or the provider does not count), audio output the card does not
+    price: 400 in the API's shape, and nothing reaches the mock. Keys' own policies
+    allow or deny beyond that."""
+    def send(path, model, extra, key=None):
+        body = {"model": model, "max_tokens": 8, "messages": []}
+        if path == RESPONSES:
+            body = {"model": model, "input": "hi", "max_output_tokens": 8, "store": False}
+        body.update(extra)
+        return stack.gateway("POST", path, body, key=key or stack.key)
+
+    stack.mock_clear()
+    web = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    refused = [
+        (CHAT, "mock-gpt", {"service_tier": "scale"}),
+        (CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["text", "audio"],
+                            "audio": {"voice": "alloy", "format": "wav"}}),
+        (CHAT, "mock-gpt", {"web_search_options": {}}),
+        (RESPONSES, "mock-gpt", {"tools": [{"type": "web_search"}]}),
+        (RESPONSES, "mock-gpt", {"tools": [{"type": "code_interpreter",
+                                            "container": {"type": "auto"}}]}),
+        (MESSAGES, "mock-claude", dict(web, service_tier="priority")),
+        (MESSAGES, "mock-claude", {"tools": [{"type": "function", "Type": "mcp"}]}),
+    ]
+    for path, model, extra in refused:
+        status, h, body = send(path, model, extra)
+        assert status == 400, (path, extra, body)
+        err = json.loads(body)["error"]
+        assert err["type"] == "invalid_request_error", err
+        if path != MESSAGES:
+            assert err["code"] == "unsupported_value", err
+    assert stack.mock_requests() == []
+    rows = stack.wait_rows(len(refused), "verdict = 'unsupported_value'")
+    assert all(r["outcome"] == "denied" and r["cost_micros"] is None for r in rows)
+    # What the sheet prices passes: a priced tier, audio where the card prices it,
+    # Anthropic's counted web searches, and the client's own tools.
+    allowed = [
+        (CHAT, "mock-gpt", {"service_tier": "priority"}),
+        (CHAT, "mock-gpt", {"modalities": ["text", "audio"], "audio": {"voice": "alloy"}}),
+        (MESSAGES, "mock-claude", web),
+        (CHAT, "mock-gpt", {"tools": [{"type": "function",
+                                       "function": {"name": "f", "parameters": {}}}]}),
+        (MESSAGES, "mock-claude", {"tools": [{"name": "mine", "input_schema": {
+            "type": "object", "properties": {"type": {"type": "string"}}}}]}),
+    ]
+    for path, model, extra in allowed:
+        status, _, body = send(path, model, extra)
+        assert status == 200, (path, extra, body)
+    assert len(stack.mock_requests()) == len(allowed)
+    # A key of its own: no web search at all, any tier on its list only.
+    strict = stack.create_key("strict", "--server-tools", "deny", "--service-tiers", "default")
+    loose = stack.create_key("loose", "--server-tools", "allow", "--audio", "allow")
+    time.sleep(0.6)
+    assert send(MESSAGES, "mock-claude", web, key=strict)[0] == 400
+    assert send(CHAT, "mock-gpt", {"service_tier": "priority"}, key=strict)[0] == 400
+    assert send(CHAT, "mock-gpt", {}, key=strict)[0] == 200
+    assert send(RESPONSES, "mock-gpt", {"tools": [{"type": "web_search"}]}, key=loose)[0] == 200
+    assert send(CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["audio"]},
+                key=loose)[0] == 200

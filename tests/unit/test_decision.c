@@ -13,6 +13,7 @@ static struct fixture fx;
 /* A POST with a Content-Length unless path starts with "GET " or "CHUNKED ". */
 /* The json_max HAProxy announces (its large buffer, 3.4+); 0: the regular buffer. */
 static int64_t fix_json_max;
+static const struct decision_policy *fix_policy;   /* NULL: the defaults */
 /* Who made which stored response; NULL: none known. */
 static struct owner *fix_owners;
 
@@ -51,6 +52,7 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body_truncated = truncated;
 	req.json_max = fix_json_max;
 	req.owners = fix_owners;
+	req.policy = fix_policy;
 	decision_make(fx.kt, &req, &d);
 	return d;
 }
@@ -157,7 +159,7 @@ static void test_capture_choice(void)
 	/* Members that grow the answer beyond max_tokens. */
 	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,\"echo\":true}").capture);
 	CHECK(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
-	                           "\"modalities\":[\"text\",\"audio\"]}").capture);
+	                           "\"modalities\":[\"text\"]}").capture);
 	CHECK(!decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":10,"
 	                            "\"echo\":false,\"best_of\":1,\"top_logprobs\":null}").capture);
 }
@@ -639,6 +641,110 @@ static void test_cut_route_without_default(void)
 	CHECK_EQ_INT(decide_with(auth, NULL, CHAT, cut, 1).verdict, DECISION_BODY_TOO_LARGE);
 }
 
+/* docs/pricing.md: what a request asks for that costs more, judged against the key's
+ * policy, the agent's, and the card of the tier asked for. */
+static enum decision_verdict costly(const char *model, const char *path, const char *extra)
+{
+	char body[1024];
+
+	snprintf(body, sizeof(body), "{\"model\":\"%s\",\"max_tokens\":8%s}", model, extra);
+	return decide_with("Bearer " FIX_KEY_OPEN, NULL, path, body, 0).verdict;
+}
+
+static void test_cost_policy(void)
+{
+	static const char *const web = ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}]";
+	/* A web search, and a client tool whose schema says "type" one level down. */
+	static const char *const priority_web =
+		",\"service_tier\":\"priority\",\"tools\":[{\"type\":\"web_search_20250305\","
+		"\"name\":\"w\"},{\"name\":\"mine\",\"input_schema\":{\"type\":\"web_search\"}}]";
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	char err[256];
+	struct decision d;
+
+	CHECK_EQ_INT(db_exec(fx.db,
+	                     "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                     " input_micros_per_mtok, output_micros_per_mtok,"
+	                     " audio_output_micros_per_mtok, web_search_micros_per_call) VALUES"
+	                     " (1, 'priority', 0, 200, 400, 9000, 10000),"
+	                     " (3, 'priority', 0, 600, 800, NULL, 10000);"
+	                     "UPDATE keys SET service_tiers = 'default,flex' WHERE id = 4;",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	/* Tiers: priced ones pass, others are refused before any provider sees them. */
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\""), DECISION_ALLOW);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"auto\""), DECISION_ALLOW);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"service_tier\":\"flex\"}");
+	CHECK(d.verdict == DECISION_COST_POLICY && d.costly == DECISION_COSTLY_TIER);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":7"), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"Priority\""), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"Service_Tier\":\"priority\""), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":null"), DECISION_ALLOW);
+	/* The reservation takes the tier's card: 8 output tokens at 400, not 200. */
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8,\"service_tier\":\"priority\"}");
+	decision_estimate(&d, &(struct decision_request){ .body_size = 4 }, 4096);
+	CHECK_EQ_INT(d.est_card.micros[PRICE_OUTPUT], 400);
+	/* The key's own list: priority is priced but not on it. */
+	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, CHAT,
+	                "{\"model\":\"gpt-a\",\"service_tier\":\"priority\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_COST_POLICY);
+	/* The agent's list for keys without one. */
+	pol.service_tiers = "flex";
+	fix_policy = &pol;
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ""), DECISION_COST_POLICY);
+	pol.service_tiers = "default,priority";
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\""), DECISION_ALLOW);
+	/* Server tools: an Anthropic web search where its card prices one. */
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", priority_web), DECISION_ALLOW);
+	/* Client tools are no matter; other server tools and ambiguous types are. */
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"tools\":[{\"type\":\"function\",\"function\":{}}]"),
+	             DECISION_ALLOW);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"tools\":[{\"type\":\"bash_20250124\"},"
+	                    "{\"name\":\"x\"}]"), DECISION_ALLOW);
+	CHECK_EQ_INT(costly("gpt-a", "/v1/responses", ",\"tools\":[{\"type\":\"web_search\"}]"),
+	             DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"tools\":[{\"type\":\"function\",\"Type\":\"mcp\"}]"),
+	             DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"tools\":[{\"type\":\"function\",\"type\":\"function\"}]"),
+	             DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"tools\":[\"code_interpreter\"]"), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"web_search_options\":{}"), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"web_search_options\":null"), DECISION_ALLOW);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"claude-a\",\"mcp_servers\":[]}");
+	CHECK_EQ_INT(d.verdict, DECISION_WRONG_API);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"mcp_servers\":[{}]"), DECISION_COST_POLICY);
+	/* allow lets them through, deny refuses even a priced one. */
+	pol.server_tools = KT_POLICY_ALLOW;
+	CHECK_EQ_INT(costly("gpt-a", "/v1/responses", ",\"tools\":[{\"type\":\"file_search\"}]"),
+	             DECISION_ALLOW);
+	pol.server_tools = KT_POLICY_DENY;
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", priority_web), DECISION_COST_POLICY);
+	pol.server_tools = KT_POLICY_PRICED;
+	/* Audio output: priced on gpt-a's priority card only. */
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"modalities\":[\"text\",\"audio\"]"), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"modalities\":[\"text\",\"au\\u0064io\"]"),
+	             DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{\"voice\":\"alloy\"}"), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\",\"modalities\":[\"audio\"],"
+	                    "\"audio\":{}"), DECISION_ALLOW);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"modalities\":[\"text\"]"), DECISION_ALLOW);
+	pol.audio = KT_POLICY_ALLOW;
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_ALLOW);
+	/* A key's own policy wins over the agent's. */
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = 'deny' WHERE id = 1", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_COST_POLICY);
+	/* A model without any price stays as it was: its rows are unpriced. */
+	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
+	                            "UPDATE keys SET audio = NULL", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_ALLOW);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"service_tier\":\"flex\""), DECISION_ALLOW);
+	fix_policy = NULL;
+}
+
 static void test_reload_sees_changes(void)
 {
 	char err[256];
@@ -822,6 +928,7 @@ int main(void)
 	RUN(test_error_bodies);
 	RUN(test_endpoints_and_apis);
 	RUN(test_chunked_bodies);
+	RUN(test_cost_policy);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
 	fixture_close(&fx);
