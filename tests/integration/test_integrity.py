@@ -508,8 +508,18 @@ def test_a_decision_whose_record_never_comes_is_charged_its_estimate(stack):
 ], ids=["echo", "best_of", "top_logprobs", "logprobs-int", "modalities", "audio", "web_search"])
 def test_members_that_grow_the_answer_take_the_capture_path(stack, extra):
     body = dict({"model": "mock-gpt", "messages": [], "max_tokens": 5}, **extra)
+    # Audio and the provider's own tools are beyond mock-gpt's prices: refused unless
+    # the key is allowed them (docs/pricing.md), as this one is.
+    key = None
+    if set(extra) & {"modalities", "audio", "web_search_options"}:
+        if not hasattr(stack, "costly_key"):
+            stack.costly_key = stack.create_key("costly", "--server-tools", "allow",
+                                                "--audio", "allow")
+            time.sleep(0.6)
+        key = stack.costly_key
+        assert post(stack, CHAT, body)[0] == 400
     got, h, _ = post(stack, CHAT, body, {"x-mock-body-bytes": "60000",
-                                         "x-mock-completion-tokens": "777"})
+                                         "x-mock-completion-tokens": "777"}, key=key)
     assert got == 200
     r = stack.row(h["x-request-id"])
     assert (r["completion_tokens"], r["usage_source"]) == (777, "response")
