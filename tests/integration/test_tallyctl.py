@@ -779,6 +779,14 @@ def test_key_list_limits(seeded):
      "--input-micros"),
     (["model", "set", "bad,name", "--provider", "openai"], "invalid model name"),
     (["model", "list", "--json", "--json"], "given twice"),
+    (["prices", "set"], "missing MODEL"),
+    (["prices", "delete", "gpt-4o", "--tier", "default"], "missing required option --above"),
+    (["prices", "delete", "gpt-4o", "--above", "0"], "missing required option --tier"),
+    (["prices", "delete", "gpt-4o", "--tier", "BAD", "--above", "0"], "for --tier"),
+    (["prices", "list", "a", "b"], "unexpected argument 'b'"),
+    (["prices", "list", "--verbose"], "unknown option '--verbose'"),
+    (["prices", "import"], "missing FILE"),
+    (["prices", "import", "f.json", "--format"], "--format needs a value"),
     (["provider", "set", "p", "--api", "gemini", "--backend", "be"], "--api"),
     (["provider", "set", "p", "--backend", "be"], "missing required option --api"),
     (["provider", "set", "p", "--api", "openai"], "missing required option --backend"),
@@ -804,6 +812,9 @@ def test_usage_errors_exit_2(seeded, args, message):
     (["key", "create", "--name", "k", "--models", "ghost"], "unknown model 'ghost'"),
     (["key", "create", "--name", "k", "--default-model", "ghost"], "unknown model 'ghost'"),
     (["model", "set", "m", "--provider", "ghost"], "unknown provider 'ghost'"),
+    (["prices", "set", "ghost", "--input-micros", "1"], "unknown model 'ghost'"),
+    (["prices", "list", "ghost"], "unknown model 'ghost'"),
+    (["prices", "delete", "ghost", "--tier", "default", "--above", "0"], "unknown model 'ghost'"),
 ])
 def test_unknown_names_exit_1(seeded, args, message):
     before = seeded.generation()
@@ -812,3 +823,602 @@ def test_unknown_names_exit_1(seeded, args, message):
     assert message in r.stderr
     assert r.stdout == ""
     assert seeded.generation() == before
+
+
+# ---- rate cards: model set, prices set, list, delete ----
+
+def test_model_set_writes_default_card(seeded):
+    assert cards(seeded, "gpt-4o") == {("default", 0): card(
+        input_micros_per_mtok=2500000, output_micros_per_mtok=10000000,
+        cached_micros_per_mtok=1250000)}
+    # A model given no price has no card: unpriced, not free.
+    assert cards(seeded, "gpt-4o-mini") == {}
+
+    # Prices set elsewhere on the card, and other cards, survive a partial update.
+    seeded.ok("prices", "set", "gpt-4o", "--cache-write-1h-micros", "5000000")
+    seeded.ok("prices", "set", "gpt-4o", "--tier", "priority", "--input-micros", "4250000")
+    seeded.ok("model", "set", "gpt-4o", "--provider", "openai", "--cache-write-micros", "3125000",
+              "--input-micros", "2000000")
+    assert cards(seeded, "gpt-4o") == {
+        ("default", 0): card(input_micros_per_mtok=2000000, output_micros_per_mtok=10000000,
+                             cached_micros_per_mtok=1250000, cache_write_micros_per_mtok=3125000,
+                             cache_write_1h_micros_per_mtok=5000000),
+        ("priority", 0): card(input_micros_per_mtok=4250000)}
+
+    models = {m["name"]: m for m in seeded.json("model", "list")}
+    assert models["gpt-4o"]["price_cards"] == 2
+    assert models["gpt-4o"]["cache_write_micros_per_mtok"] == 3125000
+    assert models["gpt-4o-mini"]["price_cards"] == 0
+    # A model whose only card is not the default one lists no default prices.
+    seeded.ok("prices", "set", "gpt-4o-mini", "--tier", "flex", "--output-micros", "300000")
+    mini = {m["name"]: m for m in seeded.json("model", "list")}["gpt-4o-mini"]
+    assert (mini["input_micros_per_mtok"], mini["output_micros_per_mtok"], mini["price_cards"]) \
+        == (None, None, 1)
+    line = [row.split() for row in seeded.ok("model", "list").splitlines()
+            if row.split()[1] == "gpt-4o"][0]
+    assert line[3:8] == ["2000000", "10000000", "1250000", "3125000", "2"]
+
+
+def test_prices_set_list_delete(seeded):
+    before = seeded.generation()
+    every = ["--input-micros", "1", "--cached-micros", "2", "--cache-write-micros", "3",
+             "--cache-write-1h-micros", "4", "--output-micros", "5", "--reasoning-micros", "6",
+             "--audio-input-micros", "7", "--audio-output-micros", "8",
+             "--web-search-micros-per-call", "9"]
+    assert seeded.ok("prices", "set", "gpt-4o", "--tier", "priority", *every) == \
+        "created card of model gpt-4o: tier priority above 0 tokens\n"
+    assert seeded.generation() > before
+    full = dict(zip(PRICE_COLUMNS, range(1, 10)))
+    assert cards(seeded, "gpt-4o")[("priority", 0)] == full
+
+    # Long-context card; a partial update changes only what it names; 0 is a price.
+    assert seeded.ok("prices", "set", "gpt-4o", "--above=200000", "--input-micros", "5000000") == \
+        "created card of model gpt-4o: tier default above 200000 tokens\n"
+    assert seeded.ok("prices", "set", "gpt-4o", "--tier", "priority", "--output-micros", "0",
+                     "--web-search-micros-per-call", "1000000000000") == \
+        "updated card of model gpt-4o: tier priority above 0 tokens\n"
+    full.update(output_micros_per_mtok=0, web_search_micros_per_call=1000000000000)
+    assert cards(seeded, "gpt-4o") == {
+        ("default", 0): card(input_micros_per_mtok=2500000, output_micros_per_mtok=10000000,
+                             cached_micros_per_mtok=1250000),
+        ("default", 200000): card(input_micros_per_mtok=5000000),
+        ("priority", 0): full}
+
+    lines = seeded.ok("prices", "list").splitlines()
+    assert lines[0].split() == ["MODEL", "TIER", "ABOVE", "INPUT", "CACHED", "CACHE_WRITE",
+                                "CACHE_WRITE_1H", "OUTPUT", "REASONING", "AUDIO_INPUT",
+                                "AUDIO_OUTPUT", "WEB_SEARCH"]
+    # Models by name, the default tier first, then by prompt size.
+    assert [line.split() for line in lines[1:]] == [
+        ["claude-sonnet-4", "default", "0", "3000000", "-", "-", "-", "15000000", "-", "-", "-",
+         "-"],
+        ["gpt-4o", "default", "0", "2500000", "1250000", "-", "-", "10000000", "-", "-", "-", "-"],
+        ["gpt-4o", "default", "200000", "5000000"] + ["-"] * 8,
+        ["gpt-4o", "priority", "0", "1", "2", "3", "4", "0", "6", "7", "8", "1000000000000"]]
+    assert [line.split() for line in seeded.ok("prices", "list", "claude-sonnet-4").splitlines()] \
+        == [lines[0].split(), lines[1].split()]
+
+    exported = seeded.json("prices", "list")
+    assert list(exported) == ["models"]
+    assert list(exported["models"]) == ["claude-sonnet-4", "gpt-4o"]
+    assert exported["models"]["gpt-4o"][2] == dict(tier="priority", above_tokens=0, **full)
+    assert exported["models"]["claude-sonnet-4"] == [dict(
+        tier="default", above_tokens=0, **card(input_micros_per_mtok=3000000,
+                                                output_micros_per_mtok=15000000))]
+    assert seeded.json("prices", "list", "gpt-4o-mini") == {"models": {}}
+
+    before = seeded.generation()
+    assert seeded.ok("prices", "delete", "gpt-4o", "--tier", "priority", "--above", "0") == \
+        "deleted card of model gpt-4o: tier priority above 0 tokens\n"
+    assert seeded.generation() > before
+    assert set(cards(seeded, "gpt-4o")) == {("default", 0), ("default", 200000)}
+    r = seeded("prices", "delete", "gpt-4o", "--tier", "priority", "--above", "0")
+    assert r.returncode == 1 and "has no card of tier priority above 0" in r.stderr
+    r = seeded("prices", "delete", "gpt-4o", "--tier", "default", "--above", "100000")
+    assert r.returncode == 1
+    assert set(cards(seeded, "gpt-4o")) == {("default", 0), ("default", 200000)}
+
+    # Deleting a model's cards goes with the model (ON DELETE CASCADE keeps no orphans).
+    seeded.ok("prices", "delete", "gpt-4o", "--tier", "default", "--above", "200000")
+    assert seeded.query("SELECT count(*) FROM model_prices") == [(2,)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input-micros", "-1"], "--input-micros"),
+    (["--reasoning-micros", "1.5"], "--reasoning-micros"),
+    (["--audio-input-micros", "1000000000001"], "--audio-input-micros"),
+    (["--audio-output-micros", ""], "--audio-output-micros"),
+    (["--web-search-micros-per-call", "ten"], "micro-dollars per call"),
+    (["--cache-write-1h-micros", "1e6"], "--cache-write-1h-micros"),
+    (["--tier", "Priority", "--input-micros", "1"], "invalid value 'Priority' for --tier"),
+    (["--tier", "", "--input-micros", "1"], "for --tier"),
+    (["--tier", "a b", "--input-micros", "1"], "for --tier"),
+    (["--tier", "x" * 65, "--input-micros", "1"], "for --tier"),
+    (["--above", "-1", "--input-micros", "1"], "--above"),
+    (["--above", "200k", "--input-micros", "1"], "--above"),
+    (["--tier", "flex"], "nothing to set"),
+    ([], "nothing to set"),
+    (["--provider", "openai", "--input-micros", "1"], "unknown option '--provider'"),
+])
+def test_prices_set_refused(seeded, args, message):
+    before = seeded.query(CARD_SQL)
+    gen = seeded.generation()
+    r = seeded("prices", "set", "gpt-4o", *args)
+    assert r.returncode == 2, (args, r.stderr)
+    assert message in r.stderr and r.stdout == ""
+    assert seeded.query(CARD_SQL) == before
+    assert seeded.generation() == gen
+
+
+# ---- prices import ----
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_import_tally_round_trip(seeded, tmp_path):
+    seeded.ok("prices", "set", "gpt-4o", "--tier", "priority", "--input-micros", "5000000",
+              "--output-micros", "20000000", "--web-search-micros-per-call", "25000")
+    seeded.ok("prices", "set", "claude-sonnet-4", "--above", "200000", "--input-micros", "6000000",
+              "--cache-write-1h-micros", "12000000", "--reasoning-micros", "0")
+    exported = seeded.json("prices", "list")
+    exported["models"]["not-here"] = [{"tier": "default", "above_tokens": 0,
+                                       "input_micros_per_mtok": 1}]
+    path = write(tmp_path, "prices.json", json.dumps(exported, indent=2))
+
+    # Into a database with the same models and no prices.
+    fresh = Ctl(tmp_path / "fresh")
+    fresh.dir.mkdir()
+    fresh.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai")
+    fresh.ok("provider", "set", "anthropic", "--api", "anthropic", "--backend", "be_anthropic")
+    for model, provider in (("gpt-4o", "openai"), ("gpt-4o-mini", "openai"),
+                            ("claude-sonnet-4", "anthropic")):
+        fresh.ok("model", "set", model, "--provider", provider)
+    report = fresh.json("prices", "import", path)
+    assert report == {"file": path, "format": "tally", "dry_run": False, "models_priced": 2,
+                      "cards_written": 4, "prefix_matches": [], "ambiguous": [],
+                      "no_mapped_prices": [], "not_in_file": ["gpt-4o-mini"],
+                      "not_configured": ["not-here"], "unmapped_fields": {}}
+    del exported["models"]["not-here"]
+    assert fresh.json("prices", "list") == exported
+    assert fresh.query("SELECT count(*) FROM models WHERE name = 'not-here'") == [(0,)]
+
+    # A card in the file replaces the stored one whole; cards not in the file stay.
+    fresh.ok("prices", "set", "gpt-4o", "--cached-micros", "7", "--audio-input-micros", "8")
+    fresh.ok("prices", "set", "gpt-4o", "--tier", "batch", "--input-micros", "1250000")
+    out = fresh.ok("prices", "import", "--format", "tally", path, "--verbose")
+    assert out.splitlines() == [
+        f"prices import {path} (tally)",
+        "models priced: 2",
+        "cards written: 4",
+        "matched after a provider prefix: 0",
+        "not priced, several provider-prefixed entries: 0",
+        "configured, without a price this format maps: 0",
+        "configured, not in the file: 1",
+        "  gpt-4o-mini",
+        "in the file, not configured: 1",
+        "  not-here",
+        "unmapped price fields: 0"]
+    default, priority = exported["models"]["gpt-4o"]
+    assert fresh.json("prices", "list")["models"]["gpt-4o"] == [
+        default, dict(tier="batch", above_tokens=0, **card(input_micros_per_mtok=1250000)),
+        priority]
+
+
+def test_import_tally_defaults_and_unknown_members(seeded, tmp_path):
+    path = write(tmp_path, "p.json", json.dumps({"models": {"gpt-4o-mini": [
+        {"input_micros_per_mtok": 150000, "output_micros_per_mtok": 600000.0,
+         "cached_micros_per_mtok": None, "batch_discount": 50},
+        {"tier": "flex", "above_tokens": 128000, "output_micros_per_mtok": 300000,
+         "batch_discount": 50, "notes": "x"}]}}))
+    report = seeded.json("prices", "import", path)
+    assert report["unmapped_fields"] == {"batch_discount": 1, "notes": 1}
+    assert (report["models_priced"], report["cards_written"]) == (1, 2)
+    assert cards(seeded, "gpt-4o-mini") == {
+        ("default", 0): card(input_micros_per_mtok=150000, output_micros_per_mtok=600000),
+        ("flex", 128000): card(output_micros_per_mtok=300000)}
+
+
+LITELLM = r"""{
+    "sample_spec": {
+        "code_interpreter_cost_per_session": 0.0,
+        "input_cost_per_token": 0.0,
+        "litellm_provider": "one of https://docs.litellm.ai/docs/providers",
+        "max_tokens": "LEGACY parameter. set to max_output_tokens if provider specifies it.",
+        "mode": "one of: chat, embedding, completion, image_generation, audio_transcription",
+        "output_cost_per_token": 0.0,
+        "search_context_cost_per_query": {
+            "search_context_size_high": 0.0,
+            "search_context_size_low": 0.0,
+            "search_context_size_medium": 0.0
+        },
+        "supports_function_calling": true
+    },
+    "claude-sonnet-4": {
+        "cache_creation_input_token_cost": 3.75e-06,
+        "cache_creation_input_token_cost_above_1hr": 6e-06,
+        "cache_creation_input_token_cost_above_1hr_above_200k_tokens": 1.2e-05,
+        "cache_creation_input_token_cost_above_200k_tokens": 7.5e-06,
+        "cache_read_input_token_cost": 3e-07,
+        "cache_read_input_token_cost_above_200k_tokens": 6e-07,
+        "input_cost_per_token": 3e-06,
+        "input_cost_per_token_above_200k_tokens": 6e-06,
+        "litellm_provider": "anthropic",
+        "max_input_tokens": 1000000,
+        "max_output_tokens": 64000,
+        "mode": "chat",
+        "output_cost_per_token": 1.5e-05,
+        "output_cost_per_token_above_200k_tokens": 2.25e-05,
+        "supports_prompt_caching": true
+    },
+    "gpt-4o": {
+        "cache_read_input_token_cost": 1.25e-06,
+        "cache_read_input_token_cost_flex": 6.25e-07,
+        "cache_read_input_token_cost_priority": 2.125e-06,
+        "input_cost_per_image": 0.003613,
+        "input_cost_per_token": 2.5e-06,
+        "input_cost_per_token_batches": 1.25e-06,
+        "input_cost_per_token_flex": 1.25e-06,
+        "input_cost_per_token_priority": 4.25e-06,
+        "litellm_provider": "openai",
+        "mode": "chat",
+        "output_cost_per_token": 1e-05,
+        "output_cost_per_token_flex": 5e-06,
+        "output_cost_per_token_priority": 1.7e-05,
+        "supported_endpoints": ["/v1/chat/completions", "/v1/batch"],
+        "supports_service_tier": true
+    },
+    "gpt-4o-audio-preview": {
+        "input_cost_per_audio_token": 4e-05,
+        "input_cost_per_token": 2.5e-06,
+        "litellm_provider": "openai",
+        "mode": "chat",
+        "output_cost_per_audio_token": 8e-05,
+        "output_cost_per_reasoning_token": 1.2e-05,
+        "output_cost_per_second": 0.0001,
+        "output_cost_per_token": 1e-05,
+        "supports_audio_input": true
+    },
+    "sonar-pro": {
+        "input_cost_per_image": 0.001,
+        "input_cost_per_token": 3e-06,
+        "input_cost_per_token_priority": 6e-06,
+        "litellm_provider": "perplexity",
+        "mode": "chat",
+        "output_cost_per_token": 1.5e-05,
+        "search_context_cost_per_query": {
+            "search_context_size_high": 0.014,
+            "search_context_size_low": 0.006,
+            "search_context_size_medium": 0.01
+        },
+        "supports_web_search": true
+    },
+    "mistral-large": {
+        "input_cost_per_image": 0.002,
+        "input_cost_per_token": 2e-06,
+        "litellm_provider": "mistral",
+        "mode": "chat",
+        "output_cost_per_token": 6e-06,
+        "unheard_of_cost": 1
+    },
+    "anthropic/claude-haiku-4": {
+        "cache_creation_input_token_cost": 1e-06,
+        "cache_read_input_token_cost": 8e-08,
+        "input_cost_per_token": 8e-07,
+        "litellm_provider": "anthropic",
+        "mode": "chat",
+        "output_cost_per_second": 0.0002,
+        "output_cost_per_token": 4e-06
+    },
+    "awkward-1": {
+        "cache_creation_input_token_cost": 5e-13,
+        "cache_read_input_token_cost": 2.5e-12,
+        "input_cost_per_token": 6e-08,
+        "output_cost_per_audio_token": null,
+        "output_cost_per_reasoning_token": 4.9e-13,
+        "output_cost_per_token": 1.23456789e-07,
+        "mode": "chat"
+    },
+    "tts-1": {
+        "input_cost_per_character": 1.5e-05,
+        "litellm_provider": "openai",
+        "mode": "audio_speech"
+    }
+}
+"""
+
+LITELLM_CARDS = {
+    "claude-sonnet-4": {
+        ("default", 0): card(input_micros_per_mtok=3000000, output_micros_per_mtok=15000000,
+                             cached_micros_per_mtok=300000, cache_write_micros_per_mtok=3750000,
+                             cache_write_1h_micros_per_mtok=6000000),
+        ("default", 200000): card(input_micros_per_mtok=6000000,
+                                  output_micros_per_mtok=22500000,
+                                  cached_micros_per_mtok=600000,
+                                  cache_write_micros_per_mtok=7500000,
+                                  cache_write_1h_micros_per_mtok=12000000)},
+    "gpt-4o": {
+        ("default", 0): card(input_micros_per_mtok=2500000, output_micros_per_mtok=10000000,
+                             cached_micros_per_mtok=1250000),
+        ("priority", 0): card(input_micros_per_mtok=4250000, output_micros_per_mtok=17000000,
+                              cached_micros_per_mtok=2125000),
+        ("flex", 0): card(input_micros_per_mtok=1250000, output_micros_per_mtok=5000000,
+                          cached_micros_per_mtok=625000)},
+    "gpt-4o-audio-preview": {
+        ("default", 0): card(input_micros_per_mtok=2500000, output_micros_per_mtok=10000000,
+                             audio_input_micros_per_mtok=40000000,
+                             audio_output_micros_per_mtok=80000000,
+                             reasoning_micros_per_mtok=12000000)},
+    # A search costs the same at every tier: on each card.
+    "sonar-pro": {
+        ("default", 0): card(input_micros_per_mtok=3000000, output_micros_per_mtok=15000000,
+                             web_search_micros_per_call=10000),
+        ("priority", 0): card(input_micros_per_mtok=6000000, web_search_micros_per_call=10000)},
+    "claude-haiku-4": {
+        ("default", 0): card(input_micros_per_mtok=800000, output_micros_per_mtok=4000000,
+                             cached_micros_per_mtok=80000, cache_write_micros_per_mtok=1000000)},
+    # Exact decimal scaling, halves rounded up: 6e-08 is 60000 where a double product
+    # truncates to 59999, 2.5e-12 is 3 and 5e-13 is 1 where round() of one says 2 and 0.
+    "awkward-1": {
+        ("default", 0): card(input_micros_per_mtok=60000, output_micros_per_mtok=123457,
+                             cached_micros_per_mtok=3, cache_write_micros_per_mtok=1,
+                             reasoning_micros_per_mtok=0)},
+    "tts-1": {},
+    "gpt-4o-mini": {},
+}
+
+LITELLM_REPORT = {
+    "format": "litellm", "models_priced": 6, "cards_written": 10,
+    "prefix_matches": [{"model": "claude-haiku-4", "entry": "anthropic/claude-haiku-4"}],
+    "ambiguous": [], "no_mapped_prices": ["tts-1"], "not_in_file": ["gpt-4o-mini"],
+    "not_configured": ["mistral-large"],
+    # Counted over the configured models only: mistral-large's fields are not.
+    "unmapped_fields": {
+        "output_cost_per_second": 2, "input_cost_per_token_batches": 1,
+        "input_cost_per_image": 2,
+        "search_context_cost_per_query.search_context_size_low": 1,
+        "search_context_cost_per_query.search_context_size_high": 1,
+        "input_cost_per_character": 1},
+}
+
+
+@pytest.fixture
+def litellm(seeded, tmp_path):
+    for model in ("gpt-4o-audio-preview", "sonar-pro", "claude-haiku-4", "awkward-1", "tts-1"):
+        seeded.ok("model", "set", model, "--provider", "openai")
+    return write(tmp_path, "model_prices_and_context_window.json", LITELLM)
+
+
+def test_import_litellm(seeded, litellm):
+    seeded.ok("prices", "set", "gpt-4o", "--tier", "batch", "--input-micros", "1250000")
+    before = seeded.generation()
+    report = seeded.json("prices", "import", litellm, "--format", "litellm")
+    assert report == dict(LITELLM_REPORT, file=litellm, dry_run=False)
+    assert seeded.generation() > before
+    expected = {m: dict(c) for m, c in LITELLM_CARDS.items()}
+    # Cards the file does not hold are kept.
+    expected["gpt-4o"][("batch", 0)] = card(input_micros_per_mtok=1250000)
+    for model, want in expected.items():
+        assert cards(seeded, model) == want, model
+    assert seeded.query("SELECT count(*) FROM models WHERE name IN ('mistral-large',"
+                        " 'sample_spec', 'anthropic/claude-haiku-4')") == [(0,)]
+
+    # The text report names the prefix match and every unmapped field; --verbose the rest.
+    out = seeded.ok("prices", "import", litellm, "--format=litellm").splitlines()
+    assert out[:7] == [
+        f"prices import {litellm} (litellm)",
+        "models priced: 6",
+        "cards written: 10",
+        "matched after a provider prefix: 1",
+        "  claude-haiku-4 <- anthropic/claude-haiku-4",
+        "not priced, several provider-prefixed entries: 0",
+        "configured, without a price this format maps: 1"]
+    assert out[7:10] == ["  tts-1", "configured, not in the file: 1",
+                         "in the file, not configured: 1"]
+    assert out[10] == "unmapped price fields: 6"
+    assert sorted(out[11:]) == sorted([
+        "  output_cost_per_second: 2 models", "  input_cost_per_token_batches: 1 model",
+        "  input_cost_per_image: 2 models",
+        "  search_context_cost_per_query.search_context_size_low: 1 model",
+        "  search_context_cost_per_query.search_context_size_high: 1 model",
+        "  input_cost_per_character: 1 model"])
+    verbose = seeded.ok("prices", "import", litellm, "--format", "litellm", "--verbose")
+    assert "configured, not in the file: 1\n  gpt-4o-mini\n" in verbose
+    assert "in the file, not configured: 1\n  mistral-large\n" in verbose
+
+
+def test_import_litellm_exact_name_first_and_ambiguous(seeded, tmp_path):
+    seeded.ok("model", "set", "claude-haiku-4", "--provider", "anthropic")
+    path = write(tmp_path, "l.json", json.dumps({
+        "gpt-4o": {"input_cost_per_token": 2.5e-06},
+        "azure/gpt-4o": {"input_cost_per_token": 9e-06},
+        "anthropic/claude-haiku-4": {"input_cost_per_token": 8e-07},
+        "bedrock/claude-haiku-4": {"input_cost_per_token": 1e-06}}))
+    report = seeded.json("prices", "import", path, "--format", "litellm")
+    assert report["prefix_matches"] == [] and report["ambiguous"] == ["claude-haiku-4"]
+    assert report["not_configured"] == ["azure/gpt-4o", "anthropic/claude-haiku-4",
+                                        "bedrock/claude-haiku-4"]
+    assert cards(seeded, "gpt-4o") == {("default", 0): card(input_micros_per_mtok=2500000)}
+    assert cards(seeded, "claude-haiku-4") == {}
+    out = seeded.ok("prices", "import", path, "--format", "litellm")
+    assert "not priced, several provider-prefixed entries: 1\n  claude-haiku-4\n" in out
+
+
+@pytest.mark.parametrize("text, micros", [
+    ("3e-06", 3000000),
+    ("3E-6", 3000000),
+    ("0.000003", 3000000),
+    ("3.0000000000000001e-06", 3000000),   # the same double as 3e-06
+    ("2.9999999999999997e-06", 3000000),   # the double below it, rounded
+    ("1.25e-07", 125000),
+    ("6e-08", 60000),                      # a double product truncates to 59999
+    ("1.1e-06", 1100000),
+    ("2.125e-06", 2125000),
+    ("1.23456789e-07", 123457),
+    ("2.5e-12", 3),                        # halves round up
+    ("1.5e-12", 2),
+    ("5e-13", 1),
+    ("4.9e-13", 0),
+    ("1e-20", 0),
+    ("0", 0),
+    ("0.0", 0),
+    ("-0.0", 0),
+    ("1", 1000000000000),                  # $1 per token, the largest price
+])
+def test_litellm_conversion_exact(seeded, tmp_path, text, micros):
+    path = write(tmp_path, "l.json", '{"gpt-4o-mini": {"output_cost_per_token": %s}}' % text)
+    seeded.ok("prices", "import", path, "--format", "litellm")
+    assert cards(seeded, "gpt-4o-mini") == {("default", 0): card(output_micros_per_mtok=micros)}
+
+
+def test_web_search_conversion(seeded, tmp_path):
+    path = write(tmp_path, "l.json", json.dumps({"gpt-4o-mini": {
+        "search_context_cost_per_query": {"search_context_size_medium": 0.035}}}))
+    seeded.ok("prices", "import", path, "--format", "litellm")
+    assert cards(seeded, "gpt-4o-mini") == {
+        ("default", 0): card(web_search_micros_per_call=35000)}
+
+
+GOOD_ENTRY = '"gpt-4o-mini": {"input_cost_per_token": 1.5e-07}'
+
+
+@pytest.mark.parametrize("fmt, text, message", [
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"input_cost_per_token": -1e-06}}',
+     "model 'gpt-4o': input_cost_per_token: expected a non-negative finite number"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"output_cost_per_token": "3e-06"}}',
+     "output_cost_per_token: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"output_cost_per_token": true}}',
+     "output_cost_per_token: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"output_cost_per_token": 1e999}}',
+     "output_cost_per_token: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"output_cost_per_token": 1.5}}',
+     "output_cost_per_token: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"search_context_cost_per_query":'
+     ' {"search_context_size_medium": -0.01}}}', "search_context_size_medium: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"search_context_cost_per_query": 0.01}}',
+     "search_context_cost_per_query: expected an object"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": [1]}', "model 'gpt-4o': its value: expected"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"input_cost_per_token": 3e-06,}',
+     "malformed JSON at line 1"),
+    ("litellm", '{' + GOOD_ENTRY + '}\n{}', "malformed JSON at line 2"),
+    ("litellm", '[]', "expected a JSON object keyed by model name"),
+    ("litellm", '', "malformed JSON"),
+    ("litellm", '{' + GOOD_ENTRY + ', "gpt-4o": {"input_cost_per_token": 3e-06}}\0',
+     "a NUL byte"),
+    ("tally", '{' + GOOD_ENTRY + '}', "a LiteLLM file needs --format litellm"),
+    ("tally", '{"models": {"gpt-4o-mini": [{"input_micros_per_mtok": 1}],'
+     ' "gpt-4o": [{"input_micros_per_mtok": 1.5}]}}',
+     "model 'gpt-4o': input_micros_per_mtok: expected an integer from 0 to 1000000000000"),
+    ("tally", '{"models": {"gpt-4o": [{"output_micros_per_mtok": -3}]}}', "expected an integer"),
+    ("tally", '{"models": {"gpt-4o": [{"output_micros_per_mtok": 1000000000001}]}}',
+     "expected an integer"),
+    ("tally", '{"models": {"gpt-4o": [{"tier": "Priority", "input_micros_per_mtok": 1}]}}',
+     "tier: expected"),
+    ("tally", '{"models": {"gpt-4o": [{"above_tokens": -1, "input_micros_per_mtok": 1}]}}',
+     "above_tokens: expected"),
+    ("tally", '{"models": {"gpt-4o": [{"input_micros_per_mtok": 1},'
+     ' {"tier": "default", "above_tokens": 0}]}}', "one rate card per tier and above_tokens"),
+    ("tally", '{"models": {"gpt-4o": {"input_micros_per_mtok": 1}}}',
+     "expected an array of rate cards"),
+    ("tally", '{"models": {"gpt-4o": [1]}}', "a rate card: expected an object"),
+])
+def test_import_refused_writes_nothing(seeded, tmp_path, fmt, text, message):
+    path = write(tmp_path, "bad.json", text)
+    before = seeded.query(CARD_SQL)
+    gen = seeded.generation()
+    r = seeded("prices", "import", path, "--format", fmt)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert message in r.stderr and path in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert seeded.query(CARD_SQL) == before   # gpt-4o-mini's good entry included
+    assert seeded.generation() == gen
+
+
+def test_import_unreadable_and_usage(seeded, tmp_path):
+    r = seeded("prices", "import", str(tmp_path / "missing.json"))
+    assert r.returncode == 1 and "cannot open" in r.stderr
+    r = seeded("prices", "import", str(tmp_path))
+    assert r.returncode == 1 and "cannot read" in r.stderr
+    r = seeded("prices", "import", write(tmp_path, "x.json", "{}"), "--format", "csv")
+    assert r.returncode == 2 and "invalid value 'csv' for --format" in r.stderr
+
+
+def test_import_dry_run_writes_nothing(seeded, litellm):
+    before = seeded.query(CARD_SQL)
+    gen = seeded.generation()
+    report = seeded.json("prices", "import", litellm, "--format", "litellm", "--dry-run")
+    assert report == dict(LITELLM_REPORT, file=litellm, dry_run=True)
+    out = seeded.ok("prices", "import", litellm, "--format", "litellm", "--dry-run")
+    assert out.startswith(f"prices import {litellm} (litellm): dry run, nothing written\n")
+    assert "cards written: 10\n" in out
+    assert seeded.query(CARD_SQL) == before
+    assert seeded.generation() == gen
+
+
+# ---- key policies ----
+
+POLICY_SQL = "SELECT service_tiers, server_tools, audio FROM keys WHERE name = ?"
+
+
+def test_key_policy_flags(seeded):
+    seeded.ok("key", "create", "k", "--service-tiers", "default,priority", "--server-tools",
+              "priced", "--audio", "deny")
+    seeded.ok("key", "create", "plain")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "deny")]
+    assert seeded.query(POLICY_SQL, ("plain",)) == [(None, None, None)]
+
+    rows = {k["name"]: k for k in seeded.json("key", "list")}
+    assert (rows["k"]["service_tiers"], rows["k"]["server_tools"], rows["k"]["audio"]) == \
+        (["default", "priority"], "priced", "deny")
+    assert (rows["plain"]["service_tiers"], rows["plain"]["server_tools"],
+            rows["plain"]["audio"]) == (None, None, None)
+    lines = seeded.ok("key", "list").splitlines()
+    assert [line.split()[7:10] for line in lines] == [
+        ["SERVICE_TIERS", "SERVER_TOOLS", "AUDIO"], ["default,priority", "priced", "deny"],
+        ["-", "-", "-"]]
+
+    # One at a time; the others, and the limits, stay.
+    seeded.ok("key", "set", "k", "--rpm", "5")
+    gen = seeded.generation()
+    seeded.ok("key", "set", "k", "--audio", "allow")
+    assert seeded.generation() > gen
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "allow")]
+    seeded.ok("key", "set", "k", "--service-tiers", "default")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default", "priced", "allow")]
+    seeded.ok("key", "set", "k", "--server-tools", "inherit", "--audio=inherit")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default", None, None)]
+    seeded.ok("key", "set", "k", "--service-tiers", "")
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, None)]
+    seeded.ok("key", "set", "k", "--service-tiers", "flex,scale_2-x", "--server-tools", "deny")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("flex,scale_2-x", "deny", None)]
+    seeded.ok("key", "set", "k", "--service-tiers=inherit")
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, "deny", None)]
+    assert limits(seeded, "k")[0] == 5
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--service-tiers", "Priority"),
+    ("--service-tiers", "default,,flex"),
+    ("--service-tiers", ",default"),
+    ("--service-tiers", "default,"),
+    ("--service-tiers", "default priority"),
+    ("--service-tiers", "x" * 65),
+    ("--server-tools", "maybe"),
+    ("--server-tools", "PRICED"),
+    ("--server-tools", ""),
+    ("--server-tools", "none"),
+    ("--audio", "yes"),
+    ("--audio", ""),
+])
+def test_key_policy_refused(seeded, option, value):
+    seeded.ok("key", "create", "k", "--audio", "deny")
+    gen = seeded.generation()
+    for args in (["key", "set", "k"], ["key", "create", "new"]):
+        r = seeded(*args, f"{option}={value}")
+        assert r.returncode == 2, (option, value, r.stderr)
+        assert f"invalid value '{value}' for {option}" in r.stderr and r.stdout == ""
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, "deny")]
+    assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
+    assert seeded.generation() == gen
