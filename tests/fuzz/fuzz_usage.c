@@ -15,7 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void fuzz_usage_check(const struct usage *u)
 {
 	const int64_t c[] = { u->prompt_tokens, u->completion_tokens, u->cached_tokens,
-	                      u->cache_creation_tokens, u->reasoning_tokens };
+	                      u->cache_creation_tokens, u->reasoning_tokens,
+	                      u->cache_creation_1h_tokens, u->audio_input_tokens,
+	                      u->audio_output_tokens, u->accepted_prediction_tokens,
+	                      u->rejected_prediction_tokens, u->web_search_calls };
 	const unsigned char *m;
 	size_t i;
 
@@ -27,7 +30,8 @@ static void fuzz_usage_check(const struct usage *u)
 	                                      u->completion_tokens != ACCT_NONE)) ||
 	    (u->source != ACCT_USAGE_NONE && u->prompt_tokens == ACCT_NONE &&
 	     u->completion_tokens == ACCT_NONE) ||
-	    strlen(u->model) >= sizeof(u->model))
+	    strlen(u->model) >= sizeof(u->model) ||
+	    (u->service_tier[0] && !acct_tier_ok(u->service_tier, strlen(u->service_tier))))
 		abort();
 	for (m = (const unsigned char *)u->model; *m; m++)
 		if (*m < 0x20 || *m == 0x7f)

@@ -684,6 +684,22 @@ static void test_cost_policy(void)
 	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8,\"service_tier\":\"priority\"}");
 	decision_estimate(&d, &(struct decision_request){ .body_size = 4 }, 4096);
 	CHECK_EQ_INT(d.est_card.micros[PRICE_OUTPUT], 400);
+	/* And the card of its prompt's size: above 100 tokens (401 bytes), the long one. */
+	CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                            " input_micros_per_mtok, output_micros_per_mtok) VALUES"
+	                            " (1, 'default', 100, 1000000, 3000000)", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":1000}");
+	decision_estimate(&d, &(struct decision_request){ .body_size = 400 }, 4096);
+	CHECK_EQ_INT(d.est_card.micros[PRICE_INPUT], 100);
+	CHECK_EQ_INT(d.est_cost_micros, 2);   /* each part rounded up */
+	decision_estimate(&d, &(struct decision_request){ .body_size = 401 }, 4096);
+	CHECK_EQ_INT(d.est_card.micros[PRICE_INPUT], 1000000);
+	/* 101 x $1 + 1000 x $3 per Mtok, rounded up. */
+	CHECK_EQ_INT(d.est_cost_micros, 3101);
+	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE above_tokens = 100", err,
+	                     sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	/* The key's own list: priority is priced but not on it. */
 	d = decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, CHAT,
 	                "{\"model\":\"gpt-a\",\"service_tier\":\"priority\"}", 0);
