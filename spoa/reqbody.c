@@ -346,28 +346,31 @@ static void reqbody_set_model(struct reqbody_info *out, const char *raw, size_t 
 			out->model_unusable = 1;
 }
 
-/* The string value of previous_response_id (raw: escapes as sent). Kept when plain; any
- * other form is state the gateway cannot tie to a key. */
-static void reqbody_set_previous(struct reqbody_info *out, const char *raw, size_t len)
+/* A string value (raw: escapes as sent) into dst when ok takes it as it is (ok bounds
+ * its length below dst's size); -1 otherwise. */
+static int reqbody_plain(const char *raw, size_t len, int (*ok)(const char *, size_t), char *dst)
 {
-	if (!acct_response_id_ok(raw, len)) {
-		out->stateful_other = 1;
-		return;
-	}
-	memcpy(out->previous_response_id, raw, len);
-	out->previous_response_id[len] = '\0';
+	if (!ok(raw, len))
+		return -1;
+	memcpy(dst, raw, len);
+	dst[len] = '\0';
+	return 0;
 }
 
-/* The string value of service_tier (raw: escapes as sent): a plain tier name is kept,
- * any other string is a tier the gateway cannot price. */
+/* previous_response_id's string: kept when plain; any other form is state the gateway
+ * cannot tie to a key. */
+static void reqbody_set_previous(struct reqbody_info *out, const char *raw, size_t len)
+{
+	if (reqbody_plain(raw, len, acct_response_id_ok, out->previous_response_id) < 0)
+		out->stateful_other = 1;
+}
+
+/* service_tier's string: a plain tier name is kept, any other is a tier the gateway
+ * cannot price. */
 static void reqbody_set_tier(struct reqbody_info *out, const char *raw, size_t len)
 {
-	if (!acct_tier_ok(raw, len)) {
+	if (reqbody_plain(raw, len, acct_tier_ok, out->service_tier) < 0)
 		out->tier_unknown = 1;
-		return;
-	}
-	memcpy(out->service_tier, raw, len);
-	out->service_tier[len] = '\0';
 }
 
 /* A plain non-negative integer that fits a long, else -1. */
@@ -384,6 +387,16 @@ static long reqbody_count(const char *tok, size_t len)
 		v = v * 10 + (tok[i] - '0');
 	}
 	return v;
+}
+
+/* A value of "tools" or "modalities" that is not a list: judged as the worst it could
+ * be. */
+static void reqbody_misshapen(struct reqbody_info *out, enum reqbody_member m)
+{
+	if (m == REQBODY_TOOLS)
+		out->server_tools |= REQBODY_TOOL_OTHER;
+	if (m == REQBODY_MODALITIES)
+		out->audio_out = 1;
 }
 
 /* Records what a hint member's value says about the answer's size: tok is the scalar
@@ -430,11 +443,13 @@ static void reqbody_set_hint(struct reqbody_info *out, enum reqbody_member m, co
 		out->many_outputs = 1;
 		/* The audio parameter asks for spoken output; chat's web search and
 		 * Anthropic's MCP servers run at the provider, which reports no count of
-		 * them. A scalar where a list belongs is judged as the worst it could be. */
-		if (m == REQBODY_AUDIO || (m == REQBODY_MODALITIES && tok))
+		 * them. The lists are read by reqbody_list. */
+		if (m == REQBODY_AUDIO)
 			out->audio_out = 1;
-		if (m == REQBODY_WEB_SEARCH || m == REQBODY_MCP_SERVERS || (m == REQBODY_TOOLS && tok))
+		if (m == REQBODY_WEB_SEARCH || m == REQBODY_MCP_SERVERS)
 			out->server_tools |= REQBODY_TOOL_OTHER;
+		if (tok)
+			reqbody_misshapen(out, m);
 		return;
 	case REQBODY_PREVIOUS_RESPONSE_ID:
 	case REQBODY_CONVERSATION:
@@ -695,6 +710,7 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			reqbody_set_model(out, tok, toklen);
 		else
 			reqbody_set_hint(out, m, NULL, 0);
+		reqbody_misshapen(out, m);
 		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
 			reqbody_set_previous(out, tok, toklen);
 		if (m == REQBODY_SERVICE_TIER)
@@ -706,10 +722,12 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			return REQBODY_SCAN_BAD;
 		if (m == REQBODY_PREVIOUS_RESPONSE_ID)
 			out->stateful_other = 1;
-		if (*s->p == '[' && (m == REQBODY_TOOLS || m == REQBODY_MODALITIES))
+		if (*s->p == '[' && (m == REQBODY_TOOLS || m == REQBODY_MODALITIES)) {
 			r = reqbody_list(s, m == REQBODY_MODALITIES, out);
-		else
+		} else {
+			reqbody_misshapen(out, m);
 			r = reqbody_container(s);
+		}
 		if (r == REQBODY_SCAN_OK)
 			reqbody_set_hint(out, m, NULL, 0);
 		return r;

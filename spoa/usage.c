@@ -369,8 +369,6 @@ static const char *usage_head_object(const char *head, size_t hlen, int sse, int
 {
 	const char *p, *v, *end = head + hlen;
 
-	if (!head)
-		return NULL;
 	if (!sse)
 		return usage_skip_ws(head, end);
 	/* The first event's data (the capture turned line breaks into spaces). */
@@ -383,14 +381,19 @@ static const char *usage_head_object(const char *head, size_t hlen, int sse, int
 	return responses_only ? NULL : p;
 }
 
-/* The plain string value of member key of the object at p into out (cap bytes) when ok
- * takes it; else out is "". */
-static void usage_head_string(const char *p, const char *end, const char *key,
-                              int (*ok)(const char *, size_t), char *out, size_t cap)
+/* The plain string value of member key of the head's object (usage_head_object) into out
+ * (cap bytes) when ok takes it; else out is "". head may be NULL when hlen is 0. */
+static void usage_head_string(const char *head, size_t hlen, int sse, int responses_only,
+                              const char *key, int (*ok)(const char *, size_t), char *out,
+                              size_t cap)
 {
-	const char *v, *vend;
+	const char *p, *v, *vend, *end;
 
 	out[0] = '\0';
+	if (!head)
+		return;
+	end = head + hlen;
+	p = usage_head_object(head, hlen, sse, responses_only);
 	if (!p || !(v = usage_member(p, end, key)) || v >= end || *v != '"' ||
 	    !(vend = usage_skip_string(v, end)))
 		return;
@@ -436,8 +439,8 @@ void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t 
 	/* OpenAI names the tier beside the usage, in the answer's (or first chunk's)
 	 * object, which only its head is sure to hold. */
 	if (!out->service_tier[0])
-		usage_head_string(usage_head_object(head, hlen, sse, 0), head + hlen, "service_tier",
-		                  acct_tier_ok, out->service_tier, sizeof(out->service_tier));
+		usage_head_string(head, hlen, sse, 0, "service_tier", acct_tier_ok, out->service_tier,
+		                  sizeof(out->service_tier));
 out:
 	cJSON_Delete(first.json);
 	cJSON_Delete(last.json);
@@ -499,6 +502,5 @@ void usage_from_fields(const struct record *r, struct usage *out)
 
 void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap)
 {
-	usage_head_string(usage_head_object(head, hlen, sse, 1), head + hlen, "id",
-	                  acct_response_id_ok, out, cap);
+	usage_head_string(head, hlen, sse, 1, "id", acct_response_id_ok, out, cap);
 }

@@ -334,6 +334,60 @@ static void test_ambiguous_hints(void)
 	CHECK(i.many_outputs);
 }
 
+/* What costs more: the tier, the tools the provider runs, audio output. */
+static struct reqbody_info costly(const char *body, enum reqbody_status want)
+{
+	struct reqbody_info info;
+
+	CHECK_EQ_INT(reqbody_inspect(body, strlen(body), &info), want);
+	return info;
+}
+
+static void test_costly_members(void)
+{
+	struct reqbody_info i;
+
+	i = costly("{\"service_tier\":\"flex\"}", REQBODY_COMPLETE);
+	CHECK(!strcmp(i.service_tier, "flex") && !i.tier_unknown);
+	CHECK(costly("{\"service_tier\":\"fl\\u0065x\"}", REQBODY_COMPLETE).tier_unknown);
+	CHECK(costly("{\"service_tier\":1}", REQBODY_COMPLETE).tier_unknown);
+	CHECK(costly("{\"service_tier\":\"a\",\"service_tier\":\"a\"}", REQBODY_COMPLETE).tier_unknown);
+	CHECK(!costly("{\"service_tier\":null}", REQBODY_COMPLETE).tier_unknown);
+	i = costly("{\"tools\":[{\"type\":\"function\",\"function\":{\"parameters\":{\"type\":"
+	           "\"web_search\"}}},{\"name\":\"x\"},{\"type\":\"text_editor_20250429\"}]}",
+	           REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.server_tools, 0);
+	i = costly("{\"tools\":[{\"type\":\"web_search_preview\"}]}", REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.server_tools, REQBODY_TOOL_WEB_SEARCH);
+	i = costly("{\"tools\":[{\"type\":\"web_s\\u0065arch\"},{\"type\":\"file_search\"}]}",
+	           REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.server_tools, REQBODY_TOOL_WEB_SEARCH | REQBODY_TOOL_OTHER);
+	CHECK_EQ_INT(costly("{\"tools\":[{\"TYPE\":\"function\"}]}", REQBODY_COMPLETE).server_tools,
+	             REQBODY_TOOL_OTHER);
+	CHECK_EQ_INT(costly("{\"tools\":[{\"type\":[\"function\"]}]}", REQBODY_COMPLETE).server_tools,
+	             REQBODY_TOOL_OTHER);
+	CHECK_EQ_INT(costly("{\"tools\":[],\"tools\":[]}", REQBODY_COMPLETE).server_tools,
+	             REQBODY_TOOL_OTHER);
+	CHECK_EQ_INT(costly("{\"tools\":null}", REQBODY_COMPLETE).server_tools, 0);
+	CHECK_EQ_INT(costly("{\"mcp_servers\":[]}", REQBODY_COMPLETE).server_tools, REQBODY_TOOL_OTHER);
+	/* Cut inside the tools: what was seen is judged, the rest is the answer's to tell. */
+	i = costly("{\"tools\":[{\"type\":\"function\"},{\"type\":\"web_sea", REQBODY_PREFIX);
+	CHECK_EQ_INT(i.server_tools, 0);
+	i = costly("{\"tools\":[{\"type\":\"code_interpreter\"},{\"ty", REQBODY_PREFIX);
+	CHECK_EQ_INT(i.server_tools, REQBODY_TOOL_OTHER);
+	CHECK(costly("{\"modalities\":[\"text\",\"audio\"]}", REQBODY_COMPLETE).audio_out);
+	CHECK(!costly("{\"modalities\":[\"text\"]}", REQBODY_COMPLETE).audio_out);
+	CHECK(costly("{\"modalities\":[\"text\",1]}", REQBODY_COMPLETE).audio_out);
+	CHECK(costly("{\"modalities\":\"text\"}", REQBODY_COMPLETE).audio_out);
+	CHECK(costly("{\"modalities\":{}}", REQBODY_COMPLETE).audio_out);
+	CHECK_EQ_INT(costly("{\"tools\":\"x\"}", REQBODY_COMPLETE).server_tools, REQBODY_TOOL_OTHER);
+	CHECK(costly("{\"Modalities\":[]}", REQBODY_COMPLETE).audio_out);
+	CHECK(costly("{\"audio\":{}}", REQBODY_COMPLETE).audio_out);
+	CHECK(!costly("{\"audio\":null}", REQBODY_COMPLETE).audio_out);
+	/* Malformed JSON inside the tools is still caught by the whole-body check. */
+	costly("{\"tools\":[{\"type\":\"function\",}]}", REQBODY_INVALID);
+}
+
 int main(void)
 {
 	RUN(test_complete_bodies);
@@ -348,5 +402,6 @@ int main(void)
 	RUN(test_stored_state);
 	RUN(test_stream_options);
 	RUN(test_ambiguous_hints);
+	RUN(test_costly_members);
 	return UNIT_DONE();
 }
