@@ -32,7 +32,9 @@
 # BENCH_FRAMES, BENCH_FRAME_DELAY_MS, BENCH_AGENT_THREADS (2),
 # BENCH_MODES ("hold unary limited unbounded long sse rsse"; rsse: Responses API streams
 # of the same shape), BENCH_HOLD_STREAMS,
-# BENCH_HOLD_FRAMES, BENCH_HOLD_DELAY_MS, BENCH_HAPROXY_VERSIONS, TALLY_BUILD (build).
+# BENCH_HOLD_FRAMES, BENCH_HOLD_DELAY_MS, BENCH_HAPROXY_VERSIONS, TALLY_BUILD (build),
+# BENCH_MOCK_ARGS (options of mock-upstream, e.g. "--audio-input-tokens 1
+# --service-tier default" for answers that name every class, as OpenAI's do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -57,7 +59,9 @@ limited_key=$("$build/tallyctl" --db "$db" key create --name bench-limited \
   --default-model mock-gpt --rpm 1000000000 --tpm 1000000000000 --max-concurrent 100000 \
   --budget-usd 1000000000 --budget-period day)
 
-stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
+# shellcheck disable=SC2086 # BENCH_MOCK_ARGS is a list of options
+stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet ${BENCH_MOCK_ARGS:-} \
+  2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
   --records "127.0.0.1:$records_port" --metrics "127.0.0.1:$metrics_port" \
   --threads "${BENCH_AGENT_THREADS:-2}" --log-level warn 2>"$tmp/agent.log"
