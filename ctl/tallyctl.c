@@ -20,6 +20,7 @@
 #include "db.h"
 #include "gwsecret.h"
 #include "keyhash.h"
+#include "tier.h"
 
 #define CTL_DEFAULT_DB   "./data/tally.db"
 #define CTL_NAME_MAX     64
@@ -287,36 +288,6 @@ static int ctl_valid_url(const char *s)
 			return 0;
 	}
 	return 1;
-}
-
-/* A service tier as providers report it: 1-64 characters from a-z 0-9 _ -, n long. */
-static int ctl_valid_tier(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > CTL_NAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++) {
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-		      s[i] == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-/* Tiers separated by single commas, as keys.service_tiers holds them. */
-static int ctl_valid_tier_list(const char *s)
-{
-	const char *comma;
-
-	for (;;) {
-		comma = strchr(s, ',');
-		if (!ctl_valid_tier(s, comma ? (size_t)(comma - s) : strlen(s)))
-			return 0;
-		if (!comma)
-			return 1;
-		s = comma + 1;
-	}
 }
 
 /* Reads the leading decimal digits of s into *v, stopping once *v exceeds max so that
@@ -831,7 +802,7 @@ static int ctl_key_opts_parse(const struct ctl_command *cmd, const struct ctl_ar
 		/* "inherit", and an empty tier list, clear the column: the agent's default. */
 		if (!v || strcmp(v, "inherit") == 0 || (tiers && *v == '\0'))
 			continue;
-		if (tiers ? !ctl_valid_tier_list(v) :
+		if (tiers ? !tier_list_ok(v) :
 		    strcmp(v, "priced") != 0 && strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
 			return ctl_usage(cmd, "invalid value '%s' for --%s: expected %s", v,
 			                 ctl_opts[id].name, tiers ?
@@ -1087,9 +1058,9 @@ static int ctl_card_parse_key(const struct ctl_command *cmd, const struct ctl_ar
                               struct ctl_card *c)
 {
 	c->tier = a->val[OPT_TIER] ? a->val[OPT_TIER] : "default";
-	if (!ctl_valid_tier(c->tier, strlen(c->tier)))
+	if (!tier_name_ok(c->tier, strlen(c->tier)))
 		return ctl_usage(cmd, "invalid value '%s' for --tier: use 1-%d characters from "
-		                 "a-z 0-9 _ -", c->tier, CTL_NAME_MAX);
+		                 "a-z 0-9 _ -", c->tier, TIER_NAME_MAX - 1);
 	c->above = 0;
 	if (!a->val[OPT_ABOVE])
 		return CTL_OK;
@@ -1591,8 +1562,8 @@ static int ctl_import_tally(struct ctl_import *imp, const cJSON *entry)
 			return ctl_import_bad(imp, "a rate card", "an object");
 		m = cJSON_GetObjectItemCaseSensitive(card, "tier");
 		tier = m ? cJSON_GetStringValue(m) : "default";
-		if (!tier || !ctl_valid_tier(tier, strlen(tier)))
-			return ctl_import_bad(imp, "tier", "1-64 characters from a-z 0-9 _ -");
+		if (!tier || !tier_name_ok(tier, strlen(tier)))
+			return ctl_import_bad(imp, "tier", "1-23 characters from a-z 0-9 _ -");
 		m = cJSON_GetObjectItemCaseSensitive(card, "above_tokens");
 		above = 0;
 		if (m && ctl_import_int(imp, m, "above_tokens", CTL_TOKENS_MAX, &above) < 0)
@@ -2345,7 +2316,7 @@ static const struct ctl_command ctl_commands[] = {
 	  "applies). Prices not given stay unknown on a new card, unchanged on an existing\n"
 	  "one. At least one price is required.\n"
 	  "\n"
-	  "  --tier TIER     service tier the provider reports, 1-64 characters from\n"
+	  "  --tier TIER     service tier the provider reports, 1-23 characters from\n"
 	  "                  a-z 0-9 _ - (default: default, also when none is reported)\n"
 	  "  --above TOKENS  prompt size the card starts above, 0-1000000000000 (default 0)\n"
 	  CARD_PRICE_HELP,

@@ -8,12 +8,13 @@
 #include <stdint.h>
 
 #include "quota.h"
+#include "tier.h"
 
 #define ACCT_ID_MAX    64   /* request ids: HAProxy's uuid() is 36 characters */
 #define ACCT_NAME_MAX  128  /* model names, as configured or as the upstream names them */
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
 #define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
-#define ACCT_TIER_MAX  24   /* a service tier's name: "default", "priority", "flex" */
+#define ACCT_TIER_MAX  TIER_NAME_MAX   /* a service tier's name (tier.h) */
 
 /* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
 #define ACCT_NONE (-1)

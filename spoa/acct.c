@@ -20,19 +20,6 @@ void acct_row_init(struct acct_row *row)
 	row->est_prompt_tokens = row->est_completion_tokens = ACCT_NONE;
 }
 
-int acct_tier_ok(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n >= ACCT_TIER_MAX)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-		      s[i] == '-'))
-			return 0;
-	return 1;
-}
-
 int acct_response_id_ok(const char *s, size_t n)
 {
 	size_t i;
@@ -141,7 +128,7 @@ void acct_estimate(struct acct_row *row, const struct price_sheet *s)
 	/* The band of the prompt as reported, else as estimated. */
 	c = s ? price_pick(s, row->service_tier, row->prompt_tokens != ACCT_NONE
 	                                         ? row->prompt_tokens : prompt) : NULL;
-	if (c && price_tokens(c, prompt, completion, 0, &cost) == 0)
+	if (c && price_tokens(c, prompt, completion, &cost) == 0)
 		row->estimated_cost_micros = cost;
 }
 

@@ -17,9 +17,6 @@ void acct_row_init(struct acct_row *row);
  * digit (OpenAI's "resp_" and hex; self-hosted servers' uuids). */
 int acct_response_id_ok(const char *s, size_t n);
 
-/* Whether s (n bytes) can be a service tier's name: 1 to ACCT_TIER_MAX - 1 bytes of
- * [a-z0-9_-] ("default", "priority", "flex", Anthropic's "standard"). */
-int acct_tier_ok(const char *s, size_t n);
 
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */
 const char *acct_outcome_name(enum acct_outcome o);

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "acct.h"
+#include "keytable.h"
+#include "tier.h"
 
 struct config_setting {
 	const char *name;
@@ -185,35 +186,18 @@ static int config_set_default_max_tokens(struct agent_config *cfg, const char *v
 	return config_ms(value, 1, 10000000, &cfg->default_max_tokens);
 }
 
-/* A comma-separated list of tier names (acct_tier_ok), or "" for none. */
+/* A comma-separated list of tier names (tier.h), or "" for none. */
 static int config_set_service_tiers(struct agent_config *cfg, const char *value)
 {
-	const char *p = value;
-
-	while (*p) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-
-		if (!acct_tier_ok(p, len))
-			return -1;
-		p += len + (comma != NULL);
-		if (comma && !*p)
-			return -1;
-	}
+	if (*value && !tier_list_ok(value))
+		return -1;
 	return config_copy(cfg->service_tiers, value);
 }
 
 static int config_policy(const char *value, enum kt_policy *out)
 {
-	if (strcmp(value, "priced") == 0)
-		*out = KT_POLICY_PRICED;
-	else if (strcmp(value, "allow") == 0)
-		*out = KT_POLICY_ALLOW;
-	else if (strcmp(value, "deny") == 0)
-		*out = KT_POLICY_DENY;
-	else
-		return -1;
-	return 0;
+	*out = keytable_policy_of(value);
+	return *out == KT_POLICY_INHERIT ? -1 : 0;
 }
 
 static int config_set_server_tools(struct agent_config *cfg, const char *value)

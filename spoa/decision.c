@@ -153,12 +153,6 @@ static struct spop_str decision_find_key(const struct decision_request *req)
 	return none;
 }
 
-/* The model that routes a restricted key's cut body whose "model" comes past the cut,
- * for the capture filter to judge that one against what the route's provider may serve
- * the key (decision_allow_list): the key's default when it is allowed and speaks the
- * endpoint's API, else, when one provider serves every allowed model of that API, the
- * dearest of them. NULL when there is none, or the list is too long to send. (The
- * reservation takes the dearest price of each kind: decision_dearest.) */
 /* A model's default output price, for ranking the routes of a cut body; -1 none. */
 static int64_t decision_base_output(const struct kt_model *m)
 {
@@ -167,6 +161,12 @@ static int64_t decision_base_output(const struct kt_model *m)
 	return c ? c->micros[PRICE_OUTPUT] : PRICE_UNSET;
 }
 
+/* The model that routes a restricted key's cut body whose "model" comes past the cut,
+ * for the capture filter to judge that one against what the route's provider may serve
+ * the key (decision_allow_list): the key's default when it is allowed and speaks the
+ * endpoint's API, else, when one provider serves every allowed model of that API, the
+ * dearest of them. NULL when there is none, or the list is too long to send. (The
+ * reservation takes the dearest price of each kind: decision_dearest.) */
 static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api)
 {
 	const struct kt_model *m = k->default_model, *best = NULL;
@@ -521,7 +521,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_NO_ROUTE;
 	if (d->model->provider->api != ep->api)
 		return DECISION_WRONG_API;
-	if ((d->costly = decision_costly(req, d)))
+	/* A count of tokens bills nothing: whatever it names costs nothing yet. */
+	if (!ep->unbilled && (d->costly = decision_costly(req, d)))
 		return DECISION_COST_POLICY;
 	if (ep->stored_state && d->body.stateful) {
 		struct owner_entry e;

@@ -10,6 +10,7 @@
 #include "acct.h"
 #include "db.h"
 #include "price.h"
+#include "tier.h"
 
 static void keytable_free(struct keytable *t)
 {
@@ -147,7 +148,7 @@ static int keytable_add_card(struct keytable *t, sqlite3_stmt *st)
 	struct price_card *grown, *c;
 	int i;
 
-	if (!m || !tier || !acct_tier_ok(tier, strlen(tier)))
+	if (!m || !tier || !tier_name_ok(tier, strlen(tier)))
 		return 0;
 	grown = realloc(m->prices.cards, (m->prices.ncards + 1) * sizeof(*grown));
 	if (!grown)
@@ -165,15 +166,17 @@ static int keytable_add_card(struct keytable *t, sqlite3_stmt *st)
 	return 0;
 }
 
-static enum kt_policy keytable_policy_of(const unsigned char *p)
+enum kt_policy keytable_policy_of(const char *name)
 {
-	if (!p)
+	if (!name)
 		return KT_POLICY_INHERIT;
-	if (strcmp((const char *)p, "allow") == 0)
+	if (strcmp(name, "priced") == 0)
+		return KT_POLICY_PRICED;
+	if (strcmp(name, "allow") == 0)
 		return KT_POLICY_ALLOW;
-	if (strcmp((const char *)p, "deny") == 0)
+	if (strcmp(name, "deny") == 0)
 		return KT_POLICY_DENY;
-	return KT_POLICY_PRICED;
+	return KT_POLICY_INHERIT;
 }
 
 static enum quota_period keytable_period_of(const char *p)
@@ -207,8 +210,8 @@ static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
 	k->quota.budget_micros = sqlite3_column_int64(st, 9);
 	k->quota.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
 	k->service_tiers = keytable_col_strdup(st, 11);
-	k->server_tools = keytable_policy_of(sqlite3_column_text(st, 12));
-	k->audio = keytable_policy_of(sqlite3_column_text(st, 13));
+	k->server_tools = keytable_policy_of((const char *)sqlite3_column_text(st, 12));
+	k->audio = keytable_policy_of((const char *)sqlite3_column_text(st, 13));
 	if (sqlite3_column_type(st, 11) != SQLITE_NULL && !k->service_tiers)
 		return -1;
 	return k->name && k->prefix ? 0 : -1;

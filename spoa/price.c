@@ -42,8 +42,10 @@ const struct price_card *price_pick(const struct price_sheet *s, const char *tie
 
 		if (strcmp(c->tier, tier) != 0)
 			continue;
-		/* Sorted by above_tokens: the last that applies is the largest. */
-		if (!best || c->above_tokens < prompt_tokens)
+		/* Sorted by above_tokens: the last that applies is the largest. A prompt of
+		 * unknown size takes the smallest band. */
+		if (c->above_tokens == 0 || c->above_tokens < prompt_tokens ||
+		    (!best && prompt_tokens < 0))
 			best = c;
 	}
 	return best;
@@ -68,9 +70,9 @@ static int price_add(unsigned __int128 *sum, int64_t count, int64_t micros_per_m
 	return 0;
 }
 
-static int64_t price_round(unsigned __int128 sum, int round_up)
+static int64_t price_round(unsigned __int128 sum)
 {
-	sum = (sum + (round_up ? 999999 : 500000)) / 1000000;
+	sum = (sum + 500000) / 1000000;
 	return sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
 }
 
@@ -106,18 +108,17 @@ int price_row(const struct price_card *c, const struct acct_row *row, int64_t *c
 	              p[PRICE_WEB_SEARCH] == PRICE_UNSET ? PRICE_UNSET
 	                                                 : p[PRICE_WEB_SEARCH] * 1000000) < 0)
 		return -1;
-	*cost = price_round(sum, 0);
+	*cost = price_round(sum);
 	return 0;
 }
 
-int price_tokens(const struct price_card *c, int64_t prompt, int64_t completion, int round_up,
-                 int64_t *cost)
+int price_tokens(const struct price_card *c, int64_t prompt, int64_t completion, int64_t *cost)
 {
 	unsigned __int128 sum = 0;
 
 	if (price_add(&sum, prompt, c->micros[PRICE_INPUT]) < 0 ||
 	    price_add(&sum, completion, c->micros[PRICE_OUTPUT]) < 0)
 		return -1;
-	*cost = price_round(sum, round_up);
+	*cost = price_round(sum);
 	return 0;
 }

@@ -23,7 +23,8 @@ extern const char *const price_columns[PRICE_CLASSES];
 const char *price_tier_name(const char *tier);
 
 /* The card of tier (any spelling price_tier_name accepts) for a prompt of prompt_tokens
- * (negative: unknown, priced as the smallest band); NULL when the tier has no card. */
+ * (negative: unknown, priced as the smallest band); NULL when the tier has no card for
+ * that size. */
 const struct price_card *price_pick(const struct price_sheet *s, const char *tier,
                                     int64_t prompt_tokens);
 
@@ -33,9 +34,8 @@ const struct price_card *price_pick(const struct price_sheet *s, const char *tie
 int price_row(const struct price_card *c, const struct acct_row *row, int64_t *cost);
 
 /* The cost of prompt input and completion output tokens under c, rounded to the
- * nearest micro-dollar, or up when round_up (a reservation errs high). Returns 0, or
- * -1 when c lacks a price one of them needs. */
-int price_tokens(const struct price_card *c, int64_t prompt, int64_t completion, int round_up,
-                 int64_t *cost);
+ * nearest micro-dollar: what a row's estimate costs (acct_estimate). Returns 0, or -1
+ * when c lacks a price one of them needs. */
+int price_tokens(const struct price_card *c, int64_t prompt, int64_t completion, int64_t *cost);
 
 #endif

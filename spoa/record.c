@@ -279,7 +279,7 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	    record_opt_token(f[33], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
 		r->u_id = (struct record_str){ NULL, 0 };
 	if (nf == RECORD_FIELDS && (record_opt_token(f[40], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
-	                            !acct_tier_ok(r->u_tier.ptr, r->u_tier.len)))
+	                            !tier_name_ok(r->u_tier.ptr, r->u_tier.len)))
 		r->u_tier = (struct record_str){ NULL, 0 };
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
 	 * otherwise broken loses its usage, not the transaction. */

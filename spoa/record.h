@@ -51,7 +51,7 @@ struct record {
 	                                    * unstorable */
 	int64_t u[RECORD_U_COUNT];         /* unary JSON usage; ACCT_NONE absent, negative */
 	struct record_str u_id;            /* unary JSON answer's id; len 0: absent */
-	struct record_str u_tier;          /* its service tier (acct_tier_ok); len 0: absent */
+	struct record_str u_tier;          /* its service tier (tier_name_ok); len 0: absent */
 	int has_capture;                   /* 0 also when the capture field is broken */
 	char cap_kind;                     /* 'j', 's' or 'o' */
 	int64_t body_bytes;

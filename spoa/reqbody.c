@@ -369,7 +369,7 @@ static void reqbody_set_previous(struct reqbody_info *out, const char *raw, size
  * cannot price. */
 static void reqbody_set_tier(struct reqbody_info *out, const char *raw, size_t len)
 {
-	if (reqbody_plain(raw, len, acct_tier_ok, out->service_tier) < 0)
+	if (reqbody_plain(raw, len, tier_name_ok, out->service_tier) < 0)
 		out->tier_unknown = 1;
 }
 
@@ -566,7 +566,8 @@ static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_i
 		k = reqbody_key_of(key, keylen, names, 2);
 		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
 			return r;
-		if (k.m != REQBODY_OTHER && (k.variant || k.nul || typed++ || *s->p != '"'))
+		/* "type\u0000" is "type" to a C-string reader and another key to the rest. */
+		if (k.nul || (k.m != REQBODY_OTHER && (k.variant || typed++ || *s->p != '"')))
 			kind = REQBODY_TOOL_OTHER;
 		if (k.m != REQBODY_OTHER && *s->p == '"' && kind != REQBODY_TOOL_OTHER) {
 			if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)

@@ -200,10 +200,10 @@ static int64_t usage_total_input(int64_t input, int64_t read, int64_t creation)
 	return input + (read == ACCT_NONE ? 0 : read) + (creation == ACCT_NONE ? 0 : creation);
 }
 
-/* A reported service tier, kept when it is a plain name (acct_tier_ok). */
+/* A reported service tier, kept when it is a plain name (tier_name_ok). */
 static void usage_tier(const cJSON *j, struct usage *out)
 {
-	if (cJSON_IsString(j) && j->valuestring && acct_tier_ok(j->valuestring, strlen(j->valuestring)))
+	if (cJSON_IsString(j) && j->valuestring && tier_name_ok(j->valuestring, strlen(j->valuestring)))
 		snprintf(out->service_tier, sizeof(out->service_tier), "%s", j->valuestring);
 }
 
@@ -439,7 +439,7 @@ void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t 
 	/* OpenAI names the tier beside the usage, in the answer's (or first chunk's)
 	 * object, which only its head is sure to hold. */
 	if (!out->service_tier[0])
-		usage_head_string(head, hlen, sse, 0, "service_tier", acct_tier_ok, out->service_tier,
+		usage_head_string(head, hlen, sse, 0, "service_tier", tier_name_ok, out->service_tier,
 		                  sizeof(out->service_tier));
 out:
 	cJSON_Delete(first.json);

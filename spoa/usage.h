@@ -32,7 +32,7 @@ struct usage {
 	int64_t accepted_prediction_tokens;
 	int64_t rejected_prediction_tokens;
 	int64_t web_search_calls;
-	char service_tier[ACCT_TIER_MAX]; /* as reported (acct_tier_ok); "" if not seen */
+	char service_tier[ACCT_TIER_MAX]; /* as reported (tier_name_ok); "" if not seen */
 	char model[ACCT_NAME_MAX];       /* as the upstream named it; "" if not seen */
 	enum acct_usage_source source;
 };

@@ -31,7 +31,7 @@ static void fuzz_usage_check(const struct usage *u)
 	    (u->source != ACCT_USAGE_NONE && u->prompt_tokens == ACCT_NONE &&
 	     u->completion_tokens == ACCT_NONE) ||
 	    strlen(u->model) >= sizeof(u->model) ||
-	    (u->service_tier[0] && !acct_tier_ok(u->service_tier, strlen(u->service_tier))))
+	    (u->service_tier[0] && !tier_name_ok(u->service_tier, strlen(u->service_tier))))
 		abort();
 	for (m = (const unsigned char *)u->model; *m; m++)
 		if (*m < 0x20 || *m == 0x7f)

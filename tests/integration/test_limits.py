@@ -170,7 +170,7 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
         s.start()
         s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
                    "--input-micros", "1000000", "--output-micros", "2000000",
-                   "--cached-micros", "500000")
+                   "--cached-micros", "500000", "--cache-write-micros", "1250000")
         s.tallyctl("model", "set", "mock-claude", "--provider", "mock-anthropic",
                    "--input-micros", "3000000", "--output-micros", "15000000",
                    "--cached-micros", "300000", "--cache-write-micros", "3750000")
@@ -180,14 +180,24 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
             ("/v1/chat/completions", "mock-gpt", {"x-mock-prompt-tokens": "1000",
                                                   "x-mock-completion-tokens": "333",
                                                   "x-mock-cached-tokens": "201"}),
+            # OpenAI's cache writes are inside its prompt tokens, as its cached ones.
+            ("/v1/chat/completions", "mock-gpt", {"x-mock-prompt-tokens": "1000",
+                                                  "x-mock-completion-tokens": "333",
+                                                  "x-mock-cached-tokens": "201",
+                                                  "x-mock-cache-write-tokens": "399"}),
+            ("/v1/responses", "mock-gpt", {"x-mock-prompt-tokens": "1000",
+                                           "x-mock-completion-tokens": "333",
+                                           "x-mock-cache-write-tokens": "399"}),
             ("/v1/messages", "mock-claude", {"x-mock-prompt-tokens": "100",
                                              "x-mock-completion-tokens": "41",
                                              "x-mock-cached-tokens": "1000",
                                              "x-mock-cache-creation-tokens": "2001"}),
         ]
         for path, model, knobs in cases:
-            status, h, _ = s.gateway("POST", path, {"model": model, "max_tokens": 64,
-                                                    "messages": []}, key=s.key, headers=knobs)
+            body = {"model": model, "max_tokens": 64, "messages": []}
+            if path == "/v1/responses":
+                body = {"model": model, "max_output_tokens": 64, "input": "x", "store": False}
+            status, h, _ = s.gateway("POST", path, body, key=s.key, headers=knobs)
             assert status == 200
             row = s.row(h["x-request-id"])
             assert row["cost_micros"] is not None

@@ -783,6 +783,8 @@ def test_key_list_limits(seeded):
     (["prices", "delete", "gpt-4o", "--tier", "default"], "missing required option --above"),
     (["prices", "delete", "gpt-4o", "--above", "0"], "missing required option --tier"),
     (["prices", "delete", "gpt-4o", "--tier", "BAD", "--above", "0"], "for --tier"),
+    # Longer than any tier the agent reads (common/tier.h): its card would never apply.
+    (["prices", "set", "gpt-4o", "--tier", "t" * 24, "--input-micros", "1"], "for --tier"),
     (["prices", "list", "a", "b"], "unexpected argument 'b'"),
     (["prices", "list", "--verbose"], "unknown option '--verbose'"),
     (["prices", "import"], "missing FILE"),

@@ -712,6 +712,8 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\""), DECISION_ALLOW);
 	/* Server tools: an Anthropic web search where its card prices one. */
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_COST_POLICY);
+	/* Counting tokens bills nothing, whatever the body names. */
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages/count_tokens", web), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", priority_web), DECISION_ALLOW);
 	/* Client tools are no matter; other server tools and ambiguous types are. */
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"tools\":[{\"type\":\"function\",\"function\":{}}]"),

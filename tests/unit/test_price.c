@@ -51,9 +51,9 @@ static void test_tier_names(void)
 	CHECK_EQ_STR(price_tier_name("auto"), "default");
 	CHECK_EQ_STR(price_tier_name("standard_only"), "default");
 	CHECK_EQ_STR(price_tier_name("priority"), "priority");
-	CHECK(acct_tier_ok("flex", 4) && acct_tier_ok("scale_2", 7));
-	CHECK(!acct_tier_ok("", 0) && !acct_tier_ok("Flex", 4) && !acct_tier_ok("a b", 3) &&
-	      !acct_tier_ok("a\"", 2) && !acct_tier_ok("abcdefghijklmnopqrstuvwxyz", 26));
+	CHECK(tier_name_ok("flex", 4) && tier_name_ok("scale_2", 7));
+	CHECK(!tier_name_ok("", 0) && !tier_name_ok("Flex", 4) && !tier_name_ok("a b", 3) &&
+	      !tier_name_ok("a\"", 2) && !tier_name_ok("abcdefghijklmnopqrstuvwxyz", 26));
 }
 
 static void test_pick(void)
@@ -66,6 +66,12 @@ static void test_pick(void)
 	CHECK(price_pick(&claude, "priority", 900000) == &claude_cards[2]);
 	CHECK(price_pick(&claude, "flex", 10) == NULL);
 	CHECK(price_pick(&audio, "priority", 10) == NULL);
+	/* A tier whose only card is for long prompts prices no short one. */
+	claude_cards[2].above_tokens = 1000;
+	CHECK(price_pick(&claude, "priority", 1000) == NULL);
+	CHECK(price_pick(&claude, "priority", 1001) == &claude_cards[2]);
+	CHECK(price_pick(&claude, "priority", -1) == &claude_cards[2]);
+	claude_cards[2].above_tokens = 0;
 }
 
 static void test_anthropic_classes(void)
@@ -158,15 +164,13 @@ static void test_edges(void)
 	s.ncards = 0;
 	CHECK_EQ_INT(cost_of(&s, row_of(10, 10)), ACCT_NONE);
 	s.ncards = 1;
-	/* Rounded to the nearest micro-dollar; a reservation rounds up. */
+	/* Rounded to the nearest micro-dollar. */
 	CHECK_EQ_INT(cost_of(&s, row_of(499999, 0)), 0);
 	CHECK_EQ_INT(cost_of(&s, row_of(500000, 0)), 1);
-	CHECK_EQ_INT(price_tokens(&one, 1, 0, 1, &c), 0);
+	CHECK_EQ_INT(price_tokens(&one, 499999, 500000, &c), 0);
 	CHECK_EQ_INT(c, 1);
-	CHECK_EQ_INT(price_tokens(&one, 1, 0, 0, &c), 0);
-	CHECK_EQ_INT(c, 0);
 	one.micros[PRICE_OUTPUT] = U;
-	CHECK_EQ_INT(price_tokens(&one, 1, 1, 0, &c), -1);
+	CHECK_EQ_INT(price_tokens(&one, 1, 1, &c), -1);
 	/* The largest counts and prices do not overflow: the cost stops at INT64_MAX. */
 	one.micros[PRICE_INPUT] = 1LL << 40;
 	CHECK_EQ_INT(cost_of(&s, row_of((1LL << 53) - 1, 0)), INT64_MAX);

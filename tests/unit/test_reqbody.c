@@ -364,6 +364,8 @@ static void test_costly_members(void)
 	CHECK_EQ_INT(i.server_tools, REQBODY_TOOL_WEB_SEARCH | REQBODY_TOOL_OTHER);
 	CHECK_EQ_INT(costly("{\"tools\":[{\"TYPE\":\"function\"}]}", REQBODY_COMPLETE).server_tools,
 	             REQBODY_TOOL_OTHER);
+	CHECK_EQ_INT(costly("{\"tools\":[{\"type\\u0000\":\"web_search_20250305\"}]}",
+	                    REQBODY_COMPLETE).server_tools, REQBODY_TOOL_OTHER);
 	CHECK_EQ_INT(costly("{\"tools\":[{\"type\":[\"function\"]}]}", REQBODY_COMPLETE).server_tools,
 	             REQBODY_TOOL_OTHER);
 	CHECK_EQ_INT(costly("{\"tools\":[],\"tools\":[]}", REQBODY_COMPLETE).server_tools,
