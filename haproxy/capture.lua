@@ -36,7 +36,18 @@ local TAIL = 3072
 local OPTIONS_MAX = 256
 -- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
 local KEY_MAX = 96
-local JUDGED = { model = true, stream = true, stream_options = true }
+local JUDGED = { model = true, stream = true, stream_options = true, service_tier = true }
+-- Members past the cut that cost more than their tokens (docs/pricing.md), by the letter
+-- the agent sends for what the key may not ask for (txn.tally.costly, spoa/decision.c:
+-- 'o' tools the provider runs, 'w' web searches, 'a' audio output).
+local COSTLY = { web_search_options = "o", mcp_servers = "o", audio = "a", modalities = "a" }
+-- The client's own tools, by type (as spoa/reqbody.c's reqbody_tool_kind): any other
+-- type is one the provider runs.
+local CLIENT_TOOLS = { ["function"] = true, custom = true, local_shell = true, shell = true,
+                       apply_patch = true, computer_use_preview = true }
+local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_" }
+-- A tool's type longer than this is none a provider names.
+local TYPE_MAX = 64
 -- Members naming state stored upstream, or that the gateway cannot account or keep to
 -- their key (txn.tally.nostate: a cut Responses body; spoa/decision.c).
 local STATEFUL = { previous_response_id = true, conversation = true, background = true,
@@ -81,6 +92,8 @@ function Capture:start_analyze(txn, chn)
         self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0 }
         self.allow = allow_set(txn:get_var("txn.tally.allow"))
         self.nostate = txn:get_var("txn.tally.nostate") ~= nil
+        self.costly = txn:get_var("txn.tally.costly") or ""
+        self.tiers = allow_set(txn:get_var("txn.tally.tiers"))
     else
         self.insert_at = txn:get_var("txn.tally.amend")
         self.cut = txn:get_var("txn.tally.amend_cut") or 0
@@ -173,6 +186,26 @@ local function judged_key(raw)
     return folded, folded ~= raw
 end
 
+-- The letter of txn.tally.costly a tool of this type falls under, or nil for the
+-- client's own (an escape is a type nobody can judge).
+local function tool_letter(t)
+    if #t > TYPE_MAX or t:find("\\", 1, true) then
+        return "o"
+    end
+    if t:sub(1, 10) == "web_search" then
+        return "w"
+    end
+    if CLIENT_TOOLS[t] then
+        return nil
+    end
+    for _, prefix in ipairs(CLIENT_TOOL_PREFIXES) do
+        if #t > #prefix and t:sub(1, #prefix) == prefix then
+            return nil
+        end
+    end
+    return "o"
+end
+
 -- What goes before the closing brace: the amendment when the body is a stream that did
 -- not ask for usage and has no stream_options of its own (one that said otherwise was
 -- rewritten as it passed), else spaces, so that the length is what haproxy.cfg
@@ -213,8 +246,56 @@ function Capture:key_end(msg, sc, raw, at)
     if name then
         sc.seen[name] = true
     end
+    -- A member that costs more than its tokens, which the key may not ask for.
+    local folded = #raw <= KEY_MAX and fold_key(raw)
+    local letter = folded and COSTLY[folded]
+    if letter and self.costly:find(letter, 1, true) then
+        spoil(msg, sc, at)
+    end
+    sc.tools = folded == "tools" and self.costly ~= ""
     sc.member, sc.key = name, nil
     sc.phase = "colon"
+end
+
+-- A string of the "tools" member's value ended: its elements' "type" says whether the
+-- provider runs the tool (spoa/reqbody.c's reqbody_tool, past the cut).
+function Capture:tool_string(msg, sc, text, at)
+    if sc.depth == 2 then
+        -- An element that is no object: nobody can judge it.
+        if self.costly:find("o", 1, true) then
+            spoil(msg, sc, at)
+        end
+    elseif sc.depth == 3 and sc.ttype then
+        local letter = tool_letter(text)
+        if letter and self.costly:find(letter, 1, true) then
+            spoil(msg, sc, at)
+        end
+        sc.ttype = nil
+    elseif sc.depth == 3 then
+        sc.tkey = text
+    end
+end
+
+-- A ':' or the end of a member inside an element of "tools": after a key that is or
+-- could be "type", its value must be a plain string the next tool_string judges.
+function Capture:tool_mark(msg, sc, c, at)
+    if c == 58 and sc.tkey then
+        local key = sc.tkey
+        sc.tkey = nil
+        if key == "type" then
+            sc.ttype = true
+            return
+        end
+        if (key:find("\\", 1, true) or fold_key(key) == "type") and self.costly:find("o", 1, true) then
+            spoil(msg, sc, at)
+        end
+        return
+    end
+    -- A type that was no string (a list, an object, a number).
+    if sc.ttype and self.costly:find("o", 1, true) then
+        spoil(msg, sc, at)
+    end
+    sc.ttype, sc.tkey = nil, nil
 end
 
 -- More text of the value of a judged member; one too long to be a plain value spoils
@@ -253,6 +334,12 @@ function Capture:value_end(msg, sc, text, vend)
         if not (name and self.allow[name]) then
             spoil(msg, sc, sc.vat + sc.vws)
         end
+    elseif value and sc.member == "service_tier" and self.tiers then
+        -- null, or a plain tier name the key may ask for and the model prices.
+        local tier = value:match('^"([a-z0-9_%-]*)"$')
+        if value ~= "null" and not (tier and self.tiers[tier]) then
+            spoil(msg, sc, sc.vat + sc.vws)
+        end
     elseif value and sc.member == "stream" then
         sc.stream = value
     elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
@@ -284,6 +371,7 @@ function Capture:scan_data(msg, data, base)
     local shift = 0
     local nq, nb = 0, 0
     local kfrom = sc.key and 1
+    local tfrom = sc.tstr and 1
     while i <= n do
         if sc.instr then
             if sc.esc then
@@ -316,6 +404,12 @@ function Capture:scan_data(msg, data, base)
                         self:key_end(msg, sc, sc.key .. sub(data, kfrom, q - 1),
                             base + q - 1 + shift)
                         kfrom = nil
+                    elseif tfrom then
+                        -- Only a type's length matters past TYPE_MAX: no long copies.
+                        local last = q - 1 < tfrom + TYPE_MAX and q - 1 or tfrom + TYPE_MAX
+                        self:tool_string(msg, sc, sc.tstr .. sub(data, tfrom, last),
+                            base + q - 1 + shift)
+                        sc.tstr, tfrom = nil, nil
                     end
                 end
             end
@@ -330,8 +424,18 @@ function Capture:scan_data(msg, data, base)
                 sc.instr = true
                 if sc.depth == 1 and sc.phase == "key" then
                     sc.key, kfrom = "", q + 1
+                elseif sc.tools and (sc.depth == 2 or sc.depth == 3) then
+                    sc.tstr, tfrom = "", q + 1
+                end
+            elseif sc.tools and sc.depth == 3 and (c == 58 or c == 44 or c == 125) then
+                self:tool_mark(msg, sc, c, base + q - 1 + shift)
+                if c == 125 then
+                    sc.depth = 2
                 end
             elseif c == 123 or c == 91 then
+                if sc.tools and sc.depth == 3 and sc.ttype then
+                    self:tool_mark(msg, sc, c, base + q - 1 + shift)
+                end
                 sc.depth = sc.depth + 1
             elseif c == 125 or c == 93 then
                 sc.depth = sc.depth - 1
@@ -360,6 +464,9 @@ function Capture:scan_data(msg, data, base)
     end
     if kfrom then
         sc.key = sc.key .. sub(data, kfrom, kfrom + KEY_MAX)
+    end
+    if tfrom then
+        sc.tstr = sc.tstr .. sub(data, tfrom, tfrom + TYPE_MAX)
     end
     if vfrom then
         self:value_more(msg, sc, sub(data, vfrom))

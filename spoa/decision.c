@@ -447,37 +447,115 @@ static int decision_listed(const char *list, const char *tier)
 	return 0;
 }
 
-/* What of the request the key may not ask for, or the gateway could not price; 0:
- * nothing (docs/pricing.md). A model without any price stays as it was, its rows
+/* Whether lines (names each ended by a newline) holds name. */
+static int decision_line_in(const char *lines, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; *lines; lines = strchr(lines, '\n') + 1)
+		if (strncmp(lines, name, n) == 0 && lines[n] == '\n')
+			return 1;
+	return 0;
+}
+
+/* What a request may ask for that costs more, as the key's policy and the model's prices
+ * decide it (docs/pricing.md). A model without any price stays as it was, its rows
  * unpriced: "priced" judges the card of the tier asked for. Only Anthropic counts its
  * web searches, so on OpenAI's API a web search is a tool the gateway cannot price. */
-static enum decision_costly decision_costly(const struct decision_request *req,
-                                            const struct decision *d)
+struct decision_grant {
+	const char *tiers;          /* the key's or the agent's list; NULL or "": any */
+	int priced;                 /* the model has a price */
+	int other_tools;            /* tools the provider runs other than a web search */
+	int web_search;
+	int audio;
+};
+
+static void decision_grant_of(const struct decision_request *req, const struct decision *d,
+                              const struct price_card *c, struct decision_grant *g)
 {
 	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
 	const struct decision_policy *p = req->policy ? req->policy : &none;
-	const char *tier = price_tier_name(d->body.service_tier);
-	const char *tiers = d->key->service_tiers ? d->key->service_tiers : p->service_tiers;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
-	const struct price_card *c = price_pick(&d->model->prices, tier, -1);
-	int priced = d->model->prices.ncards > 0;
-	int searches_priced = c && d->model->provider->api == KT_API_ANTHROPIC &&
-	                      c->micros[PRICE_WEB_SEARCH] != PRICE_UNSET;
 
-	if (d->body.tier_unknown || (tiers && *tiers && !decision_listed(tiers, tier)) ||
-	    (priced && !c))
+	g->tiers = d->key->service_tiers ? d->key->service_tiers : p->service_tiers;
+	g->priced = d->model->prices.ncards > 0;
+	g->other_tools = tools == KT_POLICY_ALLOW || (tools != KT_POLICY_DENY && !g->priced);
+	g->web_search = g->other_tools ||
+	                (tools != KT_POLICY_DENY && c && d->model->provider->api == KT_API_ANTHROPIC &&
+	                 c->micros[PRICE_WEB_SEARCH] != PRICE_UNSET);
+	g->audio = audio == KT_POLICY_ALLOW ||
+	           (audio != KT_POLICY_DENY &&
+	            (!g->priced || (c && c->micros[PRICE_AUDIO_OUTPUT] != PRICE_UNSET)));
+}
+
+/* Whether a request may ask for tier (a name price_tier_name takes) under g. */
+static int decision_tier_granted(const struct decision *d, const struct decision_grant *g,
+                                 const char *tier)
+{
+	tier = price_tier_name(tier);
+	return (!g->tiers || !*g->tiers || decision_listed(g->tiers, tier)) &&
+	       (!g->priced || price_pick(&d->model->prices, tier, -1));
+}
+
+/* What of the request the key may not ask for, or the gateway could not price; 0:
+ * nothing. */
+static enum decision_costly decision_costly(const struct decision_request *req,
+                                            const struct decision *d)
+{
+	const struct price_card *c = price_pick(&d->model->prices, d->body.service_tier, -1);
+	struct decision_grant g;
+
+	decision_grant_of(req, d, c, &g);
+	if (d->body.tier_unknown || !decision_tier_granted(d, &g, d->body.service_tier))
 		return DECISION_COSTLY_TIER;
-	if (d->body.server_tools &&
-	    (tools == KT_POLICY_DENY ||
-	     (tools != KT_POLICY_ALLOW && priced &&
-	      ((d->body.server_tools & REQBODY_TOOL_OTHER) || !searches_priced))))
+	if (((d->body.server_tools & REQBODY_TOOL_OTHER) && !g.other_tools) ||
+	    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) && !g.web_search))
 		return DECISION_COSTLY_TOOLS;
-	if (d->body.audio_out &&
-	    (audio == KT_POLICY_DENY ||
-	     (audio != KT_POLICY_ALLOW && priced && c->micros[PRICE_AUDIO_OUTPUT] == PRICE_UNSET)))
+	if (d->body.audio_out && !g.audio)
 		return DECISION_COSTLY_AUDIO;
 	return 0;
+}
+
+/* For a cut body, what the capture filter refuses past the cut (haproxy/capture.lua):
+ * d->costly_scan holds 'o' (tools the provider runs), 'w' (web searches), 'a' (audio)
+ * for each that is not granted, and d->tiers_scan the service_tier values that are, one
+ * a line ("" when any is). The card is the one of the tier seen before the cut. */
+static void decision_costly_scan(const struct decision_request *req, struct decision *d)
+{
+	/* What requests and answers call the default tier (price_tier_name). */
+	static const char *const aliases[] = { "default", "auto", "standard", "standard_only" };
+	enum { DECISION_ALIASES = sizeof(aliases) / sizeof(aliases[0]) };
+	const struct price_card *c = price_pick(&d->model->prices, d->body.service_tier, -1);
+	struct decision_grant g;
+	char *f = d->costly_scan;
+	size_t i, off = 0;
+
+	decision_grant_of(req, d, c, &g);
+	if (!g.other_tools)
+		*f++ = 'o';
+	if (!g.web_search)
+		*f++ = 'w';
+	if (!g.audio)
+		*f++ = 'a';
+	*f = '\0';
+	d->tiers_scan[0] = '\0';
+	if (!g.priced && (!g.tiers || !*g.tiers))
+		return;
+	/* Every name a card or the list could grant; a name that fits no line is left out,
+	 * and so refused. */
+	for (i = 0; i < DECISION_ALIASES + d->model->prices.ncards; i++) {
+		const char *t = i < DECISION_ALIASES ? aliases[i]
+		                                     : d->model->prices.cards[i - DECISION_ALIASES].tier;
+		size_t n = strlen(t);
+
+		if (decision_tier_granted(d, &g, t) && !decision_line_in(d->tiers_scan, t) &&
+		    off + n + 2 <= sizeof(d->tiers_scan)) {
+			memcpy(d->tiers_scan + off, t, n);
+			d->tiers_scan[off + n] = '\n';
+			d->tiers_scan[off += n + 1] = '\0';
+		}
+	}
 }
 
 static enum decision_verdict decision_judge(const struct keytable *t,
@@ -524,6 +602,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	/* A count of tokens bills nothing: whatever it names costs nothing yet. */
 	if (!ep->unbilled && (d->costly = decision_costly(req, d)))
 		return DECISION_COST_POLICY;
+	if (!ep->unbilled && d->body_truncated)
+		decision_costly_scan(req, d);
 	if (ep->stored_state && d->body.stateful) {
 		struct owner_entry e;
 		const struct kt_model *made;

@@ -116,6 +116,11 @@ struct decision {
 	/* stateless_scan: a cut Responses body; the capture filter spoils it if a
 	 * previous_response_id or conversation member comes past the cut. */
 	int stateless_scan;
+	/* A cut body's members past the cut that cost more (decision_costly_scan): 'o', 'w',
+	 * 'a' for tools the provider runs, web searches, audio the request may not ask for;
+	 * and the service tiers it may, a line each ("" any). */
+	char costly_scan[4];
+	char tiers_scan[128];
 	struct reqbody_info body;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_status quota;         /* where the key stands (keys with limits) */

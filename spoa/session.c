@@ -247,6 +247,10 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, "amend_scan", 1);
 	if (d->stateless_scan)
 		session_set_int(out, "nostate", 1);
+	if (d->verdict == DECISION_ALLOW && d->costly_scan[0])
+		session_set_str(out, "costly", d->costly_scan, strlen(d->costly_scan));
+	if (d->verdict == DECISION_ALLOW && d->tiers_scan[0])
+		session_set_str(out, "tiers", d->tiers_scan, strlen(d->tiers_scan));
 	/* Nothing in the answer is billed: HAProxy leaves its usage unread. */
 	if (d->unbilled && d->verdict == DECISION_ALLOW)
 		session_set_int(out, "unbilled", 1);

@@ -622,3 +622,48 @@ def test_pending_table_is_bounded_and_overflow_still_ends_as_rows(tmp_path):
         assert c["received"] == c["written"] + c["dropped"] == 24
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("path,model,tail,spoiled", [
+    (CHAT, "mock-gpt", {"service_tier": "flex"}, True),            # no card for it
+    (CHAT, "mock-gpt", {"service_tier": "Default"}, True),         # no plain tier name
+    (CHAT, "mock-gpt", {"service_tier": None}, False),
+    (CHAT, "mock-gpt", {"service_tier": "default"}, False),
+    (CHAT, "mock-gpt", {"modalities": ["text", "audio"]}, True),   # no audio price
+    (CHAT, "mock-gpt", {"web_search_options": {}}, True),
+    ("/v1/responses", "mock-gpt", {"tools": [{"type": "function", "name": "f"},
+                                             {"type": "code_interpreter"}]}, True),
+    ("/v1/responses", "mock-gpt", {"tools": [{"name": "f", "type": "function",
+                                              "parameters": {"type": "object"}}]}, False),
+    ("/v1/responses", "mock-gpt", {"tools": [{"Type": "file_search"}]}, True),
+    ("/v1/responses", "mock-gpt", {"tools": [{"type": ["web_search"]}]}, True),
+    (MESSAGES, "mock-claude", {"tools": [{"type": "web_search_20250305", "name": "w"}]}, True),
+    (MESSAGES, "mock-claude", {"tools": [{"name": "mine", "input_schema": {
+        "type": "object", "properties": {"type": {"type": "string",
+                                                  "enum": ["web_search", "code_interpreter"]}}}},
+        {"type": "bash_20250124", "name": "bash"}]}, False),
+], ids=["tier-unpriced", "tier-spelled", "tier-null", "tier-default", "audio", "chat-search",
+        "server-tool", "client-tools", "type-variant", "type-not-a-string", "anthropic-search",
+        "anthropic-client-tools"])
+def test_what_costs_more_past_the_prefix_spoils_the_body(stack, path, model, tail, spoiled):
+    """docs/pricing.md: a body longer than the agent sees is judged past the cut by the
+    capture filter, as the agent judges a whole one: a tier the key may not ask for or
+    the model does not price, audio or a tool the provider runs that its prices do not
+    cover spoil the body before its end goes up; the client's own tools do not."""
+    head = {"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": "x" * 40000}]}
+    if path == "/v1/responses":
+        head = {"model": model, "input": "x" * 40000, "store": False}
+    body = json.dumps(dict(head, **tail)).encode()
+    status, h, answer = post(stack, path, body)
+    up = stack.mock_requests()[-1]
+    if spoiled:
+        assert up["body_sha256"] != hashlib.sha256(body).hexdigest()   # a NUL went in
+        assert status == 400, answer[:200]
+        assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    else:
+        # Read whole by the upstream (a chat body got spaces before its brace for the
+        # amendment it did not need).
+        assert status == 200, answer[:200]
+        assert stack.row(h["x-request-id"])["outcome"] == "complete"
+        if path != CHAT:
+            assert up["body_sha256"] == hashlib.sha256(body).hexdigest()

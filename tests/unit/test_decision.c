@@ -753,6 +753,31 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = 'deny' WHERE id = 1", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_COST_POLICY);
+	/* A cut body: what the capture filter refuses past the cut. */
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = NULL WHERE id = 1", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.costly_scan, "owa");
+	CHECK_EQ_STR(d.tiers_scan, "default\nauto\nstandard\nstandard_only\npriority\n");
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
+	                "{\"model\":\"gpt-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
+	CHECK_EQ_STR(d.costly_scan, "ow");
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
+	CHECK_EQ_STR(d.costly_scan, "oa");
+	pol.service_tiers = "priority";
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
+	CHECK_EQ_STR(d.tiers_scan, "priority\n");
+	pol = (struct decision_policy){ NULL, KT_POLICY_ALLOW, KT_POLICY_ALLOW };
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
+	CHECK_EQ_STR(d.costly_scan, "");
+	/* A body seen whole needs none of it. */
+	pol.server_tools = KT_POLICY_DENY;
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	CHECK(d.verdict == DECISION_ALLOW && !d.costly_scan[0] && !d.tiers_scan[0]);
 	/* A model without any price stays as it was: its rows are unpriced. */
 	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
 	                            "UPDATE keys SET audio = NULL", err, sizeof(err)), 0);
