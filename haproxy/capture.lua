@@ -44,10 +44,18 @@ local COSTLY = { web_search_options = "o", mcp_servers = "o", audio = "a", modal
 -- The client's own tools, by type (as spoa/reqbody.c's reqbody_tool_kind): any other
 -- type is one the provider runs.
 local CLIENT_TOOLS = { ["function"] = true, custom = true, local_shell = true, shell = true,
-                       apply_patch = true, computer_use_preview = true }
+                       apply_patch = true, computer_use_preview = true, namespace = true }
 local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_" }
 -- A tool's type longer than this is none a provider names.
 local TYPE_MAX = 64
+-- OpenAI's web searches, which its usage does not count (txn.tally.count_searches): a
+-- stream's response.web_search_call.completed events, or a JSON answer's web_search_call
+-- output items, counted into txn.tally.u_ws as the answer passes. A quote inside a JSON
+-- string is escaped: no text the model writes can match. SEARCH_CARRY bytes of each
+-- chunk are searched again with the next, for a match split between them.
+local SEARCH_EVENT = '"type"%s*:%s*"response%.web_search_call%.completed"'
+local SEARCH_ITEM = '"type"%s*:%s*"web_search_call"'
+local SEARCH_CARRY = 64
 -- Members naming state stored upstream, or that the gateway cannot account or keep to
 -- their key (txn.tally.nostate: a cut Responses body; spoa/decision.c).
 local STATEFUL = { previous_response_id = true, conversation = true, background = true,
@@ -77,6 +85,10 @@ end
 
 function Capture:start_analyze(txn, chn)
     if chn:is_resp() then
+        if txn:get_var("txn.tally.count_searches") then
+            self.searches, self.carry = 0, ""
+            txn:set_var("txn.tally.u_ws", 0)
+        end
         filter.register_data_filter(self, chn)
         return
     end
@@ -139,6 +151,27 @@ function Capture:keep(txn, msg, off, len)
     elseif #data > 0 then
         self.tail = (self.tail .. data):sub(-TAIL)
     end
+end
+
+-- Counts the web searches in data, the answer's next bytes (see SEARCH_EVENT).
+function Capture:count_searches(txn, data)
+    local text = self.carry .. data
+    local sse = self.head:find("^%s*data:") or self.head:find("^%s*event:")
+    local pattern = sse and SEARCH_EVENT or SEARCH_ITEM
+    local from = 1
+    while true do
+        local s, e = text:find(pattern, from)
+        if not s then
+            break
+        end
+        -- A match within the carried bytes was counted with the chunk before.
+        if e > #self.carry then
+            self.searches = self.searches + 1
+        end
+        from = e + 1
+    end
+    self.carry = text:sub(-SEARCH_CARRY)
+    txn:set_var("txn.tally.u_ws", self.searches)
 end
 
 -- Whether a stream_options value asks for usage: a flat object of plain members with
@@ -583,7 +616,11 @@ function Capture:http_payload(txn, msg)
     end
     local new = avail - self.held
     if new > 0 then
+        local chunk = self.searches and (msg:body(self.held, new) or "")
         self:keep(txn, msg, self.held, new)
+        if chunk then
+            self:count_searches(txn, chunk)
+        end
     end
     if self.amend and self.event_stream == nil then
         -- Only an event stream carries a usage event to take out: any other answer (an

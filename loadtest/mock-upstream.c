@@ -104,8 +104,9 @@ static const struct mock_knob mock_knobs[] = {
 	          "OpenAI chat accepted_prediction_tokens (0)"),
 	MOCK_KNOB("rejected-prediction-tokens", cls.rejected, 0, MOCK_TOKENS_MAX,
 	          "OpenAI chat rejected_prediction_tokens (0)"),
-	MOCK_KNOB("web-search-requests", cls.web_search, 0, MOCK_TOKENS_MAX,
-	          "Anthropic server_tool_use.web_search_requests (0)"),
+	MOCK_KNOB("web-search-requests", cls.web_search, 0, 1000,
+	          "web searches run: Anthropic server_tool_use.web_search_requests, Responses "
+	          "web_search_call items and events (0)"),
 };
 #define MOCK_NKNOBS (sizeof mock_knobs / sizeof mock_knobs[0])
 
@@ -746,9 +747,24 @@ static cJSON *responses_usage_new(const struct mock_job *j)
 	return u;
 }
 
+/* A web search the Responses API ran: an output item before the message (OpenAI counts
+ * them nowhere in the usage). */
+static cJSON *responses_search_new(const struct mock_job *j, unsigned k)
+{
+	cJSON *item = cJSON_CreateObject();
+	char id[80];
+
+	snprintf(id, sizeof id, "ws_%s_%u", j->id + 5, k);
+	cJSON_AddStringToObject(item, "type", "web_search_call");
+	cJSON_AddStringToObject(item, "id", id);
+	cJSON_AddStringToObject(item, "status", "completed");
+	return item;
+}
+
 static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 {
 	cJSON *o = cJSON_CreateObject(), *out, *u;
+	uint64_t k;
 
 	cJSON_AddStringToObject(o, "id", j->id);
 	cJSON_AddStringToObject(o, "object", "response");
@@ -770,6 +786,8 @@ static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 		cJSON_AddNullToObject(o, "usage");
 		return o;
 	}
+	for (k = 0; k < j->p.cls.web_search; k++)
+		cJSON_AddItemToArray(out, responses_search_new(j, (unsigned)k));
 	cJSON_AddItemToArray(out, responses_item_new(j, text));
 	cJSON_AddItemToObject(o, "usage", responses_usage_new(j));
 	return o;
@@ -849,20 +867,31 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 	static const char *const tail[] = {"response.output_text.done", "response.content_part.done",
 	                                   "response.output_item.done"};
 	static const char *const end[] = {"response.completed", "response.incomplete", "response.failed"};
+	unsigned searches = (unsigned)j->p.cls.web_search;
 	struct mock_buf text = {0};
-	char word[24], item_id[64];
+	char word[24], item_id[80];
 	cJSON *o;
 	unsigned k, seq;
 
 	if (part == PART_HEAD && i < 4) {
 		*name = head[i];
 		seq = i;
+	} else if (part == PART_HEAD && i < 4 + searches) {
+		/* The web searches, each done before the message starts. */
+		*name = "response.web_search_call.completed";
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "type", *name);
+		mock_json_add_uint(o, "sequence_number", i);
+		mock_json_add_uint(o, "output_index", i - 4);
+		snprintf(item_id, sizeof item_id, "ws_%s_%u", j->id + 5, i - 4);
+		cJSON_AddStringToObject(o, "item_id", item_id);
+		return mock_json_print(o);
 	} else if (part == PART_FRAME) {
 		*name = "response.output_text.delta";
-		seq = 4 + i;
+		seq = 4 + searches + i;
 	} else if (part == PART_TAIL && i < 4) {
 		*name = i < 3 ? tail[i] : end[j->p.response_end];
-		seq = 4 + (unsigned)j->p.frames + i;
+		seq = 4 + searches + (unsigned)j->p.frames + i;
 	} else {
 		return NULL;
 	}

@@ -460,8 +460,8 @@ static int decision_line_in(const char *lines, const char *name)
 
 /* What a request may ask for that costs more, as the key's policy and the model's prices
  * decide it (docs/pricing.md). A model without any price stays as it was, its rows
- * unpriced: "priced" judges the card of the tier asked for. Only Anthropic counts its
- * web searches, so on OpenAI's API a web search is a tool the gateway cannot price. */
+ * unpriced: "priced" judges the card of the tier asked for. Web searches are counted,
+ * by Anthropic in its usage, on OpenAI's API by the capture filter (count_searches). */
 struct decision_grant {
 	const char *tiers;          /* the key's or the agent's list; NULL or "": any */
 	int priced;                 /* the model has a price */
@@ -482,8 +482,7 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	g->priced = d->model->prices.ncards > 0;
 	g->other_tools = tools == KT_POLICY_ALLOW || (tools != KT_POLICY_DENY && !g->priced);
 	g->web_search = g->other_tools ||
-	                (tools != KT_POLICY_DENY && c && d->model->provider->api == KT_API_ANTHROPIC &&
-	                 c->micros[PRICE_WEB_SEARCH] != PRICE_UNSET);
+	                (tools != KT_POLICY_DENY && c && c->micros[PRICE_WEB_SEARCH] != PRICE_UNSET);
 	g->audio = audio == KT_POLICY_ALLOW ||
 	           (audio != KT_POLICY_DENY &&
 	            (!g->priced || (c && c->micros[PRICE_AUDIO_OUTPUT] != PRICE_UNSET)));
@@ -629,6 +628,11 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	             (!ep->unbilled && (d->stream != 0 || ep->large ||
 	                                !decision_json_holds(req, d->max_output) ||
 	                                d->body.many_outputs || d->body.hints_ambiguous));
+	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
+	 * them in the answer of a request that may have asked for one. */
+	d->count_searches = !ep->unbilled && d->model->provider->api == KT_API_OPENAI &&
+	                    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) || d->body_truncated);
+	d->capture |= d->count_searches;
 	if (ep->stream_options)
 		decision_amend(d);
 	else if (d->body_truncated)

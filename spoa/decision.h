@@ -100,6 +100,7 @@ struct decision {
 	enum decision_costly costly;        /* with DECISION_COST_POLICY: what was refused */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
+	int count_searches;                 /* the capture counts OpenAI's web searches */
 	/* The usage amendment of an OpenAI stream that did not ask for usage: the capture
 	 * filter turns amend_cut bytes at amend_at into amend_text (a static string), so
 	 * that stream_options.include_usage is true, and removes the usage event from the

@@ -133,6 +133,15 @@ static void join_response_id(const struct record *r, struct acct_row *row)
 	}
 }
 
+/* The usage a capture kept, with the web searches the capture filter counted in an
+ * OpenAI answer (haproxy/capture.lua), where the usage has none. */
+static void join_usage_of_capture(const struct record *r, struct usage *u)
+{
+	usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len, r->cap_kind == 's', u);
+	if (u->web_search_calls == ACCT_NONE && u->source != ACCT_USAGE_NONE)
+		u->web_search_calls = r->u[RECORD_U_WEB_SEARCH];
+}
+
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row)
 {
@@ -164,8 +173,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	if (!r->id.len || (row->flags & ACCT_FLAG_UNBILLED))
 		join_no_usage(&u);
 	else if (r->has_capture)
-		usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len,
-		                   r->cap_kind == 's', &u);
+		join_usage_of_capture(r, &u);
 	else
 		usage_from_fields(r, &u);
 	row->prompt_tokens = u.prompt_tokens;

@@ -519,8 +519,9 @@ static enum reqbody_scan reqbody_colon(struct reqbody_cursor *s)
  * (Anthropic's custom tools). */
 static int reqbody_tool_kind(const char *raw, size_t len)
 {
+	/* A namespace groups functions (Codex CLI's). */
 	static const char *const client[] = { "function", "custom", "local_shell", "shell",
-	                                      "apply_patch", "computer_use_preview" };
+	                                      "apply_patch", "computer_use_preview", "namespace" };
 	static const char *const client_prefix[] = { "bash_", "text_editor_", "computer_",
 	                                             "memory_" };
 	char type[REQBODY_KEY_MAX];

@@ -30,6 +30,7 @@ struct usage_seg {
 struct usage_obj {
 	cJSON *json;
 	int in_start;        /* inside an Anthropic message_start event */
+	const char *end;     /* just past the object's text */
 };
 
 static void usage_init(struct usage *u)
@@ -120,7 +121,7 @@ static void usage_scan(struct usage_seg s, int sse, struct usage_obj *first,
 
 	first->json = last->json = NULL;
 	while ((j = usage_next_value(s, &from, "usage", "{", &vs, &ve))) {
-		struct usage_obj o = { j, sse && usage_in_start(s, vs) };
+		struct usage_obj o = { j, sse && usage_in_start(s, vs), ve };
 
 		if (!first->json) {
 			*first = o;
@@ -200,10 +201,18 @@ static int64_t usage_total_input(int64_t input, int64_t read, int64_t creation)
 	return input + (read == ACCT_NONE ? 0 : read) + (creation == ACCT_NONE ? 0 : creation);
 }
 
-/* A reported service tier, kept when it is a plain name (tier_name_ok). */
+/* Whether s (n bytes) names the tier an answer was served at: a plain name
+ * (tier_name_ok), and not "auto", which echoes a request that left the choice open. */
+static int usage_tier_ok(const char *s, size_t n)
+{
+	return tier_name_ok(s, n) && !(n == 4 && memcmp(s, "auto", 4) == 0);
+}
+
+/* A reported service tier, kept when usage_tier_ok takes it and none is kept yet. */
 static void usage_tier(const cJSON *j, struct usage *out)
 {
-	if (cJSON_IsString(j) && j->valuestring && tier_name_ok(j->valuestring, strlen(j->valuestring)))
+	if (!out->service_tier[0] && cJSON_IsString(j) && j->valuestring &&
+	    usage_tier_ok(j->valuestring, strlen(j->valuestring)))
 		snprintf(out->service_tier, sizeof(out->service_tier), "%s", j->valuestring);
 }
 
@@ -273,6 +282,9 @@ static void usage_anthropic_stream(const struct usage_obj *first, const struct u
 	usage_anthropic_input(cJSON_HasObjectItem(final->json, "input_tokens") || !first->in_start
 	                      ? final->json : first->json, out);
 	usage_anthropic_output(final->json, out);
+	/* The last delta repeats the input counts but not the tier: message_start has it. */
+	if (first->in_start)
+		usage_tier(cJSON_GetObjectItemCaseSensitive(first->json, "service_tier"), out);
 	out->source = usage_source_if_counts(out, ACCT_USAGE_STREAM);
 }
 
@@ -331,15 +343,13 @@ static const char *usage_skip_value(const char *p, const char *end)
 	return NULL;
 }
 
-/* In the object at p ('{'), the value of the member named key (which may be end when
- * the text ends there); NULL if the object ends, or the text does, before it. */
-static const char *usage_member(const char *p, const char *end, const char *key)
+/* The value of the member named key among the members from p (a key's quote) to the
+ * end of their object (which may be end when the text ends there); NULL if the object
+ * ends, or the text does, before it. */
+static const char *usage_member_from(const char *p, const char *end, const char *key)
 {
 	size_t klen = strlen(key);
 
-	if (p >= end || *p != '{')
-		return NULL;
-	p = usage_skip_ws(p + 1, end);
 	while (p < end && *p == '"') {
 		const char *kend = usage_skip_string(p, end), *v;
 
@@ -359,6 +369,14 @@ static const char *usage_member(const char *p, const char *end, const char *key)
 		p = usage_skip_ws(p + 1, end);
 	}
 	return NULL;
+}
+
+/* The same in the object at p ('{'). */
+static const char *usage_member(const char *p, const char *end, const char *key)
+{
+	if (p >= end || *p != '{')
+		return NULL;
+	return usage_member_from(usage_skip_ws(p + 1, end), end, key);
 }
 
 /* The object a captured head's answer is, read by structure: a unary answer's
@@ -381,26 +399,61 @@ static const char *usage_head_object(const char *head, size_t hlen, int sse, int
 	return responses_only ? NULL : p;
 }
 
+/* The plain string value v (its opening quote) into out (cap bytes) when ok takes it;
+ * else out is untouched. Returns 1 when taken. */
+static int usage_plain_string(const char *v, const char *end, int (*ok)(const char *, size_t),
+                              char *out, size_t cap)
+{
+	const char *vend;
+
+	if (!v || v >= end || *v != '"' || !(vend = usage_skip_string(v, end)) ||
+	    (size_t)(vend - v - 2) >= cap || !ok(v + 1, (size_t)(vend - v - 2)))
+		return 0;
+	memcpy(out, v + 1, (size_t)(vend - v - 2));
+	out[vend - v - 2] = '\0';
+	return 1;
+}
+
 /* The plain string value of member key of the head's object (usage_head_object) into out
  * (cap bytes) when ok takes it; else out is "". head may be NULL when hlen is 0. */
 static void usage_head_string(const char *head, size_t hlen, int sse, int responses_only,
                               const char *key, int (*ok)(const char *, size_t), char *out,
                               size_t cap)
 {
-	const char *p, *v, *vend, *end;
+	const char *p;
 
 	out[0] = '\0';
 	if (!head)
 		return;
-	end = head + hlen;
 	p = usage_head_object(head, hlen, sse, responses_only);
-	if (!p || !(v = usage_member(p, end, key)) || v >= end || *v != '"' ||
-	    !(vend = usage_skip_string(v, end)))
+	if (p)
+		usage_plain_string(usage_member(p, head + hlen, key), head + hlen, ok, out, cap);
+}
+
+/* The tier of the answer whose final usage ends at ue in s, read by structure where the
+ * providers put it: after the usage in the same object (a chat completion), or in the
+ * response of the last terminal event of a Responses stream. */
+static void usage_tier_beside(struct usage_seg s, const char *ue, struct usage *out)
+{
+	const char *end = s.ptr + s.len, *p = usage_skip_ws(ue, end), *ev = NULL, *at = s.ptr;
+
+	if (p < end && *p == ',' &&
+	    usage_plain_string(usage_member_from(usage_skip_ws(p + 1, end), end, "service_tier"),
+	                       end, usage_tier_ok, out->service_tier, sizeof(out->service_tier)))
 		return;
-	if ((size_t)(vend - v - 2) < cap && ok(v + 1, (size_t)(vend - v - 2))) {
-		memcpy(out, v + 1, (size_t)(vend - v - 2));
-		out[vend - v - 2] = '\0';
+	while ((at = memmem(at, (size_t)(end - at), "data:", 5))) {
+		const char *obj = usage_skip_ws(at + 5, end), *t = usage_member(obj, end, "type");
+
+		if (t && end - t > 10 && memcmp(t, "\"response.", 10) == 0 &&
+		    ((end - t >= 20 && memcmp(t + 10, "completed\"", 10) == 0) ||
+		     (end - t >= 21 && memcmp(t + 10, "incomplete\"", 11) == 0) ||
+		     (end - t >= 17 && memcmp(t + 10, "failed\"", 7) == 0)))
+			ev = obj;
+		at += 5;
 	}
+	if (ev)
+		usage_plain_string(usage_member(usage_member(ev, end, "response"), end, "service_tier"),
+		                   end, usage_tier_ok, out->service_tier, sizeof(out->service_tier));
 }
 
 void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
@@ -436,11 +489,13 @@ void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t 
 		usage_anthropic_output(final->json, out);
 		out->source = usage_source_if_counts(out, ACCT_USAGE_RESPONSE);
 	}
-	/* OpenAI names the tier beside the usage, in the answer's (or first chunk's)
-	 * object, which only its head is sure to hold. */
+	/* OpenAI names the tier in the object that holds the usage, else the head's answer
+	 * (or first chunk, or response.created) may. */
 	if (!out->service_tier[0])
-		usage_head_string(head, hlen, sse, 0, "service_tier", tier_name_ok, out->service_tier,
-		                  sizeof(out->service_tier));
+		usage_tier_beside(text, final->end, out);
+	if (!out->service_tier[0])
+		usage_head_string(head, hlen, sse, 0, "service_tier", usage_tier_ok,
+		                  out->service_tier, sizeof(out->service_tier));
 out:
 	cJSON_Delete(first.json);
 	cJSON_Delete(last.json);

@@ -96,8 +96,11 @@ def test_claude_code(stack, tmp_path):
 
 def test_codex_exec(stack, tmp_path):
     """`codex exec` with a model provider at the gateway (the Responses API): it prints
-    the answer and counts the tokens the row holds."""
+    the answer and counts the tokens the row holds. Its requests offer a web search,
+    which the gateway refuses unless the model prices one (docs/pricing.md), and then
+    counts (none here)."""
     codex = tool("codex")
+    stack.tallyctl("prices", "set", "mock-gpt", "--web-search-micros-per-call", "10000")
     key = key_for(stack, "codex", "--models", "mock-gpt", "--default-model", "mock-gpt")
     home = tmp_path / "codex-home"
     home.mkdir()
@@ -112,7 +115,9 @@ def test_codex_exec(stack, tmp_path):
     assert "tokens used\n30" in out.stderr, out.stderr[-2000:]
     sent = [m for m in stack.mock_requests() if m["path"] == "/v1/responses"]
     assert sent
-    exact(rows_of(stack, "codex", len(sent)), 1, len(sent))
+    rows = rows_of(stack, "codex", len(sent))
+    exact(rows, 1, len(sent))
+    assert all(r["web_search_calls"] == 0 for r in rows), rows
 
 
 def test_openai_agents_sdk(stack):

@@ -25,7 +25,8 @@ SHEET = {
                         "audio_output": 80000000}),
         ("priority", 0, {"input": 4250000, "cached": 2125000, "cache_write": 5000000,
                          "output": 17000000, "reasoning": 20000000,
-                         "audio_input": 70000000, "audio_output": 140000000}),
+                         "audio_input": 70000000, "audio_output": 140000000,
+                         "web_search": 25000}),
         ("flex", 0, {"input": 1250000, "cached": 625000, "cache_write": 1500000,
                      "output": 5000000}),
     ],
@@ -176,6 +177,29 @@ def test_responses_cache_writes_and_tier(stack, stream):
     assert (row["prompt_tokens"], row["cached_tokens"], row["cache_creation_tokens"],
             row["service_tier"]) == (900, 100, 40, "flex")
     assert row["cost_micros"] == expected_cost(row) is not None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_web_searches_are_counted_in_the_answer(stack, stream):
+    """OpenAI's usage does not count its web searches: the capture filter counts the
+    answer's web_search_call items (a stream's web_search_call.completed events), and
+    the row is priced per call on the card that prices them."""
+    tools = {"tools": [{"type": "web_search"}], "service_tier": "priority"}
+    knobs = {"prompt-tokens": 2000, "completion-tokens": 300, "web-search-requests": 3,
+             "service-tier": "priority"}
+    row = ask(stack, RESPONSES, "mock-gpt", knobs, stream, extra=tools)
+    assert (row["web_search_calls"], row["service_tier"]) == (3, "priority")
+    # 2000 x $4.25 + 300 x $17 per Mtok + 3 x $0.025
+    assert row["cost_micros"] == expected_cost(row) == 8500 + 5100 + 75000
+    # None run: counted as 0, not unknown.
+    knobs["web-search-requests"] = 0
+    row = ask(stack, RESPONSES, "mock-gpt", knobs, stream, extra=tools)
+    assert row["web_search_calls"] == 0 and row["cost_micros"] == 13600
+    # The default card prices no web search: refused before the provider.
+    status, _, _ = stack.gateway("POST", RESPONSES, {"model": "mock-gpt", "input": "x",
+                                                     "tools": [{"type": "web_search"}]},
+                                 key=stack.key)
+    assert status == 400
 
 
 def test_tier_asked_for_prices_an_answer_that_names_none(stack):

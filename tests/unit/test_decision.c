@@ -763,7 +763,15 @@ static void test_cost_policy(void)
 	CHECK_EQ_STR(d.tiers_scan, "default\nauto\nstandard\nstandard_only\npriority\n");
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
 	                "{\"model\":\"gpt-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
-	CHECK_EQ_STR(d.costly_scan, "ow");
+	CHECK_EQ_STR(d.costly_scan, "o");
+	CHECK(d.count_searches && d.capture);
+	/* OpenAI's web searches, priced on gpt-a's priority card, are counted by the capture
+	 * filter: the answer goes there even when json_query could read it. */
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8,\"service_tier\":\"priority\","
+	                         "\"tools\":[{\"type\":\"web_search_preview\"}]}");
+	CHECK(d.verdict == DECISION_ALLOW && d.count_searches && d.capture);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8}");
+	CHECK(d.verdict == DECISION_ALLOW && !d.count_searches && !d.capture);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
 	                "{\"model\":\"claude-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
 	CHECK_EQ_STR(d.costly_scan, "oa");

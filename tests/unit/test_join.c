@@ -334,6 +334,39 @@ static void test_stream_flag_from_the_answer(void)
 	CHECK_EQ_INT(row.stream, ACCT_NONE);
 }
 
+/* An OpenAI answer's web searches, counted by the capture filter into the record's
+ * u_ws (tally4), where its usage has none; Anthropic's own count comes first. */
+static void test_counted_web_searches(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
+	const char *openai = "{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}";
+	const char *anthropic = "{\"usage\":{\"input_tokens\":5,\"output_tokens\":6,"
+	                        "\"server_tool_use\":{\"web_search_requests\":2}}}";
+	char line[2048];
+
+	/* After the usage: the answer's id, then the classes (u_ws sixth) and the tier. */
+	snprintf(line, sizeof(line), "tally4 - 4e3c1d2a-9f6b-4c1e-8a7d-2b5f0e9c1a37 - %s "
+	         "1796278643 040 200 342 555 3 0 0 2 5 -- be_x " AGENT_ALLOW_OPEN " " NO_USAGE
+	         " - - - - - - 3 - %s", ID, cap('j', openai));
+	CHECK_EQ_INT(record_parse(line, strlen(line), &rec), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.prompt_tokens, 5);
+	CHECK_EQ_INT(row.web_search_calls, 3);
+	snprintf(line, sizeof(line), "tally4 - 4e3c1d2a-9f6b-4c1e-8a7d-2b5f0e9c1a37 - %s "
+	         "1796278643 040 200 342 555 3 0 0 2 5 -- be_x " AGENT_ALLOW_OPEN " " NO_USAGE
+	         " - - - - - - 9 - %s", ID, cap('j', anthropic));
+	CHECK_EQ_INT(record_parse(line, strlen(line), &rec), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.web_search_calls, 2);
+	/* No usage seen: no count of searches either (the row is estimated). */
+	snprintf(line, sizeof(line), "tally4 - 4e3c1d2a-9f6b-4c1e-8a7d-2b5f0e9c1a37 - %s "
+	         "1796278643 040 200 342 555 3 0 0 2 5 -- be_x " AGENT_ALLOW_OPEN " " NO_USAGE
+	         " - - - - - - 3 - %s", ID, cap('j', "{}"));
+	CHECK_EQ_INT(record_parse(line, strlen(line), &rec), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.web_search_calls, ACCT_NONE);
+}
+
 static void test_expired(void)
 {
 	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":8}"), row;
@@ -607,6 +640,7 @@ int main(void)
 	RUN(test_late_decision);
 	RUN(test_record_without_id);
 	RUN(test_stream_flag_from_the_answer);
+	RUN(test_counted_web_searches);
 	RUN(test_expired);
 	RUN(test_charge);
 	RUN(test_stream_usage);

@@ -487,6 +487,32 @@ static void test_priced_classes(void)
 	          "{\"cached_tokens\":2,\"cache_write_tokens\":3},\"output_tokens\":4}}}  ", 1, &u);
 	CHECK_COUNTS(u, 9, 4, 2, 3, N);
 	CHECK_EQ_STR(u.service_tier, "flex");
+	/* Anthropic's last delta repeats the input counts, not the tier. */
+	from_body("event: message_start data: {\"type\":\"message_start\",\"message\":{\"usage\":"
+	          "{\"input_tokens\":10,\"output_tokens\":1,\"service_tier\":\"priority\"}}}  "
+	          "event: message_delta data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":10,"
+	          "\"output_tokens\":9}}  ", 1, &u);
+	CHECK_COUNTS(u, 10, 9, N, N, N);
+	CHECK_EQ_STR(u.service_tier, "priority");
+	/* A long chat answer names its tier after its usage, in the tail. */
+	from_parts("{\"id\":\"c\",\"model\":\"gpt-4o\",\"choices\":[{\"message\":{\"content\":\"xx",
+	           "xx\"}}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6},"
+	           "\"service_tier\":\"priority\",\"system_fingerprint\":null}", 0, &u);
+	CHECK_COUNTS(u, 5, 6, N, N, N);
+	CHECK_EQ_STR(u.service_tier, "priority");
+	/* A Responses stream: the tier served is the terminal event's; "auto" in
+	 * response.created only echoes the request. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
+	          "\"service_tier\":\"auto\",\"usage\":null}}  data: {\"type\":\"response.completed\","
+	          "\"response\":{\"id\":\"resp_1\",\"service_tier\":\"priority\",\"tools\":[],"
+	          "\"usage\":{\"input_tokens\":9,\"output_tokens\":4},\"metadata\":"
+	          "{\"service_tier\":\"flex\"}}}  ", 1, &u);
+	CHECK_COUNTS(u, 9, 4, N, N, N);
+	CHECK_EQ_STR(u.service_tier, "priority");
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
+	          "\"service_tier\":\"auto\"}}  data: {\"type\":\"response.completed\",\"response\":"
+	          "{\"usage\":{\"input_tokens\":9,\"output_tokens\":4}}}  ", 1, &u);
+	CHECK_EQ_STR(u.service_tier, "");
 	/* A tier that is no plain name is not reported. */
 	from_body("{\"service_tier\":\"Pri ority\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
 	          0, &u);
