@@ -12,6 +12,7 @@
 #include "usage.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,53 @@ static int usage_in_start(struct usage_seg s, const char *at)
 	return in_start;
 }
 
+/* The start of a Responses stream event: no JSON text can hold it (a quote inside a
+ * string is escaped, and outside one a bare word is no JSON), so no model's words and no
+ * tool schema echoed in an event can forge one. */
+#define USAGE_EVENT "data: {\"type\":\"response."
+#define USAGE_EVENT_LEN (sizeof(USAGE_EVENT) - 1)
+
+/* The next event start in s at or after p; NULL if none. */
+static const char *usage_event_next(struct usage_seg s, const char *p)
+{
+	const char *end = s.ptr + s.len;
+
+	return p < end ? memmem(p, (size_t)(end - p), USAGE_EVENT, USAGE_EVENT_LEN) : NULL;
+}
+
+/* Whether the event starting at ev (usage_event_next's) ends the response: completed,
+ * incomplete or failed. */
+static int usage_event_terminal(struct usage_seg s, const char *ev)
+{
+	static const char *const ends[] = { "completed\"", "incomplete\"", "failed\"" };
+	const char *t = ev + USAGE_EVENT_LEN, *end = s.ptr + s.len;
+	size_t i;
+
+	for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		if ((size_t)(end - t) >= strlen(ends[i]) && memcmp(t, ends[i], strlen(ends[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* In a Responses stream (its first event response.created), the usage is the terminal
+ * event's: a usage object in the first event, or followed by an event that is not
+ * terminal, is some other text's (a tool's schema echoed by response.created), and a
+ * client that leaves before the terminal event must not be billed by it. Whether the
+ * usage object at vs may be the response's. */
+static int usage_responses_final(struct usage_seg s, const char *vs)
+{
+	const char *first = usage_event_next(s, s.ptr), *second, *after;
+
+	if (!first || s.ptr + s.len - first < (ptrdiff_t)USAGE_EVENT_LEN + 8 ||
+	    memcmp(first + USAGE_EVENT_LEN, "created\"", 8) != 0)
+		return 1;   /* not a Responses stream seen from its start */
+	second = usage_event_next(s, first + 1);
+	if (!second || vs < second)
+		return 0;
+	after = usage_event_next(s, vs);
+	return !after || usage_event_terminal(s, after);
+}
+
 /* The first and the last usage objects of s (a value that starts with '{' and parses
  * is an object); last->json is NULL when there is only one. The caller deletes both. */
 static void usage_scan(struct usage_seg s, int sse, struct usage_obj *first,
@@ -123,6 +171,10 @@ static void usage_scan(struct usage_seg s, int sse, struct usage_obj *first,
 	while ((j = usage_next_value(s, &from, "usage", "{", &vs, &ve))) {
 		struct usage_obj o = { j, sse && usage_in_start(s, vs), ve };
 
+		if (sse && !usage_responses_final(s, vs)) {
+			cJSON_Delete(j);
+			continue;
+		}
 		if (!first->json) {
 			*first = o;
 		} else {

@@ -513,6 +513,28 @@ static void test_priced_classes(void)
 	          "\"service_tier\":\"auto\"}}  data: {\"type\":\"response.completed\",\"response\":"
 	          "{\"usage\":{\"input_tokens\":9,\"output_tokens\":4}}}  ", 1, &u);
 	CHECK_EQ_STR(u.service_tier, "");
+	/* A Responses stream cut before its terminal event: a usage object a tool's schema
+	 * put in response.created is no usage, nor is one followed by other events. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"tools\":"
+	          "[{\"type\":\"function\",\"parameters\":{\"usage\":{\"input_tokens\":1,"
+	          "\"output_tokens\":1}}}],\"usage\":null}}  data: {\"type\":\"response.output_text."
+	          "delta\",\"delta\":\"hi\"}  ", 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_COUNTS(u, N, N, N, N, N);
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"tools\":[{\"x\":{\"usage\":"
+	          "{\"input_tokens\":1,\"output_tokens\":1}}}]}}  ", 1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	/* The same echo in the terminal event, before the real usage, changes nothing. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
+	          "\"response.completed\",\"response\":{\"tools\":[{\"x\":{\"usage\":{\"input_tokens\":1,"
+	          "\"output_tokens\":1}}}],\"usage\":{\"input_tokens\":700,\"output_tokens\":80}}}  ", 1, &u);
+	CHECK_COUNTS(u, 700, 80, N, N, N);
+	/* A terminal event whose start was not kept (a long answer): its usage in the tail. */
+	from_parts("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
+	           "\"response.in_progress\",\"response\":{}}  data: {\"type\":\"response.completed\","
+	           "\"response\":{\"output\":[{\"text\":\"xx", "xx\"}],\"usage\":{\"input_tokens\":7,"
+	           "\"output_tokens\":8}}}  ", 1, &u);
+	CHECK_COUNTS(u, 7, 8, N, N, N);
 	/* A tier that is no plain name is not reported. */
 	from_body("{\"service_tier\":\"Pri ority\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
 	          0, &u);
