@@ -20,6 +20,7 @@
 #include "db.h"
 #include "gwsecret.h"
 #include "keyhash.h"
+#include "pricecard.h"
 #include "tier.h"
 
 #define CTL_DEFAULT_DB   "./data/tally.db"
@@ -115,30 +116,27 @@ static const enum ctl_opt_id ctl_policy_opts[] = { OPT_SERVICE_TIERS, OPT_SERVER
                                                    OPT_AUDIO };
 #define CTL_NPOLICIES (sizeof(ctl_policy_opts) / sizeof(ctl_policy_opts[0]))
 
-/* A rate card's prices (model_prices), in the order of its columns and of the card SQL:
- * the option that sets each, the column (also the member name of the tally import
- * format), the header of prices list and the LiteLLM key in dollars per token. */
+/* A rate card's prices (model_prices), indexed by enum price_class (pricecard.h, whose
+ * column names are also the member names of the tally import format): the option that
+ * sets each, the header of prices list and the LiteLLM key in dollars per token. */
 static const struct ctl_price {
 	enum ctl_opt_id opt;
-	const char *column;
 	const char *header;
 	const char *litellm;          /* NULL: not per token (web searches, per call) */
-} ctl_prices[] = {
-	{ OPT_INPUT, "input_micros_per_mtok", "INPUT", "input_cost_per_token" },
-	{ OPT_CACHED, "cached_micros_per_mtok", "CACHED", "cache_read_input_token_cost" },
-	{ OPT_CACHE_WRITE, "cache_write_micros_per_mtok", "CACHE_WRITE",
-	  "cache_creation_input_token_cost" },
-	{ OPT_CACHE_WRITE_1H, "cache_write_1h_micros_per_mtok", "CACHE_WRITE_1H",
-	  "cache_creation_input_token_cost_above_1hr" },
-	{ OPT_OUTPUT, "output_micros_per_mtok", "OUTPUT", "output_cost_per_token" },
-	{ OPT_REASONING, "reasoning_micros_per_mtok", "REASONING", "output_cost_per_reasoning_token" },
-	{ OPT_AUDIO_INPUT, "audio_input_micros_per_mtok", "AUDIO_INPUT", "input_cost_per_audio_token" },
-	{ OPT_AUDIO_OUTPUT, "audio_output_micros_per_mtok", "AUDIO_OUTPUT",
-	  "output_cost_per_audio_token" },
-	{ OPT_WEB_SEARCH, "web_search_micros_per_call", "WEB_SEARCH", NULL },
+} ctl_prices[PRICE_CLASSES] = {
+	[PRICE_INPUT] = { OPT_INPUT, "INPUT", "input_cost_per_token" },
+	[PRICE_CACHED] = { OPT_CACHED, "CACHED", "cache_read_input_token_cost" },
+	[PRICE_CACHE_WRITE] = { OPT_CACHE_WRITE, "CACHE_WRITE", "cache_creation_input_token_cost" },
+	[PRICE_CACHE_WRITE_1H] = { OPT_CACHE_WRITE_1H, "CACHE_WRITE_1H",
+	                           "cache_creation_input_token_cost_above_1hr" },
+	[PRICE_OUTPUT] = { OPT_OUTPUT, "OUTPUT", "output_cost_per_token" },
+	[PRICE_REASONING] = { OPT_REASONING, "REASONING", "output_cost_per_reasoning_token" },
+	[PRICE_AUDIO_INPUT] = { OPT_AUDIO_INPUT, "AUDIO_INPUT", "input_cost_per_audio_token" },
+	[PRICE_AUDIO_OUTPUT] = { OPT_AUDIO_OUTPUT, "AUDIO_OUTPUT", "output_cost_per_audio_token" },
+	[PRICE_WEB_SEARCH] = { OPT_WEB_SEARCH, "WEB_SEARCH", NULL },
 };
-#define CTL_NPRICES ((int)(sizeof(ctl_prices) / sizeof(ctl_prices[0])))
-#define CTL_PRICE_WEB_SEARCH (CTL_NPRICES - 1)
+#define CTL_NPRICES PRICE_CLASSES
+#define CTL_PRICE_WEB_SEARCH PRICE_WEB_SEARCH
 
 #define CARD_PRICE_OPTS (OPT(OPT_INPUT) | OPT(OPT_CACHED) | OPT(OPT_CACHE_WRITE) | \
                          OPT(OPT_CACHE_WRITE_1H) | OPT(OPT_OUTPUT) | OPT(OPT_REASONING) | \
@@ -1291,7 +1289,7 @@ static int ctl_prices_list(struct ctl *ctl, const struct ctl_args *a)
 	int i;
 
 	for (i = 0; i < CTL_NPRICES; i++)
-		cols[3 + i] = (struct ctl_col){ ctl_prices[i].header, ctl_prices[i].column, COL_INT };
+		cols[3 + i] = (struct ctl_col){ ctl_prices[i].header, pricecard_columns[i], COL_INT };
 	if (a->operand && (ctl_db_open(ctl) != CTL_OK || ctl_model_id(ctl, a->operand, &id) != CTL_OK))
 		return CTL_FAIL;
 	/* The price columns in ctl_prices order; the default tier first. */
@@ -1576,7 +1574,7 @@ static int ctl_import_tally(struct ctl_import *imp, const cJSON *entry)
 		cJSON_ArrayForEach(m, card) {
 			if (strcmp(m->string, "tier") == 0 || strcmp(m->string, "above_tokens") == 0)
 				continue;
-			for (i = 0; i < CTL_NPRICES && strcmp(ctl_prices[i].column, m->string) != 0; i++)
+			for (i = 0; i < CTL_NPRICES && strcmp(pricecard_columns[i], m->string) != 0; i++)
 				;
 			if (i == CTL_NPRICES) {
 				if (ctl_import_unmapped(imp, m->string) < 0)

@@ -15,6 +15,7 @@
 #include "live.h"
 #include "log.h"
 #include "period.h"
+#include "pricecard.h"
 #include "rollup.h"
 #include "row.h"
 #include "satadd.h"
@@ -578,16 +579,9 @@ static cJSON *api_key_json(sqlite3_stmt *st)
 }
 
 /* Columns of sql/queries/models.sql: the model, then one of its cards (M_TIER NULL:
- * none), whose prices are named by api_card_prices in column order. */
+ * none), whose prices follow in pricecard_columns' order. */
 enum { M_ID, M_NAME, M_PROVIDER, M_API, M_REQUESTS, M_TOKENS, M_COST, M_EST_COST, M_TIER,
        M_ABOVE, M_PRICES };
-
-static const char *const api_card_prices[] = {
-	"input_micros_per_mtok", "cached_micros_per_mtok", "cache_write_micros_per_mtok",
-	"cache_write_1h_micros_per_mtok", "output_micros_per_mtok", "reasoning_micros_per_mtok",
-	"audio_input_micros_per_mtok", "audio_output_micros_per_mtok",
-	"web_search_micros_per_call",
-};
 
 /* The model of the current row, with an empty list of cards. */
 static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
@@ -628,8 +622,8 @@ static int api_card_add(sqlite3_stmt *st, cJSON *cards)
 		return -1;
 	rc |= json_add_col_text(o, "tier", st, M_TIER);
 	rc |= json_add_col_int(o, "above_tokens", st, M_ABOVE);
-	for (i = 0; i < sizeof(api_card_prices) / sizeof(api_card_prices[0]); i++)
-		rc |= json_add_col_int(o, api_card_prices[i], st, M_PRICES + (int)i);
+	for (i = 0; i < PRICE_CLASSES; i++)
+		rc |= json_add_col_int(o, pricecard_columns[i], st, M_PRICES + (int)i);
 	if (rc || !cJSON_AddItemToArray(cards, o)) {
 		cJSON_Delete(o);
 		return -1;

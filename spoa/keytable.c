@@ -267,7 +267,7 @@ static int keytable_load_cards(sqlite3 *db, struct keytable *t)
 
 	off = (size_t)snprintf(sql, sizeof(sql), "SELECT m.name, p.tier, p.above_tokens");
 	for (i = 0; i < PRICE_CLASSES; i++)
-		off += (size_t)snprintf(sql + off, sizeof(sql) - off, ", p.%s", price_columns[i]);
+		off += (size_t)snprintf(sql + off, sizeof(sql) - off, ", p.%s", pricecard_columns[i]);
 	snprintf(sql + off, sizeof(sql) - off,
 	         " FROM model_prices p JOIN models m ON m.id = p.model_id"
 	         " ORDER BY m.name COLLATE BINARY, p.tier COLLATE BINARY, p.above_tokens");

@@ -6,21 +6,7 @@
 #include <stdint.h>
 
 #include "acct-t.h"
-
-/* The classes a card prices, in model_prices' column order (price_columns). Each is
- * micro-dollars per million tokens, except PRICE_WEB_SEARCH: micro-dollars per call. */
-enum price_class {
-	PRICE_INPUT,
-	PRICE_CACHED,           /* input read from the provider's cache */
-	PRICE_CACHE_WRITE,      /* input written to the cache (Anthropic: for 5 minutes) */
-	PRICE_CACHE_WRITE_1H,   /* written for an hour; unset: at PRICE_CACHE_WRITE */
-	PRICE_OUTPUT,
-	PRICE_REASONING,        /* unset: at PRICE_OUTPUT, as most providers bill it */
-	PRICE_AUDIO_INPUT,
-	PRICE_AUDIO_OUTPUT,
-	PRICE_WEB_SEARCH,
-	PRICE_CLASSES
-};
+#include "pricecard.h"
 
 /* A price the database does not have: never read as 0. */
 #define PRICE_UNSET (-1)

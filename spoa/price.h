@@ -15,9 +15,6 @@
 #include "acct-t.h"
 #include "price-t.h"
 
-/* model_prices' column of each class, indexed by enum price_class. */
-extern const char *const price_columns[PRICE_CLASSES];
-
 /* The tier name cards are kept under: "", Anthropic's "standard" and what requests
  * say for no tier in particular ("auto", "standard_only") are "default". */
 const char *price_tier_name(const char *tier);
