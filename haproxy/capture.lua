@@ -156,21 +156,27 @@ end
 -- Counts the web searches in data, the answer's next bytes (see SEARCH_EVENT).
 function Capture:count_searches(txn, data)
     local text = self.carry .. data
-    local sse = self.head:find("^%s*data:") or self.head:find("^%s*event:")
+    self.carry = text:sub(-SEARCH_CARRY)
+    -- A plain find (memchr-fast) first: most chunks hold no search.
+    if not text:find("web_search_call", 1, true) then
+        return
+    end
+    -- An event stream may open with a comment line (":").
+    local sse = self.head:find("^%s*[de:]")
     local pattern = sse and SEARCH_EVENT or SEARCH_ITEM
     local from = 1
+    local before = #text - #data
     while true do
         local s, e = text:find(pattern, from)
         if not s then
             break
         end
         -- A match within the carried bytes was counted with the chunk before.
-        if e > #self.carry then
+        if e > before then
             self.searches = self.searches + 1
         end
         from = e + 1
     end
-    self.carry = text:sub(-SEARCH_CARRY)
     txn:set_var("txn.tally.u_ws", self.searches)
 end
 
@@ -217,6 +223,20 @@ local function judged_key(raw)
         return nil, false
     end
     return folded, folded ~= raw
+end
+
+-- Whether text is a JSON list of plain strings (no escapes), white space allowed.
+local function plain_list(text)
+    local body = text:match("^%[(.*)%]$")
+    if not body then
+        return false
+    end
+    for item in (body .. ","):gmatch("(.-),") do
+        if not item:match('^%s*"[^"\\]*"%s*$') then
+            return false
+        end
+    end
+    return true
 end
 
 -- The letter of txn.tally.costly a tool of this type falls under, or nil for the
@@ -279,11 +299,17 @@ function Capture:key_end(msg, sc, raw, at)
     if name then
         sc.seen[name] = true
     end
-    -- A member that costs more than its tokens, which the key may not ask for.
+    -- A member that costs more than its tokens, which the key may not ask for: its
+    -- value is judged (value_end), unless spelled so that only some readers take it, or
+    -- twice.
     local folded = #raw <= KEY_MAX and fold_key(raw)
     local letter = folded and COSTLY[folded]
     if letter and self.costly:find(letter, 1, true) then
-        spoil(msg, sc, at)
+        if folded ~= raw or sc.seen[folded] then
+            spoil(msg, sc, at)
+        end
+        sc.seen[folded] = true
+        name = folded
     end
     sc.tools = folded == "tools" and self.costly ~= ""
     sc.member, sc.key = name, nil
@@ -365,6 +391,12 @@ function Capture:value_end(msg, sc, text, vend)
         -- refused (an escape included).
         local name = value:match('^"([^"\\]*)"$')
         if not (name and self.allow[name]) then
+            spoil(msg, sc, sc.vat + sc.vws)
+        end
+    elseif value and COSTLY[sc.member] then
+        -- null, or modalities without audio (as spoa/reqbody.c judges a whole body).
+        if value ~= "null" and not (sc.member == "modalities" and plain_list(value)
+                                    and not value:find('"audio"', 1, true)) then
             spoil(msg, sc, sc.vat + sc.vws)
         end
     elseif value and sc.member == "service_tier" and self.tiers then

@@ -12,6 +12,7 @@
 #include "keytable.h"
 #include "owner.h"
 #include "price.h"
+#include "tier.h"
 
 /* Bytes of a unary JSON answer per max_tokens token that HAProxy's buffer must hold
  * for json_query to see the usage: ~6 per token of text in JSON, with room for
@@ -516,6 +517,21 @@ static enum decision_costly decision_costly(const struct decision_request *req,
 	return 0;
 }
 
+/* Adds tier to d->tiers_scan (a line each, *off bytes so far) when g grants it and it
+ * is not there yet. */
+static void decision_tier_scan_add(struct decision *d, const struct decision_grant *g,
+                                   const char *tier, size_t *off)
+{
+	size_t n = strlen(tier);
+
+	if (decision_tier_granted(d, g, tier) && !decision_line_in(d->tiers_scan, tier) &&
+	    *off + n + 2 <= sizeof(d->tiers_scan)) {
+		memcpy(d->tiers_scan + *off, tier, n);
+		d->tiers_scan[*off + n] = '\n';
+		d->tiers_scan[*off += n + 1] = '\0';
+	}
+}
+
 /* For a cut body, what the capture filter refuses past the cut (haproxy/capture.lua):
  * d->costly_scan holds 'o' (tools the provider runs), 'w' (web searches), 'a' (audio)
  * for each that is not granted, and d->tiers_scan the service_tier values that are, one
@@ -526,6 +542,7 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 	static const char *const aliases[] = { "default", "auto", "standard", "standard_only" };
 	enum { DECISION_ALIASES = sizeof(aliases) / sizeof(aliases[0]) };
 	const struct price_card *c = price_pick(&d->model->prices, d->body.service_tier, -1);
+	const char *list, *comma = NULL;
 	struct decision_grant g;
 	char *f = d->costly_scan;
 	size_t i, off = 0;
@@ -543,16 +560,21 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 		return;
 	/* Every name a card or the list could grant; a name that fits no line is left out,
 	 * and so refused. */
-	for (i = 0; i < DECISION_ALIASES + d->model->prices.ncards; i++) {
-		const char *t = i < DECISION_ALIASES ? aliases[i]
-		                                     : d->model->prices.cards[i - DECISION_ALIASES].tier;
-		size_t n = strlen(t);
+	for (i = 0; i < DECISION_ALIASES + d->model->prices.ncards; i++)
+		decision_tier_scan_add(d, &g, i < DECISION_ALIASES
+		                                  ? aliases[i]
+		                                  : d->model->prices.cards[i - DECISION_ALIASES].tier,
+		                       &off);
+	for (list = g.tiers; list && *list; list = comma ? comma + 1 : NULL) {
+		char name[TIER_NAME_MAX];
+		size_t n;
 
-		if (decision_tier_granted(d, &g, t) && !decision_line_in(d->tiers_scan, t) &&
-		    off + n + 2 <= sizeof(d->tiers_scan)) {
-			memcpy(d->tiers_scan + off, t, n);
-			d->tiers_scan[off + n] = '\n';
-			d->tiers_scan[off += n + 1] = '\0';
+		comma = strchr(list, ',');
+		n = comma ? (size_t)(comma - list) : strlen(list);
+		if (n < sizeof(name)) {
+			memcpy(name, list, n);
+			name[n] = '\0';
+			decision_tier_scan_add(d, &g, name, &off);
 		}
 	}
 }

@@ -241,10 +241,10 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 	}
 	if (d->capture)
 		session_set_int(out, "capture", 1);
-	if (d->count_searches && d->verdict == DECISION_ALLOW)
-		session_set_int(out, "count_searches", 1);
 	else if (d->verdict == DECISION_ALLOW && d->model)
 		session_put_prices(out, &d->model->prices);
+	if (d->count_searches && d->verdict == DECISION_ALLOW)
+		session_set_int(out, "count_searches", 1);
 	if (d->amend_scan)
 		session_set_int(out, "amend_scan", 1);
 	if (d->stateless_scan)

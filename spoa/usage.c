@@ -52,6 +52,97 @@ static const char *usage_skip_ws(const char *p, const char *end)
 	return p;
 }
 
+/* ---- JSON read by structure ---- */
+
+/* Nesting a value may have while usage_skip_value walks over it. */
+#define USAGE_DEPTH_MAX 32
+
+/* Past the JSON string at p (its opening quote); NULL if it does not end before end. */
+static const char *usage_skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '\\') {
+			if (++p == end)
+				return NULL;
+			continue;
+		}
+		if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* Past the JSON value at p; NULL if it does not end before end or nests too deep.
+ * Brackets are counted, not matched: a value this passes over is never used. */
+static const char *usage_skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	while (p < end) {
+		switch (*p) {
+		case '"':
+			if (!(p = usage_skip_string(p, end)))
+				return NULL;
+			break;
+		case '{':
+		case '[':
+			if (++depth > USAGE_DEPTH_MAX)
+				return NULL;
+			p++;
+			break;
+		case '}':
+		case ']':
+			if (--depth < 0)
+				return NULL;
+			p++;
+			break;
+		default:
+			p++;
+			break;
+		}
+		if (depth == 0 && p < end && (*p == ',' || *p == '}' || *p == ']' || *p == ' ' ||
+		                              *p == '\t' || *p == '\r' || *p == '\n'))
+			return p;
+	}
+	return NULL;
+}
+
+/* The value of the member named key among the members from p (a key's quote) to the
+ * end of their object (which may be end when the text ends there); NULL if the object
+ * ends, or the text does, before it. */
+static const char *usage_member_from(const char *p, const char *end, const char *key)
+{
+	size_t klen = strlen(key);
+
+	while (p < end && *p == '"') {
+		const char *kend = usage_skip_string(p, end), *v;
+
+		if (!kend)
+			return NULL;
+		v = usage_skip_ws(kend, end);
+		if (v >= end || *v != ':')
+			return NULL;
+		v = usage_skip_ws(v + 1, end);
+		if ((size_t)(kend - p) == klen + 2 && memcmp(p + 1, key, klen) == 0)
+			return v;
+		if (!(p = usage_skip_value(v, end)))
+			return NULL;
+		p = usage_skip_ws(p, end);
+		if (p >= end || *p != ',')
+			return NULL;
+		p = usage_skip_ws(p + 1, end);
+	}
+	return NULL;
+}
+
+/* The same in the object at p ('{'; NULL: none, as a failed look-up gives). */
+static const char *usage_member(const char *p, const char *end, const char *key)
+{
+	if (!p || p >= end || *p != '{')
+		return NULL;
+	return usage_member_from(usage_skip_ws(p + 1, end), end, key);
+}
+
 /* If p points at `"<key>"` (quote included) followed by ':' and a value starting with
  * one of starts, returns where the value starts; else NULL. */
 static const char *usage_value_at(const char *p, const char *end, const char *key,
@@ -94,16 +185,35 @@ static cJSON *usage_next_value(struct usage_seg s, const char **from, const char
 	return NULL;
 }
 
+/* Whether the "type" key at p is the first member of an event's data ("data:", then
+ * '{', then p, white space allowed between): raw text no JSON string can hold (a quote
+ * inside one is escaped) and no JSON value either (a bare word), so neither a model's
+ * words nor a schema a key sent and the provider echoes can forge it. */
+static int usage_event_type_at(struct usage_seg s, const char *p)
+{
+	const char *q = p;
+
+	while (q > s.ptr && (q[-1] == ' ' || q[-1] == '\t'))
+		q--;
+	if (q == s.ptr || *--q != '{')
+		return 0;
+	while (q > s.ptr && (q[-1] == ' ' || q[-1] == '\t'))
+		q--;
+	return q - s.ptr >= 5 && memcmp(q - 5, "data:", 5) == 0;
+}
+
 /* Whether the usage key at `at` sits in an Anthropic message_start event: the last
- * event type named before it is message_start, not message_delta. (By type, not by
- * "data:" line: a tail may start in the middle of an event.) */
+ * event type named before it is message_start, not message_delta. A message_start must
+ * open an event (usage_event_type_at), so that no echoed text makes a usage the input
+ * side; a message_delta need not, as a tail may start in the middle of its event. */
 static int usage_in_start(struct usage_seg s, const char *at)
 {
 	const char *p = s.ptr;
 	int in_start = 0;
 
 	while ((p = memmem(p, (size_t)(at - p), "\"message_", 9))) {
-		if (at - p >= 15 && memcmp(p, "\"message_start\"", 15) == 0)
+		if (at - p >= 15 && memcmp(p, "\"message_start\"", 15) == 0 && p - s.ptr >= 7 &&
+		    memcmp(p - 7, "\"type\":", 7) == 0 && usage_event_type_at(s, p - 7))
 			in_start = 1;
 		else if (at - p >= 15 && memcmp(p, "\"message_delta\"", 15) == 0)
 			in_start = 0;
@@ -112,51 +222,50 @@ static int usage_in_start(struct usage_seg s, const char *at)
 	return in_start;
 }
 
-/* The start of a Responses stream event: no JSON text can hold it (a quote inside a
- * string is escaped, and outside one a bare word is no JSON), so no model's words and no
- * tool schema echoed in an event can forge one. */
-#define USAGE_EVENT "data: {\"type\":\"response."
-#define USAGE_EVENT_LEN (sizeof(USAGE_EVENT) - 1)
-
-/* The next event start in s at or after p; NULL if none. */
-static const char *usage_event_next(struct usage_seg s, const char *p)
+/* Whether s is a Responses stream seen from its start: its first event
+ * response.created. */
+static int usage_responses_stream(struct usage_seg s)
 {
+	static const char created[] = "\"type\":\"response.created\"";
 	const char *end = s.ptr + s.len;
+	const char *p = memmem(s.ptr, s.len, "data:", 5);
 
-	return p < end ? memmem(p, (size_t)(end - p), USAGE_EVENT, USAGE_EVENT_LEN) : NULL;
-}
-
-/* Whether the event starting at ev (usage_event_next's) ends the response: completed,
- * incomplete or failed. */
-static int usage_event_terminal(struct usage_seg s, const char *ev)
-{
-	static const char *const ends[] = { "completed\"", "incomplete\"", "failed\"" };
-	const char *t = ev + USAGE_EVENT_LEN, *end = s.ptr + s.len;
-	size_t i;
-
-	for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
-		if ((size_t)(end - t) >= strlen(ends[i]) && memcmp(t, ends[i], strlen(ends[i])) == 0)
-			return 1;
-	return 0;
-}
-
-/* In a Responses stream (its first event response.created), the usage is the terminal
- * event's: a usage object in the first event, or followed by an event that is not
- * terminal, is some other text's (a tool's schema echoed by response.created), and a
- * client that leaves before the terminal event must not be billed by it. Whether the
- * usage object at vs may be the response's. */
-static int usage_responses_final(struct usage_seg s, const char *vs)
-{
-	const char *first = usage_event_next(s, s.ptr), *second, *after;
-
-	if (!first || s.ptr + s.len - first < (ptrdiff_t)USAGE_EVENT_LEN + 8 ||
-	    memcmp(first + USAGE_EVENT_LEN, "created\"", 8) != 0)
-		return 1;   /* not a Responses stream seen from its start */
-	second = usage_event_next(s, first + 1);
-	if (!second || vs < second)
+	if (!p)
 		return 0;
-	after = usage_event_next(s, vs);
-	return !after || usage_event_terminal(s, after);
+	p = usage_skip_ws(p + 5, end);
+	if (p == end || *p != '{')
+		return 0;
+	p = usage_skip_ws(p + 1, end);
+	return (size_t)(end - p) >= sizeof(created) - 1 && memcmp(p, created, sizeof(created) - 1) == 0;
+}
+
+/* In a Responses stream the usage is the terminal event's: the response object's own
+ * member, its last but for the members after it, the event's end after the response's,
+ * then nothing but the next event. A usage object anywhere else (in a tool's schema
+ * that response.created echoes, when the client left before the terminal event) is some
+ * other text's. Whether the usage object ending at ve is one that closes its event so. */
+static int usage_responses_final(struct usage_seg s, const char *ve)
+{
+	const char *end = s.ptr + s.len, *p = usage_skip_ws(ve, end);
+	int closes;
+
+	while (p < end && *p == ',') {
+		const char *k = usage_skip_ws(p + 1, end), *kend;
+
+		if (k == end || *k != '"' || !(kend = usage_skip_string(k, end)))
+			return 0;
+		p = usage_skip_ws(kend, end);
+		if (p == end || *p != ':' || !(p = usage_skip_value(usage_skip_ws(p + 1, end), end)))
+			return 0;
+		p = usage_skip_ws(p, end);
+	}
+	for (closes = 0; closes < 2; closes++) {
+		if (p == end || *p != '}')
+			return 0;
+		p = usage_skip_ws(p + 1, end);
+	}
+	return p == end || (end - p >= 5 && (memcmp(p, "data:", 5) == 0 ||
+	                                      (end - p >= 6 && memcmp(p, "event:", 6) == 0)));
 }
 
 /* The first and the last usage objects of s (a value that starts with '{' and parses
@@ -167,11 +276,13 @@ static void usage_scan(struct usage_seg s, int sse, struct usage_obj *first,
 	const char *from = s.ptr, *vs, *ve;
 	cJSON *j;
 
+	int responses = sse && usage_responses_stream(s);
+
 	first->json = last->json = NULL;
 	while ((j = usage_next_value(s, &from, "usage", "{", &vs, &ve))) {
 		struct usage_obj o = { j, sse && usage_in_start(s, vs), ve };
 
-		if (sse && !usage_responses_final(s, vs)) {
+		if (responses && !usage_responses_final(s, ve)) {
 			cJSON_Delete(j);
 			continue;
 		}
@@ -342,94 +453,6 @@ static void usage_anthropic_stream(const struct usage_obj *first, const struct u
 
 /* ---- members of the head, read by structure (a stored response's id, the tier) ---- */
 
-/* Nesting a value may have while usage_skip_value walks over it. */
-#define USAGE_DEPTH_MAX 32
-
-/* Past the JSON string at p (its opening quote); NULL if it does not end before end. */
-static const char *usage_skip_string(const char *p, const char *end)
-{
-	for (p++; p < end; p++) {
-		if (*p == '\\') {
-			if (++p == end)
-				return NULL;
-			continue;
-		}
-		if (*p == '"')
-			return p + 1;
-	}
-	return NULL;
-}
-
-/* Past the JSON value at p; NULL if it does not end before end or nests too deep.
- * Brackets are counted, not matched: a value this passes over is never used. */
-static const char *usage_skip_value(const char *p, const char *end)
-{
-	int depth = 0;
-
-	while (p < end) {
-		switch (*p) {
-		case '"':
-			if (!(p = usage_skip_string(p, end)))
-				return NULL;
-			break;
-		case '{':
-		case '[':
-			if (++depth > USAGE_DEPTH_MAX)
-				return NULL;
-			p++;
-			break;
-		case '}':
-		case ']':
-			if (--depth < 0)
-				return NULL;
-			p++;
-			break;
-		default:
-			p++;
-			break;
-		}
-		if (depth == 0 && p < end && (*p == ',' || *p == '}' || *p == ']' || *p == ' ' ||
-		                              *p == '\t' || *p == '\r' || *p == '\n'))
-			return p;
-	}
-	return NULL;
-}
-
-/* The value of the member named key among the members from p (a key's quote) to the
- * end of their object (which may be end when the text ends there); NULL if the object
- * ends, or the text does, before it. */
-static const char *usage_member_from(const char *p, const char *end, const char *key)
-{
-	size_t klen = strlen(key);
-
-	while (p < end && *p == '"') {
-		const char *kend = usage_skip_string(p, end), *v;
-
-		if (!kend)
-			return NULL;
-		v = usage_skip_ws(kend, end);
-		if (v >= end || *v != ':')
-			return NULL;
-		v = usage_skip_ws(v + 1, end);
-		if ((size_t)(kend - p) == klen + 2 && memcmp(p + 1, key, klen) == 0)
-			return v;
-		if (!(p = usage_skip_value(v, end)))
-			return NULL;
-		p = usage_skip_ws(p, end);
-		if (p >= end || *p != ',')
-			return NULL;
-		p = usage_skip_ws(p + 1, end);
-	}
-	return NULL;
-}
-
-/* The same in the object at p ('{'). */
-static const char *usage_member(const char *p, const char *end, const char *key)
-{
-	if (p >= end || *p != '{')
-		return NULL;
-	return usage_member_from(usage_skip_ws(p + 1, end), end, key);
-}
 
 /* The object a captured head's answer is, read by structure: a unary answer's
  * top-level object, or a stream's first event's data, and for a Responses stream

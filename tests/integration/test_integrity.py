@@ -630,7 +630,10 @@ def test_pending_table_is_bounded_and_overflow_still_ends_as_rows(tmp_path):
     (CHAT, "mock-gpt", {"service_tier": None}, False),
     (CHAT, "mock-gpt", {"service_tier": "default"}, False),
     (CHAT, "mock-gpt", {"modalities": ["text", "audio"]}, True),   # no audio price
+    (CHAT, "mock-gpt", {"modalities": ["text"], "audio": None}, False),
+    (CHAT, "mock-gpt", {"modalities": "audio"}, True),              # not a list
     (CHAT, "mock-gpt", {"web_search_options": {}}, True),
+    (CHAT, "mock-gpt", {"web_search_options": None, "mcp_servers": None}, False),
     ("/v1/responses", "mock-gpt", {"tools": [{"type": "function", "name": "f"},
                                              {"type": "code_interpreter"}]}, True),
     ("/v1/responses", "mock-gpt", {"tools": [{"name": "f", "type": "function",
@@ -642,7 +645,8 @@ def test_pending_table_is_bounded_and_overflow_still_ends_as_rows(tmp_path):
         "type": "object", "properties": {"type": {"type": "string",
                                                   "enum": ["web_search", "code_interpreter"]}}}},
         {"type": "bash_20250124", "name": "bash"}]}, False),
-], ids=["tier-unpriced", "tier-spelled", "tier-null", "tier-default", "audio", "chat-search",
+], ids=["tier-unpriced", "tier-spelled", "tier-null", "tier-default", "audio", "text-only",
+        "modalities-not-a-list", "chat-search", "nulls",
         "server-tool", "client-tools", "type-variant", "type-not-a-string", "anthropic-search",
         "anthropic-client-tools"])
 def test_what_costs_more_past_the_prefix_spoils_the_body(stack, path, model, tail, spoiled):

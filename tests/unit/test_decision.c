@@ -793,6 +793,12 @@ static void test_cost_policy(void)
 	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"service_tier\":\"flex\""), DECISION_ALLOW);
+	/* Its tiers past the cut: the list's, none priced. */
+	pol.service_tiers = "default,priority";
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"messages\":[", 1);
+	CHECK_EQ_STR(d.tiers_scan, "default\nauto\nstandard\nstandard_only\npriority\n");
+	CHECK_EQ_STR(d.costly_scan, "");
 	fix_policy = NULL;
 }
 

@@ -535,6 +535,35 @@ static void test_priced_classes(void)
 	           "\"response\":{\"output\":[{\"text\":\"xx", "xx\"}],\"usage\":{\"input_tokens\":7,"
 	           "\"output_tokens\":8}}}  ", 1, &u);
 	CHECK_COUNTS(u, 7, 8, N, N, N);
+	/* Codex's streams: a response.created larger than the head, a response.completed
+	 * whose start is past the tail's: the usage that closes the stream is its. */
+	{
+		char head[2048];
+
+		snprintf(head, sizeof(head), "event: response.created data: {\"type\":"
+		         "\"response.created\",\"response\":{\"instructions\":\"%01500d", 0);
+		from_parts(head, "x\",\"tools\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":8},"
+		           "\"user\":null,\"metadata\":{}}}  ", 1, &u);
+		CHECK_COUNTS(u, 7, 8, N, N, N);
+		CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	}
+	/* The schema's usage in the last event kept (response.in_progress repeats the tools
+	 * and the client left): no usage. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}  data: "
+	          "{\"type\":\"response.in_progress\",\"response\":{\"tools\":[{\"parameters\":"
+	          "{\"usage\":{\"input_tokens\":1,\"output_tokens\":1},\"x\":1}}],\"usage\":null}}  ",
+	          1, &u);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	/* Tools named after Anthropic's events make no usage the input side, nor give a
+	 * tier. */
+	from_body("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
+	          "\"response.completed\",\"response\":{\"tools\":[{\"name\":\"message_start\","
+	          "\"parameters\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":1,\"service_tier\":"
+	          "\"flex\"}}},{\"name\":\"message_delta\"}],\"usage\":{\"input_tokens\":90,"
+	          "\"output_tokens\":30},\"user\":null}}  ", 1, &u);
+	CHECK_COUNTS(u, 90, 30, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.service_tier, "");
 	/* A tier that is no plain name is not reported. */
 	from_body("{\"service_tier\":\"Pri ority\",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
 	          0, &u);
