@@ -11,6 +11,7 @@ import pytest
 from stack import Stack
 
 CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
 MESSAGES = "/v1/messages"
 RESPONSES = "/v1/responses"
 
@@ -125,13 +126,14 @@ OPENAI_CLASSES = {"prompt-tokens": 1000, "completion-tokens": 400, "cached-token
                   "accepted-prediction-tokens": 20, "rejected-prediction-tokens": 10}
 
 
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 @pytest.mark.parametrize("stream", [False, True])
-def test_openai_classes_and_tiers(stack, stream):
+def test_openai_classes_and_tiers(stack, stream, path):
     for tier in ("priority", "default", None):
         knobs = dict(OPENAI_CLASSES)
         if tier:
             knobs["service-tier"] = tier
-        row = ask(stack, CHAT, "mock-gpt", knobs, stream)
+        row = ask(stack, path, "mock-gpt", knobs, stream)
         assert (row["prompt_tokens"], row["completion_tokens"], row["cached_tokens"],
                 row["cache_creation_tokens"], row["reasoning_tokens"]) == (1000, 400, 200, 50, 60)
         assert (row["audio_input_tokens"], row["audio_output_tokens"],
