@@ -12,7 +12,7 @@
 
 #include <sqlite3.h>
 
-#define DB_SCHEMA_VERSION 7
+#define DB_SCHEMA_VERSION 8
 #define DB_BUSY_TIMEOUT_MS 5000
 
 enum db_mode {

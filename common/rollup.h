@@ -1,5 +1,6 @@
 /* rollup: the columns the usage rollups sum (usage_hourly, usage_daily, model_hourly,
- * model_daily in sql/schema.sql), after their key (period, key_id, model, provider).
+ * model_daily, key_hourly, key_daily, total_hourly in sql/schema.sql), after their key
+ * (the period, then key_id, model and provider as the table has them).
  * The one list of them: the writer builds its upserts from it, queryd checks its
  * summary queries against it at start, and test_rollup checks a fresh database's
  * tables against it. Pure; any thread. */

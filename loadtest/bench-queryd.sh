@@ -27,7 +27,7 @@ seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
 source scripts/stack.sh
 
-for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe"; do
+for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe" "$build/tallyctl"; do
   [[ -x $bin ]] || { echo "bench-queryd: $bin is not built" >&2; exit 1; }
 done
 if (( rows % 1000000 == 0 )); then label=$((rows / 1000000))M; else label=$rows; fi
@@ -40,6 +40,10 @@ if [[ ! -f $cache ]]; then
   mv "$cache.tmp.secret" "$cache.secret"
   mv "$cache.tmp" "$cache"
 fi
+
+# A cache made by an older tally is migrated in place, once (queryd opens only the
+# current schema); tallyctl's first open does it.
+"$build/tallyctl" --db "$cache" key list >/dev/null
 
 stack_scratch
 db=$tmp/queryd.db

@@ -20,7 +20,7 @@
 #include "row.h"
 #include "satadd.h"
 
-/* Result columns of sql/queries/summary.sql and summary_models.sql: the group key, then
+/* Result columns of sql/queries/summary*.sql: the group key, then
  * rollup.h's summed columns (checked at start by api_check_summary_columns). */
 #define SUMMARY_COL_T 0
 #define SUMMARY_COL_KEY 1
@@ -332,8 +332,9 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 		return strcmp(a->name, b->name);
 	return api_group_cmp_time(pa, pb);
 }
-/* Whole days inside [from, to) come from the daily rollups; none for group=hour. */
-static int api_bind_summary(sqlite3_stmt *st, const struct params *p, int keyed)
+/* Whole days inside [from, to) come from the daily rollups; none for group=hour. A key
+ * or model not given stays NULL (conn_stmt clears the bindings). */
+static int api_bind_summary(sqlite3_stmt *st, const struct params *p)
 {
 	int64_t day_from = period_start_ms(PERIOD_DAY, p->from * 1000 + PERIOD_DAY_MS - 1000) / 1000;
 	int64_t day_to = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
@@ -345,22 +346,34 @@ static int api_bind_summary(sqlite3_stmt *st, const struct params *p, int keyed)
 	rc |= conn_bind_int(st, ":to", p->to);
 	rc |= conn_bind_int(st, ":day_from", day_from);
 	rc |= conn_bind_int(st, ":day_to", day_to);
-	if (keyed)
-		rc |= p->has_key_id ? conn_bind_int(st, ":key_id", p->key_id)
-		                    : conn_bind_null(st, ":key_id");
-	rc |= conn_bind_text(st, ":model", p->model);
+	if (p->has_key_id)
+		rc |= conn_bind_int(st, ":key_id", p->key_id);
+	if (p->model)
+		rc |= conn_bind_text(st, ":model", p->model);
 	return rc ? -1 : 0;
 }
 
-/* The rows of the range into gs, from the rollups per key only when the key matters. */
+/* The rollups that answer p with the fewest rows: the totals by hour when nothing but
+ * the hour matters, per model when the key does not, per key alone when neither model
+ * nor provider does, else per key and model. */
+static enum conn_query api_summary_query(const struct params *p)
+{
+	if (!p->has_key_id && p->group != PARAMS_GROUP_KEY)
+		return p->group == PARAMS_GROUP_HOUR && !p->model ? CONN_SUMMARY_TOTALS
+		                                                  : CONN_SUMMARY_MODELS;
+	if (!p->model && p->group != PARAMS_GROUP_MODEL && p->group != PARAMS_GROUP_PROVIDER)
+		return CONN_SUMMARY_KEYS;
+	return CONN_SUMMARY;
+}
+
+/* The rows of the range into gs. */
 static int api_summary_groups(struct conn *c, const struct params *p, struct api_groups *gs,
                               struct api_reply *r)
 {
-	int keyed = p->has_key_id || p->group == PARAMS_GROUP_KEY;
-	sqlite3_stmt *st = conn_stmt(c, keyed ? CONN_SUMMARY : CONN_SUMMARY_MODELS);
+	sqlite3_stmt *st = conn_stmt(c, api_summary_query(p));
 	int step;
 
-	if (api_bind_summary(st, p, keyed) < 0)
+	if (api_bind_summary(st, p) < 0)
 		return api_db_error(c, st, r);
 	while ((step = sqlite3_step(st)) == SQLITE_ROW)
 		if (api_groups_add(gs, st, p->group) < 0)

@@ -14,6 +14,8 @@
 static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY] = "summary",
 	[CONN_SUMMARY_MODELS] = "summary_models",
+	[CONN_SUMMARY_KEYS] = "summary_keys",
+	[CONN_SUMMARY_TOTALS] = "summary_totals",
 	[CONN_KEY_NAME] = "key_name",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
@@ -41,6 +43,13 @@ static int conn_is_row_query(enum conn_query q)
 {
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY || q == CONN_REQUEST_ONE ||
 	       q == CONN_EXPORT;
+}
+
+/* Queries whose rows are rollup rows: their columns must be api.c's. */
+static int conn_is_summary_query(enum conn_query q)
+{
+	return q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS || q == CONN_SUMMARY_KEYS ||
+	       q == CONN_SUMMARY_TOTALS;
 }
 
 int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
@@ -72,7 +81,7 @@ int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
 		}
 		if ((conn_is_row_query((enum conn_query)q) &&
 		     row_check_columns(st, msg, sizeof(msg)) < 0) ||
-		    ((q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS) &&
+		    (conn_is_summary_query((enum conn_query)q) &&
 		     api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
 			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
 			sqlite3_finalize(st);

@@ -13,7 +13,9 @@
  *      transaction was already stored (a duplicate record);
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
  *      per group into usage_hourly, and the same by day into usage_daily; without
- *      the key, into model_hourly and model_daily (see WRITER_ROLLUPS);
+ *      the key, into model_hourly and model_daily; without the model, into
+ *      key_hourly and key_daily; with neither, by hour into total_hourly (see
+ *      WRITER_ROLLUPS);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite the accounting
  *      row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
@@ -68,20 +70,26 @@
 struct writer_group {
 	int64_t period;               /* unix seconds: start of the hour or day */
 	int64_t key_id;               /* 0: no key, or a rollup without keys */
+	int by_model;                 /* model and provider count: the rollup has them */
 	const struct acct_row *row;
 };
 
-/* The rollup tables: per key (what a key filter or group=key reads) and, ~200 times
- * smaller, per model only (what every other dashboard figure reads). */
+/* The rollup tables: per key and model (a key with a model filter, or by model or
+ * provider); ~200 times smaller, per model only (every figure not by key); per key
+ * only (by key without a model filter: a row per key, not per key and model); and the
+ * hour's totals (by hour without a filter: a row per hour, not per model). */
 static const struct writer_rollup_table {
 	const char *table, *unit;     /* unit: the period's column */
 	enum period_kind period;
-	int keyed;
+	int keyed, by_model;
 } writer_rollups[] = {
-	{ "usage_hourly", "hour", PERIOD_HOUR, 1 },
-	{ "usage_daily", "day", PERIOD_DAY, 1 },
-	{ "model_hourly", "hour", PERIOD_HOUR, 0 },
-	{ "model_daily", "day", PERIOD_DAY, 0 },
+	{ "usage_hourly", "hour", PERIOD_HOUR, 1, 1 },
+	{ "usage_daily", "day", PERIOD_DAY, 1, 1 },
+	{ "model_hourly", "hour", PERIOD_HOUR, 0, 1 },
+	{ "model_daily", "day", PERIOD_DAY, 0, 1 },
+	{ "key_hourly", "hour", PERIOD_HOUR, 1, 0 },
+	{ "key_daily", "day", PERIOD_DAY, 1, 0 },
+	{ "total_hourly", "hour", PERIOD_HOUR, 0, 0 },
 };
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
@@ -208,19 +216,22 @@ static int writer_run(sqlite3_stmt *st)
 
 /* ---- rollups ---- */
 
-/* The upsert adding one group's sums to rollup t: parameters ?1 the period, ?2 the
- * key (keyed tables only), then model, provider and the sums. Built from the column
- * list so that the tables and the latency buckets cannot disagree. Returns the length
- * written, or -1 if len is too short. */
+/* The upsert adding one group's sums to rollup t: parameters ?1 the period, then the
+ * key (keyed tables only), model and provider (by_model tables only) and the sums.
+ * Built from the column list so that the tables and the latency buckets cannot
+ * disagree. Returns the length written, or -1 if len is too short. */
 static int writer_rollup_sql(const struct writer_rollup_table *t, char *sql, size_t len)
 {
 	char cols[1024], vals[512], sets[2048], col[32], pk[64];
 	size_t nc, nv, ns;
-	int i, first = t->keyed ? 5 : 4;
+	int i, first = 2 + t->keyed + 2 * t->by_model;
 
-	snprintf(pk, sizeof(pk), "%s%s, model, provider", t->unit, t->keyed ? ", key_id" : "");
+	snprintf(pk, sizeof(pk), "%s%s%s", t->unit, t->keyed ? ", key_id" : "",
+	         t->by_model ? ", model, provider" : "");
 	nc = (size_t)snprintf(cols, sizeof(cols), "%s", pk);
-	nv = (size_t)snprintf(vals, sizeof(vals), t->keyed ? "?1, ?2, ?3, ?4" : "?1, ?2, ?3");
+	nv = (size_t)snprintf(vals, sizeof(vals), "?1");
+	for (i = 2; i < first; i++)
+		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", i);
 	ns = 0;
 	sets[0] = '\0';
 	for (i = 0; i < ROLLUP_SUMS; i++) {
@@ -246,6 +257,8 @@ static int writer_group_cmp(const void *pa, const void *pb)
 		return a->period < b->period ? -1 : 1;
 	if (a->key_id != b->key_id)
 		return a->key_id < b->key_id ? -1 : 1;
+	if (!a->by_model)
+		return 0;
 	c = strncmp(a->row->model, b->row->model, sizeof(a->row->model));
 	return c ? c : strncmp(a->row->provider, b->row->provider, sizeof(a->row->provider));
 }
@@ -283,7 +296,7 @@ static void writer_sum_add(int64_t sum[ROLLUP_SUMS], const struct acct_row *r)
 }
 
 /* One upsert by w->rollup[t] per (period, key, model, provider) of the n rows in
- * w->groups, key left out for a table without keys. */
+ * w->groups, key or model and provider left out for a table without them. */
 static int writer_rollup(struct writer *w, size_t n, size_t t)
 {
 	const struct writer_rollup_table *rt = &writer_rollups[t];
@@ -296,6 +309,7 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 
 		g->period = period_start_ms(rt->period, g->row->started_at_ms) / 1000;
 		g->key_id = rt->keyed && g->row->key_id > 0 ? g->row->key_id : 0;
+		g->by_model = rt->by_model;
 	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
@@ -308,10 +322,13 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 		rc = sqlite3_bind_int64(st, p++, g->period);
 		if (rt->keyed)
 			rc |= sqlite3_bind_int64(st, p++, g->key_id);
-		rc |= sqlite3_bind_text(st, p++, g->row->model, (int)strnlen(g->row->model,
-		                        sizeof(g->row->model)), SQLITE_STATIC);
-		rc |= sqlite3_bind_text(st, p++, g->row->provider, (int)strnlen(g->row->provider,
-		                        sizeof(g->row->provider)), SQLITE_STATIC);
+		if (rt->by_model) {
+			rc |= sqlite3_bind_text(st, p++, g->row->model, (int)strnlen(g->row->model,
+			                        sizeof(g->row->model)), SQLITE_STATIC);
+			rc |= sqlite3_bind_text(st, p++, g->row->provider,
+			                        (int)strnlen(g->row->provider, sizeof(g->row->provider)),
+			                        SQLITE_STATIC);
+		}
 		for (k = 0; k < ROLLUP_SUMS; k++)
 			rc |= sqlite3_bind_int64(st, p + k, sum[k]);
 		if (rc != SQLITE_OK)
@@ -417,7 +434,7 @@ static int writer_insert(struct writer *w, const struct acct_row *r, struct coun
 			          r->request_id, sqlite3_errmsg(w->db));
 			rc = SQLITE_DONE;
 		}
-		w->groups[(*ngroups)++] = (struct writer_group){ 0, 0, r };
+		w->groups[(*ngroups)++] = (struct writer_group){ 0, 0, 0, r };
 		d->written++;
 		d->timed_out += r->outcome == ACCT_NO_RECORD;
 		d->unpriced += r->unpriced != 0;

@@ -1,5 +1,6 @@
--- summary: the rollup rows of [:from, :to) per key, for a key filter or group=key
--- (summary_models serves the rest). Whole days [:day_from, :day_to) come from
+-- summary: the rollup rows of [:from, :to) per key and model, for a key filter or
+-- group=key with a model filter, or a key filter with group=model or provider
+-- (summary_keys, summary_models and summary_totals serve the rest). Whole days [:day_from, :day_to) come from
 -- usage_daily, the ragged hours at either end from usage_hourly, so a month reads ~30
 -- rows per key, model and provider, not ~720; for group=hour the caller binds
 -- day_from = day_to = to. queryd/api.c groups and sorts the rows itself: SQLite's

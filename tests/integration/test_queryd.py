@@ -424,6 +424,26 @@ def test_summary_groups_match_raw_rows(world, group):
     assert got["totals"]["requests"] > 100
 
 
+@pytest.mark.parametrize("query", ["group=day&key=alpha", "group=hour&key=beta",
+                                   "group=key&model=m-claude", "group=hour&model=m-gpt",
+                                   "group=provider&key=alpha"])
+def test_summary_rollup_choice_matches_raw_rows(world, query):
+    """Each rollup queryd picks for a filter and group (by key alone, by hour alone, by
+    key and model, by model) gives what the raw rows say over a ragged range."""
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    frm, to = BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600
+    args = dict(a.split("=") for a in query.split("&"))
+    got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+    _, _, want, total = summary_expected(rows, frm, to, args["group"],
+                                         key_id=keys.get(args.get("key")),
+                                         model=args.get("model"))
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (query, g))
+    check_usage(got["totals"], total, (query, "totals"))
+    assert got["totals"]["requests"] > 10
+
+
 def test_summary_filters_limit_and_defaults(world):
     q, rows, keys = world["q"], world["rows"], world["keys"]
     frm, to = BASE - 86400, BASE + 4 * 86400
@@ -671,6 +691,10 @@ def test_usage_classes_in_rows_and_summaries(tmp_path):
         insert_rollup(con, "usage_hourly", {"hour": BASE + 3600, "key_id": 7, **sums})
         insert_rollup(con, "model_daily", {"day": BASE, **sums})
         insert_rollup(con, "model_hourly", {"hour": BASE + 3600, **sums})
+        del sums["model"], sums["provider"]
+        insert_rollup(con, "key_daily", {"day": BASE, "key_id": 7, **sums})
+        insert_rollup(con, "key_hourly", {"hour": BASE + 3600, "key_id": 7, **sums})
+        insert_rollup(con, "total_hourly", {"hour": BASE + 3600, **sums})
     con.close()
     ids = {r["request_id"]: r for r in rows}
     want = {rid: {k: r.get(k) for k in NEW_ROW_COLS} for rid, r in ids.items()}
@@ -989,4 +1013,8 @@ def test_query_plans_walk_the_indexes():
     p = plan("summary")
     assert "SEARCH usage_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH usage_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
+    p = plan("summary_keys")
+    assert "SEARCH key_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
+    assert "SEARCH key_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
+    assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in plan("summary_totals")
     con.close()

@@ -66,7 +66,7 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
-	                          " 'accounting')"), 11);
+	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting')"), 14);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'usage_hourly_key_hour', 'usage_daily_key_day')"), 4);

@@ -60,6 +60,9 @@ static void test_tables(void)
 	static const char *const daily[] = { "day", "key_id", "model", "provider" };
 	static const char *const model_hourly[] = { "hour", "model", "provider" };
 	static const char *const model_daily[] = { "day", "model", "provider" };
+	static const char *const key_hourly[] = { "hour", "key_id" };
+	static const char *const key_daily[] = { "day", "key_id" };
+	static const char *const total_hourly[] = { "hour" };
 	sqlite3 *db = NULL;
 	char err[256];
 
@@ -73,6 +76,9 @@ static void test_tables(void)
 		check_table(db, "usage_daily", daily, 4);
 		check_table(db, "model_hourly", model_hourly, 3);
 		check_table(db, "model_daily", model_daily, 3);
+		check_table(db, "key_hourly", key_hourly, 2);
+		check_table(db, "key_daily", key_daily, 2);
+		check_table(db, "total_hourly", total_hourly, 1);
 	}
 	sqlite3_close(db);
 	tmpdir_remove();

@@ -434,9 +434,9 @@ static void test_preflight(void)
 	CHECK(fgets(line, sizeof(line), out) && strncmp(line, "FAIL database ", 14) == 0 &&
 	      strstr(line, "none.db: No such file") && strstr(line, "tallyctl"));
 	CHECK(fgets(line, sizeof(line), out) && strncmp(line, "ok   database ", 14) == 0 &&
-	      strstr(line, "schema version 7"));
+	      strstr(line, "schema version 8"));
 	CHECK(fgets(line, sizeof(line), out) && strncmp(line, "FAIL database ", 14) == 0 &&
-	      strstr(line, "schema version 6 is older than 7") && strstr(line, "tallyctl"));
+	      strstr(line, "schema version 7 is older than 8") && strstr(line, "tallyctl"));
 	CHECK(fgets(line, sizeof(line), out) && strcmp(line, "prog --self-check: 3 of 5 checks failed\n") == 0);
 	fclose(out);
 	CHECK_EQ_INT(sqlite3_open(tmpdir_file("ok.db"), &db), SQLITE_OK);

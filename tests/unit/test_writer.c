@@ -15,6 +15,7 @@
 #include "log.h"
 #include "owner.h"
 #include "queue.h"
+#include "rollup.h"
 #include "stats.h"
 #include "tmpdir.h"
 #include "unit.h"
@@ -469,6 +470,19 @@ static void test_rollups(void)
 		{ "model_hourly", "hour", "started_at / 3600000 * 3600", "", "" },
 		{ "model_daily", "day", "started_at / 86400000 * 86400", "", "" },
 	};
+	/* The rollups without the model: each sum the raw rows' and that of the rollup with
+	 * the model (source) migration 8 makes it from. */
+	static const struct { const char *table, *unit, *period, *source, *key; } coarse[] = {
+		{ "key_hourly", "hour", "started_at / 3600000 * 3600", "usage_hourly", "key_id" },
+		{ "key_daily", "day", "started_at / 86400000 * 86400", "usage_daily", "key_id" },
+		{ "total_hourly", "hour", "started_at / 3600000 * 3600", "model_hourly", "0" },
+	};
+	static const char *const rolled[] = { "usage_hourly", "usage_daily", "model_hourly",
+	                                      "model_daily", "key_hourly", "key_daily",
+	                                      "total_hourly" };
+	char cols[1600], sums[2400], col[32], check[4400];
+	size_t nc = 0, ns = 0;
+	int c;
 	char sql[1024];
 	size_t t;
 
@@ -484,16 +498,53 @@ static void test_rollups(void)
 		         rollups[t].period, rollups[t].key, rollups[t].key[0] ? ", 4" : "",
 		         rollups[t].unit, rollups[t].cols, rollups[t].table);
 		CHECK_EQ_INT(q_int(db, sql), 0);
-		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rollups[t].table,
-		         rollups[t].table);
+	}
+	/* 4 hours and 1 day x 5 keys (none, 1-4); 4 hours. */
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM key_hourly"), 4 * 5);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM key_daily"), 5);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM total_hourly"), 4);
+	for (c = 0; c < ROLLUP_SUMS; c++) {
+		rollup_column(c, col, sizeof(col));
+		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
+		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
+	}
+	for (t = 0; t < sizeof(coarse) / sizeof(coarse[0]); t++) {
+		/* total_hourly's "key" is the constant 0 on both sides */
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT %s, coalesce(%s, 0),"
+		         " count(*), sum(outcome <> 'complete'), sum(stream = 1),"
+		         " CAST(total(max(prompt_tokens, 0)) AS INTEGER),"
+		         " CAST(total(max(cost_micros, 0)) AS INTEGER),"
+		         " CAST(total(max(duration_ms, 0)) AS INTEGER), sum(duration_ms > 60000),"
+		         " count(estimated_tokens), CAST(total(estimated_cost_micros) AS INTEGER)"
+		         " FROM requests GROUP BY 1, 2 EXCEPT SELECT %s, %s, requests, errors,"
+		         " streams, prompt_tokens, cost_micros, duration_ms_sum, lat_gt_60000,"
+		         " estimated, estimated_cost_micros FROM %s)", coarse[t].period,
+		         coarse[t].key, coarse[t].unit, coarse[t].key, coarse[t].table);
+		CHECK_EQ_INT(q_int(db, sql), 0);
+		snprintf(sql, sizeof(sql), "SELECT sum(unpriced) FROM %s", coarse[t].table);
+		CHECK_EQ_INT(q_int(db, sql), unpriced);
+		snprintf(check, sizeof(check), "SELECT count(*) FROM (SELECT %s, %s%s FROM %s"
+		         " GROUP BY 1, 2 EXCEPT SELECT %s, %s%s FROM %s)", coarse[t].unit,
+		         coarse[t].key, sums, coarse[t].source, coarse[t].unit, coarse[t].key, cols,
+		         coarse[t].table);
+		CHECK_EQ_INT(q_int(db, check), 0);
+		snprintf(check, sizeof(check), "SELECT count(*) FROM (SELECT %s, %s%s FROM %s"
+		         " EXCEPT SELECT %s, %s%s FROM %s GROUP BY 1, 2)", coarse[t].unit,
+		         coarse[t].key, cols, coarse[t].table, coarse[t].unit, coarse[t].key, sums,
+		         coarse[t].source);
+		CHECK_EQ_INT(q_int(db, check), 0);
+	}
+	for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
+		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rolled[t],
+		         rolled[t]);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
 		snprintf(sql, sizeof(sql), "ALTER TABLE kept_%s DROP COLUMN estimated;"
 		         " ALTER TABLE kept_%s DROP COLUMN estimated_tokens;"
-		         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rollups[t].table,
-		         rollups[t].table, rollups[t].table);
+		         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rolled[t], rolled[t],
+		         rolled[t]);
 		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
-		CHECK_EQ_INT(test_drop_classes(db, "kept_", rollups[t].table), 0);
-		CHECK_EQ_INT(test_drop_classes(db, "", rollups[t].table), 0);
+		CHECK_EQ_INT(test_drop_classes(db, "kept_", rolled[t]), 0);
+		CHECK_EQ_INT(test_drop_classes(db, "", rolled[t]), 0);
 	}
 	/* And back before version 7: prices in models, no classes. */
 	CHECK_EQ_INT(db_exec(db, "DROP TABLE model_prices;"
@@ -514,6 +565,7 @@ static void test_rollups(void)
 	                     err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
 	                         "DROP TABLE model_daily;"
+	                         "DROP TABLE key_hourly; DROP TABLE key_daily; DROP TABLE total_hourly;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
 	                         "ALTER TABLE accounting DROP COLUMN unauthenticated;"
@@ -523,8 +575,10 @@ static void test_rollups(void)
 	sqlite3_close(db);
 	db = NULL;
 	CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
-	for (t = 0; t < 4; t++) {
-		const char *rt = rollups[t].table;
+	/* Migration 8 rebuilds the rollups without the model from those with it: the same
+	 * rows the writer kept. */
+	for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
+		const char *rt = rolled[t];
 
 		/* Migrations 5 and 7 added the estimates and the classes back at 0: compared
 		 * without them. */
