@@ -472,9 +472,17 @@ out:
 
 /* ---- request rows ---- */
 
+/* The index to walk: the key's, the model's, or the time's. */
+static enum conn_query api_requests_query(const struct params *p)
+{
+	if (p->has_key_id)
+		return CONN_REQUESTS_PAGE_KEY;
+	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;
+}
+
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, p->has_key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE);
+	sqlite3_stmt *st = conn_stmt(c, api_requests_query(p));
 	int64_t before_ms = p->to * 1000, before_id = INT64_MIN, ms = 0, id = 0;
 	char cursor[PARAMS_CURSOR_MAX];
 	cJSON *rows, *row;

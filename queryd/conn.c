@@ -19,6 +19,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_KEY_NAME] = "key_name",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
+	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
 	[CONN_KEYS] = "keys",
@@ -41,8 +42,8 @@ const char *conn_query_text(enum conn_query q)
 /* Queries whose rows are request rows: their columns must be row.c's. */
 static int conn_is_row_query(enum conn_query q)
 {
-	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY || q == CONN_REQUEST_ONE ||
-	       q == CONN_EXPORT;
+	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
+	       q == CONN_REQUESTS_PAGE_MODEL || q == CONN_REQUEST_ONE || q == CONN_EXPORT;
 }
 
 /* Queries whose rows are rollup rows: their columns must be api.c's. */

@@ -146,6 +146,8 @@ CREATE TABLE requests (
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
+-- A page of one model's requests (a rare model's rows are too few to find by time).
+CREATE INDEX requests_model_started_at ON requests (model, started_at);
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.

@@ -69,7 +69,8 @@ static void test_create(void)
 	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting')"), 14);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
-	                          " 'usage_hourly_key_hour', 'usage_daily_key_day')"), 4);
+	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
+	                          " 'usage_daily_key_day')"), 5);
 	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
 	                          " + unpriced FROM accounting WHERE id = 1"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 15);

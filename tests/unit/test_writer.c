@@ -566,6 +566,7 @@ static void test_rollups(void)
 	CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
 	                         "DROP TABLE model_daily;"
 	                         "DROP TABLE key_hourly; DROP TABLE key_daily; DROP TABLE total_hourly;"
+	                         "DROP INDEX requests_model_started_at;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
 	                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
 	                         "ALTER TABLE accounting DROP COLUMN unauthenticated;"
