@@ -16,15 +16,26 @@ int tier_name_ok(const char *s, size_t n)
 	return 1;
 }
 
+const char *tier_list_next(const char **list, size_t *len)
+{
+	const char *name = *list, *comma;
+
+	if (!name)
+		return NULL;
+	comma = strchr(name, ',');
+	*len = comma ? (size_t)(comma - name) : strlen(name);
+	*list = comma ? comma + 1 : NULL;
+	return name;
+}
+
 int tier_list_ok(const char *list)
 {
-	for (;;) {
-		const char *comma = strchr(list, ',');
+	const char *name;
+	size_t len;
 
-		if (!tier_name_ok(list, comma ? (size_t)(comma - list) : strlen(list)))
+	/* An empty name (a trailing comma, "") is none. */
+	while ((name = tier_list_next(&list, &len)))
+		if (!tier_name_ok(name, len))
 			return 0;
-		if (!comma)
-			return 1;
-		list = comma + 1;
-	}
+	return 1;
 }

@@ -17,4 +17,8 @@ int tier_name_ok(const char *s, size_t n);
  * service_tiers and the agent's --service-tiers hold them; "" is no list. */
 int tier_list_ok(const char *list);
 
+/* Walks such a list: returns the name at *list (*len bytes, possibly 0) and moves *list
+ * past it and its comma, to NULL after the last; NULL once *list is NULL. */
+const char *tier_list_next(const char **list, size_t *len);
+
 #endif

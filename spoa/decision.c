@@ -435,16 +435,12 @@ static enum decision_verdict decision_stored(const struct keytable *t,
 /* Whether list (comma-separated) names tier. */
 static int decision_listed(const char *list, const char *tier)
 {
-	size_t n = strlen(tier);
+	const char *name;
+	size_t len, n = strlen(tier);
 
-	while (list && *list) {
-		const char *comma = strchr(list, ',');
-		size_t len = comma ? (size_t)(comma - list) : strlen(list);
-
-		if (len == n && memcmp(list, tier, n) == 0)
+	while ((name = tier_list_next(&list, &len)))
+		if (len == n && memcmp(name, tier, n) == 0)
 			return 1;
-		list = comma ? comma + 1 : NULL;
-	}
 	return 0;
 }
 
@@ -542,10 +538,10 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 	static const char *const aliases[] = { "default", "auto", "standard", "standard_only" };
 	enum { DECISION_ALIASES = sizeof(aliases) / sizeof(aliases[0]) };
 	const struct price_card *c = price_pick(&d->model->prices, d->body.service_tier, -1);
-	const char *list, *comma = NULL;
+	const char *list, *listed;
 	struct decision_grant g;
 	char *f = d->costly_scan;
-	size_t i, off = 0;
+	size_t i, n, off = 0;
 
 	decision_grant_of(req, d, c, &g);
 	if (!g.other_tools)
@@ -565,14 +561,11 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 		                                  ? aliases[i]
 		                                  : d->model->prices.cards[i - DECISION_ALIASES].tier,
 		                       &off);
-	for (list = g.tiers; list && *list; list = comma ? comma + 1 : NULL) {
+	for (list = g.tiers; (listed = tier_list_next(&list, &n));) {
 		char name[TIER_NAME_MAX];
-		size_t n;
 
-		comma = strchr(list, ',');
-		n = comma ? (size_t)(comma - list) : strlen(list);
 		if (n < sizeof(name)) {
-			memcpy(name, list, n);
+			memcpy(name, listed, n);
 			name[n] = '\0';
 			decision_tier_scan_add(d, &g, name, &off);
 		}
