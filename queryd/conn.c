@@ -1,5 +1,6 @@
-/* conn: a read-only connection and its prepared named queries (see conn.h). Runs on
- * whichever thread owns the conn; the query table is read only after start. */
+/* conn: a read-only connection and its named queries, each prepared on first use (see
+ * conn.h). Runs on whichever thread owns the conn; the query table is read only after
+ * start. */
 #include "conn.h"
 
 #include <stdio.h>
@@ -7,6 +8,7 @@
 
 #include "api.h"
 #include "db.h"
+#include "log.h"
 #include "row.h"
 
 #define CONN_CACHE_KIB_STR "256"   /* KiB of page cache per connection */
@@ -53,51 +55,60 @@ static int conn_is_summary_query(enum conn_query q)
 	       q == CONN_SUMMARY_TOTALS;
 }
 
+/* Query q prepared on c and its columns checked against their reader's, or NULL with
+ * a message. */
+static sqlite3_stmt *conn_prepare(struct conn *c, enum conn_query q, char *err, size_t errlen)
+{
+	const char *sql = conn_query_text(q);
+	sqlite3_stmt *st = NULL;
+	char msg[256];
+
+	if (!sql) {
+		snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
+		return NULL;
+	}
+	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+	    SQLITE_OK) {
+		snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q],
+		         sqlite3_errmsg(c->db));
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	if ((conn_is_row_query(q) && row_check_columns(st, msg, sizeof(msg)) < 0) ||
+	    (conn_is_summary_query(q) && api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
+		snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
 int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
 {
-	char msg[256];
-	int q;
-
 	memset(c, 0, sizeof(*c));
 	if (db_open(path, DB_READONLY, &c->db, err, errlen) < 0)
 		return -1;
 	/* A small page cache per connection: the kernel's page cache holds the database
 	 * for every thread at once, and SQLite's default 2 MB each was most of queryd's
 	 * memory after a day of dashboards. */
-	if (db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0)
-		goto fail;
-	for (q = 0; q < CONN_QUERIES; q++) {
-		const char *sql = conn_query_text((enum conn_query)q);
-		sqlite3_stmt *st = NULL;
-
-		if (!sql) {
-			snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
-			goto fail;
-		}
-		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
-		    SQLITE_OK) {
-			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q],
-			         sqlite3_errmsg(c->db));
-			goto fail;
-		}
-		if ((conn_is_row_query((enum conn_query)q) &&
-		     row_check_columns(st, msg, sizeof(msg)) < 0) ||
-		    (conn_is_summary_query((enum conn_query)q) &&
-		     api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
-			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
-			sqlite3_finalize(st);
-			goto fail;
-		}
-		/* The export's statement is checked here but prepared per export. */
-		if (q == CONN_EXPORT)
-			sqlite3_finalize(st);
-		else
-			c->st[q] = st;
+	if (db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0) {
+		conn_close(c);
+		return -1;
 	}
 	return 0;
-fail:
-	conn_close(c);
-	return -1;
+}
+
+int conn_check(struct conn *c, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int q;
+
+	for (q = 0; q < CONN_QUERIES; q++) {
+		if (!(st = conn_prepare(c, (enum conn_query)q, err, errlen)))
+			return -1;
+		sqlite3_finalize(st);
+	}
+	return 0;
 }
 
 void conn_close(struct conn *c)
@@ -113,7 +124,14 @@ void conn_close(struct conn *c)
 sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q)
 {
 	sqlite3_stmt *st = c->st[q];
+	char err[320];
 
+	/* On first use: a statement is ~2-27 KB (mostly its result columns' metadata), and
+	 * a thread that never runs a query need not hold it. */
+	if (!st && !(st = c->st[q] = conn_prepare(c, q, err, sizeof(err)))) {
+		log_warn("%s", err);
+		return NULL;
+	}
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return st;
