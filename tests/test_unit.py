@@ -4,9 +4,10 @@ TALLY_BUILD (default "build") is relative to the repository root unless absolute
 TALLY_VALGRIND=1 runs each binary under valgrind memcheck; any memcheck error or
 definite leak fails the case.
 
-A binary whose source (tests/unit/NAME.c) reads TALLY_TEST_PG_URL runs its store tests
-on PostgreSQL too: it gets a fresh empty database on the session's private server
-(conftest.py's pg_server) in that variable. test_pg_outage stops and starts a server of
+A binary whose source (tests/unit/NAME.c, or a header of tests/unit/ it includes) reads
+TALLY_TEST_PG_URL runs its store tests on PostgreSQL too: it gets a fresh empty database
+on the session's private server (conftest.py's pg_server) in that variable; the others
+run without it, and without starting the server. test_pg_outage stops and starts a server of
 its own under test_db, which must then lose its connection and get it back.
 """
 import os
@@ -36,8 +37,20 @@ BINARIES = _unit_binaries()
 
 
 def _uses_pg(binary):
-    src = ROOT / "tests" / "unit" / f"{binary.name}.c"
-    return src.exists() and "TALLY_TEST_PG_URL" in src.read_text(errors="replace")
+    """True when tests/unit/NAME.c, or a header of tests/unit/ it includes (say
+    teststore.h), reads TALLY_TEST_PG_URL."""
+    unit = ROOT / "tests" / "unit"
+    todo, seen = [unit / f"{binary.name}.c"], set()
+    while todo:
+        src = todo.pop()
+        if src in seen or not src.exists():
+            continue
+        seen.add(src)
+        text = src.read_text(errors="replace")
+        if "TALLY_TEST_PG_URL" in text:
+            return True
+        todo += [unit / h for h in re.findall(r'^#include "([^"/]+)"', text, re.M)]
+    return False
 
 
 @pytest.mark.parametrize("binary", BINARIES or [None],
