@@ -16,19 +16,23 @@ OPT      ?= -O2
 SAN      ?=
 PYTHON   ?= /usr/bin/python3
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen
+# libpq: common/db.c speaks to PostgreSQL too (a postgresql:// store).
+PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen -I$(PG_INCLUDE)
 CFLAGS   := -std=c11 -g $(OPT) $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SAN)
-PKGS     := msgpack libcjson sqlite3 libcrypto
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lcrypto)
+PKGS     := msgpack libcjson sqlite3 libpq libcrypto
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lpq -lcrypto)
 LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
-GEN_SRC    := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/migrations_sql.c
+GEN_SRC    := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/migrations_sql.c \
+              $(BUILD)/gen/pg_schema_sql.c $(BUILD)/gen/pg_migrations_sql.c
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_sql.o \
-              $(BUILD)/obj/gen/migrations_sql.o
+              $(BUILD)/obj/gen/migrations_sql.o $(BUILD)/obj/gen/pg_schema_sql.o \
+              $(BUILD)/obj/gen/pg_migrations_sql.o
 AGENT_OBJ  := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
@@ -105,13 +109,46 @@ $(BUILD)/obj/gen/migrations_sql.o: $(BUILD)/gen/migrations_sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# queryd's named queries, one C table of {name, text} (queryd/conn.h).
-$(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql))
+# PostgreSQL's schema and migrations, the same way (common/db.c picks by the store).
+# Its first schema is version 9: sql/pg/migrations/NNN.sql starts at 010.sql, and the
+# entries below are NULL (no PostgreSQL database of an older version exists).
+PG_FIRST_VERSION := 9
+$(BUILD)/gen/pg_schema_sql.c: sql/pg/schema.sql
 	@mkdir -p $(dir $@)
-	awk 'BEGIN { print "/* generated from the files in sql/queries by the Makefile */"; \
+	awk 'BEGIN { print "/* generated from sql/pg/schema.sql by the Makefile */"; \
+	             print "const char tally_pg_schema_sql[] =" } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\"" $$0 "\\n\"" } \
+	     END { print ";" }' $< > $@
+
+PG_MIGRATIONS := $(sort $(wildcard sql/pg/migrations/*.sql))
+$(BUILD)/gen/pg_migrations_sql.c: $(PG_MIGRATIONS)
+	@mkdir -p $(dir $@)
+	awk -v first=$(PG_FIRST_VERSION) \
+	    'BEGIN { print "/* generated from the files in sql/pg/migrations by the Makefile */"; \
+	             print "#include \"db.h\""; \
+	             print "const char *const tally_pg_migrations_sql[DB_SCHEMA_VERSION] = {"; \
+	             print "\t0"; top = first } \
+	     FNR == 1 { name = FILENAME; sub(/.*\//, "", name); sub(/\.sql$$/, "", name); \
+	                v = name + 0; if (v != top + 1) { print "sql/pg/migrations: " name ".sql where " \
+	                sprintf("%03d", top + 1) ".sql was expected" > "/dev/stderr"; exit 1 } \
+	                top = v; print "\t, [" v - 2 "] =" } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
+	     END { print "};"; \
+	           print "_Static_assert(" top " == DB_SCHEMA_VERSION, \"a PostgreSQL migration per schema version after " first "\");" }' \
+	  /dev/null $^ > $@
+
+$(BUILD)/obj/gen/pg_schema_sql.o $(BUILD)/obj/gen/pg_migrations_sql.o: $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# queryd's named queries, one C table of {name, text} (queryd/conn.h): sql/queries/NAME.sql
+# as NAME, PostgreSQL's own text of some of them, sql/pg/queries/NAME.sql, as pg/NAME.
+$(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql)) $(sort $(wildcard sql/pg/queries/*.sql))
+	@mkdir -p $(dir $@)
+	awk 'BEGIN { print "/* generated from the files in sql/queries and sql/pg/queries by the Makefile */"; \
 	             print "#include \"conn.h\""; print "const struct conn_sql conn_sql_files[] = {" } \
-	     FNR == 1 { if (NR > 1) print "\t},"; name = FILENAME; sub(/.*\//, "", name); \
-	                sub(/\.sql$$/, "", name); print "\t{ \"" name "\"," } \
+	     FNR == 1 { if (NR > 1) print "\t},"; name = FILENAME; sub(/^sql\/queries\//, "", name); \
+	                sub(/^sql\/pg\/queries\//, "pg/", name); sub(/\.sql$$/, "", name); print "\t{ \"" name "\"," } \
 	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
 	     END { print "\t},"; print "};"; \
 	           print "const size_t conn_sql_count = sizeof(conn_sql_files) / sizeof(conn_sql_files[0]);" }' \
@@ -138,8 +175,8 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 
 # queryd links neither keyhash.o nor libcrypto, libev, http-parser: every library
 # linked is loaded, and its pages count in queryd's resident memory.
-QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 2>/dev/null || \
-                 echo -lmsgpack-c -lcjson -lsqlite3) -lpthread -lm
+QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 libpq 2>/dev/null || \
+                 echo -lmsgpack-c -lcjson -lsqlite3 -lpq) -lpthread -lm
 $(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
                        $(filter-out %/keyhash.o %/gwsecret.o,$(COMMON_OBJ))
 	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
@@ -158,16 +195,20 @@ $(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
 $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/common/hash.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o
+# tally-stress reads the store it checks through common/db.c (a path or a URL).
+$(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)
+# test_db tests common/ alone: it builds while the agent's modules change.
+$(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 # libFuzzer targets are built with clang from the module sources, never from $(BUILD)/obj.
 # A target whose module lives outside spoa/ and common/ names it in FUZZ_EXTRA_SRC.
-FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -Iloadtest \
+FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -Iloadtest -I$(PG_INCLUDE) \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/fuzz_gen_ndjson: FUZZ_EXTRA_SRC := loadtest/ndjson_row.c
