@@ -960,14 +960,15 @@ static int ctl_key_insert(struct ctl *ctl, const char *name, const char *prefix,
 	                 "ttbi", name, prefix, hash, (size_t)KEYHASH_LEN, db_now());
 	if (!st)
 		return CTL_FAIL;
+	*id = 0;
 	rc = db_step(st);
 	if (rc == DB_ROW) {
 		*id = db_col_int(st, 0);
 		rc = db_step(st);
 	}
-	snprintf(err, sizeof(err), "%s", db_errmsg(ctl->db));
+	snprintf(err, sizeof(err), "%s", rc == DB_DONE ? "INSERT returned no id" : db_errmsg(ctl->db));
 	db_finalize(st);
-	if (rc == DB_DONE)
+	if (rc == DB_DONE && *id > 0)
 		return CTL_OK;
 	if (rc == DB_CONSTRAINT) {
 		ctl_rollback(ctl);
@@ -984,7 +985,7 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
 	struct ctl_key_opts o = { 0 };
 	int status, found;
-	int64_t key_id;
+	int64_t key_id = 0;
 
 	if (!ctl_valid_name(name)) {
 		status = ctl_usage(ctl->cmd, "invalid key name '%s': use 1-%d characters from "
