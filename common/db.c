@@ -76,6 +76,64 @@ int db_is_postgres(const char *store)
 	return strncmp(store, "postgresql://", 13) == 0 || strncmp(store, "postgres://", 11) == 0;
 }
 
+/* Appends n bytes of s to buf (size len) at *o, truncating. */
+static void db_put(char *buf, size_t len, size_t *o, const char *s, size_t n)
+{
+	if (*o + 1 >= len)
+		return;
+	if (n > len - 1 - *o)
+		n = len - 1 - *o;
+	memcpy(buf + *o, s, n);
+	*o += n;
+	buf[*o] = '\0';
+}
+
+const char *db_store_name(const char *store, char *buf, size_t len)
+{
+	const char *p, *auth, *end, *at, *colon;
+	size_t o = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	if (!db_is_postgres(store)) {
+		db_put(buf, len, &o, store, strlen(store));
+		return buf;
+	}
+	auth = strstr(store, "://") + 3;
+	end = auth + strcspn(auth, "/?#");
+	at = NULL;
+	for (p = auth; p < end; p++)
+		if (*p == '@')
+			at = p;
+	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon) {
+		db_put(buf, len, &o, store, (size_t)(colon + 1 - store));
+		db_put(buf, len, &o, "***", 3);
+		p = at;
+	} else {
+		p = store;
+	}
+	/* the rest, each password=VALUE of the query replaced */
+	while (*p) {
+		const char *q = strstr(p, "password=");
+
+		if (!q || q < end || (q[-1] != '?' && q[-1] != '&')) {
+			if (!q || q < end) {
+				db_put(buf, len, &o, p, strlen(p));
+				break;
+			}
+			db_put(buf, len, &o, p, (size_t)(q + 9 - p));
+			p = q + 9;
+			continue;
+		}
+		db_put(buf, len, &o, p, (size_t)(q + 9 - p));
+		db_put(buf, len, &o, "***", 3);
+		p = q + 9 + strcspn(q + 9, "&#");
+	}
+	return buf;
+}
+
 enum db_kind db_kind(const struct db *db)
 {
 	return db->kind;
