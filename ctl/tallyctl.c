@@ -377,7 +377,8 @@ static int ctl_secret_load(const struct ctl *ctl, unsigned char secret[KEYHASH_S
 		return ctl_error("a PostgreSQL store needs the key-hashing secret's path: --secret PATH "
 		                 "or TALLY_SECRET_FILE (the file every agent of the store uses)");
 	if (keyhash_secret_path(ctl->secret_path, ctl->db_path, path, sizeof(path)) < 0)
-		return ctl_error("database path too long: %s", ctl->db_path);
+		return ctl_error("%s path too long: %s", ctl->secret_path ? "secret" : "database",
+		                 ctl->secret_path ? ctl->secret_path : ctl->db_path);
 	if (keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0)
 		return ctl_error("%s", err);
 	return CTL_OK;
