@@ -194,24 +194,47 @@ static void agent_live_txns(void *arg, size_t max,
 	pending_each(((struct agent *)arg)->pending, max, (int64_t)(ev_time() * 1000), cb, cbarg);
 }
 
+/* When this node last committed its counters (unix seconds; 0: never). Its own row:
+ * HAProxy's ring backlog is this node's, and another node's commit says nothing of
+ * which of its records were stored (db_accounted_at is the newest of every node). */
+static int agent_accounted_at(struct agent *a, int64_t *out, char *err, size_t errlen)
+{
+	struct db_stmt *st = NULL;
+	enum db_status rc = DB_ERROR;
+
+	*out = 0;
+	if (db_prepare(a->db, "SELECT updated_at FROM accounting WHERE node = ?1", &st) == 0 &&
+	    db_bind_text(st, 1, a->cfg.node, strlen(a->cfg.node)) == 0 &&
+	    (rc = db_step(st)) == DB_ROW)
+		*out = db_col_int(st, 0);
+	if (rc != DB_ROW && rc != DB_DONE)
+		snprintf(err, errlen, "reading this node's accounting row: %s", db_errmsg(a->db));
+	db_finalize(st);
+	return rc == DB_ROW || rc == DB_DONE ? 0 : -1;
+}
+
 /* Everything that accounting needs before any request arrives: counters from the
  * database, the journal's leftovers, the queue and its writer. */
 static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 {
 	struct writer_config wc = {
 		.db_path = a->cfg.db_path,
+		.node = a->cfg.node,
 		.batch_max = a->cfg.batch_max,
 		.retry_ms = a->cfg.write_retry_ms,
 		.max_db_pages = a->cfg.db_max_pages,
 		.on_done = agent_on_rows_done,
 		.on_done_arg = a,
 	};
-	int64_t accounted_at = db_accounted_at(a->db);
+	int64_t accounted_at;
 
-	/* Records that ended before an earlier run's last commit, less a margin for those
-	 * it had read but not stored, were accounted by it; read before this run commits. */
+	/* Records that ended before this node's earlier run's last commit, less a margin
+	 * for those it had read but not stored, were accounted by it; read before this run
+	 * commits. */
+	if (agent_accounted_at(a, &accounted_at, err, errlen) < 0)
+		return -1;
 	a->backlog_from_ms = accounted_at > 10 ? (accounted_at - 10) * 1000 : 0;
-	if (writer_load_counters(a->db, err, errlen) < 0)
+	if (writer_load_counters(a->db, a->cfg.node, err, errlen) < 0)
 		return -1;
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
 	a->pending = pending_new((size_t)a->cfg.pending_max);

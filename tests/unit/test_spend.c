@@ -81,16 +81,16 @@ static void test_seed(void)
 	struct keytable kt = { .keys = keys, .nkeys = 3 };
 	struct acct_row rows[8];
 	char path[1024], err[256];
-	const char *store;
+	const char *where;
 	struct quota *q = quota_new();
 	struct db *db = NULL;
 
-	if (tmpdir_make("spend") < 0 || !(store = teststore_fresh(store_kind, "tally.db"))) {
+	if (tmpdir_make("spend") < 0 || !(where = teststore_fresh(store_kind, "tally.db"))) {
 		CHECK(0);
 		quota_free(q);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s", store);
+	snprintf(path, sizeof(path), "%s", where);
 	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
 	/* key 1: 300 reported and 200 estimated this month; 5000 last month */
 	row_at(&rows[0], 1, NOW_MS - 13 * DAY_MS, 300, ACCT_NONE);
