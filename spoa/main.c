@@ -295,7 +295,10 @@ static int agent_open(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "database path too long");
 		return -1;
 	}
-	if (keyhash_secret_load(secret_path, 1, a->secret, err, errlen) < 0)
+	/* On PostgreSQL the secret is every node's and tallyctl's: one made here would
+	 * match no key made elsewhere, so a node without it refuses to start. */
+	if (keyhash_secret_load(secret_path, !db_is_postgres(a->cfg.db_path), a->secret, err,
+	                        errlen) < 0)
 		return -1;
 	/* The operator's own, or the one derived from the key-hashing secret. */
 	if ((rc = gwsecret_from_env(&a->gateway_secret, err, errlen)) == 0)

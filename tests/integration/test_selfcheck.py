@@ -361,8 +361,7 @@ def pg_flags(tmp_path, url):
 def test_agent_on_postgresql_checks_the_schema_and_writes_nothing(tmp_path, pg_server, pg_url):
     s = Setup(tmp_path)
     url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
-    tallyctl(url, "--secret", str(tmp_path / "tally.secret"), "provider", "set", "mock-openai",
-             "--api", "openai", "--backend", "be_mock_openai")
+    tallyctl(url, "--secret", str(tmp_path / "tally.secret"), "key", "create", "--name", "k")
     before = snapshot(tmp_path)
     res = s.check(flags=pg_flags(tmp_path, url), env=s.env(TALLY_GATEWAY_SECRET=None))
     assert_all_ok(res)
@@ -390,6 +389,16 @@ def test_agent_on_postgresql_needs_the_shared_secret(tmp_path, pg_url):
     res = s.check(flags=flags)
     assert res.rc == 1, res
     res.fail("configuration", "PostgreSQL URL: give --secret")
+    # Given but missing: never made by an agent, whose keys would then match nothing.
+    tallyctl(pg_url, "--secret", str(tmp_path / "made-by-tallyctl"), "provider", "set", "p",
+             "--api", "openai", "--backend", "b")
+    res = s.check(flags=pg_flags(tmp_path, pg_url), env=s.env(TALLY_GATEWAY_SECRET=None))
+    assert res.rc == 1, res
+    res.fail("key-hashing secret", "a start on PostgreSQL refuses")
+    r = subprocess.run([str(binary("tally-agent")), *pg_flags(tmp_path, pg_url)],
+                       capture_output=True, text=True, timeout=30, env=s.env())
+    assert r.returncode != 0 and "tally.secret" in r.stdout + r.stderr, r
+    assert not (tmp_path / "tally.secret").exists()
 
 
 # --- queryd -------------------------------------------------------------------------
