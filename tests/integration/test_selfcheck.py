@@ -332,6 +332,8 @@ def test_agent_bad_configuration_is_a_failed_check(tmp_path):
     res = s.check("--threads", "0")
     assert res.rc == 1, res
     assert res.checks == ["FAIL configuration: command line: invalid value '0' for threads"]
+    res = s.check("--node", "two words")
+    assert res.checks == ["FAIL configuration: command line: invalid value 'two words' for node"]
     conf = tmp_path / "agent.conf"
     conf.write_text("# first line\ncolour blue\n")
     res = s.check("--config", str(conf))
