@@ -94,14 +94,16 @@
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
 #define WRITER_COLUMNS       31    /* parameters of a row in writer_insert_sql */
-#define WRITER_SIZES         9     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
+#define WRITER_SIZES         8     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
 /* The advisory lock class of node names ("taly"); PostgreSQL keys a two-part lock apart
  * from the one-part locks db.c takes while migrating. */
 #define WRITER_LOCK_CLASS    "1952541817"
 
 _Static_assert(WRITER_ROWS_MAX == 1 << (WRITER_SIZES - 1), "WRITER_SIZES");
-_Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) < 32766 &&
-               WRITER_ROWS_MAX * WRITER_COLUMNS < 32766, "SQLite's parameter limit");
+/* SQLite takes 32766 parameters; libpq reads a statement's parameter description (4
+ * bytes each) only up to 30000 bytes, and loses the connection's sync beyond. */
+_Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) * 4 + 6 < 30000 &&
+               WRITER_ROWS_MAX * WRITER_COLUMNS * 4 + 6 < 30000, "parameters per statement");
 
 /* What became of row i of a batch (struct writer's state). */
 enum writer_fate {
