@@ -17,7 +17,14 @@
  *     column of SUM() comes back as NUMERIC text and still reads as an int64.
  *   - A lost PostgreSQL connection fails the call in progress with DB_LOST; the next
  *     db_begin or db_step reconnects and prepares the statements again, so a statement
- *     handle stays valid across an outage.
+ *     handle stays valid across an outage. A transaction the connection broke in
+ *     stays DB_LOST (every call) until db_rollback: none of it runs on the new one.
+ *   - A failed statement inside a PostgreSQL transaction aborts the transaction (its
+ *     db_commit returns DB_ERROR); on SQLite only the statement fails. Where a
+ *     conflict is expected, say so in the SQL (INSERT ... ON CONFLICT).
+ *   - PostgreSQL's text holds only UTF-8 without NUL: text bound with bytes that are
+ *     not (a peer's stray byte) is stored with U+FFFD in their place, where PostgreSQL
+ *     would refuse the row; SQLite stores the bytes as given.
  *
  * Schemas: sql/schema.sql (SQLite, version in PRAGMA user_version) and
  * sql/pg/schema.sql (PostgreSQL, version in meta 'schema_version') always describe the
@@ -75,6 +82,11 @@ enum db_type {
 /* 1 if store names a PostgreSQL database (starts with "postgresql://" or
  * "postgres://"), else 0 (a SQLite path). */
 int db_is_postgres(const char *store);
+
+/* store as it may be printed (logs, errors): a URL's password, in its user part or a
+ * password= parameter, replaced by "***"; a path as it is. Returns buf (truncated to
+ * len). */
+const char *db_store_name(const char *store, char *buf, size_t len);
 
 /* Opens store. SQLite: WAL, synchronous=NORMAL, foreign_keys=ON, a busy timeout of
  * DB_BUSY_TIMEOUT_MS (DB_READONLY and DB_PROBE leave the journal mode as the file has
