@@ -416,77 +416,6 @@ static int writer_size(const struct writer *w, size_t n)
 
 /* ---- rows ---- */
 
-/* The length of the valid UTF-8 sequence at s (n bytes left), or 0 if there is none. */
-static size_t writer_utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len, i;
-	uint32_t c;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, c = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, c = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, c = s[0] & 0x07;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	/* overlong, a surrogate, or past U+10FFFF */
-	if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-	    (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	return len;
-}
-
-/* Replaces each byte of s (a field of size bytes) that is not part of valid UTF-8 with
- * '?'. PostgreSQL refuses such text in a UTF-8 database, and would refuse the whole
- * batch with it; the names come from peers (a client's or an upstream's model). */
-static void writer_utf8_fix(char *s, size_t size)
-{
-	size_t n = strnlen(s, size), i = 0, len;
-
-	while (i < n) {
-		len = writer_utf8_len((const unsigned char *)s + i, n - i);
-		if (len == 0) {
-			s[i] = '?';
-			len = 1;
-		}
-		i += len;
-	}
-}
-
-#define UTF8_FIX(r, field) writer_utf8_fix((r)->field, sizeof((r)->field))
-
-/* PostgreSQL: the text of rows[0..n) made valid UTF-8 (writer_utf8_fix). SQLite keeps
- * text as given. */
-static void writer_utf8_rows(struct writer *w, size_t n)
-{
-	struct acct_row *r;
-	size_t i;
-
-	if (db_kind(w->db) != DB_POSTGRES)
-		return;
-	for (i = 0; i < n; i++) {
-		r = &w->batch[i];
-		UTF8_FIX(r, request_id);
-		UTF8_FIX(r, model);
-		UTF8_FIX(r, model_requested);
-		UTF8_FIX(r, provider);
-		UTF8_FIX(r, verdict);
-		UTF8_FIX(r, termination);
-		UTF8_FIX(r, service_tier);
-		UTF8_FIX(r, response_id);
-	}
-}
-
 /* The schema's CHECK constraints on requests, which SQLite's connection skips (see
  * WRITER_CONNECTION_SQL) and PostgreSQL's would apply to a whole statement:
  * writer_bind_row binds stream as 0, 1 or NULL, so only the outcome and usage_source
@@ -1014,10 +943,7 @@ static void writer_prune(struct writer *w)
  * place of counters_drop. */
 static void writer_batch(struct writer *w, size_t n, int closed)
 {
-	int committed;
-
-	writer_utf8_rows(w, n);
-	committed = writer_commit(w, n, closed && w->gave_up ? 0 : w->retry_ms) == 0;
+	int committed = writer_commit(w, n, closed && w->gave_up ? 0 : w->retry_ms) == 0;
 
 	w->gave_up = !committed;
 	if (!committed) {
