@@ -775,7 +775,8 @@ out:
 }
 
 /* A row the schema refuses (an outcome or usage source out of range, no id) is dropped
- * alone. */
+ * alone. Text that is not UTF-8 is no reason: PostgreSQL stores it with U+FFFD in place
+ * of the stray bytes (db.h), SQLite as it is. */
 static void test_refused_row(void)
 {
 	struct queue *q = queue_new(16);
@@ -790,6 +791,7 @@ static void test_refused_row(void)
 	bad.outcome = (enum acct_outcome)77;
 	bad2.usage_source = (enum acct_usage_source)9;
 	bad3.request_id[0] = '\0';
+	snprintf(good2.model, sizeof(good2.model), "m\xff\xc3(\xe2\x82\xac\xed\xa0\x80");
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
@@ -806,6 +808,11 @@ static void test_refused_row(void)
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id IN"
 	                       " ('req-00000002', 'req-00000004')"), 0);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
+	/* \xff and \xc3 alone are no UTF-8, nor is a surrogate; the euro sign is. */
+	CHECK_EQ_INT(q_int(db, pg_url ? "SELECT count(*) FROM requests WHERE model LIKE"
+	                                " 'm\xef\xbf\xbd%(\xe2\x82\xac\xef\xbf\xbd%'"
+	                              : "SELECT count(*) FROM requests WHERE model ="
+	                                " CAST(x'6dffc328e282aceda080' AS TEXT)"), 1);
 	check_accounting(db);
 	db_close(db);
 out:
