@@ -7,7 +7,10 @@
  * exist), so a plain hash serves. The ring grows by doubling until max; then each new
  * id takes the oldest one's place, and misses go to the database: each thread that
  * asks holds its own read-only connection (a thread-specific value, closed when the
- * thread ends), as SQLite connections are not shared across threads here. */
+ * thread ends), as a store connection serves one thread at a time (db.h). On
+ * PostgreSQL that probe is a round trip on the asking I/O thread: it happens only for
+ * an id the full table forgot, and a store that failed is not asked again for a while
+ * (its forgotten ids are then not found) rather than stall the thread on reconnects. */
 #include "owner.h"
 
 #include <pthread.h>
@@ -23,11 +26,13 @@
 
 #define OWNER_CREATING_SLOTS 1024
 #define OWNER_PATH_MAX 4096
+#define OWNER_RETRY_MS 5000
 
 /* A thread's read-only connection to the store, and its prepared lookup. */
 struct owner_conn {
-	sqlite3 *db;
-	sqlite3_stmt *find;
+	struct db *db;                 /* NULL: not open (yet, or since it failed) */
+	struct db_stmt *find;
+	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
 };
 
 struct owner_slot {
@@ -55,8 +60,8 @@ static void owner_conn_close(void *p)
 
 	if (!c)
 		return;
-	sqlite3_finalize(c->find);
-	sqlite3_close(c->db);
+	db_finalize(c->find);
+	db_close(c->db);
 	free(c);
 }
 
@@ -200,38 +205,56 @@ static struct owner_conn *owner_conn(struct owner *o)
 	struct owner_conn *c = pthread_getspecific(o->conn_key);
 	char err[256];
 
-	if (c)
+	if (!c) {
+		if (!(c = calloc(1, sizeof(*c))))
+			return NULL;
+		if (pthread_setspecific(o->conn_key, c) != 0) {
+			free(c);
+			return NULL;
+		}
+	}
+	if (c->db)
 		return c;
-	if (!(c = calloc(1, sizeof(*c))))
+	if (acct_now_ms() < c->retry_at_ms)
 		return NULL;
 	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
-	    sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->find, NULL) != SQLITE_OK ||
-	    pthread_setspecific(o->conn_key, c) != 0) {
-		log_warn("stored responses: cannot read %s: %s", o->store,
-		         c->db ? sqlite3_errmsg(c->db) : err);
-		owner_conn_close(c);
+	    db_prepare(c->db, sql, &c->find) < 0) {
+		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
+		         c->db ? db_errmsg(c->db) : err, OWNER_RETRY_MS / 1000);
+		db_finalize(c->find);
+		db_close(c->db);
+		c->find = NULL;
+		c->db = NULL;
+		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 		return NULL;
 	}
 	return c;
 }
 
-/* id in the store, for an id the full table forgot. */
+/* id in the store, for an id the full table forgot. A store that fails is left alone
+ * for OWNER_RETRY_MS: a reconnect waits on the network, and this is an I/O thread. */
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
-	const unsigned char *model;
+	const char *model;
+	enum db_status rc;
 	int found = 0;
 
-	if (!c)
+	if (!c || acct_now_ms() < c->retry_at_ms)
 		return 0;
-	sqlite3_bind_text(c->find, 1, id, (int)len, SQLITE_STATIC);
-	if (sqlite3_step(c->find) == SQLITE_ROW) {
-		model = sqlite3_column_text(c->find, 1);
-		out->key_id = sqlite3_column_int64(c->find, 0);
-		snprintf(out->model, sizeof(out->model), "%s", model ? (const char *)model : "");
+	db_bind_text(c->find, 1, id, len);
+	rc = db_step(c->find);
+	if (rc == DB_ROW) {
+		model = db_col_text(c->find, 1);
+		out->key_id = db_col_int(c->find, 0);
+		snprintf(out->model, sizeof(out->model), "%s", model ? model : "");
 		found = 1;
+	} else if (rc != DB_DONE) {
+		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
+		         db_errmsg(c->db), OWNER_RETRY_MS / 1000);
+		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 	}
-	sqlite3_reset(c->find);
+	db_reset(c->find);
 	return found;
 }
 
@@ -274,36 +297,41 @@ int owner_creates_pending(struct owner *o, int64_t key_id)
 	return atomic_load(owner_counter(o, key_id)) > 0;
 }
 
-int owner_load(struct owner *o, sqlite3 *db, int64_t since_s, char *err, size_t errlen)
+int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_t errlen)
 {
-	static const char sql[] =
-		"SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
-		" ORDER BY created_at, rowid";
-	sqlite3_stmt *st = NULL;
-	int rc;
+	/* Arrival order among equal times: SQLite's rowid; PostgreSQL's table has no such
+	 * column, and the id orders them the same on every load. */
+	const char *sql = db_kind(db) == DB_POSTGRES
+		? "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
+		  " ORDER BY created_at, response_id"
+		: "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
+		  " ORDER BY created_at, rowid";
+	struct db_stmt *st = NULL;
+	enum db_status rc;
+	int ret = -1;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, since_s);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(st, 0);
-		const char *model = (const char *)sqlite3_column_text(st, 2);
+	if (db_prepare(db, sql, &st) < 0 || db_bind_int(st, 1, since_s) < 0) {
+		snprintf(err, errlen, "loading stored responses: %s", db_errmsg(db));
+		goto out;
+	}
+	while ((rc = db_step(st)) == DB_ROW) {
+		const char *id = db_col_text(st, 0);
+		const char *model = db_col_text(st, 2);
 
-		if (id && owner_put(o, id, sqlite3_column_int64(st, 1), model ? model : "") < 0 &&
+		if (id && owner_put(o, id, db_col_int(st, 1), model ? model : "") < 0 &&
 		    acct_response_id_ok(id, strlen(id))) {
 			snprintf(err, errlen, "loading stored responses: out of memory");
-			sqlite3_finalize(st);
-			return -1;
+			goto out;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		goto fail;
-	sqlite3_finalize(st);
-	return 0;
-fail:
-	snprintf(err, errlen, "loading stored responses: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(st);
-	return -1;
+	if (rc != DB_DONE) {
+		snprintf(err, errlen, "loading stored responses: %s", db_errmsg(db));
+		goto out;
+	}
+	ret = 0;
+out:
+	db_finalize(st);
+	return ret;
 }
 
 size_t owner_count(struct owner *o)
