@@ -59,6 +59,28 @@ static void queryd_store_shown(const char *store, char *out, size_t cap)
 	         host);
 }
 
+/* PostgreSQL: every statement queryd prepares filters by parameters that may be absent
+ * (":model IS NULL OR r.model = :model"). Only a plan made for the values at hand (a
+ * custom plan) drops the absent filters and walks the index in order; after five runs
+ * PostgreSQL may keep a generic plan, which cannot (a sort of the whole range instead
+ * of a page's rows). PGOPTIONS reaches every connection libpq opens, a reconnection
+ * too; options the operator put there are kept. 0, or -1 out of memory. */
+static int queryd_pg_options(void)
+{
+	static const char custom[] = "-c plan_cache_mode=force_custom_plan";
+	const char *given = getenv("PGOPTIONS");
+	char *both;
+	int rc;
+
+	if (!given || !*given)
+		return setenv("PGOPTIONS", custom, 1);
+	if (asprintf(&both, "%s %s", given, custom) < 0)
+		return -1;
+	rc = setenv("PGOPTIONS", both, 1);
+	free(both);
+	return rc;
+}
+
 static int queryd_copy(char *dst, size_t cap, const char *value)
 {
 	size_t len = strlen(value);
@@ -251,6 +273,10 @@ int main(int argc, char **argv)
 	if (!db_is_postgres(cfg.db) && access(cfg.db, F_OK) < 0) {
 		log_error("database %s: %s (start the agent or run tallyctl once to create it)",
 		          cfg.db, strerror(errno));
+		return 1;
+	}
+	if (db_is_postgres(cfg.db) && queryd_pg_options() < 0) {
+		log_error("out of memory");
 		return 1;
 	}
 	scfg = (struct server_config){ .listen = cfg.listen, .db_path = cfg.db,
