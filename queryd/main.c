@@ -60,10 +60,10 @@ static void queryd_store_shown(const char *store, char *out, size_t cap)
 }
 
 /* PostgreSQL: every statement queryd prepares filters by parameters that may be absent
- * (":model IS NULL OR r.model = :model"). Only a plan made for the values at hand (a
- * custom plan) drops the absent filters and walks the index in order; after five runs
- * PostgreSQL may keep a generic plan, which cannot (a sort of the whole range instead
- * of a page's rows). PGOPTIONS reaches every connection libpq opens, a reconnection
+ * ("CAST(:model AS TEXT) IS NULL OR r.model = :model"). Only a plan made for the values
+ * at hand (a custom plan) drops the absent filters and walks the index in order; after
+ * five runs PostgreSQL may keep a generic plan, which cannot (a sort of the whole range
+ * instead of a page's rows). PGOPTIONS reaches every connection libpq opens, a reconnection
  * too; options the operator put there are kept. 0, or -1 out of memory. */
 static int queryd_pg_options(void)
 {
