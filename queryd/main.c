@@ -40,25 +40,6 @@ struct queryd_flag {
 	int (*apply)(struct queryd_config *cfg, const char *value);
 };
 
-/* The store as the log shows it: a URL without its user, password and options
- * (scheme://host:port/dbname), a path as it is. */
-static void queryd_store_shown(const char *store, char *out, size_t cap)
-{
-	const char *sep = strstr(store, "://"), *host, *at;
-
-	if (!db_is_postgres(store) || !sep) {
-		snprintf(out, cap, "%s", store);
-		return;
-	}
-	/* libpq's reading: user information ends at the first '@' before any '/' */
-	host = sep + 3;
-	at = memchr(host, '@', strcspn(host, "/?"));
-	if (at)
-		host = at + 1;
-	snprintf(out, cap, "%.*s%.*s", (int)(sep + 3 - store), store, (int)strcspn(host, "?"),
-	         host);
-}
-
 /* PostgreSQL: every statement queryd prepares filters by parameters that may be absent
  * ("CAST(:model AS TEXT) IS NULL OR r.model = :model"). Only a plan made for the values
  * at hand (a custom plan) drops the absent filters and walks the index in order; after
@@ -312,7 +293,7 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
-	queryd_store_shown(cfg.db, shown, sizeof(shown));
+	db_store_name(cfg.db, shown, sizeof(shown));
 	log_info("tally-queryd listening on http://%s (database %s, %d threads, dashboard %s)",
 	         cfg.listen, shown, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
 	while (sigwait(&stop, &sig) != 0)
