@@ -115,7 +115,7 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 	if (!p->key)
 		return 0;
 	st = conn_stmt(c, CONN_KEY_ID);
-	if (conn_bind_text(st, ":name", p->key) < 0)
+	if (!st || conn_bind_text(st, ":name", p->key) < 0)
 		return api_db_error(c, st, r);
 	step = db_step(st);
 	if (step == DB_ROW) {
@@ -370,7 +370,7 @@ static int api_summary_groups(struct conn *c, const struct params *p, struct api
 	struct db_stmt *st = conn_stmt(c, api_summary_query(p));
 	int step;
 
-	if (api_bind_summary(st, p) < 0)
+	if (!st || api_bind_summary(st, p) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
 		if (api_groups_add(gs, st, p->group) < 0)
@@ -388,7 +388,7 @@ static int api_add_key_name(struct conn *c, cJSON *row, int64_t id)
 	struct db_stmt *st = conn_stmt(c, CONN_KEY_NAME);
 	int step, rc = -2;
 
-	if (conn_bind_int(st, ":id", id) == 0) {
+	if (st && conn_bind_int(st, ":id", id) == 0) {
 		step = db_step(st);
 		if (step == DB_ROW)
 			rc = row_add_col_text(row, "key_name", st, 0);
@@ -491,7 +491,7 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 		before_ms = p->before_ms;
 		before_id = p->before_id;
 	}
-	if (row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
+	if (!st || row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
 	    conn_bind_int(st, ":before_id", before_id) < 0 ||
 	    conn_bind_int(st, ":limit", p->limit + 1) < 0)
 		return api_db_error(c, st, r);
@@ -525,7 +525,7 @@ int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
 	struct db_stmt *st = conn_stmt(c, CONN_REQUEST_ONE);
 	int step;
 
-	if (conn_bind_text(st, ":request_id", request_id) < 0)
+	if (!st || conn_bind_text(st, ":request_id", request_id) < 0)
 		return api_db_error(c, st, r);
 	step = db_step(st);
 	if (step == DB_DONE) {
@@ -678,7 +678,8 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 	int64_t day, month;
 
 	api_periods(now, &day, &month);
-	if (conn_bind_int(st, ":day_start", day) < 0 || conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || conn_bind_int(st, ":day_start", day) < 0 ||
+	    conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	return api_list(c, st, "keys", api_key_json, r);
 }
@@ -691,7 +692,7 @@ int api_models(struct conn *c, int64_t now, struct api_reply *r)
 	int step;
 
 	api_periods(now, &day, &month);
-	if (conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "models")))
 		return api_nomem(st, r);
@@ -728,7 +729,7 @@ static cJSON *api_stored(struct conn *c)
 	size_t i;
 	int rc = 0;
 
-	if (db_step(st) != DB_ROW) {
+	if (!st || db_step(st) != DB_ROW) {
 		log_warn("cannot read the accounting row: %s", db_errmsg(c->db));
 		goto out;
 	}
