@@ -1021,25 +1021,40 @@ def test_refuses_missing_or_old_database(tmp_path):
     assert r.returncode == 0 and "--token-file" in r.stdout
 
 
-def test_pages_while_the_writer_inserts(tmp_path):
+def test_pages_while_the_writer_inserts(tmp_path, kind):
     """Keyset pages visit every row present when the first page was read exactly once,
-    while tally-gen's writer keeps inserting (rows stamped with the current time)."""
-    db = tmp_path / "live.db"
-    gen(db, "--rows", "300", "--keys", "3", "--days", "1")
-    writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(db), "--duration", "30",
-                                "--rate", "400", "--keys", "3"], tmp_path)
-    q = Queryd(tmp_path, db, name="queryd-live")
+    while tally-gen's writer keeps inserting (rows stamped with the current time); on
+    PostgreSQL through the writer's own path there too."""
+    if kind.param == "sqlite":
+        store, extra = tmp_path / "live.db", []
+
+        def read(sql):
+            con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            try:
+                return con.execute(sql).fetchall()
+            finally:
+                con.close()
+    else:
+        pg = kind.getfixturevalue("pg_server")
+        store = pg.create_db(f"queryd_{next(PG_DBS)}")
+        extra = ["--secret", str(tmp_path / "secret")]
+
+        def read(sql):
+            return pg.query(store, sql)
+    gen(store, "--rows", "300", "--keys", "3", "--days", "1", *extra)
+    writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(store), "--duration", "30",
+                                "--rate", "400", "--keys", "3", *extra], tmp_path)
+    q = Queryd(tmp_path, store, name="queryd-live")
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        key = con.execute("SELECT name FROM keys ORDER BY id LIMIT 1").fetchone()[0]
+        key = read("SELECT name FROM keys ORDER BY id LIMIT 1")[0][0]
         deadline = time.time() + 20
-        while con.execute("SELECT count(*) FROM requests").fetchone()[0] < 600:
+        while read("SELECT count(*) FROM requests")[0][0] < 600:
             assert time.time() < deadline and writer.alive(), writer.output()
             time.sleep(0.05)
         for query in ("", f"key={key}"):
             where = "" if not query else \
                 f"WHERE key_id = (SELECT id FROM keys WHERE name = '{key}')"
-            before = {r for (r,) in con.execute(f"SELECT request_id FROM requests {where}")}
+            before = {r for (r,) in read(f"SELECT request_id FROM requests {where}")}
             seen, cursor, pages = [], None, 0
             while True:
                 path = "/api/requests?limit=40" + (f"&{query}" if query else "") + \
@@ -1050,11 +1065,10 @@ def test_pages_while_the_writer_inserts(tmp_path):
                 if cursor is None:
                     break
                 time.sleep(0.01)
-            after = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+            after = read("SELECT count(*) FROM requests")[0][0]
             assert len(seen) == len(set(seen)), "a row came twice"
             assert before <= set(seen), f"{len(before - set(seen))} rows missed"
             assert pages > 5 and after > len(before), (pages, after, len(before))
-        con.close()
     finally:
         q.stop()
         writer.stop()
