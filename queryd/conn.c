@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "api.h"
-#include "db.h"
 #include "log.h"
 #include "row.h"
 
@@ -18,34 +17,43 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY_MODELS] = "summary_models",
 	[CONN_SUMMARY_KEYS] = "summary_keys",
 	[CONN_SUMMARY_TOTALS] = "summary_totals",
-	[CONN_KEY_NAME] = "key_name",
+	[CONN_KEY_NAMES] = "key_names",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
+	[CONN_REQUESTS_PAGE_NOKEY] = "requests_page_nokey",
 	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
 	[CONN_KEYS] = "keys",
 	[CONN_MODELS] = "models",
 	[CONN_ACCOUNTING] = "accounting",
-	[CONN_SCHEMA_VERSION] = "schema_version",
 	[CONN_EXPORT] = "export",
 };
 
-const char *conn_query_text(enum conn_query q)
+static const char *conn_find(const char *prefix, const char *name)
 {
-	size_t i;
+	size_t i, n = strlen(prefix);
 
 	for (i = 0; i < conn_sql_count; i++)
-		if (strcmp(conn_sql_files[i].name, conn_names[q]) == 0)
+		if (strncmp(conn_sql_files[i].name, prefix, n) == 0 &&
+		    strcmp(conn_sql_files[i].name + n, name) == 0)
 			return conn_sql_files[i].text;
 	return NULL;
+}
+
+const char *conn_query_text(enum conn_query q, enum db_kind k)
+{
+	const char *pg = k == DB_POSTGRES ? conn_find("pg/", conn_names[q]) : NULL;
+
+	return pg ? pg : conn_find("", conn_names[q]);
 }
 
 /* Queries whose rows are request rows: their columns must be row.c's. */
 static int conn_is_row_query(enum conn_query q)
 {
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
-	       q == CONN_REQUESTS_PAGE_MODEL || q == CONN_REQUEST_ONE || q == CONN_EXPORT;
+	       q == CONN_REQUESTS_PAGE_NOKEY || q == CONN_REQUESTS_PAGE_MODEL ||
+	       q == CONN_REQUEST_ONE || q == CONN_EXPORT;
 }
 
 /* Queries whose rows are rollup rows: their columns must be api.c's. */
@@ -56,42 +64,45 @@ static int conn_is_summary_query(enum conn_query q)
 }
 
 /* Query q prepared on c and its columns checked against their reader's, or NULL with
- * a message. */
-static sqlite3_stmt *conn_prepare(struct conn *c, enum conn_query q, char *err, size_t errlen)
+ * a message naming the file the text came from. */
+static struct db_stmt *conn_prepare(struct conn *c, enum conn_query q, char *err,
+                                    size_t errlen)
 {
-	const char *sql = conn_query_text(q);
-	sqlite3_stmt *st = NULL;
+	enum db_kind kind = db_kind(c->db);
+	const char *sql = conn_query_text(q, kind);
+	const char *dir = kind == DB_POSTGRES && conn_find("pg/", conn_names[q])
+	                  ? "sql/pg/queries" : "sql/queries";
+	struct db_stmt *st = NULL;
 	char msg[256];
 
 	if (!sql) {
 		snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
 		return NULL;
 	}
-	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
-	    SQLITE_OK) {
-		snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q],
-		         sqlite3_errmsg(c->db));
-		sqlite3_finalize(st);
+	if (db_prepare(c->db, sql, &st) < 0) {
+		snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], db_errmsg(c->db));
 		return NULL;
 	}
 	if ((conn_is_row_query(q) && row_check_columns(st, msg, sizeof(msg)) < 0) ||
 	    (conn_is_summary_query(q) && api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
-		snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
-		sqlite3_finalize(st);
+		snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], msg);
+		db_finalize(st);
 		return NULL;
 	}
 	return st;
 }
 
-int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
+int conn_open(struct conn *c, const char *store, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
-	if (db_open(path, DB_READONLY, &c->db, err, errlen) < 0)
+	if (db_open(store, DB_READONLY, &c->db, err, errlen) < 0)
 		return -1;
 	/* A small page cache per connection: the kernel's page cache holds the database
 	 * for every thread at once, and SQLite's default 2 MB each was most of queryd's
-	 * memory after a day of dashboards. */
-	if (db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0) {
+	 * memory after a day of dashboards. PostgreSQL has no such cache in this process:
+	 * its shared buffers serve every connection. */
+	if (db_kind(c->db) == DB_SQLITE &&
+	    db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0) {
 		conn_close(c);
 		return -1;
 	}
@@ -100,13 +111,13 @@ int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
 
 int conn_check(struct conn *c, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
+	struct db_stmt *st;
 	int q;
 
 	for (q = 0; q < CONN_QUERIES; q++) {
 		if (!(st = conn_prepare(c, (enum conn_query)q, err, errlen)))
 			return -1;
-		sqlite3_finalize(st);
+		db_finalize(st);
 	}
 	return 0;
 }
@@ -116,51 +127,52 @@ void conn_close(struct conn *c)
 	int q;
 
 	for (q = 0; q < CONN_QUERIES; q++)
-		sqlite3_finalize(c->st[q]);
-	sqlite3_close(c->db);
+		db_finalize(c->st[q]);
+	db_close(c->db);
 	memset(c, 0, sizeof(*c));
 }
 
-sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q)
+struct db_stmt *conn_stmt(struct conn *c, enum conn_query q)
 {
-	sqlite3_stmt *st = c->st[q];
+	struct db_stmt *st = c->st[q];
 	char err[320];
 
-	/* On first use: a statement is ~2-27 KB (mostly its result columns' metadata), and
-	 * a thread that never runs a query need not hold it. */
+	/* On first use: a statement is ~2-27 KB on SQLite (mostly its result columns'
+	 * metadata), and a thread that never runs a query need not hold it. */
 	if (!st && !(st = c->st[q] = conn_prepare(c, q, err, sizeof(err)))) {
 		log_warn("%s", err);
 		return NULL;
 	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	db_reset(st);
+	db_clear_bindings(st);
 	return st;
 }
 
-void conn_release(sqlite3_stmt *st)
+void conn_release(struct db_stmt *st)
 {
-	sqlite3_reset(st);
+	if (st)
+		db_reset(st);
 }
 
-int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v)
+int conn_bind_int(struct db_stmt *st, const char *name, int64_t v)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
-	return i > 0 && sqlite3_bind_int64(st, i, v) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_int(st, i, v) == 0 ? 0 : -1;
 }
 
-int conn_bind_null(sqlite3_stmt *st, const char *name)
+int conn_bind_null(struct db_stmt *st, const char *name)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
-	return i > 0 && sqlite3_bind_null(st, i) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_null(st, i) == 0 ? 0 : -1;
 }
 
-int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s)
+int conn_bind_text(struct db_stmt *st, const char *name, const char *s)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
 	if (!s)
 		return conn_bind_null(st, name);
-	return i > 0 && sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_text(st, i, s, strlen(s)) == 0 ? 0 : -1;
 }

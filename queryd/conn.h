@@ -1,14 +1,18 @@
-/* conn: one read-only connection to the tally database; each named query of sql/queries/
- * is prepared on its first use and reused for each request (reset, bindings cleared).
- * A conn belongs to one thread at a time (server.c gives each MHD thread its own). */
+/* conn: one read-only connection to the tally store (SQLite or PostgreSQL, db.h); each
+ * named query of sql/queries/ is prepared on its first use and reused for each request
+ * (reset, bindings cleared). A conn belongs to one thread at a time (server.c gives
+ * each MHD thread its own). */
 #ifndef QUERYD_CONN_H
 #define QUERYD_CONN_H
 
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* sql/queries/<name>.sql, compiled in by the Makefile (build/gen/queries_sql.c). */
+#include "db.h"
+
+/* sql/queries/<name>.sql under its name, and sql/pg/queries/<name>.sql (PostgreSQL's
+ * own text of a query whose shared text it cannot run, or cannot run well) under
+ * "pg/<name>", compiled in by the Makefile (build/gen/queries_sql.c). */
 struct conn_sql {
 	const char *name;
 	const char *text;
@@ -21,28 +25,29 @@ enum conn_query {
 	CONN_SUMMARY_MODELS,
 	CONN_SUMMARY_KEYS,
 	CONN_SUMMARY_TOTALS,
-	CONN_KEY_NAME,
+	CONN_KEY_NAMES,
 	CONN_REQUESTS_PAGE,
 	CONN_REQUESTS_PAGE_KEY,
+	CONN_REQUESTS_PAGE_NOKEY,
 	CONN_REQUESTS_PAGE_MODEL,
 	CONN_REQUEST_ONE,
 	CONN_KEY_ID,
 	CONN_KEYS,
 	CONN_MODELS,
 	CONN_ACCOUNTING,
-	CONN_SCHEMA_VERSION,
 	CONN_EXPORT,        /* only checked here: each export prepares its own */
 	CONN_QUERIES
 };
 
 struct conn {
-	sqlite3 *db;
-	sqlite3_stmt *st[CONN_QUERIES];
+	struct db *db;
+	struct db_stmt *st[CONN_QUERIES];
 };
 
-/* Opens path read only (it must be at DB_SCHEMA_VERSION); prepares nothing yet.
- * 0, or -1 with a message (c is then closed). */
-int conn_open(struct conn *c, const char *path, char *err, size_t errlen);
+/* Opens store (a path or a postgresql:// URL) read only (it must be at
+ * DB_SCHEMA_VERSION); prepares nothing yet. 0, or -1 with a message (c is then
+ * closed). */
+int conn_open(struct conn *c, const char *store, char *err, size_t errlen);
 void conn_close(struct conn *c);
 
 /* Prepares every query once and checks its columns, keeping none: a query that does
@@ -50,20 +55,23 @@ void conn_close(struct conn *c);
  * a message. */
 int conn_check(struct conn *c, char *err, size_t errlen);
 
-/* The text of a query (found at conn_check, so never NULL after one succeeded). */
-const char *conn_query_text(enum conn_query q);
+/* The text of a query for a store of kind k: PostgreSQL's own where sql/pg/queries
+ * has one, else the shared one (found at conn_check, so never NULL after one
+ * succeeded). */
+const char *conn_query_text(enum conn_query q, enum db_kind k);
 
 /* The prepared statement (prepared now if this is its first use), reset with bindings
- * cleared; NULL if it cannot be prepared (logged; sqlite3_errmsg may say why). Call
- * conn_release() when done reading: a statement not reset keeps its read transaction
- * (and snapshot) open. conn_release(NULL) does nothing. */
-sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q);
-void conn_release(sqlite3_stmt *st);
+ * cleared; NULL if it cannot be prepared (logged). Call conn_release() when done
+ * reading: a statement not reset keeps its read transaction (and snapshot) open.
+ * conn_release(NULL) does nothing. */
+struct db_stmt *conn_stmt(struct conn *c, enum conn_query q);
+void conn_release(struct db_stmt *st);
 
 /* Bind to a named parameter (":name"); text NULL binds NULL. A name the statement does
- * not have is a programming error: -1. Text is copied (SQLITE_TRANSIENT). */
-int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v);
-int conn_bind_null(sqlite3_stmt *st, const char *name);
-int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s);
+ * not have is a programming error: -1. Text is NOT copied (db.h): it must stay
+ * unchanged until the statement is released. */
+int conn_bind_int(struct db_stmt *st, const char *name, int64_t v);
+int conn_bind_null(struct db_stmt *st, const char *name);
+int conn_bind_text(struct db_stmt *st, const char *name, const char *s);
 
 #endif

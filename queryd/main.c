@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "log.h"
 #include "selfcheck.h"
 #include "server.h"
@@ -39,6 +40,28 @@ struct queryd_flag {
 	const char *help;
 	int (*apply)(struct queryd_config *cfg, const char *value);
 };
+
+/* PostgreSQL: every statement queryd prepares filters by parameters that may be absent
+ * ("CAST(:model AS TEXT) IS NULL OR r.model = :model"). Only a plan made for the values
+ * at hand (a custom plan) drops the absent filters and walks the index in order; after
+ * five runs PostgreSQL may keep a generic plan, which cannot (a sort of the whole range
+ * instead of a page's rows). PGOPTIONS reaches every connection libpq opens, a reconnection
+ * too; options the operator put there are kept. 0, or -1 out of memory. */
+static int queryd_pg_options(void)
+{
+	static const char custom[] = "-c plan_cache_mode=force_custom_plan";
+	const char *given = getenv("PGOPTIONS");
+	char *both;
+	int rc;
+
+	if (!given || !*given)
+		return setenv("PGOPTIONS", custom, 1);
+	if (asprintf(&both, "%s %s", given, custom) < 0)
+		return -1;
+	rc = setenv("PGOPTIONS", both, 1);
+	free(both);
+	return rc;
+}
 
 static int queryd_copy(char *dst, size_t cap, const char *value)
 {
@@ -94,9 +117,9 @@ static int queryd_set_log_level(struct queryd_config *cfg, const char *v)
 }
 
 static const struct queryd_flag queryd_flags[] = {
-	{ "db", "PATH", "tally database, opened read only; must exist at the current schema (default ./data/tally.db)", queryd_set_db },
+	{ "db", "PATH|URL", "tally store, opened read only: a SQLite database path or a postgresql:// URL; must exist at the current schema (default ./data/tally.db)", queryd_set_db },
 	{ "listen", "HOST:PORT", "HTTP listen address (default 127.0.0.1:8081)", queryd_set_listen },
-	{ "control", "PATH", "the agent's control socket, for /api/live (default: the database path + .ctl)", queryd_set_control },
+	{ "control", "PATH", "the agent's control socket, for /api/live (default: the database path + .ctl; none for a URL)", queryd_set_control },
 	{ "threads", "N", "HTTP worker threads, each with its own database connection (default 4, at most 64)", queryd_set_threads },
 	{ "static", "DIR", "serve the dashboard's files from DIR instead of the built-in copy", queryd_set_static },
 	{ "token-file", "PATH", "read the operator token from PATH (default: $TALLY_OPERATOR_TOKEN)", queryd_set_token_file },
@@ -177,7 +200,8 @@ static int queryd_parse(struct queryd_config *cfg, int argc, char **argv, int *s
 		snprintf(err, errlen, "unexpected argument %s", argv[optind]);
 		return -1;
 	}
-	if (!cfg->control[0] &&
+	/* A PostgreSQL store is shared by many agents, none of them at a path of its own. */
+	if (!cfg->control[0] && !db_is_postgres(cfg->db) &&
 	    (size_t)snprintf(cfg->control, sizeof(cfg->control), "%s.ctl", cfg->db) >=
 	    sizeof(cfg->control)) {
 		snprintf(err, errlen, "--db path too long");
@@ -195,7 +219,7 @@ int main(int argc, char **argv)
 	const char *env = getenv("TALLY_OPERATOR_TOKEN");
 	struct server *srv;
 	sigset_t stop;
-	char err[4608];
+	char err[4608], shown[QUERYD_PATH_MAX];
 	int rc, sig, self_check;
 	unsigned long served = 0;
 
@@ -229,13 +253,17 @@ int main(int argc, char **argv)
 	}
 	log_set_level(cfg.log_level);
 	/* SQLite's own words for this case ("unable to open database file") say too little */
-	if (access(cfg.db, F_OK) < 0) {
+	if (!db_is_postgres(cfg.db) && access(cfg.db, F_OK) < 0) {
 		log_error("database %s: %s (start the agent or run tallyctl once to create it)",
 		          cfg.db, strerror(errno));
 		return 1;
 	}
+	if (db_is_postgres(cfg.db) && queryd_pg_options() < 0) {
+		log_error("out of memory");
+		return 1;
+	}
 	scfg = (struct server_config){ .listen = cfg.listen, .db_path = cfg.db,
-	                               .control_path = cfg.control,
+	                               .control_path = cfg.control[0] ? cfg.control : NULL,
 	                               .static_dir = cfg.static_dir[0] ? cfg.static_dir : NULL,
 	                               .threads = cfg.threads };
 	if (cfg.token_file[0]) {
@@ -267,8 +295,9 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
+	db_store_name(cfg.db, shown, sizeof(shown));
 	log_info("tally-queryd listening on http://%s (database %s, %d threads, dashboard %s)",
-	         cfg.listen, cfg.db, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
+	         cfg.listen, shown, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
 	/* Once a second after requests, the heap's free pages go back to the system: the
 	 * trim threshold frees only the heap's top, and after the dashboard's calls on 10M
 	 * rows ~1 MB of freed answers stayed resident under blocks still in use (SQLite's
