@@ -4,9 +4,10 @@ TALLY_BUILD (default "build") is relative to the repository root unless absolute
 TALLY_VALGRIND=1 runs each binary under valgrind memcheck; any memcheck error or
 definite leak fails the case.
 
-A binary whose source (tests/unit/NAME.c) reads TALLY_TEST_PG_URL runs its store tests
-on PostgreSQL too: it gets a fresh empty database on the session's private server
-(conftest.py's pg_server) in that variable. test_pg_outage stops and starts a server of
+A binary whose source (tests/unit/NAME.c, or a header of tests/unit/ it includes) reads
+TALLY_TEST_PG_URL runs its store tests on PostgreSQL too: it gets a fresh empty database
+on the session's private server (conftest.py's pg_server) in that variable; the others
+run without it, and without starting the server. test_pg_outage stops and starts a server of
 its own under test_db, which must then lose its connection and get it back.
 """
 import os
@@ -36,8 +37,20 @@ BINARIES = _unit_binaries()
 
 
 def _uses_pg(binary):
-    src = ROOT / "tests" / "unit" / f"{binary.name}.c"
-    return src.exists() and "TALLY_TEST_PG_URL" in src.read_text(errors="replace")
+    """True when tests/unit/NAME.c, or a header of tests/unit/ it includes (say
+    teststore.h), reads TALLY_TEST_PG_URL."""
+    unit = ROOT / "tests" / "unit"
+    todo, seen = [unit / f"{binary.name}.c"], set()
+    while todo:
+        src = todo.pop()
+        if src in seen or not src.exists():
+            continue
+        seen.add(src)
+        text = src.read_text(errors="replace")
+        if "TALLY_TEST_PG_URL" in text:
+            return True
+        todo += [unit / h for h in re.findall(r'^#include "([^"/]+)"', text, re.M)]
+    return False
 
 
 @pytest.mark.parametrize("binary", BINARIES or [None],
@@ -121,6 +134,12 @@ def _sqlite_shape(schema):
                 uniques.add(icols)
             elif origin == "c":
                 indexes.add((iname, icols))
+        # An index of a rowid table ends with the rowid (an INTEGER PRIMARY KEY is its
+        # alias): PostgreSQL's may name that column last, or leave it out.
+        if len(pk) == 1 and dict((c[1], c[2]) for c in info)[pk[0]] == "INTEGER":
+            indexes = {(i, (c, c + pk)) for i, c in indexes}
+        else:
+            indexes = {(i, (c,)) for i, c in indexes}
         fks = {(r[3], r[2], r[4], r[6]) for r in db.execute(f"PRAGMA foreign_key_list({name})")}
         shape[name] = {"columns": cols, "pk": pk, "unique": uniques, "fk": fks,
                        "checks": sql.count("CHECK ("), "indexes": indexes}
@@ -174,7 +193,12 @@ def test_schema_parity(pg_server, pg_url):
     pg = _pg_shape(pg_server, pg_url)
     assert sorted(lite) == sorted(pg)
     for table in lite:
+        indexes = dict(lite[table].pop("indexes"))
+        pg_indexes = dict(pg[table].pop("indexes"))
         assert lite[table] == pg[table], table
+        assert sorted(indexes) == sorted(pg_indexes), table
+        for name, cols in pg_indexes.items():
+            assert cols in indexes[name], (table, name, cols)
     version = int(re.search(r"PRAGMA user_version = (\d+)", sqlite_schema).group(1))
     assert pg_server.query(pg_url, "SELECT value FROM meta WHERE name = 'schema_version'") \
         == [(version,)]
