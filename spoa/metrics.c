@@ -184,6 +184,9 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	              "(--stored-responses at most).", (int64_t)s->stored_responses);
 	metrics_counter(&o, "tally_writer_batches_total", "Writer transactions committed.",
 	                s->batches);
+	metrics_gauge(&o, "tally_writer_last_commit_timestamp_seconds", "When the writer last "
+	              "committed (unix seconds; 0: not yet): rows queued and an old commit mean "
+	              "the store is failing.", s->writer_committed_ms / 1000);
 	metrics_hist(&o, "tally_writer_batch_seconds", "Writer transactions, BEGIN to COMMIT.",
 	             &s->batch_latency);
 	metrics_hist(&o, "tally_decision_seconds", "Time to decide on one request.",
