@@ -16,11 +16,13 @@ OPT      ?= -O2
 SAN      ?=
 PYTHON   ?= /usr/bin/python3
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen
+# libpq: common/db.c speaks to PostgreSQL too (a postgresql:// store).
+PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen -I$(PG_INCLUDE)
 CFLAGS   := -std=c11 -g $(OPT) $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SAN)
-PKGS     := msgpack libcjson sqlite3 libcrypto
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lcrypto)
+PKGS     := msgpack libcjson sqlite3 libpq libcrypto
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lpq -lcrypto)
 LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
@@ -138,8 +140,8 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 
 # queryd links neither keyhash.o nor libcrypto, libev, http-parser: every library
 # linked is loaded, and its pages count in queryd's resident memory.
-QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 2>/dev/null || \
-                 echo -lmsgpack-c -lcjson -lsqlite3) -lpthread -lm
+QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 libpq 2>/dev/null || \
+                 echo -lmsgpack-c -lcjson -lsqlite3 -lpq) -lpthread -lm
 $(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
                        $(filter-out %/keyhash.o %/gwsecret.o,$(COMMON_OBJ))
 	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
@@ -162,6 +164,9 @@ $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)
+# test_db tests common/ alone: it builds while the agent's modules change.
+$(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 

@@ -36,21 +36,22 @@ int preflight_db(struct preflight *p, const char *path)
 {
 	char err[1024];
 	struct stat st;
-	sqlite3 *db;
+	struct db *db;
 	int v;
 
 	/* SQLite's own words for a missing file ("unable to open database file") say too
-	 * little, and a read-only open must not be what finds out. */
-	if (stat(path, &st) < 0)
+	 * little, and a read-only open must not be what finds out. A PostgreSQL URL has no
+	 * file: its open says what is wrong. */
+	if (!db_is_postgres(path) && stat(path, &st) < 0)
 		return preflight_report(p, 0, "database %s: %s%s", path, strerror(errno),
 		                        errno == ENOENT ? " (start the agent or run tallyctl once to "
 		                        "create it)" : "");
-	if (!S_ISREG(st.st_mode))
+	if (!db_is_postgres(path) && !S_ISREG(st.st_mode))
 		return preflight_report(p, 0, "database %s: not a regular file", path);
 	if (db_open(path, DB_PROBE, &db, err, sizeof(err)) < 0)
 		return preflight_report(p, 0, "%s", err);
 	v = db_schema_version(db);
-	sqlite3_close(db);
+	db_close(db);
 	return preflight_report(p, 1, "database %s: schema version %d", path, v);
 }
 

@@ -11,47 +11,48 @@
 #include "tmpdir.h"
 #include "unit.h"
 
-static sqlite3 *test_open(const char *name, enum db_mode mode)
+static struct db *test_open(const char *name, enum db_mode mode)
 {
 	char err[512] = "";
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 
 	if (db_open(tmpdir_file(name), mode, &db, err, sizeof(err)) < 0)
 		fprintf(stderr, "db_open %s: %s\n", name, err);
 	return db;
 }
 
-static int64_t test_int(sqlite3 *db, const char *sql)
+static int64_t test_int(struct db *db, const char *sql)
 {
-	sqlite3_stmt *st = NULL;
 	int64_t v = -12345;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	if (db_query_int(db, sql, &v) < 0)
+		return -12345;
 	return v;
 }
 
-static int test_exec(sqlite3 *db, const char *sql)
+static int test_exec(struct db *db, const char *sql)
 {
-	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+	char err[512];
+
+	return db_exec(db, sql, err, sizeof(err));
 }
 
-/* Sets user_version on a database without going through db_open's checks. */
+/* Sets user_version on a tally database (opened before the change is refused). */
 static void test_set_version(const char *name, int v)
 {
 	char sql[64];
-	sqlite3 *db = NULL;
+	struct db *db = test_open(name, DB_READWRITE);
 
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
-	CHECK_EQ_INT(sqlite3_open(tmpdir_file(name), &db), SQLITE_OK);
-	CHECK_EQ_INT(test_exec(db, sql), 0);
-	sqlite3_close(db);
+	CHECK(db != NULL);
+	if (db)
+		CHECK_EQ_INT(test_exec(db, sql), 0);
+	db_close(db);
 }
 
 static void test_create(void)
 {
-	sqlite3 *db = test_open("create.db", DB_CREATE);
+	struct db *db = test_open("create.db", DB_CREATE);
 	struct stat st;
 
 	CHECK(db != NULL);
@@ -74,7 +75,7 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
 	                          " + unpriced FROM accounting WHERE id = 1"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 15);
-	sqlite3_close(db);
+	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
 	/* Opening again changes nothing. */
@@ -82,26 +83,26 @@ static void test_create(void)
 	CHECK(db != NULL);
 	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 1);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 static void test_modes(void)
 {
 	char err[512] = "";
-	sqlite3 *db;
+	struct db *db;
 
 	db = test_open("create.db", DB_READWRITE);
 	CHECK(db != NULL);
 	CHECK_EQ_INT(test_int(db, "PRAGMA foreign_keys"), 1);
-	sqlite3_close(db);
+	db_close(db);
 
 	db = test_open("create.db", DB_READONLY);
 	CHECK(db != NULL);
 	CHECK_EQ_INT(db_config_generation(db), 0);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO meta VALUES ('x', 1)"), -1);
-	sqlite3_close(db);
+	db_close(db);
 
-	db = (sqlite3 *)1;
+	db = (struct db *)1;
 	CHECK_EQ_INT(db_open(tmpdir_file("missing.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
 	CHECK(db == NULL);
 	CHECK(strstr(err, "missing.db") != NULL);
@@ -110,7 +111,7 @@ static void test_modes(void)
 
 	CHECK_EQ_INT(db_open(":memory:", DB_CREATE, &db, err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 /* DB_PROBE reads without a trace: no -wal or -shm is created beside a closed database
@@ -120,17 +121,17 @@ static void test_modes(void)
 static void test_probe(void)
 {
 	char err[512] = "";
-	sqlite3 *db, *writer;
+	struct db *db, *writer;
 
 	db = test_open("odd %3f?#name.db", DB_CREATE);
 	CHECK(db != NULL);
-	sqlite3_close(db);
+	db_close(db);
 	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) < 0);
 	db = test_open("odd %3f?#name.db", DB_PROBE);
 	CHECK(db != NULL);
 	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO meta VALUES ('x', 1)"), -1);
-	sqlite3_close(db);
+	db_close(db);
 	CHECK(access(tmpdir_file("odd %3f?#name.db-wal"), F_OK) < 0);
 	CHECK(access(tmpdir_file("odd %3f?#name.db-shm"), F_OK) < 0);
 	CHECK(access(tmpdir_file("odd %3f"), F_OK) < 0);
@@ -143,10 +144,10 @@ static void test_probe(void)
 	db = test_open("odd %3f?#name.db", DB_PROBE);
 	CHECK(db != NULL);
 	CHECK_EQ_INT(test_int(db, "SELECT value FROM meta WHERE name = 'probe'"), 7);
-	sqlite3_close(db);
-	sqlite3_close(writer);
+	db_close(db);
+	db_close(writer);
 
-	db = (sqlite3 *)1;
+	db = (struct db *)1;
 	CHECK_EQ_INT(db_open(tmpdir_file("missing.db"), DB_PROBE, &db, err, sizeof(err)), -1);
 	CHECK(db == NULL);
 	CHECK(access(tmpdir_file("missing.db"), F_OK) < 0);
@@ -157,12 +158,12 @@ static void test_probe(void)
 }
 
 /* Runs sql and returns by how much config_generation moved. */
-static int64_t test_bump(sqlite3 *db, const char *sql)
+static int64_t test_bump(struct db *db, const char *sql)
 {
 	int64_t before = db_config_generation(db);
 
 	if (test_exec(db, sql) < 0) {
-		fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
 		return -1;
 	}
 	return db_config_generation(db) - before;
@@ -187,7 +188,7 @@ static void test_generation_triggers(void)
 		"DELETE FROM models",
 		"DELETE FROM providers",
 	};
-	sqlite3 *db = test_open("gen.db", DB_CREATE);
+	struct db *db = test_open("gen.db", DB_CREATE);
 	size_t i;
 
 	CHECK(db != NULL);
@@ -203,12 +204,12 @@ static void test_generation_triggers(void)
 	CHECK_EQ_INT(db_config_generation(db), 15);
 	/* A statement touching no row fires no row trigger. */
 	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"), 0);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 static void test_constraints(void)
 {
-	sqlite3 *db = test_open("constraints.db", DB_CREATE);
+	struct db *db = test_open("constraints.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
@@ -259,11 +260,11 @@ static void test_constraints(void)
 	/* Deleting a key takes its allow-list with it. */
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM keys"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 0);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 /* Inserts a request row given (request_id, outcome, usage_source, started_at, stream). */
-static int test_request(sqlite3 *db, const char *values)
+static int test_request(struct db *db, const char *values)
 {
 	char sql[256];
 
@@ -274,7 +275,7 @@ static int test_request(sqlite3 *db, const char *values)
 
 static void test_usage_constraints(void)
 {
-	sqlite3 *db = test_open("usage.db", DB_CREATE);
+	struct db *db = test_open("usage.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
@@ -304,17 +305,17 @@ static void test_usage_constraints(void)
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting VALUES (2, 0, 0, 0, 0, 0, 0, 0)"), -1);
 	/* Usage tables are not configuration: the agent need not reload for them. */
 	CHECK_EQ_INT(db_config_generation(db), 0);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 static void test_newer_refused(void)
 {
 	char err[512] = "";
-	sqlite3 *db = test_open("newer.db", DB_CREATE);
+	struct db *db = test_open("newer.db", DB_CREATE);
 	enum db_mode modes[] = { DB_CREATE, DB_READWRITE, DB_READONLY };
 	size_t i;
 
-	sqlite3_close(db);
+	db_close(db);
 	test_set_version("newer.db", DB_SCHEMA_VERSION + 1);
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		db = NULL;
@@ -327,18 +328,23 @@ static void test_newer_refused(void)
 static void test_uninitialised_refused(void)
 {
 	char err[512] = "";
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
+	FILE *f;
 
 	/* An empty file: only DB_CREATE may initialise it. */
-	CHECK_EQ_INT(sqlite3_open(tmpdir_file("empty.db"), &db), SQLITE_OK);
-	sqlite3_close(db);
+	f = fopen(tmpdir_file("empty.db"), "w");
+	CHECK(f != NULL);
+	if (f)
+		fclose(f);
 	CHECK_EQ_INT(db_open(tmpdir_file("empty.db"), DB_READWRITE, &db, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no tally schema") != NULL);
 
-	/* Somebody else's database is never taken over. */
-	CHECK_EQ_INT(sqlite3_open(tmpdir_file("foreign.db"), &db), SQLITE_OK);
-	CHECK_EQ_INT(test_exec(db, "CREATE TABLE theirs (x)"), 0);
-	sqlite3_close(db);
+	/* Somebody else's database (tables, no version) is never taken over. */
+	db = test_open("foreign.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (db)
+		CHECK_EQ_INT(test_exec(db, "PRAGMA user_version = 0; CREATE TABLE theirs (x)"), 0);
+	db_close(db);
 	CHECK_EQ_INT(db_open(tmpdir_file("foreign.db"), DB_CREATE, &db, err, sizeof(err)), -1);
 	CHECK(strstr(err, "not a tally database") != NULL);
 }
@@ -368,7 +374,7 @@ static void test_migrate(void)
 	const char *list[TEST_MIGRATIONS_MAX];
 	int n = test_migrations(extra, 3, list);
 	char err[512] = "";
-	sqlite3 *db = test_open("migrate.db", DB_CREATE);
+	struct db *db = test_open("migrate.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
@@ -382,8 +388,8 @@ static void test_migrate(void)
 	/* A binary that knows fewer migrations refuses the newer database. */
 	CHECK_EQ_INT(db_migrate(db, list, n - 1, err, sizeof(err)), -1);
 	CHECK(strstr(err, "newer") != NULL);
-	CHECK(sqlite3_get_autocommit(db));
-	sqlite3_close(db);
+	CHECK(!db_in_transaction(db));
+	db_close(db);
 }
 
 static void test_migrate_atomic(void)
@@ -395,7 +401,7 @@ static void test_migrate_atomic(void)
 	const char *list[TEST_MIGRATIONS_MAX];
 	int n = test_migrations(extra, 2, list);
 	char err[512] = "", want[64];
-	sqlite3 *db = test_open("atomic.db", DB_CREATE);
+	struct db *db = test_open("atomic.db", DB_CREATE);
 
 	CHECK(db != NULL);
 	if (!db)
@@ -409,18 +415,22 @@ static void test_migrate_atomic(void)
 	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION + 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'ok2'"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
-	CHECK(sqlite3_get_autocommit(db));
-	sqlite3_close(db);
+	CHECK(!db_in_transaction(db));
+	db_close(db);
 }
 
 static void test_generation_error(void)
 {
-	sqlite3 *db = NULL;
+	char err[512] = "";
+	struct db *db = NULL;
 
-	CHECK_EQ_INT(sqlite3_open(":memory:", &db), SQLITE_OK);
+	CHECK_EQ_INT(db_open(":memory:", DB_CREATE, &db, err, sizeof(err)), 0);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, "DROP TABLE meta; PRAGMA user_version = 0"), 0);
 	CHECK_EQ_INT(db_config_generation(db), -1);
 	CHECK_EQ_INT(db_schema_version(db), 0);
-	sqlite3_close(db);
+	db_close(db);
 }
 
 /* Two processes open the same new database with DB_CREATE at the same moment. */
@@ -432,7 +442,7 @@ static void test_create_race(void)
 		char name[32], c;
 		int start[2], i, status;
 		pid_t pid[2];
-		sqlite3 *db;
+		struct db *db;
 
 		snprintf(name, sizeof(name), "race%d.db", round);
 		if (pipe(start) < 0) {
@@ -445,7 +455,7 @@ static void test_create_race(void)
 				close(start[1]);
 				db = read(start[0], &c, 1) == 0 ? test_open(name, DB_CREATE) : NULL;
 				status = db && db_schema_version(db) == DB_SCHEMA_VERSION;
-				sqlite3_close(db);
+				db_close(db);
 				_exit(status ? 0 : 1);
 			}
 		}
@@ -459,7 +469,7 @@ static void test_create_race(void)
 		CHECK(db != NULL);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 1);
 		CHECK_EQ_INT(db_config_generation(db), 0);
-		sqlite3_close(db);
+		db_close(db);
 	}
 }
 
