@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 8
+#define DB_SCHEMA_VERSION 9
 #define DB_BUSY_TIMEOUT_MS 5000
 
 struct db;

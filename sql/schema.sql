@@ -4,7 +4,8 @@
 -- database. Older databases are brought up to date by the ordered migrations in
 -- sql/migrations/ (NNN.sql upgrades version NNN - 1 to NNN). Changing the schema means:
 -- edit this file, bump PRAGMA user_version at the end, bump DB_SCHEMA_VERSION in
--- common/db.h and add the matching migration.
+-- common/db.h, add the matching migration, and make the same change to
+-- sql/pg/schema.sql (PostgreSQL's) with its own migration in sql/pg/migrations/.
 --
 -- Times are unix seconds (UTC), except requests.started_at (unix milliseconds).
 -- Money is integer micro-dollars (1e-6 USD), never REAL.
@@ -450,8 +451,9 @@ CREATE TABLE total_hourly (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
--- The agent's durable accounting counters: one row, rewritten by the writer in every
--- transaction it commits, so it always matches the rows stored with it.
+-- The agents' durable accounting counters: a row per node (an agent's --node name;
+-- 'local' for the one agent of a SQLite store), rewritten by that node's writer in
+-- every transaction it commits, so it always matches the rows stored with it.
 --   received:   distinct transactions accepted for accounting
 --   written:    rows inserted into requests
 --   dropped:    rows lost (queue full, or the database failing for too long)
@@ -462,14 +464,16 @@ CREATE TABLE total_hourly (
 --               gateway secret (no row: they did not come from the gateway's HAProxy)
 --   pending_overflow: decisions refused (503) because the pending table was full
 --               (each still a row, from its record)
--- Once the agent has drained its queue (at every clean stop, and at start-up), nothing
--- is in flight and
---   SELECT received = written + dropped FROM accounting;
--- returns 1. While it runs, received may be ahead by the rows still queued. A row
--- counted received by an agent that then died is counted again when the journal
--- re-delivers it; the agent sets received = written + dropped at start-up.
+-- Once a node's agent has drained its queue (at every clean stop, and at start-up),
+-- nothing of it is in flight and its row has received = written + dropped; so has the
+-- sum of the rows when every agent has drained:
+--   SELECT sum(received) = sum(written) + sum(dropped) FROM accounting;
+-- While it runs, received may be ahead by the rows still queued. A row counted
+-- received by an agent that then died is counted again when the journal re-delivers
+-- it; the agent sets its received = written + dropped at start-up. No row: the node
+-- has accounted nothing yet.
 CREATE TABLE accounting (
-	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	node       TEXT NOT NULL PRIMARY KEY CHECK (node <> ''),
 	received   INTEGER NOT NULL,
 	written    INTEGER NOT NULL,
 	dropped    INTEGER NOT NULL,
@@ -480,8 +484,6 @@ CREATE TABLE accounting (
 	unauthenticated  INTEGER NOT NULL DEFAULT 0,
 	pending_overflow INTEGER NOT NULL DEFAULT 0
 );
-INSERT INTO accounting (id, received, written, dropped, duplicates, timed_out, unpriced,
-                        updated_at) VALUES (1, 0, 0, 0, 0, 0, 0, 0);
 
 -- Stored responses (the Responses API's ids) and the keys that made them: upstream,
 -- every response is stored under the operator's one account, and the agent lets only
@@ -545,4 +547,4 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;

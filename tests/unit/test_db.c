@@ -72,8 +72,9 @@ static void test_create(void)
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT received + written + dropped + duplicates + timed_out"
-	                          " + unpriced FROM accounting WHERE id = 1"), 0);
+	/* No node has accounted yet: each writer adds its own row. */
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM accounting"), 0);
+	CHECK_EQ_INT(db_accounted_at(db), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 15);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
@@ -302,7 +303,19 @@ static void test_usage_constraints(void)
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_hourly SELECT * FROM usage_daily"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO usage_daily SELECT * FROM usage_hourly"), -1);
 	CHECK_EQ_INT(test_exec(db, "UPDATE usage_daily SET lat_gt_60000 = NULL"), -1);
-	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting VALUES (2, 0, 0, 0, 0, 0, 0, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting (node, received, written, dropped,"
+	                           " duplicates, timed_out, unpriced, updated_at)"
+	                           " VALUES ('', 0, 0, 0, 0, 0, 0, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting (node, received, written, dropped,"
+	                           " duplicates, timed_out, unpriced, updated_at)"
+	                           " VALUES ('a', 0, 0, 0, 0, 0, 0, 5)"), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting (node, received, written, dropped,"
+	                           " duplicates, timed_out, unpriced, updated_at)"
+	                           " VALUES ('a', 0, 0, 0, 0, 0, 0, 6)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO accounting (node, received, written, dropped,"
+	                           " duplicates, timed_out, unpriced, updated_at)"
+	                           " VALUES ('b', 0, 0, 0, 0, 0, 0, 7)"), 0);
+	CHECK_EQ_INT(db_accounted_at(db), 7);
 	/* Usage tables are not configuration: the agent need not reload for them. */
 	CHECK_EQ_INT(db_config_generation(db), 0);
 	db_close(db);
@@ -419,6 +432,40 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
+/* Migration 009: schema 8's one accounting row becomes node 'local', counts kept. */
+static void test_migrate_accounting(void)
+{
+	struct db *db = test_open("acct.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, "DROP TABLE accounting;"
+	                           " CREATE TABLE accounting (id INTEGER PRIMARY KEY CHECK (id = 1),"
+	                           " received INTEGER NOT NULL, written INTEGER NOT NULL,"
+	                           " dropped INTEGER NOT NULL, duplicates INTEGER NOT NULL,"
+	                           " timed_out INTEGER NOT NULL, unpriced INTEGER NOT NULL,"
+	                           " updated_at INTEGER NOT NULL,"
+	                           " unauthenticated INTEGER NOT NULL DEFAULT 0,"
+	                           " pending_overflow INTEGER NOT NULL DEFAULT 0);"
+	                           " INSERT INTO accounting VALUES (1, 10, 7, 3, 2, 1, 4, 99, 5, 6);"
+	                           " PRAGMA user_version = 8"), 0);
+	db_close(db);
+	db = test_open("acct.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM accounting"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT received * 1000000000 + written * 100000000"
+	                          " + dropped * 10000000 + duplicates * 1000000 + timed_out * 100000"
+	                          " + unpriced * 10000 + unauthenticated * 1000"
+	                          " + pending_overflow * 100 FROM accounting WHERE node = 'local'"),
+	             10000000000 + 700000000 + 30000000 + 2000000 + 100000 + 40000 + 5000 + 600);
+	CHECK_EQ_INT(db_accounted_at(db), 99);
+	db_close(db);
+}
+
 static void test_generation_error(void)
 {
 	char err[512] = "";
@@ -495,6 +542,7 @@ int main(void)
 	RUN(test_uninitialised_refused);
 	RUN(test_migrate);
 	RUN(test_migrate_atomic);
+	RUN(test_migrate_accounting);
 	RUN(test_generation_error);
 	RUN(test_create_race);
 	RUN(test_now);
