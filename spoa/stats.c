@@ -36,6 +36,7 @@ const char *stats_error_name(enum stats_error e)
 		[STATS_ERR_WRITE_BUSY] = "write_busy",
 		[STATS_ERR_WRITE_FULL] = "write_full",
 		[STATS_ERR_WRITE_OTHER] = "write_other",
+		[STATS_ERR_WRITE_LOST] = "write_lost",
 		[STATS_ERR_JOURNAL] = "journal",
 		[STATS_ERR_SPOP] = "spop",
 	};

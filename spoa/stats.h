@@ -31,7 +31,8 @@ enum stats_error {
 	STATS_ERR_USAGE_PARSE,       /* a captured body whose usage could not be read */
 	STATS_ERR_WRITE_BUSY,        /* writer found the database locked (retried) */
 	STATS_ERR_WRITE_FULL,        /* writer found the disk or database full (retried) */
-	STATS_ERR_WRITE_OTHER,       /* any other SQLite error in the writer (retried) */
+	STATS_ERR_WRITE_OTHER,       /* any other store error in the writer (retried) */
+	STATS_ERR_WRITE_LOST,        /* writer lost its PostgreSQL connection (retried) */
 	STATS_ERR_JOURNAL,           /* the journal could not be written or read */
 	STATS_ERR_SPOP,              /* SPOP protocol errors (connection closed) */
 	STATS_ERR_COUNT
@@ -43,6 +44,10 @@ struct stats {
 	atomic_uint_fast64_t records_udp; /* log records read from the UDP copy */
 	atomic_uint_fast64_t records_backlog; /* taken from the ring over HAProxy's CLI */
 	atomic_uint_fast64_t batches;     /* writer transactions committed */
+	/* Gauge: unix ms of the writer's last commit, 0 before the first. With the queue's
+	 * depth it says how far behind the writer is: rows waiting and no commit for long
+	 * means the store is failing. */
+	atomic_int_fast64_t writer_committed_ms;
 	/* Long request bodies (HAProxy 3.4+, longbody.h): judged whole from their pieces,
 	 * and pieces refused (the body is then judged on its first frame). */
 	atomic_uint_fast64_t long_bodies_whole;

@@ -31,6 +31,8 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->records_udp = stats_get(&st->records_udp);
 	out->records_backlog = stats_get(&st->records_backlog);
 	out->batches = stats_get(&st->batches);
+	out->writer_committed_ms = atomic_load_explicit(&st->writer_committed_ms,
+	                                                memory_order_relaxed);
 	out->long_bodies_whole = stats_get(&st->long_bodies_whole);
 	out->long_bodies_refused = stats_get(&st->long_bodies_refused);
 	out->spop_connections = stats_get(&st->spop_connections);

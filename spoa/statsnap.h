@@ -19,6 +19,7 @@ struct statsnap_hist {
 struct statsnap {
 	struct counters acct;
 	uint64_t records_tcp, records_udp, records_backlog, batches;
+	int64_t writer_committed_ms;   /* unix ms of the writer's last commit; 0: none */
 	uint64_t long_bodies_whole, long_bodies_refused;
 	uint64_t spop_connections, spop_frames_in, spop_frames_out;
 	int64_t spop_connections_open;

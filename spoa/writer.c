@@ -1,40 +1,65 @@
 /* writer: the usage writer thread. writer_start, writer_stop and writer_load_counters
  * run on the main thread, writer_set_max_db_pages on any; everything else on the
- * writer's own thread, which alone uses its SQLite connection.
+ * writer's own thread, which alone uses its store connection (db.h: SQLite or
+ * PostgreSQL, the same code).
  *
  * DESIGN
  * One thread owns all usage writes (as Redis's bio.c gives slow I/O to background
- * threads fed by job queues): SQLite serialises writers anyway, and a single writer
- * with its statements prepared once needs no locks but the queue's. The intake thread
- * pushes rows into the bounded queue (queue.c) and never waits; the writer pops what
- * is there, up to batch_max rows, and stores them in one IMMEDIATE transaction:
+ * threads fed by job queues): the store serialises writers of a node anyway, and a
+ * single writer with its statements prepared once needs no locks but the queue's. The
+ * intake thread pushes rows into the bounded queue (queue.c) and never waits; the
+ * writer pops what is there, up to batch_max rows, and stores them in one transaction
+ * (IMMEDIATE on SQLite):
  *
- *   1. INSERT each row ... ON CONFLICT(request_id) DO NOTHING: no change means the
- *      transaction was already stored (a duplicate record);
+ *   1. rows breaking a CHECK (writer_check) are counted dropped, rows whose request_id
+ *      came earlier in the batch duplicates; the rest go in INSERTs of up to
+ *      rows_per_statement rows each, ... ON CONFLICT (request_id) DO NOTHING RETURNING
+ *      request_id: a row not returned was stored already (a duplicate record);
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
- *      per group into usage_hourly, and the same by day into usage_daily; without
+ *      row per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily; without the model, into
  *      key_hourly and key_daily; with neither, by hour into total_hourly (see
- *      WRITER_ROLLUPS);
- *   3. the counters (counters_now changed by this batch, counters_apply) overwrite the accounting
- *      row;
+ *      writer_rollups); the groups of a table go in multi-row upserts too, each group
+ *      once (PostgreSQL refuses one conflict key twice in a statement);
+ *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
+ *      node's accounting row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
  *
  * So rows, rollups and counters always commit together. Batches form by themselves:
  * a light load commits each row at once (WAL with synchronous=NORMAL: no fsync per
  * commit), a heavy one finds rows waiting after each commit and writes them together.
  *
+ * Multi-row statements (measured, docs/performance.md and the report of issue 15:
+ * 8192-row batches of 31 columns, one statement per row against 64 rows per
+ * statement): on PostgreSQL each statement is a round trip, so one per row spends most
+ * of the batch waiting on the socket; on SQLite they cost the same within ~10%. A row
+ * count that is not a multiple goes as powers of two, each size prepared once, on first
+ * use.
+ *
+ * A row the store refuses (a constraint the C checks do not cover: it could only come
+ * from a bug upstream) fails its whole multi-row statement, and on PostgreSQL the whole
+ * transaction. The batch is then rolled back and at once tried again a row at a time,
+ * each row in a savepoint: the refused row is counted dropped alone and never fails its
+ * batch. On SQLite the CHECKs themselves are skipped (WRITER_CONNECTION_SQL), on
+ * PostgreSQL they cannot be, which is why writer_check runs first on both.
+ *
  * When a transaction fails (locked by another process, disk or size cap full, I/O
- * error) it is rolled back, counted in stats.errors and retried with a backoff of
- * 10 ms doubling to 500 ms, for up to retry_ms. Meanwhile the writer pops nothing: the
- * queue fills and the intake counts its drops. After retry_ms the batch is given up
- * and its rows counted dropped. The counters reach the database with the next commit;
- * when the queue stays empty, an idle tick commits them alone (this also works on a
- * full database, where the accounting row is rewritten in place). A row that breaks a
- * constraint (it could only come from a bug upstream; the CHECKs are tested here, not
- * by SQLite, see WRITER_CONNECTION_SQL) is counted dropped on its own; it never fails
- * its batch. Once an hour the thread also prunes stored_responses past the provider's
- * retention. */
+ * error, PostgreSQL's connection lost) it is rolled back, counted in stats.errors and
+ * retried with a backoff of 10 ms doubling to 500 ms, for up to retry_ms. Meanwhile the
+ * writer pops nothing: the queue fills and the intake counts its drops. After retry_ms
+ * the batch is given up and its rows counted dropped. (A journal that kept such rows
+ * for the next attempt instead would take them in writer_batch, where they are counted
+ * dropped today.) The counters reach the database with the next commit; when the queue
+ * stays empty, an idle tick commits them alone (this also works on a full database,
+ * where the accounting row is rewritten in place). Once an hour the thread also prunes
+ * stored_responses past the provider's retention.
+ *
+ * Several nodes (PostgreSQL). Each agent writes its own accounting row, keyed by its
+ * node name. Two agents with one name would overwrite each other's totals, so the
+ * writer holds a session advisory lock on the name (writer_session): a second writer
+ * is refused at start. A reconnect (db.h) ends the session and its lock: after any
+ * failure the writer takes the lock again before its next transaction, and writes
+ * nothing while another agent holds it. */
 #include "writer.h"
 
 #include <errno.h>
@@ -60,11 +85,28 @@
 
 #define WRITER_IDLE_MS       250   /* idle tick: store counters that moved */
 #define WRITER_LINGER_MS     10    /* after a partial batch: rows become visible <= ~10 ms later */
-#define WRITER_BUSY_MS       100   /* SQLite's own wait for a lock before failing */
+#define WRITER_BUSY_MS       100   /* the store's own wait for a lock before failing */
 #define WRITER_PRUNE_S       3600  /* stored responses past retention go this often */
 #define WRITER_PRUNE_ROWS    10000 /* at most this many at a time: the thread stays quick */
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
+#define WRITER_COLUMNS       31    /* parameters of a row in writer_insert_sql */
+#define WRITER_SIZES         9     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
+/* The advisory lock class of node names ("taly"); PostgreSQL keys a two-part lock apart
+ * from the one-part locks db.c takes while migrating. */
+#define WRITER_LOCK_CLASS    "1952541817"
+
+_Static_assert(WRITER_ROWS_MAX == 1 << (WRITER_SIZES - 1), "WRITER_SIZES");
+_Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) < 32766 &&
+               WRITER_ROWS_MAX * WRITER_COLUMNS < 32766, "SQLite's parameter limit");
+
+/* What became of row i of a batch (struct writer's state). */
+enum writer_fate {
+	WRITER_PENDING,    /* sent to the store, not (yet) returned: stored already */
+	WRITER_INSERTED,
+	WRITER_DUPLICATE,
+	WRITER_DROPPED,    /* refused by a constraint */
+};
 
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
@@ -72,6 +114,12 @@ struct writer_group {
 	int64_t key_id;               /* 0: no key, or a rollup without keys */
 	int by_model;                 /* model and provider count: the rollup has them */
 	const struct acct_row *row;
+};
+
+/* One group's sums, one row of a rollup upsert. */
+struct writer_sum {
+	const struct writer_group *g;
+	int64_t sum[ROLLUP_SUMS];
 };
 
 /* The rollup tables: per key and model (a key with a model filter, or by model or
@@ -97,33 +145,40 @@ struct writer {
 	struct queue *q;
 	int batch_max;
 	int retry_ms;
+	int rows;                     /* rows per INSERT, a power of two */
 	void (*on_done)(void *arg, const struct acct_row *rows, size_t n, int committed);
 	void *on_done_arg;
 	pthread_t thread;
+	char node[128];
 	/* Writer thread only, after writer_start. */
-	sqlite3 *db;
-	sqlite3_stmt *begin, *commit, *insert, *insert_stored, *prune, *account;
+	struct db *db;
+	struct db_stmt *insert_stored, *prune, *account, *lock;
+	struct db_stmt *savepoint, *release, *undo;
+	struct db_stmt *insert[WRITER_SIZES];                 /* 2^i rows; NULL: not yet */
+	struct db_stmt *rollup[WRITER_ROLLUPS][WRITER_SIZES]; /* writer_rollups' upserts */
 	int64_t pruned_at;            /* unix seconds of the last prune; 0: none yet */
-	sqlite3_stmt *rollup[WRITER_ROLLUPS];   /* writer_rollups' upserts */
 	struct acct_row *batch;       /* batch_max rows */
+	unsigned char *fate;          /* batch_max: enum writer_fate of each row */
+	const struct acct_row **sent; /* batch_max: rows sent, sorted by request_id */
 	struct writer_group *groups;  /* batch_max entries */
-	struct counters stored;  /* last totals committed */
+	struct writer_sum *sums;      /* batch_max entries */
+	struct counters stored;       /* last totals committed */
 	int gave_up;                  /* the last batch was given up */
+	int resession;                /* PostgreSQL: take the node lock again first */
+	char errmsg[256];             /* the last failed attempt's message */
 	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
 	int64_t applied_pages;        /* cap in force on the connection; 0: none */
 	atomic_int_fast64_t want_pages;  /* any thread: cap requested; 0: none */
 };
 
-static const char writer_insert_sql[] =
+static const char writer_insert_cols[] =
 	"INSERT INTO requests (request_id, key_id, model, model_requested, provider, verdict,"
 	" status, stream, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,"
 	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
 	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros,"
 	" cache_creation_1h_tokens, audio_input_tokens, audio_output_tokens,"
 	" accepted_prediction_tokens, rejected_prediction_tokens, web_search_calls, service_tier)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
-	" ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)"
-	" ON CONFLICT (request_id) DO NOTHING";
+	" VALUES ";
 
 /* The stored response a create made, with the create's row; an id stored already keeps
  * its first key (owner.h). */
@@ -139,22 +194,98 @@ static const char writer_prune_sql[] =
 static const char writer_account_sql[] =
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
 	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"
-	" pending_overflow = ?9 WHERE id = 1";
+	" pending_overflow = ?9 WHERE node = ?10";
+
+/* A new node starts at zero; an existing row is left as it is. */
+static const char writer_node_sql[] =
+	"INSERT INTO accounting (node, received, written, dropped, duplicates, timed_out,"
+	" unpriced, updated_at, unauthenticated, pending_overflow)"
+	" VALUES (?1, 0, 0, 0, 0, 0, 0, ?2, 0, 0) ON CONFLICT (node) DO NOTHING";
+
+/* PostgreSQL: the node's lock for this session (taking it again while held only counts
+ * it twice), and a lock wait bounded as SQLite's busy timeout bounds it. */
+static const char writer_lock_sql[] =
+	"SELECT CAST(pg_try_advisory_lock(" WRITER_LOCK_CLASS ", hashtext(?1)) AS INTEGER),"
+	" set_config('lock_timeout', '100ms', false)";
 
 /* ---- binding ---- */
 
 /* Text from a fixed-size field (bounded even without its NUL); "" binds NULL. */
-static int writer_bind_text(sqlite3_stmt *st, int i, const char *s, size_t size)
+static int writer_bind_text(struct db_stmt *st, int i, const char *s, size_t size)
 {
 	size_t n = strnlen(s, size);
 
-	return n ? sqlite3_bind_text(st, i, s, (int)n, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+	return n ? db_bind_text(st, i, s, n) : db_bind_null(st, i);
 }
 
 /* A count or duration: negative (ACCT_NONE, or garbage) binds NULL. */
-static int writer_bind_count(sqlite3_stmt *st, int i, int64_t v)
+static int writer_bind_count(struct db_stmt *st, int i, int64_t v)
 {
-	return v >= 0 ? sqlite3_bind_int64(st, i, v) : sqlite3_bind_null(st, i);
+	return v >= 0 ? db_bind_int(st, i, v) : db_bind_null(st, i);
+}
+
+static int writer_bind_name(struct db_stmt *st, int i, const char *s)
+{
+	return db_bind_text(st, i, s, strlen(s));
+}
+
+/* Text from a fixed-size field, "" as it is (a rollup's key). */
+static int writer_bind_key(struct db_stmt *st, int i, const char *s, size_t size)
+{
+	return db_bind_text(st, i, s, strnlen(s, size));
+}
+
+#define BIND_TEXT(st, i, r, field) writer_bind_text(st, i, (r)->field, sizeof((r)->field))
+
+/* Binds r as the row whose parameters follow p (p + 1 .. p + WRITER_COLUMNS). */
+static int writer_bind_row(struct db_stmt *st, int p, const struct acct_row *r)
+{
+	int rc = BIND_TEXT(st, p + 1, r, request_id);
+
+	rc |= writer_bind_count(st, p + 2, r->key_id);
+	rc |= BIND_TEXT(st, p + 3, r, model);
+	rc |= BIND_TEXT(st, p + 4, r, model_requested);
+	rc |= BIND_TEXT(st, p + 5, r, provider);
+	rc |= BIND_TEXT(st, p + 6, r, verdict);
+	rc |= r->status > 0 ? db_bind_int(st, p + 7, r->status) : db_bind_null(st, p + 7);
+	rc |= r->stream == 0 || r->stream == 1 ? db_bind_int(st, p + 8, r->stream)
+	                                       : db_bind_null(st, p + 8);
+	rc |= writer_bind_count(st, p + 9, r->prompt_tokens);
+	rc |= writer_bind_count(st, p + 10, r->completion_tokens);
+	rc |= writer_bind_count(st, p + 11, r->cached_tokens);
+	rc |= writer_bind_count(st, p + 12, r->cache_creation_tokens);
+	rc |= writer_bind_count(st, p + 13, r->reasoning_tokens);
+	rc |= writer_bind_count(st, p + 14, r->cost_micros);
+	rc |= writer_bind_name(st, p + 15, acct_outcome_name(r->outcome));
+	rc |= writer_bind_name(st, p + 16, acct_usage_source_name(r->usage_source));
+	rc |= BIND_TEXT(st, p + 17, r, termination);
+	rc |= db_bind_int(st, p + 18, r->started_at_ms);
+	rc |= writer_bind_count(st, p + 19, r->duration_ms);
+	rc |= writer_bind_count(st, p + 20, r->ttfb_ms);
+	rc |= writer_bind_count(st, p + 21, r->bytes_in);
+	rc |= writer_bind_count(st, p + 22, r->bytes_out);
+	rc |= writer_bind_count(st, p + 23, r->estimated_tokens);
+	rc |= writer_bind_count(st, p + 24, r->estimated_cost_micros);
+	rc |= writer_bind_count(st, p + 25, r->cache_creation_1h_tokens);
+	rc |= writer_bind_count(st, p + 26, r->audio_input_tokens);
+	rc |= writer_bind_count(st, p + 27, r->audio_output_tokens);
+	rc |= writer_bind_count(st, p + 28, r->accepted_prediction_tokens);
+	rc |= writer_bind_count(st, p + 29, r->rejected_prediction_tokens);
+	rc |= writer_bind_count(st, p + 30, r->web_search_calls);
+	rc |= BIND_TEXT(st, p + 31, r, service_tier);
+	return rc ? -1 : 0;
+}
+
+/* Runs a prepared statement that returns no row; resets it. Returns DB_DONE on
+ * success, else the failure. */
+static enum db_status writer_run(struct db_stmt *st)
+{
+	enum db_status rc = db_step(st);
+
+	if (rc == DB_ROW)
+		rc = DB_DONE;   /* a row nobody reads (set_config's) */
+	db_reset(st);
+	return rc;
 }
 
 /* The same value as a term of a sum, where unknown counts as 0. */
@@ -163,90 +294,329 @@ static int64_t writer_term(int64_t v)
 	return v >= 0 ? v : 0;
 }
 
-#define BIND_TEXT(st, i, r, field) writer_bind_text(st, i, (r)->field, sizeof((r)->field))
+/* ---- statements ---- */
 
-static int writer_bind_row(sqlite3_stmt *st, const struct acct_row *r)
+/* Appends to a growing string; *len stays the length. Returns 0, or -1 out of memory
+ * (buf is then freed). */
+static int writer_append(char **buf, size_t *len, size_t *cap, const char *s)
 {
-	int rc = BIND_TEXT(st, 1, r, request_id);
+	size_t n = strlen(s);
+	char *p;
 
-	rc |= writer_bind_count(st, 2, r->key_id);
-	rc |= BIND_TEXT(st, 3, r, model);
-	rc |= BIND_TEXT(st, 4, r, model_requested);
-	rc |= BIND_TEXT(st, 5, r, provider);
-	rc |= BIND_TEXT(st, 6, r, verdict);
-	rc |= r->status > 0 ? sqlite3_bind_int(st, 7, r->status) : sqlite3_bind_null(st, 7);
-	rc |= r->stream == 0 || r->stream == 1 ? sqlite3_bind_int(st, 8, r->stream)
-	                                       : sqlite3_bind_null(st, 8);
-	rc |= writer_bind_count(st, 9, r->prompt_tokens);
-	rc |= writer_bind_count(st, 10, r->completion_tokens);
-	rc |= writer_bind_count(st, 11, r->cached_tokens);
-	rc |= writer_bind_count(st, 12, r->cache_creation_tokens);
-	rc |= writer_bind_count(st, 13, r->reasoning_tokens);
-	rc |= writer_bind_count(st, 14, r->cost_micros);
-	rc |= sqlite3_bind_text(st, 15, acct_outcome_name(r->outcome), -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(st, 16, acct_usage_source_name(r->usage_source), -1, SQLITE_STATIC);
-	rc |= BIND_TEXT(st, 17, r, termination);
-	rc |= sqlite3_bind_int64(st, 18, r->started_at_ms);
-	rc |= writer_bind_count(st, 19, r->duration_ms);
-	rc |= writer_bind_count(st, 20, r->ttfb_ms);
-	rc |= writer_bind_count(st, 21, r->bytes_in);
-	rc |= writer_bind_count(st, 22, r->bytes_out);
-	rc |= writer_bind_count(st, 23, r->estimated_tokens);
-	rc |= writer_bind_count(st, 24, r->estimated_cost_micros);
-	rc |= writer_bind_count(st, 25, r->cache_creation_1h_tokens);
-	rc |= writer_bind_count(st, 26, r->audio_input_tokens);
-	rc |= writer_bind_count(st, 27, r->audio_output_tokens);
-	rc |= writer_bind_count(st, 28, r->accepted_prediction_tokens);
-	rc |= writer_bind_count(st, 29, r->rejected_prediction_tokens);
-	rc |= writer_bind_count(st, 30, r->web_search_calls);
-	rc |= BIND_TEXT(st, 31, r, service_tier);
-	/* SQLITE_OK is 0: any failure leaves a bit set. */
-	return rc ? SQLITE_ERROR : SQLITE_OK;
+	if (*len + n + 1 > *cap) {
+		*cap = (*len + n + 1) * 2;
+		p = realloc(*buf, *cap);
+		if (!p) {
+			free(*buf);
+			*buf = NULL;
+			return -1;
+		}
+		*buf = p;
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+	return 0;
 }
 
-/* Runs a prepared statement that returns no row; resets it. Returns the step's code
- * (SQLITE_DONE on success). */
-static int writer_run(sqlite3_stmt *st)
+/* "(?, ?, ..., ?)" of n parameters, preceded by ", " unless first. */
+static int writer_append_tuple(char **buf, size_t *len, size_t *cap, int n, int first)
 {
-	int rc = sqlite3_step(st);
+	int i, rc = first ? 0 : writer_append(buf, len, cap, ", ");
 
-	sqlite3_reset(st);
+	for (i = 0; i < n && rc == 0; i++)
+		rc = writer_append(buf, len, cap, i ? ", ?" : "(?");
+	return rc ? rc : writer_append(buf, len, cap, ")");
+}
+
+/* The INSERT of rows requests rows, or NULL out of memory (free it). */
+static char *writer_insert_sql(int rows)
+{
+	size_t len = 0, cap = 0;
+	char *sql = NULL;
+	int i, rc = writer_append(&sql, &len, &cap, writer_insert_cols);
+
+	for (i = 0; i < rows && rc == 0; i++)
+		rc = writer_append_tuple(&sql, &len, &cap, WRITER_COLUMNS, i == 0);
+	if (rc == 0)
+		rc = writer_append(&sql, &len, &cap,
+		                   " ON CONFLICT (request_id) DO NOTHING RETURNING request_id");
+	return rc ? NULL : sql;
+}
+
+/* The upsert adding rows groups' sums to rollup t: for each, the period, then the key
+ * (keyed tables only), model and provider (by_model tables only) and the sums. The
+ * existing row is named by its table: an unqualified column would be ambiguous on
+ * PostgreSQL. Built from the column list so that the tables and the latency buckets
+ * cannot disagree. NULL out of memory (free it). */
+static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
+{
+	char col[32], part[160];
+	size_t len = 0, cap = 0;
+	char *sql = NULL;
+	int i, rc, width = 1 + t->keyed + 2 * t->by_model + ROLLUP_SUMS;
+
+	snprintf(part, sizeof(part), "INSERT INTO %s (%s%s%s", t->table, t->unit,
+	         t->keyed ? ", key_id" : "", t->by_model ? ", model, provider" : "");
+	rc = writer_append(&sql, &len, &cap, part);
+	for (i = 0; i < ROLLUP_SUMS && rc == 0; i++) {
+		rollup_column(i, col, sizeof(col));
+		snprintf(part, sizeof(part), ", %s", col);
+		rc = writer_append(&sql, &len, &cap, part);
+	}
+	if (rc == 0)
+		rc = writer_append(&sql, &len, &cap, ") VALUES ");
+	for (i = 0; i < rows && rc == 0; i++)
+		rc = writer_append_tuple(&sql, &len, &cap, width, i == 0);
+	snprintf(part, sizeof(part), " ON CONFLICT (%s%s%s) DO UPDATE SET ", t->unit,
+	         t->keyed ? ", key_id" : "", t->by_model ? ", model, provider" : "");
+	if (rc == 0)
+		rc = writer_append(&sql, &len, &cap, part);
+	for (i = 0; i < ROLLUP_SUMS && rc == 0; i++) {
+		rollup_column(i, col, sizeof(col));
+		snprintf(part, sizeof(part), "%s%s = %s.%s + excluded.%s", i ? ", " : "", col,
+		         t->table, col, col);
+		rc = writer_append(&sql, &len, &cap, part);
+	}
+	return rc ? NULL : sql;
+}
+
+/* The statement *slot of size 2^size (t: a rollup table, or -1 for requests), prepared
+ * on first use. NULL if it cannot be (logged: the SQL is fixed, so a bug or a schema
+ * that does not match). */
+static struct db_stmt *writer_stmt(struct writer *w, int t, int size)
+{
+	struct db_stmt **slot = t < 0 ? &w->insert[size] : &w->rollup[t][size];
+	char *sql;
+
+	if (*slot)
+		return *slot;
+	sql = t < 0 ? writer_insert_sql(1 << size) : writer_rollup_sql(&writer_rollups[t], 1 << size);
+	if (!sql) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
+		return NULL;
+	}
+	if (db_prepare(w->db, sql, slot) < 0) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s",
+		         t < 0 ? "requests" : writer_rollups[t].table, db_errmsg(w->db));
+		*slot = NULL;
+	}
+	free(sql);
+	return *slot;
+}
+
+/* The largest size (log2) of a statement for n > 0 rows, at most w->rows. */
+static int writer_size(const struct writer *w, size_t n)
+{
+	int size = 0;
+
+	while ((size_t)2 << size <= n && 2 << size <= w->rows)
+		size++;
+	return size;
+}
+
+/* ---- rows ---- */
+
+/* The schema's CHECK constraints on requests, which SQLite's connection skips (see
+ * WRITER_CONNECTION_SQL) and PostgreSQL's would apply to a whole statement:
+ * writer_bind_row binds stream as 0, 1 or NULL, so only the outcome and usage_source
+ * names remain, and the id that must be there. A CHECK added to the schema belongs here
+ * too. NULL if r passes, else which failed, worded as SQLite would. */
+static const char *writer_check(const struct acct_row *r)
+{
+	if (!r->request_id[0])
+		return "NOT NULL constraint failed: requests.request_id";
+	if ((unsigned)r->outcome >= ACCT_OUTCOME_COUNT)
+		return "CHECK constraint failed: outcome";
+	if ((unsigned)r->usage_source >= ACCT_USAGE_SOURCE_COUNT)
+		return "CHECK constraint failed: usage_source";
+	return NULL;
+}
+
+static void writer_refused(const struct acct_row *r, const char *msg, struct counters *d)
+{
+	/* The message quotes the constraint, which may span lines: its first says enough. */
+	log_error("writer: row %.*s refused (%.*s): counted dropped",
+	          ACCT_ID_MAX, r->request_id, (int)strcspn(msg, "\n"), msg);
+	stats_add(&stats.errors[STATS_ERR_WRITE_OTHER], 1);
+	d->dropped++;
+}
+
+static int writer_id_cmp(const void *pa, const void *pb)
+{
+	const struct acct_row *a = *(const struct acct_row *const *)pa;
+	const struct acct_row *b = *(const struct acct_row *const *)pb;
+	int c = strncmp(a->request_id, b->request_id, sizeof(a->request_id));
+
+	/* The same id: the earlier arrival first, as it is the one stored. */
+	return c ? c : (a > b) - (a < b);
+}
+
+/* Marks the row of sent[0..n) whose id is id as inserted (sent is sorted by id). */
+static void writer_mark(struct writer *w, const struct acct_row **sent, size_t n,
+                        const char *id)
+{
+	size_t lo = 0, hi = n, mid;
+	int c;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		c = strncmp(sent[mid]->request_id, id, sizeof(sent[mid]->request_id));
+		if (c == 0) {
+			w->fate[sent[mid] - w->batch] = WRITER_INSERTED;
+			return;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+}
+
+/* Inserts sent[0..n) with one statement of n rows (n a power of two). */
+static enum db_status writer_insert_chunk(struct writer *w, const struct acct_row **sent,
+                                          size_t n, int size)
+{
+	struct db_stmt *st = writer_stmt(w, -1, size);
+	enum db_status rc;
+	size_t i;
+
+	if (!st)
+		return DB_ERROR;
+	for (i = 0; i < n; i++)
+		if (writer_bind_row(st, (int)i * WRITER_COLUMNS, sent[i]) < 0)
+			return DB_ERROR;
+	while ((rc = db_step(st)) == DB_ROW) {
+		const char *id = db_col_text(st, 0);
+
+		if (id)
+			writer_mark(w, sent, n, id);
+	}
+	db_reset(st);
 	return rc;
 }
 
-/* ---- rollups ---- */
-
-/* The upsert adding one group's sums to rollup t: parameters ?1 the period, then the
- * key (keyed tables only), model and provider (by_model tables only) and the sums.
- * Built from the column list so that the tables and the latency buckets cannot
- * disagree. Returns the length written, or -1 if len is too short. */
-static int writer_rollup_sql(const struct writer_rollup_table *t, char *sql, size_t len)
+/* Step 1 for rows[0..n): each row's fate, and d. DB_DONE, or the failure (DB_CONSTRAINT:
+ * some row was refused, try again a row at a time). */
+static enum db_status writer_insert_rows(struct writer *w, size_t n, struct counters *d)
 {
-	char cols[1024], vals[512], sets[2048], col[32], pk[64];
-	size_t nc, nv, ns;
-	int i, first = 2 + t->keyed + 2 * t->by_model;
+	const char *refused;
+	size_t i, m = 0, k, done;
+	enum db_status rc;
+	int size;
 
-	snprintf(pk, sizeof(pk), "%s%s%s", t->unit, t->keyed ? ", key_id" : "",
-	         t->by_model ? ", model, provider" : "");
-	nc = (size_t)snprintf(cols, sizeof(cols), "%s", pk);
-	nv = (size_t)snprintf(vals, sizeof(vals), "?1");
-	for (i = 2; i < first; i++)
-		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", i);
-	ns = 0;
-	sets[0] = '\0';
-	for (i = 0; i < ROLLUP_SUMS; i++) {
-		rollup_column(i, col, sizeof(col));
-		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
-		nv += (size_t)snprintf(vals + nv, sizeof(vals) - nv, ", ?%d", first + i);
-		ns += (size_t)snprintf(sets + ns, sizeof(sets) - ns, "%s%s = %s + excluded.%s",
-		                       i ? ", " : "", col, col, col);
-		if (nc >= sizeof(cols) || nv >= sizeof(vals) || ns >= sizeof(sets))
-			return -1;
+	for (i = 0; i < n; i++) {
+		w->fate[i] = WRITER_PENDING;
+		if ((refused = writer_check(&w->batch[i])) != NULL) {
+			writer_refused(&w->batch[i], refused, d);
+			w->fate[i] = WRITER_DROPPED;
+		} else {
+			w->sent[m++] = &w->batch[i];
+		}
 	}
-	i = snprintf(sql, len, "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s",
-	             t->table, cols, vals, pk, sets);
-	return i < 0 || (size_t)i >= len ? -1 : i;
+	qsort(w->sent, m, sizeof(*w->sent), writer_id_cmp);
+	for (i = 0, k = 0; i < m; i++) {
+		if (k && strncmp(w->sent[k - 1]->request_id, w->sent[i]->request_id,
+		                 sizeof(w->sent[i]->request_id)) == 0)
+			w->fate[w->sent[i] - w->batch] = WRITER_DUPLICATE;
+		else
+			w->sent[k++] = w->sent[i];
+	}
+	for (done = 0; done < k; done += (size_t)1 << size) {
+		size = writer_size(w, k - done);
+		rc = writer_insert_chunk(w, w->sent + done, (size_t)1 << size, size);
+		if (rc != DB_DONE)
+			return rc;
+	}
+	return DB_DONE;
 }
+
+/* Step 1 a row at a time, each in a savepoint, for a batch some row of which the store
+ * refused. DB_DONE, or the failure that fails the transaction. */
+static enum db_status writer_insert_each(struct writer *w, size_t n, struct counters *d)
+{
+	struct db_stmt *st = writer_stmt(w, -1, 0);
+	const struct acct_row *r;
+	const char *refused;
+	enum db_status rc;
+	size_t i;
+
+	if (!st)
+		return DB_ERROR;
+	for (i = 0; i < n; i++) {
+		r = &w->batch[i];
+		w->fate[i] = WRITER_DUPLICATE;
+		if ((refused = writer_check(r)) != NULL) {
+			writer_refused(r, refused, d);
+			w->fate[i] = WRITER_DROPPED;
+			continue;
+		}
+		if ((rc = writer_run(w->savepoint)) != DB_DONE)
+			return rc;
+		if (writer_bind_row(st, 0, r) < 0)
+			return DB_ERROR;
+		while ((rc = db_step(st)) == DB_ROW)
+			w->fate[i] = WRITER_INSERTED;
+		db_reset(st);
+		if (rc == DB_CONSTRAINT) {
+			writer_refused(r, db_errmsg(w->db), d);
+			w->fate[i] = WRITER_DROPPED;
+			if ((rc = writer_run(w->undo)) != DB_DONE)
+				return rc;
+		} else if (rc != DB_DONE) {
+			return rc;
+		}
+		if ((rc = writer_run(w->release)) != DB_DONE)
+			return rc;
+	}
+	return DB_DONE;
+}
+
+/* Notes the stored response row r's create made. DB_DONE, or the failure. */
+static enum db_status writer_stored(struct writer *w, const struct acct_row *r)
+{
+	struct db_stmt *st = w->insert_stored;
+	int rc = BIND_TEXT(st, 1, r, response_id);
+
+	rc |= db_bind_int(st, 2, r->key_id);
+	rc |= writer_bind_key(st, 3, r->model_requested, sizeof(r->model_requested));
+	rc |= BIND_TEXT(st, 4, r, request_id);
+	rc |= db_bind_int(st, 5, r->started_at_ms / 1000);
+	return rc ? DB_ERROR : writer_run(st);
+}
+
+/* Stored responses of the inserted rows, in arrival order (the first claim of an id
+ * keeps it). A refused one costs its key that response's later reads, never the row:
+ * on SQLite the failed statement alone is undone; on PostgreSQL it fails the
+ * transaction, unless each_row (then it is in a savepoint). */
+static enum db_status writer_stored_rows(struct writer *w, size_t n, int each_row)
+{
+	const struct acct_row *r;
+	enum db_status rc;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		r = &w->batch[i];
+		if (w->fate[i] != WRITER_INSERTED || !r->response_id[0] || r->key_id < 0)
+			continue;
+		if (each_row && (rc = writer_run(w->savepoint)) != DB_DONE)
+			return rc;
+		rc = writer_stored(w, r);
+		if (rc == DB_CONSTRAINT && (each_row || db_kind(w->db) == DB_SQLITE)) {
+			log_error("writer: stored response of row %.*s refused (%s)", ACCT_ID_MAX,
+			          r->request_id, db_errmsg(w->db));
+			if (each_row && (rc = writer_run(w->undo)) != DB_DONE)
+				return rc;
+			rc = DB_DONE;
+		}
+		if (rc != DB_DONE)
+			return rc;
+		if (each_row && (rc = writer_run(w->release)) != DB_DONE)
+			return rc;
+	}
+	return DB_DONE;
+}
+
+/* ---- rollups ---- */
 
 static int writer_group_cmp(const void *pa, const void *pb)
 {
@@ -295,14 +665,39 @@ static void writer_sum_add(int64_t sum[ROLLUP_SUMS], const struct acct_row *r)
 		sum[ROLLUP_NAMED + latency_bucket(r->duration_ms)]++;
 }
 
-/* One upsert by w->rollup[t] per (period, key, model, provider) of the n rows in
- * w->groups, key or model and provider left out for a table without them. */
-static int writer_rollup(struct writer *w, size_t n, size_t t)
+/* Binds groups sums[0..n) into a statement of n rows of table t. */
+static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table *t,
+                            const struct writer_sum *sums, size_t n)
+{
+	int rc = 0, p = 1, k;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct writer_group *g = sums[i].g;
+
+		rc |= db_bind_int(st, p++, g->period);
+		if (t->keyed)
+			rc |= db_bind_int(st, p++, g->key_id);
+		if (t->by_model) {
+			rc |= writer_bind_key(st, p++, g->row->model, sizeof(g->row->model));
+			rc |= writer_bind_key(st, p++, g->row->provider, sizeof(g->row->provider));
+		}
+		for (k = 0; k < ROLLUP_SUMS; k++)
+			rc |= db_bind_int(st, p++, sums[i].sum[k]);
+	}
+	return rc ? -1 : 0;
+}
+
+/* The n inserted rows (w->groups[i].row) summed by (period, key, model, provider) of
+ * rollup t, key or model and provider left out for a table without them, and added in
+ * upserts of up to w->rows groups. */
+static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 {
 	const struct writer_rollup_table *rt = &writer_rollups[t];
-	sqlite3_stmt *st = w->rollup[t];
-	size_t i = 0, j;
-	int rc, k, p;
+	struct db_stmt *st;
+	size_t i = 0, j, ngroups = 0, done;
+	enum db_status rc;
+	int size;
 
 	for (j = 0; j < n; j++) {
 		struct writer_group *g = &w->groups[j];
@@ -313,55 +708,52 @@ static int writer_rollup(struct writer *w, size_t n, size_t t)
 	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
-		const struct writer_group *g = &w->groups[i];
-		int64_t sum[ROLLUP_SUMS] = { 0 };
+		struct writer_sum *s = &w->sums[ngroups++];
 
-		for (j = i; j < n && writer_group_cmp(g, &w->groups[j]) == 0; j++)
-			writer_sum_add(sum, w->groups[j].row);
-		p = 1;
-		rc = sqlite3_bind_int64(st, p++, g->period);
-		if (rt->keyed)
-			rc |= sqlite3_bind_int64(st, p++, g->key_id);
-		if (rt->by_model) {
-			rc |= sqlite3_bind_text(st, p++, g->row->model, (int)strnlen(g->row->model,
-			                        sizeof(g->row->model)), SQLITE_STATIC);
-			rc |= sqlite3_bind_text(st, p++, g->row->provider,
-			                        (int)strnlen(g->row->provider, sizeof(g->row->provider)),
-			                        SQLITE_STATIC);
-		}
-		for (k = 0; k < ROLLUP_SUMS; k++)
-			rc |= sqlite3_bind_int64(st, p + k, sum[k]);
-		if (rc != SQLITE_OK)
-			return SQLITE_ERROR;
-		rc = writer_run(st);
-		if (rc != SQLITE_DONE)
-			return rc;
+		s->g = &w->groups[i];
+		memset(s->sum, 0, sizeof(s->sum));
+		for (j = i; j < n && writer_group_cmp(s->g, &w->groups[j]) == 0; j++)
+			writer_sum_add(s->sum, w->groups[j].row);
 		i = j;
 	}
-	return SQLITE_DONE;
+	for (done = 0; done < ngroups; done += (size_t)1 << size) {
+		size = writer_size(w, ngroups - done);
+		st = writer_stmt(w, (int)t, size);
+		if (!st || writer_bind_sums(st, rt, w->sums + done, (size_t)1 << size) < 0)
+			return DB_ERROR;
+		if ((rc = writer_run(st)) != DB_DONE)
+			return rc;
+	}
+	return DB_DONE;
 }
 
 /* ---- counters ---- */
 
-static int writer_store_counts(struct writer *w, const struct counters *c)
+static enum db_status writer_store_counts(struct writer *w, const struct counters *c)
 {
-	sqlite3_stmt *st = w->account;
-	int rc;
+	struct db_stmt *st = w->account;
+	enum db_status rc;
+	int bad;
 
-	rc = sqlite3_bind_int64(st, 1, (int64_t)c->received);
-	rc |= sqlite3_bind_int64(st, 2, (int64_t)c->written);
-	rc |= sqlite3_bind_int64(st, 3, (int64_t)c->dropped);
-	rc |= sqlite3_bind_int64(st, 4, (int64_t)c->duplicates);
-	rc |= sqlite3_bind_int64(st, 5, (int64_t)c->timed_out);
-	rc |= sqlite3_bind_int64(st, 6, (int64_t)c->unpriced);
-	rc |= sqlite3_bind_int64(st, 7, db_now());
-	rc |= sqlite3_bind_int64(st, 8, (int64_t)c->unauthenticated);
-	rc |= sqlite3_bind_int64(st, 9, (int64_t)c->pending_overflow);
-	if (rc != SQLITE_OK)
-		return SQLITE_ERROR;
-	rc = writer_run(st);
-	if (rc == SQLITE_DONE && sqlite3_changes(w->db) != 1)
-		rc = SQLITE_CORRUPT;   /* the accounting row is missing */
+	bad = db_bind_int(st, 1, (int64_t)c->received);
+	bad |= db_bind_int(st, 2, (int64_t)c->written);
+	bad |= db_bind_int(st, 3, (int64_t)c->dropped);
+	bad |= db_bind_int(st, 4, (int64_t)c->duplicates);
+	bad |= db_bind_int(st, 5, (int64_t)c->timed_out);
+	bad |= db_bind_int(st, 6, (int64_t)c->unpriced);
+	bad |= db_bind_int(st, 7, db_now());
+	bad |= db_bind_int(st, 8, (int64_t)c->unauthenticated);
+	bad |= db_bind_int(st, 9, (int64_t)c->pending_overflow);
+	bad |= writer_bind_name(st, 10, w->node);
+	if (bad)
+		return DB_ERROR;
+	rc = db_step(st);
+	if (rc == DB_DONE && db_changes(st) != 1) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "the accounting row of node %s is missing",
+		         w->node);
+		rc = DB_ERROR;
+	}
+	db_reset(st);
 	return rc;
 }
 
@@ -370,141 +762,116 @@ static int writer_store_counts(struct writer *w, const struct counters *c)
 static void writer_apply_cap(struct writer *w)
 {
 	int64_t want = atomic_load(&w->want_pages);
-	char sql[64];
+	char sql[64], err[128];
 
-	if (want == w->applied_pages)
+	if (want == w->applied_pages || db_kind(w->db) != DB_SQLITE)
 		return;
 	snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %" PRId64,
 	         want > 0 ? want : w->default_pages);
-	if (sqlite3_exec(w->db, sql, NULL, NULL, NULL) == SQLITE_OK)
+	if (db_exec(w->db, sql, err, sizeof(err)) == 0)
 		w->applied_pages = want;
 }
 
-/* The schema's CHECK constraints on requests, which the connection skips (see
- * WRITER_CONNECTION_SQL): writer_bind_row binds stream as 0, 1 or NULL, so only the
- * outcome and usage_source names remain to check. A CHECK added to the schema belongs
- * here too. NULL if r passes, else which failed, worded as SQLite would. */
-static const char *writer_check(const struct acct_row *r)
+/* PostgreSQL: takes the node's advisory lock for this session (see DESIGN). DB_DONE,
+ * DB_BUSY if another agent holds it, or the failure. SQLite: nothing to do. */
+static enum db_status writer_session(struct writer *w)
 {
-	if ((unsigned)r->outcome >= ACCT_OUTCOME_COUNT)
-		return "CHECK constraint failed: outcome";
-	if ((unsigned)r->usage_source >= ACCT_USAGE_SOURCE_COUNT)
-		return "CHECK constraint failed: usage_source";
-	return NULL;
-}
+	enum db_status rc;
+	int64_t held = 0;
 
-/* Notes the stored response row r's create made. SQLITE_DONE, or the error. */
-static int writer_stored(struct writer *w, const struct acct_row *r)
-{
-	sqlite3_stmt *st = w->insert_stored;
-	int rc = BIND_TEXT(st, 1, r, response_id);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, r->key_id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 3, r->model_requested,
-		                       (int)strnlen(r->model_requested, sizeof(r->model_requested)),
-		                       SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = BIND_TEXT(st, 4, r, request_id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 5, r->started_at_ms / 1000);
-	return rc == SQLITE_OK ? writer_run(st) : rc;
-}
-
-/* Inserts row i of the batch, recording its effect in d and, if it was inserted, in
- * w->groups[*ngroups]. Returns SQLITE_DONE, or the error that fails the transaction. */
-static int writer_insert(struct writer *w, const struct acct_row *r, struct counters *d,
-                         size_t *ngroups)
-{
-	const char *refused = writer_check(r);
-	int rc = refused ? SQLITE_CONSTRAINT_CHECK : writer_bind_row(w->insert, r);
-
-	if (rc == SQLITE_OK)
-		rc = writer_run(w->insert);
-	if (rc == SQLITE_DONE && sqlite3_changes(w->db) == 0) {
-		d->duplicates++;
-	} else if (rc == SQLITE_DONE) {
-		/* The row stands without it: a refused id costs its key that response's
-		 * later reads, never the row. */
-		if (r->response_id[0] && r->key_id >= 0 && (rc = writer_stored(w, r)) != SQLITE_DONE) {
-			if ((rc & 0xff) != SQLITE_CONSTRAINT)
-				return rc;
-			log_error("writer: stored response of row %.*s refused (%s)", ACCT_ID_MAX,
-			          r->request_id, sqlite3_errmsg(w->db));
-			rc = SQLITE_DONE;
-		}
-		w->groups[(*ngroups)++] = (struct writer_group){ 0, 0, 0, r };
-		d->written++;
-		d->timed_out += r->outcome == ACCT_NO_RECORD;
-		d->unpriced += r->unpriced != 0;
-	} else if ((rc & 0xff) == SQLITE_CONSTRAINT) {
-		const char *msg = refused ? refused : sqlite3_errmsg(w->db);
-
-		/* Only this statement is undone; the transaction goes on. The message quotes
-		 * the constraint, which may span lines: its first one says enough. */
-		log_error("writer: row %.*s refused (%.*s): counted dropped",
-		          ACCT_ID_MAX, r->request_id, (int)strcspn(msg, "\n"), msg);
-		stats_add(&stats.errors[STATS_ERR_WRITE_OTHER], 1);
-		d->dropped++;
-		rc = SQLITE_DONE;
+	w->resession = 0;
+	if (db_kind(w->db) != DB_POSTGRES)
+		return DB_DONE;
+	if (writer_bind_name(w->lock, 1, w->node) < 0)
+		return DB_ERROR;
+	rc = db_step(w->lock);
+	if (rc == DB_ROW) {
+		held = db_col_int(w->lock, 0);
+		rc = DB_DONE;
 	}
+	db_reset(w->lock);
+	if (rc == DB_DONE && held != 1) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "node %s is in use by another agent (its"
+		         " advisory lock is held): give each agent its own --node", w->node);
+		rc = DB_BUSY;
+	}
+	w->resession = rc != DB_DONE;
 	return rc;
 }
 
-/* One attempt at storing rows[0..n) (none: the counters alone) in one transaction.
- * Returns SQLITE_OK, with the counters applied, or the error after a rollback. */
-static int writer_attempt(struct writer *w, const struct acct_row *rows, size_t n)
+/* One attempt at storing w->batch[0..n) (none: the counters alone) in one transaction,
+ * a row at a time if each_row. Returns DB_OK, with the counters applied, or the failure
+ * after a rollback (its message in w->errmsg). */
+static enum db_status writer_attempt(struct writer *w, size_t n, int each_row)
 {
 	struct counters d = { 0 }, c;
 	uint64_t start;
 	size_t i, ngroups = 0;
-	int rc;
+	enum db_status rc;
 
+	w->errmsg[0] = '\0';
 	writer_apply_cap(w);
 	start = stats_now_ns();
-	rc = writer_run(w->begin);
-	if (rc != SQLITE_DONE)
+	if (w->resession && (rc = writer_session(w)) != DB_DONE)
+		goto fail;
+	rc = db_begin(w->db);
+	if (rc != DB_OK)
+		goto fail;
+	rc = each_row ? writer_insert_each(w, n, &d) : writer_insert_rows(w, n, &d);
+	if (rc == DB_DONE)
+		rc = writer_stored_rows(w, n, each_row);
+	if (rc != DB_DONE)
 		goto fail;
 	for (i = 0; i < n; i++) {
-		rc = writer_insert(w, &rows[i], &d, &ngroups);
-		if (rc != SQLITE_DONE)
-			goto fail;
+		const struct acct_row *r = &w->batch[i];
+
+		if (w->fate[i] == WRITER_PENDING || w->fate[i] == WRITER_DUPLICATE) {
+			d.duplicates++;
+		} else if (w->fate[i] == WRITER_INSERTED) {
+			w->groups[ngroups++] = (struct writer_group){ 0, 0, 0, r };
+			d.written++;
+			d.timed_out += r->outcome == ACCT_NO_RECORD;
+			d.unpriced += r->unpriced != 0;
+		}
 	}
 	for (i = 0; i < WRITER_ROLLUPS; i++) {
 		rc = writer_rollup(w, ngroups, i);
-		if (rc != SQLITE_DONE)
+		if (rc != DB_DONE)
 			goto fail;
 	}
 	c = counters_now();
 	counters_apply(&c, &d);
 	rc = writer_store_counts(w, &c);
-	if (rc != SQLITE_DONE)
+	if (rc != DB_DONE)
 		goto fail;
-	rc = writer_run(w->commit);
-	if (rc != SQLITE_DONE)
+	rc = db_commit(w->db);
+	if (rc != DB_OK)
 		goto fail;
 	counters_settle(&d);
 	w->stored = c;
 	stats_add(&stats.batches, 1);
 	stats_hist_observe(&stats.batch_latency, stats_now_ns() - start);
-	return SQLITE_OK;
+	atomic_store_explicit(&stats.writer_committed_ms, (int64_t)time(NULL) * 1000,
+	                      memory_order_relaxed);
+	return DB_OK;
 fail:
-	/* An error may have rolled back already (SQLITE_FULL, IOERR): then there is none. */
-	if (!sqlite3_get_autocommit(w->db))
-		sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-	return rc == SQLITE_OK ? SQLITE_ERROR : rc;
+	if (!w->errmsg[0])
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", db_errmsg(w->db));
+	db_rollback(w->db);
+	/* A reconnect, which any failure may have been, ends the node's lock. */
+	w->resession = 1;
+	return rc == DB_OK || rc == DB_DONE || rc == DB_ROW ? DB_ERROR : rc;
 }
 
-static enum stats_error writer_error_kind(int rc)
+static enum stats_error writer_error_kind(enum db_status rc)
 {
-	switch (rc & 0xff) {
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
+	switch (rc) {
+	case DB_BUSY:
 		return STATS_ERR_WRITE_BUSY;
-	case SQLITE_FULL:
-	case SQLITE_IOERR:
+	case DB_FULL:
 		return STATS_ERR_WRITE_FULL;
+	case DB_LOST:
+		return STATS_ERR_WRITE_LOST;
 	default:
 		return STATS_ERR_WRITE_OTHER;
 	}
@@ -523,7 +890,8 @@ static void writer_sleep_ms(int ms)
 static int writer_commit(struct writer *w, size_t n, int budget_ms)
 {
 	uint64_t start = stats_now_ns();
-	int backoff = WRITER_BACKOFF_MIN, failures = 0, rc;
+	int backoff = WRITER_BACKOFF_MIN, failures = 0, each_row = 0;
+	enum db_status rc;
 	struct counters c;
 	int64_t left;
 
@@ -532,16 +900,20 @@ static int writer_commit(struct writer *w, size_t n, int budget_ms)
 		if (memcmp(&c, &w->stored, sizeof(c)) == 0)
 			return 0;
 	}
-	while ((rc = writer_attempt(w, w->batch, n)) != SQLITE_OK) {
+	while ((rc = writer_attempt(w, n, each_row)) != DB_OK) {
+		if (rc == DB_CONSTRAINT && !each_row && n) {
+			each_row = 1;   /* some row was refused: find it, keep the rest */
+			continue;
+		}
 		stats_add(&stats.errors[writer_error_kind(rc)], 1);
 		left = budget_ms - (int64_t)((stats_now_ns() - start) / 1000000u);
 		if (failures++ == 0 && left > 0)
 			log_warn("writer: storing %zu rows failed (%s), retrying for up to %d ms",
-			         n, sqlite3_errstr(rc), budget_ms);
+			         n, w->errmsg, budget_ms);
 		if (left <= 0) {
 			if (n)
 				log_error("writer: gave up %zu rows after %d attempts (%s): counted "
-				          "dropped", n, failures, sqlite3_errstr(rc));
+				          "dropped", n, failures, w->errmsg);
 			return -1;
 		}
 		writer_sleep_ms(backoff < left ? backoff : (int)left);
@@ -558,19 +930,28 @@ static int writer_commit(struct writer *w, size_t n, int budget_ms)
 static void writer_prune(struct writer *w)
 {
 	int64_t now = (int64_t)time(NULL);
+	enum db_status rc;
 
 	if (w->pruned_at && now - w->pruned_at < WRITER_PRUNE_S)
 		return;
-	sqlite3_bind_int64(w->prune, 1, now - OWNER_RETENTION_S);
-	sqlite3_bind_int(w->prune, 2, WRITER_PRUNE_ROWS);
-	if (writer_run(w->prune) == SQLITE_DONE && sqlite3_changes(w->db) == WRITER_PRUNE_ROWS)
+	if (w->resession && writer_session(w) != DB_DONE)
+		return;   /* not this node's store for now: the next pass tries again */
+	db_bind_int(w->prune, 1, now - OWNER_RETENTION_S);
+	db_bind_int(w->prune, 2, WRITER_PRUNE_ROWS);
+	rc = db_step(w->prune);
+	if (rc == DB_DONE && db_changes(w->prune) == WRITER_PRUNE_ROWS) {
+		db_reset(w->prune);
 		return;   /* more to go: the next idle tick goes on */
+	}
+	db_reset(w->prune);
+	w->resession |= rc != DB_DONE;
 	w->pruned_at = now;
 }
 
 /* Stores the batch of n rows, or counts them dropped. Once stopping (closed) and the
  * database has already made the writer give a batch up, one attempt per batch: the
- * stop must end. */
+ * stop must end. A journal keeping given-up rows for later would take them here, in
+ * place of counters_drop. */
 static void writer_batch(struct writer *w, size_t n, int closed)
 {
 	int committed = writer_commit(w, n, closed && w->gave_up ? 0 : w->retry_ms) == 0;
@@ -617,82 +998,126 @@ static void *writer_main(void *arg)
 
 static void writer_free(struct writer *w)
 {
-	size_t i;
+	size_t i, k;
 
-	sqlite3_finalize(w->begin);
-	sqlite3_finalize(w->commit);
-	sqlite3_finalize(w->insert);
-	sqlite3_finalize(w->insert_stored);
-	sqlite3_finalize(w->prune);
-	for (i = 0; i < WRITER_ROLLUPS; i++)
-		sqlite3_finalize(w->rollup[i]);
-	sqlite3_finalize(w->account);
-	sqlite3_close(w->db);
+	db_finalize(w->insert_stored);
+	db_finalize(w->prune);
+	db_finalize(w->account);
+	db_finalize(w->lock);
+	db_finalize(w->savepoint);
+	db_finalize(w->release);
+	db_finalize(w->undo);
+	for (k = 0; k < WRITER_SIZES; k++) {
+		db_finalize(w->insert[k]);
+		for (i = 0; i < WRITER_ROLLUPS; i++)
+			db_finalize(w->rollup[i][k]);
+	}
+	db_close(w->db);
 	free(w->batch);
+	free(w->fate);
+	free(w->sent);
 	free(w->groups);
+	free(w->sums);
 	free(w);
 }
 
-/* Connection settings and statements. 0, or -1 with a message. */
+/* The node's accounting row, created with zeros if new. 0, or -1 with a message. */
+static int writer_node_row(struct db *db, const char *node, char *err, size_t errlen)
+{
+	struct db_stmt *st = NULL;
+	enum db_status rc = DB_ERROR;
+
+	if (db_prepare(db, writer_node_sql, &st) == 0 &&
+	    writer_bind_name(st, 1, node) == 0 && db_bind_int(st, 2, db_now()) == 0)
+		rc = db_step(st);
+	if (rc != DB_DONE)
+		snprintf(err, errlen, "cannot create the accounting row of node %s: %s", node,
+		         db_errmsg(db));
+	db_finalize(st);
+	return rc == DB_DONE ? 0 : -1;
+}
+
+/* Connection settings, the node's lock and row, and statements. 0, or -1 with a
+ * message. */
 static int writer_prepare(struct writer *w, char *err, size_t errlen)
 {
 	const struct {
-		sqlite3_stmt **st;
+		struct db_stmt **st;
 		const char *sql;
 	} stmts[] = {
-		{ &w->begin, "BEGIN IMMEDIATE" },
-		{ &w->commit, "COMMIT" },
-		{ &w->insert, writer_insert_sql },
 		{ &w->insert_stored, writer_stored_sql },
 		{ &w->prune, writer_prune_sql },
 		{ &w->account, writer_account_sql },
+		{ &w->savepoint, "SAVEPOINT writer_row" },
+		{ &w->release, "RELEASE SAVEPOINT writer_row" },
+		{ &w->undo, "ROLLBACK TO SAVEPOINT writer_row" },
 	};
-	char sql[4096];
-	sqlite3_stmt *st = NULL;
+	char sql[64];
 	size_t i;
 
-	sqlite3_busy_timeout(w->db, WRITER_BUSY_MS);
-	if (db_exec(w->db, WRITER_CONNECTION_SQL, err, errlen) < 0)
-		return -1;
-	if (sqlite3_prepare_v2(w->db, "PRAGMA max_page_count", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(err, errlen, "%s", sqlite3_errmsg(w->db));
-		sqlite3_finalize(st);
-		return -1;
-	}
-	w->default_pages = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
-		if (sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
-		                       stmts[i].st, NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "%s", sqlite3_errmsg(w->db));
+	if (db_kind(w->db) == DB_SQLITE) {
+		snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d", WRITER_BUSY_MS);
+		if (db_exec(w->db, sql, err, errlen) < 0 ||
+		    db_exec(w->db, WRITER_CONNECTION_SQL, err, errlen) < 0)
+			return -1;
+		if (db_query_int(w->db, "PRAGMA max_page_count", &w->default_pages) < 0) {
+			snprintf(err, errlen, "%s", db_errmsg(w->db));
+			return -1;
+		}
+	} else {
+		if (db_prepare(w->db, writer_lock_sql, &w->lock) < 0) {
+			snprintf(err, errlen, "%s", db_errmsg(w->db));
+			return -1;
+		}
+		if (writer_session(w) != DB_DONE) {
+			snprintf(err, errlen, "%s", w->errmsg);
 			return -1;
 		}
 	}
+	if (writer_node_row(w->db, w->node, err, errlen) < 0)
+		return -1;
+	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+		if (db_prepare(w->db, stmts[i].sql, stmts[i].st) < 0) {
+			snprintf(err, errlen, "%s", db_errmsg(w->db));
+			return -1;
+		}
+	}
+	/* The statements of full batches now, so that a schema that does not match fails
+	 * the start rather than every batch. */
+	if (!writer_stmt(w, -1, writer_size(w, WRITER_ROWS_MAX))) {
+		snprintf(err, errlen, "%s", w->errmsg);
+		return -1;
+	}
 	for (i = 0; i < WRITER_ROLLUPS; i++) {
-		/* Fixed text: too long for sql is a bug here, not a state of the database. */
-		if (writer_rollup_sql(&writer_rollups[i], sql, sizeof(sql)) < 0 ||
-		    sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->rollup[i],
-		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "%s: %s", writer_rollups[i].table, sqlite3_errmsg(w->db));
+		if (!writer_stmt(w, (int)i, 0)) {
+			snprintf(err, errlen, "%s", w->errmsg);
 			return -1;
 		}
 	}
 	writer_apply_cap(w);
-	if (w->applied_pages != atomic_load(&w->want_pages)) {
-		snprintf(err, errlen, "cannot set max_page_count: %s", sqlite3_errmsg(w->db));
+	if (db_kind(w->db) == DB_SQLITE && w->applied_pages != atomic_load(&w->want_pages)) {
+		snprintf(err, errlen, "cannot set max_page_count: %s", db_errmsg(w->db));
 		return -1;
 	}
 	return 0;
 }
 
+/* The node name to use: node, or the default for NULL or "". */
+static const char *writer_node(const char *node)
+{
+	return node && *node ? node : WRITER_NODE_DEFAULT;
+}
+
 struct writer *writer_start(const struct writer_config *cfg, char *err, size_t errlen)
 {
 	struct writer *w = NULL;
+	const char *node = writer_node(cfg->node);
 	char msg[512];
+	int rows = cfg->rows_per_statement ? cfg->rows_per_statement : WRITER_ROWS_DEFAULT;
 
 	if (cfg->batch_max < 0 || cfg->batch_max > WRITER_BATCH_MAX || cfg->retry_ms < 0 ||
-	    cfg->max_db_pages < 0 || !cfg->queue) {
+	    cfg->max_db_pages < 0 || !cfg->queue || rows < 1 || rows > WRITER_ROWS_MAX ||
+	    (rows & (rows - 1)) || strlen(node) >= sizeof(w->node)) {
 		snprintf(err, errlen, "writer: invalid configuration");
 		return NULL;
 	}
@@ -702,19 +1127,26 @@ struct writer *writer_start(const struct writer_config *cfg, char *err, size_t e
 	w->q = cfg->queue;
 	w->batch_max = cfg->batch_max ? cfg->batch_max : WRITER_BATCH_DEFAULT;
 	w->retry_ms = cfg->retry_ms ? cfg->retry_ms : WRITER_RETRY_DEFAULT;
+	w->rows = rows;
 	w->on_done = cfg->on_done;
 	w->on_done_arg = cfg->on_done_arg;
+	snprintf(w->node, sizeof(w->node), "%s", node);
 	atomic_init(&w->want_pages, cfg->max_db_pages);
 	w->batch = calloc((size_t)w->batch_max, sizeof(*w->batch));
+	w->fate = calloc((size_t)w->batch_max, sizeof(*w->fate));
+	w->sent = calloc((size_t)w->batch_max, sizeof(*w->sent));
 	w->groups = calloc((size_t)w->batch_max, sizeof(*w->groups));
-	if (!w->batch || !w->groups)
+	w->sums = calloc((size_t)w->batch_max, sizeof(*w->sums));
+	if (!w->batch || !w->fate || !w->sent || !w->groups || !w->sums)
 		goto oom;
 	if (db_open(cfg->db_path, DB_READWRITE, &w->db, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "writer: %s", msg);
 		goto fail;
 	}
 	if (writer_prepare(w, msg, sizeof(msg)) < 0) {
-		snprintf(err, errlen, "writer: database %s: %s", cfg->db_path, msg);
+		/* db_open's messages name the store without a URL's password; this one names
+		 * the node instead. */
+		snprintf(err, errlen, "writer: %s", msg);
 		goto fail;
 	}
 	if (thread_start(&w->thread, "tally-writer", writer_main, w, err, errlen) < 0)
@@ -742,41 +1174,79 @@ void writer_set_max_db_pages(struct writer *w, int64_t pages)
 	atomic_store(&w->want_pages, pages > 0 ? pages : 0);
 }
 
-int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
+/* PostgreSQL: refuses a node whose writer runs elsewhere (its session lock conflicts
+ * with this transaction-scoped one, released at COMMIT). 0, or -1 with a message. */
+static int writer_node_free(struct db *db, const char *node, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
+	enum db_status rc = DB_ERROR;
+	int64_t got = 0;
+
+	if (db_kind(db) != DB_POSTGRES)
+		return 0;
+	if (db_prepare(db, "SELECT CAST(pg_try_advisory_xact_lock(" WRITER_LOCK_CLASS ","
+	                   " hashtext(?1)) AS INTEGER)", &st) == 0 && writer_bind_name(st, 1, node) == 0)
+		rc = db_step(st);
+	if (rc == DB_ROW)
+		got = db_col_int(st, 0);
+	if (rc != DB_ROW)
+		snprintf(err, errlen, "%s", db_errmsg(db));
+	else if (got != 1)
+		snprintf(err, errlen, "node %s is in use by another agent (its advisory lock is"
+		         " held): give each agent its own --node", node);
+	db_finalize(st);
+	return rc == DB_ROW && got == 1 ? 0 : -1;
+}
+
+int writer_load_counters(struct db *db, const char *node, char *err, size_t errlen)
+{
+	struct db_stmt *st = NULL;
 	struct counters c;
 	int64_t lost;
 	char msg[512];
 
-	if (db_exec(db, "BEGIN IMMEDIATE", msg, sizeof(msg)) < 0)
+	node = writer_node(node);
+	if (db_begin(db) != DB_OK) {
+		snprintf(msg, sizeof(msg), "%s", db_errmsg(db));
 		goto fail;
-	if (sqlite3_prepare_v2(db, "SELECT received, written, dropped, duplicates, timed_out,"
-	                           " unpriced, unauthenticated, pending_overflow FROM accounting"
-	                           " WHERE id = 1", -1, &st, NULL)
-	    != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(msg, sizeof(msg), "cannot read the accounting row: %s", sqlite3_errmsg(db));
+	}
+	if (writer_node_free(db, node, msg, sizeof(msg)) < 0 ||
+	    writer_node_row(db, node, msg, sizeof(msg)) < 0)
+		goto fail;
+	if (db_prepare(db, "SELECT received, written, dropped, duplicates, timed_out, unpriced,"
+	                   " unauthenticated, pending_overflow FROM accounting WHERE node = ?1",
+	               &st) < 0 || writer_bind_name(st, 1, node) < 0 || db_step(st) != DB_ROW) {
+		snprintf(msg, sizeof(msg), "cannot read the accounting row of node %s: %s", node,
+		         db_errmsg(db));
 		goto fail;
 	}
 	c = (struct counters){
-		.received = (uint64_t)sqlite3_column_int64(st, 0),
-		.written = (uint64_t)sqlite3_column_int64(st, 1),
-		.dropped = (uint64_t)sqlite3_column_int64(st, 2),
-		.duplicates = (uint64_t)sqlite3_column_int64(st, 3),
-		.timed_out = (uint64_t)sqlite3_column_int64(st, 4),
-		.unpriced = (uint64_t)sqlite3_column_int64(st, 5),
-		.unauthenticated = (uint64_t)sqlite3_column_int64(st, 6),
-		.pending_overflow = (uint64_t)sqlite3_column_int64(st, 7),
+		.received = (uint64_t)db_col_int(st, 0),
+		.written = (uint64_t)db_col_int(st, 1),
+		.dropped = (uint64_t)db_col_int(st, 2),
+		.duplicates = (uint64_t)db_col_int(st, 3),
+		.timed_out = (uint64_t)db_col_int(st, 4),
+		.unpriced = (uint64_t)db_col_int(st, 5),
+		.unauthenticated = (uint64_t)db_col_int(st, 6),
+		.pending_overflow = (uint64_t)db_col_int(st, 7),
 	};
-	sqlite3_finalize(st);
+	db_finalize(st);
 	st = NULL;
 	lost = counters_recover(&c);
-	if (lost != 0 &&
-	    db_exec(db, "UPDATE accounting SET received = written + dropped WHERE id = 1",
-	            msg, sizeof(msg)) < 0)
+	if (lost != 0) {
+		if (db_prepare(db, "UPDATE accounting SET received = written + dropped"
+		                   " WHERE node = ?1", &st) < 0 ||
+		    writer_bind_name(st, 1, node) < 0 || db_step(st) != DB_DONE) {
+			snprintf(msg, sizeof(msg), "%s", db_errmsg(db));
+			goto fail;
+		}
+		db_finalize(st);
+		st = NULL;
+	}
+	if (db_commit(db) != DB_OK) {
+		snprintf(msg, sizeof(msg), "%s", db_errmsg(db));
 		goto fail;
-	if (db_exec(db, "COMMIT", msg, sizeof(msg)) < 0)
-		goto fail;
+	}
 	if (lost != 0)
 		log_info("accounting: %" PRId64 " transactions were in flight when the agent last "
 		         "stopped; the journal accounts for them again", lost);
@@ -784,8 +1254,7 @@ int writer_load_counters(sqlite3 *db, char *err, size_t errlen)
 	return 0;
 fail:
 	snprintf(err, errlen, "accounting: %s", msg);
-	sqlite3_finalize(st);
-	if (!sqlite3_get_autocommit(db))
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	db_finalize(st);
+	db_rollback(db);
 	return -1;
 }
