@@ -15,7 +15,6 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "db.h"
 #include "gwsecret.h"
@@ -180,7 +179,7 @@ struct ctl_command {
 struct ctl {
 	const char *db_path;
 	const char *secret_path;      /* NULL: db_path + ".secret" */
-	sqlite3 *db;                  /* opened by ctl_db_open(), owned, closed by main */
+	struct db *db;                /* opened by ctl_db_open(), owned, closed by main */
 	const struct ctl_command *cmd;
 };
 
@@ -194,7 +193,8 @@ struct ctl_col {
 	                               * COL_USD: micro-dollars, shown as dollars in text */
 };
 
-typedef int ctl_printer(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols);
+typedef int ctl_printer(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols,
+                        int ncols);
 
 /* ---- messages ---- */
 
@@ -235,7 +235,7 @@ static int ctl_usage(const struct ctl_command *cmd, const char *fmt, ...)
 
 static int ctl_db_error(struct ctl *ctl)
 {
-	return ctl_error("database error: %s", sqlite3_errmsg(ctl->db));
+	return ctl_error("database error: %s", db_errmsg(ctl->db));
 }
 
 /* ---- validation ---- */
@@ -342,6 +342,18 @@ static int ctl_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, cons
 
 /* ---- database helpers ---- */
 
+/* One statement in the two dialects, where they differ. Most often only in the order
+ * of text: PostgreSQL orders text by the database's locale (en_US puts "b" before "C"),
+ * SQLite by bytes; COLLATE "C" is PostgreSQL's byte order, and a name SQLite does not
+ * know. CTL_SQL(M) expands M(C) twice, C being what goes after each ordered text
+ * column, so that output is in one order on both stores. */
+struct ctl_sql {
+	const char *sqlite;
+	const char *pg;
+};
+
+#define CTL_SQL(M) ((struct ctl_sql){ M(""), M(" COLLATE \"C\"") })
+
 /* Opens the database once; later calls find it open. */
 static int ctl_db_open(struct ctl *ctl)
 {
@@ -354,10 +366,16 @@ static int ctl_db_open(struct ctl *ctl)
 	return CTL_OK;
 }
 
+/* The key-hashing secret, created if missing. By default it sits beside a SQLite file;
+ * a PostgreSQL store has no file to sit beside and every agent using it must hash with
+ * the same secret, so its path must be given. */
 static int ctl_secret_load(const struct ctl *ctl, unsigned char secret[KEYHASH_SECRET_LEN])
 {
 	char path[4096], err[1024];
 
+	if (!ctl->secret_path && db_is_postgres(ctl->db_path))
+		return ctl_error("a PostgreSQL store needs the key-hashing secret's path: --secret PATH "
+		                 "or TALLY_SECRET_FILE (the file every agent of the store uses)");
 	if (keyhash_secret_path(ctl->secret_path, ctl->db_path, path, sizeof(path)) < 0)
 		return ctl_error("database path too long: %s", ctl->db_path);
 	if (keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0)
@@ -374,59 +392,103 @@ static int ctl_sql(struct ctl *ctl, const char *sql)
 	return CTL_OK;
 }
 
+/* Begins a write transaction. On SQLite it takes the write lock at once, so what the
+ * command checks in it still holds at COMMIT; on PostgreSQL the unique constraints
+ * settle races the checks cannot see (two key creates of one name). */
+static int ctl_begin(struct ctl *ctl)
+{
+	return db_begin(ctl->db) == DB_OK ? CTL_OK : ctl_db_error(ctl);
+}
+
+static int ctl_commit(struct ctl *ctl)
+{
+	return db_commit(ctl->db) == DB_OK ? CTL_OK : ctl_db_error(ctl);
+}
+
+/* Begins a read transaction: one snapshot for both passes of a text table. SQLite's
+ * deferred BEGIN takes no write lock, so the agent's writer goes on meanwhile;
+ * PostgreSQL needs REPEATABLE READ for one snapshot across statements. */
+static int ctl_begin_read(struct ctl *ctl)
+{
+	if (db_kind(ctl->db) == DB_SQLITE)
+		return ctl_sql(ctl, "BEGIN");
+	if (ctl_begin(ctl) != CTL_OK)
+		return CTL_FAIL;
+	return ctl_sql(ctl, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+}
+
+static const char *ctl_sql_of(const struct ctl *ctl, struct ctl_sql q)
+{
+	return db_kind(ctl->db) == DB_POSTGRES ? q.pg : q.sqlite;
+}
+
 static void ctl_rollback(struct ctl *ctl)
 {
-	if (ctl->db && !sqlite3_get_autocommit(ctl->db))
-		sqlite3_exec(ctl->db, "ROLLBACK", NULL, NULL, NULL);
+	if (ctl->db)
+		db_rollback(ctl->db);
 }
 
 /* Prepares sql and binds one argument per character of types: 't' text (NULL binds
  * NULL), 'i' int64_t, 'n' const int64_t * (NULL binds NULL), 'b' blob as
- * (const void *, int). Bound memory must outlive the statement. Returns NULL after
+ * (const void *, size_t). Bound memory must outlive the statement. Returns NULL after
  * reporting an error. */
-static sqlite3_stmt *ctl_vprepare(struct ctl *ctl, const char *sql, const char *types, va_list ap)
+static struct db_stmt *ctl_vprepare(struct ctl *ctl, const char *sql, const char *types,
+                                    va_list ap)
 {
-	sqlite3_stmt *st = NULL;
-	int i, rc = SQLITE_OK;
+	struct db_stmt *st = NULL;
+	int i, rc = 0;
 
-	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	for (i = 0; types[i] && rc == SQLITE_OK; i++) {
+	if (db_prepare(ctl->db, sql, &st) < 0) {
+		ctl_db_error(ctl);
+		return NULL;
+	}
+	for (i = 0; types[i] && rc == 0; i++) {
 		const int64_t *maybe;
 		const void *blob;
+		const char *s;
 
 		switch (types[i]) {
 		case 't':
-			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+			s = va_arg(ap, const char *);
+			rc = s ? db_bind_text(st, i + 1, s, strlen(s)) : db_bind_null(st, i + 1);
 			break;
 		case 'i':
-			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+			rc = db_bind_int(st, i + 1, va_arg(ap, int64_t));
 			break;
 		case 'n':
 			maybe = va_arg(ap, const int64_t *);
-			rc = maybe ? sqlite3_bind_int64(st, i + 1, *maybe) : sqlite3_bind_null(st, i + 1);
+			rc = maybe ? db_bind_int(st, i + 1, *maybe) : db_bind_null(st, i + 1);
 			break;
 		case 'b':
 			blob = va_arg(ap, const void *);
-			rc = sqlite3_bind_blob(st, i + 1, blob, va_arg(ap, int), SQLITE_STATIC);
+			rc = db_bind_blob(st, i + 1, blob, va_arg(ap, size_t));
 			break;
 		default:
-			rc = SQLITE_MISUSE;
+			rc = -1;
 		}
 	}
-	if (rc != SQLITE_OK)
-		goto fail;
-	return st;
-fail:
-	ctl_db_error(ctl);
-	sqlite3_finalize(st);
+	if (rc == 0)
+		return st;
+	ctl_error("database error: cannot bind parameter %d of a statement", i);
+	db_finalize(st);
 	return NULL;
+}
+
+static struct db_stmt *ctl_prepare(struct ctl *ctl, const char *sql, const char *types, ...)
+{
+	struct db_stmt *st;
+	va_list ap;
+
+	va_start(ap, types);
+	st = ctl_vprepare(ctl, sql, types, ap);
+	va_end(ap);
+	return st;
 }
 
 /* Runs a statement that returns no rows. Returns the number of changed rows, or -1. */
 static int ctl_exec(struct ctl *ctl, const char *sql, const char *types, ...)
 {
-	sqlite3_stmt *st;
+	struct db_stmt *st;
 	va_list ap;
 	int rc = -1;
 
@@ -435,40 +497,41 @@ static int ctl_exec(struct ctl *ctl, const char *sql, const char *types, ...)
 	va_end(ap);
 	if (!st)
 		return -1;
-	if (sqlite3_step(st) != SQLITE_DONE)
+	if (db_step(st) != DB_DONE)
 		ctl_db_error(ctl);
 	else
-		rc = sqlite3_changes(ctl->db);
-	sqlite3_finalize(st);
+		rc = (int)db_changes(st);
+	db_finalize(st);
 	return rc;
 }
 
-/* Runs a query for at most one row; stores its first column in *id when id is set.
- * Returns 1 if a row was found, 0 if not, -1 on error. */
+/* Runs a query for at most one row, to its end; stores its first column in *id when
+ * id is set. Returns 1 if a row was found, 0 if not, -1 on error. */
 static int ctl_find(struct ctl *ctl, int64_t *id, const char *sql, const char *types, ...)
 {
-	sqlite3_stmt *st;
+	struct db_stmt *st;
+	enum db_status rc;
 	va_list ap;
-	int rc;
+	int found = 0;
 
 	va_start(ap, types);
 	st = ctl_vprepare(ctl, sql, types, ap);
 	va_end(ap);
 	if (!st)
 		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	rc = db_step(st);
+	if (rc == DB_ROW) {
 		if (id)
-			*id = sqlite3_column_int64(st, 0);
-		rc = 1;
-	} else if (rc == SQLITE_DONE) {
-		rc = 0;
-	} else {
-		ctl_db_error(ctl);
-		rc = -1;
+			*id = db_col_int(st, 0);
+		found = 1;
+		rc = db_step(st);
 	}
-	sqlite3_finalize(st);
-	return rc;
+	if (rc != DB_DONE && rc != DB_ROW) {
+		ctl_db_error(ctl);
+		found = -1;
+	}
+	db_finalize(st);
+	return found;
 }
 
 /* The id of the model named name into *id; an unknown name is an error. */
@@ -484,7 +547,7 @@ static int ctl_model_id(struct ctl *ctl, const char *name, int64_t *id)
 /* ---- table output: one printer serves every list command ---- */
 
 /* Text form of a cell. The result points into buf or into st's row. */
-static const char *ctl_cell_text(sqlite3_stmt *st, int i, enum ctl_col_kind kind,
+static const char *ctl_cell_text(struct db_stmt *st, int i, enum ctl_col_kind kind,
                                  char buf[CTL_CELL_BUF])
 {
 	const char *s;
@@ -493,15 +556,15 @@ static const char *ctl_cell_text(sqlite3_stmt *st, int i, enum ctl_col_kind kind
 	int64_t v;
 	int n;
 
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+	if (db_col_type(st, i) == DB_NULL)
 		return kind == COL_LIST ? "*" : "-";
 	switch (kind) {
 	case COL_INT:
-		snprintf(buf, CTL_CELL_BUF, "%lld", (long long)sqlite3_column_int64(st, i));
+		snprintf(buf, CTL_CELL_BUF, "%lld", (long long)db_col_int(st, i));
 		return buf;
 	case COL_USD:
 		/* Exact dollars without trailing zeros: 12500000 -> "12.5", 1 -> "0.000001". */
-		v = sqlite3_column_int64(st, i);
+		v = db_col_int(st, i);
 		n = snprintf(buf, CTL_CELL_BUF, "%lld.%06lld", (long long)(v / CTL_MICROS_PER_USD),
 		             (long long)(v % CTL_MICROS_PER_USD));
 		while (buf[n - 1] == '0')
@@ -509,12 +572,12 @@ static const char *ctl_cell_text(sqlite3_stmt *st, int i, enum ctl_col_kind kind
 		buf[buf[n - 1] == '.' ? n - 1 : n] = '\0';
 		return buf;
 	case COL_TIME:
-		t = (time_t)sqlite3_column_int64(st, i);
+		t = (time_t)db_col_int(st, i);
 		if (!gmtime_r(&t, &tm) || !strftime(buf, CTL_CELL_BUF, "%Y-%m-%dT%H:%M:%SZ", &tm))
 			snprintf(buf, CTL_CELL_BUF, "%lld", (long long)t);
 		return buf;
 	default:
-		s = (const char *)sqlite3_column_text(st, i);
+		s = db_col_text(st, i);
 		return s ? s : "";
 	}
 }
@@ -529,12 +592,14 @@ static void ctl_print_row(const char *const *cells, const size_t *width, int nco
 }
 
 /* Two passes inside the caller's read transaction: widths, then rows. */
-static int ctl_table_text(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+static int ctl_table_text(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols,
+                          int ncols)
 {
 	char bufs[CTL_MAX_COLS][CTL_CELL_BUF];
 	const char *cells[CTL_MAX_COLS];
 	size_t width[CTL_MAX_COLS];
-	int i, pass, rc;
+	enum db_status rc;
+	int i, pass;
 
 	for (i = 0; i < ncols; i++) {
 		cells[i] = cols[i].header;
@@ -543,7 +608,7 @@ static int ctl_table_text(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_co
 	for (pass = 0; pass < 2; pass++) {
 		if (pass == 1)
 			ctl_print_row(cells, width, ncols);
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		while ((rc = db_step(st)) == DB_ROW) {
 			for (i = 0; i < ncols; i++) {
 				size_t n;
 
@@ -555,9 +620,9 @@ static int ctl_table_text(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_co
 			if (pass == 1)
 				ctl_print_row(cells, width, ncols);
 		}
-		if (rc != SQLITE_DONE)
+		if (rc != DB_DONE)
 			return ctl_db_error(ctl);
-		sqlite3_reset(st);
+		db_reset(st);
 		for (i = 0; i < ncols; i++)
 			cells[i] = cols[i].header;
 	}
@@ -598,33 +663,33 @@ fail:
 	return NULL;
 }
 
-static cJSON *ctl_cell_json(sqlite3_stmt *st, int i, enum ctl_col_kind kind)
+static cJSON *ctl_cell_json(struct db_stmt *st, int i, enum ctl_col_kind kind)
 {
 	char buf[CTL_CELL_BUF];
 	const char *s;
 
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+	if (db_col_type(st, i) == DB_NULL)
 		return cJSON_CreateNull();
 	switch (kind) {
 	case COL_INT:
 	case COL_TIME:
 	case COL_USD:
 		/* Raw decimal keeps int64 exact (cJSON numbers are doubles). */
-		snprintf(buf, sizeof(buf), "%lld", (long long)sqlite3_column_int64(st, i));
+		snprintf(buf, sizeof(buf), "%lld", (long long)db_col_int(st, i));
 		return cJSON_CreateRaw(buf);
 	case COL_LIST:
 	case COL_CSV:
-		s = (const char *)sqlite3_column_text(st, i);
+		s = db_col_text(st, i);
 		return s ? ctl_json_list(s) : NULL;
 	default:
-		s = (const char *)sqlite3_column_text(st, i);
+		s = db_col_text(st, i);
 		return s ? cJSON_CreateString(s) : NULL;
 	}
 }
 
 /* Adds a new object holding the row's cells from column first on to parent (under
  * key, or to an array). 0 or -1. */
-static int ctl_json_row(cJSON *parent, const char *key, sqlite3_stmt *st,
+static int ctl_json_row(cJSON *parent, const char *key, struct db_stmt *st,
                         const struct ctl_col *cols, int first, int ncols)
 {
 	cJSON *row = cJSON_CreateObject();
@@ -654,39 +719,43 @@ static int ctl_json_print(cJSON *doc, int oom)
 	return status;
 }
 
-static int ctl_table_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+static int ctl_table_json(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols,
+                          int ncols)
 {
 	cJSON *arr = cJSON_CreateArray();
-	int rc = SQLITE_DONE, oom = !arr;
+	enum db_status rc = DB_DONE;
+	int oom = !arr;
 
-	while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW)
+	while (!oom && (rc = db_step(st)) == DB_ROW)
 		oom = ctl_json_row(arr, NULL, st, cols, 0, ncols) < 0;
-	if (!oom && rc != SQLITE_DONE) {
+	if (!oom && rc != DB_DONE) {
 		cJSON_Delete(arr);
 		return ctl_db_error(ctl);
 	}
 	return ctl_json_print(arr, oom);
 }
 
-/* Prints the rows of sql, whose parameter ?1 (if any) is arg, with print inside one
+/* Prints the rows of q, whose parameter ?1 (if any) is arg, with print inside one
  * read transaction. */
-static int ctl_print_table(struct ctl *ctl, const char *sql, const char *arg,
+static int ctl_print_table(struct ctl *ctl, struct ctl_sql q, const char *arg,
                            const struct ctl_col *cols, int ncols, ctl_printer *print)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	int status = CTL_FAIL;
 
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN") != CTL_OK)
-		return CTL_FAIL;
-	if (sqlite3_prepare_v2(ctl->db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    (sqlite3_bind_parameter_count(st) > 0 &&
-	     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC) != SQLITE_OK)) {
-		ctl_db_error(ctl);
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin_read(ctl) != CTL_OK)
+		goto out;
+	st = ctl_prepare(ctl, ctl_sql_of(ctl, q), "");
+	if (!st)
+		goto out;
+	if (db_param_count(st) > 0 &&
+	    (arg ? db_bind_text(st, 1, arg, strlen(arg)) : db_bind_null(st, 1)) < 0) {
+		ctl_error("database error: cannot bind parameter 1 of a statement");
 		goto out;
 	}
 	status = print(ctl, st, cols, ncols);
 out:
-	sqlite3_finalize(st);
+	db_finalize(st);
 	ctl_rollback(ctl);
 	return status;
 }
@@ -838,15 +907,15 @@ static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const st
 
 	if (ctl_exec(ctl,
 	             "UPDATE keys SET"
-	             " rpm = CASE WHEN ?2 THEN ?3 ELSE rpm END,"
-	             " tpm = CASE WHEN ?4 THEN ?5 ELSE tpm END,"
-	             " max_concurrent = CASE WHEN ?6 THEN ?7 ELSE max_concurrent END,"
-	             " budget_micros = CASE WHEN ?8 THEN ?9 ELSE budget_micros END,"
+	             " rpm = CASE WHEN ?2 <> 0 THEN ?3 ELSE rpm END,"
+	             " tpm = CASE WHEN ?4 <> 0 THEN ?5 ELSE tpm END,"
+	             " max_concurrent = CASE WHEN ?6 <> 0 THEN ?7 ELSE max_concurrent END,"
+	             " budget_micros = CASE WHEN ?8 <> 0 THEN ?9 ELSE budget_micros END,"
 	             " budget_period = coalesce(?10, budget_period),"
 	             " default_model = coalesce(?11, default_model),"
-	             " service_tiers = CASE WHEN ?12 THEN ?13 ELSE service_tiers END,"
-	             " server_tools = CASE WHEN ?14 THEN ?15 ELSE server_tools END,"
-	             " audio = CASE WHEN ?16 THEN ?17 ELSE audio END"
+	             " service_tiers = CASE WHEN ?12 <> 0 THEN ?13 ELSE service_tiers END,"
+	             " server_tools = CASE WHEN ?14 <> 0 THEN ?15 ELSE server_tools END,"
+	             " audio = CASE WHEN ?16 <> 0 THEN ?17 ELSE audio END"
 	             " WHERE id = ?1",
 	             "iininininttititit", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
 	             o->given[2], o->bound[2], o->given[3], o->bound[3], o->period, o->def,
@@ -857,8 +926,8 @@ static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const st
 		if (ctl_exec(ctl, "DELETE FROM key_models WHERE key_id = ?1", "i", id) < 0)
 			return CTL_FAIL;
 		for (i = 0; i < o->nmodels; i++) {
-			if (ctl_exec(ctl, "INSERT OR IGNORE INTO key_models (key_id, model) VALUES (?1, ?2)",
-			             "it", id, o->models[i]) < 0)
+			if (ctl_exec(ctl, "INSERT INTO key_models (key_id, model) VALUES (?1, ?2)"
+			             " ON CONFLICT DO NOTHING", "it", id, o->models[i]) < 0)
 				return CTL_FAIL;
 		}
 	}
@@ -875,6 +944,40 @@ static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const st
 	return CTL_OK;
 }
 
+/* Inserts the key row inside the caller's transaction, its id into *id. On PostgreSQL
+ * another tallyctl may have inserted the name since this one looked (both saw none):
+ * the unique constraint refuses the second, which then ends its transaction and, if
+ * the name is there now, reports it as the check would. */
+static int ctl_key_insert(struct ctl *ctl, const char *name, const char *prefix,
+                          const unsigned char hash[KEYHASH_LEN], int64_t *id)
+{
+	struct db_stmt *st;
+	enum db_status rc;
+	char err[512];
+
+	st = ctl_prepare(ctl, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                 " VALUES (?1, ?2, ?3, ?4) RETURNING id",
+	                 "ttbi", name, prefix, hash, (size_t)KEYHASH_LEN, db_now());
+	if (!st)
+		return CTL_FAIL;
+	*id = 0;
+	rc = db_step(st);
+	if (rc == DB_ROW) {
+		*id = db_col_int(st, 0);
+		rc = db_step(st);
+	}
+	snprintf(err, sizeof(err), "%s", rc == DB_DONE ? "INSERT returned no id" : db_errmsg(ctl->db));
+	db_finalize(st);
+	if (rc == DB_DONE && *id > 0)
+		return CTL_OK;
+	if (rc == DB_CONSTRAINT) {
+		ctl_rollback(ctl);
+		if (ctl_find(ctl, NULL, "SELECT 1 FROM keys WHERE name = ?1", "t", name) == 1)
+			return ctl_error("a key named '%s' already exists", name);
+	}
+	return ctl_error("database error: %s", err);
+}
+
 static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *name = a->operand;
@@ -882,6 +985,7 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
 	struct ctl_key_opts o = { 0 };
 	int status, found;
+	int64_t key_id = 0;
 
 	if (!ctl_valid_name(name)) {
 		status = ctl_usage(ctl->cmd, "invalid key name '%s': use 1-%d characters from "
@@ -894,7 +998,7 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 
 	status = CTL_FAIL;
 	if (ctl_db_open(ctl) != CTL_OK || ctl_secret_load(ctl, secret) != CTL_OK ||
-	    ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	    ctl_begin(ctl) != CTL_OK)
 		goto out;
 	found = ctl_find(ctl, NULL, "SELECT 1 FROM keys WHERE name = ?1", "t", name);
 	if (found != 0) {
@@ -909,10 +1013,8 @@ static int ctl_key_create(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	}
 	keyhash_compute(secret, key, KEYHASH_KEY_LEN, hash);
-	if (ctl_exec(ctl, "INSERT INTO keys (name, prefix, hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-	             "ttbi", name, prefix, hash, (int)sizeof(hash), db_now()) < 0 ||
-	    ctl_key_apply(ctl, sqlite3_last_insert_rowid(ctl->db), name, &o) != CTL_OK ||
-	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+	if (ctl_key_insert(ctl, name, prefix, hash, &key_id) != CTL_OK ||
+	    ctl_key_apply(ctl, key_id, name, &o) != CTL_OK || ctl_commit(ctl) != CTL_OK)
 		goto out;
 	/* Shown once: only the hash and the prefix are stored. */
 	printf("%s\n", key);
@@ -947,7 +1049,7 @@ static int ctl_key_set(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 
 	status = CTL_FAIL;
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		goto out;
 	found = ctl_find(ctl, &key_id, "SELECT id FROM keys WHERE name = ?1", "t", name);
 	if (found != 1) {
@@ -956,7 +1058,7 @@ static int ctl_key_set(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	}
 	if (ctl_key_models_exist(ctl, &o) != CTL_OK || ctl_key_apply(ctl, key_id, name, &o) != CTL_OK ||
-	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+	    ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("updated key %s\n", name);
 	status = CTL_OK;
@@ -987,15 +1089,23 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "PERIOD", "budget_period", COL_TEXT },
 	};
 
-	return ctl_print_table(ctl,
-	                       "SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at,"
-	                       " (SELECT group_concat(model, ',') FROM"
-	                       "   (SELECT model FROM key_models WHERE key_id = k.id ORDER BY model)),"
-	                       " k.default_model, k.service_tiers, k.server_tools, k.audio,"
-	                       " k.rpm, k.tpm, k.max_concurrent, k.budget_micros,"
-	                       " k.budget_period"
-	                       " FROM keys k ORDER BY k.id",
-	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+	/* The allow-list joined in byte order: SQLite has no string_agg before 3.44, nor
+	 * PostgreSQL group_concat. */
+#define KEY_LIST_SQL(MODELS)                                                            \
+	"SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at, " MODELS ","         \
+	" k.default_model, k.service_tiers, k.server_tools, k.audio,"                     \
+	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period"               \
+	" FROM keys k ORDER BY k.id"
+	static const struct ctl_sql q = {
+		KEY_LIST_SQL("(SELECT group_concat(model, ',') FROM"
+		             " (SELECT model FROM key_models WHERE key_id = k.id ORDER BY model))"),
+		KEY_LIST_SQL("(SELECT string_agg(model, ',' ORDER BY model COLLATE \"C\")"
+		             " FROM key_models WHERE key_id = k.id)"),
+	};
+#undef KEY_LIST_SQL
+
+	return ctl_print_table(ctl, q, NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])),
+	                       ctl_list_printer(a));
 }
 
 static int ctl_key_revoke(struct ctl *ctl, const struct ctl_args *a)
@@ -1004,7 +1114,7 @@ static int ctl_key_revoke(struct ctl *ctl, const struct ctl_args *a)
 	int status = CTL_FAIL, found, changed;
 	int64_t id;
 
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		goto out;
 	found = ctl_find(ctl, &id, "SELECT id FROM keys WHERE name = ?1", "t", name);
 	if (found != 1) {
@@ -1019,7 +1129,7 @@ static int ctl_key_revoke(struct ctl *ctl, const struct ctl_args *a)
 			ctl_error("key '%s' is already revoked", name);
 		goto out;
 	}
-	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+	if (ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("revoked key %s\n", name);
 	status = CTL_OK;
@@ -1084,23 +1194,23 @@ static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_ca
 	                " audio_output_micros_per_mtok, web_search_micros_per_call)"
 	                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
 	                " ON CONFLICT (model_id, tier, above_tokens) DO UPDATE SET"
-	                " input_micros_per_mtok = coalesce(?4, CASE WHEN ?13 THEN"
+	                " input_micros_per_mtok = coalesce(?4, CASE WHEN ?13 <> 0 THEN"
 	                "  input_micros_per_mtok END),"
-	                " cached_micros_per_mtok = coalesce(?5, CASE WHEN ?13 THEN"
+	                " cached_micros_per_mtok = coalesce(?5, CASE WHEN ?13 <> 0 THEN"
 	                "  cached_micros_per_mtok END),"
-	                " cache_write_micros_per_mtok = coalesce(?6, CASE WHEN ?13 THEN"
+	                " cache_write_micros_per_mtok = coalesce(?6, CASE WHEN ?13 <> 0 THEN"
 	                "  cache_write_micros_per_mtok END),"
-	                " cache_write_1h_micros_per_mtok = coalesce(?7, CASE WHEN ?13 THEN"
+	                " cache_write_1h_micros_per_mtok = coalesce(?7, CASE WHEN ?13 <> 0 THEN"
 	                "  cache_write_1h_micros_per_mtok END),"
-	                " output_micros_per_mtok = coalesce(?8, CASE WHEN ?13 THEN"
+	                " output_micros_per_mtok = coalesce(?8, CASE WHEN ?13 <> 0 THEN"
 	                "  output_micros_per_mtok END),"
-	                " reasoning_micros_per_mtok = coalesce(?9, CASE WHEN ?13 THEN"
+	                " reasoning_micros_per_mtok = coalesce(?9, CASE WHEN ?13 <> 0 THEN"
 	                "  reasoning_micros_per_mtok END),"
-	                " audio_input_micros_per_mtok = coalesce(?10, CASE WHEN ?13 THEN"
+	                " audio_input_micros_per_mtok = coalesce(?10, CASE WHEN ?13 <> 0 THEN"
 	                "  audio_input_micros_per_mtok END),"
-	                " audio_output_micros_per_mtok = coalesce(?11, CASE WHEN ?13 THEN"
+	                " audio_output_micros_per_mtok = coalesce(?11, CASE WHEN ?13 <> 0 THEN"
 	                "  audio_output_micros_per_mtok END),"
-	                " web_search_micros_per_call = coalesce(?12, CASE WHEN ?13 THEN"
+	                " web_search_micros_per_call = coalesce(?12, CASE WHEN ?13 <> 0 THEN"
 	                "  web_search_micros_per_call END)",
 	                "itinnnnnnnnni", model_id, c->tier, c->above, p[0], p[1], p[2], p[3], p[4],
 	                p[5], p[6], p[7], p[8], (int64_t)merge) < 0 ? -1 : 0;
@@ -1109,7 +1219,7 @@ static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_ca
 /* Opens the database, begins a write transaction and finds the model named name. */
 static int ctl_begin_model(struct ctl *ctl, const char *name, int64_t *id)
 {
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		return CTL_FAIL;
 	return ctl_model_id(ctl, name, id);
 }
@@ -1129,7 +1239,7 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	if (ctl_card_parse_prices(ctl->cmd, a, &card) != CTL_OK)
 		return CTL_USAGE;
 
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		goto out;
 	found = ctl_find(ctl, &provider_id, "SELECT id FROM providers WHERE name = ?1", "t", provider);
 	if (found != 1) {
@@ -1150,7 +1260,7 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	if (card.known && (ctl_model_id(ctl, name, &model_id) != CTL_OK ||
 	                   ctl_card_write(ctl, model_id, &card, 1) < 0))
 		goto out;
-	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+	if (ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("%s model %s\n", existed ? "updated" : "created", name);
 	status = CTL_OK;
@@ -1176,17 +1286,19 @@ static int ctl_model_list(struct ctl *ctl, const struct ctl_args *a)
 	};
 
 	/* The prices model set writes: the default card for every prompt size. */
-	return ctl_print_table(ctl,
-	                       "SELECT m.id, m.name, p.name, c.input_micros_per_mtok,"
-	                       " c.output_micros_per_mtok, c.cached_micros_per_mtok,"
-	                       " c.cache_write_micros_per_mtok,"
-	                       " (SELECT count(*) FROM model_prices WHERE model_id = m.id),"
-	                       " m.created_at, m.updated_at"
-	                       " FROM models m JOIN providers p ON p.id = m.provider_id"
-	                       " LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default'"
-	                       "  AND c.above_tokens = 0"
-	                       " ORDER BY m.name",
-	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+#define MODEL_LIST_SQL(C)                                                               \
+	"SELECT m.id, m.name, p.name, c.input_micros_per_mtok,"                           \
+	" c.output_micros_per_mtok, c.cached_micros_per_mtok,"                            \
+	" c.cache_write_micros_per_mtok,"                                                 \
+	" (SELECT count(*) FROM model_prices WHERE model_id = m.id),"                     \
+	" m.created_at, m.updated_at"                                                     \
+	" FROM models m JOIN providers p ON p.id = m.provider_id"                         \
+	" LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default'"           \
+	"  AND c.above_tokens = 0"                                                        \
+	" ORDER BY m.name" C
+	return ctl_print_table(ctl, CTL_SQL(MODEL_LIST_SQL), NULL, cols,
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+#undef MODEL_LIST_SQL
 }
 
 static int ctl_prices_set(struct ctl *ctl, const struct ctl_args *a)
@@ -1209,7 +1321,7 @@ static int ctl_prices_set(struct ctl *ctl, const struct ctl_args *a)
 	existed = ctl_find(ctl, NULL, "SELECT 1 FROM model_prices WHERE model_id = ?1 AND tier = ?2"
 	                   " AND above_tokens = ?3", "iti", model_id, card.tier, card.above);
 	if (existed < 0 || ctl_card_write(ctl, model_id, &card, 1) < 0 ||
-	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+	    ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("%s card of model %s: tier %s above %lld tokens\n", existed ? "updated" : "created",
 	       a->operand, card.tier, (long long)card.above);
@@ -1240,7 +1352,7 @@ static int ctl_prices_delete(struct ctl *ctl, const struct ctl_args *a)
 			          "prices list %s')", a->operand, card.tier, (long long)card.above, a->operand);
 		goto out;
 	}
-	if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+	if (ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("deleted card of model %s: tier %s above %lld tokens\n", a->operand, card.tier,
 	       (long long)card.above);
@@ -1253,14 +1365,16 @@ out:
 
 /* prices list --json: the tally import format, {"models": {"NAME": [card, ...]}}, from
  * rows of the model's name then the card's columns, ordered by name. */
-static int ctl_prices_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_col *cols, int ncols)
+static int ctl_prices_json(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols,
+                           int ncols)
 {
 	cJSON *doc = cJSON_CreateObject(), *models = cJSON_CreateObject(), *cards = NULL;
-	int rc = SQLITE_DONE, oom = ctl_json_add(doc, "models", models) < 0;
+	int oom = ctl_json_add(doc, "models", models) < 0;
+	enum db_status rc = DB_DONE;
 	const char *name;
 
-	while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		name = (const char *)sqlite3_column_text(st, 0);
+	while (!oom && (rc = db_step(st)) == DB_ROW) {
+		name = db_col_text(st, 0);
 		if (!name) {
 			oom = 1;
 			break;
@@ -1271,7 +1385,7 @@ static int ctl_prices_json(struct ctl *ctl, sqlite3_stmt *st, const struct ctl_c
 		}
 		oom = oom || ctl_json_row(cards, NULL, st, cols, 1, ncols) < 0;
 	}
-	if (!oom && rc != SQLITE_DONE) {
+	if (!oom && rc != DB_DONE) {
 		cJSON_Delete(doc);
 		return ctl_db_error(ctl);
 	}
@@ -1292,18 +1406,20 @@ static int ctl_prices_list(struct ctl *ctl, const struct ctl_args *a)
 		cols[3 + i] = (struct ctl_col){ ctl_prices[i].header, pricecard_columns[i], COL_INT };
 	if (a->operand && (ctl_db_open(ctl) != CTL_OK || ctl_model_id(ctl, a->operand, &id) != CTL_OK))
 		return CTL_FAIL;
-	/* The price columns in ctl_prices order; the default tier first. */
-	return ctl_print_table(ctl,
-	                       "SELECT m.name, c.tier, c.above_tokens, c.input_micros_per_mtok,"
-	                       " c.cached_micros_per_mtok, c.cache_write_micros_per_mtok,"
-	                       " c.cache_write_1h_micros_per_mtok, c.output_micros_per_mtok,"
-	                       " c.reasoning_micros_per_mtok, c.audio_input_micros_per_mtok,"
-	                       " c.audio_output_micros_per_mtok, c.web_search_micros_per_call"
-	                       " FROM model_prices c JOIN models m ON m.id = c.model_id"
-	                       " WHERE ?1 IS NULL OR m.name = ?1"
-	                       " ORDER BY m.name, c.tier <> 'default', c.tier, c.above_tokens",
-	                       a->operand, cols, 3 + CTL_NPRICES,
+	/* The price columns in ctl_prices order; the default tier first. The CAST gives
+	 * PostgreSQL the parameter's type, which IS NULL alone does not. */
+#define PRICES_LIST_SQL(C)                                                              \
+	"SELECT m.name, c.tier, c.above_tokens, c.input_micros_per_mtok,"                 \
+	" c.cached_micros_per_mtok, c.cache_write_micros_per_mtok,"                       \
+	" c.cache_write_1h_micros_per_mtok, c.output_micros_per_mtok,"                    \
+	" c.reasoning_micros_per_mtok, c.audio_input_micros_per_mtok,"                    \
+	" c.audio_output_micros_per_mtok, c.web_search_micros_per_call"                   \
+	" FROM model_prices c JOIN models m ON m.id = c.model_id"                         \
+	" WHERE CAST(?1 AS TEXT) IS NULL OR m.name = ?1"                                  \
+	" ORDER BY m.name" C ", c.tier <> 'default', c.tier" C ", c.above_tokens"
+	return ctl_print_table(ctl, CTL_SQL(PRICES_LIST_SQL), a->operand, cols, 3 + CTL_NPRICES,
 	                       a->val[OPT_JSON] ? ctl_prices_json : ctl_table_text);
+#undef PRICES_LIST_SQL
 }
 
 /* ---- prices import ---- */
@@ -1811,14 +1927,76 @@ out:
 	return status;
 }
 
+/* The configured models, by name, into *out (the caller frees each name and out),
+ * read whole before any card is written: a PostgreSQL connection runs one statement at
+ * a time, so none may stay open while another runs. */
+struct ctl_model {
+	int64_t id;
+	char *name;
+};
+
+static int ctl_models_read(struct ctl *ctl, struct ctl_model **out, size_t *n)
+{
+#define MODELS_SQL(C) "SELECT id, name FROM models ORDER BY name" C
+	struct db_stmt *st = ctl_prepare(ctl, ctl_sql_of(ctl, CTL_SQL(MODELS_SQL)), "");
+#undef MODELS_SQL
+	struct ctl_model *grown;
+	enum db_status rc = DB_DONE;
+	const char *name;
+	size_t cap = 0;
+	int status = CTL_FAIL;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return CTL_FAIL;
+	while ((rc = db_step(st)) == DB_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(*out, cap * sizeof(**out));
+			if (!grown) {
+				ctl_error("out of memory");
+				goto out;
+			}
+			*out = grown;
+		}
+		(*out)[*n].id = db_col_int(st, 0);
+		name = db_col_text(st, 1);
+		(*out)[*n].name = strdup(name ? name : "");
+		if (!(*out)[*n].name) {
+			ctl_error("out of memory");
+			goto out;
+		}
+		++*n;
+	}
+	if (rc != DB_DONE) {
+		ctl_db_error(ctl);
+		goto out;
+	}
+	status = CTL_OK;
+out:
+	db_finalize(st);
+	return status;
+}
+
+static void ctl_models_free(struct ctl_model *models, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(models[i].name);
+	free(models);
+}
+
 static int ctl_prices_import(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *format = a->val[OPT_FORMAT] ? a->val[OPT_FORMAT] : "tally";
 	struct ctl_import imp = { .ctl = ctl, .file = a->operand };
-	sqlite3_stmt *st = NULL;
+	struct ctl_model *models = NULL;
+	size_t nmodels = 0, i;
 	cJSON *root = NULL;
 	const cJSON *e;
-	int status = CTL_FAIL, rc;
+	int status = CTL_FAIL;
 
 	if (strcmp(format, "tally") != 0 && strcmp(format, "litellm") != 0)
 		return ctl_usage(ctl->cmd, "invalid value '%s' for --format: expected tally or litellm",
@@ -1831,21 +2009,13 @@ static int ctl_prices_import(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	}
 	/* One transaction: every card of the file, or none. */
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		goto out;
-	if (sqlite3_prepare_v2(ctl->db, "SELECT id, name FROM models ORDER BY name", -1, &st,
-	                       NULL) != SQLITE_OK) {
-		ctl_db_error(ctl);
+	if (ctl_models_read(ctl, &models, &nmodels) != CTL_OK)
 		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (ctl_import_model(&imp, sqlite3_column_int64(st, 0),
-		                     (const char *)sqlite3_column_text(st, 1)) < 0)
+	for (i = 0; i < nmodels; i++) {
+		if (ctl_import_model(&imp, models[i].id, models[i].name) < 0)
 			goto out;
-	}
-	if (rc != SQLITE_DONE) {
-		ctl_db_error(ctl);
-		goto out;
 	}
 	cJSON_ArrayForEach(e, imp.entries) {
 		if ((imp.litellm && strcmp(e->string, CTL_LITELLM_SAMPLE) == 0) ||
@@ -1858,7 +2028,7 @@ static int ctl_prices_import(struct ctl *ctl, const struct ctl_args *a)
 	}
 	if (a->val[OPT_DRY_RUN])
 		ctl_rollback(ctl);
-	else if (ctl_sql(ctl, "COMMIT") != CTL_OK)
+	else if (ctl_commit(ctl) != CTL_OK)
 		goto out;
 	if (a->val[OPT_JSON]) {
 		status = ctl_json_print(imp.report, 0);
@@ -1868,7 +2038,7 @@ static int ctl_prices_import(struct ctl *ctl, const struct ctl_args *a)
 		status = CTL_OK;
 	}
 out:
-	sqlite3_finalize(st);
+	ctl_models_free(models, nmodels);
 	if (status != CTL_OK)
 		ctl_rollback(ctl);
 	cJSON_Delete(root);
@@ -1898,7 +2068,7 @@ static int ctl_provider_set(struct ctl *ctl, const struct ctl_args *a)
 		return ctl_usage(ctl->cmd, "invalid --url '%s': expected an http:// or https:// URL "
 		                 "without spaces", url);
 
-	if (ctl_db_open(ctl) != CTL_OK || ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
 		goto out;
 	existed = ctl_find(ctl, NULL, "SELECT 1 FROM providers WHERE name = ?1", "t", name);
 	/* --url absent keeps the stored URL; --url '' clears it. */
@@ -1907,9 +2077,10 @@ static int ctl_provider_set(struct ctl *ctl, const struct ctl_args *a)
 	             "INSERT INTO providers (name, api, backend, base_url, created_at)"
 	             " VALUES (?1, ?2, ?3, nullif(?4, ''), ?5)"
 	             " ON CONFLICT (name) DO UPDATE SET api = excluded.api, backend = excluded.backend,"
-	             " base_url = CASE WHEN ?4 IS NULL THEN base_url ELSE excluded.base_url END",
+	             " base_url = CASE WHEN CAST(?4 AS TEXT) IS NULL THEN base_url"
+	             " ELSE excluded.base_url END",
 	             "tttti", name, api, backend, url, db_now()) < 0 ||
-	    ctl_sql(ctl, "COMMIT") != CTL_OK)
+	    ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("%s provider %s\n", existed ? "updated" : "created", name);
 	status = CTL_OK;
@@ -1930,10 +2101,11 @@ static int ctl_provider_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "CREATED", "created_at", COL_TIME },
 	};
 
-	return ctl_print_table(ctl,
-	                       "SELECT id, name, api, backend, base_url, created_at"
-	                       " FROM providers ORDER BY name",
-	                       NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+#define PROVIDER_LIST_SQL(C)                                                            \
+	"SELECT id, name, api, backend, base_url, created_at FROM providers ORDER BY name" C
+	return ctl_print_table(ctl, CTL_SQL(PROVIDER_LIST_SQL), NULL, cols,
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+#undef PROVIDER_LIST_SQL
 }
 
 /* ---- maintenance commands: backup, prune ---- */
@@ -1952,17 +2124,16 @@ static int ctl_fsync_path(const char *path, int flags)
 }
 
 /* Opens path read-only without ctl_db_open's create-or-migrate: a backup must never
- * change the database it copies, whatever its schema version. */
-static int ctl_open_readonly(const char *path, sqlite3 **out)
+ * change the database it copies. */
+static int ctl_open_readonly(const char *path, struct db **out)
 {
-	if (sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-		return ctl_error("database %s: %s", path, *out ? sqlite3_errmsg(*out) : "out of memory");
-	sqlite3_busy_timeout(*out, DB_BUSY_TIMEOUT_MS);
+	char err[1024];
+
+	if (db_open(path, DB_READONLY, out, err, sizeof(err)) < 0)
+		return ctl_error("%s", err);
 	return CTL_OK;
 }
 
-/* Checks the copy at path: PRAGMA integrity_check must say "ok". Reports its schema
- * version and requests rows. */
 /* ---- gateway secret ---- */
 
 /* Prints the gateway secret the agent expects, for HAProxy's environment: the agent's
@@ -1988,34 +2159,35 @@ static int ctl_gateway_secret(struct ctl *ctl, const struct ctl_args *a)
 	return CTL_OK;
 }
 
+/* Checks the copy at path: PRAGMA integrity_check must say "ok". Reports its schema
+ * version and requests rows. */
 static int ctl_backup_verify(const char *path, int64_t *version, int64_t *rows)
 {
-	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
+	struct db *db = NULL;
+	struct db_stmt *st = NULL;
 	const char *res;
 	int status = CTL_FAIL;
 
 	if (ctl_open_readonly(path, &db) != CTL_OK)
 		goto out;
-	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check(1)", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW) {
-		ctl_error("backup %s: cannot check it: %s", path, sqlite3_errmsg(db));
+	if (db_prepare(db, "PRAGMA integrity_check(1)", &st) < 0 || db_step(st) != DB_ROW) {
+		ctl_error("backup %s: cannot check it: %s", path, db_errmsg(db));
 		goto out;
 	}
-	res = (const char *)sqlite3_column_text(st, 0);
+	res = db_col_text(st, 0);
 	if (!res || strcmp(res, "ok") != 0) {
 		ctl_error("backup %s: integrity check failed: %s", path, res ? res : "no answer");
 		goto out;
 	}
-	if (db_query_int(db, "PRAGMA user_version", version) < 0 ||
-	    db_query_int(db, "SELECT count(*) FROM requests", rows) < 0) {
-		ctl_error("backup %s: cannot read it: %s", path, sqlite3_errmsg(db));
+	*version = db_schema_version(db);
+	if (*version < 0 || db_query_int(db, "SELECT count(*) FROM requests", rows) < 0) {
+		ctl_error("backup %s: cannot read it: %s", path, db_errmsg(db));
 		goto out;
 	}
 	status = CTL_OK;
 out:
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	db_finalize(st);
+	db_close(db);
 	return status;
 }
 
@@ -2028,12 +2200,18 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *dest = a->operand;
 	char tmp[CTL_PATH_MAX], dir[CTL_PATH_MAX], *slash;
-	sqlite3 *src = NULL;
-	sqlite3_stmt *st = NULL;
+	struct db *src = NULL;
+	struct db_stmt *st = NULL;
 	int status = CTL_FAIL, made_tmp = 0, fd;
 	int64_t version, rows;
 	struct stat sb;
 
+	/* Consistent copies of a PostgreSQL database are pg_dump's job, or the cluster's
+	 * own base backups, not a client's. */
+	if (db_is_postgres(ctl->db_path))
+		return ctl_error("backup copies a SQLite database; for a PostgreSQL store use "
+		                 "pg_dump (e.g. pg_dump -Fc -f %s URL) or the cluster's own backups",
+		                 dest);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", dest, (long)getpid()) >= (int)sizeof(tmp) ||
 	    snprintf(dir, sizeof(dir), "%s", dest) >= (int)sizeof(dir))
 		return ctl_usage(ctl->cmd, "destination path too long");
@@ -2043,14 +2221,8 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 	}
 	if (ctl_open_readonly(ctl->db_path, &src) != CTL_OK)
 		goto out;
-	if (db_query_int(src, "PRAGMA user_version", &version) < 0 || version <= 0) {
-		ctl_error("database %s: not a tally database (%s)", ctl->db_path,
-		          sqlite3_errmsg(src));
-		goto out;
-	}
-	if (sqlite3_prepare_v2(src, "VACUUM INTO ?1", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC) != SQLITE_OK) {
-		ctl_error("database %s: %s", ctl->db_path, sqlite3_errmsg(src));
+	if (db_prepare(src, "VACUUM INTO ?1", &st) < 0 || db_bind_text(st, 1, tmp, strlen(tmp)) < 0) {
+		ctl_error("database %s: %s", ctl->db_path, db_errmsg(src));
 		goto out;
 	}
 	/* SQLite would create the copy 0644 less the umask, and it holds key hashes and
@@ -2069,8 +2241,8 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	}
 	close(fd);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		ctl_error("backup to %s failed: %s", dest, sqlite3_errmsg(src));
+	if (db_step(st) != DB_DONE) {
+		ctl_error("backup to %s failed: %s", dest, db_errmsg(src));
 		goto out;
 	}
 	if (ctl_backup_verify(tmp, &version, &rows) != CTL_OK)
@@ -2097,8 +2269,8 @@ static int ctl_backup(struct ctl *ctl, const struct ctl_args *a)
 	       (long long)version, (long long)rows);
 	status = CTL_OK;
 out:
-	sqlite3_finalize(st);
-	sqlite3_close(src);
+	db_finalize(st);
+	db_close(src);
 	if (made_tmp)
 		unlink(tmp);
 	return status;
@@ -2117,7 +2289,8 @@ static void ctl_sleep_ms(int64_t ms)
  * transaction, pausing between batches. Each batch is its own BEGIN IMMEDIATE ...
  * COMMIT: IMMEDIATE takes the write lock up front through the busy handler, where a
  * deferred DELETE would upgrade a read lock and could fail at once with SQLITE_BUSY
- * when the agent's writer committed in between. Rollups (usage_*, model_*)
+ * when the agent's writer committed in between (on PostgreSQL, db_begin's plain BEGIN:
+ * the DELETE locks only its rows). Rollups (usage_*, model_*)
  * and the accounting counters are left alone: dashboards keep their history and
  * received = written + dropped keeps counting every transaction ever accounted. */
 static int ctl_prune(struct ctl *ctl, const struct ctl_args *a)
@@ -2163,10 +2336,10 @@ static int ctl_prune(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	}
 	for (;;) {
-		if (ctl_sql(ctl, "BEGIN IMMEDIATE") != CTL_OK)
+		if (ctl_begin(ctl) != CTL_OK)
 			goto out;
 		n = ctl_exec(ctl, delete_sql, "ii", cutoff, batch);
-		if (n < 0 || ctl_sql(ctl, "COMMIT") != CTL_OK)
+		if (n < 0 || ctl_commit(ctl) != CTL_OK)
 			goto out;
 		total += n;
 		batches += n > 0;
@@ -2374,7 +2547,8 @@ static const struct ctl_command ctl_commands[] = {
 	  "read snapshot: VACUUM INTO). DEST must not exist; it appears only once complete,\n"
 	  "synced and passing PRAGMA integrity_check. The copy is compact and has no -wal\n"
 	  "file. The key-hashing secret file is not copied: back it up separately, once.\n"
-	  "Never creates or migrates the database.\n",
+	  "Never creates or migrates the database. SQLite only: back a PostgreSQL store up\n"
+	  "with pg_dump.\n",
 	  "DEST", 0, 0, 0, ctl_backup },
 	{ "prune", NULL, "prune --older-than-days N [--batch ROWS] [--pause-ms MS] [--dry-run]",
 	  "Deletes raw usage rows (the requests table) that started more than N days ago,\n"
@@ -2413,9 +2587,10 @@ static void ctl_help_main(void)
 	       "command creates the database; the running agent picks every change up.\n"
 	       "\n"
 	       "Options:\n"
-	       "  --db PATH      database (default: $TALLY_DB, else %s)\n"
+	       "  --db STORE     database: a SQLite file path or a postgresql:// URL\n"
+	       "                 (default: $TALLY_DB, else %s)\n"
 	       "  --secret PATH  key-hashing secret (default: $TALLY_SECRET_FILE, else the\n"
-	       "                 database path + \".secret\")\n"
+	       "                 database path + \".secret\"; required with a URL)\n"
 	       "  -h, --help     this help\n"
 	       "\n"
 	       "Commands:\n", CTL_DEFAULT_DB);
@@ -2599,7 +2774,7 @@ int main(int argc, char **argv)
 	status = ctl_main(&ctl, argc, argv);
 	if (status == CTL_HELP)
 		status = CTL_OK;
-	sqlite3_close(ctl.db);
+	db_close(ctl.db);
 	if (fflush(stdout) != 0 && status == CTL_OK)
 		status = ctl_error("cannot write to stdout");
 	return status;

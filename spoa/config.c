@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "db.h"
 #include "keytable.h"
 #include "tier.h"
 
@@ -67,6 +69,18 @@ static int config_set_threads(struct agent_config *cfg, const char *value)
 static int config_set_db(struct agent_config *cfg, const char *value)
 {
 	return config_copy(cfg->db_path, value);
+}
+
+/* A node's name: its accounting row's key, and a part of file names derived from it. */
+static int config_set_node(struct agent_config *cfg, const char *value)
+{
+	size_t len = strlen(value);
+
+	if (len == 0 || len >= sizeof(cfg->node) || strspn(value, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != len)
+		return -1;
+	memcpy(cfg->node, value, len + 1);
+	return 0;
 }
 
 static int config_set_secret(struct agent_config *cfg, const char *value)
@@ -243,8 +257,9 @@ static int config_set_db_max_pages(struct agent_config *cfg, const char *value)
 static const struct config_setting settings[] = {
 	{ "listen", "ADDR", "SPOP listen address, host:port or unix:/path; repeatable (default 127.0.0.1:12345)", config_set_listen },
 	{ "threads", "N", "I/O threads, one libev loop each (default 2)", config_set_threads },
-	{ "db", "PATH", "SQLite database, created or migrated at start (default ./data/tally.db)", config_set_db },
-	{ "secret", "PATH", "key-hashing secret file (default: the database path + .secret)", config_set_secret },
+	{ "db", "STORE", "SQLite database path, or a postgresql:// URL shared by every node; created or migrated at start (default ./data/tally.db)", config_set_db },
+	{ "node", "NAME", "this agent's name in the store, keying its accounting counters; letters, digits, '.', '-', '_' (default: local on SQLite, the host name on PostgreSQL)", config_set_node },
+	{ "secret", "PATH", "key-hashing secret file (default: the database path + .secret; with a postgresql:// --db it must be given, the same file on every node)", config_set_secret },
 	{ "log-level", "LEVEL", "error, warn, info or debug (default info)", config_set_log_level },
 	{ "max-frame-size", "BYTES", "largest SPOP frame accepted (default 16380, HAProxy's tune.bufsize - 4)", config_set_max_frame_size },
 	{ "reload-interval-ms", "MS", "how often key and model changes are looked for (default 250)", config_set_reload_interval },
@@ -253,8 +268,8 @@ static const struct config_setting settings[] = {
 	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
 	{ "records", "ADDR", "host:port receiving HAProxy's end-of-transaction records, TCP and UDP (default 127.0.0.1:12346)", config_set_records },
 	{ "metrics", "ADDR", "host:port serving Prometheus metrics at /metrics, or off (default 127.0.0.1:9464)", config_set_metrics },
-	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl)", config_set_control },
-	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal)", config_set_journal },
+	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl; on PostgreSQL ./data/tally-NODE.ctl)", config_set_control },
+	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal; on PostgreSQL ./data/tally-NODE.journal)", config_set_journal },
 	{ "queue-capacity", "N", "rows waiting for the writer; beyond it rows are dropped and counted (default 65536)", config_set_queue_capacity },
 	{ "batch-max", "N", "rows per writer transaction at most (default 8192)", config_set_batch_max },
 	{ "write-retry-ms", "MS", "how long a failing batch is retried before its rows count as dropped (default 10000)", config_set_write_retry },
@@ -267,7 +282,7 @@ static const struct config_setting settings[] = {
 	{ "service-tiers", "LIST", "service tiers a request may ask for, comma-separated, for keys without their own list (default: every tier the model has prices for)", config_set_service_tiers },
 	{ "server-tools", "POLICY", "tools the provider runs (web search, ...) for keys without their own policy: priced (while the model prices them), allow or deny (default priced)", config_set_server_tools },
 	{ "audio", "POLICY", "audio output for keys without their own policy: priced, allow or deny (default priced)", config_set_audio },
-	{ "db-max-pages", "N", "cap the database at N pages (PRAGMA max_page_count; 0: no cap)", config_set_db_max_pages },
+	{ "db-max-pages", "N", "cap a SQLite database at N pages (PRAGMA max_page_count; 0: no cap; not used on PostgreSQL)", config_set_db_max_pages },
 	{ "haproxy-socket", "PATH", "HAProxy's CLI (a stats socket of level operator): the records ring's backlog is read from it at start and when the ring reconnects, since HAProxy 3.x's ring does not resend it (default: none)", config_set_haproxy_socket },
 	{ "haproxy-ring", "NAME", "the records ring's name in haproxy.cfg (default tally-records)", config_set_haproxy_ring },
 	{ "haproxy-cfg", "PATH", "with --self-check: check that this HAProxy configuration sends to the SPOP and records addresses", config_set_haproxy_cfg },
@@ -407,6 +422,40 @@ static void config_defaults(struct agent_config *cfg)
 	snprintf(cfg->haproxy_ring, sizeof(cfg->haproxy_ring), "tally-records");
 }
 
+/* What the store decides: the node's name, and the files named after the database
+ * path, which a PostgreSQL URL cannot give (nor, shared by every node, a secret). */
+static int config_store_defaults(struct agent_config *cfg, char *err, size_t errlen)
+{
+	int pg = db_is_postgres(cfg->db_path);
+	char host[256] = "", base[CONFIG_PATH_MAX];
+
+	if (!cfg->node[0] && !pg) {
+		snprintf(cfg->node, sizeof(cfg->node), "local");
+	} else if (!cfg->node[0] && (gethostname(host, sizeof(host) - 1) < 0 ||
+	                             config_set_node(cfg, host) < 0)) {
+		config_error(err, errlen, "the host name is no node name: give --node");
+		return -1;
+	}
+	if (pg && !cfg->secret_path[0]) {
+		config_error(err, errlen, "--db is a PostgreSQL URL: give --secret, the key-hashing "
+		             "secret file every node and tallyctl share");
+		return -1;
+	}
+	if (pg)
+		snprintf(base, sizeof(base), "./data/tally-%s", cfg->node);
+	else
+		memcpy(base, cfg->db_path, sizeof(base));
+	if ((!cfg->control_path[0] &&
+	     snprintf(cfg->control_path, CONFIG_PATH_MAX, "%s.ctl", base) >= CONFIG_PATH_MAX) ||
+	    (!cfg->journal_dir[0] &&
+	     snprintf(cfg->journal_dir, CONFIG_PATH_MAX, "%s.journal", base) >= CONFIG_PATH_MAX)) {
+		config_error(err, errlen, "database path too long to derive the control socket and "
+		             "journal paths from (give --control and --journal)");
+		return -1;
+	}
+	return 0;
+}
+
 enum config_result config_parse(struct agent_config *cfg, int argc, char **argv, char *err,
                                 size_t errlen)
 {
@@ -479,13 +528,7 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv,
 	}
 	if (cfg->nlisten == 0)
 		snprintf(cfg->listen[cfg->nlisten++], CONFIG_PATH_MAX, "127.0.0.1:12345");
-	if ((!cfg->control_path[0] &&
-	     snprintf(cfg->control_path, CONFIG_PATH_MAX, "%s.ctl", cfg->db_path) >= CONFIG_PATH_MAX) ||
-	    (!cfg->journal_dir[0] &&
-	     snprintf(cfg->journal_dir, CONFIG_PATH_MAX, "%s.journal", cfg->db_path) >= CONFIG_PATH_MAX)) {
-		config_error(err, errlen, "database path too long to derive the control socket and "
-		             "journal paths from (give --control and --journal)");
+	if (config_store_defaults(cfg, err, errlen) < 0)
 		return CONFIG_ERROR;
-	}
 	return CONFIG_OK;
 }

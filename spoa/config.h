@@ -13,13 +13,15 @@
 #define CONFIG_MAX_LISTEN  8
 #define CONFIG_MAX_THREADS 64
 #define CONFIG_PATH_MAX    1024
+#define CONFIG_NODE_MAX    64
 
 struct agent_config {
 	char listen[CONFIG_MAX_LISTEN][CONFIG_PATH_MAX]; /* "host:port" or "unix:/path" */
 	int nlisten;
 	int threads;
-	char db_path[CONFIG_PATH_MAX];
-	char secret_path[CONFIG_PATH_MAX];     /* empty: db_path + ".secret" */
+	char db_path[CONFIG_PATH_MAX];         /* a SQLite path or a postgresql:// URL */
+	char node[CONFIG_NODE_MAX];            /* this agent's accounting row in the store */
+	char secret_path[CONFIG_PATH_MAX];     /* empty: db_path + ".secret" (SQLite only) */
 	enum log_level log_level;
 	uint32_t max_frame_size;
 	int reload_interval_ms;

@@ -1,4 +1,4 @@
-/* keytable: builds the immutable configuration snapshot from SQLite (main thread) and
+/* keytable: builds the immutable configuration snapshot from the store (main thread) and
  * answers key and model look-ups on it (I/O threads, lock-free, read only). */
 #include "keytable.h"
 
@@ -51,33 +51,34 @@ void keytable_unref(struct keytable *t)
 		keytable_free(t);
 }
 
-static char *keytable_col_strdup(sqlite3_stmt *st, int col)
+static char *keytable_col_strdup(struct db_stmt *st, int col)
 {
-	const unsigned char *s = sqlite3_column_text(st, col);
+	const char *s = db_col_text(st, col);
 
-	return s ? strdup((const char *)s) : NULL;
+	return s ? strdup(s) : NULL;
 }
 
-typedef int (*keytable_row_fn)(struct keytable *t, sqlite3_stmt *st);
+typedef int (*keytable_row_fn)(struct keytable *t, struct db_stmt *st);
 
 /* Calls fn on every row of sql, at most max_rows of them (more is an error: the array
  * being filled has no room); fn returns 0, or -1 to stop with an error. */
-static int keytable_each_row(sqlite3 *db, struct keytable *t, const char *sql, size_t max_rows,
-                             keytable_row_fn fn)
+static int keytable_each_row(struct db *db, struct keytable *t, const char *sql,
+                             size_t max_rows, keytable_row_fn fn)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	size_t rows = 0;
-	int rc, ret = -1;
+	enum db_status rc;
+	int ret = -1;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (db_prepare(db, sql, &st) < 0)
 		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+	while ((rc = db_step(st)) == DB_ROW)
 		if (rows++ == max_rows || fn(t, st) < 0)
 			goto out;
-	if (rc == SQLITE_DONE)
+	if (rc == DB_DONE)
 		ret = 0;
 out:
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return ret;
 }
 
@@ -85,16 +86,11 @@ out:
  * so that an empty table still gets a valid pointer); rows are then appended by the
  * row functions. Counting and reading share one read transaction, and each_row is
  * bounded by *n all the same. NULL on error. */
-static void *keytable_alloc(sqlite3 *db, const char *count_sql, size_t elem, size_t *n_out)
+static void *keytable_alloc(struct db *db, const char *count_sql, size_t elem, size_t *n_out)
 {
-	sqlite3_stmt *st = NULL;
 	int64_t n = -1;
 
-	if (sqlite3_prepare_v2(db, count_sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (n < 0 || (uint64_t)n > UINT32_MAX / 4)
+	if (db_query_int(db, count_sql, &n) < 0 || n < 0 || (uint64_t)n > UINT32_MAX / 4)
 		return NULL;
 	*n_out = (size_t)n;
 	return calloc((size_t)n + 1, elem);
@@ -110,26 +106,26 @@ static const struct kt_provider *keytable_provider_by_id(const struct keytable *
 	return NULL;
 }
 
-static int keytable_add_provider(struct keytable *t, sqlite3_stmt *st)
+static int keytable_add_provider(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_provider *p = &t->providers[t->nproviders++];
-	const unsigned char *api = sqlite3_column_text(st, 1);
+	const char *api = db_col_text(st, 1);
 
-	p->id = sqlite3_column_int64(st, 0);
+	p->id = db_col_int(st, 0);
 	p->backend = keytable_col_strdup(st, 2);
 	p->name = keytable_col_strdup(st, 3);
-	p->api = api && strcmp((const char *)api, "anthropic") == 0 ? KT_API_ANTHROPIC
+	p->api = api && strcmp(api, "anthropic") == 0 ? KT_API_ANTHROPIC
 	                                                            : KT_API_OPENAI;
 	return p->backend && p->name ? 0 : -1;
 }
 
-static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
+static int keytable_add_model(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_model *m = &t->models[t->nmodels++];
 
 	m->name = keytable_col_strdup(st, 0);
-	m->provider = keytable_provider_by_id(t, sqlite3_column_int64(st, 1));
-	m->created_at = sqlite3_column_int64(st, 2);
+	m->provider = keytable_provider_by_id(t, db_col_int(st, 1));
+	m->created_at = db_col_int(st, 2);
 	return m->name ? 0 : -1;
 }
 
@@ -139,10 +135,10 @@ static int keytable_add_model(struct keytable *t, sqlite3_stmt *st)
 
 /* One rate card, appended to its model's sheet (rows come sorted as the sheet is). A
  * tier no provider could report is skipped: it could never be picked. */
-static int keytable_add_card(struct keytable *t, sqlite3_stmt *st)
+static int keytable_add_card(struct keytable *t, struct db_stmt *st)
 {
-	const char *name = (const char *)sqlite3_column_text(st, 0);
-	const char *tier = (const char *)sqlite3_column_text(st, 1);
+	const char *name = db_col_text(st, 0);
+	const char *tier = db_col_text(st, 1);
 	struct kt_model *m = name ? (struct kt_model *)keytable_find_model(t, name, strlen(name))
 	                          : NULL;
 	struct price_card *grown, *c;
@@ -156,11 +152,11 @@ static int keytable_add_card(struct keytable *t, sqlite3_stmt *st)
 	m->prices.cards = grown;
 	c = &grown[m->prices.ncards++];
 	snprintf(c->tier, sizeof(c->tier), "%s", tier);
-	c->above_tokens = sqlite3_column_int64(st, 2);
+	c->above_tokens = db_col_int(st, 2);
 	for (i = 0; i < PRICE_CLASSES; i++) {
-		sqlite3_int64 v = sqlite3_column_int64(st, 3 + i);
+		int64_t v = db_col_int(st, 3 + i);
 
-		c->micros[i] = sqlite3_column_type(st, 3 + i) == SQLITE_NULL || v < 0 ||
+		c->micros[i] = db_col_type(st, 3 + i) == DB_NULL || v < 0 ||
 		               v > KEYTABLE_PRICE_MAX ? PRICE_UNSET : v;
 	}
 	return 0;
@@ -188,31 +184,30 @@ static enum quota_period keytable_period_of(const char *p)
 	return QUOTA_PERIOD_MONTH;
 }
 
-static int keytable_add_key(struct keytable *t, sqlite3_stmt *st)
+static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_key *k = &t->keys[t->nkeys];
-	const unsigned char *def = sqlite3_column_text(st, 4);
+	const char *def = db_col_text(st, 4);
 
-	if (sqlite3_column_bytes(st, 3) != KEYHASH_LEN)
+	if (db_col_type(st, 3) != DB_BLOB || db_col_bytes(st, 3) != KEYHASH_LEN)
 		return 0;   /* not a hash this version makes; it could never match */
 	t->nkeys++;
-	k->id = sqlite3_column_int64(st, 0);
+	k->id = db_col_int(st, 0);
 	k->name = keytable_col_strdup(st, 1);
 	k->prefix = keytable_col_strdup(st, 2);
-	memcpy(k->hash, sqlite3_column_blob(st, 3), KEYHASH_LEN);
-	k->default_model = def ? keytable_find_model(t, (const char *)def, strlen((const char *)def))
-	                       : NULL;
-	k->revoked = sqlite3_column_int(st, 5);
+	memcpy(k->hash, db_col_blob(st, 3), KEYHASH_LEN);
+	k->default_model = def ? keytable_find_model(t, def, strlen(def)) : NULL;
+	k->revoked = db_col_int(st, 5) != 0;
 	/* NULL reads as 0: no such limit. */
-	k->quota.rpm = sqlite3_column_int64(st, 6);
-	k->quota.tpm = sqlite3_column_int64(st, 7);
-	k->quota.max_concurrent = sqlite3_column_int64(st, 8);
-	k->quota.budget_micros = sqlite3_column_int64(st, 9);
-	k->quota.period = keytable_period_of((const char *)sqlite3_column_text(st, 10));
+	k->quota.rpm = db_col_int(st, 6);
+	k->quota.tpm = db_col_int(st, 7);
+	k->quota.max_concurrent = db_col_int(st, 8);
+	k->quota.budget_micros = db_col_int(st, 9);
+	k->quota.period = keytable_period_of(db_col_text(st, 10));
 	k->service_tiers = keytable_col_strdup(st, 11);
-	k->server_tools = keytable_policy_of((const char *)sqlite3_column_text(st, 12));
-	k->audio = keytable_policy_of((const char *)sqlite3_column_text(st, 13));
-	if (sqlite3_column_type(st, 11) != SQLITE_NULL && !k->service_tiers)
+	k->server_tools = keytable_policy_of(db_col_text(st, 12));
+	k->audio = keytable_policy_of(db_col_text(st, 13));
+	if (db_col_type(st, 11) != DB_NULL && !k->service_tiers)
 		return -1;
 	return k->name && k->prefix ? 0 : -1;
 }
@@ -235,10 +230,10 @@ static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
 	return NULL;
 }
 
-static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
+static int keytable_add_allowed(struct keytable *t, struct db_stmt *st)
 {
-	struct kt_key *k = keytable_key_by_id(t, sqlite3_column_int64(st, 0));
-	const char *name = (const char *)sqlite3_column_text(st, 1);
+	struct kt_key *k = keytable_key_by_id(t, db_col_int(st, 0));
+	const char *name = db_col_text(st, 1);
 	const struct kt_model *m;
 	const struct kt_model **grown;
 
@@ -258,9 +253,17 @@ static int keytable_add_allowed(struct keytable *t, sqlite3_stmt *st)
 	return 0;
 }
 
-/* Every model's rate cards, in price_sheet order. */
-static int keytable_load_cards(sqlite3 *db, struct keytable *t)
+/* Byte order (memcmp's), which keytable_find_model's search needs: SQLite calls that
+ * collation BINARY, PostgreSQL "C". */
+static const char *keytable_bytewise(struct db *db)
 {
+	return db_kind(db) == DB_POSTGRES ? "COLLATE \"C\"" : "COLLATE BINARY";
+}
+
+/* Every model's rate cards, in price_sheet order. */
+static int keytable_load_cards(struct db *db, struct keytable *t)
+{
+	const char *bytewise = keytable_bytewise(db);
 	char sql[768];
 	size_t off;
 	int i;
@@ -270,34 +273,34 @@ static int keytable_load_cards(sqlite3 *db, struct keytable *t)
 		off += (size_t)snprintf(sql + off, sizeof(sql) - off, ", p.%s", pricecard_columns[i]);
 	snprintf(sql + off, sizeof(sql) - off,
 	         " FROM model_prices p JOIN models m ON m.id = p.model_id"
-	         " ORDER BY m.name COLLATE BINARY, p.tier COLLATE BINARY, p.above_tokens");
+	         " ORDER BY m.name %s, p.tier %s, p.above_tokens", bytewise, bytewise);
 	return keytable_each_row(db, t, sql, SIZE_MAX, keytable_add_card);
 }
 
-/* Providers before models before keys: each refers to the ones loaded before it.
- * BINARY collation orders model names like memcmp, which keytable_find_model needs. */
-static int keytable_load_rows(sqlite3 *db, struct keytable *t)
+/* Providers before models before keys: each refers to the ones loaded before it. */
+static int keytable_load_rows(struct db *db, struct keytable *t)
 {
+	char models_sql[128];
 	size_t n;
 
+	snprintf(models_sql, sizeof(models_sql),
+	         "SELECT name, provider_id, created_at FROM models ORDER BY name %s",
+	         keytable_bytewise(db));
 	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers",
 	                                    sizeof(*t->providers), &n)) ||
 	    keytable_each_row(db, t, "SELECT id, api, backend, name FROM providers ORDER BY id", n,
 	                      keytable_add_provider) < 0)
 		return -1;
 	if (!(t->models = keytable_alloc(db, "SELECT count(*) FROM models", sizeof(*t->models), &n)) ||
-	    keytable_each_row(db, t,
-	                      "SELECT name, provider_id, created_at FROM models"
-	                      " ORDER BY name COLLATE BINARY",
-	                      n, keytable_add_model) < 0 ||
+	    keytable_each_row(db, t, models_sql, n, keytable_add_model) < 0 ||
 	    keytable_load_cards(db, t) < 0)
 		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
-	                      " revoked_at IS NOT NULL, rpm, tpm, max_concurrent, budget_micros,"
-	                      " budget_period, service_tiers, server_tools, audio"
-	                      " FROM keys ORDER BY id",
+	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
+	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
+	                      " server_tools, audio FROM keys ORDER BY id",
 	                      n, keytable_add_key) < 0)
 		return -1;
 	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
@@ -331,7 +334,38 @@ static int keytable_index_keys(struct keytable *t)
 	return 0;
 }
 
-int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
+/* One snapshot for every read, so the generation matches the rows. SQLite: a deferred
+ * BEGIN (a reader: BEGIN IMMEDIATE, db_begin's, would queue behind the writer).
+ * PostgreSQL: REPEATABLE READ, whose snapshot is taken at the first read; db_begin
+ * also reconnects a connection the store lost. */
+static int keytable_begin(struct db *db)
+{
+	char err[256];
+
+	if (db_kind(db) == DB_SQLITE)
+		return db_exec(db, "BEGIN", err, sizeof(err));
+	if (db_begin(db) != DB_OK)
+		return -1;
+	if (db_exec(db, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", err,
+	            sizeof(err)) < 0) {
+		db_rollback(db);
+		return -1;
+	}
+	return 0;
+}
+
+/* Ends keytable_begin's read; nothing was written. */
+static void keytable_end(struct db *db)
+{
+	char err[256];
+
+	if (db_kind(db) == DB_SQLITE)
+		db_exec(db, "COMMIT", err, sizeof(err));
+	else
+		db_rollback(db);
+}
+
+int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
                   struct keytable **out, char *err, size_t errlen)
 {
 	struct keytable *t = calloc(1, sizeof(*t));
@@ -343,7 +377,7 @@ int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 	}
 	atomic_init(&t->refs, 1);
 	memcpy(t->secret, secret, KEYHASH_SECRET_LEN);
-	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+	if (keytable_begin(db) < 0)
 		goto out;
 	in_txn = 1;
 	t->generation = db_config_generation(db);
@@ -354,9 +388,9 @@ int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 	t = NULL;
 out:
 	if (ret < 0)
-		snprintf(err, errlen, "loading keys and models: %s", sqlite3_errmsg(db));
+		snprintf(err, errlen, "loading keys and models: %s", db_errmsg(db));
 	if (in_txn)
-		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+		keytable_end(db);
 	keytable_free(t);
 	return ret;
 }

@@ -1,5 +1,5 @@
 /* The agent's in-memory configuration snapshot (keys, models, providers), loaded
- * from SQLite by the main thread and read lock-free by the I/O threads.
+ * from the store (db.h) by the main thread and read lock-free by the I/O threads.
  *
  * Life cycle: keytable_load() returns a snapshot holding one reference. The main
  * thread hands a reference to each I/O thread through its inbox; a thread drops the
@@ -7,13 +7,13 @@
 #ifndef TALLY_KEYTABLE_H
 #define TALLY_KEYTABLE_H
 
-#include <sqlite3.h>
-
 #include "keytable-t.h"
+
+struct db;
 
 /* Builds a snapshot from db (any connection; reads in one transaction so the
  * generation matches the rows). Returns 0, or -1 with a message in err. */
-int keytable_load(sqlite3 *db, const unsigned char secret[KEYHASH_SECRET_LEN],
+int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
                   struct keytable **out, char *err, size_t errlen);
 
 /* Looks up a presented gateway key (any bytes, any length) by its keyed hash, comparing

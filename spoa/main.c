@@ -4,8 +4,10 @@
  * checks of selfcheck.c, and no start.
  *
  * Threads: the I/O threads decide (worker.c); the intake thread turns HAProxy's records
- * into rows (intake.c); the writer thread stores them (writer.c). Shutdown stops them
- * in that order, so that every row built reaches the database before exit. */
+ * into rows (intake.c); the writer thread stores them (writer.c); the reload thread
+ * watches for key and model changes (reload.c), on the main connection, which the main
+ * thread leaves to it once started. Shutdown stops reload, then the others in that
+ * order, so that every row built reaches the store before exit. */
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #include "queue.h"
 #include "quota.h"
 #include "recovery.h"
+#include "reload.h"
 #include "selfcheck.h"
 #include "spend.h"
 #include "stats.h"
@@ -44,7 +47,7 @@
 
 struct agent {
 	struct agent_config cfg;
-	sqlite3 *db;
+	struct db *db;
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	struct gwsecret gateway_secret;
 	int64_t generation;
@@ -54,7 +57,6 @@ struct agent {
 	int next_worker;
 	ev_io listeners[CONFIG_MAX_LISTEN];
 	int nlisteners;
-	ev_timer reload;
 	ev_timer accept_pause;       /* out of file descriptors: listeners rest a moment */
 	ev_timer journal_tick;
 	ev_signal sigint, sigterm;
@@ -69,6 +71,7 @@ struct agent {
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
 	struct writer *writer;
 	struct intake *intake;
+	struct reload *reload;
 	struct metrics *metrics;
 	struct control *control;
 	struct live_view live;
@@ -115,34 +118,6 @@ static void agent_on_accept(struct ev_loop *loop, ev_io *io, int revents)
 	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		log_warn("accept: %s", strerror(errno));
 	}
-}
-
-/* Publishes a new snapshot to every worker when the configuration generation moved. */
-static void agent_on_reload(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct agent *a = t->data;
-	struct keytable *kt;
-	char err[256];
-	int64_t gen = db_config_generation(a->db);
-	int i;
-
-	(void)loop;
-	(void)revents;
-	if (gen < 0 || gen == a->generation)
-		return;
-	if (keytable_load(a->db, a->secret, &kt, err, sizeof(err)) < 0) {
-		log_error("%s (keeping the previous keys and models)", err);
-		return;
-	}
-	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
-	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
-	if (spend_seed(a->db, kt, a->quota, acct_now_ms(), err, sizeof(err)) < 0)
-		log_error("%s (budgets count from what this run saw)", err);
-	a->generation = kt->generation;
-	keytable_ref(kt, a->nworkers);
-	for (i = 0; i < a->nworkers; i++)
-		worker_post_keytable(a->workers[i], kt);
-	intake_post_keytable(a->intake, kt);
 }
 
 static void agent_on_journal_tick(struct ev_loop *loop, ev_timer *t, int revents)
@@ -219,24 +194,47 @@ static void agent_live_txns(void *arg, size_t max,
 	pending_each(((struct agent *)arg)->pending, max, (int64_t)(ev_time() * 1000), cb, cbarg);
 }
 
+/* When this node last committed its counters (unix seconds; 0: never). Its own row:
+ * HAProxy's ring backlog is this node's, and another node's commit says nothing of
+ * which of its records were stored (db_accounted_at is the newest of every node). */
+static int agent_accounted_at(struct agent *a, int64_t *out, char *err, size_t errlen)
+{
+	struct db_stmt *st = NULL;
+	enum db_status rc = DB_ERROR;
+
+	*out = 0;
+	if (db_prepare(a->db, "SELECT updated_at FROM accounting WHERE node = ?1", &st) == 0 &&
+	    db_bind_text(st, 1, a->cfg.node, strlen(a->cfg.node)) == 0 &&
+	    (rc = db_step(st)) == DB_ROW)
+		*out = db_col_int(st, 0);
+	if (rc != DB_ROW && rc != DB_DONE)
+		snprintf(err, errlen, "reading this node's accounting row: %s", db_errmsg(a->db));
+	db_finalize(st);
+	return rc == DB_ROW || rc == DB_DONE ? 0 : -1;
+}
+
 /* Everything that accounting needs before any request arrives: counters from the
  * database, the journal's leftovers, the queue and its writer. */
 static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 {
 	struct writer_config wc = {
 		.db_path = a->cfg.db_path,
+		.node = a->cfg.node,
 		.batch_max = a->cfg.batch_max,
 		.retry_ms = a->cfg.write_retry_ms,
 		.max_db_pages = a->cfg.db_max_pages,
 		.on_done = agent_on_rows_done,
 		.on_done_arg = a,
 	};
-	int64_t accounted_at = db_accounted_at(a->db);
+	int64_t accounted_at;
 
-	/* Records that ended before an earlier run's last commit, less a margin for those
-	 * it had read but not stored, were accounted by it; read before this run commits. */
+	/* Records that ended before this node's earlier run's last commit, less a margin
+	 * for those it had read but not stored, were accounted by it; read before this run
+	 * commits. */
+	if (agent_accounted_at(a, &accounted_at, err, errlen) < 0)
+		return -1;
 	a->backlog_from_ms = accounted_at > 10 ? (accounted_at - 10) * 1000 : 0;
-	if (writer_load_counters(a->db, err, errlen) < 0)
+	if (writer_load_counters(a->db, a->cfg.node, err, errlen) < 0)
 		return -1;
 	a->queue = queue_new((size_t)a->cfg.queue_capacity);
 	a->pending = pending_new((size_t)a->cfg.pending_max);
@@ -373,6 +371,23 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	return 0;
 }
 
+static int agent_start_reload(struct agent *a, char *err, size_t errlen)
+{
+	struct reload_target t = {
+		.db = a->db,
+		.secret = a->secret,
+		.quota = a->quota,
+		.workers = a->workers,
+		.nworkers = a->nworkers,
+		.intake = a->intake,
+		.generation = a->generation,
+		.interval_ms = a->cfg.reload_interval_ms,
+	};
+
+	a->reload = reload_start(&t, err, errlen);
+	return a->reload ? 0 : -1;
+}
+
 static int agent_listen(struct agent *a, struct ev_loop *loop, char *err, size_t errlen)
 {
 	int i;
@@ -396,6 +411,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	struct worker_totals t;
 	int i;
 
+	reload_stop(a->reload);   /* before the workers it posts to */
 	for (i = 0; i < a->nlisteners; i++) {
 		ev_io_stop(loop, &a->listeners[i]);
 		close(a->listeners[i].fd);
@@ -440,8 +456,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	quota_free(a->quota);
 	longbody_free(a->longbody);
 	owner_free(a->owners);
-	if (a->db)
-		sqlite3_close(a->db);
+	db_close(a->db);
 }
 
 int main(int argc, char **argv)
@@ -468,6 +483,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
 	    agent_start_workers(&a, err, sizeof(err)) < 0 ||
+	    agent_start_reload(&a, err, sizeof(err)) < 0 ||
 	    agent_listen(&a, loop, err, sizeof(err)) < 0 ||
 	    !(a.control = control_start(loop, a.cfg.control_path, &a.live, err, sizeof(err))) ||
 	    (a.cfg.metrics_addr[0] &&
@@ -480,15 +496,14 @@ int main(int argc, char **argv)
 	ev_timer_start(loop, &a.journal_tick);
 	ev_init(&a.accept_pause, agent_on_accept_resume);
 	a.accept_pause.data = &a;
-	ev_timer_init(&a.reload, agent_on_reload, a.cfg.reload_interval_ms / 1000.0,
-	              a.cfg.reload_interval_ms / 1000.0);
-	a.reload.data = &a;
-	ev_timer_start(loop, &a.reload);
 	ev_signal_init(&a.sigint, agent_on_signal, SIGINT);
 	ev_signal_init(&a.sigterm, agent_on_signal, SIGTERM);
 	ev_signal_start(loop, &a.sigint);
 	ev_signal_start(loop, &a.sigterm);
-	log_info("tally-agent ready: %d I/O threads, database %s", a.nworkers, a.cfg.db_path);
+	/* A URL may carry a password: it is not logged. */
+	log_info("tally-agent ready: %d I/O threads, node %s, %s %s", a.nworkers, a.cfg.node,
+	         db_is_postgres(a.cfg.db_path) ? "PostgreSQL" : "database",
+	         db_is_postgres(a.cfg.db_path) ? "store" : a.cfg.db_path);
 	ev_run(loop, 0);
 	ret = 0;
 out:

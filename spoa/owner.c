@@ -7,7 +7,9 @@
  * exist), so a plain hash serves. The ring grows by doubling until max; then each new
  * id takes the oldest one's place, and misses go to the database: each thread that
  * asks holds its own read-only connection (a thread-specific value, closed when the
- * thread ends), as SQLite connections are not shared across threads here. */
+ * thread ends), as a store connection serves one thread at a time (db.h). On
+ * PostgreSQL that probe is a round trip on the asking I/O thread: it happens only for
+ * an id the full table forgot. */
 #include "owner.h"
 
 #include <pthread.h>
@@ -26,8 +28,8 @@
 
 /* A thread's read-only connection to the store, and its prepared lookup. */
 struct owner_conn {
-	sqlite3 *db;
-	sqlite3_stmt *find;
+	struct db *db;
+	struct db_stmt *find;
 };
 
 struct owner_slot {
@@ -55,8 +57,8 @@ static void owner_conn_close(void *p)
 
 	if (!c)
 		return;
-	sqlite3_finalize(c->find);
-	sqlite3_close(c->db);
+	db_finalize(c->find);
+	db_close(c->db);
 	free(c);
 }
 
@@ -205,10 +207,8 @@ static struct owner_conn *owner_conn(struct owner *o)
 	if (!(c = calloc(1, sizeof(*c))))
 		return NULL;
 	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
-	    sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->find, NULL) != SQLITE_OK ||
-	    pthread_setspecific(o->conn_key, c) != 0) {
-		log_warn("stored responses: cannot read %s: %s", o->store,
-		         c->db ? sqlite3_errmsg(c->db) : err);
+	    db_prepare(c->db, sql, &c->find) < 0 || pthread_setspecific(o->conn_key, c) != 0) {
+		log_warn("stored responses: cannot read the store: %s", c->db ? db_errmsg(c->db) : err);
 		owner_conn_close(c);
 		return NULL;
 	}
@@ -219,19 +219,19 @@ static struct owner_conn *owner_conn(struct owner *o)
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
-	const unsigned char *model;
+	const char *model;
 	int found = 0;
 
 	if (!c)
 		return 0;
-	sqlite3_bind_text(c->find, 1, id, (int)len, SQLITE_STATIC);
-	if (sqlite3_step(c->find) == SQLITE_ROW) {
-		model = sqlite3_column_text(c->find, 1);
-		out->key_id = sqlite3_column_int64(c->find, 0);
-		snprintf(out->model, sizeof(out->model), "%s", model ? (const char *)model : "");
+	db_bind_text(c->find, 1, id, len);
+	if (db_step(c->find) == DB_ROW) {
+		model = db_col_text(c->find, 1);
+		out->key_id = db_col_int(c->find, 0);
+		snprintf(out->model, sizeof(out->model), "%s", model ? model : "");
 		found = 1;
 	}
-	sqlite3_reset(c->find);
+	db_reset(c->find);
 	return found;
 }
 
@@ -274,36 +274,41 @@ int owner_creates_pending(struct owner *o, int64_t key_id)
 	return atomic_load(owner_counter(o, key_id)) > 0;
 }
 
-int owner_load(struct owner *o, sqlite3 *db, int64_t since_s, char *err, size_t errlen)
+int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_t errlen)
 {
-	static const char sql[] =
-		"SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
-		" ORDER BY created_at, rowid";
-	sqlite3_stmt *st = NULL;
-	int rc;
+	/* Arrival order among equal times: SQLite's rowid; PostgreSQL's table has no such
+	 * column, and the id orders them the same on every load. */
+	const char *sql = db_kind(db) == DB_POSTGRES
+		? "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
+		  " ORDER BY created_at, response_id"
+		: "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
+		  " ORDER BY created_at, rowid";
+	struct db_stmt *st = NULL;
+	enum db_status rc;
+	int ret = -1;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, since_s);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(st, 0);
-		const char *model = (const char *)sqlite3_column_text(st, 2);
+	if (db_prepare(db, sql, &st) < 0 || db_bind_int(st, 1, since_s) < 0) {
+		snprintf(err, errlen, "loading stored responses: %s", db_errmsg(db));
+		goto out;
+	}
+	while ((rc = db_step(st)) == DB_ROW) {
+		const char *id = db_col_text(st, 0);
+		const char *model = db_col_text(st, 2);
 
-		if (id && owner_put(o, id, sqlite3_column_int64(st, 1), model ? model : "") < 0 &&
+		if (id && owner_put(o, id, db_col_int(st, 1), model ? model : "") < 0 &&
 		    acct_response_id_ok(id, strlen(id))) {
 			snprintf(err, errlen, "loading stored responses: out of memory");
-			sqlite3_finalize(st);
-			return -1;
+			goto out;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		goto fail;
-	sqlite3_finalize(st);
-	return 0;
-fail:
-	snprintf(err, errlen, "loading stored responses: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(st);
-	return -1;
+	if (rc != DB_DONE) {
+		snprintf(err, errlen, "loading stored responses: %s", db_errmsg(db));
+		goto out;
+	}
+	ret = 0;
+out:
+	db_finalize(st);
+	return ret;
 }
 
 size_t owner_count(struct owner *o)

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
-
 #include "acct-t.h"
+
+struct db;
 
 struct owner;
 
@@ -37,8 +37,9 @@ void owner_free(struct owner *o);     /* after every other thread stopped */
  * owner: returns 0; 1 when added; -1 if id is not one (or on ENOMEM). Any thread. */
 int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model);
 
-/* Where owner_get looks up an id the full table lacks: the database at path (copied;
- * NULL: nowhere). Main thread, before the others start. -1 if path is too long. */
+/* Where owner_get looks up an id the full table lacks: the store at path, a SQLite
+ * path or a PostgreSQL URL (copied; NULL: nowhere). Main thread, before the others
+ * start. -1 if path is too long. */
 int owner_set_store(struct owner *o, const char *path);
 
 /* Who made id (len bytes): 1 and *out filled, or 0 when it is not known (nor in the
@@ -62,6 +63,6 @@ size_t owner_count(struct owner *o);
 /* Puts the stored responses of db made since since_s (unix seconds), newest last, so
  * that the newest are kept when there are more than max. Main thread, before the
  * others start. 0, or -1 with err. */
-int owner_load(struct owner *o, sqlite3 *db, int64_t since_s, char *err, size_t errlen);
+int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_t errlen);
 
 #endif

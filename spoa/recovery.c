@@ -6,6 +6,7 @@
 
 #include "acct.h"
 #include "counters.h"
+#include "db.h"
 #include "dedupe.h"
 #include "intake.h"
 #include "join.h"
@@ -14,7 +15,7 @@
 
 struct recovery {
 	const struct recovery_target *t;
-	sqlite3_stmt *stored;        /* SELECT 1 FROM requests WHERE request_id = ? */
+	struct db_stmt *stored;      /* SELECT 1 FROM requests WHERE request_id = ? */
 	struct dedupe *rows;         /* ids whose row was replayed */
 	struct dedupe *overflow;     /* decisions the pending table had no room for */
 	struct recovery_result *res;
@@ -22,9 +23,9 @@ struct recovery {
 
 static int recovery_stored(struct recovery *r, const char *id)
 {
-	sqlite3_reset(r->stored);
-	sqlite3_bind_text(r->stored, 1, id, -1, SQLITE_STATIC);
-	return sqlite3_step(r->stored) == SQLITE_ROW;
+	db_reset(r->stored);
+	db_bind_text(r->stored, 1, id, strlen(id));
+	return db_step(r->stored) == DB_ROW;
 }
 
 /* Copies of an entry (a run that crashed after re-journaling what it replayed leaves
@@ -96,9 +97,8 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
 	int ret = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (sqlite3_prepare_v2(t->db, "SELECT 1 FROM requests WHERE request_id = ?", -1,
-	                       &r.stored, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "journal recovery: %s", sqlite3_errmsg(t->db));
+	if (db_prepare(t->db, "SELECT 1 FROM requests WHERE request_id = ?", &r.stored) < 0) {
+		snprintf(err, errlen, "journal recovery: %s", db_errmsg(t->db));
 		goto out;
 	}
 	if (!(r.rows = dedupe_new(0)) || !(r.overflow = dedupe_new(0))) {
@@ -120,7 +120,7 @@ int recovery_run(const struct recovery_target *t, struct recovery_result *res, c
 	journal_replay_done(t->journal);
 	ret = 0;
 out:
-	sqlite3_finalize(r.stored);
+	db_finalize(r.stored);
 	dedupe_free(r.rows);
 	dedupe_free(r.overflow);
 	return ret;

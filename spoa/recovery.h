@@ -18,8 +18,7 @@
 
 #include <stddef.h>
 
-#include <sqlite3.h>
-
+struct db;
 struct journal;
 struct journal_log;
 struct keylive;
@@ -28,7 +27,7 @@ struct pending;
 struct queue;
 
 struct recovery_target {
-	sqlite3 *db;                 /* read: which request ids are stored already */
+	struct db *db;               /* read: which request ids are stored already */
 	struct journal *journal;     /* opened; its earlier runs' segments are replayed */
 	struct journal_log *log;     /* the calling thread's log, for what is kept */
 	struct pending *pending;     /* decisions awaiting their record */

@@ -3,18 +3,18 @@
 
 #include <stdio.h>
 
+#include "db.h"
 #include "quota.h"
 
-int spend_seed(sqlite3 *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
+int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
                char *err, size_t errlen)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	size_t i;
 	int rc = -1;
 
-	if (sqlite3_prepare_v2(db, "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-	                           " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2", -1, &st,
-	                       NULL) != SQLITE_OK)
+	if (db_prepare(db, "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+	                   " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2", &st) < 0)
 		goto out;
 	for (i = 0; i < kt->nkeys; i++) {
 		const struct kt_key *k = &kt->keys[i];
@@ -22,17 +22,17 @@ int spend_seed(sqlite3 *db, const struct keytable *kt, struct quota *q, int64_t 
 
 		if (!k->quota.budget_micros)
 			continue;
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, k->id);
-		sqlite3_bind_int64(st, 2, start / 1000);
-		if (sqlite3_step(st) != SQLITE_ROW)
+		db_reset(st);
+		db_bind_int(st, 1, k->id);
+		db_bind_int(st, 2, start / 1000);
+		if (db_step(st) != DB_ROW)
 			goto out;
-		quota_set_spent(q, k->id, k->quota.period, start, sqlite3_column_int64(st, 0));
+		quota_set_spent(q, k->id, k->quota.period, start, db_col_int(st, 0));
 	}
 	rc = 0;
 out:
 	if (rc < 0)
-		snprintf(err, errlen, "cannot read spend so far: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(st);
+		snprintf(err, errlen, "cannot read spend so far: %s", db_errmsg(db));
+	db_finalize(st);
 	return rc;
 }

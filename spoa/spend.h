@@ -1,5 +1,5 @@
 /* spend: what each budgeted key spent so far in its current budget period, read from
- * the database into the limits (quota.h), so that a budget survives a restart and a
+ * the store into the limits (quota.h), so that a budget survives a restart and a
  * budget set while running counts what the key spent before. Main thread, with the
  * main thread's own connection. */
 #ifndef TALLY_SPEND_H
@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
-
 #include "keytable-t.h"
+
+struct db;
 
 struct quota;
 
@@ -19,7 +19,7 @@ struct quota;
  * on the hour), handed to quota_set_spent. Rows still queued are missing from it for a
  * moment; quota_set_spent only raises a spend it is counting already. 0, or -1 with a
  * message in err. */
-int spend_seed(sqlite3 *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
+int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
                char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
-/* Test fixture shared by the decision and session tests: a fresh SQLite database in a
- * temporary directory with two providers, three models and keys of every kind, loaded
- * into a keytable. Header-only so that each test binary stays one file. */
+/* Test fixture shared by the keytable, decision and session tests: a fresh store
+ * (teststore.h: a SQLite database in a temporary directory, or PostgreSQL) with two
+ * providers, three models and keys of every kind, loaded into a keytable.
+ * Header-only so that each test binary stays one file. */
 #ifndef TALLY_TEST_FIXTURE_H
 #define TALLY_TEST_FIXTURE_H
 
@@ -12,6 +13,7 @@
 #include "db.h"
 #include "keyhash.h"
 #include "keytable.h"
+#include "teststore.h"
 #include "tmpdir.h"
 
 #define FIX_KEY_OPEN       "tly_open0000000000000000000000000000000000000"
@@ -21,7 +23,7 @@
 #define FIX_KEY_STALE      "tly_stale00000000000000000000000000000000000000"
 
 struct fixture {
-	sqlite3 *db;
+	struct db *db;
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	struct keytable *kt;
 };
@@ -30,25 +32,24 @@ static int fixture_add_key(struct fixture *f, int id, const char *name, const ch
                            const char *default_model, int revoked)
 {
 	unsigned char hash[KEYHASH_LEN];
-	sqlite3_stmt *st;
-	int rc;
+	struct db_stmt *st;
+	enum db_status rc;
 
 	keyhash_compute(f->secret, key, strlen(key), hash);
-	if (sqlite3_prepare_v2(f->db, "INSERT INTO keys (id, name, prefix, hash, default_model,"
-	                              " created_at, revoked_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (db_prepare(f->db, "INSERT INTO keys (id, name, prefix, hash, default_model,"
+	                      " created_at, revoked_at) VALUES (?, ?, ?, ?, ?, 1, ?)", &st) < 0)
 		return -1;
-	sqlite3_bind_int(st, 1, id);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, key, KEYHASH_PREFIX_LEN, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 4, hash, KEYHASH_LEN, SQLITE_STATIC);
+	db_bind_int(st, 1, id);
+	db_bind_text(st, 2, name, strlen(name));
+	db_bind_text(st, 3, key, KEYHASH_PREFIX_LEN);
+	db_bind_blob(st, 4, hash, KEYHASH_LEN);
 	if (default_model)
-		sqlite3_bind_text(st, 5, default_model, -1, SQLITE_STATIC);
+		db_bind_text(st, 5, default_model, strlen(default_model));
 	if (revoked)
-		sqlite3_bind_int(st, 6, 2);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : -1;
+		db_bind_int(st, 6, 2);
+	rc = db_step(st);
+	db_finalize(st);
+	return rc == DB_DONE ? 0 : -1;
 }
 
 static int fixture_reload(struct fixture *f)
@@ -65,15 +66,16 @@ static int fixture_reload(struct fixture *f)
 	return 0;
 }
 
-static int fixture_open(struct fixture *f)
+static int fixture_open_on(struct fixture *f, enum teststore which)
 {
-	char err[256];
+	const char *store;
+	char err[256] = "";
 
 	memset(f, 0, sizeof(*f));
 	memset(f->secret, 0x5a, sizeof(f->secret));
-	if (tmpdir_make("fixture") < 0)
+	if (tmpdir_make("fixture") < 0 || !(store = teststore_fresh(which, "t.db")))
 		return -1;
-	if (db_open(tmpdir_file("t.db"), DB_CREATE, &f->db, err, sizeof(err)) < 0) {
+	if (db_open(store, DB_CREATE, &f->db, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fixture: %s\n", err);
 		return -1;
 	}
@@ -95,16 +97,21 @@ static int fixture_open(struct fixture *f)
 	            "INSERT INTO key_models VALUES (2, 'gpt-b'), (2, 'claude-a'),"
 	            " (5, 'deleted-model');",
 	            err, sizeof(err)) < 0) {
-		fprintf(stderr, "fixture: %s %s\n", err, sqlite3_errmsg(f->db));
+		fprintf(stderr, "fixture: %s %s\n", err, db_errmsg(f->db));
 		return -1;
 	}
 	return fixture_reload(f);
 }
 
+static inline int fixture_open(struct fixture *f)
+{
+	return fixture_open_on(f, TESTSTORE_SQLITE);
+}
+
 static void fixture_close(struct fixture *f)
 {
 	keytable_unref(f->kt);
-	sqlite3_close(f->db);
+	db_close(f->db);
 	tmpdir_remove();
 }
 

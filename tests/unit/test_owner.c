@@ -5,8 +5,11 @@
 
 #include "db.h"
 #include "owner.h"
+#include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
+
+static enum teststore store_kind;
 
 static int get(struct owner *o, const char *id, struct owner_entry *e)
 {
@@ -104,13 +107,14 @@ static void test_load(void)
 	struct owner *o = owner_new(2);
 	struct owner_entry e;
 	char err[256];
-	sqlite3 *db = NULL;
+	const char *store;
+	struct db *db = NULL;
 
-	if (tmpdir_make("owner") < 0) {
+	if (tmpdir_make("owner") < 0 || !(store = teststore_fresh(store_kind, "tally.db"))) {
 		CHECK(0);
 		return;
 	}
-	CHECK_EQ_INT(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_open(store, DB_CREATE, &db, err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_exec(db, "INSERT INTO stored_responses VALUES"
 	                         " ('resp_old', 1, 'm1', 'r1', 100),"
 	                         " ('resp_1', 1, 'm1', 'r2', 2000),"
@@ -123,7 +127,7 @@ static void test_load(void)
 	CHECK(!get(o, "resp_1", &e));
 	CHECK(get(o, "resp_2", &e) && e.key_id == 2 && strcmp(e.model, "m2") == 0);
 	CHECK(get(o, "resp_3", &e) && e.key_id == 3);
-	sqlite3_close(db);
+	db_close(db);
 	owner_free(o);
 	tmpdir_remove();
 }
@@ -151,19 +155,20 @@ static void test_store_answers_what_the_table_forgot(void)
 	struct asker a = { o, "resp_1", 0, { 0, "" } };
 	struct owner_entry e;
 	char err[256];
-	sqlite3 *db = NULL;
+	const char *store;
+	struct db *db = NULL;
 	pthread_t t;
 
-	if (tmpdir_make("owner-store") < 0) {
+	if (tmpdir_make("owner-store") < 0 || !(store = teststore_fresh(store_kind, "tally.db"))) {
 		CHECK(0);
 		return;
 	}
-	CHECK_EQ_INT(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_open(store, DB_CREATE, &db, err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_exec(db, "INSERT INTO stored_responses VALUES"
 	                         " ('resp_1', 4, 'm4', 'r1', 100), ('resp_9', 5, 'm5', 'r9', 100)",
 	                         err, sizeof(err)), 0);
-	CHECK_EQ_INT(owner_set_store(o, tmpdir_file("tally.db")), 0);
-	CHECK_EQ_INT(owner_set_store(roomy, tmpdir_file("tally.db")), 0);
+	CHECK_EQ_INT(owner_set_store(o, store), 0);
+	CHECK_EQ_INT(owner_set_store(roomy, store), 0);
 	owner_put(o, "resp_1", 4, "m4");
 	owner_put(o, "resp_2", 4, "m4");
 	owner_put(o, "resp_3", 4, "m4");           /* full: resp_1 leaves the table */
@@ -175,7 +180,7 @@ static void test_store_answers_what_the_table_forgot(void)
 	CHECK(!get(roomy, "resp_9", &e));
 	CHECK_EQ_INT(owner_set_store(o, NULL), 0);
 	CHECK(!get(o, "resp_1", &e));
-	sqlite3_close(db);
+	db_close(db);
 	owner_free(o);
 	owner_free(roomy);
 	tmpdir_remove();
@@ -183,11 +188,17 @@ static void test_store_answers_what_the_table_forgot(void)
 
 int main(void)
 {
+	int i;
+
 	RUN(test_first_owner_keeps_it);
 	RUN(test_ids_not_kept);
 	RUN(test_oldest_forgotten);
 	RUN(test_creates_in_flight);
-	RUN(test_load);
-	RUN(test_store_answers_what_the_table_forgot);
+	for (i = 0; i < teststore_count(); i++) {
+		store_kind = (enum teststore)i;
+		printf("store: %s\n", teststore_name(store_kind));
+		RUN(test_load);
+		RUN(test_store_answers_what_the_table_forgot);
+	}
 	return UNIT_DONE();
 }

@@ -1,7 +1,8 @@
 /* Unit tests of recovery: a journal left by a killed run (admitted decisions, rows
  * built but not stored, rows stored already, copies, a half-written entry) replayed
  * into a fresh pending table and queue, with the counters and the journal files
- * checked afterwards. Real journal files, a real SQLite database. */
+ * checked afterwards. Real journal files, a real store: SQLite, and PostgreSQL when
+ * TALLY_TEST_PG_URL is set (teststore.h). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,8 +18,23 @@
 #include "pending.h"
 #include "queue.h"
 #include "recovery.h"
+#include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
+
+static enum teststore store_kind;
+static char store[1024];
+
+/* A fresh temporary directory for the journal and a fresh store. */
+static int fresh(void)
+{
+	const char *s;
+
+	if (tmpdir_make("recovery") < 0 || !(s = teststore_fresh(store_kind, "tally.db")))
+		return -1;
+	snprintf(store, sizeof(store), "%s", s);
+	return 0;
+}
 
 static void row_of(struct acct_row *r, const char *id)
 {
@@ -118,7 +134,7 @@ static int earlier_run(void)
 }
 
 struct run {
-	sqlite3 *db;
+	struct db *db;
 	struct journal *journal;
 	struct journal_log *log;
 	struct pending *pending;
@@ -134,7 +150,7 @@ static void run_open(struct run *r)
 	struct recovery_target t;
 
 	memset(r, 0, sizeof(*r));
-	CHECK(db_open(tmpdir_file("tally.db"), DB_CREATE, &r->db, err, sizeof(err)) == 0);
+	CHECK(db_open(store, DB_CREATE, &r->db, err, sizeof(err)) == 0);
 	r->journal = journal_open(tmpdir_path, 0, err, sizeof(err));
 	CHECK(r->journal != NULL);
 	if (!r->journal || !r->db) {
@@ -162,7 +178,7 @@ static void run_close(struct run *r)
 	owner_free(r->owners);
 	if (r->queue)
 		queue_free(r->queue);
-	sqlite3_close(r->db);
+	db_close(r->db);
 }
 
 static int id_cmp(const void *a, const void *b)
@@ -191,19 +207,19 @@ static void test_replay(void)
 	struct owner_entry e;
 	struct acct_row p;
 	struct counters c;
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 	struct run r;
 	size_t n;
 
-	if (tmpdir_make("recovery") < 0 || earlier_run() < 0) {
+	if (fresh() < 0 || earlier_run() < 0) {
 		CHECK(0);
 		return;
 	}
 	/* The stored row: the run committed it before it died. */
-	CHECK(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)) == 0);
+	CHECK(db_open(store, DB_CREATE, &db, err, sizeof(err)) == 0);
 	CHECK(db_exec(db, "INSERT INTO requests (request_id, outcome, usage_source, started_at)"
 	                  " VALUES ('stored', 'complete', 'none', 1)", err, sizeof(err)) == 0);
-	sqlite3_close(db);
+	db_close(db);
 	counters_set(&(struct counters){ .received = 5, .written = 5 });
 
 	run_open(&r);
@@ -249,7 +265,7 @@ static void test_replay_twice(void)
 	struct run r;
 	size_t n;
 
-	if (tmpdir_make("recovery") < 0 || earlier_run() < 0) {
+	if (fresh() < 0 || earlier_run() < 0) {
 		CHECK(0);
 		return;
 	}
@@ -282,7 +298,7 @@ static void test_pending_full(void)
 	size_t k;
 	int i;
 
-	if (tmpdir_make("recovery") < 0 || !(j = journal_open(tmpdir_path, 0, err, sizeof(err)))) {
+	if (fresh() < 0 || !(j = journal_open(tmpdir_path, 0, err, sizeof(err)))) {
 		CHECK(0);
 		return;
 	}
@@ -321,8 +337,14 @@ static void test_pending_full(void)
 
 int main(void)
 {
-	RUN(test_replay);
-	RUN(test_replay_twice);
-	RUN(test_pending_full);
+	int i;
+
+	for (i = 0; i < teststore_count(); i++) {
+		store_kind = (enum teststore)i;
+		printf("store: %s\n", teststore_name(store_kind));
+		RUN(test_replay);
+		RUN(test_replay_twice);
+		RUN(test_pending_full);
+	}
 	return UNIT_DONE();
 }

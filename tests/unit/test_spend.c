@@ -1,5 +1,6 @@
 /* Unit tests of spend: budgets seeded from the rollups the real writer stores, over a
- * month and a day boundary, reported and estimated cost, keys without a budget. */
+ * month and a day boundary, reported and estimated cost, keys without a budget; on
+ * SQLite, and on PostgreSQL when TALLY_TEST_PG_URL is set (teststore.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "queue.h"
 #include "quota.h"
 #include "spend.h"
+#include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
 #include "writer.h"
@@ -19,6 +21,7 @@
 #define DAY_MS      (24 * HOUR_MS)
 
 static int seq;
+static enum teststore store_kind;
 
 static void row_at(struct acct_row *r, int64_t key_id, int64_t at_ms, int64_t cost,
                    int64_t estimated_cost)
@@ -77,15 +80,17 @@ static void test_seed(void)
 	};
 	struct keytable kt = { .keys = keys, .nkeys = 3 };
 	struct acct_row rows[8];
-	char path[512], err[256];
+	char path[1024], err[256];
+	const char *where;
 	struct quota *q = quota_new();
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 
-	if (tmpdir_make("spend") < 0) {
+	if (tmpdir_make("spend") < 0 || !(where = teststore_fresh(store_kind, "tally.db"))) {
 		CHECK(0);
+		quota_free(q);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s", tmpdir_file("tally.db"));
+	snprintf(path, sizeof(path), "%s", where);
 	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
 	/* key 1: 300 reported and 200 estimated this month; 5000 last month */
 	row_at(&rows[0], 1, NOW_MS - 13 * DAY_MS, 300, ACCT_NONE);
@@ -110,13 +115,19 @@ static void test_seed(void)
 	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);
 	CHECK(strstr(err, "spend") != NULL);
-	sqlite3_close(db);
+	db_close(db);
 	quota_free(q);
 	tmpdir_remove();
 }
 
 int main(void)
 {
-	RUN(test_seed);
+	int i;
+
+	for (i = 0; i < teststore_count(); i++) {
+		store_kind = (enum teststore)i;
+		printf("store: %s\n", teststore_name(store_kind));
+		RUN(test_seed);
+	}
 	return UNIT_DONE();
 }

@@ -1,0 +1,141 @@
+/* reload: the configuration watcher (see reload.h). Its own thread; the main thread
+ * only starts and stops it. */
+#include "reload.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "acct.h"
+#include "db.h"
+#include "intake.h"
+#include "keytable.h"
+#include "log.h"
+#include "spend.h"
+#include "thread.h"
+#include "worker.h"
+
+struct reload {
+	struct reload_target t;
+	pthread_t thread;
+	pthread_mutex_t lock;            /* guards stop */
+	pthread_cond_t wake;
+	int stop;
+	int failing;                     /* the last poll or load failed (logged) */
+};
+
+/* Logs a failure once, until a poll succeeds again. */
+static void reload_failed(struct reload *r, const char *what)
+{
+	if (r->failing)
+		return;
+	r->failing = 1;
+	log_error("%s (keeping the keys and models of configuration generation %lld, and "
+	          "deciding with them)", what, (long long)r->t.generation);
+}
+
+static void reload_publish(struct reload *r, struct keytable *kt)
+{
+	int i;
+
+	keytable_ref(kt, r->t.nworkers);
+	for (i = 0; i < r->t.nworkers; i++)
+		worker_post_keytable(r->t.workers[i], kt);
+	intake_post_keytable(r->t.intake, kt);
+}
+
+static void reload_poll(struct reload *r)
+{
+	struct keytable *kt;
+	char err[512];
+	int64_t gen = db_config_generation(r->t.db);
+
+	if (gen < 0) {
+		snprintf(err, sizeof(err), "cannot read the configuration generation: %s",
+		         db_errmsg(r->t.db));
+		reload_failed(r, err);
+		return;
+	}
+	if (gen != r->t.generation && keytable_load(r->t.db, r->t.secret, &kt, err,
+	                                            sizeof(err)) < 0) {
+		reload_failed(r, err);
+		return;
+	}
+	if (r->failing)
+		log_info("the store answers again: configuration generation %lld", (long long)gen);
+	r->failing = 0;
+	if (gen == r->t.generation)
+		return;
+	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
+	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
+	if (spend_seed(r->t.db, kt, r->t.quota, acct_now_ms(), err, sizeof(err)) < 0)
+		log_error("%s (budgets count from what this run saw)", err);
+	r->t.generation = kt->generation;
+	reload_publish(r, kt);
+}
+
+static void *reload_main(void *arg)
+{
+	struct reload *r = arg;
+	struct timespec at;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		clock_gettime(CLOCK_MONOTONIC, &at);
+		at.tv_sec += r->t.interval_ms / 1000;
+		at.tv_nsec += (long)(r->t.interval_ms % 1000) * 1000000L;
+		if (at.tv_nsec >= 1000000000L) {
+			at.tv_sec++;
+			at.tv_nsec -= 1000000000L;
+		}
+		while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &at) != ETIMEDOUT)
+			;
+		if (r->stop)
+			break;
+		pthread_mutex_unlock(&r->lock);
+		reload_poll(r);
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+struct reload *reload_start(const struct reload_target *t, char *err, size_t errlen)
+{
+	struct reload *r = calloc(1, sizeof(*r));
+	pthread_condattr_t ca;
+
+	if (!r) {
+		snprintf(err, errlen, "reload: out of memory");
+		return NULL;
+	}
+	r->t = *t;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (thread_start(&r->thread, "tally-reload", reload_main, r, err, errlen) < 0) {
+		pthread_cond_destroy(&r->wake);
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void reload_stop(struct reload *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1;
+	pthread_cond_signal(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_cond_destroy(&r->wake);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
