@@ -107,13 +107,14 @@ $(BUILD)/obj/gen/migrations_sql.o: $(BUILD)/gen/migrations_sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# queryd's named queries, one C table of {name, text} (queryd/conn.h).
-$(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql))
+# queryd's named queries, one C table of {name, text} (queryd/conn.h): sql/queries/NAME.sql
+# as NAME, PostgreSQL's own text of some of them, sql/pg/queries/NAME.sql, as pg/NAME.
+$(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql)) $(sort $(wildcard sql/pg/queries/*.sql))
 	@mkdir -p $(dir $@)
-	awk 'BEGIN { print "/* generated from the files in sql/queries by the Makefile */"; \
+	awk 'BEGIN { print "/* generated from the files in sql/queries and sql/pg/queries by the Makefile */"; \
 	             print "#include \"conn.h\""; print "const struct conn_sql conn_sql_files[] = {" } \
-	     FNR == 1 { if (NR > 1) print "\t},"; name = FILENAME; sub(/.*\//, "", name); \
-	                sub(/\.sql$$/, "", name); print "\t{ \"" name "\"," } \
+	     FNR == 1 { if (NR > 1) print "\t},"; name = FILENAME; sub(/^sql\/queries\//, "", name); \
+	                sub(/^sql\/pg\/queries\//, "pg/", name); sub(/\.sql$$/, "", name); print "\t{ \"" name "\"," } \
 	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
 	     END { print "\t},"; print "};"; \
 	           print "const size_t conn_sql_count = sizeof(conn_sql_files) / sizeof(conn_sql_files[0]);" }' \

@@ -34,18 +34,18 @@ struct api_usage {
 	uint64_t lat[LATENCY_BUCKETS];
 };
 
-int api_check_summary_columns(sqlite3_stmt *st, char *err, size_t errlen)
+int api_check_summary_columns(struct db_stmt *st, char *err, size_t errlen)
 {
 	char want[32];
 	int i;
 
-	if (sqlite3_column_count(st) != SUMMARY_COL_SUMS + ROLLUP_SUMS) {
+	if (db_col_count(st) != SUMMARY_COL_SUMS + ROLLUP_SUMS) {
 		snprintf(err, errlen, "%d result columns, the summary reads %d",
-		         sqlite3_column_count(st), SUMMARY_COL_SUMS + ROLLUP_SUMS);
+		         db_col_count(st), SUMMARY_COL_SUMS + ROLLUP_SUMS);
 		return -1;
 	}
 	for (i = 0; i < ROLLUP_SUMS; i++) {
-		const char *name = sqlite3_column_name(st, SUMMARY_COL_SUMS + i);
+		const char *name = db_col_name(st, SUMMARY_COL_SUMS + i);
 
 		rollup_column(i, want, sizeof(want));
 		if (!name || strcmp(name, want) != 0) {
@@ -70,16 +70,16 @@ int api_error(struct api_reply *r, unsigned status, const char *msg, const char 
 	return -1;
 }
 
-/* A database failure: logged with SQLite's words, answered 503. */
-static int api_db_error(struct conn *c, sqlite3_stmt *st, struct api_reply *r)
+/* A database failure: logged with the store's words, answered 503. */
+static int api_db_error(struct conn *c, struct db_stmt *st, struct api_reply *r)
 {
-	log_warn("database read failed: %s", sqlite3_errmsg(c->db));
+	log_warn("database read failed: %s", db_errmsg(c->db));
 	if (st)
 		conn_release(st);
 	return api_error(r, 503, "the database cannot be read", NULL);
 }
 
-static int api_nomem(sqlite3_stmt *st, struct api_reply *r)
+static int api_nomem(struct db_stmt *st, struct api_reply *r)
 {
 	if (st)
 		conn_release(st);
@@ -96,13 +96,10 @@ static int api_ok(struct api_reply *r)
 
 int api_health(struct conn *c, int serves_data, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, CONN_SCHEMA_VERSION);
-	int64_t v;
+	int v = db_schema_version(c->db);
 
-	if (sqlite3_step(st) != SQLITE_ROW)
-		return api_db_error(c, st, r);
-	v = sqlite3_column_int64(st, 0);
-	conn_release(st);
+	if (v < 0)
+		return api_db_error(c, NULL, r);
 	if (api_ok(r) < 0 || json_add(r->body, "ok", cJSON_CreateTrue()) < 0 ||
 	    json_add(r->body, "data", cJSON_CreateBool(serves_data)) < 0 ||
 	    json_add_int(r->body, "schema_version", v) < 0)
@@ -112,7 +109,7 @@ int api_health(struct conn *c, int serves_data, struct api_reply *r)
 
 int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 {
-	sqlite3_stmt *st;
+	struct db_stmt *st;
 	int step;
 
 	if (!p->key)
@@ -120,15 +117,15 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 	st = conn_stmt(c, CONN_KEY_ID);
 	if (conn_bind_text(st, ":name", p->key) < 0)
 		return api_db_error(c, st, r);
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
-		p->key_id = sqlite3_column_int64(st, 0);
+	step = db_step(st);
+	if (step == DB_ROW) {
+		p->key_id = db_col_int(st, 0);
 		p->has_key_id = 1;
 	}
 	conn_release(st);
-	if (step == SQLITE_DONE)
+	if (step == DB_DONE)
 		return api_error(r, 400, "no key has this name", "key");
-	return step == SQLITE_ROW ? 0 : api_db_error(c, NULL, r);
+	return step == DB_ROW ? 0 : api_db_error(c, NULL, r);
 }
 
 /* ---- summary ---- */
@@ -277,7 +274,7 @@ static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const
 }
 
 /* Adds the rollup row under st to its group. 0, or -1 (out of memory). */
-static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_group grp)
+static int api_groups_add(struct api_groups *gs, struct db_stmt *st, enum params_group grp)
 {
 	const char *name = NULL;
 	struct api_group *g;
@@ -286,17 +283,17 @@ static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_g
 
 	switch (grp) {
 	case PARAMS_GROUP_KEY:
-		id = sqlite3_column_int64(st, SUMMARY_COL_KEY);
+		id = db_col_int(st, SUMMARY_COL_KEY);
 		break;
 	case PARAMS_GROUP_HOUR:
-		id = sqlite3_column_int64(st, SUMMARY_COL_T);
+		id = db_col_int(st, SUMMARY_COL_T);
 		break;
 	case PARAMS_GROUP_DAY:
-		id = period_start_ms(PERIOD_DAY, sqlite3_column_int64(st, SUMMARY_COL_T) * 1000) / 1000;
+		id = period_start_ms(PERIOD_DAY, db_col_int(st, SUMMARY_COL_T) * 1000) / 1000;
 		break;
 	case PARAMS_GROUP_MODEL:
 	case PARAMS_GROUP_PROVIDER:
-		name = (const char *)sqlite3_column_text(st, grp == PARAMS_GROUP_MODEL ?
+		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ?
 		                                         SUMMARY_COL_MODEL : SUMMARY_COL_PROVIDER);
 		if (!name)
 			name = "";
@@ -306,9 +303,9 @@ static int api_groups_add(struct api_groups *gs, sqlite3_stmt *st, enum params_g
 	if (!g)
 		return -1;
 	for (i = 0; i < ROLLUP_NAMED; i++)
-		g->u.sum[i] = satadd(g->u.sum[i], sqlite3_column_int64(st, SUMMARY_COL_SUMS + i));
+		g->u.sum[i] = satadd(g->u.sum[i], db_col_int(st, SUMMARY_COL_SUMS + i));
 	for (i = 0; i < LATENCY_BUCKETS; i++)
-		g->u.lat[i] += (uint64_t)sqlite3_column_int64(st, SUMMARY_COL_LAT + i);
+		g->u.lat[i] += (uint64_t)db_col_int(st, SUMMARY_COL_LAT + i);
 	return 0;
 }
 
@@ -334,7 +331,7 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 }
 /* Whole days inside [from, to) come from the daily rollups; none for group=hour. A key
  * or model not given stays NULL (conn_stmt clears the bindings). */
-static int api_bind_summary(sqlite3_stmt *st, const struct params *p)
+static int api_bind_summary(struct db_stmt *st, const struct params *p)
 {
 	int64_t day_from = period_start_ms(PERIOD_DAY, p->from * 1000 + PERIOD_DAY_MS - 1000) / 1000;
 	int64_t day_to = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
@@ -370,15 +367,15 @@ static enum conn_query api_summary_query(const struct params *p)
 static int api_summary_groups(struct conn *c, const struct params *p, struct api_groups *gs,
                               struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, api_summary_query(p));
+	struct db_stmt *st = conn_stmt(c, api_summary_query(p));
 	int step;
 
 	if (api_bind_summary(st, p) < 0)
 		return api_db_error(c, st, r);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW)
+	while ((step = db_step(st)) == DB_ROW)
 		if (api_groups_add(gs, st, p->group) < 0)
 			return api_nomem(st, r);
-	if (step != SQLITE_DONE)
+	if (step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
 	return 0;
@@ -388,14 +385,14 @@ static int api_summary_groups(struct conn *c, const struct params *p, struct api
  * memory, -2 the database failed. */
 static int api_add_key_name(struct conn *c, cJSON *row, int64_t id)
 {
-	sqlite3_stmt *st = conn_stmt(c, CONN_KEY_NAME);
+	struct db_stmt *st = conn_stmt(c, CONN_KEY_NAME);
 	int step, rc = -2;
 
 	if (conn_bind_int(st, ":id", id) == 0) {
-		step = sqlite3_step(st);
-		if (step == SQLITE_ROW)
-			rc = json_add_col_text(row, "key_name", st, 0);
-		else if (step == SQLITE_DONE)
+		step = db_step(st);
+		if (step == DB_ROW)
+			rc = row_add_col_text(row, "key_name", st, 0);
+		else if (step == DB_DONE)
 			rc = json_add_null(row, "key_name");
 	}
 	conn_release(st);
@@ -472,17 +469,18 @@ out:
 
 /* ---- request rows ---- */
 
-/* The index to walk: the key's, the model's, or the time's. */
+/* The index to walk: the key's (rows without a key are its NULL key_id), the model's,
+ * or the time's. */
 static enum conn_query api_requests_query(const struct params *p)
 {
 	if (p->has_key_id)
-		return CONN_REQUESTS_PAGE_KEY;
+		return p->key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE_NOKEY;
 	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;
 }
 
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, api_requests_query(p));
+	struct db_stmt *st = conn_stmt(c, api_requests_query(p));
 	int64_t before_ms = p->to * 1000, before_id = INT64_MIN, ms = 0, id = 0;
 	char cursor[PARAMS_CURSOR_MAX];
 	cJSON *rows, *row;
@@ -500,7 +498,7 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 	if (api_ok(r) < 0 || !(rows = cJSON_AddArrayToObject(r->body, "requests")))
 		return api_nomem(st, r);
 	/* a row beyond the limit only says that there is a next page */
-	while ((step = sqlite3_step(st)) == SQLITE_ROW && n < p->limit) {
+	while ((step = db_step(st)) == DB_ROW && n < p->limit) {
 		row = row_json(st);
 		if (!row || !cJSON_AddItemToArray(rows, row)) {
 			cJSON_Delete(row);
@@ -509,10 +507,10 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 		row_cursor(st, &ms, &id);
 		n++;
 	}
-	if (step != SQLITE_ROW && step != SQLITE_DONE)
+	if (step != DB_ROW && step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
-	if (step == SQLITE_ROW) {
+	if (step == DB_ROW) {
 		params_cursor_format(cursor, sizeof(cursor), ms, id);
 		if (json_add_str(r->body, "next", cursor) < 0)
 			return api_nomem(NULL, r);
@@ -524,17 +522,17 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 
 int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, CONN_REQUEST_ONE);
+	struct db_stmt *st = conn_stmt(c, CONN_REQUEST_ONE);
 	int step;
 
 	if (conn_bind_text(st, ":request_id", request_id) < 0)
 		return api_db_error(c, st, r);
-	step = sqlite3_step(st);
-	if (step == SQLITE_DONE) {
+	step = db_step(st);
+	if (step == DB_DONE) {
 		conn_release(st);
 		return api_error(r, 404, "no request has this id", NULL);
 	}
-	if (step != SQLITE_ROW)
+	if (step != DB_ROW)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || json_add(r->body, "request", row_json(st)) < 0)
 		return api_nomem(st, r);
@@ -556,42 +554,42 @@ enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_T
        K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_EST_COST,
        K_REQUESTS, K_TOKENS };
 
-static cJSON *api_key_json(sqlite3_stmt *st)
+static cJSON *api_key_json(struct db_stmt *st)
 {
 	cJSON *o = cJSON_CreateObject(), *limits, *spend;
-	const char *models = (const char *)sqlite3_column_text(st, K_MODELS);
-	int64_t charged = sqlite3_column_int64(st, K_COST);
+	const char *models = db_col_text(st, K_MODELS);
+	int64_t charged = db_col_int(st, K_COST);
 	int rc = 0;
 
 	if (!o)
 		return NULL;
-	rc |= json_add_col_int(o, "id", st, K_ID);
-	rc |= json_add_col_text(o, "name", st, K_NAME);
-	rc |= json_add_col_text(o, "prefix", st, K_PREFIX);
-	rc |= json_add_col_text(o, "default_model", st, K_DEFAULT_MODEL);
+	rc |= row_add_col_int(o, "id", st, K_ID);
+	rc |= row_add_col_text(o, "name", st, K_NAME);
+	rc |= row_add_col_text(o, "prefix", st, K_PREFIX);
+	rc |= row_add_col_text(o, "default_model", st, K_DEFAULT_MODEL);
 	rc |= json_add(o, "models", cJSON_Parse(models ? models : "[]"));
-	rc |= json_add_col_int(o, "created_at", st, K_CREATED);
-	rc |= json_add_col_int(o, "revoked_at", st, K_REVOKED);
+	rc |= row_add_col_int(o, "created_at", st, K_CREATED);
+	rc |= row_add_col_int(o, "revoked_at", st, K_REVOKED);
 	limits = cJSON_AddObjectToObject(o, "limits");
 	spend = cJSON_AddObjectToObject(o, "spend");
 	if (rc || !limits || !spend) {
 		cJSON_Delete(o);
 		return NULL;
 	}
-	rc |= json_add_col_int(limits, "rpm", st, K_RPM);
-	rc |= json_add_col_int(limits, "tpm", st, K_TPM);
-	rc |= json_add_col_int(limits, "max_concurrent", st, K_MAX_CONCURRENT);
-	rc |= json_add_col_int(limits, "budget_micros", st, K_BUDGET);
-	rc |= json_add_col_text(limits, "budget_period", st, K_PERIOD);
-	rc |= json_add_col_text(spend, "period", st, K_PERIOD);
-	rc |= json_add_col_int(spend, "period_start", st, K_PERIOD_START);
-	rc |= json_add_col_int(spend, "cost_micros", st, K_COST);
-	rc |= json_add_col_int(spend, "estimated_cost_micros", st, K_EST_COST);
+	rc |= row_add_col_int(limits, "rpm", st, K_RPM);
+	rc |= row_add_col_int(limits, "tpm", st, K_TPM);
+	rc |= row_add_col_int(limits, "max_concurrent", st, K_MAX_CONCURRENT);
+	rc |= row_add_col_int(limits, "budget_micros", st, K_BUDGET);
+	rc |= row_add_col_text(limits, "budget_period", st, K_PERIOD);
+	rc |= row_add_col_text(spend, "period", st, K_PERIOD);
+	rc |= row_add_col_int(spend, "period_start", st, K_PERIOD_START);
+	rc |= row_add_col_int(spend, "cost_micros", st, K_COST);
+	rc |= row_add_col_int(spend, "estimated_cost_micros", st, K_EST_COST);
 	/* what the budget is charged, as the agent counts it */
-	charged = satadd(charged, sqlite3_column_int64(st, K_EST_COST));
+	charged = satadd(charged, db_col_int(st, K_EST_COST));
 	rc |= json_add_int(spend, "charged_micros", charged);
-	rc |= json_add_col_int(spend, "requests", st, K_REQUESTS);
-	rc |= json_add_col_int(spend, "total_tokens", st, K_TOKENS);
+	rc |= row_add_col_int(spend, "requests", st, K_REQUESTS);
+	rc |= row_add_col_int(spend, "total_tokens", st, K_TOKENS);
 	if (rc) {
 		cJSON_Delete(o);
 		return NULL;
@@ -605,26 +603,26 @@ enum { M_ID, M_NAME, M_PROVIDER, M_API, M_REQUESTS, M_TOKENS, M_COST, M_EST_COST
        M_ABOVE, M_PRICES };
 
 /* The model of the current row, with an empty list of cards. */
-static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
+static cJSON *api_model_json(struct db_stmt *st, int64_t month)
 {
 	cJSON *o = cJSON_CreateObject(), *use;
 	int rc = 0;
 
 	if (!o)
 		return NULL;
-	rc |= json_add_col_int(o, "id", st, M_ID);
-	rc |= json_add_col_text(o, "name", st, M_NAME);
-	rc |= json_add_col_text(o, "provider", st, M_PROVIDER);
-	rc |= json_add_col_text(o, "api", st, M_API);
+	rc |= row_add_col_int(o, "id", st, M_ID);
+	rc |= row_add_col_text(o, "name", st, M_NAME);
+	rc |= row_add_col_text(o, "provider", st, M_PROVIDER);
+	rc |= row_add_col_text(o, "api", st, M_API);
 	if (rc || !cJSON_AddArrayToObject(o, "prices") || !(use = cJSON_AddObjectToObject(o, "month"))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
 	rc |= json_add_int(use, "period_start", month);
-	rc |= json_add_col_int(use, "requests", st, M_REQUESTS);
-	rc |= json_add_col_int(use, "total_tokens", st, M_TOKENS);
-	rc |= json_add_col_int(use, "cost_micros", st, M_COST);
-	rc |= json_add_col_int(use, "estimated_cost_micros", st, M_EST_COST);
+	rc |= row_add_col_int(use, "requests", st, M_REQUESTS);
+	rc |= row_add_col_int(use, "total_tokens", st, M_TOKENS);
+	rc |= row_add_col_int(use, "cost_micros", st, M_COST);
+	rc |= row_add_col_int(use, "estimated_cost_micros", st, M_EST_COST);
 	if (rc) {
 		cJSON_Delete(o);
 		return NULL;
@@ -633,7 +631,7 @@ static cJSON *api_model_json(sqlite3_stmt *st, int64_t month)
 }
 
 /* The card of the current row, added to cards. 0, or -1 out of memory. */
-static int api_card_add(sqlite3_stmt *st, cJSON *cards)
+static int api_card_add(struct db_stmt *st, cJSON *cards)
 {
 	cJSON *o = cJSON_CreateObject();
 	size_t i;
@@ -641,10 +639,10 @@ static int api_card_add(sqlite3_stmt *st, cJSON *cards)
 
 	if (!o)
 		return -1;
-	rc |= json_add_col_text(o, "tier", st, M_TIER);
-	rc |= json_add_col_int(o, "above_tokens", st, M_ABOVE);
+	rc |= row_add_col_text(o, "tier", st, M_TIER);
+	rc |= row_add_col_int(o, "above_tokens", st, M_ABOVE);
 	for (i = 0; i < PRICE_CLASSES; i++)
-		rc |= json_add_col_int(o, pricecard_columns[i], st, M_PRICES + (int)i);
+		rc |= row_add_col_int(o, pricecard_columns[i], st, M_PRICES + (int)i);
 	if (rc || !cJSON_AddItemToArray(cards, o)) {
 		cJSON_Delete(o);
 		return -1;
@@ -653,22 +651,22 @@ static int api_card_add(sqlite3_stmt *st, cJSON *cards)
 }
 
 /* Lists every row of a configuration query under name, one object each. */
-static int api_list(struct conn *c, sqlite3_stmt *st, const char *name,
-                    cJSON *(*item)(sqlite3_stmt *st), struct api_reply *r)
+static int api_list(struct conn *c, struct db_stmt *st, const char *name,
+                    cJSON *(*item)(struct db_stmt *st), struct api_reply *r)
 {
 	cJSON *arr, *o;
 	int step;
 
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, name)))
 		return api_nomem(st, r);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((step = db_step(st)) == DB_ROW) {
 		o = item(st);
 		if (!o || !cJSON_AddItemToArray(arr, o)) {
 			cJSON_Delete(o);
 			return api_nomem(st, r);
 		}
 	}
-	if (step != SQLITE_DONE)
+	if (step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
 	return 0;
@@ -676,7 +674,7 @@ static int api_list(struct conn *c, sqlite3_stmt *st, const char *name,
 
 int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, CONN_KEYS);
+	struct db_stmt *st = conn_stmt(c, CONN_KEYS);
 	int64_t day, month;
 
 	api_periods(now, &day, &month);
@@ -687,7 +685,7 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 
 int api_models(struct conn *c, int64_t now, struct api_reply *r)
 {
-	sqlite3_stmt *st = conn_stmt(c, CONN_MODELS);
+	struct db_stmt *st = conn_stmt(c, CONN_MODELS);
 	cJSON *arr, *model = NULL;
 	int64_t day, month, id = 0;
 	int step;
@@ -698,20 +696,20 @@ int api_models(struct conn *c, int64_t now, struct api_reply *r)
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "models")))
 		return api_nomem(st, r);
 	/* a model's cards are on consecutive rows */
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		if (!model || sqlite3_column_int64(st, M_ID) != id) {
-			id = sqlite3_column_int64(st, M_ID);
+	while ((step = db_step(st)) == DB_ROW) {
+		if (!model || db_col_int(st, M_ID) != id) {
+			id = db_col_int(st, M_ID);
 			model = api_model_json(st, month);
 			if (!model || !cJSON_AddItemToArray(arr, model)) {
 				cJSON_Delete(model);
 				return api_nomem(st, r);
 			}
 		}
-		if (sqlite3_column_type(st, M_TIER) != SQLITE_NULL &&
+		if (db_col_type(st, M_TIER) != DB_NULL &&
 		    api_card_add(st, cJSON_GetObjectItemCaseSensitive(model, "prices")) < 0)
 			return api_nomem(st, r);
 	}
-	if (step != SQLITE_DONE)
+	if (step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
 	return 0;
@@ -725,18 +723,18 @@ static cJSON *api_stored(struct conn *c)
 	static const char *const names[] = { "received", "written", "dropped", "duplicates",
 	                                     "timed_out", "unpriced", "updated_at",
 	                                     "unauthenticated", "pending_overflow" };
-	sqlite3_stmt *st = conn_stmt(c, CONN_ACCOUNTING);
+	struct db_stmt *st = conn_stmt(c, CONN_ACCOUNTING);
 	cJSON *o = NULL;
 	size_t i;
 	int rc = 0;
 
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		log_warn("cannot read the accounting row: %s", sqlite3_errmsg(c->db));
+	if (db_step(st) != DB_ROW) {
+		log_warn("cannot read the accounting row: %s", db_errmsg(c->db));
 		goto out;
 	}
 	o = cJSON_CreateObject();
 	for (i = 0; o && i < sizeof(names) / sizeof(names[0]); i++)
-		rc |= json_add_col_int(o, names[i], st, (int)i);
+		rc |= row_add_col_int(o, names[i], st, (int)i);
 	if (rc) {
 		cJSON_Delete(o);
 		o = NULL;
@@ -748,8 +746,10 @@ out:
 
 int api_live(struct conn *c, const char *control_path, struct api_reply *r)
 {
-	char err[256];
-	cJSON *live = live_status(control_path, LIVE_TIMEOUT_MS, err, sizeof(err)), *item;
+	char err[256] = "no agent control socket given (--control): a PostgreSQL store has "
+	                "no agent of its own";
+	cJSON *live = control_path ? live_status(control_path, LIVE_TIMEOUT_MS, err, sizeof(err))
+	                           : NULL, *item;
 
 	if (api_ok(r) < 0) {
 		cJSON_Delete(live);

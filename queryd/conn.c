@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "api.h"
-#include "db.h"
 #include "row.h"
 
 #define CONN_CACHE_KIB_STR "256"   /* KiB of page cache per connection */
@@ -19,31 +18,40 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_KEY_NAME] = "key_name",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
+	[CONN_REQUESTS_PAGE_NOKEY] = "requests_page_nokey",
 	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
 	[CONN_KEYS] = "keys",
 	[CONN_MODELS] = "models",
 	[CONN_ACCOUNTING] = "accounting",
-	[CONN_SCHEMA_VERSION] = "schema_version",
 	[CONN_EXPORT] = "export",
 };
 
-const char *conn_query_text(enum conn_query q)
+static const char *conn_find(const char *prefix, const char *name)
 {
-	size_t i;
+	size_t i, n = strlen(prefix);
 
 	for (i = 0; i < conn_sql_count; i++)
-		if (strcmp(conn_sql_files[i].name, conn_names[q]) == 0)
+		if (strncmp(conn_sql_files[i].name, prefix, n) == 0 &&
+		    strcmp(conn_sql_files[i].name + n, name) == 0)
 			return conn_sql_files[i].text;
 	return NULL;
+}
+
+const char *conn_query_text(enum conn_query q, enum db_kind k)
+{
+	const char *pg = k == DB_POSTGRES ? conn_find("pg/", conn_names[q]) : NULL;
+
+	return pg ? pg : conn_find("", conn_names[q]);
 }
 
 /* Queries whose rows are request rows: their columns must be row.c's. */
 static int conn_is_row_query(enum conn_query q)
 {
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
-	       q == CONN_REQUESTS_PAGE_MODEL || q == CONN_REQUEST_ONE || q == CONN_EXPORT;
+	       q == CONN_REQUESTS_PAGE_NOKEY || q == CONN_REQUESTS_PAGE_MODEL ||
+	       q == CONN_REQUEST_ONE || q == CONN_EXPORT;
 }
 
 /* Queries whose rows are rollup rows: their columns must be api.c's. */
@@ -53,44 +61,50 @@ static int conn_is_summary_query(enum conn_query q)
 	       q == CONN_SUMMARY_TOTALS;
 }
 
-int conn_open(struct conn *c, const char *path, char *err, size_t errlen)
+int conn_open(struct conn *c, const char *store, char *err, size_t errlen)
 {
+	enum db_kind kind;
 	char msg[256];
 	int q;
 
 	memset(c, 0, sizeof(*c));
-	if (db_open(path, DB_READONLY, &c->db, err, errlen) < 0)
+	if (db_open(store, DB_READONLY, &c->db, err, errlen) < 0)
 		return -1;
+	kind = db_kind(c->db);
 	/* A small page cache per connection: the kernel's page cache holds the database
 	 * for every thread at once, and SQLite's default 2 MB each was most of queryd's
-	 * memory after a day of dashboards. */
-	if (db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0)
+	 * memory after a day of dashboards. PostgreSQL has no such per-connection cache
+	 * in this process: its shared buffers serve every connection. */
+	if (kind == DB_SQLITE &&
+	    db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0)
 		goto fail;
 	for (q = 0; q < CONN_QUERIES; q++) {
-		const char *sql = conn_query_text((enum conn_query)q);
-		sqlite3_stmt *st = NULL;
+		const char *sql = conn_query_text((enum conn_query)q, kind);
+		struct db_stmt *st = NULL;
+		const char *dir;
 
 		if (!sql) {
 			snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
 			goto fail;
 		}
-		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
-		    SQLITE_OK) {
-			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q],
-			         sqlite3_errmsg(c->db));
+		/* where the text came from, for the messages */
+		dir = kind == DB_POSTGRES && conn_find("pg/", conn_names[q]) ? "sql/pg/queries"
+		                                                              : "sql/queries";
+		if (db_prepare(c->db, sql, &st) < 0) {
+			snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], db_errmsg(c->db));
 			goto fail;
 		}
 		if ((conn_is_row_query((enum conn_query)q) &&
 		     row_check_columns(st, msg, sizeof(msg)) < 0) ||
 		    (conn_is_summary_query((enum conn_query)q) &&
 		     api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
-			snprintf(err, errlen, "sql/queries/%s.sql: %s", conn_names[q], msg);
-			sqlite3_finalize(st);
+			snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], msg);
+			db_finalize(st);
 			goto fail;
 		}
 		/* The export's statement is checked here but prepared per export. */
 		if (q == CONN_EXPORT)
-			sqlite3_finalize(st);
+			db_finalize(st);
 		else
 			c->st[q] = st;
 	}
@@ -105,44 +119,44 @@ void conn_close(struct conn *c)
 	int q;
 
 	for (q = 0; q < CONN_QUERIES; q++)
-		sqlite3_finalize(c->st[q]);
-	sqlite3_close(c->db);
+		db_finalize(c->st[q]);
+	db_close(c->db);
 	memset(c, 0, sizeof(*c));
 }
 
-sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q)
+struct db_stmt *conn_stmt(struct conn *c, enum conn_query q)
 {
-	sqlite3_stmt *st = c->st[q];
+	struct db_stmt *st = c->st[q];
 
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	db_reset(st);
+	db_clear_bindings(st);
 	return st;
 }
 
-void conn_release(sqlite3_stmt *st)
+void conn_release(struct db_stmt *st)
 {
-	sqlite3_reset(st);
+	db_reset(st);
 }
 
-int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v)
+int conn_bind_int(struct db_stmt *st, const char *name, int64_t v)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
-	return i > 0 && sqlite3_bind_int64(st, i, v) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_int(st, i, v) == 0 ? 0 : -1;
 }
 
-int conn_bind_null(sqlite3_stmt *st, const char *name)
+int conn_bind_null(struct db_stmt *st, const char *name)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
-	return i > 0 && sqlite3_bind_null(st, i) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_null(st, i) == 0 ? 0 : -1;
 }
 
-int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s)
+int conn_bind_text(struct db_stmt *st, const char *name, const char *s)
 {
-	int i = sqlite3_bind_parameter_index(st, name);
+	int i = db_param_index(st, name);
 
 	if (!s)
 		return conn_bind_null(st, name);
-	return i > 0 && sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) == SQLITE_OK ? 0 : -1;
+	return i > 0 && db_bind_text(st, i, s, strlen(s)) == 0 ? 0 : -1;
 }

@@ -1,14 +1,18 @@
-/* conn: one read-only connection to the tally database with every named query of
- * sql/queries/ prepared once, reused for each request (reset, bindings cleared).
- * A conn belongs to one thread at a time (server.c gives each MHD thread its own). */
+/* conn: one read-only connection to the tally store (SQLite or PostgreSQL, db.h) with
+ * every named query of sql/queries/ prepared once, reused for each request (reset,
+ * bindings cleared). A conn belongs to one thread at a time (server.c gives each MHD
+ * thread its own). */
 #ifndef QUERYD_CONN_H
 #define QUERYD_CONN_H
 
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* sql/queries/<name>.sql, compiled in by the Makefile (build/gen/queries_sql.c). */
+#include "db.h"
+
+/* sql/queries/<name>.sql under its name, and sql/pg/queries/<name>.sql (PostgreSQL's
+ * own text of a query whose shared text it cannot run, or cannot run well) under
+ * "pg/<name>", compiled in by the Makefile (build/gen/queries_sql.c). */
 struct conn_sql {
 	const char *name;
 	const char *text;
@@ -24,39 +28,43 @@ enum conn_query {
 	CONN_KEY_NAME,
 	CONN_REQUESTS_PAGE,
 	CONN_REQUESTS_PAGE_KEY,
+	CONN_REQUESTS_PAGE_NOKEY,
 	CONN_REQUESTS_PAGE_MODEL,
 	CONN_REQUEST_ONE,
 	CONN_KEY_ID,
 	CONN_KEYS,
 	CONN_MODELS,
 	CONN_ACCOUNTING,
-	CONN_SCHEMA_VERSION,
 	CONN_EXPORT,        /* not prepared here: each export prepares its own */
 	CONN_QUERIES
 };
 
 struct conn {
-	sqlite3 *db;
-	sqlite3_stmt *st[CONN_QUERIES];
+	struct db *db;
+	struct db_stmt *st[CONN_QUERIES];
 };
 
-/* Opens path read only (it must be at DB_SCHEMA_VERSION) and prepares the queries.
- * 0, or -1 with a message (c is then closed). */
-int conn_open(struct conn *c, const char *path, char *err, size_t errlen);
+/* Opens store (a path or a postgresql:// URL) read only (it must be at
+ * DB_SCHEMA_VERSION) and prepares the queries. 0, or -1 with a message (c is then
+ * closed). */
+int conn_open(struct conn *c, const char *store, char *err, size_t errlen);
 void conn_close(struct conn *c);
 
-/* The text of a query (found at conn_open, so never NULL after one succeeded). */
-const char *conn_query_text(enum conn_query q);
+/* The text of a query for a store of kind k: PostgreSQL's own where sql/pg/queries
+ * has one, else the shared one (found at conn_open, so never NULL after one
+ * succeeded). */
+const char *conn_query_text(enum conn_query q, enum db_kind k);
 
 /* The prepared statement, reset with bindings cleared. Call conn_release() when done
  * reading: a statement not reset keeps its read transaction (and snapshot) open. */
-sqlite3_stmt *conn_stmt(struct conn *c, enum conn_query q);
-void conn_release(sqlite3_stmt *st);
+struct db_stmt *conn_stmt(struct conn *c, enum conn_query q);
+void conn_release(struct db_stmt *st);
 
 /* Bind to a named parameter (":name"); text NULL binds NULL. A name the statement does
- * not have is a programming error: -1. Text is copied (SQLITE_TRANSIENT). */
-int conn_bind_int(sqlite3_stmt *st, const char *name, int64_t v);
-int conn_bind_null(sqlite3_stmt *st, const char *name);
-int conn_bind_text(sqlite3_stmt *st, const char *name, const char *s);
+ * not have is a programming error: -1. Text is NOT copied (db.h): it must stay
+ * unchanged until the statement is released. */
+int conn_bind_int(struct db_stmt *st, const char *name, int64_t v);
+int conn_bind_null(struct db_stmt *st, const char *name);
+int conn_bind_text(struct db_stmt *st, const char *name, const char *s);
 
 #endif

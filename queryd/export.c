@@ -15,8 +15,10 @@
 #define EXPORT_BLOCK 65536   /* bytes MHD asks for at most per callback */
 
 struct export {
-	sqlite3 *db;
-	sqlite3_stmt *st;
+	struct db *db;
+	struct db_stmt *st;
+	struct params p;       /* the filters, bound in place: their strings are copies */
+	char *strings;         /* those copies, one block */
 	enum params_format format;
 	struct row_buf line;   /* formatted bytes not yet handed to MHD */
 	size_t sent;           /* of line */
@@ -27,8 +29,9 @@ static void export_free(void *cls)
 {
 	struct export *e = cls;
 
-	sqlite3_finalize(e->st);
-	sqlite3_close(e->db);
+	db_finalize(e->st);
+	db_close(e->db);
+	free(e->strings);
 	free(e->line.p);
 	free(e);
 }
@@ -36,15 +39,15 @@ static void export_free(void *cls)
 /* Formats the next row into e->line. 1: a row, 0: no more, -1: error. */
 static int export_next(struct export *e)
 {
-	int step = sqlite3_step(e->st);
+	enum db_status step = db_step(e->st);
 	cJSON *row;
 	char *text;
 	int rc;
 
-	if (step == SQLITE_DONE)
+	if (step == DB_DONE)
 		return 0;
-	if (step != SQLITE_ROW) {
-		log_warn("export: %s", sqlite3_errmsg(e->db));
+	if (step != DB_ROW) {
+		log_warn("export: %s", db_errmsg(e->db));
 		return -1;
 	}
 	if (e->format == PARAMS_CSV)
@@ -90,7 +93,30 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)out;
 }
 
-struct MHD_Response *export_response(const char *db_path, const struct params *p,
+/* Copies p into e with its filter strings: the statement reads them at its first step,
+ * from MHD's callback, after the request's handler has returned. */
+static int export_copy_params(struct export *e, const struct params *p)
+{
+	const char *const src[] = { p->key, p->model, p->provider, p->outcome };
+	const char **dst[] = { &e->p.key, &e->p.model, &e->p.provider, &e->p.outcome };
+	size_t i, len = 0, at = 0;
+
+	e->p = *p;
+	for (i = 0; i < sizeof(src) / sizeof(src[0]); i++)
+		len += src[i] ? strlen(src[i]) + 1 : 0;
+	if (len && !(e->strings = malloc(len)))
+		return -1;
+	for (i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
+		if (!src[i])
+			continue;
+		memcpy(e->strings + at, src[i], strlen(src[i]) + 1);
+		*dst[i] = e->strings + at;
+		at += strlen(src[i]) + 1;
+	}
+	return 0;
+}
+
+struct MHD_Response *export_response(const char *store, const struct params *p,
                                      char *err, size_t errlen)
 {
 	static const char *const types[] = {
@@ -107,11 +133,15 @@ struct MHD_Response *export_response(const char *db_path, const struct params *p
 		return NULL;
 	}
 	e->format = p->format;
-	if (db_open(db_path, DB_READONLY, &e->db, err, errlen) < 0)
+	if (export_copy_params(e, p) < 0) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
-	if (sqlite3_prepare_v2(e->db, conn_query_text(CONN_EXPORT), -1, &e->st, NULL) != SQLITE_OK ||
-	    row_bind_filters(e->st, p) < 0) {
-		snprintf(err, errlen, "export query: %s", sqlite3_errmsg(e->db));
+	}
+	if (db_open(store, DB_READONLY, &e->db, err, errlen) < 0)
+		goto fail;
+	if (db_prepare(e->db, conn_query_text(CONN_EXPORT, db_kind(e->db)), &e->st) < 0 ||
+	    row_bind_filters(e->st, &e->p) < 0) {
+		snprintf(err, errlen, "export query: %s", db_errmsg(e->db));
 		goto fail;
 	}
 	if (e->format == PARAMS_CSV && row_csv_header(&e->line) < 0) {

@@ -127,26 +127,3 @@ int json_add_null(cJSON *obj, const char *name)
 {
 	return json_add(obj, name, cJSON_CreateNull());
 }
-
-int json_add_col_int(cJSON *obj, const char *name, sqlite3_stmt *st, int i)
-{
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
-		return json_add_null(obj, name);
-	return json_add_int(obj, name, sqlite3_column_int64(st, i));
-}
-
-int json_add_col_text(cJSON *obj, const char *name, sqlite3_stmt *st, int i)
-{
-	const char *s = (const char *)sqlite3_column_text(st, i);
-
-	if (!s)
-		return json_add_null(obj, name);
-	return json_add(obj, name, json_string(s, (size_t)sqlite3_column_bytes(st, i)));
-}
-
-int json_add_col_bool(cJSON *obj, const char *name, sqlite3_stmt *st, int i)
-{
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
-		return json_add_null(obj, name);
-	return json_add(obj, name, cJSON_CreateBool(sqlite3_column_int64(st, i) != 0));
-}

@@ -6,7 +6,6 @@
 #define QUERYD_JSON_H
 
 #include <cjson/cJSON.h>
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,10 +27,5 @@ int json_add_int(cJSON *obj, const char *name, int64_t v);
 int json_add_str(cJSON *obj, const char *name, const char *s);   /* NULL: null */
 int json_add_double(cJSON *obj, const char *name, double v);    /* not finite: null */
 int json_add_null(cJSON *obj, const char *name);
-
-/* Column i of the current row: integer or null; text or null; 0/1 as boolean or null. */
-int json_add_col_int(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
-int json_add_col_text(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
-int json_add_col_bool(cJSON *obj, const char *name, sqlite3_stmt *st, int i);
 
 #endif

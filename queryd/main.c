@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "log.h"
 #include "selfcheck.h"
 #include "server.h"
@@ -38,6 +39,25 @@ struct queryd_flag {
 	const char *help;
 	int (*apply)(struct queryd_config *cfg, const char *value);
 };
+
+/* The store as the log shows it: a URL without its user, password and options
+ * (scheme://host:port/dbname), a path as it is. */
+static void queryd_store_shown(const char *store, char *out, size_t cap)
+{
+	const char *sep = strstr(store, "://"), *host, *at;
+
+	if (!db_is_postgres(store) || !sep) {
+		snprintf(out, cap, "%s", store);
+		return;
+	}
+	/* libpq's reading: user information ends at the first '@' before any '/' */
+	host = sep + 3;
+	at = memchr(host, '@', strcspn(host, "/?"));
+	if (at)
+		host = at + 1;
+	snprintf(out, cap, "%.*s%.*s", (int)(sep + 3 - store), store, (int)strcspn(host, "?"),
+	         host);
+}
 
 static int queryd_copy(char *dst, size_t cap, const char *value)
 {
@@ -93,9 +113,9 @@ static int queryd_set_log_level(struct queryd_config *cfg, const char *v)
 }
 
 static const struct queryd_flag queryd_flags[] = {
-	{ "db", "PATH", "tally database, opened read only; must exist at the current schema (default ./data/tally.db)", queryd_set_db },
+	{ "db", "PATH|URL", "tally store, opened read only: a SQLite database path or a postgresql:// URL; must exist at the current schema (default ./data/tally.db)", queryd_set_db },
 	{ "listen", "HOST:PORT", "HTTP listen address (default 127.0.0.1:8081)", queryd_set_listen },
-	{ "control", "PATH", "the agent's control socket, for /api/live (default: the database path + .ctl)", queryd_set_control },
+	{ "control", "PATH", "the agent's control socket, for /api/live (default: the database path + .ctl; none for a URL)", queryd_set_control },
 	{ "threads", "N", "HTTP worker threads, each with its own database connection (default 4, at most 64)", queryd_set_threads },
 	{ "static", "DIR", "serve the dashboard's files from DIR instead of the built-in copy", queryd_set_static },
 	{ "token-file", "PATH", "read the operator token from PATH (default: $TALLY_OPERATOR_TOKEN)", queryd_set_token_file },
@@ -176,7 +196,8 @@ static int queryd_parse(struct queryd_config *cfg, int argc, char **argv, int *s
 		snprintf(err, errlen, "unexpected argument %s", argv[optind]);
 		return -1;
 	}
-	if (!cfg->control[0] &&
+	/* A PostgreSQL store is shared by many agents, none of them at a path of its own. */
+	if (!cfg->control[0] && !db_is_postgres(cfg->db) &&
 	    (size_t)snprintf(cfg->control, sizeof(cfg->control), "%s.ctl", cfg->db) >=
 	    sizeof(cfg->control)) {
 		snprintf(err, errlen, "--db path too long");
@@ -194,7 +215,7 @@ int main(int argc, char **argv)
 	const char *env = getenv("TALLY_OPERATOR_TOKEN");
 	struct server *srv;
 	sigset_t stop;
-	char err[4608];
+	char err[4608], shown[QUERYD_PATH_MAX];
 	int rc, sig, self_check;
 
 	/* Idle memory after busy hours: glibc's adaptive thresholds keep a large answer's
@@ -227,13 +248,13 @@ int main(int argc, char **argv)
 	}
 	log_set_level(cfg.log_level);
 	/* SQLite's own words for this case ("unable to open database file") say too little */
-	if (access(cfg.db, F_OK) < 0) {
+	if (!db_is_postgres(cfg.db) && access(cfg.db, F_OK) < 0) {
 		log_error("database %s: %s (start the agent or run tallyctl once to create it)",
 		          cfg.db, strerror(errno));
 		return 1;
 	}
 	scfg = (struct server_config){ .listen = cfg.listen, .db_path = cfg.db,
-	                               .control_path = cfg.control,
+	                               .control_path = cfg.control[0] ? cfg.control : NULL,
 	                               .static_dir = cfg.static_dir[0] ? cfg.static_dir : NULL,
 	                               .threads = cfg.threads };
 	if (cfg.token_file[0]) {
@@ -265,8 +286,9 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
+	queryd_store_shown(cfg.db, shown, sizeof(shown));
 	log_info("tally-queryd listening on http://%s (database %s, %d threads, dashboard %s)",
-	         cfg.listen, cfg.db, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
+	         cfg.listen, shown, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
 	while (sigwait(&stop, &sig) != 0)
 		;
 	log_info("signal %d: stopping", sig);

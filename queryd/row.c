@@ -56,26 +56,51 @@ int row_buf_put(struct row_buf *b, const char *s, size_t n)
 	return 0;
 }
 
-int row_check_columns(sqlite3_stmt *st, char *err, size_t errlen)
+int row_check_columns(struct db_stmt *st, char *err, size_t errlen)
 {
 	int i;
 
-	if (sqlite3_column_count(st) != ROW_NCOLS) {
-		snprintf(err, errlen, "%d result columns, the request row has %d",
-		         sqlite3_column_count(st), ROW_NCOLS);
+	if (db_col_count(st) != ROW_NCOLS) {
+		snprintf(err, errlen, "%d result columns, the request row has %d", db_col_count(st),
+		         ROW_NCOLS);
 		return -1;
 	}
 	for (i = 0; i < ROW_NCOLS; i++) {
-		if (strcmp(sqlite3_column_name(st, i), row_columns[i].name) != 0) {
+		const char *name = db_col_name(st, i);
+
+		if (!name || strcmp(name, row_columns[i].name) != 0) {
 			snprintf(err, errlen, "result column %d is %s, the request row's is %s", i,
-			         sqlite3_column_name(st, i), row_columns[i].name);
+			         name ? name : "?", row_columns[i].name);
 			return -1;
 		}
 	}
 	return 0;
 }
 
-cJSON *row_json(sqlite3_stmt *st)
+int row_add_col_int(cJSON *obj, const char *name, struct db_stmt *st, int i)
+{
+	if (db_col_type(st, i) == DB_NULL)
+		return json_add_null(obj, name);
+	return json_add_int(obj, name, db_col_int(st, i));
+}
+
+int row_add_col_text(cJSON *obj, const char *name, struct db_stmt *st, int i)
+{
+	const char *s = db_col_text(st, i);
+
+	if (!s)
+		return json_add_null(obj, name);
+	return json_add(obj, name, json_string(s, db_col_bytes(st, i)));
+}
+
+int row_add_col_bool(cJSON *obj, const char *name, struct db_stmt *st, int i)
+{
+	if (db_col_type(st, i) == DB_NULL)
+		return json_add_null(obj, name);
+	return json_add(obj, name, cJSON_CreateBool(db_col_int(st, i) != 0));
+}
+
+cJSON *row_json(struct db_stmt *st)
 {
 	cJSON *o = cJSON_CreateObject();
 	int i, rc = 0;
@@ -85,13 +110,13 @@ cJSON *row_json(sqlite3_stmt *st)
 
 		switch (row_columns[i].kind) {
 		case ROW_TEXT:
-			rc = json_add_col_text(o, name, st, i);
+			rc = row_add_col_text(o, name, st, i);
 			break;
 		case ROW_INT:
-			rc = json_add_col_int(o, name, st, i);
+			rc = row_add_col_int(o, name, st, i);
 			break;
 		case ROW_BOOL:
-			rc = json_add_col_bool(o, name, st, i);
+			rc = row_add_col_bool(o, name, st, i);
 			break;
 		case ROW_HIDDEN:
 			break;
@@ -138,7 +163,7 @@ static int row_csv_field(struct row_buf *b, const char *s, size_t n)
 	return row_buf_put(b, s + start, n - start) < 0 ? -1 : row_buf_put(b, "\"", 1);
 }
 
-int row_csv(sqlite3_stmt *st, struct row_buf *b)
+int row_csv(struct db_stmt *st, struct row_buf *b)
 {
 	char num[24];
 	int i, n;
@@ -148,15 +173,15 @@ int row_csv(sqlite3_stmt *st, struct row_buf *b)
 			continue;
 		if (i && row_buf_put(b, ",", 1) < 0)
 			return -1;
-		if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		if (db_col_type(st, i) == DB_NULL)
 			continue;
 		if (row_columns[i].kind == ROW_TEXT) {
-			const char *s = (const char *)sqlite3_column_text(st, i);
+			const char *s = db_col_text(st, i);
 
-			if (s && row_csv_field(b, s, (size_t)sqlite3_column_bytes(st, i)) < 0)
+			if (s && row_csv_field(b, s, db_col_bytes(st, i)) < 0)
 				return -1;
 		} else {
-			n = snprintf(num, sizeof(num), "%lld", (long long)sqlite3_column_int64(st, i));
+			n = snprintf(num, sizeof(num), "%lld", (long long)db_col_int(st, i));
 			if (row_buf_put(b, num, (size_t)n) < 0)
 				return -1;
 		}
@@ -164,26 +189,26 @@ int row_csv(sqlite3_stmt *st, struct row_buf *b)
 	return row_buf_put(b, "\r\n", 2);
 }
 
-void row_cursor(sqlite3_stmt *st, int64_t *started_ms, int64_t *id)
+void row_cursor(struct db_stmt *st, int64_t *started_ms, int64_t *id)
 {
-	*started_ms = sqlite3_column_int64(st, ROW_COL_STARTED_AT);
-	*id = sqlite3_column_int64(st, ROW_COL_ID);
+	*started_ms = db_col_int(st, ROW_COL_STARTED_AT);
+	*id = db_col_int(st, ROW_COL_ID);
 }
 
 /* Binds a parameter only when the statement names it. */
-static int row_bind_opt_int(sqlite3_stmt *st, const char *name, int64_t v)
+static int row_bind_opt_int(struct db_stmt *st, const char *name, int64_t v)
 {
-	return sqlite3_bind_parameter_index(st, name) ? conn_bind_int(st, name, v) : 0;
+	return db_param_index(st, name) ? conn_bind_int(st, name, v) : 0;
 }
 
-int row_bind_filters(sqlite3_stmt *st, const struct params *p)
+int row_bind_filters(struct db_stmt *st, const struct params *p)
 {
 	int rc = 0;
 
 	rc |= conn_bind_int(st, ":from_ms", p->from * 1000);
 	rc |= row_bind_opt_int(st, ":to_ms", p->to * 1000);
 	rc |= row_bind_opt_int(st, ":has_key", p->has_key_id);
-	if (sqlite3_bind_parameter_index(st, ":key_id"))
+	if (db_param_index(st, ":key_id"))
 		rc |= p->has_key_id && p->key_id ? conn_bind_int(st, ":key_id", p->key_id)
 		                                 : conn_bind_null(st, ":key_id");
 	rc |= conn_bind_text(st, ":model", p->model);

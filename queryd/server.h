@@ -12,8 +12,8 @@
 
 struct server_config {
 	const char *listen;        /* HOST:PORT */
-	const char *db_path;
-	const char *control_path;
+	const char *db_path;       /* the store: a SQLite path or a postgresql:// URL */
+	const char *control_path;  /* NULL: no agent to ask for /api/live */
 	const char *static_dir;    /* NULL: the embedded dashboard */
 	const char *token;         /* NULL or "": serve no data; copied (SERVER_TOKEN_MAX at most) */
 	int threads;

@@ -1,6 +1,7 @@
 -- export: every row in [:from_ms, :to_ms) matching the filters, oldest first, read by
 -- one statement (one snapshot) on a connection of its own. :has_key selects the key
 -- filter (:key_id NULL: rows without a key). Columns: those of queryd/row.c.
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
        r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
@@ -10,11 +11,11 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.id
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id
 WHERE r.started_at >= :from_ms AND r.started_at < :to_ms
-  AND (:has_key = 0 OR r.key_id IS :key_id)
-  AND (:model IS NULL OR r.model = :model)
-  AND (:provider IS NULL OR r.provider = :provider)
-  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
-  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (:has_key = 0 OR r.key_id IS NOT DISTINCT FROM :key_id)
+  AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
+  AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
+  AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
-  AND (:stream IS NULL OR r.stream = :stream)
+  AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
 ORDER BY r.started_at, r.id;

@@ -3,6 +3,7 @@
 -- first page (queryd binds the lower of the two). That row value is the upper bound of
 -- a backwards walk of the index requests_started_at (rowid is its last column): no
 -- sort, no OFFSET. Columns: those of queryd/row.c. :limit is the page size plus one.
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
        r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
@@ -13,11 +14,11 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id
 WHERE r.started_at >= :from_ms
   AND (r.started_at, r.id) < (:before_ms, :before_id)
-  AND (:model IS NULL OR r.model = :model)
-  AND (:provider IS NULL OR r.provider = :provider)
-  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
-  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
+  AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
+  AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
-  AND (:stream IS NULL OR r.stream = :stream)
+  AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

@@ -1,5 +1,7 @@
--- requests_page_key: requests_page for one key (:key_id, NULL for rows without a key),
--- walking the index requests_key_started_at (key_id, started_at, rowid) backwards.
+-- requests_page_key: requests_page for one key (:key_id), walking the index
+-- requests_key_started_at (key_id, started_at, rowid) backwards. Rows without a key
+-- are requests_page_nokey's: PostgreSQL walks no index for IS NOT DISTINCT FROM.
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
        r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
@@ -8,14 +10,14 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.audio_input_tokens, r.audio_output_tokens, r.accepted_prediction_tokens,
        r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.id
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id
-WHERE r.key_id IS :key_id
+WHERE r.key_id = :key_id
   AND r.started_at >= :from_ms
   AND (r.started_at, r.id) < (:before_ms, :before_id)
-  AND (:model IS NULL OR r.model = :model)
-  AND (:provider IS NULL OR r.provider = :provider)
-  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
-  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
+  AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
+  AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
-  AND (:stream IS NULL OR r.stream = :stream)
+  AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

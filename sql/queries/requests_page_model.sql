@@ -1,6 +1,7 @@
 -- requests_page_model: requests_page for one model without a key filter, walking the
 -- index requests_model_started_at (model, started_at, rowid) backwards: a rare model's
 -- page reads its own rows, not every row of the range between them.
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
        r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
@@ -12,10 +13,10 @@ FROM requests r LEFT JOIN keys k ON k.id = r.key_id
 WHERE r.model = :model
   AND r.started_at >= :from_ms
   AND (r.started_at, r.id) < (:before_ms, :before_id)
-  AND (:provider IS NULL OR r.provider = :provider)
-  AND (:status_lo IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
-  AND (:outcome IS NULL OR r.outcome = :outcome)
+  AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
+  AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
-  AND (:stream IS NULL OR r.stream = :stream)
+  AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

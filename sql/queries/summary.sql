@@ -7,6 +7,7 @@
 -- sum() over 27 columns took twice as long as reading them.
 -- Columns: t (period start), key_id, model, provider, then the summed columns of
 -- common/rollup.h in its order (queryd checks them at start).
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT day AS t, key_id, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
        cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
@@ -16,7 +17,7 @@ SELECT day AS t, key_id, model, provider, requests, errors, streams, prompt_toke
        lat_le_20000, lat_le_60000, lat_gt_60000
 FROM usage_daily
 WHERE day >= :day_from AND day < :day_to
-  AND (:key_id IS NULL OR key_id = :key_id) AND (:model IS NULL OR model = :model)
+  AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id) AND (CAST(:model AS TEXT) IS NULL OR model = :model)
 UNION ALL
 SELECT hour, key_id, model, provider, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
@@ -27,4 +28,4 @@ SELECT hour, key_id, model, provider, requests, errors, streams, prompt_tokens,
        lat_le_20000, lat_le_60000, lat_gt_60000
 FROM usage_hourly
 WHERE ((hour >= :from AND hour < :day_from) OR (hour >= :day_to AND hour < :to))
-  AND (:key_id IS NULL OR key_id = :key_id) AND (:model IS NULL OR model = :model);
+  AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id) AND (CAST(:model AS TEXT) IS NULL OR model = :model);

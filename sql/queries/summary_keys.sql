@@ -2,6 +2,7 @@
 -- a row per key, not per key and model, ~4 times fewer on the 10M benchmark), for
 -- group=key, or a key filter with group=day or hour, without a model filter. Same
 -- binding and columns as summary (model and provider always NULL).
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT day AS t, key_id, NULL AS model, NULL AS provider, requests, errors, streams,
        prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,
        reasoning_tokens, cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
@@ -10,7 +11,7 @@ SELECT day AS t, key_id, NULL AS model, NULL AS provider, requests, errors, stre
        lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
        lat_le_20000, lat_le_60000, lat_gt_60000
 FROM key_daily
-WHERE day >= :day_from AND day < :day_to AND (:key_id IS NULL OR key_id = :key_id)
+WHERE day >= :day_from AND day < :day_to AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
 UNION ALL
 SELECT hour, key_id, NULL, NULL, requests, errors, streams, prompt_tokens,
        completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
@@ -21,4 +22,4 @@ SELECT hour, key_id, NULL, NULL, requests, errors, streams, prompt_tokens,
        lat_le_20000, lat_le_60000, lat_gt_60000
 FROM key_hourly
 WHERE ((hour >= :from AND hour < :day_from) OR (hour >= :day_to AND hour < :to))
-  AND (:key_id IS NULL OR key_id = :key_id);
+  AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id);

@@ -1006,6 +1006,7 @@ def test_query_plans_walk_the_indexes():
                                                    {n: None for n in names}))
     for name, index in (("requests_page", "requests_started_at"),
                         ("requests_page_key", "requests_key_started_at"),
+                        ("requests_page_nokey", "requests_key_started_at"),
                         ("requests_page_model", "requests_model_started_at"),
                         ("export", "requests_started_at")):
         p = plan(name)
