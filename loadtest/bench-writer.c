@@ -293,7 +293,7 @@ static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
 		return -1;
 	/* Zero the process's totals from the fresh database, as the agent's start-up does. */
 	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0 ||
-	    writer_load_counters(db, err, sizeof(err)) < 0) {
+	    writer_load_counters(db, NULL, err, sizeof(err)) < 0) {
 		fprintf(stderr, "bench-writer: %s\n", err);
 		goto out;
 	}

@@ -52,10 +52,10 @@
 
 static const char gen_usage_text[] =
 	"usage: tally-gen --db STORE --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
-	"                 [--secret PATH]\n"
+	"                 [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
-	"                 [--keys K] [--secret PATH]\n"
-	"       tally-gen --db STORE --ndjson FILE|-\n"
+	"                 [--keys K] [--secret PATH] [--node NAME]\n"
+	"       tally-gen --db STORE --ndjson FILE|- [--node NAME]\n"
 	"\n"
 	"Stores usage rows in the tally store STORE, a SQLite path or a postgresql:// URL\n"
 	"(created or migrated first), through the agent's queue and writer, so rollups and the\n"
@@ -69,6 +69,8 @@ static const char gen_usage_text[] =
 	"                   12 models of providers openai, anthropic and vllm\n"
 	"  --secret PATH    key-hashing secret file for the keys created, made if missing\n"
 	"                   (default: the SQLite path + .secret; required with a URL)\n"
+	"  --node NAME      the accounting row the counters go to, as the agent's --node\n"
+	"                   (default " WRITER_NODE_DEFAULT ")\n"
 	"  --duration S     live rows stamped with the current time, for S seconds (at most\n"
 	"                   --rows if given), as fast as the writer stores them or\n"
 	"  --rate R         at R rows/s\n"
@@ -80,7 +82,7 @@ static const char gen_usage_text[] =
 	"2 on bad usage or input.\n";
 
 struct gen_opts {
-	const char *db, *ndjson, *secret;
+	const char *db, *ndjson, *secret, *node;
 	long long rows, seed, days, end_s, keys;   /* rows, end_s -1: not given */
 	double duration_s, rate;                   /* 0: not given */
 };
@@ -771,11 +773,11 @@ struct gen_sink {
 
 /* Continues the counters from the database's accounting row, as the agent does at
  * start-up, and starts the writer. db: the caller's connection, closed here. */
-static int gen_sink_start(struct gen_sink *s, struct db *db, const char *db_path)
+static int gen_sink_start(struct gen_sink *s, struct db *db, const struct gen_opts *o)
 {
-	struct writer_config cfg = { .db_path = db_path };
+	struct writer_config cfg = { .db_path = o->db, .node = o->node };
 	char err[512];
-	int rc = writer_load_counters(db, err, sizeof(err));
+	int rc = writer_load_counters(db, o->node, err, sizeof(err));
 
 	db_close(db);
 	memset(s, 0, sizeof(*s));
@@ -904,7 +906,7 @@ static void gen_random(struct gen *g, struct gen_sink *s, const struct gen_opts 
 
 /* ---- command line ---- */
 
-enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
+enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_NODE, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
                   OPT_DURATION, OPT_RATE, OPT_COUNT };
 
 static const struct gen_optspec {
@@ -916,6 +918,7 @@ static const struct gen_optspec {
 	[OPT_DB] = { "--db", 's', offsetof(struct gen_opts, db), 0, 0 },
 	[OPT_NDJSON] = { "--ndjson", 's', offsetof(struct gen_opts, ndjson), 0, 0 },
 	[OPT_SECRET] = { "--secret", 's', offsetof(struct gen_opts, secret), 0, 0 },
+	[OPT_NODE] = { "--node", 's', offsetof(struct gen_opts, node), 0, 0 },
 	[OPT_ROWS] = { "--rows", 'i', offsetof(struct gen_opts, rows), 0, 1e12 },
 	[OPT_SEED] = { "--seed", 'i', offsetof(struct gen_opts, seed), 0, 9e18 },
 	[OPT_DAYS] = { "--days", 'i', offsetof(struct gen_opts, days), 1, GEN_MAX_DAYS },
@@ -986,8 +989,9 @@ static int gen_parse_args(int argc, char **argv, struct gen_opts *o)
 	}
 	if (!(given & (1u << OPT_DB)))
 		return gen_usage_error("%s is required", "--db");
-	if ((given & (1u << OPT_NDJSON)) && given != ((1u << OPT_DB) | (1u << OPT_NDJSON)))
-		return gen_usage_error("%s takes no other option than --db", "--ndjson");
+	if ((given & (1u << OPT_NDJSON)) &&
+	    (given & ~((1u << OPT_DB) | (1u << OPT_NDJSON) | (1u << OPT_NODE))))
+		return gen_usage_error("%s takes no other option than --db and --node", "--ndjson");
 	if (o->ndjson)
 		return 0;
 	if ((given & (1u << OPT_DURATION)) && (given & ((1u << OPT_DAYS) | (1u << OPT_END))))
@@ -1035,7 +1039,7 @@ int main(int argc, char **argv)
 		if (gen_catalogue(db, &g, &o, created) < 0)
 			goto out;
 	}
-	rc = gen_sink_start(&s, db, o.db);
+	rc = gen_sink_start(&s, db, &o);
 	db = NULL;
 	if (rc < 0)
 		goto out;
