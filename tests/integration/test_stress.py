@@ -113,6 +113,21 @@ def test_missing_rows_fail_the_run(stack, tmp_path):
     assert lv["accounting"]["exact"] is False and lv["accounting"]["rows"] == 0
 
 
+def test_missing_rows_fail_the_run_on_postgres(stack, pg_url):
+    """tally-stress reads a postgresql:// store as it reads a path: a database the
+    agent never writes (its schema made by tally-gen with no rows) is SHORT."""
+    made = subprocess.run([str(binary("tally-gen")), "--db", pg_url, "--ndjson", "-"],
+                          input="", capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    r, levels = stress(stack, db=pg_url, levels="1", requests=4)
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0
+    acct = lv["accounting"]
+    assert acct["exact"] is False and acct["rows"] == 0
+    assert acct["received"] == acct["written"] == acct["dropped"] == 0
+
+
 def test_rejected_requests_are_counted_by_status(stack):
     r, levels = stress(stack, "--key", "not-a-key", levels="2", requests=6)  # last --key wins
     assert r.returncode == 1, r.stderr
