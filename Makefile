@@ -28,9 +28,11 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicroh
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
-GEN_SRC    := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/migrations_sql.c
+GEN_SRC    := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/migrations_sql.c \
+              $(BUILD)/gen/pg_schema_sql.c $(BUILD)/gen/pg_migrations_sql.c
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_sql.o \
-              $(BUILD)/obj/gen/migrations_sql.o
+              $(BUILD)/obj/gen/migrations_sql.o $(BUILD)/obj/gen/pg_schema_sql.o \
+              $(BUILD)/obj/gen/pg_migrations_sql.o
 AGENT_OBJ  := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
@@ -107,6 +109,38 @@ $(BUILD)/obj/gen/migrations_sql.o: $(BUILD)/gen/migrations_sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# PostgreSQL's schema and migrations, the same way (common/db.c picks by the store).
+# Its first schema is version 9: sql/pg/migrations/NNN.sql starts at 010.sql, and the
+# entries below are NULL (no PostgreSQL database of an older version exists).
+PG_FIRST_VERSION := 9
+$(BUILD)/gen/pg_schema_sql.c: sql/pg/schema.sql
+	@mkdir -p $(dir $@)
+	awk 'BEGIN { print "/* generated from sql/pg/schema.sql by the Makefile */"; \
+	             print "const char tally_pg_schema_sql[] =" } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\"" $$0 "\\n\"" } \
+	     END { print ";" }' $< > $@
+
+PG_MIGRATIONS := $(sort $(wildcard sql/pg/migrations/*.sql))
+$(BUILD)/gen/pg_migrations_sql.c: $(PG_MIGRATIONS)
+	@mkdir -p $(dir $@)
+	awk -v first=$(PG_FIRST_VERSION) \
+	    'BEGIN { print "/* generated from the files in sql/pg/migrations by the Makefile */"; \
+	             print "#include \"db.h\""; \
+	             print "const char *const tally_pg_migrations_sql[DB_SCHEMA_VERSION] = {"; \
+	             print "\t0"; top = first } \
+	     FNR == 1 { name = FILENAME; sub(/.*\//, "", name); sub(/\.sql$$/, "", name); \
+	                v = name + 0; if (v != top + 1) { print "sql/pg/migrations: " name ".sql where " \
+	                sprintf("%03d", top + 1) ".sql was expected" > "/dev/stderr"; exit 1 } \
+	                top = v; print "\t, [" v - 2 "] =" } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\t\"" $$0 "\\n\"" } \
+	     END { print "};"; \
+	           print "_Static_assert(" top " == DB_SCHEMA_VERSION, \"a PostgreSQL migration per schema version after " first "\");" }' \
+	  /dev/null $^ > $@
+
+$(BUILD)/obj/gen/pg_schema_sql.o $(BUILD)/obj/gen/pg_migrations_sql.o: $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 # queryd's named queries, one C table of {name, text} (queryd/conn.h): sql/queries/NAME.sql
 # as NAME, PostgreSQL's own text of some of them, sql/pg/queries/NAME.sql, as pg/NAME.
 $(BUILD)/gen/queries_sql.c: $(sort $(wildcard sql/queries/*.sql)) $(sort $(wildcard sql/pg/queries/*.sql))
@@ -173,7 +207,7 @@ $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 
 # libFuzzer targets are built with clang from the module sources, never from $(BUILD)/obj.
 # A target whose module lives outside spoa/ and common/ names it in FUZZ_EXTRA_SRC.
-FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -Iloadtest \
+FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Icommon -Ispoa -Iloadtest -I$(PG_INCLUDE) \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/fuzz_gen_ndjson: FUZZ_EXTRA_SRC := loadtest/ndjson_row.c

@@ -76,6 +76,11 @@ enum db_type {
  * "postgres://"), else 0 (a SQLite path). */
 int db_is_postgres(const char *store);
 
+/* store as it may be printed (logs, errors): a URL's password, in its user part or a
+ * password= parameter, replaced by "***"; a path as it is. Returns buf (truncated to
+ * len). */
+const char *db_store_name(const char *store, char *buf, size_t len);
+
 /* Opens store. SQLite: WAL, synchronous=NORMAL, foreign_keys=ON, a busy timeout of
  * DB_BUSY_TIMEOUT_MS (DB_READONLY and DB_PROBE leave the journal mode as the file has
  * it), no SQLite mutexes. PostgreSQL: a libpq connection (DB_READONLY and DB_PROBE

@@ -34,7 +34,7 @@ int preflight_report(struct preflight *p, int ok, const char *fmt, ...)
 
 int preflight_db(struct preflight *p, const char *path)
 {
-	char err[1024];
+	char err[1024], name[512];
 	struct stat st;
 	struct db *db;
 	int v;
@@ -52,7 +52,8 @@ int preflight_db(struct preflight *p, const char *path)
 		return preflight_report(p, 0, "%s", err);
 	v = db_schema_version(db);
 	db_close(db);
-	return preflight_report(p, 1, "database %s: schema version %d", path, v);
+	return preflight_report(p, 1, "database %s: schema version %d",
+	                        db_store_name(path, name, sizeof(name)), v);
 }
 
 int preflight_finish(struct preflight *p, const char *prog)

@@ -8,12 +8,14 @@
 # Runs as root on Debian 12 (CI, developers); elsewhere it says what is missing and fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-pkgs=(gcc make pkg-config libev-dev libsqlite3-dev libmsgpack-dev libcjson-dev libssl-dev
-      libhttp-parser-dev libmicrohttpd-dev)
+pkgs=(gcc make pkg-config libev-dev libsqlite3-dev libpq-dev libmsgpack-dev libcjson-dev
+      libssl-dev libhttp-parser-dev libmicrohttpd-dev)
 npm_dirs=(queryd/dashboard)
 if [ "${TALLY_DEPS:-all}" != build ]; then
-  pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 chromium python3 python3-pytest
-         python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
+  # postgresql: the tests run the store suites on a private cluster too
+  # (tests/pgserver.py: initdb and pg_ctl from /usr/lib/postgresql/15/bin).
+  pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 postgresql python3-psycopg2 chromium python3
+         python3-pytest python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
   npm_dirs+=(tests/sdk tests/agents)
 fi
 # Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs
@@ -36,6 +38,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Debian's haproxy package enables a system service; tally runs its own instances.
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q haproxy 2>/dev/null; then
     systemctl stop haproxy || true
+  fi
+  # So does postgresql's (a cluster on port 5432); the tests start their own. Only one
+  # this run installed is stopped: a cluster somebody uses is left alone.
+  if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v systemctl >/dev/null 2>&1 &&
+     systemctl is-active -q postgresql 2>/dev/null; then
+    systemctl stop postgresql || true
   fi
 fi
 # npm ci replaces node_modules; the touch marks it as matching the lock file, so that

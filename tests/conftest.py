@@ -2,12 +2,15 @@
 
 Every process a test starts is recorded by PID and stopped on every exit path (fixture
 finalizers); nothing is ever killed by name."""
+import itertools
 import os
 import pathlib
 import random
 import re
+import shutil
 import socket
 import subprocess
+import tempfile
 
 import pytest
 
@@ -92,3 +95,31 @@ def free_port():
 @pytest.fixture
 def port():
     return free_port()
+
+
+# A private PostgreSQL server (tests/pgserver.py) for the store-dependent suites: one
+# per session, started on first use. Never skipped: if it cannot start, the test fails.
+@pytest.fixture(scope="session")
+def pg_server():
+    from pgserver import PgServer
+    tmpdir = tempfile.mkdtemp(prefix="tally-pg-")
+    server = PgServer(tmpdir)
+    try:
+        try:
+            server.start()
+        except Exception as e:
+            pytest.fail(f"cannot start PostgreSQL: {e}", pytrace=False)
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+_pg_dbs = itertools.count(1)
+
+
+@pytest.fixture
+def pg_url(pg_server, request):
+    """A fresh empty database for this test: its postgresql:// URL."""
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:40]
+    return pg_server.create_db(f"t{next(_pg_dbs)}_{name}")
