@@ -1579,14 +1579,17 @@ static int db_lite_open(struct db *db, const char *path, enum db_mode mode, char
 }
 
 /* Connects to the PostgreSQL database at url into db (see db_open); msg says why not.
- * Defaults go before the URL, which may override them. */
+ * Defaults go before the URL, which may override them: a server that stops
+ * answering (a host gone, a partition) fails a call within about half a minute
+ * (keepalives, tcp_user_timeout) instead of blocking its thread for good. */
 static int db_pg_open(struct db *db, const char *url, enum db_mode mode, char *msg,
                       size_t msglen)
 {
 	static const char *const keys[] = {
-		"connect_timeout", "application_name", "client_encoding", "dbname", NULL,
+		"connect_timeout", "application_name", "client_encoding", "keepalives_idle",
+		"keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", NULL,
 	};
-	const char *values[] = { "10", "tally", "UTF8", url, NULL };
+	const char *values[] = { "10", "tally", "UTF8", "10", "5", "3", "30000", url, NULL };
 
 	db->pg = PQconnectdbParams(keys, values, 1);
 	if (!db->pg) {

@@ -17,7 +17,14 @@
  *     column of SUM() comes back as NUMERIC text and still reads as an int64.
  *   - A lost PostgreSQL connection fails the call in progress with DB_LOST; the next
  *     db_begin or db_step reconnects and prepares the statements again, so a statement
- *     handle stays valid across an outage.
+ *     handle stays valid across an outage. A transaction the connection broke in
+ *     stays DB_LOST (every call) until db_rollback: none of it runs on the new one.
+ *   - A failed statement inside a PostgreSQL transaction aborts the transaction (its
+ *     db_commit returns DB_ERROR); on SQLite only the statement fails. Where a
+ *     conflict is expected, say so in the SQL (INSERT ... ON CONFLICT).
+ *   - PostgreSQL's text holds only UTF-8 without NUL: text bound with bytes that are
+ *     not (a peer's stray byte) is stored with U+FFFD in their place, where PostgreSQL
+ *     would refuse the row; SQLite stores the bytes as given.
  *
  * Schemas: sql/schema.sql (SQLite, version in PRAGMA user_version) and
  * sql/pg/schema.sql (PostgreSQL, version in meta 'schema_version') always describe the

@@ -4,9 +4,10 @@ TALLY_BUILD (default "build") is relative to the repository root unless absolute
 TALLY_VALGRIND=1 runs each binary under valgrind memcheck; any memcheck error or
 definite leak fails the case.
 
-A binary whose source (tests/unit/NAME.c) reads TALLY_TEST_PG_URL runs its store tests
-on PostgreSQL too: it gets a fresh empty database on the session's private server
-(conftest.py's pg_server) in that variable. test_pg_outage stops and starts a server of
+A binary whose source (tests/unit/NAME.c, or a header of tests/unit/ it includes) reads
+TALLY_TEST_PG_URL runs its store tests on PostgreSQL too: it gets a fresh empty database
+on the session's private server (conftest.py's pg_server) in that variable; the others
+run without it, and without starting the server. test_pg_outage stops and starts a server of
 its own under test_db, which must then lose its connection and get it back.
 """
 import os
@@ -36,8 +37,20 @@ BINARIES = _unit_binaries()
 
 
 def _uses_pg(binary):
-    src = ROOT / "tests" / "unit" / f"{binary.name}.c"
-    return src.exists() and "TALLY_TEST_PG_URL" in src.read_text(errors="replace")
+    """True when tests/unit/NAME.c, or a header of tests/unit/ it includes (say
+    teststore.h), reads TALLY_TEST_PG_URL."""
+    unit = ROOT / "tests" / "unit"
+    todo, seen = [unit / f"{binary.name}.c"], set()
+    while todo:
+        src = todo.pop()
+        if src in seen or not src.exists():
+            continue
+        seen.add(src)
+        text = src.read_text(errors="replace")
+        if "TALLY_TEST_PG_URL" in text:
+            return True
+        todo += [unit / h for h in re.findall(r'^#include "([^"/]+)"', text, re.M)]
+    return False
 
 
 @pytest.mark.parametrize("binary", BINARIES or [None],
@@ -98,3 +111,83 @@ def test_pg_outage():
             proc.wait()
         server.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _sqlite_shape(schema):
+    """sql/schema.sql applied to a new SQLite database: each table's columns (name,
+    type, not null, default), primary key, unique keys, foreign keys, CHECK count and
+    indexes."""
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    db.executescript(schema)
+    types = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea"}
+    shape = {}
+    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+        info = db.execute(f"PRAGMA table_info({name})").fetchall()
+        cols = [(c[1], types[c[2]], bool(c[3] or c[5]),
+                 None if c[4] is None else c[4].strip("'")) for c in info]
+        pk = tuple(c[1] for c in sorted((c for c in info if c[5]), key=lambda c: c[5]))
+        uniques, indexes = set(), set()
+        for _, iname, unique, origin, _ in db.execute(f"PRAGMA index_list({name})"):
+            icols = tuple(r[2] for r in db.execute(f"PRAGMA index_info({iname})"))
+            if origin == "u":
+                uniques.add(icols)
+            elif origin == "c":
+                indexes.add((iname, icols))
+        fks = {(r[3], r[2], r[4], r[6]) for r in db.execute(f"PRAGMA foreign_key_list({name})")}
+        shape[name] = {"columns": cols, "pk": pk, "unique": uniques, "fk": fks,
+                       "checks": sql.count("CHECK ("), "indexes": indexes}
+    return shape
+
+
+def _pg_shape(server, url):
+    """The same for sql/pg/schema.sql applied to an empty PostgreSQL database."""
+    q = lambda sql, *p: server.query(url, sql, p)
+    q((ROOT / "sql" / "pg" / "schema.sql").read_text())
+    actions = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL",
+               "d": "SET DEFAULT"}
+    shape = {}
+    for (name,) in q("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"):
+        cols = [(c, t, nn == "NO", None if d is None else d.split("::")[0].strip("'"))
+                for c, t, nn, d in q(
+                    "SELECT column_name, data_type, is_nullable, column_default"
+                    " FROM information_schema.columns WHERE table_schema = 'public'"
+                    " AND table_name = %s ORDER BY ordinal_position", name)]
+        cons = q("SELECT c.contype, c.conname,"
+                 " ARRAY(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, o)"
+                 "  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n"
+                 "  ORDER BY k.o),"
+                 " ARRAY(SELECT a.attname FROM unnest(c.confkey) WITH ORDINALITY k(n, o)"
+                 "  JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n"
+                 "  ORDER BY k.o),"
+                 " c.confrelid::regclass::text, c.confdeltype"
+                 " FROM pg_constraint c WHERE c.conrelid = %s::regclass", name)
+        pk = next((tuple(k) for t, _, k, _, _, _ in cons if t == "p"), ())
+        uniques = {tuple(k) for t, _, k, _, _, _ in cons if t == "u"}
+        fks = {(k[0], ft, fk[0], actions[d]) for t, _, k, fk, ft, d in cons if t == "f"}
+        checks = sum(1 for t, *_ in cons if t == "c")
+        indexes = {(i, tuple(c)) for i, c in q(
+            "SELECT ic.relname, ARRAY(SELECT a.attname FROM unnest(x.indkey::int2[])"
+            "  WITH ORDINALITY k(n, o) JOIN pg_attribute a ON a.attrelid = x.indrelid"
+            "  AND a.attnum = k.n ORDER BY k.o)"
+            " FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid"
+            " WHERE x.indrelid = %s::regclass AND NOT EXISTS"
+            "  (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)", name)}
+        shape[name] = {"columns": cols, "pk": pk, "unique": uniques, "fk": fks,
+                       "checks": checks, "indexes": indexes}
+    return shape
+
+
+def test_schema_parity(pg_server, pg_url):
+    """sql/schema.sql and sql/pg/schema.sql describe the same tables: columns in the
+    same order with the same types (INTEGER is BIGINT, BLOB is BYTEA), nullability and
+    defaults, keys, foreign keys, CHECKs and indexes, and the same version."""
+    sqlite_schema = (ROOT / "sql" / "schema.sql").read_text()
+    lite = _sqlite_shape(sqlite_schema)
+    pg = _pg_shape(pg_server, pg_url)
+    assert sorted(lite) == sorted(pg)
+    for table in lite:
+        assert lite[table] == pg[table], table
+    version = int(re.search(r"PRAGMA user_version = (\d+)", sqlite_schema).group(1))
+    assert pg_server.query(pg_url, "SELECT value FROM meta WHERE name = 'schema_version'") \
+        == [(version,)]
