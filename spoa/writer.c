@@ -33,8 +33,9 @@
  * 8192-row batches of 31 columns, one statement per row against 64 rows per
  * statement): on PostgreSQL each statement is a round trip, so one per row spends most
  * of the batch waiting on the socket; on SQLite they cost the same within ~10%. A row
- * count that is not a multiple goes as powers of two, each size prepared once, on first
- * use.
+ * count that is not a multiple goes as powers of two, each size prepared at start (a
+ * prepare inside a transaction could fail without saying why: a lock or a lost
+ * connection would read as any error).
  *
  * A row the store refuses (a constraint the C checks do not cover: it could only come
  * from a bug upstream) fails its whole multi-row statement, and on PostgreSQL the whole
@@ -57,9 +58,11 @@
  * Several nodes (PostgreSQL). Each agent writes its own accounting row, keyed by its
  * node name. Two agents with one name would overwrite each other's totals, so the
  * writer holds a session advisory lock on the name (writer_session): a second writer
- * is refused at start. A reconnect (db.h) ends the session and its lock: after any
- * failure the writer takes the lock again before its next transaction, and writes
- * nothing while another agent holds it. */
+ * is refused at start. A reconnect (db.h) ends the session and its lock, and may go
+ * unseen (db.c reconnects before a statement when it finds the connection closed), so
+ * every transaction takes the lock again first (held already, it is only counted
+ * twice): a transaction commits only while this session holds the node, and the
+ * writer writes nothing while another agent does. */
 #include "writer.h"
 
 #include <errno.h>
@@ -91,14 +94,16 @@
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
 #define WRITER_COLUMNS       31    /* parameters of a row in writer_insert_sql */
-#define WRITER_SIZES         9     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
+#define WRITER_SIZES         8     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
 /* The advisory lock class of node names ("taly"); PostgreSQL keys a two-part lock apart
  * from the one-part locks db.c takes while migrating. */
 #define WRITER_LOCK_CLASS    "1952541817"
 
 _Static_assert(WRITER_ROWS_MAX == 1 << (WRITER_SIZES - 1), "WRITER_SIZES");
-_Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) < 32766 &&
-               WRITER_ROWS_MAX * WRITER_COLUMNS < 32766, "SQLite's parameter limit");
+/* SQLite takes 32766 parameters; libpq reads a statement's parameter description (4
+ * bytes each) only up to 30000 bytes, and loses the connection's sync beyond. */
+_Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) * 4 + 6 < 30000 &&
+               WRITER_ROWS_MAX * WRITER_COLUMNS * 4 + 6 < 30000, "parameters per statement");
 
 /* What became of row i of a batch (struct writer's state). */
 enum writer_fate {
@@ -154,7 +159,7 @@ struct writer {
 	struct db *db;
 	struct db_stmt *insert_stored, *prune, *account, *lock;
 	struct db_stmt *savepoint, *release, *undo;
-	struct db_stmt *insert[WRITER_SIZES];                 /* 2^i rows; NULL: not yet */
+	struct db_stmt *insert[WRITER_SIZES];                 /* 2^i rows, up to rows */
 	struct db_stmt *rollup[WRITER_ROLLUPS][WRITER_SIZES]; /* writer_rollups' upserts */
 	int64_t pruned_at;            /* unix seconds of the last prune; 0: none yet */
 	struct acct_row *batch;       /* batch_max rows */
@@ -164,7 +169,6 @@ struct writer {
 	struct writer_sum *sums;      /* batch_max entries */
 	struct counters stored;       /* last totals committed */
 	int gave_up;                  /* the last batch was given up */
-	int resession;                /* PostgreSQL: take the node lock again first */
 	char errmsg[256];             /* the last failed attempt's message */
 	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
 	int64_t applied_pages;        /* cap in force on the connection; 0: none */
@@ -380,28 +384,24 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	return rc ? NULL : sql;
 }
 
-/* The statement *slot of size 2^size (t: a rollup table, or -1 for requests), prepared
- * on first use. NULL if it cannot be (logged: the SQL is fixed, so a bug or a schema
- * that does not match). */
-static struct db_stmt *writer_stmt(struct writer *w, int t, int size)
+/* Prepares the statement of 2^size rows into requests (t < 0) or rollup table t.
+ * 0, or -1 with a message (the SQL is fixed: a schema that does not match). */
+static int writer_prepare_rows(struct writer *w, int t, int size, char *err, size_t errlen)
 {
 	struct db_stmt **slot = t < 0 ? &w->insert[size] : &w->rollup[t][size];
-	char *sql;
+	char *sql = t < 0 ? writer_insert_sql(1 << size)
+	                  : writer_rollup_sql(&writer_rollups[t], 1 << size);
+	int rc = -1;
 
-	if (*slot)
-		return *slot;
-	sql = t < 0 ? writer_insert_sql(1 << size) : writer_rollup_sql(&writer_rollups[t], 1 << size);
-	if (!sql) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
-		return NULL;
-	}
-	if (db_prepare(w->db, sql, slot) < 0) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s",
-		         t < 0 ? "requests" : writer_rollups[t].table, db_errmsg(w->db));
-		*slot = NULL;
-	}
+	if (!sql)
+		snprintf(err, errlen, "out of memory");
+	else if (db_prepare(w->db, sql, slot) < 0)
+		snprintf(err, errlen, "%s: %s", t < 0 ? "requests" : writer_rollups[t].table,
+		         db_errmsg(w->db));
+	else
+		rc = 0;
 	free(sql);
-	return *slot;
+	return rc;
 }
 
 /* The largest size (log2) of a statement for n > 0 rows, at most w->rows. */
@@ -476,12 +476,10 @@ static void writer_mark(struct writer *w, const struct acct_row **sent, size_t n
 static enum db_status writer_insert_chunk(struct writer *w, const struct acct_row **sent,
                                           size_t n, int size)
 {
-	struct db_stmt *st = writer_stmt(w, -1, size);
+	struct db_stmt *st = w->insert[size];
 	enum db_status rc;
 	size_t i;
 
-	if (!st)
-		return DB_ERROR;
 	for (i = 0; i < n; i++)
 		if (writer_bind_row(st, (int)i * WRITER_COLUMNS, sent[i]) < 0)
 			return DB_ERROR;
@@ -534,14 +532,12 @@ static enum db_status writer_insert_rows(struct writer *w, size_t n, struct coun
  * refused. DB_DONE, or the failure that fails the transaction. */
 static enum db_status writer_insert_each(struct writer *w, size_t n, struct counters *d)
 {
-	struct db_stmt *st = writer_stmt(w, -1, 0);
+	struct db_stmt *st = w->insert[0];
 	const struct acct_row *r;
 	const char *refused;
 	enum db_status rc;
 	size_t i;
 
-	if (!st)
-		return DB_ERROR;
 	for (i = 0; i < n; i++) {
 		r = &w->batch[i];
 		w->fate[i] = WRITER_DUPLICATE;
@@ -718,8 +714,8 @@ static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 	}
 	for (done = 0; done < ngroups; done += (size_t)1 << size) {
 		size = writer_size(w, ngroups - done);
-		st = writer_stmt(w, (int)t, size);
-		if (!st || writer_bind_sums(st, rt, w->sums + done, (size_t)1 << size) < 0)
+		st = w->rollup[t][size];
+		if (writer_bind_sums(st, rt, w->sums + done, (size_t)1 << size) < 0)
 			return DB_ERROR;
 		if ((rc = writer_run(st)) != DB_DONE)
 			return rc;
@@ -779,7 +775,6 @@ static enum db_status writer_session(struct writer *w)
 	enum db_status rc;
 	int64_t held = 0;
 
-	w->resession = 0;
 	if (db_kind(w->db) != DB_POSTGRES)
 		return DB_DONE;
 	if (writer_bind_name(w->lock, 1, w->node) < 0)
@@ -795,7 +790,6 @@ static enum db_status writer_session(struct writer *w)
 		         " advisory lock is held): give each agent its own --node", w->node);
 		rc = DB_BUSY;
 	}
-	w->resession = rc != DB_DONE;
 	return rc;
 }
 
@@ -812,10 +806,10 @@ static enum db_status writer_attempt(struct writer *w, size_t n, int each_row)
 	w->errmsg[0] = '\0';
 	writer_apply_cap(w);
 	start = stats_now_ns();
-	if (w->resession && (rc = writer_session(w)) != DB_DONE)
-		goto fail;
 	rc = db_begin(w->db);
 	if (rc != DB_OK)
+		goto fail;
+	if ((rc = writer_session(w)) != DB_DONE)
 		goto fail;
 	rc = each_row ? writer_insert_each(w, n, &d) : writer_insert_rows(w, n, &d);
 	if (rc == DB_DONE)
@@ -858,8 +852,6 @@ fail:
 	if (!w->errmsg[0])
 		snprintf(w->errmsg, sizeof(w->errmsg), "%s", db_errmsg(w->db));
 	db_rollback(w->db);
-	/* A reconnect, which any failure may have been, ends the node's lock. */
-	w->resession = 1;
 	return rc == DB_OK || rc == DB_DONE || rc == DB_ROW ? DB_ERROR : rc;
 }
 
@@ -934,8 +926,6 @@ static void writer_prune(struct writer *w)
 
 	if (w->pruned_at && now - w->pruned_at < WRITER_PRUNE_S)
 		return;
-	if (w->resession && writer_session(w) != DB_DONE)
-		return;   /* not this node's store for now: the next pass tries again */
 	db_bind_int(w->prune, 1, now - OWNER_RETENTION_S);
 	db_bind_int(w->prune, 2, WRITER_PRUNE_ROWS);
 	rc = db_step(w->prune);
@@ -944,7 +934,6 @@ static void writer_prune(struct writer *w)
 		return;   /* more to go: the next idle tick goes on */
 	}
 	db_reset(w->prune);
-	w->resession |= rc != DB_DONE;
 	w->pruned_at = now;
 }
 
@@ -1054,6 +1043,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 	};
 	char sql[64];
 	size_t i;
+	int size, t;
 
 	if (db_kind(w->db) == DB_SQLITE) {
 		snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d", WRITER_BUSY_MS);
@@ -1082,18 +1072,10 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	/* The statements of full batches now, so that a schema that does not match fails
-	 * the start rather than every batch. */
-	if (!writer_stmt(w, -1, writer_size(w, WRITER_ROWS_MAX))) {
-		snprintf(err, errlen, "%s", w->errmsg);
-		return -1;
-	}
-	for (i = 0; i < WRITER_ROLLUPS; i++) {
-		if (!writer_stmt(w, (int)i, 0)) {
-			snprintf(err, errlen, "%s", w->errmsg);
-			return -1;
-		}
-	}
+	for (size = 0; size <= writer_size(w, WRITER_ROWS_MAX); size++)
+		for (t = -1; t < (int)WRITER_ROLLUPS; t++)
+			if (writer_prepare_rows(w, t, size, err, errlen) < 0)
+				return -1;
 	writer_apply_cap(w);
 	if (db_kind(w->db) == DB_SQLITE && w->applied_pages != atomic_load(&w->want_pages)) {
 		snprintf(err, errlen, "cannot set max_page_count: %s", db_errmsg(w->db));

@@ -23,8 +23,8 @@
 #define WRITER_BATCH_MAX     65536
 #define WRITER_RETRY_DEFAULT 10000   /* ms */
 #define WRITER_ROWS_DEFAULT  64      /* rows per INSERT statement (writer.c: measured) */
-#define WRITER_ROWS_MAX      256     /* a power of two; SQLite's 32766 parameters allow
-                                      * ~1000 rows of 31 */
+#define WRITER_ROWS_MAX      128     /* a power of two; libpq refuses to describe a
+                                      * statement of over ~7500 parameters (writer.c) */
 #define WRITER_NODE_DEFAULT  "local"
 
 /* The writer's SQLite connection settings on top of db_open's (WAL, synchronous = NORMAL):

@@ -1,5 +1,7 @@
 """Accounting through the real HAProxy: every transaction becomes exactly one row with
-the usage the mock upstream reported, and the durable counters add up."""
+the usage the mock upstream reported, and the durable counters add up. The cases marked
+BOTH_STORES run on SQLite and on PostgreSQL (a private server, tests/pgserver.py); a
+locked or unreachable store delays rows there as it does on SQLite, and loses none."""
 import concurrent.futures
 import http.client
 import json
@@ -11,12 +13,13 @@ import time
 import pytest
 
 from conftest import UNARY_BUFFER, free_port
-from stack import Stack
+from stack import BOTH_STORES, Stack, store, store_params  # noqa: F401 (store: a fixture)
 
 
 @pytest.fixture
-def stack(tmp_path):
-    s = Stack(tmp_path, agent_args=["--pending-timeout-ms", "2000"])
+def stack(tmp_path, store, request):
+    s = Stack(tmp_path, agent_args=["--pending-timeout-ms", "2000"],
+              **store_params(store, request))
     try:
         s.start()
         # Prices for every kind of token, so that costs are exact (micro-dollars/Mtok).
@@ -44,6 +47,7 @@ def settled(stack, timeout=10):
 
 # max_tokens 100 bounds the answer below HAProxy's buffer: json_query reads it. Without
 # a bound the answer may outgrow the buffer, and the capture filter reads it.
+@BOTH_STORES
 @pytest.mark.parametrize("bound", [{"max_tokens": 100}, {}], ids=["json_query", "capture"])
 def test_unary_openai_row_matches_upstream_usage(stack, bound):
     status, h, _ = stack.gateway("POST", "/v1/chat/completions",
@@ -310,6 +314,7 @@ def test_malformed_http_is_a_row_too(stack):
     assert len(stack.rows("request_id LIKE 'haproxy-%'")) == len(seen) + 1
 
 
+@BOTH_STORES
 def test_every_request_one_row_and_counters_add_up(stack):
     def one(i):
         stream = i % 2 == 0
@@ -332,6 +337,7 @@ def test_every_request_one_row_and_counters_add_up(stack):
     assert c["duplicates"] >= 250
 
 
+@BOTH_STORES
 def test_agent_killed_under_load_loses_no_admitted_request(stack):
     """kill -9 mid-load: each request HAProxy let through has exactly one row after a
     restart, with usage or marked no_record."""
@@ -490,6 +496,66 @@ def test_locked_database_delays_rows_but_loses_none(stack):
     c = settled(stack)
     assert c["dropped"] == 0 and c["received"] == c["written"] == 20
     assert metrics(stack)['tally_errors_total{kind="write_busy"}'] >= 1
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+def test_locked_postgres_table_delays_rows_but_loses_none(stack):
+    """Another session holding a lock on requests makes the writer's statements time out
+    (its lock_timeout), roll back and retry, not drop."""
+    import psycopg2
+    con = psycopg2.connect(stack.db)
+    try:
+        cur = con.cursor()
+        cur.execute("LOCK TABLE requests IN EXCLUSIVE MODE")
+        ids = []
+        for _ in range(20):
+            status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                         {"model": "mock-gpt", "messages": []}, key=stack.key)
+            assert status == 200
+            ids.append(h["x-request-id"])
+        time.sleep(2)
+        assert stack.counters()["written"] == 0
+    finally:
+        con.rollback()
+        con.close()
+    rows = stack.wait_rows(20)
+    assert {r["request_id"] for r in rows} == set(ids)
+    c = settled(stack)
+    assert c["dropped"] == 0 and c["received"] == c["written"] == 20
+    assert metrics(stack)['tally_errors_total{kind="write_busy"}'] >= 1
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+def test_postgres_outage_delays_rows_but_loses_none(stack):
+    """The store stops for two seconds (shorter than --write-retry-ms): the agent keeps
+    deciding, the writer retries on a new connection, takes its node's lock again, and
+    every row arrives; nothing is dropped."""
+    ids = []
+
+    def one():
+        status, h, _ = stack.gateway("POST", "/v1/chat/completions",
+                                     {"model": "mock-gpt", "messages": []}, key=stack.key)
+        assert status == 200
+        ids.append(h["x-request-id"])
+
+    one()
+    stack.wait_rows(1)
+    stack.pg.stop()
+    try:
+        for _ in range(20):
+            one()
+        time.sleep(2)
+    finally:
+        stack.pg.start()
+    rows = stack.wait_rows(21, timeout=20)
+    assert sorted(r["request_id"] for r in rows) == sorted(ids)
+    c = settled(stack)
+    assert c["dropped"] == 0 and c["received"] == c["written"] == 21
+    m = metrics(stack)
+    assert m['tally_errors_total{kind="write_lost"}'] >= 1
+    # The node's lock is held again, by the agent's new session.
+    assert stack.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                        " AND classid = 1952541817 AND granted") == 1
 
 
 def test_full_database_drops_are_counted(tmp_path):

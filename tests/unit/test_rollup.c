@@ -1,7 +1,9 @@
-/* Unit tests of rollup: every rollup table of a fresh database holds exactly its key
- * and rollup.h's summed columns, and the names come out as the schema spells them.
+/* Unit tests of rollup: every rollup table of a fresh database (SQLite, and the
+ * PostgreSQL database TALLY_TEST_PG_URL names if set) holds exactly its key and
+ * rollup.h's summed columns, and the names come out as the schema spells them.
  * (queryd checks its summary queries against the same list when it starts.) */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
@@ -23,16 +25,20 @@ static int is_summed(const char *name)
 	return 0;
 }
 
-static void check_table(sqlite3 *db, const char *table, const char *const *key, int nkey)
+static void check_table(struct db *db, const char *table, const char *const *key, int nkey)
 {
-	char sql[128];
-	sqlite3_stmt *st = NULL;
+	char sql[256];
+	struct db_stmt *st = NULL;
 	int n = 0, keys = 0, summed = 0, other = 0, i;
 
-	snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s')", table);
-	CHECK_EQ_INT(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	while (st && sqlite3_step(st) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(st, 0);
+	if (db_kind(db) == DB_SQLITE)
+		snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s')", table);
+	else
+		snprintf(sql, sizeof(sql), "SELECT column_name FROM information_schema.columns"
+		         " WHERE table_schema = current_schema() AND table_name = '%s'", table);
+	CHECK_EQ_INT(db_prepare(db, sql, &st), 0);
+	while (st && db_step(st) == DB_ROW) {
+		const char *name = db_col_text(st, 0);
 		int is_key = 0;
 
 		for (i = 0; i < nkey; i++)
@@ -47,14 +53,15 @@ static void check_table(sqlite3 *db, const char *table, const char *const *key, 
 		}
 		n++;
 	}
-	sqlite3_finalize(st);
+	db_finalize(st);
 	CHECK_EQ_INT(keys, nkey);
 	CHECK_EQ_INT(summed, ROLLUP_SUMS);
 	CHECK_EQ_INT(other, 0);
 	CHECK_EQ_INT(n, nkey + ROLLUP_SUMS);
 }
 
-static void test_tables(void)
+/* The tables of the store, SQLite's path or PostgreSQL's URL. */
+static void check_tables(const char *store)
 {
 	static const char *const hourly[] = { "hour", "key_id", "model", "provider" };
 	static const char *const daily[] = { "day", "key_id", "model", "provider" };
@@ -63,14 +70,12 @@ static void test_tables(void)
 	static const char *const key_hourly[] = { "hour", "key_id" };
 	static const char *const key_daily[] = { "day", "key_id" };
 	static const char *const total_hourly[] = { "hour" };
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 	char err[256];
 
-	if (tmpdir_make("rollup") < 0) {
-		CHECK(0);
-		return;
-	}
-	CHECK(db_open(tmpdir_file("tally.db"), DB_CREATE, &db, err, sizeof(err)) == 0);
+	if (db_open(store, DB_CREATE, &db, err, sizeof(err)) < 0)
+		fprintf(stderr, "%s\n", err);
+	CHECK(db != NULL);
 	if (db) {
 		check_table(db, "usage_hourly", hourly, 4);
 		check_table(db, "usage_daily", daily, 4);
@@ -80,8 +85,25 @@ static void test_tables(void)
 		check_table(db, "key_daily", key_daily, 2);
 		check_table(db, "total_hourly", total_hourly, 1);
 	}
-	sqlite3_close(db);
+	db_close(db);
+}
+
+static void test_tables(void)
+{
+	if (tmpdir_make("rollup") < 0) {
+		CHECK(0);
+		return;
+	}
+	check_tables(tmpdir_file("tally.db"));
 	tmpdir_remove();
+}
+
+static void test_tables_pg(void)
+{
+	const char *url = getenv("TALLY_TEST_PG_URL");
+
+	if (url && *url)
+		check_tables(url);
 }
 
 static void test_names(void)
@@ -99,6 +121,7 @@ static void test_names(void)
 int main(void)
 {
 	RUN(test_tables);
+	RUN(test_tables_pg);
 	RUN(test_names);
 	return UNIT_DONE();
 }

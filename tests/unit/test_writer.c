@@ -1,8 +1,12 @@
-/* Unit tests for spoa/writer.c against real SQLite databases in a temporary directory:
- * rows round-trip with their NULLs, duplicates, exact rollups, the accounting row, a
- * database full under max_db_pages (retry, give up, recover), a database locked by
- * another connection, a refused row, the drain on stop and writer_load_counters. The
- * test thread plays the intake; the writer runs its own thread. */
+/* Unit tests for spoa/writer.c against real stores: SQLite databases in a temporary
+ * directory and, when TALLY_TEST_PG_URL names a PostgreSQL database (tests/test_unit.py
+ * passes one of its private cluster), that database too, every case on each store
+ * (those about SQLite's size cap on SQLite only): rows round-trip with their NULLs,
+ * duplicates, exact rollups, the node's accounting row, a database full under
+ * max_db_pages (retry, give up, recover), a database locked by another connection, a
+ * refused row, the drain on stop, writer_load_counters, one writer per node, and on
+ * PostgreSQL a lost connection. The test thread plays the intake; the writer runs its
+ * own thread. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,6 +27,9 @@
 
 #define T_HOUR_MS 3600000LL
 #define T_BASE_MS 1750000000000LL   /* some time in 2025, in unix ms */
+
+/* The PostgreSQL database of this pass, NULL on the SQLite pass. */
+static const char *pg_url;
 
 /* on_done calls, counted by rows and outcome (written on the writer thread). */
 static atomic_llong done_committed, done_given_up;
@@ -53,57 +60,81 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Creates (or migrates) the database name and returns its path, valid until the next
- * tmpdir_file call: copy it. */
+/* Creates the store of a case and returns its name in path: on SQLite the database
+ * name in the temporary directory, on PostgreSQL pg_url emptied and created again. */
 static void db_create(const char *name, char *path, size_t size)
 {
 	char err[512];
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 
-	snprintf(path, size, "%s", tmpdir_file(name));
+	snprintf(path, size, "%s", pg_url ? pg_url : tmpdir_file(name));
 	if (db_open(path, DB_CREATE, &db, err, sizeof(err)) < 0)
 		fprintf(stderr, "%s\n", err);
+	if (db && pg_url) {
+		if (db_exec(db, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", err,
+		            sizeof(err)) < 0)
+			fprintf(stderr, "%s\n", err);
+		db_close(db);
+		db = NULL;
+		if (db_open(path, DB_CREATE, &db, err, sizeof(err)) < 0)
+			fprintf(stderr, "%s\n", err);
+	}
 	CHECK(db != NULL);
-	sqlite3_close(db);
+	db_close(db);
 }
 
-static sqlite3 *db_reader(const char *path)
+static struct db *db_reader(const char *path)
 {
 	char err[512];
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 
 	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0)
 		fprintf(stderr, "%s\n", err);
 	return db;
 }
 
-static int64_t q_int(sqlite3 *db, const char *sql)
+static int64_t q_int(struct db *db, const char *sql)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	int64_t v = -12345;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
-	else if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	if (!db)
+		return v;
+	if (db_prepare(db, sql, &st) < 0)
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
+	else if (db_step(st) == DB_ROW)
+		v = db_col_int(st, 0);
+	else
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
+	db_finalize(st);
 	return v;
 }
 
 /* Text of the first column of sql into buf ("(null)" for NULL). */
-static const char *q_text(sqlite3 *db, const char *sql, char *buf, size_t size)
+static const char *q_text(struct db *db, const char *sql, char *buf, size_t size)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 
 	snprintf(buf, size, "(error)");
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-		const unsigned char *s = sqlite3_column_text(st, 0);
+	if (db && db_prepare(db, sql, &st) == 0 && db_step(st) == DB_ROW) {
+		const char *s = db_col_text(st, 0);
 
-		snprintf(buf, size, "%s", s ? (const char *)s : "(null)");
+		snprintf(buf, size, "%s", s ? s : "(null)");
+	} else if (db) {
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
 	}
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return buf;
 }
+
+/* The aggregate joining text with a separator: SQLite's or PostgreSQL's name. */
+static const char *agg(void)
+{
+	return pg_url ? "string_agg" : "group_concat";
+}
+
+/* 1 if cond holds, else 0, in SQL both stores sum (PostgreSQL adds no booleans). */
+#define B(cond) "CASE WHEN " cond " THEN 1 ELSE 0 END"
 
 static uint64_t rng_state = 88172645463325252ull;
 
@@ -207,7 +238,9 @@ static int intake(struct queue *q, const struct acct_row *r)
 static struct writer *start(const char *path, struct queue *q, int batch_max, int retry_ms,
                             int64_t max_pages)
 {
-	struct writer_config cfg = { path, q, batch_max, retry_ms, max_pages, on_done, NULL };
+	struct writer_config cfg = { .db_path = path, .queue = q, .batch_max = batch_max,
+	                             .retry_ms = retry_ms, .max_db_pages = max_pages,
+	                             .on_done = on_done };
 	char err[512] = "";
 	struct writer *w = writer_start(&cfg, err, sizeof(err));
 
@@ -217,16 +250,19 @@ static struct writer *start(const char *path, struct queue *q, int batch_max, in
 	return w;
 }
 
-/* The accounting row equals the in-memory totals, and balances. */
-static void check_accounting(sqlite3 *db)
+/* The node's accounting row (the writer's default node, the only one) equals the
+ * in-memory totals, and balances. */
+#define NODE_ROW " FROM accounting WHERE node = '" WRITER_NODE_DEFAULT "'"
+static void check_accounting(struct db *db)
 {
-	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), counters_now().received);
-	CHECK_EQ_INT(q_int(db, "SELECT written FROM accounting"), counters_now().written);
-	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), counters_now().dropped);
-	CHECK_EQ_INT(q_int(db, "SELECT duplicates FROM accounting"), counters_now().duplicates);
-	CHECK_EQ_INT(q_int(db, "SELECT timed_out FROM accounting"), counters_now().timed_out);
-	CHECK_EQ_INT(q_int(db, "SELECT unpriced FROM accounting"), counters_now().unpriced);
-	CHECK_EQ_INT(q_int(db, "SELECT received = written + dropped FROM accounting"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM accounting"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT received" NODE_ROW), counters_now().received);
+	CHECK_EQ_INT(q_int(db, "SELECT written" NODE_ROW), counters_now().written);
+	CHECK_EQ_INT(q_int(db, "SELECT dropped" NODE_ROW), counters_now().dropped);
+	CHECK_EQ_INT(q_int(db, "SELECT duplicates" NODE_ROW), counters_now().duplicates);
+	CHECK_EQ_INT(q_int(db, "SELECT timed_out" NODE_ROW), counters_now().timed_out);
+	CHECK_EQ_INT(q_int(db, "SELECT unpriced" NODE_ROW), counters_now().unpriced);
+	CHECK_EQ_INT(q_int(db, "SELECT " B("received = written + dropped") NODE_ROW), 1);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), counters_now().written);
 }
 
@@ -234,9 +270,9 @@ static void test_roundtrip(void)
 {
 	struct queue *q = queue_new(16);
 	struct acct_row full = row_full(1), empty = row_empty(2);
-	char path[512], buf[256];
+	char path[512], buf[256], sql[1024];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("roundtrip.db", path, sizeof(path));
@@ -253,11 +289,13 @@ static void test_roundtrip(void)
 	CHECK_EQ_STR(q_text(db, "SELECT estimated_tokens || ',' || estimated_cost_micros"
 	                        " FROM requests WHERE request_id = 'req-00000001'", buf, sizeof(buf)),
 	             "4096,2458");
-	CHECK_EQ_INT(q_int(db, "SELECT (estimated_tokens IS NULL) + (estimated_cost_micros IS NULL)"
+	CHECK_EQ_INT(q_int(db, "SELECT " B("estimated_tokens IS NULL") " + "
+	                       B("estimated_cost_micros IS NULL")
 	                       " FROM requests WHERE request_id = 'none-00000002'"), 2);
-	CHECK_EQ_STR(q_text(db, "SELECT group_concat(estimated || ',' || estimated_tokens || ','"
-	                        " || estimated_cost_micros, ';') FROM (SELECT * FROM model_daily"
-	                        " ORDER BY model)", buf, sizeof(buf)), "0,0,0;1,4096,2458");
+	snprintf(sql, sizeof(sql), "SELECT %s(estimated || ',' || estimated_tokens || ','"
+	         " || estimated_cost_micros, ';') FROM (SELECT * FROM model_daily ORDER BY model)"
+	         " AS t", agg());
+	CHECK_EQ_STR(q_text(db, sql, buf, sizeof(buf)), "0,0,0;1,4096,2458");
 	CHECK_EQ_STR(q_text(db, "SELECT request_id ||'|'|| key_id ||'|'|| model ||'|'|| model_requested"
 	                        " ||'|'|| provider ||'|'|| verdict ||'|'|| status ||'|'|| stream ||'|'||"
 	                        " prompt_tokens ||'|'|| completion_tokens ||'|'|| cached_tokens ||'|'||"
@@ -269,31 +307,33 @@ static void test_roundtrip(void)
 	             "req-00000001|3|gpt-4o-2024-08-06|gpt-4o|openai|allow|200|1|1000|250|400|30|100|"
 	             "4321|complete|stream|--|1750000000001|1500|120|2048|8192");
 	/* Unknown values are NULL, not 0 or ''. */
-	CHECK_EQ_INT(q_int(db, "SELECT (key_id IS NULL) + (model IS NULL) + (model_requested IS NULL)"
-	                       " + (provider IS NULL) + (verdict IS NULL) + (status IS NULL)"
-	                       " + (stream IS NULL) + (prompt_tokens IS NULL)"
-	                       " + (completion_tokens IS NULL) + (cached_tokens IS NULL)"
-	                       " + (cache_creation_tokens IS NULL) + (reasoning_tokens IS NULL)"
-	                       " + (cost_micros IS NULL) + (termination IS NULL)"
-	                       " + (duration_ms IS NULL) + (ttfb_ms IS NULL) + (bytes_in IS NULL)"
-	                       " + (bytes_out IS NULL) FROM requests WHERE request_id = 'none-00000002'"),
-	             18);
+	CHECK_EQ_INT(q_int(db, "SELECT " B("key_id IS NULL") " + " B("model IS NULL") " + "
+	                       B("model_requested IS NULL") " + " B("provider IS NULL") " + "
+	                       B("verdict IS NULL") " + " B("status IS NULL") " + "
+	                       B("stream IS NULL") " + " B("prompt_tokens IS NULL") " + "
+	                       B("completion_tokens IS NULL") " + " B("cached_tokens IS NULL") " + "
+	                       B("cache_creation_tokens IS NULL") " + "
+	                       B("reasoning_tokens IS NULL") " + " B("cost_micros IS NULL") " + "
+	                       B("termination IS NULL") " + " B("duration_ms IS NULL") " + "
+	                       B("ttfb_ms IS NULL") " + " B("bytes_in IS NULL") " + "
+	                       B("bytes_out IS NULL")
+	                       " FROM requests WHERE request_id = 'none-00000002'"), 18);
 	CHECK_EQ_STR(q_text(db, "SELECT outcome || ' ' || usage_source || ' ' || started_at"
 	                        " FROM requests WHERE request_id = 'none-00000002'", buf, sizeof(buf)),
 	             "gateway_rejected none 1750000000002");
 	/* Rollups: a keyless, modelless row goes to key 0, model ''. */
-	CHECK_EQ_STR(q_text(db, "SELECT group_concat(hour || ',' || key_id || ',' || model || ','"
-	                        " || provider || ','"
-	                        " || requests || ',' || errors || ',' || prompt_tokens || ','"
-	                        " || cost_micros || ',' || duration_ms_sum, ';')"
-	                        " FROM (SELECT * FROM usage_hourly ORDER BY key_id)", buf, sizeof(buf)),
+	snprintf(sql, sizeof(sql), "SELECT %s(hour || ',' || key_id || ',' || model || ','"
+	         " || provider || ',' || requests || ',' || errors || ',' || prompt_tokens || ','"
+	         " || cost_micros || ',' || duration_ms_sum, ';')"
+	         " FROM (SELECT * FROM usage_hourly ORDER BY key_id) AS t", agg());
+	CHECK_EQ_STR(q_text(db, sql, buf, sizeof(buf)),
 	             "1749999600,0,,,1,1,0,0,0;1749999600,3,gpt-4o-2024-08-06,openai,1,0,1000,4321,1500");
 	CHECK_EQ_INT(counters_now().written, 2);
 	CHECK_EQ_INT(atomic_load(&done_committed), 2);
 	CHECK(stats_get(&stats.batches) >= 1);
 	CHECK(stats_get(&stats.batch_latency.count) >= 1);
 	check_accounting(db);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -304,7 +344,7 @@ static void test_duplicates(void)
 	struct acct_row a = row_full(1), b = row_full(2), a2 = row_full(1);
 	char path[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("dup.db", path, sizeof(path));
@@ -330,7 +370,7 @@ static void test_duplicates(void)
 	CHECK_EQ_INT(q_int(db, "SELECT sum(prompt_tokens) FROM usage_hourly"), 2000);
 	CHECK_EQ_INT(atomic_load(&done_committed), 4);
 	check_accounting(db);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -343,7 +383,7 @@ static void test_stored_responses(void)
 	struct acct_row a = row_full(1), b = row_full(2), c = row_full(3), a2 = row_full(1);
 	char path[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("stored.db", path, sizeof(path));
@@ -365,11 +405,12 @@ static void test_stored_responses(void)
 	db = db_reader(path);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 3);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses"), 1);
-	CHECK_EQ_INT(q_int(db, "SELECT key_id = (SELECT key_id FROM requests WHERE request_id ="
-	                       " 'req-00000001') FROM stored_responses WHERE response_id = 'resp_a'"
-	                       " AND request_id = 'req-00000001' AND model = 'gpt-4o'"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT " B("key_id = (SELECT key_id FROM requests WHERE"
+	                       " request_id = 'req-00000001')") " FROM stored_responses WHERE"
+	                       " response_id = 'resp_a' AND request_id = 'req-00000001'"
+	                       " AND model = 'gpt-4o'"), 1);
 	check_accounting(db);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -381,7 +422,7 @@ static void test_stored_responses_pruned(void)
 	struct queue *q = queue_new(16);
 	char path[512], sql[256], err[256];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("prune.db", path, sizeof(path));
@@ -390,7 +431,7 @@ static void test_stored_responses_pruned(void)
 	         " %lld), ('resp_new', 1, 'm', 'r2', %lld)",
 	         (long long)time(NULL) - OWNER_RETENTION_S - 10, (long long)time(NULL) - 60);
 	CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
-	sqlite3_close(db);
+	db_close(db);
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
@@ -399,7 +440,7 @@ static void test_stored_responses_pruned(void)
 	db = db_reader(path);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses WHERE response_id = 'resp_old'"), 0);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM stored_responses WHERE response_id = 'resp_new'"), 1);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -407,7 +448,7 @@ out:
 /* Rollups agree with the rows, group by group, whatever the batching. */
 
 /* Drops the rollup columns of schema version 7 from prefix table. */
-static int test_drop_classes(sqlite3 *db, const char *prefix, const char *table)
+static int test_drop_classes(struct db *db, const char *prefix, const char *table)
 {
 	char sql[512], err[256];
 
@@ -424,7 +465,7 @@ static void test_rollups(void)
 	int64_t prompt = 0, cost = 0, unpriced = 0, errors = 0, no_record = 0;
 	char path[512], err[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 	int i;
 
 	reset_counters();
@@ -483,7 +524,7 @@ static void test_rollups(void)
 	char cols[1600], sums[2400], col[32], check[4400];
 	size_t nc = 0, ns = 0;
 	int c;
-	char sql[1024];
+	char sql[2048];
 	size_t t;
 
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM model_daily"), 5 * 2);
@@ -491,10 +532,10 @@ static void test_rollups(void)
 	CHECK(q_int(db, "SELECT sum(estimated) FROM model_daily") > 0);
 	for (t = 0; t < 4; t++) {
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT %s, %s coalesce(model, ''),"
-		         " coalesce(provider, ''), count(estimated_tokens), CAST(total(estimated_tokens)"
-		         " AS INTEGER), CAST(total(estimated_cost_micros) AS INTEGER) FROM requests"
+		         " coalesce(provider, ''), count(estimated_tokens), coalesce(sum(estimated_tokens),"
+		         " 0), coalesce(sum(estimated_cost_micros), 0) FROM requests"
 		         " GROUP BY 1, 2, 3%s EXCEPT SELECT * FROM (SELECT %s, %smodel, provider,"
-		         " estimated, estimated_tokens, estimated_cost_micros FROM %s))",
+		         " estimated, estimated_tokens, estimated_cost_micros FROM %s) AS r) AS d",
 		         rollups[t].period, rollups[t].key, rollups[t].key[0] ? ", 4" : "",
 		         rollups[t].unit, rollups[t].cols, rollups[t].table);
 		CHECK_EQ_INT(q_int(db, sql), 0);
@@ -511,98 +552,112 @@ static void test_rollups(void)
 	for (t = 0; t < sizeof(coarse) / sizeof(coarse[0]); t++) {
 		/* total_hourly's "key" is the constant 0 on both sides */
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT %s, coalesce(%s, 0),"
-		         " count(*), sum(outcome <> 'complete'), sum(stream = 1),"
-		         " CAST(total(max(prompt_tokens, 0)) AS INTEGER),"
-		         " CAST(total(max(cost_micros, 0)) AS INTEGER),"
-		         " CAST(total(max(duration_ms, 0)) AS INTEGER), sum(duration_ms > 60000),"
-		         " count(estimated_tokens), CAST(total(estimated_cost_micros) AS INTEGER)"
+		         " count(*), sum(" B("outcome <> 'complete'") "), sum(" B("stream = 1") "),"
+		         " coalesce(sum(" B("prompt_tokens > 0") " * prompt_tokens), 0),"
+		         " coalesce(sum(" B("cost_micros > 0") " * cost_micros), 0),"
+		         " coalesce(sum(" B("duration_ms > 0") " * duration_ms), 0),"
+		         " sum(" B("duration_ms > 60000") "),"
+		         " count(estimated_tokens), coalesce(sum(estimated_cost_micros), 0)"
 		         " FROM requests GROUP BY 1, 2 EXCEPT SELECT %s, %s, requests, errors,"
 		         " streams, prompt_tokens, cost_micros, duration_ms_sum, lat_gt_60000,"
-		         " estimated, estimated_cost_micros FROM %s)", coarse[t].period,
+		         " estimated, estimated_cost_micros FROM %s) AS d", coarse[t].period,
 		         coarse[t].key, coarse[t].unit, coarse[t].key, coarse[t].table);
 		CHECK_EQ_INT(q_int(db, sql), 0);
 		snprintf(sql, sizeof(sql), "SELECT sum(unpriced) FROM %s", coarse[t].table);
 		CHECK_EQ_INT(q_int(db, sql), unpriced);
 		snprintf(check, sizeof(check), "SELECT count(*) FROM (SELECT %s, %s%s FROM %s"
-		         " GROUP BY 1, 2 EXCEPT SELECT %s, %s%s FROM %s)", coarse[t].unit,
+		         " GROUP BY 1, 2 EXCEPT SELECT %s, %s%s FROM %s) AS d", coarse[t].unit,
 		         coarse[t].key, sums, coarse[t].source, coarse[t].unit, coarse[t].key, cols,
 		         coarse[t].table);
 		CHECK_EQ_INT(q_int(db, check), 0);
 		snprintf(check, sizeof(check), "SELECT count(*) FROM (SELECT %s, %s%s FROM %s"
-		         " EXCEPT SELECT %s, %s%s FROM %s GROUP BY 1, 2)", coarse[t].unit,
+		         " EXCEPT SELECT %s, %s%s FROM %s GROUP BY 1, 2) AS d", coarse[t].unit,
 		         coarse[t].key, cols, coarse[t].table, coarse[t].unit, coarse[t].key, sums,
 		         coarse[t].source);
 		CHECK_EQ_INT(q_int(db, check), 0);
-	}
-	for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
-		snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rolled[t],
-		         rolled[t]);
-		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
-		snprintf(sql, sizeof(sql), "ALTER TABLE kept_%s DROP COLUMN estimated;"
-		         " ALTER TABLE kept_%s DROP COLUMN estimated_tokens;"
-		         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rolled[t], rolled[t],
-		         rolled[t]);
-		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
-		CHECK_EQ_INT(test_drop_classes(db, "kept_", rolled[t]), 0);
-		CHECK_EQ_INT(test_drop_classes(db, "", rolled[t]), 0);
-	}
-	/* And back before version 7: prices in models, no classes. */
-	CHECK_EQ_INT(db_exec(db, "DROP TABLE model_prices;"
-	                         "ALTER TABLE models ADD COLUMN input_micros_per_mtok INTEGER;"
-	                         "ALTER TABLE models ADD COLUMN output_micros_per_mtok INTEGER;"
-	                         "ALTER TABLE models ADD COLUMN cached_micros_per_mtok INTEGER;"
-	                         "ALTER TABLE models ADD COLUMN cache_write_micros_per_mtok INTEGER;"
-	                         "ALTER TABLE keys DROP COLUMN service_tiers;"
-	                         "ALTER TABLE keys DROP COLUMN server_tools;"
-	                         "ALTER TABLE keys DROP COLUMN audio;"
-	                         "ALTER TABLE requests DROP COLUMN cache_creation_1h_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN audio_input_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN audio_output_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN accepted_prediction_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN rejected_prediction_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN web_search_calls;"
-	                         "ALTER TABLE requests DROP COLUMN service_tier;",
-	                     err, sizeof(err)), 0);
-	CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
-	                         "DROP TABLE model_daily;"
-	                         "DROP TABLE key_hourly; DROP TABLE key_daily; DROP TABLE total_hourly;"
-	                         "DROP INDEX requests_model_started_at;"
-	                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
-	                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
-	                         "ALTER TABLE accounting DROP COLUMN unauthenticated;"
-	                         "ALTER TABLE accounting DROP COLUMN pending_overflow;"
-	                         "PRAGMA user_version = 3;",
-	                     err, sizeof(err)), 0);
-	sqlite3_close(db);
-	db = NULL;
-	CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
-	/* Migration 8 rebuilds the rollups without the model from those with it: the same
-	 * rows the writer kept. */
-	for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
-		const char *rt = rolled[t];
-
-		/* Migrations 5 and 7 added the estimates and the classes back at 0: compared
-		 * without them. */
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s DROP COLUMN estimated;"
-		         " ALTER TABLE %s DROP COLUMN estimated_tokens;"
-		         " ALTER TABLE %s DROP COLUMN estimated_cost_micros", rt, rt, rt);
-		CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
-		CHECK_EQ_INT(test_drop_classes(db, "", rt), 0);
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM kept_%s EXCEPT"
-		         " SELECT * FROM %s)", rt, rt);
-		CHECK_EQ_INT(q_int(db, sql), 0);
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM %s EXCEPT"
-		         " SELECT * FROM kept_%s)", rt, rt);
-		CHECK_EQ_INT(q_int(db, sql), 0);
-		snprintf(sql, sizeof(sql), "SELECT count(*) = (SELECT count(*) FROM kept_%s) FROM %s",
-		         rt, rt);
-		CHECK_EQ_INT(q_int(db, sql), 1);
 	}
 	CHECK_EQ_INT(counters_now().timed_out, no_record);
 	CHECK_EQ_INT(counters_now().unpriced, unpriced);
 	CHECK(stats_get(&stats.batches) >= N / 97);
 	check_accounting(db);
-	sqlite3_close(db);
+	/* SQLite: back to schema 3 and up again (PostgreSQL's migrations start at 9). */
+	if (!pg_url) {
+		for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
+			snprintf(sql, sizeof(sql), "CREATE TABLE kept_%s AS SELECT * FROM %s", rolled[t],
+			         rolled[t]);
+			CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+			snprintf(sql, sizeof(sql), "ALTER TABLE kept_%s DROP COLUMN estimated;"
+			         " ALTER TABLE kept_%s DROP COLUMN estimated_tokens;"
+			         " ALTER TABLE kept_%s DROP COLUMN estimated_cost_micros", rolled[t], rolled[t],
+			         rolled[t]);
+			CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+			CHECK_EQ_INT(test_drop_classes(db, "kept_", rolled[t]), 0);
+			CHECK_EQ_INT(test_drop_classes(db, "", rolled[t]), 0);
+		}
+		/* And back before version 7: prices in models, no classes. */
+		CHECK_EQ_INT(db_exec(db, "DROP TABLE model_prices;"
+		                         "ALTER TABLE models ADD COLUMN input_micros_per_mtok INTEGER;"
+		                         "ALTER TABLE models ADD COLUMN output_micros_per_mtok INTEGER;"
+		                         "ALTER TABLE models ADD COLUMN cached_micros_per_mtok INTEGER;"
+		                         "ALTER TABLE models ADD COLUMN cache_write_micros_per_mtok INTEGER;"
+		                         "ALTER TABLE keys DROP COLUMN service_tiers;"
+		                         "ALTER TABLE keys DROP COLUMN server_tools;"
+		                         "ALTER TABLE keys DROP COLUMN audio;"
+		                         "ALTER TABLE requests DROP COLUMN cache_creation_1h_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN audio_input_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN audio_output_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN accepted_prediction_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN rejected_prediction_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN web_search_calls;"
+		                         "ALTER TABLE requests DROP COLUMN service_tier;",
+		                     err, sizeof(err)), 0);
+		CHECK_EQ_INT(db_exec(db, "DROP TABLE stored_responses; DROP TABLE usage_daily; DROP TABLE model_hourly;"
+		                         "DROP TABLE model_daily;"
+		                         "DROP TABLE key_hourly; DROP TABLE key_daily; DROP TABLE total_hourly;"
+		                         "DROP INDEX requests_model_started_at;"
+		                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
+		                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
+		                         "CREATE TABLE accounting_v3 (id INTEGER PRIMARY KEY CHECK"
+		                         " (id = 1), received INTEGER NOT NULL, written INTEGER NOT NULL,"
+		                         " dropped INTEGER NOT NULL, duplicates INTEGER NOT NULL,"
+		                         " timed_out INTEGER NOT NULL, unpriced INTEGER NOT NULL,"
+		                         " updated_at INTEGER NOT NULL);"
+		                         "INSERT INTO accounting_v3 SELECT 1, received, written, dropped,"
+		                         " duplicates, timed_out, unpriced, updated_at FROM accounting"
+		                         " WHERE node = 'local';"
+		                         "DROP TABLE accounting;"
+		                         "ALTER TABLE accounting_v3 RENAME TO accounting;"
+		                         "PRAGMA user_version = 3;",
+		                     err, sizeof(err)), 0);
+		db_close(db);
+		db = NULL;
+		CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
+		/* Migration 8 rebuilds the rollups without the model from those with it: the same
+		 * rows the writer kept. */
+		for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
+			const char *rt = rolled[t];
+
+			/* Migrations 5 and 7 added the estimates and the classes back at 0: compared
+			 * without them. */
+			snprintf(sql, sizeof(sql), "ALTER TABLE %s DROP COLUMN estimated;"
+			         " ALTER TABLE %s DROP COLUMN estimated_tokens;"
+			         " ALTER TABLE %s DROP COLUMN estimated_cost_micros", rt, rt, rt);
+			CHECK_EQ_INT(db_exec(db, sql, err, sizeof(err)), 0);
+			CHECK_EQ_INT(test_drop_classes(db, "", rt), 0);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM kept_%s EXCEPT"
+			         " SELECT * FROM %s)", rt, rt);
+			CHECK_EQ_INT(q_int(db, sql), 0);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT * FROM %s EXCEPT"
+			         " SELECT * FROM kept_%s)", rt, rt);
+			CHECK_EQ_INT(q_int(db, sql), 0);
+			snprintf(sql, sizeof(sql), "SELECT count(*) = (SELECT count(*) FROM kept_%s) FROM %s",
+			         rt, rt);
+			CHECK_EQ_INT(q_int(db, sql), 1);
+		}
+		/* Migration 9 keeps the counters as node 'local'. */
+		check_accounting(db);
+	}
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -621,9 +676,11 @@ static void test_full(void)
 	int64_t pages, pushed = 0, written;
 	char path[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 	int i;
 
+	if (pg_url)
+		goto out;   /* max_db_pages is SQLite's */
 	reset_counters();
 	db_create("full.db", path, sizeof(path));
 	db = db_reader(path);
@@ -669,19 +726,21 @@ static void test_full(void)
 	CHECK_EQ_INT(atomic_load(&done_committed), counters_now().written);
 	check_accounting(db);
 	CHECK(q_int(db, "PRAGMA page_count") > pages + 4);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
 
 /* Another connection holds the write lock for a while: the writer waits it out and
  * stores everything; nothing is dropped. */
+/* Another connection holds the write lock (SQLite) or a lock on requests (PostgreSQL)
+ * for a while: the writer waits it out and stores everything; nothing is dropped. */
 static void test_locked(void)
 {
 	struct queue *q = queue_new(1024);
 	char path[512], err[256];
 	struct writer *w;
-	sqlite3 *db, *locker;
+	struct db *db, *locker;
 	int i;
 
 	reset_counters();
@@ -691,7 +750,10 @@ static void test_locked(void)
 	w = start(path, q, 0, 5000, 0);
 	if (!w || !locker)
 		goto out;
-	CHECK_EQ_INT(db_exec(locker, "BEGIN IMMEDIATE", err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_begin(locker), DB_OK);
+	if (pg_url)
+		CHECK_EQ_INT(db_exec(locker, "LOCK TABLE requests IN EXCLUSIVE MODE", err,
+		                     sizeof(err)), 0);
 	for (i = 0; i < 500; i++) {
 		struct acct_row r = row_random(i);
 
@@ -700,32 +762,36 @@ static void test_locked(void)
 	WAIT_FOR(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2, 3000);
 	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 2);
 	CHECK_EQ_INT(counters_now().written, 0);
-	CHECK_EQ_INT(db_exec(locker, "COMMIT", err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_commit(locker), DB_OK);
 	writer_stop(w);
 	CHECK_EQ_INT(counters_now().written, 500);
 	CHECK_EQ_INT(counters_now().dropped, 0);
 	CHECK_EQ_INT(atomic_load(&done_given_up), 0);
 	check_accounting(db);
 out:
-	sqlite3_close(locker);
-	sqlite3_close(db);
+	db_close(locker);
+	db_close(db);
 	queue_free(q);
 }
 
-/* A row the schema refuses (an outcome or usage source out of range) is dropped alone. */
+/* A row the schema refuses (an outcome or usage source out of range, no id) is dropped
+ * alone. Text that is not UTF-8 is no reason: PostgreSQL stores it with U+FFFD in place
+ * of the stray bytes (db.h), SQLite as it is. */
 static void test_refused_row(void)
 {
 	struct queue *q = queue_new(16);
 	struct acct_row good = row_full(1), bad = row_full(2), good2 = row_full(3);
-	struct acct_row bad2 = row_full(4);
+	struct acct_row bad2 = row_full(4), bad3 = row_full(5);
 	char path[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("refused.db", path, sizeof(path));
 	bad.outcome = (enum acct_outcome)77;
 	bad2.usage_source = (enum acct_usage_source)9;
+	bad3.request_id[0] = '\0';
+	snprintf(good2.model, sizeof(good2.model), "m\xff\xc3(\xe2\x82\xac\xed\xa0\x80");
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
@@ -733,17 +799,80 @@ static void test_refused_row(void)
 	intake(q, &bad);
 	intake(q, &good2);
 	intake(q, &bad2);
+	intake(q, &bad3);
 	writer_stop(w);
 	db = db_reader(path);
 	CHECK_EQ_INT(counters_now().written, 2);
-	CHECK_EQ_INT(counters_now().dropped, 2);
-	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 2);
+	CHECK_EQ_INT(counters_now().dropped, 3);
+	CHECK_EQ_INT(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]), 3);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id IN"
 	                       " ('req-00000002', 'req-00000004')"), 0);
 	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_hourly"), 2);
+	/* \xff and \xc3 alone are no UTF-8, nor is a surrogate; the euro sign is. */
+	CHECK_EQ_INT(q_int(db, pg_url ? "SELECT count(*) FROM requests WHERE model LIKE"
+	                                " 'm\xef\xbf\xbd%(\xe2\x82\xac\xef\xbf\xbd%'"
+	                              : "SELECT count(*) FROM requests WHERE model ="
+	                                " CAST(x'6dffc328e282aceda080' AS TEXT)"), 1);
 	check_accounting(db);
-	sqlite3_close(db);
+	db_close(db);
 out:
+	queue_free(q);
+}
+
+/* A row the store refuses though the writer's checks pass it (here a rule added for
+ * the test: a trigger on SQLite, a CHECK on PostgreSQL) fails its multi-row statement;
+ * the batch is tried again a row at a time and that row alone is dropped. The same for
+ * a batch of one statement per row. */
+static void test_store_refuses(void)
+{
+	static const int per_statement[] = { 0, 1 };
+	struct queue *q = NULL;
+	char path[512], err[256];
+	struct writer *w;
+	struct db *db;
+	size_t k;
+	int i;
+
+	for (k = 0; k < sizeof(per_statement) / sizeof(per_statement[0]); k++) {
+		struct writer_config cfg = { .batch_max = 512, .rows_per_statement = per_statement[k],
+		                             .on_done = on_done };
+
+		reset_counters();
+		db_create(k ? "store-refuses-1.db" : "store-refuses-64.db", path, sizeof(path));
+		db = db_reader(path);
+		CHECK_EQ_INT(db_exec(db, pg_url ? "ALTER TABLE requests ADD CONSTRAINT t_refuse"
+		                                  " CHECK (request_id <> 'req-00000077')"
+		                                : "CREATE TRIGGER t_refuse BEFORE INSERT ON requests"
+		                                  " WHEN NEW.request_id = 'req-00000077'"
+		                                  " BEGIN SELECT RAISE(ABORT, 'refused'); END",
+		                     err, sizeof(err)), 0);
+		q = queue_new(1024);
+		cfg.db_path = path;
+		cfg.queue = q;
+		w = writer_start(&cfg, err, sizeof(err));
+		CHECK(w != NULL);
+		if (!w) {
+			fprintf(stderr, "writer_start: %s\n", err);
+			db_close(db);
+			break;
+		}
+		for (i = 0; i < 300; i++) {
+			struct acct_row r = row_random(i);
+
+			CHECK_EQ_INT(intake(q, &r), 0);
+		}
+		writer_stop(w);
+		CHECK_EQ_INT(counters_now().written, 299);
+		CHECK_EQ_INT(counters_now().dropped, 1);
+		CHECK_EQ_INT(atomic_load(&done_given_up), 0);
+		CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id ="
+		                       " 'req-00000077'"), 0);
+		CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM usage_daily"), 299);
+		check_accounting(db);
+		db_close(db);
+		queue_free(q);
+		q = NULL;
+	}
 	queue_free(q);
 }
 
@@ -756,7 +885,7 @@ static void test_drain_on_stop(void)
 	struct acct_row r;
 	char path[512];
 	struct writer *w;
-	sqlite3 *db;
+	struct db *db;
 	int i;
 
 	reset_counters();
@@ -781,11 +910,11 @@ static void test_drain_on_stop(void)
 	w = start(path, q, 0, 0, 0);
 	if (!w)
 		goto out;
-	WAIT_FOR(q_int(db, "SELECT dropped FROM accounting") == 1, 3000);
-	CHECK_EQ_INT(q_int(db, "SELECT dropped FROM accounting"), 1);
+	WAIT_FOR(q_int(db, "SELECT dropped" NODE_ROW) == 1, 3000);
+	CHECK_EQ_INT(q_int(db, "SELECT dropped" NODE_ROW), 1);
 	writer_stop(w);
 	check_accounting(db);
-	sqlite3_close(db);
+	db_close(db);
 out:
 	queue_free(q);
 }
@@ -793,50 +922,155 @@ out:
 static void test_load_counters(void)
 {
 	char path[512], err[256] = "";
-	sqlite3 *db;
+	struct db *db;
 
 	reset_counters();
 	db_create("load.db", path, sizeof(path));
 	db = db_reader(path);
+	/* A new node starts at zero, its row created. */
+	counters_set(&(struct counters){ .written = 99 });
+	CHECK_EQ_INT(writer_load_counters(db, "n1", err, sizeof(err)), 0);
+	CHECK_EQ_INT(counters_now().written, 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM accounting WHERE node = 'n1'"
+	                       " AND received + written + dropped + duplicates = 0"), 1);
 	/* A previous run received 10 but resolved only 7 + 1 before it died. */
 	CHECK_EQ_INT(db_exec(db, "UPDATE accounting SET received = 10, written = 7, dropped = 1,"
-	                         " duplicates = 4, timed_out = 2, unpriced = 3", err, sizeof(err)), 0);
+	                         " duplicates = 4, timed_out = 2, unpriced = 3 WHERE node = 'n1';"
+	                         " INSERT INTO accounting VALUES ('n2', 50, 50, 0, 0, 0, 0, 0, 0, 0)",
+	                     err, sizeof(err)), 0);
 	counters_set(&(struct counters){ .written = 99 });
-	CHECK_EQ_INT(writer_load_counters(db, err, sizeof(err)), 0);
+	CHECK_EQ_INT(writer_load_counters(db, "n1", err, sizeof(err)), 0);
 	CHECK_EQ_INT(counters_now().received, 8);
 	CHECK_EQ_INT(counters_now().written, 7);
 	CHECK_EQ_INT(counters_now().dropped, 1);
 	CHECK_EQ_INT(counters_now().duplicates, 4);
 	CHECK_EQ_INT(counters_now().timed_out, 2);
 	CHECK_EQ_INT(counters_now().unpriced, 3);
-	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting"), 8);
-	CHECK(sqlite3_get_autocommit(db));
-	/* A database without the row is an error, not zeros. */
-	CHECK_EQ_INT(db_exec(db, "DELETE FROM accounting", err, sizeof(err)), 0);
-	CHECK_EQ_INT(writer_load_counters(db, err, sizeof(err)), -1);
-	CHECK(strstr(err, "accounting") != NULL);
-	CHECK(sqlite3_get_autocommit(db));
-	sqlite3_close(db);
+	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting WHERE node = 'n1'"), 8);
+	/* Another node's row is its own. */
+	CHECK_EQ_INT(q_int(db, "SELECT received FROM accounting WHERE node = 'n2'"), 50);
+	CHECK(!db_in_transaction(db));
+	/* The default node. */
+	CHECK_EQ_INT(writer_load_counters(db, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*)" NODE_ROW), 1);
+	CHECK(!db_in_transaction(db));
+	db_close(db);
+}
+
+/* One writer per node: on PostgreSQL a second writer, or writer_load_counters, for a
+ * node whose writer runs is refused; another node is not. On SQLite two writers of one
+ * node in one file are not told apart (one agent per file). */
+static void test_nodes(void)
+{
+	struct queue *q1 = queue_new(16), *q2 = queue_new(16), *q3 = queue_new(16);
+	struct writer_config cfg = { .node = "edge-1" };
+	struct writer *w1 = NULL, *w2 = NULL, *w3 = NULL;
+	char path[512], err[512] = "";
+	struct db *db;
+
+	reset_counters();
+	db_create("nodes.db", path, sizeof(path));
+	db = db_reader(path);
+	cfg.db_path = path;
+	cfg.queue = q1;
+	w1 = writer_start(&cfg, err, sizeof(err));
+	CHECK(w1 != NULL);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM accounting WHERE node = 'edge-1'"), 1);
+	cfg.queue = q2;
+	w2 = writer_start(&cfg, err, sizeof(err));
+	if (pg_url) {
+		CHECK(w2 == NULL);
+		CHECK(strstr(err, "edge-1") != NULL && strstr(err, "another agent") != NULL);
+		CHECK_EQ_INT(writer_load_counters(db, "edge-1", err, sizeof(err)), -1);
+		CHECK(strstr(err, "another agent") != NULL);
+		CHECK(!db_in_transaction(db));
+	}
+	cfg.node = "edge-2";
+	cfg.queue = q3;
+	w3 = writer_start(&cfg, err, sizeof(err));
+	CHECK(w3 != NULL);
+	CHECK_EQ_INT(writer_load_counters(db, "edge-3", err, sizeof(err)), 0);
+	writer_stop(w1);
+	writer_stop(w2);
+	writer_stop(w3);
+	/* Stopped, the node is free again. */
+	CHECK_EQ_INT(writer_load_counters(db, "edge-1", err, sizeof(err)), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM accounting"), 3);
+	db_close(db);
+	queue_free(q1);
+	queue_free(q2);
+	queue_free(q3);
+}
+
+/* PostgreSQL: the writer's connection is cut (the server ends its backend): the writer
+ * reconnects (the next statement fails as lost, or db.c finds the connection closed
+ * first), takes its node's lock again and stores everything. */
+static void test_reconnect(void)
+{
+	struct queue *q = queue_new(1024);
+	char path[512];
+	struct writer *w = NULL;
+	struct db *db = NULL;
+	int i;
+
+	if (!pg_url)
+		goto out;
+	reset_counters();
+	db_create("reconnect.db", path, sizeof(path));
+	db = db_reader(path);
+	w = start(path, q, 0, 5000, 0);
+	if (!w)
+		goto out;
+	for (i = 0; i < 100; i++) {
+		struct acct_row r = row_random(i);
+
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	WAIT_FOR(counters_now().written == 100, 3000);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	                       " AND classid = 1952541817 AND granted"), 1);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+	                       " pg_locks WHERE locktype = 'advisory' AND classid = 1952541817)"
+	                       " AS t"), 1);
+	sleep_ms(100);
+	for (i = 100; i < 300; i++) {
+		struct acct_row r = row_random(i);
+
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	WAIT_FOR(counters_now().written == 300, 5000);
+	CHECK_EQ_INT(counters_now().written, 300);
+	/* Held again, by the new session. */
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	                       " AND classid = 1952541817 AND granted"), 1);
+	writer_stop(w);
+	w = NULL;
+	CHECK_EQ_INT(counters_now().dropped, 0);
+	check_accounting(db);
+out:
+	writer_stop(w);
+	db_close(db);
+	queue_free(q);
 }
 
 static void test_bad_config(void)
 {
 	struct queue *q = queue_new(4);
-	struct writer_config cfg = { tmpdir_file("nosuch.db"), q, 0, 0, 0, NULL, NULL };
+	struct writer_config cfg = { .db_path = tmpdir_file("nosuch.db"), .queue = q };
 	char err[512] = "";
 
 	CHECK(writer_start(&cfg, err, sizeof(err)) == NULL);
 	CHECK(strstr(err, "nosuch.db") != NULL);
 	cfg.batch_max = WRITER_BATCH_MAX + 1;
 	CHECK(writer_start(&cfg, err, sizeof(err)) == NULL);
+	cfg.batch_max = 0;
+	cfg.rows_per_statement = 3;   /* not a power of two */
+	CHECK(writer_start(&cfg, err, sizeof(err)) == NULL);
 	queue_free(q);
 }
 
-int main(void)
+static void run_cases(void)
 {
-	if (tmpdir_make("writer") < 0)
-		return 1;
-	log_set_level(LOG_ERROR);
 	RUN(test_roundtrip);
 	RUN(test_duplicates);
 	RUN(test_stored_responses);
@@ -845,9 +1079,27 @@ int main(void)
 	RUN(test_full);
 	RUN(test_locked);
 	RUN(test_refused_row);
+	RUN(test_store_refuses);
 	RUN(test_drain_on_stop);
 	RUN(test_load_counters);
+	RUN(test_nodes);
+	RUN(test_reconnect);
+}
+
+int main(void)
+{
+	const char *url = getenv("TALLY_TEST_PG_URL");
+
+	if (tmpdir_make("writer") < 0)
+		return 1;
+	log_set_level(LOG_ERROR);
+	run_cases();
 	RUN(test_bad_config);
+	if (url && *url) {
+		pg_url = url;
+		fprintf(stderr, "writer: the cases again on PostgreSQL\n");
+		run_cases();
+	}
 	tmpdir_remove();
 	return UNIT_DONE();
 }
