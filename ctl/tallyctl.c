@@ -377,7 +377,8 @@ static int ctl_secret_load(const struct ctl *ctl, unsigned char secret[KEYHASH_S
 		return ctl_error("a PostgreSQL store needs the key-hashing secret's path: --secret PATH "
 		                 "or TALLY_SECRET_FILE (the file every agent of the store uses)");
 	if (keyhash_secret_path(ctl->secret_path, ctl->db_path, path, sizeof(path)) < 0)
-		return ctl_error("database path too long: %s", ctl->db_path);
+		return ctl_error("%s path too long: %s", ctl->secret_path ? "secret" : "database",
+		                 ctl->secret_path ? ctl->secret_path : ctl->db_path);
 	if (keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0)
 		return ctl_error("%s", err);
 	return CTL_OK;
@@ -1177,7 +1178,9 @@ static int ctl_card_parse_key(const struct ctl_command *cmd, const struct ctl_ar
 }
 
 /* Writes card c of model model_id inside the caller's transaction. merge: a price c
- * does not know keeps its stored value; else the card is replaced whole. 0 or -1. */
+ * does not know keeps its stored value; else the card is replaced whole. 0 or -1.
+ * The stored row's columns are named with their table in DO UPDATE: PostgreSQL finds
+ * a bare name there ambiguous (it could be excluded's). */
 static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_card *c, int merge)
 {
 	const int64_t *p[CTL_NPRICES];
@@ -1195,23 +1198,23 @@ static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_ca
 	                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
 	                " ON CONFLICT (model_id, tier, above_tokens) DO UPDATE SET"
 	                " input_micros_per_mtok = coalesce(?4, CASE WHEN ?13 <> 0 THEN"
-	                "  input_micros_per_mtok END),"
+	                "  model_prices.input_micros_per_mtok END),"
 	                " cached_micros_per_mtok = coalesce(?5, CASE WHEN ?13 <> 0 THEN"
-	                "  cached_micros_per_mtok END),"
+	                "  model_prices.cached_micros_per_mtok END),"
 	                " cache_write_micros_per_mtok = coalesce(?6, CASE WHEN ?13 <> 0 THEN"
-	                "  cache_write_micros_per_mtok END),"
+	                "  model_prices.cache_write_micros_per_mtok END),"
 	                " cache_write_1h_micros_per_mtok = coalesce(?7, CASE WHEN ?13 <> 0 THEN"
-	                "  cache_write_1h_micros_per_mtok END),"
+	                "  model_prices.cache_write_1h_micros_per_mtok END),"
 	                " output_micros_per_mtok = coalesce(?8, CASE WHEN ?13 <> 0 THEN"
-	                "  output_micros_per_mtok END),"
+	                "  model_prices.output_micros_per_mtok END),"
 	                " reasoning_micros_per_mtok = coalesce(?9, CASE WHEN ?13 <> 0 THEN"
-	                "  reasoning_micros_per_mtok END),"
+	                "  model_prices.reasoning_micros_per_mtok END),"
 	                " audio_input_micros_per_mtok = coalesce(?10, CASE WHEN ?13 <> 0 THEN"
-	                "  audio_input_micros_per_mtok END),"
+	                "  model_prices.audio_input_micros_per_mtok END),"
 	                " audio_output_micros_per_mtok = coalesce(?11, CASE WHEN ?13 <> 0 THEN"
-	                "  audio_output_micros_per_mtok END),"
+	                "  model_prices.audio_output_micros_per_mtok END),"
 	                " web_search_micros_per_call = coalesce(?12, CASE WHEN ?13 <> 0 THEN"
-	                "  web_search_micros_per_call END)",
+	                "  model_prices.web_search_micros_per_call END)",
 	                "itinnnnnnnnni", model_id, c->tier, c->above, p[0], p[1], p[2], p[3], p[4],
 	                p[5], p[6], p[7], p[8], (int64_t)merge) < 0 ? -1 : 0;
 }
@@ -2077,7 +2080,7 @@ static int ctl_provider_set(struct ctl *ctl, const struct ctl_args *a)
 	             "INSERT INTO providers (name, api, backend, base_url, created_at)"
 	             " VALUES (?1, ?2, ?3, nullif(?4, ''), ?5)"
 	             " ON CONFLICT (name) DO UPDATE SET api = excluded.api, backend = excluded.backend,"
-	             " base_url = CASE WHEN CAST(?4 AS TEXT) IS NULL THEN base_url"
+	             " base_url = CASE WHEN CAST(?4 AS TEXT) IS NULL THEN providers.base_url"
 	             " ELSE excluded.base_url END",
 	             "tttti", name, api, backend, url, db_now()) < 0 ||
 	    ctl_commit(ctl) != CTL_OK)

@@ -343,6 +343,9 @@ static int config_apply(struct agent_config *cfg, const struct config_setting *s
 		                    CONFIG_MAX_LISTEN);
 	if (s->apply(cfg, value) == 0)
 		return 0;
+	if (s->apply == config_set_db)   /* a URL may hold a password: not repeated */
+		return config_error(err, errlen, "%s: invalid value for db (empty, or %d bytes or "
+		                    "more)", where, CONFIG_PATH_MAX);
 	return config_error(err, errlen, "%s: invalid value '%s' for %s", where, value, s->name);
 }
 

@@ -295,7 +295,10 @@ static int agent_open(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "database path too long");
 		return -1;
 	}
-	if (keyhash_secret_load(secret_path, 1, a->secret, err, errlen) < 0)
+	/* On PostgreSQL the secret is every node's and tallyctl's: one made here would
+	 * match no key made elsewhere, so a node without it refuses to start. */
+	if (keyhash_secret_load(secret_path, !db_is_postgres(a->cfg.db_path), a->secret, err,
+	                        errlen) < 0)
 		return -1;
 	/* The operator's own, or the one derived from the key-hashing secret. */
 	if ((rc = gwsecret_from_env(&a->gateway_secret, err, errlen)) == 0)
@@ -463,7 +466,7 @@ int main(int argc, char **argv)
 {
 	static struct agent a;
 	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
-	char err[2048];
+	char err[2048], store[CONFIG_PATH_MAX];
 	int ret = 1;
 
 	switch (config_parse(&a.cfg, argc, argv, err, sizeof(err))) {
@@ -500,10 +503,8 @@ int main(int argc, char **argv)
 	ev_signal_init(&a.sigterm, agent_on_signal, SIGTERM);
 	ev_signal_start(loop, &a.sigint);
 	ev_signal_start(loop, &a.sigterm);
-	/* A URL may carry a password: it is not logged. */
-	log_info("tally-agent ready: %d I/O threads, node %s, %s %s", a.nworkers, a.cfg.node,
-	         db_is_postgres(a.cfg.db_path) ? "PostgreSQL" : "database",
-	         db_is_postgres(a.cfg.db_path) ? "store" : a.cfg.db_path);
+	log_info("tally-agent ready: %d I/O threads, node %s, database %s", a.nworkers, a.cfg.node,
+	         db_store_name(a.cfg.db_path, store, sizeof(store)));
 	ev_run(loop, 0);
 	ret = 0;
 out:

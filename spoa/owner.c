@@ -9,7 +9,8 @@
  * asks holds its own read-only connection (a thread-specific value, closed when the
  * thread ends), as a store connection serves one thread at a time (db.h). On
  * PostgreSQL that probe is a round trip on the asking I/O thread: it happens only for
- * an id the full table forgot. */
+ * an id the full table forgot, and a store that failed is not asked again for a while
+ * (its forgotten ids are then not found) rather than stall the thread on reconnects. */
 #include "owner.h"
 
 #include <pthread.h>
@@ -25,11 +26,13 @@
 
 #define OWNER_CREATING_SLOTS 1024
 #define OWNER_PATH_MAX 4096
+#define OWNER_RETRY_MS 5000
 
 /* A thread's read-only connection to the store, and its prepared lookup. */
 struct owner_conn {
-	struct db *db;
+	struct db *db;                 /* NULL: not open (yet, or since it failed) */
 	struct db_stmt *find;
+	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
 };
 
 struct owner_slot {
@@ -202,34 +205,54 @@ static struct owner_conn *owner_conn(struct owner *o)
 	struct owner_conn *c = pthread_getspecific(o->conn_key);
 	char err[256];
 
-	if (c)
+	if (!c) {
+		if (!(c = calloc(1, sizeof(*c))))
+			return NULL;
+		if (pthread_setspecific(o->conn_key, c) != 0) {
+			free(c);
+			return NULL;
+		}
+	}
+	if (c->db)
 		return c;
-	if (!(c = calloc(1, sizeof(*c))))
+	if (acct_now_ms() < c->retry_at_ms)
 		return NULL;
 	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
-	    db_prepare(c->db, sql, &c->find) < 0 || pthread_setspecific(o->conn_key, c) != 0) {
-		log_warn("stored responses: cannot read the store: %s", c->db ? db_errmsg(c->db) : err);
-		owner_conn_close(c);
+	    db_prepare(c->db, sql, &c->find) < 0) {
+		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
+		         c->db ? db_errmsg(c->db) : err, OWNER_RETRY_MS / 1000);
+		db_finalize(c->find);
+		db_close(c->db);
+		c->find = NULL;
+		c->db = NULL;
+		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 		return NULL;
 	}
 	return c;
 }
 
-/* id in the store, for an id the full table forgot. */
+/* id in the store, for an id the full table forgot. A store that fails is left alone
+ * for OWNER_RETRY_MS: a reconnect waits on the network, and this is an I/O thread. */
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
 	const char *model;
+	enum db_status rc;
 	int found = 0;
 
-	if (!c)
+	if (!c || acct_now_ms() < c->retry_at_ms)
 		return 0;
 	db_bind_text(c->find, 1, id, len);
-	if (db_step(c->find) == DB_ROW) {
+	rc = db_step(c->find);
+	if (rc == DB_ROW) {
 		model = db_col_text(c->find, 1);
 		out->key_id = db_col_int(c->find, 0);
 		snprintf(out->model, sizeof(out->model), "%s", model ? model : "");
 		found = 1;
+	} else if (rc != DB_DONE) {
+		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
+		         db_errmsg(c->db), OWNER_RETRY_MS / 1000);
+		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 	}
 	db_reset(c->find);
 	return found;

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "gwsecret.h"
 #include "keyhash.h"
 #include "net.h"
@@ -978,9 +979,12 @@ static void selfcheck_secrets(struct selfcheck *sc)
 		preflight_report(&sc->p, 0, "key-hashing secret: database path too long");
 	else if (keyhash_secret_load(path, 0, secret, err, sizeof(err)) < 0)
 		preflight_report(&sc->p, 0, "key-hashing secret: %s%s", err,
-		                 lstat(path, &st) < 0 && errno == ENOENT ?
+		                 !(lstat(path, &st) < 0 && errno == ENOENT) ? "" :
+		                 db_is_postgres(cfg->db_path) ?
+		                 " (a start on PostgreSQL refuses: copy the file every node and "
+		                 "tallyctl share)" :
 		                 " (a start would create a new one, and keys made under another "
-		                 "would no longer match)" : "");
+		                 "would no longer match)");
 	else
 		secret_ok = preflight_report(&sc->p, 1, "key-hashing secret %s: private, %d bytes",
 		                             path, KEYHASH_SECRET_LEN) == 0;

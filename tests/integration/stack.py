@@ -1,6 +1,9 @@
 """The real gateway stack for integration tests: mock upstream, tally-agent and HAProxy
-(2.6 from PATH, or TALLY_HAPROXY's) on free loopback ports, with a fresh SQLite database
-seeded through tallyctl.
+(2.6 from PATH, or TALLY_HAPROXY's) on free loopback ports, with a fresh store seeded
+through tallyctl: a SQLite database (store="sqlite", the default) or a PostgreSQL
+database (store="postgres": pg is the PgServer of tests/pgserver.py, url the database's,
+from the pg_url fixture). Several Stacks may share one PostgreSQL URL, each its own node
+(node=...): the scale-out layout, one HAProxy and agent per node and one store.
 
 Processes are tracked by PID and stopped by Stack.close(), which the fixtures call on
 every exit path."""
@@ -12,6 +15,8 @@ import socket
 import sqlite3
 import subprocess
 import time
+
+import pytest
 
 from conftest import HAPROXY, ROOT, binary, free_port
 
@@ -66,10 +71,44 @@ def wait_port(port, proc, timeout=10):
     raise RuntimeError(f"{proc.name} did not listen on {port}:\n{proc.output()}")
 
 
+@pytest.fixture
+def store(request):
+    """The store a test runs on, "sqlite" unless parametrized (BOTH_STORES); a module
+    imports this fixture to use it."""
+    return getattr(request, "param", "sqlite")
+
+
+BOTH_STORES = pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+
+
+def store_params(store, request):
+    """Stack keyword arguments for store (the store fixture's value): for "postgres", the
+    session's server and a fresh database (the pg_server and pg_url fixtures)."""
+    if store == "sqlite":
+        return {}
+    assert store == "postgres", store
+    return {"store": store, "pg": request.getfixturevalue("pg_server"),
+            "url": request.getfixturevalue("pg_url")}
+
+
 class Stack:
-    def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None):
+    def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None,
+                 store="sqlite", pg=None, url=None, node=None):
         self.tmp = tmp
-        self.db = tmp / "tally.db"
+        self.store = store
+        self.pg = pg
+        if store == "postgres":
+            assert pg is not None and url, "a PostgreSQL stack needs pg and url"
+            self.db = url
+            # No path to derive it from: the one secret of every node, given to each.
+            self.secret = tmp / "tally.secret"
+            self.node = node or "node1"
+        else:
+            assert store == "sqlite", store
+            self.db = tmp / "tally.db"
+            self.secret = None
+            self.node = node or "local"
+        self.explicit_node = node is not None
         self.gw_port = free_port()
         self.agent_port = free_port()
         self.mock_port = free_port()
@@ -82,8 +121,10 @@ class Stack:
         self.procs = {}
 
     # --- processes -------------------------------------------------------------
-    def start(self):
-        self.seed()
+    def start(self, seed=True):
+        """seed=False: the store holds the keys and models already (another node's)."""
+        if seed:
+            self.seed()
         self.start_mock()
         self.start_agent()
         self.start_haproxy()
@@ -101,7 +142,8 @@ class Stack:
                 "--db", str(self.db), "--threads", "2",
                 "--records", f"127.0.0.1:{self.records_port}",
                 "--metrics", f"127.0.0.1:{self.metrics_port}",
-                "--haproxy-socket", str(self.tmp / "haproxy.sock"), *self.agent_args, *extra]
+                "--haproxy-socket", str(self.tmp / "haproxy.sock"),
+                *self.store_args(agent=True), *self.agent_args, *extra]
         if os.environ.get("TALLY_VALGRIND") == "1":
             argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite", "-q"] + argv
@@ -227,9 +269,22 @@ class Stack:
         raise AssertionError(f"agent state {state!r}, wanted {prefix}\n{self.logs()}")
 
     # --- database ----------------------------------------------------------------
+    def store_args(self, agent=False):
+        """What a binary needs beside --db for this store: on PostgreSQL the shared
+        secret, and for the agent its node and the files a URL cannot name."""
+        args = []
+        if self.store == "postgres":
+            args += ["--secret", str(self.secret)]
+            if agent:
+                args += ["--journal", str(self.tmp / "tally.journal"),
+                         "--control", str(self.tmp / "tally.ctl")]
+        if agent and (self.store == "postgres" or self.explicit_node):
+            args += ["--node", self.node]
+        return args
+
     def tallyctl(self, *args, check=True):
-        r = subprocess.run([str(binary("tallyctl")), "--db", str(self.db), *args],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run([str(binary("tallyctl")), "--db", str(self.db), *self.store_args(),
+                            *args], capture_output=True, text=True, timeout=30)
         if check and r.returncode != 0:
             raise AssertionError(f"tallyctl {args} -> {r.returncode}: {r.stderr}")
         return r
@@ -281,8 +336,17 @@ class Stack:
         self._request(self.mock_port, "DELETE", "/_mock/requests")
 
     # --- accounting ------------------------------------------------------------------
+    def pg_rows(self, sql, args=()):
+        """Rows of a PostgreSQL query (SQLite's "?" parameters) as dicts."""
+        sql = sql.replace("?", "%s")
+        return [r[0] for r in self.pg.query(self.db, f"SELECT row_to_json(t) FROM ({sql}) t",
+                                            tuple(args))]
+
     def rows(self, where="1", args=()):
         """Usage rows as dicts, oldest first (the agent writes them; we only read)."""
+        if self.store == "postgres":
+            return self.pg_rows("SELECT * FROM requests WHERE "
+                                f"{'TRUE' if where == '1' else where} ORDER BY id", args)
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
         con.row_factory = sqlite3.Row
         try:
@@ -303,10 +367,39 @@ class Stack:
     def row(self, request_id, timeout=15):
         return self.wait_rows(1, "request_id = ?", (request_id,), timeout)[0]
 
+    def scalar(self, sql, args=()):
+        """The first column of sql's first row ("?" parameters), on either store."""
+        if self.store == "postgres":
+            return self.pg.query(self.db, sql.replace("?", "%s"), tuple(args))[0][0]
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
+        try:
+            return con.execute(sql, args).fetchone()[0]
+        finally:
+            con.close()
+
     def counters(self):
+        """This node's accounting row."""
+        if self.store == "postgres":
+            rows = self.pg_rows("SELECT * FROM accounting WHERE node = ?", (self.node,))
+            return rows[0] if rows else None
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
         try:
             con.row_factory = sqlite3.Row
-            return dict(con.execute("SELECT * FROM accounting").fetchone())
+            return dict(con.execute("SELECT * FROM accounting WHERE node = ?",
+                                    (self.node,)).fetchone())
+        finally:
+            con.close()
+
+    def counters_all(self):
+        """Every node's accounting rows summed (counts only)."""
+        names = ("received", "written", "dropped", "duplicates", "timed_out", "unpriced",
+                 "unauthenticated", "pending_overflow")
+        sums = ", ".join(f"CAST(COALESCE(SUM({n}), 0) AS BIGINT) AS {n}" for n in names)
+        if self.store == "postgres":
+            return self.pg_rows(f"SELECT {sums} FROM accounting")[0]
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
+        try:
+            con.row_factory = sqlite3.Row
+            return dict(con.execute(f"SELECT {sums} FROM accounting").fetchone())
         finally:
             con.close()

@@ -1,5 +1,6 @@
 """End-to-end: requests through the real HAProxy 2.6, decided by the real tally-agent,
-served by the mock upstream, with keys and models in a real SQLite database."""
+served by the mock upstream, with keys and models in a real SQLite database (and, for
+the tests parametrized by store, in PostgreSQL too)."""
 import concurrent.futures
 import http.client
 import hashlib
@@ -14,7 +15,7 @@ import urllib.request
 import pytest
 
 from conftest import JUDGED_WHOLE
-from stack import MOCK_CREDENTIAL, Stack
+from stack import BOTH_STORES, MOCK_CREDENTIAL, Stack, store, store_params  # noqa: F401 (a fixture)
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
@@ -25,8 +26,8 @@ REQUEST_ID = re.compile(r"^\d{13}-[0-9A-F]+-[0-9A-F]+-[0-9A-F]{16}$")
 
 
 @pytest.fixture
-def stack(tmp_path):
-    s = Stack(tmp_path)
+def stack(tmp_path, store, request):
+    s = Stack(tmp_path, **store_params(store, request))
     try:
         yield s.start()
     finally:
@@ -145,6 +146,7 @@ def test_anthropic_path_gets_anthropic_error_shape(stack):
     assert err["type"] == "error" and err["error"]["type"] == "authentication_error"
 
 
+@BOTH_STORES
 def test_key_revoked_while_running(stack):
     key = stack.create_key("soon-revoked")
     assert wait_for(lambda: stack.gateway("POST", CHAT, chat(), key=key)[0] == 200, 3)
@@ -156,6 +158,7 @@ def test_key_revoked_while_running(stack):
     assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200
 
 
+@BOTH_STORES
 def test_key_created_while_running_works_without_restart(stack):
     agent_pid = stack.procs["agent"].pid
     key = stack.create_key("fresh")
@@ -219,6 +222,7 @@ def test_only_inference_endpoints_are_served(stack):
     assert len(stack.mock_requests()) == 1
 
 
+@BOTH_STORES
 def test_embeddings_are_accounted(stack):
     """/v1/embeddings end to end: the vector reaches the client whole, the row has the
     upstream's prompt tokens, no completion tokens (NULL: none reported) and their cost,
@@ -495,18 +499,15 @@ def test_stored_responses_belong_to_the_key_that_made_them(stack):
 
 
 def stored_count(s):
-    con = sqlite3.connect(f"file:{s.db}?mode=ro", uri=True)
-    try:
-        return con.execute("SELECT count(*) FROM stored_responses").fetchone()[0]
-    finally:
-        con.close()
+    return s.scalar("SELECT count(*) FROM stored_responses")
 
 
-def test_stored_responses_past_the_table_are_read_from_the_database(tmp_path):
+@BOTH_STORES
+def test_stored_responses_past_the_table_are_read_from_the_database(tmp_path, store, request):
     """An agent that keeps two ids in memory still knows who made the older ones: a full
     table sends a miss to stored_responses. Another key's flood of creates therefore
     costs nobody their responses."""
-    s = Stack(tmp_path, agent_args=("--stored-responses", "2"))
+    s = Stack(tmp_path, agent_args=("--stored-responses", "2"), **store_params(store, request))
     try:
         s.start()
         other = s.create_key("flooder", "--default-model", "mock-gpt")
@@ -779,6 +780,7 @@ def test_concurrent_pipelined_decisions(stack):
     assert len({rid for _, rid in results}) == 400
 
 
+@BOTH_STORES
 def test_agent_killed_fail_closed_then_restarted(stack):
     assert stack.gateway("POST", CHAT, chat(), key=stack.key)[0] == 200
     stack.kill_agent(signal.SIGKILL)

@@ -11,14 +11,14 @@ import time
 import pytest
 
 from conftest import UNARY_BUFFER
-from stack import Stack
+from stack import BOTH_STORES, Stack, store, store_params  # noqa: F401 (a fixture)
 
 CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture
-def stack(tmp_path):
-    s = Stack(tmp_path)
+def stack(tmp_path, store, request):
+    s = Stack(tmp_path, **store_params(store, request))
     try:
         s.start()
         # $1 and $2 per Mtok: costs are easy to reckon in micro-dollars.
@@ -110,6 +110,7 @@ def test_tokens_per_minute_reserve_then_settle(stack):
     assert ok[0] == 200 and int(ok[1]["x-ratelimit-remaining-tokens"]) < 1000
 
 
+@BOTH_STORES
 def test_budget_is_spent_then_refused_and_survives_a_restart(stack):
     """$0.50 a month; each request costs $0.20 (200 000 prompt tokens at $1/Mtok) but
     reserves far less: the third is admitted on what was spent so far ($0.40) and the

@@ -332,6 +332,8 @@ def test_agent_bad_configuration_is_a_failed_check(tmp_path):
     res = s.check("--threads", "0")
     assert res.rc == 1, res
     assert res.checks == ["FAIL configuration: command line: invalid value '0' for threads"]
+    res = s.check("--node", "two words")
+    assert res.checks == ["FAIL configuration: command line: invalid value 'two words' for node"]
     conf = tmp_path / "agent.conf"
     conf.write_text("# first line\ncolour blue\n")
     res = s.check("--config", str(conf))
@@ -348,6 +350,57 @@ def test_agent_help_lists_the_flags():
                        timeout=30)
     assert r.returncode == 0
     assert "--self-check" in r.stdout and "--haproxy-cfg PATH" in r.stdout
+    assert "--node NAME" in r.stdout and "postgresql://" in r.stdout
+
+
+def pg_flags(tmp_path, url):
+    return ["--db", url, "--secret", str(tmp_path / "tally.secret"), "--node", "n1",
+            "--listen", f"127.0.0.1:{free_port()}", "--records", f"127.0.0.1:{free_port()}",
+            "--metrics", "off", "--journal", str(tmp_path / "journal"),
+            "--control", str(tmp_path / "agent.ctl")]
+
+
+def test_agent_on_postgresql_checks_the_schema_and_writes_nothing(tmp_path, pg_server, pg_url):
+    s = Setup(tmp_path)
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+    tallyctl(url, "--secret", str(tmp_path / "tally.secret"), "key", "create", "--name", "k")
+    before = snapshot(tmp_path)
+    res = s.check(flags=pg_flags(tmp_path, url), env=s.env(TALLY_GATEWAY_SECRET=None))
+    assert_all_ok(res)
+    assert f"schema version {SCHEMA}" in res.stdout
+    assert "hunter2" not in res.stdout + res.stderr
+    assert snapshot(tmp_path) == before
+
+
+def test_agent_on_an_empty_postgresql_database_fails_and_creates_nothing(tmp_path, pg_server,
+                                                                          pg_url):
+    s = Setup(tmp_path)
+    (tmp_path / "tally.secret").write_bytes(os.urandom(32))
+    (tmp_path / "tally.secret").chmod(0o600)
+    res = s.check(flags=pg_flags(tmp_path, pg_url), env=s.env(TALLY_GATEWAY_SECRET=None))
+    assert res.rc == 1, res
+    assert len(res.failed) == 1 and "database" in res.failed[0], res
+    assert pg_server.query(pg_url, "SELECT count(*) FROM pg_tables"
+                                   " WHERE schemaname = 'public'") == [(0,)]
+
+
+def test_agent_on_postgresql_needs_the_shared_secret(tmp_path, pg_url):
+    s = Setup(tmp_path)
+    flags = pg_flags(tmp_path, pg_url)
+    del flags[2:4]
+    res = s.check(flags=flags)
+    assert res.rc == 1, res
+    res.fail("configuration", "PostgreSQL URL: give --secret")
+    # Given but missing: never made by an agent, whose keys would then match nothing.
+    tallyctl(pg_url, "--secret", str(tmp_path / "made-by-tallyctl"), "provider", "set", "p",
+             "--api", "openai", "--backend", "b")
+    res = s.check(flags=pg_flags(tmp_path, pg_url), env=s.env(TALLY_GATEWAY_SECRET=None))
+    assert res.rc == 1, res
+    res.fail("key-hashing secret", "a start on PostgreSQL refuses")
+    r = subprocess.run([str(binary("tally-agent")), *pg_flags(tmp_path, pg_url)],
+                       capture_output=True, text=True, timeout=30, env=s.env())
+    assert r.returncode != 0 and "tally.secret" in r.stdout + r.stderr, r
+    assert not (tmp_path / "tally.secret").exists()
 
 
 # --- queryd -------------------------------------------------------------------------

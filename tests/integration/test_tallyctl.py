@@ -1,6 +1,11 @@
 """Integration tests for tallyctl, the operator CLI: every command against a fresh
-database in tmp_path, the stored key hash against Python's own HMAC, and the exit
-status contract (0 success, 1 runtime failure, 2 usage error).
+database, the stored key hash against Python's own HMAC, and the exit status contract
+(0 success, 1 runtime failure, 2 usage error).
+
+Every test of what the store holds runs twice: on a SQLite file in tmp_path and on a
+fresh database of the private PostgreSQL server (tests/pgserver.py), with the same
+expected output. Help, the files beside a SQLite database and its migrations are
+tested on SQLite alone (SQLITE_ONLY).
 
 The binary is $TALLY_BUILD/tallyctl (TALLY_BUILD defaults to "build", relative to the
 repository root). With TALLY_VALGRIND=1 every run goes through valgrind memcheck."""
@@ -14,6 +19,8 @@ import re
 import sqlite3
 import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -39,15 +46,31 @@ def run(args, env_extra=None, cwd=None):
 
 
 class Ctl:
-    """tallyctl bound to one database in a temporary directory."""
+    """tallyctl bound to one store: a SQLite database in a temporary directory or, given
+    the PostgreSQL server pg, its database at url (the secret file then in the
+    directory, as --secret: a URL has no path to put it beside)."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, pg=None, url=None):
         self.dir = tmp_path
-        self.db = tmp_path / "tally.db"
-        self.secret = tmp_path / "tally.db.secret"
+        self.pg, self.url = pg, url
+        self.db = url if pg else tmp_path / "tally.db"
+        self.secret = tmp_path / ("tally.secret" if pg else "tally.db.secret")
 
     def __call__(self, *args):
-        return run(["--db", str(self.db)] + list(args))
+        store = ["--db", str(self.db)] + (["--secret", str(self.secret)] if self.pg else [])
+        return run(store + list(args))
+
+    def sibling(self, name):
+        """Another fresh store of the same kind."""
+        d = self.dir / name
+        d.mkdir()
+        return Ctl(d, self.pg, self.pg.create_db(f"{self.url.rsplit('/', 1)[1]}_{name}")
+                   if self.pg else None)
+
+    def exists(self):
+        if self.pg:
+            return self.pg.query(self.url, "SELECT to_regclass('meta')") != [(None,)]
+        return self.db.exists()
 
     def ok(self, *args):
         r = self(*args)
@@ -59,19 +82,40 @@ class Ctl:
         return json.loads(self.ok(*args, "--json"))
 
     def query(self, sql, params=()):
+        """Rows of sql, written for SQLite (? parameters), committed; BYTEA comes back as
+        bytes."""
+        if self.pg:
+            rows = self.pg.query(self.url, sql.replace("?", "%s"), params)
+            return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
+                    for r in rows]
         con = sqlite3.connect(self.db)
         try:
-            return con.execute(sql, params).fetchall()
+            with con:   # commits a change
+                return con.execute(sql, params).fetchall()
         finally:
             con.close()
 
     def generation(self):
-        return self.query("SELECT value FROM meta WHERE name = 'config_generation'")[0][0]
+        return int(self.query("SELECT value FROM meta WHERE name = 'config_generation'")[0][0])
+
+
+SQLITE_ONLY = {"test_help_lists_every_command", "test_command_help", "test_group_help",
+               "test_first_command_creates_database", "test_newer_database_refused",
+               "test_clear_key_stored_nowhere"}
+
+
+def pytest_generate_tests(metafunc):
+    if "store" in metafunc.fixturenames:
+        metafunc.parametrize("store", ["sqlite"] if metafunc.function.__name__ in SQLITE_ONLY
+                             else ["sqlite", "pg"])
 
 
 @pytest.fixture
-def ctl(tmp_path):
+def ctl(store, tmp_path, request):
     assert TALLYCTL.exists(), f"build {TALLYCTL} first"
+    if store == "pg":
+        return Ctl(tmp_path, request.getfixturevalue("pg_server"),
+                   request.getfixturevalue("pg_url"))
     return Ctl(tmp_path)
 
 
@@ -521,7 +565,7 @@ def test_changes_bump_config_generation(ctl):
         ("key", "set", "k", "--rpm", "5"),
         ("key", "revoke", "k"),
     ]
-    last = ctl.generation() if ctl.db.exists() else 0
+    last = ctl.generation() if ctl.exists() else 0
     for step in steps:
         ctl.ok(*step)
         now = ctl.generation()
@@ -971,8 +1015,7 @@ def test_import_tally_round_trip(seeded, tmp_path):
     path = write(tmp_path, "prices.json", json.dumps(exported, indent=2))
 
     # Into a database with the same models and no prices.
-    fresh = Ctl(tmp_path / "fresh")
-    fresh.dir.mkdir()
+    fresh = seeded.sibling("fresh")
     fresh.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai")
     fresh.ok("provider", "set", "anthropic", "--api", "anthropic", "--backend", "be_anthropic")
     for model, provider in (("gpt-4o", "openai"), ("gpt-4o-mini", "openai"),
@@ -1424,3 +1467,181 @@ def test_key_policy_refused(seeded, option, value):
     assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, "deny")]
     assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
     assert seeded.generation() == gen
+
+
+# ---- retention, on both stores ----
+
+def test_prune(ctl):
+    # The store must exist: prune never creates one.
+    r = ctl("prune", "--older-than-days", "30")
+    assert r.returncode == 1 and r.stdout == ""
+    assert not ctl.exists()
+    ctl.ok("provider", "list")
+    old_ms = (int(time.time()) - 40 * 86400) * 1000
+    new_ms = int(time.time()) * 1000
+    rows = [(f"old-{i}", old_ms + i) for i in range(25)] + [(f"new-{i}", new_ms) for i in range(3)]
+    ctl.query("INSERT INTO requests (request_id, outcome, usage_source, started_at) VALUES " +
+              ", ".join(["(?, 'complete', 'response', ?)"] * len(rows)),
+              [v for row in rows for v in row])
+    out = ctl.ok("prune", "--older-than-days", "30", "--dry-run")
+    assert re.fullmatch(r"would prune 25 requests rows started before "
+                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", out), out
+    out = ctl.ok("prune", "--older-than-days", "30", "--batch", "10", "--pause-ms", "0")
+    assert re.fullmatch(r"pruned 25 requests rows started before \S+ in 3 batches\n", out), out
+    assert sorted(r[0] for r in ctl.query("SELECT request_id FROM requests")) == \
+        ["new-0", "new-1", "new-2"]
+    assert ctl.ok("prune", "--older-than-days", "30").startswith("pruned 0 requests rows")
+
+
+# ---- PostgreSQL only ----
+
+@pytest.fixture
+def pg(tmp_path, pg_server, pg_url):
+    assert TALLYCTL.exists(), f"build {TALLYCTL} first"
+    return Ctl(tmp_path, pg_server, pg_url)
+
+
+def test_pg_first_command_creates_schema(pg):
+    assert not pg.exists()
+    out = pg.ok("provider", "list")
+    assert out.split() == ["ID", "NAME", "API", "BACKEND", "URL", "CREATED"]
+    assert pg.query("SELECT value FROM meta WHERE name = 'schema_version'") == [(SCHEMA,)]
+    assert pg.generation() == 0
+    assert not pg.secret.exists(), "only key creation needs the secret"
+    assert pg.json("key", "list") == []
+
+
+def test_pg_url_from_env_and_secret_required(pg, tmp_path):
+    env = {"TALLY_DB": pg.url}
+    r = run(["provider", "set", "p", "--api", "openai", "--backend", "be_p"], env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "created provider p\n"
+    # No file beside a URL to keep the secret in: it must be named.
+    for args in (["key", "create", "k"], ["gateway-secret"]):
+        r = run(args, env)
+        assert r.returncode == 1 and r.stdout == "", r
+        assert "--secret PATH or TALLY_SECRET_FILE" in r.stderr
+    assert pg.query("SELECT count(*) FROM keys") == [(0,)]
+    secret = tmp_path / "shared.secret"
+    r = run(["key", "create", "k"], dict(env, TALLY_SECRET_FILE=str(secret)))
+    assert r.returncode == 0, r.stderr
+    key = r.stdout.strip()
+    assert pg.query("SELECT hash FROM keys WHERE name = 'k'") == \
+        [(hmac.new(secret.read_bytes(), key.encode(), hashlib.sha256).digest(),)]
+    # The password of a URL is never printed, even when the connection fails.
+    bad = pg.url.replace("postgres@", "postgres:hunter2@").rsplit("/", 1)[0] + "/no_such_db"
+    r = run(["--db", bad, "key", "list"])
+    assert r.returncode == 1 and "hunter2" not in r.stderr and "no_such_db" in r.stderr
+
+
+def test_pg_backup_refused(pg, tmp_path):
+    pg.ok("provider", "list")
+    dest = tmp_path / "copy.db"
+    r = pg("backup", str(dest))
+    assert r.returncode == 1 and r.stdout == ""
+    assert "pg_dump" in r.stderr
+    assert not dest.exists()
+
+
+def test_pg_text_in_byte_order_whatever_the_locale(pg_server, tmp_path):
+    """Lists order names as SQLite does (bytes), not by the database's collation, here
+    ICU's en-US, which puts "a" before "B"."""
+    name = f"icu_{tmp_path.name.lower()}"[:40]
+    pg_server.query(pg_server.url(), f'CREATE DATABASE "{name}" TEMPLATE template0'
+                    " LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'")
+    out = {}
+    for kind, c in (("pg", Ctl(tmp_path, pg_server, pg_server.url(name))),
+                    ("sqlite", Ctl(tmp_path))):
+        for p in ("b-prov", "B-prov", "a-prov"):
+            c.ok("provider", "set", p, "--api", "openai", "--backend", "be")
+        for m in ("b-model", "a-model", "C-model"):
+            c.ok("model", "set", m, "--provider", "a-prov", "--input-micros", "1")
+        c.ok("key", "create", "k", "--models", "b-model,C-model,a-model")
+        out[kind] = [c.json("provider", "list"), c.json("model", "list"),
+                     c.json("prices", "list"), c.ok("prices", "list"),
+                     [k["models"] for k in c.json("key", "list")]]
+    assert [p["name"] for p in out["pg"][0]] == ["B-prov", "a-prov", "b-prov"]
+    assert [m["name"] for m in out["pg"][1]] == ["C-model", "a-model", "b-model"]
+    assert out["pg"][4] == [["C-model", "a-model", "b-model"]]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("_at")} for r in rows]
+    assert strip(out["pg"][0]) == strip(out["sqlite"][0])
+    assert strip(out["pg"][1]) == strip(out["sqlite"][1])
+    assert out["pg"][2:] == out["sqlite"][2:]
+
+
+def test_pg_concurrent_key_creates(pg):
+    """Two tallyctl creating keys at once on one PostgreSQL store: no write is lost, and
+    of two creates of one name the second fails with the usual error."""
+    pg.ok("provider", "list")
+    create_key(pg, "first")   # the secret file exists before the race
+
+    def worker(prefix, results):
+        for i in range(15):
+            results.append((f"{prefix}{i}", pg("key", "create", f"{prefix}{i}")))
+            results.append((f"shared{i}", pg("key", "create", f"shared{i}")))
+
+    results = {"a": [], "b": []}
+    threads = [threading.Thread(target=worker, args=(p, results[p])) for p in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    done = results["a"] + results["b"]
+    assert len(done) == 60
+    for name, r in done:
+        if not name.startswith("shared"):
+            assert r.returncode == 0, (name, r.stderr)
+    for i in range(15):
+        rs = [r for name, r in done if name == f"shared{i}"]
+        assert sorted(r.returncode for r in rs) == [0, 1], [r.stderr for r in rs]
+        loser = next(r for r in rs if r.returncode == 1)
+        assert loser.stderr == f"tallyctl: a key named 'shared{i}' already exists\n"
+        assert loser.stdout == ""
+    names = sorted(k["name"] for k in pg.json("key", "list"))
+    assert names == sorted(["first"] + [f"{p}{i}" for p in "ab" for i in range(15)] +
+                           [f"shared{i}" for i in range(15)])
+    assert pg.query("SELECT count(*) FROM keys") == [(46,)]
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_pg_key_create_racing_an_open_insert(pg, outcome):
+    """The race made certain: another session has inserted the name, uncommitted, when
+    tallyctl looks (it sees none) and inserts (it waits on the unique index). If that
+    session commits, tallyctl fails as for any taken name; if it rolls back, the key is
+    created."""
+    import psycopg2
+    pg.ok("provider", "list")
+    create_key(pg, "first")
+    con = psycopg2.connect(pg.url)
+    try:
+        cur = con.cursor()
+        cur.execute("INSERT INTO keys (name, prefix, hash, created_at)"
+                    " VALUES ('race', 'tly_xxxxxxxx', %s, 1)", (psycopg2.Binary(b"\1" * 32),))
+        proc = subprocess.Popen(VALGRIND + [str(TALLYCTL), "--db", pg.url, "--secret",
+                                str(pg.secret), "key", "create", "race"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 30
+            while not pg.query("SELECT 1 FROM pg_locks l JOIN pg_stat_activity a"
+                               " ON a.pid = l.pid WHERE NOT l.granted"
+                               " AND a.application_name <> 'psql'"):
+                assert proc.poll() is None, proc.communicate()
+                assert time.time() < deadline, "tallyctl never waited on the open insert"
+                time.sleep(0.05)
+            getattr(con, outcome)()
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        con.close()
+    if outcome == "commit":
+        assert proc.returncode == 1 and out == ""
+        assert err == "tallyctl: a key named 'race' already exists\n"
+        assert pg.query("SELECT prefix FROM keys WHERE name = 'race'") == [("tly_xxxxxxxx",)]
+    else:
+        assert proc.returncode == 0, err
+        assert KEY_RE.fullmatch(out.strip()) and err == ""
+        assert pg.query("SELECT prefix FROM keys WHERE name = 'race'") == [(out[:12],)]
+    assert pg.query("SELECT count(*) FROM keys") == [(2,)]

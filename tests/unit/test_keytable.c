@@ -1,6 +1,7 @@
-/* Unit tests of keytable on every store (teststore.h): the snapshot of keys, models,
- * providers and rate cards, byte-ordered model names, and a reload after the
- * configuration generation moved (a key added, a key revoked). */
+/* Unit tests of keytable on every store (teststore.h: SQLite, and PostgreSQL when
+ * TALLY_TEST_PG_URL is set): the snapshot of keys, models, providers and rate cards,
+ * byte-ordered model names, and a reload after the configuration generation moved (a
+ * key added, a key revoked). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
-/* owner: stored responses and the keys that made them. */
+/* owner: stored responses and the keys that made them; the store look-ups on SQLite,
+ * and on PostgreSQL when TALLY_TEST_PG_URL is set (teststore.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * HAProxy does (spoa/selfcheck.c: words, quotes, escapes, variables and their defaults,
  * .if blocks, sections, addresses, the SPOE configuration's use-backend), and the
  * shared report and database check (common/preflight.c) on files in a private
- * temporary directory. Single-threaded. */
+ * temporary directory, and on PostgreSQL when TALLY_TEST_PG_URL is set. Single-threaded. */
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include "db.h"
 #include "preflight.h"
 #include "selfcheck.h"
+#include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
 
@@ -448,6 +449,37 @@ static void test_preflight(void)
 	CHECK(strstr(err, want) != NULL);
 }
 
+/* On PostgreSQL (TALLY_TEST_PG_URL): an empty database fails the check, one at the
+ * schema passes. */
+static void test_preflight_postgres(void)
+{
+	struct preflight p;
+	char line[1024], err[512], want[64];
+	const char *path = tmpdir_file("report-pg.txt");
+	const char *url = teststore_fresh(TESTSTORE_POSTGRES, "unused");
+	FILE *out = fopen(path, "w+");
+	struct db *db = NULL;
+
+	CHECK(out != NULL && url != NULL);
+	if (!out || !url) {
+		if (out)
+			fclose(out);
+		return;
+	}
+	preflight_init(&p, out);
+	CHECK_EQ_INT(preflight_db(&p, url), -1);
+	CHECK_EQ_INT(db_open(url, DB_CREATE, &db, err, sizeof(err)), 0);
+	db_close(db);
+	db = NULL;
+	CHECK_EQ_INT(preflight_db(&p, url), 0);
+	rewind(out);
+	CHECK(fgets(line, sizeof(line), out) && strncmp(line, "FAIL database ", 14) == 0);
+	snprintf(want, sizeof(want), "schema version %d", DB_SCHEMA_VERSION);
+	CHECK(fgets(line, sizeof(line), out) && strncmp(line, "ok   database ", 14) == 0 &&
+	      strstr(line, want));
+	fclose(out);
+}
+
 int main(void)
 {
 	if (tmpdir_make("selfcheck") < 0)
@@ -460,6 +492,8 @@ int main(void)
 	RUN(test_find_failures);
 	RUN(test_spoe);
 	RUN(test_preflight);
+	if (teststore_count() == 2)
+		RUN(test_preflight_postgres);
 	tmpdir_remove();
 	return UNIT_DONE();
 }
