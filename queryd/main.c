@@ -40,23 +40,26 @@ struct queryd_flag {
 	int (*apply)(struct queryd_config *cfg, const char *value);
 };
 
-/* The store as the log shows it: a URL without its user, password and options
- * (scheme://host:port/dbname), a path as it is. */
-static void queryd_store_shown(const char *store, char *out, size_t cap)
+/* PostgreSQL: every statement queryd prepares filters by parameters that may be absent
+ * ("CAST(:model AS TEXT) IS NULL OR r.model = :model"). Only a plan made for the values
+ * at hand (a custom plan) drops the absent filters and walks the index in order; after
+ * five runs PostgreSQL may keep a generic plan, which cannot (a sort of the whole range
+ * instead of a page's rows). PGOPTIONS reaches every connection libpq opens, a reconnection
+ * too; options the operator put there are kept. 0, or -1 out of memory. */
+static int queryd_pg_options(void)
 {
-	const char *sep = strstr(store, "://"), *host, *at;
+	static const char custom[] = "-c plan_cache_mode=force_custom_plan";
+	const char *given = getenv("PGOPTIONS");
+	char *both;
+	int rc;
 
-	if (!db_is_postgres(store) || !sep) {
-		snprintf(out, cap, "%s", store);
-		return;
-	}
-	/* libpq's reading: user information ends at the first '@' before any '/' */
-	host = sep + 3;
-	at = memchr(host, '@', strcspn(host, "/?"));
-	if (at)
-		host = at + 1;
-	snprintf(out, cap, "%.*s%.*s", (int)(sep + 3 - store), store, (int)strcspn(host, "?"),
-	         host);
+	if (!given || !*given)
+		return setenv("PGOPTIONS", custom, 1);
+	if (asprintf(&both, "%s %s", given, custom) < 0)
+		return -1;
+	rc = setenv("PGOPTIONS", both, 1);
+	free(both);
+	return rc;
 }
 
 static int queryd_copy(char *dst, size_t cap, const char *value)
@@ -253,6 +256,10 @@ int main(int argc, char **argv)
 		          cfg.db, strerror(errno));
 		return 1;
 	}
+	if (db_is_postgres(cfg.db) && queryd_pg_options() < 0) {
+		log_error("out of memory");
+		return 1;
+	}
 	scfg = (struct server_config){ .listen = cfg.listen, .db_path = cfg.db,
 	                               .control_path = cfg.control[0] ? cfg.control : NULL,
 	                               .static_dir = cfg.static_dir[0] ? cfg.static_dir : NULL,
@@ -286,7 +293,7 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
-	queryd_store_shown(cfg.db, shown, sizeof(shown));
+	db_store_name(cfg.db, shown, sizeof(shown));
 	log_info("tally-queryd listening on http://%s (database %s, %d threads, dashboard %s)",
 	         cfg.listen, shown, cfg.threads, scfg.static_dir ? scfg.static_dir : "built in");
 	while (sigwait(&stop, &sig) != 0)

@@ -1,5 +1,6 @@
 -- models: every model with its provider, usage since :month_start (rows whose model
--- equals the configured name, from usage_daily; reported and estimated cost apart) and
+-- equals the configured name, from model_daily: a row per model, provider and day, the
+-- keys already summed; reported and estimated cost apart) and
 -- its rate cards: one row per card, ordered as the API lists them ('default' first,
 -- then by tier, then by prompt size), or one row with a NULL tier for a model without
 -- cards. queryd/api.c folds a model's rows into one object.
@@ -16,6 +17,6 @@ LEFT JOIN (SELECT model, sum(requests) AS requests,
                   sum(prompt_tokens + completion_tokens) AS total_tokens,
                   sum(cost_micros) AS cost_micros,
                   sum(estimated_cost_micros) AS estimated_cost_micros
-           FROM usage_daily WHERE day >= :month_start GROUP BY model) u ON u.model = m.name
+           FROM model_daily WHERE day >= :month_start GROUP BY model) u ON u.model = m.name
 LEFT JOIN model_prices c ON c.model_id = m.id
 ORDER BY m.name, c.tier <> 'default', c.tier, c.above_tokens;

@@ -14,6 +14,6 @@ LEFT JOIN (SELECT model, sum(requests) AS requests,
                   sum(prompt_tokens + completion_tokens) AS total_tokens,
                   sum(cost_micros) AS cost_micros,
                   sum(estimated_cost_micros) AS estimated_cost_micros
-           FROM usage_daily WHERE day >= :month_start GROUP BY model) u ON u.model = m.name
+           FROM model_daily WHERE day >= :month_start GROUP BY model) u ON u.model = m.name
 LEFT JOIN model_prices c ON c.model_id = m.id
 ORDER BY m.name COLLATE "C", c.tier <> 'default', c.tier COLLATE "C", c.above_tokens;
