@@ -57,10 +57,11 @@ perf_up() {
   mock_port=$(stack_free_port); agent_port=$(stack_free_port); gw_port=$(stack_free_port)
   records_port=$(stack_free_port); plain_port=$(stack_free_port)
   db=$tmp/tally.db
-  local secret_args=()
+  local store_args=() queryd_args=()
   if [ "$store" = postgres ]; then
-    # One cluster for the whole run, a fresh database per stage; the key secret is
-    # named (a URL has no file beside it) for the agent and tallyctl alike.
+    # One cluster for the whole run, a fresh database per stage. A URL has no file
+    # beside it: the key secret (for the agent and tallyctl alike), the agent's journal
+    # and its control socket (which queryd reads) are named.
     if [ -z "$pg_pid" ]; then
       pg_root=$(mktemp -d /tmp/tally-perf-pg.XXXXXX)
       chmod 711 "$pg_root"
@@ -70,20 +71,22 @@ perf_up() {
     pg_sql postgres "CREATE DATABASE perf$pg_dbs"
     db=$(pg_url "perf$pg_dbs")
     export TALLY_SECRET_FILE=$tmp/key.secret
-    secret_args=(--secret "$TALLY_SECRET_FILE")
+    store_args=(--secret "$TALLY_SECRET_FILE" --journal "$tmp/agent.journal"
+                --control "$tmp/agent.ctl")
+    queryd_args=(--control "$tmp/agent.ctl")
   fi
   stack_seed "$db" "$mock_port" >/dev/null
   key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt)
   stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
   mock_pid=${stack_pids[-1]}
   stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
-    --records "127.0.0.1:$records_port" --metrics off --log-level warn "${secret_args[@]}" \
+    --records "127.0.0.1:$records_port" --metrics off --log-level warn "${store_args[@]}" \
     "${agent_args[@]}" \
     2>"$tmp/agent.log"
   agent_pid=${stack_pids[-1]}
   queryd_port=$(stack_free_port)
   TALLY_OPERATOR_TOKEN=perf-operator stack_spawn "$build/tally-queryd" --db "$db" \
-    --listen "127.0.0.1:$queryd_port" --log-level warn 2>"$tmp/queryd.log"
+    --listen "127.0.0.1:$queryd_port" --log-level warn "${queryd_args[@]}" 2>"$tmp/queryd.log"
   queryd_pid=${stack_pids[-1]}
   stack_wait_port "$mock_port"; stack_wait_port "$agent_port"; stack_wait_port "$queryd_port"
   printf '%s\n' "hour /api/summary?group=hour" "key /api/summary?group=key" \
