@@ -10,7 +10,9 @@
  * a postgresql:// URL that PostgreSQL database, emptied (its public schema dropped and
  * made again) before each run: give it a database of its own (bench-writer.sh starts a
  * private cluster). BENCH_BATCH (default the agent's, WRITER_BATCH_DEFAULT) sets both
- * batch sizes; BENCH_ROUNDS (default 3) repeats the pair, the best of each counts. Each
+ * batch sizes; BENCH_STATEMENT_ROWS the writer's rows per INSERT statement (default its
+ * own, WRITER_ROWS_DEFAULT; 1 for one statement per row); BENCH_ROUNDS (default 3)
+ * repeats the pair, the best of each counts. Each
  * writer run is checked afterwards from the store alone; any mismatch exits 1. Uses
  * about 2 x 0.6 KB x BENCH_ROWS of memory. Single-threaded but for the writer's thread. */
 #include <inttypes.h>
@@ -276,9 +278,10 @@ static int bench_verify(const char *path, int64_t n)
 
 /* Stores rows[0..n) through a queue and the writer into a new database at path. */
 static int bench_writer(const char *path, const struct acct_row *rows, size_t n, int batch,
-                        struct bench_result *res)
+                        int per_statement, struct bench_result *res)
 {
 	struct writer_config cfg = { .db_path = path, .batch_max = batch,
+	                             .rows_per_statement = per_statement,
 	                             .on_done = bench_on_done };
 	struct stats_hist *h = &stats.batch_latency;
 	uint64_t before[STATS_HIST_NBOUNDS + 1], batches, count, sum, t0;
@@ -464,6 +467,7 @@ int main(void)
 {
 	long n = bench_env("BENCH_ROWS", 500000), rounds = bench_env("BENCH_ROUNDS", 3);
 	long batch = bench_env("BENCH_BATCH", WRITER_BATCH_DEFAULT);
+	long per_statement = bench_env("BENCH_STATEMENT_ROWS", WRITER_ROWS_DEFAULT);
 	struct bench_result best_w = { 0 }, best_b = { 0 };
 	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[512] = "", bpath[512] = "",
 	     name[128];
@@ -473,9 +477,12 @@ int main(void)
 	long i, r;
 	int rc = 1;
 
-	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX || !mkdtemp(dir)) {
-		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d;"
-		        " or no temporary directory\n", WRITER_BATCH_MAX);
+	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX ||
+	    per_statement <= 0 || per_statement > WRITER_ROWS_MAX ||
+	    (per_statement & (per_statement - 1)) || !mkdtemp(dir)) {
+		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d,"
+		        " BENCH_STATEMENT_ROWS a power of two up to %d; or no temporary directory\n",
+		        WRITER_BATCH_MAX, WRITER_ROWS_MAX);
 		return 1;
 	}
 	/* One PostgreSQL database serves both, emptied before each run. */
@@ -500,12 +507,13 @@ int main(void)
 	t = bench_now_s();
 	for (i = 0; i < n; i++)
 		bench_row((uint64_t)i, &rows[i]);
-	printf("%ld rows (%.1f s to generate), batch %ld, %s, %s\n", n, bench_now_s() - t,
-	       batch, name, db_is_postgres(wpath) ? "BENCH_STORE" : dir);
+	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %s, %s\n", n,
+	       bench_now_s() - t, batch, per_statement, name,
+	       db_is_postgres(wpath) ? "BENCH_STORE" : dir);
 	for (r = 0; r < rounds; r++) {
 		struct bench_result w = { 0 }, b = { 0 };
 
-		if (bench_writer(wpath, rows, (size_t)n, (int)batch, &w) < 0)
+		if (bench_writer(wpath, rows, (size_t)n, (int)batch, (int)per_statement, &w) < 0)
 			goto out;
 		bench_db_remove(wpath);
 		if (bench_baseline(bpath, rows, (size_t)n, (int)batch, &b) < 0)

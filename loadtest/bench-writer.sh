@@ -4,7 +4,8 @@
 # bench-writer run then goes on to a private PostgreSQL cluster this script starts
 # (loadtest/pg.sh: initdb in a scratch directory, a free loopback port, stopped by PID on
 # exit), and the two stores' figures are printed side by side with their ratio.
-# Knobs: BENCH_ROWS, BENCH_BATCH, BENCH_ROUNDS (bench-writer's), BUILD (build),
+# Knobs: BENCH_ROWS, BENCH_BATCH, BENCH_ROUNDS, BENCH_STATEMENT_ROWS (bench-writer's),
+# BUILD (build),
 # PG_SHARED_BUFFERS (512MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
