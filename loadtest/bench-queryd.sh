@@ -58,7 +58,9 @@ fi
 "$build/tallyctl" --db "$cache" key list >/dev/null
 
 stack_scratch
-trap 'stack_stop; pg_stop; rm -rf "$tmp"' EXIT INT TERM
+# The run's copy of the PostgreSQL database goes with the run (queryd stopped first).
+trap 'stack_stop; [[ -z $pg_pid ]] || pg_sql postgres "DROP DATABASE IF EXISTS run" >/dev/null ||
+      true; pg_stop; rm -rf "$tmp"' EXIT INT TERM
 db=$tmp/queryd.db
 # Anything a reader of the cache left in its WAL goes into the file before the copy.
 sqlite3 "$cache" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
@@ -188,7 +190,7 @@ verdict() {
 fail=0
 latency sqlite "$db" "$cache"
 if [[ $store == postgres ]]; then
-  latency postgres "$pg_db" "$pg_cache, PostgreSQL $(q "SHOW server_version")"
+  latency postgres "$pg_db" "$pg_cache, PostgreSQL $(pg_sql run "SHOW server_version")"
   echo
   # Side by side, by endpoint name (both lists are made alike).
   printf '%-22s | %8s %8s %9s %-5s | %8s %8s %9s %-5s | %s\n' endpoint sq_p50 sq_p95 target \
@@ -199,7 +201,7 @@ if [[ $store == postgres ]]; then
     read -r pg_target pg_result <<<"$(verdict "$name" "$pg95" 20 20)"
     printf '%-22s | %8s %8s %9s %-5s | %8s %8s %9s %-5s | %s\n' "$name" "$p50" "$p95" \
       "$sq_target" "$sq_result" "$pg50" "$pg95" "$pg_target" "$pg_result" \
-      "$(awk -v a="$pg95" -v b="$p95" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')"
+      "$(awk -v a="$pg95" -v b="$p95" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
     [[ $sq_result == FAIL || $pg_result == FAIL ]] && fail=1
   done <"$tmp/latency-sqlite"
   echo "(milliseconds; SQLite's targets p95 < 50 ms, < 5 ms for a page of 200 requests;" \
