@@ -195,7 +195,8 @@ $(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
 $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/common/hash.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o
+# tally-stress reads the store it checks through common/db.c (a path or a URL).
+$(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)

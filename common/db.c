@@ -95,12 +95,14 @@ struct db_stmt {
 	int *lengths;
 	int *formats;           /* 1: binary (bytes as they are) */
 	char (*ints)[DB_PG_INT_LEN];
-	char **copies;          /* NUL-terminated copies for text given to non-text types */
+	char **copies;          /* a binding's own bytes: text made valid UTF-8, or text
+	                         * NUL-terminated for a parameter of another type */
 	enum db_run run;
 	int cancel_ok;          /* it runs outside a transaction: cancelling harms nothing */
 	PGresult *row;          /* the current row */
-	PGresult **buf;
+	PGresult **buf;         /* DB_RUN_BUFFERED: the results still to step through */
 	size_t nbuf, pos, cap;
+	int short_buf;          /* one did not fit (no memory): the run fails */
 	char **blobs;           /* the current row's decoded BYTEA, by column */
 	size_t *blob_len;
 };
@@ -310,7 +312,7 @@ static void db_pg_settle(struct db *db)
 			PGresult **buf = realloc(st->buf, cap * sizeof(*buf));
 
 			if (!buf) {
-				/* keep an error where the rows would be */
+				st->short_buf = 1;
 				PQclear(res);
 				continue;
 			}
@@ -773,6 +775,7 @@ static void db_pg_end_run(struct db_stmt *st)
 	while (st->pos < st->nbuf)
 		PQclear(st->buf[st->pos++]);
 	st->nbuf = st->pos = 0;
+	st->short_buf = 0;
 	st->run = DB_RUN_IDLE;
 }
 
@@ -811,6 +814,17 @@ static enum db_status db_pg_step(struct db_stmt *st)
 		return status;
 	}
 	db_pg_drop_row(st);
+	if (st->run == DB_RUN_STREAM && db->active != st) {
+		/* its connection broke under another call and was made anew since */
+		db_set_err(db, "the connection to PostgreSQL broke while the rows came in");
+		st->run = DB_RUN_FINISHED;
+		return DB_LOST;
+	}
+	if (st->run == DB_RUN_BUFFERED && st->short_buf) {
+		db_set_err(db, "out of memory reading the rows ahead");
+		st->run = DB_RUN_FINISHED;
+		return DB_ERROR;
+	}
 	if (st->run == DB_RUN_STREAM)
 		res = PQgetResult(db->pg);
 	else
@@ -821,11 +835,10 @@ static enum db_status db_pg_step(struct db_stmt *st)
 	}
 	status = DB_DONE;
 	if (!res) {
-		/* a buffered run that ended without its closing result: no memory */
-		if (st->run == DB_RUN_BUFFERED) {
-			db_set_err(db, "out of memory reading the rows");
-			status = DB_ERROR;
-		}
+		/* every run ends with a closing result: none means the connection broke */
+		status = db_pg_fail(db, NULL);
+		if (!db->err[0])
+			db_set_err(db, "the statement ended without a result");
 	} else if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK) {
 		tag = PQcmdStatus(res);
 		st->changes = strncmp(tag, "INSERT", 6) == 0 || strncmp(tag, "UPDATE", 6) == 0 ||

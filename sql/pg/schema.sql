@@ -161,10 +161,12 @@ CREATE TABLE requests (
 	web_search_calls           BIGINT,  -- server-side web searches, billed per call
 	service_tier               TEXT      -- as the provider reported it, else as asked for
 );
-CREATE INDEX requests_started_at ON requests (started_at);
-CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
+-- queryd's pages walk these backwards in (started_at, id) order, the keyset of its
+-- cursor: SQLite's indexes end with the rowid implicitly, PostgreSQL's name id.
+CREATE INDEX requests_started_at ON requests (started_at, id);
+CREATE INDEX requests_key_started_at ON requests (key_id, started_at, id);
 -- A page of one model's requests (a rare model's rows are too few to find by time).
-CREATE INDEX requests_model_started_at ON requests (model, started_at);
+CREATE INDEX requests_model_started_at ON requests (model, started_at, id);
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.
