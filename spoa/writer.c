@@ -29,13 +29,13 @@
  * a light load commits each row at once (WAL with synchronous=NORMAL: no fsync per
  * commit), a heavy one finds rows waiting after each commit and writes them together.
  *
- * Multi-row statements (measured, docs/performance.md and the report of issue 15:
- * 8192-row batches of 31 columns, one statement per row against 64 rows per
- * statement): on PostgreSQL each statement is a round trip, so one per row spends most
- * of the batch waiting on the socket; on SQLite they cost the same within ~10%. A row
- * count that is not a multiple goes as powers of two, each size prepared at start (a
- * prepare inside a transaction could fail without saying why: a lock or a lost
- * connection would read as any error).
+ * Multi-row statements, measured (100 000 rows in batches of 8192, one statement per
+ * row against 64 rows per statement, a loaded 2-core machine): PostgreSQL on loopback
+ * 6 400-6 700 rows/s against 24 000-27 000, as each statement is a round trip; SQLite
+ * about 50 000 against 55 000-65 000 (with RETURNING either way), and 128 rows gain
+ * nothing more on either. A row count that is not a multiple goes as powers of two,
+ * each size prepared at start (a prepare inside a transaction could fail without saying
+ * why: a lock or a lost connection would read as any error).
  *
  * A row the store refuses (a constraint the C checks do not cover: it could only come
  * from a bug upstream) fails its whole multi-row statement, and on PostgreSQL the whole
