@@ -1,5 +1,6 @@
-/* keytable: builds the immutable configuration snapshot from the store (main thread) and
- * answers key and model look-ups on it (I/O threads, lock-free, read only). */
+/* keytable: builds the immutable configuration snapshot from the store (main thread at
+ * start, then the reload thread) and answers key and model look-ups on it (I/O threads,
+ * lock-free, read only). */
 #include "keytable.h"
 
 #include <openssl/crypto.h>
@@ -114,8 +115,7 @@ static int keytable_add_provider(struct keytable *t, struct db_stmt *st)
 	p->id = db_col_int(st, 0);
 	p->backend = keytable_col_strdup(st, 2);
 	p->name = keytable_col_strdup(st, 3);
-	p->api = api && strcmp(api, "anthropic") == 0 ? KT_API_ANTHROPIC
-	                                                            : KT_API_OPENAI;
+	p->api = api && strcmp(api, "anthropic") == 0 ? KT_API_ANTHROPIC : KT_API_OPENAI;
 	return p->backend && p->name ? 0 : -1;
 }
 

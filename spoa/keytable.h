@@ -1,7 +1,8 @@
 /* The agent's in-memory configuration snapshot (keys, models, providers), loaded
- * from the store (db.h) by the main thread and read lock-free by the I/O threads.
+ * from the store (db.h) by the main thread at start and the reload thread after
+ * (reload.h), and read lock-free by the I/O threads.
  *
- * Life cycle: keytable_load() returns a snapshot holding one reference. The main
+ * Life cycle: keytable_load() returns a snapshot holding one reference. The loading
  * thread hands a reference to each I/O thread through its inbox; a thread drops the
  * previous snapshot's reference when it switches. The last keytable_unref() frees. */
 #ifndef TALLY_KEYTABLE_H

@@ -1,4 +1,4 @@
-/* spend: budgets seeded from the rollups (see spend.h). Main thread. */
+/* spend: budgets seeded from the rollups (see spend.h). Main thread, then reload's. */
 #include "spend.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* spend: what each budgeted key spent so far in its current budget period, read from
  * the store into the limits (quota.h), so that a budget survives a restart and a
- * budget set while running counts what the key spent before. Main thread, with the
- * main thread's own connection. */
+ * budget set while running counts what the key spent before. Main thread at start,
+ * then the reload thread, on the main connection. */
 #ifndef TALLY_SPEND_H
 #define TALLY_SPEND_H
 
