@@ -115,7 +115,7 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 	if (!p->key)
 		return 0;
 	st = conn_stmt(c, CONN_KEY_ID);
-	if (conn_bind_text(st, ":name", p->key) < 0)
+	if (!st || conn_bind_text(st, ":name", p->key) < 0)
 		return api_db_error(c, st, r);
 	step = db_step(st);
 	if (step == DB_ROW) {
@@ -370,7 +370,7 @@ static int api_summary_groups(struct conn *c, const struct params *p, struct api
 	struct db_stmt *st = conn_stmt(c, api_summary_query(p));
 	int step;
 
-	if (api_bind_summary(st, p) < 0)
+	if (!st || api_bind_summary(st, p) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
 		if (api_groups_add(gs, st, p->group) < 0)
@@ -381,41 +381,99 @@ static int api_summary_groups(struct conn *c, const struct params *p, struct api
 	return 0;
 }
 
-/* A key's name, into row as key_name (null for key 0 or a key not found). 0, -1 out of
- * memory, -2 the database failed. */
-static int api_add_key_name(struct conn *c, cJSON *row, int64_t id)
-{
-	struct db_stmt *st = conn_stmt(c, CONN_KEY_NAME);
-	int step, rc = -2;
+/* The names of the keys listed by a group=key summary, sorted by id (NULL: no name,
+ * for key 0 or a key since deleted). */
+struct api_key_name {
+	int64_t id;
+	char *name;
+};
 
-	if (conn_bind_int(st, ":id", id) == 0) {
-		step = db_step(st);
-		if (step == DB_ROW)
-			rc = row_add_col_text(row, "key_name", st, 0);
-		else if (step == DB_DONE)
-			rc = json_add_null(row, "key_name");
+static void api_key_names_free(struct api_key_name *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
+/* The names of the keys of groups v[0..n) in *out (*nout of them, in id order), read
+ * with one query: a query per key cost a round trip each on PostgreSQL (100 of them
+ * for a default summary by key). 0, -1 out of memory, -2 the database failed. */
+static int api_key_names(struct conn *c, const struct api_group *v, size_t n,
+                         struct api_key_name **out, size_t *nout)
+{
+	size_t cap = n * 21 + 3, len = 0, i, got = 0;   /* "[", n int64s and commas, "]" */
+	struct api_key_name *names = calloc(n ? n : 1, sizeof(*names));
+	char *ids = malloc(cap);
+	struct db_stmt *st = NULL;
+	enum db_status step = DB_ERROR;
+	int rc = -1;
+
+	if (!names || !ids)
+		goto out;
+	ids[len++] = '[';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
+		                        (long long)v[i].id);
+	memcpy(ids + len, "]", 2);
+	st = conn_stmt(c, CONN_KEY_NAMES);
+	if (!st || conn_bind_text(st, ":ids", ids) < 0) {
+		rc = -2;
+		goto out;
 	}
+	/* at most one row per id, and the ids are distinct: never more than n */
+	while (got < n && (step = db_step(st)) == DB_ROW) {
+		const char *name = db_col_text(st, 1);
+
+		names[got].id = db_col_int(st, 0);
+		if (name && !(names[got].name = json_utf8_dup(name, db_col_bytes(st, 1))))
+			goto out;
+		got++;
+	}
+	rc = step == DB_ROW || step == DB_DONE ? 0 : -2;
+out:
 	conn_release(st);
+	free(ids);
+	if (rc < 0) {
+		api_key_names_free(names, got);
+		names = NULL;
+		got = 0;
+	}
+	*out = names;
+	*nout = got;
 	return rc;
 }
 
-/* One group as a row of the answer, added to rows. 0, -1 out of memory, -2 the database
- * failed. */
-static int api_summary_row(struct conn *c, const struct params *p, const struct api_group *g,
-                           cJSON *rows)
+static int api_key_name_cmp(const void *pa, const void *pb)
+{
+	const struct api_key_name *a = pa, *b = pb;
+
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+/* One group as a row of the answer, added to rows; names: the listed keys' names, for
+ * group=key. 0, or -1 out of memory. */
+static int api_summary_row(const struct params *p, const struct api_group *g,
+                           const struct api_key_name *names, size_t nnames, cJSON *rows)
 {
 	cJSON *row = cJSON_CreateObject();
-	int rc, named = 0;
+	int rc;
 
 	if (!row)
 		return -1;
 	rc = g->name ? json_add_str(row, "group", g->name) : json_add_int(row, "group", g->id);
-	if (p->group == PARAMS_GROUP_KEY)
-		named = api_add_key_name(c, row, g->id);
+	if (p->group == PARAMS_GROUP_KEY) {
+		struct api_key_name want = { .id = g->id }, *found;
+
+		found = nnames ? bsearch(&want, names, nnames, sizeof(*names), api_key_name_cmp)
+		               : NULL;
+		rc |= json_add_str(row, "key_name", found ? found->name : NULL);
+	}
 	rc |= api_usage_json(row, &g->u);
-	if (rc || named || !cJSON_AddItemToArray(rows, row)) {
+	if (rc || !cJSON_AddItemToArray(rows, row)) {
 		cJSON_Delete(row);
-		return named == -2 ? -2 : -1;
+		return -1;
 	}
 	return 0;
 }
@@ -425,8 +483,9 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 	struct api_usage total = { { 0 }, { 0 } };
 	struct api_groups gs = { 0 };
 	int time = p->group == PARAMS_GROUP_HOUR || p->group == PARAMS_GROUP_DAY;
+	struct api_key_name *names = NULL;
 	cJSON *rows, *tot;
-	size_t i, listed;
+	size_t i, listed, nnames = 0;
 	int rc = -1, err;
 
 	if (api_summary_groups(c, p, &gs, r) < 0)
@@ -442,19 +501,19 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 	}
 	/* every group counts in the totals; only the first limit are listed */
 	listed = time || gs.n < (size_t)p->limit ? gs.n : (size_t)p->limit;
+	err = p->group == PARAMS_GROUP_KEY ? api_key_names(c, gs.v, listed, &names, &nnames) : 0;
+	if (err == -2) {
+		api_db_error(c, NULL, r);
+		goto out;
+	}
 	for (i = 0; i < gs.n; i++) {
 		api_usage_add(&total, &gs.v[i].u);
-		if (i >= listed)
-			continue;
-		err = api_summary_row(c, p, &gs.v[i], rows);
-		if (err == -2) {
-			api_db_error(c, NULL, r);
-			goto out;
-		}
-		if (err < 0) {
-			api_nomem(NULL, r);
-			goto out;
-		}
+		if (err == 0 && i < listed)
+			err = api_summary_row(p, &gs.v[i], names, nnames, rows);
+	}
+	if (err < 0) {
+		api_nomem(NULL, r);
+		goto out;
 	}
 	tot = cJSON_CreateObject();
 	if (!tot || json_add(r->body, "totals", tot) < 0 || api_usage_json(tot, &total) < 0) {
@@ -463,6 +522,7 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 	}
 	rc = 0;
 out:
+	api_key_names_free(names, nnames);
 	api_groups_free(&gs);
 	return rc;
 }
@@ -491,7 +551,7 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 		before_ms = p->before_ms;
 		before_id = p->before_id;
 	}
-	if (row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
+	if (!st || row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
 	    conn_bind_int(st, ":before_id", before_id) < 0 ||
 	    conn_bind_int(st, ":limit", p->limit + 1) < 0)
 		return api_db_error(c, st, r);
@@ -525,7 +585,7 @@ int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
 	struct db_stmt *st = conn_stmt(c, CONN_REQUEST_ONE);
 	int step;
 
-	if (conn_bind_text(st, ":request_id", request_id) < 0)
+	if (!st || conn_bind_text(st, ":request_id", request_id) < 0)
 		return api_db_error(c, st, r);
 	step = db_step(st);
 	if (step == DB_DONE) {
@@ -678,7 +738,8 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 	int64_t day, month;
 
 	api_periods(now, &day, &month);
-	if (conn_bind_int(st, ":day_start", day) < 0 || conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || conn_bind_int(st, ":day_start", day) < 0 ||
+	    conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	return api_list(c, st, "keys", api_key_json, r);
 }
@@ -691,7 +752,7 @@ int api_models(struct conn *c, int64_t now, struct api_reply *r)
 	int step;
 
 	api_periods(now, &day, &month);
-	if (conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "models")))
 		return api_nomem(st, r);
@@ -728,7 +789,7 @@ static cJSON *api_stored(struct conn *c)
 	size_t i;
 	int rc = 0;
 
-	if (db_step(st) != DB_ROW) {
+	if (!st || db_step(st) != DB_ROW) {
 		log_warn("cannot read the accounting row: %s", db_errmsg(c->db));
 		goto out;
 	}

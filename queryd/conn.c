@@ -1,11 +1,13 @@
-/* conn: a read-only connection and its prepared named queries (see conn.h). Runs on
- * whichever thread owns the conn; the query table is read only after start. */
+/* conn: a read-only connection and its named queries, each prepared on first use (see
+ * conn.h). Runs on whichever thread owns the conn; the query table is read only after
+ * start. */
 #include "conn.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "api.h"
+#include "log.h"
 #include "row.h"
 
 #define CONN_CACHE_KIB_STR "256"   /* KiB of page cache per connection */
@@ -15,7 +17,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY_MODELS] = "summary_models",
 	[CONN_SUMMARY_KEYS] = "summary_keys",
 	[CONN_SUMMARY_TOTALS] = "summary_totals",
-	[CONN_KEY_NAME] = "key_name",
+	[CONN_KEY_NAMES] = "key_names",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
 	[CONN_REQUESTS_PAGE_NOKEY] = "requests_page_nokey",
@@ -61,57 +63,63 @@ static int conn_is_summary_query(enum conn_query q)
 	       q == CONN_SUMMARY_TOTALS;
 }
 
+/* Query q prepared on c and its columns checked against their reader's, or NULL with
+ * a message naming the file the text came from. */
+static struct db_stmt *conn_prepare(struct conn *c, enum conn_query q, char *err,
+                                    size_t errlen)
+{
+	enum db_kind kind = db_kind(c->db);
+	const char *sql = conn_query_text(q, kind);
+	const char *dir = kind == DB_POSTGRES && conn_find("pg/", conn_names[q])
+	                  ? "sql/pg/queries" : "sql/queries";
+	struct db_stmt *st = NULL;
+	char msg[256];
+
+	if (!sql) {
+		snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
+		return NULL;
+	}
+	if (db_prepare(c->db, sql, &st) < 0) {
+		snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], db_errmsg(c->db));
+		return NULL;
+	}
+	if ((conn_is_row_query(q) && row_check_columns(st, msg, sizeof(msg)) < 0) ||
+	    (conn_is_summary_query(q) && api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
+		snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], msg);
+		db_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
 int conn_open(struct conn *c, const char *store, char *err, size_t errlen)
 {
-	enum db_kind kind;
-	char msg[256];
-	int q;
-
 	memset(c, 0, sizeof(*c));
 	if (db_open(store, DB_READONLY, &c->db, err, errlen) < 0)
 		return -1;
-	kind = db_kind(c->db);
 	/* A small page cache per connection: the kernel's page cache holds the database
 	 * for every thread at once, and SQLite's default 2 MB each was most of queryd's
-	 * memory after a day of dashboards. PostgreSQL has no such per-connection cache
-	 * in this process: its shared buffers serve every connection. */
-	if (kind == DB_SQLITE &&
-	    db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0)
-		goto fail;
-	for (q = 0; q < CONN_QUERIES; q++) {
-		const char *sql = conn_query_text((enum conn_query)q, kind);
-		struct db_stmt *st = NULL;
-		const char *dir;
-
-		if (!sql) {
-			snprintf(err, errlen, "no sql/queries/%s.sql compiled in", conn_names[q]);
-			goto fail;
-		}
-		/* where the text came from, for the messages */
-		dir = kind == DB_POSTGRES && conn_find("pg/", conn_names[q]) ? "sql/pg/queries"
-		                                                              : "sql/queries";
-		if (db_prepare(c->db, sql, &st) < 0) {
-			snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], db_errmsg(c->db));
-			goto fail;
-		}
-		if ((conn_is_row_query((enum conn_query)q) &&
-		     row_check_columns(st, msg, sizeof(msg)) < 0) ||
-		    (conn_is_summary_query((enum conn_query)q) &&
-		     api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
-			snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], msg);
-			db_finalize(st);
-			goto fail;
-		}
-		/* The export's statement is checked here but prepared per export. */
-		if (q == CONN_EXPORT)
-			db_finalize(st);
-		else
-			c->st[q] = st;
+	 * memory after a day of dashboards. PostgreSQL has no such cache in this process:
+	 * its shared buffers serve every connection. */
+	if (db_kind(c->db) == DB_SQLITE &&
+	    db_exec(c->db, "PRAGMA cache_size = -" CONN_CACHE_KIB_STR, err, errlen) < 0) {
+		conn_close(c);
+		return -1;
 	}
 	return 0;
-fail:
-	conn_close(c);
-	return -1;
+}
+
+int conn_check(struct conn *c, char *err, size_t errlen)
+{
+	struct db_stmt *st;
+	int q;
+
+	for (q = 0; q < CONN_QUERIES; q++) {
+		if (!(st = conn_prepare(c, (enum conn_query)q, err, errlen)))
+			return -1;
+		db_finalize(st);
+	}
+	return 0;
 }
 
 void conn_close(struct conn *c)
@@ -127,7 +135,14 @@ void conn_close(struct conn *c)
 struct db_stmt *conn_stmt(struct conn *c, enum conn_query q)
 {
 	struct db_stmt *st = c->st[q];
+	char err[320];
 
+	/* On first use: a statement is ~2-27 KB on SQLite (mostly its result columns'
+	 * metadata), and a thread that never runs a query need not hold it. */
+	if (!st && !(st = c->st[q] = conn_prepare(c, q, err, sizeof(err)))) {
+		log_warn("%s", err);
+		return NULL;
+	}
 	db_reset(st);
 	db_clear_bindings(st);
 	return st;
@@ -135,7 +150,8 @@ struct db_stmt *conn_stmt(struct conn *c, enum conn_query q)
 
 void conn_release(struct db_stmt *st)
 {
-	db_reset(st);
+	if (st)
+		db_reset(st);
 }
 
 int conn_bind_int(struct db_stmt *st, const char *name, int64_t v)

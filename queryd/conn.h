@@ -1,7 +1,7 @@
-/* conn: one read-only connection to the tally store (SQLite or PostgreSQL, db.h) with
- * every named query of sql/queries/ prepared once, reused for each request (reset,
- * bindings cleared). A conn belongs to one thread at a time (server.c gives each MHD
- * thread its own). */
+/* conn: one read-only connection to the tally store (SQLite or PostgreSQL, db.h); each
+ * named query of sql/queries/ is prepared on its first use and reused for each request
+ * (reset, bindings cleared). A conn belongs to one thread at a time (server.c gives
+ * each MHD thread its own). */
 #ifndef QUERYD_CONN_H
 #define QUERYD_CONN_H
 
@@ -25,7 +25,7 @@ enum conn_query {
 	CONN_SUMMARY_MODELS,
 	CONN_SUMMARY_KEYS,
 	CONN_SUMMARY_TOTALS,
-	CONN_KEY_NAME,
+	CONN_KEY_NAMES,
 	CONN_REQUESTS_PAGE,
 	CONN_REQUESTS_PAGE_KEY,
 	CONN_REQUESTS_PAGE_NOKEY,
@@ -35,7 +35,7 @@ enum conn_query {
 	CONN_KEYS,
 	CONN_MODELS,
 	CONN_ACCOUNTING,
-	CONN_EXPORT,        /* not prepared here: each export prepares its own */
+	CONN_EXPORT,        /* only checked here: each export prepares its own */
 	CONN_QUERIES
 };
 
@@ -45,18 +45,25 @@ struct conn {
 };
 
 /* Opens store (a path or a postgresql:// URL) read only (it must be at
- * DB_SCHEMA_VERSION) and prepares the queries. 0, or -1 with a message (c is then
+ * DB_SCHEMA_VERSION); prepares nothing yet. 0, or -1 with a message (c is then
  * closed). */
 int conn_open(struct conn *c, const char *store, char *err, size_t errlen);
 void conn_close(struct conn *c);
 
+/* Prepares every query once and checks its columns, keeping none: a query that does
+ * not fit the schema fails queryd at start, not on its first request. 0, or -1 with
+ * a message. */
+int conn_check(struct conn *c, char *err, size_t errlen);
+
 /* The text of a query for a store of kind k: PostgreSQL's own where sql/pg/queries
- * has one, else the shared one (found at conn_open, so never NULL after one
+ * has one, else the shared one (found at conn_check, so never NULL after one
  * succeeded). */
 const char *conn_query_text(enum conn_query q, enum db_kind k);
 
-/* The prepared statement, reset with bindings cleared. Call conn_release() when done
- * reading: a statement not reset keeps its read transaction (and snapshot) open. */
+/* The prepared statement (prepared now if this is its first use), reset with bindings
+ * cleared; NULL if it cannot be prepared (logged). Call conn_release() when done
+ * reading: a statement not reset keeps its read transaction (and snapshot) open.
+ * conn_release(NULL) does nothing. */
 struct db_stmt *conn_stmt(struct conn *c, enum conn_query q);
 void conn_release(struct db_stmt *st);
 

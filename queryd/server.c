@@ -35,6 +35,7 @@ struct server {
 	struct conn *conns;        /* one per pool thread */
 	int nconns;
 	atomic_int next_conn;
+	atomic_ulong served;
 	int has_token;
 	size_t token_len;
 	char token[SERVER_TOKEN_MAX];  /* zero-padded: compared whole, whatever its length */
@@ -267,6 +268,7 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *mc, const
 	(void)upload_data;
 	(void)req_cls;
 	log_debug("%s %s", method, url);
+	atomic_fetch_add_explicit(&s->served, 1, memory_order_relaxed);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return server_error(mc, 405, "method not allowed", NULL);
 	if (server_has_body(mc, *upload_data_size))
@@ -383,6 +385,9 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 			goto fail;
 		s->nconns++;
 	}
+	/* Connections prepare their queries on first use; this checks them all at start. */
+	if (conn_check(&s->conns[0], err, errlen) < 0)
+		goto fail;
 	if (sa.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* the logger first, so that MHD reports nothing about the other options on its own */
@@ -402,6 +407,11 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 fail:
 	server_stop(s);
 	return NULL;
+}
+
+unsigned long server_served(struct server *s)
+{
+	return atomic_load_explicit(&s->served, memory_order_relaxed);
 }
 
 void server_stop(struct server *s)

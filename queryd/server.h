@@ -25,6 +25,9 @@ struct server;
  * listens. NULL with a message in err. The config's strings must outlive the server. */
 struct server *server_start(const struct server_config *cfg, char *err, size_t errlen);
 
+/* Requests handled since start (any thread; read from the main thread). */
+unsigned long server_served(struct server *s);
+
 /* Stops accepting, finishes with MHD's threads, closes the connections, frees s. */
 void server_stop(struct server *s);
 

@@ -1,7 +1,8 @@
 """The dashboard end to end: a database seeded with known rows through tally-gen (the
 agent's own writer, so the rollups are the real ones), tally-queryd serving it with the
 dashboard's files, and headless Chromium (Debian's package) driven by playwright-core
-(tests/browser/dashboard.mjs) signing in and reading what the page shows.
+(tests/browser/dashboard.mjs) signing in and reading what the page shows; once on the
+SQLite database, once on PostgreSQL holding the same rows.
 
 The browser script only observes; every expectation is computed here from the rows read
 back from the database. The screenshots land in $TALLY_ARTIFACTS (default
@@ -22,6 +23,7 @@ import time
 import pytest
 
 from conftest import ROOT, binary, free_port
+from pgcopy import pg_store
 from stack import Proc, wait_port
 
 DASH = ROOT / "queryd" / "dashboard"
@@ -192,10 +194,11 @@ def ranking(rows, field):
     return [name for name, _ in sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))], acc
 
 
-@pytest.fixture
-def queryd(tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def queryd(tmp_path, request):
     """A seeded database and tally-queryd serving it with the dashboard's files; stopped
-    (by PID) on every exit path."""
+    (by PID) on every exit path. On PostgreSQL queryd reads a copy of the seeded SQLite
+    database (pgcopy.py), which the expectations still read."""
     db = tmp_path / "tally.db"
     key_ids = seed_config(db)
     now_ms = int(time.time() * 1000)
@@ -207,11 +210,13 @@ def queryd(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
 
+    store = db if request.param == "sqlite" else \
+        pg_store(request.getfixturevalue("pg_server"), "dashboard", db)
     static = assemble_static(tmp_path / "static")
     token = "op-" + secrets.token_urlsafe(24)
     port = free_port()
     env = dict(os.environ, TALLY_OPERATOR_TOKEN=token)
-    proc = Proc("queryd", [str(binary("tally-queryd")), "--db", str(db),
+    proc = Proc("queryd", [str(binary("tally-queryd")), "--db", str(store),
                            "--listen", f"127.0.0.1:{port}", "--static", str(static),
                            # no agent runs: the live view must say so (and show the
                            # stored counters) rather than find some other agent's socket

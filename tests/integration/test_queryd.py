@@ -2,11 +2,17 @@
 --ndjson) with known rows, a real tally-queryd on a loopback port, and every answer
 compared with what Python computes from the same rows (docs/api.md is the contract).
 
+Each store-dependent test runs on both stores: the SQLite database itself, and a
+PostgreSQL database (the session's private server, tests/pgserver.py) on
+sql/pg/schema.sql holding exactly the same rows, ids included, copied table by table
+(pg_store), so that one expectation checks both answers.
+
 Processes are Proc objects (stack.py), stopped on every exit path by the fixtures."""
 import calendar
 import csv
 import http.client
 import io
+import itertools
 import json
 import math
 import os
@@ -17,9 +23,11 @@ import sqlite3
 import subprocess
 import time
 
+import psycopg2
 import pytest
 
 from conftest import ROOT, SCHEMA, binary, free_port
+from pgcopy import pg_store
 from stack import Proc, Stack, wait_port
 
 TOKEN = "op-token-0123456789abcdef"
@@ -82,6 +90,26 @@ class Queryd:
         """Stops with SIGTERM; a clean exit (0) also means no valgrind error (99)."""
         code = self.proc.stop(timeout=30)
         assert code == 0, self.output()
+
+
+STORES = ["sqlite", "postgres"]
+
+
+def store_of(request, db):
+    """The store a test parametrized by STORES reads: db itself, or its copy on
+    PostgreSQL."""
+    if request.param == "sqlite":
+        return db
+    return pg_store(request.getfixturevalue("pg_server"), f"queryd_{next(PG_DBS)}", db)
+
+
+PG_DBS = itertools.count(1)
+
+
+@pytest.fixture(params=STORES)
+def kind(request):
+    """Runs a test once per store: pass it to store_of."""
+    return request
 
 
 def tallyctl(db, *args):
@@ -190,7 +218,8 @@ def make_rows(key_ids):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def seeded(tmp_path_factory):
+    """The known rows in a SQLite database, through tallyctl and the agent's writer."""
     tmp = tmp_path_factory.mktemp("queryd")
     db = tmp / "tally.db"
     tallyctl(db, "provider", "set", "p-openai", "--api", "openai", "--backend", "be_openai")
@@ -224,9 +253,17 @@ def world(tmp_path_factory):
     for r in rows:
         r["id"] = ids[r["request_id"]]
         r["key_name"] = {v: k for k, v in keys.items()}.get(r["key_id"])
-    q = Queryd(tmp, db)
+    return {"db": db, "tmp": tmp, "rows": rows, "keys": keys}
+
+
+@pytest.fixture(scope="module", params=STORES)
+def world(request, seeded):
+    """The seeded rows on one store (db: the SQLite original, for reading them back;
+    store: what queryd is given), and a queryd serving them."""
+    store = store_of(request, seeded["db"])
+    q = Queryd(seeded["tmp"], store, name=f"queryd-{request.param}")
     try:
-        yield {"db": db, "tmp": tmp, "rows": rows, "keys": keys, "q": q}
+        yield dict(seeded, store=store, kind=request.param, q=q)
     finally:
         q.stop()
 
@@ -346,7 +383,7 @@ def test_auth_on_every_data_endpoint(world):
 @pytest.mark.parametrize("token", [None, ""], ids=["unset", "empty"])
 def test_without_token_serves_only_health_and_files(world, tmp_path, token):
     """TALLY_OPERATOR_TOKEN="" is no token: not a token that nothing matches."""
-    q = Queryd(tmp_path, world["db"], name="queryd-notoken", token=token)
+    q = Queryd(tmp_path, world["store"], name="queryd-notoken", token=token)
     try:
         status, _, body = q.request("/api/health", token=None)
         assert status == 200 and json.loads(body)["data"] is False
@@ -366,7 +403,7 @@ def test_without_token_serves_only_health_and_files(world, tmp_path, token):
 def test_token_file(world, tmp_path):
     tf = tmp_path / "token"
     tf.write_text("from-a-file\n")
-    q = Queryd(tmp_path, world["db"], name="queryd-tokenfile", token=None,
+    q = Queryd(tmp_path, world["store"], name="queryd-tokenfile", token=None,
                args=["--token-file", str(tf)])
     try:
         assert q.request("/api/keys", token="from-a-file")[0] == 200
@@ -382,7 +419,7 @@ def test_token_file_of_the_longest_token(world, tmp_path):
     longest = "t" * 4096
     tf = tmp_path / "token"
     tf.write_bytes(longest.encode() + b"\r\n")
-    q = Queryd(tmp_path, world["db"], name="queryd-longtoken", token=None,
+    q = Queryd(tmp_path, world["store"], name="queryd-longtoken", token=None,
                args=["--token-file", str(tf)])
     try:
         assert q.request("/api/keys", token=longest)[0] == 200
@@ -391,12 +428,12 @@ def test_token_file_of_the_longest_token(world, tmp_path):
     finally:
         q.stop()
     tf.write_text("t" * 4097)
-    r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["db"]), "--listen",
+    r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["store"]), "--listen",
                         f"127.0.0.1:{free_port()}", "--token-file", str(tf)],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 1 and "longer than" in r.stderr, r.stderr
     for bad in (" padded", "padded ", "\tpadded"):
-        r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["db"]), "--listen",
+        r = subprocess.run([str(binary("tally-queryd")), "--db", str(world["store"]), "--listen",
                             f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
                            timeout=10, env=dict(os.environ, TALLY_OPERATOR_TOKEN=bad))
         assert r.returncode == 1 and "whitespace" in r.stderr, (bad, r.stderr)
@@ -656,7 +693,7 @@ def insert_rollup(con, table, values):
                 list(cols.values()))
 
 
-def test_usage_classes_in_rows_and_summaries(tmp_path):
+def test_usage_classes_in_rows_and_summaries(tmp_path, kind):
     """The classes schema 7 added: each request column in a request row, a page (with and
     without a key), the export (CSV and NDJSON), and the three new sums in every summary
     (daily and hourly rollups, with and without keys), each with its own value."""
@@ -698,7 +735,7 @@ def test_usage_classes_in_rows_and_summaries(tmp_path):
     con.close()
     ids = {r["request_id"]: r for r in rows}
     want = {rid: {k: r.get(k) for k in NEW_ROW_COLS} for rid, r in ids.items()}
-    q = Queryd(tmp_path, db)
+    q = Queryd(tmp_path, store_of(kind, db))
     try:
         frm, to = BASE, BASE + 86400
         for query in ("group=day", "group=hour", "group=model&key=k7", "group=key",
@@ -733,8 +770,11 @@ def test_usage_classes_in_rows_and_summaries(tmp_path):
 
 
 def test_live_agent_down_shows_stored_counters(world):
+    """Without an agent to ask (on PostgreSQL there is no default control socket), the
+    counters come from the accounting rows."""
     got = world["q"].get("/api/live")
-    assert got["agent"] == "down" and "cannot connect" in got["error"]
+    assert got["agent"] == "down", got
+    assert ("cannot connect" if world["kind"] == "sqlite" else "--control") in got["error"]
     con = sqlite3.connect(world["db"])
     con.row_factory = sqlite3.Row
     stored = dict(con.execute("SELECT received, written, dropped, duplicates, timed_out, "
@@ -910,7 +950,7 @@ def test_static_files(world, tmp_path):
     (site / "vendor" / "app.js").write_text("1;")
     (tmp_path / "secret.txt").write_text("root:x")
     (site / ".env").write_text("root:x")
-    qs = Queryd(tmp_path, world["db"], name="queryd-static", args=["--static", str(site)])
+    qs = Queryd(tmp_path, world["store"], name="queryd-static", args=["--static", str(site)])
     try:
         assert qs.request("/", token=None)[2] == b"<p>mine</p>"
         status, headers, body = qs.request("/vendor/app.js", token=None)
@@ -954,25 +994,40 @@ def test_refuses_missing_or_old_database(tmp_path):
     assert r.returncode == 0 and "--token-file" in r.stdout
 
 
-def test_pages_while_the_writer_inserts(tmp_path):
+def test_pages_while_the_writer_inserts(tmp_path, kind):
     """Keyset pages visit every row present when the first page was read exactly once,
-    while tally-gen's writer keeps inserting (rows stamped with the current time)."""
-    db = tmp_path / "live.db"
-    gen(db, "--rows", "300", "--keys", "3", "--days", "1")
-    writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(db), "--duration", "30",
-                                "--rate", "400", "--keys", "3"], tmp_path)
-    q = Queryd(tmp_path, db, name="queryd-live")
+    while tally-gen's writer keeps inserting (rows stamped with the current time); on
+    PostgreSQL through the writer's own path there too."""
+    if kind.param == "sqlite":
+        store, extra = tmp_path / "live.db", []
+
+        def read(sql):
+            con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            try:
+                return con.execute(sql).fetchall()
+            finally:
+                con.close()
+    else:
+        pg = kind.getfixturevalue("pg_server")
+        store = pg.create_db(f"queryd_{next(PG_DBS)}")
+        extra = ["--secret", str(tmp_path / "secret")]
+
+        def read(sql):
+            return pg.query(store, sql)
+    gen(store, "--rows", "300", "--keys", "3", "--days", "1", *extra)
+    writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(store), "--duration", "30",
+                                "--rate", "400", "--keys", "3", *extra], tmp_path)
+    q = Queryd(tmp_path, store, name="queryd-live")
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        key = con.execute("SELECT name FROM keys ORDER BY id LIMIT 1").fetchone()[0]
+        key = read("SELECT name FROM keys ORDER BY id LIMIT 1")[0][0]
         deadline = time.time() + 20
-        while con.execute("SELECT count(*) FROM requests").fetchone()[0] < 600:
+        while read("SELECT count(*) FROM requests")[0][0] < 600:
             assert time.time() < deadline and writer.alive(), writer.output()
             time.sleep(0.05)
         for query in ("", f"key={key}"):
             where = "" if not query else \
                 f"WHERE key_id = (SELECT id FROM keys WHERE name = '{key}')"
-            before = {r for (r,) in con.execute(f"SELECT request_id FROM requests {where}")}
+            before = {r for (r,) in read(f"SELECT request_id FROM requests {where}")}
             seen, cursor, pages = [], None, 0
             while True:
                 path = "/api/requests?limit=40" + (f"&{query}" if query else "") + \
@@ -983,11 +1038,10 @@ def test_pages_while_the_writer_inserts(tmp_path):
                 if cursor is None:
                     break
                 time.sleep(0.01)
-            after = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+            after = read("SELECT count(*) FROM requests")[0][0]
             assert len(seen) == len(set(seen)), "a row came twice"
             assert before <= set(seen), f"{len(before - set(seen))} rows missed"
             assert pages > 5 and after > len(before), (pages, after, len(before))
-        con.close()
     finally:
         q.stop()
         writer.stop()
@@ -1020,3 +1074,250 @@ def test_query_plans_walk_the_indexes():
     assert "SEARCH key_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
     assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in plan("summary_totals")
     con.close()
+
+
+def empty_db(path):
+    """A SQLite database on the current schema, without rows."""
+    con = sqlite3.connect(path)
+    con.executescript((ROOT / "sql" / "schema.sql").read_text())
+    con.close()
+    return path
+
+
+ACCOUNTING = ["received", "written", "dropped", "duplicates", "timed_out", "unpriced",
+              "updated_at", "unauthenticated", "pending_overflow"]
+
+
+def test_live_sums_the_nodes_counters(tmp_path, kind):
+    """Several agents share a store, a row of counters each: with no agent to ask,
+    /api/live shows their sums (updated_at: the newest); a store no agent has written
+    to shows zeros."""
+    db = empty_db(tmp_path / "nodes.db")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DELETE FROM accounting")
+    con.close()
+    store = store_of(kind, db)
+    q = Queryd(tmp_path, store, args=["--control", str(tmp_path / "none.ctl")])
+    try:
+        got = q.get("/api/live")
+        assert got["agent"] == "down" and got["stored"] == dict.fromkeys(ACCOUNTING, 0), got
+        nodes = {"local": [10, 7, 3, 1, 2, 4, 1700000000, 5, 0],
+                 "node-b": [20, 20, 0, 0, 0, 1, 1700000100, 0, 2]}
+        sql = (f"INSERT INTO accounting (node, {', '.join(ACCOUNTING)}) VALUES "
+               f"({', '.join(['%s'] * 10)})")
+        for node, v in nodes.items():
+            if kind.param == "sqlite":
+                con = sqlite3.connect(db)
+                with con:
+                    con.execute(sql.replace("%s", "?"), [node, *v])
+                con.close()
+            else:
+                kind.getfixturevalue("pg_server").query(store, sql, [node, *v])
+        want = {k: a + b for k, a, b in zip(ACCOUNTING, *nodes.values())}
+        want["updated_at"] = 1700000100
+        assert q.get("/api/live")["stored"] == want
+    finally:
+        q.stop()
+
+
+def test_postgres_start_refusals_and_password(pg_server, tmp_path):
+    """A PostgreSQL store is refused like a file: without the schema, or at an older
+    version; a URL's password never reaches the log."""
+    port = free_port()
+    env = {"TALLY_OPERATOR_TOKEN": TOKEN}
+    url = pg_server.create_db("queryd_empty")
+    r = subprocess.run([str(binary("tally-queryd")), "--db", url, "--listen",
+                        f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 1 and "queryd_empty" in r.stderr, r.stderr
+    old = pg_store(pg_server, "queryd_old", empty_db(tmp_path / "old.db"))
+    pg_server.query(old, "UPDATE meta SET value = %s WHERE name = 'schema_version'",
+                    (SCHEMA - 1,))
+    r = subprocess.run([str(binary("tally-queryd")), "--db", old, "--listen",
+                        f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 1 and f"older than {SCHEMA}" in r.stderr, r.stderr
+    store = pg_store(pg_server, "queryd_secret", empty_db(tmp_path / "secret.db"))
+    with_password = store.replace("postgres@", "postgres:s3cret-pw@")
+    q = Queryd(tmp_path, with_password, name="queryd-password")
+    try:
+        assert q.get("/api/health")["schema_version"] == SCHEMA
+        assert q.get("/api/requests")["requests"] == []
+    finally:
+        q.stop()
+    assert "s3cret-pw" not in q.output() and "queryd_secret" in q.output()
+
+
+def test_postgres_outage_costs_answers_not_the_server(tmp_path):
+    """PostgreSQL stops under a running queryd: answers are 503 while it is away, and
+    once it is back every thread's connection (and the export's) works again without a
+    restart of queryd."""
+    from pgserver import PgServer
+
+    db = empty_db(tmp_path / "outage.db")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT INTO requests (request_id, outcome, usage_source, started_at)"
+                    " VALUES ('out-1', 'complete', 'none', ?)", (BASE * 1000,))
+    con.close()
+    pg = PgServer(tmp_path / "pg")
+    try:
+        pg.start()
+        store = pg_store(pg, "outage", db)
+        q = Queryd(tmp_path, store, name="queryd-outage")
+        try:
+            path = f"/api/requests?from={BASE - 60}&to={BASE + 60}"
+            for _ in range(4):      # both threads' connections
+                assert [r["request_id"] for r in q.get(path)["requests"]] == ["out-1"]
+            pg.stop()
+            for _ in range(4):
+                status, _, body = q.request(path)
+                assert status == 503, body
+                assert json.loads(body) == {"error": "the database cannot be read"}
+            pg.start()
+            deadline, ok = time.time() + 20, 0
+            while ok < 4:           # in a row: every thread back
+                assert time.time() < deadline, "queryd did not reconnect"
+                ok = ok + 1 if q.request(path)[0] == 200 else 0
+            _, body = export(q, f"from={BASE - 60}&to={BASE + 60}&format=ndjson")
+            assert [json.loads(x)["request_id"] for x in body.decode().splitlines()] == ["out-1"]
+        finally:
+            q.stop()
+    finally:
+        pg.close()
+
+
+def pg_text(sql):
+    """A query as common/db.c sends it to PostgreSQL: :name numbered $N by first
+    appearance (comments dropped first). Also its parameter names, in that order."""
+    names = []
+
+    def number(m):
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+    sql = re.sub(r"--[^\n]*", "", sql)
+    return re.sub(r"(?<!:):(\w+)", number, sql).strip().rstrip(";"), names
+
+
+def test_postgres_plans_walk_the_indexes(pg_url):
+    """On PostgreSQL, with the custom plans queryd asks for (main.c, PGOPTIONS) and
+    enough rows that the planner weighs them: the pages and the export (enable_sort off,
+    export.c) read their index in order (no sort of the range), the summaries read their
+    rollups through their keys, and no query reads a whole large table."""
+    schema = (ROOT / "sql" / "pg" / "schema.sql").read_text()
+    con = psycopg2.connect(pg_url)
+    con.autocommit = True
+    cur = con.cursor()
+    cur.execute(schema)
+    cur.execute("INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'b', 0)")
+    cur.execute("INSERT INTO keys (name, prefix, hash, created_at) SELECT 'k' || i, 'tly_k' || i,"
+                " sha256(int8send(i)), 0 FROM generate_series(1, 50) i")
+    cur.execute("INSERT INTO models (name, provider_id, created_at, updated_at)"
+                " SELECT 'm' || i, (SELECT id FROM providers), 0, 0 FROM generate_series(1, 12) i")
+    end = BASE * 1000
+    cur.execute("""INSERT INTO requests (request_id, key_id, model, provider, status, stream,
+                       outcome, usage_source, started_at)
+                   SELECT 'r' || i, CASE WHEN i %% 20 = 0 THEN NULL ELSE 1 + i %% 50 END,
+                          CASE WHEN i %% 1000 = 0 THEN 'rare' ELSE 'm' || (1 + i %% 12) END,
+                          'p', 200, i %% 2, 'complete', 'response',
+                          %s - CAST(i AS BIGINT) * 60000
+                   FROM generate_series(1, 60000) i""", (end,))
+    # the rollups: a row per period and group, 0 in every sum (NOT NULL, no default)
+    groups = {"key_id, model, provider": ("1 + k % 50, 'm' || (1 + k % 12), 'p'", 60),
+              "model, provider": ("'m' || (1 + k), 'p'", 12), "key_id": ("1 + k", 50),
+              "": ("", 1)}
+    for table, t, step, group in (
+            ("usage_hourly", "hour", 3600, "key_id, model, provider"),
+            ("usage_daily", "day", 86400, "key_id, model, provider"),
+            ("model_hourly", "hour", 3600, "model, provider"),
+            ("model_daily", "day", 86400, "model, provider"),
+            ("key_hourly", "hour", 3600, "key_id"), ("key_daily", "day", 86400, "key_id"),
+            ("total_hourly", "hour", 3600, "")):
+        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                    " AND is_nullable = 'NO' AND column_default IS NULL", (table,))
+        given = [t] + [c.strip() for c in group.split(",") if c.strip()]
+        zeros = [c for (c,) in cur.fetchall() if c not in given]
+        exprs, n = groups[group]
+        cur.execute(f"INSERT INTO {table} ({', '.join(given + zeros)})"
+                    f" SELECT {BASE - BASE % step} - i * {step}, {exprs + ', ' if exprs else ''}"
+                    f"{', '.join(['0'] * len(zeros))}"
+                    f" FROM generate_series(0, 2000) i, generate_series(0, {n - 1}) k")
+    cur.execute("ANALYZE")
+    cur.execute("SET plan_cache_mode = force_custom_plan")
+    day = BASE - BASE % 86400
+    base = {"from_ms": end - 7 * 86400000, "to_ms": end, "before_ms": end,
+            "before_id": -2 ** 63, "limit": 101, "errors_only": 0, "has_key": 0,
+            "key_id": None, "model": None, "provider": None, "status_lo": None,
+            "status_hi": None, "outcome": None, "stream": None, "request_id": "r5",
+            "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
+            "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
+            "day_to": day}
+
+    def plan(name, **values):
+        path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"
+        if not path.exists():
+            path = ROOT / "sql" / "queries" / f"{name}.sql"
+        sql, names = pg_text(path.read_text())
+        # as export.c sets it on the export's own connection
+        cur.execute(f"SET enable_sort = {'off' if name == 'export' else 'on'}")
+        cur.execute("DEALLOCATE ALL")
+        cur.execute(f"PREPARE q AS {sql}")
+        args = [dict(base, **values)[n] for n in names]
+        cur.execute(f"EXPLAIN EXECUTE q ({', '.join(['%s'] * len(args))})" if args else
+                    "EXPLAIN EXECUTE q", args)
+        return "\n".join(r[0] for r in cur.fetchall())
+
+    for name, index, values in (
+            ("requests_page", "requests_started_at", {}),
+            ("requests_page", "requests_started_at", {"status_lo": 200, "status_hi": 299,
+                                                      "stream": 1, "outcome": "complete"}),
+            ("requests_page_key", "requests_key_started_at", {"key_id": 7}),
+            ("requests_page_nokey", "requests_", {}),   # either walk suits 5% of rows
+            ("requests_page_model", "requests_model_started_at", {"model": "rare"}),
+            ("export", "requests_started_at", {}),
+            ("export", "requests_started_at", {"has_key": 1, "key_id": 7})):
+        p = plan(name, **values)
+        # a few rows (a rare model's) may be fetched through the index and sorted
+        assert re.search(f"(Index Scan (Backward )?using|Bitmap Index Scan on) {index}", p), (name, p)
+        assert "Seq Scan on requests" not in p, (name, p)
+        # a full sort, not an incremental one of the rows of one started_at (an index
+        # on started_at alone: its order is the walk's, but for ties)
+        full_sort = re.search(r"(^|->  )Sort  \(", p, re.M)
+        assert not full_sort or name == "requests_page_model", (name, p)
+    assert "Seq Scan on requests" not in plan("request_one"), plan("request_one")
+    for name, values in (("summary", {"key_id": 7}), ("summary", {"model": "m3"}),
+                         ("summary_keys", {}), ("summary_keys", {"key_id": 7}),
+                         ("summary_models", {}), ("summary_totals", {}), ("keys", {}),
+                         ("models", {})):
+        p = plan(name, **values)
+        assert not re.search(r"Seq Scan on (requests|usage_hourly|usage_daily|model_hourly|"
+                             r"model_daily|key_hourly|key_daily|total_hourly)\b", p), (name, values, p)
+    con.close()
+
+
+def test_both_stores_answer_byte_for_byte(seeded, pg_server, tmp_path):
+    """The same rows on SQLite and on PostgreSQL give the same bytes on every endpoint:
+    numbers as numbers (PostgreSQL's sums are NUMERIC), nulls, names in byte order."""
+    frm, to = BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600
+    paths = [f"/api/summary?from={frm}&to={to}&group={g}&limit=1000{f}"
+             for g in ("key", "model", "provider", "hour", "day")
+             for f in ("", "&key=alpha", "&model=m-claude")]
+    paths += ["/api/requests?limit=1000" + (f"&{query}" if query else "") for query, _ in FILTERS]
+    paths += ["/api/requests?limit=7&before=" + str(BASE * 1000 + 5000) + ".99999",
+              "/api/requests/req-00042", "/api/requests/nope", "/api/keys", "/api/models",
+              f"/api/export?from={BASE - 86400}&to={NOW + 60}",
+              f"/api/export?from={BASE - 86400}&to={NOW + 60}&format=ndjson&key_id=0",
+              "/api/summary?key=nobody"]
+    store = pg_store(pg_server, "queryd_bytes", seeded["db"])
+    ql = Queryd(tmp_path, seeded["db"], name="queryd-bytes-sqlite")
+    try:
+        qp = Queryd(tmp_path, store, name="queryd-bytes-pg")
+        try:
+            for path in paths:
+                got = [q.request(path) for q in (ql, qp)]
+                assert got[0][0] == got[1][0], (path, got[0][0], got[1][0])
+                assert got[0][2] == got[1][2], (path, got[0][2][:300], got[1][2][:300])
+        finally:
+            qp.stop()
+    finally:
+        ql.stop()
