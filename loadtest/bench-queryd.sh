@@ -82,6 +82,7 @@ if [[ $store == postgres ]]; then
     pg_sql tally "VACUUM (ANALYZE)"
     pg_stop
     mv "$pg_cache.tmp" "$pg_cache"
+    rm -f "$pg_cache.tmp.initdb.log"
   fi
   pg_start "$pg_cache"
   TALLY_SECRET_FILE=$pg_cache.secret "$build/tallyctl" --db "$(pg_url tally)" key list >/dev/null
