@@ -5,7 +5,7 @@
  * duplicates, exact rollups, the node's accounting row, a database full under
  * max_db_pages (retry, give up, recover), a database locked by another connection, a
  * refused row, the drain on stop, writer_load_counters, one writer per node, and on
- * PostgreSQL a lost connection. The test thread plays the intake; the writer runs its
+ * PostgreSQL a lost connection and a node taken over while its writer was away. The test thread plays the intake; the writer runs its
  * own thread. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -1053,6 +1053,55 @@ out:
 	queue_free(q);
 }
 
+/* PostgreSQL: the writer's session ends and, before its next batch, another writer
+ * takes the node: the first one's batches fail (the node's lock is held elsewhere) and
+ * are given up after retry_ms, never written under the other writer's counters. */
+static void test_takeover(void)
+{
+	struct queue *q1 = queue_new(64), *q2 = queue_new(64);
+	struct writer_config cfg = { .node = "edge", .retry_ms = 300, .on_done = on_done };
+	struct writer *w1 = NULL, *w2 = NULL;
+	char path[512], err[512] = "";
+	struct db *db = NULL;
+	struct acct_row r;
+
+	if (!pg_url)
+		goto out;
+	reset_counters();
+	db_create("takeover.db", path, sizeof(path));
+	db = db_reader(path);
+	cfg.db_path = path;
+	cfg.queue = q1;
+	w1 = writer_start(&cfg, err, sizeof(err));
+	CHECK(w1 != NULL);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+	                       " pg_locks WHERE locktype = 'advisory' AND classid = 1952541817)"
+	                       " AS t"), 1);
+	WAIT_FOR(q_int(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	                   " AND classid = 1952541817") == 0, 2000);
+	cfg.queue = q2;
+	w2 = writer_start(&cfg, err, sizeof(err));
+	if (!w2)
+		fprintf(stderr, "writer_start: %s\n", err);
+	CHECK(w2 != NULL);
+	r = row_full(1);
+	CHECK_EQ_INT(intake(q1, &r), 0);
+	WAIT_FOR(atomic_load(&done_given_up) == 1, 3000);
+	CHECK_EQ_INT(atomic_load(&done_given_up), 1);
+	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_BUSY]) >= 1);
+	r = row_full(2);
+	CHECK_EQ_INT(intake(q2, &r), 0);
+	WAIT_FOR(atomic_load(&done_committed) == 1, 3000);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id = 'req-00000001'"), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE request_id = 'req-00000002'"), 1);
+out:
+	writer_stop(w1);
+	writer_stop(w2);
+	db_close(db);
+	queue_free(q1);
+	queue_free(q2);
+}
+
 static void test_bad_config(void)
 {
 	struct queue *q = queue_new(4);
@@ -1084,6 +1133,7 @@ static void run_cases(void)
 	RUN(test_load_counters);
 	RUN(test_nodes);
 	RUN(test_reconnect);
+	RUN(test_takeover);
 }
 
 int main(void)
