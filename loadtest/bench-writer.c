@@ -1,14 +1,20 @@
 /* bench-writer: the usage writer's throughput in rows/s, against a baseline measured in
  * the same run. The main thread plays the intake: it pushes BENCH_ROWS (default
  * 500000) realistic rows as fast as it can into a queue that holds them all, and the
- * real writer thread stores them in a fresh WAL database in a temporary directory; the
- * figure runs from the first push to the commit of the last row (on_done). The baseline
- * inserts the same rows into another fresh database with one prepared INSERT, in
- * transactions of the same size under the same settings (db_open's, then the writer's
+ * real writer thread stores them in a fresh store; the figure runs from the first push
+ * to the commit of the last row (on_done). The baseline inserts the same rows into
+ * another fresh store with one prepared single-row INSERT, in transactions of the same
+ * size under the same settings (db_open's, then on SQLite the writer's
  * WRITER_CONNECTION_SQL), without rollups, counters or duplicate handling.
- * BENCH_BATCH (default the agent's, WRITER_BATCH_DEFAULT) sets both batch sizes;
- * BENCH_ROUNDS (default 3) repeats the pair, the best of each counts. Each writer database is checked afterwards
- * from SQLite alone; any mismatch exits 1. Uses about 2 x 0.6 KB x BENCH_ROWS of memory. */
+ * The store is a fresh WAL database in a temporary directory, or with BENCH_STORE set to
+ * a postgresql:// URL that PostgreSQL database, emptied (its public schema dropped and
+ * made again) before each run: give it a database of its own (bench-writer.sh starts a
+ * private cluster). BENCH_BATCH (default the agent's, WRITER_BATCH_DEFAULT) sets both
+ * batch sizes; BENCH_STATEMENT_ROWS the writer's rows per INSERT statement (default its
+ * own, WRITER_ROWS_DEFAULT; 1 for one statement per row); BENCH_ROUNDS (default 3)
+ * repeats the pair, the best of each counts. Each
+ * writer run is checked afterwards from the store alone; any mismatch exits 1. Uses
+ * about 2 x 0.6 KB x BENCH_ROWS of memory. Single-threaded but for the writer's thread. */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -158,30 +164,49 @@ static double bench_now_s(void)
 	return (double)stats_now_ns() / 1e9;
 }
 
-/* Creates an empty database at path, as the agent does at start-up. 0 or -1. */
-static int bench_db_create(const char *path)
-{
-	char err[512];
-	sqlite3 *db;
-
-	if (db_open(path, DB_CREATE, &db, err, sizeof(err)) < 0) {
-		fprintf(stderr, "bench-writer: %s\n", err);
-		return -1;
-	}
-	sqlite3_close(db);
-	return 0;
-}
-
+/* Removes a SQLite database and its WAL files; a PostgreSQL store is left as it is
+ * (bench_db_create empties it). */
 static void bench_db_remove(const char *path)
 {
 	static const char *const suffixes[] = { "", "-wal", "-shm" };
 	char file[512];
 	size_t i;
 
+	if (!*path || db_is_postgres(path))
+		return;
 	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
 		snprintf(file, sizeof(file), "%s%s", path, suffixes[i]);
 		unlink(file);
 	}
+}
+
+/* Makes store an empty database at DB_SCHEMA_VERSION, as the agent's start-up creates
+ * it: a SQLite file is removed first, a PostgreSQL database loses its public schema
+ * (the tables, the rows and the trigger function of an earlier run). 0 or -1. */
+static int bench_db_create(const char *store)
+{
+	char err[512];
+	struct db *db = NULL;
+	int rc = -1;
+
+	bench_db_remove(store);
+	if (db_open(store, DB_CREATE, &db, err, sizeof(err)) < 0)
+		goto out;
+	if (db_kind(db) == DB_POSTGRES) {
+		if (db_exec(db, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", err,
+		            sizeof(err)) < 0)
+			goto out;
+		db_close(db);
+		db = NULL;
+		if (db_open(store, DB_CREATE, &db, err, sizeof(err)) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "bench-writer: %s\n", err);
+	db_close(db);
+	return rc;
 }
 
 /* ---- the writer ---- */
@@ -223,13 +248,13 @@ static int bench_verify(const char *path, int64_t n)
 		int all;   /* expected: 1 all n rows, 0 none */
 	} checks[] = {
 		{ "rows in requests", "SELECT count(*) FROM requests", 1 },
-		{ "accounting.received", "SELECT received FROM accounting", 1 },
-		{ "accounting.written", "SELECT written FROM accounting", 1 },
-		{ "accounting.dropped", "SELECT dropped FROM accounting", 0 },
+		{ "accounting.received", "SELECT sum(received) FROM accounting", 1 },
+		{ "accounting.written", "SELECT sum(written) FROM accounting", 1 },
+		{ "accounting.dropped", "SELECT sum(dropped) FROM accounting", 0 },
 		{ "requests in usage_hourly", "SELECT sum(requests) FROM usage_hourly", 1 },
 	};
 	char err[512];
-	sqlite3 *db;
+	struct db *db;
 	int64_t v;
 	size_t i;
 	int rc = 0;
@@ -247,22 +272,23 @@ static int bench_verify(const char *path, int64_t n)
 			rc = -1;
 		}
 	}
-	sqlite3_close(db);
+	db_close(db);
 	return rc;
 }
 
 /* Stores rows[0..n) through a queue and the writer into a new database at path. */
 static int bench_writer(const char *path, const struct acct_row *rows, size_t n, int batch,
-                        struct bench_result *res)
+                        int per_statement, struct bench_result *res)
 {
 	struct writer_config cfg = { .db_path = path, .batch_max = batch,
+	                             .rows_per_statement = per_statement,
 	                             .on_done = bench_on_done };
 	struct stats_hist *h = &stats.batch_latency;
 	uint64_t before[STATS_HIST_NBOUNDS + 1], batches, count, sum, t0;
 	struct writer *w = NULL;
 	struct queue *q = NULL;
 	char err[512];
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 	size_t i, refused = 0;
 	int rc = -1;
 
@@ -270,11 +296,11 @@ static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
 		return -1;
 	/* Zero the process's totals from the fresh database, as the agent's start-up does. */
 	if (db_open(path, DB_READWRITE, &db, err, sizeof(err)) < 0 ||
-	    writer_load_counters(db, err, sizeof(err)) < 0) {
+	    writer_load_counters(db, NULL, err, sizeof(err)) < 0) {
 		fprintf(stderr, "bench-writer: %s\n", err);
 		goto out;
 	}
-	sqlite3_close(db);
+	db_close(db);
 	db = NULL;
 	q = queue_new(n);
 	cfg.queue = q;
@@ -315,14 +341,14 @@ static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
 out:
 	writer_stop(w);
 	queue_free(q);
-	sqlite3_close(db);
+	db_close(db);
 	return rc;
 }
 
 /* ---- the baseline ---- */
 
 /* Binds r as the writer does: empty text and negative numbers as NULL. */
-static int bench_bind(sqlite3_stmt *st, const struct acct_row *r)
+static int bench_bind(struct db_stmt *st, const struct acct_row *r)
 {
 	const char *texts[] = { r->request_id, r->model, r->model_requested, r->provider,
 	                        r->verdict, acct_outcome_name(r->outcome),
@@ -335,14 +361,14 @@ static int bench_bind(sqlite3_stmt *st, const struct acct_row *r)
 	                         r->bytes_out };
 	const int int_cols[] = { 2, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 20, 21, 22 };
 	size_t i;
-	int rc = SQLITE_OK;
+	int rc = 0;
 
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
-		rc |= texts[i][0] ? sqlite3_bind_text(st, text_cols[i], texts[i], -1, SQLITE_STATIC)
-		                  : sqlite3_bind_null(st, text_cols[i]);
+		rc |= texts[i][0] ? db_bind_text(st, text_cols[i], texts[i], strlen(texts[i]))
+		                  : db_bind_null(st, text_cols[i]);
 	for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
-		rc |= ints[i] >= 0 ? sqlite3_bind_int64(st, int_cols[i], ints[i])
-		                   : sqlite3_bind_null(st, int_cols[i]);
+		rc |= ints[i] >= 0 ? db_bind_int(st, int_cols[i], ints[i])
+		                   : db_bind_null(st, int_cols[i]);
 	return rc;
 }
 
@@ -358,9 +384,9 @@ static int bench_baseline(const char *path, const struct acct_row *rows, size_t 
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
 		" ?17, ?18, ?19, ?20, ?21, ?22)";
 	char err[512] = "";
-	sqlite3_stmt *st = NULL;
-	sqlite3 *db = NULL;
-	int64_t stored;
+	struct db_stmt *st = NULL;
+	struct db *db = NULL;
+	int64_t stored = -1;
 	uint64_t t0;
 	size_t i;
 	int rc = -1;
@@ -371,18 +397,20 @@ static int bench_baseline(const char *path, const struct acct_row *rows, size_t 
 		fprintf(stderr, "bench-writer: baseline: %s\n", err);
 		return -1;
 	}
-	if (db_exec(db, WRITER_CONNECTION_SQL, err, sizeof(err)) < 0 ||
-	    sqlite3_prepare_v2(db, insert_sql, -1, &st, NULL) != SQLITE_OK)
+	/* The writer's page cache and checkpoint settings are SQLite's; PostgreSQL runs
+	 * with the server's. */
+	if ((db_kind(db) == DB_SQLITE &&
+	     db_exec(db, WRITER_CONNECTION_SQL, err, sizeof(err)) < 0) ||
+	    db_prepare(db, insert_sql, &st) < 0)
 		goto out;
 	t0 = stats_now_ns();
 	for (i = 0; i < n; i++) {
-		if (i % (size_t)batch == 0 && db_exec(db, "BEGIN IMMEDIATE", err, sizeof(err)) < 0)
+		if (i % (size_t)batch == 0 && db_begin(db) != DB_OK)
 			goto out;
-		if (bench_bind(st, &rows[i]) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+		if (bench_bind(st, &rows[i]) != 0 || db_step(st) != DB_DONE)
 			goto out;
-		sqlite3_reset(st);
-		if ((i + 1 == n || (i + 1) % (size_t)batch == 0) &&
-		    db_exec(db, "COMMIT", err, sizeof(err)) < 0)
+		db_reset(st);
+		if ((i + 1 == n || (i + 1) % (size_t)batch == 0) && db_commit(db) != DB_OK)
 			goto out;
 	}
 	res->rows_per_s = (double)n * 1e9 / (double)(stats_now_ns() - t0);
@@ -392,9 +420,10 @@ static int bench_baseline(const char *path, const struct acct_row *rows, size_t 
 		snprintf(err, sizeof(err), "stored %" PRId64 " rows of %zu", stored, n);
 out:
 	if (rc < 0)
-		fprintf(stderr, "bench-writer: baseline: %s\n", *err ? err : sqlite3_errmsg(db));
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+		fprintf(stderr, "bench-writer: baseline: %s\n", *err ? err : db_errmsg(db));
+	db_finalize(st);
+	db_rollback(db);
+	db_close(db);
 	return rc;
 }
 
@@ -407,24 +436,69 @@ static long bench_env(const char *name, long def)
 	return v && *v ? atol(v) : def;
 }
 
+/* "SQLite 3.x" or "PostgreSQL 15.x" into out, from a store just created. 0 or -1. */
+static int bench_store_name(const char *store, char *out, size_t len)
+{
+	struct db_stmt *st = NULL;
+	struct db *db = NULL;
+	char err[512];
+	int rc = -1;
+
+	if (bench_db_create(store) < 0)
+		return -1;
+	if (db_open(store, DB_READONLY, &db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench-writer: %s\n", err);
+		return -1;
+	}
+	if (db_prepare(db, db_kind(db) == DB_SQLITE ? "SELECT 'SQLite ' || sqlite_version()"
+	               : "SELECT 'PostgreSQL ' || current_setting('server_version')", &st) == 0 &&
+	    db_step(st) == DB_ROW && db_col_text(st, 0)) {
+		snprintf(out, len, "%s", db_col_text(st, 0));
+		rc = 0;
+	} else {
+		fprintf(stderr, "bench-writer: %s\n", db_errmsg(db));
+	}
+	db_finalize(st);
+	db_close(db);
+	return rc;
+}
+
 int main(void)
 {
 	long n = bench_env("BENCH_ROWS", 500000), rounds = bench_env("BENCH_ROUNDS", 3);
 	long batch = bench_env("BENCH_BATCH", WRITER_BATCH_DEFAULT);
+	long per_statement = bench_env("BENCH_STATEMENT_ROWS", WRITER_ROWS_DEFAULT);
 	struct bench_result best_w = { 0 }, best_b = { 0 };
-	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[256], bpath[256];
+	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[512] = "", bpath[512] = "",
+	     name[128];
+	const char *store = getenv("BENCH_STORE");
 	struct acct_row *rows = NULL;
 	double t;
 	long i, r;
 	int rc = 1;
 
-	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX || !mkdtemp(dir)) {
-		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d;"
-		        " or no temporary directory\n", WRITER_BATCH_MAX);
+	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX ||
+	    per_statement <= 0 || per_statement > WRITER_ROWS_MAX ||
+	    (per_statement & (per_statement - 1)) || !mkdtemp(dir)) {
+		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d,"
+		        " BENCH_STATEMENT_ROWS a power of two up to %d; or no temporary directory\n",
+		        WRITER_BATCH_MAX, WRITER_ROWS_MAX);
 		return 1;
 	}
-	snprintf(wpath, sizeof(wpath), "%s/writer.db", dir);
-	snprintf(bpath, sizeof(bpath), "%s/baseline.db", dir);
+	/* One PostgreSQL database serves both, emptied before each run. */
+	if (store && *store && !db_is_postgres(store)) {
+		fprintf(stderr, "bench-writer: BENCH_STORE must be a postgresql:// URL\n");
+		goto out;
+	}
+	if (store && *store) {
+		snprintf(wpath, sizeof(wpath), "%s", store);
+		snprintf(bpath, sizeof(bpath), "%s", store);
+	} else {
+		snprintf(wpath, sizeof(wpath), "%s/writer.db", dir);
+		snprintf(bpath, sizeof(bpath), "%s/baseline.db", dir);
+	}
+	if (bench_store_name(wpath, name, sizeof(name)) < 0)
+		goto out;
 	rows = malloc((size_t)n * sizeof(*rows));
 	if (!rows) {
 		fprintf(stderr, "bench-writer: out of memory\n");
@@ -433,12 +507,13 @@ int main(void)
 	t = bench_now_s();
 	for (i = 0; i < n; i++)
 		bench_row((uint64_t)i, &rows[i]);
-	printf("%ld rows (%.1f s to generate), batch %ld, SQLite %s, %s\n", n,
-	       bench_now_s() - t, batch, sqlite3_libversion(), dir);
+	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %s, %s\n", n,
+	       bench_now_s() - t, batch, per_statement, name,
+	       db_is_postgres(wpath) ? "BENCH_STORE" : dir);
 	for (r = 0; r < rounds; r++) {
 		struct bench_result w = { 0 }, b = { 0 };
 
-		if (bench_writer(wpath, rows, (size_t)n, (int)batch, &w) < 0)
+		if (bench_writer(wpath, rows, (size_t)n, (int)batch, (int)per_statement, &w) < 0)
 			goto out;
 		bench_db_remove(wpath);
 		if (bench_baseline(bpath, rows, (size_t)n, (int)batch, &b) < 0)
@@ -455,7 +530,7 @@ int main(void)
 	}
 	printf("writer:   %8.0f rows/s (best of %ld; batch commit p50 <= %.1f ms, p99 <= %.1f ms)\n",
 	       best_w.rows_per_s, rounds, best_w.p50_ms, best_w.p99_ms);
-	printf("baseline: %8.0f rows/s (best of %ld; plain INSERT into requests)\n",
+	printf("baseline: %8.0f rows/s (best of %ld; single-row INSERT into requests)\n",
 	       best_b.rows_per_s, rounds);
 	printf("ratio writer/baseline: %.2f; writer / target (200000 rows/s): %.2fx\n",
 	       best_w.rows_per_s / best_b.rows_per_s, best_w.rows_per_s / 200000.0);

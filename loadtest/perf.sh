@@ -26,11 +26,22 @@
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), PERF_COMPARE_STREAMS,
 # PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, TALLY_BUILD (build).
+# PERF_STORE=postgres: the agent, tallyctl, queryd and tally-stress use a fresh database
+# of a private PostgreSQL cluster (loadtest/pg.sh) per stage instead of a SQLite file;
+# the overload stage then locks the requests table instead of the SQLite file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${TALLY_BUILD:-build}
 source scripts/stack.sh
+source loadtest/pg.sh
+store=${PERF_STORE:-sqlite}
+case $store in
+  sqlite|postgres) ;;
+  *) echo "perf: PERF_STORE is sqlite or postgres, not $store" >&2; exit 2 ;;
+esac
+pg_root=
+pg_dbs=0
 
 frames=${PERF_FRAMES:-100}
 delay=${PERF_FRAME_DELAY_MS:-10}
@@ -46,17 +57,36 @@ perf_up() {
   mock_port=$(stack_free_port); agent_port=$(stack_free_port); gw_port=$(stack_free_port)
   records_port=$(stack_free_port); plain_port=$(stack_free_port)
   db=$tmp/tally.db
+  local store_args=() queryd_args=()
+  if [ "$store" = postgres ]; then
+    # One cluster for the whole run, a fresh database per stage. A URL has no file
+    # beside it: the key secret (for the agent and tallyctl alike), the agent's journal
+    # and its control socket (which queryd reads) are named.
+    if [ -z "$pg_pid" ]; then
+      pg_root=$(mktemp -d /tmp/tally-perf-pg.XXXXXX)
+      chmod 711 "$pg_root"
+      pg_start "$pg_root/data"
+    fi
+    pg_dbs=$((pg_dbs + 1))
+    pg_sql postgres "CREATE DATABASE perf$pg_dbs"
+    db=$(pg_url "perf$pg_dbs")
+    export TALLY_SECRET_FILE=$tmp/key.secret
+    store_args=(--secret "$TALLY_SECRET_FILE" --journal "$tmp/agent.journal"
+                --control "$tmp/agent.ctl")
+    queryd_args=(--control "$tmp/agent.ctl")
+  fi
   stack_seed "$db" "$mock_port" >/dev/null
   key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt)
   stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
   mock_pid=${stack_pids[-1]}
   stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
-    --records "127.0.0.1:$records_port" --metrics off --log-level warn "${agent_args[@]}" \
+    --records "127.0.0.1:$records_port" --metrics off --log-level warn "${store_args[@]}" \
+    "${agent_args[@]}" \
     2>"$tmp/agent.log"
   agent_pid=${stack_pids[-1]}
   queryd_port=$(stack_free_port)
   TALLY_OPERATOR_TOKEN=perf-operator stack_spawn "$build/tally-queryd" --db "$db" \
-    --listen "127.0.0.1:$queryd_port" --log-level warn 2>"$tmp/queryd.log"
+    --listen "127.0.0.1:$queryd_port" --log-level warn "${queryd_args[@]}" 2>"$tmp/queryd.log"
   queryd_pid=${stack_pids[-1]}
   stack_wait_port "$mock_port"; stack_wait_port "$agent_port"; stack_wait_port "$queryd_port"
   printf '%s\n' "hour /api/summary?group=hour" "key /api/summary?group=key" \
@@ -84,7 +114,7 @@ perf_down() {
   stack_pids=()
   rm -rf "$tmp"
 }
-trap 'stack_stop; rm -rf "${tmp:-/nonexistent}"' EXIT INT TERM
+trap 'stack_stop; pg_stop; rm -rf "${tmp:-/nonexistent}" ${pg_root:+"$pg_root"}' EXIT INT TERM
 
 # "utime+stime ticks rss_kib" of a process.
 proc_sample() {
@@ -196,7 +226,12 @@ stage_overload() {
   agent_args=(--queue-capacity "${PERF_OVERLOAD_QUEUE:-256}" --write-retry-ms 500)
   perf_up
   agent_args=()
-  python3 - "$db" "$lock" <<'PY' &
+  if [ "$store" = postgres ]; then
+    # The writer's inserts wait on the table lock as they would on SQLite's file lock.
+    (sleep 1; psql -X -q -d "$db" -c "BEGIN; LOCK TABLE requests IN ACCESS EXCLUSIVE MODE;
+      SELECT pg_sleep($lock); ROLLBACK" >/dev/null) &
+  else
+    python3 - "$db" "$lock" <<'PY' &
 import sqlite3, sys, time
 time.sleep(1)
 con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
@@ -204,6 +239,7 @@ con.execute("BEGIN IMMEDIATE")
 time.sleep(float(sys.argv[2]))
 con.execute("ROLLBACK")
 PY
+  fi
   stack_pids+=($!)
   perf_run overload "$gw_port" "$gw_pid $agent_pid $queryd_pid" -- --levels "${PERF_OVERLOAD_LEVELS:-16}" \
     --duration "$seconds" --body-bytes 1024 --db "$db" --allow-drops
@@ -292,8 +328,8 @@ stage_bench() {
     "$build/queryd-probe" BUILD="$build"
   "$build/bench-codec"
   "$build/bench-journal"
-  BENCH_ROUNDS=${BENCH_ROUNDS:-1} "$build/bench-writer"
-  BUILD=$build BENCH_ROWS=${PERF_QUERYD_ROWS:-10000000} bash loadtest/bench-queryd.sh
+  BENCH_ROUNDS=${BENCH_ROUNDS:-1} BUILD=$build STORE=$store bash loadtest/bench-writer.sh
+  BUILD=$build STORE=$store BENCH_ROWS=${PERF_QUERYD_ROWS:-10000000} bash loadtest/bench-queryd.sh
 }
 
 [ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|hostile|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }

@@ -11,6 +11,8 @@
  *                   the writer takes them or at --rate rows/s (benchmarks)
  *   --ndjson FILE   the given rows, one JSON object a line (ndjson_row.h); every line
  *                   is checked before anything is written
+ * The store is a SQLite path or a postgresql:// URL (common/db.h); on either, rows go
+ * through the writer, which uses the store's fast path for bulk rows.
  * Random rows depend only on the seed, --keys, --days and --end (not in live mode).
  * Those whose usage went unreported (client aborts, cuts, lost records, answers that
  * outgrew the buffer) carry the agent's estimate of it, as the intake would charge it. */
@@ -49,13 +51,15 @@
 #define GEN_KEY_MODELS   3          /* a key uses a few models: 75%, 20%, 5% of its calls */
 
 static const char gen_usage_text[] =
-	"usage: tally-gen --db PATH --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
-	"       tally-gen --db PATH --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
-	"                 [--keys K]\n"
-	"       tally-gen --db PATH --ndjson FILE|-\n"
+	"usage: tally-gen --db STORE --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
+	"                 [--secret PATH] [--node NAME]\n"
+	"       tally-gen --db STORE --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
+	"                 [--keys K] [--secret PATH] [--node NAME]\n"
+	"       tally-gen --db STORE --ndjson FILE|- [--node NAME]\n"
 	"\n"
-	"Stores usage rows in the tally database PATH (created or migrated first) through the\n"
-	"agent's queue and writer, so rollups and the accounting row are what the agent keeps.\n"
+	"Stores usage rows in the tally store STORE, a SQLite path or a postgresql:// URL\n"
+	"(created or migrated first), through the agent's queue and writer, so rollups and the\n"
+	"accounting row are what the agent keeps.\n"
 	"  --rows N         N realistic rows with started_at in [end - D days, end), in time\n"
 	"                   order, busier by day; same seed, D, end and K: same rows\n"
 	"  --seed S         random seed (default 1)\n"
@@ -63,6 +67,10 @@ static const char gen_usage_text[] =
 	"  --end T          end of the span, unix seconds (default now)\n"
 	"  --keys K         keys team-<word>-<n>, 1..100000 (default 200), created if absent with\n"
 	"                   12 models of providers openai, anthropic and vllm\n"
+	"  --secret PATH    key-hashing secret file for the keys created, made if missing\n"
+	"                   (default: the SQLite path + .secret; required with a URL)\n"
+	"  --node NAME      the accounting row the counters go to, as the agent's --node\n"
+	"                   (default " WRITER_NODE_DEFAULT ")\n"
 	"  --duration S     live rows stamped with the current time, for S seconds (at most\n"
 	"                   --rows if given), as fast as the writer stores them or\n"
 	"  --rate R         at R rows/s\n"
@@ -74,7 +82,7 @@ static const char gen_usage_text[] =
 	"2 on bad usage or input.\n";
 
 struct gen_opts {
-	const char *db, *ndjson;
+	const char *db, *ndjson, *secret, *node;
 	long long rows, seed, days, end_s, keys;   /* rows, end_s -1: not given */
 	double duration_s, rate;                   /* 0: not given */
 };
@@ -284,61 +292,68 @@ static void gen_key_name(size_t i, char *out, size_t len)
 	snprintf(out, len, "team-%s-%zu", gen_words[i % GEN_NWORDS], i + 1);
 }
 
-static int gen_sql_error(sqlite3 *db, const char *what)
+static int gen_sql_error(struct db *db, const char *what)
 {
-	fprintf(stderr, "tally-gen: %s: %s\n", what, sqlite3_errmsg(db));
+	fprintf(stderr, "tally-gen: %s: %s\n", what, db_errmsg(db));
 	return -1;
 }
 
-/* Runs sql with the given binds (i: int64, t: text, b: KEYHASH_LEN blob, n: int64 or
- * NULL when negative). Returns 0, or -1 with a message. */
-static int gen_exec(sqlite3 *db, const char *sql, const char *types, const void *const *args)
+/* Runs sql with the given binds (i: int64, t: text or NULL, b: KEYHASH_LEN blob, n:
+ * int64 or NULL when negative). Returns the rows it changed, or -1 with a message. */
+static int64_t gen_exec(struct db *db, const char *sql, const char *types,
+                        const void *const *args)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1, i;
+	struct db_stmt *st = NULL;
+	int64_t rc = -1;
+	int i;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		return gen_sql_error(db, "prepare");
+	if (db_prepare(db, sql, &st) < 0)
+		return gen_sql_error(db, sql);
 	for (i = 0; types[i]; i++) {
 		int64_t v = types[i] == 'i' || types[i] == 'n' ? *(const int64_t *)args[i] : 0;
-		int brc = types[i] == 't' ? sqlite3_bind_text(st, i + 1, args[i], -1, SQLITE_STATIC)
-		        : types[i] == 'b' ? sqlite3_bind_blob(st, i + 1, args[i], KEYHASH_LEN, SQLITE_STATIC)
-		        : types[i] == 'n' && v < 0 ? sqlite3_bind_null(st, i + 1)
-		        : sqlite3_bind_int64(st, i + 1, v);
+		int brc = types[i] == 't' ? (args[i] ? db_bind_text(st, i + 1, args[i], strlen(args[i]))
+		                                     : db_bind_null(st, i + 1))
+		        : types[i] == 'b' ? db_bind_blob(st, i + 1, args[i], KEYHASH_LEN)
+		        : types[i] == 'n' && v < 0 ? db_bind_null(st, i + 1)
+		        : db_bind_int(st, i + 1, v);
 
-		if (brc != SQLITE_OK)
+		if (brc < 0)
 			goto out;
 	}
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = 0;
+	if (db_step(st) == DB_DONE)
+		rc = db_changes(st);
 out:
 	if (rc < 0)
 		gen_sql_error(db, sql);
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return rc;
 }
 
 /* Stores one rate card of a model just created. */
-static int gen_card_insert(sqlite3 *db, const char *model, const char *tier, int64_t above,
+static int gen_card_insert(struct db *db, const char *model, const char *tier, int64_t above,
                            const struct gen_prices *p)
 {
 	const void *args[] = { model, tier, &above, &p->input, &p->cached, &p->cache_write,
 	                       &p->cache_write_1h, &p->output, &p->audio_input,
 	                       &p->audio_output, &p->web_search };
 
+	/* PostgreSQL types a parameter of a SELECT list as text: the casts say BIGINT. */
 	return gen_exec(db, "INSERT INTO model_prices (model_id, tier, above_tokens,"
 	                " input_micros_per_mtok, cached_micros_per_mtok, cache_write_micros_per_mtok,"
 	                " cache_write_1h_micros_per_mtok, output_micros_per_mtok,"
 	                " audio_input_micros_per_mtok, audio_output_micros_per_mtok,"
 	                " web_search_micros_per_call)"
-	                " SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 FROM models WHERE name = ?1",
-	                "ttinnnnnnnn", args);
+	                " SELECT id, ?2, CAST(?3 AS BIGINT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT),"
+	                " CAST(?6 AS BIGINT), CAST(?7 AS BIGINT), CAST(?8 AS BIGINT),"
+	                " CAST(?9 AS BIGINT), CAST(?10 AS BIGINT), CAST(?11 AS BIGINT)"
+	                " FROM models WHERE name = ?1", "ttinnnnnnnn", args) < 0 ? -1 : 0;
 }
 
 /* Creates the providers and models of the catalogue that do not exist yet, with their
  * cards; existing ones (and their cards) are left as they are. */
-static int gen_catalogue_models(sqlite3 *db, int64_t now)
+static int gen_catalogue_models(struct db *db, int64_t now)
 {
+	int64_t changed;
 	size_t i, j;
 
 	for (i = 0; i < sizeof(gen_providers) / sizeof(gen_providers[0]); i++) {
@@ -354,11 +369,13 @@ static int gen_catalogue_models(sqlite3 *db, int64_t now)
 		const struct gen_model *m = &gen_models[i];
 		const void *args[] = { m->name, m->provider, &now };
 
-		if (gen_exec(db, "INSERT INTO models (name, provider_id, created_at, updated_at)"
-		             " SELECT ?1, id, ?3, ?3 FROM providers WHERE name = ?2"
-		             " ON CONFLICT (name) DO NOTHING", "tti", args) < 0)
+		changed = gen_exec(db, "INSERT INTO models (name, provider_id, created_at,"
+		                   " updated_at) SELECT ?1, id, CAST(?3 AS BIGINT), CAST(?3 AS BIGINT)"
+		                   " FROM providers WHERE name = ?2 ON CONFLICT (name) DO NOTHING",
+		                   "tti", args);
+		if (changed < 0)
 			return -1;
-		if (sqlite3_changes(db) == 0)
+		if (changed == 0)
 			continue;
 		if (m->prices.input != GEN_U &&
 		    gen_card_insert(db, m->name, "default", 0, &m->prices) < 0)
@@ -384,30 +401,31 @@ static int gen_has_tier(const struct gen_model *m, const char *tier)
 }
 
 /* keys.id of the key named name into *id (0: none). 0, or -1 on error. */
-static int gen_key_id(sqlite3 *db, const char *name, int64_t *id)
+static int gen_key_id(struct db *db, const char *name, int64_t *id)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = -1, step;
+	struct db_stmt *st = NULL;
+	enum db_status step;
+	int rc = -1;
 
-	if (sqlite3_prepare_v2(db, "SELECT id FROM keys WHERE name = ?1", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) != SQLITE_OK)
+	if (db_prepare(db, "SELECT id FROM keys WHERE name = ?1", &st) < 0 ||
+	    db_bind_text(st, 1, name, strlen(name)) < 0)
 		goto out;
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW || step == SQLITE_DONE) {
-		*id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	step = db_step(st);
+	if (step == DB_ROW || step == DB_DONE) {
+		*id = step == DB_ROW ? db_col_int(st, 0) : 0;
 		rc = 0;
 	}
 out:
 	if (rc < 0)
 		gen_sql_error(db, "key look-up");
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return rc;
 }
 
 /* Creates key rank i as tallyctl's `key create` does (a random key, only its keyed hash
  * and prefix stored; the clear key is not kept), with limits on some keys so that the
  * dashboard has some to show. */
-static int gen_key_create(sqlite3 *db, const struct gen *g, size_t i, const char *name,
+static int gen_key_create(struct db *db, const struct gen *g, size_t i, const char *name,
                           const unsigned char secret[KEYHASH_SECRET_LEN], int64_t created)
 {
 	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
@@ -424,25 +442,31 @@ static int gen_key_create(sqlite3 *db, const struct gen *g, size_t i, const char
 	keyhash_compute(secret, key, KEYHASH_KEY_LEN, hash);
 	return gen_exec(db, "INSERT INTO keys (name, prefix, hash, default_model, created_at, rpm,"
 	                " tpm, max_concurrent, budget_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-	                " ?8, ?9)", "ttbtinnnn", args);
+	                " ?8, ?9)", "ttbtinnnn", args) < 0 ? -1 : 0;
 }
 
 /* The providers, models and keys rows refer to, created where missing, in one
  * transaction; then each key's id and each model's prices as the agent loads them
  * (keytable_load), so that costs are the agent's. */
-static int gen_catalogue(sqlite3 *db, struct gen *g, const char *db_path, int64_t created)
+static int gen_catalogue(struct db *db, struct gen *g, const struct gen_opts *o,
+                         int64_t created)
 {
 	unsigned char secret[KEYHASH_SECRET_LEN];
-	char path[4096], name[64], err[512];
+	char path[4096], name[64], err[512] = "";
 	size_t i;
 
-	if (keyhash_secret_path_default(db_path, path, sizeof(path)) < 0 ||
+	/* A URL has no "beside": the secret must be named, as the agent's --secret is. */
+	if (!o->secret && db_is_postgres(o->db)) {
+		fprintf(stderr, "tally-gen: --secret PATH is required with a postgresql:// store\n");
+		return -1;
+	}
+	if (keyhash_secret_path(o->secret, o->db, path, sizeof(path)) < 0 ||
 	    keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tally-gen: key secret: %s\n", err);
 		return -1;
 	}
-	if (db_exec(db, "BEGIN IMMEDIATE", err, sizeof(err)) < 0) {
-		fprintf(stderr, "tally-gen: %s\n", err);
+	if (db_begin(db) != DB_OK) {
+		fprintf(stderr, "tally-gen: %s\n", db_errmsg(db));
 		return -1;
 	}
 	if (gen_catalogue_models(db, db_now()) < 0)
@@ -454,8 +478,8 @@ static int gen_catalogue(sqlite3 *db, struct gen *g, const char *db_path, int64_
 		                        gen_key_id(db, name, &g->key_ids[i]) < 0)))
 			goto out;
 	}
-	if (db_exec(db, "COMMIT", err, sizeof(err)) < 0) {
-		fprintf(stderr, "tally-gen: %s\n", err);
+	if (db_commit(db) != DB_OK) {
+		fprintf(stderr, "tally-gen: %s\n", db_errmsg(db));
 		goto out;
 	}
 	if (keytable_load(db, secret, &g->kt, err, sizeof(err)) < 0) {
@@ -470,8 +494,7 @@ static int gen_catalogue(sqlite3 *db, struct gen *g, const char *db_path, int64_
 	}
 	return 0;
 out:
-	if (sqlite3_get_autocommit(db) == 0)
-		db_exec(db, "ROLLBACK", err, sizeof(err));
+	db_rollback(db);
 	return -1;
 }
 
@@ -750,13 +773,13 @@ struct gen_sink {
 
 /* Continues the counters from the database's accounting row, as the agent does at
  * start-up, and starts the writer. db: the caller's connection, closed here. */
-static int gen_sink_start(struct gen_sink *s, sqlite3 *db, const char *db_path)
+static int gen_sink_start(struct gen_sink *s, struct db *db, const struct gen_opts *o)
 {
-	struct writer_config cfg = { .db_path = db_path };
+	struct writer_config cfg = { .db_path = o->db, .node = o->node };
 	char err[512];
-	int rc = writer_load_counters(db, err, sizeof(err));
+	int rc = writer_load_counters(db, o->node, err, sizeof(err));
 
-	sqlite3_close(db);
+	db_close(db);
 	memset(s, 0, sizeof(*s));
 	if (rc < 0) {
 		fprintf(stderr, "tally-gen: %s\n", err);
@@ -883,7 +906,7 @@ static void gen_random(struct gen *g, struct gen_sink *s, const struct gen_opts 
 
 /* ---- command line ---- */
 
-enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
+enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_NODE, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
                   OPT_DURATION, OPT_RATE, OPT_COUNT };
 
 static const struct gen_optspec {
@@ -894,6 +917,8 @@ static const struct gen_optspec {
 } gen_optspecs[OPT_COUNT] = {
 	[OPT_DB] = { "--db", 's', offsetof(struct gen_opts, db), 0, 0 },
 	[OPT_NDJSON] = { "--ndjson", 's', offsetof(struct gen_opts, ndjson), 0, 0 },
+	[OPT_SECRET] = { "--secret", 's', offsetof(struct gen_opts, secret), 0, 0 },
+	[OPT_NODE] = { "--node", 's', offsetof(struct gen_opts, node), 0, 0 },
 	[OPT_ROWS] = { "--rows", 'i', offsetof(struct gen_opts, rows), 0, 1e12 },
 	[OPT_SEED] = { "--seed", 'i', offsetof(struct gen_opts, seed), 0, 9e18 },
 	[OPT_DAYS] = { "--days", 'i', offsetof(struct gen_opts, days), 1, GEN_MAX_DAYS },
@@ -964,8 +989,9 @@ static int gen_parse_args(int argc, char **argv, struct gen_opts *o)
 	}
 	if (!(given & (1u << OPT_DB)))
 		return gen_usage_error("%s is required", "--db");
-	if ((given & (1u << OPT_NDJSON)) && given != ((1u << OPT_DB) | (1u << OPT_NDJSON)))
-		return gen_usage_error("%s takes no other option than --db", "--ndjson");
+	if ((given & (1u << OPT_NDJSON)) &&
+	    (given & ~((1u << OPT_DB) | (1u << OPT_NDJSON) | (1u << OPT_NODE))))
+		return gen_usage_error("%s takes no other option than --db and --node", "--ndjson");
 	if (o->ndjson)
 		return 0;
 	if ((given & (1u << OPT_DURATION)) && (given & ((1u << OPT_DAYS) | (1u << OPT_END))))
@@ -984,7 +1010,7 @@ int main(int argc, char **argv)
 	struct gen g = { 0 };
 	struct gen_sink s;
 	size_t nrows = 0, i;
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
 	char err[512];
 	int rc = gen_parse_args(argc, argv, &o), status = 2;
 	int64_t end, created;
@@ -1010,10 +1036,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tally-gen: out of memory\n");
 			goto out;
 		}
-		if (gen_catalogue(db, &g, o.db, created) < 0)
+		if (gen_catalogue(db, &g, &o, created) < 0)
 			goto out;
 	}
-	rc = gen_sink_start(&s, db, o.db);
+	rc = gen_sink_start(&s, db, &o);
 	db = NULL;
 	if (rc < 0)
 		goto out;
@@ -1024,7 +1050,7 @@ int main(int argc, char **argv)
 		gen_random(&g, &s, &o);
 	status = gen_sink_stop(&s) < 0 ? 1 : 0;
 out:
-	sqlite3_close(db);
+	db_close(db);
 	free(rows);
 	gen_free(&g);
 	return status;

@@ -4,8 +4,8 @@
  * response body byte for byte with the answer fetched directly from the deterministic
  * mock upstream, and then checks that the agent wrote exactly one accounting row per
  * successful request. One thread runs everything: all clients of a level, and the
- * fetch of the expected bodies before it, share one libev loop; the SQLite check runs
- * on the same thread between levels. With --hostile-pct a share of the requests tries to
+ * fetch of the expected bodies before it, share one libev loop; the database check
+ * (SQLite or PostgreSQL, common/db.h) runs on the same thread between levels. With --hostile-pct a share of the requests tries to
  * get around the meter (a stream that turns usage off, one sent chunked, one whose
  * upstream answers an error), and with --forge every response's id gets a forged
  * zero-usage record sent to the agent's records port ahead of the real one: the level
@@ -33,7 +33,8 @@
 #include <cjson/cJSON.h>
 #include <ev.h>
 #include <http_parser.h>
-#include <sqlite3.h>
+
+#include "db.h"
 
 #define ST_PATH        "/v1/chat/completions"
 #define ST_LEVELS_MAX  64
@@ -744,31 +745,33 @@ struct acct {
 	long long received, written, dropped, timed_out;
 };
 
-static int acct_read(sqlite3 *db, struct acct *a)
+/* The counters summed over every node (one agent: its own row), so that received =
+ * written + dropped holds for the store as a whole. */
+static int acct_read(struct db *db, struct acct *a)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	int rc = -1;
-	if (sqlite3_prepare_v2(db, "SELECT received, written, dropped, timed_out FROM accounting",
-			       -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+	if (db_prepare(db, "SELECT sum(received), sum(written), sum(dropped), sum(timed_out)"
+		       " FROM accounting", &st) < 0 || db_step(st) != DB_ROW)
 		goto out;
-	a->received = sqlite3_column_int64(st, 0);
-	a->written = sqlite3_column_int64(st, 1);
-	a->dropped = sqlite3_column_int64(st, 2);
-	a->timed_out = sqlite3_column_int64(st, 3);
+	a->received = db_col_int(st, 0);
+	a->written = db_col_int(st, 1);
+	a->dropped = db_col_int(st, 2);
+	a->timed_out = db_col_int(st, 3);
 	rc = 0;
 out:
 	if (rc < 0)
-		fprintf(stderr, "%s: accounting: %s\n", prog, sqlite3_errmsg(db));
-	sqlite3_finalize(st);
+		fprintf(stderr, "%s: accounting: %s\n", prog, db_errmsg(db));
+	db_finalize(st);
 	return rc;
 }
 
 /* Rows whose request_id is one of ids, and their completion tokens, counted in chunks
  * of bound parameters so that the database is only read. */
-static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows,
+static int acct_rows(struct db *db, char *const *ids, size_t n, long long *rows,
 		     long long *tokens)
 {
-	sqlite3_stmt *st = NULL;
+	struct db_stmt *st = NULL;
 	struct buf sql = { 0 };
 	int rc = -1;
 	*rows = *tokens = 0;
@@ -780,36 +783,34 @@ static int acct_rows(sqlite3 *db, char *const *ids, size_t n, long long *rows,
 		for (size_t i = 1; i < k; i++)
 			buf_add(&sql, ",?", 2);
 		buf_add(&sql, ")", 2);      /* with the terminating NUL */
-		if (sqlite3_prepare_v2(db, sql.p, -1, &st, NULL) != SQLITE_OK)
+		if (db_prepare(db, sql.p, &st) < 0)
 			goto out;
 		for (size_t i = 0; i < k; i++)
-			if (sqlite3_bind_text(st, (int)i + 1, ids[at + i], -1, SQLITE_STATIC) != SQLITE_OK)
+			if (db_bind_text(st, (int)i + 1, ids[at + i], strlen(ids[at + i])) < 0)
 				goto out;
-		if (sqlite3_step(st) != SQLITE_ROW)
+		if (db_step(st) != DB_ROW)
 			goto out;
-		*rows += sqlite3_column_int64(st, 0);
-		*tokens += sqlite3_column_int64(st, 1);
-		sqlite3_finalize(st);
+		*rows += db_col_int(st, 0);
+		*tokens += db_col_int(st, 1);
+		db_finalize(st);
 		st = NULL;
 	}
 	rc = 0;
 out:
 	if (rc < 0)
-		fprintf(stderr, "%s: requests: %s\n", prog, sqlite3_errmsg(db));
-	sqlite3_finalize(st);
+		fprintf(stderr, "%s: requests: %s\n", prog, db_errmsg(db));
+	db_finalize(st);
 	free(sql.p);
 	return rc;
 }
 
 /* Rows that forged records made: none, ever. */
-static int acct_forged(sqlite3 *db, long long *n)
+static int acct_forged(struct db *db, long long *n)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM requests WHERE request_id LIKE"
-				    " 'forged-%'", -1, &st, NULL) == SQLITE_OK &&
-		 sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
-	*n = rc == 0 ? sqlite3_column_int64(st, 0) : -1;
-	sqlite3_finalize(st);
+	int64_t v;
+	int rc = db_query_int(db, "SELECT count(*) FROM requests WHERE request_id LIKE"
+			      " 'forged-%'", &v);
+	*n = rc == 0 ? v : -1;
 	return rc;
 }
 
@@ -822,7 +823,7 @@ static bool acct_same(const struct acct *a, const struct acct *b)
 /* Waits until the agent has nothing in flight (received == written + dropped) and
  * either every id has its row or the counters stayed put for half a second; gives up
  * after ST_SETTLE_S. */
-static int acct_wait(sqlite3 *db, const struct run *r, struct acct *after, long long *rows,
+static int acct_wait(struct db *db, const struct run *r, struct acct *after, long long *rows,
 		     long long *tokens)
 {
 	double end = now_s() + ST_SETTLE_S;
@@ -1020,7 +1021,8 @@ static void usage(FILE *f)
 		"  --keepalive 0|1       reuse connections (default 1)\n"
 		"  --timeout S           per request, connect included (default 30)\n"
 		"  --connect-timeout S   (default 5)\n"
-		"  --db PATH             check one accounting row per successful request\n"
+		"  --db STORE            check one accounting row per successful request in the\n"
+		"                        agent's store (a SQLite path or a postgresql:// URL)\n"
 		"  --json                one JSON object per level on stdout\n"
 		"  --header 'Name: value'  extra header on every request to --url (repeatable, 8)\n"
 		"  --allow-drops         deliberate overload: with --db, a level passes when every\n"
@@ -1149,7 +1151,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	struct target gw = { 0 }, mock = { 0 };
 	struct expected exp[SHAPE_N] = { 0 };
-	sqlite3 *db = NULL;
+	struct db *db = NULL;
+	char dberr[512];
 	bool failed = false;
 	parse_opts(&o, argc, argv);
 	/* one descriptor per connection: large levels need more than the usual 1024
@@ -1162,9 +1165,8 @@ int main(int argc, char **argv)
 	build_target(&gw, &o, o.url, o.key, 1);
 	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"), 0);
 	if (o.db) {
-		if (sqlite3_open_v2(o.db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-			die("%s: %s", o.db, sqlite3_errmsg(db));
-		sqlite3_busy_timeout(db, 5000);
+		if (db_open(o.db, DB_READONLY, &db, dberr, sizeof dberr) < 0)
+			die("%s", dberr);
 	}
 	int forge_fd = -1;
 	struct sockaddr_storage forge_addr;
@@ -1226,7 +1228,7 @@ int main(int argc, char **argv)
 		free(mock.req[s].p);
 		free(exp[s].body.p);
 	}
-	sqlite3_close(db);
+	db_close(db);
 	if (forge_fd >= 0)
 		close(forge_fd);
 	ev_loop_destroy(loop);

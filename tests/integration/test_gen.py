@@ -2,7 +2,9 @@
 database through the agent's own queue and writer: --ndjson rows land exactly as given,
 the rollups equal SQL sums over the rows, the accounting row is exact, bad input is
 refused with its line number and nothing stored; random rows are deterministic for a
-seed and have the documented shape. With TALLY_VALGRIND=1 every run goes through
+seed and have the documented shape. The store-dependent cases run on SQLite and on
+PostgreSQL (a database of the private test cluster, tests/pgserver.py), where random
+rows must be the same rows as on SQLite. With TALLY_VALGRIND=1 every run goes through
 valgrind memcheck."""
 
 import json
@@ -53,12 +55,40 @@ def gen_ok(args, stdin=None):
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
+def is_pg(db):
+    return str(db).startswith("postgresql://")
+
+
 def query(db, sql, args=()):
+    """Rows of sql on db, a SQLite path or a PostgreSQL URL; parameters are written ?."""
+    if is_pg(db):
+        import psycopg2
+        con = psycopg2.connect(db)
+        try:
+            with con.cursor() as cur:
+                cur.execute(sql.replace("?", "%s"), args)
+                return cur.fetchall()
+        finally:
+            con.close()
     con = sqlite3.connect(db)
     try:
         return con.execute(sql, args).fetchall()
     finally:
         con.close()
+
+
+def n(cond):
+    """1 where cond holds, else 0, on both stores (PostgreSQL sums no booleans)."""
+    return f"CASE WHEN {cond} THEN 1 ELSE 0 END"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """(db, secret options) of an empty store: a SQLite path, or a fresh PostgreSQL
+    database with the key secret named (a URL has no file beside it)."""
+    if request.param == "sqlite":
+        return tmp_path / "t.db", []
+    return request.getfixturevalue("pg_url"), ["--secret", tmp_path / "key.secret"]
 
 
 def accounting(db):
@@ -72,9 +102,9 @@ def rollup_sql(table, unit, seconds, keyed=True):
     buckets, prev = [], None
     for b in LATENCY_BOUNDS:
         low = "duration_ms >= 0" if prev is None else f"duration_ms > {prev}"
-        buckets.append(f"sum({low} AND duration_ms <= {b})")
+        buckets.append(f"sum({n(f'{low} AND duration_ms <= {b}')})")
         prev = b
-    buckets.append(f"sum(duration_ms > {LATENCY_BOUNDS[-1]})")
+    buckets.append(f"sum({n(f'duration_ms > {LATENCY_BOUNDS[-1]}')})")
     sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED)
     est = ", ".join(f"sum(coalesce({c}, 0))" for c in ESTIMATED)
     lat = ", ".join(f"coalesce({b}, 0)" for b in buckets)
@@ -82,9 +112,9 @@ def rollup_sql(table, unit, seconds, keyed=True):
     expected = (
         f"SELECT started_at / 1000 / {seconds} * {seconds}, {key}"
         " coalesce(model, ''), coalesce(provider, ''), count(*),"
-        " sum(outcome <> 'complete'), sum(coalesce(stream, 0) = 1), " + sums + ","
-        " sum(cost_micros IS NULL AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)),"
-        " sum(coalesce(duration_ms, 0)), sum(estimated_tokens IS NOT NULL), " + est + ", " +
+        " sum(" + n("outcome <> 'complete'") + "), sum(" + n("coalesce(stream, 0) = 1") + "), " + sums + ","
+        f" sum({n('cost_micros IS NULL AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)')}),"
+        f" sum(coalesce(duration_ms, 0)), sum({n('estimated_tokens IS NOT NULL')}), " + est + ", " +
         lat + f" FROM requests GROUP BY {'1, 2, 3, 4' if keyed else '1, 2, 3'}")
     lat_cols = ", ".join([f"lat_le_{b}" for b in LATENCY_BOUNDS] + ["lat_gt_60000"])
     stored = (f"SELECT {unit}, {'key_id,' if keyed else ''} model, provider, requests,"
@@ -174,8 +204,8 @@ def ndjson(rows):
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
-def test_ndjson_rows_land_exactly(tmp_path):
-    db = tmp_path / "t.db"
+def test_ndjson_rows_land_exactly(tmp_path, store):
+    db, _ = store
     # A blank line and CRLF ends are accepted.
     text = ndjson(ROWS[:3]) + "\n  \n" + ndjson(ROWS[3:]).replace("\n", "\r\n")
     src = tmp_path / "rows.ndjson"
@@ -256,8 +286,8 @@ def test_ndjson_bad_line_rejected(tmp_path, line, reason):
     assert not db.exists(), "nothing may be written before every line is checked"
 
 
-def test_ndjson_bad_line_into_existing_database(tmp_path):
-    db = tmp_path / "t.db"
+def test_ndjson_bad_line_into_existing_database(store):
+    db, _ = store
     gen_ok(["--db", db, "--ndjson", "-"], stdin=ndjson(ROWS[:1]))
     proc = run(["--db", db, "--ndjson", "-"], stdin=ndjson(ROWS[1:3]) + "{}\n")
     assert proc.returncode == 2 and "-:3: request_id is required" in proc.stderr
@@ -289,7 +319,7 @@ N = 20000
 
 
 def fingerprint(db):
-    return query(db, "SELECT count(*), sum(stream), sum(outcome <> 'complete'),"
+    return query(db, "SELECT count(*), sum(stream), sum(" + n("outcome <> 'complete'") + "),"
                      " sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens),"
                      " sum(cache_creation_tokens), sum(reasoning_tokens), sum(cost_micros),"
                      " sum(duration_ms), sum(bytes_out), min(started_at), max(started_at)"
@@ -304,6 +334,16 @@ def random_dbs(tmp_path_factory):
         assert gen_ok(["--db", d / name] + args) == (N, 0, 0)
     gen_ok(["--db", d / "c.db", "--rows", N, "--seed", 43, "--end", END])
     return d / "a.db", d / "b.db", d / "c.db"
+
+
+@pytest.fixture(scope="module")
+def random_pg(pg_server, tmp_path_factory):
+    """random_dbs' a.db made again in a PostgreSQL database."""
+    url = pg_server.create_db("gen_random")
+    secret = tmp_path_factory.mktemp("gen_pg") / "key.secret"
+    assert gen_ok(["--db", url, "--secret", secret, "--rows", N, "--seed", 42, "--end", END,
+                   "--days", 30]) == (N, 0, 0)
+    return url
 
 
 def test_random_is_deterministic(random_dbs):
@@ -323,6 +363,36 @@ def test_random_rows_are_consistent(random_dbs):
         (unpriced,) = query(db, "SELECT count(*) FROM requests WHERE cost_micros IS NULL AND"
                                 " prompt_tokens IS NOT NULL")[0]
         assert acc["unpriced"] == unpriced > 0
+
+
+def test_random_same_rows_on_postgres(random_dbs, random_pg):
+    """The same seed makes the same rows, costs and rollups on either store."""
+    cols = ", ".join(COLUMNS)
+    a = random_dbs[0]
+    assert query(random_pg, f"SELECT {cols} FROM requests ORDER BY id") == \
+        query(a, f"SELECT {cols} FROM requests ORDER BY id")
+    assert fingerprint(random_pg) == fingerprint(a)
+    for table, unit, seconds, keyed in (("usage_hourly", "hour", 3600, True),
+                                        ("model_daily", "day", 86400, False)):
+        _, stored = rollup_sql(table, unit, seconds, keyed)
+        assert sorted(query(random_pg, stored)) == sorted(query(a, stored)), table
+    # Keys alike but for their random secrets: same names, same ids.
+    assert query(random_pg, "SELECT id, name FROM keys ORDER BY id") == \
+        query(a, "SELECT id, name FROM keys ORDER BY id")
+
+
+def test_random_rows_are_consistent_on_postgres(random_pg):
+    acc = assert_consistent(random_pg)
+    assert acc["received"] == acc["written"] == N
+    (unpriced,) = query(random_pg, "SELECT count(*) FROM requests WHERE cost_micros IS NULL"
+                                   " AND prompt_tokens IS NOT NULL")[0]
+    assert acc["unpriced"] == unpriced > 0
+
+
+def test_postgres_needs_a_secret(pg_url):
+    proc = run(["--db", pg_url, "--rows", 10])
+    assert proc.returncode == 1
+    assert "--secret PATH is required with a postgresql:// store" in proc.stderr
 
 
 def test_random_shape(random_dbs):
@@ -516,23 +586,24 @@ def test_random_estimates_are_the_agents(random_dbs):
     assert est_rows == sum(kinds.values())
 
 
-def test_random_appends_to_an_existing_database(tmp_path):
+def test_random_appends_to_an_existing_database(store):
     """A second span into the same database keeps its keys and models and continues the
     counters, as an agent restarted on it would."""
-    db = tmp_path / "t.db"
-    gen_ok(["--db", db, "--rows", 3000, "--seed", 1, "--end", END, "--days", 2])
+    db, secret = store
+    gen_ok(["--db", db, "--rows", 3000, "--seed", 1, "--end", END, "--days", 2] + secret)
     gen_ok(["--db", db, "--rows", 2000, "--seed", 2, "--end", END + 86400, "--days", 1,
-            "--keys", 250])
+            "--keys", 250] + secret)
     assert query(db, "SELECT count(*) FROM keys") == [(250,)]
     assert query(db, "SELECT count(*) FROM models") == [(12,)]
     acc = assert_consistent(db)
     assert acc["written"] == 5000
 
 
-def test_live_rows_are_stamped_now(tmp_path):
-    db = tmp_path / "t.db"
+def test_live_rows_are_stamped_now(store):
+    db, secret = store
     t0 = time.time()
-    written, _, _ = gen_ok(["--db", db, "--duration", "1", "--rate", "300", "--keys", 20])
+    written, _, _ = gen_ok(["--db", db, "--duration", "1", "--rate", "300", "--keys", 20]
+                           + secret)
     t1 = time.time()
     assert 200 <= written <= 301
     (lo, hi) = query(db, "SELECT min(started_at), max(started_at) FROM requests")[0]

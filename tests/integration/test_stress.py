@@ -1,11 +1,12 @@
 """tally-stress against the real gateway: every response is compared byte for byte
 with the mock's own answer, and every successful request has exactly one accounting
-row. Load is bounded: a few dozen requests per run."""
+row. Load is bounded: a few dozen requests per run. The cases marked BOTH_STORES run with
+the agent on SQLite and on PostgreSQL, tally-stress reading the same store."""
 import json
 import subprocess
 
 from conftest import binary, free_port
-from stack import MOCK_CREDENTIAL, Proc, wait_port
+from stack import BOTH_STORES, MOCK_CREDENTIAL, Proc, store, wait_port  # noqa: F401 (store)
 from test_accounting import stack  # noqa: F401  (the fixture)
 
 FRAMES = 5
@@ -27,6 +28,7 @@ def stress(stack, *args, expect_port=None, db=None, levels="1,4", requests=40, a
     return r, [json.loads(line) for line in r.stdout.splitlines()] if as_json else None
 
 
+@BOTH_STORES
 def test_levels_are_exact_and_accounted(stack):
     r, levels = stress(stack)
     assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
@@ -59,6 +61,7 @@ def test_human_output_without_keepalive(stack):
         in r.stdout
 
 
+@BOTH_STORES
 def test_hostile_traffic_mixed_in_stays_exact(stack):
     """A third of the requests try to get around the meter (usage turned off, a chunked
     body, an error on an amended stream) and every response's id gets a forged
@@ -111,6 +114,21 @@ def test_missing_rows_fail_the_run(stack, tmp_path):
     (lv,) = levels
     assert lv["errors"]["total"] == 0
     assert lv["accounting"]["exact"] is False and lv["accounting"]["rows"] == 0
+
+
+def test_missing_rows_fail_the_run_on_postgres(stack, pg_url):
+    """tally-stress reads a postgresql:// store as it reads a path: a database the
+    agent never writes (its schema made by tally-gen with no rows) is SHORT."""
+    made = subprocess.run([str(binary("tally-gen")), "--db", pg_url, "--ndjson", "-"],
+                          input="", capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    r, levels = stress(stack, db=pg_url, levels="1", requests=4)
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0
+    acct = lv["accounting"]
+    assert acct["exact"] is False and acct["rows"] == 0
+    assert acct["received"] == acct["written"] == acct["dropped"] == 0
 
 
 def test_rejected_requests_are_counted_by_status(stack):
