@@ -65,9 +65,11 @@ help:
 	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, held memory,"
 	@echo "                     count check (HAPROXY=3.4, or BENCH_HAPROXY_VERSIONS=\"2.6 3.4\" side by side)"
 	@echo "make bench-journal   ns per journal entry: encode, append + flush (each, per 16)"
-	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop"
+	@echo "make bench-writer    writer rows/s (BENCH_ROWS, BENCH_BATCH) vs a plain INSERT loop;"
+	@echo "                     STORE=postgres: SQLite and PostgreSQL side by side"
 	@echo "make bench-codec     SPOP decode/encode, record + usage parsing: operations/s"
-	@echo "make bench-queryd    queryd p50/p95 per endpoint on 10M rows; writer rows/s polled vs idle"
+	@echo "make bench-queryd    queryd p50/p95 per endpoint on 10M rows; writer rows/s polled vs idle;"
+	@echo "                     STORE=postgres: SQLite and PostgreSQL side by side"
 	@echo "make clean"
 
 deps:
@@ -327,15 +329,17 @@ bench-codec: $(BUILD)/bench-codec
 $(BUILD)/bench-writer: $(BUILD)/obj/loadtest/bench-writer.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
+# STORE=postgres: also on a private PostgreSQL cluster the script starts, side by side.
 bench-writer: $(BUILD)/bench-writer
-	$(BUILD)/bench-writer
+	@BUILD=$(BUILD) STORE=$(STORE) bash loadtest/bench-writer.sh
 
 $(BUILD)/queryd-probe: $(BUILD)/obj/loadtest/queryd-probe.o
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 # QUERYD (default $(BUILD)/tally-queryd) and BENCH_ROWS (10000000) can be overridden.
+# STORE=postgres: the same latencies on a private PostgreSQL cluster too, side by side.
 bench-queryd: deps build $(BUILD)/queryd-probe
-	@BUILD=$(BUILD) bash loadtest/bench-queryd.sh
+	@BUILD=$(BUILD) STORE=$(STORE) bash loadtest/bench-queryd.sh
 
 clean:
 	rm -rf build

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from stack import store  # noqa: F401  (test_accounting's stack takes it)
 from test_accounting import stack  # noqa: F401  (the fixture, reused)
 
 SDK_DIR = ROOT / "tests" / "sdk"
