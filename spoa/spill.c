@@ -62,14 +62,14 @@ static uint32_t spill_get_u32(const unsigned char *p)
 
 /* Counted always, logged at most every SPILL_LOG_EVERY_MS (an outage would otherwise
  * log every row). Called with the lock held. */
-static void spill_error(struct spill *s, const char *what)
+static void spill_error(struct spill *s, const char *what, int err)
 {
 	int64_t now = spill_now_ms();
 
 	stats_add(&stats.errors[STATS_ERR_JOURNAL], 1);
 	if (now - s->logged_ms >= SPILL_LOG_EVERY_MS) {
 		s->logged_ms = now;
-		log_error("spill: %s: %s", what, strerror(errno));
+		log_error("spill: %s%s%s", what, err ? ": " : "", err ? strerror(err) : "");
 	}
 }
 
@@ -84,7 +84,7 @@ static void spill_gauges(struct spill *s, int64_t head_ms)
 static void spill_reset(struct spill *s)
 {
 	if (ftruncate(s->fd, 0) < 0)
-		spill_error(s, "cannot truncate the file");
+		spill_error(s, "cannot truncate the file", errno);
 	s->read_off = s->write_off = s->next_off = 0;
 	s->rows = s->next_rows = 0;
 	spill_gauges(s, 0);
@@ -141,9 +141,7 @@ int spill_push(struct spill *s, const struct acct_row *row)
 		goto out;
 	w = pwrite(s->fd, buf, n, s->write_off);
 	if (w != (ssize_t)n) {
-		if (w >= 0)
-			errno = ENOSPC;
-		spill_error(s, "cannot write a row");
+		spill_error(s, "cannot write a row", w < 0 ? errno : ENOSPC);
 		/* A part written stays beyond write_off: the next push overwrites it. */
 		goto out;
 	}
@@ -169,21 +167,23 @@ size_t spill_read(struct spill *s, struct acct_row *out, size_t max)
 	enum journal_kind k;
 	int64_t off;
 	size_t got = 0, len = 0, pos = 0, used;
+	const char *failed = NULL;   /* why the rows cannot be read back */
+	int failed_errno = 0;
 	ssize_t r;
-	int rc = 0, refilled = 0, damaged = 0;
+	int rc = 0, refilled = 0;
 
 	pthread_mutex_lock(&s->lock);
 	s->next_rows = 0;
 	off = s->read_off;
-	while (got < max && got < s->rows) {
+	while (!failed && got < max && got < s->rows) {
 		if (pos + SPILL_PREFIX + JOURNAL_ENTRY_HDR > len ||
 		    (rc = journal_entry_decode(s->chunk + pos + SPILL_PREFIX, len - pos - SPILL_PREFIX,
 		                               &k, &out[got], &used)) == 0) {
 			/* The next entry is not all in the chunk: read on from it (once: a
 			 * whole chunk holds any entry). */
 			if (refilled) {
-				damaged = 1;
-				break;
+				failed = "a damaged entry";
+				continue;
 			}
 			refilled = 1;
 			off += (int64_t)pos;
@@ -191,17 +191,14 @@ size_t spill_read(struct spill *s, struct acct_row *out, size_t max)
 			r = pread(s->fd, s->chunk, len, off);
 			pos = 0;
 			if (r != (ssize_t)len) {
-				if (r >= 0)
-					errno = EIO;
-				spill_error(s, "cannot read the file");
-				got = 0;
-				goto out;
+				failed = "cannot read the file";
+				failed_errno = r < 0 ? errno : EIO;
 			}
 			continue;
 		}
 		if (rc < 0 || k != JOURNAL_ROW) {
-			damaged = 1;
-			break;
+			failed = "a damaged entry";
+			continue;
 		}
 		refilled = 0;
 		out[got].journal_epoch[0] = spill_get_u32(s->chunk + pos);
@@ -209,18 +206,17 @@ size_t spill_read(struct spill *s, struct acct_row *out, size_t max)
 		pos += SPILL_PREFIX + used;
 		got++;
 	}
-	if (damaged) {
-		/* Only damage on disk does this. The rows stay in the journal, which replays
-		 * them at the next start; here they are forgotten. */
-		errno = EILSEQ;
-		spill_error(s, "a damaged entry: its rows wait for the next start");
+	if (failed) {
+		/* Only damage on disk or an I/O error does this. The rows stay in the journal,
+		 * which replays them at the next start; here they are forgotten, so that the
+		 * writer goes on with the rows to come rather than retry a file it cannot read. */
+		spill_error(s, failed, failed_errno);
 		spill_reset(s);
 		got = 0;
-		goto out;
+	} else {
+		s->next_off = off + (int64_t)pos;
+		s->next_rows = got;
 	}
-	s->next_off = off + (int64_t)pos;
-	s->next_rows = got;
-out:
 	pthread_mutex_unlock(&s->lock);
 	return got;
 }

@@ -34,8 +34,9 @@ void spill_close(struct spill *s);
 int spill_push(struct spill *s, const struct acct_row *row);
 
 /* Copies up to max rows from the head into out, oldest first, journal epochs restored,
- * without removing them. Returns how many (0: none, or the file cannot be read: logged,
- * counted). Writer only. */
+ * without removing them. Returns how many; 0: none, or the file cannot be read back
+ * (logged, counted, and the file emptied: its rows wait in the journal for the next
+ * start). Writer only. */
 size_t spill_read(struct spill *s, struct acct_row *out, size_t max);
 
 /* Removes the rows the last spill_read returned; truncates the file once it holds no

@@ -244,6 +244,35 @@ static void test_reopen_discards(void)
 	spill_close(s);
 }
 
+/* A damaged file is given up whole: read nothing, hold nothing, take rows again. */
+static void test_damaged(void)
+{
+	struct acct_row in, out[4];
+	struct spill *s = open_spill(1 << 20);
+	FILE *f;
+
+	if (!s)
+		return;
+	row_fill(&in, 4);
+	CHECK_EQ_INT(spill_push(s, &in), 0);
+	CHECK_EQ_INT(spill_push(s, &in), 0);
+	f = fopen(tmpdir_file("spill"), "r+");
+	CHECK(f != NULL);
+	if (f) {
+		fseek(f, 30, SEEK_SET);   /* inside the first entry's payload */
+		fputc('~', f);
+		fclose(f);
+	}
+	CHECK_EQ_INT(spill_read(s, out, 4), 0);
+	CHECK_EQ_INT(spill_rows(s), 0);
+	CHECK_EQ_INT(file_size(), 0);
+	CHECK(atomic_load(&stats.errors[STATS_ERR_JOURNAL]) > 0);
+	CHECK_EQ_INT(spill_push(s, &in), 0);
+	CHECK_EQ_INT(spill_read(s, out, 4), 1);
+	row_check_eq(&in, &out[0]);
+	spill_close(s);
+}
+
 /* A row the journal's codec refuses (an enum out of range) is refused here too. */
 static void test_unencodable(void)
 {
@@ -267,6 +296,7 @@ int main(void)
 	RUN(test_interleaved);
 	RUN(test_bound);
 	RUN(test_reopen_discards);
+	RUN(test_damaged);
 	RUN(test_unencodable);
 	tmpdir_remove();
 	return UNIT_DONE();
