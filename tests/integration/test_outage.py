@@ -141,3 +141,36 @@ def test_sqlite_locked_past_the_retry_loses_and_repeats_nothing(sqlite_stack):
     assert load.statuses and set(load.statuses) == {200}, set(load.statuses)
     every_request_one_row(stack, load, timeout=60)
     assert load.max_spilled > 64, load.max_spilled
+
+
+def test_rows_spilled_when_the_agent_is_killed_come_back_from_the_journal(sqlite_stack):
+    """The spill is not what survives a crash, the journal is: rows waiting on disk when
+    the agent is killed are replayed at its next start (spilled again past the queue)
+    and written once each."""
+    stack = sqlite_stack
+    con = sqlite3.connect(str(stack.db), timeout=5, isolation_level=None)
+    con.execute("BEGIN EXCLUSIVE")
+    try:
+        ids = []
+        for _ in range(300):
+            status, h, _ = stack.gateway("POST", CHAT, {"model": "mock-gpt", "messages": []},
+                                         key=stack.key)
+            assert status == 200
+            ids.append(h["x-request-id"])
+        deadline = time.time() + 10
+        while metrics(stack)["tally_spilled_rows"] <= 64 and time.time() < deadline:
+            time.sleep(0.2)
+        assert metrics(stack)["tally_spilled_rows"] > 64
+        stack.kill_agent()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    stack.start_agent()
+    deadline = time.time() + 30
+    while stack.scalar("SELECT count(*) FROM requests") < len(ids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert stack.scalar("SELECT count(*) FROM requests") == len(ids)
+    assert stack.scalar("SELECT count(DISTINCT request_id) FROM requests") == len(ids)
+    assert {r["request_id"] for r in stack.rows()} == set(ids)
+    c = settled(stack)
+    assert c["dropped"] == 0 and c["received"] == c["written"] == len(ids), c
