@@ -175,6 +175,11 @@ static int config_set_write_retry(struct agent_config *cfg, const char *value)
 	return config_ms(value, 0, 86400000, &cfg->write_retry_ms);
 }
 
+static int config_set_spill_max(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 1024 * 1024, &cfg->spill_max_mb);
+}
+
 static int config_set_pending_timeout(struct agent_config *cfg, const char *value)
 {
 	return config_ms(value, 100, 86400000, &cfg->pending_timeout_ms);
@@ -270,9 +275,10 @@ static const struct config_setting settings[] = {
 	{ "metrics", "ADDR", "host:port serving Prometheus metrics at /metrics, or off (default 127.0.0.1:9464)", config_set_metrics },
 	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl; on PostgreSQL ./data/tally-NODE.ctl)", config_set_control },
 	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal; on PostgreSQL ./data/tally-NODE.journal)", config_set_journal },
-	{ "queue-capacity", "N", "rows waiting for the writer; beyond it rows are dropped and counted (default 65536)", config_set_queue_capacity },
+	{ "queue-capacity", "N", "rows waiting for the writer in memory; beyond it rows wait on disk (--spill-max-mb) (default 65536)", config_set_queue_capacity },
 	{ "batch-max", "N", "rows per writer transaction at most (default 8192)", config_set_batch_max },
-	{ "write-retry-ms", "MS", "how long a failing batch is retried before its rows count as dropped (default 10000)", config_set_write_retry },
+	{ "write-retry-ms", "MS", "how long a failing batch is retried before its rows wait on disk for the store (default 10000)", config_set_write_retry },
+	{ "spill-max-mb", "MB", "rows waiting on disk (the journal directory's spill file) while the store fails or the writer is behind, at most; beyond it rows are dropped and counted; 0: none wait (default 1024)", config_set_spill_max },
 	{ "pending-timeout-ms", "MS", "wait this long for a decided request's record, then write it as no_record (default 900000)", config_set_pending_timeout },
 	{ "dedupe-ms", "MS", "remember record ids this long to count second copies as duplicates (default 600000)", config_set_dedupe },
 	{ "long-body-memory", "BYTES", "request bodies longer than one SPOP frame held for their decision (HAProxy 3.4+), at most; 0 judges them on their first frame (default 67108864)", config_set_long_body_memory },
@@ -418,6 +424,7 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->stored_responses = 262144;
 	cfg->batch_max = WRITER_BATCH_DEFAULT;
 	cfg->write_retry_ms = 10000;
+	cfg->spill_max_mb = 1024;
 	cfg->pending_timeout_ms = 900000;
 	cfg->dedupe_ms = 600000;
 	cfg->default_max_tokens = 4096;

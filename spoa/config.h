@@ -36,6 +36,7 @@ struct agent_config {
 	int queue_capacity;
 	int batch_max;
 	int write_retry_ms;
+	int spill_max_mb;                     /* rows waiting on disk for the store, at most */
 	int pending_timeout_ms;
 	int pending_max;
 	int long_body_memory;                 /* bytes of long bodies in assembly, at most */

@@ -9,8 +9,10 @@
  *   received          distinct transactions owed a row: a decision noted pending, or a
  *                     record no pending decision was waiting for. Counted once each.
  *   written           rows committed.
- *   dropped           owed rows lost: the queue was full, or the database failed for
- *                     longer than the writer retries, or a row broke a constraint.
+ *   dropped           owed rows lost: the queue was full and so was the spill (or the
+ *                     database failed for longer than the writer retries and the spill
+ *                     had no room), or a row broke a constraint. Spilled rows are in
+ *                     flight, like queued ones.
  *   duplicates        arrivals for a transaction already counted: a second record or
  *                     decision, a decision after its record, or a row the database holds
  *                     already. Never part of received.

@@ -35,6 +35,7 @@
 #include "quota.h"
 #include "record.h"
 #include "ringfetch.h"
+#include "spill.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -79,8 +80,8 @@ struct intake {
 	double last_error_log;
 };
 
-void intake_emit(struct queue *q, struct keylive *kl, struct owner *owners, struct journal *j,
-                 struct journal_log *log, struct acct_row *row, int admitted)
+void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct owner *owners,
+                 struct journal *j, struct journal_log *log, struct acct_row *row, int admitted)
 {
 	/* Its key owns the response before the create counts as ended: a read waiting for
 	 * the create's row then finds the id (decision.h). */
@@ -93,7 +94,8 @@ void intake_emit(struct queue *q, struct keylive *kl, struct owner *owners, stru
 	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
 	if (log)
 		row->journal_epoch[1] = journal_append(log, JOURNAL_ROW, row);
-	if (queue_push(q, row) < 0) {
+	/* A full queue: the writer is behind (or the store fails); the row waits on disk. */
+	if (queue_push(q, row) < 0 && (!sp || spill_push(sp, row) < 0)) {
 		counters_drop(1);
 		if (j) {
 			journal_release(j, row->journal_epoch[0]);
@@ -182,8 +184,8 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
-	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.owners, in->cfg.journal, in->jlog, &row,
-	            admitted);
+	intake_emit(in->cfg.queue, in->cfg.spill, in->cfg.keylive, in->cfg.owners, in->cfg.journal,
+	            in->jlog, &row, admitted);
 	return 0;
 }
 
@@ -206,8 +208,8 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 	join_expired(pending_row, in->kt, &row);
 	intake_settle(in, &row);
 	dedupe_add(in->seen, row.request_id, acct_now_ms());
-	intake_emit(in->cfg.queue, in->cfg.keylive, in->cfg.owners, in->cfg.journal, in->jlog, &row,
-	            1);
+	intake_emit(in->cfg.queue, in->cfg.spill, in->cfg.keylive, in->cfg.owners, in->cfg.journal,
+	            in->jlog, &row, 1);
 }
 
 static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)

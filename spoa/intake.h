@@ -23,6 +23,7 @@ struct intake_config {
 	int pending_timeout_ms;       /* a decided transaction's record is awaited this long */
 	int dedupe_ms;                /* how long a record's id is remembered */
 	struct queue *queue;          /* borrowed, all of these, until intake_stop returns */
+	struct spill *spill;          /* where rows go when the queue is full; NULL: dropped */
 	struct pending *pending;
 	struct keylive *keylive;
 	struct owner *owners;         /* who made which stored response; NULL: not kept */
@@ -51,13 +52,15 @@ void intake_post_keytable(struct intake *in, struct keytable *kt);
 void intake_stop(struct intake *in);
 
 /* Queues one row: notes the stored response it made (owners, may be NULL), journals
- * it, counts it, and on a full queue counts the drop and releases its journal entries.
+ * it, counts it; on a full queue it spills it (sp, may be NULL), and if that fails too
+ * counts the drop and releases its journal entries.
  * admitted: it ends a decided transaction. For the intake thread, and for the main
  * thread before the intake starts (journal replay); log is that thread's journal log
  * (may be NULL). */
 struct journal_log;
 struct owner;
-void intake_emit(struct queue *q, struct keylive *kl, struct owner *owners, struct journal *j,
-                 struct journal_log *log, struct acct_row *row, int admitted);
+struct spill;
+void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct owner *owners,
+                 struct journal *j, struct journal_log *log, struct acct_row *row, int admitted);
 
 #endif

@@ -40,6 +40,7 @@
 #include "recovery.h"
 #include "reload.h"
 #include "selfcheck.h"
+#include "spill.h"
 #include "spend.h"
 #include "stats.h"
 #include "worker.h"
@@ -69,6 +70,7 @@ struct agent {
 	struct decision_policy policy; /* the workers' defaults, from cfg */
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
+	struct spill *spill;         /* rows waiting on disk for the store */
 	struct writer *writer;
 	struct intake *intake;
 	struct reload *reload;
@@ -150,6 +152,7 @@ static int agent_recover(struct agent *a, char *err, size_t errlen)
 		.queue = a->queue,
 		.keylive = a->keylive,
 		.owners = a->owners,
+		.spill = a->spill,
 	};
 	struct recovery_result res;
 
@@ -259,9 +262,15 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	}
 	if (owner_load(a->owners, a->db, acct_now_ms() / 1000 - OWNER_RETENTION_S, err, errlen) < 0)
 		return -1;
+	/* Emptied: the journal replays whatever an earlier run had spilled. Before the
+	 * replay, which spills what the queue has no room for. */
+	if (!(a->spill = spill_open(a->cfg.journal_dir, (int64_t)a->cfg.spill_max_mb << 20, err,
+	                            errlen)))
+		return -1;
 	if (agent_recover(a, err, errlen) < 0)
 		return -1;
 	wc.queue = a->queue;
+	wc.spill = a->spill;
 	if (!(a->writer = writer_start(&wc, err, errlen)))
 		return -1;
 	a->live = (struct live_view){
@@ -330,6 +339,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.pending_timeout_ms = a->cfg.pending_timeout_ms,
 		.dedupe_ms = a->cfg.dedupe_ms,
 		.queue = a->queue,
+		.spill = a->spill,
 		.pending = a->pending,
 		.keylive = a->keylive,
 		.owners = a->owners,
@@ -438,10 +448,11 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 		writer_stop(a->writer);
 		c = counters_now();
 		log_info("accounting: %llu received, %llu written, %llu dropped, %llu duplicates,"
-		         " %zu requests still awaiting their record (kept in the journal)",
+		         " %zu requests still awaiting their record and %zu rows the store refused"
+		         " (kept in the journal)",
 		         (unsigned long long)c.received, (unsigned long long)c.written,
 		         (unsigned long long)c.dropped, (unsigned long long)c.duplicates,
-		         a->pending ? pending_count(a->pending) : 0);
+		         a->pending ? pending_count(a->pending) : 0, spill_rows(a->spill));
 	}
 	if (a->control)
 		control_stop(a->control);
@@ -453,6 +464,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	}
 	if (a->journal)
 		journal_close(a->journal);
+	spill_close(a->spill);
 	queue_free(a->queue);
 	pending_free(a->pending);
 	keylive_free(a->keylive);

@@ -122,6 +122,14 @@ static void metrics_seconds(char buf[32], uint64_t ns)
 	buf[n] = '\0';
 }
 
+/* Whole seconds since unix ms t, never negative (a clock stepped back). */
+static int64_t metrics_lag_s(int64_t t)
+{
+	int64_t now = acct_now_ms();
+
+	return now > t ? (now - t) / 1000 : 0;
+}
+
 static void metrics_hist(struct metrics_out *o, const char *name, const char *help,
                          const struct statsnap_hist *h)
 {
@@ -151,7 +159,7 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	                "Distinct transactions accepted for accounting.", s->acct.received);
 	metrics_counter(&o, "tally_accounting_written_total", "Usage rows committed.", s->acct.written);
 	metrics_counter(&o, "tally_accounting_dropped_total",
-	                "Usage rows lost: queue full or database failing.", s->acct.dropped);
+	                "Usage rows lost: queue and spill full, or a row the store refused.", s->acct.dropped);
 	metrics_counter(&o, "tally_accounting_duplicates_total",
 	                "Log records for a transaction already accounted.", s->acct.duplicates);
 	metrics_counter(&o, "tally_accounting_timed_out_total",
@@ -187,6 +195,12 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	metrics_gauge(&o, "tally_writer_last_commit_timestamp_seconds", "When the writer last "
 	              "committed (unix seconds; 0: not yet): rows queued and an old commit mean "
 	              "the store is failing.", s->writer_committed_ms / 1000);
+	metrics_gauge(&o, "tally_spilled_rows", "Rows waiting on disk for the store (the queue was "
+	              "full or the store failed); written once it works, oldest first.",
+	              s->spilled_rows);
+	metrics_gauge(&o, "tally_writer_lag_seconds", "How far behind the writer is: age of the "
+	              "oldest row waiting on disk (0: none waits).",
+	              s->spill_head_ms ? metrics_lag_s(s->spill_head_ms) : 0);
 	metrics_hist(&o, "tally_writer_batch_seconds", "Writer transactions, BEGIN to COMMIT.",
 	             &s->batch_latency);
 	metrics_hist(&o, "tally_decision_seconds", "Time to decide on one request.",

@@ -48,7 +48,7 @@ static void recovery_row(struct recovery *r, struct acct_row *row)
 		r->res->dropped--;   /* its decision found no room: the row makes up for it */
 	}
 	join_count(join_record_fate(0, admitted));
-	intake_emit(t->queue, t->keylive, t->owners, t->journal, t->log, row, 0);
+	intake_emit(t->queue, t->spill, t->keylive, t->owners, t->journal, t->log, row, 0);
 	r->res->queued++;
 }
 

@@ -25,6 +25,7 @@ struct keylive;
 struct owner;
 struct pending;
 struct queue;
+struct spill;
 
 struct recovery_target {
 	struct db *db;               /* read: which request ids are stored already */
@@ -34,6 +35,7 @@ struct recovery_target {
 	struct queue *queue;         /* rows for the writer */
 	struct keylive *keylive;     /* per-key live figures; may be NULL */
 	struct owner *owners;        /* stored responses' keys; may be NULL */
+	struct spill *spill;         /* rows the queue has no room for; may be NULL */
 };
 
 struct recovery_result {

@@ -48,6 +48,10 @@ struct stats {
 	 * depth it says how far behind the writer is: rows waiting and no commit for long
 	 * means the store is failing. */
 	atomic_int_fast64_t writer_committed_ms;
+	/* Gauges of the spill (spill.h): rows waiting on disk for the store, and when the
+	 * oldest of them was spilled (unix ms; 0: none), the writer's lag. */
+	atomic_int_fast64_t spilled_rows;
+	atomic_int_fast64_t spill_head_ms;
 	/* Long request bodies (HAProxy 3.4+, longbody.h): judged whole from their pieces,
 	 * and pieces refused (the body is then judged on its first frame). */
 	atomic_uint_fast64_t long_bodies_whole;

@@ -33,6 +33,8 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->batches = stats_get(&st->batches);
 	out->writer_committed_ms = atomic_load_explicit(&st->writer_committed_ms,
 	                                                memory_order_relaxed);
+	out->spilled_rows = atomic_load_explicit(&st->spilled_rows, memory_order_relaxed);
+	out->spill_head_ms = atomic_load_explicit(&st->spill_head_ms, memory_order_relaxed);
 	out->long_bodies_whole = stats_get(&st->long_bodies_whole);
 	out->long_bodies_refused = stats_get(&st->long_bodies_refused);
 	out->spop_connections = stats_get(&st->spop_connections);

@@ -20,6 +20,8 @@ struct statsnap {
 	struct counters acct;
 	uint64_t records_tcp, records_udp, records_backlog, batches;
 	int64_t writer_committed_ms;   /* unix ms of the writer's last commit; 0: none */
+	int64_t spilled_rows;          /* rows waiting on disk for the store */
+	int64_t spill_head_ms;         /* unix ms the oldest of them was spilled; 0: none */
 	uint64_t long_bodies_whole, long_bodies_refused;
 	uint64_t spop_connections, spop_frames_in, spop_frames_out;
 	int64_t spop_connections_open;

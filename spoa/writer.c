@@ -47,13 +47,25 @@
  * When a transaction fails (locked by another process, disk or size cap full, I/O
  * error, PostgreSQL's connection lost) it is rolled back, counted in stats.errors and
  * retried with a backoff of 10 ms doubling to 500 ms, for up to retry_ms. Meanwhile the
- * writer pops nothing: the queue fills and the intake counts its drops. After retry_ms
- * the batch is given up and its rows counted dropped. (A journal that kept such rows
- * for the next attempt instead would take them in writer_batch, where they are counted
- * dropped today.) The counters reach the database with the next commit; when the queue
- * stays empty, an idle tick commits them alone (this also works on a full database,
- * where the accounting row is rewritten in place). Once an hour the thread also prunes
- * stored_responses past the provider's retention.
+ * writer pops nothing: the queue fills and the intake spills what it refuses.
+ *
+ * A store outage costs latency, never rows (spill.h). After retry_ms the batch is given
+ * up and its rows go to the spill, a file in the journal directory; so do the rows the
+ * full queue refuses. A spilled row's journal entries stay unreleased until it is
+ * committed: after a crash the journal replays it (the spill file is emptied at start),
+ * and ON CONFLICT (request_id) makes a row stored twice a duplicate, never a second
+ * row. While the store fails, each idle tick (and each queue batch) tries it once; once
+ * a commit succeeds, the spilled rows go before the queue's, a batch at a time, oldest
+ * first: the queue then fills behind them and overflows into the spill, so the rows are
+ * stored in about the order they came and the lag only shrinks while the writer is
+ * faster than the load. (Alternating with the queue instead would store the newest rows
+ * first and keep the file from ever emptying under a steady load.) Only rows beyond
+ * --spill-max-mb are counted dropped. At a stop with the store failing, spilled rows
+ * stay in the journal for the next run, neither written nor dropped (the next run
+ * counts them received again: counters_recover). The counters reach the database with
+ * the next commit; when the queue stays empty, an idle tick commits them alone (this
+ * also works on a full database, where the accounting row is rewritten in place). Once
+ * an hour the thread also prunes stored_responses past the provider's retention.
  *
  * Several nodes (PostgreSQL). Each agent writes its own accounting row, keyed by its
  * node name. Two agents with one name would overwrite each other's totals, so the
@@ -83,6 +95,7 @@
 #include "period.h"
 #include "rollup.h"
 #include "satadd.h"
+#include "spill.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -168,7 +181,10 @@ struct writer {
 	struct writer_group *groups;  /* batch_max entries */
 	struct writer_sum *sums;      /* batch_max entries */
 	struct counters stored;       /* last totals committed */
-	int gave_up;                  /* the last batch was given up */
+	int gave_up;                  /* the last batch was given up: the store fails */
+	struct spill *spill;          /* rows waiting on disk; NULL: none, given-up rows drop */
+	size_t drained;               /* spilled rows stored since the spill was last empty */
+	uint64_t drain_start_ns;      /* when the first of them was */
 	char errmsg[256];             /* the last failed attempt's message */
 	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
 	int64_t applied_pages;        /* cap in force on the connection; 0: none */
@@ -903,9 +919,9 @@ static int writer_commit(struct writer *w, size_t n, int budget_ms)
 			log_warn("writer: storing %zu rows failed (%s), retrying for up to %d ms",
 			         n, w->errmsg, budget_ms);
 		if (left <= 0) {
-			if (n)
-				log_error("writer: gave up %zu rows after %d attempts (%s): counted "
-				          "dropped", n, failures, w->errmsg);
+			if (n && budget_ms)
+				log_warn("writer: gave up storing %zu rows after %d attempts (%s)", n,
+				         failures, w->errmsg);
 			return -1;
 		}
 		writer_sleep_ms(backoff < left ? backoff : (int)left);
@@ -937,33 +953,93 @@ static void writer_prune(struct writer *w)
 	w->pruned_at = now;
 }
 
-/* Stores the batch of n rows, or counts them dropped. Once stopping (closed) and the
+/* After a batch was given up: its rows go to the spill, in order, until it is full
+ * (or there is none). Returns how many went. */
+static size_t writer_spill(struct writer *w, size_t n)
+{
+	size_t i = 0;
+
+	if (w->spill)
+		while (i < n && spill_push(w->spill, &w->batch[i]) == 0)
+			i++;
+	if (i)
+		log_warn("writer: %zu rows wait on disk for the store (%zu spilled in all)", i,
+		         spill_rows(w->spill));
+	return i;
+}
+
+/* Stores the batch of n rows; if the store keeps failing, spills them, and counts
+ * dropped only those the spill has no room for. Once stopping (closed) and the
  * database has already made the writer give a batch up, one attempt per batch: the
- * stop must end. A journal keeping given-up rows for later would take them here, in
- * place of counters_drop. */
+ * stop must end. A spilled row's journal entries stay unreleased: on_done is not
+ * called for it. */
 static void writer_batch(struct writer *w, size_t n, int closed)
 {
 	int committed = writer_commit(w, n, closed && w->gave_up ? 0 : w->retry_ms) == 0;
+	size_t kept = 0;
 
 	w->gave_up = !committed;
 	if (!committed) {
-		counters_drop(n);
-		/* The counters alone may still fit (their row is rewritten in place). */
-		writer_commit(w, 0, 0);
+		kept = writer_spill(w, n);
+		if (kept < n) {
+			log_error("writer: gave up %zu rows (%s): counted dropped", n - kept,
+			          w->errmsg);
+			counters_drop(n - kept);
+			/* The counters alone may still fit (their row is rewritten in place). */
+			writer_commit(w, 0, 0);
+		}
 	}
+	if (w->on_done && kept < n)
+		w->on_done(w->on_done_arg, w->batch + kept, n - kept, committed);
+}
+
+/* Stores the oldest spilled rows, a batch of them, trying for budget_ms (0: once, a
+ * probe of a store that failed). Committed, they leave the spill and their journal
+ * entries are released. 0, or -1 when the store still fails (the rows stay). */
+static int writer_drain(struct writer *w, int budget_ms)
+{
+	size_t n = spill_read(w->spill, w->batch, (size_t)w->batch_max);
+
+	if (n == 0)
+		return 0;
+	if (writer_commit(w, n, budget_ms) < 0) {
+		w->gave_up = 1;
+		return -1;
+	}
+	w->gave_up = 0;
+	spill_advance(w->spill);
+	if (w->drained == 0)
+		w->drain_start_ns = stats_now_ns();
+	w->drained += n;
 	if (w->on_done)
-		w->on_done(w->on_done_arg, w->batch, n, committed);
+		w->on_done(w->on_done_arg, w->batch, n, 1);
+	if (spill_rows(w->spill) == 0) {
+		double s = (double)(stats_now_ns() - w->drain_start_ns) / 1e9;
+
+		log_info("writer: the spill is drained: %zu rows stored in %.1f s (%.0f rows/s)",
+		         w->drained, s, s > 0 ? (double)w->drained / s : 0.);
+		w->drained = 0;
+	}
+	return 0;
 }
 
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
-	size_t n;
+	size_t n, waiting;
 	int closed;
 
 	for (;;) {
 		/* Read before popping: once closed, an empty pop means nothing is left. */
 		closed = queue_closed(w->q);
+		waiting = w->spill ? spill_rows(w->spill) : 0;
+		/* The store works: the spilled rows go first, oldest first, while the queue
+		 * fills behind them (and overflows into the spill): the lag only shrinks. */
+		if (waiting && !w->gave_up) {
+			writer_drain(w, w->retry_ms);
+			writer_prune(w);
+			continue;
+		}
 		n = queue_pop(w->q, w->batch, (size_t)w->batch_max, WRITER_IDLE_MS);
 		if (n > 0) {
 			writer_batch(w, n, closed);
@@ -971,6 +1047,12 @@ static void *writer_main(void *arg)
 			 * than commit a handful at a time (each commit costs a few page writes). */
 			if (n < (size_t)w->batch_max && !closed)
 				nanosleep(&(struct timespec){ 0, WRITER_LINGER_MS * 1000000L }, NULL);
+		} else if (waiting) {
+			/* Rows are spilled and the store failed: one attempt each idle tick. At a
+			 * stop with the store still failing, they stay in the journal for the next
+			 * run (neither written nor dropped: received then exceeds their sum). */
+			if (writer_drain(w, 0) < 0 && closed)
+				break;
 		} else if (closed) {
 			break;
 		} else {
@@ -1111,6 +1193,7 @@ struct writer *writer_start(const struct writer_config *cfg, char *err, size_t e
 	w->retry_ms = cfg->retry_ms ? cfg->retry_ms : WRITER_RETRY_DEFAULT;
 	w->rows = rows;
 	w->on_done = cfg->on_done;
+	w->spill = cfg->spill;
 	w->on_done_arg = cfg->on_done_arg;
 	snprintf(w->node, sizeof(w->node), "%s", node);
 	atomic_init(&w->want_pages, cfg->max_db_pages);

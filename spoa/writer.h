@@ -6,8 +6,9 @@
  *
  * Counters (counters.h, where they are defined). The writer settles each committed
  * batch: rows inserted are written, rows whose request_id is stored already are
- * duplicates, rows it cannot store (the database failed for retry_ms, or the row broke
- * a constraint) are dropped. Every commit also stores the totals in this node's row of
+ * duplicates, rows it cannot store (the row broke a constraint, or the database failed
+ * for retry_ms and the spill had no room) are dropped; spilled rows are neither until
+ * stored. Every commit also stores the totals in this node's row of
  * the accounting table, so once the queue is drained that row shows received = written
  * + dropped (and so does the sum over every node's row). */
 #ifndef TALLY_WRITER_H
@@ -43,6 +44,7 @@
 	" PRAGMA temp_store = MEMORY"
 
 struct db;
+struct spill;
 struct writer;
 
 struct writer_config {
@@ -54,7 +56,8 @@ struct writer_config {
 	struct queue *queue;          /* borrowed: writer_stop closes it, the caller frees it */
 	int batch_max;                /* rows per transaction, 1..WRITER_BATCH_MAX; 0: default */
 	int retry_ms;                 /* a failing batch is retried this long, then its rows
-	                               * are counted dropped; 0: WRITER_RETRY_DEFAULT */
+	                               * are spilled (counted dropped if they cannot be);
+	                               * 0: WRITER_RETRY_DEFAULT */
 	int64_t max_db_pages;         /* cap on the database size in pages (PRAGMA
 	                               * max_page_count): beyond it writes fail as a full
 	                               * disk would; 0: no cap. SQLite only: ignored on
@@ -68,6 +71,11 @@ struct writer_config {
 	 * rows lives for the call only. May be NULL. */
 	void (*on_done)(void *arg, const struct acct_row *rows, size_t n, int committed);
 	void *on_done_arg;
+	/* Borrowed, may be NULL: where a given-up batch's rows wait for the store instead of
+	 * being counted dropped, and whose rows the writer stores first once the store
+	 * works again (on_done(committed = 1) then releases them). A spilled row is not
+	 * passed to on_done when spilled. */
+	struct spill *spill;
 };
 
 /* Opens its own connection to cfg->db_path (the main thread has created or migrated the
@@ -78,10 +86,12 @@ struct writer_config {
  * a message in err. */
 struct writer *writer_start(const struct writer_config *cfg, char *err, size_t errlen);
 
-/* Closes the queue, lets the thread store everything still queued and a final counter
- * snapshot, joins it and frees w. Stop the producers first: rows they push from now on
- * are refused. If the database is failing, each batch gets retry_ms until one is given
- * up; from then on each remaining batch gets a single attempt. Main thread. */
+/* Closes the queue, lets the thread store everything still queued or spilled and a
+ * final counter snapshot, joins it and frees w. Stop the producers first: rows they
+ * push from now on are refused. If the database is failing, each batch gets retry_ms
+ * until one is given up; from then on each remaining batch gets a single attempt, and
+ * what is not stored is spilled: it stays in the journal for the next run. Main
+ * thread. */
 void writer_stop(struct writer *w);
 
 /* Changes the database size cap (as max_db_pages; 0 removes it). Applied before the

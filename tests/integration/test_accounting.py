@@ -560,8 +560,10 @@ def test_postgres_outage_delays_rows_but_loses_none(stack):
 
 def test_full_database_drops_are_counted(tmp_path):
     """A database that cannot grow (here capped with --db-max-pages, as a full disk
-    would) makes the writer retry, then count the rows it could not store as dropped:
-    the agent keeps deciding and received = written + dropped still holds."""
+    would) makes the writer retry, then count the rows it could not store as dropped
+    once they have no room on disk either (--spill-max-mb 0 here: none; test_outage.py
+    has rows waiting there): the agent keeps deciding and received = written + dropped
+    still holds."""
     import sqlite3
     probe = Stack(tmp_path)
     probe.seed()
@@ -569,7 +571,8 @@ def test_full_database_drops_are_counted(tmp_path):
     pages = con.execute("PRAGMA page_count").fetchone()[0]
     con.close()
     s = Stack(tmp_path, agent_args=["--db-max-pages", str(pages + 4),
-                                    "--write-retry-ms", "300", "--batch-max", "16"])
+                                    "--write-retry-ms", "300", "--batch-max", "16",
+                                    "--spill-max-mb", "0"])
     s.key = probe.key
     try:
         s.start_mock()

@@ -51,6 +51,8 @@ static void sample_snapshot(struct statsnap *s)
 	s->queue_capacity = 25;
 	s->inflight = 26;
 	s->stored_responses = 29;
+	s->spilled_rows = 30;
+	s->spill_head_ms = 1000;   /* long ago: the lag is large */
 	for (i = 0; i < DECISION_VERDICT_COUNT; i++)
 		s->verdicts[i] = 100 + (uint64_t)i;
 	for (i = 0; i < ACCT_OUTCOME_COUNT; i++)
@@ -94,6 +96,9 @@ static void test_render_values(void)
 	CHECK(has_line(page, "tally_spop_frames_total{direction=\"out\"} 23"));
 	CHECK(has_line(page, "tally_queue_depth 24"));
 	CHECK(has_line(page, "tally_queue_capacity 25"));
+	CHECK(has_line(page, "tally_spilled_rows 30"));
+	CHECK(has_line(page, "# TYPE tally_writer_lag_seconds gauge"));
+	CHECK(!has_line(page, "tally_writer_lag_seconds 0"));
 	CHECK(has_line(page, "tally_inflight_requests 26"));
 	CHECK(has_line(page, "tally_stored_responses 29"));
 	CHECK(has_line(page, "# TYPE tally_queue_depth gauge"));
@@ -187,8 +192,9 @@ static void test_render_format(void)
 			CHECK(end != value + 1 && *end == '\0');
 		}
 	}
-	CHECK_EQ_INT(ndeclared, 23);
-	CHECK_EQ_INT(nsamples, 22 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	/* 26: the writer's last commit, the spilled rows and the writer's lag included. */
+	CHECK_EQ_INT(ndeclared, 26);
+	CHECK_EQ_INT(nsamples, 25 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 

@@ -162,7 +162,7 @@ static void run_open(struct run *r)
 	r->queue = queue_new(16);
 	r->owners = owner_new(16);
 	t = (struct recovery_target){ r->db, r->journal, r->log, r->pending, r->queue, NULL,
-	                              r->owners };
+	                              r->owners, NULL };
 	r->rc = recovery_run(&t, &r->res, err, sizeof(err));
 	if (r->rc < 0)
 		fprintf(stderr, "%s\n", err);

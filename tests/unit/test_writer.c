@@ -20,6 +20,7 @@
 #include "owner.h"
 #include "queue.h"
 #include "rollup.h"
+#include "spill.h"
 #include "stats.h"
 #include "tmpdir.h"
 #include "unit.h"
@@ -731,6 +732,87 @@ out:
 	queue_free(q);
 }
 
+/* With a spill, a full database costs no row: the batches the writer gives up and the
+ * rows the full queue refuses wait on disk, and once the cap is raised everything is
+ * written, each row once, oldest first; a stop while the database is still full leaves
+ * the spilled rows neither written nor dropped (the journal keeps them). */
+static void test_full_spilled(void)
+{
+	enum { CAP = 64, N1 = 3000 };
+	struct queue *q = NULL;
+	struct writer_config cfg = { .batch_max = 256, .retry_ms = 300, .on_done = on_done };
+	char path[512], err[256] = "";
+	struct spill *sp = spill_open(tmpdir_path, 64 << 20, err, sizeof(err));
+	struct writer *w = NULL;
+	struct db *db = NULL;
+	int64_t pages;
+	int i, round;
+
+	CHECK(sp != NULL);
+	if (pg_url || !sp)
+		goto out;   /* max_db_pages is SQLite's */
+	cfg.spill = sp;
+	for (round = 0; round < 2; round++) {
+		reset_counters();
+		queue_free(q);   /* closed by the last writer_stop */
+		cfg.queue = q = queue_new(CAP);
+		db_create(round ? "spilled2.db" : "spilled.db", path, sizeof(path));
+		db = db_reader(path);
+		pages = q_int(db, "PRAGMA page_count");
+		cfg.db_path = path;
+		cfg.max_db_pages = pages + 4;
+		if (!(w = writer_start(&cfg, err, sizeof(err)))) {
+			fprintf(stderr, "writer_start: %s\n", err);
+			CHECK(0);
+			goto out;
+		}
+		for (i = 0; i < N1; i++) {
+			struct acct_row r = row_random(i);
+
+			counters_receive();
+			if (queue_push(q, &r) < 0)
+				CHECK_EQ_INT(spill_push(sp, &r), 0);
+			if (i % 200 == 0)
+				sleep_ms(20);
+		}
+		WAIT_FOR(spill_rows(sp) > CAP && stats_get(&stats.errors[STATS_ERR_WRITE_FULL]) > 0,
+		         5000);
+		CHECK(spill_rows(sp) > CAP);
+		CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_FULL]) > 0);
+		CHECK_EQ_INT(counters_now().dropped, 0);
+		CHECK_EQ_INT(atomic_load(&done_given_up), 0);
+		CHECK(atomic_load(&stats.spill_head_ms) > 0);
+		if (round == 1) {
+			/* Stopped with the database still full: nothing dropped, nothing lost
+			 * from the spill's count. */
+			writer_stop(w);
+			w = NULL;
+			CHECK_EQ_INT(counters_now().dropped, 0);
+			CHECK_EQ_INT(counters_now().written + spill_rows(sp), N1);
+			break;
+		}
+		writer_set_max_db_pages(w, 0);
+		WAIT_FOR(counters_now().written == N1, 10000);
+		CHECK_EQ_INT(spill_rows(sp), 0);
+		CHECK_EQ_INT(atomic_load(&stats.spilled_rows), 0);
+		writer_stop(w);
+		w = NULL;
+		CHECK_EQ_INT(counters_now().received, N1);
+		CHECK_EQ_INT(counters_now().written, N1);
+		CHECK_EQ_INT(counters_now().dropped, 0);
+		CHECK_EQ_INT(atomic_load(&done_committed), N1);
+		CHECK_EQ_INT(q_int(db, "SELECT count(DISTINCT request_id) FROM requests"), N1);
+		check_accounting(db);
+		db_close(db);
+		db = NULL;
+	}
+out:
+	writer_stop(w);
+	db_close(db);
+	spill_close(sp);
+	queue_free(q);
+}
+
 /* Another connection holds the write lock for a while: the writer waits it out and
  * stores everything; nothing is dropped. */
 /* Another connection holds the write lock (SQLite) or a lock on requests (PostgreSQL)
@@ -1126,6 +1208,7 @@ static void run_cases(void)
 	RUN(test_stored_responses_pruned);
 	RUN(test_rollups);
 	RUN(test_full);
+	RUN(test_full_spilled);
 	RUN(test_locked);
 	RUN(test_refused_row);
 	RUN(test_store_refuses);
