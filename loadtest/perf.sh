@@ -15,8 +15,8 @@
 #   streaming  a ramp of held streams (100 frames 10 ms apart, about one second each),
 #              through plain HAProxy and then the gateway: events/s side by side
 #   sustained  one level for minutes
-#   overload   deliberate overload: a small queue and the database locked for a while
-#              mid-run; passes when drops happened, were counted, and written + dropped
+#   overload   deliberate overload: a small queue, no spill and the database locked for
+#              a while mid-run; passes when drops happened, were counted, and written + dropped
 #              = received still holds
 #   compare    the same fixture through the mock directly, plain HAProxy, the gateway and
 #              a peer gateway (Portkey's, from the npm registry; PERF_PEER=0 skips it):
@@ -221,9 +221,11 @@ stage_streaming() {
 
 # The writer is stopped by another connection holding the write lock; with a short retry
 # it gives batches up (counted dropped) and the small queue overflows (counted dropped).
+# --spill-max-mb 0: no row may wait on disk, so what would wait there is dropped and
+# counted (tests/integration/test_outage.py covers the rows that wait).
 stage_overload() {
   local seconds=${PERF_OVERLOAD_SECONDS:-6} lock=${PERF_OVERLOAD_LOCK_SECONDS:-3}
-  agent_args=(--queue-capacity "${PERF_OVERLOAD_QUEUE:-256}" --write-retry-ms 500)
+  agent_args=(--queue-capacity "${PERF_OVERLOAD_QUEUE:-256}" --write-retry-ms 500 --spill-max-mb 0)
   perf_up
   agent_args=()
   if [ "$store" = postgres ]; then
