@@ -1262,13 +1262,14 @@ static const char *db_pg_blob(struct db_stmt *st, int i, size_t *len)
 	}
 	if (!st->blobs[i]) {
 		size_t bytes;
-		unsigned char *raw = PQunescapeBytea((const unsigned char *)PQgetvalue(st->row, st->rowi, i),
-		                                     &bytes);
+		const char *text = PQgetvalue(st->row, st->rowi, i);
+		unsigned char *raw = PQunescapeBytea((const unsigned char *)text, &bytes);
 		char *z;
 
 		if (!raw)
 			return NULL;
-		/* kept with the row (freed by PQclear), NUL-terminated as db_col_text promises */
+		/* kept in the row's result (freed by PQclear: at the next step when it streams,
+		 * else when the run ends), NUL-terminated as db_col_text promises */
 		z = PQresultAlloc(st->row, bytes + 1);
 		if (z) {
 			memcpy(z, raw, bytes);
@@ -1334,7 +1335,8 @@ enum db_type db_col_type(struct db_stmt *st, int i)
 int64_t db_col_int(struct db_stmt *st, int i)
 {
 	if (st->db->kind == DB_POSTGRES)
-		return db_pg_has(st, i) ? db_pg_int(PQgetvalue(st->row, st->rowi, i), PQftype(st->row, i)) : 0;
+		return db_pg_has(st, i)
+		       ? db_pg_int(PQgetvalue(st->row, st->rowi, i), PQftype(st->row, i)) : 0;
 	return sqlite3_column_int64(st->lite, i);
 }
 
