@@ -11,8 +11,11 @@
  *     they are rewritten to $N (outside quotes and comments; "::" casts are left alone),
  *     :name numbered by first appearance as SQLite numbers them, so db_param_index
  *     agrees on both. Prefer CAST(x AS BIGINT) to "::" in shared SQL.
- *   - Statements are prepared on the server (PQprepare) and run with text parameters in
- *     single-row mode, so a long result (an export) streams instead of filling memory.
+ *   - Statements are prepared on the server (PQprepare) and run with text parameters.
+ *     A statement's whole result is read at its first step, in one PGresult (a result
+ *     per row cost microseconds a row, most of a summary's time), and the connection
+ *     is free again; one prepared by db_prepare_stream runs in single-row mode, so a
+ *     long result (an export) streams instead of filling memory.
  *   - Integers are 64-bit on both (the PostgreSQL schema uses BIGINT throughout); a
  *     column of SUM() comes back as NUMERIC text and still reads as an int64.
  *   - A lost PostgreSQL connection fails the call in progress with DB_LOST; the next
@@ -127,6 +130,11 @@ int db_in_transaction(struct db *db);
 /* Prepares sql (one statement; parameters as above). Returns 0, or -1 with the error
  * in db_errmsg(db). *out belongs to db and must be finalized before db_close. */
 int db_prepare(struct db *db, const char *sql, struct db_stmt **out);
+/* As db_prepare, for a result that may be too long to hold at once (an export, a load
+ * of every row since a time): on PostgreSQL its rows come in one at a time, where
+ * db_prepare's statement holds its whole result from the first step until the run
+ * ends. The same on SQLite, which always steps row by row. */
+int db_prepare_stream(struct db *db, const char *sql, struct db_stmt **out);
 void db_finalize(struct db_stmt *st);   /* NULL is a no-op */
 
 /* Binding, parameters numbered from 1. Text and blobs are NOT copied: s must stay

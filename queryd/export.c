@@ -144,7 +144,8 @@ struct MHD_Response *export_response(const char *store, const struct params *p,
 	 * so rows stream from the first one. */
 	if (db_kind(e->db) == DB_POSTGRES && db_exec(e->db, "SET enable_sort = off", err, errlen) < 0)
 		goto fail;
-	if (db_prepare(e->db, conn_query_text(CONN_EXPORT, db_kind(e->db)), &e->st) < 0 ||
+	/* streamed: a range's rows may be more than memory holds */
+	if (db_prepare_stream(e->db, conn_query_text(CONN_EXPORT, db_kind(e->db)), &e->st) < 0 ||
 	    row_bind_filters(e->st, &e->p) < 0) {
 		snprintf(err, errlen, "export query: %s", db_errmsg(e->db));
 		goto fail;

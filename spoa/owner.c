@@ -310,7 +310,9 @@ int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_
 	enum db_status rc;
 	int ret = -1;
 
-	if (db_prepare(db, sql, &st) < 0 || db_bind_int(st, 1, since_s) < 0) {
+	/* streamed: a retention window of responses is held once, in the table, not
+	 * twice while it loads */
+	if (db_prepare_stream(db, sql, &st) < 0 || db_bind_int(st, 1, since_s) < 0) {
 		snprintf(err, errlen, "loading stored responses: %s", db_errmsg(db));
 		goto out;
 	}

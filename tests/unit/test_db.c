@@ -1,7 +1,8 @@
 /* Unit tests for common/db.c, sql/schema.sql and sql/pg/schema.sql: creation,
  * pragmas, constraints, the config_generation triggers, version refusals, the
  * migration runner, two processes creating one database at once, and the statement
- * API (parameters, round trips, streaming, statuses, transactions). Every store test
+ * API (parameters, round trips, long results streamed or held whole, statuses,
+ * transactions). Every store test
  * runs on SQLite and, when TALLY_TEST_PG_URL names an empty PostgreSQL database
  * (tests/test_unit.py sets it), on PostgreSQL too, each "database" there a schema of
  * its own. "test_db outage URL" is the half of tests/test_unit.py's outage test that
@@ -815,11 +816,13 @@ out:
 
 #define TEST_STREAM_ROWS 100000
 
-/* A long result streams row by row, and another statement may run in the middle of
- * it (PostgreSQL then reads the rest ahead). */
-static void test_stream(void)
+/* A long result comes row by row, and another statement may run in the middle of it:
+ * run once with db_prepare_stream (PostgreSQL then reads the rest ahead) and once with
+ * db_prepare (PostgreSQL holds the whole result from the first step). */
+static void test_long_result(const char *name,
+                             int (*prepare)(struct db *, const char *, struct db_stmt **))
 {
-	struct db *db = test_open("stream.db", DB_CREATE);
+	struct db *db = test_open(name, DB_CREATE);
 	struct db_stmt *st = NULL, *other = NULL;
 	int64_t rows = 0, sum = 0, want = (int64_t)TEST_STREAM_ROWS * (TEST_STREAM_ROWS + 1) / 2;
 	enum db_status rc;
@@ -827,8 +830,8 @@ static void test_stream(void)
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_EQ_INT(db_prepare(db, "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s"
-	                            " WHERE x < ?) SELECT x, 'row ' || x FROM s", &st), 0);
+	CHECK_EQ_INT(prepare(db, "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s"
+	                         " WHERE x < ?) SELECT x, 'row ' || x FROM s", &st), 0);
 	CHECK_EQ_INT(db_prepare(db, "SELECT value FROM meta WHERE name = ?", &other), 0);
 	if (!st || !other)
 		goto out;
@@ -848,6 +851,7 @@ static void test_stream(void)
 	CHECK_EQ_INT(rc, DB_DONE);
 	CHECK_EQ_INT(rows, TEST_STREAM_ROWS);
 	CHECK_EQ_INT(sum, want);
+	CHECK_EQ_INT(db_changes(st), 0);
 	/* abandoned half way, then run again */
 	db_reset(st);
 	CHECK_EQ_INT(db_step(st), DB_ROW);
@@ -858,10 +862,38 @@ static void test_stream(void)
 	CHECK_EQ_INT(db_col_int(st, 0), 1);
 	db_reset(st);
 	CHECK_EQ_INT(db_step(other), DB_ROW);
+	db_reset(other);
+	/* rows of a change (RETURNING), then what it changed; an empty result */
+	db_finalize(st);
+	st = NULL;
+	CHECK_EQ_INT(test_exec(db, "CREATE TABLE lr (x BIGINT)"), 0);
+	CHECK_EQ_INT(prepare(db, "INSERT INTO lr (x) VALUES (1), (2), (3) RETURNING x", &st), 0);
+	if (!st)
+		goto out;
+	for (rows = 1; rows <= 3; rows++) {
+		CHECK_EQ_INT(db_step(st), DB_ROW);
+		CHECK_EQ_INT(db_col_int(st, 0), rows);
+	}
+	CHECK_EQ_INT(db_step(st), DB_DONE);
+	CHECK_EQ_INT(db_changes(st), 3);
+	db_finalize(st);
+	st = NULL;
+	CHECK_EQ_INT(prepare(db, "SELECT x FROM lr WHERE x > 3", &st), 0);
+	CHECK_EQ_INT(st ? db_step(st) : DB_ERROR, DB_DONE);
 out:
 	db_finalize(st);
 	db_finalize(other);
 	db_close(db);
+}
+
+static void test_stream(void)
+{
+	test_long_result("stream.db", db_prepare_stream);
+}
+
+static void test_whole(void)
+{
+	test_long_result("whole.db", db_prepare);
 }
 
 /* Statuses: a refused change is DB_CONSTRAINT; changes count what a run changed;
@@ -997,7 +1029,7 @@ static void test_pg_readonly(void)
 static void test_pg_lost(void)
 {
 	struct db *db = test_open("lost.db", DB_CREATE);
-	struct db_stmt *st = NULL;
+	struct db_stmt *st = NULL, *all = NULL;
 	char sql[96];
 	int64_t pid = 0;
 
@@ -1018,6 +1050,22 @@ static void test_pg_lost(void)
 	CHECK_EQ_INT(db_step(st), DB_ROW);
 	CHECK_EQ_INT(db_col_int(st, 0), 0);
 	db_reset(st);
+
+	/* A result held whole is read to its end after its connection broke; the next
+	 * run connects again. */
+	CHECK_EQ_INT(db_prepare(db, "SELECT name FROM meta", &all), 0);
+	if (all) {
+		CHECK_EQ_INT(db_step(all), DB_ROW);
+		CHECK_EQ_INT(db_query_int(db, "SELECT pg_backend_pid()", &pid), 0);
+		snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld)", (long long)pid);
+		CHECK_EQ_INT(test_exec(test_admin, sql), 0);
+		while (db_step(all) == DB_ROW)
+			CHECK(db_col_text(all, 0) != NULL);
+		CHECK_EQ_INT(db_step(all), DB_LOST);
+		db_reset(all);
+		CHECK_EQ_INT(db_step(all), DB_ROW);
+		db_finalize(all);
+	}
 
 	/* inside one */
 	CHECK_EQ_INT(db_begin(db), DB_OK);
@@ -1101,6 +1149,7 @@ static void test_stores(void)
 	RUN(test_params);
 	RUN(test_roundtrip);
 	RUN(test_stream);
+	RUN(test_whole);
 	RUN(test_status);
 }
 
