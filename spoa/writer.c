@@ -14,7 +14,10 @@
  *   1. rows breaking a CHECK (writer_check) are counted dropped, rows whose request_id
  *      came earlier in the batch duplicates; the rest go in INSERTs of up to
  *      rows_per_statement rows each, ... ON CONFLICT (request_id) DO NOTHING RETURNING
- *      request_id: a row not returned was stored already (a duplicate record);
+ *      request_id: a row not returned was stored already (a duplicate record). On
+ *      SQLite without RETURNING first: a statement that stored all its rows says so by
+ *      its count; one that stored fewer has the batch rolled back and made again with
+ *      RETURNING (a record stored already is rare: a retried transaction);
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
  *      row per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily; without the model, into
@@ -35,7 +38,15 @@
  * about 50 000 against 55 000-65 000 (with RETURNING either way), and 128 rows gain
  * nothing more on either. A row count that is not a multiple goes as powers of two,
  * each size prepared at start (a prepare inside a transaction could fail without saying
- * why: a lock or a lost connection would read as any error).
+ * why: a lock or a lost connection would read as any error). RETURNING cost SQLite
+ * ~10-20% of the writer thread's CPU (500 000 rows of bench-writer, alternated runs:
+ * 4.5 s against 4.2 s without it, 6.4 against 5.2 in a busier minute; SQLite buffers
+ * the returned rows until the statement ends), hence the count there; PostgreSQL keeps
+ * RETURNING, as a batch made again would cost it round trips. So counted, the writer
+ * on SQLite takes 1.03x the CPU of the single-row writer before db.h (8b8a20e, schema
+ * 7) on the same rows without schema 8's index on requests (model, started_at), and
+ * makes ~0.8x its rows/s with it: the index is one more B-tree per row, ~1.7 us
+ * (docs/performance.md, "Schema 8").
  *
  * A row the store refuses (a constraint the C checks do not cover: it could only come
  * from a bug upstream) fails its whole multi-row statement, and on PostgreSQL the whole
@@ -126,6 +137,13 @@ enum writer_fate {
 	WRITER_DROPPED,    /* refused by a constraint */
 };
 
+/* How an attempt learns which rows were stored already. */
+enum writer_mode {
+	WRITER_COUNTED,    /* SQLite: INSERTs without RETURNING, each checked by its count */
+	WRITER_RETURNED,   /* ... RETURNING request_id: the rows not returned */
+	WRITER_EACH_ROW,   /* one row at a time, each in a savepoint (a row was refused) */
+};
+
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
 	int64_t period;               /* unix seconds: start of the hour or day */
@@ -173,6 +191,7 @@ struct writer {
 	struct db_stmt *insert_stored, *prune, *account, *lock;
 	struct db_stmt *savepoint, *release, *undo;
 	struct db_stmt *insert[WRITER_SIZES];                 /* 2^i rows, up to rows */
+	struct db_stmt *counted[WRITER_SIZES];                /* SQLite: the same, no RETURNING */
 	struct db_stmt *rollup[WRITER_ROLLUPS][WRITER_SIZES]; /* writer_rollups' upserts */
 	int64_t pruned_at;            /* unix seconds of the last prune; 0: none yet */
 	struct acct_row *batch;       /* batch_max rows */
@@ -185,6 +204,7 @@ struct writer {
 	struct spill *spill;          /* rows waiting on disk; NULL: none, given-up rows drop */
 	size_t drained;               /* spilled rows stored since the spill was last empty */
 	uint64_t drain_start_ns;      /* when the first of them was */
+	int short_count;              /* the last attempt's counted INSERT stored fewer rows */
 	char errmsg[256];             /* the last failed attempt's message */
 	int64_t default_pages;        /* SQLite's max_page_count when no cap is set */
 	int64_t applied_pages;        /* cap in force on the connection; 0: none */
@@ -348,8 +368,9 @@ static int writer_append_tuple(char **buf, size_t *len, size_t *cap, int n, int 
 	return rc ? rc : writer_append(buf, len, cap, ")");
 }
 
-/* The INSERT of rows requests rows, or NULL out of memory (free it). */
-static char *writer_insert_sql(int rows)
+/* The INSERT of rows requests rows, returning the ids stored if returning, or NULL
+ * out of memory (free it). */
+static char *writer_insert_sql(int rows, int returning)
 {
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
@@ -358,8 +379,9 @@ static char *writer_insert_sql(int rows)
 	for (i = 0; i < rows && rc == 0; i++)
 		rc = writer_append_tuple(&sql, &len, &cap, WRITER_COLUMNS, i == 0);
 	if (rc == 0)
-		rc = writer_append(&sql, &len, &cap,
-		                   " ON CONFLICT (request_id) DO NOTHING RETURNING request_id");
+		rc = writer_append(&sql, &len, &cap, " ON CONFLICT (request_id) DO NOTHING");
+	if (rc == 0 && returning)
+		rc = writer_append(&sql, &len, &cap, " RETURNING request_id");
 	return rc ? NULL : sql;
 }
 
@@ -400,12 +422,14 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	return rc ? NULL : sql;
 }
 
-/* Prepares the statement of 2^size rows into requests (t < 0) or rollup table t.
- * 0, or -1 with a message (the SQL is fixed: a schema that does not match). */
+/* Prepares the statement of 2^size rows into requests (t -1 with RETURNING, t -2
+ * without) or rollup table t. 0, or -1 with a message (the SQL is fixed: a schema that
+ * does not match). */
 static int writer_prepare_rows(struct writer *w, int t, int size, char *err, size_t errlen)
 {
-	struct db_stmt **slot = t < 0 ? &w->insert[size] : &w->rollup[t][size];
-	char *sql = t < 0 ? writer_insert_sql(1 << size)
+	struct db_stmt **slot = t == -2 ? &w->counted[size] : t < 0 ? &w->insert[size]
+	                                                           : &w->rollup[t][size];
+	char *sql = t < 0 ? writer_insert_sql(1 << size, t == -1)
 	                  : writer_rollup_sql(&writer_rollups[t], 1 << size);
 	int rc = -1;
 
@@ -488,11 +512,12 @@ static void writer_mark(struct writer *w, const struct acct_row **sent, size_t n
 	}
 }
 
-/* Inserts sent[0..n) with one statement of n rows (n a power of two). */
+/* Inserts sent[0..n) with one statement of n rows (n a power of two). Counted: all
+ * are marked inserted if the store took n rows, else w->short_count is set. */
 static enum db_status writer_insert_chunk(struct writer *w, const struct acct_row **sent,
-                                          size_t n, int size)
+                                          size_t n, int size, int counted)
 {
-	struct db_stmt *st = w->insert[size];
+	struct db_stmt *st = counted ? w->counted[size] : w->insert[size];
 	enum db_status rc;
 	size_t i;
 
@@ -505,13 +530,23 @@ static enum db_status writer_insert_chunk(struct writer *w, const struct acct_ro
 		if (id)
 			writer_mark(w, sent, n, id);
 	}
+	if (counted && rc == DB_DONE) {
+		if (db_changes(st) == (int64_t)n)
+			for (i = 0; i < n; i++)
+				w->fate[sent[i] - w->batch] = WRITER_INSERTED;
+		else
+			w->short_count = 1;
+	}
 	db_reset(st);
 	return rc;
 }
 
 /* Step 1 for rows[0..n): each row's fate, and d. DB_DONE, or the failure (DB_CONSTRAINT:
- * some row was refused, try again a row at a time). */
-static enum db_status writer_insert_rows(struct writer *w, size_t n, struct counters *d)
+ * some row was refused, try again a row at a time). Counted, a statement that stored
+ * fewer rows than it had sets w->short_count: which ones is unknown, try again
+ * returned. */
+static enum db_status writer_insert_rows(struct writer *w, size_t n, int counted,
+                                         struct counters *d)
 {
 	const char *refused;
 	size_t i, m = 0, k, done;
@@ -537,8 +572,8 @@ static enum db_status writer_insert_rows(struct writer *w, size_t n, struct coun
 	}
 	for (done = 0; done < k; done += (size_t)1 << size) {
 		size = writer_size(w, k - done);
-		rc = writer_insert_chunk(w, w->sent + done, (size_t)1 << size, size);
-		if (rc != DB_DONE)
+		rc = writer_insert_chunk(w, w->sent + done, (size_t)1 << size, size, counted);
+		if (rc != DB_DONE || w->short_count)
 			return rc;
 	}
 	return DB_DONE;
@@ -810,9 +845,9 @@ static enum db_status writer_session(struct writer *w)
 }
 
 /* One attempt at storing w->batch[0..n) (none: the counters alone) in one transaction,
- * a row at a time if each_row. Returns DB_OK, with the counters applied, or the failure
- * after a rollback (its message in w->errmsg). */
-static enum db_status writer_attempt(struct writer *w, size_t n, int each_row)
+ * in the given mode. Returns DB_OK, with the counters applied, or the failure after a
+ * rollback (its message in w->errmsg; w->short_count: a counted attempt fell short). */
+static enum db_status writer_attempt(struct writer *w, size_t n, enum writer_mode mode)
 {
 	struct counters d = { 0 }, c;
 	uint64_t start;
@@ -820,6 +855,7 @@ static enum db_status writer_attempt(struct writer *w, size_t n, int each_row)
 	enum db_status rc;
 
 	w->errmsg[0] = '\0';
+	w->short_count = 0;
 	writer_apply_cap(w);
 	start = stats_now_ns();
 	rc = db_begin(w->db);
@@ -827,9 +863,14 @@ static enum db_status writer_attempt(struct writer *w, size_t n, int each_row)
 		goto fail;
 	if ((rc = writer_session(w)) != DB_DONE)
 		goto fail;
-	rc = each_row ? writer_insert_each(w, n, &d) : writer_insert_rows(w, n, &d);
+	rc = mode == WRITER_EACH_ROW ? writer_insert_each(w, n, &d)
+	                             : writer_insert_rows(w, n, mode == WRITER_COUNTED, &d);
+	if (rc == DB_DONE && w->short_count) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "some rows were stored already");
+		rc = DB_ERROR;
+	}
 	if (rc == DB_DONE)
-		rc = writer_stored_rows(w, n, each_row);
+		rc = writer_stored_rows(w, n, mode == WRITER_EACH_ROW);
 	if (rc != DB_DONE)
 		goto fail;
 	for (i = 0; i < n; i++) {
@@ -898,7 +939,10 @@ static void writer_sleep_ms(int ms)
 static int writer_commit(struct writer *w, size_t n, int budget_ms)
 {
 	uint64_t start = stats_now_ns();
-	int backoff = WRITER_BACKOFF_MIN, failures = 0, each_row = 0;
+	int backoff = WRITER_BACKOFF_MIN, failures = 0;
+	/* RETURNING costs SQLite 10-20% of the writer (DESIGN); PostgreSQL saves a
+	 * statement's round trip with it. */
+	enum writer_mode mode = db_kind(w->db) == DB_SQLITE ? WRITER_COUNTED : WRITER_RETURNED;
 	enum db_status rc;
 	struct counters c;
 	int64_t left;
@@ -908,9 +952,13 @@ static int writer_commit(struct writer *w, size_t n, int budget_ms)
 		if (memcmp(&c, &w->stored, sizeof(c)) == 0)
 			return 0;
 	}
-	while ((rc = writer_attempt(w, n, each_row)) != DB_OK) {
-		if (rc == DB_CONSTRAINT && !each_row && n) {
-			each_row = 1;   /* some row was refused: find it, keep the rest */
+	while ((rc = writer_attempt(w, n, mode)) != DB_OK) {
+		if (rc == DB_CONSTRAINT && mode != WRITER_EACH_ROW && n) {
+			mode = WRITER_EACH_ROW;   /* some row was refused: find it, keep the rest */
+			continue;
+		}
+		if (w->short_count) {
+			mode = WRITER_RETURNED;   /* some row was stored already: find which */
 			continue;
 		}
 		stats_add(&stats.errors[writer_error_kind(rc)], 1);
@@ -1080,6 +1128,7 @@ static void writer_free(struct writer *w)
 	db_finalize(w->undo);
 	for (k = 0; k < WRITER_SIZES; k++) {
 		db_finalize(w->insert[k]);
+		db_finalize(w->counted[k]);
 		for (i = 0; i < WRITER_ROLLUPS; i++)
 			db_finalize(w->rollup[i][k]);
 	}
@@ -1155,7 +1204,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 		}
 	}
 	for (size = 0; size <= writer_size(w, WRITER_ROWS_MAX); size++)
-		for (t = -1; t < (int)WRITER_ROLLUPS; t++)
+		for (t = db_kind(w->db) == DB_SQLITE ? -2 : -1; t < (int)WRITER_ROLLUPS; t++)
 			if (writer_prepare_rows(w, t, size, err, errlen) < 0)
 				return -1;
 	writer_apply_cap(w);
