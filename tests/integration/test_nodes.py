@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from stack import Proc, Stack, wait_port
+from cluster import Cluster
+from stack import Proc, wait_port
 from conftest import binary, free_port
 
 CHAT = "/v1/chat/completions"
@@ -31,22 +32,12 @@ def wait_for(predicate, timeout=5.0):
 
 @pytest.fixture
 def nodes(tmp_path, pg_server, pg_url):
-    (tmp_path / "n1").mkdir()
-    (tmp_path / "n2").mkdir()
-    n1 = Stack(tmp_path / "n1", store="postgres", pg=pg_server, url=pg_url, node="n1")
     # n2's URL carries a password (the test server trusts loopback and ignores it):
     # no log may print it.
-    n2 = Stack(tmp_path / "n2", store="postgres", pg=pg_server,
-               url=pg_url.replace("postgres@", "postgres:hunter2@", 1), node="n2")
-    n2.secret = n1.secret   # the one key-hashing secret of every node
-    try:
-        n1.start()
-        n2.key = n1.key
-        n2.start(seed=False)
-        yield n1, n2
-    finally:
-        n1.close()
-        n2.close()
+    cluster = Cluster(tmp_path, pg_server, pg_url, 2)
+    cluster.nodes[1].db = pg_url.replace("postgres@", "postgres:hunter2@", 1)
+    with cluster:
+        yield cluster.nodes
 
 
 def status(stack, key):
