@@ -45,7 +45,7 @@ BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BU
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
 .PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-unit test-integration fuzz asan valgrind \
-        run bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
+        run run-cluster bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -54,6 +54,7 @@ all: build
 
 help:
 	@echo "make run             install deps, build, seed ./data, start mock upstream + agent + HAProxy"
+	@echo "make run-cluster     the same as two nodes (gateways 8080, 8082) on a private PostgreSQL in ./data/cluster"
 	@echo "make test            install deps, build, run unit, fuzz-smoke and integration tests"
 	@echo "                     (HAPROXY=2.6|3.0|3.2|3.4: on that HAProxy, prepared on first use;"
 	@echo "                     make run HAPROXY=... too)"
@@ -301,6 +302,11 @@ ifeq ($(HAPROXY),)
 else
 	@haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy bash scripts/run.sh
 endif
+
+# make run's stack as two nodes on one PostgreSQL (HAPROXY=... as for make run).
+run-cluster: deps build
+	@$(if $(HAPROXY),haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy) \
+	  bash scripts/run-cluster.sh
 
 # HAPROXY=3.4 runs it on that HAProxy; BENCH_LONG=1 sends long prompts (see the script).
 bench-decision: deps build

@@ -1,5 +1,7 @@
-# Sourced by scripts/run.sh and the loadtest/bench-*.sh scripts: starting and stopping
-# the local stack's processes, and the settings they give it. Expects $root and $build.
+# Sourced by scripts/run.sh, scripts/run-cluster.sh and the loadtest/bench-*.sh scripts:
+# starting and stopping the local stack's processes, the settings they give it, and the
+# demo data and printed instructions of make run and make run-cluster. Expects $root and
+# $build.
 
 stack_pids=()
 
@@ -70,4 +72,110 @@ stack_haproxy_env() {
   export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf
   export TALLY_FAIL_POLICY=${TALLY_FAIL_POLICY:-closed}
   export TALLY_FAILOPEN_BACKEND=${TALLY_FAILOPEN_BACKEND:-be_mock_openai}
+}
+
+# stack_demo_key DB MOCK_PORT DIR: on first use seeds DB (stack_seed) and makes the demo
+# key, kept in DIR/demo.key (mode 600) so that every run can print it: keys made with
+# tallyctl are shown once and never stored in clear. Sets key, key_label and model.
+stack_demo_key() {
+  local name
+  if [ ! -s "$3/demo.key" ]; then
+    echo "seeding $1"
+    stack_seed "$1" "$2"
+    name=demo
+    "$build/tallyctl" --db "$1" key list --json | grep -q '"name":"demo"' && name="demo-$(date +%s)"
+    (umask 077; "$build/tallyctl" --db "$1" key create --name "$name" --default-model mock-gpt > "$3/demo.key")
+  fi
+  key=$(cat "$3/demo.key")
+  key_label="demo key"
+  model=mock-gpt
+}
+
+# stack_upstream DB DIR: TALLY_UPSTREAM=http://HOST:PORT[/v1] serves the user's own
+# OpenAI-compatible server instead of the mock: on first use the provider "upstream"
+# (haproxy.cfg's be_upstream), the models its GET /v1/models lists (unpriced) and a key
+# allowed them (DIR/upstream.key) are registered in DB. TALLY_UPSTREAM_API_KEY is sent
+# to it as a bearer token when the server wants one. Sets upstream (empty without
+# TALLY_UPSTREAM) and then key, key_label and model; exports TALLY_UPSTREAM_ADDR.
+stack_upstream() {
+  local ctl=("$build/tallyctl" --db "$1") base auth listed models registered m name list
+  upstream=${TALLY_UPSTREAM:-}
+  [ -n "$upstream" ] || return 0
+  if [[ ! $upstream =~ ^http://([A-Za-z0-9.-]+):([0-9]+)(/v1)?/?$ ]]; then
+    echo "TALLY_UPSTREAM must be http://HOST:PORT or http://HOST:PORT/v1 (got '$upstream')" >&2
+    exit 2
+  fi
+  export TALLY_UPSTREAM_ADDR="${BASH_REMATCH[1]}:${BASH_REMATCH[2]}"
+  base="http://$TALLY_UPSTREAM_ADDR"
+  if [ ! -s "$2/upstream.key" ]; then
+    auth=()
+    [ -n "${TALLY_UPSTREAM_API_KEY:-}" ] && auth=(-H "Authorization: Bearer $TALLY_UPSTREAM_API_KEY")
+    listed=$(curl -sf --max-time 10 "${auth[@]}" "$base/v1/models") || {
+      echo "TALLY_UPSTREAM: GET $base/v1/models failed: is the server up?" >&2; exit 1; }
+    models=$(printf '%s' "$listed" | python3 -c 'import json, sys
+for m in json.load(sys.stdin).get("data", []):
+    if isinstance(m, dict) and isinstance(m.get("id"), str):
+        print(m["id"])') || { echo "TALLY_UPSTREAM: $base/v1/models is not an OpenAI model list" >&2; exit 1; }
+    "${ctl[@]}" provider set upstream --api openai --backend be_upstream --url "$base"
+    registered=()
+    while IFS= read -r m; do
+      [ -n "$m" ] || continue
+      if "${ctl[@]}" model set "$m" --provider upstream >/dev/null 2>&1; then
+        registered+=("$m")
+      else
+        echo "TALLY_UPSTREAM: model '$m' not registered (a name tallyctl refuses)" >&2
+      fi
+    done <<< "$models"
+    [ ${#registered[@]} -gt 0 ] || { echo "TALLY_UPSTREAM: $base/v1/models lists no usable model" >&2; exit 1; }
+    echo "registered ${#registered[@]} models of $base: ${registered[*]}"
+    name=upstream
+    "${ctl[@]}" key list --json | grep -q '"name":"upstream"' && name="upstream-$(date +%s)"
+    list=$(IFS=,; echo "${registered[*]}")
+    echo "${registered[0]}" > "$2/upstream.model"
+    (umask 077; "${ctl[@]}" key create --name "$name" --models "$list" --default-model "${registered[0]}" \
+       > "$2/upstream.key")
+  fi
+  key=$(cat "$2/upstream.key")
+  key_label="upstream key"
+  model=$(cat "$2/upstream.model")
+}
+
+# stack_local_secrets DIR: the mock upstream's credential (DIR/mock.credential) and the
+# operator token for tally-queryd: TALLY_OPERATOR_TOKEN, else one made once and kept in
+# DIR/operator.token; both mode 600. Sets token_note and exports TALLY_OPERATOR_TOKEN.
+stack_local_secrets() {
+  [ -s "$1/mock.credential" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' > "$1/mock.credential")
+  if [ -n "${TALLY_OPERATOR_TOKEN:-}" ]; then
+    token_note="from TALLY_OPERATOR_TOKEN"
+  else
+    [ -s "$1/operator.token" ] || (umask 077; head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' > "$1/operator.token")
+    TALLY_OPERATOR_TOKEN=$(cat "$1/operator.token")
+    export TALLY_OPERATOR_TOKEN
+    token_note="kept in $1/operator.token"
+  fi
+}
+
+# stack_curl ADDR KEY MODEL [stream]: a blank line and a curl to paste, unary or
+# streaming, through the gateway at ADDR.
+stack_curl() {
+  local flags=-s body='"messages"'
+  [ "${4:-}" = stream ] && flags=-sN body='"stream":true,"messages"'
+  cat <<MSG
+
+  curl $flags http://$1/v1/chat/completions \\
+    -H "Authorization: Bearer $2" -H "Content-Type: application/json" \\
+    -d '{"model":"$3",$body:[{"role":"user","content":"Hello"}]}'
+MSG
+}
+
+# stack_queryd_lines PORT: the dashboard's address, the operator token and a curl of the
+# API (stack_local_secrets set the token).
+stack_queryd_lines() {
+  cat <<MSG
+
+dashboard: http://127.0.0.1:$1/
+operator token ($token_note): $TALLY_OPERATOR_TOKEN
+
+  curl -s http://127.0.0.1:$1/api/summary -H "Authorization: Bearer $TALLY_OPERATOR_TOKEN"
+MSG
 }
