@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 build=${TALLY_BUILD:-build}
 source scripts/stack.sh
+# pg_start, pg_sql, pg_url, pg_stop: the benches' private PostgreSQL cluster.
 source loadtest/pg.sh
 
 gateway_ports=("${TALLY_GATEWAY_PORT:-8080}" "${TALLY_GATEWAY2_PORT:-8082}")
