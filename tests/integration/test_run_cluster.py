@@ -1,7 +1,8 @@
 """`make run-cluster`'s script end to end: a private PostgreSQL and two nodes on free
 ports, requests through both gateways stored as rows that queryd serves, a key made with
 tallyctl through data/cluster.env working on both nodes, Ctrl-C stopping every process
-PostgreSQL included, and a second run on the same data printing the same key."""
+PostgreSQL included, and a second run on the same data printing the same key (stopped by
+SIGTERM)."""
 import json
 import os
 import pathlib
@@ -15,7 +16,7 @@ import time
 from conftest import BUILD, HAPROXY, ROOT, free_port
 from pgserver import _alive
 from stack import Stack
-from test_run import ctrl_c
+from test_run import children_of, ctrl_c
 
 PORTS = ("GATEWAY", "GATEWAY2", "AGENT", "AGENT2", "RECORDS", "RECORDS2", "METRICS",
          "METRICS2", "MOCK", "QUERYD")
@@ -129,14 +130,20 @@ def test_make_run_cluster_serves_two_nodes_on_one_postgresql(tmp_path):
         assert "tally cluster stopped" in (base / "run.log").read_text()
         assert not env_file.exists()
 
-        # a second run starts the same cluster and prints the same demo key
+        # a second run starts the same cluster and prints the same demo key; SIGTERM to
+        # the script alone (a service manager's stop) stops everything too
         p, text2, postmaster = start_cluster(base, ports)
+        kids = children_of(p.pid)
         try:
             assert re.search(r"demo key: (tly_\S+)", text2).group(1) == key
             assert (base / "run.log").read_text().count("seeding") == 1
+            p.terminate()
+            p.wait(30)
         finally:
-            ctrl_c(p)
-        assert not _alive(postmaster)
+            if p.poll() is None:
+                ctrl_c(p)
+        time.sleep(0.2)
+        assert [k for k in kids if _alive(k)] == [] and not _alive(postmaster)
     finally:
         if postmaster is not None:
             stop_left_over(postmaster)
