@@ -6,7 +6,8 @@
 # per node a tally-agent (--node node1, node2; one secret file) and its HAProxy, and one
 # tally-queryd. Prints the demo key and curls for both gateways and queryd, writes
 # data/cluster.env (TALLY_DB and TALLY_SECRET_FILE, for tallyctl) and stops everything it
-# started, PostgreSQL last, on Ctrl-C, SIGTERM or when any process dies.
+# started, PostgreSQL last, on Ctrl-C, SIGTERM or when a node's process, queryd or the
+# mock dies.
 #
 # Ports as make run's, with the second node's beside them: TALLY_GATEWAY_PORT (8080),
 # TALLY_GATEWAY2_PORT (8082), TALLY_AGENT_PORT (12345), TALLY_AGENT2_PORT (12347),
@@ -28,7 +29,8 @@ mock_port=${TALLY_MOCK_PORT:-8090}
 queryd_port=${TALLY_QUERYD_PORT:-8081}
 data=${TALLY_DATA_DIR:-$root/data}
 cluster=$data/cluster
-# A demo's server: the bench's 512MB of shared buffers are not needed.
+# A demo's server: the bench's 512MB of shared buffers are not needed (its other
+# settings, autovacuum off among them, are kept).
 export PG_SHARED_BUFFERS=${PG_SHARED_BUFFERS:-128MB}
 
 mkdir -p "$cluster"
