@@ -33,17 +33,21 @@ def start_cluster(base, ports):
         p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run-cluster.sh")], stdout=log,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                              start_new_session=True)
-    deadline = time.time() + 40
-    while time.time() < deadline:
-        text = log_path.read_bytes()[seen:].decode()
-        if "Ctrl-C stops everything" in text:
-            postmaster = int((base / "data/cluster/pg/postmaster.pid").read_text().split()[0])
-            return p, text, postmaster
-        assert p.poll() is None, text
-        time.sleep(0.1)
-    os.killpg(p.pid, signal.SIGINT)   # its trap stops PostgreSQL too
-    p.wait(30)
-    raise AssertionError(log_path.read_text())
+    try:
+        deadline = time.time() + 40
+        while time.time() < deadline:
+            text = log_path.read_bytes()[seen:].decode()
+            if "Ctrl-C stops everything" in text:
+                postmaster = int((base / "data/cluster/pg/postmaster.pid").read_text().split()[0])
+                return p, text, postmaster
+            assert p.poll() is None, text
+            time.sleep(0.1)
+        raise AssertionError(log_path.read_text())
+    except BaseException:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)   # its trap stops PostgreSQL too
+            p.wait(30)
+        raise
 
 
 def stop_left_over(pid):
