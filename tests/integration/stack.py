@@ -221,6 +221,17 @@ class Stack:
         p.log.close()
         return p
 
+    def kill_node(self, sig=signal.SIGKILL):
+        """The machine dies: its agent and HAProxy get sig at once (the mock upstream,
+        another machine's, stays). Returns the two stopped Procs."""
+        dead = [self.procs.pop("agent"), self.procs.pop("haproxy")]
+        for p in dead:
+            p.signal(sig)
+        for p in dead:
+            p.p.wait(10)
+            p.log.close()
+        return dead
+
     def stop_agent(self):
         return self.procs.pop("agent").stop()
 
