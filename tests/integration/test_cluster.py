@@ -28,11 +28,11 @@ CLIENTS_PER_NODE = 3
 SHORT_STREAM = 5, 20    # frames, ms between them: some are cut mid-answer by a kill
 LONG_STREAM = 40, 25    # one second in flight: surely under way when a kill comes
 
-# One request as its client saw it: its node (index), when it was sent and answered
-# (monotonic), the status and X-Request-Id (None when the connection failed first),
-# whether the whole answer came, the error code of a JSON error answer, and the error
-# that cut it, if any.
-Sent = namedtuple("Sent", "node started ended status rid whole code error")
+# One request as its client saw it: its node (index), whether it asked for a stream,
+# when it was sent and answered (monotonic), the status and X-Request-Id (None when the
+# connection failed first), whether the whole answer came, the error code of a JSON
+# error answer, and the error that cut it, if any.
+Sent = namedtuple("Sent", "node stream started ended status rid whole code error")
 
 
 def send(stack, node, stream=None):
@@ -58,9 +58,11 @@ def send(stack, node, stream=None):
         else:
             answer = json.loads(data)
             whole, code = True, answer.get("error", {}).get("code")
-        return Sent(node, started, time.monotonic(), status, rid, whole, code, None)
+        return Sent(node, bool(stream), started, time.monotonic(), status, rid, whole, code,
+                    None)
     except (OSError, http.client.HTTPException, ValueError) as e:
-        return Sent(node, started, time.monotonic(), status, rid, False, None, repr(e))
+        return Sent(node, bool(stream), started, time.monotonic(), status, rid, False, None,
+                    repr(e))
     finally:
         conn.close()
 
@@ -89,10 +91,16 @@ class Load:
                 time.sleep(0.01)   # bounded load: the machine is shared
 
     def long_stream(self, i):
-        """Starts one long stream to node i, beside the clients; returns its future."""
-        fut = self.pool.submit(lambda: self.sent.append(send(self.nodes[i], i, LONG_STREAM)))
+        """Starts one long stream to node i beside the clients; returns the future of
+        its Sent (in sent too)."""
+        fut = self.pool.submit(self.long_client, i)
         self.futs.append(fut)
         return fut
+
+    def long_client(self, i):
+        s = send(self.nodes[i], i, LONG_STREAM)
+        self.sent.append(s)
+        return s
 
     def stop(self):
         self.done.set()
@@ -111,9 +119,14 @@ class Load:
 
 
 @pytest.fixture
-def cluster(tmp_path, pg_server, pg_url):
-    with Cluster(tmp_path, pg_server, pg_url, 3,
-                 agent_args=["--pending-timeout-ms", str(PENDING_MS)]) as c:
+def cluster(tmp_path, pg_server, pg_url, request):
+    """Three nodes; every HAProxy's fail policy is the test's parameter, closed (the
+    shipped default) unless it says otherwise."""
+    c = Cluster(tmp_path, pg_server, pg_url, 3,
+                agent_args=["--pending-timeout-ms", str(PENDING_MS)])
+    for n in c.nodes:
+        n.fail_policy = getattr(request, "param", "closed")
+    with c:
         yield c
 
 
@@ -245,9 +258,8 @@ def test_a_node_killed_under_load_loses_nothing_any_node_admitted(cluster, load)
     assert all(s.node == 1 and s.started < killed_at < s.ended and s.error for s in failed), \
         failed[:5]
     assert all(s.status in (None, 200) for s in failed), failed[:5]
-    assert cut_short.done()
-    long = [s for s in failed if s.started < killed_at - 0.4]
-    assert len(long) == 1 and long[0].status == 200 and long[0].rid, failed
+    cut_short = cut_short.result()
+    assert cut_short in failed and cut_short.status == 200 and cut_short.rid, cut_short
     served = [sum(1 for s in sent if s.node == i and s.status == 200) for i in range(3)]
     assert min(served) > 50, served
     assert any(s.node == 1 and s.status == 200 and s.started > killed_at for s in sent)
@@ -312,12 +324,15 @@ def test_haproxy_reloads_on_a_live_node_lose_nothing(cluster, load):
     assert_accounting_exact(cluster, pids, rows)
 
 
-def test_an_agent_killed_alone_fails_its_clients_closed_and_loses_nothing(cluster, load):
-    """HAProxy stays: with the shipped fail policy (closed) n2's clients get 503
-    gateway_unavailable while its agent is away, never a broken connection; each
-    answer of every node is one row, a 503 one written from HAProxy's record (the
-    ring's backlog, read when the agent is back)."""
+@pytest.mark.parametrize("cluster", ["closed", "open"], indirect=True)
+def test_an_agent_killed_alone_fails_by_the_policy_and_loses_nothing(cluster, load):
+    """HAProxy stays, so n2's clients never see a broken connection. While its agent is
+    away they get what the fail policy says: closed, 503 gateway_unavailable (a
+    gateway_rejected row); open, the answer, forwarded undecided (a fail_open row with
+    its usage). Either row comes from HAProxy's record, which waited in the ring's
+    backlog until the agent was back. Each answer of every node is one row."""
     n1, n2, n3 = cluster.nodes
+    policy = n2.fail_policy
     pids = Pids(cluster)
     time.sleep(2)
     decided = load.long_stream(1)   # decided before the kill, answered while away
@@ -334,28 +349,46 @@ def test_an_agent_killed_alone_fails_its_clients_closed_and_loses_nothing(cluste
     assert all(s.error is None and s.rid for s in sent), [s for s in sent if s.error][:5]
     assert all(s.whole for s in sent), [s for s in sent if not s.whole][:5]
     refused = [s for s in sent if s.status != 200]
-    assert refused and all(s.node == 1 and (s.status, s.code) == (503, "gateway_unavailable")
-                           for s in refused), refused[:5]
-    assert all(killed_at < s.ended and s.started < restarted_at for s in refused)
+    if policy == "closed":
+        assert refused and all(s.node == 1 and (s.status, s.code) == (503, "gateway_unavailable")
+                               for s in refused), refused[:5]
+        assert all(killed_at < s.ended and s.started < restarted_at for s in refused)
+    else:
+        assert not refused, refused[:5]
     ids = {s.rid: s for s in sent}
     assert len(ids) == len(sent)
     rows = settle(cluster, set(ids))
     assert set(rows) == set(ids), (len(set(ids) - set(rows)), len(set(rows) - set(ids)))
     # The long stream ended while the agent was away: its record waited in the ring.
-    assert decided.done()
-    long = [s for s in sent if s.node == 1 and s.started < killed_at - 0.2 < killed_at < s.ended
-            and s.ended - s.started > 0.9]
-    assert len(long) == 1 and long[0].status == 200, long
-    assert (rows[long[0].rid]["outcome"], rows[long[0].rid]["completion_tokens"]) == \
-        ("complete", 40), rows[long[0].rid]
+    long = decided.result()
+    assert long.status == 200 and long.started < killed_at < long.ended, long
+    assert (rows[long.rid]["outcome"], rows[long.rid]["verdict"],
+            rows[long.rid]["completion_tokens"]) == ("complete", "allow", 40), rows[long.rid]
+    undecided = 0
     for rid, r in rows.items():
         s = ids[rid]
+        if r["verdict"] is None or r["verdict"] == "fail_open":
+            # Answered by the policy: only n2's, only while its agent was away.
+            assert s.node == 1 and killed_at < s.ended and s.started < restarted_at, (s, r)
+            undecided += 1
         if s.status == 503:
-            assert (r["outcome"], r["status"]) == ("gateway_rejected", 503), r
+            assert (r["outcome"], r["verdict"], r["status"]) == \
+                ("gateway_rejected", None, 503), r
+        elif r["verdict"] == "fail_open":
+            assert (r["outcome"], r["status"], r["key_id"]) == ("complete", 200, None), r
+            # A unary answer's usage is read in the buffer. The shipped fail-open
+            # backend has no capture filter, so a stream's usage may go unseen: then
+            # it is charged an estimate, never nothing.
+            if s.stream and r["usage_source"] == "none":
+                assert r["estimated_tokens"] > 0, r
+            else:
+                assert (r["usage_source"], r["completion_tokens"]) == \
+                    ("response", SHORT_STREAM[0] if s.stream else 20), r
         elif r["outcome"] == "no_record":
             # Its record was on its way to the agent that died: the journal's decision
             # makes the row.
             assert s.node == 1 and s.started < killed_at + 0.5, (s, r)
         else:
-            assert (r["outcome"], r["status"]) == ("complete", 200), r
+            assert (r["outcome"], r["verdict"], r["status"]) == ("complete", "allow", 200), r
+    assert undecided > 10, undecided
     assert_accounting_exact(cluster, pids, rows)
