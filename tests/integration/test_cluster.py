@@ -24,6 +24,7 @@ from cluster import Cluster
 
 CHAT = "/v1/chat/completions"
 PENDING_MS = 2000       # a replayed decision whose record is gone is written after this
+STARVED = "2s"          # the SPOE processing timeout of the nodes not under test (cluster)
 CLIENTS_PER_NODE = 3
 SHORT_STREAM = 5, 20    # frames, ms between them: some are cut mid-answer by a kill
 LONG_STREAM = 40, 25    # one second in flight: surely under way when a kill comes
@@ -120,12 +121,18 @@ class Load:
 
 @pytest.fixture
 def cluster(tmp_path, pg_server, pg_url, request):
-    """Three nodes; every HAProxy's fail policy is the test's parameter, closed (the
-    shipped default) unless it says otherwise."""
+    """Three nodes. The test's parameter, if any, is (fail policy, the nodes that run
+    the shipped SPOE file); by default fail closed, as shipped. The other nodes wait
+    STARVED for a decision instead of 250 ms: on a 2-core machine shared with other
+    load the agent sometimes misses 250 ms (measured: 3 of 10 runs at load average 9
+    had a 503 gateway_unavailable on a node nothing happened to), and these tests are
+    about deaths and reloads, not that bound."""
+    policy, shipped = getattr(request, "param", ("closed", ()))
     c = Cluster(tmp_path, pg_server, pg_url, 3,
                 agent_args=["--pending-timeout-ms", str(PENDING_MS)])
     for n in c.nodes:
-        n.fail_policy = getattr(request, "param", "closed")
+        n.fail_policy = policy
+        n.spoe_processing = None if n.node in shipped else STARVED
     with c:
         yield c
 
@@ -324,10 +331,11 @@ def test_haproxy_reloads_on_a_live_node_lose_nothing(cluster, load):
     assert_accounting_exact(cluster, pids, rows)
 
 
-@pytest.mark.parametrize("cluster", ["closed", "open"], indirect=True)
+@pytest.mark.parametrize("cluster", [("closed", ("n2",)), ("open", ("n2",))],
+                         ids=["closed", "open"], indirect=True)
 def test_an_agent_killed_alone_fails_by_the_policy_and_loses_nothing(cluster, load):
-    """HAProxy stays, so n2's clients never see a broken connection. While its agent is
-    away they get what the fail policy says: closed, 503 gateway_unavailable (a
+    """HAProxy stays, so n2's clients never see a broken connection. n2 runs the shipped
+    SPOE file: while its agent is away they get what the fail policy says: closed, 503 gateway_unavailable (a
     gateway_rejected row); open, the answer, forwarded undecided (a fail_open row with
     its usage). Either row comes from HAProxy's record, which waited in the ring's
     backlog until the agent was back. Each answer of every node is one row."""
