@@ -93,7 +93,7 @@ def store_params(store, request):
 
 class Stack:
     def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None,
-                 store="sqlite", pg=None, url=None, node=None):
+                 store="sqlite", pg=None, url=None, node=None, spoe_processing=None):
         self.tmp = tmp
         self.store = store
         self.pg = pg
@@ -115,6 +115,7 @@ class Stack:
         self.records_port = free_port()
         self.metrics_port = free_port()
         self.fail_policy = fail_policy
+        self.spoe_processing = spoe_processing
         self.agent_args = list(agent_args)
         self.bufsize = bufsize
         self.extra_haproxy_env = dict(haproxy_env or {})
@@ -152,15 +153,17 @@ class Stack:
         wait_port(self.agent_port, p, timeout=30)
 
     def spoe_conf(self):
-        """The SPOE file as shipped; under valgrind the agent is ~50x slower, so a copy
-        with a longer processing timeout stands in (nothing else differs)."""
+        """The SPOE file as shipped; under valgrind the agent is ~50x slower, and a test
+        may ask to outlast a starved CPU (spoe_processing, e.g. "2s"): then a copy with
+        that longer processing timeout stands in (nothing else differs)."""
         conf = ROOT / "haproxy" / "spoe-tally.conf"
-        if os.environ.get("TALLY_VALGRIND") != "1":
+        timeout = "5s" if os.environ.get("TALLY_VALGRIND") == "1" else self.spoe_processing
+        if not timeout:
             return conf
         slow = self.tmp / "spoe-tally.conf"
         text = conf.read_text()
         assert "timeout processing 250ms" in text
-        slow.write_text(text.replace("timeout processing 250ms", "timeout processing 5s"))
+        slow.write_text(text.replace("timeout processing 250ms", f"timeout processing {timeout}"))
         return slow
 
     def haproxy_env(self):
@@ -220,6 +223,17 @@ class Stack:
         p.p.wait(10)
         p.log.close()
         return p
+
+    def kill_node(self, sig=signal.SIGKILL):
+        """The machine dies: its agent and HAProxy get sig at once (the mock upstream,
+        another machine's, stays). Returns the two stopped Procs."""
+        dead = [self.procs.pop("agent"), self.procs.pop("haproxy")]
+        for p in dead:
+            p.signal(sig)
+        for p in dead:
+            p.p.wait(10)
+            p.log.close()
+        return dead
 
     def stop_agent(self):
         return self.procs.pop("agent").stop()
