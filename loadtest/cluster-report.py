@@ -6,14 +6,15 @@ rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
                           accounting of each, and decision latency (unlimited key)
   limits DIR NODES URL KEY_NAME T0_MS
                           one limits run: admitted per calendar minute since T0_MS and
-                          over every sliding 60 s span, the most in flight at once
-                          (rows' start and end), against PERF_RPM_BOUND and
-                          PERF_CONC_BOUND; writes DIR/limits-NODES.result.json
+                          over every sliding 60 s span, the most in flight at once (at
+                          the mock, and from the rows' start and end), against
+                          PERF_RPM_BOUND and PERF_CONC_BOUND; writes
+                          DIR/limits-NODES.result.json
   verdict DIR NODES...    the limits runs side by side; exit 1 if any broke a bound
 
 DIR holds, per node count N: cluster-N-unary.json, cluster-N-streams.json and
-limits-N.json (tally-stress --json), and metrics-NAME-N.before / .after (every agent's
-/metrics, concatenated)."""
+limits-N.json (tally-stress --json), mock-limits-N.json (the mock's /_mock/stats after
+the run) and metrics-NAME-N.before / .after (every agent's /metrics, concatenated)."""
 import json
 import os
 import subprocess
@@ -146,7 +147,9 @@ def cmd_limits(d, n, url, key_name, t0_ms):
         lo, hi = t0 + m, min(t0 + m + 60000, end)
         minutes.append((m // 1000, (hi - lo) / 1000, sum(lo <= s < hi for s in starts)))
     slide = sliding_max(starts)
-    conc = most_in_flight(admitted)
+    with open(f"{d}/mock-limits-{n}.json") as f:
+        conc = json.load(f)["answering_max"]
+    conc_rows = most_in_flight(admitted)
     p50, p99, decisions = latency(d, "limits", n)
     requests = lv["ok"] + lv["refused"] + lv["errors"]["total"]
     print(f"[limits, {n} node(s)] key --rpm {RPM_CAP} --max-concurrent {CONC_CAP}: "
@@ -159,11 +162,12 @@ def cmd_limits(d, n, url, key_name, t0_ms):
     rpm_ok, conc_ok = slide <= rpm_bound, conc <= conc_bound
     print(f"  admitted in any sliding 60 s: at most {slide} (cap {RPM_CAP}, bound {rpm_bound}) "
           f"{'PASS' if rpm_ok else 'FAIL'}")
-    print(f"  in flight at once, all nodes: at most {conc} (cap {CONC_CAP}, bound {conc_bound}) "
-          f"{'PASS' if conc_ok else 'FAIL'}")
+    print(f"  in flight at once, all nodes: at most {conc} at the upstream, {conc_rows} by "
+          f"the rows' spans (cap {CONC_CAP}, bound {conc_bound}) {'PASS' if conc_ok else 'FAIL'}")
     print(f"  decision latency: p50 {p50:.3f} ms, p99 {p99:.3f} ms ({decisions} decisions)")
     result = {"nodes": n, "admitted": len(admitted), "per_minute": minutes,
-              "sliding_max": slide, "in_flight_max": conc, "rpm_bound": rpm_bound,
+              "sliding_max": slide, "in_flight_max": conc, "in_flight_rows": conc_rows,
+              "rpm_bound": rpm_bound,
               "conc_bound": conc_bound, "pass": rpm_ok and conc_ok and len(rows) == requests,
               "p50_ms": p50, "p99_ms": p99}
     with open(f"{d}/limits-{n}.result.json", "w") as f:

@@ -429,7 +429,9 @@ stage_cluster() {
 
 # Slow streams (PERF_CLUSTER_LIMITS_FRAMES frames DELAY_MS apart, 3 s) hold their
 # concurrency slot long enough that 4 at once stay busy; refused clients back off
-# PAUSE_MS and ask again. The same clients through 1 gateway, then through 3.
+# PAUSE_MS and ask again, on a new connection each time: HAProxy's start time of a
+# request on a kept-alive connection is when the connection went idle, which would
+# shift the rows' spans. The same clients through 1 gateway, then through 3.
 stage_cluster-limits() {
   local seconds=${PERF_CLUSTER_LIMITS_S:-180} n t0 rc=0
   cluster_out
@@ -441,8 +443,10 @@ stage_cluster-limits() {
       --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "$seconds" --stream-pct 100 \
       --frames "${PERF_CLUSTER_LIMITS_FRAMES:-30}" \
       --frame-delay-ms "${PERF_CLUSTER_LIMITS_DELAY_MS:-100}" --timeout 60 \
-      --refused-status 429 --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" --db "$db"
+      --refused-status 429 --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" \
+      --keepalive 0 --db "$db"
     cluster_scrape "$cluster_dir/metrics-limits-$n.after"
+    curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-$n.json"
     cp "$tmp/limits-$n.json" "$cluster_dir/"
     python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf "$t0"
     perf_down
