@@ -4,8 +4,9 @@ rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
 
   scale DIR NODES...      req/s and events/s of each node count against the first, the
                           accounting of each, and decision latency (unlimited key)
-  limits DIR NODES URL KEY_NAME T0_MS
-                          one limits run: admitted per calendar minute since T0_MS and
+  limits DIR NODES URL KEY_NAME
+                          one limits run: admitted per calendar minute since the run's
+                          first request and
                           over every sliding 60 s span, the most in flight at once (at
                           the mock, and from the rows' start and end), against
                           PERF_RPM_BOUND and PERF_CONC_BOUND; writes
@@ -131,7 +132,7 @@ def most_in_flight(spans):
     return best
 
 
-def cmd_limits(d, n, url, key_name, t0_ms):
+def cmd_limits(d, n, url, key_name):
     rpm_bound = int(os.environ.get("PERF_RPM_BOUND", 2 * RPM_CAP + 3))
     conc_bound = int(os.environ.get("PERF_CONC_BOUND", CONC_CAP))
     rows = psql_rows(url, f"SELECT r.verdict, r.started_at, coalesce(r.duration_ms, 0) "
@@ -140,8 +141,9 @@ def cmd_limits(d, n, url, key_name, t0_ms):
     admitted = [(int(s), int(s) + int(dur)) for v, s, dur in rows if v == "allow"]
     starts = [s for s, _ in admitted]
     lv = level(f"{d}/limits-{n}.json")
-    t0 = int(t0_ms)
-    end = t0 + int(lv["elapsed_s"] * 1000)
+    # every client starts at once: the first row (admitted or not) is the run's start
+    t0 = int(rows[0][1]) if rows else 0
+    end = max(t0 + int(lv["elapsed_s"] * 1000), int(rows[-1][1]) + 1 if rows else 0)
     minutes = []
     for m in range(0, max(end - t0, 1), 60000):
         lo, hi = t0 + m, min(t0 + m + 60000, end)
@@ -197,7 +199,7 @@ def main(argv):
     if cmd == "scale":
         cmd_scale(d, [int(n) for n in argv[3:]])
     elif cmd == "limits":
-        cmd_limits(d, int(argv[3]), argv[4], argv[5], argv[6])
+        cmd_limits(d, int(argv[3]), argv[4], argv[5])
     elif cmd == "verdict":
         return cmd_verdict(d, [int(n) for n in argv[3:]])
     else:

@@ -433,12 +433,11 @@ stage_cluster() {
 # request on a kept-alive connection is when the connection went idle, which would
 # shift the rows' spans. The same clients through 1 gateway, then through 3.
 stage_cluster-limits() {
-  local seconds=${PERF_CLUSTER_LIMITS_S:-180} n t0 rc=0
+  local seconds=${PERF_CLUSTER_LIMITS_S:-180} n rc=0
   cluster_out
   for n in 1 3; do
     cluster_up "$n" --rpm 60 --max-concurrent 4
     cluster_scrape "$cluster_dir/metrics-limits-$n.before"
-    t0=$(date +%s%3N)
     perf_run "limits-$n" "${gw_ports[*]}" "${node_pids[*]}" -- \
       --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "$seconds" --stream-pct 100 \
       --frames "${PERF_CLUSTER_LIMITS_FRAMES:-30}" \
@@ -448,7 +447,7 @@ stage_cluster-limits() {
     cluster_scrape "$cluster_dir/metrics-limits-$n.after"
     curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-$n.json"
     cp "$tmp/limits-$n.json" "$cluster_dir/"
-    python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf "$t0"
+    python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf
     perf_down
   done
   python3 loadtest/cluster-report.py verdict "$cluster_dir" 1 3 || rc=$?
