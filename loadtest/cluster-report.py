@@ -3,7 +3,8 @@ levels tally-stress wrote, the agents' /metrics scraped before and after a run, 
 rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
 
   scale DIR NODES...      req/s and events/s of each node count against the first, the
-                          accounting of each, and decision latency (unlimited key)
+                          accounting of each, and decision latency (unlimited key);
+                          exit 1 if a run had errors or inexact accounting
   limits DIR NODES URL KEY_NAME
                           one limits run: admitted per calendar minute since the run's
                           first request and
@@ -86,15 +87,18 @@ def cmd_scale(d, nodes):
           f"({u0['connections']} unary, {s0['connections']} streams)")
     print(f"{'nodes':>5} {'req/s':>9} {'ratio':>6} {'events/s':>10} {'ratio':>6} "
           f"{'decide p50 ms':>13} {'p99 ms':>7}  accounting")
-    lat1 = None
+    lat1, failed = None, False
     for n in nodes:
         u, s = level(f"{d}/cluster-{n}-unary.json"), level(f"{d}/cluster-{n}-streams.json")
         p50, p99, _ = latency(d, "unary", n)
         lat1 = lat1 or (p50, p99)
         ok = (u.get("accounting", {}).get("exact") and s.get("accounting", {}).get("exact"))
+        errors = u["errors"]["total"] + s["errors"]["total"]
+        failed |= not ok or errors > 0
         print(f"{n:5d} {u['requests_per_s']:9.1f} {u['requests_per_s'] / u0['requests_per_s']:5.2f}x "
               f"{s['events_per_s']:10.1f} {s['events_per_s'] / s0['events_per_s']:5.2f}x "
-              f"{p50:13.3f} {p99:7.3f}  {'exact' if ok else 'NOT EXACT'}")
+              f"{p50:13.3f} {p99:7.3f}  {'exact' if ok else 'NOT EXACT'}"
+              + (f", {errors} errors" if errors else ""))
     for n in nodes:
         for kind in ("unary", "streams"):
             lv = level(f"{d}/cluster-{n}-{kind}.json")
@@ -103,6 +107,7 @@ def cmd_scale(d, nodes):
         p50, p99, _ = latency(d, "unary", n)
         print(f"  decision latency, key without limits, {n} nodes / {base}: "
               f"p50 {p50 / lat1[0]:.2f}x, p99 {p99 / lat1[1]:.2f}x")
+    return 1 if failed else 0
 
 
 def psql_rows(url, sql):
@@ -197,7 +202,7 @@ def cmd_verdict(d, nodes):
 def main(argv):
     cmd, d = argv[1], argv[2]
     if cmd == "scale":
-        cmd_scale(d, [int(n) for n in argv[3:]])
+        return cmd_scale(d, [int(n) for n in argv[3:]])
     elif cmd == "limits":
         cmd_limits(d, int(argv[3]), argv[4], argv[5])
     elif cmd == "verdict":
