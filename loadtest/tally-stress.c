@@ -991,7 +991,7 @@ static void report_json(const struct level_report *L)
 	cJSON *o = cJSON_CreateObject(), *lat = cJSON_CreateObject(), *fb = cJSON_CreateObject();
 	cJSON *errs = cJSON_CreateObject(), *st = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "connections", L->conns);
-	cJSON_AddNumberToObject(o, "requests", (double)(r->ok + errors_total(r)));
+	cJSON_AddNumberToObject(o, "requests", (double)(r->ok + r->refused + errors_total(r)));
 	cJSON_AddNumberToObject(o, "ok", (double)r->ok);
 	cJSON_AddNumberToObject(o, "ok_streams", (double)r->ok_streams);
 	cJSON_AddNumberToObject(o, "refused", (double)r->refused);
