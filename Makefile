@@ -347,6 +347,12 @@ $(BUILD)/queryd-probe: $(BUILD)/obj/loadtest/queryd-probe.o
 bench-queryd: deps build $(BUILD)/queryd-probe
 	@BUILD=$(BUILD) STORE=$(STORE) bash loadtest/bench-queryd.sh
 
+# loadtest/perf.sh's cluster stages (docs/performance.md, "Several nodes"); the limits run
+# lasts PERF_CLUSTER_LIMITS_S (180) seconds on 1 node, then on 3.
+.PHONY: bench-cluster
+bench-cluster: deps build
+	@TALLY_BUILD=$(BUILD) bash loadtest/perf.sh cluster cluster-limits
+
 clean:
 	rm -rf build
 

@@ -182,6 +182,7 @@ struct mock_conn {
 	int drop;               /* x-mock-disconnect-after: close once the output is flushed */
 	int dead;               /* free at the end of the current callback */
 	int yield;              /* work left after the step budget: resume on EV_WRITE */
+	int answering;          /* an API request read, its answer not yet complete */
 	struct mock_conn *prev, *next;
 };
 
@@ -198,6 +199,7 @@ static struct {
 	uint64_t log_seq;
 	struct {
 		uint64_t requests, streams, bytes_out, conns_total, conns_open, aborts, disconnects;
+		uint64_t answering, answering_max;
 	} stats;
 } mock = {
 	.lfd = -1,
@@ -1195,6 +1197,8 @@ static cJSON *mock_stats_render(void)
 	mock_json_add_uint(o, "client_aborts", mock.stats.aborts);
 	mock_json_add_uint(o, "forced_disconnects", mock.stats.disconnects);
 	mock_json_add_uint(o, "output_buffered", buffered);
+	mock_json_add_uint(o, "answering", mock.stats.answering);
+	mock_json_add_uint(o, "answering_max", mock.stats.answering_max);
 	return o;
 }
 
@@ -1365,8 +1369,18 @@ static void mock_job_clear(struct mock_job *j)
 	j->p.disconnect_after = MOCK_NONE;
 }
 
+/* An API request's answer is complete, or its client left. */
+static void mock_answered(struct mock_conn *c)
+{
+	if (c->answering) {
+		c->answering = 0;
+		mock.stats.answering--;
+	}
+}
+
 static void mock_resp_done(struct mock_conn *c)
 {
+	mock_answered(c);
 	c->phase = PHASE_IDLE;
 	mock_job_clear(&c->job);
 	if (!c->req.keep_alive)
@@ -1812,6 +1826,9 @@ static void mock_conn_dispatch(struct mock_conn *c)
 	}
 	mock_log_add(&c->req);
 	mock.stats.requests++;
+	c->answering = 1;
+	if (++mock.stats.answering > mock.stats.answering_max)
+		mock.stats.answering_max = mock.stats.answering;
 	if (mock_job_load(c, err, sizeof err) < 0) {
 		mock_resp_error(c, 400, err);
 		return;
@@ -1831,6 +1848,7 @@ static void mock_conn_free(struct mock_conn *c)
 {
 	if (!c->lingering && (c->phase != PHASE_IDLE || mock_buf_pending(&c->out)))
 		mock.stats.aborts++;
+	mock_answered(c);
 	ev_io_stop(mock.loop, &c->rio);
 	ev_io_stop(mock.loop, &c->wio);
 	ev_timer_stop(mock.loop, &c->timer);

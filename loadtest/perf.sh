@@ -23,12 +23,24 @@
 #              unary, then PERF_COMPARE_STREAMS held streams (0 skips)
 #   bench      the micro-benchmarks: SPOP codec and record/usage parsers (bench-codec),
 #              journal, writer, queryd's endpoints on PERF_QUERYD_ROWS (10M) rows
+#   cluster    1, then 2, then 3 nodes (PERF_CLUSTER_NODES) on one PostgreSQL, each its own
+#              agent (--node nK) and HAProxy, one mock for all: the same clients spread
+#              evenly over the gateways, unary (req/s) then held streams (events/s), each
+#              node count against the first, every node's accounting balanced and exact
+#   cluster-limits
+#              a key at --rpm 60 --max-concurrent 4 driven through 1 node, then through 3
+#              at once, for PERF_CLUSTER_LIMITS_S (180) seconds with slow streams: admitted
+#              per minute and in any 60 s, most in flight, decision latency; fails above
+#              PERF_RPM_BOUND (123) per 60 s or PERF_CONC_BOUND (4) in flight
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), PERF_COMPARE_STREAMS,
-# PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, TALLY_BUILD (build).
+# PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, PERF_CLUSTER_CONNS, PERF_CLUSTER_STREAMS,
+# PERF_CLUSTER_LIMITS_CLIENTS, PERF_CLUSTER_LIMITS_FRAMES, PERF_CLUSTER_LIMITS_DELAY_MS,
+# PERF_CLUSTER_LIMITS_PAUSE_MS, TALLY_BUILD (build).
 # PERF_STORE=postgres: the agent, tallyctl, queryd and tally-stress use a fresh database
 # of a private PostgreSQL cluster (loadtest/pg.sh) per stage instead of a SQLite file;
-# the overload stage then locks the requests table instead of the SQLite file.
+# the overload stage then locks the requests table instead of the SQLite file. The
+# cluster stages always run on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -48,6 +60,20 @@ delay=${PERF_FRAME_DELAY_MS:-10}
 credential=perf-credential
 agent_args=()   # extra tally-agent flags for the next perf_up
 
+# perf_pg_db: a fresh database (URL in $db) on the one private PostgreSQL cluster of the
+# run, started on first use, and the key secret for it (for the agents and tallyctl).
+perf_pg_db() {
+  if [ -z "$pg_pid" ]; then
+    pg_root=$(mktemp -d /tmp/tally-perf-pg.XXXXXX)
+    chmod 711 "$pg_root"
+    pg_start "$pg_root/data"
+  fi
+  pg_dbs=$((pg_dbs + 1))
+  pg_sql postgres "CREATE DATABASE perf$pg_dbs"
+  db=$(pg_url "perf$pg_dbs")
+  export TALLY_SECRET_FILE=$tmp/key.secret
+}
+
 # Starts a fresh stack in $tmp: mock, agent, HAProxy as the gateway, tally-queryd with
 # a dashboard's calls made once a second (queryd-probe) and, with "plain", a second
 # HAProxy without the agent. Sets the *_port, *_pid and key variables.
@@ -59,18 +85,9 @@ perf_up() {
   db=$tmp/tally.db
   local store_args=() queryd_args=()
   if [ "$store" = postgres ]; then
-    # One cluster for the whole run, a fresh database per stage. A URL has no file
-    # beside it: the key secret (for the agent and tallyctl alike), the agent's journal
-    # and its control socket (which queryd reads) are named.
-    if [ -z "$pg_pid" ]; then
-      pg_root=$(mktemp -d /tmp/tally-perf-pg.XXXXXX)
-      chmod 711 "$pg_root"
-      pg_start "$pg_root/data"
-    fi
-    pg_dbs=$((pg_dbs + 1))
-    pg_sql postgres "CREATE DATABASE perf$pg_dbs"
-    db=$(pg_url "perf$pg_dbs")
-    export TALLY_SECRET_FILE=$tmp/key.secret
+    # A URL has no file beside it: the agent's journal and its control socket (which
+    # queryd reads) are named.
+    perf_pg_db
     store_args=(--secret "$TALLY_SECRET_FILE" --journal "$tmp/agent.journal"
                 --control "$tmp/agent.ctl")
     queryd_args=(--control "$tmp/agent.ctl")
@@ -114,7 +131,7 @@ perf_down() {
   stack_pids=()
   rm -rf "$tmp"
 }
-trap 'stack_stop; pg_stop; rm -rf "${tmp:-/nonexistent}" ${pg_root:+"$pg_root"}' EXIT INT TERM
+trap 'stack_stop; pg_stop; rm -rf "${tmp:-/nonexistent}" ${pg_root:+"$pg_root"} ${cluster_dir:+"$cluster_dir"}' EXIT INT TERM
 
 # "utime+stime ticks rss_kib" of a process.
 proc_sample() {
@@ -122,14 +139,16 @@ proc_sample() {
   awk '/^VmRSS/ {print $2}' "/proc/$1/status"
 }
 
-# perf_run NAME PORT PIDS -- TALLY-STRESS-ARGS: one run, its JSON per level kept in
-# $tmp/NAME.json, and what HAProxy and the agent used meanwhile.
+# perf_run NAME PORTS PIDS -- TALLY-STRESS-ARGS: one run, its JSON per level kept in
+# $tmp/NAME.json, and what HAProxy and the agent used meanwhile. Several PORTS (one
+# gateway per node) share the run's clients evenly.
 perf_run() {
-  local name=$1 port=$2 pids=$3 before after pid rc=0
+  local name=$1 ports=$2 pids=$3 before after pid port rc=0 urls=()
   shift 4
+  for port in $ports; do urls+=(--url "http://127.0.0.1:$port"); done
   before=$(for pid in $pids; do proc_sample "$pid"; done)
   TALLY_MOCK_CREDENTIAL=$credential "$build/tally-stress" --json \
-    --url "http://127.0.0.1:$port" --expect-url "http://127.0.0.1:$mock_port" \
+    "${urls[@]}" --expect-url "http://127.0.0.1:$mock_port" \
     --key "$key" "$@" > "$tmp/$name.json" || rc=$?
   after=$(for pid in $pids; do proc_sample "$pid"; done)
   python3 - "$name" "$tmp/$name.json" "$pids" "$before" "$after" <<'PY'
@@ -158,6 +177,12 @@ for l in levels:
     if l["errors"]["total"]:
         kinds = {k: v for k, v in l["errors"].items() if k != "total" and v}
         print(f"{'':6} errors: {json.dumps(kinds)}")
+    if l["refused"]:
+        print(f"{'':6} refused: {l['refused']}")
+    if acc and len(acc["nodes"]) > 1:
+        print(f"{'':6} rows by node: " + ", ".join(f"{n['node']} {n['written_level']}"
+                                                   for n in acc["nodes"]) +
+              f"; every node received = written + dropped: {acc['nodes_balanced']}")
 for i, pid in enumerate(pids):
     comm = open(f"/proc/{pid}/comm").read().strip()
     cpu = (a[2 * i] - b[2 * i]) / hz
@@ -334,10 +359,121 @@ stage_bench() {
   BUILD=$build STORE=$store BENCH_ROWS=${PERF_QUERYD_ROWS:-10000000} bash loadtest/bench-queryd.sh
 }
 
-[ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|hostile|stress|streaming|sustained|overload|compare|bench ..." >&2; exit 2; }
+# cluster_up N [KEY-ARGS...]: N nodes n1..nN on a fresh database of the private
+# PostgreSQL: one mock upstream for all; per node an agent (--node nK, its own records
+# and metrics ports, journal and control socket) and an HAProxy gateway. The key
+# ($key) is created with KEY-ARGS. Sets gw_ports, metrics_ports and node_pids (every
+# HAProxy and agent).
+cluster_up() {
+  local n=$1 i agent records gw metrics
+  shift
+  tmp=$(mktemp -d /tmp/tally-perf.XXXXXX)
+  stack_pids=()
+  perf_pg_db
+  mock_port=$(stack_free_port)
+  stack_seed "$db" "$mock_port" >/dev/null
+  key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt "$@")
+  stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
+  stack_wait_port "$mock_port"
+  gw_ports=(); metrics_ports=(); node_pids=()
+  for i in $(seq "$n"); do
+    agent=$(stack_free_port); records=$(stack_free_port); gw=$(stack_free_port)
+    metrics=$(stack_free_port)
+    mkdir -p "$tmp/n$i"
+    stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent" --db "$db" --node "n$i" \
+      --records "127.0.0.1:$records" --metrics "127.0.0.1:$metrics" --log-level warn \
+      --secret "$TALLY_SECRET_FILE" --journal "$tmp/n$i/journal" \
+      --control "$tmp/n$i/agent.ctl" 2>"$tmp/n$i/agent.log"
+    node_pids+=("${stack_pids[-1]}")
+    stack_wait_port "$agent"
+    stack_haproxy_env "$agent" "$mock_port" "$credential" "$records" "$db"
+    TALLY_RUN_DIR=$tmp/n$i TALLY_GATEWAY_ADDR=127.0.0.1:$gw \
+      stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/n$i/gw.log"
+    node_pids+=("${stack_pids[-1]}")
+    stack_wait_port "$gw"
+    gw_ports+=("$gw"); metrics_ports+=("$metrics")
+  done
+}
+
+# cluster_scrape FILE: every agent's /metrics, one after another.
+cluster_scrape() {
+  local port
+  for port in "${metrics_ports[@]}"; do
+    curl -fsS "http://127.0.0.1:$port/metrics"
+  done >"$1"
+}
+
+# Results of the cluster stages outlive each node count's stack: kept here until exit.
+cluster_out() {
+  [ -n "${cluster_dir:-}" ] || cluster_dir=$(mktemp -d /tmp/tally-perf-cluster.XXXXXX)
+}
+
+# cluster_failures: the rows of answers the gateway failed (5xx), by how they ended.
+cluster_failures() {
+  pg_sql "${db##*/}" "SELECT 'failed: ' || count(*) || ' x status ' || status || ', verdict '
+    || coalesce(verdict, '-') || ', outcome ' || outcome || ', termination '
+    || coalesce(termination, '-') FROM requests WHERE status >= 500
+    GROUP BY status, verdict, outcome, termination"
+}
+
+# A run with errors or inexact accounting is reported beside the others (with its failed
+# rows), then fails the stage.
+stage_cluster() {
+  local nodes=${PERF_CLUSTER_NODES:-1 2 3} seconds=${PERF_CLUSTER_SECONDS:-10} n
+  cluster_out
+  for n in $nodes; do
+    cluster_up "$n"
+    cluster_scrape "$cluster_dir/metrics-unary-$n.before"
+    tolerate="reported with the others" perf_run "cluster-$n-unary" "${gw_ports[*]}" \
+      "${node_pids[*]}" -- --levels "${PERF_CLUSTER_CONNS:-48}" --duration "$seconds" \
+      --body-bytes 1024 --db "$db"
+    cluster_scrape "$cluster_dir/metrics-unary-$n.after"
+    tolerate="reported with the others" perf_run "cluster-$n-streams" "${gw_ports[*]}" \
+      "${node_pids[*]}" -- --levels "${PERF_CLUSTER_STREAMS:-120}" --duration "$seconds" \
+      --stream-pct 100 --frames "$frames" --frame-delay-ms "$delay" --timeout 60 --db "$db"
+    cluster_failures
+    cp "$tmp/cluster-$n-unary.json" "$tmp/cluster-$n-streams.json" "$cluster_dir/"
+    perf_down
+  done
+  # shellcheck disable=SC2086  # the node counts, one argument each
+  python3 loadtest/cluster-report.py scale "$cluster_dir" $nodes ||
+    { echo "perf: cluster: a run had errors or inexact accounting: stopping" >&2; exit 1; }
+}
+
+# Slow streams (PERF_CLUSTER_LIMITS_FRAMES frames DELAY_MS apart, 3 s) hold their
+# concurrency slot long enough that 4 at once stay busy; refused clients back off
+# PAUSE_MS and ask again, on a new connection each time: HAProxy's start time of a
+# request on a kept-alive connection is when the connection went idle, which would
+# shift the rows' spans. The same clients through 1 gateway, then through 3.
+stage_cluster-limits() {
+  local seconds=${PERF_CLUSTER_LIMITS_S:-180} n rc=0
+  cluster_out
+  for n in 1 3; do
+    cluster_up "$n" --rpm 60 --max-concurrent 4
+    cluster_scrape "$cluster_dir/metrics-limits-$n.before"
+    perf_run "limits-$n" "${gw_ports[*]}" "${node_pids[*]}" -- \
+      --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "$seconds" --stream-pct 100 \
+      --frames "${PERF_CLUSTER_LIMITS_FRAMES:-30}" \
+      --frame-delay-ms "${PERF_CLUSTER_LIMITS_DELAY_MS:-100}" --timeout 60 \
+      --refused-status 429 --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" \
+      --keepalive 0 --db "$db"
+    cluster_scrape "$cluster_dir/metrics-limits-$n.after"
+    curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-$n.json"
+    cp "$tmp/limits-$n.json" "$cluster_dir/"
+    python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf
+    perf_down
+  done
+  python3 loadtest/cluster-report.py verdict "$cluster_dir" 1 3 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "perf: cluster-limits: a limit was exceeded beyond its bound: stopping" >&2
+    exit 1
+  fi
+}
+
+[ $# -gt 0 ] || { echo "usage: loadtest/perf.sh smoke|hostile|stress|streaming|sustained|overload|compare|bench|cluster|cluster-limits ..." >&2; exit 2; }
 for stage in "$@"; do
   case $stage in
-    smoke|stress|hostile|streaming|sustained|overload|compare|bench) "stage_$stage" ;;
+    smoke|stress|hostile|streaming|sustained|overload|compare|bench|cluster|cluster-limits) "stage_$stage" ;;
     *) echo "perf: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

@@ -10,6 +10,9 @@
  * upstream answers an error), and with --forge every response's id gets a forged
  * zero-usage record sent to the agent's records port ahead of the real one: the level
  * still passes only if every row is there with the usage the upstream reported.
+ * --url given once per node spreads a level's clients evenly over the nodes' gateways,
+ * and the check then also wants every node's counters balanced; --refused-status
+ * counts a limit's refusals (429) apart from errors, the client backing off meanwhile.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <errno.h>
@@ -43,6 +46,8 @@
 #define ST_IN_CHUNK    65536
 #define ST_SQL_CHUNK   500          /* bound parameters per IN (...) query */
 #define ST_SETTLE_S    10.0         /* how long the accounting check waits for the agent */
+#define ST_TARGETS_MAX 8            /* --url given several times: one gateway per node */
+#define ST_NODES_MAX   64           /* accounting rows (nodes) reported per level */
 
 /* The hostile shapes come last: ESCAPE asks for no usage, CHUNKED sends its body without
  * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended. */
@@ -56,6 +61,8 @@ enum err_kind { ERR_CONNECT, ERR_TIMEOUT, ERR_STATUS, ERR_MISMATCH, ERR_SHORT_RE
 static const char *const err_names[ERR_N] = {
 	"connect", "timeout", "status", "mismatch", "short_read", "protocol"
 };
+/* A request's outcome: an err_kind, or one of these. */
+enum { OUT_OK = ERR_N, OUT_REFUSED };
 
 struct buf {
 	char *p;
@@ -65,13 +72,17 @@ struct buf {
 #define ST_HEADERS_MAX 8
 
 struct opts {
-	const char *url, *expect_url, *key, *db, *model;
+	const char *urls[ST_TARGETS_MAX];
+	int nurls;
+	const char *expect_url, *key, *db, *model;
 	const char *headers[ST_HEADERS_MAX];   /* "Name: value", gateway requests only */
 	int nheaders;
 	int levels[ST_LEVELS_MAX], nlevels;
 	double duration, timeout, connect_timeout;
 	long requests, stream_pct, hostile_pct, frames, frame_delay_ms, body_bytes, max_tokens;
 	const char *forge;              /* the agent's records address: forge records there */
+	int refused_status;             /* 0: none; else a refusal, not an error */
+	long refused_pause_ms;          /* a refused client waits this long, as one backing off */
 	bool keepalive, json, allow_drops;
 };
 
@@ -98,7 +109,8 @@ struct dvec {
 /* One level (or one expected-body fetch): budget, clients and results. */
 struct run {
 	struct ev_loop *loop;
-	const struct target *tgt;
+	const struct target *tgts;      /* client i sends to tgts[i % ntgts] */
+	int ntgts;
 	struct expected *exp;           /* NULL: record into exp_out instead of comparing */
 	struct buf *exp_out;
 	int fixed_shape;                /* -1: choose by request index */
@@ -113,11 +125,14 @@ struct run {
 	int active;
 	bool keepalive;
 	double timeout, connect_timeout;
+	int refused_status;
+	double refused_pause;
 	/* results; events and tokens of a success are those of its expected body, which
 	 * it equals byte for byte; bytes are all bytes received, headers included */
 	double t0, t1;
 	unsigned long long ok, ok_streams, bytes, events, tokens;
-	unsigned long long errors[ERR_N], status[ST_STATUS_MAX], no_id;
+	unsigned long long errors[ERR_N], status[ST_STATUS_MAX], no_id, refused;
+	unsigned long long ok_tgt[ST_TARGETS_MAX];
 	struct dvec lat, fb;
 	char **ids;
 	size_t nids, capids;
@@ -125,8 +140,10 @@ struct run {
 
 struct client {
 	struct run *run;
+	const struct target *tgt;
+	int tix;                        /* tgt's index in run->tgts */
 	int fd;
-	bool connected;
+	bool connected, paused;
 	ev_io io;
 	ev_timer timer;
 	http_parser parser;
@@ -371,26 +388,10 @@ static void run_add_success(struct run *r, const struct client *c, double t)
 		r->no_id++;     /* makes the accounting check fail: the row cannot be found */
 }
 
-/* Ends the current request with its outcome (ERR_N: success), then issues the next
- * request, or retires the client when the budget is spent. */
-static void client_finish(struct client *c, int err)
+/* Issues the client's next request, or retires it when the budget is spent. */
+static void client_next(struct client *c, double t)
 {
 	struct run *r = c->run;
-	double t = now_s();
-	ev_timer_stop(r->loop, &c->timer);
-	if (err != ERR_N) {
-		r->errors[err]++;
-		if (err == ERR_STATUS)
-			r->status[c->parser.status_code]++;
-	} else {
-		r->ok++;
-		if (r->exp)     /* a level's success, not a fetch */
-			run_add_success(r, c, t);
-	}
-	r->t1 = t;
-	ev_io_stop(r->loop, &c->io);
-	if (err != ERR_N || !r->keepalive || !http_should_keep_alive(&c->parser))
-		client_close(c);
 	bool more = r->budget >= 0 ? r->issued < r->budget : t < r->deadline;
 	if (more) {
 		client_start(c);
@@ -399,6 +400,39 @@ static void client_finish(struct client *c, int err)
 	client_close(c);
 	if (--r->active == 0)
 		ev_break(r->loop, EVBREAK_ONE);
+}
+
+/* Ends the current request with its outcome, then goes on with the next one: after a
+ * refusal only once the pause is over, from the timer. */
+static void client_finish(struct client *c, int out)
+{
+	struct run *r = c->run;
+	double t = now_s();
+	ev_timer_stop(r->loop, &c->timer);
+	if (out == OUT_REFUSED) {
+		r->refused++;
+	} else if (out != OUT_OK) {
+		r->errors[out]++;
+		if (out == ERR_STATUS)
+			r->status[c->parser.status_code]++;
+	} else {
+		r->ok++;
+		r->ok_tgt[c->tix]++;
+		if (r->exp)     /* a level's success, not a fetch */
+			run_add_success(r, c, t);
+	}
+	r->t1 = t;
+	ev_io_stop(r->loop, &c->io);
+	if ((out != OUT_OK && out != OUT_REFUSED) || !r->keepalive ||
+	    !http_should_keep_alive(&c->parser))
+		client_close(c);
+	if (out == OUT_REFUSED && r->refused_pause > 0) {
+		c->paused = true;
+		ev_timer_set(&c->timer, r->refused_pause, 0);
+		ev_timer_start(r->loop, &c->timer);
+		return;
+	}
+	client_next(c, t);
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t n)
@@ -443,7 +477,7 @@ static int on_body(http_parser *p, const char *at, size_t n)
 {
 	struct client *c = p->data;
 	struct run *r = c->run;
-	if (p->status_code != (unsigned)r->tgt->status[c->shape])
+	if (p->status_code != (unsigned)c->tgt->status[c->shape])
 		return 0;
 	if (!r->exp) {
 		buf_add(r->exp_out, at, n);
@@ -507,11 +541,13 @@ static const http_parser_settings parser_settings = {
 
 static int response_outcome(struct client *c)
 {
-	if (c->parser.status_code != (unsigned)c->run->tgt->status[c->shape])
+	if (c->run->refused_status && c->parser.status_code == (unsigned)c->run->refused_status)
+		return OUT_REFUSED;
+	if (c->parser.status_code != (unsigned)c->tgt->status[c->shape])
 		return ERR_STATUS;
 	if (c->run->exp && (c->mismatch || c->body_pos != c->run->exp[c->shape].body.len))
 		return ERR_MISMATCH;
-	return ERR_N;
+	return OUT_OK;
 }
 
 static void client_read(struct client *c)
@@ -584,12 +620,17 @@ static void client_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop;
 	(void)revents;
 	struct client *c = w->data;
+	if (c->paused) {
+		c->paused = false;
+		client_next(c, now_s());
+		return;
+	}
 	client_finish(c, c->connected ? ERR_TIMEOUT : ERR_CONNECT);
 }
 
 static int client_connect(struct client *c)
 {
-	const struct target *t = c->run->tgt;
+	const struct target *t = c->tgt;
 	int one = 1;
 	c->fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
@@ -611,7 +652,7 @@ static void client_start(struct client *c)
 {
 	struct run *r = c->run;
 	c->shape = shape_of(r, r->issued++);
-	c->out = &r->tgt->req[c->shape];
+	c->out = &c->tgt->req[c->shape];
 	c->out_off = 0;
 	c->t_start = now_s();
 	c->t_first = 0;
@@ -647,6 +688,8 @@ static void run_exec(struct run *r, int nclients, double duration)
 	for (int i = 0; i < nclients; i++) {
 		struct client *c = &cs[i];
 		c->run = r;
+		c->tix = i % r->ntgts;
+		c->tgt = &r->tgts[c->tix];
 		c->fd = -1;
 		ev_init(&c->io, client_io_cb);
 		ev_init(&c->timer, client_timer_cb);
@@ -671,11 +714,12 @@ static void run_free(struct run *r)
 }
 
 static void run_init(struct run *r, struct ev_loop *loop, const struct opts *o,
-		     const struct target *t)
+		     const struct target *t, int nt)
 {
 	memset(r, 0, sizeof *r);
 	r->loop = loop;
-	r->tgt = t;
+	r->tgts = t;
+	r->ntgts = nt;
 	r->fixed_shape = -1;
 	r->stream_pct = o->stream_pct;
 	r->hostile_pct = o->hostile_pct;
@@ -684,6 +728,8 @@ static void run_init(struct run *r, struct ev_loop *loop, const struct opts *o,
 	r->keepalive = o->keepalive;
 	r->timeout = o->timeout;
 	r->connect_timeout = o->connect_timeout;
+	r->refused_status = o->refused_status;
+	r->refused_pause = (double)o->refused_pause_ms / 1000.0;
 }
 
 /* Takes the usage event out of an event stream, as the gateway does for a client that
@@ -709,7 +755,7 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 {
 	for (int s = 0; s < (o->hostile_pct ? SHAPE_N : SHAPE_HOSTILE); s++) {
 		struct run r;
-		run_init(&r, loop, o, mock);
+		run_init(&r, loop, o, mock, 1);
 		r.fixed_shape = s;
 		r.budget = 1;
 		r.exp_out = &exp[s].body;
@@ -764,6 +810,46 @@ out:
 		fprintf(stderr, "%s: accounting: %s\n", prog, db_errmsg(db));
 	db_finalize(st);
 	return rc;
+}
+
+/* One node's counters (its accounting row). */
+struct node_acct {
+	char node[64];
+	struct acct a;
+};
+
+/* Every node's counters, by name; at most ST_NODES_MAX of them. */
+static int acct_nodes(struct db *db, struct node_acct *out, int *n)
+{
+	struct db_stmt *st = NULL;
+	enum db_status ds = DB_ERROR;
+	int rc;
+	*n = 0;
+	if (db_prepare(db, "SELECT node, received, written, dropped, timed_out FROM accounting"
+		       " ORDER BY node", &st) < 0)
+		goto out;
+	while (*n < ST_NODES_MAX && (ds = db_step(st)) == DB_ROW) {
+		struct node_acct *x = &out[(*n)++];
+		snprintf(x->node, sizeof x->node, "%s", db_col_text(st, 0));
+		x->a = (struct acct){ db_col_int(st, 1), db_col_int(st, 2), db_col_int(st, 3),
+				      db_col_int(st, 4) };
+	}
+out:
+	rc = ds == DB_ROW || ds == DB_DONE ? 0 : -1;
+	if (rc < 0)
+		fprintf(stderr, "%s: accounting: %s\n", prog, db_errmsg(db));
+	db_finalize(st);
+	return rc;
+}
+
+/* What node x wrote since before (no row before: all of it). */
+static long long acct_node_written(const struct node_acct *x, const struct node_acct *before,
+				   int nbefore)
+{
+	for (int i = 0; i < nbefore; i++)
+		if (strcmp(before[i].node, x->node) == 0)
+			return x->a.written - before[i].a.written;
+	return x->a.written;
 }
 
 /* Rows whose request_id is one of ids, and their completion tokens, counted in chunks
@@ -882,6 +968,12 @@ struct level_report {
 	bool acct_done, exact, balanced;
 	long long rows, tokens, forged_rows;
 	struct acct delta, after;
+	/* each node's counters after the level, what it wrote during it, and whether
+	 * received = written + dropped holds for every node */
+	struct node_acct nodes[ST_NODES_MAX];
+	long long node_written[ST_NODES_MAX];
+	int nnodes;
+	bool nodes_balanced;
 };
 
 static unsigned long long errors_total(const struct run *r)
@@ -899,9 +991,13 @@ static void report_json(const struct level_report *L)
 	cJSON *o = cJSON_CreateObject(), *lat = cJSON_CreateObject(), *fb = cJSON_CreateObject();
 	cJSON *errs = cJSON_CreateObject(), *st = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "connections", L->conns);
-	cJSON_AddNumberToObject(o, "requests", (double)(r->ok + errors_total(r)));
+	cJSON_AddNumberToObject(o, "requests", (double)(r->ok + r->refused + errors_total(r)));
 	cJSON_AddNumberToObject(o, "ok", (double)r->ok);
 	cJSON_AddNumberToObject(o, "ok_streams", (double)r->ok_streams);
+	cJSON_AddNumberToObject(o, "refused", (double)r->refused);
+	cJSON *by_url = cJSON_AddArrayToObject(o, "ok_by_url");
+	for (int t = 0; t < r->ntgts; t++)
+		cJSON_AddItemToArray(by_url, cJSON_CreateNumber((double)r->ok_tgt[t]));
 	cJSON_AddNumberToObject(o, "elapsed_s", el);
 	cJSON_AddNumberToObject(o, "requests_per_s", (double)r->ok / el);
 	cJSON_AddNumberToObject(o, "events", (double)r->events);
@@ -946,6 +1042,18 @@ static void report_json(const struct level_report *L)
 		cJSON_AddNumberToObject(a, "received", (double)L->after.received);
 		cJSON_AddNumberToObject(a, "written", (double)L->after.written);
 		cJSON_AddNumberToObject(a, "dropped_total", (double)L->after.dropped);
+		cJSON_AddBoolToObject(a, "nodes_balanced", L->nodes_balanced);
+		cJSON *nodes = cJSON_AddArrayToObject(a, "nodes");
+		for (int i = 0; i < L->nnodes; i++) {
+			const struct node_acct *x = &L->nodes[i];
+			cJSON *n = cJSON_CreateObject();
+			cJSON_AddItemToArray(nodes, n);
+			cJSON_AddStringToObject(n, "node", x->node);
+			cJSON_AddNumberToObject(n, "received", (double)x->a.received);
+			cJSON_AddNumberToObject(n, "written", (double)x->a.written);
+			cJSON_AddNumberToObject(n, "dropped", (double)x->a.dropped);
+			cJSON_AddNumberToObject(n, "written_level", (double)L->node_written[i]);
+		}
 	}
 	char *txt = cJSON_PrintUnformatted(o);
 	if (!txt)
@@ -984,6 +1092,14 @@ static void report_human(const struct level_report *L, bool first)
 		       " timed_out +%lld)\n", L->exact ? "" : "SHORT ", L->rows, r->ok,
 		       L->exact ? " exact" : "", L->tokens, r->tokens, L->delta.dropped,
 		       L->delta.timed_out);
+	for (int i = 0; L->acct_done && L->nnodes > 1 && i < L->nnodes; i++) {
+		const struct node_acct *x = &L->nodes[i];
+		printf("      node %s: wrote %lld; received %lld = written %lld + dropped %lld%s\n",
+		       x->node, L->node_written[i], x->a.received, x->a.written, x->a.dropped,
+		       x->a.received == x->a.written + x->a.dropped ? "" : " UNBALANCED");
+	}
+	if (r->refused)
+		printf("      refused (status %d): %llu\n", r->refused_status, r->refused);
 	if (L->acct_done && r->forged)
 		printf("      forged records %llu, rows they made %lld\n", r->forged, L->forged_rows);
 	if (L->acct_done && L->delta.dropped)
@@ -999,7 +1115,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: %s --url http://HOST:PORT --expect-url http://MOCKHOST:PORT\n"
 		"       (--requests N | --duration S) [options]\n"
-		"  --url URL             gateway; requests go to " ST_PATH "\n"
+		"  --url URL             gateway; requests go to " ST_PATH "; repeatable (8):\n"
+		"                        the clients of a level are spread evenly over them\n"
 		"  --expect-url URL      mock upstream, asked once per level and shape for the\n"
 		"                        expected body (Bearer $TALLY_MOCK_CREDENTIAL if set)\n"
 		"  --key KEY             sent to the gateway as Authorization: Bearer KEY\n"
@@ -1028,6 +1145,9 @@ static void usage(FILE *f)
 		"  --allow-drops         deliberate overload: with --db, a level passes when every\n"
 		"                        successful request has its row or was counted dropped,\n"
 		"                        and received = written + dropped\n"
+		"  --refused-status CODE a response with this status (e.g. 429) counts as refused,\n"
+		"                        not as an error\n"
+		"  --refused-pause-ms MS a refused client waits this long before its next request\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
 		prog);
 }
@@ -1072,7 +1192,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
-	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_HELP };
+	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -1095,6 +1215,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "allow-drops", no_argument, NULL, O_DROPS },
 		{ "hostile-pct", required_argument, NULL, O_HOSTILE },
 		{ "forge", required_argument, NULL, O_FORGE },
+		{ "refused-status", required_argument, NULL, O_REFUSED },
+		{ "refused-pause-ms", required_argument, NULL, O_PAUSE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1104,7 +1226,11 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
-		case O_URL: o->url = optarg; break;
+		case O_URL:
+			if (o->nurls == ST_TARGETS_MAX)
+				die("--url: at most %d", ST_TARGETS_MAX);
+			o->urls[o->nurls++] = optarg;
+			break;
 		case O_EXPECT: o->expect_url = optarg; break;
 		case O_KEY: o->key = optarg; break;
 		case O_LEVELS: parse_levels(o, optarg); break;
@@ -1131,13 +1257,15 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case O_DROPS: o->allow_drops = true; break;
 		case O_HOSTILE: o->hostile_pct = parse_long(optarg, "hostile-pct", 0, 100); break;
 		case O_FORGE: o->forge = optarg; break;
+		case O_REFUSED: o->refused_status = (int)parse_long(optarg, "refused-status", 100, 999); break;
+		case O_PAUSE: o->refused_pause_ms = parse_long(optarg, "refused-pause-ms", 0, 3600000); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
 	}
 	if (optind != argc)
 		die("unexpected argument '%s'", argv[optind]);
-	if (!o->url || !o->expect_url)
+	if (!o->nurls || !o->expect_url)
 		die("--url and --expect-url are required (--help)");
 	if ((o->requests > 0) == (o->duration > 0))
 		die("exactly one of --requests and --duration is required");
@@ -1149,7 +1277,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct opts o;
-	struct target gw = { 0 }, mock = { 0 };
+	struct target gw[ST_TARGETS_MAX] = { 0 }, mock = { 0 };
 	struct expected exp[SHAPE_N] = { 0 };
 	struct db *db = NULL;
 	char dberr[512];
@@ -1162,7 +1290,8 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	build_target(&gw, &o, o.url, o.key, 1);
+	for (int t = 0; t < o.nurls; t++)
+		build_target(&gw[t], &o, o.urls[t], o.key, 1);
 	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"), 0);
 	if (o.db) {
 		if (db_open(o.db, DB_READONLY, &db, dberr, sizeof dberr) < 0)
@@ -1186,10 +1315,12 @@ int main(int argc, char **argv)
 		struct acct before = { 0 }, after = { 0 };
 		struct run r;
 		struct level_report L = { .conns = o.levels[i], .r = &r };
+		struct node_acct nodes_before[ST_NODES_MAX];
+		int nbefore = 0;
 		fetch_expected(loop, &o, &mock, exp);
-		if (db && acct_read(db, &before) < 0)
+		if (db && (acct_read(db, &before) < 0 || acct_nodes(db, nodes_before, &nbefore) < 0))
 			die("%s: cannot read the accounting table", o.db);
-		run_init(&r, loop, &o, &gw);
+		run_init(&r, loop, &o, gw, o.nurls);
 		r.exp = exp;
 		r.forge_fd = forge_fd;
 		r.forge_addr = forge_addr;
@@ -1199,15 +1330,23 @@ int main(int argc, char **argv)
 		dvec_sort(&r.fb);
 		if (db) {
 			if (acct_wait(db, &r, &after, &L.rows, &L.tokens) < 0 ||
-			    acct_forged(db, &L.forged_rows) < 0)
+			    acct_forged(db, &L.forged_rows) < 0 ||
+			    acct_nodes(db, L.nodes, &L.nnodes) < 0)
 				die("%s: cannot read accounting rows", o.db);
 			L.acct_done = true;
-			/* every success has its row, with the usage the upstream reported, and no
-			 * forged record made one */
-			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 &&
-			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0;
+			L.nodes_balanced = true;
+			for (int k = 0; k < L.nnodes; k++) {
+				const struct acct *a = &L.nodes[k].a;
+				L.node_written[k] = acct_node_written(&L.nodes[k], nodes_before, nbefore);
+				L.nodes_balanced &= a->received == a->written + a->dropped;
+			}
 			L.delta.dropped = after.dropped - before.dropped;
 			L.delta.timed_out = after.timed_out - before.timed_out;
+			/* every success has its row, with the usage the upstream reported, no
+			 * forged record made one, and every node's counters balance without drops */
+			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 &&
+			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0 &&
+			          L.nodes_balanced && L.delta.dropped == 0;
 			L.after = after;
 			/* Under overload a successful response may have lost its row, but only
 			 * as a counted drop. */
@@ -1224,7 +1363,8 @@ int main(int argc, char **argv)
 		run_free(&r);
 	}
 	for (int s = 0; s < SHAPE_N; s++) {
-		free(gw.req[s].p);
+		for (int t = 0; t < o.nurls; t++)
+			free(gw[t].req[s].p);
 		free(mock.req[s].p);
 		free(exp[s].body.p);
 	}

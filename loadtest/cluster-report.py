@@ -1,0 +1,220 @@
+"""loadtest/cluster-report.py: the figures of perf.sh's cluster stages, from the JSON
+levels tally-stress wrote, the agents' /metrics scraped before and after a run, and the
+rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
+
+  scale DIR NODES...      req/s and events/s of each node count against the first, the
+                          accounting of each, and decision latency (unlimited key);
+                          exit 1 if a run had errors or inexact accounting
+  limits DIR NODES URL KEY_NAME
+                          one limits run: admitted per calendar minute since the run's
+                          first request and
+                          over every sliding 60 s span, the most in flight at once (at
+                          the mock, and from the rows' start and end), against
+                          PERF_RPM_BOUND and PERF_CONC_BOUND; writes
+                          DIR/limits-NODES.result.json
+  verdict DIR NODES...    the limits runs side by side; exit 1 if any broke a bound
+
+DIR holds, per node count N: cluster-N-unary.json, cluster-N-streams.json and
+limits-N.json (tally-stress --json), mock-limits-N.json (the mock's /_mock/stats after
+the run) and metrics-NAME-N.before / .after (every agent's /metrics, concatenated)."""
+import json
+import os
+import subprocess
+import sys
+
+RPM_CAP, CONC_CAP = 60, 4
+
+
+def level(path):
+    """The one level of a tally-stress --json file."""
+    with open(path) as f:
+        return json.loads(f.readline())
+
+
+def buckets(path):
+    """tally_decision_seconds as {upper bound (s): cumulative count}, summed over nodes."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("tally_decision_seconds_bucket{le=\""):
+                le = line.split('"')[1]
+                bound = float("inf") if le == "+Inf" else float(le)
+                out[bound] = out.get(bound, 0) + int(line.split()[-1])
+    return out
+
+
+def quantile(q, before, after):
+    """Prometheus' histogram_quantile over the decisions made between two scrapes:
+    linear inside the bucket holding the rank. Seconds, and the number of decisions."""
+    bounds = sorted(after)
+    cum = [after[b] - before.get(b, 0) for b in bounds]
+    total = cum[-1] if cum else 0
+    if total == 0:
+        return float("nan"), 0
+    rank = q * total
+    lower, below = 0.0, 0
+    for b, c in zip(bounds, cum):
+        if c >= rank:
+            if b == float("inf"):
+                return lower, total
+            return lower + (b - lower) * (rank - below) / max(c - below, 1), total
+        lower, below = b, c
+    return lower, total
+
+
+def latency(d, name, n):
+    before = buckets(f"{d}/metrics-{name}-{n}.before")
+    after = buckets(f"{d}/metrics-{name}-{n}.after")
+    p50, count = quantile(0.50, before, after)
+    p99, _ = quantile(0.99, before, after)
+    return p50 * 1e3, p99 * 1e3, count
+
+
+def accounting(lv):
+    a = lv.get("accounting")
+    if a is None:
+        return "not checked"
+    nodes = ", ".join(f"{x['node']} {x['written_level']}" for x in a["nodes"])
+    state = "exact" if a["exact"] else "NOT EXACT"
+    return (f"{state}: {a['rows']}/{a['expected']} rows, dropped {a['dropped']}, "
+            f"every node balanced: {'yes' if a['nodes_balanced'] else 'NO'} (rows by node: {nodes})")
+
+
+def cmd_scale(d, nodes):
+    base = nodes[0]
+    u0, s0 = level(f"{d}/cluster-{base}-unary.json"), level(f"{d}/cluster-{base}-streams.json")
+    print(f"[cluster] the same clients spread evenly over every node's gateway "
+          f"({u0['connections']} unary, {s0['connections']} streams)")
+    print(f"{'nodes':>5} {'req/s':>9} {'ratio':>6} {'events/s':>10} {'ratio':>6} "
+          f"{'decide p50 ms':>13} {'p99 ms':>7}  accounting")
+    lat1, failed = None, False
+    for n in nodes:
+        u, s = level(f"{d}/cluster-{n}-unary.json"), level(f"{d}/cluster-{n}-streams.json")
+        p50, p99, _ = latency(d, "unary", n)
+        lat1 = lat1 or (p50, p99)
+        ok = (u.get("accounting", {}).get("exact") and s.get("accounting", {}).get("exact"))
+        errors = u["errors"]["total"] + s["errors"]["total"]
+        failed |= not ok or errors > 0
+        print(f"{n:5d} {u['requests_per_s']:9.1f} {u['requests_per_s'] / u0['requests_per_s']:5.2f}x "
+              f"{s['events_per_s']:10.1f} {s['events_per_s'] / s0['events_per_s']:5.2f}x "
+              f"{p50:13.3f} {p99:7.3f}  {'exact' if ok else 'NOT EXACT'}"
+              + (f", {errors} errors" if errors else ""))
+    for n in nodes:
+        for kind in ("unary", "streams"):
+            lv = level(f"{d}/cluster-{n}-{kind}.json")
+            print(f"  {n} node(s), {kind}: {accounting(lv)}")
+    for n in nodes[1:]:
+        p50, p99, _ = latency(d, "unary", n)
+        print(f"  decision latency, key without limits, {n} nodes / {base}: "
+              f"p50 {p50 / lat1[0]:.2f}x, p99 {p99 / lat1[1]:.2f}x")
+    return 1 if failed else 0
+
+
+def psql_rows(url, sql):
+    out = subprocess.run(["psql", "-X", "-q", "-At", "-F", " ", "-v", "ON_ERROR_STOP=1",
+                          "-d", url, "-c", sql], capture_output=True, text=True, check=True)
+    return [line.split() for line in out.stdout.splitlines() if line]
+
+
+def sliding_max(starts, span_ms=60000):
+    """The most starts in any span of span_ms (the max is reached at some start)."""
+    best, j = 0, 0
+    for i, s in enumerate(starts):
+        while starts[j] <= s - span_ms:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def most_in_flight(spans):
+    """The most [start, end) spans open at once; an end at t closes before a start at t."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
+                    key=lambda x: (x[0], x[1]))
+    best = cur = 0
+    for _, step in events:
+        cur += step
+        best = max(best, cur)
+    return best
+
+
+def cmd_limits(d, n, url, key_name):
+    rpm_bound = int(os.environ.get("PERF_RPM_BOUND", 2 * RPM_CAP + 3))
+    conc_bound = int(os.environ.get("PERF_CONC_BOUND", CONC_CAP))
+    rows = psql_rows(url, f"SELECT r.verdict, r.started_at, coalesce(r.duration_ms, 0) "
+                          f"FROM requests r JOIN keys k ON k.id = r.key_id "
+                          f"WHERE k.name = '{key_name}' ORDER BY r.started_at")
+    admitted = [(int(s), int(s) + int(dur)) for v, s, dur in rows if v == "allow"]
+    starts = [s for s, _ in admitted]
+    lv = level(f"{d}/limits-{n}.json")
+    # every client starts at once: the first row (admitted or not) is the run's start,
+    # the last its end
+    t0 = int(rows[0][1]) if rows else 0
+    end = int(rows[-1][1]) + 1 if rows else 1
+    minutes = []
+    for m in range(0, max(end - t0, 1), 60000):
+        lo, hi = t0 + m, min(t0 + m + 60000, end)
+        minutes.append((m // 1000, (hi - lo) / 1000, sum(lo <= s < hi for s in starts)))
+    slide = sliding_max(starts)
+    with open(f"{d}/mock-limits-{n}.json") as f:
+        conc = json.load(f)["answering_max"]
+    conc_rows = most_in_flight(admitted)
+    p50, p99, decisions = latency(d, "limits", n)
+    requests = lv["requests"]
+    print(f"[limits, {n} node(s)] key --rpm {RPM_CAP} --max-concurrent {CONC_CAP}: "
+          f"{lv['connections']} clients over {n} gateway(s) for {lv['elapsed_s']:.0f} s")
+    print(f"  requests {requests}: admitted {len(admitted)} (answered {lv['ok']}), "
+          f"refused {lv['refused']}, errors {lv['errors']['total']}; rows of the key "
+          f"{len(rows)} ({'one per request' if len(rows) == requests else 'NOT one per request'})")
+    print("  admitted per minute since start: " + ", ".join(
+        f"{a}-{a + w:.0f} s: {c}" + ("" if w == 60 else f" (in {w:.0f} s)") for a, w, c in minutes))
+    rpm_ok, conc_ok = slide <= rpm_bound, conc <= conc_bound
+    print(f"  admitted in any sliding 60 s: at most {slide} (cap {RPM_CAP}, bound {rpm_bound}) "
+          f"{'PASS' if rpm_ok else 'FAIL'}")
+    # A row's span starts at HAProxy's accept, before the decision: a request accepted a
+    # millisecond before another ended, admitted after, overlaps it in the rows only.
+    print(f"  in flight at once, all nodes: at most {conc} at the upstream (cap {CONC_CAP}, "
+          f"bound {conc_bound}) {'PASS' if conc_ok else 'FAIL'}; rows' spans, accept to "
+          f"last byte: {conc_rows}")
+    print(f"  decision latency: p50 {p50:.3f} ms, p99 {p99:.3f} ms ({decisions} decisions)")
+    result = {"nodes": n, "admitted": len(admitted), "per_minute": minutes,
+              "sliding_max": slide, "in_flight_max": conc, "in_flight_rows": conc_rows,
+              "rpm_bound": rpm_bound,
+              "conc_bound": conc_bound, "pass": rpm_ok and conc_ok and len(rows) == requests,
+              "p50_ms": p50, "p99_ms": p99}
+    with open(f"{d}/limits-{n}.result.json", "w") as f:
+        json.dump(result, f)
+
+
+def cmd_verdict(d, nodes):
+    res = [json.load(open(f"{d}/limits-{n}.result.json")) for n in nodes]
+    base = res[0]
+    print(f"[limits] {'nodes':>5} {'max/60 s':>8} {'in flight':>9} {'p50 ms':>7} {'p99 ms':>7}  result")
+    for r in res:
+        print(f"         {r['nodes']:5d} {r['sliding_max']:8d} {r['in_flight_max']:9d} "
+              f"{r['p50_ms']:7.3f} {r['p99_ms']:7.3f}  {'PASS' if r['pass'] else 'FAIL'}")
+    for r in res[1:]:
+        print(f"  {r['nodes']} nodes / {base['nodes']}: admitted in 60 s "
+              f"{r['sliding_max'] / max(base['sliding_max'], 1):.2f}x, in flight "
+              f"{r['in_flight_max'] / max(base['in_flight_max'], 1):.2f}x, decision latency "
+              f"p50 {r['p50_ms'] / base['p50_ms']:.2f}x, p99 {r['p99_ms'] / base['p99_ms']:.2f}x")
+    failed = [r["nodes"] for r in res if not r["pass"]]
+    print(f"limits: {'FAIL on ' + ', '.join(map(str, failed)) + ' node(s)' if failed else 'PASS'}"
+          f" (bounds: {res[0]['rpm_bound']} per 60 s, {res[0]['conc_bound']} in flight)")
+    return 1 if failed else 0
+
+
+def main(argv):
+    cmd, d = argv[1], argv[2]
+    if cmd == "scale":
+        return cmd_scale(d, [int(n) for n in argv[3:]])
+    elif cmd == "limits":
+        cmd_limits(d, int(argv[3]), argv[4], argv[5])
+    elif cmd == "verdict":
+        return cmd_verdict(d, [int(n) for n in argv[3:]])
+    else:
+        sys.exit(f"cluster-report: unknown command {cmd}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
