@@ -224,6 +224,22 @@ static void api_groups_free(struct api_groups *gs)
 	free(gs->slot);
 }
 
+/* Drops the groups without requests: every rollup row counts at least one, so these
+ * are a ragged end day's rows read whole and then subtracted hour by hour, all outside
+ * the range. The slot table is stale after this (no lookups follow). */
+static void api_groups_drop_empty(struct api_groups *gs)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < gs->n; i++) {
+		if (gs->v[i].u.sum[ROLLUP_REQUESTS] == 0)
+			free(gs->v[i].name);
+		else
+			gs->v[n++] = gs->v[i];
+	}
+	gs->n = n;
+}
+
 /* Places v[i] in the slot table. */
 static void api_groups_index(struct api_groups *gs, size_t i)
 {
@@ -514,6 +530,7 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 
 	if (api_summary_groups(c, p, &gs, r) < 0)
 		goto out;
+	api_groups_drop_empty(&gs);
 	if (gs.n)
 		qsort(gs.v, gs.n, sizeof(*gs.v), time ? api_group_cmp_time : api_group_cmp_cost);
 	if (api_ok(r) < 0 || json_add_int(r->body, "from", p->from) < 0 ||
