@@ -224,6 +224,22 @@ static void api_groups_free(struct api_groups *gs)
 	free(gs->slot);
 }
 
+/* Drops the groups without requests: every rollup row counts at least one, so these
+ * are a ragged end day's rows read whole and then subtracted hour by hour, all outside
+ * the range. The slot table is stale after this (no lookups follow). */
+static void api_groups_drop_empty(struct api_groups *gs)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < gs->n; i++) {
+		if (gs->v[i].u.sum[ROLLUP_REQUESTS] == 0)
+			free(gs->v[i].name);
+		else
+			gs->v[n++] = gs->v[i];
+	}
+	gs->n = n;
+}
+
 /* Places v[i] in the slot table. */
 static void api_groups_index(struct api_groups *gs, size_t i)
 {
@@ -329,16 +345,39 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 		return strcmp(a->name, b->name);
 	return api_group_cmp_time(pa, pb);
 }
-/* Whole days inside [from, to) come from the daily rollups; none for group=hour. A key
- * or model not given stays NULL (conn_stmt clears the bindings). */
-static int api_bind_summary(struct db_stmt *st, const struct params *p)
+/* A ragged end day with more than this many of its hours in the range is read whole from
+ * the daily rollup, less its other hours: 1 + (24 - h) rows a key instead of h. */
+#define API_RAGGED_HOURS_MAX 12
+
+/* The days [*day_from, *day_to) a summary over [from, to) reads from the daily rollups;
+ * the query adds the range's hours outside them and subtracts their hours outside the
+ * range, so any days give the same sums. Whole days inside the range, and with
+ * whole_ends (summary_keys subtracts) a ragged end's day when that reads fewer rows
+ * (the last 30 days up to now: ~7 000 rows by key, not ~10 600). None for group=hour. */
+static void api_summary_days(const struct params *p, int whole_ends, int64_t *day_from,
+                             int64_t *day_to)
 {
-	int64_t day_from = period_start_ms(PERIOD_DAY, p->from * 1000 + PERIOD_DAY_MS - 1000) / 1000;
-	int64_t day_to = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
+	const int64_t day = PERIOD_DAY_MS / 1000, hour = PERIOD_HOUR_MS / 1000;
+	int64_t lo = period_start_ms(PERIOD_DAY, p->from * 1000) / 1000;
+	int64_t hi = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
+
+	if (lo < p->from && (!whole_ends || (lo + day - p->from) / hour <= API_RAGGED_HOURS_MAX))
+		lo += day;
+	if (hi < p->to && whole_ends && (p->to - hi) / hour > API_RAGGED_HOURS_MAX)
+		hi += day;
+	if (p->group == PARAMS_GROUP_HOUR || lo >= hi)
+		lo = hi = p->to;
+	*day_from = lo;
+	*day_to = hi;
+}
+
+/* A key or model not given stays NULL (conn_stmt clears the bindings). */
+static int api_bind_summary(struct db_stmt *st, const struct params *p, int whole_ends)
+{
+	int64_t day_from, day_to;
 	int rc = 0;
 
-	if (p->group == PARAMS_GROUP_HOUR || day_from >= day_to)
-		day_from = day_to = p->to;
+	api_summary_days(p, whole_ends, &day_from, &day_to);
 	rc |= conn_bind_int(st, ":from", p->from);
 	rc |= conn_bind_int(st, ":to", p->to);
 	rc |= conn_bind_int(st, ":day_from", day_from);
@@ -367,10 +406,11 @@ static enum conn_query api_summary_query(const struct params *p)
 static int api_summary_groups(struct conn *c, const struct params *p, struct api_groups *gs,
                               struct api_reply *r)
 {
-	struct db_stmt *st = conn_stmt(c, api_summary_query(p));
+	enum conn_query query = api_summary_query(p);
+	struct db_stmt *st = conn_stmt(c, query);
 	int step;
 
-	if (!st || api_bind_summary(st, p) < 0)
+	if (!st || api_bind_summary(st, p, query == CONN_SUMMARY_KEYS) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
 		if (api_groups_add(gs, st, p->group) < 0)
@@ -490,6 +530,7 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 
 	if (api_summary_groups(c, p, &gs, r) < 0)
 		goto out;
+	api_groups_drop_empty(&gs);
 	if (gs.n)
 		qsort(gs.v, gs.n, sizeof(*gs.v), time ? api_group_cmp_time : api_group_cmp_cost);
 	if (api_ok(r) < 0 || json_add_int(r->body, "from", p->from) < 0 ||

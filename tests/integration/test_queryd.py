@@ -481,6 +481,66 @@ def test_summary_rollup_choice_matches_raw_rows(world, query):
     assert got["totals"]["requests"] > 10
 
 
+RAGGED = {"head": (BASE - 20 * 3600, BASE + 2 * 86400 + 3 * 3600),
+          "tail": (BASE - 3 * 3600, BASE + 2 * 86400 + 20 * 3600),
+          "both": (BASE - 15 * 3600, BASE + 3 * 86400 + 13 * 3600),
+          "in-one-day": (BASE + 86400 + 3 * 3600, BASE + 86400 + 21 * 3600),
+          "up-to-now": (BASE - 20 * 3600, NOW)}
+
+
+@pytest.mark.parametrize("query", ["group=key", "group=day&key=alpha", "group=key&key=beta",
+                                   "group=day&key=beta"])
+@pytest.mark.parametrize("span", list(RAGGED))
+def test_summary_by_key_whole_ragged_days_match_raw_rows(world, span, query):
+    """A ragged end day with more than 12 hours in the range is read from key_daily less
+    its hours outside the range (queryd/api.c): the sums are still the raw rows' ones."""
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    frm, to = RAGGED[span]
+    args = dict(a.split("=") for a in query.split("&"))
+    got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+    _, _, want, total = summary_expected(rows, frm, to, args["group"],
+                                         key_id=keys.get(args.get("key")))
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (span, query, g))
+    check_usage(got["totals"], total, (span, query, "totals"))
+    assert got["totals"]["requests"] > 0
+
+
+def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind):
+    """A key (or a key's day) whose rows in a ragged end day all lie outside the range is
+    added with that day and subtracted with its hours: it must not show up as a group of
+    zeros."""
+    db = tmp_path / "outside.db"
+    tallyctl(db, "key", "create", "inside")
+    tallyctl(db, "key", "create", "outside")
+    con = sqlite3.connect(db)
+    keys = dict(con.execute("SELECT name, id FROM keys"))
+    con.close()
+    at = [("outside", BASE + 2 * 3600), ("inside", BASE + 20 * 3600),
+          ("inside", BASE + 86400 + 3600)]
+    nd = tmp_path / "rows.ndjson"
+    nd.write_text("".join(json.dumps(
+        {"request_id": f"out-{i}", "key_id": keys[k], "model": "m", "provider": "p",
+         "outcome": "complete", "usage_source": "response", "prompt_tokens": 10,
+         "completion_tokens": 5, "started_at": t * 1000, "duration_ms": 30}) + "\n"
+        for i, (k, t) in enumerate(at)))
+    gen(db, "--ndjson", str(nd))
+    q = Queryd(tmp_path, store_of(kind, db), name="queryd-outside")
+    try:
+        frm, to = BASE + 4 * 3600, BASE + 2 * 86400      # 20 hours of the first day
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=key")
+        assert [(r["key_name"], r["requests"]) for r in got["rows"]] == [("inside", 2)]
+        assert got["totals"]["requests"] == 2
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=day&key=outside")
+        assert (got["rows"], got["totals"]["requests"]) == ([], 0)
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=day&key=inside")
+        assert [(r["group"], r["requests"]) for r in got["rows"]] == [(BASE, 1),
+                                                                     (BASE + 86400, 1)]
+    finally:
+        q.stop()
+
+
 def test_summary_filters_limit_and_defaults(world):
     q, rows, keys = world["q"], world["rows"], world["keys"]
     frm, to = BASE - 86400, BASE + 4 * 86400

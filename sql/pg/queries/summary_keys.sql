@@ -4,6 +4,10 @@
 -- PostgreSQL's text form of each value and libpq's parse of it cost more than the sum.
 -- Without a key filter the statement serves only group=key, which needs no time (t is
 -- 0); with one, a key's days and hours are few. The sums are NUMERIC, read as integers.
+-- The days [:day_from, :day_to) may stick out of [:from, :to) by a ragged end's day
+-- (queryd/api.c): their hours outside the range are subtracted, negated before the sum
+-- so that one aggregate does it (one per branch cost the 30-day summary ~20% more).
+-- The branches carry no model or provider: two constant columns fewer a row, ~5%.
 SELECT CASE WHEN CAST(:key_id AS BIGINT) IS NULL THEN 0 ELSE t END AS t, key_id,
        NULL AS model, NULL AS provider,
        sum(requests) AS requests, sum(errors) AS errors, sum(streams) AS streams,
@@ -26,17 +30,17 @@ SELECT CASE WHEN CAST(:key_id AS BIGINT) IS NULL THEN 0 ELSE t END AS t, key_id,
        sum(lat_le_20000) AS lat_le_20000, sum(lat_le_60000) AS lat_le_60000,
        sum(lat_gt_60000) AS lat_gt_60000
 FROM (
-  SELECT day AS t, key_id, NULL AS model, NULL AS provider, requests, errors, streams,
-         prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,
-         reasoning_tokens, cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
-         estimated_cost_micros, audio_input_tokens, audio_output_tokens, web_search_calls,
+  SELECT day AS t, key_id, requests, errors, streams, prompt_tokens, completion_tokens,
+         cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, unpriced,
+         duration_ms_sum, estimated, estimated_tokens, estimated_cost_micros,
+         audio_input_tokens, audio_output_tokens, web_search_calls,
          lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350, lat_le_500, lat_le_750,
          lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000,
          lat_le_20000, lat_le_60000, lat_gt_60000
   FROM key_daily
   WHERE day >= :day_from AND day < :day_to AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
   UNION ALL
-  SELECT hour, key_id, NULL, NULL, requests, errors, streams, prompt_tokens,
+  SELECT hour, key_id, requests, errors, streams, prompt_tokens,
          completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,
          cost_micros, unpriced, duration_ms_sum, estimated, estimated_tokens,
          estimated_cost_micros, audio_input_tokens, audio_output_tokens, web_search_calls,
@@ -45,6 +49,17 @@ FROM (
          lat_le_20000, lat_le_60000, lat_gt_60000
   FROM key_hourly
   WHERE ((hour >= :from AND hour < :day_from) OR (hour >= :day_to AND hour < :to))
+    AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
+  UNION ALL
+  SELECT hour, key_id, -requests, -errors, -streams, -prompt_tokens,
+         -completion_tokens, -cached_tokens, -cache_creation_tokens, -reasoning_tokens,
+         -cost_micros, -unpriced, -duration_ms_sum, -estimated, -estimated_tokens,
+         -estimated_cost_micros, -audio_input_tokens, -audio_output_tokens,
+         -web_search_calls, -lat_le_25, -lat_le_50, -lat_le_100, -lat_le_200, -lat_le_350,
+         -lat_le_500, -lat_le_750, -lat_le_1000, -lat_le_1500, -lat_le_2500, -lat_le_4000,
+         -lat_le_6000, -lat_le_10000, -lat_le_20000, -lat_le_60000, -lat_gt_60000
+  FROM key_hourly
+  WHERE ((hour >= :day_from AND hour < :from) OR (hour >= :to AND hour < :day_to))
     AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
 ) r
 GROUP BY 1, key_id;
