@@ -3,6 +3,7 @@ spoken to over real sockets. Each server is started and stopped by PID (SIGTERM)
 fixture finalizer, which also checks the exit status; under TALLY_VALGRIND=1 the binary
 runs under valgrind memcheck and a leak or error fails that check."""
 
+import contextlib
 import hashlib
 import http.client
 import io
@@ -125,6 +126,31 @@ def read_all(s):
         if not b:
             return b"".join(chunks)
         chunks.append(b)
+
+
+def read_response(s):
+    """One chunked stream response off a keep-alive connection, left open."""
+    data = b""
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        b = s.recv(65536)
+        assert b, "closed mid-response"
+        data += b
+    return data
+
+
+@contextlib.contextmanager
+def held_streams(port, count, req):
+    """count connections, each sent req; all closed on leaving."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = connect(port)
+            s.sendall(req)
+            socks.append(s)
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
 
 
 def exchange(port, data):
@@ -961,17 +987,39 @@ def test_many_concurrent_held_streams(mock):
     base = stats(mock.port)["streams"]
     req = request_bytes("POST", CHAT, {"model": "m", "stream": True},
                         {"x-mock-frames": "3", "x-mock-frame-delay-ms": "300"})
-    socks = []
-    try:
-        for _ in range(count):
-            s = connect(mock.port)
-            s.sendall(req)
-            socks.append(s)
+    with held_streams(mock.port, count, req) as socks:
         wait_for(lambda: stats(mock.port)["connections_open"] >= count + 1, "all streams held")
         bodies = [read_all(s) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
     assert all(b.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n") for b in bodies)
     assert len(set(bodies)) == 1
     assert stats(mock.port)["streams"] == base + count
+
+
+def test_answering_counts_requests_in_flight(mock):
+    """answering is the API requests read and not yet answered, answering_max its
+    peak: N held streams at once make both N; an answer that completes on a kept-open
+    connection, or a client that leaves mid-stream, takes its request out again."""
+    count = 6
+    assert (stats(mock.port)["answering"], stats(mock.port)["answering_max"]) == (0, 0)
+    req = request_bytes("POST", CHAT, {"model": "m", "stream": True},
+                        {"x-mock-frames": "8", "x-mock-frame-delay-ms": "250"}, close=False)
+    with held_streams(mock.port, count, req) as socks:
+        wait_for(lambda: stats(mock.port)["answering"] == count, "all streams answering")
+        assert stats(mock.port)["answering_max"] == count   # /_mock/stats is not counted
+        bodies = [read_response(s) for s in socks]
+        assert all(b.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n") for b in bodies)
+        # answered, the connections still open and idle
+        now = stats(mock.port)
+        assert (now["answering"], now["answering_max"]) == (0, count), now
+        assert now["connections_open"] == count + 1
+    aborts = stats(mock.port)["client_aborts"]
+    s = connect(mock.port)
+    s.sendall(request_bytes("POST", CHAT, {"model": "m", "stream": True},
+                            {"x-mock-frames": "100000", "x-mock-frame-delay-ms": "5"},
+                            close=False))
+    assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
+    assert stats(mock.port)["answering"] == 1
+    s.close()
+    wait_for(lambda: stats(mock.port)["client_aborts"] == aborts + 1, "the abort")
+    now = stats(mock.port)
+    assert (now["answering"], now["answering_max"]) == (0, count), now

@@ -1,10 +1,15 @@
 """tally-stress against the real gateway: every response is compared byte for byte
 with the mock's own answer, and every successful request has exactly one accounting
 row. Load is bounded: a few dozen requests per run. The cases marked BOTH_STORES run with
-the agent on SQLite and on PostgreSQL, tally-stress reading the same store."""
+the agent on SQLite and on PostgreSQL, tally-stress reading the same store; two run
+against two nodes on one PostgreSQL store, one --url per node."""
 import json
 import subprocess
+import time
 
+import pytest
+
+from cluster import Cluster
 from conftest import binary, free_port
 from stack import BOTH_STORES, MOCK_CREDENTIAL, Proc, store, wait_port  # noqa: F401 (store)
 from test_accounting import stack  # noqa: F401  (the fixture)
@@ -151,3 +156,79 @@ def test_extra_headers_reach_the_gateway_only(stack):
     for bad in ("no-colon", ": empty-name"):
         r, _ = stress(stack, "--header", bad, levels="1", requests=1)
         assert r.returncode == 2 and "--header" in r.stderr
+
+
+@pytest.fixture
+def two_nodes(tmp_path, pg_server, pg_url):
+    with Cluster(tmp_path, pg_server, pg_url, 2) as cluster:
+        yield cluster.nodes
+
+
+def test_two_urls_spread_the_clients_and_each_node_balances(two_nodes):
+    """--url given once per node: a level's clients alternate between the two gateways,
+    each node writes the rows of the requests it served, and every node's counters
+    balance (received = written + dropped, nothing dropped)."""
+    n1, n2 = two_nodes
+    r, levels = stress(n1, "--url", f"http://127.0.0.1:{n2.gw_port}", levels="2,4")
+    assert r.returncode == 0, r.stderr + r.stdout + n1.logs() + n2.logs()
+    for lv in levels:
+        assert lv["errors"]["total"] == 0 and lv["refused"] == 0, lv
+        assert lv["ok"] == 40 and sum(lv["ok_by_url"]) == 40
+        assert all(n > 0 for n in lv["ok_by_url"]), lv["ok_by_url"]
+        acct = lv["accounting"]
+        assert acct["exact"] and acct["nodes_balanced"] and acct["rows"] == 40, acct
+        assert [x["node"] for x in acct["nodes"]] == ["n1", "n2"]
+        # n1's gateway is the first --url: each node wrote exactly what its gateway served
+        assert [x["written_level"] for x in acct["nodes"]] == lv["ok_by_url"], acct
+        for x in acct["nodes"]:
+            assert x["received"] == x["written"] and x["dropped"] == 0, x
+    written = [n.counters()["written"] for n in (n1, n2)]
+    assert written == [sum(lv["ok_by_url"][i] for lv in levels) for i in (0, 1)]
+
+
+def test_an_unbalanced_node_fails_the_run(two_nodes, pg_server, pg_url):
+    """Two accounting rows that balance only when summed (one node received two rows it
+    never wrote, another wrote two it never received): the store as a whole balances,
+    the nodes do not, and the run fails."""
+    n1, n2 = two_nodes
+    pg_server.query(pg_url, "INSERT INTO accounting (node, received, written, dropped,"
+                    " duplicates, timed_out, unpriced, updated_at) VALUES"
+                    " ('n8', 5, 3, 0, 0, 0, 0, 0), ('n9', 0, 2, 0, 0, 0, 0, 0)")
+    r, levels = stress(n1, "--url", f"http://127.0.0.1:{n2.gw_port}", levels="2",
+                       requests=10)
+    assert r.returncode == 1, r.stderr + r.stdout
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0 and lv["ok"] == 10
+    acct = lv["accounting"]
+    assert acct["rows"] == 10 and acct["balanced"] is True, acct
+    assert acct["nodes_balanced"] is False and acct["exact"] is False, acct
+    assert [x["node"] for x in acct["nodes"]] == ["n1", "n2", "n8", "n9"]
+    r, _ = stress(n1, "--url", f"http://127.0.0.1:{n2.gw_port}", levels="2", requests=4,
+                  as_json=False)
+    assert r.returncode == 1 and "node n8: wrote 0; received 5 = written 3 + dropped 0" \
+        " UNBALANCED" in r.stdout, r.stdout
+
+
+def test_refusals_are_counted_apart_from_errors(stack):
+    """A key allowed one request a minute: the rest are refused (429), which with
+    --refused-status 429 is no error; each refused client backs off for the pause."""
+    key = stack.create_key("rpm1", "--default-model", "mock-gpt", "--rpm", "1")
+    time.sleep(0.6)   # the agent reloads keys within its reload interval (250 ms)
+    pause_ms = 200
+    r, levels = stress(stack, "--key", key, "--refused-status", "429",
+                       "--refused-pause-ms", str(pause_ms), levels="2", requests=10)
+    assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0 and lv["errors"]["by_status"] == {}, lv
+    assert (lv["ok"], lv["refused"], lv["requests"]) == (1, 9, 10), lv
+    assert lv["ok_by_url"] == [1]
+    acct = lv["accounting"]
+    assert acct["exact"] and acct["rows"] == 1, acct
+    # Nine refusals over two clients: one had five, four of whose pauses came before
+    # its last answer.
+    assert lv["elapsed_s"] >= 4 * pause_ms / 1000 * 0.95, lv
+    # Without --refused-status the same refusals are errors, and the run fails.
+    r, levels = stress(stack, "--key", key, levels="1", requests=3)
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["refused"] == 0 and lv["errors"]["by_status"] == {"429": 3}, lv
