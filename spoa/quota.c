@@ -41,26 +41,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease.h"
 #include "period.h"
 
 #define QUOTA_SHARDS        64
 #define QUOTA_SLOTS_INIT    8
-#define QUOTA_WINDOW_MS     60000
-#define QUOTA_AMOUNT_MAX    1000000000000000LL          /* 1e15: limits, estimates, usage */
 #define QUOTA_SPENT_MAX     1000000000000000000LL       /* 1e18: spent saturates here */
-#define QUOTA_WAIT_MAX_MS   (INT64_MAX / 4)
-
-struct quota_bucket {
-	int64_t cap;                  /* the limit it is kept under; 0: not in use */
-	int64_t room;                 /* whole units, <= cap; negative: debt */
-	int64_t frac;                 /* 1/QUOTA_WINDOW_MS units, [0, QUOTA_WINDOW_MS) */
-	int64_t last_ms;              /* refilled up to here */
-};
 
 struct quota_key {
 	struct quota_key *next;
 	int64_t key_id;
-	struct quota_bucket req, tok;
+	struct lease_bucket req, tok;
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
@@ -83,7 +74,7 @@ struct quota {
  * are capped so that every sum stays in range. */
 static int64_t quota_clamp_amount(int64_t v)
 {
-	return v < 0 ? 0 : v > QUOTA_AMOUNT_MAX ? QUOTA_AMOUNT_MAX : v;
+	return lease_clamp(v);
 }
 
 static int64_t quota_clamp_spent(int64_t v)
@@ -212,111 +203,8 @@ static struct quota_key *quota_shard_find(struct quota_shard *s, uint64_t h, int
 	return k;
 }
 
-/* A full bucket holds no fraction: the refill stops at cap. */
-static void quota_bucket_clamp(struct quota_bucket *b)
-{
-	if (b->room >= b->cap) {
-		b->room = b->cap;
-		b->frac = 0;
-	}
-}
-
-/* Adds the refill since last_ms and clamps room to cap (which may have been lowered). */
-static void quota_bucket_refill(struct quota_bucket *b, int64_t now_ms)
-{
-	int64_t el = now_ms - b->last_ms, deficit = b->cap - b->room;
-
-	/* A clock read earlier by another thread may arrive late: time never runs back. */
-	if (el > 0) {
-		b->last_ms = now_ms;
-		if (deficit > 0 && el / QUOTA_WINDOW_MS > deficit / b->cap) {
-			b->room = b->cap;
-		} else if (deficit > 0) {
-			/* Whole minutes refill cap exactly; the rest splits cap into a whole part
-			 * per ms and a remainder counted in 1/QUOTA_WINDOW_MS units. */
-			b->room += el / QUOTA_WINDOW_MS * b->cap;
-			el %= QUOTA_WINDOW_MS;
-			b->frac += el * (b->cap % QUOTA_WINDOW_MS);
-			b->room += el * (b->cap / QUOTA_WINDOW_MS) + b->frac / QUOTA_WINDOW_MS;
-			b->frac %= QUOTA_WINDOW_MS;
-		}
-	}
-	quota_bucket_clamp(b);
-}
-
-/* Brings b up to now_ms under the configured limit (0: none). */
-static void quota_bucket_sync(struct quota_bucket *b, int64_t limit, int64_t now_ms)
-{
-	if (limit == 0) {
-		b->cap = 0;
-	} else if (b->cap == 0) {
-		b->cap = b->room = limit;
-		b->frac = 0;
-		b->last_ms = now_ms;
-	} else {
-		quota_bucket_refill(b, now_ms);
-		/* What was used stays used: a raised limit grants its extra room at once, a
-		 * lowered one may leave the key in debt. */
-		if (limit != b->cap) {
-			b->room += limit - b->cap;
-			b->cap = limit;
-			quota_bucket_clamp(b);
-		}
-	}
-}
-
-/* need: how much room a request must find; a request larger than the bucket needs it
- * full, or it could never pass. */
-static int64_t quota_bucket_need(const struct quota_bucket *b, int64_t amount)
-{
-	int64_t need = quota_max64(amount, 1);
-
-	return need > b->cap ? b->cap : need;
-}
-
-/* Removes amount from the room (a negative amount refunds), between a debt floor that
- * keeps later arithmetic in range and a full bucket. */
-static void quota_bucket_take(struct quota_bucket *b, int64_t amount)
-{
-	b->room -= amount;
-	if (b->room < -QUOTA_AMOUNT_MAX)
-		b->room = -QUOTA_AMOUNT_MAX;
-	quota_bucket_clamp(b);
-}
-
-/* ms until the room of b reaches target (<= cap) at the refill rate. The refill over
- * t ms is floor((frac + t * cap) / QUOTA_WINDOW_MS) units, so the wait is the smallest t with
- * t * cap >= (target - room) * QUOTA_WINDOW_MS - frac: whole minutes for all but the last
- * unit's share, then a search over one minute, which avoids the overflowing product. */
-static int64_t quota_bucket_wait_ms(const struct quota_bucket *b, int64_t target)
-{
-	int64_t d = target - b->room, q = b->cap / QUOTA_WINDOW_MS, r = b->cap % QUOTA_WINDOW_MS;
-	int64_t mins, rest, lo = 1, hi = QUOTA_WINDOW_MS;
-
-	if (d <= 0)
-		return 0;
-	mins = (d - 1) / b->cap;
-	rest = (d - 1) % b->cap + 1;
-	if (mins > QUOTA_WAIT_MAX_MS / QUOTA_WINDOW_MS - 1)
-		return QUOTA_WAIT_MAX_MS;
-	while (lo < hi) {
-		int64_t t = lo + (hi - lo) / 2;
-
-		if (t * q + (b->frac + t * r) / QUOTA_WINDOW_MS >= rest)
-			hi = t;
-		else
-			lo = t + 1;
-	}
-	return mins * QUOTA_WINDOW_MS + lo;
-}
-
-static int64_t quota_retry_s(int64_t ms)
-{
-	return ms < 1000 ? 1 : ms / 1000 + (ms % 1000 != 0);
-}
-
 /* The x-ratelimit figures of one bucket: limit, whole units left, ms until full. */
-static void quota_bucket_status(const struct quota_bucket *b, int64_t *limit, int64_t *remaining,
+static void quota_bucket_status(const struct lease_bucket *b, int64_t *limit, int64_t *remaining,
                                 int64_t *reset_ms)
 {
 	if (b->cap == 0) {
@@ -325,7 +213,7 @@ static void quota_bucket_status(const struct quota_bucket *b, int64_t *limit, in
 	}
 	*limit = b->cap;
 	*remaining = quota_max64(b->room, 0);
-	*reset_ms = quota_bucket_wait_ms(b, b->cap);
+	*reset_ms = lease_bucket_wait_ms(b, b->cap);
 }
 
 static void quota_status_none(struct quota_status *st)
@@ -345,7 +233,7 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	int64_t tokens = quota_clamp_amount(est_tokens), cost = quota_clamp_amount(est_cost_micros);
 	int64_t period_start = quota_period_start(cfg->period, now_ms);
 	enum quota_verdict v = QUOTA_OK;
-	struct quota_bucket req, tok;
+	struct lease_bucket req, tok;
 	struct quota_key *k;
 	struct quota_shard *s;
 	uint64_t h;
@@ -362,8 +250,8 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 		pthread_mutex_unlock(&s->lock);
 		return QUOTA_OK;
 	}
-	quota_bucket_sync(&k->req, rpm, now_ms);
-	quota_bucket_sync(&k->tok, tpm, now_ms);
+	lease_bucket_sync(&k->req, rpm, now_ms);
+	lease_bucket_sync(&k->tok, tpm, now_ms);
 	/* A new period of the same kind starts from nothing; a changed kind was reseeded
 	 * by the main thread before the new limits reached any I/O thread. */
 	if (budget && (period_start > k->period_start_ms || cfg->period != k->period)) {
@@ -375,9 +263,9 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	}
 	if (conc && k->in_flight >= conc)
 		v = QUOTA_CONCURRENCY;
-	else if (rpm && k->req.room < quota_bucket_need(&k->req, 1))
+	else if (rpm && k->req.room < lease_bucket_need(&k->req, 1))
 		v = QUOTA_RPM;
-	else if (tpm && k->tok.room < quota_bucket_need(&k->tok, tokens))
+	else if (tpm && k->tok.room < lease_bucket_need(&k->tok, tokens))
 		v = QUOTA_TPM;
 	else if (budget && k->spent + k->reserved + quota_max64(cost, 1) > budget)
 		v = QUOTA_BUDGET;
@@ -388,9 +276,9 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 		hold->period_start_ms = k->period_start_ms;
 		hold->concurrent = 1;
 		if (rpm)
-			quota_bucket_take(&k->req, 1);
+			lease_bucket_take(&k->req, 1);
 		if (tpm)
-			quota_bucket_take(&k->tok, tokens);
+			lease_bucket_take(&k->tok, tokens);
 		k->reserved += hold->cost_micros;
 		k->in_flight++;
 	}
@@ -409,14 +297,14 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 		st->retry_after_s = 1;
 		break;
 	case QUOTA_RPM:
-		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&req, quota_bucket_need(&req, 1)));
+		st->retry_after_s = lease_retry_s(lease_bucket_wait_ms(&req, lease_bucket_need(&req, 1)));
 		break;
 	case QUOTA_TPM:
-		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&tok, quota_bucket_need(&tok, tokens)));
+		st->retry_after_s = lease_retry_s(lease_bucket_wait_ms(&tok, lease_bucket_need(&tok, tokens)));
 		break;
 	case QUOTA_BUDGET:
 		st->retry_after_s = cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
-		        quota_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
+		        lease_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
 		break;
 	}
 	return v;
@@ -439,8 +327,8 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 		/* Only a bucket still in use is adjusted; an unknown count keeps the
 		 * reservation. Debt is taken after the refill up to now, as it is spent now. */
 		if (k->tok.cap && tokens >= 0) {
-			quota_bucket_refill(&k->tok, now_ms);
-			quota_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
+			lease_bucket_refill(&k->tok, now_ms);
+			lease_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
 		}
 		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
 		/* A hold from an earlier period must not charge the current one. */
