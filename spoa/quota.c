@@ -307,6 +307,17 @@ static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, 
 	}
 }
 
+/* What an admitted request holds: tokens and cost only while their limit is set. */
+static void quota_hold_fill(struct quota_hold *hold, int64_t key_id, const struct quota_cfg *cfg,
+                            int64_t tokens, int64_t cost, int64_t period_start_ms)
+{
+	hold->key_id = key_id;
+	hold->tokens = cfg->tpm ? tokens : 0;
+	hold->cost_micros = cfg->budget_micros ? cost : 0;
+	hold->period_start_ms = period_start_ms;
+	hold->concurrent = 1;
+}
+
 /* One node's own count (local mode, or a fallback share). Under the key's lock. */
 static enum quota_verdict quota_admit_local(struct quota_key *k, const struct quota_cfg *cfg,
                                             int64_t tokens, int64_t cost, int64_t now_ms,
@@ -327,11 +338,7 @@ static enum quota_verdict quota_admit_local(struct quota_key *k, const struct qu
 	         k->spent + k->reserved + quota_max64(cost, 1) > cfg->budget_micros)
 		v = QUOTA_BUDGET;
 	if (v == QUOTA_OK) {
-		hold->key_id = k->key_id;
-		hold->tokens = cfg->tpm ? tokens : 0;
-		hold->cost_micros = cfg->budget_micros ? cost : 0;
-		hold->period_start_ms = k->period_start_ms;
-		hold->concurrent = 1;
+		quota_hold_fill(hold, k->key_id, cfg, tokens, cost, k->period_start_ms);
 		if (cfg->rpm)
 			lease_bucket_take(&k->req, 1);
 		if (cfg->tpm)
@@ -393,6 +400,18 @@ static void quota_grant_status(int64_t limit, int64_t held, int64_t dry_until, i
 	*reset_ms = quota_max64(dry_until - now_ms, 0);
 }
 
+/* at = CLOCK_MONOTONIC now + ms (the rounds' condition variables use that clock). */
+static void quota_deadline(struct timespec *at, int64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, at);
+	at->tv_sec += ms / 1000;
+	at->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (at->tv_nsec >= 1000000000L) {
+		at->tv_sec++;
+		at->tv_nsec -= 1000000000L;
+	}
+}
+
 /* Waits for a round that starts after now (quota_share_sleep), or wait_ms. */
 static void quota_wait_round(struct quota *q)
 {
@@ -400,13 +419,7 @@ static void quota_wait_round(struct quota *q)
 	uint64_t s0;
 	int rc = 0, timed_out;
 
-	clock_gettime(CLOCK_MONOTONIC, &at);
-	at.tv_sec += q->wait_ms / 1000;
-	at.tv_nsec += (long)(q->wait_ms % 1000) * 1000000L;
-	if (at.tv_nsec >= 1000000000L) {
-		at.tv_sec++;
-		at.tv_nsec -= 1000000000L;
-	}
+	quota_deadline(&at, q->wait_ms);
 	pthread_mutex_lock(&q->sync_lock);
 	s0 = q->started;
 	q->urgent = 1;
@@ -442,11 +455,7 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 		waited = 1;
 	}
 	if (v == QUOTA_OK) {
-		hold->key_id = k->key_id;
-		hold->tokens = cfg->tpm ? tokens : 0;
-		hold->cost_micros = cfg->budget_micros ? cost : 0;
-		hold->period_start_ms = g->budget_start_ms;
-		hold->concurrent = 1;
+		quota_hold_fill(hold, k->key_id, cfg, tokens, cost, g->budget_start_ms);
 		hold->shared = 1;
 		g->req -= cfg->rpm ? 1 : 0;
 		g->tok -= hold->tokens;
@@ -630,13 +639,7 @@ int quota_share_sleep(struct quota *q, int64_t ms)
 	struct timespec at;
 	int rc = 0, urgent;
 
-	clock_gettime(CLOCK_MONOTONIC, &at);
-	at.tv_sec += ms / 1000;
-	at.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (at.tv_nsec >= 1000000000L) {
-		at.tv_sec++;
-		at.tv_nsec -= 1000000000L;
-	}
+	quota_deadline(&at, ms);
 	pthread_mutex_lock(&q->sync_lock);
 	while (!q->urgent && !q->woken && rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&q->wake, &q->sync_lock, &at);

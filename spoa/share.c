@@ -23,44 +23,54 @@
 #include "quota.h"
 #include "thread.h"
 
-/* Leases expired this long ago are deleted. */
-#define SHARE_PURGE_MS 60000
+/* Leases expired this long ago are deleted, every SHARE_PURGE_EVERY rounds. */
+#define SHARE_PURGE_MS    60000
+#define SHARE_PURGE_EVERY 100
+#define SHARE_NOW_MS      "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)"
 
 enum share_stmt {
-	SHARE_INSERT_POOL,
 	SHARE_LOCK_POOL,
 	SHARE_OTHERS,
 	SHARE_SPENT,
-	SHARE_UPDATE_POOL,
-	SHARE_LEASE,
-	SHARE_NODES,
+	SHARE_WRITE,
+	SHARE_PRESENCE,
 	SHARE_PURGE,
 	SHARE_NSTMT
 };
 
+/* Few round trips: a round is 3 statements per key and 3 more. */
 static const char *const share_sql[SHARE_NSTMT] = {
-	[SHARE_INSERT_POOL] = "INSERT INTO limit_pool (key_id) VALUES (?1) ON CONFLICT DO NOTHING",
-	[SHARE_LOCK_POOL] = "SELECT rpm_cap, rpm_room, rpm_frac, rpm_at_ms, tpm_cap, tpm_room,"
-	                    " tpm_frac, tpm_at_ms, budget_cap, budget_period, budget_start_ms,"
-	                    " budget_room,"
-	                    " CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)"
-	                    " FROM limit_pool WHERE key_id = ?1 FOR UPDATE",
+	/* Creates the row if missing (full at its first refill) and locks it; an upsert
+	 * reads the newest committed row, and its now is read once the lock is held. */
+	[SHARE_LOCK_POOL] = "INSERT INTO limit_pool (key_id) VALUES (?1) ON CONFLICT (key_id)"
+	                    " DO UPDATE SET key_id = excluded.key_id RETURNING rpm_cap, rpm_room,"
+	                    " rpm_frac, rpm_at_ms, tpm_cap, tpm_room, tpm_frac, tpm_at_ms,"
+	                    " budget_cap, budget_period, budget_start_ms, budget_room, "
+	                    SHARE_NOW_MS,
+	/* After the lock: every other node's lease written under it is visible. */
 	[SHARE_OTHERS] = "SELECT coalesce(sum(slots), 0) FROM limit_lease"
 	                 " WHERE key_id = ?1 AND node <> ?2 AND expires_ms > ?3",
 	/* The seed spend.c gives one node: what the rollups hold for the period. */
 	[SHARE_SPENT] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
 	                " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2",
-	[SHARE_UPDATE_POOL] = "UPDATE limit_pool SET rpm_cap = ?2, rpm_room = ?3, rpm_frac = ?4,"
-	                      " rpm_at_ms = ?5, tpm_cap = ?6, tpm_room = ?7, tpm_frac = ?8,"
-	                      " tpm_at_ms = ?9, budget_cap = ?10, budget_period = ?11,"
-	                      " budget_start_ms = ?12, budget_room = ?13 WHERE key_id = ?1",
-	[SHARE_LEASE] = "INSERT INTO limit_lease (key_id, node, slots, budget_held, expires_ms)"
+	[SHARE_WRITE] = "WITH pool AS (UPDATE limit_pool SET rpm_cap = ?6, rpm_room = ?7,"
+	                " rpm_frac = ?8, rpm_at_ms = ?9, tpm_cap = ?10, tpm_room = ?11,"
+	                " tpm_frac = ?12, tpm_at_ms = ?13, budget_cap = ?14, budget_period = ?15,"
+	                " budget_start_ms = ?16, budget_room = ?17 WHERE key_id = ?1)"
+	                " INSERT INTO limit_lease (key_id, node, slots, budget_held, expires_ms)"
 	                " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (key_id, node) DO UPDATE SET"
 	                " slots = excluded.slots, budget_held = excluded.budget_held,"
 	                " expires_ms = excluded.expires_ms",
-	[SHARE_NODES] = "SELECT count(*), CAST(floor(extract(epoch FROM clock_timestamp()) * 1000)"
-	                " AS BIGINT) FROM limit_lease WHERE key_id = 0 AND expires_ms >"
-	                " floor(extract(epoch FROM clock_timestamp()) * 1000)",
+	/* The node's presence (key 0) renewed, the nodes present counted (this one
+	 * always), and the round's commit spared the WAL flush: a lost commit costs at
+	 * most one round's grants, which the pools refill. */
+	[SHARE_PRESENCE] = "WITH me AS (INSERT INTO limit_lease (key_id, node, expires_ms)"
+	                   " VALUES (0, ?1, " SHARE_NOW_MS " + ?2) ON CONFLICT (key_id, node)"
+	                   " DO UPDATE SET expires_ms = excluded.expires_ms)"
+	                   " SELECT count(*) + 1, " SHARE_NOW_MS ","
+	                   " set_config('synchronous_commit', 'off', true)"
+	                   " FROM limit_lease WHERE key_id = 0 AND node <> ?1 AND expires_ms > "
+	                   SHARE_NOW_MS,
 	[SHARE_PURGE] = "DELETE FROM limit_lease WHERE expires_ms < ?1",
 };
 
@@ -77,6 +87,7 @@ struct share {
 	int64_t nodes;                   /* at the last sync, >= 1 */
 	int64_t last_ok_ms;              /* monotonic ms a committed round began */
 	int failing;                     /* logged */
+	uint64_t rounds;
 	_Atomic uint64_t syncs, failures, sync_us_sum;
 	_Atomic int64_t last_sync_us, nodes_seen;
 };
@@ -98,20 +109,7 @@ static int share_exec(struct db_stmt *st)
 	return rc == DB_DONE || rc == DB_ROW ? 0 : -1;
 }
 
-static int share_lease(struct share *s, int64_t key_id, int64_t slots, int64_t budget,
-                       int64_t expires_ms)
-{
-	struct db_stmt *st = s->st[SHARE_LEASE];
-
-	db_bind_int(st, 1, key_id);
-	db_bind_text(st, 2, s->c.node, strlen(s->c.node));
-	db_bind_int(st, 3, slots);
-	db_bind_int(st, 4, budget);
-	db_bind_int(st, 5, expires_ms);
-	return share_exec(st);
-}
-
-/* One integer of a one-row query with key_id and maybe more parameters bound. */
+/* One integer of a one-row query with its parameters bound. */
 static int share_int(struct db_stmt *st, int64_t *out)
 {
 	int rc = db_step(st) == DB_ROW ? 0 : -1;
@@ -128,9 +126,6 @@ static int share_lock_pool(struct share *s, int64_t key_id, struct lease_pool *p
 	struct db_stmt *st = s->st[SHARE_LOCK_POOL];
 	int rc = -1;
 
-	db_bind_int(s->st[SHARE_INSERT_POOL], 1, key_id);
-	if (share_exec(s->st[SHARE_INSERT_POOL]) < 0)
-		return -1;
 	db_bind_int(st, 1, key_id);
 	if (db_step(st) == DB_ROW) {
 		*p = (struct lease_pool){
@@ -148,17 +143,24 @@ static int share_lock_pool(struct share *s, int64_t key_id, struct lease_pool *p
 	return rc;
 }
 
-static int share_update_pool(struct share *s, int64_t key_id, const struct lease_pool *p)
+/* The pool row and this node's lease of the key, in one statement. */
+static int share_write(struct share *s, int64_t key_id, const struct lease_pool *p,
+                       int64_t slots, int64_t budget, int64_t expires_ms)
 {
-	struct db_stmt *st = s->st[SHARE_UPDATE_POOL];
-	const int64_t v[] = { key_id, p->rpm.cap, p->rpm.room, p->rpm.frac, p->rpm.at_ms,
-	                      p->tpm.cap, p->tpm.room, p->tpm.frac, p->tpm.at_ms, p->budget_cap,
-	                      p->budget_period, p->budget_start_ms, p->budget_room };
+	struct db_stmt *st = s->st[SHARE_WRITE];
+	const int64_t v[] = { slots, budget, expires_ms, p->rpm.cap, p->rpm.room, p->rpm.frac,
+	                      p->rpm.at_ms, p->tpm.cap, p->tpm.room, p->tpm.frac, p->tpm.at_ms,
+	                      p->budget_cap, p->budget_period, p->budget_start_ms, p->budget_room };
+	enum db_status rc;
 	int i;
 
+	db_bind_int(st, 1, key_id);
+	db_bind_text(st, 2, s->c.node, strlen(s->c.node));
 	for (i = 0; i < (int)(sizeof(v) / sizeof(v[0])); i++)
-		db_bind_int(st, i + 1, v[i]);
-	return share_exec(st);
+		db_bind_int(st, i + 3, v[i]);
+	rc = db_step(st);
+	db_reset(st);
+	return rc == DB_DONE ? 0 : -1;
 }
 
 /* One key of the round, under its pool row's lock. */
@@ -188,17 +190,15 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 			return -1;
 	}
 	lease_round(&p, &lim, &k->held, &k->ask, others, spent, now_ms, g);
-	if (share_update_pool(s, k->key_id, &p) < 0)
-		return -1;
-	return share_lease(s, k->key_id, k->held.slots - k->ask.ret_slots + g->slots,
+	return share_write(s, k->key_id, &p, k->held.slots - k->ask.ret_slots + g->slots,
 	                   k->held.budget - k->ask.ret_budget + g->budget, now_ms + s->c.ttl_ms);
 }
 
 /* The transaction of a round over n keys: 0 committed, -1 rolled back. */
 static int share_transaction(struct share *s, long n)
 {
+	struct db_stmt *st = s->st[SHARE_PRESENCE];
 	int64_t nodes = 1, now_ms = 0;
-	struct db_stmt *st = s->st[SHARE_NODES];
 	long i;
 
 	if (db_begin(s->db) != DB_OK)
@@ -206,6 +206,8 @@ static int share_transaction(struct share *s, long n)
 	for (i = 0; i < n; i++)
 		if (share_key(s, &s->keys[i], &s->grants[i]) < 0)
 			goto fail;
+	db_bind_text(st, 1, s->c.node, strlen(s->c.node));
+	db_bind_int(st, 2, s->c.ttl_ms);
 	if (db_step(st) != DB_ROW) {
 		db_reset(st);
 		goto fail;
@@ -213,11 +215,12 @@ static int share_transaction(struct share *s, long n)
 	nodes = db_col_int(st, 0);
 	now_ms = db_col_int(st, 1);
 	db_reset(st);
-	/* This node counts itself even before its first presence row. */
-	if (share_lease(s, 0, 0, 0, now_ms + s->c.ttl_ms) < 0)
-		goto fail;
-	db_bind_int(s->st[SHARE_PURGE], 1, now_ms - SHARE_PURGE_MS);
-	if (share_exec(s->st[SHARE_PURGE]) < 0 || db_commit(s->db) != DB_OK)
+	if (++s->rounds % SHARE_PURGE_EVERY == 0) {
+		db_bind_int(s->st[SHARE_PURGE], 1, now_ms - SHARE_PURGE_MS);
+		if (share_exec(s->st[SHARE_PURGE]) < 0)
+			goto fail;
+	}
+	if (db_commit(s->db) != DB_OK)
 		goto fail;
 	s->nodes = nodes > 0 ? nodes : 1;
 	return 0;

@@ -15,22 +15,12 @@ import time
 import pytest
 
 from cluster import Cluster
+from test_limits import chat, error_code
 
 CHAT = "/v1/chat/completions"
 INTERVAL_MS = 100      # --lease-interval-ms, the default
 TTL_MS = 1000          # --lease-ttl-ms in these tests (default 3000)
 RELOAD_S = 0.6         # the agents load a new key within their reload interval (250 ms)
-
-
-def chat(stack, key, max_tokens=16, headers=None, stream=False):
-    body = {"model": "mock-gpt", "messages": [], "max_tokens": max_tokens}
-    if stream:
-        body["stream"] = True
-    return stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
-
-
-def error_code(body):
-    return json.loads(body)["error"]["code"]
 
 
 def metric(stack, name):
@@ -93,6 +83,7 @@ def test_rpm_holds_across_three_nodes_and_keys_without_limits_never_wait(cluster
             assert chat(stack, stack.key)[0] == 200
     assert all(metric(s, "tally_limit_waits_total") == 0 for s in cluster)
     assert cluster[0].pg_rows("SELECT key_id FROM limit_pool") == []
+    assert cluster[0].pg_rows("SELECT DISTINCT key_id FROM limit_lease") == [{"key_id": 0}]
 
     limit = 60
     key = cluster[0].create_key("rpm", "--default-model", "mock-gpt", "--rpm", str(limit))
@@ -166,16 +157,17 @@ def test_a_killed_node_gives_its_slots_back_within_the_ttl(short_ttl):
     key = n1.create_key("conc", "--default-model", "mock-gpt", "--max-concurrent", "4")
     time.sleep(RELOAD_S)
     long_stream = {"x-mock-frames": "40", "x-mock-frame-delay-ms": "100"}
+    key_id = n1.pg_rows("SELECT id FROM keys WHERE name = 'conc'")[0]["id"]
+    held = "SELECT slots FROM limit_lease WHERE key_id = ? AND node = 'n3'"
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         holders = [ex.submit(chat, n3, key, 16, long_stream, True) for _ in range(4)]
-        # n3 holds the four slots: the others are refused.
+        # n3 holds the four slots (its lease says so): the others are refused.
         deadline = time.time() + 5
-        while True:
-            status, _, body = chat(n1, key)
-            if status == 429 and error_code(body) == "concurrency_limit":
-                break
-            assert time.time() < deadline, status
+        while n1.pg_rows(held, (key_id,)) != [{"slots": 4}]:
+            assert time.time() < deadline, n1.pg_rows(held, (key_id,))
             time.sleep(0.05)
+        status, _, body = chat(n2, key)
+        assert status == 429 and error_code(body) == "concurrency_limit"
         n3.kill_agent(signal.SIGKILL)
         killed = time.time()
         while chat(n2, key)[0] != 200:
