@@ -1,5 +1,7 @@
--- Version 10: the tables of limits shared across nodes (see sql/pg/schema.sql).
-CREATE TABLE limit_pool (
+-- Version 10: the tables of limits shared across nodes (see sql/pg/schema.sql). IF NOT
+-- EXISTS: tests bring a new database down to an older version by hand and leave these
+-- tables in place.
+CREATE TABLE IF NOT EXISTS limit_pool (
 	key_id          BIGINT NOT NULL PRIMARY KEY,
 	rpm_cap         BIGINT NOT NULL DEFAULT 0,
 	rpm_room        BIGINT NOT NULL DEFAULT 0,
@@ -19,7 +21,7 @@ CREATE TABLE limit_pool (
 -- concurrency slots and budget granted and not yet returned. A lease past its expiry
 -- holds nothing (its slots count for no one). key_id 0: the node's presence (how many
 -- nodes share a limit when the store is lost).
-CREATE TABLE limit_lease (
+CREATE TABLE IF NOT EXISTS limit_lease (
 	key_id      BIGINT NOT NULL,
 	node        TEXT NOT NULL CHECK (node <> ''),
 	slots       BIGINT NOT NULL DEFAULT 0,
