@@ -561,5 +561,11 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv,
 		snprintf(cfg->listen[cfg->nlisten++], CONFIG_PATH_MAX, "127.0.0.1:12345");
 	if (config_store_defaults(cfg, err, errlen) < 0)
 		return CONFIG_ERROR;
+	/* A lease renewed less often than it expires would let its slots go while held. */
+	if (cfg->lease_ttl_ms < 2 * cfg->lease_interval_ms) {
+		config_error(err, errlen, "--lease-ttl-ms (%d) must be at least twice "
+		             "--lease-interval-ms (%d)", cfg->lease_ttl_ms, cfg->lease_interval_ms);
+		return CONFIG_ERROR;
+	}
 	return CONFIG_OK;
 }

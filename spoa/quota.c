@@ -9,7 +9,7 @@
  * cfg takes no lock and holds nothing. If a state cannot be allocated the request is
  * admitted without a hold: a full heap must not turn into refused traffic.
  *
- * Windows. rpm and tpm are token buckets of capacity = limit that refill limit per
+ * Windows. rpm and tpm are token buckets (lease.c) of capacity = limit that refill limit per
  * 60000 ms, kept in integers (whole units plus a remainder in 1/60000 units) so there
  * is no float drift and no overflow up to limits of 1e15. A bucket starts full. Bound:
  * over any T ms a bucket admits at most limit + ceil(limit * T / 60000) units, i.e. at
@@ -33,7 +33,17 @@
  * refuses even requests of unknown cost. Spend resets when now enters a later period
  * than the one counted; a hold from an earlier period releases its reservation without
  * charging the new one. A changed period kind only resets once its start is later than
- * the counted one (the main thread may reseed with quota_set_spent). */
+ * the counted one (the main thread may reseed with quota_set_spent).
+ *
+ * Shared mode (quota_share_enable, several nodes on PostgreSQL). A key admits against
+ * its grants (struct quota_grant) under the same shard lock: one unit, its tokens, its
+ * cost, a slot while in flight; it settles into them as above (a grant may go into
+ * debt). What the grants miss is recorded for the share thread, which collects it with
+ * the returns (quota_share_collect), asks the pools and hands the grants back
+ * (quota_share_apply). A request the grants do not cover waits once, up to wait_ms,
+ * for a round that started after it asked, unless its key is dry. While the store is
+ * lost (quota_share_fallback) the local buckets count each limit at its share. The
+ * policy and the bound: lease.c and docs/limits.md. */
 #include "quota.h"
 
 #include <errno.h>
