@@ -9,7 +9,7 @@
  * cfg takes no lock and holds nothing. If a state cannot be allocated the request is
  * admitted without a hold: a full heap must not turn into refused traffic.
  *
- * Windows. rpm and tpm are token buckets (lease.c) of capacity = limit that refill limit per
+ * Windows. rpm and tpm are token buckets of capacity = limit that refill limit per
  * 60000 ms, kept in integers (whole units plus a remainder in 1/60000 units) so there
  * is no float drift and no overflow up to limits of 1e15. A bucket starts full. Bound:
  * over any T ms a bucket admits at most limit + ceil(limit * T / 60000) units, i.e. at
