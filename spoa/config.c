@@ -120,6 +120,21 @@ static int config_set_reload_interval(struct agent_config *cfg, const char *valu
 	return config_ms(value, 10, 60000, &cfg->reload_interval_ms);
 }
 
+static int config_set_lease_interval(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 10, 10000, &cfg->lease_interval_ms);
+}
+
+static int config_set_lease_ttl(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 100, 600000, &cfg->lease_ttl_ms);
+}
+
+static int config_set_lease_wait(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 1000, &cfg->lease_wait_ms);
+}
+
 static int config_set_max_connections(struct agent_config *cfg, const char *value)
 {
 	return config_ms(value, 1, 1000000, &cfg->max_connections);
@@ -268,6 +283,9 @@ static const struct config_setting settings[] = {
 	{ "log-level", "LEVEL", "error, warn, info or debug (default info)", config_set_log_level },
 	{ "max-frame-size", "BYTES", "largest SPOP frame accepted (default 16380, HAProxy's tune.bufsize - 4)", config_set_max_frame_size },
 	{ "reload-interval-ms", "MS", "how often key and model changes are looked for (default 250)", config_set_reload_interval },
+	{ "lease-interval-ms", "MS", "PostgreSQL: how often this node syncs its share of the keys' limits with the store (default 100)", config_set_lease_interval },
+	{ "lease-ttl-ms", "MS", "PostgreSQL: a node's concurrency slots return to the others this long after its last sync; a node without a sync this long counts its limits locally, at its share (default 3000)", config_set_lease_ttl },
+	{ "lease-wait-ms", "MS", "PostgreSQL: how long a decision may wait for its key's share when this node's ran out and the cluster's has room; 0: never (default 20)", config_set_lease_wait },
 	{ "max-connections", "N", "SPOP connections accepted at once, over all threads (default 4096)", config_set_max_connections },
 	{ "hello-timeout-ms", "MS", "time a new connection has to send its HELLO (default 5000)", config_set_hello_timeout },
 	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
@@ -413,6 +431,9 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->max_frame_size = 16380;
 	cfg->reload_interval_ms = 250;
+	cfg->lease_interval_ms = 100;
+	cfg->lease_ttl_ms = 3000;
+	cfg->lease_wait_ms = 20;
 	cfg->max_connections = 4096;
 	cfg->hello_timeout_ms = 5000;
 	cfg->idle_timeout_ms = 300000;
@@ -540,5 +561,11 @@ enum config_result config_parse(struct agent_config *cfg, int argc, char **argv,
 		snprintf(cfg->listen[cfg->nlisten++], CONFIG_PATH_MAX, "127.0.0.1:12345");
 	if (config_store_defaults(cfg, err, errlen) < 0)
 		return CONFIG_ERROR;
+	/* A lease renewed less often than it expires would let its slots go while held. */
+	if (cfg->lease_ttl_ms < 2 * cfg->lease_interval_ms) {
+		config_error(err, errlen, "--lease-ttl-ms (%d) must be at least twice "
+		             "--lease-interval-ms (%d)", cfg->lease_ttl_ms, cfg->lease_interval_ms);
+		return CONFIG_ERROR;
+	}
 	return CONFIG_OK;
 }

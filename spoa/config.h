@@ -25,6 +25,9 @@ struct agent_config {
 	enum log_level log_level;
 	uint32_t max_frame_size;
 	int reload_interval_ms;
+	int lease_interval_ms;                 /* shared limits (PostgreSQL): share.h */
+	int lease_ttl_ms;
+	int lease_wait_ms;
 	int max_connections;
 	int hello_timeout_ms;
 	int idle_timeout_ms;

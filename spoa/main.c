@@ -6,8 +6,9 @@
  * Threads: the I/O threads decide (worker.c); the intake thread turns HAProxy's records
  * into rows (intake.c); the writer thread stores them (writer.c); the reload thread
  * watches for key and model changes (reload.c), on the main connection, which the main
- * thread leaves to it once started. Shutdown stops reload, then the others in that
- * order, so that every row built reaches the store before exit. */
+ * thread leaves to it once started; on PostgreSQL the share thread leases the keys'
+ * limits shared with the other nodes (share.c). Shutdown stops reload, then the others
+ * in that order, so that every row built reaches the store before exit. */
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
@@ -40,6 +41,7 @@
 #include "recovery.h"
 #include "reload.h"
 #include "selfcheck.h"
+#include "share.h"
 #include "spill.h"
 #include "spend.h"
 #include "stats.h"
@@ -74,6 +76,7 @@ struct agent {
 	struct writer *writer;
 	struct intake *intake;
 	struct reload *reload;
+	struct share *share;              /* limits shared across nodes (PostgreSQL) */
 	struct metrics *metrics;
 	struct control *control;
 	struct live_view live;
@@ -401,6 +404,25 @@ static int agent_start_reload(struct agent *a, char *err, size_t errlen)
 	return a->reload ? 0 : -1;
 }
 
+/* On PostgreSQL, limits hold across the nodes that share the store: before any
+ * decision, quota admits against grants the share thread leases. */
+static int agent_start_share(struct agent *a, char *err, size_t errlen)
+{
+	struct share_config c = {
+		.db_path = a->cfg.db_path,
+		.node = a->cfg.node,
+		.quota = a->quota,
+		.interval_ms = a->cfg.lease_interval_ms,
+		.ttl_ms = a->cfg.lease_ttl_ms,
+	};
+
+	if (!db_is_postgres(a->cfg.db_path))
+		return 0;
+	quota_share_enable(a->quota, a->cfg.lease_wait_ms);
+	a->share = share_start(&c, err, errlen);
+	return a->share ? 0 : -1;
+}
+
 static int agent_listen(struct agent *a, struct ev_loop *loop, char *err, size_t errlen)
 {
 	int i;
@@ -439,6 +461,8 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 		         (unsigned long long)t.verdicts[DECISION_ALLOW],
 		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);
 	}
+	/* After the I/O threads, which may wait for its rounds. */
+	share_stop(a->share);
 	/* Records stop before the writer drains: what was read is stored. */
 	if (a->intake)
 		intake_stop(a->intake);
@@ -499,6 +523,7 @@ int main(int argc, char **argv)
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
 	    agent_start_workers(&a, err, sizeof(err)) < 0 ||
 	    agent_start_reload(&a, err, sizeof(err)) < 0 ||
+	    agent_start_share(&a, err, sizeof(err)) < 0 ||
 	    agent_listen(&a, loop, err, sizeof(err)) < 0 ||
 	    !(a.control = control_start(loop, a.cfg.control_path, &a.live, err, sizeof(err))) ||
 	    (a.cfg.metrics_addr[0] &&
@@ -506,6 +531,8 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
+	if (a.metrics && a.share)
+		metrics_set_share(a.metrics, a.share);
 	ev_timer_init(&a.journal_tick, agent_on_journal_tick, 1.0, 1.0);
 	a.journal_tick.data = &a;
 	ev_timer_start(loop, &a.journal_tick);

@@ -19,6 +19,7 @@
 #include "adminsrv.h"
 #include "log.h"
 #include "net.h"
+#include "share.h"
 
 /* Longer targets are not ours (404) and are not kept. */
 #define METRICS_URL_MAX 1024
@@ -26,6 +27,7 @@
 struct metrics {
 	struct adminsrv *srv;
 	const struct live_view *live;
+	struct share *share;         /* NULL: limits are not shared */
 	char *page;                  /* the last rendering, reused */
 	size_t page_cap;
 };
@@ -222,6 +224,35 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	return o.len;
 }
 
+size_t metrics_render_share(const struct share_stats *s, char *buf, size_t cap)
+{
+	struct metrics_out o = { .buf = buf, .cap = cap };
+
+	if (cap)
+		buf[0] = '\0';
+	metrics_counter(&o, "tally_limit_syncs_total", "Shared limits: rounds with the store "
+	                "committed (grants leased and returned).", s->syncs);
+	metrics_counter(&o, "tally_limit_sync_failures_total", "Shared limits: rounds that "
+	                "failed (the store did not answer).", s->failures);
+	metrics_counter(&o, "tally_limit_sync_microseconds_total", "Shared limits: time spent "
+	                "in committed rounds.", s->sync_us_sum);
+	metrics_gauge(&o, "tally_limit_last_sync_microseconds", "Shared limits: the last "
+	              "committed round's duration.", s->last_sync_us);
+	metrics_counter(&o, "tally_limit_waits_total", "Decisions that waited for a round "
+	                "(their key's grant ran out while the cluster had room).", s->waits);
+	metrics_counter(&o, "tally_limit_wait_timeouts_total", "Decisions whose wait ended "
+	                "before the round did (--lease-wait-ms).", s->wait_timeouts);
+	metrics_gauge(&o, "tally_limit_fallback", "1: the store is lost, each limit is "
+	              "counted on this node at its share.", s->fallback_nodes > 0);
+	metrics_gauge(&o, "tally_limit_nodes", "Nodes holding leases at the last sync.", s->nodes);
+	return o.len;
+}
+
+void metrics_set_share(struct metrics *m, struct share *s)
+{
+	m->share = s;
+}
+
 /* ---- HTTP ---- */
 
 static int metrics_on_message_begin(http_parser *p)
@@ -336,13 +367,23 @@ static ssize_t metrics_text(struct adminsrv_conn *c, const struct metrics_conn *
 static int metrics_page(struct metrics *m, size_t *len)
 {
 	struct statsnap snap;
+	struct share_stats sh;
 	size_t n;
 
 	statsnap_take(&snap, &stats, m->live);
-	/* Twice at most: the same snapshot renders to the same length. */
-	while ((n = metrics_render(&snap, m->page, m->page_cap)) >= m->page_cap) {
-		char *p = realloc(m->page, n + 1);
+	if (m->share)
+		share_stats(m->share, &sh);
+	/* Twice at most: the same snapshots render to the same length. */
+	for (;;) {
+		char *p;
 
+		n = metrics_render(&snap, m->page, m->page_cap);
+		if (m->share)
+			n += metrics_render_share(&sh, n < m->page_cap ? m->page + n : NULL,
+			                          n < m->page_cap ? m->page_cap - n : 0);
+		if (n < m->page_cap)
+			break;
+		p = realloc(m->page, n + 1);
 		if (!p)
 			return -1;
 		m->page = p;

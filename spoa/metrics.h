@@ -30,4 +30,11 @@ void metrics_stop(struct metrics *m);
  * included, and returns the length of the whole page. Pure. */
 size_t metrics_render(const struct statsnap *s, char *buf, size_t cap);
 
+/* The same for the shared limits' figures (share.h), appended to the page once
+ * metrics_set_share gave it the share thread. */
+struct share;
+struct share_stats;
+size_t metrics_render_share(const struct share_stats *s, char *buf, size_t cap);
+void metrics_set_share(struct metrics *m, struct share *s);
+
 #endif

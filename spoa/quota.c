@@ -33,34 +33,51 @@
  * refuses even requests of unknown cost. Spend resets when now enters a later period
  * than the one counted; a hold from an earlier period releases its reservation without
  * charging the new one. A changed period kind only resets once its start is later than
- * the counted one (the main thread may reseed with quota_set_spent). */
+ * the counted one (the main thread may reseed with quota_set_spent).
+ *
+ * Shared mode (quota_share_enable, several nodes on PostgreSQL). A key admits against
+ * its grants (struct quota_grant) under the same shard lock: one unit, its tokens, its
+ * cost, a slot while in flight; it settles into them as above (a grant may go into
+ * debt). What the grants miss is recorded for the share thread, which collects it with
+ * the returns (quota_share_collect), asks the pools and hands the grants back
+ * (quota_share_apply). A request the grants do not cover waits once, up to wait_ms,
+ * for a round that started after it asked, unless its key is dry. While the store is
+ * lost (quota_share_fallback) the local buckets count each limit at its share. The
+ * policy and the bound: lease.c and docs/limits.md. */
 #include "quota.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "lease.h"
 #include "period.h"
 
 #define QUOTA_SHARDS        64
 #define QUOTA_SLOTS_INIT    8
-#define QUOTA_WINDOW_MS     60000
-#define QUOTA_AMOUNT_MAX    1000000000000000LL          /* 1e15: limits, estimates, usage */
 #define QUOTA_SPENT_MAX     1000000000000000000LL       /* 1e18: spent saturates here */
-#define QUOTA_WAIT_MAX_MS   (INT64_MAX / 4)
 
-struct quota_bucket {
-	int64_t cap;                  /* the limit it is kept under; 0: not in use */
-	int64_t room;                 /* whole units, <= cap; negative: debt */
-	int64_t frac;                 /* 1/QUOTA_WINDOW_MS units, [0, QUOTA_WINDOW_MS) */
-	int64_t last_ms;              /* refilled up to here */
+/* Shared mode: what this node holds of a key's pools and did since the last sync
+ * (lease.h's lease_held), and until when the pools are dry. */
+struct quota_grant {
+	int64_t req, tok, slots, budget;
+	int64_t budget_start_ms;      /* the period (store's clock) budget belongs to */
+	int64_t peak, admitted, spent, want_req, want_slots, need_tok, need_budget;
+	int64_t dry_req_until, dry_tok_until;   /* this node's unix ms */
+	int dry_slots, dry_budget;    /* until the next round */
 };
 
 struct quota_key {
 	struct quota_key *next;
 	int64_t key_id;
-	struct quota_bucket req, tok;
+	struct lease_bucket req, tok; /* local mode and fallback */
+	struct quota_grant g;         /* shared mode */
+	struct quota_cfg cfg;         /* the limits of its last shared admission */
+	int shared;                   /* admitted in shared mode: the share thread syncs it */
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
@@ -77,13 +94,22 @@ struct quota_shard {
 
 struct quota {
 	struct quota_shard shards[QUOTA_SHARDS];
+	int shared;                   /* set before any admission, then read only */
+	int64_t wait_ms;
+	_Atomic int64_t fallback_nodes;          /* > 0: the store is lost */
+	_Atomic uint64_t waits, wait_timeouts;
+	pthread_mutex_t sync_lock;    /* the rounds: guards what follows */
+	pthread_cond_t wake;          /* the share thread's */
+	pthread_cond_t done;          /* the waiting I/O threads' */
+	uint64_t started, finished;   /* rounds */
+	int urgent, woken;
 };
 
 /* Limits, estimates and usage: negative counts as 0 (for a limit: none), absurd values
  * are capped so that every sum stays in range. */
 static int64_t quota_clamp_amount(int64_t v)
 {
-	return v < 0 ? 0 : v > QUOTA_AMOUNT_MAX ? QUOTA_AMOUNT_MAX : v;
+	return lease_clamp(v);
 }
 
 static int64_t quota_clamp_spent(int64_t v)
@@ -94,6 +120,11 @@ static int64_t quota_clamp_spent(int64_t v)
 static int64_t quota_max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
+}
+
+static int64_t quota_min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
 }
 
 static uint64_t quota_hash_key(int64_t key_id)
@@ -116,14 +147,29 @@ static size_t quota_slot_of(const struct quota_shard *s, uint64_t h)
 	return (size_t)(h / QUOTA_SHARDS) & (s->nslots - 1);
 }
 
+static void quota_sync_destroy(struct quota *q)
+{
+	pthread_cond_destroy(&q->wake);
+	pthread_cond_destroy(&q->done);
+	pthread_mutex_destroy(&q->sync_lock);
+}
+
 struct quota *quota_new(void)
 {
 	struct quota *q = aligned_alloc(alignof(struct quota), sizeof(struct quota));
 	int i;
 
+	pthread_condattr_t ca;
+
 	if (!q)
 		return NULL;
 	memset(q, 0, sizeof(*q));
+	pthread_mutex_init(&q->sync_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->wake, &ca);
+	pthread_cond_init(&q->done, &ca);
+	pthread_condattr_destroy(&ca);
 	for (i = 0; i < QUOTA_SHARDS; i++) {
 		if (pthread_mutex_init(&q->shards[i].lock, NULL) != 0)
 			goto fail;
@@ -140,6 +186,7 @@ fail:
 		pthread_mutex_destroy(&q->shards[i].lock);
 		free(q->shards[i].slots);
 	}
+	quota_sync_destroy(q);
 	free(q);
 	return NULL;
 }
@@ -162,6 +209,7 @@ void quota_free(struct quota *q)
 		free(q->shards[i].slots);
 		pthread_mutex_destroy(&q->shards[i].lock);
 	}
+	quota_sync_destroy(q);
 	free(q);
 }
 
@@ -212,111 +260,8 @@ static struct quota_key *quota_shard_find(struct quota_shard *s, uint64_t h, int
 	return k;
 }
 
-/* A full bucket holds no fraction: the refill stops at cap. */
-static void quota_bucket_clamp(struct quota_bucket *b)
-{
-	if (b->room >= b->cap) {
-		b->room = b->cap;
-		b->frac = 0;
-	}
-}
-
-/* Adds the refill since last_ms and clamps room to cap (which may have been lowered). */
-static void quota_bucket_refill(struct quota_bucket *b, int64_t now_ms)
-{
-	int64_t el = now_ms - b->last_ms, deficit = b->cap - b->room;
-
-	/* A clock read earlier by another thread may arrive late: time never runs back. */
-	if (el > 0) {
-		b->last_ms = now_ms;
-		if (deficit > 0 && el / QUOTA_WINDOW_MS > deficit / b->cap) {
-			b->room = b->cap;
-		} else if (deficit > 0) {
-			/* Whole minutes refill cap exactly; the rest splits cap into a whole part
-			 * per ms and a remainder counted in 1/QUOTA_WINDOW_MS units. */
-			b->room += el / QUOTA_WINDOW_MS * b->cap;
-			el %= QUOTA_WINDOW_MS;
-			b->frac += el * (b->cap % QUOTA_WINDOW_MS);
-			b->room += el * (b->cap / QUOTA_WINDOW_MS) + b->frac / QUOTA_WINDOW_MS;
-			b->frac %= QUOTA_WINDOW_MS;
-		}
-	}
-	quota_bucket_clamp(b);
-}
-
-/* Brings b up to now_ms under the configured limit (0: none). */
-static void quota_bucket_sync(struct quota_bucket *b, int64_t limit, int64_t now_ms)
-{
-	if (limit == 0) {
-		b->cap = 0;
-	} else if (b->cap == 0) {
-		b->cap = b->room = limit;
-		b->frac = 0;
-		b->last_ms = now_ms;
-	} else {
-		quota_bucket_refill(b, now_ms);
-		/* What was used stays used: a raised limit grants its extra room at once, a
-		 * lowered one may leave the key in debt. */
-		if (limit != b->cap) {
-			b->room += limit - b->cap;
-			b->cap = limit;
-			quota_bucket_clamp(b);
-		}
-	}
-}
-
-/* need: how much room a request must find; a request larger than the bucket needs it
- * full, or it could never pass. */
-static int64_t quota_bucket_need(const struct quota_bucket *b, int64_t amount)
-{
-	int64_t need = quota_max64(amount, 1);
-
-	return need > b->cap ? b->cap : need;
-}
-
-/* Removes amount from the room (a negative amount refunds), between a debt floor that
- * keeps later arithmetic in range and a full bucket. */
-static void quota_bucket_take(struct quota_bucket *b, int64_t amount)
-{
-	b->room -= amount;
-	if (b->room < -QUOTA_AMOUNT_MAX)
-		b->room = -QUOTA_AMOUNT_MAX;
-	quota_bucket_clamp(b);
-}
-
-/* ms until the room of b reaches target (<= cap) at the refill rate. The refill over
- * t ms is floor((frac + t * cap) / QUOTA_WINDOW_MS) units, so the wait is the smallest t with
- * t * cap >= (target - room) * QUOTA_WINDOW_MS - frac: whole minutes for all but the last
- * unit's share, then a search over one minute, which avoids the overflowing product. */
-static int64_t quota_bucket_wait_ms(const struct quota_bucket *b, int64_t target)
-{
-	int64_t d = target - b->room, q = b->cap / QUOTA_WINDOW_MS, r = b->cap % QUOTA_WINDOW_MS;
-	int64_t mins, rest, lo = 1, hi = QUOTA_WINDOW_MS;
-
-	if (d <= 0)
-		return 0;
-	mins = (d - 1) / b->cap;
-	rest = (d - 1) % b->cap + 1;
-	if (mins > QUOTA_WAIT_MAX_MS / QUOTA_WINDOW_MS - 1)
-		return QUOTA_WAIT_MAX_MS;
-	while (lo < hi) {
-		int64_t t = lo + (hi - lo) / 2;
-
-		if (t * q + (b->frac + t * r) / QUOTA_WINDOW_MS >= rest)
-			hi = t;
-		else
-			lo = t + 1;
-	}
-	return mins * QUOTA_WINDOW_MS + lo;
-}
-
-static int64_t quota_retry_s(int64_t ms)
-{
-	return ms < 1000 ? 1 : ms / 1000 + (ms % 1000 != 0);
-}
-
 /* The x-ratelimit figures of one bucket: limit, whole units left, ms until full. */
-static void quota_bucket_status(const struct quota_bucket *b, int64_t *limit, int64_t *remaining,
+static void quota_bucket_status(const struct lease_bucket *b, int64_t *limit, int64_t *remaining,
                                 int64_t *reset_ms)
 {
 	if (b->cap == 0) {
@@ -325,7 +270,7 @@ static void quota_bucket_status(const struct quota_bucket *b, int64_t *limit, in
 	}
 	*limit = b->cap;
 	*remaining = quota_max64(b->room, 0);
-	*reset_ms = quota_bucket_wait_ms(b, b->cap);
+	*reset_ms = lease_bucket_wait_ms(b, b->cap);
 }
 
 static void quota_status_none(struct quota_status *st)
@@ -335,17 +280,226 @@ static void quota_status_none(struct quota_status *st)
 	st->retry_after_s = 0;
 }
 
+/* Retry-After of a refusal by v; req and tok: the buckets the request was judged on. */
+static int64_t quota_retry_after(enum quota_verdict v, const struct quota_cfg *cfg,
+                                 const struct lease_bucket *req, const struct lease_bucket *tok,
+                                 int64_t tokens, int64_t now_ms)
+{
+	switch (v) {
+	case QUOTA_OK:
+		return 0;
+	case QUOTA_CONCURRENCY:
+		/* Slots free when other requests end, which nothing here can predict. */
+		return 1;
+	case QUOTA_RPM:
+		return lease_retry_s(lease_bucket_wait_ms(req, lease_bucket_need(req, 1)));
+	case QUOTA_TPM:
+		return lease_retry_s(lease_bucket_wait_ms(tok, lease_bucket_need(tok, tokens)));
+	case QUOTA_BUDGET:
+		break;
+	}
+	return cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
+	       lease_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
+}
+
+/* Under the key's lock: a new period of the same kind starts from nothing; a changed
+ * kind was reseeded by the main thread before the new limits reached any I/O thread. */
+static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, int64_t now_ms)
+{
+	int64_t period_start = quota_period_start(cfg->period, now_ms);
+
+	if (cfg->budget_micros && (period_start > k->period_start_ms || cfg->period != k->period)) {
+		if (cfg->period != k->period)
+			k->period = cfg->period;
+		else
+			k->spent = 0;
+		k->period_start_ms = period_start;
+	}
+}
+
+/* What an admitted request holds: tokens and cost only while their limit is set. */
+static void quota_hold_fill(struct quota_hold *hold, int64_t key_id, const struct quota_cfg *cfg,
+                            int64_t tokens, int64_t cost, int64_t period_start_ms)
+{
+	hold->key_id = key_id;
+	hold->tokens = cfg->tpm ? tokens : 0;
+	hold->cost_micros = cfg->budget_micros ? cost : 0;
+	hold->period_start_ms = period_start_ms;
+	hold->concurrent = 1;
+}
+
+/* One node's own count (local mode, or a fallback share). Under the key's lock. */
+static enum quota_verdict quota_admit_local(struct quota_key *k, const struct quota_cfg *cfg,
+                                            int64_t tokens, int64_t cost, int64_t now_ms,
+                                            struct quota_hold *hold, struct quota_status *st)
+{
+	enum quota_verdict v = QUOTA_OK;
+
+	lease_bucket_sync(&k->req, cfg->rpm, now_ms);
+	lease_bucket_sync(&k->tok, cfg->tpm, now_ms);
+	quota_roll_period(k, cfg, now_ms);
+	if (cfg->max_concurrent && k->in_flight >= cfg->max_concurrent)
+		v = QUOTA_CONCURRENCY;
+	else if (cfg->rpm && k->req.room < lease_bucket_need(&k->req, 1))
+		v = QUOTA_RPM;
+	else if (cfg->tpm && k->tok.room < lease_bucket_need(&k->tok, tokens))
+		v = QUOTA_TPM;
+	else if (cfg->budget_micros &&
+	         k->spent + k->reserved + quota_max64(cost, 1) > cfg->budget_micros)
+		v = QUOTA_BUDGET;
+	if (v == QUOTA_OK) {
+		quota_hold_fill(hold, k->key_id, cfg, tokens, cost, k->period_start_ms);
+		if (cfg->rpm)
+			lease_bucket_take(&k->req, 1);
+		if (cfg->tpm)
+			lease_bucket_take(&k->tok, tokens);
+		k->reserved += hold->cost_micros;
+		k->in_flight++;
+	}
+	quota_bucket_status(&k->req, &st->limit_requests, &st->remaining_requests,
+	                    &st->reset_requests_ms);
+	quota_bucket_status(&k->tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
+	st->retry_after_s = quota_retry_after(v, cfg, &k->req, &k->tok, tokens, now_ms);
+	return v;
+}
+
+/* Under the key's lock: whether the grants cover the request; a refusal records what
+ * was missing for the next round, and *can_wait says whether a round may still find
+ * it (the key is not dry). */
+static enum quota_verdict quota_check_grants(struct quota_key *k, const struct quota_cfg *cfg,
+                                             int64_t tokens, int64_t cost, int64_t now_ms,
+                                             int *can_wait)
+{
+	struct quota_grant *g = &k->g;
+	int64_t start = quota_period_start(cfg->period, now_ms);
+
+	*can_wait = 0;
+	if (cfg->max_concurrent && k->in_flight >= g->slots) {
+		g->want_slots++;
+		*can_wait = !g->dry_slots;
+		return QUOTA_CONCURRENCY;
+	}
+	if (cfg->rpm && g->req < 1) {
+		g->want_req++;
+		*can_wait = now_ms >= g->dry_req_until;
+		return QUOTA_RPM;
+	}
+	if (cfg->tpm && g->tok < quota_max64(quota_min64(tokens, cfg->tpm), 1)) {
+		g->need_tok = quota_max64(g->need_tok, quota_max64(tokens, 1));
+		*can_wait = now_ms >= g->dry_tok_until;
+		return QUOTA_TPM;
+	}
+	if (cfg->budget_micros && (g->budget_start_ms != start || g->budget < quota_max64(cost, 1))) {
+		g->need_budget = quota_max64(g->need_budget, quota_max64(cost, 1));
+		*can_wait = !g->dry_budget;
+		return QUOTA_BUDGET;
+	}
+	return QUOTA_OK;
+}
+
+/* The x-ratelimit figures of a grant: what this node holds, and how long it is dry. */
+static void quota_grant_status(int64_t limit, int64_t held, int64_t dry_until, int64_t now_ms,
+                               int64_t *lim, int64_t *remaining, int64_t *reset_ms)
+{
+	if (!limit) {
+		*lim = *remaining = *reset_ms = -1;
+		return;
+	}
+	*lim = limit;
+	*remaining = quota_max64(held, 0);
+	*reset_ms = quota_max64(dry_until - now_ms, 0);
+}
+
+/* at = CLOCK_MONOTONIC now + ms (the rounds' condition variables use that clock). */
+static void quota_deadline(struct timespec *at, int64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, at);
+	at->tv_sec += ms / 1000;
+	at->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (at->tv_nsec >= 1000000000L) {
+		at->tv_sec++;
+		at->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Waits for a round that starts after now (quota_share_sleep), or wait_ms. */
+static void quota_wait_round(struct quota *q)
+{
+	struct timespec at;
+	uint64_t s0;
+	int rc = 0, timed_out;
+
+	quota_deadline(&at, q->wait_ms);
+	pthread_mutex_lock(&q->sync_lock);
+	s0 = q->started;
+	q->urgent = 1;
+	pthread_cond_signal(&q->wake);
+	while (q->finished <= s0 && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&q->done, &q->sync_lock, &at);
+	timed_out = q->finished <= s0;
+	pthread_mutex_unlock(&q->sync_lock);
+	atomic_fetch_add(&q->waits, 1);
+	if (timed_out)
+		atomic_fetch_add(&q->wait_timeouts, 1);
+}
+
+/* Shared mode: admits against the grants, after at most one wait for a round. */
+static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard *s,
+                                             struct quota_key *k, const struct quota_cfg *cfg,
+                                             int64_t tokens, int64_t cost, int64_t now_ms,
+                                             struct quota_hold *hold, struct quota_status *st)
+{
+	struct quota_grant *g = &k->g;
+	enum quota_verdict v;
+	int can_wait, waited = 0;
+
+	k->cfg = *cfg;
+	k->shared = 1;
+	quota_roll_period(k, cfg, now_ms);
+	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
+	       can_wait && !waited && q->wait_ms > 0) {
+		/* Keys are never freed: k stays valid while the lock is away. */
+		pthread_mutex_unlock(&s->lock);
+		quota_wait_round(q);
+		pthread_mutex_lock(&s->lock);
+		waited = 1;
+	}
+	if (v == QUOTA_OK) {
+		quota_hold_fill(hold, k->key_id, cfg, tokens, cost, g->budget_start_ms);
+		hold->shared = 1;
+		g->req -= cfg->rpm ? 1 : 0;
+		g->tok -= hold->tokens;
+		g->budget -= hold->cost_micros;
+		g->spent += hold->cost_micros;
+		g->admitted++;
+		k->in_flight++;
+		g->peak = quota_max64(g->peak, k->in_flight);
+	}
+	quota_grant_status(cfg->rpm, g->req, g->dry_req_until, now_ms, &st->limit_requests,
+	                   &st->remaining_requests, &st->reset_requests_ms);
+	quota_grant_status(cfg->tpm, g->tok, g->dry_tok_until, now_ms, &st->limit_tokens,
+	                   &st->remaining_tokens, &st->reset_tokens_ms);
+	/* A dry bucket's wait is the pool's, measured at the last round. */
+	if (v == QUOTA_RPM || v == QUOTA_TPM) {
+		int64_t until = v == QUOTA_RPM ? g->dry_req_until : g->dry_tok_until;
+
+		st->retry_after_s = lease_retry_s(until - now_ms);
+	} else if (v == QUOTA_BUDGET && !g->dry_budget) {
+		st->retry_after_s = 1;
+	} else {
+		st->retry_after_s = quota_retry_after(v, cfg, NULL, NULL, tokens, now_ms);
+	}
+	return v;
+}
+
 enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                  int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                  struct quota_hold *hold, struct quota_status *st)
 {
-	int64_t rpm = quota_clamp_amount(cfg->rpm), tpm = quota_clamp_amount(cfg->tpm);
-	int64_t conc = quota_clamp_amount(cfg->max_concurrent);
-	int64_t budget = quota_clamp_amount(cfg->budget_micros);
+	int64_t nodes = atomic_load(&q->fallback_nodes);
 	int64_t tokens = quota_clamp_amount(est_tokens), cost = quota_clamp_amount(est_cost_micros);
-	int64_t period_start = quota_period_start(cfg->period, now_ms);
-	enum quota_verdict v = QUOTA_OK;
-	struct quota_bucket req, tok;
+	struct quota_cfg c;
+	enum quota_verdict v;
 	struct quota_key *k;
 	struct quota_shard *s;
 	uint64_t h;
@@ -354,6 +508,11 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	quota_status_none(st);
 	if (key_id == 0 || !quota_limited(cfg))
 		return QUOTA_OK;
+	c = *cfg;
+	c.rpm = quota_clamp_amount(c.rpm);
+	c.tpm = quota_clamp_amount(c.tpm);
+	c.max_concurrent = quota_clamp_amount(c.max_concurrent);
+	c.budget_micros = quota_clamp_amount(c.budget_micros);
 	h = quota_hash_key(key_id);
 	s = quota_shard_of(q, h);
 	pthread_mutex_lock(&s->lock);
@@ -362,64 +521,27 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 		pthread_mutex_unlock(&s->lock);
 		return QUOTA_OK;
 	}
-	quota_bucket_sync(&k->req, rpm, now_ms);
-	quota_bucket_sync(&k->tok, tpm, now_ms);
-	/* A new period of the same kind starts from nothing; a changed kind was reseeded
-	 * by the main thread before the new limits reached any I/O thread. */
-	if (budget && (period_start > k->period_start_ms || cfg->period != k->period)) {
-		if (cfg->period != k->period)
-			k->period = cfg->period;
-		else
-			k->spent = 0;
-		k->period_start_ms = period_start;
+	if (q->shared && nodes == 0) {
+		v = quota_admit_shared(q, s, k, &c, tokens, cost, now_ms, hold, st);
+	} else {
+		if (nodes > 0) {
+			c.rpm = lease_fallback(c.rpm, nodes);
+			c.tpm = lease_fallback(c.tpm, nodes);
+			c.max_concurrent = lease_fallback(c.max_concurrent, nodes);
+			c.budget_micros = lease_fallback(c.budget_micros, nodes);
+		}
+		v = quota_admit_local(k, &c, tokens, cost, now_ms, hold, st);
 	}
-	if (conc && k->in_flight >= conc)
-		v = QUOTA_CONCURRENCY;
-	else if (rpm && k->req.room < quota_bucket_need(&k->req, 1))
-		v = QUOTA_RPM;
-	else if (tpm && k->tok.room < quota_bucket_need(&k->tok, tokens))
-		v = QUOTA_TPM;
-	else if (budget && k->spent + k->reserved + quota_max64(cost, 1) > budget)
-		v = QUOTA_BUDGET;
-	if (v == QUOTA_OK) {
-		hold->key_id = key_id;
-		hold->tokens = tpm ? tokens : 0;
-		hold->cost_micros = budget ? cost : 0;
-		hold->period_start_ms = k->period_start_ms;
-		hold->concurrent = 1;
-		if (rpm)
-			quota_bucket_take(&k->req, 1);
-		if (tpm)
-			quota_bucket_take(&k->tok, tokens);
-		k->reserved += hold->cost_micros;
-		k->in_flight++;
-	}
-	req = k->req;
-	tok = k->tok;
 	pthread_mutex_unlock(&s->lock);
-
-	/* The figures come from the snapshot, outside the lock. */
-	quota_bucket_status(&req, &st->limit_requests, &st->remaining_requests, &st->reset_requests_ms);
-	quota_bucket_status(&tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
-	switch (v) {
-	case QUOTA_OK:
-		break;
-	case QUOTA_CONCURRENCY:
-		/* Slots free when other requests end, which nothing here can predict. */
-		st->retry_after_s = 1;
-		break;
-	case QUOTA_RPM:
-		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&req, quota_bucket_need(&req, 1)));
-		break;
-	case QUOTA_TPM:
-		st->retry_after_s = quota_retry_s(quota_bucket_wait_ms(&tok, quota_bucket_need(&tok, tokens)));
-		break;
-	case QUOTA_BUDGET:
-		st->retry_after_s = cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
-		        quota_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
-		break;
-	}
 	return v;
+}
+
+/* A settled amount moved into a grant, which stays above the debt floor. */
+static int64_t quota_grant_add(int64_t held, int64_t delta)
+{
+	held += delta;
+	return held < -LEASE_AMOUNT_MAX ? -LEASE_AMOUNT_MAX : held > LEASE_AMOUNT_MAX ?
+	       LEASE_AMOUNT_MAX : held;
 }
 
 void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens,
@@ -435,14 +557,23 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 	s = quota_shard_of(q, h);
 	pthread_mutex_lock(&s->lock);
 	k = quota_shard_find(s, h, hold->key_id, 0);
-	if (k) {
+	if (k && hold->shared) {
+		/* The same settlement against the grants: debt is paid from later grants. */
+		if (k->cfg.tpm && tokens >= 0)
+			k->g.tok = quota_grant_add(k->g.tok, hold->tokens - quota_clamp_amount(tokens));
+		if (k->cfg.budget_micros && hold->period_start_ms == k->g.budget_start_ms)
+			k->g.budget = quota_grant_add(k->g.budget, hold->cost_micros -
+			                                           quota_clamp_amount(cost_micros));
+	} else if (k) {
 		/* Only a bucket still in use is adjusted; an unknown count keeps the
 		 * reservation. Debt is taken after the refill up to now, as it is spent now. */
 		if (k->tok.cap && tokens >= 0) {
-			quota_bucket_refill(&k->tok, now_ms);
-			quota_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
+			lease_bucket_refill(&k->tok, now_ms);
+			lease_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
 		}
 		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
+	}
+	if (k) {
 		/* A hold from an earlier period must not charge the current one. */
 		if (hold->period_start_ms == k->period_start_ms)
 			k->spent = quota_clamp_spent(k->spent + quota_clamp_amount(cost_micros));
@@ -503,4 +634,212 @@ const char *quota_verdict_name(enum quota_verdict v)
 	case QUOTA_BUDGET:      return "budget";
 	}
 	return "unknown";
+}
+
+/* ---- shared mode ---- */
+
+void quota_share_enable(struct quota *q, int64_t wait_ms)
+{
+	q->shared = 1;
+	q->wait_ms = wait_ms;
+}
+
+int quota_share_sleep(struct quota *q, int64_t ms)
+{
+	struct timespec at;
+	int rc = 0, urgent;
+
+	quota_deadline(&at, ms);
+	pthread_mutex_lock(&q->sync_lock);
+	while (!q->urgent && !q->woken && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&q->wake, &q->sync_lock, &at);
+	urgent = q->urgent;
+	q->urgent = q->woken = 0;
+	q->started++;
+	pthread_mutex_unlock(&q->sync_lock);
+	return urgent;
+}
+
+void quota_share_wake(struct quota *q)
+{
+	pthread_mutex_lock(&q->sync_lock);
+	q->woken = 1;
+	pthread_cond_signal(&q->wake);
+	pthread_mutex_unlock(&q->sync_lock);
+}
+
+void quota_share_done(struct quota *q)
+{
+	pthread_mutex_lock(&q->sync_lock);
+	q->finished = q->started;
+	pthread_cond_broadcast(&q->done);
+	pthread_mutex_unlock(&q->sync_lock);
+}
+
+static int quota_share_key_cmp(const void *a, const void *b)
+{
+	int64_t x = ((const struct quota_share_key *)a)->key_id;
+	int64_t y = ((const struct quota_share_key *)b)->key_id;
+
+	return (x > y) - (x < y);
+}
+
+/* Under the key's lock: its lease_held, or 0 if it holds nothing and did nothing. */
+static int quota_held_of(const struct quota_key *k, struct lease_held *h)
+{
+	const struct quota_grant *g = &k->g;
+
+	*h = (struct lease_held){
+		.req = g->req, .tok = g->tok, .slots = g->slots, .budget = g->budget,
+		.in_flight = k->in_flight, .peak = g->peak, .admitted = g->admitted,
+		.spent = g->spent, .want_req = g->want_req, .want_slots = g->want_slots,
+		.need_tok = g->need_tok, .need_budget = g->need_budget,
+		.budget_start_ms = g->budget_start_ms,
+	};
+	return k->shared && (g->req || g->tok || g->slots || g->budget || g->admitted ||
+	                     g->want_req || g->want_slots || g->need_tok || g->need_budget);
+}
+
+long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_share_key **out,
+                         size_t *cap)
+{
+	size_t n = 0, j;
+	int i;
+
+	for (i = 0; i < QUOTA_SHARDS; i++) {
+		struct quota_shard *s = &q->shards[i];
+		struct quota_key *k;
+
+		pthread_mutex_lock(&s->lock);
+		for (j = 0; j < s->nslots; j++) {
+			for (k = s->slots[j]; k; k = k->next) {
+				struct quota_share_key *e;
+				struct lease_held held;
+				struct lease_limits lim;
+
+				if (!quota_held_of(k, &held))
+					continue;
+				if (n == *cap) {
+					size_t c = *cap ? *cap * 2 : 64;
+					struct quota_share_key *p = realloc(*out, c * sizeof(*p));
+
+					if (!p) {
+						pthread_mutex_unlock(&s->lock);
+						goto fail;
+					}
+					*out = p;
+					*cap = c;
+				}
+				e = &(*out)[n++];
+				e->key_id = k->key_id;
+				e->cfg = k->cfg;
+				e->held = held;
+				lim = (struct lease_limits){ k->cfg.rpm, k->cfg.tpm, k->cfg.max_concurrent,
+				                             k->cfg.budget_micros, (int)k->cfg.period, 0 };
+				lease_plan(&held, &lim, interval_ms, &e->ask);
+				/* Given back at once, so that nothing returned is spent meanwhile. */
+				k->g.req -= e->ask.ret_req;
+				k->g.tok -= e->ask.ret_tok;
+				k->g.slots -= e->ask.ret_slots;
+				k->g.budget -= e->ask.ret_budget;
+				k->g.admitted = k->g.spent = k->g.want_req = k->g.want_slots = 0;
+				k->g.need_tok = k->g.need_budget = 0;
+				k->g.peak = k->in_flight;
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	qsort(*out, n, sizeof(**out), quota_share_key_cmp);
+	return (long)n;
+fail:
+	/* Nothing may be lost: what the keys collected so far gave back comes back. */
+	while (n-- > 0)
+		quota_share_restore(q, &(*out)[n]);
+	return -1;
+}
+
+/* Calls fn on key_id's state under its lock, if it exists. */
+static void quota_with_key(struct quota *q, int64_t key_id,
+                           void (*fn)(struct quota_key *k, const void *arg, int64_t now_ms),
+                           const void *arg, int64_t now_ms)
+{
+	uint64_t h = quota_hash_key(key_id);
+	struct quota_shard *s = quota_shard_of(q, h);
+	struct quota_key *k;
+
+	pthread_mutex_lock(&s->lock);
+	if ((k = quota_shard_find(s, h, key_id, 0)))
+		fn(k, arg, now_ms);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void quota_apply_grant(struct quota_key *k, const void *arg, int64_t now_ms)
+{
+	const struct lease_grant *gr = arg;
+	struct quota_grant *g = &k->g;
+
+	g->req += gr->req;
+	g->tok = quota_grant_add(g->tok, gr->tok);
+	g->slots += gr->slots;
+	if (gr->budget_start_ms != g->budget_start_ms) {
+		g->budget = gr->budget;
+		g->budget_start_ms = gr->budget_start_ms;
+	} else {
+		g->budget = quota_grant_add(g->budget, gr->budget);
+	}
+	g->dry_req_until = gr->dry_req_ms ? now_ms + gr->dry_req_ms : 0;
+	g->dry_tok_until = gr->dry_tok_ms ? now_ms + gr->dry_tok_ms : 0;
+	g->dry_slots = gr->dry_slots;
+	g->dry_budget = gr->dry_budget;
+}
+
+void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant *g,
+                       int64_t now_ms)
+{
+	quota_with_key(q, key_id, quota_apply_grant, g, now_ms);
+}
+
+static void quota_restore_key(struct quota_key *k, const void *arg, int64_t now_ms)
+{
+	const struct lease_ask *a = arg;
+
+	(void)now_ms;
+	k->g.req += a->ret_req;
+	k->g.tok = quota_grant_add(k->g.tok, a->ret_tok);
+	k->g.slots += a->ret_slots;
+	k->g.budget = quota_grant_add(k->g.budget, a->ret_budget);
+}
+
+void quota_share_restore(struct quota *q, const struct quota_share_key *k)
+{
+	quota_with_key(q, k->key_id, quota_restore_key, &k->ask, 0);
+}
+
+void quota_share_fallback(struct quota *q, int64_t nodes)
+{
+	struct quota_key *k;
+	size_t j;
+	int i;
+
+	if (atomic_exchange(&q->fallback_nodes, nodes) != 0 || nodes == 0)
+		return;
+	/* The store lets the slots go when the lease expires: none may be reused. */
+	for (i = 0; i < QUOTA_SHARDS; i++) {
+		pthread_mutex_lock(&q->shards[i].lock);
+		for (j = 0; j < q->shards[i].nslots; j++)
+			for (k = q->shards[i].slots[j]; k; k = k->next)
+				k->g.slots = 0;
+		pthread_mutex_unlock(&q->shards[i].lock);
+	}
+}
+
+int64_t quota_share_fallback_nodes(struct quota *q)
+{
+	return atomic_load(&q->fallback_nodes);
+}
+
+void quota_share_waits(struct quota *q, uint64_t *waits, uint64_t *timeouts)
+{
+	*waits = atomic_load(&q->waits);
+	*timeouts = atomic_load(&q->wait_timeouts);
 }

@@ -1,11 +1,19 @@
 /* quota: per-key request and token rates, concurrency and spend budgets, enforced at
  * decision time with reservations and settled when the transaction's row is built.
  * Shared by the I/O threads (quota_admit) and the intake thread (quota_settle); the
- * main thread seeds spend at start (quota_set_spent). Thread-safe. */
+ * main thread seeds spend at start (quota_set_spent). Thread-safe.
+ *
+ * Two modes. Local (one node, SQLite): the limits are counted here alone. Shared
+ * (quota_share_enable; several nodes on PostgreSQL): a key admits against grants the
+ * share thread (share.c) leases from the cluster's pools, through quota_share_*; while
+ * the store is lost, each node counts locally its fallback share of every limit. */
 #ifndef TALLY_QUOTA_H
 #define TALLY_QUOTA_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "lease.h"
 
 /* Budget periods, UTC calendar: a day starts at 00:00, a month on its 1st. */
 enum quota_period { QUOTA_PERIOD_DAY, QUOTA_PERIOD_MONTH, QUOTA_PERIOD_TOTAL };
@@ -30,6 +38,7 @@ struct quota_hold {
 	int64_t cost_micros;          /* reserved from the budget */
 	int64_t period_start_ms;      /* the budget period the cost was reserved in */
 	int concurrent;               /* 1: holds a concurrency slot */
+	int shared;                   /* 1: admitted against grants (shared mode) */
 };
 
 /* Where the key stands after a decision, for the x-ratelimit-* headers and Retry-After.
@@ -82,5 +91,46 @@ int64_t quota_period_start(enum quota_period p, int64_t now_ms);
 int64_t quota_period_end(enum quota_period p, int64_t now_ms);
 
 const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
+
+/* ---- shared mode (share.c's thread; the main thread enables it before any admission) ---- */
+
+/* From now on keys admit against grants; a request whose grants do not cover it asks
+ * for an urgent round and waits up to wait_ms for it (never while its key is dry). */
+void quota_share_enable(struct quota *q, int64_t wait_ms);
+
+/* One key at a sync: its limits, what it held and did (lease.h), and what it gives
+ * back and asks for. */
+struct quota_share_key {
+	int64_t key_id;
+	struct quota_cfg cfg;
+	struct lease_held held;
+	struct lease_ask ask;
+};
+
+/* Waits up to ms for an urgent request (or quota_share_wake), then starts a round:
+ * returns 1 if a request asked for it. */
+int quota_share_sleep(struct quota *q, int64_t ms);
+void quota_share_wake(struct quota *q);
+
+/* The keys that hold grants or were used since the last sync, in key order, with
+ * lease_plan's ask; their returns leave the node's grants at once, and their activity
+ * counts start again. *out (capacity *cap) grows as needed. Returns the number, or
+ * -1 out of memory (nothing taken). */
+long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_share_key **out,
+                         size_t *cap);
+/* Adds a round's grant to key_id's (a budget of another period replaces the held one)
+ * and sets its dry marks from now_ms (this node's clock). */
+void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant *g,
+                       int64_t now_ms);
+/* The round failed: k's returns come back to it. */
+void quota_share_restore(struct quota *q, const struct quota_share_key *k);
+/* The round ended: requests waiting for it decide again. */
+void quota_share_done(struct quota *q);
+/* nodes > 0: the store is lost, count locally ceil(limit / nodes) of every limit, and
+ * hold no slot (they expire at the store); 0: back to the grants. */
+void quota_share_fallback(struct quota *q, int64_t nodes);
+int64_t quota_share_fallback_nodes(struct quota *q);
+/* Requests that waited for a round, and those whose wait ended without it. */
+void quota_share_waits(struct quota *q, uint64_t *waits, uint64_t *timeouts);
 
 #endif

@@ -547,4 +547,40 @@ CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
 
-PRAGMA user_version = 9;
+-- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
+-- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
+-- limits in memory. Times are the store's clock in unix ms, never a node's.
+-- limit_pool: one row per limited key, the cluster's rpm and tpm token buckets (whole
+-- units, 1/60000 remainder, refilled up to *_at_ms, computed under *_cap) and the
+-- budget left to grant in the period (kind 0 day, 1 month, 2 total) starting at
+-- budget_start_ms, computed under budget_cap.
+CREATE TABLE limit_pool (
+	key_id          INTEGER NOT NULL PRIMARY KEY,
+	rpm_cap         INTEGER NOT NULL DEFAULT 0,
+	rpm_room        INTEGER NOT NULL DEFAULT 0,
+	rpm_frac        INTEGER NOT NULL DEFAULT 0,
+	rpm_at_ms       INTEGER NOT NULL DEFAULT 0,
+	tpm_cap         INTEGER NOT NULL DEFAULT 0,
+	tpm_room        INTEGER NOT NULL DEFAULT 0,
+	tpm_frac        INTEGER NOT NULL DEFAULT 0,
+	tpm_at_ms       INTEGER NOT NULL DEFAULT 0,
+	budget_cap      INTEGER NOT NULL DEFAULT 0,
+	budget_period   INTEGER NOT NULL DEFAULT 0,
+	budget_start_ms INTEGER NOT NULL DEFAULT 0,
+	budget_room     INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- limit_lease: what a node holds of a key until expires_ms (renewed every sync):
+-- concurrency slots and budget granted and not yet returned. A lease past its expiry
+-- holds nothing (its slots count for no one). key_id 0: the node's presence (how many
+-- nodes share a limit when the store is lost).
+CREATE TABLE limit_lease (
+	key_id      INTEGER NOT NULL,
+	node        TEXT NOT NULL CHECK (node <> ''),
+	slots       INTEGER NOT NULL DEFAULT 0,
+	budget_held INTEGER NOT NULL DEFAULT 0,
+	expires_ms  INTEGER NOT NULL,
+	PRIMARY KEY (key_id, node)
+) WITHOUT ROWID;
+
+PRAGMA user_version = 10;

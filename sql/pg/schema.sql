@@ -536,4 +536,40 @@ CREATE TRIGGER keys_gen AFTER INSERT OR UPDATE OR DELETE ON keys
 CREATE TRIGGER key_models_gen AFTER INSERT OR UPDATE OR DELETE ON key_models
 	FOR EACH STATEMENT EXECUTE FUNCTION tally_bump_config_generation();
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 9);
+-- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
+-- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
+-- limits in memory. Times are the store's clock in unix ms, never a node's.
+-- limit_pool: one row per limited key, the cluster's rpm and tpm token buckets (whole
+-- units, 1/60000 remainder, refilled up to *_at_ms, computed under *_cap) and the
+-- budget left to grant in the period (kind 0 day, 1 month, 2 total) starting at
+-- budget_start_ms, computed under budget_cap.
+CREATE TABLE limit_pool (
+	key_id          BIGINT NOT NULL PRIMARY KEY,
+	rpm_cap         BIGINT NOT NULL DEFAULT 0,
+	rpm_room        BIGINT NOT NULL DEFAULT 0,
+	rpm_frac        BIGINT NOT NULL DEFAULT 0,
+	rpm_at_ms       BIGINT NOT NULL DEFAULT 0,
+	tpm_cap         BIGINT NOT NULL DEFAULT 0,
+	tpm_room        BIGINT NOT NULL DEFAULT 0,
+	tpm_frac        BIGINT NOT NULL DEFAULT 0,
+	tpm_at_ms       BIGINT NOT NULL DEFAULT 0,
+	budget_cap      BIGINT NOT NULL DEFAULT 0,
+	budget_period   BIGINT NOT NULL DEFAULT 0,
+	budget_start_ms BIGINT NOT NULL DEFAULT 0,
+	budget_room     BIGINT NOT NULL DEFAULT 0
+);
+
+-- limit_lease: what a node holds of a key until expires_ms (renewed every sync):
+-- concurrency slots and budget granted and not yet returned. A lease past its expiry
+-- holds nothing (its slots count for no one). key_id 0: the node's presence (how many
+-- nodes share a limit when the store is lost).
+CREATE TABLE limit_lease (
+	key_id      BIGINT NOT NULL,
+	node        TEXT NOT NULL CHECK (node <> ''),
+	slots       BIGINT NOT NULL DEFAULT 0,
+	budget_held BIGINT NOT NULL DEFAULT 0,
+	expires_ms  BIGINT NOT NULL,
+	PRIMARY KEY (key_id, node)
+);
+
+INSERT INTO meta (name, value) VALUES ('schema_version', 10);

@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 16);
+		                          " current_schema()"), 18);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"

@@ -1,0 +1,208 @@
+/* Unit tests for quota.c's shared mode: admission against grants (rates, slots,
+ * tokens settled into debt, budgets of a period), what a sync collects and gives back,
+ * a failed round's restore, dry keys refused without waiting, the wait for an urgent
+ * round served by a thread standing in for share.c, and the fallback share. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "quota.h"
+#include "unit.h"
+
+#define T0 1700000000000LL
+
+static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget)
+{
+	struct quota_cfg c = { rpm, tpm, conc, budget, QUOTA_PERIOD_DAY };
+
+	return c;
+}
+
+static enum quota_verdict admit(struct quota *q, const struct quota_cfg *c, int64_t tokens,
+                                 int64_t cost, struct quota_hold *h)
+{
+	struct quota_status st;
+
+	return quota_admit(q, 7, c, tokens, cost, T0, h, &st);
+}
+
+/* One sync's collect for key 7; returns the number of keys. */
+static long collect(struct quota *q, struct quota_share_key **keys, size_t *cap)
+{
+	return quota_share_collect(q, 100, keys, cap);
+}
+
+static void test_rates(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(60, 0, 0, 0);
+	struct lease_grant g = { .req = 2 };
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_RPM);     /* no grant yet */
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].key_id, 7);
+	CHECK_EQ_INT(keys[0].held.want_req, 1);
+	CHECK_EQ_INT(keys[0].ask.want_req, 1);
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);
+	CHECK(h.shared);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_RPM);
+	/* Dry: refused with the pool's wait, and no round is asked for. */
+	g = (struct lease_grant){ .dry_req_ms = 2500 };
+	collect(q, &keys, &cap);
+	quota_share_apply(q, 7, &g, T0);
+	{
+		struct quota_status st;
+
+		CHECK_EQ_INT(quota_admit(q, 7, &c, 0, 0, T0 + 100, &h, &st), QUOTA_RPM);
+		CHECK_EQ_INT(st.retry_after_s, 3);
+	}
+	/* An active key keeps its lease (1 at 60 rpm), an idle one gives back all. */
+	g = (struct lease_grant){ .req = 5 };
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);               /* the refusal above */
+	CHECK_EQ_INT(keys[0].ask.ret_req, 4);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].ask.ret_req, 1);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 0);
+	/* A failed round gives the returns back. */
+	quota_share_restore(q, &keys[0]);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);
+	free(keys);
+	quota_free(q);
+}
+
+static void test_slots(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 2, 0);
+	struct lease_grant g = { .slots = 1 };
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h1, h2;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	quota_share_apply(q, 7, &g, T0);   /* no state yet: ignored */
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_CONCURRENCY);
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h2), QUOTA_CONCURRENCY);
+	quota_settle(q, &h1, -1, -1, T0);
+	/* The freed slot is reused without the network until the next sync. */
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_OK);
+	quota_settle(q, &h1, -1, -1, T0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].held.peak, 1);
+	CHECK_EQ_INT(keys[0].ask.ret_slots, 0);                 /* used: kept */
+	CHECK_EQ_INT(keys[0].ask.want_slots, 1);                /* one was refused */
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].ask.ret_slots, 1);                 /* idle: released */
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_CONCURRENCY);
+	/* While the store is lost, no slot is held: its share is counted locally. */
+	quota_share_apply(q, 7, &(struct lease_grant){ .slots = 2 }, T0);
+	quota_share_fallback(q, 2);
+	CHECK_EQ_INT(quota_share_fallback_nodes(q), 2);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_OK);        /* ceil(2 / 2) = 1 */
+	CHECK(!h1.shared);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h2), QUOTA_CONCURRENCY);
+	quota_share_fallback(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h2), QUOTA_CONCURRENCY);   /* slots were dropped */
+	quota_settle(q, &h1, -1, -1, T0);
+	free(keys);
+	quota_free(q);
+}
+
+static void test_tokens_and_budget(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(0, 1000, 0, 5000);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
+	struct lease_grant g = { .tok = 100, .budget = 300, .budget_start_ms = day };
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 50, 100, &h), QUOTA_TPM);
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(admit(q, &c, 50, 100, &h), QUOTA_OK);
+	CHECK_EQ_INT(h.period_start_ms, day);
+	/* Used more than reserved: debt, paid from the next grant. */
+	quota_settle(q, &h, 200, 400, T0);
+	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_TPM);
+	collect(q, &keys, &cap);
+	CHECK_EQ_INT(keys[0].held.tok, -100);
+	CHECK_EQ_INT(keys[0].held.budget, 300 - 100 + 100 - 400);
+	/* The largest waiting request (50) and the debt. */
+	CHECK_EQ_INT(keys[0].ask.want_tok, 50 + 100);
+	/* A budget granted for another period does not count. */
+	g = (struct lease_grant){ .tok = 200, .budget = 300, .budget_start_ms = day - 86400000 };
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_BUDGET);
+	g = (struct lease_grant){ .budget = 300, .budget_start_ms = day };
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_OK);
+	free(keys);
+	quota_free(q);
+}
+
+/* Stands in for share.c: every round grants what is asked for. */
+static void *fake_share(void *arg)
+{
+	struct quota *q = arg;
+	struct quota_share_key *keys = NULL;
+	size_t cap = 0;
+	int rounds;
+
+	for (rounds = 0; rounds < 3; rounds++) {
+		long n, i;
+
+		quota_share_sleep(q, 5000);
+		n = quota_share_collect(q, 100, &keys, &cap);
+		for (i = 0; i < n; i++) {
+			struct lease_grant g = { .req = keys[i].ask.want_req };
+
+			quota_share_apply(q, keys[i].key_id, &g, T0);
+		}
+		quota_share_done(q);
+	}
+	free(keys);
+	return NULL;
+}
+
+static void test_wait_for_a_round(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(600, 0, 0, 0), none = cfg_of(0, 0, 0, 0);
+	struct quota_hold h;
+	uint64_t waits, timeouts;
+	pthread_t t;
+
+	quota_share_enable(q, 2000);
+	CHECK_EQ_INT(admit(q, &none, 0, 0, &h), QUOTA_OK);      /* no limit: no wait */
+	quota_share_waits(q, &waits, &timeouts);
+	CHECK_EQ_INT(waits, 0);
+	CHECK_EQ_INT(pthread_create(&t, NULL, fake_share, q), 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);         /* after one urgent round */
+	quota_share_waits(q, &waits, &timeouts);
+	CHECK_EQ_INT(waits, 1);
+	CHECK_EQ_INT(timeouts, 0);
+	quota_share_wake(q);
+	quota_share_wake(q);
+	pthread_join(t, NULL);
+	quota_free(q);
+}
+
+int main(void)
+{
+	RUN(test_rates);
+	RUN(test_slots);
+	RUN(test_tokens_and_budget);
+	RUN(test_wait_for_a_round);
+	return UNIT_DONE();
+}
