@@ -369,7 +369,9 @@ void owner_creating(struct owner *o, int64_t key_id, int delta)
 
 int owner_creates_pending(struct owner *o, int64_t key_id)
 {
-	return atomic_load(owner_counter(o, key_id)) > 0;
+	/* Other nodes' creates are not counted here: any may be on its way to the store
+	 * (the writers commit in batches, a few ms after the answer). */
+	return o->shared || atomic_load(owner_counter(o, key_id)) > 0;
 }
 
 int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_t errlen)

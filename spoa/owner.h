@@ -54,7 +54,8 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 void owner_creating(struct owner *o, int64_t key_id, int delta);
 
 /* Whether key_id may have creates whose row has not come (keys share counters by hash,
- * so another key's may answer yes: the cost is a short wait, never a wrong owner). */
+ * so another key's may answer yes: the cost is a short wait, never a wrong owner).
+ * Always yes on a shared store: another node's create may not be in it yet. */
 int owner_creates_pending(struct owner *o, int64_t key_id);
 
 size_t owner_count(struct owner *o);

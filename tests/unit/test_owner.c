@@ -178,6 +178,7 @@ static void test_store_answers_what_the_table_forgot(void)
 	CHECK(!get(o, "resp_none", &e));
 	CHECK(pthread_create(&t, NULL, ask, &a) == 0 && pthread_join(t, NULL) == 0);
 	CHECK(a.found && a.e.key_id == 4);
+	CHECK_EQ_INT(owner_creates_pending(roomy, 1), store_kind == TESTSTORE_POSTGRES);
 	if (store_kind == TESTSTORE_POSTGRES) {
 		/* Shared by nodes: any miss may be another node's create; found, it is kept. */
 		CHECK(get(roomy, "resp_9", &e) && e.key_id == 5 && strcmp(e.model, "m5") == 0);
