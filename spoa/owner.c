@@ -12,8 +12,9 @@
  * A shared store (PostgreSQL: several nodes) holds the ids the other nodes' creates
  * made, which no table here learns: there every miss is asked of the store, and what
  * it finds is kept in the table. That probe is a round trip on the asking I/O thread,
- * and a key holder chooses the ids it asks for: a flood of made-up ids would make every
- * request of the thread wait behind probes. Bound by time, not by count: each thread
+ * and a key holder chooses the ids it asks for (each miss asked again up to eight
+ * times, as any other node's create may be on its way: owner_creates_pending): a flood
+ * of made-up ids would make every request of the thread wait behind probes. Bound by time, not by count: each thread
  * spends at most OWNER_PROBE_US of every second probing (measured per probe, so the
  * bound holds on a slow network as on loopback); past it a miss is a miss until the
  * budget refills. Neither a negative cache (fresh ids defeat it, and an id another
