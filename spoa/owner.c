@@ -13,16 +13,16 @@
  * made, which no table here learns: there every miss is asked of the store, and what
  * it finds is kept in the table. That probe is a round trip on the asking I/O thread,
  * and a key holder chooses the ids it asks for (each miss asked again up to eight
- * times, as any other node's create may be on its way: owner_creates_pending): a flood
- * of made-up ids would make every request of the thread wait behind probes. Bound by time, not by count: each thread
- * spends at most OWNER_PROBE_US of every second probing (measured per probe, so the
- * bound holds on a slow network as on loopback); past it a miss is a miss until the
- * budget refills. Neither a negative cache (fresh ids defeat it, and an id another
- * node is committing would stay missing) nor the id's shape (made-up ids take any
- * shape) bounds a flood; a per-key budget would spare other keys the flood's 404s but
- * needs the asking key, which the look-up does not take. A store that failed is not
- * asked again for a while (its ids are then not found) rather than stall the thread
- * on reconnects. */
+ * times, as another node's create may be on its way: owner_creates_pending): a flood
+ * of made-up ids would make every request of the thread wait behind probes. Bound by
+ * time, not by count: each thread spends at most OWNER_PROBE_US of every second
+ * probing (measured per probe, so the bound holds on a slow network as on loopback);
+ * past it a miss is a miss until the budget refills. Neither a negative cache (fresh
+ * ids defeat it, and an id another node is committing would stay missing) nor the
+ * id's shape (made-up ids take any shape) bounds a flood; a per-key budget would
+ * spare other keys the flood's 404s but needs the asking key, which the look-up does
+ * not take. A store that failed is not asked again for a while (its ids are then not
+ * found) rather than stall the thread on reconnects. */
 #include "owner.h"
 
 #include <pthread.h>
