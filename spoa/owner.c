@@ -253,13 +253,11 @@ static int64_t owner_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The calling thread's connection, opened on first use; NULL if it cannot be. */
+/* The calling thread's connection, allocated on first use (NULL on ENOMEM); its store
+ * opened by owner_open. */
 static struct owner_conn *owner_conn(struct owner *o)
 {
-	static const char sql[] =
-		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
 	struct owner_conn *c = pthread_getspecific(o->conn_key);
-	char err[256];
 
 	if (!c) {
 		if (!(c = calloc(1, sizeof(*c))))
@@ -269,10 +267,18 @@ static struct owner_conn *owner_conn(struct owner *o)
 			return NULL;
 		}
 	}
+	return c;
+}
+
+/* Opens c's store if it is not open: 0, or -1 (then left alone for OWNER_RETRY_MS). */
+static int owner_open(struct owner *o, struct owner_conn *c)
+{
+	static const char sql[] =
+		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
+	char err[256];
+
 	if (c->db)
-		return c;
-	if (acct_now_ms() < c->retry_at_ms)
-		return NULL;
+		return 0;
 	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
 	    db_prepare(c->db, sql, &c->find) < 0) {
 		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
@@ -282,14 +288,17 @@ static struct owner_conn *owner_conn(struct owner *o)
 		c->find = NULL;
 		c->db = NULL;
 		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
-		return NULL;
+		return -1;
 	}
-	return c;
+	return 0;
 }
 
 /* id in the store, for an id the table lacks. A store that fails is left alone for
  * OWNER_RETRY_MS: a reconnect waits on the network, and this is an I/O thread; so is
- * a thread whose time for probes is spent. */
+ * a thread whose time for probes is spent. That time counts the connect too, and a
+ * store that hangs (a partition: libpq gives up within about 30 s) is paid back in
+ * full before the next probe: the thread stays free at the price of cross-node reads
+ * for 1000000 / OWNER_PROBE_US times the stall. */
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
@@ -310,6 +319,8 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 		}
 		return 0;
 	}
+	if (owner_open(o, c) < 0)
+		goto out;
 	db_bind_text(c->find, 1, id, len);
 	rc = db_step(c->find);
 	if (rc == DB_ROW) {
@@ -323,6 +334,7 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 	}
 	db_reset(c->find);
+out:
 	owner_budget_spend(&c->budget, owner_now_us() - t0);
 	return found;
 }

@@ -66,19 +66,21 @@ def test_a_response_made_on_one_node_is_its_keys_on_every_node(nodes):
     # read through the other node the moment the create is answered: the writer commits
     # in batches, a few ms later, and the read waits for the row, 200 ms at most (without
     # the wait 19 of 20 got 404; a machine busy enough to delay a commit past the wait
-    # loses one now and then), and a lost one is there once the row is
+    # loses one now and then), and a lost one is found a moment later
     lost = []
     for n in range(20):
         made_on, read_on = (n1, n2) if n % 2 == 0 else (n2, n1)
         rid = create(made_on, made_on.key, input=f"at once {n}", stream=n % 4 < 2)
         status, _, got = read_on.gateway("GET", f"{RESPONSES}/{rid}", key=read_on.key)
         if status != 200:
-            assert refused((status, None, got)), got
+            # 404, or the fail policy's 503 when a loaded machine slows the agent past
+            # HAProxy's processing timeout
+            assert refused((status, None, got)) or status == 503, (got, read_on.logs())
             lost.append((read_on, rid))
     assert len(lost) <= 2, len(lost)
     for read_on, rid in lost:
-        assert wait_for(lambda: stored(read_on, rid), 5)
-        assert read_on.gateway("GET", f"{RESPONSES}/{rid}", key=read_on.key)[0] == 200
+        assert wait_for(lambda: read_on.gateway("GET", f"{RESPONSES}/{rid}",
+                                                key=read_on.key)[0] == 200, 5), read_on.logs()
     assert wait_for(lambda: n1.scalar("SELECT count(*) FROM stored_responses") == 22, 5)
     rows = n1.pg_rows("SELECT key_id FROM stored_responses")
     assert len({r["key_id"] for r in rows}) == 1
