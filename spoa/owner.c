@@ -7,10 +7,22 @@
  * exist), so a plain hash serves. The ring grows by doubling until max; then each new
  * id takes the oldest one's place, and misses go to the database: each thread that
  * asks holds its own read-only connection (a thread-specific value, closed when the
- * thread ends), as a store connection serves one thread at a time (db.h). On
- * PostgreSQL that probe is a round trip on the asking I/O thread: it happens only for
- * an id the full table forgot, and a store that failed is not asked again for a while
- * (its forgotten ids are then not found) rather than stall the thread on reconnects. */
+ * thread ends), as a store connection serves one thread at a time (db.h).
+ *
+ * A shared store (PostgreSQL: several nodes) holds the ids the other nodes' creates
+ * made, which no table here learns: there every miss is asked of the store, and what
+ * it finds is kept in the table. That probe is a round trip on the asking I/O thread,
+ * and a key holder chooses the ids it asks for (each miss asked again up to eight
+ * times, as another node's create may be on its way: owner_creates_pending): a flood
+ * of made-up ids would make every request of the thread wait behind probes. Bound by
+ * time, not by count: each thread spends at most OWNER_PROBE_US of every second
+ * probing (measured per probe, so the bound holds on a slow network as on loopback);
+ * past it a miss is a miss until the budget refills. Neither a negative cache (fresh
+ * ids defeat it, and an id another node is committing would stay missing) nor the
+ * id's shape (made-up ids take any shape) bounds a flood; a per-key budget would
+ * spare other keys the flood's 404s but needs the asking key, which the look-up does
+ * not take. A store that failed is not asked again for a while (its ids are then not
+ * found) rather than stall the thread on reconnects. */
 #include "owner.h"
 
 #include <pthread.h>
@@ -18,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "acct.h"
 #include "db.h"
@@ -27,12 +40,15 @@
 #define OWNER_CREATING_SLOTS 1024
 #define OWNER_PATH_MAX 4096
 #define OWNER_RETRY_MS 5000
+#define OWNER_WARN_MS 10000
 
 /* A thread's read-only connection to the store, and its prepared lookup. */
 struct owner_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
 	struct db_stmt *find;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
+	struct owner_budget budget;    /* this thread's time for probes */
+	int64_t warned_at_ms;          /* last said that the budget ran out */
 };
 
 struct owner_slot {
@@ -50,6 +66,7 @@ struct owner {
 	size_t nbuckets;               /* a power of two */
 	atomic_int creating[OWNER_CREATING_SLOTS];
 	char store[OWNER_PATH_MAX];    /* "": misses are misses */
+	int shared;                    /* store is PostgreSQL: other nodes' ids are in it */
 	pthread_key_t conn_key;        /* struct owner_conn * of the calling thread */
 	int has_key;
 };
@@ -187,6 +204,7 @@ int owner_set_store(struct owner *o, const char *path)
 {
 	if (!path) {
 		o->store[0] = '\0';
+		o->shared = 0;
 		return 0;
 	}
 	if (strlen(path) >= sizeof(o->store) ||
@@ -194,16 +212,52 @@ int owner_set_store(struct owner *o, const char *path)
 		return -1;
 	o->has_key = 1;
 	memcpy(o->store, path, strlen(path) + 1);
+	o->shared = db_is_postgres(path);
 	return 0;
 }
 
-/* The calling thread's connection, opened on first use; NULL if it cannot be. */
+int owner_budget_allows(struct owner_budget *b, int64_t now_us)
+{
+	/* Whole microseconds of budget per elapsed time, the rest of the time kept for the
+	 * next call: called for every miss, a per-call rounding would lose all refill. */
+	const int64_t per = 1000000 / OWNER_PROBE_US;
+	int64_t gained;
+
+	if (!b->at_us) {
+		b->left_us = OWNER_PROBE_US;
+		b->at_us = now_us;
+	}
+	if (now_us > b->at_us) {
+		gained = (now_us - b->at_us) / per;
+		b->at_us += gained * per;
+		if (b->left_us + gained >= OWNER_PROBE_US) {
+			b->left_us = OWNER_PROBE_US;
+			b->at_us = now_us;
+		} else {
+			b->left_us += gained;
+		}
+	}
+	return b->left_us > 0;
+}
+
+void owner_budget_spend(struct owner_budget *b, int64_t us)
+{
+	b->left_us -= us > 0 ? us : 0;
+}
+
+static int64_t owner_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The calling thread's connection, allocated on first use (NULL on ENOMEM); its store
+ * opened by owner_open. */
 static struct owner_conn *owner_conn(struct owner *o)
 {
-	static const char sql[] =
-		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
 	struct owner_conn *c = pthread_getspecific(o->conn_key);
-	char err[256];
 
 	if (!c) {
 		if (!(c = calloc(1, sizeof(*c))))
@@ -213,10 +267,18 @@ static struct owner_conn *owner_conn(struct owner *o)
 			return NULL;
 		}
 	}
+	return c;
+}
+
+/* Opens c's store if it is not open: 0, or -1 (then left alone for OWNER_RETRY_MS). */
+static int owner_open(struct owner *o, struct owner_conn *c)
+{
+	static const char sql[] =
+		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
+	char err[256];
+
 	if (c->db)
-		return c;
-	if (acct_now_ms() < c->retry_at_ms)
-		return NULL;
+		return 0;
 	if (db_open(o->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
 	    db_prepare(c->db, sql, &c->find) < 0) {
 		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
@@ -226,22 +288,39 @@ static struct owner_conn *owner_conn(struct owner *o)
 		c->find = NULL;
 		c->db = NULL;
 		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
-		return NULL;
+		return -1;
 	}
-	return c;
+	return 0;
 }
 
-/* id in the store, for an id the full table forgot. A store that fails is left alone
- * for OWNER_RETRY_MS: a reconnect waits on the network, and this is an I/O thread. */
+/* id in the store, for an id the table lacks. A store that fails is left alone for
+ * OWNER_RETRY_MS: a reconnect waits on the network, and this is an I/O thread; so is
+ * a thread whose time for probes is spent. That time counts the connect too, and a
+ * store that hangs (a partition: libpq gives up within about 30 s) is paid back in
+ * full before the next probe: the thread stays free at the price of cross-node reads
+ * for 1000000 / OWNER_PROBE_US times the stall. */
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
 	const char *model;
 	enum db_status rc;
+	int64_t t0;
 	int found = 0;
 
 	if (!c || acct_now_ms() < c->retry_at_ms)
 		return 0;
+	t0 = owner_now_us();
+	if (!owner_budget_allows(&c->budget, t0)) {
+		if (acct_now_ms() - c->warned_at_ms >= OWNER_WARN_MS) {
+			log_warn("stored responses: more ids to look up than %d ms a second of this "
+			         "thread allows; ids this node did not see are not found meanwhile",
+			         OWNER_PROBE_US / 1000);
+			c->warned_at_ms = acct_now_ms();
+		}
+		return 0;
+	}
+	if (owner_open(o, c) < 0)
+		goto out;
 	db_bind_text(c->find, 1, id, len);
 	rc = db_step(c->find);
 	if (rc == DB_ROW) {
@@ -255,6 +334,8 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 		c->retry_at_ms = acct_now_ms() + OWNER_RETRY_MS;
 	}
 	db_reset(c->find);
+out:
+	owner_budget_spend(&c->budget, owner_now_us() - t0);
 	return found;
 }
 
@@ -262,6 +343,7 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 {
 	const struct owner_slot *s;
 	int found = 0, full;
+	char copy[ACCT_RESPONSE_ID_MAX];
 
 	if (!acct_response_id_ok(id, len))
 		return 0;
@@ -272,8 +354,14 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 	}
 	full = o->n == o->max;
 	pthread_mutex_unlock(&o->lock);
-	if (!found && full && o->store[0])
-		found = owner_get_stored(o, id, len, out);
+	if (found || !o->store[0] || !(full || o->shared))
+		return found;
+	if (!(found = owner_get_stored(o, id, len, out)) || !o->shared)
+		return found;
+	/* Another node's create: asked again (a chain's next step), it is known here. */
+	memcpy(copy, id, len);
+	copy[len] = '\0';
+	owner_put(o, copy, out->key_id, out->model);
 	return found;
 }
 
@@ -294,7 +382,9 @@ void owner_creating(struct owner *o, int64_t key_id, int delta)
 
 int owner_creates_pending(struct owner *o, int64_t key_id)
 {
-	return atomic_load(owner_counter(o, key_id)) > 0;
+	/* Other nodes' creates are not counted here: any may be on its way to the store
+	 * (the writers commit in batches, a few ms after the answer). */
+	return o->shared || atomic_load(owner_counter(o, key_id)) > 0;
 }
 
 int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_t errlen)

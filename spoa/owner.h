@@ -8,7 +8,9 @@
  * probe. Bounded: past max ids the oldest leaves the table; once it is full, an id it
  * lacks is looked up in the database (owner_set_store), by the thread that asks, on a
  * read-only connection of its own: a primary-key probe, and only on a miss, which a
- * table that never filled answers alone. A key's creates whose row has not come
+ * table that never filled answers alone on SQLite. On PostgreSQL, which other nodes
+ * share, every miss is probed (their creates are there), within a time budget per
+ * thread (owner.c says why). A key's creates whose row has not come
  * yet are counted, so that a read of an id not known yet can wait for that row
  * (decision.h, DECISION_UNKNOWN_RESPONSE) instead of failing at once. */
 #ifndef TALLY_OWNER_H
@@ -43,7 +45,8 @@ int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model
 int owner_set_store(struct owner *o, const char *path);
 
 /* Who made id (len bytes): 1 and *out filled, or 0 when it is not known (nor in the
- * database when the table is full, or if the database cannot be read). Any thread. */
+ * database when the table is full or the database is PostgreSQL, or if the database
+ * cannot be read, or the thread's time for probes is spent). Any thread. */
 int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *out);
 
 /* A create of key_id was admitted (delta 1) or its row was made (-1). Counts never go
@@ -51,10 +54,25 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 void owner_creating(struct owner *o, int64_t key_id, int delta);
 
 /* Whether key_id may have creates whose row has not come (keys share counters by hash,
- * so another key's may answer yes: the cost is a short wait, never a wrong owner). */
+ * so another key's may answer yes: the cost is a short wait, never a wrong owner).
+ * Always yes on a shared store: another node's create may not be in it yet. */
 int owner_creates_pending(struct owner *o, int64_t key_id);
 
 size_t owner_count(struct owner *o);
+
+/* A thread's time for store probes: OWNER_PROBE_US of every second, saved up to one
+ * second's worth. Pure; one thread. */
+#define OWNER_PROBE_US 50000
+struct owner_budget {
+	int64_t left_us;
+	int64_t at_us;      /* last refilled (a monotonic clock); 0: never */
+};
+
+/* Refills b for the time since its last call (now_us, microseconds of a monotonic
+ * clock, > 0), then whether time is left. */
+int owner_budget_allows(struct owner_budget *b, int64_t now_us);
+/* Takes a probe's time (us) from b: it may go below 0, then waits for the refill. */
+void owner_budget_spend(struct owner_budget *b, int64_t us);
 
 /* How long a provider keeps a stored response (OpenAI: 30 days): older ones are not
  * loaded. */

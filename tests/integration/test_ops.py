@@ -272,6 +272,41 @@ def test_http2_over_tls_is_decided_and_accounted(tmp_path):
         s.close()
 
 
+@pytest.mark.parametrize("policy", ["closed", "open"])
+def test_healthz_fails_while_the_node_cannot_serve(tmp_path, policy):
+    """/healthz is what an L4 balancer follows: under fail-closed a node whose agent is
+    down refuses every request, so its /healthz answers 503 until the agent is back;
+    under fail-open it still forwards, and stays healthy."""
+    port = free_port()
+    s = Stack(tmp_path, fail_policy=policy, haproxy_env={"TALLY_HEALTH_ADDR": f"127.0.0.1:{port}"})
+
+    def health():
+        return s._request(port, "GET", "/healthz")[0]
+
+    def settles(want, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline and health() != want:
+            time.sleep(0.05)
+        return health() == want
+
+    try:
+        s.start()
+        assert health() == 200
+        s.kill_agent()
+        down = time.time()
+        if policy == "closed":
+            # spop-check: fall 2 at inter 1s then fastinter 250ms
+            assert settles(503), s.logs()
+            assert time.time() - down < 3
+        else:
+            time.sleep(2.5)
+            assert health() == 200
+        s.start_agent()
+        assert settles(200), s.logs()
+    finally:
+        s.close()
+
+
 # --- systemd units ------------------------------------------------------------------
 
 def unit_flags(unit):
