@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daycache.h"
 #include "db.h"
 #include "log.h"
 #include "selfcheck.h"
@@ -312,5 +313,6 @@ int main(int argc, char **argv)
 	}
 	log_info("signal %d: stopping", sig);
 	server_stop(srv);
+	daycache_clear();
 	return 0;
 }
