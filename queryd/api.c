@@ -457,18 +457,20 @@ static int api_kept_rows(const struct api_groups *days, struct daycache_entry *e
  * (daycache.h). The statement returns those days' rows (part "days") only when their
  * fingerprint in its snapshot differs from the kept one, and the fingerprint itself,
  * so that the kept sums and the rest of the answer are always of one snapshot.
- * Why the fingerprint is exact: nothing deletes or rewrites a rollup row (tallyctl
- * prune deletes raw rows only; backups copy; migrations build rollups from the rows
+ * Why the fingerprint is exact: nothing deletes or rewrites a rollup row in place
+ * (tallyctl prune deletes raw rows only, a backup copies, a migration builds a rollup
  * once), and each writer upsert adds at least one request to a row, so any change to
  * the kept days' key_daily rows, a late row from a node's journal or spill included,
- * raises their sum of requests. The count adds a check against a store replaced under
- * a running queryd: a restore of an older copy of the same store lowers the sum until
- * as many requests came again, and a row count that differs then still tells it. */
+ * raises their sum of requests (the count, free in the same scan, is a second check).
+ * Only a restore replaces the table's rows: an older copy refilled since to the kept
+ * count and sum would pass them, so on PostgreSQL the fingerprint also holds the
+ * table's file, new after pg_restore --clean; SQLite is restored with queryd stopped
+ * (docs/operations.md). */
 static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_from,
                             int64_t day_to, int64_t now, struct api_groups *gs,
                             struct api_reply *r)
 {
-	struct daycache_entry kept, got = { .fp_rows = -1, .fp_requests = -1 };
+	struct daycache_entry kept, got = { .fp_rows = -1, .fp_requests = -1, .fp_file = -1 };
 	struct api_groups days = { 0 };
 	struct db_stmt *st = NULL;
 	struct api_usage u;
@@ -486,7 +488,8 @@ static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_
 	if (!st || api_bind_summary(st, p, day_from, day_to) < 0 ||
 	    conn_bind_int(st, ":cache_to", got.key.day_to) < 0 ||
 	    conn_bind_int(st, ":fp_rows", have ? kept.fp_rows : -1) < 0 ||
-	    conn_bind_int(st, ":fp_requests", have ? kept.fp_requests : -1) < 0) {
+	    conn_bind_int(st, ":fp_requests", have ? kept.fp_requests : -1) < 0 ||
+	    conn_bind_int(st, ":fp_file", have ? kept.fp_file : -1) < 0) {
 		api_db_error(c, st, r);
 		goto out;
 	}
@@ -497,6 +500,7 @@ static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_
 		if (part && strcmp(part, "fingerprint") == 0) {
 			got.fp_rows = t;
 			got.fp_requests = key_id;
+			got.fp_file = db_col_int(st, SUMMARY_COL_SUMS + ROLLUP_REQUESTS);
 			continue;
 		}
 		/* a kept day's group: its key, or with a key filter its day */
@@ -513,7 +517,8 @@ static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_
 		goto out;
 	}
 	conn_release(st);
-	if (have && got.fp_rows == kept.fp_rows && got.fp_requests == kept.fp_requests) {
+	if (have && got.fp_rows == kept.fp_rows && got.fp_requests == kept.fp_requests &&
+	    got.fp_file == kept.fp_file) {
 		for (i = 0; i < kept.n; i++) {
 			const struct daycache_row *k = &kept.rows[i];
 

@@ -31,11 +31,12 @@ struct daycache_row {
 	uint64_t lat[LATENCY_BUCKETS];
 };
 
-/* The days' sums and the fingerprint (count of rows, sum of requests) of the key_daily
- * rows they were read from, in the same snapshot. */
+/* The days' sums and the fingerprint of the key_daily rows they were read from, in the
+ * same snapshot: count of rows, sum of requests, the table's file (PostgreSQL's
+ * relfilenode, 0 on SQLite). */
 struct daycache_entry {
 	struct daycache_key key;
-	int64_t fp_rows, fp_requests;
+	int64_t fp_rows, fp_requests, fp_file;
 	struct daycache_row *rows;
 	size_t n;
 };

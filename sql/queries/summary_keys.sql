@@ -8,16 +8,18 @@
 -- (queryd/api.c): their hours outside the range come negated, for queryd's sum.
 -- The days [:day_from, :cache_to) are those queryd keeps (queryd/daycache.h): their
 -- rows come as part 'days', and only when the fingerprint of their key_daily rows in
--- this statement's snapshot (count, sum of requests: the row of part 'fingerprint',
--- count as t and sum as key_id) differs from :fp_rows, :fp_requests, the kept one's;
--- else the scan of key_daily starts at :cache_to and reads none of them.
+-- this statement's snapshot (count, sum of requests and the table's file, the row of
+-- part 'fingerprint': count as t, sum as key_id, file as requests) differs from
+-- :fp_rows, :fp_requests, :fp_file, the kept one's; else the scan of key_daily starts
+-- at :cache_to and reads none of them.
 WITH fp AS (
-  SELECT count(*) AS n, coalesce(sum(requests), 0) AS r
+  SELECT count(*) AS n, coalesce(sum(requests), 0) AS r,
+         0 AS f
   FROM key_daily
   WHERE day >= :day_from AND day < :cache_to
     AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
 )
-SELECT n AS t, r AS key_id, 'fingerprint' AS part, NULL AS provider, 0 AS requests,
+SELECT n AS t, r AS key_id, 'fingerprint' AS part, NULL AS provider, f AS requests,
        0 AS errors, 0 AS streams, 0 AS prompt_tokens, 0 AS completion_tokens,
        0 AS cached_tokens, 0 AS cache_creation_tokens, 0 AS reasoning_tokens,
        0 AS cost_micros, 0 AS unpriced, 0 AS duration_ms_sum, 0 AS estimated,
@@ -37,8 +39,8 @@ SELECT day, key_id, CASE WHEN day < :cache_to THEN 'days' END, NULL, requests, e
        lat_le_500, lat_le_750, lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000,
        lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000, lat_gt_60000
 FROM key_daily
-WHERE day >= (SELECT CASE WHEN n = :fp_rows AND r = :fp_requests THEN :cache_to
-                          ELSE :day_from END FROM fp)
+WHERE day >= (SELECT CASE WHEN n = :fp_rows AND r = :fp_requests AND f = :fp_file
+                          THEN :cache_to ELSE :day_from END FROM fp)
   AND day < :day_to AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
 UNION ALL
 SELECT hour, key_id, NULL, NULL, requests, errors, streams, prompt_tokens,

@@ -651,6 +651,48 @@ def test_summary_by_key_kept_days_follow_late_rows(tmp_path, kind):
         q.stop()
 
 
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_summary_by_key_kept_days_after_a_restore(tmp_path, kind):
+    """A PostgreSQL store restored under a running queryd (pg_restore --clean of an older
+    dump), then refilled to exactly the kept days' count of rows and sum of requests with
+    other rows: the next summary by key is the restored and new rows' sums, not the kept
+    ones (the fingerprint holds key_daily's file, new after the restore)."""
+    from pgserver import PG_BIN
+    store, _, _ = fresh_store(kind, tmp_path, "restore")
+    frm, to = BASE, TODAY
+    rows = late_rows("base", [(BASE, TODAY)], 200, 21, [])     # no key: one row a day
+    write_rows(tmp_path, store, rows, "base")
+    dump = tmp_path / "tally.dump"
+    subprocess.run([str(PG_BIN / "pg_dump"), "-Fc", "-f", str(dump), store], check=True,
+                   timeout=60)
+
+    def same_groups(prefix, seed):
+        """5 rows into the days and keys rows[:5] are in: the same key_daily rows, each
+        one request more; other costs at each seed."""
+        more = late_rows(prefix, [(BASE, TODAY)], 5, seed, [])
+        for m, r in zip(more, rows):
+            m.update(key_id=r["key_id"], started_at=r["started_at"] + 1)
+        return more
+
+    q = Queryd(tmp_path, store, name="queryd-restore")
+    try:
+        after = same_groups("after", 22)
+        write_rows(tmp_path, store, after, "after")
+        for _ in range(2):
+            got = q.get(f"/api/summary?from={frm}&to={to}&group=key")
+            check_usage(got["totals"], usage(rows + after), "before the restore")
+        subprocess.run([str(PG_BIN / "pg_restore"), "--clean", "--if-exists", "-d", store,
+                        str(dump)], check=True, timeout=60)
+        again = same_groups("again", 23)
+        write_rows(tmp_path, store, again, "again")
+        assert sum(r["cost_micros"] or 0 for r in again) != \
+            sum(r["cost_micros"] or 0 for r in after)
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=key")
+        check_usage(got["totals"], usage(rows + again), "after the restore")
+    finally:
+        q.stop()
+
+
 def test_summary_filters_limit_and_defaults(world):
     q, rows, keys = world["q"], world["rows"], world["keys"]
     frm, to = BASE - 86400, BASE + 4 * 86400
@@ -1406,7 +1448,8 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             "status_hi": None, "outcome": None, "stream": None, "request_id": "r5",
             "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
-            "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1}
+            "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1,
+            "fp_file": -1}
 
     def plan(name, **values):
         path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"

@@ -8,13 +8,19 @@
 -- (queryd/api.c): their hours outside the range are subtracted, negated before the sum
 -- so that one aggregate does it (one per branch cost the 30-day summary ~20% more).
 -- The branches carry no model or provider: two constant columns fewer a row, ~5%.
+-- The table's file changes when it is rewritten whole (pg_restore --clean, TRUNCATE,
+-- VACUUM FULL): a restore under a running queryd is seen even when the rows that came
+-- after it matched the kept count and sum. SQLite's file is 0 (restored only with
+-- queryd stopped, docs/operations.md).
 -- The days [:day_from, :cache_to) are those queryd keeps (queryd/daycache.h): their
 -- rows come as part 'days', and only when the fingerprint of their key_daily rows in
--- this statement's snapshot (count, sum of requests: the row of part 'fingerprint',
--- count as t and sum as key_id) differs from :fp_rows, :fp_requests, the kept one's;
--- else the scan of key_daily starts at :cache_to and reads none of them.
+-- this statement's snapshot (count, sum of requests and the table's file, the row of
+-- part 'fingerprint': count as t, sum as key_id, file as requests) differs from
+-- :fp_rows, :fp_requests, :fp_file, the kept one's; else the scan of key_daily starts
+-- at :cache_to and reads none of them.
 WITH fp AS (
-  SELECT count(*) AS n, coalesce(sum(requests), 0) AS r
+  SELECT count(*) AS n, coalesce(sum(requests), 0) AS r,
+         CAST(pg_relation_filenode('key_daily') AS BIGINT) AS f
   FROM key_daily
   WHERE day >= :day_from AND day < :cache_to
     AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
@@ -49,8 +55,8 @@ FROM (
          lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000,
          lat_gt_60000
   FROM key_daily
-  WHERE day >= (SELECT CASE WHEN n = :fp_rows AND r = :fp_requests THEN :cache_to
-                            ELSE :day_from END FROM fp)
+  WHERE day >= (SELECT CASE WHEN n = :fp_rows AND r = :fp_requests AND f = :fp_file
+                            THEN :cache_to ELSE :day_from END FROM fp)
     AND day < :day_to AND (CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id)
   UNION ALL
   SELECT NULL, hour, key_id, requests, errors, streams, prompt_tokens, completion_tokens,
@@ -77,6 +83,6 @@ FROM (
 ) r
 GROUP BY 1, key_id, part
 UNION ALL
-SELECT n, r, 'fingerprint', NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+SELECT n, r, 'fingerprint', NULL, f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 FROM fp;
