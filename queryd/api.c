@@ -436,21 +436,23 @@ static int64_t api_kept_to(int64_t day_from, int64_t day_to, int64_t now)
 	return today < day_from ? day_from : today < day_to ? today : day_to;
 }
 
-/* The kept days' groups as the rows of e. 0, or -1 out of memory. */
+/* The kept days' groups packed as the rows of e. 0, or -1 out of memory. */
 static int api_kept_rows(const struct api_groups *days, struct daycache_entry *e)
 {
+	struct daycache_row *rows = malloc(days->n ? days->n * sizeof(*rows) : 1);
 	size_t i;
+	int rc;
 
-	e->rows = malloc(days->n ? days->n * sizeof(*e->rows) : 1);
-	if (!e->rows)
+	if (!rows)
 		return -1;
 	for (i = 0; i < days->n; i++) {
-		e->rows[i].id = days->v[i].id;
-		memcpy(e->rows[i].sum, days->v[i].u.sum, sizeof(e->rows[i].sum));
-		memcpy(e->rows[i].lat, days->v[i].u.lat, sizeof(e->rows[i].lat));
+		rows[i].id = days->v[i].id;
+		memcpy(rows[i].sum, days->v[i].u.sum, sizeof(rows[i].sum));
+		memcpy(rows[i].lat, days->v[i].u.lat, sizeof(rows[i].lat));
 	}
-	e->n = days->n;
-	return 0;
+	rc = daycache_pack(e, rows, days->n);
+	free(rows);
+	return rc;
 }
 
 /* A summary_keys answer into gs, with the sums of its days before today's kept
@@ -520,12 +522,13 @@ static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_
 	if (have && got.fp_rows == kept.fp_rows && got.fp_requests == kept.fp_requests &&
 	    got.fp_file == kept.fp_file) {
 		for (i = 0; i < kept.n; i++) {
-			const struct daycache_row *k = &kept.rows[i];
+			struct daycache_row k;
 
-			memcpy(u.sum, k->sum, sizeof(u.sum));
-			memcpy(u.lat, k->lat, sizeof(u.lat));
-			if (api_groups_add(gs, p->group, p->has_key_id ? k->id : 0,
-			                   p->has_key_id ? p->key_id : k->id, NULL, &u) < 0) {
+			daycache_row_at(&kept, i, &k);
+			memcpy(u.sum, k.sum, sizeof(u.sum));
+			memcpy(u.lat, k.lat, sizeof(u.lat));
+			if (api_groups_add(gs, p->group, p->has_key_id ? k.id : 0,
+			                   p->has_key_id ? p->key_id : k.id, NULL, &u) < 0) {
 				api_nomem(NULL, r);
 				goto out;
 			}

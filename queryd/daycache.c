@@ -31,8 +31,73 @@ static int daycache_find(const struct daycache_key *k)
 
 void daycache_entry_free(struct daycache_entry *e)
 {
-	free(e->rows);
+	free(e->cells);
 	memset(e, 0, sizeof(*e));
+}
+
+/* The values of r in their order in a packed row. */
+static void daycache_values(const struct daycache_row *r, uint64_t v[DAYCACHE_VALUES])
+{
+	int j;
+
+	v[0] = (uint64_t)r->id;
+	for (j = 0; j < ROLLUP_NAMED; j++)
+		v[1 + j] = (uint64_t)r->sum[j];
+	for (j = 0; j < LATENCY_BUCKETS; j++)
+		v[1 + ROLLUP_NAMED + j] = r->lat[j];
+}
+
+static size_t daycache_row_size(int narrow)
+{
+	return DAYCACHE_VALUES * (narrow ? sizeof(uint32_t) : sizeof(uint64_t));
+}
+
+int daycache_pack(struct daycache_entry *e, const struct daycache_row *rows, size_t n)
+{
+	uint64_t v[DAYCACHE_VALUES];
+	size_t i;
+	int j, narrow = 1;
+	void *cells;
+
+	/* a negative value as uint64_t is over UINT32_MAX too */
+	for (i = 0; i < n && narrow; i++) {
+		daycache_values(&rows[i], v);
+		for (j = 0; j < DAYCACHE_VALUES; j++)
+			if (v[j] > UINT32_MAX)
+				narrow = 0;
+	}
+	cells = malloc(n ? n * daycache_row_size(narrow) : 1);
+	if (!cells)
+		return -1;
+	for (i = 0; i < n; i++) {
+		daycache_values(&rows[i], v);
+		for (j = 0; j < DAYCACHE_VALUES; j++) {
+			if (narrow)
+				((uint32_t *)cells)[i * DAYCACHE_VALUES + j] = (uint32_t)v[j];
+			else
+				((uint64_t *)cells)[i * DAYCACHE_VALUES + j] = v[j];
+		}
+	}
+	free(e->cells);
+	e->cells = cells;
+	e->n = n;
+	e->narrow = narrow;
+	return 0;
+}
+
+void daycache_row_at(const struct daycache_entry *e, size_t i, struct daycache_row *out)
+{
+	uint64_t v[DAYCACHE_VALUES];
+	int j;
+
+	for (j = 0; j < DAYCACHE_VALUES; j++)
+		v[j] = e->narrow ? ((const uint32_t *)e->cells)[i * DAYCACHE_VALUES + j]
+		                 : ((const uint64_t *)e->cells)[i * DAYCACHE_VALUES + j];
+	out->id = (int64_t)v[0];
+	for (j = 0; j < ROLLUP_NAMED; j++)
+		out->sum[j] = (int64_t)v[1 + j];
+	for (j = 0; j < LATENCY_BUCKETS; j++)
+		out->lat[j] = v[1 + ROLLUP_NAMED + j];
 }
 
 /* Empties slot i. Under the lock. */
@@ -50,11 +115,13 @@ int daycache_get(const struct daycache_key *k, struct daycache_entry *out)
 	pthread_mutex_lock(&daycache_lock);
 	i = daycache_find(k);
 	if (i >= 0) {
+		size_t bytes = daycache_v[i].n * daycache_row_size(daycache_v[i].narrow);
+
 		*out = daycache_v[i];
-		out->rows = malloc(out->n ? out->n * sizeof(*out->rows) : 1);
-		if (out->rows) {
-			if (out->n)
-				memcpy(out->rows, daycache_v[i].rows, out->n * sizeof(*out->rows));
+		out->cells = malloc(bytes ? bytes : 1);
+		if (out->cells) {
+			if (bytes)
+				memcpy(out->cells, daycache_v[i].cells, bytes);
 			daycache_used[i] = ++daycache_clock;
 			rc = 1;
 		} else {
