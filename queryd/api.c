@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daycache.h"
 #include "db.h"
 #include "hash.h"
 #include "json.h"
@@ -26,6 +27,7 @@
 #define SUMMARY_COL_KEY 1
 #define SUMMARY_COL_MODEL 2
 #define SUMMARY_COL_PROVIDER 3
+#define SUMMARY_COL_PART SUMMARY_COL_MODEL   /* summary_keys: the part of the answer */
 #define SUMMARY_COL_SUMS 4
 #define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + ROLLUP_NAMED)
 
@@ -289,28 +291,29 @@ static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const
 	return &gs->v[gs->n++];
 }
 
-/* Adds the rollup row under st to its group. 0, or -1 (out of memory). */
-static int api_groups_add(struct api_groups *gs, struct db_stmt *st, enum params_group grp)
+/* Adds u, the sums of a rollup row of period t (a day or hour), key key_id and model or
+ * provider name (NULL: neither), to its group for grp. 0, or -1 (out of memory). */
+static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t t,
+                          int64_t key_id, const char *name, const struct api_usage *u)
 {
-	const char *name = NULL;
 	struct api_group *g;
 	int64_t id = 0;
-	int i;
 
 	switch (grp) {
 	case PARAMS_GROUP_KEY:
-		id = db_col_int(st, SUMMARY_COL_KEY);
+		id = key_id;
+		name = NULL;
 		break;
 	case PARAMS_GROUP_HOUR:
-		id = db_col_int(st, SUMMARY_COL_T);
+		id = t;
+		name = NULL;
 		break;
 	case PARAMS_GROUP_DAY:
-		id = period_start_ms(PERIOD_DAY, db_col_int(st, SUMMARY_COL_T) * 1000) / 1000;
+		id = period_start_ms(PERIOD_DAY, t * 1000) / 1000;
+		name = NULL;
 		break;
 	case PARAMS_GROUP_MODEL:
 	case PARAMS_GROUP_PROVIDER:
-		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ?
-		                                         SUMMARY_COL_MODEL : SUMMARY_COL_PROVIDER);
 		if (!name)
 			name = "";
 		break;
@@ -318,11 +321,34 @@ static int api_groups_add(struct api_groups *gs, struct db_stmt *st, enum params
 	g = api_groups_get(gs, id, name);
 	if (!g)
 		return -1;
-	for (i = 0; i < ROLLUP_NAMED; i++)
-		g->u.sum[i] = satadd(g->u.sum[i], db_col_int(st, SUMMARY_COL_SUMS + i));
-	for (i = 0; i < LATENCY_BUCKETS; i++)
-		g->u.lat[i] += (uint64_t)db_col_int(st, SUMMARY_COL_LAT + i);
+	api_usage_add(&g->u, u);
 	return 0;
+}
+
+/* The sums of the rollup row under st. */
+static void api_row_usage(struct db_stmt *st, struct api_usage *u)
+{
+	int i;
+
+	for (i = 0; i < ROLLUP_NAMED; i++)
+		u->sum[i] = db_col_int(st, SUMMARY_COL_SUMS + i);
+	for (i = 0; i < LATENCY_BUCKETS; i++)
+		u->lat[i] = (uint64_t)db_col_int(st, SUMMARY_COL_LAT + i);
+}
+
+/* Adds the rollup row under st to its group. 0, or -1 (out of memory). */
+static int api_groups_add_row(struct api_groups *gs, struct db_stmt *st,
+                              enum params_group grp)
+{
+	struct api_usage u;
+	const char *name = NULL;
+
+	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_PROVIDER)
+		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ? SUMMARY_COL_MODEL
+		                                                 : SUMMARY_COL_PROVIDER);
+	api_row_usage(st, &u);
+	return api_groups_add(gs, grp, db_col_int(st, SUMMARY_COL_T),
+	                      db_col_int(st, SUMMARY_COL_KEY), name, &u);
 }
 
 /* Time groups by time; the others by cost, then requests, descending, then by key. */
@@ -372,12 +398,11 @@ static void api_summary_days(const struct params *p, int whole_ends, int64_t *da
 }
 
 /* A key or model not given stays NULL (conn_stmt clears the bindings). */
-static int api_bind_summary(struct db_stmt *st, const struct params *p, int whole_ends)
+static int api_bind_summary(struct db_stmt *st, const struct params *p, int64_t day_from,
+                            int64_t day_to)
 {
-	int64_t day_from, day_to;
 	int rc = 0;
 
-	api_summary_days(p, whole_ends, &day_from, &day_to);
 	rc |= conn_bind_int(st, ":from", p->from);
 	rc |= conn_bind_int(st, ":to", p->to);
 	rc |= conn_bind_int(st, ":day_from", day_from);
@@ -402,18 +427,144 @@ static enum conn_query api_summary_query(const struct params *p)
 	return CONN_SUMMARY;
 }
 
+/* The end of the days [day_from, day_to) of a summary by key whose sums queryd keeps:
+ * those before the day holding now, which changes with every batch. */
+static int64_t api_kept_to(int64_t day_from, int64_t day_to, int64_t now)
+{
+	int64_t today = period_start_ms(PERIOD_DAY, now * 1000) / 1000;
+
+	return today < day_from ? day_from : today < day_to ? today : day_to;
+}
+
+/* The kept days' groups packed as the rows of e. 0, or -1 out of memory. */
+static int api_kept_rows(const struct api_groups *days, struct daycache_entry *e)
+{
+	struct daycache_row *rows = malloc(days->n ? days->n * sizeof(*rows) : 1);
+	size_t i;
+	int rc;
+
+	if (!rows)
+		return -1;
+	for (i = 0; i < days->n; i++) {
+		rows[i].id = days->v[i].id;
+		memcpy(rows[i].sum, days->v[i].u.sum, sizeof(rows[i].sum));
+		memcpy(rows[i].lat, days->v[i].u.lat, sizeof(rows[i].lat));
+	}
+	rc = daycache_pack(e, rows, days->n);
+	free(rows);
+	return rc;
+}
+
+/* A summary_keys answer into gs, with the sums of its days before today's kept
+ * (daycache.h). The statement returns those days' rows (part "days") only when their
+ * fingerprint in its snapshot differs from the kept one, and the fingerprint itself,
+ * so that the kept sums and the rest of the answer are always of one snapshot.
+ * Why the fingerprint is exact: nothing deletes or rewrites a rollup row in place
+ * (tallyctl prune deletes raw rows only, a backup copies, a migration builds a rollup
+ * once), and each writer upsert adds at least one request to a row, so any change to
+ * the kept days' key_daily rows, a late row from a node's journal or spill included,
+ * raises their sum of requests (the count, free in the same scan, is a second check).
+ * Only a restore replaces the table's rows: an older copy refilled since to the kept
+ * count and sum would pass them, so on PostgreSQL the fingerprint also holds the
+ * table's file, new after pg_restore --clean; SQLite is restored with queryd stopped
+ * (docs/operations.md). */
+static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_from,
+                            int64_t day_to, int64_t now, struct api_groups *gs,
+                            struct api_reply *r)
+{
+	struct daycache_entry kept, got = { .fp_rows = -1, .fp_requests = -1, .fp_file = -1 };
+	struct api_groups days = { 0 };
+	struct db_stmt *st = NULL;
+	struct api_usage u;
+	int have = 0, step, rc = -1;
+	size_t i;
+
+	got.key = (struct daycache_key){ day_from, api_kept_to(day_from, day_to, now),
+	                                 p->has_key_id, p->has_key_id ? p->key_id : 0 };
+	memset(&kept, 0, sizeof(kept));
+	if (got.key.day_to > day_from && (have = daycache_get(&got.key, &kept)) < 0) {
+		api_nomem(NULL, r);
+		goto out;
+	}
+	st = conn_stmt(c, CONN_SUMMARY_KEYS);
+	if (!st || api_bind_summary(st, p, day_from, day_to) < 0 ||
+	    conn_bind_int(st, ":cache_to", got.key.day_to) < 0 ||
+	    conn_bind_int(st, ":fp_rows", have ? kept.fp_rows : -1) < 0 ||
+	    conn_bind_int(st, ":fp_requests", have ? kept.fp_requests : -1) < 0 ||
+	    conn_bind_int(st, ":fp_file", have ? kept.fp_file : -1) < 0) {
+		api_db_error(c, st, r);
+		goto out;
+	}
+	while ((step = db_step(st)) == DB_ROW) {
+		const char *part = db_col_text(st, SUMMARY_COL_PART);
+		int64_t t = db_col_int(st, SUMMARY_COL_T), key_id = db_col_int(st, SUMMARY_COL_KEY);
+
+		if (part && strcmp(part, "fingerprint") == 0) {
+			got.fp_rows = t;
+			got.fp_requests = key_id;
+			got.fp_file = db_col_int(st, SUMMARY_COL_SUMS + ROLLUP_REQUESTS);
+			continue;
+		}
+		/* a kept day's group: its key, or with a key filter its day */
+		api_row_usage(st, &u);
+		if (api_groups_add(gs, p->group, t, key_id, NULL, &u) < 0 ||
+		    (part && api_groups_add(&days, PARAMS_GROUP_KEY, 0, p->has_key_id ? t : key_id,
+		                            NULL, &u) < 0)) {
+			api_nomem(st, r);
+			goto out;
+		}
+	}
+	if (step != DB_DONE) {
+		api_db_error(c, st, r);
+		goto out;
+	}
+	conn_release(st);
+	if (have && got.fp_rows == kept.fp_rows && got.fp_requests == kept.fp_requests &&
+	    got.fp_file == kept.fp_file) {
+		for (i = 0; i < kept.n; i++) {
+			struct daycache_row k;
+
+			daycache_row_at(&kept, i, &k);
+			memcpy(u.sum, k.sum, sizeof(u.sum));
+			memcpy(u.lat, k.lat, sizeof(u.lat));
+			if (api_groups_add(gs, p->group, p->has_key_id ? k.id : 0,
+			                   p->has_key_id ? p->key_id : k.id, NULL, &u) < 0) {
+				api_nomem(NULL, r);
+				goto out;
+			}
+		}
+	} else if (got.key.day_to > day_from) {
+		if (api_kept_rows(&days, &got) < 0) {
+			api_nomem(NULL, r);
+			goto out;
+		}
+		daycache_put(&got);
+	}
+	rc = 0;
+out:
+	daycache_entry_free(&kept);
+	daycache_entry_free(&got);
+	api_groups_free(&days);
+	return rc;
+}
+
 /* The rows of the range into gs. */
-static int api_summary_groups(struct conn *c, const struct params *p, struct api_groups *gs,
-                              struct api_reply *r)
+static int api_summary_groups(struct conn *c, const struct params *p, int64_t now,
+                              struct api_groups *gs, struct api_reply *r)
 {
 	enum conn_query query = api_summary_query(p);
-	struct db_stmt *st = conn_stmt(c, query);
+	struct db_stmt *st;
+	int64_t day_from, day_to;
 	int step;
 
-	if (!st || api_bind_summary(st, p, query == CONN_SUMMARY_KEYS) < 0)
+	api_summary_days(p, query == CONN_SUMMARY_KEYS, &day_from, &day_to);
+	if (query == CONN_SUMMARY_KEYS)
+		return api_summary_keys(c, p, day_from, day_to, now, gs, r);
+	st = conn_stmt(c, query);
+	if (!st || api_bind_summary(st, p, day_from, day_to) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
-		if (api_groups_add(gs, st, p->group) < 0)
+		if (api_groups_add_row(gs, st, p->group) < 0)
 			return api_nomem(st, r);
 	if (step != DB_DONE)
 		return api_db_error(c, st, r);
@@ -518,7 +669,7 @@ static int api_summary_row(const struct params *p, const struct api_group *g,
 	return 0;
 }
 
-int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
+int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_reply *r)
 {
 	struct api_usage total = { { 0 }, { 0 } };
 	struct api_groups gs = { 0 };
@@ -528,7 +679,7 @@ int api_summary(struct conn *c, const struct params *p, struct api_reply *r)
 	size_t i, listed, nnames = 0;
 	int rc = -1, err;
 
-	if (api_summary_groups(c, p, &gs, r) < 0)
+	if (api_summary_groups(c, p, now, &gs, r) < 0)
 		goto out;
 	api_groups_drop_empty(&gs);
 	if (gs.n)

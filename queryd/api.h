@@ -23,7 +23,8 @@ int api_error(struct api_reply *r, unsigned status, const char *msg, const char 
 
 /* Each fills r and returns 0 on success, -1 with an error reply (400, 404, 503). */
 int api_health(struct conn *c, int serves_data, struct api_reply *r);
-int api_summary(struct conn *c, const struct params *p, struct api_reply *r);
+/* now: unix seconds, for which days of a summary by key are kept (daycache.h). */
+int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_reply *r);
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r);
 int api_request_one(struct conn *c, const char *request_id, struct api_reply *r);
 int api_keys(struct conn *c, int64_t now, struct api_reply *r);

@@ -208,7 +208,7 @@ static enum MHD_Result server_data(struct server *s, struct MHD_Connection *mc, 
 		return server_send(mc, &r);
 	switch (route) {
 	case ROUTE_SUMMARY:
-		api_summary(c, &p, &r);
+		api_summary(c, &p, time(NULL), &r);
 		break;
 	case ROUTE_REQUESTS:
 		api_requests(c, &p, &r);

@@ -541,6 +541,157 @@ def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind
         q.stop()
 
 
+def fresh_store(kind, tmp_path, name):
+    """A store that tools create and fill (kind: a STORES parameter): a SQLite path, or
+    an empty PostgreSQL database; the options tally-gen and tallyctl need for it; and a
+    function running one SQL statement on it (committed), returning its rows."""
+    if kind.param == "sqlite":
+        store, extra = tmp_path / f"{name}.db", []
+
+        def sql(text):
+            con = sqlite3.connect(store)
+            try:
+                with con:
+                    return con.execute(text).fetchall()
+            finally:
+                con.close()
+    else:
+        pg = kind.getfixturevalue("pg_server")
+        store = pg.create_db(f"queryd_{next(PG_DBS)}")
+        extra = ["--secret", str(tmp_path / "secret")]
+
+        def sql(text):
+            return pg.query(store, text)
+    return store, extra, sql
+
+
+def late_rows(prefix, spans, n, seed, keys):
+    """n rows of the given key ids or none, started at random in the given [from, to)
+    spans (unix seconds)."""
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        lo, hi = rnd.choice(spans)
+        cost = rnd.choice([None, rnd.randrange(0, 100000)])
+        rows.append({"request_id": f"{prefix}-{i:04d}", "key_id": rnd.choice(keys + [None]),
+                     "model": "m", "provider": "p", "stream": rnd.choice([True, False]),
+                     "outcome": rnd.choice(["complete", "complete", "upstream_error"]),
+                     "usage_source": "response", "prompt_tokens": rnd.randrange(0, 5000),
+                     "completion_tokens": rnd.randrange(0, 3000), "cached_tokens": None,
+                     "cache_creation_tokens": None, "reasoning_tokens": None, "cost_micros": cost,
+                     "unpriced": False, "started_at": rnd.randrange(lo * 1000, hi * 1000),
+                     "duration_ms": rnd.choice([None, 3, 120, 900, 7000]),
+                     "estimated_tokens": None, "estimated_cost_micros": None})
+    return rows
+
+
+def write_rows(tmp_path, store, rows, name):
+    """rows stored by tally-gen --ndjson: the agent's writer, its rollups included."""
+    nd = tmp_path / f"{name}.ndjson"
+    nd.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
+                          for r in rows))
+    gen(store, "--ndjson", str(nd))
+
+
+def test_summary_by_key_kept_days_follow_late_rows(tmp_path, kind):
+    """queryd keeps the sums of a summary by key's days before today (queryd/daycache.h)
+    and checks them against their rows' fingerprint in each answer's snapshot: rows that
+    arrive late into a kept day (a node's journal or spill, here through tally-gen and
+    the agent's writer) show in the next answer, which equals the raw rows' sums."""
+    store, extra, edit = fresh_store(kind, tmp_path, "late")
+    for name in ("k1", "k2", "k3"):
+        tallyctl(store, *extra, "key", "create", name)
+    listed = json.loads(tallyctl(store, *extra, "key", "list", "--json"))
+    keys = [k["id"] for k in sorted(listed, key=lambda k: k["name"])]
+    # a head day read whole (20 of its hours in the range), kept days, today
+    frm, to = BASE - 20 * 3600, NOW
+    spans = [(BASE - 86400, BASE), (BASE, TODAY), (TODAY, NOW)]
+    rows = late_rows("early", spans, 300, 11, keys)
+    write_rows(tmp_path, store, rows, "early")
+    queries = ["group=key", "group=day&key=k2", "group=key&key=k3"]
+    q = Queryd(tmp_path, store, name="queryd-late")
+
+    def check(what):
+        for query in queries:
+            args = dict(a.split("=") for a in query.split("&"))
+            key_id = keys[int(args["key"][1]) - 1] if "key" in args else None
+            for _ in range(2):      # read (or checked and kept), then kept
+                got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+                _, _, want, total = summary_expected(rows, frm, to, args["group"],
+                                                     key_id=key_id)
+                assert [r["group"] for r in got["rows"]] == [g for g, _ in want], (what, query)
+                for row, (g, u) in zip(got["rows"], want):
+                    check_usage(row, u, (what, query, g))
+                check_usage(got["totals"], total, (what, query, "totals"))
+
+    try:
+        check("first")
+        # late rows into kept days, one of them a new key, and into the head day's hours
+        # outside the range (read with the day, subtracted with the hours)
+        late = late_rows("late", [(BASE + 3600, BASE + 7200), (BASE - 86400, frm)], 40, 12,
+                         keys)
+        late[0].update(key_id=max(keys) + 1, started_at=(BASE + 2 * 86400) * 1000)
+        rows += late
+        write_rows(tmp_path, store, late, "late")
+        check("late rows")
+        # one late row alone: the smallest change the fingerprint must see
+        one = late_rows("one", [(BASE + 86400, BASE + 90000)], 1, 13, keys)
+        rows += one
+        write_rows(tmp_path, store, one, "one")
+        check("one late row")
+        # the answers above came from the kept sums at least once: an edit that keeps the
+        # fingerprint (which no writer makes) goes unseen
+        edit(f"UPDATE key_daily SET cost_micros = cost_micros + 1 WHERE day = {BASE}")
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=key&limit=1000")
+        assert got["totals"]["cost_micros"] == usage(
+            [r for r in rows if frm - frm % 3600 <= r["started_at"] // 1000 < to]
+        )["cost_micros"]
+    finally:
+        q.stop()
+
+
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_summary_by_key_kept_days_after_a_restore(tmp_path, kind):
+    """A PostgreSQL store restored under a running queryd (pg_restore --clean of an older
+    dump), then refilled to exactly the kept days' count of rows and sum of requests with
+    other rows: the next summary by key is the restored and new rows' sums, not the kept
+    ones (the fingerprint holds key_daily's file, new after the restore)."""
+    from pgserver import PG_BIN
+    store, _, _ = fresh_store(kind, tmp_path, "restore")
+    frm, to = BASE, TODAY
+    rows = late_rows("base", [(BASE, TODAY)], 200, 21, [])     # no key: one row a day
+    write_rows(tmp_path, store, rows, "base")
+    dump = tmp_path / "tally.dump"
+    subprocess.run([str(PG_BIN / "pg_dump"), "-Fc", "-f", str(dump), store], check=True,
+                   timeout=60)
+
+    def same_groups(prefix, seed):
+        """5 rows into the days and keys rows[:5] are in: the same key_daily rows, each
+        one request more; other costs at each seed."""
+        more = late_rows(prefix, [(BASE, TODAY)], 5, seed, [])
+        for m, r in zip(more, rows):
+            m.update(key_id=r["key_id"], started_at=r["started_at"] + 1)
+        return more
+
+    q = Queryd(tmp_path, store, name="queryd-restore")
+    try:
+        after = same_groups("after", 22)
+        write_rows(tmp_path, store, after, "after")
+        for _ in range(2):
+            got = q.get(f"/api/summary?from={frm}&to={to}&group=key")
+            check_usage(got["totals"], usage(rows + after), "before the restore")
+        subprocess.run([str(PG_BIN / "pg_restore"), "--clean", "--if-exists", "-d", store,
+                        str(dump)], check=True, timeout=60)
+        again = same_groups("again", 23)
+        write_rows(tmp_path, store, again, "again")
+        assert sum(r["cost_micros"] or 0 for r in again) != \
+            sum(r["cost_micros"] or 0 for r in after)
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=key")
+        check_usage(got["totals"], usage(rows + again), "after the restore")
+    finally:
+        q.stop()
+
+
 def test_summary_filters_limit_and_defaults(world):
     q, rows, keys = world["q"], world["rows"], world["keys"]
     frm, to = BASE - 86400, BASE + 4 * 86400
@@ -1058,22 +1209,7 @@ def test_pages_while_the_writer_inserts(tmp_path, kind):
     """Keyset pages visit every row present when the first page was read exactly once,
     while tally-gen's writer keeps inserting (rows stamped with the current time); on
     PostgreSQL through the writer's own path there too."""
-    if kind.param == "sqlite":
-        store, extra = tmp_path / "live.db", []
-
-        def read(sql):
-            con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-            try:
-                return con.execute(sql).fetchall()
-            finally:
-                con.close()
-    else:
-        pg = kind.getfixturevalue("pg_server")
-        store = pg.create_db(f"queryd_{next(PG_DBS)}")
-        extra = ["--secret", str(tmp_path / "secret")]
-
-        def read(sql):
-            return pg.query(store, sql)
+    store, extra, read = fresh_store(kind, tmp_path, "live")
     gen(store, "--rows", "300", "--keys", "3", "--days", "1", *extra)
     writer = Proc("tally-gen", [str(binary("tally-gen")), "--db", str(store), "--duration", "30",
                                 "--rate", "400", "--keys", "3", *extra], tmp_path)
@@ -1311,7 +1447,8 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             "status_hi": None, "outcome": None, "stream": None, "request_id": "r5",
             "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
-            "day_to": day}
+            "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1,
+            "fp_file": -1}
 
     def plan(name, **values):
         path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"
