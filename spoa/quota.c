@@ -749,7 +749,8 @@ long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_shar
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
-	qsort(*out, n, sizeof(**out), quota_share_key_cmp);
+	if (n > 1)   /* *out is NULL while no key was ever collected: qsort wants a pointer */
+		qsort(*out, n, sizeof(**out), quota_share_key_cmp);
 	return (long)n;
 fail:
 	/* Nothing may be lost: what the keys collected so far gave back comes back. */

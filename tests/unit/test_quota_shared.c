@@ -32,6 +32,20 @@ static long collect(struct quota *q, struct quota_share_key **keys, size_t *cap)
 	return quota_share_collect(q, 100, keys, cap);
 }
 
+/* A node with no limited key yet: a round collects nothing, from a NULL array (the share
+ * thread's first rounds), without handing qsort a NULL pointer (UBSan). */
+static void test_collect_nothing(void)
+{
+	struct quota *q = quota_new();
+	struct quota_share_key *keys = NULL;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 0);
+	free(keys);
+	quota_free(q);
+}
+
 static void test_rates(void)
 {
 	struct quota *q = quota_new();
@@ -200,6 +214,7 @@ static void test_wait_for_a_round(void)
 
 int main(void)
 {
+	RUN(test_collect_nothing);
 	RUN(test_rates);
 	RUN(test_slots);
 	RUN(test_tokens_and_budget);
