@@ -1,16 +1,16 @@
--- tally usage capture: keeps the first and last bytes of a response body and hands
--- them to the end-of-transaction log record (txn.tally.cap), where the agent reads the
--- usage the upstream reported. The body itself passes untouched, with one exception
--- below (the usage event the gateway asked for on the client's behalf).
+-- tally usage capture: reads a response body by its JSON structure as it passes and
+-- hands the members the agent bills by (usage, model, id, tier: see "The answer, read
+-- by its structure") to the end-of-transaction log record (txn.tally.cap). The body
+-- itself passes untouched, with one exception below (the usage event the gateway asked
+-- for on the client's behalf).
 --
 -- Loaded with lua-load-per-thread (a shared lua-load crashes HAProxy 2.6.12 with
 -- nbthread > 1). Declared only on the _capture backends: every callback costs
 -- 15-25 us, so a response that does not need capture must not meet this filter.
 --
--- Record field: "c1 <kind> <body bytes> <head len> <tail len> <head><tail>", kind s
--- (event stream), j (JSON) or o (other), told from the first bytes. Head is the first
--- HEAD bytes, tail the last TAIL bytes after the head: together the whole body when it
--- is short enough. Control bytes become spaces: records travel one per line.
+-- Record field: "c2 <kind> <body bytes> <summary>", kind s (event stream), j (JSON) or o
+-- (other), told from the first byte that is not white space. Control bytes become
+-- spaces: records travel one per line.
 --
 -- Amendment: an OpenAI stream whose client did not ask for usage is sent upstream with
 -- stream_options.include_usage true, and its answer loses the usage event again, so
@@ -30,8 +30,6 @@
 --
 -- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
-local HEAD = 1536
-local TAIL = 3072
 -- A stream_options value longer than this is no plain {"include_usage": true}.
 local OPTIONS_MAX = 256
 -- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
@@ -48,14 +46,6 @@ local CLIENT_TOOLS = { ["function"] = true, custom = true, local_shell = true, s
 local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_" }
 -- A tool's type longer than this is none a provider names.
 local TYPE_MAX = 64
--- OpenAI's web searches, which its usage does not count (txn.tally.count_searches): a
--- stream's response.web_search_call.completed events, or a JSON answer's web_search_call
--- output items, counted into txn.tally.u_ws as the answer passes. A quote inside a JSON
--- string is escaped: no text the model writes can match. SEARCH_CARRY bytes of each
--- chunk are searched again with the next, for a match split between them.
-local SEARCH_EVENT = '"type"%s*:%s*"response%.web_search_call%.completed"'
-local SEARCH_ITEM = '"type"%s*:%s*"web_search_call"'
-local SEARCH_CARRY = 64
 -- Members naming state stored upstream, or that the gateway cannot account or keep to
 -- their key (txn.tally.nostate: a cut Responses body; spoa/decision.c).
 local STATEFUL = { previous_response_id = true, conversation = true, background = true,
@@ -67,7 +57,7 @@ Capture.flags = filter.FLT_CFG_FL_HTX
 Capture.__index = Capture
 
 function Capture:new()
-    return setmetatable({ n = 0, head = "", tail = "", held = 0 }, Capture)
+    return setmetatable({ n = 0, held = 0 }, Capture)
 end
 
 -- The models a restricted key may have past the cut (txn.tally.allow, a name a line),
@@ -85,8 +75,11 @@ end
 
 function Capture:start_analyze(txn, chn)
     if chn:is_resp() then
+        -- OpenAI's web searches, which its usage does not count: a stream's
+        -- response.web_search_call.completed events, or a JSON answer's web_search_call
+        -- output items, counted into txn.tally.u_ws as the answer passes.
         if txn:get_var("txn.tally.count_searches") then
-            self.searches, self.carry = 0, ""
+            self.count_ws = true
             txn:set_var("txn.tally.u_ws", 0)
         end
         filter.register_data_filter(self, chn)
@@ -114,70 +107,504 @@ function Capture:start_analyze(txn, chn)
     filter.register_data_filter(self, chn)
 end
 
-function Capture:publish(txn)
-    local kind = "o"
-    local first = self.head:match("^%s*(%S)")
-    if first == "{" then
-        kind = "j"
-    elseif self.head:find("^%s*data:") or self.head:find("^%s*event:") then
-        kind = "s"
-    end
-    local cap = (self.head .. self.tail):gsub("%c", " ")
-    txn:set_var("txn.tally.cap", string.format("c1 %s %d %d %d %s", kind, self.n,
-        #self.head, #self.tail, cap))
-end
+-- ---- The answer, read by its structure ----
+-- The usage, model, id and tier of an answer are the members at their documented paths
+-- of the answer's JSON (or of each event's data in a stream), and nowhere else: text the
+-- client sent and the upstream echoes (a Responses answer repeats instructions, tools,
+-- text and metadata around its usage) is read as what it is, a string or a member at
+-- another path. The reader follows the JSON's nesting chunk by chunk; strings are
+-- skipped with plain finds (memchr), so the cost is per quote, escape and bracket.
+--
+-- What it keeps: the members that WANT_* name, each its raw JSON text (control bytes as
+-- spaces), the first of a duplicated name (as cJSON and json_query take it). An event
+-- stream's events are read whole (their data joined, up to EVENT_BUF, then as they
+-- pass); an event is read only when it may hold a usage object (its data has a "usage"
+-- key before a '{', or an escape that could spell one), or is the first, or may be a
+-- web search. spoa/usage.c reads the summary this builds (record field txn.tally.cap):
+--   c2 j <body bytes> {"a":<answer's kept members>,"ws":<web searches>}
+--   c2 s <body bytes> {"n":<events>,"ws":<web searches>,"ev":[{"r":"<roles>","e":"<event
+--       name>","d":<the event data's kept members>},...]}
+-- with roles f (the first event), s (the first with a usage object), l (the last one).
+-- Kind o (neither JSON nor a stream) keeps nothing: c2 o <body bytes> {}.
 
--- Keeps head and tail of the len new bytes at offset off of the message's input.
-function Capture:keep(txn, msg, off, len)
-    self.n = self.n + len
-    local data
-    if len <= HEAD + TAIL then
-        data = msg:body(off, len) or ""
-    else
-        -- A large chunk: copy only the parts kept.
-        data = (msg:body(off, HEAD) or "") .. (msg:body(-TAIL) or "")
-    end
-    local need = HEAD - #self.head
-    if need > 0 then
-        self.head = self.head .. data:sub(1, need)
-        data = data:sub(need + 1)
-        -- A stream cut later (client or upstream gone) may end without end_analyze
-        -- running before the record: the head alone still names the model and, for
-        -- Anthropic, the input usage.
-        self:publish(txn)
-    end
-    if #data >= TAIL then
-        self.tail = data:sub(-TAIL)
-    elseif #data > 0 then
-        self.tail = (self.tail .. data):sub(-TAIL)
-    end
-end
+-- A kept member's text; a longer one is not kept (no usage object comes near it).
+local VALUE_MAX = 1536
+-- An event's data held whole before it is read; a longer one is read as it passes.
+local EVENT_BUF = 32768
+-- An event's name (the "event:" line) longer than this is no provider's.
+local NAME_MAX = 64
+-- "v": keep the value; a table: read the object's members; "ws": a web search if it is
+-- "web_search_call"; ["[]"]: what each element of an array is.
+local WANT_ANSWER = {
+    model = "v", usage = "v", id = "v", service_tier = "v", type = "v",
+    output = { ["[]"] = { type = "ws" } },
+}
+local WANT_EVENT = {
+    model = "v", usage = "v", id = "v", service_tier = "v", type = "v",
+    message = { model = "v", usage = "v", id = "v" },
+    response = { model = "v", usage = "v", id = "v", service_tier = "v" },
+}
+-- The order members are written in the summary.
+local KEPT = { "type", "id", "model", "service_tier", "usage" }
+local NESTED = { "message", "response" }
+-- The type of an event that is one of OpenAI's web searches.
+local SEARCH_EVENT = '"response.web_search_call.completed"'
 
--- Counts the web searches in data, the answer's next bytes (see SEARCH_EVENT).
-function Capture:count_searches(txn, data)
-    local text = self.carry .. data
-    self.carry = text:sub(-SEARCH_CARRY)
-    -- A plain find (memchr-fast) first: most chunks hold no search.
-    if not text:find("web_search_call", 1, true) then
-        return
+-- JSON string escapes, for the rare key that has them.
+local ESCAPES = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n",
+                  r = "\r", t = "\t" }
+
+-- A key's name as JSON readers decode it; nil when it has an escape no name we read
+-- can hold (a \u beyond ASCII, or a broken one).
+local function key_decode(raw)
+    if not raw:find("\\", 1, true) then
+        return raw
     end
-    -- An event stream may open with a comment line (":").
-    local sse = self.head:find("^%s*[de:]")
-    local pattern = sse and SEARCH_EVENT or SEARCH_ITEM
-    local from = 1
-    local before = #text - #data
-    while true do
-        local s, e = text:find(pattern, from)
-        if not s then
+    local out, i, n = {}, 1, #raw
+    while i <= n do
+        local b = raw:find("\\", i, true)
+        if not b then
+            out[#out + 1] = raw:sub(i)
             break
         end
-        -- A match within the carried bytes was counted with the chunk before.
-        if e > before then
-            self.searches = self.searches + 1
+        out[#out + 1] = raw:sub(i, b - 1)
+        local c = raw:sub(b + 1, b + 1)
+        if c == "u" then
+            local hex = raw:match("^%x%x%x%x", b + 2)
+            local v = hex and tonumber(hex, 16)
+            if not v or v > 0x7f then
+                return nil
+            end
+            out[#out + 1] = string.char(v)
+            i = b + 6
+        elseif ESCAPES[c] then
+            out[#out + 1] = ESCAPES[c]
+            i = b + 2
+        else
+            return nil
         end
-        from = e + 1
     end
-    txn:set_var("txn.tally.u_ws", self.searches)
+    return table.concat(out)
+end
+
+-- A reader of one JSON text (an answer, or one event's data) given chunk by chunk.
+local function reader_new(want)
+    return { depth = 0, nodes = {}, isobj = {}, paths = {}, seen = {}, phase = "value",
+             want = want, out = {}, kept = 0, ws = 0, instr = false, esc = false }
+end
+
+-- The kept value ended: its raw text becomes out[path] (or a web search).
+local function reader_keep(r)
+    local cap = r.cap
+    r.cap = nil
+    if cap.over then
+        return
+    end
+    local text = table.concat(cap.parts):match("^%s*(.-)%s*$")
+    if cap.kind == "ws" then
+        if text == '"web_search_call"' then
+            r.ws = r.ws + 1
+        end
+    elseif #text > 0 then
+        r.out[cap.path] = text:gsub("%c", " ")
+        r.kept = r.kept + 1
+    end
+end
+
+-- More raw text of the value being kept.
+local function reader_more(r, text)
+    local cap = r.cap
+    if cap.over then
+        return
+    end
+    cap.len = cap.len + #text
+    if cap.len > VALUE_MAX then
+        cap.over, cap.parts = true, nil
+        return
+    end
+    cap.parts[#cap.parts + 1] = text
+end
+
+-- A key of the object at depth d ended: what its value is to us.
+local function reader_key(r, raw)
+    local d = r.depth
+    local name = #raw <= KEY_MAX and key_decode(raw)
+    local seen = r.seen[d]
+    local node = name and r.nodes[d][name]
+    if node and seen[name] then
+        -- A duplicate: the first one is what is read.
+        node = nil
+    end
+    if name then
+        seen[name] = true
+    end
+    r.pend = node
+    r.pname = name
+    r.phase = "colon"
+end
+
+-- Reads data, the next bytes of the JSON text.
+local function reader_read(r, data)
+    local find, sub, byte = string.find, string.sub, string.byte
+    local i, n = 1, #data
+    local cfrom = r.cap and 1
+    local kfrom = r.key and 1
+    local nq, nb = 0, 0
+    while i <= n do
+        if r.instr then
+            if r.esc then
+                r.esc = false
+                i = i + 1
+            else
+                if nq < i then
+                    nq = find(data, '"', i, true) or n + 1
+                end
+                if nb < i then
+                    nb = find(data, "\\", i, true) or n + 1
+                end
+                local q = nq < nb and nq or nb
+                if q > n then
+                    break
+                end
+                if byte(data, q) == 92 then
+                    if q == n then
+                        r.esc = true
+                        break
+                    end
+                    i = q + 2
+                else
+                    r.instr = false
+                    i = q + 1
+                    if kfrom then
+                        reader_key(r, r.key .. sub(data, kfrom, q - 1))
+                        r.key, kfrom = nil, nil
+                    end
+                end
+            end
+        else
+            local q = find(data, '["{}%[%],:]', i)
+            if not q then
+                break
+            end
+            local c = byte(data, q)
+            i = q + 1
+            local d = r.depth
+            if c == 34 then
+                r.instr = true
+                if r.isobj[d] and r.nodes[d] and r.phase == "key" then
+                    r.key, kfrom = "", q + 1
+                end
+            elseif c == 123 or c == 91 then
+                -- What the new container is to us: the wanted members of the value of a
+                -- kept object's member, or an element of a wanted array.
+                local node
+                if d == 0 then
+                    node = c == 123 and r.want or nil
+                elseif r.isobj[d] then
+                    if r.nodes[d] and r.phase == "value" and type(r.pend) == "table" then
+                        node = r.pend
+                        r.paths[d + 1] = (r.paths[d] or "") .. r.pname .. "."
+                    end
+                    r.pend = nil
+                elseif r.nodes[d] then
+                    node = r.nodes[d]["[]"]
+                    r.paths[d + 1] = r.paths[d]
+                end
+                d = d + 1
+                r.depth = d
+                r.isobj[d] = c == 123
+                r.nodes[d] = node or false
+                if c == 123 and node then
+                    r.seen[d] = {}
+                    r.phase = "key"
+                end
+            elseif c == 125 or c == 93 then
+                if r.cap and r.cap.depth == d then
+                    if cfrom then
+                        reader_more(r, sub(data, cfrom, q - 1))
+                        cfrom = nil
+                    end
+                    reader_keep(r)
+                end
+                d = d - 1
+                r.depth = d
+                if d < 0 then
+                    -- More closing than opening: nothing more is read.
+                    r.broken = true
+                    return
+                end
+                if r.isobj[d] and r.nodes[d] then
+                    r.phase = "after"
+                end
+            elseif c == 58 then
+                if r.isobj[d] and r.nodes[d] and r.phase == "colon" then
+                    r.phase = "value"
+                    local p = r.pend
+                    if p == "v" or p == "ws" then
+                        r.cap = { depth = d, parts = {}, len = 0, kind = p,
+                                  path = (r.paths[d] or "") .. r.pname }
+                        cfrom = q + 1
+                    end
+                end
+            elseif c == 44 then
+                if r.cap and r.cap.depth == d then
+                    if cfrom then
+                        reader_more(r, sub(data, cfrom, q - 1))
+                        cfrom = nil
+                    end
+                    reader_keep(r)
+                end
+                if r.isobj[d] and r.nodes[d] then
+                    r.phase = "key"
+                    r.pend = nil
+                end
+            end
+        end
+    end
+    if kfrom and #r.key <= KEY_MAX then
+        r.key = r.key .. sub(data, kfrom, kfrom + KEY_MAX)
+    end
+    if cfrom and r.cap then
+        reader_more(r, sub(data, cfrom))
+    end
+end
+
+-- The kept members of a reader as a JSON object's text, in a fixed order.
+local function reader_summary(r)
+    local out, parts = r.out, {}
+    for _, name in ipairs(KEPT) do
+        if out[name] then
+            parts[#parts + 1] = string.format('"%s":%s', name, out[name])
+        end
+    end
+    for _, parent in ipairs(NESTED) do
+        local inner = {}
+        for _, name in ipairs(KEPT) do
+            local v = out[parent .. "." .. name]
+            if v then
+                inner[#inner + 1] = string.format('"%s":%s', name, v)
+            end
+        end
+        if #inner > 0 then
+            parts[#parts + 1] = string.format('"%s":{%s}', parent, table.concat(inner, ","))
+        end
+    end
+    return "{" .. table.concat(parts, ",") .. "}"
+end
+
+-- Whether a kept member is an object (a usage that is not null).
+local function is_object(text)
+    return text ~= nil and text:byte(1) == 123
+end
+
+-- Whether an event's data may hold what is read (see above): a "usage" key before a
+-- '{' (a quote inside a JSON string is escaped, so these bytes are a key), an escape of
+-- an ASCII letter or '_' (a key spelled with escapes), or a web search.
+function Capture:event_worth(text)
+    local find = string.find
+    local p = find(text, 'usage"', 1, true)
+    while p do
+        if find(text, "^%s*:%s*{", p + 6) then
+            return true
+        end
+        p = find(text, 'usage"', p + 6, true)
+    end
+    if find(text, "\\u00", 1, true) and find(text, "\\u00[5-7]") then
+        return true
+    end
+    return self.count_ws and find(text, "web_search_call", 1, true) ~= nil
+end
+
+-- An event ended: read it if it may matter, and keep what it says.
+function Capture:event_end(txn)
+    local ev = self.ev
+    self.ev = nil
+    if not ev or not ev.data then
+        return
+    end
+    self.events = self.events + 1
+    local r = ev.reader
+    if not r then
+        local text = table.concat(ev.parts)
+        if self.events > 1 and not self:event_worth(text) then
+            return
+        end
+        r = reader_new(WANT_EVENT)
+        reader_read(r, text)
+    end
+    local out = r.out
+    local kind = out.type or (ev.name and string.format('"%s"', ev.name))
+    if self.count_ws and kind == SEARCH_EVENT then
+        self.ws = self.ws + 1
+        txn:set_var("txn.tally.u_ws", self.ws)
+    end
+    local usage = is_object(out.usage) or is_object(out["message.usage"]) or
+                  is_object(out["response.usage"])
+    if self.events > 1 and not usage then
+        return
+    end
+    local kept = { e = ev.name or "", d = reader_summary(r) }
+    if self.events == 1 then
+        self.first = kept
+    end
+    if usage then
+        self.start = self.start or kept
+        self.last = kept
+    end
+    self:publish(txn)
+end
+
+-- More data of the current event (a data line's bytes, or the "\n" between two lines).
+function Capture:event_data(text)
+    local ev = self.ev
+    ev.data = true
+    if ev.reader then
+        reader_read(ev.reader, text)
+        return
+    end
+    ev.parts[#ev.parts + 1] = text
+    ev.len = ev.len + #text
+    if ev.len > EVENT_BUF then
+        ev.reader = reader_new(WANT_EVENT)
+        reader_read(ev.reader, table.concat(ev.parts))
+        ev.parts = nil
+    end
+end
+
+-- Reads an event stream's next bytes: lines of "field: value", an empty line ending
+-- each event. A line is classified by its first bytes (held in self.lead until there
+-- are enough); a data line's bytes go to the event as they come.
+function Capture:stream_read(txn, data)
+    local find, sub, byte = string.find, string.sub, string.byte
+    local i, n = 1, #data
+    while i <= n do
+        local e = find(data, "\n", i, true)
+        local stop = e and e - 1 or n
+        if self.field == nil then
+            -- A line starts: what field is it? (Its first bytes may be split.)
+            local had = #self.lead
+            local head = self.lead .. sub(data, i, stop < i + 5 and stop or i + 5)
+            self.lead = ""
+            if e and (head == "" or head == "\r") then
+                self:event_end(txn)
+                i = e + 1
+                goto continue
+            end
+            if sub(head, 1, 5) == "data:" then
+                self.field = "data"
+                i = i + 5 - had
+                if i > n then
+                    -- The optional space may begin the next read.
+                    self.space = true
+                elseif byte(data, i) == 32 then
+                    i = i + 1
+                end
+                self.ev = self.ev or { parts = {}, len = 0 }
+                if self.ev.data then
+                    self:event_data("\n")
+                end
+            elseif sub(head, 1, 6) == "event:" then
+                self.field = "event"
+                i = i + 6 - had
+                self.name = ""
+            elseif not e and #head < 6 and (head == "\r" or ("data:"):sub(1, #head) == head or
+                                            ("event:"):sub(1, #head) == head) then
+                self.lead = head
+                return
+            else
+                self.field = "other"
+            end
+        end
+        if self.field == "data" and i <= stop then
+            if self.space then
+                self.space = nil
+                if byte(data, i) == 32 then
+                    i = i + 1
+                end
+            end
+            local last = stop
+            if e and byte(data, stop) == 13 then
+                last = stop - 1
+            end
+            if i <= last then
+                self:event_data(sub(data, i, last))
+            end
+        elseif self.field == "event" and i <= stop and #self.name <= NAME_MAX then
+            self.name = self.name .. sub(data, i, stop)
+        end
+        if e then
+            if self.field == "event" then
+                local name = self.name:match("^ ?([%w%._%-]*)\r?$")
+                self.ev = self.ev or { parts = {}, len = 0 }
+                self.ev.name = name and #name <= NAME_MAX and name or nil
+            end
+            self.field, self.space = nil, nil
+        end
+        i = stop + 2
+        ::continue::
+    end
+end
+
+-- The summary the agent reads (record field txn.tally.cap; format above).
+function Capture:publish(txn)
+    local body
+    if self.kind == "s" then
+        local list, seen = {}, {}
+        for _, role in ipairs({ "first", "start", "last" }) do
+            local ev = self[role]
+            if ev and not seen[ev] then
+                seen[ev] = true
+                local roles = (ev == self.first and "f" or "") .. (ev == self.start and "s" or "") ..
+                              (ev == self.last and "l" or "")
+                list[#list + 1] = string.format('{"r":"%s","e":"%s","d":%s}', roles, ev.e, ev.d)
+            end
+        end
+        body = string.format('{"n":%d,"ws":%d,"ev":[%s]}', self.events, self.ws,
+                             table.concat(list, ","))
+    elseif self.kind == "j" then
+        body = string.format('{"a":%s,"ws":%d}', reader_summary(self.reader), self.reader.ws)
+    else
+        body = "{}"
+    end
+    txn:set_var("txn.tally.cap", string.format("c2 %s %d %s", self.kind or "o", self.n, body))
+end
+
+-- Reads the len new bytes at offset off of the message's input.
+function Capture:keep(txn, msg, off, len)
+    self.n = self.n + len
+    local data = msg:body(off, len) or ""
+    if not self.kind then
+        -- The kind, told from the first byte that is not white space.
+        local first = data:match("^%s*()%S")
+        if not first then
+            return
+        end
+        local c = data:sub(first, first)
+        if c == "{" then
+            self.kind, self.reader = "j", reader_new(WANT_ANSWER)
+        elseif c == "d" or c == "e" or c == ":" then
+            self.kind, self.events, self.ws, self.lead = "s", 0, 0, ""
+        else
+            self.kind = "o"
+        end
+        data = data:sub(first)
+    end
+    if self.kind == "j" then
+        local r = self.reader
+        local kept, ws = r.kept, r.ws
+        reader_read(r, data)
+        if r.ws ~= ws and self.count_ws then
+            txn:set_var("txn.tally.u_ws", r.ws)
+        end
+        -- Published as soon as something is kept: an answer cut later (client or
+        -- upstream gone) may end without end_analyze running before the record.
+        if r.kept ~= kept or not self.published then
+            self.published = true
+            self:publish(txn)
+        end
+    elseif self.kind == "s" then
+        self:stream_read(txn, data)
+    end
 end
 
 -- Whether a stream_options value asks for usage: a flat object of plain members with
@@ -648,11 +1075,7 @@ function Capture:http_payload(txn, msg)
     end
     local new = avail - self.held
     if new > 0 then
-        local chunk = self.searches and (msg:body(self.held, new) or "")
         self:keep(txn, msg, self.held, new)
-        if chunk then
-            self:count_searches(txn, chunk)
-        end
     end
     if self.amend and self.event_stream == nil then
         -- Only an event stream carries a usage event to take out: any other answer (an
@@ -672,6 +1095,10 @@ end
 -- Called on the response's end, and when it is cut (client or upstream gone).
 function Capture:end_analyze(txn, chn)
     if chn:is_resp() and self.n > 0 then
+        -- A stream's last event may end without its empty line.
+        if self.kind == "s" and self.ev then
+            self:event_end(txn)
+        end
         self:publish(txn)
     end
 end
