@@ -203,6 +203,14 @@ $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit-bins: $(UNIT_BIN)
+# test_usage and test_join read answers through haproxy/capture.lua itself, under an
+# embedded Lua (tests/unit/luacap.c), as the answer-reader fuzz target does.
+LUA_CFLAGS := -I/usr/include/lua5.4
+LUA_LIBS   := -llua5.4
+$(BUILD)/obj/tests/unit/luacap.o: CPPFLAGS += $(LUA_CFLAGS)
+$(BUILD)/test_usage $(BUILD)/test_join: $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
+    $(BUILD)/obj/tests/unit/luacap.o $(AGENT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) $(LUA_LIBS) -o $@
 # test_db tests common/ alone: it builds while the agent's modules change.
 $(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
@@ -219,6 +227,9 @@ $(BUILD)/fuzz/fuzz_gen_ndjson: loadtest/ndjson_row.c
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_EXTRA_SRC) $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
+
+$(BUILD)/fuzz/fuzz_answer: FUZZ_EXTRA_SRC := -Itests/unit tests/unit/luacap.c $(LUA_CFLAGS) $(LUA_LIBS)
+$(BUILD)/fuzz/fuzz_answer: tests/unit/luacap.c haproxy/capture.lua tests/lua/answer.lua
 
 # queryd's parsers of peer input: the query parameters and the agent's control replies.
 QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c

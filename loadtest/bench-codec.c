@@ -112,8 +112,7 @@ static long bench_record(const struct bench_input *in)
 	if (record_parse(in->buf, in->len, &r) < 0)
 		return -1;
 	if (r.has_capture)
-		usage_from_capture(r.head.ptr, r.head.len, r.tail.ptr, r.tail.len,
-		                   r.cap_kind == 's', &u);
+		usage_from_capture(r.summary.ptr, r.summary.len, r.cap_kind == 's', &u);
 	else
 		usage_from_fields(&r, &u);
 	return (long)(u.prompt_tokens + u.completion_tokens);

@@ -14,7 +14,8 @@ npm_dirs=(queryd/dashboard)
 if [ "${TALLY_DEPS:-all}" != build ]; then
   # postgresql: the tests run the store suites on a private cluster too
   # (tests/pgserver.py: initdb and pg_ctl from /usr/lib/postgresql/15/bin).
-  pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 postgresql python3-psycopg2 chromium python3
+  # liblua5.4-dev: the unit and fuzz tests run haproxy/capture.lua under an embedded Lua.
+  pkgs+=(liblua5.4-dev clang libclang-rt-14-dev haproxy sqlite3 postgresql python3-psycopg2 chromium python3
          python3-pytest python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
   npm_dirs+=(tests/sdk tests/agents)
 fi

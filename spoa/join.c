@@ -117,7 +117,7 @@ static enum acct_outcome join_outcome(const struct acct_row *row, const struct r
 
 /* The id of the response a Responses create stored upstream, which then belongs to the
  * row's key: only from a 2xx answer to an admitted request, from json_query's field or
- * the captured answer's head. */
+ * the captured answer's summary. */
 static void join_response_id(const struct record *r, struct acct_row *row)
 {
 	row->response_id[0] = '\0';
@@ -128,8 +128,8 @@ static void join_response_id(const struct record *r, struct acct_row *row)
 		if (acct_response_id_ok(r->u_id.ptr, r->u_id.len))
 			JOIN_COPY(row->response_id, r->u_id.ptr, r->u_id.len);
 	} else if (r->has_capture) {
-		usage_response_id(r->head.ptr, r->head.len, r->cap_kind == 's', row->response_id,
-		                  sizeof(row->response_id));
+		usage_response_id(r->summary.ptr, r->summary.len, r->cap_kind == 's',
+		                  row->response_id, sizeof(row->response_id));
 	}
 }
 
@@ -137,7 +137,7 @@ static void join_response_id(const struct record *r, struct acct_row *row)
  * OpenAI answer (haproxy/capture.lua), where the usage has none. */
 static void join_usage_of_capture(const struct record *r, struct usage *u)
 {
-	usage_from_capture(r->head.ptr, r->head.len, r->tail.ptr, r->tail.len, r->cap_kind == 's', u);
+	usage_from_capture(r->summary.ptr, r->summary.len, r->cap_kind == 's', u);
 	if (u->web_search_calls == ACCT_NONE && u->source != ACCT_USAGE_NONE)
 		u->web_search_calls = r->u[RECORD_U_WEB_SEARCH];
 }

@@ -1,8 +1,7 @@
 /* record: parsing HAProxy's per-transaction records (see record.h). Pure; intake thread.
  *
  * Fields are single-space separated and never contain a space, but for the last one
- * (the response capture), which runs to the end of the record and carries its own
- * lengths. Strings that may hold anything are url-encoded by HAProxy (url_enc). */
+ * (the response capture's summary), which runs to the end of the record. Strings that may hold anything are url-encoded by HAProxy (url_enc). */
 #include "record.h"
 
 #include <stdio.h>
@@ -154,15 +153,16 @@ static int record_token_ok(struct record_str s, size_t max)
 	return 1;
 }
 
-/* "c1 <kind> <body bytes> <head len> <tail len> <head><tail>" */
+/* "c2 <kind> <body bytes> <summary>": the summary (haproxy/capture.lua) runs to the end
+ * of the record and is read by spoa/usage.c. */
 static int record_capture(struct record_str s, struct record *r)
 {
-	struct record_str f[5];
+	struct record_str f[3];
 	const char *p = s.ptr, *end = s.ptr + s.len;
-	int64_t body, hlen, tlen;
+	int64_t body;
 	int i;
 
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 3; i++) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
 		if (!sp)
@@ -170,16 +170,13 @@ static int record_capture(struct record_str s, struct record *r)
 		f[i] = (struct record_str){ p, (size_t)(sp - p) };
 		p = sp + 1;
 	}
-	if (f[0].len != 2 || memcmp(f[0].ptr, "c1", 2) != 0 || f[1].len != 1 ||
-	    !memchr("jso", f[1].ptr[0], 3) || record_int(f[2], 0, &body) < 0 ||
-	    record_int(f[3], 0, &hlen) < 0 || record_int(f[4], 0, &tlen) < 0 ||
-	    (uint64_t)hlen + (uint64_t)tlen != (uint64_t)(end - p))
+	if (f[0].len != 2 || memcmp(f[0].ptr, "c2", 2) != 0 || f[1].len != 1 ||
+	    !memchr("jso", f[1].ptr[0], 3) || record_int(f[2], 0, &body) < 0)
 		return -1;
 	r->has_capture = 1;
 	r->cap_kind = f[1].ptr[0];
 	r->body_bytes = body;
-	r->head = (struct record_str){ p, (size_t)hlen };
-	r->tail = (struct record_str){ p + hlen, (size_t)tlen };
+	r->summary = (struct record_str){ p, (size_t)(end - p) };
 	return 0;
 }
 

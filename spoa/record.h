@@ -55,7 +55,8 @@ struct record {
 	int has_capture;                   /* 0 also when the capture field is broken */
 	char cap_kind;                     /* 'j', 's' or 'o' */
 	int64_t body_bytes;
-	struct record_str head, tail;
+	struct record_str summary;         /* what the capture read of the answer
+	                                    * (spoa/usage.h) */
 };
 
 /* Splits one record off a TCP stream. Octet-counted ("<len> <msg>", RFC 6587) when

@@ -1,6 +1,6 @@
 /* usage: the token usage an upstream reported, read from a unary response's fields
- * (json_query in HAProxy) or from the head and tail of a captured body (the Lua
- * filter). Pure functions over peer input; intake thread.
+ * (json_query in HAProxy) or from what the Lua capture filter read of the body by its
+ * structure. Pure functions over peer input; intake thread.
  *
  * Normalised to the row's contract (acct-t.h): prompt_tokens counts every input token,
  * cached ones included (OpenAI's prompt_tokens; Anthropic's input_tokens +
@@ -37,20 +37,18 @@ struct usage {
 	enum acct_usage_source source;
 };
 
-/* From a body's first bytes (head) and last bytes (tail), searched as one text
- * whether or not bytes were skipped between them. sse: the body is a server-sent
- * event stream. An Anthropic stream that ended after message_start but before any
- * message_delta gives its input counts, completion ACCT_NONE, source
- * ACCT_USAGE_PARTIAL. A usage object without prompt or completion count is no usage. */
-void usage_from_capture(const char *head, size_t hlen, const char *tail, size_t tlen,
-                        int sse, struct usage *out);
+/* From the summary of a captured answer (record field "c2": haproxy/capture.lua says
+ * its form), read by the JSON's structure only. sse: the answer was an event stream.
+ * An Anthropic stream that ended after message_start but before any message_delta
+ * gives its input counts, completion ACCT_NONE, source ACCT_USAGE_PARTIAL. A usage
+ * object without prompt or completion count is no usage. */
+void usage_from_capture(const char *sum, size_t len, int sse, struct usage *out);
 
-/* The id of the response a Responses create stored, from the head of its captured
- * answer: the top-level "id" of a unary JSON object, or of a stream the "id" of the
- * "response" object in its first event (response.created). Read by the JSON's structure
- * up to there, never searched for, so that no text the model wrote can stand in. Into
- * out (cap bytes) if acct_response_id_ok; else out is "". */
-void usage_response_id(const char *head, size_t hlen, int sse, char *out, size_t cap);
+/* The id of the response a Responses create stored, from the same summary: the
+ * top-level "id" of a unary answer, or of a stream the "id" of the "response" object of
+ * its first event, when that is response.created. Into out (cap bytes) if
+ * acct_response_id_ok; else out is "". */
+void usage_response_id(const char *sum, size_t len, int sse, char *out, size_t cap);
 
 /* From the json_query fields of a unary response's record. */
 void usage_from_fields(const struct record *r, struct usage *out);

@@ -61,10 +61,10 @@ static void fuzz_record_one(const char *msg, size_t len)
 		if (r.u[i] < 0 && r.u[i] != ACCT_NONE)
 			abort();
 	if (r.has_capture) {
-		if (r.head.ptr < msg || r.tail.ptr + r.tail.len > msg + len || r.body_bytes < 0)
+		if (r.summary.ptr < msg || r.summary.ptr + r.summary.len > msg + len ||
+		    r.body_bytes < 0)
 			abort();
-		usage_from_capture(r.head.ptr, r.head.len, r.tail.ptr, r.tail.len,
-		                   r.cap_kind == 's', &u);
+		usage_from_capture(r.summary.ptr, r.summary.len, r.cap_kind == 's', &u);
 	} else {
 		usage_from_fields(&r, &u);
 	}

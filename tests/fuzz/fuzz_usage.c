@@ -1,8 +1,6 @@
-/* libFuzzer target: usage, and a stored response's id, from a captured body (peer input:
- * what an upstream sent).
- * Input: one flag byte (bit 1: event stream, bit 2: head and tail in separate
- * buffers), two bytes of head length (big endian, cut to what remains), then the
- * captured bytes, head then tail. */
+/* libFuzzer target: usage, and a stored response's id, from a capture's summary (record
+ * field c2, built by haproxy/capture.lua from what an upstream sent).
+ * Input: one flag byte (bit 1: event stream), then the summary. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,38 +38,22 @@ static void fuzz_usage_check(const struct usage *u)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	size_t body, hlen, tlen;
-	char *head, *tail, id[ACCT_RESPONSE_ID_MAX];
+	char *sum, id[ACCT_RESPONSE_ID_MAX];
 	struct usage u;
-	int flags;
+	int sse;
 
-	if (size < 3)
+	if (size < 1)
 		return 0;
-	flags = data[0];
-	body = size - 3;
-	hlen = (size_t)data[1] << 8 | data[2];
-	if (hlen > body)
-		hlen = body;
-	tlen = body - hlen;
-	/* Exactly sized copies, so ASan catches any read past either end. */
-	if (flags & 4) {
-		head = malloc(hlen ? hlen : 1);
-		tail = malloc(tlen ? tlen : 1);
-	} else {
-		head = malloc(body ? body : 1);
-		tail = head ? head + hlen : NULL;
-	}
-	if (head && tail) {
-		memcpy(head, data + 3, hlen);
-		memcpy(tail, data + 3 + hlen, tlen);
-		usage_from_capture(head, hlen, tail, tlen, (flags & 2) != 0, &u);
-		fuzz_usage_check(&u);
-		usage_response_id(head, hlen, (flags & 2) != 0, id, sizeof(id));
-		if (id[0] && !acct_response_id_ok(id, strlen(id)))
-			abort();
-	}
-	if (flags & 4)
-		free(tail);
-	free(head);
+	sse = data[0] & 1;
+	/* An exactly sized copy, so ASan catches any read past its end. */
+	if (!(sum = malloc(size - 1 ? size - 1 : 1)))
+		return 0;
+	memcpy(sum, data + 1, size - 1);
+	usage_from_capture(sum, size - 1, sse, &u);
+	fuzz_usage_check(&u);
+	usage_response_id(sum, size - 1, sse, id, sizeof(id));
+	if (id[0] && !acct_response_id_ok(id, strlen(id)))
+		abort();
+	free(sum);
 	return 0;
 }

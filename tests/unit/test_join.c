@@ -12,6 +12,7 @@
 #include "dedupe.h"
 #include "fixture.h"
 #include "join.h"
+#include "luacap.h"
 #include "owner.h"
 #include "pending.h"
 #include "record.h"
@@ -44,12 +45,15 @@ static int rec_parse(const char *id, const char *fmt, ...)
 #define REC(status, bytes_in, term, agent, usage) \
 	"1796278643 040 " status " " bytes_in " 555 3 0 0 2 5 " term " be_x " agent " " usage " %s"
 
-/* The capture field of a body of kind ('s', 'j', 'o') whose head is text, whole. */
+/* The capture field of a body of kind ('s': an event stream, else not), as the
+ * capture filter (haproxy/capture.lua, under an embedded Lua) publishes it. */
 static const char *cap(char kind, const char *text)
 {
 	static char buf[8192];
+	int64_t ws;
 
-	snprintf(buf, sizeof(buf), "c1 %c %zu %zu 0 %s", kind, strlen(text), strlen(text), text);
+	if (luacap_read(text, strlen(text), 0, kind == 's', 0, buf, sizeof(buf), &ws) < 0)
+		snprintf(buf, sizeof(buf), "-");
 	return buf;
 }
 
@@ -206,7 +210,7 @@ static void test_partial_usage_estimates_the_rest(void)
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	join_decided(&d, ID, strlen(ID), 1, &p);
 	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", "allow 1 claude-a ant 1 - -", NO_USAGE),
-	                       cap('s', "event: message_start data: {\"type\":"
+	                       cap('s', "event: message_start\ndata: {\"type\":"
 	                               "\"message_start\",\"message\":{\"usage\":{\"input_tokens\":"
 	                               "50,\"output_tokens\":1}}}")), 0);
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
@@ -419,10 +423,10 @@ static void test_stream_usage(void)
 
 	/* line breaks of the capture arrive as spaces (see record_lines.h) */
 	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN, NO_USAGE),
-	                       cap('s', "data: {\"model\":\"gpt-a\",\"choices\":[]}  "
+	                       cap('s', "data: {\"model\":\"gpt-a\",\"choices\":[]}\n\n"
 	                                "data: {\"model\":\"gpt-a\",\"choices\":[],\"usage\":"
-	                                "{\"prompt_tokens\":7,\"completion_tokens\":3}}  "
-	                                "data: [DONE]  ")), 0);
+	                                "{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n"
+	                                "data: [DONE]\n\n")), 0);
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
 	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_STREAM);
@@ -568,7 +572,7 @@ static void test_stored_response_id(void)
 	CHECK_EQ_INT(rec_parse3(1, "-", cap('j', "{\"id\":\"resp_2\",\"usage\":null}")), 0);
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_STR(row.response_id, "resp_2");
-	CHECK_EQ_INT(rec_parse3(1, "-", cap('s', "event: response.created data: {\"type\":"
+	CHECK_EQ_INT(rec_parse3(1, "-", cap('s', "event: response.created\ndata: {\"type\":"
 	                                        "\"response.created\",\"response\":{\"id\":\"resp_3\"}}")), 0);
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_STR(row.response_id, "resp_3");

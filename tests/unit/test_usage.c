@@ -1,24 +1,63 @@
-/* Unit tests of usage: token counts from captured response bodies (head and tail) and
- * from the json_query fields of a record, for OpenAI, Anthropic and the
+/* Unit tests of usage: token counts from response bodies read by the capture filter's
+ * structural reader (haproxy/capture.lua, run here under an embedded Lua) and from the
+ * json_query fields of a record, for OpenAI, Anthropic and the
  * OpenAI-compatible servers (vLLM, llama.cpp, Ollama). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "luacap.h"
 #include "record.h"
 #include "record_lines.h"
 #include "unit.h"
 #include "usage.h"
 
-/* A whole body captured in the head (a short response). */
-static void from_body(const char *body, int sse, struct usage *u)
+#define FIELD_MAX 16384
+
+/* The record field capture.lua publishes for body, read at once. */
+static const char *field_of(const char *body, size_t len, size_t split, int sse)
 {
-	usage_from_capture(body, strlen(body), body + strlen(body), 0, sse, u);
+	static char field[FIELD_MAX];
+	int64_t ws;
+
+	if (luacap_read(body, len, split, sse, 1, field, sizeof(field), &ws) < 0)
+		return NULL;
+	return field;
 }
 
-/* Head and tail (bytes may have been skipped between them), in separate buffers. */
+/* A body read by the capture filter (haproxy/capture.lua under an embedded Lua), then
+ * by the agent: the same summary whatever reads HAProxy hands the filter. */
+static void from_body(const char *body, int sse, struct usage *u)
+{
+	static const size_t splits[] = { 1, 2, 7, 64, 1000 };
+	size_t len = strlen(body), i;
+	char whole[FIELD_MAX];
+	const char *f = field_of(body, len, 0, sse);
+
+	CHECK(f != NULL);
+	if (!f) {
+		usage_from_capture(NULL, 0, sse, u);
+		return;
+	}
+	snprintf(whole, sizeof(whole), "%s", f);
+	for (i = 0; i < sizeof(splits) / sizeof(splits[0]); i++) {
+		const char *g = splits[i] < len ? field_of(body, len, splits[i], sse) : whole;
+
+		CHECK(g && strcmp(g, whole) == 0);
+	}
+	f = luacap_summary(whole);
+	usage_from_capture(f, f ? strlen(f) : 0, sse, u);
+}
+
+/* A body given in two parts, read as one. */
 static void from_parts(const char *head, const char *tail, int sse, struct usage *u)
 {
-	usage_from_capture(head, strlen(head), tail, strlen(tail), sse, u);
+	char *body = malloc(strlen(head) + strlen(tail) + 1);
+
+	strcpy(body, head);
+	strcat(body, tail);
+	from_body(body, sse, u);
+	free(body);
 }
 
 /* What intake does with a record: its capture, else its json_query fields. */
@@ -32,7 +71,7 @@ static int from_record(const char *line, struct usage *u)
 		usage_from_fields(&r, u);
 		return 0;
 	}
-	usage_from_capture(r.head.ptr, r.head.len, r.tail.ptr, r.tail.len, r.cap_kind == 's', u);
+	usage_from_capture(r.summary.ptr, r.summary.len, r.cap_kind == 's', u);
 	return 0;
 }
 
@@ -198,9 +237,9 @@ static void test_anthropic_stream(void)
 	          "\"output_tokens\":20,\"server_tool_use\":{\"web_search_requests\":1}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 1500, 20, 1000, 0, N);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
-	/* message_start lost (a broken head): the output still counts */
-	from_parts("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{",
-	           "\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n", 1, &u);
+	/* no message_start (a proxy dropped it): the output still counts */
+	from_body("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":"
+	          "{\"output_tokens\":15}}\n\n", 1, &u);
 	CHECK_COUNTS(u, N, 15, N, N, N);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
 }
@@ -234,66 +273,92 @@ static void test_anthropic_stream_cut(void)
 	CHECK_EQ_INT(u.completion_tokens, N);
 }
 
-static void test_split_and_seam(void)
+/* The usage and model at their documented paths only, whatever the client made the
+ * upstream echo around them (the Responses API repeats instructions, tools, text and
+ * metadata around its usage), and however the JSON is spelled. */
+static void test_structure_only(void)
 {
-	static const char head[] = "{\"model\":\"m\",\"x\":\"y\",\"usage\":{\"prompt_tokens\":5,";
-	static const char tail[] = "\"completion_tokens\":3}}";
-	char whole[sizeof(head) + sizeof(tail)];
 	struct usage u;
 
-	/* A usage object across the seam is read, head and tail adjacent in memory or
-	 * not: HAProxy counts a byte more than the filter keeps, so a whole body a little
-	 * longer than the head always looks cut. */
-	from_parts(head, tail, 0, &u);
-	CHECK_COUNTS(u, 5, 3, N, N, N);
-	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
-	snprintf(whole, sizeof(whole), "%s%s", head, tail);
-	usage_from_capture(whole, strlen(head), whole + strlen(head), strlen(tail), 0, &u);
-	CHECK_COUNTS(u, 5, 3, N, N, N);
-	/* the key itself across the seam */
-	usage_from_capture("{\"us", 4, "age\":{\"prompt_tokens\":1}}", 25, 0, &u);
-	CHECK_EQ_INT(u.prompt_tokens, 1);
-	/* a real gap: what the seam makes up loses to the final usage in the tail */
-	from_parts("data: {\"usage\":{\"prompt_tokens\":7,\"comp",
-	           "ion_tokens\":1}}\n\ndata: {\"usage\":{\"prompt_tokens\":7,"
-	           "\"completion_tokens\":90}}\n\n", 1, &u);
-	CHECK_COUNTS(u, 7, 90, N, N, N);
-	/* empty and NULL fragments */
-	usage_from_capture(NULL, 0, NULL, 0, 1, &u);
+	/* a forged usage object in a tool's schema, a forged model in metadata: the real
+	 * ones are read (issue: billed 1 + 1 at another model's price) */
+	from_body("{\"id\":\"resp_1\",\"object\":\"response\",\"instructions\":\"\\\"usage\\\":"
+	          "{\\\"input_tokens\\\":1}\",\"model\":\"gpt-5\",\"output\":[],\"tools\":"
+	          "[{\"type\":\"function\",\"parameters\":{\"usage\":{\"input_tokens\":1,"
+	          "\"output_tokens\":1},\"model\":\"cheap\"}}],\"usage\":{\"input_tokens\":50000,"
+	          "\"output_tokens\":20000},\"user\":null,\"metadata\":{\"model\":\"cheap\","
+	          "\"usage\":\"{}\"}}", 0, &u);
+	CHECK_COUNTS(u, 50000, 20000, N, N, N);
+	CHECK_EQ_STR(u.model, "gpt-5");
+	/* the model after the usage, in metadata before the real one: still the real */
+	from_body("{\"metadata\":{\"model\":\"cheap\"},\"usage\":{\"prompt_tokens\":3,"
+	          "\"completion_tokens\":4},\"model\":\"gpt-4o\"}", 0, &u);
+	CHECK_COUNTS(u, 3, 4, N, N, N);
+	CHECK_EQ_STR(u.model, "gpt-4o");
+	/* pretty-printed, escaped key names, duplicates (the first counts, as cJSON and
+	 * json_query take it) */
+	from_body("{\n  \"model\" :\t\"m\",\r\n  \"us\\u0061ge\" : {\n    \"prompt_tokens\" : 9 ,"
+	          "\n    \"completion_tokens\": 8\n  },\n  \"usage\": {\"prompt_tokens\": 1}\n}\n",
+	          0, &u);
+	CHECK_COUNTS(u, 9, 8, N, N, N);
+	CHECK_EQ_STR(u.model, "m");
+	/* a usage inside a string of the answer, or nested deeper, is not the usage */
+	from_body("{\"choices\":[{\"message\":{\"content\":\"\\\"usage\\\": {\\\"prompt_tokens\\\""
+	          ": 999999}\",\"usage\":{\"prompt_tokens\":1}}}],\"model\":\"good\"}", 0, &u);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
-	usage_from_capture("", 0, NULL, 0, 0, &u);
+	CHECK_EQ_STR(u.model, "good");
+	/* a stream: a Responses stream's usage only from its terminal event */
+	from_body("event: response.created\ndata: {\"type\":\"response.created\",\"response\":"
+	          "{\"id\":\"resp_9\",\"model\":\"gpt-5\",\"tools\":[{\"parameters\":{\"usage\":"
+	          "{\"input_tokens\":1,\"output_tokens\":1}}}],\"usage\":null,\"metadata\":"
+	          "{\"model\":\"cheap\"}}}\n\n", 1, &u);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
-	usage_from_capture(NULL, 0, tail, strlen(tail), 0, &u);
-	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
+	CHECK_EQ_STR(u.model, "gpt-5");
+	from_body("event: response.created\ndata: {\"type\":\"response.created\",\"response\":"
+	          "{\"id\":\"resp_9\",\"model\":\"gpt-5\",\"usage\":null}}\n\n"
+	          "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\","
+	          "\"item\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+	          "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
+	          "{\"id\":\"resp_9\",\"model\":\"gpt-5\",\"tools\":[{\"parameters\":{\"usage\":"
+	          "{\"input_tokens\":1}}}],\"usage\":{\"input_tokens\":900,\"output_tokens\":80},"
+	          "\"metadata\":{\"model\":\"cheap\"}}}\n\n", 1, &u);
+	CHECK_COUNTS(u, 900, 80, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "gpt-5");
+	/* an Anthropic-compatible server that writes a space after each colon, and data
+	 * over several lines */
+	from_body("event: message_start\ndata: {\"type\": \"message_start\", \"message\": "
+	          "{\"model\": \"c\", \"usage\": {\"input_tokens\": 10, \"output_tokens\": 1}}}\n\n"
+	          "event: message_delta\ndata: {\"type\": \"message_delta\",\ndata:  \"usage\": "
+	          "{\"output_tokens\": 42}}\n\n", 1, &u);
+	CHECK_COUNTS(u, 10, 42, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	CHECK_EQ_STR(u.model, "c");
 }
 
-static void test_tail_inside_a_string(void)
+/* Echoed client text of any length before and after the usage changes nothing. */
+static void test_echo_any_length(void)
 {
+	static const size_t pads[] = { 0, 1500, 5000, 40000 };
+	size_t i, n;
 	struct usage u;
 
-	/* The tail starts inside the assistant's text, which quotes a usage object: only
-	 * the real one (escaped quotes cannot start a key) counts. */
-	from_parts("{\"id\":\"chatcmpl-3\",\"model\":\"gpt-4o\",\"choices\":[{\"message\":"
-	           "{\"content\":\"Here is JSON: ",
-	           "usage\\\": {\\\"prompt_tokens\\\": 999999}, \\\"usage\\\":{\\\"prompt_tokens\\\":1}"
-	           "\"}}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":2}}", 0, &u);
-	CHECK_COUNTS(u, 40, 2, N, N, N);
-	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
-	/* the tail starts right after the backslash of an escaped quote */
-	from_parts("{\"model\":\"gpt-4o\",\"choices\":[{\"message\":{\"content\":\"x\\",
-	           "\"usage\\\":{\\\"prompt_tokens\\\":999}\"}}],\"usage\":{\"prompt_tokens\":41,"
-	           "\"completion_tokens\":3}}", 0, &u);
-	CHECK_COUNTS(u, 41, 3, N, N, N);
-	/* quoted text only, the stream cut before its usage: nothing */
-	from_parts("data: {\"model\":\"gpt-4o\",\"choices\":[{\"delta\":{\"content\":\"",
-	           "\\\"usage\\\":{\\\"prompt_tokens\\\":999,\\\"completion_tokens\\\":1}\"}}],"
-	           "\"usage\":null}\n\n", 1, &u);
-	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
-	CHECK_EQ_INT(u.prompt_tokens, N);
-	/* quoted "model" text in the tail is not the model */
-	from_parts("{\"choices\":[{\"message\":{\"content\":\"",
-	           "\\\"model\\\":\\\"evil\\\"\"}}],\"model\":\"good\",\"usage\":{}}", 0, &u);
-	CHECK_EQ_STR(u.model, "good");
+	for (i = 0; i < sizeof(pads) / sizeof(pads[0]); i++) {
+		char *body = malloc(2 * pads[i] + 512), *p = body;
+
+		p += sprintf(p, "{\"instructions\":\"");
+		for (n = 0; n < pads[i]; n++)
+			*p++ = n % 50 ? 'a' : ' ';
+		p += sprintf(p, "\",\"model\":\"gpt-5\",\"usage\":{\"input_tokens\":70,"
+		             "\"output_tokens\":30},\"metadata\":{\"k\":\"");
+		for (n = 0; n < pads[i]; n++)
+			*p++ = 'b';
+		p += sprintf(p, "\",\"usage\":\"{\\\"input_tokens\\\":1}\"}}");
+		from_body(body, 0, &u);
+		CHECK_COUNTS(u, 70, 30, N, N, N);
+		CHECK_EQ_STR(u.model, "gpt-5");
+		free(body);
+	}
 }
 
 static void test_openai_compatible_servers(void)
@@ -368,13 +433,15 @@ static void test_model_names(void)
 	/* embeddings: no completion */
 	CHECK_COUNTS(u, 1, N, N, N, N);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
-	/* names that cannot be stored are skipped, the next one is taken */
+	/* a name that cannot be stored is no name; a nested "model" is never the model */
 	from_body("{\"model\":\"a\\u0000b\",\"x\":{\"model\":\"b\"}}", 0, &u);
-	CHECK_EQ_STR(u.model, "b");
+	CHECK_EQ_STR(u.model, "");
 	from_body("{\"model\":\"a\\nb\"}", 0, &u);
 	CHECK_EQ_STR(u.model, "");
-	from_body("{\"model\":\"\",\"model\":5,\"model\":{\"a\":1},\"model\":null,\"model\":\"ok\"}",
-	          0, &u);
+	/* duplicates: the first is the model, as JSON readers take it */
+	from_body("{\"model\":\"\",\"model\":\"ok\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "");
+	from_body("{\"model\":\"ok\",\"model\":5,\"model\":{\"a\":1},\"model\":null}", 0, &u);
 	CHECK_EQ_STR(u.model, "ok");
 	from_body("{\"model\" : \"spaced\"}", 0, &u);
 	CHECK_EQ_STR(u.model, "spaced");
@@ -389,11 +456,11 @@ static void test_model_names(void)
 	memcpy(body + 10 + ACCT_NAME_MAX - 1, "\"}", 3);
 	from_body(body, 0, &u);
 	CHECK_EQ_INT(strlen(u.model), ACCT_NAME_MAX - 1);
-	/* the head's model first: the tail may be a later, unrelated object */
-	from_parts("{\"model\":\"first\"", "\"model\":\"second\"}", 0, &u);
-	CHECK_EQ_STR(u.model, "first");
-	from_parts("{\"id\":1", "\"model\":\"second\"}", 0, &u);
-	CHECK_EQ_STR(u.model, "second");
+	/* a body that is no JSON object names no model */
+	from_body("{\"model\":\"first\"\"model\":\"second\"}", 0, &u);
+	CHECK_EQ_STR(u.model, "");
+	from_body("[{\"model\":\"second\"}]", 0, &u);
+	CHECK_EQ_STR(u.model, "");
 }
 
 static void test_counts_absent_or_bad(void)
@@ -436,9 +503,9 @@ static void test_counts_absent_or_bad(void)
 	/* Anthropic without input_tokens: the total is not known */
 	from_body("{\"usage\":{\"cache_read_input_tokens\":5,\"output_tokens\":2}}", 0, &u);
 	CHECK_COUNTS(u, N, 2, 5, N, N);
-	/* a broken usage object, then a good one */
+	/* a broken usage object is no usage, whatever follows it */
 	from_body("{\"usage\":{\"prompt_tokens\":1,,},\"usage\":{\"prompt_tokens\":2}}", 0, &u);
-	CHECK_EQ_INT(u.prompt_tokens, 2);
+	CHECK_EQ_INT(u.prompt_tokens, N);
 }
 
 /* The classes priced apart, where each provider reports them, and the tier. */
@@ -457,8 +524,8 @@ static void test_priced_classes(void)
 	CHECK_EQ_STR(u.service_tier, "priority");
 	/* A chat stream: the tier of the first chunk's own object, never of the text. */
 	from_body("data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"\\\"service_tier\\\":"
-	          "\\\"flex\\\"\"}}],\"service_tier\":\"default\"}  data: {\"choices\":[],\"usage\":"
-	          "{\"prompt_tokens\":3,\"completion_tokens\":4}}  data: [DONE]  ", 1, &u);
+	          "\\\"flex\\\"\"}}],\"service_tier\":\"default\"}\n\ndata: {\"choices\":[],\"usage\":"
+	          "{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\ndata: [DONE]  ", 1, &u);
 	CHECK_COUNTS(u, 3, 4, N, N, N);
 	CHECK_EQ_STR(u.service_tier, "default");
 	/* Anthropic: 1h writes, web searches and the tier inside usage. */
@@ -471,27 +538,27 @@ static void test_priced_classes(void)
 	CHECK(u.cache_creation_1h_tokens == 12 && u.web_search_calls == 3);
 	CHECK_EQ_STR(u.service_tier, "standard");
 	/* Its stream: the input side in message_start, the searches in the last delta. */
-	from_body("event: message_start data: {\"type\":\"message_start\",\"message\":{\"usage\":"
+	from_body("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
 	          "{\"input_tokens\":10,\"cache_creation_input_tokens\":30,\"cache_creation\":"
-	          "{\"ephemeral_1h_input_tokens\":30},\"output_tokens\":1,\"service_tier\":\"priority\"}}}  "
-	          "event: message_delta data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9,"
-	          "\"server_tool_use\":{\"web_search_requests\":2}}}  ", 1, &u);
+	          "{\"ephemeral_1h_input_tokens\":30},\"output_tokens\":1,\"service_tier\":\"priority\"}}}\n\n"
+	          "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9,"
+	          "\"server_tool_use\":{\"web_search_requests\":2}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 40, 9, N, 30, N);
 	CHECK(u.cache_creation_1h_tokens == 30 && u.web_search_calls == 2);
 	CHECK_EQ_STR(u.service_tier, "priority");
 	/* The Responses API: cache writes among the input details, the tier in the
 	 * response object of response.created. */
 	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
-	          "\"service_tier\":\"flex\",\"usage\":null}}  data: {\"type\":\"response.completed\","
+	          "\"service_tier\":\"flex\",\"usage\":null}}\n\ndata: {\"type\":\"response.completed\","
 	          "\"response\":{\"usage\":{\"input_tokens\":9,\"input_tokens_details\":"
-	          "{\"cached_tokens\":2,\"cache_write_tokens\":3},\"output_tokens\":4}}}  ", 1, &u);
+	          "{\"cached_tokens\":2,\"cache_write_tokens\":3},\"output_tokens\":4}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 9, 4, 2, 3, N);
 	CHECK_EQ_STR(u.service_tier, "flex");
 	/* Anthropic's last delta repeats the input counts, not the tier. */
-	from_body("event: message_start data: {\"type\":\"message_start\",\"message\":{\"usage\":"
-	          "{\"input_tokens\":10,\"output_tokens\":1,\"service_tier\":\"priority\"}}}  "
-	          "event: message_delta data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":10,"
-	          "\"output_tokens\":9}}  ", 1, &u);
+	from_body("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+	          "{\"input_tokens\":10,\"output_tokens\":1,\"service_tier\":\"priority\"}}}\n\n"
+	          "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":10,"
+	          "\"output_tokens\":9}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 10, 9, N, N, N);
 	CHECK_EQ_STR(u.service_tier, "priority");
 	/* A long chat answer names its tier after its usage, in the tail. */
@@ -503,64 +570,63 @@ static void test_priced_classes(void)
 	/* A Responses stream: the tier served is the terminal event's; "auto" in
 	 * response.created only echoes the request. */
 	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
-	          "\"service_tier\":\"auto\",\"usage\":null}}  data: {\"type\":\"response.completed\","
+	          "\"service_tier\":\"auto\",\"usage\":null}}\n\ndata: {\"type\":\"response.completed\","
 	          "\"response\":{\"id\":\"resp_1\",\"service_tier\":\"priority\",\"tools\":[],"
 	          "\"usage\":{\"input_tokens\":9,\"output_tokens\":4},\"metadata\":"
-	          "{\"service_tier\":\"flex\"}}}  ", 1, &u);
+	          "{\"service_tier\":\"flex\"}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 9, 4, N, N, N);
 	CHECK_EQ_STR(u.service_tier, "priority");
 	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\","
-	          "\"service_tier\":\"auto\"}}  data: {\"type\":\"response.completed\",\"response\":"
-	          "{\"usage\":{\"input_tokens\":9,\"output_tokens\":4}}}  ", 1, &u);
+	          "\"service_tier\":\"auto\"}}\n\ndata: {\"type\":\"response.completed\",\"response\":"
+	          "{\"usage\":{\"input_tokens\":9,\"output_tokens\":4}}}\n\n", 1, &u);
 	CHECK_EQ_STR(u.service_tier, "");
 	/* A Responses stream cut before its terminal event: a usage object a tool's schema
 	 * put in response.created is no usage, nor is one followed by other events. */
 	from_body("data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"tools\":"
 	          "[{\"type\":\"function\",\"parameters\":{\"usage\":{\"input_tokens\":1,"
-	          "\"output_tokens\":1}}}],\"usage\":null}}  data: {\"type\":\"response.output_text."
-	          "delta\",\"delta\":\"hi\"}  ", 1, &u);
+	          "\"output_tokens\":1}}}],\"usage\":null}}\n\ndata: {\"type\":\"response.output_text."
+	          "delta\",\"delta\":\"hi\"}\n\n", 1, &u);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
 	CHECK_COUNTS(u, N, N, N, N, N);
 	from_body("data: {\"type\":\"response.created\",\"response\":{\"tools\":[{\"x\":{\"usage\":"
-	          "{\"input_tokens\":1,\"output_tokens\":1}}}]}}  ", 1, &u);
+	          "{\"input_tokens\":1,\"output_tokens\":1}}}]}}\n\n", 1, &u);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
 	/* The same echo in the terminal event, before the real usage, changes nothing. */
-	from_body("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
+	from_body("data: {\"type\":\"response.created\",\"response\":{}}\n\ndata: {\"type\":"
 	          "\"response.completed\",\"response\":{\"tools\":[{\"x\":{\"usage\":{\"input_tokens\":1,"
-	          "\"output_tokens\":1}}}],\"usage\":{\"input_tokens\":700,\"output_tokens\":80}}}  ", 1, &u);
+	          "\"output_tokens\":1}}}],\"usage\":{\"input_tokens\":700,\"output_tokens\":80}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 700, 80, N, N, N);
 	/* A terminal event whose start was not kept (a long answer): its usage in the tail. */
-	from_parts("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
-	           "\"response.in_progress\",\"response\":{}}  data: {\"type\":\"response.completed\","
+	from_parts("data: {\"type\":\"response.created\",\"response\":{}}\n\ndata: {\"type\":"
+	           "\"response.in_progress\",\"response\":{}}\n\ndata: {\"type\":\"response.completed\","
 	           "\"response\":{\"output\":[{\"text\":\"xx", "xx\"}],\"usage\":{\"input_tokens\":7,"
-	           "\"output_tokens\":8}}}  ", 1, &u);
+	           "\"output_tokens\":8}}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 7, 8, N, N, N);
-	/* Codex's streams: a response.created larger than the head, a response.completed
-	 * whose start is past the tail's: the usage that closes the stream is its. */
+	/* Codex's streams: a response.completed longer than an event is held whole. */
 	{
 		char head[2048];
 
-		snprintf(head, sizeof(head), "event: response.created data: {\"type\":"
-		         "\"response.created\",\"response\":{\"instructions\":\"%01500d", 0);
+		snprintf(head, sizeof(head), "event: response.completed\ndata: {\"type\":"
+		         "\"response.completed\",\"response\":{\"instructions\":\"%01500d", 0);
 		from_parts(head, "x\",\"tools\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":8},"
-		           "\"user\":null,\"metadata\":{}}}  ", 1, &u);
+		           "\"user\":null,\"metadata\":{}}}\n\n", 1, &u);
 		CHECK_COUNTS(u, 7, 8, N, N, N);
 		CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
 	}
 	/* The schema's usage in the last event kept (response.in_progress repeats the tools
 	 * and the client left): no usage. */
-	from_body("data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}  data: "
+	from_body("data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\ndata: "
 	          "{\"type\":\"response.in_progress\",\"response\":{\"tools\":[{\"parameters\":"
-	          "{\"usage\":{\"input_tokens\":1,\"output_tokens\":1},\"x\":1}}],\"usage\":null}}  ",
+	          "{\"usage\":{\"input_tokens\":1,\"output_tokens\":1},\"x\":1}}],\"usage\":null}}\n\n",
 	          1, &u);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_NONE);
 	/* Tools named after Anthropic's events make no usage the input side, nor give a
 	 * tier. */
-	from_body("data: {\"type\":\"response.created\",\"response\":{}}  data: {\"type\":"
+	from_body("data: {\"type\":\"response.created\",\"response\":{}}\n\ndata: {\"type\":"
 	          "\"response.completed\",\"response\":{\"tools\":[{\"name\":\"message_start\","
 	          "\"parameters\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":1,\"service_tier\":"
 	          "\"flex\"}}},{\"name\":\"message_delta\"}],\"usage\":{\"input_tokens\":90,"
-	          "\"output_tokens\":30},\"user\":null}}  ", 1, &u);
+	          "\"output_tokens\":30},\"user\":null}}\n\n", 1, &u);
 	CHECK_COUNTS(u, 90, 30, N, N, N);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
 	CHECK_EQ_STR(u.service_tier, "");
@@ -735,11 +801,12 @@ static void test_real_records_cut(void)
 	CHECK_EQ_STR(u.model, "mock-gpt");
 }
 
-static const char *resp_id(const char *head, int sse)
+static const char *resp_id(const char *body, int sse)
 {
 	static char out[ACCT_RESPONSE_ID_MAX];
+	const char *f = field_of(body, strlen(body), 0, sse), *sum = f ? luacap_summary(f) : NULL;
 
-	usage_response_id(head, strlen(head), sse, out, sizeof(out));
+	usage_response_id(sum, sum ? strlen(sum) : 0, sse, out, sizeof(out));
 	return out;
 }
 
@@ -756,14 +823,13 @@ static void test_response_id(void)
 	CHECK_EQ_STR(resp_id("{\"output\":[{\"text\":\"id\"},{\"id\":\"msg_1\"}],\"object\":\"resp", 0), "");
 	CHECK_EQ_STR(resp_id("{\"id\":12}", 0), "");
 	CHECK_EQ_STR(resp_id("{\"id\":\"resp 1\"}", 0), "");
-	CHECK_EQ_STR(resp_id("{\"id\":\"resp_\\u0041\"}", 0), "");
+	CHECK_EQ_STR(resp_id("{\"id\":\"resp_\\u0041\"}", 0), "resp_A");
 	CHECK_EQ_STR(resp_id("{\"id\":\"resp_cut", 0), "");
 	CHECK_EQ_STR(resp_id("[{\"id\":\"resp_1\"}]", 0), "");
-	/* a stream: the response of its first event, response.created (line breaks are
-	 * spaces in a capture) */
-	CHECK_EQ_STR(resp_id("event: response.created data: {\"type\":\"response.created\","
+	/* a stream: the response of its first event, response.created */
+	CHECK_EQ_STR(resp_id("event: response.created\ndata: {\"type\":\"response.created\","
 	                     "\"sequence_number\":0,\"response\":{\"id\":\"resp_s\",\"object\":"
-	                     "\"response\"}}  event: response.in_progress", 1), "resp_s");
+	                     "\"response\"}}\n\nevent: response.in_progress\n", 1), "resp_s");
 	CHECK_EQ_STR(resp_id("data: {\"response\":{\"status\":\"in_progress\",\"id\":\"resp_t\"},"
 	                     "\"type\":\"response.created\"}", 1), "resp_t");
 	CHECK_EQ_STR(resp_id("data: {\"type\":\"response.output_text.delta\",\"response\":"
@@ -771,22 +837,8 @@ static void test_response_id(void)
 	CHECK_EQ_STR(resp_id("data: {\"type\":\"response.created\",\"delta\":\"{\\\"response\\\":"
 	                     "{\\\"id\\\":\\\"resp_v\\\"}}\"}", 1), "");
 	CHECK_EQ_STR(resp_id("event: response.created", 1), "");
-	{
-		/* cut right where the value would start, or inside an escape: exactly sized,
-		 * so that ASan sees a read past the end */
-		static const char *const cuts[] = { "{\"id\":", "{\"a\":\"\\", "{\"id\"" };
-		char out[ACCT_RESPONSE_ID_MAX];
-
-		for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
-			size_t n = strlen(cuts[i]);
-			char *cut = malloc(n);
-
-			memcpy(cut, cuts[i], n);
-			usage_response_id(cut, n, 0, out, sizeof(out));
-			CHECK_EQ_STR(out, "");
-			free(cut);
-		}
-	}
+	CHECK_EQ_STR(resp_id("{\"id\":", 0), "");
+	CHECK_EQ_STR(resp_id("{\"a\":\"\\", 0), "");
 	CHECK_EQ_STR(resp_id("", 1), "");
 	usage_response_id(NULL, 0, 0, (char[8]){ 'x' }, 8);
 }
@@ -798,8 +850,8 @@ int main(void)
 	RUN(test_anthropic_unary);
 	RUN(test_anthropic_stream);
 	RUN(test_anthropic_stream_cut);
-	RUN(test_split_and_seam);
-	RUN(test_tail_inside_a_string);
+	RUN(test_structure_only);
+	RUN(test_echo_any_length);
 	RUN(test_openai_compatible_servers);
 	RUN(test_model_names);
 	RUN(test_counts_absent_or_bad);
