@@ -205,7 +205,10 @@ local function reader_keep(r)
         if text == '"web_search_call"' then
             r.ws = r.ws + 1
         end
-    elseif #text > 0 then
+    elseif #text > 0 and not r.out[cap.path] and
+           not (text:byte(1) == 34 and text:find("\\u0000", 1, true)) then
+        -- (A NUL hidden by an escape would cut a name where C reads it: no such string
+        -- is kept.)
         r.out[cap.path] = text:gsub("%c", " ")
         r.kept = r.kept + 1
     end
@@ -245,6 +248,9 @@ end
 
 -- Reads data, the next bytes of the JSON text.
 local function reader_read(r, data)
+    if r.done then
+        return
+    end
     local find, sub, byte = string.find, string.sub, string.byte
     local i, n = 1, #data
     local cfrom = r.cap and 1
@@ -328,9 +334,10 @@ local function reader_read(r, data)
                 end
                 d = d - 1
                 r.depth = d
-                if d < 0 then
-                    -- More closing than opening: nothing more is read.
-                    r.broken = true
+                if d <= 0 then
+                    -- The value ended (or more closed than opened): whatever follows is
+                    -- no part of it, and nothing more is read.
+                    r.done = true
                     return
                 end
                 if r.isobj[d] and r.nodes[d] then

@@ -77,17 +77,21 @@ static const struct decision_endpoint {
 	int unbilled;           /* answers are counts, no usage to bill (decision.h) */
 	int output_bound;       /* the answer is bounded by max_output_tokens, not max_tokens */
 	int stored_state;       /* the body may name state stored upstream (decision_judge) */
+	int echoes;             /* the answer may repeat the request's content beside its
+	                         * output (the Responses object echoes instructions, tools,
+	                         * text and metadata; Anthropic's citations quote documents):
+	                         * its size is bounded by the body's plus the output's */
 } decision_endpoints[] = {
-	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0, 0, 0 },
-	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0, 0, 0 },
-	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0, 0, 0 },
+	{ "/v1/chat/completions", KT_API_OPENAI, 0, 1, 0, 0, 0, 0 },
+	{ "/v1/completions", KT_API_OPENAI, 0, 1, 0, 0, 0, 0 },
+	{ "/v1/embeddings", KT_API_OPENAI, 1, 0, 0, 0, 0, 0 },
 	/* Responses streams always end with their usage (response.completed, .incomplete
 	 * or .failed): nothing to amend. */
-	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1, 1 },
-	{ "/v1/responses/compact", KT_API_OPENAI, 0, 0, 0, 1, 1 },
-	{ "/v1/responses/input_tokens", KT_API_OPENAI, 0, 0, 1, 0, 1 },
-	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0, 0 },
-	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0, 0 },
+	{ "/v1/responses", KT_API_OPENAI, 0, 0, 0, 1, 1, 1 },
+	{ "/v1/responses/compact", KT_API_OPENAI, 0, 0, 0, 1, 1, 1 },
+	{ "/v1/responses/input_tokens", KT_API_OPENAI, 0, 0, 1, 0, 1, 0 },
+	{ "/v1/messages", KT_API_ANTHROPIC, 0, 0, 0, 0, 0, 1 },
+	{ "/v1/messages/count_tokens", KT_API_ANTHROPIC, 0, 0, 1, 0, 0, 0 },
 };
 
 /* Whether s begins with lit. */
@@ -317,12 +321,22 @@ static void decision_amend(struct decision *d)
 
 /* Whether HAProxy's json_query reads the whole unary answer to a request bounded by
  * max_tokens (-1: no bound): the buffer HAProxy reads it in is json_max bytes (its large
- * buffers, 3.4+), or the regular 16 KB when it said nothing. */
-static int decision_json_holds(const struct decision_request *req, long max_tokens)
+ * buffers, 3.4+), or the regular 16 KB when it said nothing. An answer that echoes the
+ * request (ep->echoes) also holds the body's bytes: only large buffers take it, and only
+ * when the body's size is known; in the regular buffer a key holder's padding would
+ * push the usage out of sight. */
+static int decision_json_holds(const struct decision_request *req, int echoes, long max_tokens)
 {
 	int64_t bytes = req->json_max > DECISION_JSON_BUFFER ? req->json_max : DECISION_JSON_BUFFER;
-	int64_t tokens = bytes / DECISION_JSON_BYTES_PER_TOKEN;
+	int64_t tokens;
 
+	if (echoes) {
+		if (req->json_max <= DECISION_JSON_BUFFER || req->body_size < 0 ||
+		    req->body_size >= bytes)
+			return 0;
+		bytes -= req->body_size;
+	}
+	tokens = bytes / DECISION_JSON_BYTES_PER_TOKEN;
 	if (max_tokens < 0)
 		return tokens >= DECISION_OUTPUT_TOKENS_MAX;
 	return max_tokens <= tokens;
@@ -641,7 +655,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
 	d->capture = d->body_truncated ||
 	             (!ep->unbilled && (d->stream != 0 || ep->large ||
-	                                !decision_json_holds(req, d->max_output) ||
+	                                !decision_json_holds(req, ep->echoes, d->max_output) ||
 	                                d->body.many_outputs || d->body.hints_ambiguous));
 	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
 	 * them in the answer of a request that may have asked for one. */

@@ -30,12 +30,13 @@ static void usage_init(struct usage *u)
 }
 
 /* A model name worth recording: non-empty, fits, no control bytes (it ends up in the
- * database and in logs). nul: the summary spells a NUL, which cJSON would cut a name at. */
-static int usage_model_ok(const cJSON *j, int nul, size_t cap)
+ * database and in logs). A name spelling a NUL, which cJSON would cut, is never kept by
+ * the capture filter. */
+static int usage_model_ok(const cJSON *j, size_t cap)
 {
 	const unsigned char *c;
 
-	if (nul || !cJSON_IsString(j) || !j->valuestring || !*j->valuestring ||
+	if (!cJSON_IsString(j) || !j->valuestring || !*j->valuestring ||
 	    strlen(j->valuestring) >= cap)
 		return 0;
 	for (c = (const unsigned char *)j->valuestring; *c; c++)
@@ -44,9 +45,9 @@ static int usage_model_ok(const cJSON *j, int nul, size_t cap)
 	return 1;
 }
 
-static void usage_model(const cJSON *j, int nul, char *out, size_t cap)
+static void usage_model(const cJSON *j, char *out, size_t cap)
 {
-	if (!out[0] && usage_model_ok(j, nul, cap))
+	if (!out[0] && usage_model_ok(j, cap))
 		memcpy(out, j->valuestring, strlen(j->valuestring) + 1);
 }
 
@@ -178,11 +179,11 @@ static void usage_object(const cJSON *u, enum acct_usage_source source, struct u
 }
 
 /* A unary answer: its top-level members. */
-static void usage_answer(const cJSON *a, int nul, struct usage *out)
+static void usage_answer(const cJSON *a, struct usage *out)
 {
 	const cJSON *u = usage_get(a, "usage");
 
-	usage_model(usage_get(a, "model"), nul, out->model, sizeof(out->model));
+	usage_model(usage_get(a, "model"), out->model, sizeof(out->model));
 	if (cJSON_IsObject(u))
 		usage_object(u, ACCT_USAGE_RESPONSE, out);
 	usage_tier(usage_get(a, "service_tier"), out);
@@ -216,7 +217,7 @@ static void usage_events_of(const cJSON *list, struct usage_events *ev)
 /* The model of a stream: the first event's (an OpenAI chunk's model, Anthropic's
  * message_start message.model, a Responses response.created response.model), else the
  * last usage event's. */
-static void usage_stream_model(const struct usage_events *ev, int nul, struct usage *out)
+static void usage_stream_model(const struct usage_events *ev, struct usage *out)
 {
 	const cJSON *from[2] = { ev->first, ev->last };
 	int i;
@@ -224,10 +225,10 @@ static void usage_stream_model(const struct usage_events *ev, int nul, struct us
 	for (i = 0; i < 2 && !out->model[0]; i++) {
 		if (!from[i])
 			continue;
-		usage_model(usage_get(from[i], "model"), nul, out->model, sizeof(out->model));
-		usage_model(usage_get(usage_get(from[i], "message"), "model"), nul, out->model,
+		usage_model(usage_get(from[i], "model"), out->model, sizeof(out->model));
+		usage_model(usage_get(usage_get(from[i], "message"), "model"), out->model,
 		            sizeof(out->model));
-		usage_model(usage_get(usage_get(from[i], "response"), "model"), nul, out->model,
+		usage_model(usage_get(usage_get(from[i], "response"), "model"), out->model,
 		            sizeof(out->model));
 	}
 }
@@ -289,18 +290,16 @@ static void usage_stream(const struct usage_events *ev, struct usage *out)
 		usage_tier(usage_get(ev->first, "service_tier"), out);
 }
 
-/* The summary (capture.lua) parsed; NULL if it is none. *nul: it spells a NUL. */
-static cJSON *usage_summary(const char *sum, size_t len, int *nul)
+/* The summary (capture.lua) parsed; NULL if it is none. */
+static cJSON *usage_summary(const char *sum, size_t len)
 {
-	*nul = sum && memmem(sum, len, "\\u0000", 6) != NULL;
 	return sum && len ? cJSON_ParseWithLength(sum, len) : NULL;
 }
 
 void usage_from_capture(const char *sum, size_t len, int sse, struct usage *out)
 {
 	struct usage_events ev;
-	int nul;
-	cJSON *j = usage_summary(sum, len, &nul);
+	cJSON *j = usage_summary(sum, len);
 
 	usage_init(out);
 	if (!cJSON_IsObject(j))
@@ -309,11 +308,11 @@ void usage_from_capture(const char *sum, size_t len, int sse, struct usage *out)
 		const cJSON *a = usage_get(j, "a");
 
 		if (cJSON_IsObject(a))
-			usage_answer(a, nul, out);
+			usage_answer(a, out);
 		goto out;
 	}
 	usage_events_of(usage_get(j, "ev"), &ev);
-	usage_stream_model(&ev, nul, out);
+	usage_stream_model(&ev, out);
 	usage_stream(&ev, out);
 out:
 	cJSON_Delete(j);
@@ -376,11 +375,10 @@ void usage_response_id(const char *sum, size_t len, int sse, char *out, size_t c
 {
 	struct usage_events ev;
 	const cJSON *id = NULL;
-	int nul;
-	cJSON *j = usage_summary(sum, len, &nul);
+	cJSON *j = usage_summary(sum, len);
 
 	out[0] = '\0';
-	if (!cJSON_IsObject(j) || nul)
+	if (!cJSON_IsObject(j))
 		goto out;
 	if (!sse) {
 		id = usage_get(usage_get(j, "a"), "id");

@@ -50,6 +50,7 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body.ptr = body;
 	req.body.len = strlen(body);
 	req.body_truncated = truncated;
+	req.body_size = truncated ? -1 : (int64_t)req.body.len;
 	req.json_max = fix_json_max;
 	req.owners = fix_owners;
 	req.policy = fix_policy;
@@ -493,10 +494,23 @@ static void test_responses_endpoint(void)
 	struct decision_request req = { 0 };
 	struct decision d;
 
+	/* Its answer echoes the request: json_query only with large buffers, and only while
+	 * the body and the output fit them. */
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"input\":\"hi\",\"max_output_tokens\":200}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
-	CHECK(!d.capture && d.max_output == 200);
+	CHECK(d.capture && d.max_output == 200);
+	fix_json_max = 2097152;
+	CHECK(!decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                   "{\"model\":\"gpt-a\",\"input\":\"hi\",\"max_output_tokens\":200}",
+	                   0).capture);
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                  "{\"model\":\"gpt-a\",\"input\":\"hi\",\"max_output_tokens\":131072}",
+	                  0).capture);
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                  "{\"model\":\"gpt-a\",\"input\":\"hi\",\"max_output_tokens\":200}",
+	                  1).capture);
+	fix_json_max = 0;
 	decision_estimate(&d, &req, 4096);
 	CHECK_EQ_INT(d.est_completion_tokens, 200);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
