@@ -846,8 +846,8 @@ static void responses_echo_add(const struct mock_job *j, cJSON *o, const char *n
 }
 
 /* In OpenAI's member order, where the echoed request surrounds the usage: instructions
- * and max_output_tokens before the model, text and tools before it, user and metadata
- * after it. */
+ * before the model, text and tools between the output and the usage, user and metadata
+ * after the usage. */
 static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 {
 	static const char *const before[][2] = {

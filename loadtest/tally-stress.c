@@ -69,6 +69,12 @@ static const char *const shape_names[SHAPE_N] = { "unary", "stream", "escape", "
 						  "unpriced" };
 static const bool shape_stream[SHAPE_N] = { false, true, true, true, true, false, true, true,
 					    false };
+/* Whether shape s goes to /v1/responses (the echo attacks), not to chat completions. */
+static bool shape_responses(int s)
+{
+	return s >= SHAPE_BILLED && s != SHAPE_UNPRICED;
+}
+
 /* The usage the BILLED shapes have the mock report (its knobs), and the model NAMED's
  * metadata names (another model of the usual seed, priced otherwise). */
 #define ST_BILLED_PROMPT     50000
@@ -352,7 +358,7 @@ static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock
 									     : tail[s];
 
 	b->len = 0;
-	if (s >= SHAPE_BILLED && s != SHAPE_UNPRICED) {
+	if (shape_responses(s)) {
 		echo_body(b, o, s);
 		return;
 	}
@@ -376,7 +382,7 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 		struct buf *b = &t->req[s];
 		t->status[s] = s == SHAPE_ERROR ? 429 : 200;
 		buf_printf(b, "POST %s HTTP/1.1\r\nHost: %s\r\n",
-			   s >= SHAPE_BILLED && s != SHAPE_UNPRICED ? ST_RESPONSES : ST_PATH, hostport);
+			   shape_responses(s) ? ST_RESPONSES : ST_PATH, hostport);
 		if (bearer)
 			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
 		for (int h = 0; extra_headers && h < o->nheaders; h++)
@@ -856,7 +862,7 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 		exp[s].tokens = 0;
 		/* The last count of the answer is its usage's: nothing the mock writes after it
 		 * (metadata values here) holds these names. */
-		count_sub(&exp[s].body, s >= SHAPE_BILLED && s != SHAPE_UNPRICED
+		count_sub(&exp[s].body, shape_responses(s)
 			  ? "\"output_tokens\":" : "\"completion_tokens\":", &last);
 		/* digits only, and at most 15 of them: the mock caps tokens at 2^53-1 */
 		for (int d = 0; last && d < 15 && last < exp[s].body.p + exp[s].body.len &&
