@@ -49,7 +49,7 @@
  * service tier is the one string knob ("" when unset). */
 struct mock_params {
 	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
-	uint64_t error_form, sse_open, response_end;
+	uint64_t error_form, sse_open, response_end, pretty;
 	struct mock_tokens {
 		uint64_t prompt, completion, cached, cache_creation, reasoning;
 	} tok;
@@ -84,6 +84,8 @@ static const struct mock_knob mock_knobs[] = {
 	MOCK_KNOB("sse-open", sse_open, 0, 1, "1: a stream's last event has no blank line (0)"),
 	MOCK_KNOB("response-end", response_end, 0, 2,
 	          "Responses API: 0 completed, 1 incomplete (max_output_tokens), 2 failed (0)"),
+	MOCK_KNOB("pretty", pretty, 0, 2,
+	          "JSON layout: 0 compact, 1 spaced (\", \" and \": \"), 2 indented (0)"),
 	MOCK_KNOB("prompt-tokens", tok.prompt, 0, MOCK_TOKENS_MAX, "prompt/input tokens (10)"),
 	MOCK_KNOB("completion-tokens", tok.completion, 0, MOCK_TOKENS_MAX,
 	          "completion/output tokens (20)"),
@@ -156,6 +158,7 @@ struct mock_job {
 	const struct mock_api *api;
 	struct mock_params p;
 	char *model;
+	cJSON *echo;    /* a Responses request's body, echoed in its answer (NULL: none) */
 	int stream, include_usage, chunked;
 	char id[48];
 	enum mock_stored stored;   /* ROUTE_STORED: what is asked of response id */
@@ -437,16 +440,80 @@ static void mock_details_add(cJSON *u, const char *name, const struct mock_count
 	}
 }
 
-static char *mock_json_print(cJSON *o)
+static char *mock_json_leaf(const cJSON *o)
 {
 	char *s = cJSON_PrintUnformatted(o);
 
-	cJSON_Delete(o);
 	if (!s) {
 		fputs("mock-upstream: cannot render JSON\n", stderr);
 		abort();
 	}
 	return s;
+}
+
+/* o as x-mock-pretty lays it out: 1 as Python's json.dumps (", " and ": " on one line),
+ * 2 as json.dumps(indent=2) (a member per line). Upstreams written in Python answer so. */
+static void mock_json_write(struct mock_buf *b, const cJSON *o, uint64_t pretty, unsigned depth)
+{
+	int obj = cJSON_IsObject(o);
+	const cJSON *m;
+	cJSON *key;
+	char *s;
+
+	if (!obj && !cJSON_IsArray(o)) {
+		s = mock_json_leaf(o);
+		mock_buf_append(b, s, strlen(s));
+		free(s);
+		return;
+	}
+	mock_buf_append(b, obj ? "{" : "[", 1);
+	for (m = o->child; m; m = m->next) {
+		if (pretty == 2)
+			mock_buf_printf(b, "\n%*s", (int)(depth + 1) * 2, "");
+		if (obj) {
+			key = cJSON_CreateString(m->string);
+			s = mock_json_leaf(key);
+			mock_buf_printf(b, "%s: ", s);
+			free(s);
+			cJSON_Delete(key);
+		}
+		mock_json_write(b, m, pretty, depth + 1);
+		if (m->next)
+			mock_buf_append(b, ", ", pretty == 2 ? 1 : 2);
+	}
+	if (pretty == 2 && o->child)
+		mock_buf_printf(b, "\n%*s", (int)depth * 2, "");
+	mock_buf_append(b, obj ? "}" : "]", 1);
+}
+
+/* o rendered as job j's x-mock-pretty says, and freed. */
+static char *mock_json_print(const struct mock_job *j, cJSON *o)
+{
+	struct mock_buf b = {0};
+	char *s;
+
+	if (!j->p.pretty) {
+		s = mock_json_leaf(o);
+		cJSON_Delete(o);
+		return s;
+	}
+	mock_json_write(&b, o, j->p.pretty, 0);
+	cJSON_Delete(o);
+	return b.p;
+}
+
+/* The last member named name, as Python's json (OpenAI, vLLM) reads duplicated keys;
+ * cJSON's own lookup returns the first. */
+static const cJSON *mock_json_last(const cJSON *obj, const char *name)
+{
+	const cJSON *c, *last = NULL;
+
+	if (!cJSON_IsObject(obj))
+		return NULL;
+	for (c = obj->child; c; c = c->next)
+		if (c->string && strcmp(c->string, name) == 0)
+			last = c;
+	return last;
 }
 
 static const char *mock_word_format(char buf[24], unsigned i)
@@ -610,18 +677,18 @@ static char *openai_stream_event(const struct mock_job *j, enum mock_part part, 
 	cJSON *o;
 
 	if (part == PART_FRAME)
-		return mock_json_print(chunk(j, i, mock_word_format(word, i)));
+		return mock_json_print(j, chunk(j, i, mock_word_format(word, i)));
 	if (part == PART_HEAD)
 		return NULL;
 	if (i == 0)
-		return mock_json_print(chunk(j, 0, NULL));
+		return mock_json_print(j, chunk(j, 0, NULL));
 	if (i == 1 && j->include_usage) {
 		o = openai_object_new(j, object);
 		if (chunk == openai_chunk_new)
 			cJSON_AddStringToObject(o, "system_fingerprint", "fp_mock");
 		cJSON_AddArrayToObject(o, "choices");
 		cJSON_AddItemToObject(o, "usage", openai_usage_new(j));
-		return mock_json_print(o);
+		return mock_json_print(j, o);
 	}
 	if (i == 1u + (unsigned)j->include_usage)
 		return mock_strndup("[DONE]", 6);
@@ -763,35 +830,77 @@ static cJSON *responses_search_new(const struct mock_job *j, unsigned k)
 	return item;
 }
 
+/* Member name echoed from the request as it was sent (its last occurrence), or dflt (raw
+ * JSON) when the request has none: OpenAI echoes every setting, its default if unset. */
+static void responses_echo_add(const struct mock_job *j, cJSON *o, const char *name,
+                               const char *dflt)
+{
+	const cJSON *v = mock_json_last(j->echo, name);
+
+	if (v)
+		cJSON_AddItemToObject(o, name, cJSON_Duplicate(v, 1));
+	else if (dflt[0] == '{') /* parsed, so that x-mock-pretty lays it out too */
+		cJSON_AddItemToObject(o, name, cJSON_Parse(dflt));
+	else
+		cJSON_AddRawToObject(o, name, dflt);
+}
+
+/* In OpenAI's member order, where the echoed request surrounds the usage: instructions
+ * before the model, text and tools between the output and the usage, user and metadata
+ * after the usage. */
 static cJSON *responses_object_new(const struct mock_job *j, const char *text)
 {
+	static const char *const before[][2] = {
+		{"parallel_tool_calls", "true"}, {"previous_response_id", "null"},
+		{"reasoning", "{\"effort\":null,\"summary\":null}"},
+	};
+	static const char *const after[][2] = {
+		{"store", "true"}, {"temperature", "1.0"}, {"text", "{\"format\":{\"type\":\"text\"}}"},
+		{"tool_choice", "\"auto\""}, {"tools", "[]"}, {"top_logprobs", "0"}, {"top_p", "1.0"},
+		{"truncation", "\"disabled\""},
+	};
 	cJSON *o = cJSON_CreateObject(), *out, *u;
 	uint64_t k;
+	size_t i;
 
 	cJSON_AddStringToObject(o, "id", j->id);
 	cJSON_AddStringToObject(o, "object", "response");
 	cJSON_AddRawToObject(o, "created_at", MOCK_CREATED);
 	cJSON_AddStringToObject(o, "status", text ? responses_status[j->p.response_end] : "in_progress");
-	if (text && j->p.response_end == 1)
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason",
-		                        "max_output_tokens");
+	responses_echo_add(j, o, "background", "false");
 	if (text && j->p.response_end == 2) {
 		u = cJSON_AddObjectToObject(o, "error");
 		cJSON_AddStringToObject(u, "code", "server_error");
 		cJSON_AddStringToObject(u, "message", "The mock failed this response.");
+	} else {
+		cJSON_AddNullToObject(o, "error");
 	}
+	if (text && j->p.response_end == 1)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason",
+		                        "max_output_tokens");
+	else
+		cJSON_AddNullToObject(o, "incomplete_details");
+	responses_echo_add(j, o, "instructions", "null");
+	responses_echo_add(j, o, "max_output_tokens", "null");
+	responses_echo_add(j, o, "max_tool_calls", "null");
 	cJSON_AddStringToObject(o, "model", j->model);
+	out = cJSON_AddArrayToObject(o, "output");
+	for (i = 0; i < sizeof before / sizeof before[0]; i++)
+		responses_echo_add(j, o, before[i][0], before[i][1]);
 	if (j->p.service_tier[0])
 		cJSON_AddStringToObject(o, "service_tier", j->p.service_tier);
-	out = cJSON_AddArrayToObject(o, "output");
-	if (!text) {
+	for (i = 0; i < sizeof after / sizeof after[0]; i++)
+		responses_echo_add(j, o, after[i][0], after[i][1]);
+	if (text) {
+		for (k = 0; k < j->p.cls.web_search; k++)
+			cJSON_AddItemToArray(out, responses_search_new(j, (unsigned)k));
+		cJSON_AddItemToArray(out, responses_item_new(j, text));
+		cJSON_AddItemToObject(o, "usage", responses_usage_new(j));
+	} else {
 		cJSON_AddNullToObject(o, "usage");
-		return o;
 	}
-	for (k = 0; k < j->p.cls.web_search; k++)
-		cJSON_AddItemToArray(out, responses_search_new(j, (unsigned)k));
-	cJSON_AddItemToArray(out, responses_item_new(j, text));
-	cJSON_AddItemToObject(o, "usage", responses_usage_new(j));
+	responses_echo_add(j, o, "user", "null");
+	responses_echo_add(j, o, "metadata", "{}");
 	return o;
 }
 
@@ -887,7 +996,7 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 		mock_json_add_uint(o, "output_index", i - 4);
 		snprintf(item_id, sizeof item_id, "ws_%s_%u", j->id + 5, i - 4);
 		cJSON_AddStringToObject(o, "item_id", item_id);
-		return mock_json_print(o);
+		return mock_json_print(j, o);
 	} else if (part == PART_FRAME) {
 		*name = "response.output_text.delta";
 		seq = 4 + searches + i;
@@ -903,7 +1012,7 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 	mock_json_add_uint(o, "sequence_number", seq);
 	if (part == PART_HEAD && i < 2) {
 		cJSON_AddItemToObject(o, "response", responses_object_new(j, NULL));
-		return mock_json_print(o);
+		return mock_json_print(j, o);
 	}
 	if (part != PART_TAIL || i < 3) {
 		cJSON_AddNumberToObject(o, "output_index", 0);
@@ -914,14 +1023,14 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 	}
 	if (part == PART_FRAME) {
 		cJSON_AddStringToObject(o, "delta", mock_word_format(word, i));
-		return mock_json_print(o);
+		return mock_json_print(j, o);
 	}
 	if (part == PART_HEAD) {
 		if (i == 2)
 			cJSON_AddItemToObject(o, "item", responses_item_new(j, NULL));
 		else
 			cJSON_AddItemToObject(o, "part", responses_part_new(""));
-		return mock_json_print(o);
+		return mock_json_print(j, o);
 	}
 	mock_buf_append(&text, "", 0);
 	for (k = 0; k < j->p.frames; k++) {
@@ -937,7 +1046,7 @@ static char *responses_event_render(const struct mock_job *j, enum mock_part par
 	else
 		cJSON_AddItemToObject(o, "response", responses_object_new(j, text.p));
 	mock_buf_free(&text);
-	return mock_json_print(o);
+	return mock_json_print(j, o);
 }
 
 static cJSON *anthropic_error_render(unsigned status, const char *msg)
@@ -1072,7 +1181,7 @@ static char *anthropic_event_render(const struct mock_job *j, enum mock_part par
 	case A_MSG_STOP:
 		break;
 	}
-	return mock_json_print(o);
+	return mock_json_print(j, o);
 }
 
 static const struct mock_api mock_openai = {
@@ -1364,6 +1473,7 @@ static const http_parser_settings mock_settings = {
 static void mock_job_clear(struct mock_job *j)
 {
 	free(j->model);
+	cJSON_Delete(j->echo);
 	memset(j, 0, sizeof *j);
 	j->api = &mock_openai;
 	j->p.disconnect_after = MOCK_NONE;
@@ -1430,7 +1540,7 @@ static void mock_resp_unary(struct mock_conn *c, unsigned status, const char *bo
 
 static void mock_resp_json(struct mock_conn *c, unsigned status, cJSON *o)
 {
-	char *s = mock_json_print(o);
+	char *s = mock_json_print(&c->job, o);
 
 	mock_resp_unary(c, status, s, strlen(s));
 	free(s);
@@ -1445,7 +1555,7 @@ static void mock_resp_error(struct mock_conn *c, unsigned status, const char *ms
 
 	switch (c->job.p.error_form) {
 	case 1:
-		s = mock_json_print(c->job.api->error(status, msg));
+		s = mock_json_print(&c->job, c->job.api->error(status, msg));
 		c->job.chunked = 1;
 		mock_resp_head(c, status, "application/json", -1);
 		mock_buf_printf(o, "%zx\r\n%s\r\n0\r\n\r\n", strlen(s), s);
@@ -1486,7 +1596,7 @@ static void mock_resp_completion(struct mock_conn *c)
 		mock_word_format(word, i);
 		mock_buf_append(&text, word, strlen(word));
 	}
-	body = mock_json_print(j->api->unary(j, text.p));
+	body = mock_json_print(j, j->api->unary(j, text.p));
 	n = strlen(body);
 	/* Padding is plain ASCII, which JSON copies byte for byte: the size comes out exact. */
 	if (j->p.body_bytes > n) {
@@ -1495,7 +1605,7 @@ static void mock_resp_completion(struct mock_conn *c)
 		text.len += (size_t)j->p.body_bytes - n;
 		text.p[text.len] = 0;
 		free(body);
-		body = mock_json_print(j->api->unary(j, text.p));
+		body = mock_json_print(j, j->api->unary(j, text.p));
 		n = strlen(body);
 	}
 	mock_resp_unary(c, 200, body, n);
@@ -1519,23 +1629,25 @@ static void mock_stream_start(struct mock_conn *c)
 	c->phase = PHASE_STREAM;
 }
 
-/* last: the stream's final event, which x-mock-sse-open leaves without its blank line. */
+/* last: the stream's final event, which x-mock-sse-open leaves without its blank line.
+ * Data of several lines (x-mock-pretty: 2) takes a data field per line: SSE joins them. */
 static void mock_stream_write(struct mock_conn *c, const char *event, const char *data, int last)
 {
 	const char *eol = c->job.p.crlf ? "\r\n" : "\n";
-	const char *end = last && c->job.p.sse_open ? "" : eol;
-	size_t el = strlen(eol);
-	size_t n = strlen("data: ") + strlen(data) + el + strlen(end);
+	const char *end = last && c->job.p.sse_open ? "" : eol, *nl;
+	struct mock_buf ev = {0};
 
 	if (event)
-		n += strlen("event: ") + strlen(event) + el;
+		mock_buf_printf(&ev, "event: %s%s", event, eol);
+	for (; (nl = strchr(data, '\n')); data = nl + 1)
+		mock_buf_printf(&ev, "data: %.*s%s", (int)(nl - data), data, eol);
+	mock_buf_printf(&ev, "data: %s%s%s", data, eol, end);
 	if (c->job.chunked)
-		mock_buf_printf(&c->out, "%zx\r\n", n);
-	if (event)
-		mock_buf_printf(&c->out, "event: %s%s", event, eol);
-	mock_buf_printf(&c->out, "data: %s%s%s", data, eol, end);
+		mock_buf_printf(&c->out, "%zx\r\n", ev.len);
+	mock_buf_append(&c->out, ev.p, ev.len);
 	if (c->job.chunked)
 		mock_buf_append(&c->out, "\r\n", 2);
+	mock_buf_free(&ev);
 }
 
 /* One step of a stream: one event written, a part finished, or 0 when it must wait
@@ -1612,20 +1724,6 @@ static void mock_resp_start(struct mock_conn *c)
 	} else {
 		mock_resp_completion(c);
 	}
-}
-
-/* The last member named name, as Python's json (OpenAI, vLLM) reads duplicated keys;
- * cJSON's own lookup returns the first. */
-static const cJSON *mock_json_last(const cJSON *obj, const char *name)
-{
-	const cJSON *c, *last = NULL;
-
-	if (!cJSON_IsObject(obj))
-		return NULL;
-	for (c = obj->child; c; c = c->next)
-		if (c->string && strcmp(c->string, name) == 0)
-			last = c;
-	return last;
 }
 
 /* Header overrides and the request body's model/stream flags into the job. */
@@ -1833,6 +1931,9 @@ static void mock_conn_dispatch(struct mock_conn *c)
 		mock_resp_error(c, 400, err);
 		return;
 	}
+	/* A Responses create (or compact) echoes its request's settings in the answer. */
+	if (j->route == ROUTE_OPENAI && (j->api == &mock_responses || j->api == &mock_compact))
+		j->echo = cJSON_ParseWithLength(mock_buf_str(&c->req.body), c->req.body.len);
 	if (j->p.ttfb_ms) {
 		c->phase = PHASE_TTFB;
 		ev_timer_set(&c->timer, (double)j->p.ttfb_ms / 1000.0, 0);

@@ -7,7 +7,9 @@
  * fetch of the expected bodies before it, share one libev loop; the database check
  * (SQLite or PostgreSQL, common/db.h) runs on the same thread between levels. With --hostile-pct a share of the requests tries to
  * get around the meter (a stream that turns usage off, one sent chunked, one whose
- * upstream answers an error), and with --forge every response's id gets a forged
+ * upstream answers an error, Responses requests whose echoed tools, instructions and
+ * metadata surround the usage, a usage class the card does not price: those last rows
+ * must bill exactly what the upstream reported), and with --forge every response's id gets a forged
  * zero-usage record sent to the agent's records port ahead of the real one: the level
  * still passes only if every row is there with the usage the upstream reported.
  * --url given once per node spreads a level's clients evenly over the nodes' gateways,
@@ -40,6 +42,7 @@
 #include "db.h"
 
 #define ST_PATH        "/v1/chat/completions"
+#define ST_RESPONSES   "/v1/responses"
 #define ST_LEVELS_MAX  64
 #define ST_RID_MAX     128          /* longer X-Request-Id values are a protocol error */
 #define ST_STATUS_MAX  1000         /* http_parser accepts 3-digit status codes */
@@ -50,11 +53,33 @@
 #define ST_NODES_MAX   64           /* accounting rows (nodes) reported per level */
 
 /* The hostile shapes come last: ESCAPE asks for no usage, CHUNKED sends its body without
- * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended. */
-enum { SHAPE_UNARY, SHAPE_STREAM, SHAPE_ESCAPE, SHAPE_CHUNKED, SHAPE_ERROR, SHAPE_N };
+ * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended.
+ * From SHAPE_BILLED on, each row must bill the upstream's usage exactly (issue 28):
+ * FORGED (unary /v1/responses) echoes a tool schema holding a forged usage object, a
+ * long tool description and 8 x 500 characters of metadata; NAMED (a Responses stream)
+ * echoes metadata naming another model between 2 KB of instructions and a 3.5 KB tool
+ * description; PADDED (a Responses stream) ends in 16 x 500 characters of metadata;
+ * UNPRICED (unary chat) reports cache writes, a class the usual cards leave unpriced. */
+enum { SHAPE_UNARY, SHAPE_STREAM, SHAPE_ESCAPE, SHAPE_CHUNKED, SHAPE_ERROR, SHAPE_FORGED,
+       SHAPE_NAMED, SHAPE_PADDED, SHAPE_UNPRICED, SHAPE_N };
 #define SHAPE_HOSTILE SHAPE_ESCAPE
+#define SHAPE_BILLED  SHAPE_FORGED
 static const char *const shape_names[SHAPE_N] = { "unary", "stream", "escape", "chunked",
-						  "error" };
+						  "error", "forged", "named", "padded",
+						  "unpriced" };
+static const bool shape_stream[SHAPE_N] = { false, true, true, true, true, false, true, true,
+					    false };
+/* Whether shape s goes to /v1/responses (the echo attacks), not to chat completions. */
+static bool shape_responses(int s)
+{
+	return s >= SHAPE_BILLED && s != SHAPE_UNPRICED;
+}
+
+/* The usage the BILLED shapes have the mock report (its knobs), and the model NAMED's
+ * metadata names (another model of the usual seed, priced otherwise). */
+#define ST_BILLED_PROMPT     50000
+#define ST_BILLED_COMPLETION 20000
+#define ST_NAMED_MODEL       "mock-claude"
 
 enum err_kind { ERR_CONNECT, ERR_TIMEOUT, ERR_STATUS, ERR_MISMATCH, ERR_SHORT_READ,
 		ERR_PROTOCOL, ERR_N };
@@ -98,7 +123,7 @@ struct target {
 struct expected {
 	struct buf body;
 	unsigned long long events;      /* "data: " occurrences */
-	unsigned long long tokens;      /* usage.completion_tokens */
+	unsigned long long tokens;      /* usage.completion_tokens (Responses: output_tokens) */
 };
 
 struct dvec {
@@ -136,6 +161,8 @@ struct run {
 	struct dvec lat, fb;
 	char **ids;
 	size_t nids, capids;
+	char **bids;                    /* ids of the BILLED shapes' successes */
+	size_t nbids, capbids;
 };
 
 struct client {
@@ -276,9 +303,48 @@ static void parse_url(const char *url, struct target *t, char *hostport, size_t 
 	freeaddrinfo(ai);
 }
 
+static void buf_fill(struct buf *b, char c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		buf_add(b, &c, 1);
+}
+
+/* A Responses request that echoes client text around its usage (see SHAPE_FORGED). */
+static void echo_body(struct buf *b, const struct opts *o, int s)
+{
+	int values = s == SHAPE_FORGED ? 8 : s == SHAPE_PADDED ? 16 : 0;
+
+	buf_printf(b, "{\"model\":\"%s\",\"input\":\"hi\"%s", o->model,
+		   s == SHAPE_FORGED ? "" : ",\"stream\":true");
+	if (s == SHAPE_NAMED) {
+		buf_printf(b, ",\"instructions\":\"");
+		buf_fill(b, 'i', 2000);
+		buf_printf(b, "\"");
+	}
+	if (s != SHAPE_PADDED) {
+		buf_printf(b, ",\"tools\":[");
+		if (s == SHAPE_FORGED)
+			buf_printf(b, "{\"type\":\"function\",\"name\":\"lookup\",\"parameters\":"
+				   "{\"type\":\"object\",\"usage\":{\"input_tokens\":1,"
+				   "\"output_tokens\":1}}},");
+		buf_printf(b, "{\"type\":\"function\",\"name\":\"pad\",\"description\":\"");
+		buf_fill(b, 'd', s == SHAPE_FORGED ? 1500 : 3500);
+		buf_printf(b, "\",\"parameters\":{\"type\":\"object\"}}]");
+	}
+	buf_printf(b, ",\"metadata\":{");
+	if (s == SHAPE_NAMED)
+		buf_printf(b, "\"model\":\"" ST_NAMED_MODEL "\"");
+	for (int i = 0; i < values; i++) {
+		buf_printf(b, "%s\"k%d\":\"", i ? "," : "", i);
+		buf_fill(b, (char)('a' + i), 500);
+		buf_printf(b, "\"");
+	}
+	buf_printf(b, "}}");
+}
+
 /* The body of shape s. The mock is sent what the gateway sends it: a stream that did not
  * ask for usage has been amended to ask for it. */
-static int shape_body(char *body, size_t cap, const struct opts *o, int s, bool for_mock)
+static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock)
 {
 	static const char *const tail[SHAPE_N] = {
 		[SHAPE_UNARY] = "",
@@ -286,11 +352,18 @@ static int shape_body(char *body, size_t cap, const struct opts *o, int s, bool 
 		[SHAPE_ESCAPE] = ",\"stream\":true,\"stream_options\":{\"include_usage\":false}",
 		[SHAPE_CHUNKED] = ",\"stream\":true",
 		[SHAPE_ERROR] = ",\"stream\":true",
+		[SHAPE_UNPRICED] = "",
 	};
-	const char *t = for_mock && s >= SHAPE_HOSTILE ? tail[SHAPE_STREAM] : tail[s];
+	const char *t = for_mock && s >= SHAPE_HOSTILE && s < SHAPE_BILLED ? tail[SHAPE_STREAM]
+									     : tail[s];
 
-	return snprintf(body, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
-			"\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, o->max_tokens, t);
+	b->len = 0;
+	if (shape_responses(s)) {
+		echo_body(b, o, s);
+		return;
+	}
+	buf_printf(b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+		   "\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, o->max_tokens, t);
 }
 
 /* Both targets get the same body and knob headers, so that the mock's bytes match. */
@@ -301,15 +374,15 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 	parse_url(url, t, hostport, sizeof hostport);
 	if (bearer && strpbrk(bearer, "\r\n"))
 		die("a credential with a line break would inject headers");
+	struct buf body = { 0 };
 	for (int s = 0; s < SHAPE_N; s++) {
-		char body[512];
 		bool chunked = s == SHAPE_CHUNKED && extra_headers;
-		int n = shape_body(body, sizeof body, o, s, !extra_headers);
-		if (n < 0 || (size_t)n >= sizeof body)
-			die("--model too long");
+		shape_body(&body, o, s, !extra_headers);
+		int n = (int)body.len;
 		struct buf *b = &t->req[s];
 		t->status[s] = s == SHAPE_ERROR ? 429 : 200;
-		buf_printf(b, "POST " ST_PATH " HTTP/1.1\r\nHost: %s\r\n", hostport);
+		buf_printf(b, "POST %s HTTP/1.1\r\nHost: %s\r\n",
+			   shape_responses(s) ? ST_RESPONSES : ST_PATH, hostport);
 		if (bearer)
 			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
 		for (int h = 0; extra_headers && h < o->nheaders; h++)
@@ -326,14 +399,25 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 			buf_printf(b, "x-mock-body-bytes: %ld\r\n", o->body_bytes);
 		if (s == SHAPE_ERROR)
 			buf_printf(b, "x-mock-status: 429\r\n");
+		if (s >= SHAPE_BILLED)
+			buf_printf(b, "x-mock-prompt-tokens: %d\r\nx-mock-completion-tokens: %d\r\n",
+				   ST_BILLED_PROMPT, ST_BILLED_COMPLETION);
+		if (s == SHAPE_UNPRICED)
+			buf_printf(b, "x-mock-cache-write-tokens: 1000\r\n");
 		if (!o->keepalive)
 			buf_printf(b, "Connection: close\r\n");
-		if (chunked)
-			buf_printf(b, "\r\n%x\r\n%.*s\r\n%x\r\n%s\r\n0\r\n\r\n", n / 2, n / 2,
-				   body, n - n / 2, body + n / 2);
-		else
-			buf_printf(b, "\r\n%s", body);
+		if (chunked) {
+			buf_printf(b, "\r\n%x\r\n", n / 2);
+			buf_add(b, body.p, (size_t)(n / 2));
+			buf_printf(b, "\r\n%x\r\n", n - n / 2);
+			buf_add(b, body.p + n / 2, (size_t)(n - n / 2));
+			buf_printf(b, "\r\n0\r\n\r\n");
+		} else {
+			buf_printf(b, "\r\n");
+			buf_add(b, body.p, body.len);
+		}
 	}
+	free(body.p);
 }
 
 /* ---- one client ------------------------------------------------------------------- */
@@ -346,7 +430,7 @@ static int shape_of(const struct run *r, long k)
 {
 	if (r->fixed_shape >= 0)
 		return r->fixed_shape;
-	/* hostile requests the same way, taking the three hostile shapes in turn */
+	/* hostile requests the same way, taking the hostile shapes in turn */
 	if ((k + 1) * r->hostile_pct / 100 > k * r->hostile_pct / 100)
 		return SHAPE_HOSTILE + (int)((k * r->hostile_pct / 100) % (SHAPE_N - SHAPE_HOSTILE));
 	return (k + 1) * r->stream_pct / 100 > k * r->stream_pct / 100 ? SHAPE_STREAM : SHAPE_UNARY;
@@ -362,30 +446,32 @@ static void client_close(struct client *c)
 	c->connected = false;
 }
 
-static void run_add_id(struct run *r, const char *id)
+static void ids_add(char ***ids, size_t *n, size_t *cap, const char *id)
 {
-	if (r->nids == r->capids) {
-		r->capids = r->capids ? r->capids * 2 : 1024;
-		r->ids = xrealloc(r->ids, r->capids * sizeof *r->ids);
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 1024;
+		*ids = xrealloc(*ids, *cap * sizeof **ids);
 	}
-	r->ids[r->nids] = strdup(id);
-	if (!r->ids[r->nids])
+	if (!((*ids)[*n] = strdup(id)))
 		abort();
-	r->nids++;
+	(*n)++;
 }
 
 static void run_add_success(struct run *r, const struct client *c, double t)
 {
 	const struct expected *e = &r->exp[c->shape];
-	r->ok_streams += c->shape != SHAPE_UNARY;
+	r->ok_streams += shape_stream[c->shape];
 	r->events += e->events;
 	r->tokens += e->tokens;
 	dvec_push(&r->lat, t - c->t_start);
 	dvec_push(&r->fb, c->t_first - c->t_start);
-	if (c->rid_len)
-		run_add_id(r, c->rid);
-	else
+	if (!c->rid_len) {
 		r->no_id++;     /* makes the accounting check fail: the row cannot be found */
+		return;
+	}
+	ids_add(&r->ids, &r->nids, &r->capids, c->rid);
+	if (c->shape >= SHAPE_BILLED)
+		ids_add(&r->bids, &r->nbids, &r->capbids, c->rid);
 }
 
 /* Issues the client's next request, or retires it when the budget is spent. */
@@ -709,6 +795,9 @@ static void run_free(struct run *r)
 	for (size_t i = 0; i < r->nids; i++)
 		free(r->ids[i]);
 	free(r->ids);
+	for (size_t i = 0; i < r->nbids; i++)
+		free(r->bids[i]);
+	free(r->bids);
 	free(r->lat.v);
 	free(r->fb.v);
 }
@@ -771,7 +860,10 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 		const char *last;
 		exp[s].events = count_sub(&exp[s].body, "data: ", NULL);
 		exp[s].tokens = 0;
-		count_sub(&exp[s].body, "\"completion_tokens\":", &last);
+		/* The last count of the answer is its usage's: nothing the mock writes after it
+		 * (metadata values here) holds these names. */
+		count_sub(&exp[s].body, shape_responses(s)
+			  ? "\"output_tokens\":" : "\"completion_tokens\":", &last);
 		/* digits only, and at most 15 of them: the mock caps tokens at 2^53-1 */
 		for (int d = 0; last && d < 15 && last < exp[s].body.p + exp[s].body.len &&
 		     *last >= '0' && *last <= '9'; d++, last++)
@@ -853,26 +945,33 @@ static long long acct_node_written(const struct node_acct *x, const struct node_
 }
 
 /* Rows whose request_id is one of ids, and their completion tokens, counted in chunks
- * of bound parameters so that the database is only read. */
-static int acct_rows(struct db *db, char *const *ids, size_t n, long long *rows,
-		     long long *tokens)
+ * of bound parameters so that the database is only read. With billed (a model name):
+ * only the rows that bill the BILLED shapes' usage, named and priced as that model. */
+static int acct_rows(struct db *db, char *const *ids, size_t n, const char *billed,
+		     long long *rows, long long *tokens)
 {
 	struct db_stmt *st = NULL;
 	struct buf sql = { 0 };
-	int rc = -1;
+	int rc = -1, p = billed != NULL;
 	*rows = *tokens = 0;
 	for (size_t at = 0; at < n; at += ST_SQL_CHUNK) {
 		size_t k = n - at < ST_SQL_CHUNK ? n - at : ST_SQL_CHUNK;
 		sql.len = 0;
-		buf_printf(&sql, "SELECT count(*), sum(completion_tokens) FROM requests"
-			   " WHERE request_id IN (?");
+		buf_printf(&sql, "SELECT count(*), sum(completion_tokens) FROM requests WHERE ");
+		if (billed)
+			buf_printf(&sql, "model = ? AND prompt_tokens = %d AND completion_tokens = %d"
+				   " AND cost_micros IS NOT NULL AND ", ST_BILLED_PROMPT,
+				   ST_BILLED_COMPLETION);
+		buf_printf(&sql, "request_id IN (?");
 		for (size_t i = 1; i < k; i++)
 			buf_add(&sql, ",?", 2);
 		buf_add(&sql, ")", 2);      /* with the terminating NUL */
 		if (db_prepare(db, sql.p, &st) < 0)
 			goto out;
+		if (billed && db_bind_text(st, 1, billed, strlen(billed)) < 0)
+			goto out;
 		for (size_t i = 0; i < k; i++)
-			if (db_bind_text(st, (int)i + 1, ids[at + i], strlen(ids[at + i])) < 0)
+			if (db_bind_text(st, (int)i + 1 + p, ids[at + i], strlen(ids[at + i])) < 0)
 				goto out;
 		if (db_step(st) != DB_ROW)
 			goto out;
@@ -923,7 +1022,7 @@ static int acct_wait(struct db *db, const struct run *r, struct acct *after, lon
 		stable = settled && acct_same(after, &prev) ? stable + 1 : 0;
 		prev = *after;
 		if (settled) {
-			if (acct_rows(db, r->ids, r->nids, rows, tokens) < 0)
+			if (acct_rows(db, r->ids, r->nids, NULL, rows, tokens) < 0)
 				return -1;
 			if ((unsigned long long)*rows == r->ok || stable >= 5)
 				return 0;
@@ -967,6 +1066,7 @@ struct level_report {
 	const struct run *r;
 	bool acct_done, exact, balanced;
 	long long rows, tokens, forged_rows;
+	long long billed;               /* BILLED shapes' rows that bill their usage exactly */
 	struct acct delta, after;
 	/* each node's counters after the level, what it wrote during it, and whether
 	 * received = written + dropped holds for every node */
@@ -1035,6 +1135,8 @@ static void report_json(const struct level_report *L)
 		cJSON_AddNumberToObject(a, "completion_tokens_expected", (double)r->tokens);
 		cJSON_AddNumberToObject(a, "forged_records", (double)r->forged);
 		cJSON_AddNumberToObject(a, "forged_rows", (double)L->forged_rows);
+		cJSON_AddNumberToObject(a, "billed_rows", (double)L->billed);
+		cJSON_AddNumberToObject(a, "billed_expected", (double)r->nbids);
 		cJSON_AddNumberToObject(a, "missing_request_id", (double)r->no_id);
 		cJSON_AddNumberToObject(a, "dropped", (double)L->delta.dropped);
 		cJSON_AddNumberToObject(a, "timed_out", (double)L->delta.timed_out);
@@ -1102,6 +1204,9 @@ static void report_human(const struct level_report *L, bool first)
 		printf("      refused (status %d): %llu\n", r->refused_status, r->refused);
 	if (L->acct_done && r->forged)
 		printf("      forged records %llu, rows they made %lld\n", r->forged, L->forged_rows);
+	if (L->acct_done && r->nbids)
+		printf("      hostile rows billing the upstream's usage %lld/%zu%s\n", L->billed,
+		       r->nbids, (size_t)L->billed == r->nbids ? "" : " WRONG");
 	if (L->acct_done && L->delta.dropped)
 		printf("      received %lld = written %lld + dropped %lld: %s\n", L->after.received,
 		       L->after.written, L->after.dropped, L->balanced ? "balanced" : "UNBALANCED");
@@ -1115,7 +1220,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: %s --url http://HOST:PORT --expect-url http://MOCKHOST:PORT\n"
 		"       (--requests N | --duration S) [options]\n"
-		"  --url URL             gateway; requests go to " ST_PATH "; repeatable (8):\n"
+		"  --url URL             gateway; requests go to " ST_PATH " (some hostile ones\n"
+		"                        to " ST_RESPONSES "); repeatable (8):\n"
 		"                        the clients of a level are spread evenly over them\n"
 		"  --expect-url URL      mock upstream, asked once per level and shape for the\n"
 		"                        expected body (Bearer $TALLY_MOCK_CREDENTIAL if set)\n"
@@ -1126,7 +1232,11 @@ static void usage(FILE *f)
 		"  --stream-pct P        0-100: share of SSE streams, spread evenly by index\n"
 		"  --hostile-pct P       0-100: share of requests that try to get around the meter\n"
 		"                        (streams with include_usage false, chunked bodies,\n"
-		"                        upstream errors on amended streams), in turn\n"
+		"                        upstream errors on amended streams, /v1/responses echoing\n"
+		"                        a forged usage, another model's name or padding around\n"
+		"                        the usage, an unpriced usage class), in turn; with --db\n"
+		"                        the last four's rows must bill %d + %d tokens, priced,\n"
+		"                        as --model\n"
 		"  --forge HOST:PORT     send the agent's records port (UDP) a forged zero-usage\n"
 		"                        record for every response's id; with --db, a level\n"
 		"                        passes only if no forged record made or changed a row\n"
@@ -1149,7 +1259,7 @@ static void usage(FILE *f)
 		"                        not as an error\n"
 		"  --refused-pause-ms MS a refused client waits this long before its next request\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
-		prog);
+		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION);
 }
 
 static long parse_long(const char *s, const char *name, long min, long max)
@@ -1329,7 +1439,9 @@ int main(int argc, char **argv)
 		dvec_sort(&r.lat);
 		dvec_sort(&r.fb);
 		if (db) {
+			long long billed_tokens;
 			if (acct_wait(db, &r, &after, &L.rows, &L.tokens) < 0 ||
+			    acct_rows(db, r.bids, r.nbids, o.model, &L.billed, &billed_tokens) < 0 ||
 			    acct_forged(db, &L.forged_rows) < 0 ||
 			    acct_nodes(db, L.nodes, &L.nnodes) < 0)
 				die("%s: cannot read accounting rows", o.db);
@@ -1342,10 +1454,12 @@ int main(int argc, char **argv)
 			}
 			L.delta.dropped = after.dropped - before.dropped;
 			L.delta.timed_out = after.timed_out - before.timed_out;
-			/* every success has its row, with the usage the upstream reported, no
-			 * forged record made one, and every node's counters balance without drops */
+			/* every success has its row, with the usage the upstream reported (the
+			 * BILLED shapes' counts, model and price too), no forged record made one,
+			 * and every node's counters balance without drops */
 			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 &&
 			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0 &&
+			          (size_t)L.billed == r.nbids &&
 			          L.nodes_balanced && L.delta.dropped == 0;
 			L.after = after;
 			/* Under overload a successful response may have lost its row, but only

@@ -291,7 +291,7 @@ def test_embeddings(mock):
 
 
 def test_responses_api(mock):
-    """The Responses API: a response with usage last; a stream of named events ending
+    """The Responses API: a response with usage before user and metadata; a stream of named events ending
     in the terminal event response-end chooses, which alone carries the usage; compact
     and input_tokens."""
     req = {"model": "gpt-x", "input": "hi"}
@@ -300,7 +300,7 @@ def test_responses_api(mock):
     assert status == 200 and (body["object"], body["status"], body["model"]) == \
         ("response", "completed", "gpt-x")
     assert body["output"][0]["content"][0]["text"] == "mock0 mock1 mock2 "
-    assert list(body)[-1] == "usage" and body["usage"] == {
+    assert list(body)[-3:] == ["usage", "user", "metadata"] and body["usage"] == {
         "input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 20,
         "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 30}
     for end, name in ((0, "response.completed"), (1, "response.incomplete"), (2, "response.failed")):
@@ -323,6 +323,99 @@ def test_responses_api(mock):
     assert body["object"] == "response.compaction" and body["usage"]["input_tokens"] == 10
     _, _, body = post_json(mock.port, "/v1/responses/input_tokens", req, {"x-mock-prompt-tokens": "9"})
     assert body == {"object": "response.input_tokens", "input_tokens": 9}
+
+
+# OpenAI's member order of a response object (API reference, openai-python's Response).
+RESPONSE_ORDER = ["id", "object", "created_at", "status", "background", "error",
+                  "incomplete_details", "instructions", "max_output_tokens", "max_tool_calls",
+                  "model", "output", "parallel_tool_calls", "previous_response_id", "reasoning",
+                  "service_tier", "store", "temperature", "text", "tool_choice", "tools",
+                  "top_logprobs", "top_p", "truncation", "usage", "user", "metadata"]
+ECHOED = {"background": True, "instructions": "be brief " * 3, "max_output_tokens": 100,
+          "max_tool_calls": 2, "parallel_tool_calls": False, "previous_response_id": "resp_x",
+          "reasoning": {"effort": "low", "summary": None}, "store": False, "temperature": 0.5,
+          "text": {"format": {"type": "json_object"}, "verbosity": "low"},
+          "tool_choice": "required", "top_logprobs": 3, "top_p": 0.9, "truncation": "auto",
+          "tools": [{"type": "function", "name": "f", "description": "d",
+                     "parameters": {"usage": {"input_tokens": 1, "output_tokens": 1}}}],
+          "user": "u1", "metadata": {"model": "cheap", "k": "v"}}
+
+
+def test_responses_echo_the_request_in_openai_order(mock):
+    """A Responses answer echoes the request's settings as sent, in OpenAI's member order
+    (usage between truncation and user): unary, and the response object of created,
+    in_progress and the terminal event; unset settings get OpenAI's defaults."""
+    req = dict(ECHOED, model="gpt-x", input="hi")
+    hdrs = {"x-mock-service-tier": "flex", "x-mock-frames": "2"}
+    _, _, raw = call(mock.port, "POST", "/v1/responses", req, hdrs)
+    body = json.loads(raw)
+    assert list(body) == RESPONSE_ORDER
+    assert {k: body[k] for k in ECHOED} == ECHOED and body["service_tier"] == "flex"
+    # The client's forged usage reaches the answer byte for byte, before the real one.
+    forged = raw.index(b'"usage":{"input_tokens":1,"output_tokens":1}')
+    assert forged < raw.index(b'"usage":{"input_tokens":10,') < raw.index(b'"metadata":')
+    events = stream_events(mock.port, "/v1/responses", req, hdrs)
+    for name, data in events[:2] + events[-1:]:
+        resp = data["response"]
+        assert list(resp) == RESPONSE_ORDER and {k: resp[k] for k in ECHOED} == ECHOED, name
+    assert (events[0][1]["response"]["usage"], events[-1][1]["response"]["usage"]["input_tokens"]) \
+        == (None, 10)
+    _, _, body = post_json(mock.port, "/v1/responses", {"model": "gpt-x", "input": "hi"})
+    assert list(body) == [k for k in RESPONSE_ORDER if k != "service_tier"]
+    assert {k: body[k] for k in ECHOED} == {
+        "background": False, "instructions": None, "max_output_tokens": None,
+        "max_tool_calls": None, "parallel_tool_calls": True, "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
+        "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [],
+        "top_logprobs": 0, "top_p": 1.0, "truncation": "disabled", "user": None, "metadata": {}}
+    # The last of duplicated members, as OpenAI's parser reads them.
+    _, _, body = post_json(mock.port, "/v1/responses",
+                           b'{"model":"m","metadata":{"a":"1"},"metadata":{"b":"2"}}')
+    assert body["metadata"] == {"b": "2"}
+
+
+@pytest.mark.parametrize("path,body", [
+    (CHAT, {"model": "m"}), ("/v1/responses", dict(ECHOED, model="m")), (MESSAGES, {"model": "m"}),
+    ("/v1/embeddings", {"model": "m", "input": "x"})])
+def test_pretty_lays_out_unary_answers_as_python_json_dumps(mock, path, body):
+    """x-mock-pretty 1 writes a unary answer as json.dumps does (", " and ": " on one
+    line), 2 as json.dumps(indent=2); the content is the same, ids included."""
+    compact = call(mock.port, "POST", path, body)[2]
+    spaced = call(mock.port, "POST", path, body, {"x-mock-pretty": "1"})[2]
+    indented = call(mock.port, "POST", path, body, {"x-mock-pretty": "2"})[2]
+    assert json.loads(spaced) == json.loads(indented) == json.loads(compact)
+    assert spaced.decode() == json.dumps(json.loads(spaced)) and b"\n" not in spaced
+    assert indented.decode() == json.dumps(json.loads(indented), indent=2)
+    assert b": " not in compact
+
+
+def test_pretty_streams(mock):
+    """Spaced stream events stay on one data line (Anthropic's "input_tokens": 10 with its
+    space); indented ones take a data line per JSON line, which SSE joins with newlines."""
+    status, _, raw = call(mock.port, "POST", MESSAGES, {"model": "m", "stream": True},
+                          {"x-mock-pretty": "1", "x-mock-frames": "2"})
+    events = sse(raw)
+    assert status == 200 and [n for n, _ in events][0] == "message_start"
+    assert all(d == json.dumps(json.loads(d)) for _, d in events)
+    assert '"usage": {"input_tokens": 10, "output_tokens": 1}' in events[0][1]
+    assert events[-2][1].endswith('"usage": {"output_tokens": 20}}')
+    req = {"model": "m", "stream": True, "stream_options": {"include_usage": True}}
+    events = sse(call(mock.port, "POST", CHAT, req, {"x-mock-pretty": "1"})[2])
+    assert events[-1][1] == "[DONE]" and '"prompt_tokens": 10' in events[-2][1]
+    status, _, raw = call(mock.port, "POST", "/v1/responses", dict(ECHOED, model="m", stream=True),
+                          {"x-mock-pretty": "2", "x-mock-frames": "2", "x-mock-crlf": "1"})
+    blocks = raw.decode().split("\r\n\r\n")
+    assert status == 200 and blocks[-1] == ""
+    datas = []
+    for block in blocks[:-1]:
+        lines = block.split("\r\n")
+        assert lines[0].startswith("event: ") and all(x.startswith("data: ") for x in lines[1:])
+        datas.append("\n".join(x[len("data: "):] for x in lines[1:]))
+    assert all(d == json.dumps(json.loads(d), indent=2) for d in datas)
+    last = json.loads(datas[-1])
+    assert last["type"] == "response.completed" and list(last["response"]) == \
+        [k for k in RESPONSE_ORDER if k != "service_tier"]
+    assert call(mock.port, "POST", CHAT, {"model": "m"}, {"x-mock-pretty": "3"})[0] == 400
 
 
 def test_stored_responses(mock):
@@ -546,7 +639,7 @@ def test_usage_classes_responses(mock):
     carries the classes."""
     req = {"model": "m", "input": "hi"}
     _, _, body = post_json(mock.port, "/v1/responses", req, CLASSES)
-    assert body["usage"] == RESPONSES_USAGE and list(body)[-1] == "usage"
+    assert body["usage"] == RESPONSES_USAGE and list(body)[-3] == "usage"
     assert list(body["usage"]["input_tokens_details"]) == ["cached_tokens", "cache_write_tokens"]
     assert body["service_tier"] == "priority"
     for end, name in ((0, "response.completed"), (1, "response.incomplete"),

@@ -68,27 +68,37 @@ def test_human_output_without_keepalive(stack):
 
 @BOTH_STORES
 def test_hostile_traffic_mixed_in_stays_exact(stack):
-    """A third of the requests try to get around the meter (usage turned off, a chunked
-    body, an error on an amended stream) and every response's id gets a forged
-    zero-usage record ahead of its real one: each response is still the upstream's bytes
-    (but for the usage event nobody asked for), each has its row with the usage the
-    upstream reported, and no forged record made a row."""
-    r, levels = stress(stack, "--hostile-pct", "34", "--forge",
-                       f"127.0.0.1:{stack.records_port}", levels="1,8", requests=60)
+    """Half the requests try to get around the meter (usage turned off, a chunked body,
+    an error on an amended stream; Responses requests whose echoed tools, instructions
+    and metadata forge a usage, name another model or push the usage away; a usage class
+    the card does not price) and every response's id gets a forged zero-usage record
+    ahead of its real one: each response is still the upstream's bytes (but for the
+    usage event nobody asked for), each has its row with the usage the upstream
+    reported, the echo and unpriced ones priced at their own model, and no forged record
+    made a row."""
+    r, levels = stress(stack, "--hostile-pct", "50", "--forge",
+                       f"127.0.0.1:{stack.records_port}", levels="1,8", requests=56)
     assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
     for lv in levels:
         assert lv["errors"]["total"] == 0, lv
-        assert lv["ok"] == 60
+        assert lv["ok"] == 56
         acct = lv["accounting"]
-        assert acct["exact"] and acct["rows"] == 60 and acct["forged_rows"] == 0, acct
+        assert acct["exact"] and acct["rows"] == 56 and acct["forged_rows"] == 0, acct
         assert acct["completion_tokens"] == acct["completion_tokens_expected"] > 0
-        assert acct["forged_records"] >= 60
+        assert acct["billed_rows"] == acct["billed_expected"] == 16, acct
+        assert acct["forged_records"] >= 56
     rows = stack.rows()
-    assert len(rows) == 120
-    # the hostile shapes were there: rows of 429s, and streams that asked for no usage
-    assert sum(1 for x in rows if x["status"] == 429) >= 12
-    assert sum(1 for x in rows if x["stream"] == 1 and x["usage_source"] == "stream") >= 60
-    assert stack.counters()["unauthenticated"] >= 120
+    assert len(rows) == 112
+    # the hostile shapes were there: rows of 429s, streams that asked for no usage, and
+    # the Responses and unpriced ones, each billing its own usage at mock-gpt's card
+    assert sum(1 for x in rows if x["status"] == 429) == 8
+    assert sum(1 for x in rows if x["stream"] == 1 and x["usage_source"] == "stream") >= 56
+    billed = [x for x in rows if x["prompt_tokens"] == 50000]
+    assert len(billed) == 32 and {x["model"] for x in billed} == {"mock-gpt"}
+    # 50,000 in at $1 and 20,000 out at $2 per Mtok (test_accounting's card); the cache
+    # writes of the unpriced ones are charged too, so they cost at least that much
+    assert all(x["cost_micros"] >= 90000 for x in billed), billed
+    assert stack.counters()["unauthenticated"] >= 112
 
 
 def test_wrong_expected_bytes_are_mismatches(stack, tmp_path):
