@@ -1,10 +1,11 @@
-/* libFuzzer target: the answer reader, differential. A unary body is read as HAProxy's
+/* libFuzzer target: the answer reader, differential. A body is read as HAProxy's
  * capture filter reads it (haproxy/capture.lua under an embedded Lua, tests/unit/luacap.c,
- * in reads of a size the input picks) and then by spoa/usage.c; when cJSON parses the
- * whole body, the usage, model and id must be what usage.c reads from the whole parsed
+ * in reads of a size the input picks) and then by spoa/usage.c; where cJSON parses the
+ * answer, the usage, model and id must be what usage.c reads from the whole parsed
  * answer at the documented paths. Whatever the body, Lua must not fail and the same
  * body must give the same summary at every read size.
- * Input: one byte (read size - 1), then the body. */
+ * Input: one byte (read size - 1), one byte of flags (bit 1: an event stream whose
+ * events' data are the lines of the rest; bit 2: CRLF line ends), then the body. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,23 +60,126 @@ static int fuzz_answer_controls(const char *body, size_t len)
 	return 0;
 }
 
+/* The event stream whose events' data are the lines of text (empty ones skipped), and
+ * the summary cJSON gives of it as the filter keeps events: the first, the first and the
+ * last with a usage object at a documented path. Both malloc'd; NULL if none. */
+static char *fuzz_answer_stream(const char *text, size_t len, int crlf, char **ref, int *skip)
+{
+	const char *nl = crlf ? "\r\n" : "\n";
+	size_t cap = len * 2 + 64, n = 0;
+	char *out = malloc(cap), *line;
+	cJSON *list = cJSON_CreateArray(), *first = NULL, *start = NULL, *last = NULL, *e;
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *q = memchr(p, '\n', (size_t)(end - p));
+		size_t l = (size_t)((q ? q : end) - p);
+
+		if (l) {
+			cJSON *d;
+
+			n += (size_t)snprintf(out + n, cap - n, "data: %.*s%s%s", (int)l, p, nl, nl);
+			line = strndup(p, l);
+			d = cJSON_Parse(line);
+			free(line);
+			if (!cJSON_IsObject(d)) {
+				cJSON_Delete(d);
+				d = cJSON_CreateObject();
+			}
+			*skip |= fuzz_answer_long(d) ||
+			         fuzz_answer_long(cJSON_GetObjectItemCaseSensitive(d, "message")) ||
+			         fuzz_answer_long(cJSON_GetObjectItemCaseSensitive(d, "response"));
+			e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "r", "");
+			cJSON_AddStringToObject(e, "e", "");
+			cJSON_AddItemToObject(e, "d", d);
+			if (!first)
+				first = e;
+			if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, "usage")) ||
+			    cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+			        cJSON_GetObjectItemCaseSensitive(d, "message"), "usage")) ||
+			    cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+			        cJSON_GetObjectItemCaseSensitive(d, "response"), "usage"))) {
+				if (!start)
+					start = e;
+				last = e;
+			}
+			cJSON_AddItemToArray(list, e);
+		}
+		p = q ? q + 1 : end;
+	}
+	out[n] = '\0';
+	/* Roles, then only the events that have one. */
+	cJSON_ArrayForEach(e, list) {
+		char r[4] = "";
+
+		if (e == first)
+			strcat(r, "f");
+		if (e == start)
+			strcat(r, "s");
+		if (e == last)
+			strcat(r, "l");
+		cJSON_ReplaceItemInObject(e, "r", cJSON_CreateString(r));
+	}
+	{
+		cJSON *sum = cJSON_CreateObject(), *kept = cJSON_CreateArray();
+
+		cJSON_ArrayForEach(e, list) {
+			const cJSON *r = cJSON_GetObjectItemCaseSensitive(e, "r");
+
+			if (r->valuestring[0])
+				cJSON_AddItemToArray(kept, cJSON_Duplicate(e, 1));
+		}
+		cJSON_AddItemToObject(sum, "ev", kept);
+		*ref = cJSON_PrintUnformatted(sum);
+		cJSON_Delete(sum);
+	}
+	cJSON_Delete(list);
+	return out;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char whole[FIELD_MAX], field[FIELD_MAX];
 	char id_lua[ACCT_RESPONSE_ID_MAX], id_ref[ACCT_RESPONSE_ID_MAX];
-	const char *body = (const char *)data + 1, *sum;
-	size_t len = size - 1;
+	const char *body = (const char *)data + 2, *sum;
+	size_t len = size - 2;
 	struct usage lua, ref;
 	int64_t ws;
 	cJSON *answer, *wrap;
 	char *text;
 
-	if (size < 1 || size > 65536)
+	if (size < 2 || size > 65536)
 		return 0;
+	if (data[1] & 1) {
+		char *ref = NULL, *stream;
+		struct usage lua_s, ref_s;
+		int skip = 0;
+
+		/* Lines whose bytes JSON or the event framing read otherwise are not compared. */
+		if (fuzz_answer_controls(body, len) || memchr(body, '\r', len) ||
+		    memmem(body, len, "\\u0000", 6))
+			return 0;
+		stream = fuzz_answer_stream(body, len, data[1] & 2, &ref, &skip);
+		if (!skip && stream && ref && luacap_read(stream, strlen(stream), (size_t)data[0] + 1, 1, 1,
+		                                 field, sizeof(field), &ws) == 0) {
+			sum = luacap_summary(field);
+			usage_from_capture(sum, sum ? strlen(sum) : 0, 1, &lua_s);
+			usage_from_capture(ref, strlen(ref), 1, &ref_s);
+			if (!fuzz_answer_same(&lua_s, &ref_s) && strlen(field) < FIELD_MAX - 1) {
+				fprintf(stderr, "stream lua: %s\nref: %s\n", field, ref);
+				abort();
+			}
+		}
+		free(stream);
+		free(ref);
+		return 0;
+	}
 	if (luacap_read(body, len, 0, 0, 1, whole, sizeof(whole), &ws) < 0) {
 		/* Nothing published: only a body with nothing but white space. */
-		if (strspn(body, " \t\r\n") < len && memchr(body, 0, len) == NULL)
-			abort();
+		for (size_t i = 0; i < len; i++)
+			if (!memchr(" \t\r\n\v\f", body[i], 6))
+				abort();
 		return 0;
 	}
 	if (luacap_read(body, len, (size_t)data[0] + 1, 0, 1, field, sizeof(field), &ws) < 0 ||
