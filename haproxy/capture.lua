@@ -187,6 +187,95 @@ local function key_decode(raw)
     return table.concat(out)
 end
 
+-- Where the JSON string that goes on at data[i] ends (its closing quote), nil if not
+-- in data: the first quote after an even run of backslashes. Plain finds (memchr): the
+-- cost is per quote, not per byte.
+local function string_end(data, i, n)
+    local find, byte = string.find, string.byte
+    local e = find(data, '"', i, true)
+    while e do
+        local k = e - 1
+        while k >= i and byte(data, k) == 92 do
+            k = k - 1
+        end
+        if (e - 1 - k) % 2 == 0 then
+            return e
+        end
+        e = find(data, '"', e + 1, true)
+    end
+    return nil
+end
+
+-- Where the JSON value at text[i] ends (the index after it), nil if it is not one: a
+-- kept member's text is checked whole before it is kept, so that one broken member
+-- (an upstream's) never spoils the summary the others share. Small texts only (at most
+-- VALUE_MAX bytes): recursion is bounded by them.
+local function json_value(t, i)
+    local find, byte = string.find, string.byte
+    i = find(t, "[^ \t\r\n]", i)
+    if not i then
+        return nil
+    end
+    local c = byte(t, i)
+    if c == 34 then
+        local e = string_end(t, i + 1, #t)
+        if not e then
+            return nil
+        end
+        local bad = false
+        t:sub(i + 1, e - 1):gsub("\\(.)(%x?%x?%x?%x?)", function(x, hex)
+            if not (ESCAPES[x] or (x == "u" and #hex == 4)) then
+                bad = true
+            end
+        end)
+        return not bad and e + 1 or nil
+    end
+    if c == 123 or c == 91 then
+        local close = c == 123 and 125 or 93
+        i = find(t, "[^ \t\r\n]", i + 1)
+        if i and byte(t, i) == close then
+            return i + 1
+        end
+        while i do
+            if c == 123 then
+                if byte(t, i) ~= 34 then
+                    return nil
+                end
+                i = json_value(t, i)
+                i = i and find(t, "[^ \t\r\n]", i)
+                if not i or byte(t, i) ~= 58 then
+                    return nil
+                end
+                i = i + 1
+            end
+            i = json_value(t, i)
+            i = i and find(t, "[^ \t\r\n]", i)
+            if not i then
+                return nil
+            end
+            local b = byte(t, i)
+            if b == close then
+                return i + 1
+            end
+            if b ~= 44 then
+                return nil
+            end
+            i = find(t, "[^ \t\r\n]", i + 1)
+        end
+        return nil
+    end
+    local _, e = find(t, "^-?%d+%.?%d*[eE]?[-+]?%d*", i)
+    if e then
+        return e + 1
+    end
+    for _, word in ipairs({ "true", "false", "null" }) do
+        if t:sub(i, i + #word - 1) == word then
+            return i + #word
+        end
+    end
+    return nil
+end
+
 -- A reader of one JSON text (an answer, or one event's data) given chunk by chunk.
 local function reader_new(want)
     return { depth = 0, nodes = {}, isobj = {}, paths = {}, seen = {}, phase = "value",
@@ -201,6 +290,9 @@ local function reader_keep(r)
         return
     end
     local text = table.concat(cap.parts):match("^%s*(.-)%s*$")
+    if json_value(text, 1) ~= #text + 1 then
+        return
+    end
     if cap.kind == "ws" then
         if text == '"web_search_call"' then
             r.ws = r.ws + 1
@@ -244,25 +336,6 @@ local function reader_key(r, raw)
     r.pend = node
     r.pname = name
     r.phase = "colon"
-end
-
--- Where the JSON string that goes on at data[i] ends (its closing quote), nil if not
--- in data: the first quote after an even run of backslashes. Plain finds (memchr): the
--- cost is per quote, not per byte.
-local function string_end(data, i, n)
-    local find, byte = string.find, string.byte
-    local e = find(data, '"', i, true)
-    while e do
-        local k = e - 1
-        while k >= i and byte(data, k) == 92 do
-            k = k - 1
-        end
-        if (e - 1 - k) % 2 == 0 then
-            return e
-        end
-        e = find(data, '"', e + 1, true)
-    end
-    return nil
 end
 
 -- Reads data, the next bytes of the JSON text.
