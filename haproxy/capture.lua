@@ -222,7 +222,9 @@ local function json_value(t, i)
         if not e then
             return nil
         end
-        local bad = false
+        -- JSON has no raw control byte in a string (the summary would turn it into a
+        -- space, another string).
+        local bad = t:find("%c", i + 1) ~= nil and t:find("%c", i + 1) < e
         t:sub(i + 1, e - 1):gsub("\\(.)(%x?%x?%x?%x?)", function(x, hex)
             if not (ESCAPES[x] or (x == "u" and #hex == 4)) then
                 bad = true
