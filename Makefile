@@ -220,6 +220,13 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_EXTRA_SRC) $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
 
+# haproxy/capture.lua's request scanner held to reqbody.c: an embedded Lua 5.4 loads it
+# (and tests/lua/haproxy.lua) from this checkout at run time.
+$(BUILD)/fuzz/fuzz_capture_request: tests/fuzz/fuzz_capture_request.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -I/usr/include/lua5.4 -DTALLY_ROOT='"$(CURDIR)"' $< $(AGENT_SRC) \
+	  $(COMMON_SRC) $(GEN_SRC) $(LIBS) -llua5.4 -o $@
+
 # queryd's parsers of peer input: the query parameters and the agent's control replies.
 QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c
 $(BUILD)/fuzz/fuzz_params $(BUILD)/fuzz/fuzz_live_reply: $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(QFUZZ_SRC)

@@ -312,6 +312,14 @@ function Capture:key_end(msg, sc, raw, at)
         name = folded
     end
     sc.tools = folded == "tools" and self.costly ~= ""
+    -- "tools" twice, or spelled so that only some readers take it: a tool nobody can
+    -- judge (spoa/reqbody.c), whatever its elements.
+    if sc.tools and self.costly:find("o", 1, true) then
+        if folded ~= raw or sc.seen.tools then
+            spoil(msg, sc, at)
+        end
+        sc.seen.tools = true
+    end
     sc.member, sc.key = name, nil
     sc.phase = "colon"
 end

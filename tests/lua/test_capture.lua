@@ -193,6 +193,10 @@ test("costly tools: a type the key may not use spoils, the client's own pass", f
     spoiled('{"tools":[{"Type":"mcp","type":"function"}]}', no_o)
     spoiled('{"tools":[{"ty\\u0070e":"mcp"}]}', no_o)
     spoiled('{"tools":[{"type":"' .. string.rep("x", 100) .. '"}]}', no_o)
+    -- "tools" twice or in a variant spelling, whatever its elements (reqbody.c: OTHER).
+    spoiled('{"tools":[{"type":"function"}],"tools":[]}', no_o)
+    spoiled('{"tool\197\191":[{"type":"custom"}]}', no_o)
+    spoiled('{"Tools":[]}', no_o)
     -- A key that may use them all: tools are not read.
     passes('{"tools":[{"type":"file_search"}]}', vars(), "")
 end)
