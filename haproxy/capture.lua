@@ -421,7 +421,10 @@ function Capture:value_end(msg, sc, text, vend)
         sc.stream = value
     elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
         sc.asked = asks_usage(value)
-        if not sc.asked and (sc.stream == "true" or value:sub(1, 1) == "{") then
+        -- Before "stream" is known, only null (which a body that is no stream may carry)
+        -- waits for the closing brace to be judged.
+        sc.options = not sc.asked and value == "null" and sc.stream == nil
+        if not sc.asked and (sc.stream == "true" or value ~= "null") then
             local opts = self.text:match("(%b{})$")
             if msg:set(opts, sc.vat, vend - sc.vat) >= 0 then
                 grow = #opts - (vend - sc.vat)
@@ -569,6 +572,11 @@ function Capture:scan_request(msg)
     if close then
         -- A restricted key's body that named no model leaves the upstream to pick one.
         if self.allow and not sc.seen.model then
+            spoil(msg, sc, close)
+        end
+        -- A stream whose stream_options null went before "stream": a second
+        -- stream_options would make two members readers choose between.
+        if sc.options and sc.stream == "true" then
             spoil(msg, sc, close)
         end
         local text = sc.text or self:closing(sc)

@@ -121,6 +121,21 @@ test("stream_options that does not ask is rewritten in place, the length kept", 
     end
 end)
 
+test("stream_options before stream: rewritten, or refused when null and a stream", function()
+    for _, opts in ipairs({ '[]', '{"include_usage":false}', 'true', '"x"' }) do
+        local body = '{"stream_options":' .. opts .. ',"model":"m","stream":true}'
+        local head = '{"stream_options":{"include_usage":true},"model":"m","stream":true'
+        every_split(body, vars(AM), function(out)
+            eq(out, head .. string.rep(" ", #body + #AMEND - #head - 1) .. "}", "rewritten " .. opts)
+        end)
+    end
+    -- null may stand in a body that is no stream: it cannot be rewritten before "stream"
+    -- is known, and a second stream_options would make two.
+    spoiled('{"stream_options":null,"model":"m","stream":true}', vars(AM))
+    passes('{"stream_options":null,"model":"m","stream":false}', vars(AM), string.rep(" ", #AMEND))
+    passes('{"stream_options":null,"model":"m"}', vars(AM), string.rep(" ", #AMEND))
+end)
+
 test("no scan asked: the filter does not see the request", function()
     local body = '{"model":"a","model":"b"}'
     eq(H.feed(Capture, H.txn({}), body, { splits = { 3 } }), body, "untouched")
