@@ -590,8 +590,11 @@ function Capture:scan_request(msg)
     end
     if msg:eom() then
         -- The body never closed (invalid JSON): the announced length still holds.
-        if #self.text - sc.delta > 0 then
-            msg:append(string.rep(" ", #self.text - sc.delta))
+        local pad = #self.text - sc.delta
+        if pad > 0 and msg:append(string.rep(" ", pad)) < 0 then
+            -- No room in the buffer: send all but the last byte and retry.
+            sc.held = 1
+            return avail - 1
         end
         sc.done = true
         return msg:input()

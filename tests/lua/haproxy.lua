@@ -9,7 +9,9 @@
 -- buffer has no room, nil for no data at the message's end). M.feed drives one message
 -- through a filter the way HAProxy's payload callbacks do: the body arrives in chunks,
 -- each http_payload call forwards what it returns (nil: everything) and holds back the
--- rest, which it meets again with the next chunk. Requests and responses alike.
+-- rest, which it meets again with the next chunk. Requests and responses alike. Data
+-- fills the buffer to its end, the worst case (HAProxy keeps tune.maxrewrite free while
+-- analysers may rewrite), so that a filter's answer to a full buffer is exercised.
 local M = {}
 
 -- What capture.lua registered: filter classes and actions, by name.

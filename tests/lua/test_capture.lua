@@ -281,9 +281,14 @@ test("no room for the amendment: what precedes the brace goes first", function()
 end)
 
 test("a body that never closes keeps its announced length", function()
-    every_split('{"model":"m","stream":true,"x":[', vars(AM), function(out)
-        eq(out, '{"model":"m","stream":true,"x":[' .. string.rep(" ", #AMEND), "padded")
+    local body = '{"model":"m","stream":true,"x":['
+    every_split(body, vars(AM), function(out)
+        eq(out, body .. string.rep(" ", #AMEND), "padded")
     end)
+    -- Its end fills the buffer: the spaces follow once there is room.
+    body = body .. string.rep('"y",', 20)
+    local out = H.feed(Capture, H.txn(vars(AM)), body, { bufsize = #body })
+    eq(out, body .. string.rep(" ", #AMEND), "padded in a full buffer")
 end)
 
 -- The answer side: an amended stream loses the usage event the gateway asked for.
