@@ -224,15 +224,16 @@ function M.chunks(body, splits)
     return out
 end
 
--- Runs one message through a new instance of the filter class: opts.resp (a response),
--- opts.splits (the offsets its body arrives cut at), opts.bufsize (the buffer's room:
--- data waits while it is full). Returns what left the filter, in order, and the
--- filter instance. Raises an error when the filter stalls: it holds bytes back while no
--- more can arrive (the message ended, or the buffer is full), which HAProxy would
--- answer only with a timeout.
+-- Runs one message through a new instance of the filter class, or through opts.filter
+-- (the instance that saw the request, as HAProxy's one instance per stream sees both):
+-- opts.resp (a response), opts.splits (the offsets its body arrives cut at),
+-- opts.bufsize (the buffer's room: data waits while it is full). Returns what left the
+-- filter, in order, and the filter instance. Raises an error when the filter stalls: it
+-- holds bytes back while no more can arrive (the message ended, or the buffer is full),
+-- which HAProxy would answer only with a timeout.
 function M.feed(class, txn, body, opts)
     opts = opts or {}
-    local flt = class:new()
+    local flt = opts.filter or class:new()
     local msg = M.message(opts.resp or false, opts.bufsize or 1048576)
     if flt.start_analyze then
         flt:start_analyze(txn, msg.chn)

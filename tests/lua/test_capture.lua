@@ -297,33 +297,12 @@ local SSE = 'data: {"id":"c","choices":[{"delta":{"content":"hi \\"usage\\":{"}}
 local USAGE = 'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'
 local DONE = 'data: [DONE]\n\n'
 
-local function response(body, reqvars, ctype, splits)
+-- The answer to a stream request, through the filter instance that scanned the request.
+local function response(body, reqvars, ctype, splits, reqbody)
     local txn = H.txn(reqvars, { ["content-type"] = ctype or "text/event-stream" })
-    local req = '{"model":"m","stream":true}'
-    -- One filter instance sees both directions, as HAProxy's does.
-    local flt = Capture:new()
-    local reqmsg = H.message(false, 1048576)
-    local resmsg = H.message(true, 1048576)
-    flt:start_analyze(txn, reqmsg.chn)
-    if H.registered[flt] and H.registered[flt][reqmsg.chn] then
-        reqmsg.buf, reqmsg.ended = req, true
-        flt:http_payload(txn, reqmsg)
-    end
-    flt:start_analyze(txn, resmsg.chn)
-    local out = {}
-    local chunks = H.chunks(body, splits)
-    for i, chunk in ipairs(chunks) do
-        resmsg.buf = resmsg.buf .. chunk
-        resmsg.ended = i == #chunks
-        local fwd = flt:http_payload(txn, resmsg) or #resmsg.buf
-        out[#out + 1] = resmsg.buf:sub(1, fwd)
-        resmsg.buf = resmsg.buf:sub(fwd + 1)
-    end
-    if #resmsg.buf > 0 then
-        error("held at the end: " .. resmsg.buf, 0)
-    end
-    flt:end_analyze(txn, resmsg.chn)
-    return table.concat(out), txn
+    local _, flt = H.feed(Capture, txn, reqbody or '{"model":"m","stream":true}')
+    local out = H.feed(Capture, txn, body, { filter = flt, resp = true, splits = splits })
+    return out, txn
 end
 
 test("an amended stream loses its usage event at every split point", function()
@@ -351,17 +330,8 @@ end)
 
 test("a stream whose client asked for usage keeps it", function()
     local body = SSE .. USAGE .. DONE
-    local txn = H.txn(vars(AM), { ["content-type"] = "text/event-stream" })
-    local flt = Capture:new()
-    local req = H.message(false, 1048576)
-    flt:start_analyze(txn, req.chn)
-    req.buf, req.ended = '{"stream":true,"stream_options":{"include_usage":true}}', true
-    flt:http_payload(txn, req)
-    local res = H.message(true, 1048576)
-    flt:start_analyze(txn, res.chn)
-    res.buf, res.ended = body, true
-    local fwd = flt:http_payload(txn, res) or #res.buf
-    eq(res.buf:sub(1, fwd), body, "kept")
+    eq(response(body, vars(AM), nil, { 9 }, '{"stream":true,"stream_options":{"include_usage":true}}'),
+        body, "kept")
 end)
 
 test("an answer that is no event stream goes whole, usage and all", function()
