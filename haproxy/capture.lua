@@ -372,19 +372,22 @@ function Capture:value_more(msg, sc, text)
         return
     end
     if sc.value == "" then
-        -- Bytes before the value that some reader skips go on, not kept: the cap is the
-        -- value's, a spoil lands on its first byte (cJSON skips every byte up to the
-        -- space as whitespace, a NUL included), and white space longer than the buffer
-        -- must not wait for a value that cannot arrive.
+        -- Bytes before the value that some reader skips are counted, not kept: the cap
+        -- is the value's, and a spoil lands on its first byte (cJSON skips every byte
+        -- up to the space as whitespace, a NUL included). More of them than a value
+        -- may hold go on: held, white space longer than the buffer would stall it.
         local lead = #text:match("^[\0-\32]*")
-        sc.vat = sc.vat + lead
+        sc.vws = sc.vws + lead
+        if sc.vws > OPTIONS_MAX then
+            sc.vat, sc.vws = sc.vat + sc.vws, 0
+        end
         text = text:sub(lead + 1)
     end
     if #sc.value + #text > OPTIONS_MAX then
         -- Spoiled: nothing of the value needs holding any more (a value longer than
         -- the buffer would never end while held).
         sc.vlong = true
-        spoil(msg, sc, sc.vat)
+        spoil(msg, sc, sc.vat + sc.vws)
         sc.vat = nil
         return
     end
@@ -403,19 +406,19 @@ function Capture:value_end(msg, sc, text, vend)
         -- refused (an escape included).
         local name = value:match('^"([^"\\]*)"$')
         if not (name and self.allow[name]) then
-            spoil(msg, sc, sc.vat)
+            spoil(msg, sc, sc.vat + sc.vws)
         end
     elseif value and COSTLY[sc.member] then
         -- null, or modalities without audio (as spoa/reqbody.c judges a whole body).
         if value ~= "null" and not (sc.member == "modalities" and plain_list(value)
                                     and not value:find('"audio"', 1, true)) then
-            spoil(msg, sc, sc.vat)
+            spoil(msg, sc, sc.vat + sc.vws)
         end
     elseif value and sc.member == "service_tier" and self.tiers then
         -- null, or a plain tier name the key may ask for and the model prices.
         local tier = value:match('^"([a-z0-9_%-]*)"$')
         if value ~= "null" and not (tier and self.tiers[tier]) then
-            spoil(msg, sc, sc.vat)
+            spoil(msg, sc, sc.vat + sc.vws)
         end
     elseif value and sc.member == "stream" then
         sc.stream = value
@@ -431,11 +434,11 @@ function Capture:value_end(msg, sc, text, vend)
                 sc.delta = sc.delta + grow
                 sc.rewritten = true
             else
-                spoil(msg, sc, sc.vat)
+                spoil(msg, sc, sc.vat + sc.vws)
             end
         end
     end
-    sc.member, sc.value, sc.vlong, sc.vat = nil, nil, nil, nil
+    sc.member, sc.value, sc.vlong, sc.vat, sc.vws = nil, nil, nil, nil, nil
     return grow
 end
 
@@ -529,7 +532,7 @@ function Capture:scan_data(msg, data, base)
             elseif sc.depth == 1 and c == 58 and sc.phase == "colon" then
                 sc.phase = "value"
                 if sc.member then
-                    sc.value, sc.vat, vfrom = "", base + q + shift, q + 1
+                    sc.value, sc.vat, sc.vws, vfrom = "", base + q + shift, 0, q + 1
                 end
             elseif sc.depth == 1 and c == 44 then
                 if vfrom then

@@ -269,8 +269,10 @@ test("a judged value longer than the buffer does not stall the body", function()
     eq(out, body:sub(1, -2) .. AMEND .. "}", "passed")
     body = '{"stream":true,"stream_options":' .. string.rep(" ", 40000) .. 'null}'
     out = H.feed(Capture, H.txn(vars(AM)), body, { splits = { 100 }, bufsize = 16384 })
-    eq(out, '{"stream":true,"stream_options":' .. string.rep(" ", 40000) ..
-        '{"include_usage":true}' .. string.rep(" ", #AMEND - 18) .. "}", "rewritten")
+    eq(#out, #body + #AMEND, "length")
+    if not out:match('^{"stream":true,"stream_options": +{"include_usage":true} +}$') then
+        error("not rewritten: " .. out:sub(-80), 0)
+    end
 end)
 
 test("no room for the amendment: what precedes the brace goes first", function()
