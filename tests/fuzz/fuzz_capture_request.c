@@ -55,12 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static lua_State *fz_lua;
 
-/* Lua: the function that runs one body, (vars, body, splits) -> output. */
+/* Lua: the function that runs one body, (vars, body, splits, bufsize) -> output. */
 static const char fz_runner[] =
 	"local H, Capture = ...\n"
-	"return function(vars, body, splits)\n"
-	"  return (H.feed(Capture, H.txn(vars), body, { splits = splits, bufsize = "
-	"  16384 }))\n"
+	"return function(vars, body, splits, bufsize)\n"
+	"  return (H.feed(Capture, H.txn(vars), body, { splits = splits, bufsize = bufsize }))\n"
 	"end\n";
 
 static void fz_lua_fail(const char *what)
@@ -500,7 +499,8 @@ static const char *fz_filter(const char *body, size_t len, unsigned flags, int a
 		lua_pushinteger(fz_lua, (lua_Integer)splits[i]);
 		lua_rawseti(fz_lua, -2, i + 1);
 	}
-	if (lua_pcall(fz_lua, 3, 1, 0))
+	lua_pushinteger(fz_lua, BUFSIZE);
+	if (lua_pcall(fz_lua, 4, 1, 0))
 		fz_lua_fail("capture.lua failed");
 	return lua_tolstring(fz_lua, -1, olen);
 }
