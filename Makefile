@@ -229,7 +229,13 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_EXTRA_SRC) $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
 
 $(BUILD)/fuzz/fuzz_answer: FUZZ_EXTRA_SRC := -Itests/unit tests/unit/luacap.c $(LUA_CFLAGS) $(LUA_LIBS)
-$(BUILD)/fuzz/fuzz_answer: tests/unit/luacap.c haproxy/capture.lua tests/lua/answer.lua
+$(BUILD)/fuzz/fuzz_answer: tests/unit/luacap.c
+# haproxy/capture.lua's request scanner held to reqbody.c: an embedded Lua 5.4 loads it
+# (and tests/lua/haproxy.lua) from this checkout at run time.
+$(BUILD)/fuzz/fuzz_capture_request: tests/fuzz/fuzz_capture_request.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) $(LUA_CFLAGS) -DTALLY_ROOT='"$(CURDIR)"' $< $(AGENT_SRC) \
+	  $(COMMON_SRC) $(GEN_SRC) $(LIBS) $(LUA_LIBS) -o $@
 
 # queryd's parsers of peer input: the query parameters and the agent's control replies.
 QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c

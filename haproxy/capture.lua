@@ -863,6 +863,14 @@ function Capture:key_end(msg, sc, raw, at)
         name = folded
     end
     sc.tools = folded == "tools" and self.costly ~= ""
+    -- "tools" twice, or spelled so that only some readers take it: a tool nobody can
+    -- judge (spoa/reqbody.c), whatever its elements.
+    if sc.tools and self.costly:find("o", 1, true) then
+        if folded ~= raw or sc.seen.tools then
+            spoil(msg, sc, at)
+        end
+        sc.seen.tools = true
+    end
     sc.member, sc.key = name, nil
     sc.phase = "colon"
 end
@@ -917,14 +925,21 @@ function Capture:value_more(msg, sc, text)
     if sc.value == "" then
         -- Bytes before the value that some reader skips are counted, not kept: the cap
         -- is the value's, and a spoil lands on its first byte (cJSON skips every byte
-        -- up to the space as whitespace, a NUL included).
+        -- up to the space as whitespace, a NUL included). More of them than a value
+        -- may hold go on: held, white space longer than the buffer would stall it.
         local lead = #text:match("^[\0-\32]*")
         sc.vws = sc.vws + lead
+        if sc.vws > OPTIONS_MAX then
+            sc.vat, sc.vws = sc.vat + sc.vws, 0
+        end
         text = text:sub(lead + 1)
     end
     if #sc.value + #text > OPTIONS_MAX then
+        -- Spoiled: nothing of the value needs holding any more (a value longer than
+        -- the buffer would never end while held).
         sc.vlong = true
         spoil(msg, sc, sc.vat + sc.vws)
+        sc.vat = nil
         return
     end
     sc.value = sc.value .. text
@@ -960,7 +975,10 @@ function Capture:value_end(msg, sc, text, vend)
         sc.stream = value
     elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
         sc.asked = asks_usage(value)
-        if not sc.asked and (sc.stream == "true" or value:sub(1, 1) == "{") then
+        -- Before "stream" is known, only null (which a body that is no stream may carry)
+        -- waits for the closing brace to be judged.
+        sc.options = not sc.asked and value == "null" and sc.stream == nil
+        if not sc.asked and (sc.stream == "true" or value ~= "null") then
             local opts = self.text:match("(%b{})$")
             if msg:set(opts, sc.vat, vend - sc.vat) >= 0 then
                 grow = #opts - (vend - sc.vat)
@@ -1110,6 +1128,11 @@ function Capture:scan_request(msg)
         if self.allow and not sc.seen.model then
             spoil(msg, sc, close)
         end
+        -- A stream whose stream_options null went before "stream": a second
+        -- stream_options would make two members readers choose between.
+        if sc.options and sc.stream == "true" then
+            spoil(msg, sc, close)
+        end
         local text = sc.text or self:closing(sc)
         if text ~= "" and msg:insert(text, close) < 0 then
             -- No room in the buffer: send what precedes the brace and retry.
@@ -1121,8 +1144,11 @@ function Capture:scan_request(msg)
     end
     if msg:eom() then
         -- The body never closed (invalid JSON): the announced length still holds.
-        if #self.text - sc.delta > 0 then
-            msg:append(string.rep(" ", #self.text - sc.delta))
+        local pad = #self.text - sc.delta
+        if pad > 0 and msg:append(string.rep(" ", pad)) < 0 then
+            -- No room in the buffer: send all but the last byte and retry.
+            sc.held = 1
+            return avail - 1
         end
         sc.done = true
         return msg:input()

@@ -17,6 +17,9 @@ if [ "${TALLY_DEPS:-all}" != build ]; then
   # liblua5.4-dev: the unit and fuzz tests run haproxy/capture.lua under an embedded Lua.
   pkgs+=(liblua5.4-dev clang libclang-rt-14-dev haproxy sqlite3 postgresql python3-psycopg2 chromium python3
          python3-pytest python3-msgpack python3-yaml curl openssl wrk valgrind docker-compose)
+  # capture.lua's tests run under the Luas HAProxy embeds (2.6: 5.3, 3.4: 5.4); the fuzz
+  # target fuzz_capture_request links 5.4 (tests/test_lua.py, tests/fuzz/).
+  pkgs+=(lua5.3 lua5.4 liblua5.4-dev)
   npm_dirs+=(tests/sdk tests/agents)
 fi
 # Any node on PATH will do (NodeSource, nvm). Debian's own is v18: the pinned SDKs

@@ -22,9 +22,8 @@ static lua_State *luacap_open(void)
 		root = ".";
 	luacap_state = luaL_newstate();
 	luaL_openlibs(luacap_state);
-	snprintf(path, sizeof(path), "%s/haproxy/capture.lua", root);
-	lua_pushstring(luacap_state, path);
-	lua_setglobal(luacap_state, "TALLY_CAPTURE_LUA");
+	lua_pushstring(luacap_state, root);
+	lua_setglobal(luacap_state, "TALLY_ROOT");
 	snprintf(path, sizeof(path), "%s/tests/lua/answer.lua", root);
 	if (luaL_dofile(luacap_state, path) != LUA_OK) {
 		fprintf(stderr, "luacap: %s\n", lua_tostring(luacap_state, -1));

@@ -1,0 +1,26 @@
+"""Runs haproxy/capture.lua's own tests (tests/lua/test_capture.lua) under each stock Lua
+that an HAProxy tally supports embeds: 5.3 (Debian 12's HAProxy 2.6) and 5.4 (3.4).
+scripts/install-deps.sh installs both; a missing interpreter is a failure, not a skip.
+"""
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+INTERPRETERS = ["lua5.3", "lua5.4"]
+
+
+@pytest.mark.parametrize("lua", INTERPRETERS)
+def test_capture_lua(lua):
+    exe = shutil.which(lua)
+    if exe is None:
+        pytest.fail(f"{lua} not found: run scripts/install-deps.sh", pytrace=False)
+    proc = subprocess.run([exe, "tests/lua/test_capture.lua"], cwd=ROOT,
+                          capture_output=True, text=True, errors="replace", timeout=300)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        pytest.fail(f"{lua} tests/lua/test_capture.lua exited {proc.returncode}\n{out}",
+                    pytrace=False)
+    assert " 0 failed" in out, out
