@@ -276,10 +276,11 @@ function Capture:closing(sc)
 end
 
 -- Spoils the body at offset at (a byte not yet forwarded): a NUL, which every JSON
--- reader refuses.
-local function spoil(msg, sc, at)
+-- reader refuses. why is the verdict the agent gives such a whole body (its first one
+-- is kept), which HAProxy then answers and records (txn.tally.spoiled, haproxy.cfg).
+local function spoil(msg, sc, at, why)
     msg:set("\0", at, 1)
-    sc.spoiled = true
+    sc.spoiled = sc.spoiled or why
 end
 
 -- A top-level key ended at offset at: a judged member named twice, or one that only
@@ -289,12 +290,12 @@ function Capture:key_end(msg, sc, raw, at)
     if #raw <= KEY_MAX then
         name, variant = judged_key(raw)
     end
-    if variant or (name and sc.seen[name]) then
-        spoil(msg, sc, at)
-    end
     -- Stored state, however spelled (escapes included), is not served for a cut body.
     if self.nostate and (#raw > KEY_MAX or raw:find("\\", 1, true) or STATEFUL[fold_key(raw)]) then
-        spoil(msg, sc, at)
+        spoil(msg, sc, at, "unsupported_parameter")
+    end
+    if variant or (name and sc.seen[name]) then
+        spoil(msg, sc, at, "invalid_body")
     end
     if name then
         sc.seen[name] = true
@@ -306,7 +307,7 @@ function Capture:key_end(msg, sc, raw, at)
     local letter = folded and COSTLY[folded]
     if letter and self.costly:find(letter, 1, true) then
         if folded ~= raw or sc.seen[folded] then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         sc.seen[folded] = true
         name = folded
@@ -322,12 +323,12 @@ function Capture:tool_string(msg, sc, text, at)
     if sc.depth == 2 then
         -- An element that is no object: nobody can judge it.
         if self.costly:find("o", 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
     elseif sc.depth == 3 and sc.ttype then
         local letter = tool_letter(text)
         if letter and self.costly:find(letter, 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         sc.ttype = nil
     elseif sc.depth == 3 then
@@ -346,15 +347,25 @@ function Capture:tool_mark(msg, sc, c, at)
             return
         end
         if (key:find("\\", 1, true) or fold_key(key) == "type") and self.costly:find("o", 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         return
     end
     -- A type that was no string (a list, an object, a number).
     if sc.ttype and self.costly:find("o", 1, true) then
-        spoil(msg, sc, at)
+        spoil(msg, sc, at, "unsupported_value")
     end
     sc.ttype, sc.tkey = nil, nil
+end
+
+-- The verdict on a judged member's value too long to be a plain one.
+function Capture:long_verdict(member)
+    if member == "model" and self.allow then
+        return "model_not_allowed"
+    elseif COSTLY[member] or member == "service_tier" then
+        return "unsupported_value"
+    end
+    return "invalid_body"
 end
 
 -- More text of the value of a judged member; one too long to be a plain value spoils
@@ -373,7 +384,7 @@ function Capture:value_more(msg, sc, text)
     end
     if #sc.value + #text > OPTIONS_MAX then
         sc.vlong = true
-        spoil(msg, sc, sc.vat + sc.vws)
+        spoil(msg, sc, sc.vat + sc.vws, self:long_verdict(sc.member))
         return
     end
     sc.value = sc.value .. text
@@ -391,19 +402,19 @@ function Capture:value_end(msg, sc, text, vend)
         -- refused (an escape included).
         local name = value:match('^"([^"\\]*)"$')
         if not (name and self.allow[name]) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "model_not_allowed")
         end
     elseif value and COSTLY[sc.member] then
         -- null, or modalities without audio (as spoa/reqbody.c judges a whole body).
         if value ~= "null" and not (sc.member == "modalities" and plain_list(value)
                                     and not value:find('"audio"', 1, true)) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
         end
     elseif value and sc.member == "service_tier" and self.tiers then
         -- null, or a plain tier name the key may ask for and the model prices.
         local tier = value:match('^"([a-z0-9_%-]*)"$')
         if value ~= "null" and not (tier and self.tiers[tier]) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
         end
     elseif value and sc.member == "stream" then
         sc.stream = value
@@ -416,7 +427,7 @@ function Capture:value_end(msg, sc, text, vend)
                 sc.delta = sc.delta + grow
                 sc.rewritten = true
             else
-                spoil(msg, sc, sc.vat + sc.vws)
+                spoil(msg, sc, sc.vat + sc.vws, "invalid_body")
             end
         end
     end
@@ -557,7 +568,7 @@ function Capture:scan_request(msg)
     if close then
         -- A restricted key's body that named no model leaves the upstream to pick one.
         if self.allow and not sc.seen.model then
-            spoil(msg, sc, close)
+            spoil(msg, sc, close, "model_required")
         end
         local text = sc.text or self:closing(sc)
         if text ~= "" and msg:insert(text, close) < 0 then
@@ -634,11 +645,37 @@ function Capture:strip(msg, avail)
     return last
 end
 
+-- The verdict on a spoiled body and the refusal HAProxy answers in place of the
+-- upstream's (haproxy.cfg), in the error shape of the path's API.
+local SPOILED_MESSAGE = "The request asks, past the part of its body the gateway reads "
+    .. "before forwarding it, for what this key may not have (%s); nothing was served."
+
+function Capture:tell_spoiled(txn, why)
+    local msg = string.format(SPOILED_MESSAGE, why)
+    local kind = why == "model_not_allowed" and "permission_error" or "invalid_request_error"
+    local id = txn.f:unique_id()
+    local body
+    if txn:get_var("txn.tally.anthropic") then
+        body = string.format('{"type":"error","error":{"type":"%s","message":"%s"},'
+            .. '"request_id":"%s"}', kind, msg, id)
+    else
+        body = string.format('{"error":{"message":"%s","type":"%s","param":null,'
+            .. '"code":"%s"},"request_id":"%s"}', msg, kind, why, id)
+    end
+    txn:set_var("txn.tally.body", body)
+    txn:set_var("txn.tally.spoiled", why)
+end
+
 function Capture:http_payload(txn, msg)
     local avail = msg:input()
     if not msg:is_resp() then
         if self.scan then
-            return self:scan_request(msg)
+            local fwd = self:scan_request(msg)
+            if self.scan.spoiled and not self.told then
+                self:tell_spoiled(txn, self.scan.spoiled)
+                self.told = true
+            end
+            return fwd
         end
         if self.insert_at and avail >= self.insert_at + self.cut then
             msg:set(self.text, self.insert_at, self.cut)
