@@ -36,6 +36,9 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 		JOIN_COPY_STR(row->model, d->model->name);
 		if (d->model->provider)
 			JOIN_COPY_STR(row->provider, d->model->provider->name);
+	} else if (d->body.has_model && !d->body.model_unusable) {
+		/* A model the gateway does not know: the operator sees what the client asked. */
+		JOIN_COPY_STR(row->model_requested, d->body.model);
 	}
 	JOIN_COPY_STR(row->verdict, verdict);
 	row->stream = d->stream < 0 ? ACCT_NONE : d->stream;

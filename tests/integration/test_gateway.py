@@ -177,8 +177,12 @@ def test_model_allow_list(stack):
 
 
 def test_model_and_body_errors(stack):
-    assert_error(*stack.gateway("POST", CHAT, chat(model="no-such-model"), key=stack.key),
-                 404, "model_not_found")
+    status, h, body = stack.gateway("POST", CHAT, chat(model="no-such-model"), key=stack.key)
+    assert_error(status, h, body, 404, "model_not_found")
+    # the operator sees which model the client asked for
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["model_requested"], r["model"]) == \
+        ("model_not_found", "no-such-model", "no-such-model")
     assert_error(*stack.gateway("POST", CHAT, b'{"model": "mock-gpt",,}', key=stack.key),
                  400, "invalid_body")
     assert_error(*stack.gateway("POST", CHAT, b'[1, 2]', key=stack.key), 400, "invalid_body")

@@ -133,6 +133,11 @@ static void test_decided(void)
 	CHECK_EQ_INT(p.key_id, ACCT_NONE);
 	CHECK_EQ_INT(p.est_prompt_tokens, ACCT_NONE);
 	CHECK_EQ_INT(p.status, 401);
+	/* A model the gateway does not know: its row names what the client asked for. */
+	p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-nosuch\"}");
+	CHECK_EQ_STR(p.verdict, "model_not_found");
+	CHECK_EQ_STR(p.model_requested, "gpt-nosuch");
+	CHECK_EQ_STR(p.provider, "");
 }
 
 static void test_complete_with_usage(void)
