@@ -507,6 +507,25 @@ def stored_count(s):
 
 
 @BOTH_STORES
+def test_two_keys_equal_creates_each_read_their_own(stack):
+    """Two keys send the same Responses create: the upstream gives each its own id (as
+    OpenAI does; the mock mixes in the gateway's X-Request-Id), so each key reads its
+    own response, and neither the other's."""
+    other = stack.create_key("same-create", "--default-model", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("GET", "/v1/models", key=other)[0] == 200, 3)
+    body = {"model": "mock-gpt", "input": "the same words"}
+    ids = []
+    for key in (stack.key, other):
+        status, _, got = stack.gateway("POST", RESPONSES, body, key=key)
+        assert status == 200, got
+        ids.append(response_id_of(got))
+    assert ids[0] != ids[1]
+    for key, mine, theirs in ((stack.key, ids[0], ids[1]), (other, ids[1], ids[0])):
+        assert stack.gateway("GET", f"{RESPONSES}/{mine}", key=key)[0] == 200
+        assert_error(*stack.gateway("GET", f"{RESPONSES}/{theirs}", key=key), 404,
+                     "response_not_found")
+
+
 def test_stored_responses_past_the_table_are_read_from_the_database(tmp_path, store, request):
     """An agent that keeps two ids in memory still knows who made the older ones: a full
     table sends a miss to stored_responses. Another key's flood of creates therefore
