@@ -346,7 +346,9 @@ def test_responses_api_is_accounted_exactly(stack):
         headers = dict(RESPONSE_USAGE, **{"x-mock-response-end": end, "x-mock-frames": "40"})
         status, h, got = stack.gateway("POST", RESPONSES, body, key=stack.key, headers=headers)
         assert status == 200
-        direct = stack.direct("POST", RESPONSES, body, headers=headers)[2]
+        # the same request as the upstream saw it (a create's id names its X-Request-Id)
+        direct = stack.direct("POST", RESPONSES, body,
+                              headers=dict(headers, **{"X-Request-Id": h["x-request-id"]}))[2]
         assert got == direct   # untouched: Responses streams are never amended
         assert got.count(b"event: response.output_text.delta") == 40
         r = stack.row(h["x-request-id"])
