@@ -25,8 +25,10 @@
 -- out). Members that the agent's rules (spoa/reqbody.c)
 -- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
--- reaches the upstream, which then refuses it. So does, for a key restricted to some
--- models whose body named none before the cut, a "model" not on txn.tally.allow.
+-- reaches the upstream, which then cannot read it. So does, for a key restricted to some
+-- models whose body named none before the cut, a "model" not on txn.tally.allow. A
+-- spoil also writes the refusal the agent gives such a whole body (txn.tally.spoiled,
+-- txn.tally.body), which haproxy.cfg answers in place of the upstream's answer.
 --
 -- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
