@@ -15,27 +15,50 @@ int latency_bucket(int64_t ms)
 	return LATENCY_BUCKETS - 1;
 }
 
-double latency_percentile(const uint64_t counts[LATENCY_BUCKETS], double q)
+/* The rank of the q-quantile, 1-based, as in the nearest-rank definition; 0: none. */
+static double latency_rank(const uint64_t counts[LATENCY_BUCKETS], double q)
 {
-	uint64_t total = 0, below = 0;
-	double rank, lo;
+	uint64_t total = 0;
+	double rank;
 	int i;
 
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		total += counts[i];
 	if (!total)
-		return -1;
-	/* The rank-th smallest value, 1-based, as in the nearest-rank definition. */
+		return 0;
 	rank = q * (double)total;
-	if (rank < 1)
-		rank = 1;
+	return rank < 1 ? 1 : rank;
+}
+
+int latency_quantile_bucket(const uint64_t counts[LATENCY_BUCKETS], double q)
+{
+	uint64_t below = 0;
+	double rank = latency_rank(counts, q);
+	int i;
+
+	if (rank == 0)
+		return -1;
 	for (i = 0; i < LATENCY_BUCKETS - 1; i++) {
-		if (counts[i] && (double)(below + counts[i]) >= rank) {
-			lo = i ? (double)latency_bounds[i - 1] : 0;
-			return lo + ((double)latency_bounds[i] - lo) * (rank - (double)below) /
-			       (double)counts[i];
-		}
+		if (counts[i] && (double)(below + counts[i]) >= rank)
+			return i;
 		below += counts[i];
 	}
-	return (double)latency_bounds[LATENCY_BUCKETS - 2];
+	return LATENCY_BUCKETS - 1;
+}
+
+double latency_percentile(const uint64_t counts[LATENCY_BUCKETS], double q)
+{
+	uint64_t below = 0;
+	double lo;
+	int i, b = latency_quantile_bucket(counts, q);
+
+	if (b < 0)
+		return -1;
+	if (b == LATENCY_BUCKETS - 1)
+		return (double)latency_bounds[LATENCY_BUCKETS - 2];
+	for (i = 0; i < b; i++)
+		below += counts[i];
+	lo = b ? (double)latency_bounds[b - 1] : 0;
+	return lo + ((double)latency_bounds[b] - lo) * (latency_rank(counts, q) - (double)below) /
+	       (double)counts[b];
 }

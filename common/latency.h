@@ -18,6 +18,11 @@ extern const int64_t latency_bounds[LATENCY_BUCKETS - 1];
  * LATENCY_BUCKETS - 1 beyond the last bound. */
 int latency_bucket(int64_t ms);
 
+/* The bucket holding the q-quantile (0 < q <= 1) of the durations counted in counts:
+ * all the buckets can say of it (over the previous bound, at most its own; over the
+ * last bound for LATENCY_BUCKETS - 1). Returns -1 when counts holds nothing. */
+int latency_quantile_bucket(const uint64_t counts[LATENCY_BUCKETS], double q);
+
 /* Estimates the q-quantile (0 < q <= 1) of the durations counted in counts: linear
  * interpolation inside the bucket holding the rank, so the true value lies in the same
  * bucket; a rank in the last bucket gives the last bound. Returns -1 when counts holds

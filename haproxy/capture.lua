@@ -25,8 +25,10 @@
 -- out). Members that the agent's rules (spoa/reqbody.c)
 -- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
--- reaches the upstream, which then refuses it. So does, for a key restricted to some
--- models whose body named none before the cut, a "model" not on txn.tally.allow.
+-- reaches the upstream, which then cannot read it. So does, for a key restricted to some
+-- models whose body named none before the cut, a "model" not on txn.tally.allow. A
+-- spoil also writes the refusal the agent gives such a whole body (txn.tally.spoiled,
+-- txn.tally.body), which haproxy.cfg answers in place of the upstream's answer.
 --
 -- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
@@ -827,10 +829,11 @@ function Capture:closing(sc)
 end
 
 -- Spoils the body at offset at (a byte not yet forwarded): a NUL, which every JSON
--- reader refuses.
-local function spoil(msg, sc, at)
+-- reader refuses. why is the verdict the agent gives such a whole body (its first one
+-- is kept), which HAProxy then answers and records (txn.tally.spoiled, haproxy.cfg).
+local function spoil(msg, sc, at, why)
     msg:set("\0", at, 1)
-    sc.spoiled = true
+    sc.spoiled = sc.spoiled or why
 end
 
 -- A top-level key ended at offset at: a judged member named twice, or one that only
@@ -840,12 +843,12 @@ function Capture:key_end(msg, sc, raw, at)
     if #raw <= KEY_MAX then
         name, variant = judged_key(raw)
     end
-    if variant or (name and sc.seen[name]) then
-        spoil(msg, sc, at)
-    end
     -- Stored state, however spelled (escapes included), is not served for a cut body.
     if self.nostate and (#raw > KEY_MAX or raw:find("\\", 1, true) or STATEFUL[fold_key(raw)]) then
-        spoil(msg, sc, at)
+        spoil(msg, sc, at, "unsupported_parameter")
+    end
+    if variant or (name and sc.seen[name]) then
+        spoil(msg, sc, at, "invalid_body")
     end
     if name then
         sc.seen[name] = true
@@ -857,7 +860,7 @@ function Capture:key_end(msg, sc, raw, at)
     local letter = folded and COSTLY[folded]
     if letter and self.costly:find(letter, 1, true) then
         if folded ~= raw or sc.seen[folded] then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         sc.seen[folded] = true
         name = folded
@@ -867,7 +870,7 @@ function Capture:key_end(msg, sc, raw, at)
     -- judge (spoa/reqbody.c), whatever its elements.
     if sc.tools and self.costly:find("o", 1, true) then
         if folded ~= raw or sc.seen.tools then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         sc.seen.tools = true
     end
@@ -881,12 +884,12 @@ function Capture:tool_string(msg, sc, text, at)
     if sc.depth == 2 then
         -- An element that is no object: nobody can judge it.
         if self.costly:find("o", 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
     elseif sc.depth == 3 and sc.ttype then
         local letter = tool_letter(text)
         if letter and self.costly:find(letter, 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         sc.ttype = nil
     elseif sc.depth == 3 then
@@ -905,15 +908,25 @@ function Capture:tool_mark(msg, sc, c, at)
             return
         end
         if (key:find("\\", 1, true) or fold_key(key) == "type") and self.costly:find("o", 1, true) then
-            spoil(msg, sc, at)
+            spoil(msg, sc, at, "unsupported_value")
         end
         return
     end
     -- A type that was no string (a list, an object, a number).
     if sc.ttype and self.costly:find("o", 1, true) then
-        spoil(msg, sc, at)
+        spoil(msg, sc, at, "unsupported_value")
     end
     sc.ttype, sc.tkey = nil, nil
+end
+
+-- The verdict on a judged member's value too long to be a plain one.
+function Capture:long_verdict(member)
+    if member == "model" and self.allow then
+        return "model_not_allowed"
+    elseif COSTLY[member] or member == "service_tier" then
+        return "unsupported_value"
+    end
+    return "invalid_body"
 end
 
 -- More text of the value of a judged member; one too long to be a plain value spoils
@@ -938,7 +951,7 @@ function Capture:value_more(msg, sc, text)
         -- Spoiled: nothing of the value needs holding any more (a value longer than
         -- the buffer would never end while held).
         sc.vlong = true
-        spoil(msg, sc, sc.vat + sc.vws)
+        spoil(msg, sc, sc.vat + sc.vws, self:long_verdict(sc.member))
         sc.vat = nil
         return
     end
@@ -957,19 +970,19 @@ function Capture:value_end(msg, sc, text, vend)
         -- refused (an escape included).
         local name = value:match('^"([^"\\]*)"$')
         if not (name and self.allow[name]) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "model_not_allowed")
         end
     elseif value and COSTLY[sc.member] then
         -- null, or modalities without audio (as spoa/reqbody.c judges a whole body).
         if value ~= "null" and not (sc.member == "modalities" and plain_list(value)
                                     and not value:find('"audio"', 1, true)) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
         end
     elseif value and sc.member == "service_tier" and self.tiers then
         -- null, or a plain tier name the key may ask for and the model prices.
         local tier = value:match('^"([a-z0-9_%-]*)"$')
         if value ~= "null" and not (tier and self.tiers[tier]) then
-            spoil(msg, sc, sc.vat + sc.vws)
+            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
         end
     elseif value and sc.member == "stream" then
         sc.stream = value
@@ -985,7 +998,7 @@ function Capture:value_end(msg, sc, text, vend)
                 sc.delta = sc.delta + grow
                 sc.rewritten = true
             else
-                spoil(msg, sc, sc.vat + sc.vws)
+                spoil(msg, sc, sc.vat + sc.vws, "invalid_body")
             end
         end
     end
@@ -1126,12 +1139,12 @@ function Capture:scan_request(msg)
     if close then
         -- A restricted key's body that named no model leaves the upstream to pick one.
         if self.allow and not sc.seen.model then
-            spoil(msg, sc, close)
+            spoil(msg, sc, close, "model_required")
         end
         -- A stream whose stream_options null went before "stream": a second
         -- stream_options would make two members readers choose between.
         if sc.options and sc.stream == "true" then
-            spoil(msg, sc, close)
+            spoil(msg, sc, close, "invalid_body")
         end
         local text = sc.text or self:closing(sc)
         if text ~= "" and msg:insert(text, close) < 0 then
@@ -1211,11 +1224,37 @@ function Capture:strip(msg, avail)
     return last
 end
 
+-- The verdict on a spoiled body and the refusal HAProxy answers in place of the
+-- upstream's (haproxy.cfg), in the error shape of the path's API.
+local SPOILED_MESSAGE = "The request asks, past the part of its body the gateway reads "
+    .. "before forwarding it, for what this key may not have (%s); nothing was served."
+
+function Capture:tell_spoiled(txn, why)
+    local msg = string.format(SPOILED_MESSAGE, why)
+    local kind = why == "model_not_allowed" and "permission_error" or "invalid_request_error"
+    local id = txn.f:unique_id()
+    local body
+    if txn:get_var("txn.tally.anthropic") then
+        body = string.format('{"type":"error","error":{"type":"%s","message":"%s"},'
+            .. '"request_id":"%s"}', kind, msg, id)
+    else
+        body = string.format('{"error":{"message":"%s","type":"%s","param":null,'
+            .. '"code":"%s"},"request_id":"%s"}', msg, kind, why, id)
+    end
+    txn:set_var("txn.tally.body", body)
+    txn:set_var("txn.tally.spoiled", why)
+end
+
 function Capture:http_payload(txn, msg)
     local avail = msg:input()
     if not msg:is_resp() then
         if self.scan then
-            return self:scan_request(msg)
+            local fwd = self:scan_request(msg)
+            if self.scan.spoiled and not self.told then
+                self:tell_spoiled(txn, self.scan.spoiled)
+                self.told = true
+            end
+            return fwd
         end
         if self.insert_at and avail >= self.insert_at + self.cut then
             msg:set(self.text, self.insert_at, self.cut)

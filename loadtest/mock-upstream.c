@@ -1796,9 +1796,16 @@ static int mock_job_load(struct mock_conn *c, char *err, size_t errlen)
 		h64 = hash_fnv1a64(h64, &j->p.cls, sizeof j->p.cls);
 	if (j->p.service_tier[0])
 		h64 = hash_fnv1a64(h64, j->p.service_tier, strlen(j->p.service_tier));
-	/* A Responses create's id names what it stores: two inputs never share one. */
-	if (j->api == &mock_responses)
+	/* A Responses create's id names what it stores: two inputs never share one, nor two
+	 * requests a gateway told apart by X-Request-Id (two keys' equal creates: OpenAI
+	 * never gives two creates one id). */
+	if (j->api == &mock_responses) {
+		const struct mock_hdr *rid = mock_req_header_find(r, "x-request-id");
+
 		h64 = hash_fnv1a64(h64, mock_buf_str(&r->body), r->body.len);
+		if (rid)
+			h64 = hash_fnv1a64(h64, r->hbuf.p + rid->value_off, rid->value_len);
+	}
 	if (j->route != ROUTE_STORED)
 		snprintf(j->id, sizeof j->id, "%s%016llx", j->api->id_prefix, (unsigned long long)h64);
 	rc = 0;

@@ -149,6 +149,26 @@ static int api_add_percentile(cJSON *o, const char *name, const uint64_t *lat, d
 	return v < 0 ? json_add_null(o, name) : json_add_int(o, name, (int64_t)floor(v + 0.5));
 }
 
+/* The latency bucket holding the q-quantile as [over, at most] in ms, at most null past
+ * the last bound: what the buckets can say of it, where the estimate interpolates. */
+static int api_add_quantile_bucket(cJSON *o, const char *name, const uint64_t *lat, double q)
+{
+	int b = latency_quantile_bucket(lat, q);
+	cJSON *pair;
+
+	if (b < 0)
+		return json_add_null(o, name);
+	pair = cJSON_CreateArray();
+	if (!pair || json_add(o, name, pair) < 0)
+		return -1;
+	if (!cJSON_AddItemToArray(pair, json_int(b ? latency_bounds[b - 1] : 0)) ||
+	    !cJSON_AddItemToArray(pair, b < LATENCY_BUCKETS - 1
+	                                ? json_int(latency_bounds[b])
+	                                : cJSON_CreateNull()))
+		return -1;
+	return 0;
+}
+
 /* The figures of one group (or the totals) into o. */
 static int api_usage_json(cJSON *o, const struct api_usage *u)
 {
@@ -175,6 +195,9 @@ static int api_usage_json(cJSON *o, const struct api_usage *u)
 	rc |= api_add_percentile(lat, "p50", u->lat, 0.50);
 	rc |= api_add_percentile(lat, "p95", u->lat, 0.95);
 	rc |= api_add_percentile(lat, "p99", u->lat, 0.99);
+	rc |= api_add_quantile_bucket(lat, "p50_bucket", u->lat, 0.50);
+	rc |= api_add_quantile_bucket(lat, "p95_bucket", u->lat, 0.95);
+	rc |= api_add_quantile_bucket(lat, "p99_bucket", u->lat, 0.99);
 	return rc ? -1 : 0;
 }
 

@@ -56,6 +56,11 @@ stack_seed() {
   "${ctl[@]}" provider set mock-anthropic --api anthropic --backend be_mock_anthropic --url "http://127.0.0.1:$2"
   "${ctl[@]}" model set mock-gpt --provider mock-openai --input-micros 150000 --output-micros 600000 --cached-micros 75000
   "${ctl[@]}" model set mock-claude --provider mock-anthropic --input-micros 3000000 --output-micros 15000000 --cached-micros 300000
+  # A web search at the providers' $10 per 1000 calls: Codex CLI offers one in every
+  # request, which a model without the price refuses (docs/pricing.md).
+  "${ctl[@]}" prices set mock-gpt --web-search-micros-per-call 10000 >/dev/null
+  "${ctl[@]}" prices set mock-claude --web-search-micros-per-call 10000 >/dev/null
+  echo "mock-gpt and mock-claude price a web search (\$0.01 a call): Codex CLI offers one in every request"
 }
 
 # stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL RECORDS_PORT DB: what

@@ -25,7 +25,8 @@ enum acct_outcome {
 	ACCT_CLIENT_ABORT,        /* the client went away before the response ended */
 	ACCT_UPSTREAM_ERROR,      /* upstream 5xx, refused, timed out or closed mid-response */
 	ACCT_UPSTREAM_REJECTED,   /* upstream 4xx (its own validation, rate limit, ...) */
-	ACCT_DENIED,              /* the agent's verdict was a denial: never forwarded */
+	ACCT_DENIED,              /* a denial: the agent's (never forwarded), or the capture
+	                           * filter's past the cut (forwarded unreadable) */
 	ACCT_GATEWAY_REJECTED,    /* HAProxy answered without a verdict (agent unavailable
 	                           * under fail-closed, malformed request, no route) */
 	ACCT_NO_RECORD,           /* decided, but HAProxy's record never arrived in time */
@@ -48,6 +49,8 @@ enum acct_usage_source {
                                       * is the key's */
 #define ACCT_FLAG_WAITING 4          /* a refusal HAProxy asks about again (decision.h,
                                       * wait) */
+#define ACCT_FLAG_SCANNED 8          /* an admitted cut body that the capture filter
+                                      * reads past the cut and may refuse there */
 
 struct acct_row {
 	char request_id[ACCT_ID_MAX];      /* X-Request-Id; never empty */

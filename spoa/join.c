@@ -36,6 +36,9 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 		JOIN_COPY_STR(row->model, d->model->name);
 		if (d->model->provider)
 			JOIN_COPY_STR(row->provider, d->model->provider->name);
+	} else if (d->body.has_model && !d->body.model_unusable) {
+		/* A model the gateway does not know: the operator sees what the client asked. */
+		JOIN_COPY_STR(row->model_requested, d->body.model);
 	}
 	JOIN_COPY_STR(row->verdict, verdict);
 	row->stream = d->stream < 0 ? ACCT_NONE : d->stream;
@@ -52,7 +55,8 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	row->flags = (d->unbilled ? ACCT_FLAG_UNBILLED : 0) |
 	             (d->creates_response && d->verdict == DECISION_ALLOW
 	                  ? ACCT_FLAG_CREATES_RESPONSE : 0) |
-	             (d->wait ? ACCT_FLAG_WAITING : 0);
+	             (d->wait ? ACCT_FLAG_WAITING : 0) |
+	             (d->amend_scan && d->verdict == DECISION_ALLOW ? ACCT_FLAG_SCANNED : 0);
 }
 
 /* The model's prices: the upstream may name a dated snapshot of the model that was
@@ -81,6 +85,29 @@ static void join_decision_of_record(const struct record *r, struct acct_row *row
 	JOIN_COPY_STR(row->model_requested, r->model);
 	JOIN_COPY_STR(row->provider, r->provider);
 	row->stream = r->stream != ACCT_NONE ? (int)r->stream : ACCT_NONE;
+}
+
+/* Whether HAProxy refused, after the decision allowed it, a cut body the capture filter
+ * spoiled past the cut (haproxy/capture.lua, haproxy.cfg's tally_spoiled): then its
+ * record names the refusal, one of those the agent gives a whole body. No other record
+ * changes a decision. */
+static int join_refused_after_decision(const struct acct_row *pending, const struct record *r)
+{
+	static const enum decision_verdict past_cut[] = {
+		DECISION_BAD_BODY, DECISION_COST_POLICY, DECISION_STORED_STATE,
+		DECISION_MODEL_FORBIDDEN, DECISION_MODEL_REQUIRED,
+	};
+	size_t i;
+
+	if (!(pending->flags & ACCT_FLAG_SCANNED))
+		return 0;
+	for (i = 0; i < sizeof(past_cut) / sizeof(past_cut[0]); i++) {
+		const char *name = decision_verdict_name(past_cut[i]);
+
+		if (r->verdict.len == strlen(name) && memcmp(r->verdict.ptr, name, r->verdict.len) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 static void join_no_usage(struct usage *u)
@@ -150,6 +177,8 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 
 	if (pending) {
 		*row = *pending;
+		if (join_refused_after_decision(pending, r))
+			JOIN_COPY(row->verdict, r->verdict.ptr, r->verdict.len);
 	} else {
 		acct_row_init(row);
 		JOIN_COPY_STR(row->request_id, id);

@@ -136,7 +136,7 @@ static const struct journal_field journal_fields[] = {
 	JF_N(JF_I64, estimated_tokens), JF_N(JF_I64, estimated_cost_micros),
 	JF_N(JF_I64, est_prompt_tokens), JF_N(JF_I64, est_completion_tokens),
 	/* Appended again: an entry may end before them too. */
-	JF_E(flags, 8), JF_S(response_id),
+	JF_E(flags, 16), JF_S(response_id),
 	/* And the classes priced apart (docs/pricing.md). */
 	JF_N(JF_I64, cache_creation_1h_tokens), JF_N(JF_I64, audio_input_tokens),
 	JF_N(JF_I64, audio_output_tokens), JF_N(JF_I64, accepted_prediction_tokens),

@@ -121,6 +121,7 @@ try {
     error_rate_text: await text('kpi-error-rate'),
     errors: Number(await page.locator('#kpi-errors-sub').getAttribute('data-value')),
     p50_text: await text('kpi-latency-p50'), p95_text: await text('kpi-latency-p95'),
+    p99_text: (await page.locator('#kpi-p99-sub').textContent()).trim(),
   };
   seen.top_keys = await page.$$eval('[data-testid=top-keys] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
   seen.top_models = await page.$$eval('[data-testid=top-models] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
@@ -172,6 +173,7 @@ try {
   step = 'drawer of an estimated row';
   const estRow = page.locator(`[data-testid=request-row][data-request-id="${spec.estimated_request_id}"]`);
   seen.estimated_row_cost_cell = (await estRow.locator('td').nth(9).textContent()).trim();
+  seen.estimated_row_tokens_cell = (await estRow.locator('td').nth(8).textContent()).trim();
   await estRow.click();
   await page.waitForFunction((id) => {
     const d = document.querySelector('[data-testid=drawer]');
@@ -240,6 +242,7 @@ try {
     [r.querySelector('[data-field=cost]').textContent.trim(), r.querySelector('[data-field=estimated]').textContent.trim()]])));
   seen.model_cards = Object.fromEntries(await page.$$eval('[data-testid=model-row]', (rs) => rs.map((r) => [r.dataset.name, {
     input: r.children[3].textContent.trim(), output: r.children[4].textContent.trim(),
+    web_search: r.querySelector('[data-field=web-search]').textContent.trim(),
     cards: [...r.querySelectorAll('[data-testid=model-card]')].map((c) => [c.dataset.tier, Number(c.dataset.above), c.textContent.trim()]),
   }])));
 

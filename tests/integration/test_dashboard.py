@@ -42,6 +42,11 @@ OTHER_CARDS = {
     "gpt-4o": [("priority", 0, 4250000, 17000000)],
     "claude-sonnet-4": [("default", 200000, 6000000, 22500000)],
 }
+# A web search price on one model's default card, micro-dollars per call.
+WEB_SEARCH = {"gpt-4o": 10000}
+# The rollups' latency bounds (common/latency.c), in ms.
+LATENCY_BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000,
+                  20000, 60000]
 KEYS = ["team-search", "ci-bot", "research"]
 RECENT = 130      # rows in the last 15 hours: table pages of 50, 50 and 30
 OLDER = 20        # rows 3 to 5 days old: in the 7-day range only
@@ -97,6 +102,10 @@ def seed_config(db):
                             " input_micros_per_mtok, output_micros_per_mtok)"
                             " SELECT id, ?, ?, ?, ? FROM models WHERE name = ?",
                             [c + (name,) for c in cards])
+            if name in WEB_SEARCH:
+                con.execute("UPDATE model_prices SET web_search_micros_per_call = ? WHERE"
+                            " tier = 'default' AND above_tokens = 0 AND model_id ="
+                            " (SELECT id FROM models WHERE name = ?)", (WEB_SEARCH[name], name))
     con.close()
     tallyctl(db, "key", "create", KEYS[0], "--budget-usd", "5")
     tallyctl(db, "key", "create", KEYS[1], "--models", "gpt-4o-mini,gpt-4o", "--rpm", "60")
@@ -180,6 +189,32 @@ def totals(rows):
         "errors": sum(r["outcome"] != "complete" for r in rows),
         "tokens": sum((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0) for r in rows),
     }
+
+
+def fmt_ms(ms):
+    """The dashboard's duration format (app.js fmtMs)."""
+    if ms < 1000:
+        return f"{round(ms)} ms"
+    if ms < 60000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms / 60000:.1f} min"
+
+
+def latency_text(rows, q):
+    """What the dashboard shows of the q-quantile of rows' durations: the range of the
+    rollups' bucket that holds it (app.js fmtBucket), never a figure inside it."""
+    counts = [0] * (len(LATENCY_BOUNDS) + 1)
+    for r in rows:
+        counts[next((i for i, b in enumerate(LATENCY_BOUNDS) if r["duration_ms"] <= b),
+                    len(LATENCY_BOUNDS))] += 1
+    rank, below = max(1, q * len(rows)), 0
+    for i, c in enumerate(counts[:-1]):
+        if c and below + c >= rank:
+            lo = LATENCY_BOUNDS[i - 1] if i else 0
+            return f"≤ {fmt_ms(LATENCY_BOUNDS[i])}" if not lo else \
+                f"{fmt_ms(lo)}–{fmt_ms(LATENCY_BOUNDS[i])}"
+        below += c
+    return f"> {fmt_ms(LATENCY_BOUNDS[-1])}"
 
 
 def ranking(rows, field):
@@ -297,7 +332,11 @@ def test_dashboard_in_chromium(queryd):
     assert k["estimated_text"] == f"reported · {fmt_usd(want24['estimated_cost_micros'])} estimated"
     assert k["tokens"] == want24["tokens"]
     assert k["errors"] == want24["errors"]
-    assert k["error_rate_text"].endswith("%") and k["p50_text"] != "–" and k["p95_text"] != "–"
+    assert k["error_rate_text"].endswith("%")
+    # latency: the bucket's range, which is all the rollups know
+    assert (k["p50_text"], k["p95_text"], k["p99_text"]) == \
+        (latency_text(recent, 0.50), latency_text(recent, 0.95),
+         "p99 " + latency_text(recent, 0.99))
 
     # Top lists: by spend.
     assert seen["top_keys"] == keys_rank, (seen["top_keys"], keys_rank)
@@ -330,6 +369,11 @@ def test_dashboard_in_chromium(queryd):
     est_cost = fmt_usd(estimated["estimated_cost_micros"])
     rep_cost = fmt_usd(estimated["cost_micros"]) if estimated["cost_micros"] is not None else "–"
     assert seen["estimated_row_cost_cell"] == f"{rep_cost} + {est_cost} est."
+    # a count the provider did not report is unknown, never 0
+    tok = [f"{v:,}" if v is not None else "?" for v in
+           (estimated["prompt_tokens"], estimated["completion_tokens"])]
+    assert None in (estimated["prompt_tokens"], estimated["completion_tokens"])
+    assert seen["estimated_row_tokens_cell"] == f"{tok[0]} → {tok[1]}"
 
     # The drawer of a row with an estimate shows it; one without has none.
     e = seen["drawer_estimated"]
@@ -378,6 +422,8 @@ def test_dashboard_in_chromium(queryd):
     for name, (_, pin, pout) in MODELS.items():
         got = seen["model_cards"][name]
         assert (got["input"], got["output"]) == (fmt_usd(pin), fmt_usd(pout))
+        assert got["web_search"] == (fmt_usd(WEB_SEARCH[name]) if name in WEB_SEARCH
+                                     else "unset"), name
         assert got["cards"] == [
             [tier, above, (f"{tier} above {above:,} tokens" if above else tier) +
              f" in {fmt_usd(i)} · out {fmt_usd(o)}"]

@@ -177,8 +177,12 @@ def test_model_allow_list(stack):
 
 
 def test_model_and_body_errors(stack):
-    assert_error(*stack.gateway("POST", CHAT, chat(model="no-such-model"), key=stack.key),
-                 404, "model_not_found")
+    status, h, body = stack.gateway("POST", CHAT, chat(model="no-such-model"), key=stack.key)
+    assert_error(status, h, body, 404, "model_not_found")
+    # the operator sees which model the client asked for
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["model_requested"], r["model"]) == \
+        ("model_not_found", "no-such-model", "no-such-model")
     assert_error(*stack.gateway("POST", CHAT, b'{"model": "mock-gpt",,}', key=stack.key),
                  400, "invalid_body")
     assert_error(*stack.gateway("POST", CHAT, b'[1, 2]', key=stack.key), 400, "invalid_body")
@@ -342,7 +346,9 @@ def test_responses_api_is_accounted_exactly(stack):
         headers = dict(RESPONSE_USAGE, **{"x-mock-response-end": end, "x-mock-frames": "40"})
         status, h, got = stack.gateway("POST", RESPONSES, body, key=stack.key, headers=headers)
         assert status == 200
-        direct = stack.direct("POST", RESPONSES, body, headers=headers)[2]
+        # the same request as the upstream saw it (a create's id names its X-Request-Id)
+        direct = stack.direct("POST", RESPONSES, body,
+                              headers=dict(headers, **{"X-Request-Id": h["x-request-id"]}))[2]
         assert got == direct   # untouched: Responses streams are never amended
         assert got.count(b"event: response.output_text.delta") == 40
         r = stack.row(h["x-request-id"])
@@ -503,6 +509,25 @@ def stored_count(s):
 
 
 @BOTH_STORES
+def test_two_keys_equal_creates_each_read_their_own(stack):
+    """Two keys send the same Responses create: the upstream gives each its own id (as
+    OpenAI does; the mock mixes in the gateway's X-Request-Id), so each key reads its
+    own response, and neither the other's."""
+    other = stack.create_key("same-create", "--default-model", "mock-gpt")
+    assert wait_for(lambda: stack.gateway("GET", "/v1/models", key=other)[0] == 200, 3)
+    body = {"model": "mock-gpt", "input": "the same words"}
+    ids = []
+    for key in (stack.key, other):
+        status, _, got = stack.gateway("POST", RESPONSES, body, key=key)
+        assert status == 200, got
+        ids.append(response_id_of(got))
+    assert ids[0] != ids[1]
+    for key, mine, theirs in ((stack.key, ids[0], ids[1]), (other, ids[1], ids[0])):
+        assert stack.gateway("GET", f"{RESPONSES}/{mine}", key=key)[0] == 200
+        assert_error(*stack.gateway("GET", f"{RESPONSES}/{theirs}", key=key), 404,
+                     "response_not_found")
+
+
 def test_stored_responses_past_the_table_are_read_from_the_database(tmp_path, store, request):
     """An agent that keeps two ids in memory still knows who made the older ones: a full
     table sends a miss to stored_responses. Another key's flood of creates therefore
@@ -619,9 +644,11 @@ def test_body_larger_than_the_buffer(stack):
     if JUDGED_WHOLE:
         assert_error(status, h, got, 403, "model_not_allowed")
     else:
-        assert status == 400, got
+        # spoiled past the cut: the gateway's refusal, not the upstream's answer to it
+        assert_error(status, h, got, 403, "model_not_allowed")
         assert last_upstream_request(stack)["body_sha256"] != hashlib.sha256(other).hexdigest()
-        assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["outcome"]) == ("model_not_allowed", "denied")
     # ...while a body that fits the inspected window (about 14 KiB with the default
     # tune.bufsize) is judged whole
     fits = json.dumps({"messages": [{"role": "user", "content": "y" * 12000}],
@@ -684,7 +711,8 @@ def test_long_prompts_judged_whole_on_large_buffers(stack):
     # a byte more and the first frame decides; the capture filter judges the model
     body = long_prompt(JUDGED_WHOLE + 1, {"model": "mock-claude"})
     status, h, got = stack.gateway("POST", CHAT, body, key=only)
-    assert status == 400 and stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert_error(status, h, got, 403, "model_not_allowed")
+    assert stack.row(h["x-request-id"])["outcome"] == "denied"
     assert long_bodies_metric(stack, "whole") == whole + 3
     # a stranger's long body is answered on its first frame: HAProxy never waits for
     # the rest of it in a large buffer
@@ -729,9 +757,9 @@ def test_restricted_key_long_body_with_model_first(stack, path, model, other):
     status, h, got = stack.gateway("POST", path, second, key=key)
     assert status == 400, got
     assert last_upstream_request(stack)["body_sha256"] != hashlib.sha256(second).hexdigest()
-    # judged whole, the gateway refuses it; else the upstream refuses the spoiled body
-    assert stack.row(h["x-request-id"])["outcome"] == ("denied" if JUDGED_WHOLE
-                                                       else "upstream_rejected")
+    # judged whole, or spoiled past the cut: the gateway refuses it either way
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["outcome"]) == ("invalid_body", "denied")
 
 
 def send_chunked(port, key, chunks, pause=0.3):

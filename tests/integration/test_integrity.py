@@ -67,6 +67,18 @@ def post(stack, path, body, headers=None, key=None, timeout=10):
     return stack.gateway("POST", path, body, headers=hdrs, timeout=timeout)
 
 
+def assert_refused_past_the_cut(stack, status, h, answer, verdict):
+    """The capture filter spoiled the body past the cut: the client gets the gateway's
+    refusal (403 for a model, else 400) in the API's error shape instead of the
+    upstream's answer to the spoiled body, and the row names it, never
+    upstream_rejected."""
+    assert status == (403 if verdict == "model_not_allowed" else 400), answer[:200]
+    err = json.loads(answer)
+    assert err["request_id"] == h["x-request-id"] and verdict in json.dumps(err), err
+    r = stack.row(h["x-request-id"])
+    assert (r["verdict"], r["outcome"], r["usage_source"]) == (verdict, "denied", "none")
+
+
 def metric(stack, name):
     text = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics",
                                   timeout=5).read().decode()
@@ -275,13 +287,11 @@ def test_a_second_stream_member_past_the_prefix_spoils_the_body(stack):
     cut must not turn a judged unary request into a stream nobody asked usage for."""
     body = json.dumps({"stream": False, "messages": [{"role": "user", "content": "x" * 40000}],
                        "model": "mock-gpt"}).encode()[:-1] + b', "stream": true}'
-    status, h, _ = post(stack, CHAT, body)
-    assert status == 400   # the upstream could not read the spoiled body
-    r = stack.row(h["x-request-id"])
-    assert (r["outcome"], r["usage_source"]) == ("upstream_rejected", "none")
+    status, h, answer = post(stack, CHAT, body)
+    assert_refused_past_the_cut(stack, status, h, answer, "invalid_body")
     variant = json.dumps({"messages": [{"role": "user", "content": "x" * 40000}],
                           "model": "mock-gpt"}).encode()[:-1] + b', "Stream": true}'
-    assert post(stack, CHAT, variant)[0] == 400
+    assert_refused_past_the_cut(stack, *post(stack, CHAT, variant), "invalid_body")
 
 
 @pytest.mark.parametrize("value", [
@@ -308,9 +318,8 @@ def test_a_restricted_keys_model_past_the_prefix_is_judged(stack, value):
     body = ok.replace(b'"model": "mock-gpt"', b'"model":' + value)
     assert body != ok
     status, h, answer = post(stack, CHAT, body, key=key)
-    assert status == 400, answer[:200]
     assert stack.mock_requests()[-1]["body_sha256"] != hashlib.sha256(body).hexdigest()
-    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert_refused_past_the_cut(stack, status, h, answer, "model_not_allowed")
 
 
 def test_a_restricted_keys_body_without_model_is_not_left_to_the_upstream(stack):
@@ -321,9 +330,7 @@ def test_a_restricted_keys_body_without_model_is_not_left_to_the_upstream(stack)
     deadline = time.time() + 3   # the agent's next configuration poll
     while post(stack, CHAT, long_body(CHAT, {}), key=key)[0] != 200 and time.time() < deadline:
         time.sleep(0.1)
-    status, h, _ = post(stack, CHAT, body, key=key)
-    assert status == 400
-    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert_refused_past_the_cut(stack, *post(stack, CHAT, body, key=key), "model_required")
 
 
 @pytest.mark.parametrize("key", ["previous_response_id", "conversation", "Previous_Response_Id",
@@ -337,10 +344,9 @@ def test_stored_state_past_the_prefix_spoils_a_responses_body(stack, key):
     assert status == 200
     assert stack.mock_requests()[-1]["body_sha256"] == hashlib.sha256(clean).hexdigest()
     body = clean[:-1] + f', "{key}": "resp_other"}}'.encode()
-    status, h, _ = post(stack, "/v1/responses", body)
-    assert status == 400
+    status, h, answer = post(stack, "/v1/responses", body)
     assert stack.mock_requests()[-1]["body_sha256"] != hashlib.sha256(body).hexdigest()
-    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert_refused_past_the_cut(stack, status, h, answer, "unsupported_parameter")
 
 
 @pytest.mark.parametrize("path,model", [(MESSAGES, "mock-claude"), ("/v1/embeddings", "mock-gpt")])
@@ -354,11 +360,10 @@ def test_a_second_model_past_the_prefix_spoils_any_api_body(stack, path, model):
     post(stack, path, clean)
     assert stack.mock_requests()[-1]["body_sha256"] == hashlib.sha256(clean).hexdigest()
     second = clean[:-1] + b', "model": "mock-other"}'
-    status, h, _ = post(stack, path, second)
+    status, h, answer = post(stack, path, second)
     up = stack.mock_requests()[-1]
     assert up["body_sha256"] != hashlib.sha256(second).hexdigest()   # a NUL went in
-    assert status == 400   # the upstream could not read the spoiled body
-    assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+    assert_refused_past_the_cut(stack, status, h, answer, "invalid_body")
 
 
 def test_http2_stream_without_content_length_is_amended(tmp_path):
@@ -662,8 +667,7 @@ def test_what_costs_more_past_the_prefix_spoils_the_body(stack, path, model, tai
     up = stack.mock_requests()[-1]
     if spoiled:
         assert up["body_sha256"] != hashlib.sha256(body).hexdigest()   # a NUL went in
-        assert status == 400, answer[:200]
-        assert stack.row(h["x-request-id"])["outcome"] == "upstream_rejected"
+        assert_refused_past_the_cut(stack, status, h, answer, "unsupported_value")
     else:
         # Read whole by the upstream (a chat body got spaces before its brace for the
         # amendment it did not need).

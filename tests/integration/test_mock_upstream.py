@@ -419,13 +419,18 @@ def test_pretty_streams(mock):
 
 
 def test_stored_responses(mock):
-    """A create's id depends on its input; the stored response's paths answer for any
+    """A create's id depends on its input and X-Request-Id; the stored response's paths answer for any
     id (the mock keeps nothing), a read with the usage the knobs say; an empty POST body
     is logged as empty."""
     req = {"model": "gpt-x", "input": "hi"}
     one = post_json(mock.port, "/v1/responses", req)[2]["id"]
     assert post_json(mock.port, "/v1/responses", req)[2]["id"] == one
     assert post_json(mock.port, "/v1/responses", dict(req, input="ho"))[2]["id"] != one
+    # requests a gateway tells apart by X-Request-Id (two keys' equal creates) too
+    two = post_json(mock.port, "/v1/responses", req, {"X-Request-Id": "a"})[2]["id"]
+    assert two != one
+    assert post_json(mock.port, "/v1/responses", req, {"X-Request-Id": "a"})[2]["id"] == two
+    assert post_json(mock.port, "/v1/responses", req, {"X-Request-Id": "b"})[2]["id"] != two
     status, _, raw = call(mock.port, "GET", f"/v1/responses/{one}", None,
                           {"x-mock-prompt-tokens": "7"})
     body = json.loads(raw)

@@ -91,6 +91,29 @@ static struct acct_row pending_of(const char *key, const char *body)
 	return row;
 }
 
+/* The pending row of body's first bytes, HAProxy's cut of a 40000-byte body. */
+static struct acct_row pending_of_cut(const char *key, const char *body)
+{
+	struct decision_request req;
+	struct decision d;
+	struct acct_row row;
+	static char auth[128];
+
+	memset(&req, 0, sizeof(req));
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	req.authorization = (struct spop_str){ auth, strlen(auth) };
+	req.method = (struct spop_str){ "POST", 4 };
+	req.path = (struct spop_str){ "/v1/chat/completions", 20 };
+	req.body = (struct spop_str){ body, strlen(body) };
+	req.body_length_known = 1;
+	req.body_size = 40000;
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	decision_estimate(&d, &req, 4096);
+	join_decided(&d, ID, strlen(ID), 1796278643000, &row);
+	return row;
+}
+
 static void test_decided(void)
 {
 	/* 40 bytes: 10 prompt tokens estimated, and its max_tokens */
@@ -114,6 +137,11 @@ static void test_decided(void)
 	CHECK_EQ_INT(p.key_id, ACCT_NONE);
 	CHECK_EQ_INT(p.est_prompt_tokens, ACCT_NONE);
 	CHECK_EQ_INT(p.status, 401);
+	/* A model the gateway does not know: its row names what the client asked for. */
+	p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-nosuch\"}");
+	CHECK_EQ_STR(p.verdict, "model_not_found");
+	CHECK_EQ_STR(p.model_requested, "gpt-nosuch");
+	CHECK_EQ_STR(p.provider, "");
 }
 
 static void test_complete_with_usage(void)
@@ -630,6 +658,40 @@ static void test_unbilled_takes_no_usage(void)
 	owner_free(o);
 }
 
+/* The capture filter spoiled a cut body past the cut and HAProxy answered the refusal
+ * (haproxy.cfg's tally_spoiled): the row says so, never upstream_rejected; a refusal the
+ * agent gives no cut body, or an uncut body's record, changes nothing. */
+static void test_refused_past_the_cut(void)
+{
+	const char *cut = "{\"model\":\"gpt-a\",\"messages\":[{\"role\":\"user\",\"content\":\"xxxx";
+	struct acct_row p = pending_of_cut(FIX_KEY_OPEN, cut), row;
+
+	CHECK(p.flags & ACCT_FLAG_SCANNED);
+	CHECK_EQ_INT(rec_parse(ID, REC("400", "40300", "--", "unsupported_value 1 gpt-a oai - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "unsupported_value");
+	CHECK_EQ_INT(row.outcome, ACCT_DENIED);
+	CHECK_EQ_INT(row.status, 400);
+	CHECK_EQ_STR(row.model_requested, "gpt-a");
+	CHECK_EQ_INT(rec_parse(ID, REC("403", "40300", "--", "model_not_allowed 1 gpt-a oai - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "model_not_allowed");
+	CHECK_EQ_INT(rec_parse(ID, REC("401", "40300", "--", "invalid_api_key 1 gpt-a oai - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "allow");
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_REJECTED);
+	p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	CHECK(!(p.flags & ACCT_FLAG_SCANNED));
+	CHECK_EQ_INT(rec_parse(ID, REC("400", "342", "--", "unsupported_value 1 gpt-a oai - - -",
+	                               NO_USAGE), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.verdict, "allow");
+	CHECK_EQ_INT(row.outcome, ACCT_UPSTREAM_REJECTED);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -652,6 +714,7 @@ int main(void)
 	RUN(test_fates_keep_the_invariant);
 	RUN(test_stored_response_id);
 	RUN(test_unbilled_takes_no_usage);
+	RUN(test_refused_past_the_cut);
 	fixture_close(&fx);
 	return UNIT_DONE();
 }

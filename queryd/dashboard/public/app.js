@@ -83,6 +83,14 @@
     if (ms < 60000) return (ms / 1000).toFixed(2) + ' s';
     return (ms / 60000).toFixed(1) + ' min';
   }
+  /* A latency bucket [over, at most] (null: past the last bound), all the rollups can
+   * say of a percentile: "≤ 25 ms", "1.00 s–1.50 s", "> 1.0 min". */
+  function fmtBucket(b) {
+    if (!b) return '–';
+    if (b[1] == null) return '> ' + fmtMs(b[0]);
+    if (!b[0]) return '≤ ' + fmtMs(b[1]);
+    return fmtMs(b[0]) + '–' + fmtMs(b[1]);
+  }
   function fmtStamp(sec, withSeconds) {
     const d = new Date(sec * 1000);
     const s = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
@@ -405,10 +413,12 @@
     setText(errSub, `${fmtInt(t.errors ?? 0)} errors`);
     setData(errSub, 'value', t.errors ?? 0);
     const lat = t.latency_ms || {};
-    kpi('kpi-p50', fmtMs(lat.p50), lat.p50);
-    kpi('kpi-p95', fmtMs(lat.p95), lat.p95);
+    // the buckets' range: an interpolated figure inside a bucket claims what they cannot
+    const interp = (p) => (p != null ? `estimated ${fmtMs(p)} by interpolation inside the bucket` : '');
+    kpi('kpi-p50', fmtBucket(lat.p50_bucket), lat.p50, interp(lat.p50));
+    kpi('kpi-p95', fmtBucket(lat.p95_bucket), lat.p95, interp(lat.p95));
     setText('kpi-avg-sub', lat.avg != null ? `avg ${fmtMs(lat.avg)}` : '');
-    setText('kpi-p99-sub', lat.p99 != null ? `p99 ${fmtMs(lat.p99)}` : '');
+    setText('kpi-p99-sub', lat.p99_bucket ? `p99 ${fmtBucket(lat.p99_bucket)}` : '');
   }
 
   // ------------------------------------------------------------------ charts
@@ -573,7 +583,7 @@
       h('span', { class: 'bar' }, h('span', { style: `width:${Math.max(1, share * 100).toFixed(1)}%` })),
       h('span', { class: 'meta' },
         `${fmtInt(r.requests)} requests · ${fmtCompact(r.total_tokens)} tokens · ${fmtPct(r.error_rate)} errors` +
-        (r.latency_ms && r.latency_ms.p95 != null ? ` · p95 ${fmtMs(r.latency_ms.p95)}` : '')));
+        (r.latency_ms && r.latency_ms.p95_bucket ? ` · p95 ${fmtBucket(r.latency_ms.p95_bucket)}` : '')));
     }));
   }
 
@@ -729,7 +739,9 @@
   }
   function tokensText(r) {
     if (r.prompt_tokens == null && r.completion_tokens == null) return '–';
-    return `${fmtInt(r.prompt_tokens ?? 0)} → ${fmtInt(r.completion_tokens ?? 0)}`;
+    // a count the provider did not report is unknown, not 0
+    const n = (v) => (v == null ? '?' : fmtInt(v));
+    return `${n(r.prompt_tokens)} → ${n(r.completion_tokens)}`;
   }
   /* The reported cost, and beside it the estimate of what the provider did not report. */
   function costCell(r) {
@@ -764,7 +776,7 @@
       h('td', { title: r.started_at != null ? new Date(r.started_at).toISOString() : null }, fmtTimeMs(r.started_at)),
       h('td', { class: 'id', title: r.request_id }, r.request_id),
       h('td', null, r.key_name != null ? r.key_name : h('span', { class: 'none' }, r.key_id ? '#' + r.key_id : '–')),
-      h('td', { title: r.model_requested && r.model_requested !== r.model ? 'requested ' + r.model_requested : null }, orNone(r.model)),
+      h('td', { title: r.model_requested && r.model_requested !== r.model ? 'requested ' + r.model_requested : null }, orNone(r.model || r.model_requested)),
       h('td', null, orNone(r.provider)),
       h('td', null, statusBadge(r.status)),
       h('td', null, outcomeBadge(r.outcome)),
@@ -939,7 +951,7 @@
       renderModels(d.models || []);
     } catch (e) {
       if (isAbort(e)) return;
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 12 }, 'Could not load models: ' + e.message)));
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg error' }, h('td', { colspan: 13 }, 'Could not load models: ' + e.message)));
     }
   }
 
@@ -962,7 +974,7 @@
   function renderModels(models) {
     addOptions($('dl-models'), models.map((m) => m.name));
     if (!models.length) {
-      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 12 },
+      $('models-body').replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 13 },
         'No models yet: tallyctl model set NAME --provider P')));
       return;
     }
@@ -982,6 +994,8 @@
         h('td', { class: 'r' }, price(p.output_micros_per_mtok)),
         h('td', { class: 'r' }, price(p.cached_micros_per_mtok)),
         h('td', { class: 'r' }, price(p.cache_write_micros_per_mtok)),
+        h('td', { class: 'r', 'data-field': 'web-search' }, p.web_search_micros_per_call != null
+          ? fmtUSD(p.web_search_micros_per_call) : h('span', { class: 'none', title: 'no price: requests that offer a web search are refused' }, 'unset')),
         h('td', { class: 'cards', 'data-field': 'cards' }, ...(others.length ? others.map((c) =>
           h('div', { 'data-testid': 'model-card', 'data-tier': c.tier, 'data-above': c.above_tokens },
             h('span', { class: 'card-name' }, cardName(c)), ' ', h('span', { class: 'muted' }, cardPrices(c))))
