@@ -43,6 +43,7 @@ struct agent_config {
 	int pending_timeout_ms;
 	int pending_max;
 	int long_body_memory;                 /* bytes of long bodies in assembly, at most */
+	int long_body_key_memory;             /* of those, one key's at most */
 	int stored_responses;                 /* stored responses' owners kept, at most */
 	int dedupe_ms;
 	int default_max_tokens;

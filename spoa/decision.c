@@ -742,12 +742,12 @@ size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, 
 	return len;
 }
 
-int decision_key_active(const struct keytable *t, const struct decision_request *req)
+int64_t decision_key_active(const struct keytable *t, const struct decision_request *req)
 {
 	struct spop_str key = decision_find_key(req);
 	const struct kt_key *k = key.len ? keytable_find_key(t, key.ptr, key.len) : NULL;
 
-	return k && !k->revoked;
+	return k && !k->revoked ? k->id : 0;
 }
 
 /* Appends s as JSON string content (without quotes), truncating at 200 bytes: error

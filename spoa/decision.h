@@ -149,9 +149,9 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,
                            size_t cap);
 
-/* Whether req names a key of t that is not revoked: what lets a long body's pieces take
- * room before its decision (longbody.h). */
-int decision_key_active(const struct keytable *t, const struct decision_request *req);
+/* The id of the key of t req names if it is not revoked, else 0: what lets a long
+ * body's pieces take room before its decision, in that key's share (longbody.h). */
+int64_t decision_key_active(const struct keytable *t, const struct decision_request *req);
 
 /* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
  * its output bound (max_output) or default_max_tokens when it names none for the

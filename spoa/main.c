@@ -246,7 +246,9 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->pending = pending_new((size_t)a->cfg.pending_max);
 	a->keylive = keylive_new();
 	a->quota = quota_new();
-	a->longbody = a->cfg.long_body_memory ? longbody_new((size_t)a->cfg.long_body_memory) : NULL;
+	a->longbody = a->cfg.long_body_memory ?
+	              longbody_new((size_t)a->cfg.long_body_memory,
+	                           (size_t)a->cfg.long_body_key_memory) : NULL;
 	a->owners = owner_new((size_t)a->cfg.stored_responses);
 	if (a->owners && owner_set_store(a->owners, a->cfg.db_path) < 0) {
 		snprintf(err, errlen, "database path too long");

@@ -1,0 +1,93 @@
+"""What one key holder can make the gateway hold, through the real HAProxy and agent: a
+key's long bodies in assembly take at most its share of the agent's long-body memory
+(HAProxy 3.4, the piece path)."""
+import json
+import re
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from conftest import JUDGED_WHOLE
+from stack import Stack
+
+CHAT = "/v1/chat/completions"
+# --long-body-memory for this module: 8 bodies in HAProxy's 2 MiB large buffers, so
+# that a few stalled connections fill it; the per-key share stays the default (8 MiB).
+MEMORY = 16 << 20
+KEY_SHARE = 8 << 20
+LARGE_BUFFER = 2 << 20
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    s = Stack(tmp_path_factory.mktemp("bounds"), agent_args=["--long-body-memory", str(MEMORY)])
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+
+
+def long_prompt(size, model):
+    """A chat body of exactly size bytes, its model last (the OpenAI Python SDK's order):
+    judged on its first frame, a key without a default model gets 400 model_required."""
+    start = json.dumps({"messages": [{"role": "user", "content": ""}]})
+    rest = json.dumps({"model": model})[1:]
+    pad = size - len(start) - len(rest) - 1
+    return (start[:-4] + "x" * pad + '"}]' + ", " + rest).encode()
+
+
+def long_bodies(stack, result):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    return int(re.search(rf'^tally_long_bodies_total{{result="{result}"}} (\d+)$', text,
+                         re.M).group(1))
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def stall(stack, key, declared, sent):
+    """A connection that announces a body of declared bytes and sends only sent of them."""
+    sock = socket.create_connection(("127.0.0.1", stack.gw_port), timeout=10)
+    sock.sendall((f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n").encode()
+                 + b'{"messages":[{"role":"user","content":"' + b"x" * sent)
+    return sock
+
+
+@pytest.mark.skipif(not JUDGED_WHOLE, reason="long bodies go in pieces on HAProxy 3.4+ only")
+def test_one_key_holds_its_share_of_the_long_body_memory(stack):
+    """A key holder stalls more long bodies than the agent's whole long-body memory
+    holds: it keeps its share (--long-body-key-memory), its further bodies are judged on
+    their first frame, and another key's long prompt is still judged whole."""
+    hog = stack.create_key("bounds-hog")
+    other = stack.create_key("bounds-other")
+    assert wait_for(lambda: stack.gateway("POST", CHAT, long_prompt(20000, "mock-gpt"),
+                                          key=other)[0] == 200, 3)
+    refused = long_bodies(stack, "refused")
+    share = KEY_SHARE // LARGE_BUFFER
+    stalled = [stall(stack, hog, 1000000, 20000) for _ in range(MEMORY // LARGE_BUFFER + 2)]
+    try:
+        # every body past the key's share is refused room, none of the others is
+        assert wait_for(lambda: long_bodies(stack, "refused") - refused >= 2, 10)
+        time.sleep(0.5)
+        whole = long_bodies(stack, "whole")
+        status, _, got = stack.gateway("POST", CHAT, long_prompt(40000, "mock-gpt"), key=other)
+        assert status == 200, got
+        assert long_bodies(stack, "whole") == whole + 1
+        assert long_bodies(stack, "refused") - refused == len(stalled) - share
+        # the hog's own next long body meets the first-frame rules: no model before the cut
+        status, _, got = stack.gateway("POST", CHAT, long_prompt(40000, "mock-gpt"), key=hog)
+        assert status == 400 and json.loads(got)["error"]["code"] == "model_required", got
+    finally:
+        for sock in stalled:
+            sock.close()
