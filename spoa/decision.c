@@ -606,6 +606,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	 * request_id is the response's id on some servers, which a key must not choose. */
 	if (ep->stored_state && d->body.unaccountable)
 		return DECISION_STORED_STATE;
+	/* An item_reference names an output item, whose response the gateway cannot tell
+	 * (it keeps the owners of response ids only): any key's item could be read. */
+	if (ep->stored_state && d->body.item_reference)
+		return DECISION_STORED_STATE;
 	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
 		return DECISION_MODEL_FORBIDDEN;
@@ -836,7 +840,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 			snprintf(msg, cap, "Key %s may not ask the model '%s' for audio output, or the gateway has no price for it.", d->key->prefix, model);
 		break;
 	case DECISION_STORED_STATE:
-		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background or request_id, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
+		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

@@ -377,10 +377,13 @@ def test_responses_api_is_accounted_exactly(stack):
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"]) == \
         ("complete", None, None, None)
-    # building on state stored upstream: a response no key made, or a conversation
+    # building on state stored upstream: a response no key made, a conversation, or an
+    # item whose response (and key) the gateway cannot tell
     stack.mock_clear()
+    ref = [{"type": "item_reference", "id": "msg_abc"}]
     for stored, code in (({"previous_response_id": "resp_abc"}, (404, "response_not_found")),
-                         ({"conversation": "conv_abc"}, (400, "unsupported_parameter"))):
+                         ({"conversation": "conv_abc"}, (400, "unsupported_parameter")),
+                         ({"input": ref}, (400, "unsupported_parameter"))):
         assert_error(*stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
                                                             **stored), key=stack.key), *code)
     assert stack.mock_requests() == []

@@ -527,6 +527,13 @@ static void test_responses_endpoint(void)
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
 	                         "{\"model\":\"gpt-a\",\"conversation\":\"conv_x\"}", 0).verdict,
 	             DECISION_ALLOW);
+	/* an item_reference names an output item, whose key the gateway cannot tell */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"input\":[{\"type\":\"item_reference\",\"id\":\"msg_x\"}]}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                         "{\"model\":\"gpt-a\",\"input\":[{\"type\":\"message\",\"role\":\"user\",\"content\":\"hi\"}]}", 0).verdict,
+	             DECISION_ALLOW);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"input\":\"xxxx", 1);
 	CHECK(d.verdict == DECISION_ALLOW && d.stateless_scan && d.amend_scan);
