@@ -470,7 +470,7 @@ struct decision_grant {
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
                               const struct price_card *c, struct decision_grant *g)
 {
-	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	const struct decision_policy *p = req->policy ? req->policy : &none;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
@@ -587,6 +587,12 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_UNKNOWN_KEY;
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
+	/* HAProxy refuses such bodies too (haproxy.cfg, TALLY_MAX_BODY); this holds when
+	 * its cap is set higher, and for bodies it does not see whole first. */
+	if (req->policy && req->policy->max_body > 0 && req->body_size > req->policy->max_body) {
+		d->over_cap = req->policy->max_body;
+		return DECISION_BODY_TOO_LARGE;
+	}
 	if (!(ep = decision_find_endpoint(req)))
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(t, req, d)
 		                                                          : decision_models(t, req, d);
@@ -806,6 +812,11 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "Key %s may not use the model '%s'.", d->key->prefix, model);
 		break;
 	case DECISION_BODY_TOO_LARGE:
+		if (d->over_cap) {
+			snprintf(msg, cap, "The request body is larger than this gateway accepts (%lld bytes).",
+			         (long long)d->over_cap);
+			break;
+		}
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
 	case DECISION_BAD_ENDPOINT:

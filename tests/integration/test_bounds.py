@@ -1,6 +1,8 @@
 """What one key holder can make the gateway hold, through the real HAProxy and agent: a
 key's long bodies in assembly take at most its share of the agent's long-body memory
-(HAProxy 3.4, the piece path)."""
+(HAProxy 3.4, the piece path), and request bodies above the cap are refused with 413 in
+their API's error shape, with or without a Content-Length."""
+import http.client
 import json
 import re
 import socket
@@ -18,6 +20,10 @@ CHAT = "/v1/chat/completions"
 MEMORY = 16 << 20
 KEY_SHARE = 8 << 20
 LARGE_BUFFER = 2 << 20
+# The body caps of the capped stack: HAProxy's (TALLY_MAX_BODY) above the agent's
+# (--max-body), so that each is seen refusing.
+HAPROXY_CAP = 200000
+AGENT_CAP = 100000
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +97,90 @@ def test_one_key_holds_its_share_of_the_long_body_memory(stack):
     finally:
         for sock in stalled:
             sock.close()
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    s = Stack(tmp_path_factory.mktemp("capped"), agent_args=["--max-body", str(AGENT_CAP)],
+              haproxy_env={"TALLY_MAX_BODY": str(HAPROXY_CAP)})
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+
+
+def send_chunked(stack, path, body, key, step=16384):
+    """POSTs body chunked (no Content-Length); returns (status, headers, answer). The
+    gateway may answer before the body ended: what it said is read all the same."""
+    sock = socket.create_connection(("127.0.0.1", stack.gw_port), timeout=20)
+    try:
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode())
+        try:
+            for at in range(0, len(body), step):
+                chunk = body[at:at + step]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        sock.close()
+
+
+def messages_body(size):
+    """An Anthropic body of exactly size bytes, model first."""
+    start = json.dumps({"model": "mock-claude", "max_tokens": 5,
+                        "messages": [{"role": "user", "content": ""}]})
+    return (start[:-4] + "x" * (size - len(start)) + start[-4:]).encode()
+
+
+def assert_too_large(status, headers, answer, path, cap_text=None):
+    assert status == 413, answer[:300]
+    assert headers["content-type"].startswith("application/json")
+    err = json.loads(answer)
+    if path == "/v1/messages":
+        assert err["type"] == "error" and err["error"]["type"] == "request_too_large", err
+        text = err["error"]["message"]
+    else:
+        assert err["error"]["code"] == "body_too_large", err
+        assert err["error"]["type"] == "invalid_request_error"
+        text = err["error"]["message"]
+    assert "larger than this gateway accepts" in text
+    if cap_text:
+        assert cap_text in text
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/messages"])
+def test_request_bodies_above_the_cap_are_refused(capped, path):
+    """HAProxy refuses a body whose Content-Length passes TALLY_MAX_BODY before anyone
+    reads it, and the capture filter one without a Content-Length (chunked) once it
+    passes it; the agent refuses one above its own --max-body. Each is a 413 in its
+    API's error shape, and each is one row; bodies under the caps are served."""
+    make = (lambda n: long_prompt(n, "mock-gpt")) if path == CHAT else messages_body
+    big = make(HAPROXY_CAP + 1000)
+    assert len(big) == HAPROXY_CAP + 1000
+    # announced: HAProxy's rule, no decision asked for
+    status, h, got = capped.gateway("POST", path, big, key=capped.key)
+    assert_too_large(status, h, got, path)
+    r = capped.row(h["x-request-id"])
+    assert (r["status"], r["outcome"], r["verdict"]) == (413, "gateway_rejected", None), r
+    # not announced: the capture filter counts it as it passes
+    status, h, got = send_chunked(capped, path, big, capped.key)
+    assert_too_large(status, h, got, path)
+    assert capped.row(h["x-request-id"])["status"] == 413
+    # under HAProxy's cap, above the agent's: the agent's verdict
+    mid = make(AGENT_CAP + 1000)
+    status, h, got = capped.gateway("POST", path, mid, key=capped.key)
+    assert_too_large(status, h, got, path, f"({AGENT_CAP} bytes)")
+    r = capped.row(h["x-request-id"])
+    assert (r["status"], r["verdict"], r["outcome"]) == (413, "body_too_large", "denied"), r
+    # at the caps: served, whole
+    ok = make(AGENT_CAP)
+    status, h, got = capped.gateway("POST", path, ok, key=capped.key)
+    assert status == 200, got[:300]
+    status, h, got = send_chunked(capped, path, make(HAPROXY_CAP), capped.key)
+    assert status == 200, got[:300]
