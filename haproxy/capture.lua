@@ -27,6 +27,8 @@
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
 -- reaches the upstream, which then refuses it. So does, for a key restricted to some
 -- models whose body named none before the cut, a "model" not on txn.tally.allow.
+-- A body without a Content-Length that passes the body cap is spoiled there too
+-- (cut_too_large).
 --
 -- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
@@ -639,11 +641,12 @@ function Capture:strip(msg, avail)
     return last
 end
 
--- A body whose size was not announced (chunked) is cut at the cap (haproxy.cfg,
--- TALLY_MAX_BODY, refuses announced ones): the byte past it is spoiled, so that the
--- upstream refuses the body, and the rest is dropped as it comes; txn.tally.too_large
--- (a: an Anthropic path, o: another) has haproxy.cfg answer 413 in the API's shape in
--- place of the upstream's refusal. Returns the bytes to forward.
+-- A body whose size was not announced (chunked) is spoiled once it passes the cap
+-- (haproxy.cfg, TALLY_MAX_BODY, refuses announced ones), so that the upstream refuses
+-- it, and the rest passes unread (removing it stalled the message's end: tested on
+-- 2.6); txn.tally.too_large (a: an Anthropic path, o: another) has haproxy.cfg answer
+-- 413 in the API's shape in place of the upstream's refusal. Returns the bytes to
+-- forward.
 function Capture:cut_too_large(txn, msg, avail)
     local sc = self.scan
     if not sc.over then
