@@ -29,6 +29,8 @@
 -- models whose body named none before the cut, a "model" not on txn.tally.allow. A
 -- spoil also writes the refusal the agent gives such a whole body (txn.tally.spoiled,
 -- txn.tally.body), which haproxy.cfg answers in place of the upstream's answer.
+-- A body without a Content-Length that passes the body cap is spoiled there too
+-- (cut_too_large).
 --
 -- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
 
@@ -96,7 +98,12 @@ function Capture:start_analyze(txn, chn)
     -- checked (the body keeps its length).
     self.text = text or ""
     if scan then
-        self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0 }
+        self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0, passed = 0 }
+        -- A body with a Content-Length was held to the cap by haproxy.cfg already.
+        if not txn.f:req_hdr("content-length") then
+            self.max_body = txn:get_var("proc.tally_max_body")
+            self.api = (txn.f:path() or ""):find("^/v1/messages") and "a" or "o"
+        end
         self.allow = allow_set(txn:get_var("txn.tally.allow"))
         self.nostate = txn:get_var("txn.tally.nostate") ~= nil
         self.costly = txn:get_var("txn.tally.costly") or ""
@@ -1245,13 +1252,37 @@ function Capture:tell_spoiled(txn, why)
     txn:set_var("txn.tally.spoiled", why)
 end
 
+-- A body whose size was not announced (chunked) is spoiled once it passes the cap
+-- (haproxy.cfg, TALLY_MAX_BODY, refuses announced ones), so that the upstream refuses
+-- it, and the rest passes unread (removing it stalled the message's end: tested on
+-- 2.6); txn.tally.too_large (a: an Anthropic path, o: another) has haproxy.cfg answer
+-- 413 in the API's shape in place of the upstream's refusal. Returns the bytes to
+-- forward.
+function Capture:cut_too_large(txn, msg, avail)
+    local sc = self.scan
+    if not sc.over then
+        sc.over = true
+        txn:set_var("txn.tally.too_large", self.api)
+        msg:set("\0", 0, 1)
+    end
+    return avail
+end
+
 function Capture:http_payload(txn, msg)
     local avail = msg:input()
     if not msg:is_resp() then
         if self.scan then
+            -- The client's bytes: what passed and waits, less what the amendment added,
+            -- and less the one byte a chunked message's end counts (its trailers).
+            local sc = self.scan
+            local grown = (sc.done and #self.text or sc.delta) + (msg:eom() and 1 or 0)
+            if sc.over or (self.max_body and sc.passed + avail - grown > self.max_body) then
+                return self:cut_too_large(txn, msg, avail)
+            end
             local fwd = self:scan_request(msg)
-            if self.scan.spoiled and not self.told then
-                self:tell_spoiled(txn, self.scan.spoiled)
+            sc.passed = sc.passed + fwd
+            if sc.spoiled and not self.told then
+                self:tell_spoiled(txn, sc.spoiled)
                 self.told = true
             end
             return fwd

@@ -144,15 +144,27 @@ int row_csv_header(struct row_buf *b)
 	return row_buf_put(b, "\r\n", 2);
 }
 
-/* One CSV field: quoted when it holds a separator, a quote or a line break. */
+/* Whether a text cell would be read as a formula by a spreadsheet: clients choose text
+ * that rows keep (a requested model, say), and an export is opened in one. */
+static int row_csv_formula(const char *s, size_t n)
+{
+	return n && s[0] && strchr("=+-@\t\r", s[0]) != NULL;
+}
+
+/* One CSV text field: quoted when it holds a separator, a quote or a line break, and
+ * behind a ' when it would pass for a formula (OWASP's CSV injection advice). */
 static int row_csv_field(struct row_buf *b, const char *s, size_t n)
 {
 	size_t i, start = 0;
+	int quote = memchr(s, ',', n) || memchr(s, '"', n) || memchr(s, '\r', n) ||
+	            memchr(s, '\n', n);
 
-	if (!memchr(s, ',', n) && !memchr(s, '"', n) && !memchr(s, '\r', n) && !memchr(s, '\n', n))
-		return row_buf_put(b, s, n);
-	if (row_buf_put(b, "\"", 1) < 0)
+	if (quote && row_buf_put(b, "\"", 1) < 0)
 		return -1;
+	if (row_csv_formula(s, n) && row_buf_put(b, "'", 1) < 0)
+		return -1;
+	if (!quote)
+		return row_buf_put(b, s, n);
 	for (i = 0; i < n; i++) {
 		if (s[i] != '"')
 			continue;

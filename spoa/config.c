@@ -210,6 +210,16 @@ static int config_set_long_body_memory(struct agent_config *cfg, const char *val
 	return config_ms(value, 0, 1024 * 1024 * 1024, &cfg->long_body_memory);
 }
 
+static int config_set_long_body_key_memory(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 1024 * 1024 * 1024, &cfg->long_body_key_memory);
+}
+
+static int config_set_max_body(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 1024 * 1024 * 1024, &cfg->max_body);
+}
+
 static int config_set_stored_responses(struct agent_config *cfg, const char *value)
 {
 	return config_ms(value, 1, 64 * 1024 * 1024, &cfg->stored_responses);
@@ -300,6 +310,8 @@ static const struct config_setting settings[] = {
 	{ "pending-timeout-ms", "MS", "wait this long for a decided request's record, then write it as no_record (default 900000)", config_set_pending_timeout },
 	{ "dedupe-ms", "MS", "remember record ids this long to count second copies as duplicates (default 600000)", config_set_dedupe },
 	{ "long-body-memory", "BYTES", "request bodies longer than one SPOP frame held for their decision (HAProxy 3.4+), at most; 0 judges them on their first frame (default 67108864)", config_set_long_body_memory },
+	{ "long-body-key-memory", "BYTES", "of --long-body-memory, what the bodies of one key hold at most, so that one key's stalled long bodies leave room to the others (default 8388608: 4 bodies in HAProxy's 2 MiB large buffers)", config_set_long_body_key_memory },
+	{ "max-body", "BYTES", "request bodies longer than this are refused with 413 body_too_large (HAProxy refuses them too: TALLY_MAX_BODY); 0: no cap (default 4194304)", config_set_max_body },
 	{ "stored-responses", "N", "ids of stored responses (Responses API) whose key the agent remembers, at most; past it the oldest is forgotten and its key gets 404 for it (default 262144)", config_set_stored_responses },
 	{ "pending-max", "N", "decided requests awaiting their record, at most; beyond it requests are refused with 503 and counted (default 131072)", config_set_pending_max },
 	{ "default-max-tokens", "N", "output tokens a limited key's request reserves when it names no max_tokens (default 4096)", config_set_default_max_tokens },
@@ -442,6 +454,8 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->queue_capacity = 65536;
 	cfg->pending_max = 131072;
 	cfg->long_body_memory = 64 * 1024 * 1024;
+	cfg->long_body_key_memory = 8 * 1024 * 1024;
+	cfg->max_body = 4 * 1024 * 1024;
 	cfg->stored_responses = 262144;
 	cfg->batch_max = WRITER_BATCH_DEFAULT;
 	cfg->write_retry_ms = 10000;

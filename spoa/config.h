@@ -43,6 +43,8 @@ struct agent_config {
 	int pending_timeout_ms;
 	int pending_max;
 	int long_body_memory;                 /* bytes of long bodies in assembly, at most */
+	int long_body_key_memory;             /* of those, one key's at most */
+	int max_body;                         /* request body bytes, at most; 0 no cap */
 	int stored_responses;                 /* stored responses' owners kept, at most */
 	int dedupe_ms;
 	int default_max_tokens;

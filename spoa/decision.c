@@ -484,7 +484,7 @@ struct decision_grant {
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
                               const struct price_card *c, struct decision_grant *g)
 {
-	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	const struct decision_policy *p = req->policy ? req->policy : &none;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
@@ -601,6 +601,12 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_UNKNOWN_KEY;
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
+	/* HAProxy refuses such bodies too (haproxy.cfg, TALLY_MAX_BODY); this holds when
+	 * its cap is set higher, and for bodies it does not see whole first. */
+	if (req->policy && req->policy->max_body > 0 && req->body_size > req->policy->max_body) {
+		d->over_cap = req->policy->max_body;
+		return DECISION_BODY_TOO_LARGE;
+	}
 	if (!(ep = decision_find_endpoint(req)))
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(t, req, d)
 		                                                          : decision_models(t, req, d);
@@ -619,6 +625,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 	/* A background response's usage comes only to later reads, which bill nothing; a
 	 * request_id is the response's id on some servers, which a key must not choose. */
 	if (ep->stored_state && d->body.unaccountable)
+		return DECISION_STORED_STATE;
+	/* An item_reference names an output item, whose response the gateway cannot tell
+	 * (it keeps the owners of response ids only): any key's item could be read. */
+	if (ep->stored_state && d->body.item_reference)
 		return DECISION_STORED_STATE;
 	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
@@ -756,12 +766,12 @@ size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, 
 	return len;
 }
 
-int decision_key_active(const struct keytable *t, const struct decision_request *req)
+int64_t decision_key_active(const struct keytable *t, const struct decision_request *req)
 {
 	struct spop_str key = decision_find_key(req);
 	const struct kt_key *k = key.len ? keytable_find_key(t, key.ptr, key.len) : NULL;
 
-	return k && !k->revoked;
+	return k && !k->revoked ? k->id : 0;
 }
 
 /* Appends s as JSON string content (without quotes), truncating at 200 bytes: error
@@ -816,6 +826,11 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(msg, cap, "Key %s may not use the model '%s'.", d->key->prefix, model);
 		break;
 	case DECISION_BODY_TOO_LARGE:
+		if (d->over_cap) {
+			snprintf(msg, cap, "The request body is larger than this gateway accepts (%lld bytes).",
+			         (long long)d->over_cap);
+			break;
+		}
 		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
 		break;
 	case DECISION_BAD_ENDPOINT:
@@ -850,7 +865,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 			snprintf(msg, cap, "Key %s may not ask the model '%s' for audio output, or the gateway has no price for it.", d->key->prefix, model);
 		break;
 	case DECISION_STORED_STATE:
-		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background or request_id, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
+		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
 		break;
 	case DECISION_RPM_LIMITED:
 		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",

@@ -55,6 +55,7 @@ struct decision_policy {
 	const char *service_tiers;  /* comma-separated; NULL or "": every tier priced */
 	enum kt_policy server_tools; /* KT_POLICY_INHERIT reads as KT_POLICY_PRICED */
 	enum kt_policy audio;
+	int64_t max_body;            /* request body bytes a request may have; 0: no cap */
 };
 
 /* What a DECISION_COST_POLICY refused. */
@@ -84,6 +85,8 @@ struct decision {
 	enum decision_model_source model_source;
 	int stream;                         /* 1, 0, or -1 when the body was cut first */
 	int body_truncated;                 /* HAProxy's cut, or a JSON prefix */
+	int64_t over_cap;                   /* DECISION_BODY_TOO_LARGE for a body above the
+	                                     * policy's max_body: that cap; else 0 */
 	long max_output;                    /* the answer's bound as the endpoint reads it
 	                                     * (max_tokens, or max_output_tokens); -1 none */
 	int unbilled;                       /* a count of tokens (count_tokens): no usage to
@@ -149,9 +152,9 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,
                            size_t cap);
 
-/* Whether req names a key of t that is not revoked: what lets a long body's pieces take
- * room before its decision (longbody.h). */
-int decision_key_active(const struct keytable *t, const struct decision_request *req);
+/* The id of the key of t req names if it is not revoked, else 0: what lets a long
+ * body's pieces take room before its decision, in that key's share (longbody.h). */
+int64_t decision_key_active(const struct keytable *t, const struct decision_request *req);
 
 /* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
  * its output bound (max_output) or default_max_tokens when it names none for the

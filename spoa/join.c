@@ -115,6 +115,9 @@ static void join_no_usage(struct usage *u)
 	memset(u, 0, sizeof(*u));
 	u->prompt_tokens = u->completion_tokens = u->cached_tokens = ACCT_NONE;
 	u->cache_creation_tokens = u->reasoning_tokens = ACCT_NONE;
+	u->cache_creation_1h_tokens = u->audio_input_tokens = u->audio_output_tokens = ACCT_NONE;
+	u->accepted_prediction_tokens = u->rejected_prediction_tokens = ACCT_NONE;
+	u->web_search_calls = ACCT_NONE;
 	u->source = ACCT_USAGE_NONE;
 }
 

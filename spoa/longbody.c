@@ -1,8 +1,9 @@
 /* longbody: long request bodies assembled from their pieces (see longbody.h). Any I/O
  * thread; one mutex, held for a walk of the few bodies in assembly and one memcpy.
  *
- * A body's reservation is taken against max_bytes when its first piece comes, so the
- * bound holds however its pieces interleave with others'. Few bodies are in assembly at
+ * A body's reservation is taken against max_bytes, and against key_max_bytes summed
+ * over its key's bodies, when its first piece comes, so both bounds hold however its
+ * pieces interleave with others'. Few bodies are in assembly at
  * once (max_bytes / HAProxy's large buffer), so a list serves; every call drops the
  * bodies past their time first. */
 #include "longbody.h"
@@ -15,6 +16,7 @@ struct longbody_entry {
 	struct longbody_entry *next;
 	char id[LONGBODY_ID_MAX];
 	size_t idlen;
+	int64_t key;
 	int64_t started_ms;
 	size_t total, len;
 	size_t reserved;              /* max(total, hold) */
@@ -26,9 +28,10 @@ struct longbody {
 	struct longbody_entry *head;
 	size_t reserved;              /* sum of the entries' reservations */
 	size_t max_bytes;
+	size_t key_max_bytes;
 };
 
-struct longbody *longbody_new(size_t max_bytes)
+struct longbody *longbody_new(size_t max_bytes, size_t key_max_bytes)
 {
 	struct longbody *lb = calloc(1, sizeof(*lb));
 
@@ -36,6 +39,7 @@ struct longbody *longbody_new(size_t max_bytes)
 		return NULL;
 	pthread_mutex_init(&lb->lock, NULL);
 	lb->max_bytes = max_bytes;
+	lb->key_max_bytes = key_max_bytes;
 	return lb;
 }
 
@@ -92,16 +96,31 @@ static void longbody_expire(struct longbody *lb, int64_t now_ms)
 	}
 }
 
-/* A new entry for id at off 0, max(total, hold) reserved; NULL if there is no room.
- * Lock held. */
+/* Bytes reserved by key's bodies. Lock held. */
+static size_t longbody_key_reserved(const struct longbody *lb, int64_t key)
+{
+	const struct longbody_entry *e;
+	size_t n = 0;
+
+	for (e = lb->head; e; e = e->next)
+		if (e->key == key)
+			n += e->reserved;
+	return n;
+}
+
+/* A new entry for id of key at off 0, max(total, hold) reserved; NULL if there is no
+ * room, in all or in key's share. Lock held. */
 static struct longbody_entry *longbody_start(struct longbody *lb, const char *id,
-                                             size_t idlen, size_t total, size_t hold,
-                                             int64_t now_ms)
+                                             size_t idlen, int64_t key, size_t total,
+                                             size_t hold, int64_t now_ms)
 {
 	size_t want = total > hold ? total : hold;
+	size_t key_used = longbody_key_reserved(lb, key);
 	struct longbody_entry *e;
 
-	if (want > lb->max_bytes - lb->reserved || !(e = calloc(1, sizeof(*e))))
+	if (want > lb->max_bytes - lb->reserved ||
+	    key_used > lb->key_max_bytes || want > lb->key_max_bytes - key_used ||
+	    !(e = calloc(1, sizeof(*e))))
 		return NULL;
 	if (!(e->buf = malloc(total))) {
 		free(e);
@@ -109,6 +128,7 @@ static struct longbody_entry *longbody_start(struct longbody *lb, const char *id
 	}
 	memcpy(e->id, id, idlen);
 	e->idlen = idlen;
+	e->key = key;
 	e->started_ms = now_ms;
 	e->total = total;
 	e->reserved = want;
@@ -118,8 +138,8 @@ static struct longbody_entry *longbody_start(struct longbody *lb, const char *id
 	return e;
 }
 
-int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64_t off,
-                        int64_t total, int64_t hold, const char *data, size_t len,
+int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64_t key,
+                        int64_t off, int64_t total, int64_t hold, const char *data, size_t len,
                         int64_t now_ms)
 {
 	struct longbody_entry **slot, *e = NULL;
@@ -138,7 +158,7 @@ int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64
 	    (uint64_t)off + len > (uint64_t)total)
 		goto out;
 	if (off == 0)
-		e = longbody_start(lb, id, idlen, (size_t)total, hold > 0 ? (size_t)hold : 0, now_ms);
+		e = longbody_start(lb, id, idlen, key, (size_t)total, hold > 0 ? (size_t)hold : 0, now_ms);
 	if (!e)
 		goto out;
 	memcpy(e->buf + e->len, data, len);

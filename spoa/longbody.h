@@ -4,8 +4,9 @@
  * threads: one request's pieces may arrive over different SPOP connections, in order
  * (HAProxy waits for each piece's ACK before it sends the next).
  *
- * Bounded: at most max_bytes reserved at once and LONGBODY_BODY_MAX per body; a piece
- * that would pass either is refused, and that request is judged on its first frame as
+ * Bounded: at most max_bytes reserved at once, key_max_bytes by the bodies of one key
+ * (so that one key holder's stalled bodies cannot take every other key's room), and
+ * LONGBODY_BODY_MAX per body; a piece that would pass any is refused, and that request is judged on its first frame as
  * on older HAProxy versions. Each body reserves at least the large buffer HAProxy holds
  * it in while it arrives (hold, haproxy.cfg's tune.bufsize.large), so max_bytes bounds
  * HAProxy's large buffers for bodies in assembly as well as the agent's copies. A body
@@ -24,18 +25,18 @@
 struct longbody;
 
 /* NULL on allocation failure. */
-struct longbody *longbody_new(size_t max_bytes);
+struct longbody *longbody_new(size_t max_bytes, size_t key_max_bytes);
 void longbody_free(struct longbody *lb);
 
 /* Appends data[0..len) at offset off of the body of request id, whose whole size is
- * total. off 0 starts the body (dropping any earlier one of that id), reserving
- * max(total, hold); any other off must be the length received so far. Returns the
- * length received now (the next piece's offset), or -1 when refused: an id that is
- * empty or longer than LONGBODY_ID_MAX, total <= 0 or above LONGBODY_BODY_MAX, an
- * empty piece, one out of order or past total, or no room left. A refused piece drops
- * what the id had. */
-int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64_t off,
-                        int64_t total, int64_t hold, const char *data, size_t len,
+ * total. off 0 starts the body of key (dropping any earlier one of that id), reserving
+ * max(total, hold); any other off must be the length received so far (key is then not
+ * looked at). Returns the length received now (the next piece's offset), or -1 when
+ * refused: an id that is empty or longer than LONGBODY_ID_MAX, total <= 0 or above
+ * LONGBODY_BODY_MAX, an empty piece, one out of order or past total, or no room left
+ * (in all, or in key's key_max_bytes). A refused piece drops what the id had. */
+int64_t longbody_append(struct longbody *lb, const char *id, size_t idlen, int64_t key,
+                        int64_t off, int64_t total, int64_t hold, const char *data, size_t len,
                         int64_t now_ms);
 
 /* Takes the body of id if all of its total bytes came: 1 and *body (malloc'd, the

@@ -246,7 +246,9 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 	a->pending = pending_new((size_t)a->cfg.pending_max);
 	a->keylive = keylive_new();
 	a->quota = quota_new();
-	a->longbody = a->cfg.long_body_memory ? longbody_new((size_t)a->cfg.long_body_memory) : NULL;
+	a->longbody = a->cfg.long_body_memory ?
+	              longbody_new((size_t)a->cfg.long_body_memory,
+	                           (size_t)a->cfg.long_body_key_memory) : NULL;
 	a->owners = owner_new((size_t)a->cfg.stored_responses);
 	if (a->owners && owner_set_store(a->owners, a->cfg.db_path) < 0) {
 		snprintf(err, errlen, "database path too long");
@@ -358,7 +360,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	int i;
 
 	a->policy = (struct decision_policy){ a->cfg.service_tiers, a->cfg.server_tools,
-	                                      a->cfg.audio };
+	                                      a->cfg.audio, a->cfg.max_body };
 	if (keytable_load(a->db, a->secret, &kt, err, errlen) < 0)
 		return -1;
 	a->generation = kt->generation;

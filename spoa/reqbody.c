@@ -30,7 +30,7 @@ enum reqbody_member {
 	REQBODY_LOGPROBS, REQBODY_TOP_LOGPROBS, REQBODY_ECHO, REQBODY_AUDIO,
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
 	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE, REQBODY_BACKGROUND,
-	REQBODY_REQUEST_ID, REQBODY_SERVICE_TIER,
+	REQBODY_REQUEST_ID, REQBODY_SERVICE_TIER, REQBODY_INPUT,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -52,6 +52,7 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_BACKGROUND] = "background",
 	[REQBODY_REQUEST_ID] = "request_id",
 	[REQBODY_SERVICE_TIER] = "service_tier",
+	[REQBODY_INPUT] = "input",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -542,14 +543,19 @@ static int reqbody_tool_kind(const char *raw, size_t len)
 	return REQBODY_TOOL_OTHER;
 }
 
-/* One tool (s at its '{'): its kind into out->server_tools. A "type" twice, spelled so
- * that only some readers take it, or not a string, is a tool nobody can judge. */
-static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_info *out)
+/* Walks an object (s at its '{') for its "type": *type and *len its raw string, NULL
+ * when it has none; *unclear when one is twice, spelled so that only some readers take
+ * it, or not a string (no reader's type can be judged then). */
+static enum reqbody_scan reqbody_type_of(struct reqbody_cursor *s, const char **type,
+                                         size_t *len, int *unclear)
 {
 	static const char *const names[] = { NULL, "type" };
-	int kind = 0, typed = 0;
+	int typed = 0;
 	enum reqbody_scan r;
 
+	*type = NULL;
+	*len = 0;
+	*unclear = 0;
 	s->p++;
 	for (;;) {
 		const char *key, *tok;
@@ -569,11 +575,10 @@ static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_i
 			return r;
 		/* "type\u0000" is "type" to a C-string reader and another key to the rest. */
 		if (k.nul || (k.m != REQBODY_OTHER && (k.variant || typed++ || *s->p != '"')))
-			kind = REQBODY_TOOL_OTHER;
-		if (k.m != REQBODY_OTHER && *s->p == '"' && kind != REQBODY_TOOL_OTHER) {
-			if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+			*unclear = 1;
+		if (k.m != REQBODY_OTHER && *s->p == '"' && !*unclear) {
+			if ((r = reqbody_string(s, type, len)) != REQBODY_SCAN_OK)
 				return r;
-			kind = reqbody_tool_kind(tok, toklen);
 		} else if ((r = reqbody_skip_value(s, &tok, &toklen)) != REQBODY_SCAN_OK) {
 			return r;
 		}
@@ -585,7 +590,60 @@ static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_i
 			return REQBODY_SCAN_BAD;
 	}
 	s->p++;
-	out->server_tools |= kind;
+	return REQBODY_SCAN_OK;
+}
+
+/* One tool (s at its '{'): its kind into out->server_tools. A tool whose type cannot be
+ * judged is one the provider runs. */
+static enum reqbody_scan reqbody_tool(struct reqbody_cursor *s, struct reqbody_info *out)
+{
+	const char *type;
+	size_t len;
+	int unclear;
+	enum reqbody_scan r = reqbody_type_of(s, &type, &len, &unclear);
+
+	if (r == REQBODY_SCAN_OK)
+		out->server_tools |= unclear ? REQBODY_TOOL_OTHER : type ? reqbody_tool_kind(type, len) : 0;
+	return r;
+}
+
+/* The array of a Responses "input" (s at its '['): whether an item is an item_reference,
+ * an id of an item stored upstream, or one whose type cannot be judged. Other
+ * elements (strings, token lists) are skipped. */
+static enum reqbody_scan reqbody_input(struct reqbody_cursor *s, struct reqbody_info *out)
+{
+	enum reqbody_scan r;
+
+	s->p++;
+	for (;;) {
+		const char *tok;
+		size_t toklen;
+		int unclear;
+		long n;
+		char word[sizeof("item_reference")];
+
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == ']')
+			break;
+		if (*s->p == '{') {
+			r = reqbody_type_of(s, &tok, &toklen, &unclear);
+			/* A NUL inside: a C-string reader may see "item_reference" before it. */
+			n = tok ? reqbody_unescape(tok, toklen, word, sizeof(word)) : -1;
+			if (r == REQBODY_SCAN_OK && (unclear || n == -2 ||
+			    (n == 14 && memcmp(word, "item_reference", 14) == 0)))
+				out->item_reference = 1;
+		} else {
+			r = reqbody_skip_value(s, &tok, &toklen);
+		}
+		if (r != REQBODY_SCAN_OK || (r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == ']')
+			break;
+		if (*s->p++ != ',')
+			return REQBODY_SCAN_BAD;
+	}
+	s->p++;
 	return REQBODY_SCAN_OK;
 }
 
@@ -726,7 +784,11 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 			out->stateful_other = 1;
 		if (*s->p == '[' && (m == REQBODY_TOOLS || m == REQBODY_MODALITIES)) {
 			r = reqbody_list(s, m == REQBODY_MODALITIES, out);
+		} else if (*s->p == '[' && m == REQBODY_INPUT) {
+			r = reqbody_input(s, out);
 		} else {
+			if (m == REQBODY_INPUT)
+				out->item_reference = 1;   /* no input a reader takes: judged the worst */
 			reqbody_misshapen(out, m);
 			r = reqbody_container(s);
 		}
@@ -794,6 +856,8 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 				out->unaccountable = 1;
 			if (k.m == REQBODY_SERVICE_TIER)
 				out->tier_unknown = 1;
+			if (k.m == REQBODY_INPUT)
+				out->item_reference = 1;
 			if (k.m == REQBODY_TOOLS || k.m == REQBODY_WEB_SEARCH || k.m == REQBODY_MCP_SERVERS)
 				out->server_tools |= REQBODY_TOOL_OTHER;
 			if (k.m == REQBODY_AUDIO || k.m == REQBODY_MODALITIES)

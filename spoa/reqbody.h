@@ -71,6 +71,11 @@ struct reqbody_info {
 	                                   comes only to later reads), or a "request_id" (a
 	                                   self-hosted server makes it the response's id,
 	                                   which a key could then choose), in any spelling */
+	int item_reference;             /* a Responses "input" item of type item_reference
+	                                   (an item stored upstream, under the operator's
+	                                   account), one whose type cannot be judged, or an
+	                                   "input" twice or spelled so only some readers
+	                                   take it */
 	char service_tier[ACCT_TIER_MAX]; /* the tier asked for, a plain name; "" none */
 	int server_tools;               /* REQBODY_TOOL_*: tools the provider would run
 	                                   (among the tools seen; "tools", "web_search_options"

@@ -364,15 +364,15 @@ static void session_piece(struct session *s, const struct keytable *kt,
 	struct decision_request req;
 	struct session_piece piece;
 	struct spop_str id = { "", 0 };
-	int64_t got = -1;
+	int64_t got = -1, key = 0;
 	size_t start = out->len;
 
 	if (session_read_request(m, &req, &id, &piece) < 0) {
 		s->stats.bad_messages++;
 	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
 		counters_refuse_unauthenticated();
-	} else if (s->longbody && (piece.off > 0 || decision_key_active(kt, &req))) {
-		got = longbody_append(s->longbody, id.ptr, id.len, piece.off, req.body_size,
+	} else if (s->longbody && (piece.off > 0 || (key = decision_key_active(kt, &req)))) {
+		got = longbody_append(s->longbody, id.ptr, id.len, key, piece.off, req.body_size,
 		                      req.json_max, piece.data.ptr, piece.data.len,
 		                      session_now_ms());
 	}
@@ -474,8 +474,9 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		/* HAProxy will ask again about this body (decision.h, wait): it keeps its
 		 * whole text for then. */
 		if (whole && d.wait)
-			longbody_append(s->longbody, id.ptr, id.len, 0, req.body_size, req.json_max,
-			                whole, req.body.len, session_now_ms());
+			longbody_append(s->longbody, id.ptr, id.len, d.key ? d.key->id : 0, 0,
+			                req.body_size, req.json_max, whole, req.body.len,
+			                session_now_ms());
 		stats_hist_observe(&stats.decision_latency, stats_now_ns() - t0);
 	}
 	if (d.verdict == DECISION_MODELS_LISTED &&

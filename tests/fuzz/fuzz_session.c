@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(in, data, size);
 	session_init(&s, 16380);
-	s.longbody = longbody_new(1 << 18);
+	s.longbody = longbody_new(1 << 18, 1 << 18);
 	/* Feed like the worker does: whole input, replies drained whenever full. */
 	for (;;) {
 		struct spop_writer w;

@@ -383,12 +383,18 @@ def test_responses_api_is_accounted_exactly(stack):
     r = stack.row(h["x-request-id"])
     assert (r["outcome"], r["prompt_tokens"], r["cost_micros"], r["estimated_tokens"]) == \
         ("complete", None, None, None)
-    # building on state stored upstream: a response no key made, or a conversation
+    assert_no_classes(r)
+    # building on state stored upstream: a response no key made, a conversation, or an
+    # item whose response (and key) the gateway cannot tell
     stack.mock_clear()
+    ref = [{"type": "item_reference", "id": "msg_abc"}]
     for stored, code in (({"previous_response_id": "resp_abc"}, (404, "response_not_found")),
-                         ({"conversation": "conv_abc"}, (400, "unsupported_parameter"))):
-        assert_error(*stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
-                                                            **stored), key=stack.key), *code)
+                         ({"conversation": "conv_abc"}, (400, "unsupported_parameter")),
+                         ({"input": ref}, (400, "unsupported_parameter"))):
+        status, h, got = stack.gateway("POST", RESPONSES, dict({"model": "mock-gpt", "input": "x"},
+                                                               **stored), key=stack.key)
+        assert_error(status, h, got, *code)
+        assert_no_classes(stack.row(h["x-request-id"]))
     assert stack.mock_requests() == []
     # an Anthropic model is not served here, and a key's allow-list holds
     assert_error(*stack.gateway("POST", RESPONSES, {"model": "mock-claude", "input": "x"},
@@ -411,6 +417,15 @@ def response_id_of(body):
 def stored_paths(rid):
     return (("GET", f"{RESPONSES}/{rid}"), ("DELETE", f"{RESPONSES}/{rid}"),
             ("POST", f"{RESPONSES}/{rid}/cancel"), ("GET", f"{RESPONSES}/{rid}/input_items"))
+
+
+# Schema 7's usage classes: NULL in a row that bills nothing, as the other counts.
+USAGE_CLASSES = ("cache_creation_1h_tokens", "audio_input_tokens", "audio_output_tokens",
+                 "accepted_prediction_tokens", "rejected_prediction_tokens", "web_search_calls")
+
+
+def assert_no_classes(row):
+    assert {c: row[c] for c in USAGE_CLASSES} == dict.fromkeys(USAGE_CLASSES), row
 
 
 def test_stored_responses_belong_to_the_key_that_made_them(stack):
@@ -438,6 +453,7 @@ def test_stored_responses_belong_to_the_key_that_made_them(stack):
             ("complete", "mock-gpt", "mock-openai", "allow"), r
         assert (r["prompt_tokens"], r["completion_tokens"], r["cost_micros"],
                 r["estimated_tokens"], r["usage_source"]) == (None, None, None, None, "none"), r
+        assert_no_classes(r)
         made.append(rid)
     assert len(set(made)) == 3
     # Without the wait about a quarter of these reads came before the create's record.

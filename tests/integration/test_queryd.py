@@ -985,6 +985,37 @@ def test_usage_classes_in_rows_and_summaries(tmp_path, kind):
         q.stop()
 
 
+def test_export_csv_cells_are_not_formulas(tmp_path):
+    """Text the client chose (the model it asked for, ...) that a spreadsheet would run
+    as a formula is exported behind a ': =, +, -, @, tab or CR first; the NDJSON export
+    and numbers (a negative count) stay as they are."""
+    db = tmp_path / "formula.db"
+    con = sqlite3.connect(db)
+    con.executescript((ROOT / "sql" / "schema.sql").read_text())
+    con.execute("INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'be', 0)")
+    t0 = (BASE + 3600) * 1000
+    asked = ['=HYPERLINK("http://x","y")', "+1", "-2+3", "@SUM(A1)", "\tx", "\r=1", "a=1", "m-gpt"]
+    with con:
+        for i, m in enumerate(asked):
+            con.execute("INSERT INTO requests (request_id, model, model_requested, provider, "
+                        "outcome, usage_source, started_at, prompt_tokens) "
+                        "VALUES (?, 'm', ?, 'p', 'complete', 'response', ?, ?)",
+                        (f"f-{i}", m, t0 + i, -5 if i == 0 else 1))
+    con.close()
+    q = Queryd(tmp_path, db)
+    try:
+        _, body = export(q, f"from={BASE}&to={BASE + 86400}")
+        table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+        at = table[0].index("model_requested")
+        assert [line[at] for line in table[1:]] == \
+            ["'" + m if m[0] in "=+-@\t\r" else m for m in asked]
+        assert table[1][table[0].index("prompt_tokens")] == "-5"
+        _, body = export(q, f"from={BASE}&to={BASE + 86400}&format=ndjson")
+        assert [json.loads(x)["model_requested"] for x in body.decode().splitlines()] == asked
+    finally:
+        q.stop()
+
+
 def test_live_agent_down_shows_stored_counters(world):
     """Without an agent to ask (on PostgreSQL there is no default control socket), the
     counters come from the accounting rows."""
@@ -1079,6 +1110,8 @@ def test_export_csv_and_ndjson(world, query, pred):
     assert table[0] == cols and len(table) == len(want) + 1
 
     def cell(v):
+        if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
+            return "'" + v   # not a formula (test_export_csv_cells_are_not_formulas)
         return "" if v is None else str(int(v)) if isinstance(v, bool) else str(v)
     assert table[1:] == [[cell(r.get(c)) for c in cols] for r in want]
     assert b'"m-gpt,""x"""' in body or not any(r["model_requested"] == 'm-gpt,"x"' for r in want)

@@ -68,6 +68,19 @@ function M.txn(vars, headers)
     function fetches.res_hdr(_, name)
         return t.headers[name:lower()]
     end
+    -- HAProxy's unique id (%ID); the stand-in's is fixed.
+    function fetches.unique_id()
+        return "test-unique-id"
+    end
+    -- The request's headers (t.req_headers: lower-case names; by default a body with a
+    -- Content-Length) and path (t.path).
+    t.req_headers = { ["content-length"] = "0" }
+    function fetches.req_hdr(_, name)
+        return t.req_headers[name:lower()]
+    end
+    function fetches.path()
+        return t.path or "/v1/chat/completions"
+    end
     t.f = fetches
     return t
 end

@@ -541,6 +541,13 @@ static void test_responses_endpoint(void)
 	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT,
 	                         "{\"model\":\"gpt-a\",\"conversation\":\"conv_x\"}", 0).verdict,
 	             DECISION_ALLOW);
+	/* an item_reference names an output item, whose key the gateway cannot tell */
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"input\":[{\"type\":\"item_reference\",\"id\":\"msg_x\"}]}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_STORED_STATE);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                         "{\"model\":\"gpt-a\",\"input\":[{\"type\":\"message\",\"role\":\"user\",\"content\":\"hi\"}]}", 0).verdict,
+	             DECISION_ALLOW);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"input\":\"xxxx", 1);
 	CHECK(d.verdict == DECISION_ALLOW && d.stateless_scan && d.amend_scan);
@@ -665,6 +672,54 @@ static enum decision_verdict costly(const char *model, const char *path, const c
 	return decide_with("Bearer " FIX_KEY_OPEN, NULL, path, body, 0).verdict;
 }
 
+/* A body above the policy's max_body is refused before anything else is judged, in its
+ * API's error shape; one at the cap, or whose size is unknown (chunked: the capture
+ * filter counts it), is judged as any. */
+static void test_body_cap(void)
+{
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 100 };
+	const char *body = "{\"model\":\"gpt-a\",\"messages\":[]}";
+	struct decision_request req = { 0 };
+	struct decision d;
+	char json[2048];
+	int n;
+
+	req.method = (struct spop_str){ "POST", 4 };
+	req.authorization = (struct spop_str){ "Bearer " FIX_KEY_OPEN, strlen("Bearer " FIX_KEY_OPEN) };
+	req.path = (struct spop_str){ CHAT, strlen(CHAT) };
+	req.body = (struct spop_str){ body, strlen(body) };
+	req.body_length_known = 1;
+	req.policy = &pol;
+	req.body_size = 101;
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
+	n = decision_error_json(&d, &req, json, sizeof(json));
+	CHECK(n > 0 && strstr(json, "\"code\":\"body_too_large\"") &&
+	      strstr(json, "larger than this gateway accepts (100 bytes)"));
+	req.path = (struct spop_str){ "/v1/messages", 12 };
+	decision_make(fx.kt, &req, &d);
+	n = decision_error_json(&d, &req, json, sizeof(json));
+	CHECK(n > 0 && strstr(json, "{\"type\":\"error\",\"error\":{\"type\":\"request_too_large\""));
+	req.path = (struct spop_str){ CHAT, strlen(CHAT) };
+	req.body_size = 100;
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	req.body_size = -1;
+	req.body_length_known = 0;
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	/* who asks comes first: a stranger learns nothing of the cap */
+	req.body_size = 101;
+	req.authorization = (struct spop_str){ "Bearer tly_x", 12 };
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_KEY);
+	pol.max_body = 0;
+	req.authorization = (struct spop_str){ "Bearer " FIX_KEY_OPEN, strlen("Bearer " FIX_KEY_OPEN) };
+	decision_make(fx.kt, &req, &d);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+}
+
 static void test_cost_policy(void)
 {
 	static const char *const web = ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}]";
@@ -672,7 +727,7 @@ static void test_cost_policy(void)
 	static const char *const priority_web =
 		",\"service_tier\":\"priority\",\"tools\":[{\"type\":\"web_search_20250305\","
 		"\"name\":\"w\"},{\"name\":\"mine\",\"input_schema\":{\"type\":\"web_search\"}}]";
-	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	char err[256];
 	struct decision d;
 
@@ -768,7 +823,7 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_COST_POLICY);
 	/* A cut body: what the capture filter refuses past the cut. */
-	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = NULL WHERE id = 1", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
@@ -793,7 +848,7 @@ static void test_cost_policy(void)
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
 	                "{\"model\":\"claude-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
 	CHECK_EQ_STR(d.tiers_scan, "priority\n");
-	pol = (struct decision_policy){ NULL, KT_POLICY_ALLOW, KT_POLICY_ALLOW };
+	pol = (struct decision_policy){ NULL, KT_POLICY_ALLOW, KT_POLICY_ALLOW, 0 };
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
 	CHECK_EQ_STR(d.costly_scan, "");
 	/* A body seen whole needs none of it. */
@@ -804,7 +859,7 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
 	                            "UPDATE keys SET audio = NULL", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
-	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED };
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"service_tier\":\"flex\""), DECISION_ALLOW);
 	/* Its tiers past the cut: the list's, none priced. */
@@ -1000,6 +1055,7 @@ int main(void)
 	RUN(test_endpoints_and_apis);
 	RUN(test_chunked_bodies);
 	RUN(test_cost_policy);
+	RUN(test_body_cap);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
 	fixture_close(&fx);

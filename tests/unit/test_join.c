@@ -329,6 +329,17 @@ static void test_late_decision(void)
 	CHECK(row.estimated_tokens > 0);
 }
 
+/* Schema 7's usage classes of a row that bills nothing: NULL, not 0. */
+static void check_no_classes(const struct acct_row *row)
+{
+	CHECK_EQ_INT(row->cache_creation_1h_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row->audio_input_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row->audio_output_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row->accepted_prediction_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row->rejected_prediction_tokens, ACCT_NONE);
+	CHECK_EQ_INT(row->web_search_calls, ACCT_NONE);
+}
+
 /* A record HAProxy wrote before any request had an id names no decision and reports no
  * usage, whatever its fields say: its nonce's MAC vouches for HAProxy, not for them. */
 static void test_record_without_id(void)
@@ -348,6 +359,7 @@ static void test_record_without_id(void)
 	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
 	CHECK_EQ_INT(row.cost_micros, ACCT_NONE);
 	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	check_no_classes(&row);
 }
 
 /* A body cut before its stream flag: the answer's kind tells it. */
@@ -655,6 +667,7 @@ static void test_unbilled_takes_no_usage(void)
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
 	CHECK_EQ_INT(row.completion_tokens, ACCT_NONE);
+	check_no_classes(&row);
 	owner_free(o);
 }
 

@@ -264,6 +264,44 @@ static void test_stored_state(void)
 	CHECK(!i.stateful);
 }
 
+/* A Responses input item_reference names an item stored upstream, in any spelling a
+ * reader could take for one; other items, strings and other APIs' inputs do not. */
+static void test_item_reference(void)
+{
+	static const char *const refs[] = {
+		"{\"input\":[{\"type\":\"message\",\"content\":\"hi\"},{\"id\":\"msg_1\",\"type\":\"item_reference\"}]}",
+		"{\"input\":[{\"type\":\"item\\u005freference\",\"id\":\"msg_1\"}]}",
+		"{\"input\":[{\"type\":\"item_reference\\u0000\",\"id\":\"msg_1\"}]}",
+		"{\"input\":[{\"type\":\"message\",\"type\":\"item_reference\"}]}",
+		"{\"input\":[{\"Type\":\"item_reference\",\"id\":\"msg_1\"}]}",
+		"{\"input\":[{\"type\":[\"item_reference\"]}]}",
+		"{\"input\":\"hi\",\"Input\":[{\"type\":\"item_reference\"}]}",
+		"{\"input\":{\"type\":\"item_reference\",\"id\":\"msg_1\"}}",
+	};
+	static const char *const plain[] = {
+		"{\"input\":\"item_reference\"}",
+		"{\"input\":[\"a\",[1,2],{\"type\":\"message\",\"content\":[{\"type\":\"item_reference\"}]}]}",
+		"{\"input\":[{\"role\":\"user\",\"content\":\"item_reference\"}]}",
+		"{\"messages\":[{\"type\":\"item_reference\"}]}",
+		"{\"input\":[{\"type\":\"item_referencex\"}]}",
+	};
+	struct reqbody_info i;
+	size_t k;
+
+	for (k = 0; k < sizeof(refs) / sizeof(refs[0]); k++) {
+		CHECK_EQ_INT(inspect(refs[k], &i), REQBODY_COMPLETE);
+		CHECK(i.item_reference);
+	}
+	for (k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
+		CHECK_EQ_INT(inspect(plain[k], &i), REQBODY_COMPLETE);
+		CHECK(!i.item_reference);
+	}
+	/* seen in a prefix: what came is judged */
+	CHECK_EQ_INT(inspect("{\"input\":[{\"type\":\"item_reference\"},{\"type\":\"mes", &i),
+	             REQBODY_PREFIX);
+	CHECK(i.item_reference);
+}
+
 /* Where stream_options and include_usage are, for the amendment. */
 static void test_stream_options(void)
 {
@@ -403,6 +441,7 @@ int main(void)
 	RUN(test_output_bounds);
 	RUN(test_stored_state);
 	RUN(test_stream_options);
+	RUN(test_item_reference);
 	RUN(test_ambiguous_hints);
 	RUN(test_costly_members);
 	return UNIT_DONE();

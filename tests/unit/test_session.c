@@ -452,7 +452,7 @@ static void test_long_body_pieces(void)
 	memset(prompt, 'x', sizeof(prompt) - 1);
 	prompt[sizeof(prompt) - 1] = '\0';
 	session_init(&s, 16380);
-	s.longbody = longbody_new(1 << 20);
+	s.longbody = longbody_new(1 << 20, 1 << 20);
 	hello_sized(&in, 0, 16380);
 	feed_all(&s, &in, outbuf, sizeof(outbuf));
 	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
@@ -508,7 +508,7 @@ static void test_long_body_asked_again(void)
 	memset(prompt, 'x', sizeof(prompt) - 1);
 	prompt[sizeof(prompt) - 1] = '\0';
 	session_init(&s, 16380);
-	s.longbody = longbody_new(1 << 20);
+	s.longbody = longbody_new(1 << 20, 1 << 20);
 	s.owners = owner_new(8);
 	owner_creating(s.owners, 1, 1);
 	hello_sized(&in, 0, 16380);
