@@ -18,6 +18,7 @@ struct share_config {
 	struct quota *quota;
 	int64_t interval_ms;          /* --lease-interval-ms */
 	int64_t ttl_ms;               /* --lease-ttl-ms */
+	int64_t hold_ms;              /* --lease-hold-ms */
 };
 
 struct share_stats {
