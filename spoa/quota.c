@@ -42,8 +42,10 @@
  * the returns (quota_share_collect), asks the pools and hands the grants back
  * (quota_share_apply). A request the grants do not cover waits once, up to wait_ms,
  * for a round that started after it asked, unless its key is dry. While the store is
- * lost (quota_share_fallback) the local buckets count each limit at its share. The
- * policy and the bound: lease.c and docs/limits.md. */
+ * lost (quota_share_fallback) the local buckets count rpm and tpm at their share, and
+ * slots and budget at what the key held plus its share of what its last round left in
+ * the pool; what is admitted so is reported at the next round (local_*), which charges
+ * the pools with it. The policy and the bound: lease.c and docs/limits.md. */
 #include "quota.h"
 
 #include <errno.h>

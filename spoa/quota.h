@@ -122,7 +122,8 @@ long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_shar
  * and sets its dry marks from now_ms (this node's clock). */
 void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant *g,
                        int64_t now_ms);
-/* The round failed: k's returns come back to it. */
+/* The round failed: k's returns, and what it reported of its admissions alone, come
+ * back to it. */
 void quota_share_restore(struct quota *q, const struct quota_share_key *k);
 /* The round ended: requests waiting for it decide again. */
 void quota_share_done(struct quota *q);

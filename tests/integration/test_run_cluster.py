@@ -188,14 +188,16 @@ def test_run_cluster_survives_a_dying_process_and_stops_a_restarted_postgresql(t
                                      {"model": "mock-gpt", "messages": []}, key=key)
             assert status == 200
 
-            # restarted by hand: pg_ctl restart reuses its options, a new postmaster
+            # restarted by hand: pg_ctl restart reuses its options, a new postmaster (its
+            # log to the file, or it would hold our pipe open)
             pg = base / "data/cluster/pg"
-            pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(pg), "-w", "-m", "fast", "restart"]
+            pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(pg), "-l", str(pg / "server.log"),
+                      "-w", "-m", "fast", "restart"]
             if os.geteuid() == 0:
                 pg_ctl = ["runuser", "-u", "postgres", "--"] + pg_ctl
-            out = subprocess.run(pg_ctl, capture_output=True, text=True, timeout=60,
-                                 stdin=subprocess.DEVNULL)
-            assert out.returncode == 0, out
+            out = subprocess.run(pg_ctl, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+            assert out.returncode == 0, out.stderr
             postmasters.append(int((pg / "postmaster.pid").read_text().split()[0]))
             assert postmasters[1] != postmaster and _alive(postmasters[1])
         finally:
