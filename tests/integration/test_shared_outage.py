@@ -60,32 +60,26 @@ class InFlight:
         self.t.join()
 
 
-def make_cluster(tmp_path, pg_server, pg_url, count, *args):
-    c = Cluster(tmp_path, pg_server, pg_url, count, agent_args=args)
-    c.start()
-    c.nodes[0].tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
-                        "--input-micros", "1000000", "--output-micros", "2000000")
-    return c
+def cluster_of(count, tmp_path, pg_server, pg_url):
+    """count nodes, mock-gpt at $1/Mtok in and $2 out; the store running again after."""
+    with Cluster(tmp_path, pg_server, pg_url, count) as c:
+        try:
+            c.nodes[0].tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
+                                "--input-micros", "1000000", "--output-micros", "2000000")
+            yield c.nodes
+        finally:
+            if pg_server.pid is None:
+                pg_server.start()
 
 
 @pytest.fixture
 def two(tmp_path, pg_server, pg_url):
-    c = make_cluster(tmp_path, pg_server, pg_url, 2)
-    try:
-        yield c.nodes
-    finally:
-        c.close()
-        if pg_server.pid is None:
-            pg_server.start()
+    yield from cluster_of(2, tmp_path, pg_server, pg_url)
 
 
 @pytest.fixture
 def three(tmp_path, pg_server, pg_url):
-    c = make_cluster(tmp_path, pg_server, pg_url, 3)
-    try:
-        yield c.nodes
-    finally:
-        c.close()
+    yield from cluster_of(3, tmp_path, pg_server, pg_url)
 
 
 class Clients:
@@ -192,17 +186,24 @@ def long_streams(stack, key, n, seconds):
 SHORT = {"x-mock-frames": "10", "x-mock-frame-delay-ms": "100"}   # 1 s streams
 
 
+def every_slot(stack, seconds):
+    """A key at --max-concurrent CONC whose every slot stack's streams of seconds hold
+    (its lease says so): the key, its id, the streams' futures."""
+    key = stack.create_key("conc", "--default-model", "mock-gpt", "--max-concurrent", str(CONC))
+    time.sleep(RELOAD_S)
+    kid = key_id(stack, "conc")
+    streams = long_streams(stack, key, CONC, seconds)
+    wait_slots(stack, kid, stack.node, CONC)
+    return key, kid, streams
+
+
 def test_streams_keep_their_slots_through_an_outage_and_its_recovery(two, pg_server):
     """4 streams of 30 s on n1 hold the 4 slots; PostgreSQL stopped 20 s while n2's
     clients keep asking, then started while the streams still run: the upstreams never
     see more than 4 in flight (before: 6 in the outage, 8 after it)."""
     n1, n2 = two
-    key = n1.create_key("conc", "--default-model", "mock-gpt", "--max-concurrent", str(CONC))
-    time.sleep(RELOAD_S)
-    kid = key_id(n1, "conc")
     with InFlight(two) as flight:
-        streams = long_streams(n1, key, CONC, 30)
-        wait_slots(n1, kid, "n1", CONC)
+        key, _, streams = every_slot(n1, 30)
         clients = Clients([n2], key, headers=SHORT, stream=True)
         try:
             time.sleep(1)                  # n2's rounds have seen the slots taken
@@ -228,13 +229,9 @@ def test_a_stalled_agent_keeps_its_slots(two):
     its lease expires after 3 s, but n2 is not given its slots (before: 8 at the
     upstreams); resumed, the leases still sum to at most 4."""
     n1, n2 = two
-    key = n1.create_key("conc", "--default-model", "mock-gpt", "--max-concurrent", str(CONC))
-    time.sleep(RELOAD_S)
-    kid = key_id(n1, "conc")
     agent = n1.procs["agent"]
     with InFlight(two) as flight:
-        streams = long_streams(n1, key, CONC, 12)
-        wait_slots(n1, kid, "n1", CONC)
+        key, kid, streams = every_slot(n1, 12)
         clients = Clients([n2], key, headers=SHORT, stream=True)
         try:
             agent.signal(signal.SIGSTOP)
@@ -256,16 +253,11 @@ def test_a_stalled_agent_keeps_its_slots(two):
 def test_a_dead_agent_keeps_its_slots_while_its_haproxy_streams(three):
     """Three nodes: n1's agent killed (SIGKILL) while its HAProxy streams 4 streams of
     10 s; n2 and n3 keep asking: the upstreams never see more than 4 in flight (before:
-    8 once n1's lease expired), and once the streams ended the slots are not lost for
-    long: the dead agent's slots come back after --lease-ttl-ms + --lease-hold-ms
-    (test_shared_limits.py measures that with a short hold)."""
+    6 once n1's lease expired). The dead agent's slots come back after --lease-ttl-ms +
+    --lease-hold-ms: test_shared_limits.py measures that with a short hold."""
     n1, n2, n3 = three
-    key = n1.create_key("conc", "--default-model", "mock-gpt", "--max-concurrent", str(CONC))
-    time.sleep(RELOAD_S)
-    kid = key_id(n1, "conc")
     with InFlight(three) as flight:
-        streams = long_streams(n1, key, CONC, 10)
-        wait_slots(n1, kid, "n1", CONC)
+        key, _, streams = every_slot(n1, 10)
         clients = Clients([n2, n3], key, per_node=1, headers=SHORT, stream=True)
         try:
             n1.kill_agent(signal.SIGKILL)
