@@ -35,6 +35,7 @@ enum share_stmt {
 	SHARE_WRITE,
 	SHARE_PRESENCE,
 	SHARE_PURGE,
+	SHARE_ORPHAN,
 	SHARE_NSTMT
 };
 
@@ -74,6 +75,11 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	                   " FROM limit_lease WHERE key_id = 0 AND node <> ?1 AND expires_ms > "
 	                   SHARE_NOW_MS,
 	[SHARE_PURGE] = "DELETE FROM limit_lease WHERE expires_ms < ?1",
+	/* At start: the slots of this node's previous agent (killed, restarted) may still
+	 * stream in its HAProxy; renamed (a '/' no node name has), they count as another
+	 * node's until their expiry and hold, and this agent starts from nothing. */
+	[SHARE_ORPHAN] = "UPDATE limit_lease SET node = node || '/restarted-' || " SHARE_NOW_MS
+	                 " WHERE node = ?1 AND key_id <> 0 AND slots > 0",
 };
 
 struct share {
@@ -318,6 +324,10 @@ struct share *share_start(const struct share_config *c, char *err, size_t errlen
 			goto fail;
 		}
 	}
+	db_bind_text(s->st[SHARE_ORPHAN], 1, c->node, strlen(c->node));
+	if (share_exec(s->st[SHARE_ORPHAN]) < 0)
+		log_error("limits: the slots of this node's previous agent are not kept: %s",
+		          db_errmsg(s->db));
 	if (thread_start(&s->thread, "tally-share", share_main, s, err, errlen) < 0)
 		goto fail;
 	return s;

@@ -2,9 +2,9 @@
 at the mock upstreams: a budget spent through two nodes across a 20 s PostgreSQL
 outage stays within its bound (what a node admits alone is charged to the pool when
 the store answers again); four streams in flight on one node keep their slots through
-an outage and its recovery, an agent stopped with SIGSTOP, and an agent killed with
-SIGKILL while its HAProxy streams on (two and three nodes): the upstreams never see
-more than max-concurrent at once."""
+an outage and its recovery, an agent stopped with SIGSTOP, an agent killed with
+SIGKILL while its HAProxy streams on (three nodes), and one killed and started again:
+the upstreams never see more than max-concurrent at once."""
 import concurrent.futures
 import http.client
 import json
@@ -267,3 +267,28 @@ def test_a_dead_agent_keeps_its_slots_while_its_haproxy_streams(three):
             statuses = clients.close()
     print(f"\nin flight at the upstreams: at most {flight.most}; statuses {statuses}")
     assert flight.most <= CONC
+
+
+def test_a_restarted_agent_does_not_give_away_its_streams_slots(two):
+    """n1's agent killed (SIGKILL) while its HAProxy streams 4 streams of 10 s, then
+    started again at once: the new agent knows nothing of those streams, but their
+    slots stay counted (its node's previous leases, renamed) until their hold ends, so
+    n2 is given none of them (before: the new agent's first round rewrote its lease
+    with 0 slots, and n2 took all 4: 8 at the upstreams)."""
+    n1, n2 = two
+    with InFlight(two) as flight:
+        key, kid, streams = every_slot(n1, 10)
+        clients = Clients([n2], key, headers=SHORT, stream=True)
+        try:
+            n1.kill_agent(signal.SIGKILL)
+            n1.start_agent()
+            for f in streams:
+                assert f.result()[0] == 200
+            leases = n1.pg_rows("SELECT node, slots FROM limit_lease WHERE key_id = ?"
+                                " ORDER BY node", (kid,))
+        finally:
+            statuses = clients.close()
+    print(f"\nin flight at the upstreams: at most {flight.most}; leases {leases}; "
+          f"statuses {statuses}")
+    assert flight.most <= CONC
+    assert any(r["node"].startswith("n1/restarted-") and r["slots"] == CONC for r in leases)
