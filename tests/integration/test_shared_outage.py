@@ -4,7 +4,8 @@ outage stays within its bound (what a node admits alone is charged to the pool w
 the store answers again); four streams in flight on one node keep their slots through
 an outage and its recovery, an agent stopped with SIGSTOP, an agent killed with
 SIGKILL while its HAProxy streams on (three nodes), and one killed and started again:
-the upstreams never see more than max-concurrent at once."""
+the upstreams never see more than max-concurrent at once. A key refused as dry is
+judged again on its next request after idle time."""
 import concurrent.futures
 import http.client
 import json
@@ -298,3 +299,26 @@ def test_a_restarted_agent_does_not_give_away_its_streams_slots(two):
           f"statuses {statuses}")
     assert flight.most <= CONC
     assert any(r["node"].startswith("n1/restarted-") and r["slots"] == CONC for r in leases)
+
+
+def test_a_dry_key_is_judged_again_after_idle_time(two):
+    """--max-concurrent 1: n1's 2 s stream holds the slot, so n2's round marks the key
+    dry there and n2 refuses at once; once the stream ended and n2 stayed idle a while,
+    its next request is admitted (before: the dry mark outlived the rounds that no
+    longer included the idle key, and that request was refused with nothing in flight
+    and the pool's slot free)."""
+    n1, n2 = two
+    key = n1.create_key("one", "--default-model", "mock-gpt", "--max-concurrent", "1")
+    time.sleep(RELOAD_S)
+    hdrs = {"x-mock-frames": "20", "x-mock-frame-delay-ms": "100"}
+    stream = long_streams(n1, key, 1, 2)[0]
+    kid = key_id(n1, "one")
+    wait_slots(n1, kid, "n1", 1)
+    assert chat(n2, key, 16, hdrs, True)[0] == 429
+    time.sleep(0.5)                        # n2's next round marks it dry again
+    assert stream.result()[0] == 200
+    time.sleep(1.5)                        # idle: n1 gave its slot back
+    assert n1.pg_rows("SELECT coalesce(sum(slots), 0) AS s FROM limit_lease"
+                      " WHERE key_id = ?", (kid,))[0]["s"] == 0
+    status, _, body = chat(n2, key)
+    assert status == 200, body
