@@ -85,7 +85,7 @@ def three(tmp_path, pg_server, pg_url):
 
 class Clients:
     """per_node clients on every node sending requests until stopped; counts statuses.
-    A 503 (the agent's answer late, under this shared machine's load) is counted, not
+    A 503 (gateway_unavailable, seen under this shared machine's load) is counted, not
     failed: what these tests measure is at the upstreams."""
 
     def __init__(self, nodes, key, per_node=2, headers=None, stream=False, pause=0.02):
