@@ -13,6 +13,11 @@ rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
                           PERF_RPM_BOUND and PERF_CONC_BOUND; writes
                           DIR/limits-NODES.result.json
   verdict DIR NODES...    the limits runs side by side; exit 1 if any broke a bound
+  outage DIR NODES URL KEY_NAME T_STOP T_START
+                          the outage run: admitted (rows) and most in flight (the mock's
+                          streams sampled, and rows' spans) before the store was stopped (unix ms
+                          T_STOP), while it was lost, and after it started again
+                          (T_START), each against its bound; exit 1 if one is broken
 
 DIR holds, per node count N: cluster-N-unary.json, cluster-N-streams.json and
 limits-N.json (tally-stress --json), mock-limits-N.json (the mock's /_mock/stats after
@@ -203,6 +208,58 @@ def cmd_verdict(d, nodes):
     return 1 if failed else 0
 
 
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def cmd_outage(d, n, url, key_name, t_stop, t_start):
+    """Bounds (docs/limits.md, "Shared limits"): in flight at most max-concurrent in every
+    phase (slots held and in flight survive the fallback and count in the leases); rpm
+    on the pool N + ceil(N T / 60 s) + n L in a phase of T, and while the store is lost
+    the grants held (n L) plus each node's local bucket, ceil(N / n) + its refill."""
+    L = max(1, ceil_div(RPM_CAP * 200, 60000))
+    share = ceil_div(RPM_CAP, n)
+    rows = psql_rows(url, f"SELECT r.verdict, r.started_at, coalesce(r.duration_ms, 0) "
+                          f"FROM requests r JOIN keys k ON k.id = r.key_id "
+                          f"WHERE k.name = '{key_name}' ORDER BY r.started_at")
+    admitted = [(int(s), int(s) + int(dur)) for v, s, dur in rows if v == "allow"]
+    t0 = int(rows[0][1]) if rows else t_stop
+    end = int(rows[-1][1]) + 1 if rows else t_start
+    with open(f"{d}/mock-limits-outage.json") as f:
+        mock_most = json.load(f)["answering_max"]
+    with open(f"{d}/outage-in-flight.txt") as f:
+        samples = [tuple(map(int, line.split())) for line in f if len(line.split()) == 2]
+    failed = False
+    print(f"[limits, outage] key --rpm {RPM_CAP} --max-concurrent {CONC_CAP} through {n} "
+          f"nodes; PostgreSQL stopped {(t_stop - t0) / 1000:.1f} s into the run for "
+          f"{(t_start - t_stop) / 1000:.1f} s")
+    # In flight: the mock's streams sampled every 50 ms; the rows' spans (accept to last
+    # byte) overlap more, a request accepted before another ended and admitted after.
+    print(f"  {'phase':8} {'span s':>6} {'admitted':>8} {'bound':>6} {'in flight':>9} "
+          f"{'bound':>5} {'rows':>4}  result")
+    for name, lo, hi in (("before", t0, t_stop), ("outage", t_stop, t_start),
+                         ("after", t_start, end)):
+        span = max(hi - lo, 0)
+        got = sum(lo <= s < hi for s, _ in admitted)
+        if name == "outage":
+            bound = n * L + n * (share + ceil_div(share * span, 60000))
+        else:
+            bound = RPM_CAP + ceil_div(RPM_CAP * span, 60000) + n * L
+        rows_most = most_in_flight([(max(s, lo), min(e, hi)) for s, e in admitted
+                                    if s < hi and e > lo])
+        most = max([c for t, c in samples if lo <= t < hi], default=0)
+        ok = got <= bound and most <= CONC_CAP
+        failed |= not ok
+        print(f"  {name:8} {span / 1000:6.1f} {got:8d} {bound:6d} {most:9d} {CONC_CAP:5d} "
+              f"{rows_most:4d}  {'PASS' if ok else 'FAIL'}")
+    ok = mock_most <= CONC_CAP
+    failed |= not ok
+    print(f"  in flight at the upstream, whole run: at most {mock_most} (bound {CONC_CAP}) "
+          f"{'PASS' if ok else 'FAIL'}; rows of the key {len(rows)}")
+    print(f"limits, outage: {'FAIL' if failed else 'PASS'}")
+    return 1 if failed else 0
+
+
 def main(argv):
     cmd, d = argv[1], argv[2]
     if cmd == "scale":
@@ -211,6 +268,8 @@ def main(argv):
         cmd_limits(d, int(argv[3]), argv[4], argv[5])
     elif cmd == "verdict":
         return cmd_verdict(d, [int(n) for n in argv[3:]])
+    elif cmd == "outage":
+        return cmd_outage(d, int(argv[3]), argv[4], argv[5], int(argv[6]), int(argv[7]))
     else:
         sys.exit(f"cluster-report: unknown command {cmd}")
     return 0

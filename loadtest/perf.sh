@@ -31,11 +31,16 @@
 #              a key at --rpm 60 --max-concurrent 4 driven through 1 node, then through 3
 #              at once, for PERF_CLUSTER_LIMITS_S (180) seconds with slow streams: admitted
 #              per minute and in any 60 s, most in flight, decision latency; fails above
-#              PERF_RPM_BOUND (123) per 60 s or PERF_CONC_BOUND (4) in flight
+#              PERF_RPM_BOUND (123) per 60 s or PERF_CONC_BOUND (4) in flight. Then the
+#              outage phase: the same key through 2 nodes for PERF_OUTAGE_RUN_S (50) s,
+#              PostgreSQL stopped PERF_OUTAGE_S (20) s from PERF_OUTAGE_AT_S (10) s on:
+#              admitted and most in flight before, during and after the outage against
+#              their bounds (docs/limits.md, "The store lost"); fails above a bound
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), PERF_COMPARE_STREAMS,
 # PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, PERF_CLUSTER_CONNS, PERF_CLUSTER_STREAMS,
 # PERF_CLUSTER_LIMITS_CLIENTS, PERF_CLUSTER_LIMITS_FRAMES, PERF_CLUSTER_LIMITS_DELAY_MS,
+# PERF_CLUSTER_LIMITS_NODES ("1 3"; empty: the outage phase alone), PERF_OUTAGE_*,
 # PERF_CLUSTER_LIMITS_PAUSE_MS, TALLY_BUILD (build).
 # PERF_STORE=postgres: the agent, tallyctl, queryd and tally-stress use a fresh database
 # of a private PostgreSQL cluster (loadtest/pg.sh) per stage instead of a SQLite file;
@@ -440,15 +445,51 @@ stage_cluster() {
     { echo "perf: cluster: a run had errors or inexact accounting: stopping" >&2; exit 1; }
 }
 
+# The outage phase of cluster-limits: 2 nodes, the clients of the other runs with 1 s
+# streams, PostgreSQL stopped (by PID) in the middle of the run and started again on its
+# port; the rows, journaled meanwhile, tell each phase's admissions once it answers
+# again, the mock's streams sampled every 50 ms its most in flight.
+cluster_outage() {
+  local run_s=${PERF_OUTAGE_RUN_S:-50} at=${PERF_OUTAGE_AT_S:-10} len=${PERF_OUTAGE_S:-20}
+  local run sampler t_stop t_start rc=0
+  cluster_up 2 --rpm 60 --max-concurrent 4
+  tolerate="reported with the phases" perf_run "limits-outage" "${gw_ports[*]}" \
+    "${node_pids[*]}" -- \
+    --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "$run_s" --stream-pct 100 \
+    --frames 10 --frame-delay-ms 100 --timeout 60 --refused-status 429 \
+    --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" --keepalive 0 &
+  run=$!
+  # The mock's streams in flight every 50 ms, "unix-ms count": each phase's most.
+  while kill -0 "$run" 2>/dev/null; do
+    echo "$(date +%s%3N) $(curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" |
+      grep -o '"answering":[0-9]*' | cut -d: -f2)"
+    sleep 0.05
+  done >"$cluster_dir/outage-in-flight.txt" &
+  sampler=$!
+  sleep "$at"
+  t_stop=$(date +%s%3N)
+  pg_stop
+  sleep "$len"
+  pg_restart
+  t_start=$(date +%s%3N)
+  wait "$run" || rc=$?
+  wait "$sampler"
+  curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-outage.json"
+  python3 loadtest/cluster-report.py outage "$cluster_dir" 2 "$db" perf "$t_stop" "$t_start" ||
+    rc=$?
+  perf_down
+  return "$rc"
+}
+
 # Slow streams (PERF_CLUSTER_LIMITS_FRAMES frames DELAY_MS apart, 3 s) hold their
 # concurrency slot long enough that 4 at once stay busy; refused clients back off
 # PAUSE_MS and ask again, on a new connection each time: HAProxy's start time of a
 # request on a kept-alive connection is when the connection went idle, which would
 # shift the rows' spans. The same clients through 1 gateway, then through 3.
 stage_cluster-limits() {
-  local seconds=${PERF_CLUSTER_LIMITS_S:-180} n rc=0
+  local seconds=${PERF_CLUSTER_LIMITS_S:-180} nodes=${PERF_CLUSTER_LIMITS_NODES-1 3} n rc=0
   cluster_out
-  for n in 1 3; do
+  for n in $nodes; do
     cluster_up "$n" --rpm 60 --max-concurrent 4
     cluster_scrape "$cluster_dir/metrics-limits-$n.before"
     perf_run "limits-$n" "${gw_ports[*]}" "${node_pids[*]}" -- \
@@ -463,7 +504,11 @@ stage_cluster-limits() {
     python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf
     perf_down
   done
-  python3 loadtest/cluster-report.py verdict "$cluster_dir" 1 3 || rc=$?
+  if [ -n "$nodes" ]; then
+    # shellcheck disable=SC2086  # the node counts, one argument each
+    python3 loadtest/cluster-report.py verdict "$cluster_dir" $nodes || rc=$?
+  fi
+  cluster_outage || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "perf: cluster-limits: a limit was exceeded beyond its bound: stopping" >&2
     exit 1

@@ -34,6 +34,12 @@ pg_start() {
       >"$pg_dir.initdb.log" 2>&1 || { cat "$pg_dir.initdb.log" >&2; return 1; }
   fi
   pg_port=$(stack_free_port)
+  pg_restart
+}
+
+# pg_restart: starts the cluster of the last pg_start again (after pg_stop: an outage),
+# on the same port, so that its clients' URLs still hold.
+pg_restart() {
   pg_as "$pg_bin/pg_ctl" -D "$pg_dir" -w -t 60 -l "$pg_dir/server.log" start \
     -o "-p $pg_port -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c shared_buffers=${PG_SHARED_BUFFERS:-512MB} -c autovacuum=off" \
     >/dev/null || 

@@ -6,8 +6,10 @@
 # per node a tally-agent (--node node1, node2; one secret file) and its HAProxy, and one
 # tally-queryd. Prints the demo key and curls for both gateways and queryd, writes
 # data/cluster.env (TALLY_DB and TALLY_SECRET_FILE, for tallyctl) and stops everything it
-# started, PostgreSQL last, on Ctrl-C, SIGTERM or when a node's process, queryd or the
-# mock dies.
+# started, PostgreSQL last, on Ctrl-C or SIGTERM. A process that dies is reported and the
+# others keep running (the other node serves on: what a cluster is for); the script ends
+# when the last one did. PostgreSQL is stopped by the PID its data directory names at
+# that time, so that one restarted by hand is stopped too.
 #
 # Ports as make run's, with the second node's beside them: TALLY_GATEWAY_PORT (8080),
 # TALLY_GATEWAY2_PORT (8082), TALLY_AGENT_PORT (12345), TALLY_AGENT2_PORT (12347),
@@ -45,11 +47,15 @@ if [[ $(id -u) == 0 ]]; then
 fi
 
 stop() {
+  local rc=$?
   trap - INT TERM EXIT
   stack_stop
+  # A server restarted by hand on this data directory has a new postmaster.
+  [[ -f $cluster/pg/postmaster.pid ]] && pg_pid=$(head -1 "$cluster/pg/postmaster.pid")
   pg_stop
   rm -f "$data/cluster.env"
   echo "tally cluster stopped"
+  exit "$rc"
 }
 trap stop INT TERM EXIT
 
@@ -66,8 +72,10 @@ stack_demo_key "$db" "$mock_port" "$cluster"
 stack_upstream "$db" "$cluster"
 stack_local_secrets "$data"
 
+declare -A names    # pid -> what it is, for the report when it dies
 if [ -z "$upstream" ]; then
   stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet
+  names[${stack_pids[-1]}]="the mock upstream"
   stack_wait_port "$mock_port"
 fi
 for i in 0 1; do
@@ -79,12 +87,15 @@ for i in 0 1; do
     --secret "$TALLY_SECRET_FILE" --records "$TALLY_RECORDS_ADDR" \
     --metrics "127.0.0.1:${metrics_ports[i]}" --haproxy-socket "$cluster/$node/haproxy.sock" \
     --journal "$cluster/$node/tally.journal" --control "$cluster/$node/tally.ctl"
+  names[${stack_pids[-1]}]="$node's tally-agent"
   stack_wait_port "${agent_ports[i]}"
   TALLY_GATEWAY_ADDR=127.0.0.1:${gateway_ports[i]} TALLY_RUN_DIR=$cluster/$node \
     stack_spawn haproxy -db -f haproxy/haproxy.cfg
+  names[${stack_pids[-1]}]="$node's HAProxy"
   stack_wait_port "${gateway_ports[i]}"
 done
 stack_spawn "$build/tally-queryd" --db "$db" --listen "127.0.0.1:$queryd_port"
+names[${stack_pids[-1]}]="tally-queryd"
 stack_wait_port "$queryd_port"
 
 gw1=127.0.0.1:${gateway_ports[0]} gw2=127.0.0.1:${gateway_ports[1]}
@@ -105,6 +116,16 @@ Manage keys with: env \$(cat $data/cluster.env) $build/tallyctl key list
 Ctrl-C stops everything, PostgreSQL included; the data stays in $cluster.
 MSG
 
-# Any process ending takes the others down with it.
-wait -n "${stack_pids[@]}"
-echo "stopping tally cluster" >&2
+# A process ending is reported; the others keep running until the last one ends.
+live=("${stack_pids[@]}")
+while ((${#live[@]})); do
+  status=0 dead=
+  wait -n -p dead "${live[@]}" || status=$?
+  [[ -n $dead ]] || break     # none of them is a child any more
+  echo "tally cluster: ${names[$dead]:-process} (pid $dead) exited with status $status;" \
+       "the others keep running (Ctrl-C stops them)" >&2
+  rest=()
+  for pid in "${live[@]}"; do [[ $pid == "$dead" ]] || rest+=("$pid"); done
+  live=("${rest[@]}")
+done
+echo "stopping tally cluster: every process ended" >&2

@@ -130,6 +130,11 @@ static int config_set_lease_ttl(struct agent_config *cfg, const char *value)
 	return config_ms(value, 100, 600000, &cfg->lease_ttl_ms);
 }
 
+static int config_set_lease_hold(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 0, 3600000, &cfg->lease_hold_ms);
+}
+
 static int config_set_lease_wait(struct agent_config *cfg, const char *value)
 {
 	return config_ms(value, 0, 1000, &cfg->lease_wait_ms);
@@ -294,7 +299,8 @@ static const struct config_setting settings[] = {
 	{ "max-frame-size", "BYTES", "largest SPOP frame accepted (default 16380, HAProxy's tune.bufsize - 4)", config_set_max_frame_size },
 	{ "reload-interval-ms", "MS", "how often key and model changes are looked for (default 250)", config_set_reload_interval },
 	{ "lease-interval-ms", "MS", "PostgreSQL: how often this node syncs its share of the keys' limits with the store (default 100)", config_set_lease_interval },
-	{ "lease-ttl-ms", "MS", "PostgreSQL: a node's concurrency slots return to the others this long after its last sync; a node without a sync this long counts its limits locally, at its share (default 3000)", config_set_lease_ttl },
+	{ "lease-ttl-ms", "MS", "PostgreSQL: a node without a sync this long counts its limits locally, at its share (default 3000)", config_set_lease_ttl },
+	{ "lease-hold-ms", "MS", "PostgreSQL: a node's concurrency slots stay counted this long after its lease expired (its HAProxy may still stream while its agent is stalled or dead), then return to the others (default 60000)", config_set_lease_hold },
 	{ "lease-wait-ms", "MS", "PostgreSQL: how long a decision may wait for its key's share when this node's ran out and the cluster's has room; 0: never (default 20)", config_set_lease_wait },
 	{ "max-connections", "N", "SPOP connections accepted at once, over all threads (default 4096)", config_set_max_connections },
 	{ "hello-timeout-ms", "MS", "time a new connection has to send its HELLO (default 5000)", config_set_hello_timeout },
@@ -445,6 +451,7 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->reload_interval_ms = 250;
 	cfg->lease_interval_ms = 100;
 	cfg->lease_ttl_ms = 3000;
+	cfg->lease_hold_ms = 60000;
 	cfg->lease_wait_ms = 20;
 	cfg->max_connections = 4096;
 	cfg->hello_timeout_ms = 5000;

@@ -27,6 +27,7 @@ struct agent_config {
 	int reload_interval_ms;
 	int lease_interval_ms;                 /* shared limits (PostgreSQL): share.h */
 	int lease_ttl_ms;
+	int lease_hold_ms;
 	int lease_wait_ms;
 	int max_connections;
 	int hello_timeout_ms;

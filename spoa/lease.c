@@ -158,6 +158,17 @@ int64_t lease_fallback(int64_t limit, int64_t nodes)
 	return limit / nodes + (limit % nodes != 0);
 }
 
+int64_t lease_fallback_allow(int64_t held, int64_t free, int64_t nodes)
+{
+	return lease_clamp(held) + lease_fallback(free, nodes);
+}
+
+int64_t lease_nodes(int64_t prev, int64_t counted, int64_t ok_ms, int64_t ttl_ms)
+{
+	counted = lease_max(counted, 1);
+	return ok_ms < ttl_ms ? lease_max(prev, counted) : counted;
+}
+
 /* Sets *ret to what is above target, *want to what is below it. */
 static void lease_toward(int64_t held, int64_t target, int64_t *ret, int64_t *want)
 {
@@ -233,21 +244,21 @@ void lease_round(struct lease_pool *p, const struct lease_limits *lim, const str
                  const struct lease_ask *ask, int64_t others_slots, int64_t spent_seed,
                  int64_t now_ms, struct lease_grant *g)
 {
-	int64_t after, need, mine;
-	int same_period;
+	int64_t after, need, mine, busy;
+	int same_period, seeded;
 
 	*g = (struct lease_grant){ 0 };
 	lease_bucket_sync(&p->rpm, lim->rpm, now_ms);
 	lease_bucket_sync(&p->tpm, lim->tpm, now_ms);
 	if (p->rpm.cap) {
-		lease_bucket_take(&p->rpm, -ask->ret_req);
+		lease_bucket_take(&p->rpm, h->local_req - ask->ret_req);
 		g->req = lease_bucket_grant(&p->rpm, ask->want_req);
 		after = h->req - ask->ret_req + g->req;
 		if ((h->want_req || h->admitted) && after < 1)
 			g->dry_req_ms = lease_max(lease_bucket_wait_ms(&p->rpm, 1), 1);
 	}
 	if (p->tpm.cap) {
-		lease_bucket_take(&p->tpm, -ask->ret_tok);
+		lease_bucket_take(&p->tpm, h->local_tok - ask->ret_tok);
 		g->tok = lease_bucket_grant(&p->tpm, ask->want_tok);
 		after = h->tok - ask->ret_tok + g->tok;
 		need = h->need_tok ? lease_bucket_need(&p->tpm, h->need_tok) : 0;
@@ -256,17 +267,27 @@ void lease_round(struct lease_pool *p, const struct lease_limits *lim, const str
 			                                                lease_min(need - after, p->tpm.cap)), 1);
 	}
 	if (lim->conc > 0) {
+		/* Streams admitted while counting locally may be more than the slots held: the
+		 * lease counts them, so that no other node is granted theirs. */
 		mine = h->slots - ask->ret_slots;
-		g->slots = lease_max(lease_min(ask->want_slots, lim->conc - others_slots - mine), 0);
+		busy = lease_max(mine, h->in_flight);
+		g->slots = lease_max(lease_min(ask->want_slots, lim->conc - others_slots - busy), 0);
 		g->dry_slots = h->want_slots > 0 && mine + g->slots <= h->in_flight;
+		g->lease_slots = lease_max(mine + g->slots, h->in_flight);
+		g->others_slots = others_slots;
 	}
 	/* A node's budget from another period is neither returned nor counted: the pool of
 	 * a new period was seeded from what the rollups hold. */
-	same_period = !lease_budget_stale(p, lim) && h->budget_start_ms == p->budget_start_ms;
+	seeded = lease_budget_stale(p, lim);
+	same_period = !seeded && h->budget_start_ms == p->budget_start_ms;
 	lease_budget_sync(p, lim, spent_seed);
 	if (p->budget_cap) {
 		if (same_period)
 			p->budget_room = lease_min(p->budget_room + ask->ret_budget, p->budget_cap);
+		/* What the node spent alone is charged (a new seed holds it already, as far as
+		 * its rows were written): an outage's spend is not granted again. */
+		if (!seeded)
+			p->budget_room = lease_min(p->budget_room - h->local_spent, p->budget_cap);
 		if (p->budget_room < -LEASE_AMOUNT_MAX)
 			p->budget_room = -LEASE_AMOUNT_MAX;
 		g->budget = lease_min(ask->want_budget, lease_max(p->budget_room, 0));
@@ -274,5 +295,6 @@ void lease_round(struct lease_pool *p, const struct lease_limits *lim, const str
 		g->budget_start_ms = p->budget_start_ms;
 		after = (same_period ? h->budget - ask->ret_budget : 0) + g->budget;
 		g->dry_budget = h->need_budget > 0 && after < h->need_budget;
+		g->pool_budget = lease_max(p->budget_room, 0);
 	}
 }

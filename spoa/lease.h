@@ -48,6 +48,17 @@ int64_t lease_size(int64_t limit, int64_t interval_ms);
 /* A node's share of limit while the store is lost: ceil(limit / nodes) (nodes < 1
  * counts as 1); 0 stays 0. */
 int64_t lease_fallback(int64_t limit, int64_t nodes);
+/* A node's allowance of slots or budget while the store is lost, from what its last
+ * round saw: what it held then plus its share of what the pool had left (free: the
+ * limit less every node's slots, or the pool's budget room), so that the nodes'
+ * allowances sum to at most the limit plus nodes - 1 and streams in flight stay
+ * counted. */
+int64_t lease_fallback_allow(int64_t held, int64_t free, int64_t nodes);
+/* The nodes a round counts: counted (presence leases unexpired), but after a failed
+ * round the others' presence may have expired while the store was lost, so until
+ * ttl_ms of committed rounds (ok_ms) the count of before the outage (prev) stays if
+ * larger. */
+int64_t lease_nodes(int64_t prev, int64_t counted, int64_t ok_ms, int64_t ttl_ms);
 
 /* A key's limits as the pool computes them (0: none); period kind 0 day, 1 month,
  * 2 total, starting at period_start_ms on the store's clock. */
@@ -67,6 +78,9 @@ struct lease_held {
 	int64_t want_req, want_slots;      /* requests refused or waiting for want of them */
 	int64_t need_tok, need_budget;     /* the largest such request's need, 0: none */
 	int64_t budget_start_ms;           /* the period budget was granted in */
+	/* Admitted while counting locally (the store lost) and not yet reported: requests,
+	 * tokens and cost (their settlement's corrections too: may be negative). */
+	int64_t local_req, local_tok, local_spent;
 };
 
 /* What a node gives back at once and asks the pool for. */
@@ -100,6 +114,9 @@ struct lease_grant {
 	int64_t budget_start_ms;           /* the period the budget belongs to */
 	int64_t dry_req_ms, dry_tok_ms;
 	int dry_slots, dry_budget;
+	int64_t lease_slots;               /* the lease's slots: held, or in flight if more */
+	int64_t others_slots;              /* the other nodes' (their fallback's free) */
+	int64_t pool_budget;               /* the pool's budget room left, >= 0 */
 };
 
 /* 1 if the pool's budget is for another period, period kind or has never been
@@ -107,9 +124,10 @@ struct lease_grant {
 int lease_budget_stale(const struct lease_pool *p, const struct lease_limits *lim);
 
 /* One key's round under the pool row's lock at the store's now_ms: refills the
- * buckets under the limits, takes back what the node returns, grants what it asks
- * for as far as the pool has room, slots as far as limit - others_slots (slots of
- * other nodes' unexpired leases) - the node's own allow. held is the node's state
+ * buckets under the limits, takes back what the node returns, charges what it
+ * admitted locally (h->local_*), grants what it asks for as far as the pool has room,
+ * slots as far as limit - others_slots (slots of other nodes' leases, unexpired or in
+ * their hold) - the node's own (held, or in flight if more). held is the node's state
  * before ask's returns; spent_seed: the key's spend so far in the period (used if
  * lease_budget_stale). */
 void lease_round(struct lease_pool *p, const struct lease_limits *lim, const struct lease_held *h,

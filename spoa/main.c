@@ -416,6 +416,7 @@ static int agent_start_share(struct agent *a, char *err, size_t errlen)
 		.quota = a->quota,
 		.interval_ms = a->cfg.lease_interval_ms,
 		.ttl_ms = a->cfg.lease_ttl_ms,
+		.hold_ms = a->cfg.lease_hold_ms,
 	};
 
 	if (!db_is_postgres(a->cfg.db_path))

@@ -42,8 +42,10 @@
  * the returns (quota_share_collect), asks the pools and hands the grants back
  * (quota_share_apply). A request the grants do not cover waits once, up to wait_ms,
  * for a round that started after it asked, unless its key is dry. While the store is
- * lost (quota_share_fallback) the local buckets count each limit at its share. The
- * policy and the bound: lease.c and docs/limits.md. */
+ * lost (quota_share_fallback) the local buckets count rpm and tpm at their share, and
+ * slots and budget at what the key held plus its share of what its last round left in
+ * the pool; what is admitted so is reported at the next round (local_*), which charges
+ * the pools with it. The policy and the bound: lease.c and docs/limits.md. */
 #include "quota.h"
 
 #include <errno.h>
@@ -69,6 +71,16 @@ struct quota_grant {
 	int64_t peak, admitted, spent, want_req, want_slots, need_tok, need_budget;
 	int64_t dry_req_until, dry_tok_until;   /* this node's unix ms */
 	int dry_slots, dry_budget;    /* until the next round */
+	int64_t local_req, local_tok, local_spent;   /* admitted alone, not yet reported */
+	int64_t fb_used;              /* budget spent alone since the store was lost */
+	int64_t free_slots, pool_budget;   /* what the pool had left at the last round */
+	int synced;                   /* a round has granted this key */
+};
+
+/* A key's allowances while the store is lost (lease_fallback_allow). */
+struct quota_fallback {
+	int64_t slots;
+	int64_t budget;               /* -1: counted on the node's own spend (never synced) */
 };
 
 struct quota_key {
@@ -328,23 +340,29 @@ static void quota_hold_fill(struct quota_hold *hold, int64_t key_id, const struc
 	hold->concurrent = 1;
 }
 
-/* One node's own count (local mode, or a fallback share). Under the key's lock. */
+/* One node's own count (local mode, or a fallback share with fb's allowances). Under
+ * the key's lock. */
 static enum quota_verdict quota_admit_local(struct quota_key *k, const struct quota_cfg *cfg,
+                                            const struct quota_fallback *fb,
                                             int64_t tokens, int64_t cost, int64_t now_ms,
                                             struct quota_hold *hold, struct quota_status *st)
 {
 	enum quota_verdict v = QUOTA_OK;
+	int64_t conc = fb ? fb->slots : cfg->max_concurrent;
 
 	lease_bucket_sync(&k->req, cfg->rpm, now_ms);
 	lease_bucket_sync(&k->tok, cfg->tpm, now_ms);
 	quota_roll_period(k, cfg, now_ms);
-	if (cfg->max_concurrent && k->in_flight >= cfg->max_concurrent)
+	if (cfg->max_concurrent && k->in_flight >= conc)
 		v = QUOTA_CONCURRENCY;
 	else if (cfg->rpm && k->req.room < lease_bucket_need(&k->req, 1))
 		v = QUOTA_RPM;
 	else if (cfg->tpm && k->tok.room < lease_bucket_need(&k->tok, tokens))
 		v = QUOTA_TPM;
-	else if (cfg->budget_micros &&
+	else if (cfg->budget_micros && fb && fb->budget >= 0 &&
+	         k->g.fb_used + quota_max64(cost, 1) > fb->budget)
+		v = QUOTA_BUDGET;
+	else if (cfg->budget_micros && !(fb && fb->budget >= 0) &&
 	         k->spent + k->reserved + quota_max64(cost, 1) > cfg->budget_micros)
 		v = QUOTA_BUDGET;
 	if (v == QUOTA_OK) {
@@ -355,6 +373,13 @@ static enum quota_verdict quota_admit_local(struct quota_key *k, const struct qu
 			lease_bucket_take(&k->tok, tokens);
 		k->reserved += hold->cost_micros;
 		k->in_flight++;
+		if (fb) {
+			/* Reported at the next committed round, which charges the pools. */
+			k->g.local_req += cfg->rpm ? 1 : 0;
+			k->g.local_tok += hold->tokens;
+			k->g.local_spent += hold->cost_micros;
+			k->g.fb_used += hold->cost_micros;
+		}
 	}
 	quota_bucket_status(&k->req, &st->limit_requests, &st->remaining_requests,
 	                    &st->reset_requests_ms);
@@ -492,6 +517,22 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	return v;
 }
 
+/* Under the key's lock: its allowances while the store is lost, from its last round
+ * (a key no round granted yet: its plain share of each limit, its own spend). */
+static void quota_fallback_of(const struct quota_key *k, const struct quota_cfg *cfg,
+                              int64_t nodes, struct quota_fallback *fb)
+{
+	const struct quota_grant *g = &k->g;
+
+	if (!g->synced) {
+		fb->slots = lease_fallback(cfg->max_concurrent, nodes);
+		fb->budget = -1;
+		return;
+	}
+	fb->slots = lease_fallback_allow(g->slots, g->free_slots, nodes);
+	fb->budget = lease_fallback_allow(g->budget, g->pool_budget, nodes);
+}
+
 enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                  int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                  struct quota_hold *hold, struct quota_status *st)
@@ -523,14 +564,18 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	}
 	if (q->shared && nodes == 0) {
 		v = quota_admit_shared(q, s, k, &c, tokens, cost, now_ms, hold, st);
+	} else if (q->shared) {
+		struct quota_fallback fb;
+
+		k->cfg = c;      /* a key first used alone is reported at the next round */
+		k->shared = 1;
+		quota_fallback_of(k, &c, nodes, &fb);
+		c.rpm = lease_fallback(c.rpm, nodes);
+		c.tpm = lease_fallback(c.tpm, nodes);
+		c.budget_micros = lease_fallback(c.budget_micros, nodes);
+		v = quota_admit_local(k, &c, &fb, tokens, cost, now_ms, hold, st);
 	} else {
-		if (nodes > 0) {
-			c.rpm = lease_fallback(c.rpm, nodes);
-			c.tpm = lease_fallback(c.tpm, nodes);
-			c.max_concurrent = lease_fallback(c.max_concurrent, nodes);
-			c.budget_micros = lease_fallback(c.budget_micros, nodes);
-		}
-		v = quota_admit_local(k, &c, tokens, cost, now_ms, hold, st);
+		v = quota_admit_local(k, &c, NULL, tokens, cost, now_ms, hold, st);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return v;
@@ -542,6 +587,22 @@ static int64_t quota_grant_add(int64_t held, int64_t delta)
 	held += delta;
 	return held < -LEASE_AMOUNT_MAX ? -LEASE_AMOUNT_MAX : held > LEASE_AMOUNT_MAX ?
 	       LEASE_AMOUNT_MAX : held;
+}
+
+/* Shared mode, a request admitted while the store was lost: what it used beyond its
+ * reservation (or less) is reported with the rest of what the node admitted alone. */
+static void quota_settle_alone(struct quota_key *k, const struct quota_hold *hold,
+                               int64_t tokens, int64_t cost_micros)
+{
+	int64_t d;
+
+	if (k->cfg.tpm && tokens >= 0)
+		k->g.local_tok = quota_grant_add(k->g.local_tok, quota_clamp_amount(tokens) - hold->tokens);
+	if (k->cfg.budget_micros && cost_micros >= 0) {
+		d = quota_clamp_amount(cost_micros) - hold->cost_micros;
+		k->g.local_spent = quota_grant_add(k->g.local_spent, d);
+		k->g.fb_used = quota_grant_add(k->g.fb_used, d);
+	}
 }
 
 void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens,
@@ -572,6 +633,8 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 			lease_bucket_take(&k->tok, quota_clamp_amount(tokens) - hold->tokens);
 		}
 		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
+		if (q->shared)
+			quota_settle_alone(k, hold, tokens, cost_micros);
 	}
 	if (k) {
 		/* A hold from an earlier period must not charge the current one. */
@@ -695,9 +758,14 @@ static int quota_held_of(const struct quota_key *k, struct lease_held *h)
 		.spent = g->spent, .want_req = g->want_req, .want_slots = g->want_slots,
 		.need_tok = g->need_tok, .need_budget = g->need_budget,
 		.budget_start_ms = g->budget_start_ms,
+		.local_req = g->local_req, .local_tok = g->local_tok, .local_spent = g->local_spent,
 	};
+	/* A dry mark is taken with the next round, which clears or renews it: an idle key
+	 * must not keep refusing on an old round's word. */
 	return k->shared && (g->req || g->tok || g->slots || g->budget || g->admitted ||
-	                     g->want_req || g->want_slots || g->need_tok || g->need_budget);
+	                     g->want_req || g->want_slots || g->need_tok || g->need_budget ||
+	                     g->local_req || g->local_tok || g->local_spent || g->dry_slots ||
+	                     g->dry_budget);
 }
 
 long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_share_key **out,
@@ -744,6 +812,7 @@ long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_shar
 				k->g.budget -= e->ask.ret_budget;
 				k->g.admitted = k->g.spent = k->g.want_req = k->g.want_slots = 0;
 				k->g.need_tok = k->g.need_budget = 0;
+				k->g.local_req = k->g.local_tok = k->g.local_spent = 0;
 				k->g.peak = k->in_flight;
 			}
 		}
@@ -792,6 +861,9 @@ static void quota_apply_grant(struct quota_key *k, const void *arg, int64_t now_
 	g->dry_tok_until = gr->dry_tok_ms ? now_ms + gr->dry_tok_ms : 0;
 	g->dry_slots = gr->dry_slots;
 	g->dry_budget = gr->dry_budget;
+	g->free_slots = quota_max64(k->cfg.max_concurrent - gr->others_slots - gr->lease_slots, 0);
+	g->pool_budget = gr->pool_budget;
+	g->synced = 1;
 }
 
 void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant *g,
@@ -802,18 +874,22 @@ void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant
 
 static void quota_restore_key(struct quota_key *k, const void *arg, int64_t now_ms)
 {
-	const struct lease_ask *a = arg;
+	const struct quota_share_key *e = arg;
+	const struct lease_ask *a = &e->ask;
 
 	(void)now_ms;
 	k->g.req += a->ret_req;
 	k->g.tok = quota_grant_add(k->g.tok, a->ret_tok);
 	k->g.slots += a->ret_slots;
 	k->g.budget = quota_grant_add(k->g.budget, a->ret_budget);
+	k->g.local_req += e->held.local_req;
+	k->g.local_tok = quota_grant_add(k->g.local_tok, e->held.local_tok);
+	k->g.local_spent = quota_grant_add(k->g.local_spent, e->held.local_spent);
 }
 
 void quota_share_restore(struct quota *q, const struct quota_share_key *k)
 {
-	quota_with_key(q, k->key_id, quota_restore_key, &k->ask, 0);
+	quota_with_key(q, k->key_id, quota_restore_key, k, 0);
 }
 
 void quota_share_fallback(struct quota *q, int64_t nodes)
@@ -822,16 +898,20 @@ void quota_share_fallback(struct quota *q, int64_t nodes)
 	size_t j;
 	int i;
 
-	if (atomic_exchange(&q->fallback_nodes, nodes) != 0 || nodes == 0)
+	if (nodes == 0 || atomic_load(&q->fallback_nodes) != 0) {
+		atomic_store(&q->fallback_nodes, nodes);
 		return;
-	/* The store lets the slots go when the lease expires: none may be reused. */
+	}
+	/* The slots and budget held stay counted (their streams still run, the pool
+	 * counted them as granted); each outage's own spend starts from nothing. */
 	for (i = 0; i < QUOTA_SHARDS; i++) {
 		pthread_mutex_lock(&q->shards[i].lock);
 		for (j = 0; j < q->shards[i].nslots; j++)
 			for (k = q->shards[i].slots[j]; k; k = k->next)
-				k->g.slots = 0;
+				k->g.fb_used = 0;
 		pthread_mutex_unlock(&q->shards[i].lock);
 	}
+	atomic_store(&q->fallback_nodes, nodes);
 }
 
 int64_t quota_share_fallback_nodes(struct quota *q)

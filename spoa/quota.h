@@ -122,12 +122,15 @@ long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_shar
  * and sets its dry marks from now_ms (this node's clock). */
 void quota_share_apply(struct quota *q, int64_t key_id, const struct lease_grant *g,
                        int64_t now_ms);
-/* The round failed: k's returns come back to it. */
+/* The round failed: k's returns, and what it reported of its admissions alone, come
+ * back to it. */
 void quota_share_restore(struct quota *q, const struct quota_share_key *k);
 /* The round ended: requests waiting for it decide again. */
 void quota_share_done(struct quota *q);
-/* nodes > 0: the store is lost, count locally ceil(limit / nodes) of every limit, and
- * hold no slot (they expire at the store); 0: back to the grants. */
+/* nodes > 0: the store is lost, count locally ceil(limit / nodes) of rpm and tpm, and
+ * of slots and budget what the key held plus its share of what its last round left
+ * in the pool (lease_fallback_allow); what is admitted alone is reported at the next
+ * committed round (lease_held's local_*). 0: back to the grants. */
 void quota_share_fallback(struct quota *q, int64_t nodes);
 int64_t quota_share_fallback_nodes(struct quota *q);
 /* Requests that waited for a round, and those whose wait ended without it. */

@@ -35,6 +35,7 @@ enum share_stmt {
 	SHARE_WRITE,
 	SHARE_PRESENCE,
 	SHARE_PURGE,
+	SHARE_ORPHAN,
 	SHARE_NSTMT
 };
 
@@ -47,7 +48,9 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	                    " rpm_frac, rpm_at_ms, tpm_cap, tpm_room, tpm_frac, tpm_at_ms,"
 	                    " budget_cap, budget_period, budget_start_ms, budget_room, "
 	                    SHARE_NOW_MS,
-	/* After the lock: every other node's lease written under it is visible. */
+	/* After the lock: every other node's lease written under it is visible. A lease
+	 * expired less than hold_ms ago still counts: its node's HAProxy may stream on
+	 * while its agent is stalled or dead, or the store was lost (?3 = now - hold). */
 	[SHARE_OTHERS] = "SELECT coalesce(sum(slots), 0) FROM limit_lease"
 	                 " WHERE key_id = ?1 AND node <> ?2 AND expires_ms > ?3",
 	/* The seed spend.c gives one node: what the rollups hold for the period. */
@@ -72,6 +75,11 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	                   " FROM limit_lease WHERE key_id = 0 AND node <> ?1 AND expires_ms > "
 	                   SHARE_NOW_MS,
 	[SHARE_PURGE] = "DELETE FROM limit_lease WHERE expires_ms < ?1",
+	/* At start: the slots of this node's previous agent (killed, restarted) may still
+	 * stream in its HAProxy; renamed (a '/' no node name has), they count as another
+	 * node's until their expiry and hold, and this agent starts from nothing. */
+	[SHARE_ORPHAN] = "UPDATE limit_lease SET node = node || '/restarted-' || " SHARE_NOW_MS
+	                 " WHERE node = ?1 AND key_id <> 0 AND slots > 0",
 };
 
 struct share {
@@ -86,6 +94,7 @@ struct share {
 	size_t grants_cap;
 	int64_t nodes;                   /* at the last sync, >= 1 */
 	int64_t last_ok_ms;              /* monotonic ms a committed round began */
+	int64_t ok_since_ms;             /* ... the first since the last failure */
 	int failing;                     /* logged */
 	uint64_t rounds;
 	_Atomic uint64_t syncs, failures, sync_us_sum;
@@ -176,7 +185,7 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 	st = s->st[SHARE_OTHERS];
 	db_bind_int(st, 1, k->key_id);
 	db_bind_text(st, 2, s->c.node, strlen(s->c.node));
-	db_bind_int(st, 3, now_ms);
+	db_bind_int(st, 3, now_ms - s->c.hold_ms);
 	if (share_int(st, &others) < 0)
 		return -1;
 	lim = (struct lease_limits){ k->cfg.rpm, k->cfg.tpm, k->cfg.max_concurrent,
@@ -190,7 +199,7 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 			return -1;
 	}
 	lease_round(&p, &lim, &k->held, &k->ask, others, spent, now_ms, g);
-	return share_write(s, k->key_id, &p, k->held.slots - k->ask.ret_slots + g->slots,
+	return share_write(s, k->key_id, &p, g->lease_slots,
 	                   k->held.budget - k->ask.ret_budget + g->budget, now_ms + s->c.ttl_ms);
 }
 
@@ -216,13 +225,13 @@ static int share_transaction(struct share *s, long n)
 	now_ms = db_col_int(st, 1);
 	db_reset(st);
 	if (++s->rounds % SHARE_PURGE_EVERY == 0) {
-		db_bind_int(s->st[SHARE_PURGE], 1, now_ms - SHARE_PURGE_MS);
+		db_bind_int(s->st[SHARE_PURGE], 1, now_ms - SHARE_PURGE_MS - s->c.hold_ms);
 		if (share_exec(s->st[SHARE_PURGE]) < 0)
 			goto fail;
 	}
 	if (db_commit(s->db) != DB_OK)
 		goto fail;
-	s->nodes = nodes > 0 ? nodes : 1;
+	s->nodes = lease_nodes(s->nodes, nodes, share_mono_us() / 1000 - s->ok_since_ms, s->c.ttl_ms);
 	return 0;
 fail:
 	db_rollback(s->db);
@@ -245,6 +254,8 @@ static void share_round(struct share *s)
 		}
 		ok = g != NULL;
 	}
+	if (ok && s->failing)
+		s->ok_since_ms = t0 / 1000;
 	if (ok && share_transaction(s, n) < 0) {
 		why = db_errmsg(s->db);
 		ok = 0;
@@ -313,6 +324,10 @@ struct share *share_start(const struct share_config *c, char *err, size_t errlen
 			goto fail;
 		}
 	}
+	db_bind_text(s->st[SHARE_ORPHAN], 1, c->node, strlen(c->node));
+	if (share_exec(s->st[SHARE_ORPHAN]) < 0)
+		log_error("limits: the slots of this node's previous agent are not kept: %s",
+		          db_errmsg(s->db));
 	if (thread_start(&s->thread, "tally-share", share_main, s, err, errlen) < 0)
 		goto fail;
 	return s;

@@ -18,6 +18,7 @@ struct share_config {
 	struct quota *quota;
 	int64_t interval_ms;          /* --lease-interval-ms */
 	int64_t ttl_ms;               /* --lease-ttl-ms */
+	int64_t hold_ms;              /* --lease-hold-ms */
 };
 
 struct share_stats {
@@ -29,8 +30,9 @@ struct share_stats {
 	int64_t nodes;                /* nodes holding leases at the last sync */
 };
 
-/* Opens its connection and starts the thread (quota must be in shared mode); NULL
- * with err set. */
+/* Opens its connection, hands this node's previous leases with slots over to a
+ * node/restarted-MS name (their streams may still run), and starts the thread (quota
+ * must be in shared mode); NULL with err set. */
 struct share *share_start(const struct share_config *c, char *err, size_t errlen);
 /* Stops and frees it (NULL: no-op). Grants held are left to expire at the store. */
 void share_stop(struct share *s);

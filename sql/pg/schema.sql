@@ -560,9 +560,10 @@ CREATE TABLE limit_pool (
 );
 
 -- limit_lease: what a node holds of a key until expires_ms (renewed every sync):
--- concurrency slots and budget granted and not yet returned. A lease past its expiry
--- holds nothing (its slots count for no one). key_id 0: the node's presence (how many
--- nodes share a limit when the store is lost).
+-- concurrency slots and budget granted and not yet returned. A lease's slots count
+-- until --lease-hold-ms past its expiry (its HAProxy may still stream); a restarted
+-- agent renames its node's previous leases to node/restarted-MS. key_id 0: the node's
+-- presence (how many nodes share a limit when the store is lost).
 CREATE TABLE limit_lease (
 	key_id      BIGINT NOT NULL,
 	node        TEXT NOT NULL CHECK (node <> ''),

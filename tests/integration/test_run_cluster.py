@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from conftest import BUILD, HAPROXY, ROOT, free_port
-from pgserver import _alive
+from pgserver import PG_BIN, _alive
 from stack import Stack
 from test_run import children_of, ctrl_c
 
@@ -151,4 +151,61 @@ def test_make_run_cluster_serves_two_nodes_on_one_postgresql(tmp_path):
     finally:
         if postmaster is not None:
             stop_left_over(postmaster)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return []
+
+
+def test_run_cluster_survives_a_dying_process_and_stops_a_restarted_postgresql(tmp_path):
+    """node2's agent killed: reported, node1 serves on, the script keeps running; the
+    PostgreSQL restarted by hand (a new postmaster) is stopped by Ctrl-C all the same."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="tally-run-cluster-"))
+    base.chmod(0o711)
+    postmasters = []
+    try:
+        ports = {n: free_port() for n in PORTS}
+        p, text, postmaster = start_cluster(base, ports)
+        postmasters.append(postmaster)
+        try:
+            key = re.search(r"demo key: (tly_\S+)", text).group(1)
+            agent2 = [k for k in children_of(p.pid) if b"node2" in cmdline(k)
+                      and cmdline(k)[0].endswith(b"tally-agent")]
+            assert len(agent2) == 1, agent2
+            os.kill(agent2[0], signal.SIGKILL)
+            log = base / "run.log"
+            assert wait_for(lambda: f"node2's tally-agent (pid {agent2[0]}) exited"
+                            in log.read_text(), 10), log.read_text()[-2000:]
+            time.sleep(0.5)
+            assert p.poll() is None, log.read_text()[-2000:]
+            s = Stack(base)
+            s.gw_port = ports["GATEWAY"]
+            status, _, _ = s.gateway("POST", "/v1/chat/completions",
+                                     {"model": "mock-gpt", "messages": []}, key=key)
+            assert status == 200
+
+            # restarted by hand: pg_ctl restart reuses its options, a new postmaster (its
+            # log to the file, or it would hold our pipe open)
+            pg = base / "data/cluster/pg"
+            pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(pg), "-l", str(pg / "server.log"),
+                      "-w", "-m", "fast", "restart"]
+            if os.geteuid() == 0:
+                pg_ctl = ["runuser", "-u", "postgres", "--"] + pg_ctl
+            out = subprocess.run(pg_ctl, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+            assert out.returncode == 0, out.stderr
+            postmasters.append(int((pg / "postmaster.pid").read_text().split()[0]))
+            assert postmasters[1] != postmaster and _alive(postmasters[1])
+        finally:
+            kids, alive = ctrl_c(p)
+        assert alive == [], (kids, alive)
+        assert wait_for(lambda: not _alive(postmasters[-1]), 10)
+        assert "tally cluster stopped" in (base / "run.log").read_text()
+    finally:
+        for pm in postmasters:
+            stop_left_over(pm)
         shutil.rmtree(base, ignore_errors=True)

@@ -1,7 +1,9 @@
 /* Unit tests for quota.c's shared mode: admission against grants (rates, slots,
  * tokens settled into debt, budgets of a period), what a sync collects and gives back,
  * a failed round's restore, dry keys refused without waiting, the wait for an urgent
- * round served by a thread standing in for share.c, and the fallback share. */
+ * round served by a thread standing in for share.c, the fallback's allowances (slots
+ * held kept, budget from the pool's room), what was admitted alone reported once, and
+ * dry marks cleared by the next round. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -117,16 +119,135 @@ static void test_slots(void)
 	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
 	CHECK_EQ_INT(keys[0].ask.ret_slots, 1);                 /* idle: released */
 	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_CONCURRENCY);
-	/* While the store is lost, no slot is held: its share is counted locally. */
-	quota_share_apply(q, 7, &(struct lease_grant){ .slots = 2 }, T0);
+	free(keys);
+	quota_free(q);
+}
+
+/* While the store is lost a key counts its slots locally: the ones it held stay held
+ * (their streams run on), plus its share of what the pool had free at its last round;
+ * a key no round granted counts ceil(limit / nodes). Back on the grants, what it holds
+ * is still held. */
+static void test_fallback_slots(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 4, 0);
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h[6];
+	struct quota_status st;
+	size_t cap = 0;
+	int i;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[0]), QUOTA_CONCURRENCY);
+	quota_share_apply(q, 7, &(struct lease_grant){ .slots = 2, .lease_slots = 2,
+	                                              .others_slots = 1 }, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[0]), QUOTA_OK);
 	quota_share_fallback(q, 2);
 	CHECK_EQ_INT(quota_share_fallback_nodes(q), 2);
-	CHECK_EQ_INT(admit(q, &c, 0, 0, &h1), QUOTA_OK);        /* ceil(2 / 2) = 1 */
-	CHECK(!h1.shared);
-	CHECK_EQ_INT(admit(q, &c, 0, 0, &h2), QUOTA_CONCURRENCY);
+	/* 2 held + ceil((4 - 1 - 2) / 2) = 3, the one in flight counted. */
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[1]), QUOTA_OK);
+	CHECK(!h[1].shared);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[2]), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[3]), QUOTA_CONCURRENCY);
+	/* A key no round granted: ceil(4 / 2); one whose last round saw every slot taken
+	 * by the others: none. */
+	CHECK_EQ_INT(quota_admit(q, 8, &c, 0, 0, T0, &h[4], &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(q, 8, &c, 0, 0, T0, &h[5], &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(q, 8, &c, 0, 0, T0, &h[3], &st), QUOTA_CONCURRENCY);
+	quota_settle(q, &h[4], -1, -1, T0);
+	quota_settle(q, &h[5], -1, -1, T0);
 	quota_share_fallback(q, 0);
-	CHECK_EQ_INT(admit(q, &c, 0, 0, &h2), QUOTA_CONCURRENCY);   /* slots were dropped */
-	quota_settle(q, &h1, -1, -1, T0);
+	quota_share_apply(q, 8, &(struct lease_grant){ .others_slots = 4 }, T0);
+	quota_share_fallback(q, 2);
+	CHECK_EQ_INT(quota_admit(q, 8, &c, 0, 0, T0, &h[4], &st), QUOTA_CONCURRENCY);
+	quota_share_fallback(q, 0);
+	/* Back on the grants: 3 in flight on 2 slots; the next round is told. */
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[3]), QUOTA_CONCURRENCY);
+	collect(q, &keys, &cap);
+	CHECK_EQ_INT(keys[0].key_id, 7);
+	CHECK_EQ_INT(keys[0].held.slots, 2);
+	CHECK_EQ_INT(keys[0].held.in_flight, 3);
+	CHECK_EQ_INT(keys[0].ask.ret_slots, 0);
+	for (i = 0; i < 3; i++)
+		quota_settle(q, &h[i], -1, -1, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h[0]), QUOTA_OK);
+	free(keys);
+	quota_free(q);
+}
+
+/* A budget while the store is lost: the grant held plus a share of the pool's room at
+ * the last round, each outage from nothing; what was admitted alone (and its
+ * settlement's correction) is handed to the next round, given back if that round
+ * fails, and reported once. */
+static void test_fallback_budget_reported(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(60, 1000, 0, 100000);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
+	struct lease_grant g = { .req = 1, .tok = 100, .budget = 100, .budget_start_ms = day,
+	                         .pool_budget = 1000 };
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h1, h2, h3;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 10, 100, &h1), QUOTA_RPM);
+	quota_share_apply(q, 7, &g, T0);
+	collect(q, &keys, &cap);
+	quota_share_restore(q, &keys[0]);
+	quota_share_fallback(q, 2);
+	/* 100 held + 1000 / 2 = 600. */
+	CHECK_EQ_INT(admit(q, &c, 10, 400, &h1), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 10, 300, &h2), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(q, &c, 10, 200, &h2), QUOTA_OK);
+	quota_settle(q, &h1, 30, 500, T0);
+	CHECK_EQ_INT(admit(q, &c, 10, 1, &h3), QUOTA_BUDGET);   /* 700 used of 600 */
+	/* The store answers again: the round takes the report; a failed one gives it back. */
+	quota_share_fallback(q, 0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].held.local_req, 2);
+	CHECK_EQ_INT(keys[0].held.local_tok, 20 + 20);
+	CHECK_EQ_INT(keys[0].held.local_spent, 400 + 200 + 100);
+	quota_share_restore(q, &keys[0]);
+	quota_settle(q, &h2, 10, 100, T0);      /* settled after the store came back */
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].held.local_spent, 700 - 100);
+	CHECK_EQ_INT(keys[0].held.local_req, 2);
+	quota_share_apply(q, 7, &(struct lease_grant){ .budget_start_ms = day,
+	                                              .pool_budget = 1000 }, T0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 0);       /* reported once: nothing left */
+	/* A second outage counts from nothing: 100 + 500 again. */
+	quota_share_apply(q, 7, &(struct lease_grant){ .budget = 100, .budget_start_ms = day,
+	                                              .pool_budget = 1000 }, T0);
+	quota_share_fallback(q, 2);
+	CHECK_EQ_INT(admit(q, &c, 10, 600, &h1), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 10, 1, &h2), QUOTA_BUDGET);
+	free(keys);
+	quota_free(q);
+}
+
+/* A dry mark is only as good as its round: an idle dry key is taken by the next round,
+ * which clears it, and its next request waits for a round instead of a refusal. */
+static void test_dry_mark_cleared(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 2, 0);
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h;
+	size_t cap = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_CONCURRENCY);
+	collect(q, &keys, &cap);
+	quota_share_apply(q, 7, &(struct lease_grant){ .dry_slots = 1 }, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_CONCURRENCY);
+	collect(q, &keys, &cap);
+	quota_share_apply(q, 7, &(struct lease_grant){ .dry_slots = 1 }, T0);
+	/* Idle since: the next round still takes the key, and clears its mark. */
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);
+	CHECK_EQ_INT(keys[0].ask.want_slots, 0);
+	quota_share_apply(q, 7, &(struct lease_grant){ 0 }, T0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 0);
 	free(keys);
 	quota_free(q);
 }
@@ -217,6 +338,9 @@ int main(void)
 	RUN(test_collect_nothing);
 	RUN(test_rates);
 	RUN(test_slots);
+	RUN(test_fallback_slots);
+	RUN(test_fallback_budget_reported);
+	RUN(test_dry_mark_cleared);
 	RUN(test_tokens_and_budget);
 	RUN(test_wait_for_a_round);
 	return UNIT_DONE();
