@@ -10,10 +10,9 @@
 
 #include "acct.h"
 
-/* Fields of a "tally4" record; a "tally3" one (of the log-format before it) lacks the
+/* A "tally4" record has as many fields as a "tally5" one; a "tally3" one lacks the
  * classes priced apart and the tier before the capture, a "tally2" one the stored
  * response's id as well. */
-#define RECORD_FIELDS 42
 #define RECORD_FIELDS_3 35
 #define RECORD_FIELDS_2 34
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
@@ -205,13 +204,13 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	memset(r, 0, sizeof(*r));
 	if (len && end[-1] == '\n')
 		end--;
-	/* "tally4": the log-format of haproxy/haproxy.cfg; "tally3" and "tally2", the ones
-	 * before it, still read while an upgraded agent meets the HAProxy of before
-	 * (tally1 records, of an older one still, carry no MAC). */
-	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '4' ||
+	/* "tally5": the log-format of haproxy/haproxy.cfg; "tally4" to "tally2", the ones
+	 * before it, still read so that their refusal says what they are. */
+	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '5' ||
 	    buf[6] != ' ')
 		return -1;
-	nf = buf[5] == '4' ? RECORD_FIELDS : buf[5] == '3' ? RECORD_FIELDS_3 : RECORD_FIELDS_2;
+	r->version = buf[5];
+	nf = buf[5] >= '4' ? RECORD_FIELDS : buf[5] == '3' ? RECORD_FIELDS_3 : RECORD_FIELDS_2;
 	for (i = 0; i < nf - 1; i++) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
@@ -221,18 +220,25 @@ int record_parse(const char *buf, size_t len, struct record *r)
 		p = sp + 1;
 	}
 	f[nf - 1] = (struct record_str){ p, (size_t)(end - p) };
+	memcpy(r->field, f, (size_t)nf * sizeof(f[0]));
+	r->nfields = nf;
 
 	if (record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
 	    record_opt_token(f[2], RECORD_NONCE_MAX, &r->nonce) < 0 ||
-	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->nmac) < 0 ||
+	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->tmac) < 0 ||
 	    record_opt_token(f[4], ACCT_ID_MAX - 1, &r->id) < 0)
 		return -1;
 	/* HAProxy has no unique id for a request it could not parse (or one a client
 	 * abandoned before sending it): the connection's nonce stands in. */
 	if (!r->id.len && !r->nonce.len)
 		return -1;
+	/* tally5 prints the status HAProxy sent ("-": none) from a variable the MAC covers. */
+	if (record_absent(f[7]))
+		r->status = -1;
+	else if (record_int(f[7], -1, &r->status) < 0 || r->status > 999)
+		return -1;
 	if (record_int(f[5], 0, &r->accept_s) < 0 || record_int(f[6], 0, &r->accept_ms) < 0 ||
-	    r->accept_ms > 999 || record_int(f[7], -1, &r->status) < 0 || r->status > 999 ||
+	    r->accept_ms > 999 ||
 	    record_int(f[8], 0, &r->bytes_in) < 0 || record_int(f[9], 0, &r->bytes_out) < 0 ||
 	    record_int(f[10], -1, &r->tr) < 0 || record_int(f[11], -1, &r->tw) < 0 ||
 	    record_int(f[12], -1, &r->tc) < 0 || record_int(f[13], -1, &r->tr_server) < 0 ||
@@ -288,12 +294,92 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	return 0;
 }
 
+/* The fields the record's MAC covers, in the order of the log-format's concat() chain:
+ * the nonce, the id, the status, and everything from the verdict to the capture. */
+static const unsigned char record_mac_fields[] = {
+	2, 4, 7, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
+	36, 37, 38, 39, 40, 41,
+};
+
+/* Printed url-encoded (url_enc): the MAC is of the value HAProxy held. */
+static int record_url_encoded(int field)
+{
+	return field == 19 || field == 20 || field == 24 || field == 33 || field == 40;
+}
+
+/* Adds what HAProxy's concat() added for field i: "" for an absent one ("-"), the decoded
+ * bytes of an url-encoded one. A decoded value holding the separator is refused (-1):
+ * the fields would no longer split one way only (the others are tokens or numbers
+ * record_parse checked, or the capture, which comes last). */
+static int record_mac_field(const struct record *r, int i, struct gwsecret_mac *m)
+{
+	struct record_str s = r->field[i];
+	unsigned char chunk[64];
+	size_t k, n = 0;
+
+	if (record_absent(s))
+		return 0;
+	if (!record_url_encoded(i))
+		return gwsecret_mac_add(m, s.ptr, s.len);
+	for (k = 0; k < s.len; k++) {
+		int c = (unsigned char)s.ptr[k];
+
+		if (c == '%') {
+			int hi = k + 2 < s.len ? record_hex(s.ptr[k + 1]) : -1;
+			int lo = k + 2 < s.len ? record_hex(s.ptr[k + 2]) : -1;
+
+			if (hi < 0 || lo < 0)
+				return -1;
+			c = hi << 4 | lo;
+			k += 2;
+		}
+		if (c == RECORD_MAC_SEP)
+			return -1;
+		chunk[n++] = (unsigned char)c;
+		if (n == sizeof(chunk)) {
+			if (gwsecret_mac_add(m, chunk, n) < 0)
+				return -1;
+			n = 0;
+		}
+	}
+	return gwsecret_mac_add(m, chunk, n);
+}
+
+/* HAProxy's unique-id-format starts with the accept time (%Ts%ms-): the id the MAC
+ * covers then vouches for the record's time. */
+static int record_id_dated(const struct record *r)
+{
+	struct record_str ts = r->field[5], ms = r->field[6];
+
+	return r->id.len > ts.len + ms.len && ms.len == 3 &&
+	       memcmp(r->id.ptr, ts.ptr, ts.len) == 0 &&
+	       memcmp(r->id.ptr + ts.len, ms.ptr, ms.len) == 0 &&
+	       r->id.ptr[ts.len + ms.len] == '-';
+}
+
 int record_authentic(const struct record *r, struct gwsecret_mac *m)
 {
-	if (r->id.len)
-		return gwsecret_mac_ok(m, r->id.ptr, r->id.len, r->mac.ptr, r->mac.len);
-	return r->nonce.len &&
-	       gwsecret_mac_ok(m, r->nonce.ptr, r->nonce.len, r->nmac.ptr, r->nmac.len);
+	static const char sep = RECORD_MAC_SEP;
+	size_t i;
+
+	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)))
+		return 0;
+	/* "tally5t": HAProxy sent the termination state's MAC too, which must then check. */
+	if (gwsecret_mac_begin(m) < 0 || gwsecret_mac_add(m, r->tmac.len ? "tally5t" : "tally5",
+	                                                   r->tmac.len ? 7 : 6) < 0)
+		return 0;
+	for (i = 0; i < sizeof(record_mac_fields); i++)
+		if (gwsecret_mac_add(m, &sep, 1) < 0 || record_mac_field(r, record_mac_fields[i], m) < 0)
+			return 0;
+	if (!gwsecret_mac_end(m, r->mac.ptr, r->mac.len))
+		return 0;
+	if (!r->tmac.len)
+		return 1;
+	return gwsecret_mac_begin(m) == 0 &&
+	       gwsecret_mac_add(m, r->termination.ptr, r->termination.len) == 0 &&
+	       gwsecret_mac_add(m, &sep, 1) == 0 && record_mac_field(r, 4, m) == 0 &&
+	       gwsecret_mac_add(m, &sep, 1) == 0 && record_mac_field(r, 2, m) == 0 &&
+	       gwsecret_mac_end(m, r->tmac.ptr, r->tmac.len);
 }
 
 void record_name(const struct record *r, char *out, size_t cap)
