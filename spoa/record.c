@@ -307,42 +307,63 @@ static int record_url_encoded(int field)
 	return field == 19 || field == 20 || field == 24 || field == 33 || field == 40;
 }
 
-/* Adds what HAProxy's concat() added for field i: "" for an absent one ("-"), the decoded
- * bytes of an url-encoded one. A decoded value holding the separator is refused (-1):
- * the fields would no longer split one way only (the others are tokens or numbers
- * record_parse checked, or the capture, which comes last). */
-static int record_mac_field(const struct record *r, int i, struct gwsecret_mac *m)
+/* The MAC's message, gathered in a buffer: one OpenSSL call per buffer, not per field. */
+struct record_macbuf {
+	struct gwsecret_mac *m;
+	size_t n;
+	int failed;
+	unsigned char b[512];
+};
+
+static void record_mac_flush(struct record_macbuf *mb)
+{
+	if (mb->n && gwsecret_mac_add(mb->m, mb->b, mb->n) < 0)
+		mb->failed = 1;
+	mb->n = 0;
+}
+
+static void record_mac_byte(struct record_macbuf *mb, int c)
+{
+	if (mb->n == sizeof(mb->b))
+		record_mac_flush(mb);
+	mb->b[mb->n++] = (unsigned char)c;
+}
+
+/* Adds the separator and what HAProxy's concat() added for field i: "" for an absent one
+ * ("-"), the decoded bytes of an url-encoded one. A decoded value holding the separator
+ * fails the MAC: the fields would no longer split one way only (the others are tokens
+ * or numbers record_parse checked, or the capture, which comes last). */
+static void record_mac_field(const struct record *r, int i, struct record_macbuf *mb)
 {
 	struct record_str s = r->field[i];
-	unsigned char chunk[64];
-	size_t k, n = 0;
+	size_t k;
 
+	record_mac_byte(mb, RECORD_MAC_SEP);
 	if (record_absent(s))
-		return 0;
-	if (!record_url_encoded(i))
-		return gwsecret_mac_add(m, s.ptr, s.len);
+		return;
 	for (k = 0; k < s.len; k++) {
 		int c = (unsigned char)s.ptr[k];
 
-		if (c == '%') {
+		if (c == '%' && record_url_encoded(i)) {
 			int hi = k + 2 < s.len ? record_hex(s.ptr[k + 1]) : -1;
 			int lo = k + 2 < s.len ? record_hex(s.ptr[k + 2]) : -1;
 
-			if (hi < 0 || lo < 0)
-				return -1;
+			if (hi < 0 || lo < 0 || (hi << 4 | lo) == RECORD_MAC_SEP) {
+				mb->failed = 1;
+				return;
+			}
 			c = hi << 4 | lo;
 			k += 2;
 		}
-		if (c == RECORD_MAC_SEP)
-			return -1;
-		chunk[n++] = (unsigned char)c;
-		if (n == sizeof(chunk)) {
-			if (gwsecret_mac_add(m, chunk, n) < 0)
-				return -1;
-			n = 0;
-		}
+		record_mac_byte(mb, c);
 	}
-	return gwsecret_mac_add(m, chunk, n);
+}
+
+/* 1 if mac is the MAC of what mb gathered since its start. */
+static int record_mac_end(struct record_macbuf *mb, struct record_str mac)
+{
+	record_mac_flush(mb);
+	return !mb->failed && gwsecret_mac_end(mb->m, mac.ptr, mac.len);
 }
 
 /* HAProxy's unique-id-format starts with the accept time (%Ts%ms-): the id the MAC
@@ -359,27 +380,28 @@ static int record_id_dated(const struct record *r)
 
 int record_authentic(const struct record *r, struct gwsecret_mac *m)
 {
-	static const char sep = RECORD_MAC_SEP;
+	struct record_macbuf mb = { .m = m };
 	size_t i;
 
-	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)))
+	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)) ||
+	    gwsecret_mac_begin(m) < 0)
 		return 0;
 	/* "tally5t": HAProxy sent the termination state's MAC too, which must then check. */
-	if (gwsecret_mac_begin(m) < 0 || gwsecret_mac_add(m, r->tmac.len ? "tally5t" : "tally5",
-	                                                   r->tmac.len ? 7 : 6) < 0)
-		return 0;
+	memcpy(mb.b, "tally5t", 7);
+	mb.n = r->tmac.len ? 7 : 6;
 	for (i = 0; i < sizeof(record_mac_fields); i++)
-		if (gwsecret_mac_add(m, &sep, 1) < 0 || record_mac_field(r, record_mac_fields[i], m) < 0)
-			return 0;
-	if (!gwsecret_mac_end(m, r->mac.ptr, r->mac.len))
+		record_mac_field(r, record_mac_fields[i], &mb);
+	if (!record_mac_end(&mb, r->mac))
 		return 0;
 	if (!r->tmac.len)
 		return 1;
-	return gwsecret_mac_begin(m) == 0 &&
-	       gwsecret_mac_add(m, r->termination.ptr, r->termination.len) == 0 &&
-	       gwsecret_mac_add(m, &sep, 1) == 0 && record_mac_field(r, 4, m) == 0 &&
-	       gwsecret_mac_add(m, &sep, 1) == 0 && record_mac_field(r, 2, m) == 0 &&
-	       gwsecret_mac_end(m, r->tmac.ptr, r->tmac.len);
+	if (gwsecret_mac_begin(m) < 0)
+		return 0;
+	memcpy(mb.b, r->termination.ptr, r->termination.len);
+	mb.n = r->termination.len;
+	record_mac_field(r, 4, &mb);
+	record_mac_field(r, 2, &mb);
+	return record_mac_end(&mb, r->tmac);
 }
 
 void record_name(const struct record *r, char *out, size_t cap)
