@@ -29,7 +29,8 @@ struct agent_config {
 	int lease_ttl_ms;
 	int lease_wait_ms;
 	int max_connections;
-	int hello_timeout_ms;
+	int max_unauthenticated;               /* SPOP connections before the secret */
+	int auth_timeout_ms;
 	int idle_timeout_ms;
 	/* Accounting */
 	char records_addr[CONFIG_PATH_MAX];    /* TCP + UDP, HAProxy's log records */

@@ -323,7 +323,8 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	struct worker_conn_cfg conn = {
 		.max_frame_size = a->cfg.max_frame_size,
 		.max_connections = (a->cfg.max_connections + a->cfg.threads - 1) / a->cfg.threads,
-		.hello_timeout = a->cfg.hello_timeout_ms / 1000.0,
+		.max_fresh = (a->cfg.max_unauthenticated + a->cfg.threads - 1) / a->cfg.threads,
+		.auth_timeout = a->cfg.auth_timeout_ms / 1000.0,
 		.idle_timeout = a->cfg.idle_timeout_ms / 1000.0,
 	};
 	struct worker_acct acct = {
@@ -454,9 +455,11 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	}
 	for (i = 0; i < a->nworkers; i++) {
 		worker_stop(a->workers[i], &t);
-		log_info("worker %d: %llu connections (%llu refused, %llu timed out), %llu notifies,"
-		         " %llu allowed, %llu unreadable, %llu unknown frames", i,
+		log_info("worker %d: %llu connections (%llu refused, %llu closed without the secret"
+		         " for newer ones, %llu timed out), %llu notifies, %llu allowed, %llu"
+		         " unreadable, %llu unknown frames", i,
 		         (unsigned long long)t.connections, (unsigned long long)t.refused,
+		         (unsigned long long)t.evicted,
 		         (unsigned long long)t.timeouts, (unsigned long long)t.notifies,
 		         (unsigned long long)t.verdicts[DECISION_ALLOW],
 		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);

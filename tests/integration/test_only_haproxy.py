@@ -1,9 +1,11 @@
-"""Only HAProxy talks to the agent, through the real HAProxy, agent and mock upstream: a
-process that holds a copy of a real record (here one squatting the records address, as
-during an agent restart) and sends it changed before the real one cannot change what is
-billed: the record's MAC covers every field the agent uses, so the changed copy is
-refused (and counted) and the real one, arriving second, makes the row."""
-import json
+"""Only HAProxy talks to the agent, through the real HAProxy, agent and mock upstream.
+- A process that holds a copy of a real record (here one squatting the records address,
+  as during an agent restart) and sends it changed before the real one cannot change
+  what is billed: the record's MAC covers every field the agent uses, so the changed
+  copy is refused (and counted) and the real one, arriving second, makes the row.
+- A process that opens SPOP connections and never shows the gateway secret cannot keep
+  HAProxy's out."""
+import concurrent.futures
 import socket
 import threading
 import time
@@ -11,6 +13,7 @@ import urllib.request
 
 import pytest
 
+import spop_client as sp
 from conftest import HAPROXY_VERSION, free_port
 from stack import Stack
 
@@ -196,3 +199,45 @@ def test_the_termination_state_is_covered_where_haproxy_can_fetch_it(squatted):
         assert unauthenticated(stack) >= before + 1
     else:
         assert (r["termination"], r["outcome"]) == ("CD", "client_abort")
+
+
+def test_idle_spop_connections_never_keep_haproxy_out(tmp_path):
+    """Many more idle connections than --max-connections, each past its HELLO, opened
+    before HAProxy starts and again while it serves: every request still gets its 200,
+    promptly, one at a time and several at once (HAProxy then opens more)."""
+    s = Stack(tmp_path, agent_args=["--max-connections", "32"])
+    idle = []
+
+    def squat(n):
+        for _ in range(n):
+            try:
+                c = sp.Client(s.agent_port)
+                idle.append(c)
+                c.handshake()
+            except (OSError, AssertionError, TypeError):
+                pass
+
+    try:
+        s.seed()
+        s.start_mock()
+        s.start_agent()
+        squat(300)
+        s.start_haproxy()
+        s.wait_agent_state("UP")
+        for i in range(40):
+            if i == 20:
+                squat(300)
+            t0 = time.time()
+            status, _, _ = s.gateway("POST", CHAT, {"model": "mock-gpt", "messages": []},
+                                     key=s.key, timeout=10)
+            assert (status, i) == (200, i)
+            assert time.time() - t0 < 2
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(lambda _: s.gateway("POST", CHAT, {"model": "mock-gpt",
+                                                                   "messages": []},
+                                                    key=s.key, timeout=10)[0], range(64)))
+        assert got == [200] * 64
+    finally:
+        for c in idle:
+            c.close()
+        s.close()
