@@ -30,6 +30,7 @@ struct agent_config {
 	int lease_wait_ms;
 	int max_connections;
 	int max_unauthenticated;               /* SPOP connections before the secret */
+	unsigned unix_mode;                    /* of the unix sockets: net_set_unix_mode */
 	int auth_timeout_ms;
 	int idle_timeout_ms;
 	/* Accounting */

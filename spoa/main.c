@@ -522,6 +522,7 @@ int main(int argc, char **argv)
 	if (a.cfg.self_check)
 		return selfcheck_agent(stdout, &a.cfg, NULL);
 	log_set_level(a.cfg.log_level);
+	net_set_unix_mode(a.cfg.unix_mode);
 	signal(SIGPIPE, SIG_IGN);
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
 	    agent_start_workers(&a, err, sizeof(err)) < 0 ||

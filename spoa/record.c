@@ -232,13 +232,8 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	 * abandoned before sending it): the connection's nonce stands in. */
 	if (!r->id.len && !r->nonce.len)
 		return -1;
-	/* tally5 prints the status HAProxy sent ("-": none) from a variable the MAC covers. */
-	if (record_absent(f[7]))
-		r->status = -1;
-	else if (record_int(f[7], -1, &r->status) < 0 || r->status > 999)
-		return -1;
 	if (record_int(f[5], 0, &r->accept_s) < 0 || record_int(f[6], 0, &r->accept_ms) < 0 ||
-	    r->accept_ms > 999 ||
+	    r->accept_ms > 999 || record_int(f[7], -1, &r->status) < 0 || r->status > 999 ||
 	    record_int(f[8], 0, &r->bytes_in) < 0 || record_int(f[9], 0, &r->bytes_out) < 0 ||
 	    record_int(f[10], -1, &r->tr) < 0 || record_int(f[11], -1, &r->tw) < 0 ||
 	    record_int(f[12], -1, &r->tc) < 0 || record_int(f[13], -1, &r->tr_server) < 0 ||
@@ -378,20 +373,50 @@ static int record_id_dated(const struct record *r)
 	       r->id.ptr[ts.len + ms.len] == '-';
 }
 
-int record_authentic(const struct record *r, struct gwsecret_mac *m)
+/* 1 if the record's main MAC is right, its status taken as HAProxy's http-after-response
+ * saw it (with_status) or as absent, and the termination state's MAC said to come (term)
+ * or not. */
+static int record_mac_main(const struct record *r, struct gwsecret_mac *m, int with_status,
+                           int term)
 {
 	struct record_macbuf mb = { .m = m };
 	size_t i;
 
-	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)) ||
-	    gwsecret_mac_begin(m) < 0)
+	if (gwsecret_mac_begin(m) < 0)
 		return 0;
 	/* "tally5t": HAProxy sent the termination state's MAC too, which must then check. */
 	memcpy(mb.b, "tally5t", 7);
-	mb.n = r->tmac.len ? 7 : 6;
-	for (i = 0; i < sizeof(record_mac_fields); i++)
-		record_mac_field(r, record_mac_fields[i], &mb);
-	if (!record_mac_end(&mb, r->mac))
+	mb.n = term ? 7 : 6;
+	for (i = 0; i < sizeof(record_mac_fields); i++) {
+		if (record_mac_fields[i] == 7 && !with_status)
+			record_mac_byte(&mb, RECORD_MAC_SEP);
+		else
+			record_mac_field(r, record_mac_fields[i], &mb);
+	}
+	return record_mac_end(&mb, r->mac);
+}
+
+/* A transaction HAProxy answered without http-after-response (a request it could not
+ * parse, a client gone before any answer) has no status variable: its printed status is
+ * then unauthenticated, and is taken only if not 2xx (every 2xx answer passes
+ * http-after-response), where it cannot make a row billable. */
+static int record_mac_any_status(const struct record *r, struct gwsecret_mac *m, int term)
+{
+	return record_mac_main(r, m, 1, term) ||
+	       ((r->status < 200 || r->status > 299) && record_mac_main(r, m, 0, term));
+}
+
+int record_authentic(const struct record *r, struct gwsecret_mac *m)
+{
+	struct record_macbuf mb = { .m = m };
+
+	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)))
+		return 0;
+	/* A record without id (no transaction: HAProxy refused the request before parsing
+	 * it) has no termination-state fetch on 3.4 either: its state is unauthenticated,
+	 * and such a record bills nothing (join.c). */
+	if (!record_mac_any_status(r, m, r->tmac.len != 0) &&
+	    (r->tmac.len || r->id.len || !record_mac_any_status(r, m, 1)))
 		return 0;
 	if (!r->tmac.len)
 		return 1;

@@ -85,8 +85,10 @@ int record_parse(const char *buf, size_t len, struct record *out);
  * url-encoded ones decoded, joined by RECORD_MAC_SEP: haproxy.cfg's log-format builds
  * the same with concat()), whose id starts with its accept time (unique-id-format) and,
  * when the MAC says HAProxy sent one, whose termination-state MAC is right too. What it
- * does not cover: the timers, the byte counts, the backend, and the termination state
- * of HAProxy before 3.4 (docs/haproxy-integration.md says what that allows). */
+ * does not cover: the timers, the byte counts, the backend, the termination state of
+ * HAProxy before 3.4 and of a record without id, and the status of a transaction
+ * answered without http-after-response, then taken only if not 2xx
+ * (docs/haproxy-integration.md says what that allows). */
 #define RECORD_MAC_SEP '\x01'
 
 int record_authentic(const struct record *r, struct gwsecret_mac *m);

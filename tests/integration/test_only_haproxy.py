@@ -6,7 +6,9 @@
 - A process that opens SPOP connections and never shows the gateway secret cannot keep
   HAProxy's out."""
 import concurrent.futures
+import os
 import socket
+import stat
 import threading
 import time
 import urllib.request
@@ -240,4 +242,50 @@ def test_idle_spop_connections_never_keep_haproxy_out(tmp_path):
     finally:
         for c in idle:
             c.close()
+        s.close()
+
+
+def records_by(stack, transport):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    return float(next(l.split()[-1] for l in text.splitlines()
+                      if l.startswith(f'tally_records_total{{transport="{transport}"}} ')))
+
+
+def test_the_gateway_runs_over_unix_sockets(tmp_path):
+    """SPOP and records on unix sockets (make run's default), 0660: decisions, the
+    ring's stream and the datagram copy all arrive; every request is one exact row."""
+    s = Stack(tmp_path, unix=True)
+    try:
+        s.start()
+        for name in ("spop.sock", "records.sock", "records.sock.dgram"):
+            st = os.stat(os.path.join(s.unix_dir, name))
+            assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660, name
+        ids = []
+        for i, stream in enumerate([False, True] * 3):
+            body = {"model": "mock-gpt", "stream": stream, "max_tokens": 10,
+                    "messages": [{"role": "user", "content": "hi"}]}
+            if stream:
+                body["stream_options"] = {"include_usage": True}
+            status, headers, _ = s.gateway(
+                "POST", CHAT, body, key=s.key,
+                headers={"x-mock-prompt-tokens": str(100 + i),
+                         "x-mock-completion-tokens": str(10 + i)})
+            assert status == 200
+            ids.append(headers["x-request-id"])
+        status, _, _ = s.gateway("POST", CHAT, {"model": "mock-gpt", "messages": []},
+                                 key="sk-wrong")
+        assert status == 401
+        for i, rid in enumerate(ids):
+            r = s.row(rid)
+            assert (r["prompt_tokens"], r["completion_tokens"], r["status"]) == \
+                (100 + i, 10 + i, 200)
+        s.wait_rows(len(ids) + 1)
+        deadline = time.time() + 5
+        while (records_by(s, "tcp") < len(ids) + 1 or records_by(s, "udp") < len(ids) + 1) \
+                and time.time() < deadline:
+            time.sleep(0.05)
+        assert records_by(s, "tcp") >= len(ids) + 1 and records_by(s, "udp") >= len(ids) + 1
+        assert s.counters()["unauthenticated"] == 0
+    finally:
         s.close()

@@ -570,6 +570,8 @@ static void test_missing_id_and_nonce(void)
 struct v5 {
 	const char *v[V5_FIELDS];
 	int term_mac;                  /* HAProxy 3.4+: the termination state's own MAC */
+	const char *st;                /* %ST as printed when v[7], the status variable,
+	                                * is absent (no http-after-response) */
 };
 
 static const struct v5 v5_base = { {
@@ -578,7 +580,7 @@ static const struct v5 v5_base = { {
 	"meta/llama 3", "openai", "0", NULL, NULL, "gpt-4o-2024-08-06", "1000", "500", "200",
 	"50", NULL, NULL, NULL, NULL, "resp_1", NULL, NULL, NULL, NULL, NULL, NULL, "priority",
 	"c1 j 2 2 0 {}",
-}, 1 };
+}, 1, NULL };
 
 static int v5_url_encoded(int i)
 {
@@ -615,7 +617,8 @@ static int v5_parse(const struct v5 *rec, const struct gwsecret *gw, char *line,
 	                     rec->v[4] ? rec->v[4] : "", rec->v[2] ? rec->v[2] : "");
 	v5_mac(gw, msg, m, tmac);
 	for (i = 0; i < V5_FIELDS; i++) {
-		const char *v = i == 1 ? mac : i == 3 ? (rec->term_mac ? tmac : NULL) : rec->v[i];
+		const char *v = i == 1 ? mac : i == 3 ? (rec->term_mac ? tmac : NULL) :
+		                i == 7 && !rec->v[7] ? rec->st : rec->v[i];
 		const char *c;
 
 		if (i)
@@ -723,12 +726,24 @@ static void test_authentic(void)
 	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 3, REC_MAC), 0);
 	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 25, "1"), 0);
 	rec.term_mac = 1;
-	/* A record without id, named by its nonce. */
+	/* A record without id, named by its nonce, of a request HAProxy could not parse:
+	 * answered before http-after-response, it has no status variable. Its printed
+	 * status is then unauthenticated, and taken only when not 2xx. */
 	rec.v[4] = NULL;
 	rec.v[7] = NULL;
+	rec.st = "400";
 	CHECK(v5_authentic(&rec, &gw, mgw));
 	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 2, "abc"), 0);
+	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 7, "408"), 1);
+	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 7, "200"), 0);
+	rec.st = "200";
+	CHECK(!v5_authentic(&rec, &gw, mgw));
+	/* On 3.4 its termination state has no fetch either: the main MAC says one comes,
+	 * none does. A record with an id is refused so. */
+	rec.st = "400";
+	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 3, "-"), 1);
 	rec.v[4] = v5_base.v[4];
+	CHECK_EQ_INT(v5_forged(&rec, &gw, mgw, 3, "-"), 0);
 	rec.v[7] = v5_base.v[7];
 	/* A decoded value holding the separator would let the fields split otherwise. */
 	rec.v[24] = "gpt\x01" "4";
