@@ -306,7 +306,7 @@ static const struct config_setting settings[] = {
 	{ "lease-ttl-ms", "MS", "PostgreSQL: a node's concurrency slots return to the others this long after its last sync; a node without a sync this long counts its limits locally, at its share (default 3000)", config_set_lease_ttl },
 	{ "lease-wait-ms", "MS", "PostgreSQL: how long a decision may wait for its key's share when this node's ran out and the cluster's has room; 0: never (default 20)", config_set_lease_wait },
 	{ "max-connections", "N", "SPOP connections that showed the gateway secret, at once, over all threads (default 4096)", config_set_max_connections },
-	{ "max-unauthenticated", "N", "SPOP connections that have not shown it yet, at once, over all threads; beyond, the oldest is closed for a new one (default 64)", config_set_max_unauthenticated },
+	{ "max-unauthenticated", "N", "SPOP connections that have not shown it yet, at once, over all threads; beyond, the oldest is closed for a new one (default 1024)", config_set_max_unauthenticated },
 	{ "auth-timeout-ms", "MS", "time a new SPOP connection has to show the gateway secret (its HELLO, then a NOTIFY carrying it) before it is closed (default 2000)", config_set_auth_timeout },
 	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
 	{ "records", "ADDR", "host:port receiving HAProxy's end-of-transaction records, TCP and UDP, or unix:/path, a stream socket there and a datagram one at /path.dgram (default 127.0.0.1:12346)", config_set_records },
@@ -456,7 +456,7 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->lease_ttl_ms = 3000;
 	cfg->lease_wait_ms = 20;
 	cfg->max_connections = 4096;
-	cfg->max_unauthenticated = 64;
+	cfg->max_unauthenticated = 1024;
 	cfg->unix_mode = 0660;
 	cfg->auth_timeout_ms = 2000;
 	cfg->idle_timeout_ms = 300000;
