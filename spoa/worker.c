@@ -21,7 +21,9 @@
  * new one takes the oldest one's place: however many connections another process
  * opens, HAProxy's new ones get in and, shown the secret within a millisecond, stay.
  * Only connections that showed it count against max_connections. HAProxy's health
- * checks (HELLO, then close) are fresh connections that end on their own.
+ * checks (HELLO, then close) are fresh connections that end on their own. The budget
+ * must exceed what HAProxy opens at once in a burst: a worker takes a burst from its
+ * inbox before it reads any of them.
  *
  * Every decision leaves a pending entry for accounting (see intake.c) and a journal
  * entry; the journal is written before the ACKs of a batch go out, so that a request
