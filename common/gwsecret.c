@@ -123,17 +123,32 @@ struct gwsecret_mac *gwsecret_mac_new(const struct gwsecret *s)
 	return m;
 }
 
-int gwsecret_mac_ok(struct gwsecret_mac *m, const char *msg, size_t len, const char *mac,
-                    size_t maclen)
+int gwsecret_mac_begin(struct gwsecret_mac *m)
+{
+	/* Init without a key keeps the one set: only the message's work is done here. */
+	return EVP_MAC_init(m->ctx, NULL, 0, NULL) ? 0 : -1;
+}
+
+int gwsecret_mac_add(struct gwsecret_mac *m, const void *p, size_t len)
+{
+	return EVP_MAC_update(m->ctx, p, len) ? 0 : -1;
+}
+
+int gwsecret_mac_end(struct gwsecret_mac *m, const char *mac, size_t maclen)
 {
 	unsigned char digest[32], want[GWSECRET_MAC_LEN + 1];
 	size_t dlen;
 
-	/* Init without a key keeps the one set: only the message's work is done here. */
-	if (maclen != GWSECRET_MAC_LEN || !EVP_MAC_init(m->ctx, NULL, 0, NULL) ||
-	    !EVP_MAC_update(m->ctx, (const unsigned char *)msg, len) ||
-	    !EVP_MAC_final(m->ctx, digest, &dlen, sizeof(digest)) || dlen != sizeof(digest))
+	if (!EVP_MAC_final(m->ctx, digest, &dlen, sizeof(digest)) || dlen != sizeof(digest) ||
+	    maclen != GWSECRET_MAC_LEN)
 		return 0;
 	EVP_EncodeBlock(want, digest, (int)sizeof(digest));
 	return CRYPTO_memcmp(want, mac, GWSECRET_MAC_LEN) == 0;
+}
+
+int gwsecret_mac_ok(struct gwsecret_mac *m, const char *msg, size_t len, const char *mac,
+                    size_t maclen)
+{
+	return gwsecret_mac_begin(m) == 0 && gwsecret_mac_add(m, msg, len) == 0 &&
+	       gwsecret_mac_end(m, mac, maclen);
 }

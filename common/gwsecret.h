@@ -4,11 +4,11 @@
  * only HAProxy writes accounting records.
  * - Every decision request (SPOE) carries the secret itself: SPOE messages are never
  *   logged anywhere.
- * - Every end-of-transaction record carries an HMAC-SHA256 of its request id under the
- *   secret (HAProxy's hmac converter), never the secret: the same log line may also go
- *   to an operator's own log targets. A record HAProxy writes before any request had an
- *   id (a malformed request, a timeout) carries its connection's nonce and the nonce's
- *   HMAC instead, and is named by the nonce.
+ * - Every end-of-transaction record carries an HMAC-SHA256 under the secret (HAProxy's
+ *   hmac converter) of every field of it the agent uses (record.h), never the secret:
+ *   the same log line may also go to an operator's own log targets. A record HAProxy
+ *   writes before any request had an id (a malformed request, a timeout) is named by its
+ *   connection's nonce, which the MAC covers too.
  *
  * The secret is base64 (what HAProxy's hmac converter takes as its key: the key is the
  * decoded bytes), 32 to 128 characters decoding to 24 bytes or more. Unless the operator
@@ -61,5 +61,11 @@ void gwsecret_mac_free(struct gwsecret_mac *m);
  * HAProxy's hmac(sha256,...),base64 writes it; compared in constant time. */
 int gwsecret_mac_ok(struct gwsecret_mac *m, const char *msg, size_t len, const char *mac,
                     size_t maclen);
+
+/* The same over a message given in pieces: begin (0, or -1 on an OpenSSL failure), add
+ * each piece (0 or -1), then end, 1 if mac[0..maclen) is its MAC. */
+int gwsecret_mac_begin(struct gwsecret_mac *m);
+int gwsecret_mac_add(struct gwsecret_mac *m, const void *p, size_t len);
+int gwsecret_mac_end(struct gwsecret_mac *m, const char *mac, size_t maclen);
 
 #endif

@@ -31,6 +31,16 @@ stack_local_secrets "$data"
 
 export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
 stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port" "$db"
+# SPOP and records on unix sockets in the data directory, mode 0660 (the agent's
+# --unix-mode): no other user's process can send the agent decisions or records.
+# TALLY_SOCKETS=tcp puts them on TALLY_AGENT_PORT and TALLY_RECORDS_PORT instead.
+if [ "${TALLY_SOCKETS:-unix}" = unix ]; then
+  agent_listen=unix:$data/spop.sock records_listen=unix:$data/records.sock
+  export TALLY_AGENT_ADDR=unix@$data/spop.sock TALLY_RECORDS_ADDR=unix@$data/records.sock
+  export TALLY_RECORDS_LOG_ADDR=unix@$data/records.sock.dgram
+else
+  agent_listen=$TALLY_AGENT_ADDR records_listen=$TALLY_RECORDS_ADDR
+fi
 
 stop() {
   trap - INT TERM EXIT
@@ -43,10 +53,10 @@ if [ -z "$upstream" ]; then
   stack_spawn "$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet
   stack_wait_port "$mock_port"
 fi
-stack_spawn "$build/tally-agent" --listen "$TALLY_AGENT_ADDR" --db "$db" \
-  --records "$TALLY_RECORDS_ADDR" --metrics "127.0.0.1:$metrics_port" \
+stack_spawn "$build/tally-agent" --listen "$agent_listen" --db "$db" \
+  --records "$records_listen" --metrics "127.0.0.1:$metrics_port" \
   --haproxy-socket "$data/haproxy.sock"
-stack_wait_port "$agent_port"
+stack_wait_listener "$agent_listen"
 stack_spawn haproxy -db -f haproxy/haproxy.cfg
 stack_wait_port "$gateway_port"
 stack_spawn "$build/tally-queryd" --db "$db" --listen "127.0.0.1:$queryd_port"

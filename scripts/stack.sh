@@ -48,6 +48,19 @@ stack_wait_port() {
   return 1
 }
 
+# stack_wait_listener ADDR: as stack_wait_port for an agent address, host:port or
+# unix:PATH.
+stack_wait_listener() {
+  local path=${1#unix:}
+  [ "$path" != "$1" ] || { stack_wait_port "${1##*:}"; return; }
+  for _ in $(seq 100); do
+    [ -S "$path" ] && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on $path: see the logs" >&2
+  return 1
+}
+
 # stack_seed DB MOCK_PORT: the demo providers (both served by the mock upstream) and
 # their models, created or updated.
 stack_seed() {

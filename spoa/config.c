@@ -145,9 +145,28 @@ static int config_set_max_connections(struct agent_config *cfg, const char *valu
 	return config_ms(value, 1, 1000000, &cfg->max_connections);
 }
 
-static int config_set_hello_timeout(struct agent_config *cfg, const char *value)
+static int config_set_max_unauthenticated(struct agent_config *cfg, const char *value)
 {
-	return config_ms(value, 10, 600000, &cfg->hello_timeout_ms);
+	return config_ms(value, 1, 1000000, &cfg->max_unauthenticated);
+}
+
+/* Octal, as chmod takes it: who may connect to the agent's unix sockets. */
+static int config_set_unix_mode(struct agent_config *cfg, const char *value)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(value, &end, 8);
+	if (errno || end == value || *end || v < 0600 || v > 0777)
+		return -1;
+	cfg->unix_mode = (unsigned)v;
+	return 0;
+}
+
+static int config_set_auth_timeout(struct agent_config *cfg, const char *value)
+{
+	return config_ms(value, 10, 600000, &cfg->auth_timeout_ms);
 }
 
 static int config_set_idle_timeout(struct agent_config *cfg, const char *value)
@@ -302,10 +321,12 @@ static const struct config_setting settings[] = {
 	{ "lease-ttl-ms", "MS", "PostgreSQL: a node without a sync this long counts its limits locally, at its share (default 3000)", config_set_lease_ttl },
 	{ "lease-hold-ms", "MS", "PostgreSQL: a node's concurrency slots stay counted this long after its lease expired (its HAProxy may still stream while its agent is stalled or dead), then return to the others (default 60000)", config_set_lease_hold },
 	{ "lease-wait-ms", "MS", "PostgreSQL: how long a decision may wait for its key's share when this node's ran out and the cluster's has room; 0: never (default 20)", config_set_lease_wait },
-	{ "max-connections", "N", "SPOP connections accepted at once, over all threads (default 4096)", config_set_max_connections },
-	{ "hello-timeout-ms", "MS", "time a new connection has to send its HELLO (default 5000)", config_set_hello_timeout },
+	{ "max-connections", "N", "SPOP connections that showed the gateway secret, at once, over all threads (default 4096)", config_set_max_connections },
+	{ "max-unauthenticated", "N", "SPOP connections that have not shown it yet, at once, over all threads; beyond, the oldest is closed for a new one (default 1024)", config_set_max_unauthenticated },
+	{ "auth-timeout-ms", "MS", "time a new SPOP connection has to show the gateway secret (its HELLO, then a NOTIFY carrying it) before it is closed (default 2000)", config_set_auth_timeout },
 	{ "idle-timeout-ms", "MS", "close a connection silent this long (default 300000; HAProxy's own idle timeout should be shorter)", config_set_idle_timeout },
-	{ "records", "ADDR", "host:port receiving HAProxy's end-of-transaction records, TCP and UDP (default 127.0.0.1:12346)", config_set_records },
+	{ "records", "ADDR", "host:port receiving HAProxy's end-of-transaction records, TCP and UDP, or unix:/path, a stream socket there and a datagram one at /path.dgram (default 127.0.0.1:12346)", config_set_records },
+	{ "unix-mode", "MODE", "octal mode of the unix sockets of --listen and --records, 0600 to 0777 (default 0660: the owner and its group, e.g. HAProxy's)", config_set_unix_mode },
 	{ "metrics", "ADDR", "host:port serving Prometheus metrics at /metrics, or off (default 127.0.0.1:9464)", config_set_metrics },
 	{ "control", "PATH", "unix socket answering msgpack requests for live state (default: the database path + .ctl; on PostgreSQL ./data/tally-NODE.ctl)", config_set_control },
 	{ "journal", "DIR", "journal of decisions and rows not yet written (default: the database path + .journal; on PostgreSQL ./data/tally-NODE.journal)", config_set_journal },
@@ -454,7 +475,9 @@ static void config_defaults(struct agent_config *cfg)
 	cfg->lease_hold_ms = 60000;
 	cfg->lease_wait_ms = 20;
 	cfg->max_connections = 4096;
-	cfg->hello_timeout_ms = 5000;
+	cfg->max_unauthenticated = 1024;
+	cfg->unix_mode = 0660;
+	cfg->auth_timeout_ms = 2000;
 	cfg->idle_timeout_ms = 300000;
 	snprintf(cfg->records_addr, sizeof(cfg->records_addr), "127.0.0.1:12346");
 	snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "127.0.0.1:9464");

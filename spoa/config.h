@@ -30,7 +30,9 @@ struct agent_config {
 	int lease_hold_ms;
 	int lease_wait_ms;
 	int max_connections;
-	int hello_timeout_ms;
+	int max_unauthenticated;               /* SPOP connections before the secret */
+	unsigned unix_mode;                    /* of the unix sockets: net_set_unix_mode */
+	int auth_timeout_ms;
 	int idle_timeout_ms;
 	/* Accounting */
 	char records_addr[CONFIG_PATH_MAX];    /* TCP + UDP, HAProxy's log records */

@@ -325,7 +325,8 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	struct worker_conn_cfg conn = {
 		.max_frame_size = a->cfg.max_frame_size,
 		.max_connections = (a->cfg.max_connections + a->cfg.threads - 1) / a->cfg.threads,
-		.hello_timeout = a->cfg.hello_timeout_ms / 1000.0,
+		.max_fresh = (a->cfg.max_unauthenticated + a->cfg.threads - 1) / a->cfg.threads,
+		.auth_timeout = a->cfg.auth_timeout_ms / 1000.0,
 		.idle_timeout = a->cfg.idle_timeout_ms / 1000.0,
 	};
 	struct worker_acct acct = {
@@ -457,9 +458,11 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	}
 	for (i = 0; i < a->nworkers; i++) {
 		worker_stop(a->workers[i], &t);
-		log_info("worker %d: %llu connections (%llu refused, %llu timed out), %llu notifies,"
-		         " %llu allowed, %llu unreadable, %llu unknown frames", i,
+		log_info("worker %d: %llu connections (%llu refused, %llu closed without the secret"
+		         " for newer ones, %llu timed out), %llu notifies, %llu allowed, %llu"
+		         " unreadable, %llu unknown frames", i,
 		         (unsigned long long)t.connections, (unsigned long long)t.refused,
+		         (unsigned long long)t.evicted,
 		         (unsigned long long)t.timeouts, (unsigned long long)t.notifies,
 		         (unsigned long long)t.verdicts[DECISION_ALLOW],
 		         (unsigned long long)t.bad_messages, (unsigned long long)t.skipped_frames);
@@ -522,6 +525,7 @@ int main(int argc, char **argv)
 	if (a.cfg.self_check)
 		return selfcheck_agent(stdout, &a.cfg, NULL);
 	log_set_level(a.cfg.log_level);
+	net_set_unix_mode(a.cfg.unix_mode);
 	signal(SIGPIPE, SIG_IGN);
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
 	    agent_start_workers(&a, err, sizeof(err)) < 0 ||

@@ -13,6 +13,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* Mode of the unix sockets the agent makes (net_set_unix_mode). */
+static unsigned net_unix_mode = 0660;
+
+void net_set_unix_mode(unsigned mode)
+{
+	net_unix_mode = mode;
+}
+
 /* Unlinks path only when it is a socket: a mistyped address must not delete a file. */
 static int net_unlink_socket(const char *path)
 {
@@ -29,8 +37,65 @@ static int net_unlink_socket(const char *path)
 
 void net_unlisten(const char *addr)
 {
-	if (strncmp(addr, "unix:", 5) == 0)
-		net_unlink_socket(addr + 5);
+	char dgram[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+
+	if (strncmp(addr, "unix:", 5) != 0)
+		return;
+	net_unlink_socket(addr + 5);
+	snprintf(dgram, sizeof(dgram), "%s" NET_DGRAM_SUFFIX, addr + 5);
+	net_unlink_socket(dgram);
+}
+
+/* The datagram socket of a records address unix:/path, at path NET_DGRAM_SUFFIX, bound
+ * under a temporary name that gets the mode before the final name is reachable. */
+static int net_bind_unix_dgram(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char final[sizeof(sa.sun_path)];
+	int fd = -1;
+
+	if ((size_t)snprintf(final, sizeof(final), "%s" NET_DGRAM_SUFFIX, path) >= sizeof(final) ||
+	    (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.tmp", final) >=
+	    sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "unix socket path too long: %s", path);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || net_unlink_socket(sa.sun_path) < 0 || net_unlink_socket(final) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(sa.sun_path, net_unix_mode) < 0 ||
+	    rename(sa.sun_path, final) < 0)
+		goto fail;
+	return fd;
+fail:
+	snprintf(err, errlen, "bind unix:%s: %s", final, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* 0 if nothing receives datagrams at the records address unix:/path's socket, else -1
+ * with err set (--self-check: a running agent's). */
+static int net_probe_unix_dgram(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s" NET_DGRAM_SUFFIX, path) >=
+	    sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "unix socket path too long: %s", path);
+		return -1;
+	}
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0) {
+		snprintf(err, errlen, "bind unix:%s: another process receives there", sa.sun_path);
+		return -1;
+	}
+	return 0;
 }
 
 int net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen)
@@ -108,7 +173,7 @@ fail:
 int net_listen(const char *addr, char *err, size_t errlen)
 {
 	if (strncmp(addr, "unix:", 5) == 0)
-		return net_listen_unix(addr + 5, 0, err, errlen);
+		return net_listen_unix(addr + 5, net_unix_mode, err, errlen);
 	return net_bind_inet(addr, SOCK_STREAM, 1, err, errlen);
 }
 
@@ -122,10 +187,14 @@ void net_tune(int fd)
 
 int net_bind_udp(const char *addr, char *err, size_t errlen)
 {
+	if (strncmp(addr, "unix:", 5) == 0)
+		return net_bind_unix_dgram(addr + 5, err, errlen);
 	return net_bind_inet(addr, SOCK_DGRAM, 1, err, errlen);
 }
 
 int net_probe_udp(const char *addr, char *err, size_t errlen)
 {
+	if (strncmp(addr, "unix:", 5) == 0)
+		return net_probe_unix_dgram(addr + 5, err, errlen);
 	return net_bind_inet(addr, SOCK_DGRAM, 0, err, errlen);
 }

@@ -6,14 +6,25 @@
 #include <stddef.h>
 
 /* addr is "host:port", "[v6]:port" or "unix:/path" (a stale socket file there is
- * replaced; any other kind of file is left alone and refused). Returns a non-blocking, close-on-exec listening fd, or -1 with err set. */
+ * replaced; any other kind of file is left alone and refused; the socket gets the mode
+ * of net_set_unix_mode). Returns a non-blocking, close-on-exec listening fd, or -1 with
+ * err set. */
 int net_listen(const char *addr, char *err, size_t errlen);
+
+/* The mode of every unix socket the agent makes (default 0660): main thread, before
+ * any listener. */
+void net_set_unix_mode(unsigned mode);
+
+/* Where the records' datagrams go for a records address unix:/path: /path followed by
+ * this (HAProxy's log target; the ring's stream connects to /path itself). */
+#define NET_DGRAM_SUFFIX ".dgram"
 
 /* net_listen for a unix socket at path whose file gets mode (e.g. 0600) before anyone
  * can connect; mode 0 keeps what the umask gives. */
 int net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen);
 
-/* A non-blocking, close-on-exec UDP socket bound to "host:port", or -1 with err set. */
+/* A non-blocking, close-on-exec UDP socket bound to "host:port", or for "unix:/path" a
+ * unix datagram socket at /path NET_DGRAM_SUFFIX; or -1 with err set. */
 int net_bind_udp(const char *addr, char *err, size_t errlen);
 
 /* net_bind_udp without SO_REUSEADDR (--self-check): it fails while any other socket
@@ -21,7 +32,8 @@ int net_bind_udp(const char *addr, char *err, size_t errlen);
  * net_bind_udp would share it and the records. */
 int net_probe_udp(const char *addr, char *err, size_t errlen);
 
-/* Removes the socket file of a "unix:/path" address, if it is still a socket. */
+/* Removes the socket files of a "unix:/path" address (its datagram one too), if they
+ * are still sockets. */
 void net_unlisten(const char *addr);
 
 /* Makes an accepted socket ready for SPOP: TCP_NODELAY where it applies. */

@@ -9,10 +9,9 @@
 
 #include "acct.h"
 
-/* Fields of a "tally4" record; a "tally3" one (of the log-format before it) lacks the
+/* A "tally4" record has as many fields as a "tally5" one; a "tally3" one lacks the
  * classes priced apart and the tier before the capture, a "tally2" one the stored
  * response's id as well. */
-#define RECORD_FIELDS 42
 #define RECORD_FIELDS_3 35
 #define RECORD_FIELDS_2 34
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
@@ -202,13 +201,13 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	memset(r, 0, sizeof(*r));
 	if (len && end[-1] == '\n')
 		end--;
-	/* "tally4": the log-format of haproxy/haproxy.cfg; "tally3" and "tally2", the ones
-	 * before it, still read while an upgraded agent meets the HAProxy of before
-	 * (tally1 records, of an older one still, carry no MAC). */
-	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '4' ||
+	/* "tally5": the log-format of haproxy/haproxy.cfg; "tally4" to "tally2", the ones
+	 * before it, still read so that their refusal says what they are. */
+	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '5' ||
 	    buf[6] != ' ')
 		return -1;
-	nf = buf[5] == '4' ? RECORD_FIELDS : buf[5] == '3' ? RECORD_FIELDS_3 : RECORD_FIELDS_2;
+	r->version = buf[5];
+	nf = buf[5] >= '4' ? RECORD_FIELDS : buf[5] == '3' ? RECORD_FIELDS_3 : RECORD_FIELDS_2;
 	for (i = 0; i < nf - 1; i++) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
@@ -218,10 +217,12 @@ int record_parse(const char *buf, size_t len, struct record *r)
 		p = sp + 1;
 	}
 	f[nf - 1] = (struct record_str){ p, (size_t)(end - p) };
+	memcpy(r->field, f, (size_t)nf * sizeof(f[0]));
+	r->nfields = nf;
 
 	if (record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
 	    record_opt_token(f[2], RECORD_NONCE_MAX, &r->nonce) < 0 ||
-	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->nmac) < 0 ||
+	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->tmac) < 0 ||
 	    record_opt_token(f[4], ACCT_ID_MAX - 1, &r->id) < 0)
 		return -1;
 	/* HAProxy has no unique id for a request it could not parse (or one a client
@@ -285,12 +286,144 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	return 0;
 }
 
+/* The fields the record's MAC covers, in the order of the log-format's concat() chain:
+ * the nonce, the id, the status, and everything from the verdict to the capture. */
+static const unsigned char record_mac_fields[] = {
+	2, 4, 7, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
+	36, 37, 38, 39, 40, 41,
+};
+
+/* Printed url-encoded (url_enc): the MAC is of the value HAProxy held. */
+static int record_url_encoded(int field)
+{
+	return field == 19 || field == 20 || field == 24 || field == 33 || field == 40;
+}
+
+/* The MAC's message, gathered in a buffer: one OpenSSL call per buffer, not per field. */
+struct record_macbuf {
+	struct gwsecret_mac *m;
+	size_t n;
+	int failed;
+	unsigned char b[512];
+};
+
+static void record_mac_flush(struct record_macbuf *mb)
+{
+	if (mb->n && gwsecret_mac_add(mb->m, mb->b, mb->n) < 0)
+		mb->failed = 1;
+	mb->n = 0;
+}
+
+static void record_mac_byte(struct record_macbuf *mb, int c)
+{
+	if (mb->n == sizeof(mb->b))
+		record_mac_flush(mb);
+	mb->b[mb->n++] = (unsigned char)c;
+}
+
+/* Adds the separator and what HAProxy's concat() added for field i: "" for an absent one
+ * ("-"), the decoded bytes of an url-encoded one. A decoded value holding the separator
+ * fails the MAC: the fields would no longer split one way only (the others are tokens
+ * or numbers record_parse checked, or the capture, which comes last). */
+static void record_mac_field(const struct record *r, int i, struct record_macbuf *mb)
+{
+	struct record_str s = r->field[i];
+	size_t k;
+
+	record_mac_byte(mb, RECORD_MAC_SEP);
+	if (record_absent(s))
+		return;
+	for (k = 0; k < s.len; k++) {
+		int c = (unsigned char)s.ptr[k];
+
+		if (c == '%' && record_url_encoded(i)) {
+			int hi = k + 2 < s.len ? record_hex(s.ptr[k + 1]) : -1;
+			int lo = k + 2 < s.len ? record_hex(s.ptr[k + 2]) : -1;
+
+			if (hi < 0 || lo < 0 || (hi << 4 | lo) == RECORD_MAC_SEP) {
+				mb->failed = 1;
+				return;
+			}
+			c = hi << 4 | lo;
+			k += 2;
+		}
+		record_mac_byte(mb, c);
+	}
+}
+
+/* 1 if mac is the MAC of what mb gathered since its start. */
+static int record_mac_end(struct record_macbuf *mb, struct record_str mac)
+{
+	record_mac_flush(mb);
+	return !mb->failed && gwsecret_mac_end(mb->m, mac.ptr, mac.len);
+}
+
+/* HAProxy's unique-id-format starts with the accept time (%Ts%ms-): the id the MAC
+ * covers then vouches for the record's time. */
+static int record_id_dated(const struct record *r)
+{
+	struct record_str ts = r->field[5], ms = r->field[6];
+
+	return r->id.len > ts.len + ms.len && ms.len == 3 &&
+	       memcmp(r->id.ptr, ts.ptr, ts.len) == 0 &&
+	       memcmp(r->id.ptr + ts.len, ms.ptr, ms.len) == 0 &&
+	       r->id.ptr[ts.len + ms.len] == '-';
+}
+
+/* 1 if the record's main MAC is right, its status taken as HAProxy's http-after-response
+ * saw it (with_status) or as absent, and the termination state's MAC said to come (term)
+ * or not. */
+static int record_mac_main(const struct record *r, struct gwsecret_mac *m, int with_status,
+                           int term)
+{
+	struct record_macbuf mb = { .m = m };
+	size_t i;
+
+	if (gwsecret_mac_begin(m) < 0)
+		return 0;
+	/* "tally5t": HAProxy sent the termination state's MAC too, which must then check. */
+	memcpy(mb.b, "tally5t", 7);
+	mb.n = term ? 7 : 6;
+	for (i = 0; i < sizeof(record_mac_fields); i++) {
+		if (record_mac_fields[i] == 7 && !with_status)
+			record_mac_byte(&mb, RECORD_MAC_SEP);
+		else
+			record_mac_field(r, record_mac_fields[i], &mb);
+	}
+	return record_mac_end(&mb, r->mac);
+}
+
+/* A transaction HAProxy answered without http-after-response (a request it could not
+ * parse, a client gone before any answer) has no status variable: its printed status is
+ * then unauthenticated, and is taken only if not 2xx (every 2xx answer passes
+ * http-after-response), where it cannot make a row billable. */
+static int record_mac_any_status(const struct record *r, struct gwsecret_mac *m, int term)
+{
+	return record_mac_main(r, m, 1, term) ||
+	       ((r->status < 200 || r->status > 299) && record_mac_main(r, m, 0, term));
+}
+
 int record_authentic(const struct record *r, struct gwsecret_mac *m)
 {
-	if (r->id.len)
-		return gwsecret_mac_ok(m, r->id.ptr, r->id.len, r->mac.ptr, r->mac.len);
-	return r->nonce.len &&
-	       gwsecret_mac_ok(m, r->nonce.ptr, r->nonce.len, r->nmac.ptr, r->nmac.len);
+	struct record_macbuf mb = { .m = m };
+
+	if (r->version != '5' || !r->mac.len || (r->id.len && !record_id_dated(r)))
+		return 0;
+	/* A record without id (no transaction: HAProxy refused the request before parsing
+	 * it) has no termination-state fetch on 3.4 either: its state is unauthenticated,
+	 * and such a record bills nothing (join.c). */
+	if (!record_mac_any_status(r, m, r->tmac.len != 0) &&
+	    (r->tmac.len || r->id.len || !record_mac_any_status(r, m, 1)))
+		return 0;
+	if (!r->tmac.len)
+		return 1;
+	if (gwsecret_mac_begin(m) < 0)
+		return 0;
+	memcpy(mb.b, r->termination.ptr, r->termination.len);
+	mb.n = r->termination.len;
+	record_mac_field(r, 4, &mb);
+	record_mac_field(r, 2, &mb);
+	return record_mac_end(&mb, r->tmac);
 }
 
 void record_name(const struct record *r, char *out, size_t cap)

@@ -26,12 +26,22 @@ enum record_usage_field {
 
 #define RECORD_NONCE_MAX 64
 
-/* What vouches for a record (gwsecret.h): the MAC of its id, or, for a record written
- * before any request had an id, its connection's nonce and the nonce's MAC. */
+/* Fields of a record as HAProxy printed them: a "tally5" record, of today's log-format,
+ * has RECORD_FIELDS, the last one the capture. */
+#define RECORD_FIELDS 42
+
+/* What vouches for a record (gwsecret.h, record_authentic): in a "tally5" one, the MAC of
+ * every field the agent uses, and on HAProxy versions with a fetch for it (3.4+) the MAC
+ * of its termination state. Records of the log-formats before it ("tally2" to "tally4")
+ * are still parsed, but never authentic: their MAC vouched for the id alone. */
 struct record {
+	char version;                      /* '2' to '5' */
+	struct record_str field[RECORD_FIELDS];  /* as printed; nfields of them */
+	int nfields;
 	struct record_str mac;             /* len 0: "-" */
 	struct record_str nonce;
-	struct record_str nmac;
+	struct record_str tmac;            /* tally5: the termination state's MAC; len 0:
+	                                    * none (HAProxy before 3.4) */
 	struct record_str id;              /* HAProxy's unique id; len 0: it had none */
 	int64_t accept_s, accept_ms;
 	int64_t status;                    /* -1: none */
@@ -71,8 +81,17 @@ int record_frame_next(const char *buf, size_t len, size_t max_len,
  * of fields cannot overflow; status is -1..999. */
 int record_parse(const char *buf, size_t len, struct record *out);
 
-/* 1 if the gateway's HAProxy wrote r: its MAC (of the id, or of the nonce for a record
- * without id) is right under the secret m checks. */
+/* 1 if the gateway's HAProxy wrote r: a tally5 record whose MAC under the secret m
+ * checks is right over the fields as received (the "-" of an absent one as empty,
+ * url-encoded ones decoded, joined by RECORD_MAC_SEP: haproxy.cfg's log-format builds
+ * the same with concat()), whose id starts with its accept time (unique-id-format) and,
+ * when the MAC says HAProxy sent one, whose termination-state MAC is right too. What it
+ * does not cover: the timers, the byte counts, the backend, the termination state of
+ * HAProxy before 3.4 and of a record without id, and the status of a transaction
+ * answered without http-after-response, then taken only if not 2xx
+ * (docs/haproxy-integration.md says what that allows). */
+#define RECORD_MAC_SEP '\x01'
+
 int record_authentic(const struct record *r, struct gwsecret_mac *m);
 
 /* The transaction's name: its id, or "haproxy-<nonce>" for a record without id, into

@@ -371,10 +371,12 @@ static void session_piece(struct session *s, const struct keytable *kt,
 		s->stats.bad_messages++;
 	} else if (s->secret && !gwsecret_equal(s->secret, req.secret.ptr, req.secret.len)) {
 		counters_refuse_unauthenticated();
-	} else if (s->longbody && (piece.off > 0 || (key = decision_key_active(kt, &req)))) {
-		got = longbody_append(s->longbody, id.ptr, id.len, key, piece.off, req.body_size,
-		                      req.json_max, piece.data.ptr, piece.data.len,
-		                      session_now_ms());
+	} else {
+		s->authentic = 1;
+		if (s->longbody && (piece.off > 0 || (key = decision_key_active(kt, &req))))
+			got = longbody_append(s->longbody, id.ptr, id.len, key, piece.off,
+			                      req.body_size, req.json_max, piece.data.ptr,
+			                      piece.data.len, session_now_ms());
 	}
 	if (got < 0)
 		stats_add(&stats.long_bodies_refused, 1);
@@ -465,6 +467,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	} else {
 		uint64_t t0 = stats_now_ns();
 
+		s->authentic = 1;
 		if (req.body_truncated && s->longbody)
 			whole = session_whole_body(s->longbody, id, &req);
 		req.owners = s->owners;

@@ -56,6 +56,9 @@ struct session {
 	/* What keys without their own say may ask for that costs more; NULL: the
 	 * defaults. Borrowed. */
 	const struct decision_policy *policy;
+	/* 1 once a NOTIFY carried the secret (any well-formed one when secret is NULL): the
+	 * connection is the gateway's HAProxy's (worker.c bounds the others). */
+	int authentic;
 };
 
 enum session_result {

@@ -11,8 +11,19 @@
  * A connection reads into a buffer as large as the largest frame accepted, lets the
  * session consume whole frames, and writes the replies. While replies cannot be sent
  * the connection stops reading, so a slow HAProxy cannot make the agent buffer
- * without bound. A timer closes connections that send no HELLO in time, or that stay
- * silent past the idle timeout (HAProxy closes its idle SPOP connections sooner).
+ * without bound. A timer closes connections that stay silent past the idle timeout
+ * (HAProxy closes its idle SPOP connections sooner).
+ *
+ * Anyone who reaches the port can connect; only the gateway's HAProxy knows the secret
+ * its NOTIFYs carry. So a new connection is "fresh" until its first NOTIFY with the
+ * secret: it must show it within auth_timeout of its accept (trickled bytes do not
+ * extend that), and fresh connections have a budget of their own, max_fresh, in which a
+ * new one takes the oldest one's place: however many connections another process
+ * opens, HAProxy's new ones get in and, shown the secret within a millisecond, stay.
+ * Only connections that showed it count against max_connections. HAProxy's health
+ * checks (HELLO, then close) are fresh connections that end on their own. The budget
+ * must exceed what HAProxy opens at once in a burst: a worker takes a burst from its
+ * inbox before it reads any of them.
  *
  * Every decision leaves a pending entry for accounting (see intake.c) and a journal
  * entry; the journal is written before the ACKs of a batch go out, so that a request
@@ -67,7 +78,14 @@ struct worker_conn {
 	unsigned char *out;
 	size_t out_len, out_off, out_cap;
 	int closing;                 /* close once out is flushed */
+	struct worker_list *list;    /* the worker's fresh or live list */
 	struct worker_conn *prev, *next;
+};
+
+/* Connections in accept order: the oldest at head. */
+struct worker_list {
+	struct worker_conn *head, *tail;
+	int n;
 };
 
 struct worker {
@@ -83,12 +101,41 @@ struct worker {
 	int stopping;                    /* under lock */
 	struct worker_msg *stop_msg;     /* allocated up front: stopping cannot fail */
 	struct keytable *kt;             /* loop thread only */
-	struct worker_conn *conns;       /* loop thread only */
-	int nconns;                      /* loop thread only */
+	struct worker_list fresh;        /* loop thread only: not yet shown the secret */
+	struct worker_list live;         /* loop thread only: shown it */
 	ev_tstamp last_refusal_log;      /* loop thread only */
 	ev_tstamp last_overflow_log;     /* loop thread only */
+	ev_tstamp last_evict_log;        /* loop thread only */
 	struct worker_totals totals;     /* loop thread only until joined */
 };
+
+static void worker_list_push(struct worker_list *l, struct worker_conn *c)
+{
+	c->list = l;
+	c->prev = l->tail;
+	c->next = NULL;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+	l->n++;
+}
+
+static void worker_list_unlink(struct worker_conn *c)
+{
+	struct worker_list *l = c->list;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		l->tail = c->prev;
+	l->n--;
+}
 
 static void worker_conn_close(struct worker_conn *c)
 {
@@ -104,13 +151,7 @@ static void worker_conn_close(struct worker_conn *c)
 	ev_io_stop(w->loop, &c->wio);
 	ev_timer_stop(w->loop, &c->timer);
 	close(c->fd);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	w->nconns--;
+	worker_list_unlink(c);
 	atomic_fetch_sub_explicit(&stats.spop_connections_open, 1, memory_order_relaxed);
 	free(c->in);
 	free(c->out);
@@ -175,14 +216,29 @@ static int worker_conn_pump(struct worker_conn *c)
 	}
 }
 
-/* Progress on a connection that finished its HELLO restarts its idle timer; before
- * that, the HELLO deadline set at accept time runs on regardless of trickled bytes. */
+static void worker_refuse(struct worker *w, int fd);
+
+/* Progress on a connection that showed the secret restarts its idle timer; before that,
+ * the deadline set at accept time runs on regardless of trickled bytes. The first
+ * authentic NOTIFY makes a fresh connection live, or closes it (its ACK sent if the
+ * socket took it) when max_connections live ones are open. */
 static void worker_conn_touch(struct worker_conn *c)
 {
-	if (c->sess.state != SESSION_READY)
-		return;
-	c->timer.repeat = c->w->conn.idle_timeout;
-	ev_timer_again(c->w->loop, &c->timer);
+	struct worker *w = c->w;
+
+	if (c->list == &w->fresh) {
+		if (!c->sess.authentic)
+			return;
+		if (w->live.n >= w->conn.max_connections) {
+			worker_conn_close(c);
+			worker_refuse(w, -1);
+			return;
+		}
+		worker_list_unlink(c);
+		worker_list_push(&w->live, c);
+	}
+	c->timer.repeat = w->conn.idle_timeout;
+	ev_timer_again(w->loop, &c->timer);
 }
 
 static void worker_conn_on_read(struct ev_loop *loop, ev_io *io, int revents)
@@ -221,19 +277,35 @@ static void worker_conn_on_timeout(struct ev_loop *loop, ev_timer *t, int revent
 	(void)loop;
 	(void)revents;
 	c->w->totals.timeouts++;
-	log_debug("worker %d: closing a connection silent for %.0f s", c->w->id, t->repeat);
+	log_debug("worker %d: closing a connection %s for %.1f s", c->w->id,
+	          c->list == &c->w->fresh ? "without the gateway secret" : "silent", t->repeat);
 	worker_conn_close(c);
 }
 
+/* Closes fd (-1: already closed), over max_connections. */
 static void worker_refuse(struct worker *w, int fd)
 {
 	w->totals.refused++;
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	/* At most one line a second however hard a peer pushes. */
 	if (ev_now(w->loop) - w->last_refusal_log >= 1.0) {
 		w->last_refusal_log = ev_now(w->loop);
 		log_warn("worker %d: %d connections open, refusing more (%llu refused so far)",
-		         w->id, w->nconns, (unsigned long long)w->totals.refused);
+		         w->id, w->live.n, (unsigned long long)w->totals.refused);
+	}
+}
+
+/* Makes room for a new fresh connection: the oldest fresh one goes. */
+static void worker_evict_fresh(struct worker *w)
+{
+	w->totals.evicted++;
+	worker_conn_close(w->fresh.head);
+	if (ev_now(w->loop) - w->last_evict_log >= 1.0) {
+		w->last_evict_log = ev_now(w->loop);
+		log_warn("worker %d: %d connections have not shown the gateway secret; closing the"
+		         " oldest for each new one (%llu so far)", w->id, w->conn.max_fresh,
+		         (unsigned long long)w->totals.evicted);
 	}
 }
 
@@ -305,10 +377,8 @@ static void worker_add_conn(struct worker *w, int fd)
 {
 	struct worker_conn *c;
 
-	if (w->nconns >= w->conn.max_connections) {
-		worker_refuse(w, fd);
-		return;
-	}
+	if (w->fresh.n >= w->conn.max_fresh)
+		worker_evict_fresh(w);
 	if (!(c = calloc(1, sizeof(*c))))
 		goto fail;
 	c->w = w;
@@ -334,13 +404,9 @@ static void worker_add_conn(struct worker *w, int fd)
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);
 	ev_io_init(&c->wio, worker_conn_on_write, fd, EV_WRITE);
 	ev_init(&c->timer, worker_conn_on_timeout);
-	c->timer.repeat = w->conn.hello_timeout;
+	c->timer.repeat = w->conn.auth_timeout;
 	c->rio.data = c->wio.data = c->timer.data = c;
-	c->next = w->conns;
-	if (w->conns)
-		w->conns->prev = c;
-	w->conns = c;
-	w->nconns++;
+	worker_list_push(&w->fresh, c);
 	w->totals.connections++;
 	stats_add(&stats.spop_connections, 1);
 	atomic_fetch_add_explicit(&stats.spop_connections_open, 1, memory_order_relaxed);
@@ -386,8 +452,10 @@ static void worker_on_wake(struct ev_loop *loop, ev_async *a, int revents)
 			worker_set_keytable(w, m->kt);
 			break;
 		case WORKER_MSG_STOP:
-			while (w->conns)
-				worker_conn_close(w->conns);
+			while (w->fresh.head)
+				worker_conn_close(w->fresh.head);
+			while (w->live.head)
+				worker_conn_close(w->live.head);
 			ev_break(loop, EVBREAK_ALL);
 			break;
 		}

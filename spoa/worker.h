@@ -21,8 +21,11 @@ struct owner;
 /* Bounds on each SPOP connection of the thread. */
 struct worker_conn_cfg {
 	uint32_t max_frame_size;      /* largest frame accepted and announced */
-	int max_connections;          /* beyond this, new connections are closed at once */
-	double hello_timeout;         /* seconds for a new connection to send its HELLO */
+	int max_connections;          /* connections that showed the gateway secret; beyond
+	                               * this, one that shows it is closed */
+	int max_fresh;                /* connections that have not shown it yet; beyond
+	                               * this, the oldest is closed for a new one */
+	double auth_timeout;          /* seconds for a new connection to show it */
 	double idle_timeout;          /* seconds without a byte in either direction */
 };
 
@@ -43,6 +46,7 @@ struct worker_acct {
 struct worker_totals {
 	uint64_t connections;
 	uint64_t refused;             /* over max_connections */
+	uint64_t evicted;             /* fresh ones closed over max_fresh */
 	uint64_t timeouts;
 	uint64_t notifies;
 	uint64_t bad_messages;

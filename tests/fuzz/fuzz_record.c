@@ -45,7 +45,7 @@ static void fuzz_record_one(const char *msg, size_t len)
 	if ((r.nonce.len && (r.nonce.ptr < msg || r.nonce.ptr + r.nonce.len > msg + len ||
 	                     r.nonce.len > RECORD_NONCE_MAX)) ||
 	    (r.mac.len && (r.mac.ptr < msg || r.mac.ptr + r.mac.len > msg + len)) ||
-	    (r.nmac.len && (r.nmac.ptr < msg || r.nmac.ptr + r.nmac.len > msg + len)))
+	    (r.tmac.len && (r.tmac.ptr < msg || r.tmac.ptr + r.tmac.len > msg + len)))
 		abort();
 	if (record_authentic(&r, fuzz_mac))
 		authentic++;

@@ -10,10 +10,12 @@ every exit path."""
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -71,6 +73,20 @@ def wait_port(port, proc, timeout=10):
     raise RuntimeError(f"{proc.name} did not listen on {port}:\n{proc.output()}")
 
 
+def wait_unix(path, proc, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited early:\n{proc.output()}")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not listen on {path}:\n{proc.output()}")
+
+
 @pytest.fixture
 def store(request):
     """The store a test runs on, "sqlite" unless parametrized (BOTH_STORES); a module
@@ -93,8 +109,12 @@ def store_params(store, request):
 
 class Stack:
     def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None,
-                 store="sqlite", pg=None, url=None, node=None, spoe_processing=None):
+                 store="sqlite", pg=None, url=None, node=None, spoe_processing=None,
+                 unix=False):
+        """unix: the SPOP and records listeners on unix sockets (in a short directory
+        of their own: a socket's path is at most 107 bytes), as make run has them."""
         self.tmp = tmp
+        self.unix_dir = tempfile.mkdtemp(prefix="tally-") if unix else None
         self.store = store
         self.pg = pg
         if store == "postgres":
@@ -138,10 +158,21 @@ class Stack:
         self.procs["mock"] = p
         wait_port(self.mock_port, p)
 
+    def agent_addr(self, haproxy=False):
+        """Where the agent's SPOP listener is, as the agent or HAProxy writes it."""
+        if self.unix_dir:
+            return ("unix@" if haproxy else "unix:") + f"{self.unix_dir}/spop.sock"
+        return f"127.0.0.1:{self.agent_port}"
+
+    def records_addr(self, haproxy=False):
+        if self.unix_dir:
+            return ("unix@" if haproxy else "unix:") + f"{self.unix_dir}/records.sock"
+        return f"127.0.0.1:{self.records_port}"
+
     def start_agent(self, extra=(), preexec=None):
-        argv = [str(binary("tally-agent")), "--listen", f"127.0.0.1:{self.agent_port}",
+        argv = [str(binary("tally-agent")), "--listen", self.agent_addr(),
                 "--db", str(self.db), "--threads", "2",
-                "--records", f"127.0.0.1:{self.records_port}",
+                "--records", self.records_addr(),
                 "--metrics", f"127.0.0.1:{self.metrics_port}",
                 "--haproxy-socket", str(self.tmp / "haproxy.sock"),
                 *self.store_args(agent=True), *self.agent_args, *extra]
@@ -150,7 +181,10 @@ class Stack:
                     "--errors-for-leak-kinds=definite", "-q"] + argv
         p = Proc("agent", argv, self.tmp, preexec=preexec)
         self.procs["agent"] = p
-        wait_port(self.agent_port, p, timeout=30)
+        if self.unix_dir:
+            wait_unix(f"{self.unix_dir}/spop.sock", p, timeout=30)
+        else:
+            wait_port(self.agent_port, p, timeout=30)
 
     def spoe_conf(self):
         """The SPOE file as shipped; under valgrind the agent is ~50x slower, and a test
@@ -170,17 +204,19 @@ class Stack:
         env = dict(os.environ)
         env.update({
             "TALLY_GATEWAY_ADDR": f"127.0.0.1:{self.gw_port}",
-            "TALLY_AGENT_ADDR": f"127.0.0.1:{self.agent_port}",
+            "TALLY_AGENT_ADDR": self.agent_addr(haproxy=True),
             "TALLY_SPOE_CONF": str(self.spoe_conf()),
             "TALLY_RUN_DIR": str(self.tmp),
             "TALLY_FAIL_POLICY": self.fail_policy,
             "TALLY_FAILOPEN_BACKEND": "be_mock_openai",
             "TALLY_MOCK_ADDR": f"127.0.0.1:{self.mock_port}",
             "TALLY_MOCK_CREDENTIAL": MOCK_CREDENTIAL,
-            "TALLY_RECORDS_ADDR": f"127.0.0.1:{self.records_port}",
+            "TALLY_RECORDS_ADDR": self.records_addr(haproxy=True),
             "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
             "TALLY_GATEWAY_SECRET": self.gateway_secret(),
         })
+        if self.unix_dir:
+            env["TALLY_RECORDS_LOG_ADDR"] = self.records_addr(haproxy=True) + ".dgram"
         env.update(self.extra_haproxy_env)
         return env
 
@@ -244,6 +280,8 @@ class Stack:
             p = self.procs.pop(name, None)
             if p:
                 codes[name] = p.stop()
+        if self.unix_dir:
+            shutil.rmtree(self.unix_dir, ignore_errors=True)
         return codes
 
     def logs(self):

@@ -244,25 +244,71 @@ def test_pipelined_burst_over_a_full_socket_is_all_answered(tmp_path):
         assert s.close().get("agent") == 0
 
 
-def test_hello_deadline_and_connection_cap(tmp_path):
-    s = Stack(tmp_path, agent_args=["--hello-timeout-ms", "300", "--max-connections", "4"])
+def test_connections_without_the_secret_are_closed_at_their_deadline(tmp_path):
+    """A connection must show the gateway secret (a NOTIFY carrying it) within
+    --auth-timeout-ms of its accept, however much else it sends; one that did stays."""
+    s = Stack(tmp_path, agent_args=["--auth-timeout-ms", "1000"])
     try:
         s.seed()
         s.start_agent()
+        good = sp.Client(s.agent_port)
+        good.handshake()
+        assert decide(good, request_args(s, f"Bearer {s.key}", id="good-1"))["verdict"] == "allow"
         silent = socket.create_connection(("127.0.0.1", s.agent_port), timeout=5)
+        hello_only = sp.Client(s.agent_port)
+        hello_only.handshake()
+        wrong = sp.Client(s.agent_port)
+        wrong.handshake()
         t0 = time.time()
-        assert silent.recv(1) == b""          # closed for want of a HELLO
-        assert time.time() - t0 < 3
-        silent.close()
+        for i in range(4):   # wrong secrets, trickled: no extension
+            v = decide(wrong, request_args(s, f"Bearer {s.key}", id=f"w{i}", secret=""), i + 1, 1)
+            assert v["verdict"] == "gateway_unauthenticated"
+            time.sleep(0.05)
+        assert silent.recv(1) == b""
+        assert hello_only.closed() and wrong.closed()
+        assert time.time() - t0 < 4
+        time.sleep(0.5)
+        assert decide(good, request_args(s, f"Bearer {s.key}", id="good-2"), 2, 2)["verdict"] == "allow"
+        for c in (silent, hello_only.sock, wrong.sock, good.sock):
+            c.close()
+    finally:
+        assert s.close().get("agent") == 0
+
+
+def test_connection_caps(tmp_path):
+    """--max-connections bounds connections that showed the secret: one more that shows
+    it is closed. --max-unauthenticated bounds the others: a new one takes the oldest's
+    place, so that they never keep out HAProxy's."""
+    s = Stack(tmp_path, agent_args=["--max-connections", "4", "--max-unauthenticated", "4"])
+    try:
+        s.seed()
+        s.start_agent()
         held = [sp.Client(s.agent_port) for _ in range(4)]
-        for c in held:
+        for i, c in enumerate(held):
             c.handshake()
+            assert decide(c, request_args(s, f"Bearer {s.key}", id=f"h{i}"))["verdict"] == "allow"
         extra = sp.Client(s.agent_port)
-        assert extra.closed()                  # over the cap: closed at once
+        extra.handshake()
+        extra.send(sp.notify(request_args(s, f"Bearer {s.key}", id="x"), 1, 1))
+        while extra.recv_frame() is not None:
+            pass
+        assert extra.closed()                  # over the cap: closed once it showed it
+        idle = [socket.create_connection(("127.0.0.1", s.agent_port), timeout=5)
+                for _ in range(40)]
+        fresh = sp.Client(s.agent_port)       # the oldest idle ones made room
+        fresh.handshake()
         held.pop().close()
         time.sleep(0.2)
-        fresh = sp.Client(s.agent_port)
-        fresh.handshake()
+        assert decide(fresh, request_args(s, f"Bearer {s.key}", id="f"))["verdict"] == "allow"
+        closed = 0
+        for c in idle:
+            c.settimeout(0.01)
+            try:
+                closed += c.recv(1) == b""
+            except (socket.timeout, ConnectionResetError):
+                pass
+            c.close()
+        assert closed >= 40 - 4
         for c in held + [fresh]:
             c.close()
     finally:
@@ -357,6 +403,7 @@ def test_help_lists_every_setting():
                        timeout=10)
     assert r.returncode == 0
     for flag in ("--listen", "--threads", "--db", "--secret", "--log-level", "--max-frame-size",
-                 "--reload-interval-ms", "--max-connections", "--hello-timeout-ms",
+                 "--reload-interval-ms", "--max-connections", "--max-unauthenticated",
+                 "--auth-timeout-ms",
                  "--idle-timeout-ms", "--config"):
         assert flag in r.stdout

@@ -84,17 +84,20 @@ def test_compose_config_validates():
     rc, err = compose_config(gateway_secret=None)
     assert rc != 0 and "TALLY_GATEWAY_SECRET" in err
 
-    # Only HAProxy reaches the agent's SPOP and records ports: it shares the agent's
-    # network namespace, where they listen on loopback alone.
+    # Only HAProxy reaches the agent's SPOP and records listeners: unix sockets in the
+    # volume the two containers share (same uid), and it shares the agent's network
+    # namespace besides.
     assert services["haproxy"]["network_mode"] == "service:agent"
     assert "networks" not in services["haproxy"]
     conf = dict(line.split(None, 1) for line in
                 (ROOT / "docker" / "agent.conf").read_text().splitlines()
                 if line and not line.startswith("#"))
-    assert conf["listen"].startswith("127.0.0.1:") and conf["records"].startswith("127.0.0.1:")
+    assert conf["listen"].startswith("unix:/run/tally/")
+    assert conf["records"].startswith("unix:/run/tally/")
     env = services["haproxy"]["environment"]
-    assert env["TALLY_AGENT_ADDR"] == conf["listen"]
-    assert env["TALLY_RECORDS_ADDR"] == conf["records"]
+    assert env["TALLY_AGENT_ADDR"] == conf["listen"].replace("unix:", "unix@")
+    assert env["TALLY_RECORDS_ADDR"] == conf["records"].replace("unix:", "unix@")
+    assert env["TALLY_RECORDS_LOG_ADDR"] == env["TALLY_RECORDS_ADDR"] + ".dgram"
     assert env["TALLY_GATEWAY_SECRET"] == services["agent"]["environment"]["TALLY_GATEWAY_SECRET"]
 
     # One named volume for the database: the agent writes it, queryd reads it.

@@ -347,7 +347,7 @@ static void test_gateway_secret_and_busy(void)
 	struct spop_frame last;
 	struct gwsecret gw;
 	unsigned char key[KEYHASH_SECRET_LEN] = { 7 };
-	size_t used;
+	size_t used, notify_end;
 	const int want[] = { SPOP_FRAME_AGENT_HELLO, SPOP_FRAME_ACK, SPOP_FRAME_ACK, SPOP_FRAME_ACK,
 	                     SPOP_FRAME_ACK };
 	const char *body = "{\"model\":\"gpt-a\"}";
@@ -356,6 +356,7 @@ static void test_gateway_secret_and_busy(void)
 	hello(&in, 0);
 	notify(&in, 1, 1, "Bearer " FIX_KEY_OPEN, body);
 	notify_with(&in, 2, 2, "Bearer " FIX_KEY_OPEN, body, "d3JvbmctZ2F0ZXdheS1zZWNyZXQtd3Jvbmc=");
+	notify_end = in.len;
 	notify_with(&in, 3, 3, "Bearer " FIX_KEY_OPEN, body, gw.text);
 	notify_with(&in, 4, 4, "Bearer " FIX_KEY_OPEN, body, gw.text);
 	session_init(&s, 16380);
@@ -363,9 +364,19 @@ static void test_gateway_secret_and_busy(void)
 	s.on_decided = on_decided;
 	decided_calls = 0;
 	decided_result = 0;
+	/* The connection is not the gateway's HAProxy's until a NOTIFY shows the secret. */
+	spop_writer_init(&w, outbuf, sizeof(outbuf));
+	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, notify_end, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(used, notify_end);
+	CHECK_EQ_INT(s.authentic, 0);
+	session_init(&s, 16380);
+	s.secret = &gw;
+	s.on_decided = on_decided;
+	decided_calls = 0;
 	spop_writer_init(&w, outbuf, sizeof(outbuf));
 	/* up to the third NOTIFY, then the fourth with a full pending table */
 	CHECK_EQ_INT(session_feed(&s, fx.kt, in.b, in.len, &used, &w), SESSION_CONTINUE);
+	CHECK_EQ_INT(s.authentic, 1);
 	CHECK_EQ_INT(s.stats.verdicts[DECISION_UNAUTHENTICATED], 2);
 	CHECK_EQ_INT(s.stats.verdicts[DECISION_ALLOW], 2);
 	CHECK_EQ_INT(decided_calls, 2);
