@@ -678,28 +678,47 @@ function Capture:stream_read(txn, data)
     end
 end
 
--- The summary the agent reads (record field txn.tally.cap; format above).
+-- The summary the agent reads (record field txn.tally.cap; format above). The record
+-- must fit HAProxy's log line (8192 bytes, haproxy.cfg: one cut short fails its MAC and
+-- is refused whole): a summary longer than SUMMARY_MAX keeps fewer events, the last
+-- usage event's first, then none (no usage: the agent charges its estimate).
+local SUMMARY_MAX = 6144
+
 function Capture:publish(txn)
     local body
     if self.kind == "s" then
-        local list, seen = {}, {}
-        for _, role in ipairs({ "first", "start", "last" }) do
-            local ev = self[role]
-            if ev and not seen[ev] then
-                seen[ev] = true
-                local roles = (ev == self.first and "f" or "") .. (ev == self.start and "s" or "") ..
-                              (ev == self.last and "l" or "")
-                list[#list + 1] = string.format('{"r":"%s","e":"%s","d":%s}', roles, ev.e, ev.d)
-            end
+        body = self:stream_summary({ "first", "start", "last" })
+        if #body > SUMMARY_MAX then
+            body = self:stream_summary({ "last" })
         end
-        body = string.format('{"n":%d,"ws":%d,"ev":[%s]}', self.events, self.ws,
-                             table.concat(list, ","))
+        if #body > SUMMARY_MAX then
+            body = self:stream_summary({})
+        end
     elseif self.kind == "j" then
         body = string.format('{"a":%s,"ws":%d}', reader_summary(self.reader), self.reader.ws)
+        if #body > SUMMARY_MAX then
+            body = string.format('{"a":{},"ws":%d}', self.reader.ws)
+        end
     else
         body = "{}"
     end
     txn:set_var("txn.tally.cap", string.format("c2 %s %d %s", self.kind or "o", self.n, body))
+end
+
+-- A stream's summary with the kept events of the roles named.
+function Capture:stream_summary(roles)
+    local list, seen = {}, {}
+    for _, role in ipairs(roles) do
+        local ev = self[role]
+        if ev and not seen[ev] then
+            seen[ev] = true
+            local r = (ev == self.first and "f" or "") .. (ev == self.start and "s" or "") ..
+                      (ev == self.last and "l" or "")
+            list[#list + 1] = string.format('{"r":"%s","e":"%s","d":%s}', r, ev.e, ev.d)
+        end
+    end
+    return string.format('{"n":%d,"ws":%d,"ev":[%s]}', self.events, self.ws,
+                         table.concat(list, ","))
 end
 
 -- Reads the len new bytes at offset off of the message's input.

@@ -386,6 +386,18 @@ test("a stream keeps its first event and its first and last usage events", funct
     end
 end)
 
+test("a summary too long for the record keeps the last usage event only", function()
+    local name = string.rep("m", 1400)
+    local usage = '{"prompt_tokens":1,"pad":"' .. string.rep("p", 1400) .. '"}'
+    local ev = 'data: {"model":"' .. name .. '","usage":' .. usage .. '}\n\n'
+    local last = 'data: {"model":"m","usage":{"prompt_tokens":7}}\n\n'
+    local body = 'data: {"model":"' .. name .. '","x":1}\n\n' .. ev .. ev .. last
+    local txn = H.txn({})
+    H.feed(Capture, txn, body, { resp = true })
+    eq(txn.vars["txn.tally.cap"], "c2 s " .. #body .. ' {"n":4,"ws":0,"ev":[{"r":"l","e":"",' ..
+        '"d":{"model":"m","usage":{"prompt_tokens":7}}}]}', "cap")
+end)
+
 test("web searches are counted as the answer passes, split or not", function()
     local ev = 'data: {"type":"response.web_search_call.completed","item_id":"ws"}\n\n'
     local body = ev .. 'data: {"type":"x"}\n\n' .. ev
