@@ -233,7 +233,8 @@ local function json_value(t, i)
         end
         -- JSON has no raw control byte in a string (the summary would turn it into a
         -- space, another string).
-        local bad = t:find("%c", i + 1) ~= nil and t:find("%c", i + 1) < e
+        local ctl = t:find("[\0-\31]", i + 1)
+        local bad = ctl ~= nil and ctl < e
         t:sub(i + 1, e - 1):gsub("\\(.)(%x?%x?%x?%x?)", function(x, hex)
             if not (ESCAPES[x] or (x == "u" and #hex == 4)) then
                 bad = true
@@ -312,7 +313,7 @@ local function reader_keep(r)
            not (text:byte(1) == 34 and text:find("\\u0000", 1, true)) then
         -- (A NUL hidden by an escape would cut a name where C reads it: no such string
         -- is kept.)
-        r.out[cap.path] = text:gsub("%c", " ")
+        r.out[cap.path] = text:gsub("[\0-\31]", " ")
         r.kept = r.kept + 1
     end
 end
