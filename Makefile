@@ -207,7 +207,7 @@ unit-bins: $(UNIT_BIN)
 # embedded Lua (tests/unit/luacap.c), as the answer-reader fuzz target does.
 LUA_CFLAGS := -I/usr/include/lua5.4
 LUA_LIBS   := -llua5.4
-$(BUILD)/obj/tests/unit/luacap.o: CPPFLAGS += $(LUA_CFLAGS)
+$(BUILD)/obj/tests/unit/luacap.o: CPPFLAGS += $(LUA_CFLAGS) -DTALLY_ROOT='"$(CURDIR)"'
 $(BUILD)/test_usage $(BUILD)/test_join: $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
     $(BUILD)/obj/tests/unit/luacap.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) $(LUA_LIBS) -o $@
@@ -228,7 +228,8 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_EXTRA_SRC) $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC) $(LIBS) -o $@
 
-$(BUILD)/fuzz/fuzz_answer: FUZZ_EXTRA_SRC := -Itests/unit tests/unit/luacap.c $(LUA_CFLAGS) $(LUA_LIBS)
+$(BUILD)/fuzz/fuzz_answer: FUZZ_EXTRA_SRC := -Itests/unit -DTALLY_ROOT='"$(CURDIR)"' tests/unit/luacap.c \
+    $(LUA_CFLAGS) $(LUA_LIBS)
 $(BUILD)/fuzz/fuzz_answer: tests/unit/luacap.c
 # haproxy/capture.lua's request scanner held to reqbody.c: an embedded Lua 5.4 loads it
 # (and tests/lua/haproxy.lua) from this checkout at run time.

@@ -8,9 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The checkout the binary was built in (the Makefile says), where the Lua files are. */
+#ifndef TALLY_ROOT
+#define TALLY_ROOT "."
+#endif
+
 static lua_State *luacap_state;
 
-/* The tree's root: TALLY_ROOT, else the current directory (tests run from the root). */
+/* The tree's root: TALLY_ROOT from the environment, else the checkout built in. */
 static lua_State *luacap_open(void)
 {
 	const char *root = getenv("TALLY_ROOT");
@@ -19,7 +24,7 @@ static lua_State *luacap_open(void)
 	if (luacap_state)
 		return luacap_state;
 	if (!root)
-		root = ".";
+		root = TALLY_ROOT;
 	luacap_state = luaL_newstate();
 	luaL_openlibs(luacap_state);
 	lua_pushstring(luacap_state, root);

@@ -1,7 +1,7 @@
 /* luacap: haproxy/capture.lua's answer reader run under an embedded Lua
  * (tests/lua/answer.lua, on the stand-in of tests/lua/haproxy.lua), so that C tests and
  * fuzz targets read answers through the same code HAProxy runs. The tree's root is
- * TALLY_ROOT from the environment, else the current directory. Test code only. */
+ * TALLY_ROOT from the environment, else the checkout it was built in. Test code only. */
 #ifndef TALLY_TEST_LUACAP_H
 #define TALLY_TEST_LUACAP_H
 
