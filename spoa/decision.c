@@ -675,6 +675,7 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	 * is the client's Content-Length: capped before any arithmetic. */
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
 	int64_t out = d->max_output >= 0 ? d->max_output : default_max_tokens;
+	unsigned fb = 0;
 
 	if (d->unbilled)
 		prompt = out = 0;
@@ -684,8 +685,10 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	if (d->model)
 		d->est_card = d->allow_scan ? decision_dearest(d, d->model->provider, prompt)
 		                            : decision_card(d->model, d, prompt);
-	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->est_card.micros[PRICE_INPUT]) +
-	                                decision_cost_of(out, d->est_card.micros[PRICE_OUTPUT]) : 0;
+	/* An input or output price the card lacks is reserved at its fallback, as the
+	 * row will be charged (price.h). */
+	d->est_cost_micros = d->model ? decision_cost_of(prompt, price_rate(&d->est_card, PRICE_INPUT, &fb)) +
+	                                decision_cost_of(out, price_rate(&d->est_card, PRICE_OUTPUT, &fb)) : 0;
 }
 
 void decision_limit(struct decision *d, enum quota_verdict v)
