@@ -92,6 +92,8 @@ void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct o
 	if (kl)
 		keylive_row(kl, row, admitted);
 	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
+	if (row->model_reported[0])
+		stats_add(&stats.model_mismatches, 1);
 	if (log)
 		row->journal_epoch[1] = journal_append(log, JOURNAL_ROW, row);
 	/* A full queue: the writer is behind (or the store fails); the row waits on disk. */

@@ -68,7 +68,9 @@ int price_sheet_tokens(const struct price_sheet *s, const char *tier, int64_t ba
                        int64_t prompt, int64_t completion, int64_t *cost, unsigned *fallback);
 
 /* The names of fallback's bits, comma-separated (pricecard_names, then "tier"), into
- * buf, cut to fit and NUL-terminated; "" for none. */
+ * buf, cut to fit and NUL-terminated; "" for none. Every bit fits in
+ * PRICE_FALLBACK_NAMES_MAX. */
+#define PRICE_FALLBACK_NAMES_MAX 128
 void price_fallback_names(unsigned fallback, char *buf, size_t cap);
 
 #endif

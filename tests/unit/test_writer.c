@@ -626,6 +626,8 @@ static void test_rollups(void)
 		                         "DROP INDEX requests_model_started_at;"
 		                         "ALTER TABLE requests DROP COLUMN estimated_tokens;"
 		                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
+		                         "ALTER TABLE requests DROP COLUMN model_reported;"
+		                         "ALTER TABLE requests DROP COLUMN priced_fallback;"
 		                         "CREATE TABLE accounting_v3 (id INTEGER PRIMARY KEY CHECK"
 		                         " (id = 1), received INTEGER NOT NULL, written INTEGER NOT NULL,"
 		                         " dropped INTEGER NOT NULL, duplicates INTEGER NOT NULL,"
