@@ -1219,6 +1219,49 @@ static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_ca
 	                p[5], p[6], p[7], p[8], (int64_t)merge) < 0 ? -1 : 0;
 }
 
+/* Warns, on stderr, about each card of model model_id (named name) that leaves a class
+ * unpriced, as read inside the caller's transaction: the agent charges such usage at a
+ * fallback rate (docs/pricing.md). Reasoning and hour-long writes are not named: unset,
+ * they are priced as output and as cache writes. 0 or -1. */
+static int ctl_warn_unpriced(struct ctl *ctl, int64_t model_id, const char *name)
+{
+	struct db_stmt *st = NULL;
+	char sql[1024];
+	size_t len;
+	int i, rc = -1;
+	enum db_status step;
+
+	len = (size_t)snprintf(sql, sizeof(sql), "SELECT tier, above_tokens");
+	for (i = 0; i < PRICE_CLASSES; i++)
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s", pricecard_columns[i]);
+	snprintf(sql + len, sizeof(sql) - len, " FROM model_prices WHERE model_id = ?1"
+	         " ORDER BY tier, above_tokens");
+	if (db_prepare(ctl->db, sql, &st) < 0 || db_bind_int(st, 1, model_id) < 0)
+		goto out;
+	while ((step = db_step(st)) == DB_ROW) {
+		char missing[256];
+		size_t n = 0;
+
+		missing[0] = '\0';
+		for (i = 0; i < PRICE_CLASSES; i++)
+			if (i != PRICE_REASONING && i != PRICE_CACHE_WRITE_1H &&
+			    db_col_type(st, 2 + i) == DB_NULL && n < sizeof(missing))
+				n += (size_t)snprintf(missing + n, sizeof(missing) - n, "%s%s",
+				                      n ? ", " : "", pricecard_names[i]);
+		if (n)
+			fprintf(stderr, "tallyctl: warning: model %s, card %s above %lld tokens, prices"
+			        " no %s: such usage is charged at the card's dearest token rate (web"
+			        " searches at $0.05 per call; docs/pricing.md)\n", name,
+			        db_col_text(st, 0), (long long)db_col_int(st, 1), missing);
+	}
+	rc = step == DB_DONE ? 0 : -1;
+out:
+	if (rc < 0)
+		ctl_error("cannot read the prices of model %s: %s", name, db_errmsg(ctl->db));
+	db_finalize(st);
+	return rc;
+}
+
 /* Opens the database, begins a write transaction and finds the model named name. */
 static int ctl_begin_model(struct ctl *ctl, const char *name, int64_t *id)
 {
@@ -1261,7 +1304,8 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 		goto out;
 	/* Without prices a new model has no card: unpriced until it gets one. */
 	if (card.known && (ctl_model_id(ctl, name, &model_id) != CTL_OK ||
-	                   ctl_card_write(ctl, model_id, &card, 1) < 0))
+	                   ctl_card_write(ctl, model_id, &card, 1) < 0 ||
+	                   ctl_warn_unpriced(ctl, model_id, name) < 0))
 		goto out;
 	if (ctl_commit(ctl) != CTL_OK)
 		goto out;
@@ -1324,7 +1368,7 @@ static int ctl_prices_set(struct ctl *ctl, const struct ctl_args *a)
 	existed = ctl_find(ctl, NULL, "SELECT 1 FROM model_prices WHERE model_id = ?1 AND tier = ?2"
 	                   " AND above_tokens = ?3", "iti", model_id, card.tier, card.above);
 	if (existed < 0 || ctl_card_write(ctl, model_id, &card, 1) < 0 ||
-	    ctl_commit(ctl) != CTL_OK)
+	    ctl_warn_unpriced(ctl, model_id, a->operand) < 0 || ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("%s card of model %s: tier %s above %lld tokens\n", existed ? "updated" : "created",
 	       a->operand, card.tier, (long long)card.above);
@@ -1783,6 +1827,8 @@ static int ctl_import_model(struct ctl_import *imp, int64_t id, const char *name
 		if (ctl_card_write(imp->ctl, id, &imp->cards[i], 0) < 0)
 			return -1;
 	}
+	if (ctl_warn_unpriced(imp->ctl, id, name) < 0)
+		return -1;
 	ctl_import_count(imp, "models_priced", 1);
 	ctl_import_count(imp, "cards_written", imp->ncards);
 	return 0;
