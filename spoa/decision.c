@@ -464,7 +464,8 @@ struct decision_grant {
 	int priced;                 /* the model has a price */
 	int other_tools;            /* tools the provider runs other than a web search */
 	int web_search;
-	int audio;
+	int audio;                  /* audio output */
+	int audio_in;
 };
 
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
@@ -483,6 +484,9 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	g->audio = audio == KT_POLICY_ALLOW ||
 	           (audio != KT_POLICY_DENY &&
 	            (!g->priced || (c && c->micros[PRICE_AUDIO_OUTPUT] != PRICE_UNSET)));
+	g->audio_in = audio == KT_POLICY_ALLOW ||
+	              (audio != KT_POLICY_DENY &&
+	               (!g->priced || (c && c->micros[PRICE_AUDIO_INPUT] != PRICE_UNSET)));
 }
 
 /* Whether a request may ask for tier (a name price_tier_name takes) under g. */
@@ -508,7 +512,7 @@ static enum decision_costly decision_costly(const struct decision_request *req,
 	if (((d->body.server_tools & REQBODY_TOOL_OTHER) && !g.other_tools) ||
 	    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) && !g.web_search))
 		return DECISION_COSTLY_TOOLS;
-	if (d->body.audio_out && !g.audio)
+	if ((d->body.audio_out && !g.audio) || (d->body.audio_in && !g.audio_in))
 		return DECISION_COSTLY_AUDIO;
 	return 0;
 }
@@ -836,7 +840,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		else if (d->costly == DECISION_COSTLY_TOOLS)
 			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
 		else
-			snprintf(msg, cap, "Key %s may not ask the model '%s' for audio output, or the gateway has no price for it.", d->key->prefix, model);
+			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
 		break;
 	case DECISION_STORED_STATE:
 		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background or request_id, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");

@@ -747,7 +747,23 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\",\"modalities\":[\"audio\"],"
 	                    "\"audio\":{}"), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"modalities\":[\"text\"]"), DECISION_ALLOW);
+	/* Audio input: no card of gpt-a prices it, so refused under priced, even on the
+	 * priority card that prices audio output. */
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"messages\":[{\"role\":\"user\",\"content\":"
+	                    "[{\"type\":\"input_audio\",\"input_audio\":{}}]}]"),
+	             DECISION_COST_POLICY);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"service_tier\":\"priority\","
+	           "\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]}");
+	CHECK(d.verdict == DECISION_COST_POLICY && d.costly == DECISION_COSTLY_AUDIO);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET audio_input_micros_per_mtok = 5000"
+	                            " WHERE model_id = 1 AND tier = 'priority'", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"service_tier\":\"priority\","
+	           "\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]}");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	pol.audio = KT_POLICY_ALLOW;
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]"),
+	             DECISION_ALLOW);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_ALLOW);
 	/* A key's own policy wins over the agent's. */
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = 'deny' WHERE id = 1", err, sizeof(err)), 0);
