@@ -296,6 +296,8 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
 
     stack.mock_clear()
     web = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    heard = {"messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]}
     refused = [
         (CHAT, "mock-gpt", {"service_tier": "scale"}),
         (CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["text", "audio"],
@@ -306,6 +308,8 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
                                             "container": {"type": "auto"}}]}),
         (MESSAGES, "mock-claude", dict(web, service_tier="priority")),
         (MESSAGES, "mock-claude", {"tools": [{"type": "function", "Type": "mcp"}]}),
+        # Audio input on the flex card, which does not price it.
+        (CHAT, "mock-gpt", dict(heard, service_tier="flex")),
     ]
     for path, model, extra in refused:
         status, h, body = send(path, model, extra)
@@ -322,6 +326,7 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
     allowed = [
         (CHAT, "mock-gpt", {"service_tier": "priority"}),
         (CHAT, "mock-gpt", {"modalities": ["text", "audio"], "audio": {"voice": "alloy"}}),
+        (CHAT, "mock-gpt", heard),
         (MESSAGES, "mock-claude", web),
         (CHAT, "mock-gpt", {"tools": [{"type": "function",
                                        "function": {"name": "f", "parameters": {}}}]}),
@@ -342,6 +347,7 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
     assert send(RESPONSES, "mock-gpt", {"tools": [{"type": "web_search"}]}, key=loose)[0] == 200
     assert send(CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["audio"]},
                 key=loose)[0] == 200
+    assert send(CHAT, "mock-gpt", dict(heard, service_tier="flex"), key=loose)[0] == 200
 
 
 def metric(stack, name):
