@@ -632,6 +632,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		    !(made = keytable_find_model(t, e.model, strlen(e.model))) ||
 		    made->provider != d->model->provider)
 			return DECISION_UNKNOWN_RESPONSE;
+		d->previous_tokens = e.tokens;
 	}
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
 	 * everything else meets the capture filter: streams, vectors, bodies seen in part
@@ -677,7 +678,9 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	                                                         : (int64_t)req->body.len;
 	/* ~4 bytes per token of English text; JSON's own bytes make it err high. The size
 	 * is the client's Content-Length: capped before any arithmetic. */
-	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
+	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4 +
+	                 (d->previous_tokens < DECISION_ESTIMATE_MAX ? d->previous_tokens
+	                                                             : DECISION_ESTIMATE_MAX);
 	int64_t out = d->max_output >= 0 ? d->max_output : default_max_tokens;
 	unsigned fb = 0;
 

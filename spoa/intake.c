@@ -86,7 +86,9 @@ void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct o
 	/* Its key owns the response before the create counts as ended: a read waiting for
 	 * the create's row then finds the id (decision.h). */
 	if (owners && row->response_id[0])
-		owner_put(owners, row->response_id, row->key_id, row->model_requested);
+		owner_put(owners, row->response_id, row->key_id, row->model_requested,
+		          (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
+		          (row->completion_tokens > 0 ? row->completion_tokens : 0));
 	if (owners && admitted && (row->flags & ACCT_FLAG_CREATES_RESPONSE))
 		owner_creating(owners, row->key_id, -1);
 	if (kl)

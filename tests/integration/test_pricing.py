@@ -8,6 +8,7 @@ dearest tier's card, each named in priced_fallback). The row is priced by the mo
 routed to, whatever other name the answer gives."""
 import json
 import re
+import socket
 import time
 import urllib.request
 
@@ -414,3 +415,35 @@ def test_priced_by_the_model_routed_to(stack):
     assert (row["model"], row["model_reported"]) == ("mock-claude-20250101", None)
     assert row["cost_micros"] == 3000 + 1500
     assert metric(stack, "tally_model_mismatch_total") == before + 2
+
+
+def test_a_cut_stream_is_charged_the_context_of_its_previous_response(stack):
+    """A Responses stream that builds on a stored response reads that response's
+    context again, and is billed for it: cut before its usage, its row is charged the
+    estimate of the body, plus the tokens the stored response reported, plus its
+    max_output_tokens."""
+    status, h, got = stack.gateway(
+        "POST", RESPONSES, {"model": "mock-gpt", "input": "hi", "max_output_tokens": 64},
+        key=stack.key, headers={"x-mock-prompt-tokens": "50000",
+                                "x-mock-completion-tokens": "7000"})
+    assert status == 200, got
+    made = json.loads(got)["id"]
+    assert stack.row(h["x-request-id"])["prompt_tokens"] == 50000
+    body = {"model": "mock-gpt", "input": "and then?", "stream": True,
+            "max_output_tokens": 100, "previous_response_id": made}
+    raw = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    s.sendall(f"POST {RESPONSES} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Authorization: Bearer {stack.key}\r\nx-mock-frames: 200\r\n"
+              f"x-mock-frame-delay-ms: 20\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    data = b""
+    while b"output_text.delta" not in data:
+        data += s.recv(65536)
+    rid = re.search(rb"x-request-id: (\S+)", data, re.I).group(1).decode()
+    s.close()
+    r = stack.row(rid)
+    assert (r["usage_source"], r["prompt_tokens"]) == ("none", None), r
+    prompt = (len(raw) + 3) // 4 + 50000 + 7000
+    assert r["estimated_tokens"] == prompt + 100
+    # mock-gpt's default card: $2.5 input, $10 output per Mtok
+    assert r["estimated_cost_micros"] == (prompt * 2500000 + 100 * 10000000 + 500000) // 1000000

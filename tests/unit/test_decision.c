@@ -880,8 +880,8 @@ static void test_stored_responses(void)
 	size_t i;
 
 	fix_owners = owner_new(8);
-	owner_put(fix_owners, "resp_a", 1, "gpt-a");
-	owner_put(fix_owners, "resp_gone", 1, "no-such-model");
+	owner_put(fix_owners, "resp_a", 1, "gpt-a", 0);
+	owner_put(fix_owners, "resp_gone", 1, "no-such-model", 0);
 	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		d = decide_stored(FIX_KEY_OPEN, paths[i]);
 		CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
@@ -925,6 +925,17 @@ static void test_stored_responses(void)
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
 	CHECK(d.verdict == DECISION_ALLOW && d.creates_response && !d.unbilled);
+	CHECK_EQ_INT(d.previous_tokens, 0);
+	/* Its estimate counts the context the provider reads again: the stored response's
+	 * reported tokens beside the body's bytes / 4 (100 bytes: 25). */
+	owner_put(fix_owners, "resp_ctx", 1, "gpt-a", 50000);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_ctx\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.previous_tokens, 50000);
+	decision_estimate(&d, &(struct decision_request){ .body_size = 100 }, 4096);
+	CHECK_EQ_INT(d.est_prompt_tokens, 50025);
+	CHECK_EQ_INT(d.est_tokens, 50025 + 4096);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/compact",
 	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);

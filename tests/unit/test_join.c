@@ -658,7 +658,7 @@ static void test_unbilled_takes_no_usage(void)
 	struct acct_row p, row;
 	const char *auth = "Bearer " FIX_KEY_OPEN;
 
-	owner_put(o, "resp_9", 1, "gpt-a");
+	owner_put(o, "resp_9", 1, "gpt-a", 0);
 	memset(&req, 0, sizeof(req));
 	req.authorization = (struct spop_str){ auth, strlen(auth) };
 	req.method = (struct spop_str){ "GET", 3 };
