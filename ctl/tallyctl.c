@@ -60,7 +60,7 @@ enum ctl_opt_id {
 	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
-	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_COUNT
+	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_COUNT
 };
 
 #define OPT(id) (UINT64_C(1) << (id))
@@ -103,6 +103,7 @@ static const struct ctl_opt {
 	[OPT_SERVICE_TIERS] = { "service-tiers", "T1,T2,..." },
 	[OPT_SERVER_TOOLS] = { "server-tools", "priced|allow|deny|inherit" },
 	[OPT_AUDIO] = { "audio", "priced|allow|deny|inherit" },
+	[OPT_MAX_OUTPUT] = { "max-output", "N" },
 };
 
 /* The nullable limit columns of keys, by option; the order of the key set SQL. */
@@ -1274,7 +1275,7 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *name = a->operand, *provider = a->val[OPT_PROVIDER];
 	struct ctl_card card = { .tier = "default" };
-	int64_t provider_id, model_id;
+	int64_t provider_id, model_id, max_output = 0;
 	int status = CTL_FAIL, found, existed;
 
 	if (!ctl_valid_model(name))
@@ -1283,6 +1284,10 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	/* The prices go to the default card for every prompt size; one not given stays
 	 * unknown on a new card, unchanged on an existing one. */
 	if (ctl_card_parse_prices(ctl->cmd, a, &card) != CTL_OK)
+		return CTL_USAGE;
+	if (a->val[OPT_MAX_OUTPUT] && strcmp(a->val[OPT_MAX_OUTPUT], "none") != 0 &&
+	    ctl_parse_int(ctl->cmd, OPT_MAX_OUTPUT, a->val[OPT_MAX_OUTPUT], 1, CTL_TOKENS_MAX,
+	                  " (tokens, or none)", &max_output) != CTL_OK)
 		return CTL_USAGE;
 
 	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
@@ -1301,6 +1306,10 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	             " ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id,"
 	             " updated_at = excluded.updated_at",
 	             "tii", name, provider_id, db_now()) < 0)
+		goto out;
+	if (a->val[OPT_MAX_OUTPUT] &&
+	    ctl_exec(ctl, "UPDATE models SET max_output = ?2 WHERE name = ?1", "tn", name,
+	             max_output ? &max_output : NULL) < 0)
 		goto out;
 	/* Without prices a new model has no card: unpriced until it gets one. */
 	if (card.known && (ctl_model_id(ctl, name, &model_id) != CTL_OK ||
@@ -2507,7 +2516,7 @@ static const struct ctl_command ctl_commands[] = {
 	  "NAME", 0, 0, 0, ctl_key_revoke },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
-	  "[--cached-micros N] [--cache-write-micros N]",
+	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",
 	  "Creates the model NAME (as clients spell it in requests) or updates it. The\n"
 	  "prices go to its default rate card for every prompt size (tier default, above\n"
 	  "0 tokens); 'tallyctl prices' manages every card and price. Prices are integer\n"
@@ -2521,8 +2530,12 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --output-micros N        price of completion tokens\n"
 	  "  --cached-micros N        price of prompt tokens read from the provider's cache\n"
 	  "  --cache-write-micros N   price of prompt tokens written to the provider's cache\n"
-	  "                           (5-minute lifetime)\n",
-	  "NAME", OPT(OPT_PROVIDER) | MODEL_PRICE_OPTS, OPT(OPT_PROVIDER), 0, ctl_model_set },
+	  "                           (5-minute lifetime)\n"
+	  "  --max-output N           the most output tokens it gives one answer: what a\n"
+	  "                           request naming no bound is estimated at (unchanged\n"
+	  "                           when not given; none: the agent's --default-max-tokens)\n",
+	  "NAME", OPT(OPT_PROVIDER) | MODEL_PRICE_OPTS | OPT(OPT_MAX_OUTPUT), OPT(OPT_PROVIDER), 0,
+	  ctl_model_set },
 	{ "model", "list", "model list [--json]",
 	  LIST_HELP("models with their provider and prices")
 	  "\n"

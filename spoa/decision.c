@@ -681,7 +681,10 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4 +
 	                 (d->previous_tokens < DECISION_ESTIMATE_MAX ? d->previous_tokens
 	                                                             : DECISION_ESTIMATE_MAX);
-	int64_t out = d->max_output >= 0 ? d->max_output : default_max_tokens;
+	/* No bound named: the model's largest answer, else the agent's default. */
+	int64_t out = d->max_output >= 0 ? d->max_output
+	              : d->model && d->model->max_output > 0 ? d->model->max_output
+	                                                       : default_max_tokens;
 	unsigned fb = 0;
 
 	if (d->unbilled)

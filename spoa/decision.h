@@ -156,12 +156,12 @@ size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, 
  * room before its decision (longbody.h). */
 int decision_key_active(const struct keytable *t, const struct decision_request *req);
 
-/* What an allowed request may use, into d->est_*: the body's bytes / 4 plus the
- * previous response's tokens (previous_tokens) for the prompt, its output bound
- * (max_output) or default_max_tokens when it names none for the completion, and their
- * cost at d->est_card (an input or output price not set at the card's dearest token
- * rate, price.h; no card: 0). A limited
- * key reserves it; a row whose usage goes unreported is charged it. */
+/* What an allowed request may use, into d->est_*: for the prompt, the body's bytes / 4
+ * plus the previous response's tokens (previous_tokens); for the completion, its
+ * output bound (max_output), else the model's largest answer (kt_model.max_output),
+ * else default_max_tokens; and their cost at d->est_card (an input or output price not
+ * set at the card's dearest token rate, price.h; no card: 0). A limited key reserves
+ * it; a row whose usage goes unreported is charged it. */
 void decision_estimate(struct decision *d, const struct decision_request *req,
                        int64_t default_max_tokens);
 

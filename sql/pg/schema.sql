@@ -52,7 +52,10 @@ CREATE TABLE models (
 	name        TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
 	provider_id BIGINT NOT NULL REFERENCES providers (id),
 	created_at  BIGINT NOT NULL,
-	updated_at  BIGINT NOT NULL
+	updated_at  BIGINT NOT NULL,
+	-- the most output tokens it gives one answer: what a request naming no bound is
+	-- estimated at (docs/limits.md); NULL: the agent option --default-max-tokens
+	max_output  BIGINT CHECK (max_output > 0)
 );
 CREATE INDEX models_provider_id ON models (provider_id);
 

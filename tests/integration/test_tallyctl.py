@@ -1035,6 +1035,25 @@ def test_classes_left_unpriced_are_warned_about(seeded, tmp_path):
                            " audio_input, audio_output" + tail]
 
 
+def test_model_max_output(seeded):
+    """--max-output sets the model's largest answer (what a request naming no bound is
+    estimated at), 'none' clears it, absent leaves it."""
+    def stored():
+        return seeded.query("SELECT max_output FROM models WHERE name = 'gpt-4o'")[0][0]
+
+    assert stored() is None
+    seeded.ok("model", "set", "gpt-4o", "--provider", "openai", "--max-output", "16384")
+    assert stored() == 16384
+    seeded.ok("model", "set", "gpt-4o", "--provider", "openai", "--input-micros", "1")
+    assert stored() == 16384
+    for bad in ("0", "-1", "1.5", "x"):
+        r = seeded("model", "set", "gpt-4o", "--provider", "openai", "--max-output", bad)
+        assert r.returncode == 2 and "--max-output" in r.stderr, (bad, r.stderr)
+    assert stored() == 16384
+    seeded.ok("model", "set", "gpt-4o", "--provider", "openai", "--max-output", "none")
+    assert stored() is None
+
+
 # ---- prices import ----
 
 def write(tmp_path, name, text):

@@ -558,6 +558,7 @@ static void test_migrate_accounting(void)
 	                           " INSERT INTO accounting VALUES (1, 10, 7, 3, 2, 1, 4, 99, 5, 6);"
 	                           " ALTER TABLE requests DROP COLUMN model_reported;"
 	                           " ALTER TABLE requests DROP COLUMN priced_fallback;"
+	                           " ALTER TABLE models DROP COLUMN max_output;"
 	                           " PRAGMA user_version = 8"), 0);
 	db_close(db);
 	db = test_open("acct.db", DB_CREATE);

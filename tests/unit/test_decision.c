@@ -990,6 +990,30 @@ static void test_stored_responses(void)
 	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
 }
 
+/* A request that names no output bound is estimated at its model's largest answer
+ * (models.max_output) when the model has one, else at the agent's default. */
+static void test_model_max_output(void)
+{
+	struct decision_request req = { .body_size = 40 };
+	char err[256];
+	struct decision d;
+
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 4096);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE models SET max_output = 32000 WHERE name = 'gpt-a'",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 32000);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":100}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 100);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE models SET max_output = NULL", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -1013,6 +1037,7 @@ int main(void)
 	RUN(test_endpoints_and_apis);
 	RUN(test_chunked_bodies);
 	RUN(test_cost_policy);
+	RUN(test_model_max_output);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
 	fixture_close(&fx);

@@ -628,6 +628,7 @@ static void test_rollups(void)
 		                         "ALTER TABLE requests DROP COLUMN estimated_cost_micros;"
 		                         "ALTER TABLE requests DROP COLUMN model_reported;"
 		                         "ALTER TABLE requests DROP COLUMN priced_fallback;"
+		                         "ALTER TABLE models DROP COLUMN max_output;"
 		                         "CREATE TABLE accounting_v3 (id INTEGER PRIMARY KEY CHECK"
 		                         " (id = 1), received INTEGER NOT NULL, written INTEGER NOT NULL,"
 		                         " dropped INTEGER NOT NULL, duplicates INTEGER NOT NULL,"
