@@ -22,4 +22,8 @@ enum price_class {
 /* model_prices' column of each class, indexed by enum price_class. */
 extern const char *const pricecard_columns[PRICE_CLASSES];
 
+/* Each class's short name (its column without the unit: "cached", "web_search"), as
+ * requests.priced_fallback lists them and tallyctl's warnings name them. */
+extern const char *const pricecard_names[PRICE_CLASSES];
+
 #endif

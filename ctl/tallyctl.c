@@ -60,7 +60,7 @@ enum ctl_opt_id {
 	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
-	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_COUNT
+	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_COUNT
 };
 
 #define OPT(id) (UINT64_C(1) << (id))
@@ -103,6 +103,7 @@ static const struct ctl_opt {
 	[OPT_SERVICE_TIERS] = { "service-tiers", "T1,T2,..." },
 	[OPT_SERVER_TOOLS] = { "server-tools", "priced|allow|deny|inherit" },
 	[OPT_AUDIO] = { "audio", "priced|allow|deny|inherit" },
+	[OPT_MAX_OUTPUT] = { "max-output", "N" },
 };
 
 /* The nullable limit columns of keys, by option; the order of the key set SQL. */
@@ -1219,6 +1220,49 @@ static int ctl_card_write(struct ctl *ctl, int64_t model_id, const struct ctl_ca
 	                p[5], p[6], p[7], p[8], (int64_t)merge) < 0 ? -1 : 0;
 }
 
+/* Warns, on stderr, about each card of model model_id (named name) that leaves a class
+ * unpriced, as read inside the caller's transaction: the agent charges such usage at a
+ * fallback rate (docs/pricing.md). Reasoning and hour-long writes are not named: unset,
+ * they are priced as output and as cache writes. 0 or -1. */
+static int ctl_warn_unpriced(struct ctl *ctl, int64_t model_id, const char *name)
+{
+	struct db_stmt *st = NULL;
+	char sql[1024];
+	size_t len;
+	int i, rc = -1;
+	enum db_status step;
+
+	len = (size_t)snprintf(sql, sizeof(sql), "SELECT tier, above_tokens");
+	for (i = 0; i < PRICE_CLASSES; i++)
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s", pricecard_columns[i]);
+	snprintf(sql + len, sizeof(sql) - len, " FROM model_prices WHERE model_id = ?1"
+	         " ORDER BY tier, above_tokens");
+	if (db_prepare(ctl->db, sql, &st) < 0 || db_bind_int(st, 1, model_id) < 0)
+		goto out;
+	while ((step = db_step(st)) == DB_ROW) {
+		char missing[256];
+		size_t n = 0;
+
+		missing[0] = '\0';
+		for (i = 0; i < PRICE_CLASSES; i++)
+			if (i != PRICE_REASONING && i != PRICE_CACHE_WRITE_1H &&
+			    db_col_type(st, 2 + i) == DB_NULL && n < sizeof(missing))
+				n += (size_t)snprintf(missing + n, sizeof(missing) - n, "%s%s",
+				                      n ? ", " : "", pricecard_names[i]);
+		if (n)
+			fprintf(stderr, "tallyctl: warning: model %s, card %s above %lld tokens, prices"
+			        " no %s: such usage is charged at the card's dearest token rate (web"
+			        " searches at $0.05 per call; docs/pricing.md)\n", name,
+			        db_col_text(st, 0), (long long)db_col_int(st, 1), missing);
+	}
+	rc = step == DB_DONE ? 0 : -1;
+out:
+	if (rc < 0)
+		ctl_error("cannot read the prices of model %s: %s", name, db_errmsg(ctl->db));
+	db_finalize(st);
+	return rc;
+}
+
 /* Opens the database, begins a write transaction and finds the model named name. */
 static int ctl_begin_model(struct ctl *ctl, const char *name, int64_t *id)
 {
@@ -1231,7 +1275,7 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *name = a->operand, *provider = a->val[OPT_PROVIDER];
 	struct ctl_card card = { .tier = "default" };
-	int64_t provider_id, model_id;
+	int64_t provider_id, model_id, max_output = 0;
 	int status = CTL_FAIL, found, existed;
 
 	if (!ctl_valid_model(name))
@@ -1240,6 +1284,10 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	/* The prices go to the default card for every prompt size; one not given stays
 	 * unknown on a new card, unchanged on an existing one. */
 	if (ctl_card_parse_prices(ctl->cmd, a, &card) != CTL_OK)
+		return CTL_USAGE;
+	if (a->val[OPT_MAX_OUTPUT] && strcmp(a->val[OPT_MAX_OUTPUT], "none") != 0 &&
+	    ctl_parse_int(ctl->cmd, OPT_MAX_OUTPUT, a->val[OPT_MAX_OUTPUT], 1, CTL_TOKENS_MAX,
+	                  " (tokens, or none)", &max_output) != CTL_OK)
 		return CTL_USAGE;
 
 	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK)
@@ -1259,9 +1307,14 @@ static int ctl_model_set(struct ctl *ctl, const struct ctl_args *a)
 	             " updated_at = excluded.updated_at",
 	             "tii", name, provider_id, db_now()) < 0)
 		goto out;
+	if (a->val[OPT_MAX_OUTPUT] &&
+	    ctl_exec(ctl, "UPDATE models SET max_output = ?2 WHERE name = ?1", "tn", name,
+	             max_output ? &max_output : NULL) < 0)
+		goto out;
 	/* Without prices a new model has no card: unpriced until it gets one. */
 	if (card.known && (ctl_model_id(ctl, name, &model_id) != CTL_OK ||
-	                   ctl_card_write(ctl, model_id, &card, 1) < 0))
+	                   ctl_card_write(ctl, model_id, &card, 1) < 0 ||
+	                   ctl_warn_unpriced(ctl, model_id, name) < 0))
 		goto out;
 	if (ctl_commit(ctl) != CTL_OK)
 		goto out;
@@ -1324,7 +1377,7 @@ static int ctl_prices_set(struct ctl *ctl, const struct ctl_args *a)
 	existed = ctl_find(ctl, NULL, "SELECT 1 FROM model_prices WHERE model_id = ?1 AND tier = ?2"
 	                   " AND above_tokens = ?3", "iti", model_id, card.tier, card.above);
 	if (existed < 0 || ctl_card_write(ctl, model_id, &card, 1) < 0 ||
-	    ctl_commit(ctl) != CTL_OK)
+	    ctl_warn_unpriced(ctl, model_id, a->operand) < 0 || ctl_commit(ctl) != CTL_OK)
 		goto out;
 	printf("%s card of model %s: tier %s above %lld tokens\n", existed ? "updated" : "created",
 	       a->operand, card.tier, (long long)card.above);
@@ -1783,6 +1836,8 @@ static int ctl_import_model(struct ctl_import *imp, int64_t id, const char *name
 		if (ctl_card_write(imp->ctl, id, &imp->cards[i], 0) < 0)
 			return -1;
 	}
+	if (ctl_warn_unpriced(imp->ctl, id, name) < 0)
+		return -1;
 	ctl_import_count(imp, "models_priced", 1);
 	ctl_import_count(imp, "cards_written", imp->ncards);
 	return 0;
@@ -2461,7 +2516,7 @@ static const struct ctl_command ctl_commands[] = {
 	  "NAME", 0, 0, 0, ctl_key_revoke },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
-	  "[--cached-micros N] [--cache-write-micros N]",
+	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",
 	  "Creates the model NAME (as clients spell it in requests) or updates it. The\n"
 	  "prices go to its default rate card for every prompt size (tier default, above\n"
 	  "0 tokens); 'tallyctl prices' manages every card and price. Prices are integer\n"
@@ -2475,8 +2530,12 @@ static const struct ctl_command ctl_commands[] = {
 	  "  --output-micros N        price of completion tokens\n"
 	  "  --cached-micros N        price of prompt tokens read from the provider's cache\n"
 	  "  --cache-write-micros N   price of prompt tokens written to the provider's cache\n"
-	  "                           (5-minute lifetime)\n",
-	  "NAME", OPT(OPT_PROVIDER) | MODEL_PRICE_OPTS, OPT(OPT_PROVIDER), 0, ctl_model_set },
+	  "                           (5-minute lifetime)\n"
+	  "  --max-output N           the most output tokens it gives one answer: what a\n"
+	  "                           request naming no bound is estimated at (unchanged\n"
+	  "                           when not given; none: the agent's --default-max-tokens)\n",
+	  "NAME", OPT(OPT_PROVIDER) | MODEL_PRICE_OPTS | OPT(OPT_MAX_OUTPUT), OPT(OPT_PROVIDER), 0,
+	  ctl_model_set },
 	{ "model", "list", "model list [--json]",
 	  LIST_HELP("models with their provider and prices")
 	  "\n"

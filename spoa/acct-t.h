@@ -55,7 +55,8 @@ enum acct_usage_source {
 struct acct_row {
 	char request_id[ACCT_ID_MAX];      /* X-Request-Id; never empty */
 	int64_t key_id;                    /* ACCT_NONE: no known key */
-	char model[ACCT_NAME_MAX];         /* as the upstream named it, else as decided; "" none */
+	char model[ACCT_NAME_MAX];         /* the routed model, or the dated snapshot of it the
+	                                    * answer named (join.h); "" none */
 	char model_requested[ACCT_NAME_MAX]; /* the configured model the agent routed to */
 	char provider[ACCT_SHORT_MAX];     /* provider name; "" none */
 	char verdict[ACCT_SHORT_MAX];      /* agent verdict, "fail_open", or "" never decided */
@@ -77,6 +78,7 @@ struct acct_row {
 	char service_tier[ACCT_TIER_MAX];  /* the tier the provider reports; "" none */
 	int64_t cost_micros;               /* ACCT_NONE: unpriced, or no usage */
 	int unpriced;                      /* usage known but the model has no prices */
+	unsigned priced_fallback;          /* classes charged at a stated rate (price.h) */
 	enum acct_outcome outcome;
 	enum acct_usage_source usage_source;
 	int64_t started_at_ms;             /* unix milliseconds when the request arrived */
@@ -102,6 +104,9 @@ struct acct_row {
 	 * ("" none), which the writer keeps in stored_responses with the row's key. */
 	int flags;
 	char response_id[ACCT_RESPONSE_ID_MAX];
+	/* Stored: the model the answer named when it is neither the routed model nor a
+	 * dated snapshot of it (join.h); "" none. */
+	char model_reported[ACCT_NAME_MAX];
 	/* Not stored either: what the request holds of its key's limits until its row is
 	 * built (zero after a restart: the journal does not keep it). */
 	struct quota_hold hold;

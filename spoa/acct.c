@@ -84,14 +84,12 @@ enum acct_outcome acct_outcome_of(int status, const char *termination)
 
 void acct_price(struct acct_row *row, const struct price_sheet *s)
 {
-	const struct price_card *c;
-
 	row->cost_micros = ACCT_NONE;
 	row->unpriced = 0;
+	row->priced_fallback = 0;
 	if (row->prompt_tokens == ACCT_NONE && row->completion_tokens == ACCT_NONE)
 		return;
-	c = s ? price_pick(s, row->service_tier, row->prompt_tokens) : NULL;
-	if (!c || price_row(c, row, &row->cost_micros) < 0) {
+	if (price_sheet_row(s, row, &row->cost_micros, &row->priced_fallback) < 0) {
 		row->cost_micros = ACCT_NONE;
 		row->unpriced = 1;
 	}
@@ -113,7 +111,6 @@ int acct_may_be_billed(const struct acct_row *row)
 void acct_estimate(struct acct_row *row, const struct price_sheet *s)
 {
 	int64_t prompt = 0, completion = 0, cost;
-	const struct price_card *c;
 
 	row->estimated_tokens = row->estimated_cost_micros = ACCT_NONE;
 	if (!acct_may_be_billed(row))
@@ -126,9 +123,9 @@ void acct_estimate(struct acct_row *row, const struct price_sheet *s)
 		return;
 	row->estimated_tokens = prompt + completion;
 	/* The band of the prompt as reported, else as estimated. */
-	c = s ? price_pick(s, row->service_tier, row->prompt_tokens != ACCT_NONE
-	                                         ? row->prompt_tokens : prompt) : NULL;
-	if (c && price_tokens(c, prompt, completion, &cost) == 0)
+	if (price_sheet_tokens(s, row->service_tier,
+	                       row->prompt_tokens != ACCT_NONE ? row->prompt_tokens : prompt,
+	                       prompt, completion, &cost, &row->priced_fallback) == 0)
 		row->estimated_cost_micros = cost;
 }
 

@@ -28,11 +28,12 @@ const char *acct_usage_source_name(enum acct_usage_source s);
  * two-letter termination state ("--", "CD", "SH", ...; NULL or short: unknown). */
 enum acct_outcome acct_outcome_of(int status, const char *termination);
 
-/* Sets row->cost_micros and row->unpriced from the row's usage, priced by the card of
- * the model's sheet s (NULL: the model is unknown) that price_pick gives for the row's
- * service tier and prompt. A price is needed only for a class the row has; a missing
- * one, or a tier without a card, leaves the row unpriced (cost ACCT_NONE, never a
- * guess). A row without usage has no cost and is not unpriced. */
+/* Sets row->cost_micros, row->unpriced and row->priced_fallback from the row's usage,
+ * priced by the model's sheet s (NULL: the model is unknown) as price_sheet_row does:
+ * a class or tier without a price is charged at its stated fallback and named in
+ * priced_fallback. A model without a token price (or counts that contradict each
+ * other) leaves the row unpriced (cost ACCT_NONE). A row without usage has no cost and
+ * is not unpriced. */
 void acct_price(struct acct_row *row, const struct price_sheet *s);
 
 /* Whether the upstream may have billed a row whose usage it did not report in full: a
@@ -44,9 +45,9 @@ int acct_may_be_billed(const struct acct_row *row);
 
 /* Sets row->estimated_tokens and estimated_cost_micros: for a row acct_may_be_billed
  * holds of, the estimate (est_prompt_tokens, est_completion_tokens) of each count the
- * upstream did not report, priced by the card of s for the row's tier and prompt (no
- * card, or an unset price for a count charged: the cost stays ACCT_NONE); else
- * ACCT_NONE. Reported counts are never touched. */
+ * upstream did not report, priced by s for the row's tier and prompt as
+ * price_sheet_tokens does (fallbacks added to priced_fallback; nothing in s prices it:
+ * the cost stays ACCT_NONE); else ACCT_NONE. Reported counts are never touched. */
 void acct_estimate(struct acct_row *row, const struct price_sheet *s);
 
 /* Unix time in milliseconds: the clock of started_at, the pending timeout and limit

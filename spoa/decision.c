@@ -478,7 +478,8 @@ struct decision_grant {
 	int priced;                 /* the model has a price */
 	int other_tools;            /* tools the provider runs other than a web search */
 	int web_search;
-	int audio;
+	int audio;                  /* audio output */
+	int audio_in;
 };
 
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
@@ -497,6 +498,9 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	g->audio = audio == KT_POLICY_ALLOW ||
 	           (audio != KT_POLICY_DENY &&
 	            (!g->priced || (c && c->micros[PRICE_AUDIO_OUTPUT] != PRICE_UNSET)));
+	g->audio_in = audio == KT_POLICY_ALLOW ||
+	              (audio != KT_POLICY_DENY &&
+	               (!g->priced || (c && c->micros[PRICE_AUDIO_INPUT] != PRICE_UNSET)));
 }
 
 /* Whether a request may ask for tier (a name price_tier_name takes) under g. */
@@ -522,7 +526,7 @@ static enum decision_costly decision_costly(const struct decision_request *req,
 	if (((d->body.server_tools & REQBODY_TOOL_OTHER) && !g.other_tools) ||
 	    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) && !g.web_search))
 		return DECISION_COSTLY_TOOLS;
-	if (d->body.audio_out && !g.audio)
+	if ((d->body.audio_out && !g.audio) || (d->body.audio_in && !g.audio_in))
 		return DECISION_COSTLY_AUDIO;
 	return 0;
 }
@@ -652,6 +656,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		    !(made = keytable_find_model(t, e.model, strlen(e.model))) ||
 		    made->provider != d->model->provider)
 			return DECISION_UNKNOWN_RESPONSE;
+		d->previous_tokens = e.tokens;
 	}
 	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
 	 * everything else meets the capture filter: streams, vectors, bodies seen in part
@@ -697,8 +702,14 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	                                                         : (int64_t)req->body.len;
 	/* ~4 bytes per token of English text; JSON's own bytes make it err high. The size
 	 * is the client's Content-Length: capped before any arithmetic. */
-	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4;
-	int64_t out = d->max_output >= 0 ? d->max_output : default_max_tokens;
+	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4 +
+	                 (d->previous_tokens < DECISION_ESTIMATE_MAX ? d->previous_tokens
+	                                                             : DECISION_ESTIMATE_MAX);
+	/* No bound named: the model's largest answer, else the agent's default. */
+	int64_t out = d->max_output >= 0 ? d->max_output
+	              : d->model && d->model->max_output > 0 ? d->model->max_output
+	                                                       : default_max_tokens;
+	unsigned fb = 0;
 
 	if (d->unbilled)
 		prompt = out = 0;
@@ -708,8 +719,10 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	if (d->model)
 		d->est_card = d->allow_scan ? decision_dearest(d, d->model->provider, prompt)
 		                            : decision_card(d->model, d, prompt);
-	d->est_cost_micros = d->model ? decision_cost_of(prompt, d->est_card.micros[PRICE_INPUT]) +
-	                                decision_cost_of(out, d->est_card.micros[PRICE_OUTPUT]) : 0;
+	/* An input or output price the card lacks is reserved at its fallback, as the
+	 * row will be charged (price.h). */
+	d->est_cost_micros = d->model ? decision_cost_of(prompt, price_rate(&d->est_card, PRICE_INPUT, &fb)) +
+	                                decision_cost_of(out, price_rate(&d->est_card, PRICE_OUTPUT, &fb)) : 0;
 }
 
 void decision_limit(struct decision *d, enum quota_verdict v)
@@ -862,7 +875,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		else if (d->costly == DECISION_COSTLY_TOOLS)
 			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
 		else
-			snprintf(msg, cap, "Key %s may not ask the model '%s' for audio output, or the gateway has no price for it.", d->key->prefix, model);
+			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
 		break;
 	case DECISION_STORED_STATE:
 		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");

@@ -133,6 +133,9 @@ struct decision {
 	 * asked for and the prompt's size, or for a model the gateway has not seen
 	 * (allow_scan) the dearest it could be; no card: every price PRICE_UNSET. */
 	struct price_card est_card;
+	/* The tokens the response named by previous_response_id reported (owner.h): the
+	 * context the provider reads, and bills, again; 0 for none. */
+	int64_t previous_tokens;
 	/* decision_estimate's, for an allowed request: what it may use, prompt and completion,
 	 * their sum and its cost (what a limited key reserves). */
 	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;
@@ -156,10 +159,12 @@ size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, 
  * body's pieces take room before its decision, in that key's share (longbody.h). */
 int64_t decision_key_active(const struct keytable *t, const struct decision_request *req);
 
-/* What an allowed request may use, into d->est_*: the body's bytes / 4 for the prompt,
- * its output bound (max_output) or default_max_tokens when it names none for the
- * completion, and their cost at d->est_prices (a price not set counts 0). A limited
- * key reserves it; a row whose usage goes unreported is charged it. */
+/* What an allowed request may use, into d->est_*: for the prompt, the body's bytes / 4
+ * plus the previous response's tokens (previous_tokens); for the completion, its
+ * output bound (max_output), else the model's largest answer (kt_model.max_output),
+ * else default_max_tokens; and their cost at d->est_card (an input or output price not
+ * set at the card's dearest token rate, price.h; no card: 0). A limited key reserves
+ * it; a row whose usage goes unreported is charged it. */
 void decision_estimate(struct decision *d, const struct decision_request *req,
                        int64_t default_max_tokens);
 

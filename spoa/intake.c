@@ -86,12 +86,16 @@ void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct o
 	/* Its key owns the response before the create counts as ended: a read waiting for
 	 * the create's row then finds the id (decision.h). */
 	if (owners && row->response_id[0])
-		owner_put(owners, row->response_id, row->key_id, row->model_requested);
+		owner_put(owners, row->response_id, row->key_id, row->model_requested,
+		          (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
+		          (row->completion_tokens > 0 ? row->completion_tokens : 0));
 	if (owners && admitted && (row->flags & ACCT_FLAG_CREATES_RESPONSE))
 		owner_creating(owners, row->key_id, -1);
 	if (kl)
 		keylive_row(kl, row, admitted);
 	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
+	if (row->model_reported[0])
+		stats_add(&stats.model_mismatches, 1);
 	if (log)
 		row->journal_epoch[1] = journal_append(log, JOURNAL_ROW, row);
 	/* A full queue: the writer is behind (or the store fails); the row waits on disk. */

@@ -59,8 +59,8 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	             (d->amend_scan && d->verdict == DECISION_ALLOW ? ACCT_FLAG_SCANNED : 0);
 }
 
-/* The model's prices: the upstream may name a dated snapshot of the model that was
- * configured, so the routed model's prices stand in for a name the snapshot lacks. */
+/* The row's prices: a dated snapshot of the routed model (join_model) by its own card
+ * when one is configured, else by the routed model's. */
 static const struct price_sheet *join_prices(const struct keytable *kt,
                                              const struct acct_row *row)
 {
@@ -108,6 +108,69 @@ static int join_refused_after_decision(const struct acct_row *pending, const str
 			return 1;
 	}
 	return 0;
+}
+
+/* Whether s (n bytes) is a date: YYYY-MM-DD with dashes, else YYYYMMDD. */
+static int join_is_date(const char *s, size_t n, int dashes)
+{
+	static const char dashed[] = "dddd-dd-dd";
+	const char *shape = dashes ? dashed : "dddddddd";
+	int month, day;
+	size_t i;
+
+	if (n != strlen(shape))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+			return 0;
+	s += 4 + dashes;
+	month = (s[0] - '0') * 10 + (s[1] - '0');
+	s += 2 + dashes;
+	day = (s[0] - '0') * 10 + (s[1] - '0');
+	return month >= 1 && month <= 12 && day >= 1 && day <= 31;
+}
+
+/* Whether reported is base (n bytes) followed by "-" and a date of either form. */
+static int join_is_dated(const char *base, size_t n, const char *reported)
+{
+	size_t len = strlen(reported);
+
+	if (len <= n + 1 || memcmp(reported, base, n) != 0 || reported[n] != '-')
+		return 0;
+	return join_is_date(reported + n + 1, len - n - 1, 1) ||
+	       join_is_date(reported + n + 1, len - n - 1, 0);
+}
+
+enum join_model_match join_model_match(const char *routed, const char *reported)
+{
+	static const char alias[] = "-latest";
+	size_t n = strlen(routed), a = sizeof(alias) - 1;
+
+	if (strcmp(routed, reported) == 0)
+		return JOIN_MODEL_SAME;
+	if (n && (join_is_dated(routed, n, reported) ||
+	          (n > a && strcmp(routed + n - a, alias) == 0 &&
+	           join_is_dated(routed, n - a, reported))))
+		return JOIN_MODEL_SNAPSHOT;
+	return JOIN_MODEL_OTHER;
+}
+
+/* The row's model from the name the answer gave (reported, "" none): see join_record. */
+static void join_model(struct acct_row *row, const char *reported)
+{
+	row->model_reported[0] = '\0';
+	if (!row->model_requested[0]) {
+		if (reported[0])
+			JOIN_COPY_STR(row->model, reported);
+		return;
+	}
+	if (reported[0] && join_model_match(row->model_requested, reported) != JOIN_MODEL_OTHER) {
+		JOIN_COPY_STR(row->model, reported);
+		return;
+	}
+	JOIN_COPY_STR(row->model, row->model_requested);
+	if (reported[0])
+		JOIN_COPY_STR(row->model_reported, reported);
 }
 
 static void join_no_usage(struct usage *u)
@@ -223,10 +286,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	if (u.service_tier[0])
 		JOIN_COPY_STR(row->service_tier, u.service_tier);
 	row->usage_source = u.source;
-	if (u.model[0])
-		JOIN_COPY_STR(row->model, u.model);
-	else if (!row->model[0])
-		JOIN_COPY_STR(row->model, row->model_requested);
+	join_model(row, u.model);
 	row->outcome = join_outcome(row, r);
 	if (row->flags & ACCT_FLAG_CREATES_RESPONSE)
 		join_response_id(r, row);

@@ -31,9 +31,24 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
  * kt prices the row; default_max_tokens is the completion estimate of a request no
  * decision saw. A pending row flagged ACCT_FLAG_UNBILLED takes no usage from the
  * record; one flagged ACCT_FLAG_CREATES_RESPONSE takes the stored response's id from a
- * 2xx answer. */
+ * 2xx answer. The row's model is the routed one (model_requested), or the dated
+ * snapshot of it the answer names (join_model_match), which is priced by its own card
+ * when it has one; any other name the answer gives goes to model_reported and prices
+ * nothing. A row no decision routed (fail-open) takes the answer's name. */
 void join_record(const struct record *r, const char *id, const struct acct_row *pending,
                  const struct keytable *kt, int64_t default_max_tokens, struct acct_row *row);
+
+/* How the model an answer names (reported) stands to the model the request was routed
+ * to: the same name, a dated snapshot of it (routed + "-YYYY-MM-DD" as OpenAI dates
+ * them, routed + "-YYYYMMDD" as Anthropic does, or, for an alias "NAME-latest", NAME
+ * with either date), or another model. */
+enum join_model_match {
+	JOIN_MODEL_SAME,
+	JOIN_MODEL_SNAPSHOT,
+	JOIN_MODEL_OTHER,
+};
+
+enum join_model_match join_model_match(const char *routed, const char *reported);
 
 /* The row of a decided transaction whose record never came (outcome no_record),
  * charged its estimate. */

@@ -55,6 +55,7 @@
 
 #include "hash.h"
 #include "log.h"
+#include "price.h"
 #include "stats.h"
 
 #define JOURNAL_VERSION 1
@@ -142,17 +143,21 @@ static const struct journal_field journal_fields[] = {
 	JF_N(JF_I64, audio_output_tokens), JF_N(JF_I64, accepted_prediction_tokens),
 	JF_N(JF_I64, rejected_prediction_tokens), JF_N(JF_I64, web_search_calls),
 	JF_S(service_tier),
+	/* And what the row's price stands on (docs/pricing.md). */
+	JF_S(model_reported), JF_E(priced_fallback, PRICE_FALLBACK_TIER << 1),
 };
 
 /* Where an entry may end: the fields of the first entries written (version 1 as first
- * released), of those written before the flags, and before the priced classes. */
+ * released), of those written before the flags, before the priced classes, and before
+ * the reported model and fallbacks. */
 #define JOURNAL_FIRST_FIELDS 23
 #define JOURNAL_SECOND_FIELDS 27
 #define JOURNAL_THIRD_FIELDS 29
+#define JOURNAL_FOURTH_FIELDS 36
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
-_Static_assert(JOURNAL_NFIELDS == 8 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
+_Static_assert(JOURNAL_NFIELDS == 9 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
 _Static_assert(sizeof(enum acct_outcome) == sizeof(int) &&
                sizeof(enum acct_usage_source) == sizeof(int), "enums are read as int");
 _Static_assert(JOURNAL_PAYLOAD_MAX <= UINT16_MAX, "payload length is a u16");
@@ -351,7 +356,7 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	r.end = r.p + plen;
 	for (i = 0; i < JOURNAL_NFIELDS; i++) {
 		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS ||
-		     i == JOURNAL_THIRD_FIELDS) && r.p == r.end) {
+		     i == JOURNAL_THIRD_FIELDS || i == JOURNAL_FOURTH_FIELDS) && r.p == r.end) {
 			/* An entry of before the appended fields: the rest are absent (strings
 			 * empty, enums 0, counts ACCT_NONE). */
 			journal_absent(row, i);

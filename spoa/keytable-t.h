@@ -29,6 +29,7 @@ struct kt_model {
 	const struct kt_provider *provider;
 	struct price_sheet prices;
 	int64_t created_at;     /* unix seconds, as model lists show it */
+	int64_t max_output;     /* its largest answer in tokens (models.max_output); 0: none */
 };
 
 struct kt_key {

@@ -126,6 +126,7 @@ static int keytable_add_model(struct keytable *t, struct db_stmt *st)
 	m->name = keytable_col_strdup(st, 0);
 	m->provider = keytable_provider_by_id(t, db_col_int(st, 1));
 	m->created_at = db_col_int(st, 2);
+	m->max_output = db_col_int(st, 3) > 0 ? db_col_int(st, 3) : 0;
 	return m->name ? 0 : -1;
 }
 
@@ -284,7 +285,7 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	size_t n;
 
 	snprintf(models_sql, sizeof(models_sql),
-	         "SELECT name, provider_id, created_at FROM models ORDER BY name %s",
+	         "SELECT name, provider_id, created_at, max_output FROM models ORDER BY name %s",
 	         keytable_bytewise(db));
 	if (!(t->providers = keytable_alloc(db, "SELECT count(*) FROM providers",
 	                                    sizeof(*t->providers), &n)) ||

@@ -179,6 +179,9 @@ size_t metrics_render(const struct statsnap *s, char *buf, size_t cap)
 	               "tally_records_total{transport=\"udp\"} %" PRIu64 "\n"
 	               "tally_records_total{transport=\"backlog\"} %" PRIu64 "\n",
 	               s->records_tcp, s->records_udp, s->records_backlog);
+	metrics_counter(&o, "tally_model_mismatch_total", "Rows whose answer named a model "
+	                "other than the one routed to (priced by the routed one).",
+	                s->model_mismatches);
 	metrics_head(&o, "tally_long_bodies_total", "counter",
 	             "Request bodies longer than one SPOP frame sent in pieces (HAProxy 3.4+): "
 	             "judged whole, or refused and judged on their first frame.");

@@ -51,6 +51,9 @@ struct owner_conn {
 	int64_t warned_at_ms;          /* last said that the budget ran out */
 };
 
+/* A stored response's tokens, from its create's row (r; NULL counts 0). */
+#define OWNER_TOKENS_SQL "coalesce(r.prompt_tokens, 0) + coalesce(r.completion_tokens, 0)"
+
 struct owner_slot {
 	char id[ACCT_RESPONSE_ID_MAX];
 	struct owner_entry e;
@@ -171,7 +174,8 @@ static size_t owner_claim(struct owner *o)
 	return i;
 }
 
-int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model)
+int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model,
+              int64_t tokens)
 {
 	size_t len = strlen(id), i, b;
 	struct owner_slot *s;
@@ -191,6 +195,7 @@ int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model
 	s->e.key_id = key_id;
 	strncpy(s->e.model, model, sizeof(s->e.model) - 1);
 	s->e.model[sizeof(s->e.model) - 1] = '\0';
+	s->e.tokens = tokens > 0 ? tokens : 0;
 	b = owner_bucket(o, id, len);
 	s->next = o->buckets[b];
 	o->buckets[b] = (uint32_t)(i + 1);
@@ -274,7 +279,8 @@ static struct owner_conn *owner_conn(struct owner *o)
 static int owner_open(struct owner *o, struct owner_conn *c)
 {
 	static const char sql[] =
-		"SELECT key_id, model FROM stored_responses WHERE response_id = ?1";
+		"SELECT s.key_id, s.model, " OWNER_TOKENS_SQL " FROM stored_responses s"
+		" LEFT JOIN requests r ON r.request_id = s.request_id WHERE s.response_id = ?1";
 	char err[256];
 
 	if (c->db)
@@ -327,6 +333,7 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 		model = db_col_text(c->find, 1);
 		out->key_id = db_col_int(c->find, 0);
 		snprintf(out->model, sizeof(out->model), "%s", model ? model : "");
+		out->tokens = db_col_int(c->find, 2);
 		found = 1;
 	} else if (rc != DB_DONE) {
 		log_warn("stored responses: cannot read the store: %s (trying again in %d s)",
@@ -361,7 +368,7 @@ int owner_get(struct owner *o, const char *id, size_t len, struct owner_entry *o
 	/* Another node's create: asked again (a chain's next step), it is known here. */
 	memcpy(copy, id, len);
 	copy[len] = '\0';
-	owner_put(o, copy, out->key_id, out->model);
+	owner_put(o, copy, out->key_id, out->model, out->tokens);
 	return found;
 }
 
@@ -392,10 +399,12 @@ int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_
 	/* Arrival order among equal times: SQLite's rowid; PostgreSQL's table has no such
 	 * column, and the id orders them the same on every load. */
 	const char *sql = db_kind(db) == DB_POSTGRES
-		? "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
-		  " ORDER BY created_at, response_id"
-		: "SELECT response_id, key_id, model FROM stored_responses WHERE created_at >= ?1"
-		  " ORDER BY created_at, rowid";
+		? "SELECT s.response_id, s.key_id, s.model, " OWNER_TOKENS_SQL " FROM stored_responses s"
+		  " LEFT JOIN requests r ON r.request_id = s.request_id WHERE s.created_at >= ?1"
+		  " ORDER BY s.created_at, s.response_id"
+		: "SELECT s.response_id, s.key_id, s.model, " OWNER_TOKENS_SQL " FROM stored_responses s"
+		  " LEFT JOIN requests r ON r.request_id = s.request_id WHERE s.created_at >= ?1"
+		  " ORDER BY s.created_at, s.rowid";
 	struct db_stmt *st = NULL;
 	enum db_status rc;
 	int ret = -1;
@@ -410,7 +419,7 @@ int owner_load(struct owner *o, struct db *db, int64_t since_s, char *err, size_
 		const char *id = db_col_text(st, 0);
 		const char *model = db_col_text(st, 2);
 
-		if (id && owner_put(o, id, db_col_int(st, 1), model ? model : "") < 0 &&
+		if (id && owner_put(o, id, db_col_int(st, 1), model ? model : "", db_col_int(st, 3)) < 0 &&
 		    acct_response_id_ok(id, strlen(id))) {
 			snprintf(err, errlen, "loading stored responses: out of memory");
 			goto out;

@@ -28,6 +28,9 @@ struct owner;
 struct owner_entry {
 	int64_t key_id;
 	char model[ACCT_NAME_MAX];   /* the configured model the create was routed to */
+	int64_t tokens;              /* the create's reported prompt + completion tokens: the
+	                              * context a request building on it is billed again
+	                              * (docs/limits.md); 0 when unknown */
 };
 
 /* max: ids kept at most (>= 1); memory grows with use, about 240 bytes an id. NULL on
@@ -35,9 +38,10 @@ struct owner_entry {
 struct owner *owner_new(size_t max);
 void owner_free(struct owner *o);     /* after every other thread stopped */
 
-/* Notes that key_id made id (acct_response_id_ok). An id known already keeps its first
+/* Notes that key_id made id (acct_response_id_ok) on model, reporting tokens. An id known already keeps its first
  * owner: returns 0; 1 when added; -1 if id is not one (or on ENOMEM). Any thread. */
-int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model);
+int owner_put(struct owner *o, const char *id, int64_t key_id, const char *model,
+              int64_t tokens);
 
 /* Where owner_get looks up an id the full table lacks: the store at path, a SQLite
  * path or a PostgreSQL URL (copied; NULL: nowhere). Main thread, before the others

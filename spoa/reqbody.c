@@ -878,12 +878,42 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 	}
 }
 
-/* The scanner is lax inside nested values; cJSON checks the whole text. */
-static int reqbody_valid_json(const char *body, size_t len)
+/* Whether s (n bytes) folds (reqbody_fold) to name; s longer than any name is not. */
+static int reqbody_folds_to(const char *s, size_t n, const char *name)
+{
+	char folded[REQBODY_KEY_MAX];
+
+	return n < sizeof(folded) && reqbody_token_is(folded, reqbody_fold(s, n, folded), name);
+}
+
+/* Walks j's members and elements at every depth for what is billed apart and sits in
+ * nested content (reqbody_info's audio_in). cJSON bounds the depth. */
+static void reqbody_walk(const cJSON *j, struct reqbody_info *out)
+{
+	const cJSON *c;
+
+	for (c = j->child; c; c = c->next) {
+		if (c->string && !cJSON_IsNull(c)) {
+			size_t n = strlen(c->string);
+
+			if (reqbody_folds_to(c->string, n, "input_audio") ||
+			    (reqbody_folds_to(c->string, n, "type") && cJSON_IsString(c) &&
+			     reqbody_folds_to(c->valuestring, strlen(c->valuestring), "input_audio")))
+				out->audio_in = 1;
+		}
+		reqbody_walk(c, out);
+	}
+}
+
+/* The scanner is lax inside nested values; cJSON checks the whole text, whose tree is
+ * then walked (reqbody_walk). */
+static int reqbody_valid_json(const char *body, size_t len, struct reqbody_info *out)
 {
 	cJSON *root = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
 	int ok = root != NULL;
 
+	if (root)
+		reqbody_walk(root, out);
 	cJSON_Delete(root);
 	return ok;
 }
@@ -907,7 +937,7 @@ enum reqbody_status reqbody_inspect(const char *body, size_t len, struct reqbody
 		return REQBODY_PREFIX;
 	if (r == REQBODY_SCAN_OK) {
 		s.p++;
-		if (reqbody_skip_ws(&s) == REQBODY_SCAN_EOF && reqbody_valid_json(body, len)) {
+		if (reqbody_skip_ws(&s) == REQBODY_SCAN_EOF && reqbody_valid_json(body, len, out)) {
 			if (out->stream < 0)
 				out->stream = 0;
 			return REQBODY_COMPLETE;

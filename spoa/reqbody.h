@@ -83,6 +83,10 @@ struct reqbody_info {
 	                                   some readers take them: OTHER) */
 	int audio_out;                  /* spoken output asked for ("audio", or "audio" among
 	                                   the "modalities"), or either member ambiguous */
+	int audio_in;                   /* audio given as input, at any depth of a whole body
+	                                   (REQBODY_COMPLETE only): a "type" of
+	                                   "input_audio" or an "input_audio" member, not
+	                                   null, names matched as Go matches them */
 	int tier_unknown;               /* service_tier in another form, twice, or spelled
 	                                   so that only some readers take it */
 };

@@ -56,6 +56,9 @@ struct stats {
 	 * and pieces refused (the body is then judged on its first frame). */
 	atomic_uint_fast64_t long_bodies_whole;
 	atomic_uint_fast64_t long_bodies_refused;
+	/* Rows whose answer named a model other than the one routed to (join.h): priced
+	 * by the routed one, the name kept in model_reported. */
+	atomic_uint_fast64_t model_mismatches;
 	/* SPOP */
 	atomic_uint_fast64_t spop_connections;       /* accepted, total */
 	atomic_int_fast64_t spop_connections_open;   /* gauge */

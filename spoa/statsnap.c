@@ -37,6 +37,7 @@ void statsnap_take(struct statsnap *out, struct stats *st, const struct live_vie
 	out->spill_head_ms = atomic_load_explicit(&st->spill_head_ms, memory_order_relaxed);
 	out->long_bodies_whole = stats_get(&st->long_bodies_whole);
 	out->long_bodies_refused = stats_get(&st->long_bodies_refused);
+	out->model_mismatches = stats_get(&st->model_mismatches);
 	out->spop_connections = stats_get(&st->spop_connections);
 	out->spop_connections_open = atomic_load_explicit(&st->spop_connections_open,
 	                                                  memory_order_relaxed);

@@ -23,6 +23,7 @@ struct statsnap {
 	int64_t spilled_rows;          /* rows waiting on disk for the store */
 	int64_t spill_head_ms;         /* unix ms the oldest of them was spilled; 0: none */
 	uint64_t long_bodies_whole, long_bodies_refused;
+	uint64_t model_mismatches;
 	uint64_t spop_connections, spop_frames_in, spop_frames_out;
 	int64_t spop_connections_open;
 	uint64_t verdicts[DECISION_VERDICT_COUNT];

@@ -104,6 +104,7 @@
 #include "log.h"
 #include "owner.h"
 #include "period.h"
+#include "price.h"
 #include "rollup.h"
 #include "satadd.h"
 #include "spill.h"
@@ -117,7 +118,7 @@
 #define WRITER_PRUNE_ROWS    10000 /* at most this many at a time: the thread stays quick */
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
-#define WRITER_COLUMNS       31    /* parameters of a row in writer_insert_sql */
+#define WRITER_COLUMNS       33    /* parameters of a row in writer_insert_sql */
 #define WRITER_SIZES         8     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
 /* The advisory lock class of node names ("taly"); PostgreSQL keys a two-part lock apart
  * from the one-part locks db.c takes while migrating. */
@@ -196,6 +197,8 @@ struct writer {
 	int64_t pruned_at;            /* unix seconds of the last prune; 0: none yet */
 	struct acct_row *batch;       /* batch_max rows */
 	unsigned char *fate;          /* batch_max: enum writer_fate of each row */
+	char (*fallback)[PRICE_FALLBACK_NAMES_MAX]; /* batch_max: each row's priced_fallback
+	                                              * as bound */
 	const struct acct_row **sent; /* batch_max: rows sent, sorted by request_id */
 	struct writer_group *groups;  /* batch_max entries */
 	struct writer_sum *sums;      /* batch_max entries */
@@ -217,7 +220,8 @@ static const char writer_insert_cols[] =
 	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
 	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros,"
 	" cache_creation_1h_tokens, audio_input_tokens, audio_output_tokens,"
-	" accepted_prediction_tokens, rejected_prediction_tokens, web_search_calls, service_tier)"
+	" accepted_prediction_tokens, rejected_prediction_tokens, web_search_calls, service_tier,"
+	" model_reported, priced_fallback)"
 	" VALUES ";
 
 /* The stored response a create made, with the create's row; an id stored already keeps
@@ -277,8 +281,11 @@ static int writer_bind_key(struct db_stmt *st, int i, const char *s, size_t size
 
 #define BIND_TEXT(st, i, r, field) writer_bind_text(st, i, (r)->field, sizeof((r)->field))
 
-/* Binds r as the row whose parameters follow p (p + 1 .. p + WRITER_COLUMNS). */
-static int writer_bind_row(struct db_stmt *st, int p, const struct acct_row *r)
+/* Binds r as the row whose parameters follow p (p + 1 .. p + WRITER_COLUMNS); its
+ * priced_fallback's names are written into fallback, which must outlive the step
+ * (SQLite binds text without copying it). */
+static int writer_bind_row(struct db_stmt *st, int p, const struct acct_row *r,
+                           char fallback[PRICE_FALLBACK_NAMES_MAX])
 {
 	int rc = BIND_TEXT(st, p + 1, r, request_id);
 
@@ -313,6 +320,9 @@ static int writer_bind_row(struct db_stmt *st, int p, const struct acct_row *r)
 	rc |= writer_bind_count(st, p + 29, r->rejected_prediction_tokens);
 	rc |= writer_bind_count(st, p + 30, r->web_search_calls);
 	rc |= BIND_TEXT(st, p + 31, r, service_tier);
+	rc |= BIND_TEXT(st, p + 32, r, model_reported);
+	price_fallback_names(r->priced_fallback, fallback, PRICE_FALLBACK_NAMES_MAX);
+	rc |= writer_bind_text(st, p + 33, fallback, PRICE_FALLBACK_NAMES_MAX);
 	return rc ? -1 : 0;
 }
 
@@ -522,7 +532,8 @@ static enum db_status writer_insert_chunk(struct writer *w, const struct acct_ro
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (writer_bind_row(st, (int)i * WRITER_COLUMNS, sent[i]) < 0)
+		if (writer_bind_row(st, (int)i * WRITER_COLUMNS, sent[i],
+		                    w->fallback[sent[i] - w->batch]) < 0)
 			return DB_ERROR;
 	while ((rc = db_step(st)) == DB_ROW) {
 		const char *id = db_col_text(st, 0);
@@ -599,7 +610,7 @@ static enum db_status writer_insert_each(struct writer *w, size_t n, struct coun
 		}
 		if ((rc = writer_run(w->savepoint)) != DB_DONE)
 			return rc;
-		if (writer_bind_row(st, 0, r) < 0)
+		if (writer_bind_row(st, 0, r, w->fallback[i]) < 0)
 			return DB_ERROR;
 		while ((rc = db_step(st)) == DB_ROW)
 			w->fate[i] = WRITER_INSERTED;
@@ -1135,6 +1146,7 @@ static void writer_free(struct writer *w)
 	db_close(w->db);
 	free(w->batch);
 	free(w->fate);
+	free(w->fallback);
 	free(w->sent);
 	free(w->groups);
 	free(w->sums);
@@ -1248,10 +1260,11 @@ struct writer *writer_start(const struct writer_config *cfg, char *err, size_t e
 	atomic_init(&w->want_pages, cfg->max_db_pages);
 	w->batch = calloc((size_t)w->batch_max, sizeof(*w->batch));
 	w->fate = calloc((size_t)w->batch_max, sizeof(*w->fate));
+	w->fallback = calloc((size_t)w->batch_max, sizeof(*w->fallback));
 	w->sent = calloc((size_t)w->batch_max, sizeof(*w->sent));
 	w->groups = calloc((size_t)w->batch_max, sizeof(*w->groups));
 	w->sums = calloc((size_t)w->batch_max, sizeof(*w->sums));
-	if (!w->batch || !w->fate || !w->sent || !w->groups || !w->sums)
+	if (!w->batch || !w->fate || !w->fallback || !w->sent || !w->groups || !w->sums)
 		goto oom;
 	if (db_open(cfg->db_path, DB_READWRITE, &w->db, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "writer: %s", msg);

@@ -36,7 +36,10 @@ CREATE TABLE models (
 	name        TEXT NOT NULL UNIQUE CHECK (name <> ''),  -- as in request bodies
 	provider_id INTEGER NOT NULL REFERENCES providers (id),
 	created_at  INTEGER NOT NULL,
-	updated_at  INTEGER NOT NULL
+	updated_at  INTEGER NOT NULL,
+	-- the most output tokens it gives one answer: what a request naming no bound is
+	-- estimated at (docs/limits.md); NULL: the agent option --default-max-tokens
+	max_output  INTEGER CHECK (max_output > 0)
 );
 CREATE INDEX models_provider_id ON models (provider_id);
 
@@ -106,13 +109,17 @@ CREATE TABLE key_models (
 -- answer that outgrew the buffer, no record) is charged an estimate of the missing part
 -- (docs/limits.md) in estimated_tokens and estimated_cost_micros; its reported counts
 -- stay NULL. Both are NULL when nothing was estimated.
--- The last seven columns are the classes providers bill apart (docs/pricing.md), NULL
--- when not reported, each a part of the count its comment names, and the service tier.
+-- The seven columns after them are the classes providers bill apart (docs/pricing.md),
+-- NULL when not reported, each a part of the count its comment names, then the service
+-- tier. The row is priced by the model it was routed to (docs/pricing.md): model is
+-- that one, or the dated snapshot of it the answer named; a name the answer gave that is
+-- neither is model_reported, and prices nothing. priced_fallback names the classes (and
+-- 'tier') the model's card has no price for, charged at a stated fallback rate.
 CREATE TABLE requests (
 	id                    INTEGER PRIMARY KEY,
 	request_id            TEXT NOT NULL UNIQUE,  -- X-Request-Id, HAProxy's unique id
 	key_id                INTEGER,               -- keys.id; NULL: no known key
-	model                 TEXT,     -- as the upstream named it, else as routed
+	model                 TEXT,     -- as routed, or the dated snapshot of it the answer named
 	model_requested       TEXT,     -- the configured model the agent routed to
 	provider              TEXT,     -- providers.name
 	verdict               TEXT,     -- the agent's verdict, 'fail_open'; NULL: never decided
@@ -143,7 +150,9 @@ CREATE TABLE requests (
 	accepted_prediction_tokens INTEGER,  -- part of completion_tokens
 	rejected_prediction_tokens INTEGER,  -- part of completion_tokens
 	web_search_calls           INTEGER,  -- server-side web searches, billed per call
-	service_tier               TEXT      -- as the provider reported it, else as asked for
+	service_tier               TEXT,     -- as the provider reported it (else as asked for)
+	model_reported             TEXT,     -- the model the answer named when not model
+	priced_fallback            TEXT      -- classes charged at a fallback rate (NULL: none)
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
@@ -584,4 +593,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 10;
+PRAGMA user_version = 11;

@@ -2,9 +2,15 @@
 and SQLite: every usage class the mock reports on request lands in its column, and each
 row's cost equals, to the micro-dollar, the price sheet below worked out here in Python
 (the card of the tier served, else asked for, with the largest threshold below the
-prompt; each class out of the count it belongs to)."""
+prompt; each class out of the count it belongs to; a class the card does not price at
+the card's dearest token rate, a web search at $0.05, a tier without a card at the
+dearest tier's card, each named in priced_fallback). The row is priced by the model
+routed to, whatever other name the answer gives."""
 import json
+import re
+import socket
 import time
+import urllib.request
 
 import pytest
 
@@ -49,6 +55,9 @@ OPTION = {"input": "--input-micros", "cached": "--cached-micros",
           "web_search": "--web-search-micros-per-call"}
 
 
+FALLBACK_WEB_SEARCH = 50000   # micro-dollars per call (spoa/price.h)
+
+
 def card_of(model, tier, prompt):
     tier = "default" if tier in (None, "", "standard", "auto") else tier
     best = None
@@ -58,11 +67,26 @@ def card_of(model, tier, prompt):
     return best
 
 
+def expected_priced(row):
+    """(cost, priced_fallback) of the row under SHEET: a tier without a card is priced
+    by the tier whose card charges it most."""
+    model, prompt = row["model_requested"], row["prompt_tokens"] or 0
+    card = card_of(model, row["service_tier"], prompt)
+    if card is not None:
+        return card_cost(card, row)
+    tiers = {t for t, _, _ in SHEET[model]}
+    cost, names = max(card_cost(card_of(model, t, prompt), row) for t in tiers
+                      if card_of(model, t, prompt) is not None)
+    return cost, ",".join(filter(None, [names, "tier"]))
+
+
 def expected_cost(row):
-    """The row's cost under SHEET, or None when it cannot be priced."""
-    card = card_of(row["model_requested"], row["service_tier"], row["prompt_tokens"] or 0)
-    if card is None:
-        return None
+    return expected_priced(row)[0]
+
+
+def card_cost(card, row):
+    dearest = max(v for k, v in card.items() if k != "web_search")
+    fallback = []
     n = {k: row[k] or 0 for k in row if k.endswith("_tokens") or k == "web_search_calls"}
     reasoning = n["reasoning_tokens"] if "reasoning" in card else 0
     parts = [
@@ -80,14 +104,15 @@ def expected_cost(row):
     total = 0
     for cls, count in parts:
         if count:
-            if cls not in card:
-                return None
-            total += count * card[cls]
+            if cls not in card and cls not in fallback:
+                fallback.append(cls)
+            total += count * card.get(cls, dearest)
     if n["web_search_calls"]:
         if "web_search" not in card:
-            return None
-        total += n["web_search_calls"] * card["web_search"] * 1000000
-    return (total + 500000) // 1000000
+            fallback.append("web_search")
+        total += n["web_search_calls"] * card.get("web_search", FALLBACK_WEB_SEARCH) * 1000000
+    order = CLASSES + ["web_search"]
+    return (total + 500000) // 1000000, ",".join(sorted(fallback, key=order.index))
 
 
 @pytest.fixture
@@ -161,14 +186,21 @@ def test_anthropic_hour_writes_searches_and_long_context(stack, stream):
     row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
     assert row["prompt_tokens"] == 250000
     assert row["cost_micros"] == expected_cost(row) == 1529450
-    # Served at priority, whose card has no web-search price: unpriced, never free.
+    assert row["priced_fallback"] is None
+    # Served at priority, whose card has no web-search price: never free, each search
+    # at the stated $0.05, and the row says so.
     knobs.update({"prompt-tokens": 1000, "service-tier": "priority"})
     row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
-    assert row["cost_micros"] is None and expected_cost(row) is None
+    assert (row["cost_micros"], row["priced_fallback"]) == expected_priced(row)
+    assert row["priced_fallback"] == "web_search"
+    # $0.005 + 2000 x 0.5 + 2000 x 6.25 + 1000 x 6.25 (dollars per Mtok; no hour price:
+    # at cache_write) + 500 x 25 + 2 x $0.05
+    assert row["cost_micros"] == 5000 + 1000 + 12500 + 6250 + 12500 + 100000
     knobs["web-search-requests"] = 0
     del knobs["cache-1h-tokens"]
     row = ask(stack, MESSAGES, "mock-claude", knobs, stream)
     assert row["cost_micros"] == expected_cost(row) is not None
+    assert row["priced_fallback"] is None
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -210,15 +242,15 @@ def test_tier_asked_for_prices_an_answer_that_names_none(stack):
               extra={"service_tier": "flex"})
     assert row["service_tier"] == "flex"
     assert row["cost_micros"] == expected_cost(row) == 1750
-    # A tier the model has no card for leaves the row unpriced, and counted so.
+    # A tier the model has no card for is priced by its dearest tier's card (priority:
+    # 1000 x $4.25 + 100 x $17 per Mtok), named, and not counted unpriced.
     before = stack.counters()["unpriced"]
-    row = ask(stack, CHAT, "mock-gpt", {"prompt-tokens": 10, "completion-tokens": 10,
+    row = ask(stack, CHAT, "mock-gpt", {"prompt-tokens": 1000, "completion-tokens": 100,
                                         "service-tier": "scale"})
-    assert row["service_tier"] == "scale" and row["cost_micros"] is None
-    deadline = time.time() + 10
-    while stack.counters()["unpriced"] == before and time.time() < deadline:
-        time.sleep(0.05)
-    assert stack.counters()["unpriced"] == before + 1
+    assert row["service_tier"] == "scale"
+    assert (row["cost_micros"], row["priced_fallback"]) == expected_priced(row) == \
+        (5950, "tier")
+    assert stack.counters()["unpriced"] == before
 
 
 def test_mixed_run_costs_to_the_micro_dollar(stack):
@@ -243,9 +275,9 @@ def test_mixed_run_costs_to_the_micro_dollar(stack):
             knobs.update({"cached-tokens": 5 * i, "cache-write-tokens": i,
                           "reasoning-tokens": i, "service-tier": "priority"})
         cases.append(ask(stack, path, model, knobs, stream=i % 2 == 1))
-    want = [expected_cost(r) for r in cases]
-    assert None not in want
-    assert [r["cost_micros"] for r in cases] == want
+    want = [expected_priced(r) for r in cases]
+    assert [(r["cost_micros"], r["priced_fallback"] or "") for r in cases] == want
+    want = [c for c, _ in want]
     ids = json.dumps([r["request_id"] for r in cases])
     assert sum(r["cost_micros"] for r in stack.rows(
         "request_id IN (SELECT value FROM json_each(?))", (ids,))) == sum(want)
@@ -265,6 +297,8 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
 
     stack.mock_clear()
     web = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    heard = {"messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]}
     refused = [
         (CHAT, "mock-gpt", {"service_tier": "scale"}),
         (CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["text", "audio"],
@@ -275,6 +309,8 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
                                             "container": {"type": "auto"}}]}),
         (MESSAGES, "mock-claude", dict(web, service_tier="priority")),
         (MESSAGES, "mock-claude", {"tools": [{"type": "function", "Type": "mcp"}]}),
+        # Audio input on the flex card, which does not price it.
+        (CHAT, "mock-gpt", dict(heard, service_tier="flex")),
     ]
     for path, model, extra in refused:
         status, h, body = send(path, model, extra)
@@ -291,6 +327,7 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
     allowed = [
         (CHAT, "mock-gpt", {"service_tier": "priority"}),
         (CHAT, "mock-gpt", {"modalities": ["text", "audio"], "audio": {"voice": "alloy"}}),
+        (CHAT, "mock-gpt", heard),
         (MESSAGES, "mock-claude", web),
         (CHAT, "mock-gpt", {"tools": [{"type": "function",
                                        "function": {"name": "f", "parameters": {}}}]}),
@@ -311,3 +348,102 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
     assert send(RESPONSES, "mock-gpt", {"tools": [{"type": "web_search"}]}, key=loose)[0] == 200
     assert send(CHAT, "mock-gpt", {"service_tier": "flex", "modalities": ["audio"]},
                 key=loose)[0] == 200
+    assert send(CHAT, "mock-gpt", dict(heard, service_tier="flex"), key=loose)[0] == 200
+
+
+def metric(stack, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics") as m:
+        found = re.search(rf"^{name} (\d+)$", m.read().decode(), re.M)
+    return int(found.group(1))
+
+
+def test_unpriced_cached_tokens_are_charged_to_the_budget(stack):
+    """Issue 28's reproduction: the README's `model set` example prices no cached tokens.
+    With one cached token per answer, the row used to be unpriced and the key's $0.05
+    budget charged nothing: 10 of 10 requests passed. Now the cached token is charged at
+    the card's dearest token rate (output's), the row says so, and the budget refuses
+    the fourth request."""
+    stack.tallyctl("model", "set", "gpt-4o", "--provider", "mock-openai",
+                   "--input-micros", "2500000", "--output-micros", "10000000")
+    key = stack.create_key("readme", "--models", "gpt-4o", "--default-model", "gpt-4o",
+                           "--budget-usd", "0.05", "--budget-period", "total")
+    time.sleep(0.6)
+    statuses = []
+    for _ in range(10):
+        status, h, data = stack.gateway(
+            "POST", CHAT, {"model": "gpt-4o", "max_tokens": 64,
+                           "messages": [{"role": "user", "content": "hi"}]}, key=key,
+            headers={"x-mock-prompt-tokens": "1000", "x-mock-completion-tokens": "1500",
+                     "x-mock-cached-tokens": "1"})
+        statuses.append(status)
+        if status == 200:
+            # Settled before the next one asks: its cost is charged, not its estimate.
+            row = stack.row(h["x-request-id"])
+            # 999 x $2.5 + 1 x $10 (cached, at output's rate) + 1500 x $10 per Mtok
+            assert (row["cost_micros"], row["priced_fallback"]) == (17508, "cached"), row
+    assert statuses == [200] * 3 + [402] * 7, statuses
+
+
+def test_priced_by_the_model_routed_to(stack):
+    """An answer naming another model (a client's metadata echoed, a cheap model) is
+    priced by the model the request was routed to; the row says the routed model, keeps
+    the other name in model_reported, and the agent counts it. A dated snapshot of the
+    routed model is the routed model, priced by its own card when it has one."""
+    stack.tallyctl("model", "set", "cheap", "--provider", "mock-openai",
+                   "--input-micros", "1", "--output-micros", "1")
+    stack.tallyctl("model", "set", "mock-gpt-2025-01-31", "--provider", "mock-openai",
+                   "--input-micros", "1000000", "--output-micros", "2000000")
+    time.sleep(0.6)
+    before = metric(stack, "tally_model_mismatch_total")
+    knobs = {"prompt-tokens": 1000, "completion-tokens": 100}
+    for stream in (False, True):
+        row = ask(stack, CHAT, "mock-gpt", dict(knobs, model="cheap"), stream)
+        assert (row["model"], row["model_requested"], row["model_reported"]) == \
+            ("mock-gpt", "mock-gpt", "cheap")
+        # mock-gpt's default card: 1000 x $2.5 + 100 x $10 per Mtok
+        assert row["cost_micros"] == expected_cost(row) == 3500
+    deadline = time.time() + 10
+    while metric(stack, "tally_model_mismatch_total") < before + 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert metric(stack, "tally_model_mismatch_total") == before + 2
+    # A dated snapshot with a card of its own: 1000 x $1 + 100 x $2.
+    row = ask(stack, CHAT, "mock-gpt", dict(knobs, model="mock-gpt-2025-01-31"))
+    assert (row["model"], row["model_reported"], row["cost_micros"]) == \
+        ("mock-gpt-2025-01-31", None, 1200)
+    # Anthropic's form of a snapshot without a card: the routed model's prices.
+    row = ask(stack, MESSAGES, "mock-claude", dict(knobs, model="mock-claude-20250101"))
+    assert (row["model"], row["model_reported"]) == ("mock-claude-20250101", None)
+    assert row["cost_micros"] == 3000 + 1500
+    assert metric(stack, "tally_model_mismatch_total") == before + 2
+
+
+def test_a_cut_stream_is_charged_the_context_of_its_previous_response(stack):
+    """A Responses stream that builds on a stored response reads that response's
+    context again, and is billed for it: cut before its usage, its row is charged the
+    estimate of the body, plus the tokens the stored response reported, plus its
+    max_output_tokens."""
+    status, h, got = stack.gateway(
+        "POST", RESPONSES, {"model": "mock-gpt", "input": "hi", "max_output_tokens": 64},
+        key=stack.key, headers={"x-mock-prompt-tokens": "50000",
+                                "x-mock-completion-tokens": "7000"})
+    assert status == 200, got
+    made = json.loads(got)["id"]
+    assert stack.row(h["x-request-id"])["prompt_tokens"] == 50000
+    body = {"model": "mock-gpt", "input": "and then?", "stream": True,
+            "max_output_tokens": 100, "previous_response_id": made}
+    raw = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    s.sendall(f"POST {RESPONSES} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Authorization: Bearer {stack.key}\r\nx-mock-frames: 200\r\n"
+              f"x-mock-frame-delay-ms: 20\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    data = b""
+    while b"output_text.delta" not in data:
+        data += s.recv(65536)
+    rid = re.search(rb"x-request-id: (\S+)", data, re.I).group(1).decode()
+    s.close()
+    r = stack.row(rid)
+    assert (r["usage_source"], r["prompt_tokens"]) == ("none", None), r
+    prompt = (len(raw) + 3) // 4 + 50000 + 7000
+    assert r["estimated_tokens"] == prompt + 100
+    # mock-gpt's default card: $2.5 input, $10 output per Mtok
+    assert r["estimated_cost_micros"] == (prompt * 2500000 + 100 * 10000000 + 500000) // 1000000

@@ -471,7 +471,7 @@ static void test_uninitialised_refused(void)
 
 /* Test migrations after the built-in ones: list[i] upgrades version i + 1. Entries
  * below DB_SCHEMA_VERSION never run on a database created at that version. */
-#define TEST_MIGRATIONS_MAX 12
+#define TEST_MIGRATIONS_MAX 13
 
 static int test_migrations(const char *const *extra, int nextra, const char **list)
 {
@@ -556,6 +556,9 @@ static void test_migrate_accounting(void)
 	                           " unauthenticated INTEGER NOT NULL DEFAULT 0,"
 	                           " pending_overflow INTEGER NOT NULL DEFAULT 0);"
 	                           " INSERT INTO accounting VALUES (1, 10, 7, 3, 2, 1, 4, 99, 5, 6);"
+	                           " ALTER TABLE requests DROP COLUMN model_reported;"
+	                           " ALTER TABLE requests DROP COLUMN priced_fallback;"
+	                           " ALTER TABLE models DROP COLUMN max_output;"
 	                           " PRAGMA user_version = 8"), 0);
 	db_close(db);
 	db = test_open("acct.db", DB_CREATE);

@@ -816,7 +816,23 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"service_tier\":\"priority\",\"modalities\":[\"audio\"],"
 	                    "\"audio\":{}"), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"modalities\":[\"text\"]"), DECISION_ALLOW);
+	/* Audio input: no card of gpt-a prices it, so refused under priced, even on the
+	 * priority card that prices audio output. */
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"messages\":[{\"role\":\"user\",\"content\":"
+	                    "[{\"type\":\"input_audio\",\"input_audio\":{}}]}]"),
+	             DECISION_COST_POLICY);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"service_tier\":\"priority\","
+	           "\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]}");
+	CHECK(d.verdict == DECISION_COST_POLICY && d.costly == DECISION_COSTLY_AUDIO);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET audio_input_micros_per_mtok = 5000"
+	                            " WHERE model_id = 1 AND tier = 'priority'", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"service_tier\":\"priority\","
+	           "\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]}");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	pol.audio = KT_POLICY_ALLOW;
+	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}]"),
+	             DECISION_ALLOW);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_ALLOW);
 	/* A key's own policy wins over the agent's. */
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = 'deny' WHERE id = 1", err, sizeof(err)), 0);
@@ -933,8 +949,8 @@ static void test_stored_responses(void)
 	size_t i;
 
 	fix_owners = owner_new(8);
-	owner_put(fix_owners, "resp_a", 1, "gpt-a");
-	owner_put(fix_owners, "resp_gone", 1, "no-such-model");
+	owner_put(fix_owners, "resp_a", 1, "gpt-a", 0);
+	owner_put(fix_owners, "resp_gone", 1, "no-such-model", 0);
 	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		d = decide_stored(FIX_KEY_OPEN, paths[i]);
 		CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
@@ -978,6 +994,17 @@ static void test_stored_responses(void)
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
 	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
 	CHECK(d.verdict == DECISION_ALLOW && d.creates_response && !d.unbilled);
+	CHECK_EQ_INT(d.previous_tokens, 0);
+	/* Its estimate counts the context the provider reads again: the stored response's
+	 * reported tokens beside the body's bytes / 4 (100 bytes: 25). */
+	owner_put(fix_owners, "resp_ctx", 1, "gpt-a", 50000);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses",
+	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_ctx\"}", 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.previous_tokens, 50000);
+	decision_estimate(&d, &(struct decision_request){ .body_size = 100 }, 4096);
+	CHECK_EQ_INT(d.est_prompt_tokens, 50025);
+	CHECK_EQ_INT(d.est_tokens, 50025 + 4096);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/responses/compact",
 	                "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_a\"}", 0);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
@@ -1032,6 +1059,30 @@ static void test_stored_responses(void)
 	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
 }
 
+/* A request that names no output bound is estimated at its model's largest answer
+ * (models.max_output) when the model has one, else at the agent's default. */
+static void test_model_max_output(void)
+{
+	struct decision_request req = { .body_size = 40 };
+	char err[256];
+	struct decision d;
+
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 4096);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE models SET max_output = 32000 WHERE name = 'gpt-a'",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 32000);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"max_tokens\":100}");
+	decision_estimate(&d, &req, 4096);
+	CHECK_EQ_INT(d.est_completion_tokens, 100);
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE models SET max_output = NULL", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
@@ -1056,6 +1107,7 @@ int main(void)
 	RUN(test_chunked_bodies);
 	RUN(test_cost_policy);
 	RUN(test_body_cap);
+	RUN(test_model_max_output);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
 	fixture_close(&fx);

@@ -15,6 +15,7 @@
 #include "luacap.h"
 #include "owner.h"
 #include "pending.h"
+#include "price.h"
 #include "record.h"
 #include "unit.h"
 
@@ -149,16 +150,20 @@ static void test_complete_with_usage(void)
 	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
 
 	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
-	                               "gpt-a-2025 1000 500 200 - - - - -"), "-"), 0);
+	                               "gpt-a-2025-01-31 1000000 500000 200000 - - - - -"), "-"), 0);
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
 	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_RESPONSE);
-	CHECK_EQ_INT(row.prompt_tokens, 1000);
-	CHECK_EQ_INT(row.completion_tokens, 500);
-	/* The upstream's dated name; the routed model's prices (800 x 100 + 200 x 100 at the
-	 * input price, no cached price: unpriced) */
-	CHECK_EQ_STR(row.model, "gpt-a-2025");
-	CHECK_EQ_INT(row.unpriced, 1);
+	CHECK_EQ_INT(row.prompt_tokens, 1000000);
+	CHECK_EQ_INT(row.completion_tokens, 500000);
+	/* The upstream's dated snapshot of the routed model, priced by the routed model's
+	 * card (it has none of its own); the cached tokens, which that card does not price,
+	 * at its dearest rate: 800000 x 100 + 200000 x 200 + 500000 x 200 per Mtok. */
+	CHECK_EQ_STR(row.model, "gpt-a-2025-01-31");
+	CHECK_EQ_STR(row.model_reported, "");
+	CHECK_EQ_INT(row.unpriced, 0);
+	CHECK_EQ_INT(row.cost_micros, 80 + 40 + 100);
+	CHECK_EQ_INT(row.priced_fallback, 1u << PRICE_CACHED);
 	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
 	CHECK_EQ_INT(row.started_at_ms, 1796278643040);
 	CHECK_EQ_INT(row.bytes_in, 342);
@@ -169,6 +174,60 @@ static void test_complete_with_usage(void)
 	join_record(&rec, ID, &p, fx.kt, 4096, &row);
 	CHECK_EQ_INT(row.cost_micros, (1000 * 100 + 500 * 200 + 500000) / 1000000);
 	CHECK_EQ_STR(row.model, "gpt-a");
+	CHECK_EQ_INT(row.priced_fallback, 0);
+}
+
+/* An answer naming another model (gpt-b, priced at 0) is priced by the routed one's
+ * card; the row says the routed model, and what the answer said beside it. */
+static void test_priced_by_routed_model(void)
+{
+	struct acct_row p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}"), row;
+
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
+	                               "gpt-b 1000000 500000 - - - - - -"), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.model, "gpt-a");
+	CHECK_EQ_STR(row.model_requested, "gpt-a");
+	CHECK_EQ_STR(row.model_reported, "gpt-b");
+	CHECK_EQ_INT(row.cost_micros, 100 + 100);
+	/* A name that merely starts like the routed one is another model too. */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", AGENT_ALLOW_OPEN,
+	                               "gpt-a-mini 1000000 500000 - - - - - -"), "-"), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.model, "gpt-a");
+	CHECK_EQ_STR(row.model_reported, "gpt-a-mini");
+	CHECK_EQ_INT(row.cost_micros, 200);
+	/* A record no decision routed (failed open) keeps the answer's name. */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "--", "- - - - - 1 -",
+	                               "gpt-b 1000000 500000 - - - - - -"), "-"), 0);
+	join_record(&rec, ID, NULL, fx.kt, 4096, &row);
+	CHECK_EQ_STR(row.model, "gpt-b");
+	CHECK_EQ_STR(row.model_reported, "");
+	CHECK_EQ_INT(row.cost_micros, 0);
+}
+
+static void test_model_match(void)
+{
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o"), JOIN_MODEL_SAME);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-2024-08-06"), JOIN_MODEL_SNAPSHOT);
+	CHECK_EQ_INT(join_model_match("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"),
+	             JOIN_MODEL_SNAPSHOT);
+	CHECK_EQ_INT(join_model_match("claude-3-5-sonnet-latest", "claude-3-5-sonnet-20241022"),
+	             JOIN_MODEL_SNAPSHOT);
+	CHECK_EQ_INT(join_model_match("gpt-4o-latest", "gpt-4o-2024-11-20"), JOIN_MODEL_SNAPSHOT);
+	/* Not dates, other models, a prefix of the routed name. */
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-mini"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-mini-2024-07-18"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-2024-13-06"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-2024-08-00"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-2024-08-061"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-2024080"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o_2024-08-06"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "cheap"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("gpt-4o", "gpt-4o-"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("-latest", "-20241022"), JOIN_MODEL_OTHER);
+	CHECK_EQ_INT(join_model_match("", "-2024-08-06"), JOIN_MODEL_OTHER);
 }
 
 /* What the agent decided is the pending row's, whatever the record says. */
@@ -643,7 +702,7 @@ static void test_unbilled_takes_no_usage(void)
 	struct acct_row p, row;
 	const char *auth = "Bearer " FIX_KEY_OPEN;
 
-	owner_put(o, "resp_9", 1, "gpt-a");
+	owner_put(o, "resp_9", 1, "gpt-a", 0);
 	memset(&req, 0, sizeof(req));
 	req.authorization = (struct spop_str){ auth, strlen(auth) };
 	req.method = (struct spop_str){ "GET", 3 };
@@ -711,6 +770,8 @@ int main(void)
 		return 1;
 	RUN(test_decided);
 	RUN(test_complete_with_usage);
+	RUN(test_priced_by_routed_model);
+	RUN(test_model_match);
 	RUN(test_record_cannot_change_the_decision);
 	RUN(test_unseen_usage_is_estimated);
 	RUN(test_partial_usage_estimates_the_rest);

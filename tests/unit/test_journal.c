@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "price.h"
 #include "log.h"
 #include "stats.h"
 #include "tmpdir.h"
@@ -50,6 +51,9 @@ static void row_fill(struct acct_row *r, const char *log, int seq)
 	r->flags = seq & 3;
 	if (seq & 2)
 		snprintf(r->response_id, sizeof(r->response_id), "resp_%d", seq);
+	if (seq & 4)
+		snprintf(r->model_reported, sizeof(r->model_reported), "echoed-%d", seq);
+	r->priced_fallback = (unsigned)seq & PRICE_FALLBACK_TIER;
 }
 
 /* Checks every stored field; returns whether all matched. */
@@ -82,6 +86,8 @@ static int row_check_eq(const struct acct_row *a, const struct acct_row *b)
 	CHECK_EQ_INT(a->bytes_out, b->bytes_out);
 	CHECK_EQ_INT(a->flags, b->flags);
 	CHECK_EQ_STR(a->response_id, b->response_id);
+	CHECK_EQ_STR(a->model_reported, b->model_reported);
+	CHECK_EQ_INT(a->priced_fallback, b->priced_fallback);
 	return unit_failed_checks == before;
 }
 
@@ -138,6 +144,8 @@ static void test_roundtrip(void)
 	fill_str(in.verdict, sizeof(in.verdict), 'v');
 	fill_str(in.termination, sizeof(in.termination), 't');
 	fill_str(in.response_id, sizeof(in.response_id), 'x');
+	fill_str(in.model_reported, sizeof(in.model_reported), 'e');
+	in.priced_fallback = (PRICE_FALLBACK_TIER << 1) - 1;
 	in.flags = 3;
 	in.key_id = in.prompt_tokens = in.completion_tokens = in.cached_tokens = INT64_MIN;
 	in.cache_creation_tokens = in.reasoning_tokens = in.cost_micros = INT64_MAX;
@@ -297,6 +305,9 @@ static void test_decode_format(void)
 	CHECK_EQ_INT(row.est_completion_tokens, 10);
 	CHECK_EQ_INT(row.flags, ACCT_FLAG_CREATES_RESPONSE);
 	CHECK_EQ_STR(row.response_id, "resp_1");
+	/* Entries from before the reported model and the fallbacks: none of either. */
+	CHECK_EQ_STR(row.model_reported, "");
+	CHECK_EQ_INT(row.priced_fallback, 0);
 	/* Junk after any form, or some of the appended fields only, is no entry. */
 	s.trailing = 1;
 	CHECK_EQ_INT(decode(b, hand_entry(b, JOURNAL_ROW, &s), &row), -1);

@@ -43,6 +43,7 @@ static void sample_snapshot(struct statsnap *s)
 	s->batches = 19;
 	s->long_bodies_whole = 27;
 	s->long_bodies_refused = 28;
+	s->model_mismatches = 31;
 	s->spop_connections = 20;
 	s->spop_connections_open = 21;
 	s->spop_frames_in = 22;
@@ -90,6 +91,7 @@ static void test_render_values(void)
 	CHECK(has_line(page, "tally_writer_batches_total 19"));
 	CHECK(has_line(page, "tally_long_bodies_total{result=\"whole\"} 27"));
 	CHECK(has_line(page, "tally_long_bodies_total{result=\"refused\"} 28"));
+	CHECK(has_line(page, "tally_model_mismatch_total 31"));
 	CHECK(has_line(page, "tally_spop_connections_total 20"));
 	CHECK(has_line(page, "tally_spop_connections_open 21"));
 	CHECK(has_line(page, "tally_spop_frames_total{direction=\"in\"} 22"));
@@ -192,9 +194,10 @@ static void test_render_format(void)
 			CHECK(end != value + 1 && *end == '\0');
 		}
 	}
-	/* 26: the writer's last commit, the spilled rows and the writer's lag included. */
-	CHECK_EQ_INT(ndeclared, 26);
-	CHECK_EQ_INT(nsamples, 25 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
+	/* 27: the writer's last commit, the spilled rows, the writer's lag and model mismatches
+	 * included. */
+	CHECK_EQ_INT(ndeclared, 27);
+	CHECK_EQ_INT(nsamples, 26 + 2 * (STATS_HIST_NBOUNDS + 3) + DECISION_VERDICT_COUNT +
 	                       ACCT_OUTCOME_COUNT + STATS_ERR_COUNT);
 }
 

@@ -22,8 +22,8 @@ static void test_first_owner_keeps_it(void)
 	struct owner *o = owner_new(8);
 	struct owner_entry e;
 
-	CHECK_EQ_INT(owner_put(o, "resp_a", 1, "gpt-x"), 1);
-	CHECK_EQ_INT(owner_put(o, "resp_a", 2, "gpt-y"), 0);   /* another key cannot take it */
+	CHECK_EQ_INT(owner_put(o, "resp_a", 1, "gpt-x", 0), 1);
+	CHECK_EQ_INT(owner_put(o, "resp_a", 2, "gpt-y", 0), 0);   /* another key cannot take it */
 	CHECK(get(o, "resp_a", &e));
 	CHECK_EQ_INT(e.key_id, 1);
 	CHECK_EQ_STR(e.model, "gpt-x");
@@ -43,16 +43,16 @@ static void test_ids_not_kept(void)
 
 	memset(long_id, 'a', sizeof(long_id) - 1);
 	long_id[sizeof(long_id) - 1] = '\0';
-	CHECK_EQ_INT(owner_put(o, "", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, "resp a", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, "resp/a", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, "resp%2fa", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, "..", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, ".x", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, "_x", 1, "m"), -1);
-	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), -1);
+	CHECK_EQ_INT(owner_put(o, "", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, "resp a", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, "resp/a", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, "resp%2fa", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, "..", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, ".x", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, "_x", 1, "m", 0), -1);
+	CHECK_EQ_INT(owner_put(o, long_id, 1, "m", 0), -1);
 	long_id[ACCT_RESPONSE_ID_MAX - 1] = '\0';
-	CHECK_EQ_INT(owner_put(o, long_id, 1, "m"), 1);
+	CHECK_EQ_INT(owner_put(o, long_id, 1, "m", 0), 1);
 	CHECK(get(o, long_id, &e));
 	CHECK(!owner_get(o, "resp\nx", 6, &e));
 	CHECK_EQ_INT(owner_count(o), 1);
@@ -69,7 +69,7 @@ static void test_oldest_forgotten(void)
 
 	for (i = 0; i < 1000; i++) {
 		snprintf(id, sizeof(id), "resp_%04d", i);
-		CHECK_EQ_INT(owner_put(o, id, i, "m"), 1);
+		CHECK_EQ_INT(owner_put(o, id, i, "m", 0), 1);
 	}
 	CHECK_EQ_INT(owner_count(o), 300);
 	for (i = 0; i < 1000; i++) {
@@ -81,7 +81,7 @@ static void test_oldest_forgotten(void)
 		}
 	}
 	CHECK_EQ_INT(kept, 300);
-	CHECK_EQ_INT(owner_put(o, "resp_0999", 5, "m"), 0);
+	CHECK_EQ_INT(owner_put(o, "resp_0999", 5, "m", 0), 0);
 	owner_free(o);
 }
 
@@ -121,13 +121,18 @@ static void test_load(void)
 	                         " ('resp_1', 1, 'm1', 'r2', 2000),"
 	                         " ('resp_2', 2, 'm2', 'r3', 3000),"
 	                         " ('resp_3', 3, 'm3', 'r4', 4000),"
-	                         " ('bad id', 3, 'm3', 'r5', 5000)", err, sizeof(err)), 0);
+	                         " ('bad id', 3, 'm3', 'r5', 5000);"
+	                         "INSERT INTO requests (request_id, outcome, usage_source, started_at,"
+	                         " prompt_tokens, completion_tokens) VALUES"
+	                         " ('r3', 'complete', 'response', 1, 40, NULL)", err, sizeof(err)), 0);
 	CHECK_EQ_INT(owner_load(o, db, 1000, err, sizeof(err)), 0);
 	/* Too old, or beyond max (the newest are kept), or no id: not loaded. */
 	CHECK(!get(o, "resp_old", &e));
 	CHECK(!get(o, "resp_1", &e));
 	CHECK(get(o, "resp_2", &e) && e.key_id == 2 && strcmp(e.model, "m2") == 0);
+	CHECK_EQ_INT(e.tokens, 40);
 	CHECK(get(o, "resp_3", &e) && e.key_id == 3);
+	CHECK_EQ_INT(e.tokens, 0);
 	db_close(db);
 	owner_free(o);
 	tmpdir_remove();
@@ -153,7 +158,7 @@ static void *ask(void *arg)
 static void test_store_answers_what_the_table_forgot(void)
 {
 	struct owner *o = owner_new(2), *roomy = owner_new(8);
-	struct asker a = { o, "resp_1", 0, { 0, "" } };
+	struct asker a = { o, "resp_1", 0, { 0, "", 0 } };
 	struct owner_entry e;
 	char err[256];
 	const char *store;
@@ -166,15 +171,21 @@ static void test_store_answers_what_the_table_forgot(void)
 	}
 	CHECK_EQ_INT(db_open(store, DB_CREATE, &db, err, sizeof(err)), 0);
 	CHECK_EQ_INT(db_exec(db, "INSERT INTO stored_responses VALUES"
-	                         " ('resp_1', 4, 'm4', 'r1', 100), ('resp_9', 5, 'm5', 'r9', 100)",
+	                         " ('resp_1', 4, 'm4', 'r1', 100), ('resp_9', 5, 'm5', 'r9', 100);"
+	                         "INSERT INTO requests (request_id, outcome, usage_source, started_at,"
+	                         " prompt_tokens, completion_tokens) VALUES"
+	                         " ('r1', 'complete', 'response', 1, 700, 300)",
 	                         err, sizeof(err)), 0);
 	CHECK_EQ_INT(owner_set_store(o, store), 0);
 	CHECK_EQ_INT(owner_set_store(roomy, store), 0);
-	owner_put(o, "resp_1", 4, "m4");
-	owner_put(o, "resp_2", 4, "m4");
-	owner_put(o, "resp_3", 4, "m4");           /* full: resp_1 leaves the table */
+	owner_put(o, "resp_1", 4, "m4", 0);
+	owner_put(o, "resp_2", 4, "m4", 0);
+	owner_put(o, "resp_3", 4, "m4", 0);           /* full: resp_1 leaves the table */
 	CHECK(get(o, "resp_1", &e) && e.key_id == 4 && strcmp(e.model, "m4") == 0);
+	/* With the tokens its create's row reported; none without a row. */
+	CHECK_EQ_INT(e.tokens, 1000);
 	CHECK(get(o, "resp_9", &e) && e.key_id == 5);
+	CHECK_EQ_INT(e.tokens, 0);
 	CHECK(!get(o, "resp_none", &e));
 	CHECK(pthread_create(&t, NULL, ask, &a) == 0 && pthread_join(t, NULL) == 0);
 	CHECK(a.found && a.e.key_id == 4);

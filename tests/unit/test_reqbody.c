@@ -424,6 +424,22 @@ static void test_costly_members(void)
 	CHECK(costly("{\"Modalities\":[]}", REQBODY_COMPLETE).audio_out);
 	CHECK(costly("{\"audio\":{}}", REQBODY_COMPLETE).audio_out);
 	CHECK(!costly("{\"audio\":null}", REQBODY_COMPLETE).audio_out);
+	/* Audio input, at any depth of a whole body, however the name is spelled. */
+	CHECK(costly("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\","
+	             "\"input_audio\":{\"data\":\"AAAA\",\"format\":\"wav\"}}]}]}",
+	             REQBODY_COMPLETE).audio_in);
+	CHECK(costly("{\"input\":[{\"content\":[{\"type\":\"INPUT_AUDIO\"}]}]}",
+	             REQBODY_COMPLETE).audio_in);
+	CHECK(costly("{\"input\":[{\"Input_Audio\":{}}]}", REQBODY_COMPLETE).audio_in);
+	CHECK(costly("{\"input\":[{\"content\":[{\"type\":\"input_\\u0061udio\"}]}]}",
+	             REQBODY_COMPLETE).audio_in);
+	CHECK(!costly("{\"input_audio\":null,\"messages\":[{\"content\":\"\\\"type\\\":"
+	              "\\\"input_audio\\\"\"}]}", REQBODY_COMPLETE).audio_in);
+	CHECK(!costly("{\"messages\":[{\"content\":[{\"type\":\"text\",\"text\":"
+	              "\"input_audio\"}]}]}", REQBODY_COMPLETE).audio_in);
+	/* A prefix is not walked (its whole is not known): the capture's to judge. */
+	CHECK(!costly("{\"messages\":[{\"content\":[{\"type\":\"input_audio\"}]}", REQBODY_PREFIX)
+	      .audio_in);
 	/* Malformed JSON inside the tools is still caught by the whole-body check. */
 	costly("{\"tools\":[{\"type\":\"function\",}]}", REQBODY_INVALID);
 }

@@ -536,7 +536,7 @@ static void test_long_body_asked_again(void)
 	for (round = 0; round < 2; round++) {
 		/* the second time the create's record has come */
 		if (round) {
-			owner_put(s.owners, "resp_soon", 1, "gpt-a");
+			owner_put(s.owners, "resp_soon", 1, "gpt-a", 0);
 			owner_creating(s.owners, 1, -1);
 		}
 		in.len = 0;
