@@ -17,6 +17,7 @@
  * counts a limit's refusals (429) apart from errors, the client backing off meanwhile.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -124,6 +125,10 @@ struct expected {
 	struct buf body;
 	unsigned long long events;      /* "data: " occurrences */
 	unsigned long long tokens;      /* usage.completion_tokens (Responses: output_tokens) */
+	/* A Responses answer's id: the mock mixes in the X-Request-Id the gateway sends, so
+	 * the bytes where its hex part stands (1 in any, as long as body; NULL: none) may be
+	 * any hex digits. */
+	unsigned char *any;
 };
 
 struct dvec {
@@ -569,11 +574,36 @@ static int on_body(http_parser *p, const char *at, size_t n)
 		buf_add(r->exp_out, at, n);
 		return 0;
 	}
-	const struct buf *e = &r->exp[c->shape].body;
-	if (c->mismatch || c->body_pos + n > e->len || memcmp(e->p + c->body_pos, at, n) != 0)
+	const struct expected *x = &r->exp[c->shape];
+	const struct buf *e = &x->body;
+	if (c->mismatch || c->body_pos + n > e->len) {
 		c->mismatch = true;
+	} else {
+		for (size_t i = 0; i < n && !c->mismatch; i++) {
+			size_t pos = c->body_pos + i;
+			if (x->any && x->any[pos] ? !isxdigit((unsigned char)at[i]) : at[i] != e->p[pos])
+				c->mismatch = true;
+		}
+	}
 	c->body_pos += n;
 	return 0;
+}
+
+/* Where a Responses answer's id (its hex part, after "resp_mock") stands in its body. */
+static void expected_ids(struct expected *x)
+{
+	static const char key[] = "\"id\":\"resp_mock";
+	const char *p = x->body.p, *end = p + x->body.len, *id;
+	size_t len = 0;
+	if (!(id = memmem(p, x->body.len, key, sizeof(key) - 1)))
+		return;
+	id += sizeof(key) - 1;
+	while (id + len < end && isxdigit((unsigned char)id[len]))
+		len++;
+	if (!len || !(x->any = calloc(x->body.len, 1)))
+		return;
+	for (p = x->body.p; (p = memmem(p, (size_t)(end - p), id, len)); p += len)
+		memset(x->any + (p - x->body.p), 1, len);
 }
 
 /* A record in the log-format's shape for the response's id, claiming no usage, with a
@@ -873,6 +903,8 @@ static void fetch_expected(struct ev_loop *loop, const struct opts *o, const str
 			strip_usage_event(&exp[s].body);
 			exp[s].events = count_sub(&exp[s].body, "data: ", NULL);
 		}
+		if (shape_responses(s))
+			expected_ids(&exp[s]);
 		run_free(&r);
 	}
 }
@@ -1481,6 +1513,7 @@ int main(int argc, char **argv)
 			free(gw[t].req[s].p);
 		free(mock.req[s].p);
 		free(exp[s].body.p);
+		free(exp[s].any);
 	}
 	db_close(db);
 	if (forge_fd >= 0)
