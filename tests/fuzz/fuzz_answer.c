@@ -7,6 +7,7 @@
  * Input: one byte (read size - 1), one byte of flags (bit 1: an event stream whose
  * events' data are the lines of the rest; bit 2: CRLF line ends), then the body. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,17 +141,21 @@ static char *fuzz_answer_stream(const char *text, size_t len, int crlf, char **r
 	return out;
 }
 
-/* Whether body has a raw control byte inside a JSON string (JSON allows none; cJSON
- * takes them, the filter keeps no such string). */
+/* Whether body has, inside a JSON string, a raw control byte or an escape JSON does
+ * not have (cJSON takes both; the filter keeps no such string). */
 static int fuzz_answer_raw_in_string(const char *body, size_t len)
 {
 	int in = 0;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < len; i++) {
-		if (in && body[i] == '\\')
-			i++;
-		else if (body[i] == '"')
+		if (in && body[i] == '\\') {
+			if (++i >= len || !memchr("\"\\/bfnrtu", body[i], 9))
+				return 1;
+			for (k = 1; body[i] == 'u' && k <= 4; k++)
+				if (i + k >= len || !isxdigit((unsigned char)body[i + k]))
+					return 1;
+		} else if (body[i] == '"')
 			in = !in;
 		else if (in && (unsigned char)body[i] < 0x20)
 			return 1;
