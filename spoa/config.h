@@ -56,6 +56,7 @@ struct agent_config {
 	char service_tiers[CONFIG_PATH_MAX];
 	enum kt_policy server_tools;
 	enum kt_policy audio;
+	enum kt_policy cache_writes;
 	int64_t db_max_pages;
 	char haproxy_socket[CONFIG_PATH_MAX];  /* HAProxy's CLI; empty: the ring's backlog is
 	                                        * not read (intake.h) */

@@ -480,12 +480,14 @@ struct decision_grant {
 	int web_search;
 	int audio;                  /* audio output */
 	int audio_in;
+	int cache_write;            /* prompt cache writes (the agent's --cache-writes) */
 };
 
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
                               const struct price_card *c, struct decision_grant *g)
 {
-	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
+	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED,
+	                                             KT_POLICY_PRICED, 0 };
 	const struct decision_policy *p = req->policy ? req->policy : &none;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
@@ -501,6 +503,9 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	g->audio_in = audio == KT_POLICY_ALLOW ||
 	              (audio != KT_POLICY_DENY &&
 	               (!g->priced || (c && c->micros[PRICE_AUDIO_INPUT] != PRICE_UNSET)));
+	g->cache_write = p->cache_writes == KT_POLICY_ALLOW ||
+	                 (p->cache_writes != KT_POLICY_DENY &&
+	                  (!g->priced || (c && c->micros[PRICE_CACHE_WRITE] != PRICE_UNSET)));
 }
 
 /* Whether a request may ask for tier (a name price_tier_name takes) under g. */
@@ -528,6 +533,8 @@ static enum decision_costly decision_costly(const struct decision_request *req,
 		return DECISION_COSTLY_TOOLS;
 	if ((d->body.audio_out && !g.audio) || (d->body.audio_in && !g.audio_in))
 		return DECISION_COSTLY_AUDIO;
+	if (d->body.cache_write && !g.cache_write)
+		return DECISION_COSTLY_CACHE;
 	return 0;
 }
 
@@ -874,6 +881,8 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 			snprintf(msg, cap, "Key %s may not ask for this service_tier of the model '%s', or the gateway has no price for it.", d->key->prefix, model);
 		else if (d->costly == DECISION_COSTLY_TOOLS)
 			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
+		else if (d->costly == DECISION_COSTLY_CACHE)
+			snprintf(msg, cap, "Key %s may not write the prompt cache (cache_control) of the model '%s': the gateway has no price for cache writes.", d->key->prefix, model);
 		else
 			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
 		break;

@@ -55,11 +55,13 @@ struct decision_policy {
 	const char *service_tiers;  /* comma-separated; NULL or "": every tier priced */
 	enum kt_policy server_tools; /* KT_POLICY_INHERIT reads as KT_POLICY_PRICED */
 	enum kt_policy audio;
+	enum kt_policy cache_writes; /* prompt cache writes asked for (cache_control) */
 	int64_t max_body;            /* request body bytes a request may have; 0: no cap */
 };
 
 /* What a DECISION_COST_POLICY refused. */
-enum decision_costly { DECISION_COSTLY_TIER = 1, DECISION_COSTLY_TOOLS, DECISION_COSTLY_AUDIO };
+enum decision_costly { DECISION_COSTLY_TIER = 1, DECISION_COSTLY_TOOLS, DECISION_COSTLY_AUDIO,
+                       DECISION_COSTLY_CACHE };
 
 struct decision_request {
 	struct spop_str authorization;

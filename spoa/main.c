@@ -361,7 +361,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 	int i;
 
 	a->policy = (struct decision_policy){ a->cfg.service_tiers, a->cfg.server_tools,
-	                                      a->cfg.audio, a->cfg.max_body };
+	                                      a->cfg.audio, a->cfg.cache_writes, a->cfg.max_body };
 	if (keytable_load(a->db, a->secret, &kt, err, errlen) < 0)
 		return -1;
 	a->generation = kt->generation;

@@ -887,7 +887,7 @@ static int reqbody_folds_to(const char *s, size_t n, const char *name)
 }
 
 /* Walks j's members and elements at every depth for what is billed apart and sits in
- * nested content (reqbody_info's audio_in). cJSON bounds the depth. */
+ * nested content (reqbody_info's audio_in, cache_write). cJSON bounds the depth. */
 static void reqbody_walk(const cJSON *j, struct reqbody_info *out)
 {
 	const cJSON *c;
@@ -900,6 +900,8 @@ static void reqbody_walk(const cJSON *j, struct reqbody_info *out)
 			    (reqbody_folds_to(c->string, n, "type") && cJSON_IsString(c) &&
 			     reqbody_folds_to(c->valuestring, strlen(c->valuestring), "input_audio")))
 				out->audio_in = 1;
+			if (reqbody_folds_to(c->string, n, "cache_control"))
+				out->cache_write = 1;
 		}
 		reqbody_walk(c, out);
 	}

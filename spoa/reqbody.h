@@ -87,6 +87,9 @@ struct reqbody_info {
 	                                   (REQBODY_COMPLETE only): a "type" of
 	                                   "input_audio" or an "input_audio" member, not
 	                                   null, names matched as Go matches them */
+	int cache_write;                /* a "cache_control" member, not null, at any depth of
+	                                   a whole body (REQBODY_COMPLETE only): Anthropic
+	                                   writes the prefix to its cache, a class apart */
 	int tier_unknown;               /* service_tier in another form, twice, or spelled
 	                                   so that only some readers take it */
 };

@@ -672,12 +672,56 @@ static enum decision_verdict costly(const char *model, const char *path, const c
 	return decide_with("Bearer " FIX_KEY_OPEN, NULL, path, body, 0).verdict;
 }
 
+/* Prompt cache writes (cache_control at any depth) on a card that prices none are refused
+ * before the provider under the agent's --cache-writes priced (the default), passed
+ * where the card prices them or the policy allows, refused under deny. */
+static void test_cache_writes(void)
+{
+	static const char *const cached =
+		",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\","
+		"\"cache_control\":{\"type\":\"ephemeral\"}}]}]";
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
+	char err[256];
+	struct decision d;
+
+	/* claude-a priced, cache writes not */
+	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
+	                            "INSERT INTO model_prices (model_id, tier, above_tokens,"
+	                            " input_micros_per_mtok, output_micros_per_mtok) VALUES"
+	                            " (3, 'default', 0, 300, 400)", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"max_tokens\":8,\"system\":[{\"type\":\"text\","
+	                "\"text\":\"x\",\"Cache_Control\":{\"type\":\"ephemeral\"}}]}", 0);
+	CHECK(d.verdict == DECISION_COST_POLICY && d.costly == DECISION_COSTLY_CACHE);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_COST_POLICY);
+	/* null asks for nothing; counting tokens bills nothing; a model without any price
+	 * stays as it was (its rows unpriced) */
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"system\":[{\"type\":\"text\","
+	                    "\"text\":\"x\",\"cache_control\":null}]"), DECISION_ALLOW);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages/count_tokens", cached), DECISION_ALLOW);
+	pol.cache_writes = KT_POLICY_ALLOW;
+	fix_policy = &pol;
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
+	pol.cache_writes = KT_POLICY_PRICED;
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET cache_write_micros_per_mtok = 375"
+	                            " WHERE model_id = 3", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
+	pol.cache_writes = KT_POLICY_DENY;
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_COST_POLICY);
+	fix_policy = NULL;
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET cache_write_micros_per_mtok = NULL"
+	                            " WHERE model_id = 3", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
 /* A body above the policy's max_body is refused before anything else is judged, in its
  * API's error shape; one at the cap, or whose size is unknown (chunked: the capture
  * filter counts it), is judged as any. */
 static void test_body_cap(void)
 {
-	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 100 };
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 100 };
 	const char *body = "{\"model\":\"gpt-a\",\"messages\":[]}";
 	struct decision_request req = { 0 };
 	struct decision d;
@@ -727,7 +771,7 @@ static void test_cost_policy(void)
 	static const char *const priority_web =
 		",\"service_tier\":\"priority\",\"tools\":[{\"type\":\"web_search_20250305\","
 		"\"name\":\"w\"},{\"name\":\"mine\",\"input_schema\":{\"type\":\"web_search\"}}]";
-	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	char err[256];
 	struct decision d;
 
@@ -839,7 +883,7 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	CHECK_EQ_INT(costly("gpt-a", CHAT, ",\"audio\":{}"), DECISION_COST_POLICY);
 	/* A cut body: what the capture filter refuses past the cut. */
-	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET audio = NULL WHERE id = 1", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
@@ -864,7 +908,7 @@ static void test_cost_policy(void)
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
 	                "{\"model\":\"claude-a\",\"service_tier\":\"priority\",\"messages\":[", 1);
 	CHECK_EQ_STR(d.tiers_scan, "priority\n");
-	pol = (struct decision_policy){ NULL, KT_POLICY_ALLOW, KT_POLICY_ALLOW, 0 };
+	pol = (struct decision_policy){ NULL, KT_POLICY_ALLOW, KT_POLICY_ALLOW, KT_POLICY_PRICED, 0 };
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", 1);
 	CHECK_EQ_STR(d.costly_scan, "");
 	/* A body seen whole needs none of it. */
@@ -875,7 +919,7 @@ static void test_cost_policy(void)
 	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
 	                            "UPDATE keys SET audio = NULL", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
-	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
+	pol = (struct decision_policy){ NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", web), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ",\"service_tier\":\"flex\""), DECISION_ALLOW);
 	/* Its tiers past the cut: the list's, none priced. */
@@ -1107,6 +1151,7 @@ int main(void)
 	RUN(test_chunked_bodies);
 	RUN(test_cost_policy);
 	RUN(test_body_cap);
+	RUN(test_cache_writes);
 	RUN(test_model_max_output);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);
