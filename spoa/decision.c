@@ -19,6 +19,11 @@
  * multi-byte and escaped characters and the response's own fields. The 16 KB buffer
  * thus reads answers of up to 1024 tokens. */
 #define DECISION_JSON_BYTES_PER_TOKEN 16
+/* What an input given by URL or file id is estimated at (docs/limits.md): an image at
+ * the most a large one costs (Anthropic's ~1.15 megapixels: ~1 600 tokens), a file or a
+ * document at 20 pages of ~1 000 tokens. */
+#define DECISION_URL_IMAGE_TOKENS 1600
+#define DECISION_URL_FILE_TOKENS 20000
 #define DECISION_JSON_BUFFER 16384
 
 /* The longest unary answer a provider's model gives today (128k output tokens): a
@@ -711,7 +716,10 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	 * is the client's Content-Length: capped before any arithmetic. */
 	int64_t prompt = (bytes > DECISION_ESTIMATE_MAX ? DECISION_ESTIMATE_MAX : bytes + 3) / 4 +
 	                 (d->previous_tokens < DECISION_ESTIMATE_MAX ? d->previous_tokens
-	                                                             : DECISION_ESTIMATE_MAX);
+	                                                             : DECISION_ESTIMATE_MAX) +
+	                 /* Inputs given by reference are none of the body's bytes. */
+	                 (int64_t)d->body.url_images * DECISION_URL_IMAGE_TOKENS +
+	                 (int64_t)d->body.url_files * DECISION_URL_FILE_TOKENS;
 	/* No bound named: the model's largest answer, else the agent's default. */
 	int64_t out = d->max_output >= 0 ? d->max_output
 	              : d->model && d->model->max_output > 0 ? d->model->max_output

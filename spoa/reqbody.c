@@ -10,6 +10,7 @@
 #include "reqbody.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <string.h>
 
 #include "acct.h"
@@ -886,12 +887,48 @@ static int reqbody_folds_to(const char *s, size_t n, const char *name)
 	return n < sizeof(folded) && reqbody_token_is(folded, reqbody_fold(s, n, folded), name);
 }
 
+/* Whether object j names its content by reference: a URL or a file id (OpenAI's
+ * image_url, file_url, file_id; Anthropic's source of type url or file), not inline. */
+static int reqbody_by_reference(const cJSON *j)
+{
+	static const char *const refs[] = { "image_url", "file_url", "file_id", "url" };
+	const cJSON *src = cJSON_GetObjectItemCaseSensitive(j, "source"), *t;
+	size_t i;
+
+	for (i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
+		if (cJSON_GetObjectItemCaseSensitive(j, refs[i]))
+			return 1;
+	t = cJSON_GetObjectItemCaseSensitive(src, "type");
+	return cJSON_IsString(t) && (strcmp(t->valuestring, "url") == 0 ||
+	                             strcmp(t->valuestring, "file") == 0);
+}
+
+/* Counts an input part given by reference (reqbody_info's url_images, url_files). */
+static void reqbody_reference(const cJSON *j, struct reqbody_info *out)
+{
+	static const char *const images[] = { "image_url", "input_image", "image" };
+	static const char *const files[] = { "input_file", "document", "file" };
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "type");
+	size_t i;
+
+	if (!cJSON_IsObject(j) || !cJSON_IsString(t) || !reqbody_by_reference(j))
+		return;
+	for (i = 0; i < sizeof(images) / sizeof(images[0]); i++)
+		if (strcmp(t->valuestring, images[i]) == 0 && out->url_images < INT_MAX)
+			out->url_images++;
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (strcmp(t->valuestring, files[i]) == 0 && out->url_files < INT_MAX)
+			out->url_files++;
+}
+
 /* Walks j's members and elements at every depth for what is billed apart and sits in
- * nested content (reqbody_info's audio_in, cache_write). cJSON bounds the depth. */
+ * nested content (reqbody_info's audio_in, cache_write, url_images, url_files). cJSON
+ * bounds the depth. */
 static void reqbody_walk(const cJSON *j, struct reqbody_info *out)
 {
 	const cJSON *c;
 
+	reqbody_reference(j, out);
 	for (c = j->child; c; c = c->next) {
 		if (c->string && !cJSON_IsNull(c)) {
 			size_t n = strlen(c->string);

@@ -87,6 +87,9 @@ struct reqbody_info {
 	                                   (REQBODY_COMPLETE only): a "type" of
 	                                   "input_audio" or an "input_audio" member, not
 	                                   null, names matched as Go matches them */
+	int url_images, url_files;      /* inputs given by reference (a URL or a file id, not
+	                                   inline data) at any depth of a whole body: their
+	                                   tokens are none of the body's bytes */
 	int cache_write;                /* a "cache_control" member, not null, at any depth of
 	                                   a whole body (REQBODY_COMPLETE only): Anthropic
 	                                   writes the prefix to its cache, a class apart */

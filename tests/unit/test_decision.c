@@ -277,6 +277,36 @@ static void test_usage_amendment_of_a_cut_body(void)
 }
 
 /* A limited key's reservation: prompt bytes / 4 plus the output bound, priced up. */
+/* Inputs given by URL or file id are none of the body's bytes: each is estimated apart
+ * (an image 1 600 tokens, a file or document 20 000); inline data is in the bytes. */
+static void test_estimate_inputs_by_reference(void)
+{
+	static const char *const bodies[] = {
+		"{\"model\":\"gpt-a\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":"
+		"[{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://x/a.png\"}}]}]}",
+		"{\"model\":\"gpt-a\",\"max_output_tokens\":1,\"input\":[{\"role\":\"user\",\"content\":"
+		"[{\"type\":\"input_image\",\"image_url\":\"https://x/a.png\"},{\"type\":\"input_file\","
+		"\"file_id\":\"file-1\"}]}]}",
+		"{\"model\":\"claude-a\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":"
+		"[{\"type\":\"document\",\"source\":{\"type\":\"url\",\"url\":\"https://x/a.pdf\"}},"
+		"{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"data\":\"AAAA\"}}]}]}",
+	};
+	static const int64_t extra[] = { 1600, 1600 + 20000, 20000 };
+	const char *const paths[] = { CHAT, "/v1/responses", "/v1/messages" };
+	size_t i;
+
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		struct decision_request req = { 0 };
+		struct decision d = decide_with("Bearer " FIX_KEY_OPEN, NULL, paths[i], bodies[i], 0);
+
+		req.body.ptr = bodies[i];
+		req.body.len = strlen(bodies[i]);
+		req.body_size = -1;
+		decision_estimate(&d, &req, 4096);
+		CHECK_EQ_INT(d.est_prompt_tokens, (int64_t)(strlen(bodies[i]) + 3) / 4 + extra[i]);
+	}
+}
+
 static void test_estimate(void)
 {
 	struct decision_request req = { 0 };
@@ -1145,6 +1175,7 @@ int main(void)
 	RUN(test_usage_amendment);
 	RUN(test_usage_amendment_of_a_cut_body);
 	RUN(test_estimate);
+	RUN(test_estimate_inputs_by_reference);
 	RUN(test_truncated_bodies);
 	RUN(test_error_bodies);
 	RUN(test_endpoints_and_apis);
