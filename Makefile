@@ -21,10 +21,13 @@ PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/po
 CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen -I$(PG_INCLUDE)
 CFLAGS   := -std=c11 -g $(OPT) $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SAN)
+# The libraries are asked of pkg-config when a link runs (=, not :=): on a first `make run`
+# the -dev packages arrive with `deps`, after make has read this file. The fallback names
+# are Debian 12's (libmsgpack-dev 4 ships libmsgpackc).
 PKGS     := msgpack libcjson sqlite3 libpq libcrypto
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lpq -lcrypto)
-LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
-MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+pkg_libs  = $(shell pkg-config --libs $(1) 2>/dev/null || echo $(2))
+LIBS      = -lev -lhttp_parser \
+            $(call pkg_libs,$(PKGS),-lmsgpackc -lcjson -lsqlite3 -lpq -lcrypto) -lpthread -lm
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
@@ -178,8 +181,8 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 
 # queryd links neither keyhash.o nor libcrypto, libev, http-parser: every library
 # linked is loaded, and its pages count in queryd's resident memory.
-QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 libpq 2>/dev/null || \
-                 echo -lmsgpack-c -lcjson -lsqlite3 -lpq) -lpthread -lm
+QUERYD_LIBS = $(call pkg_libs,libmicrohttpd,-lmicrohttpd) \
+              $(call pkg_libs,msgpack libcjson sqlite3 libpq,-lmsgpackc -lcjson -lsqlite3 -lpq) -lpthread -lm
 $(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
                        $(filter-out %/keyhash.o %/gwsecret.o,$(COMMON_OBJ))
 	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
@@ -296,7 +299,9 @@ FUZZ_SECONDS ?= 60
 fuzz: deps fuzz-bins
 	TALLY_BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) -m pytest -q tests/test_fuzz.py
 
-run: deps build
+# deps, then the build in a make of its own: one that reads this file after deps ran.
+run: deps
+	@$(MAKE) --no-print-directory build
 ifeq ($(HAPROXY),)
 	@bash scripts/run.sh
 else
@@ -304,7 +309,8 @@ else
 endif
 
 # make run's stack as two nodes on one PostgreSQL (HAPROXY=... as for make run).
-run-cluster: deps build
+run-cluster: deps
+	@$(MAKE) --no-print-directory build
 	@$(if $(HAPROXY),haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy) \
 	  bash scripts/run-cluster.sh
 
