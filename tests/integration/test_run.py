@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -38,13 +39,14 @@ def start_run(tmp_path, ports, **extra):
                TALLY_HAPROXY=HAPROXY, **extra)
     env.pop("TALLY_OPERATOR_TOKEN", None)
     log = open(tmp_path / "run.log", "ab")
+    start = log.tell()      # a second run appends: its own lines are after this
     # its own process group, as a terminal's foreground job: Ctrl-C signals the group
     p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh")], stdout=log,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                          start_new_session=True)
     deadline = time.time() + 30
     while time.time() < deadline:
-        text = (tmp_path / "run.log").read_text()
+        text = (tmp_path / "run.log").read_bytes()[start:].decode(errors="replace")
         if "Ctrl-C stops everything" in text:
             return p, text
         assert p.poll() is None, text
@@ -64,13 +66,21 @@ def ctrl_c(p):
     time.sleep(0.2)
     alive = [k for k in kids if os.path.exists(f"/proc/{k}") and
              open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    # Ctrl-C is the way to stop it: exit 0, so that make prints no "Error 130"
+    assert p.returncode == 0, p.returncode
     return kids, alive
+
+
+# What reads like an error in a start's output (HAProxy's warnings and alerts, a failed
+# read): a start where nothing is wrong prints none of it.
+ALARMING = re.compile(r"WARNING|ALERT|ERROR|[Ee]rror|[Ff]ail|not read|No such file")
 
 
 def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
     ports = tuple(free_port() for _ in range(6))
     p, text = start_run(tmp_path, ports)
     try:
+        assert not ALARMING.findall(text), text
         key = re.search(r"demo key: (tly_\S+)", text).group(1)
         curl = re.search(r"(curl -s http://\S+/v1/chat/completions .*?)\n\n", text, re.S).group(1)
         out = subprocess.run(["bash", "-c", curl.replace("\\\n", " ")], capture_output=True,
@@ -100,9 +110,16 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
     p, text2 = start_run(tmp_path, ports)
     try:
         assert re.search(r"demo key: (tly_\S+)", text2).group(1) == key
-        assert text2.count("seeding") == 1
+        assert "seeding" not in text2
     finally:
         ctrl_c(p)
+
+
+def tallyctl(db, *args):
+    r = subprocess.run([str(BUILD / "tallyctl"), "--db", str(db), *args], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def test_make_run_in_front_of_the_users_own_server(tmp_path):
@@ -130,6 +147,10 @@ def test_make_run_in_front_of_the_users_own_server(tmp_path):
                             TALLY_UPSTREAM_API_KEY="server-secret")
         try:
             assert f"registered {len(listed)} models" in text
+            # nothing of the demo: no mock, no demo providers, models or key
+            assert "seeding" not in text and not (tmp_path / "data" / "demo.key").exists()
+            assert "mock-openai" not in tallyctl(s.db, "provider", "list"), text
+            assert "mock-gpt" not in tallyctl(s.db, "model", "list"), text
             key = re.search(r"upstream key: (tly_\S+)", text).group(1)
             model = re.search(r'-d .\{"model":"([^"]+)"', text).group(1)
             assert model in listed
@@ -148,10 +169,10 @@ def test_make_run_in_front_of_the_users_own_server(tmp_path):
             r = s.row(h["x-request-id"])
             assert (r["model"], r["provider"], r["prompt_tokens"], r["cost_micros"]) == \
                 (listed[-1], "upstream", 31, None)
-            # the key holds to the server's models
+            # the demo's models do not exist here
             status, _, _ = s.gateway("POST", "/v1/chat/completions",
                                      {"model": "mock-gpt", "messages": []}, key=key)
-            assert status == 403
+            assert status == 404
         finally:
             kids, alive = ctrl_c(p)
         assert alive == [], (kids, alive)
@@ -164,3 +185,28 @@ def test_make_run_in_front_of_the_users_own_server(tmp_path):
                                   TALLY_UPSTREAM="ftp://example"), timeout=30)
     assert out.returncode == 2 and "TALLY_UPSTREAM must be" in out.stderr
 
+
+
+def test_make_run_names_the_port_that_is_taken(tmp_path):
+    """A port held by another program is named, with the variable that moves it, before
+    anything starts: not a listener that waited in vain for a process that died."""
+    ports = [free_port() for _ in range(6)]
+    for i, var, proto in ((4, "TALLY_RECORDS_PORT", socket.SOCK_DGRAM),
+                          (4, "TALLY_RECORDS_PORT", socket.SOCK_STREAM),
+                          (1, "TALLY_AGENT_PORT", socket.SOCK_STREAM)):
+        with socket.socket(socket.AF_INET, proto) as holder:
+            holder.bind(("127.0.0.1", ports[i]))
+            if proto == socket.SOCK_STREAM:
+                holder.listen()
+            out = subprocess.run(
+                ["bash", str(ROOT / "scripts" / "run.sh")], capture_output=True, text=True,
+                timeout=60, stdin=subprocess.DEVNULL,
+                env=dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
+                         TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
+                         TALLY_MOCK_PORT=str(ports[2]), TALLY_QUERYD_PORT=str(ports[3]),
+                         TALLY_RECORDS_PORT=str(ports[4]), TALLY_METRICS_PORT=str(ports[5]),
+                         TALLY_HAPROXY=HAPROXY))
+        assert out.returncode != 0, out
+        assert f"port {ports[i]} " in out.stderr and f"it is {var}," in out.stderr, out.stderr
+        assert f"set {var} to a free port" in out.stderr, out.stderr
+        assert "tally is running" not in out.stdout, out.stdout
