@@ -15,6 +15,8 @@ BUILD    ?= build
 OPT      ?= -O2
 SAN      ?=
 PYTHON   ?= /usr/bin/python3
+# The Node.js make deps installs (scripts/install-deps.sh), ahead of any other.
+export PATH := $(CURDIR)/build/node/bin:$(PATH)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 # libpq: common/db.c speaks to PostgreSQL too (a postgresql:// store).
 PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
