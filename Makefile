@@ -49,7 +49,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
         run run-cluster bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -252,6 +252,11 @@ endif
 # TALLY_COMPOSE_CLEAN=all removes the base images afterwards too.
 test-compose:
 	bash tests/compose/run.sh
+
+# make run and make test as the README has a newcomer type them, in a container of
+# Debian 12 with only make and git added (tests/fresh/run.sh; root, as test-compose).
+test-fresh:
+	bash tests/fresh/run.sh
 
 # The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
 # in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
