@@ -71,6 +71,7 @@ echo "tally is running: gateway http://$TALLY_GATEWAY_ADDR (agent $TALLY_AGENT_A
 echo "$key_label: $key"
 stack_curl "$TALLY_GATEWAY_ADDR" "$key" "$model"
 stack_curl "$TALLY_GATEWAY_ADDR" "$key" "$model" stream
+[ -n "$upstream" ] || stack_client_lines "$TALLY_GATEWAY_ADDR" "$key"
 stack_queryd_lines "$queryd_port"
 cat <<MSG
 

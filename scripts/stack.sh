@@ -201,6 +201,16 @@ stack_curl() {
 MSG
 }
 
+# stack_client_lines ADDR KEY: the two lines that point Claude Code and Codex CLI at the
+# gateway at ADDR with KEY on the demo's models (README.md, "Clients", has the rest).
+stack_client_lines() {
+  cat <<MSG
+
+Claude Code: ANTHROPIC_BASE_URL=http://$1 ANTHROPIC_API_KEY=$2 ANTHROPIC_MODEL=mock-claude claude
+Codex CLI:   TALLY_KEY=$2 codex -m mock-gpt -c model_provider=tally -c 'model_providers.tally={name="tally",base_url="http://$1/v1",env_key="TALLY_KEY",wire_api="responses"}'
+MSG
+}
+
 # stack_queryd_lines PORT: the dashboard's address, the operator token and a curl of the
 # API (stack_local_secrets set the token).
 stack_queryd_lines() {

@@ -76,6 +76,25 @@ def ctrl_c(p):
 ALARMING = re.compile(r"WARNING|ALERT|ERROR|[Ee]rror|[Ff]ail|not read|No such file")
 
 
+def clients_as_printed(tmp_path, text):
+    """The printed Claude Code and Codex CLI lines, run as a user pastes them (with a
+    prompt added) against the demo, answer with the mock's words."""
+    bin_dir = ROOT / "tests" / "agents" / "node_modules" / ".bin"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_"))}
+    env.update(HOME=str(tmp_path), PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    claude = re.search(r"^Claude Code: (.*claude)$", text, re.M).group(1)
+    codex = re.search(r"^Codex CLI: +(.*)$", text, re.M).group(1)
+    # Codex offers a web search: priced here as the demo's mock-gpt may not price it
+    tallyctl(tmp_path / "data" / "tally.db", "prices", "set", "mock-gpt",
+             "--web-search-micros-per-call", "10000")
+    for line, extra in ((claude, " -p 'say hi'"), (codex, " exec --skip-git-repo-check 'say hi'")):
+        out = subprocess.run(["bash", "-c", line + extra], capture_output=True, text=True,
+                             env=env, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0 and "mock0 mock1" in out.stdout, (line, out)
+
+
 def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
     ports = tuple(free_port() for _ in range(6))
     p, text = start_run(tmp_path, ports)
@@ -86,6 +105,7 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(tmp_path):
         out = subprocess.run(["bash", "-c", curl.replace("\\\n", " ")], capture_output=True,
                              text=True, timeout=10)
         assert '"chat.completion"' in out.stdout, out
+        clients_as_printed(tmp_path, text)
         s = Stack(tmp_path)
         s.gw_port = ports[0]
         status, _, _ = s.gateway("POST", "/v1/chat/completions",
