@@ -45,13 +45,16 @@ if [[ $(id -u) == 0 ]]; then
 fi
 
 stop() {
-  trap - INT TERM EXIT
+  trap '' INT TERM
+  trap - EXIT
   stack_stop
   pg_stop
   rm -f "$data/cluster.env"
   echo "tally cluster stopped"
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+# Ctrl-C is how it is meant to end: exit 0, so that make reports no error.
+trap 'stop; exit 0' INT TERM
 
 pg_start "$cluster/pg"
 [[ -n $(pg_sql postgres "SELECT 1 FROM pg_database WHERE datname = 'tally'") ]] ||
@@ -62,8 +65,8 @@ db=$(pg_url tally)
 export TALLY_SECRET_FILE=$cluster/tally.secret
 printf 'TALLY_DB=%s\nTALLY_SECRET_FILE=%s\n' "$db" "$TALLY_SECRET_FILE" > "$data/cluster.env"
 
-stack_demo_key "$db" "$mock_port" "$cluster"
 stack_upstream "$db" "$cluster"
+[ -n "$upstream" ] || stack_demo_key "$db" "$mock_port" "$cluster"
 stack_local_secrets "$data"
 
 if [ -z "$upstream" ]; then

@@ -189,6 +189,13 @@ def test_make_run_in_front_of_the_users_own_server(tmp_path):
             r = s.row(h["x-request-id"])
             assert (r["model"], r["provider"], r["prompt_tokens"], r["cost_micros"]) == \
                 (listed[-1], "upstream", 31, None)
+            # README's way to price such a model works as written
+            readme = " ".join((ROOT / "README.md").read_text().split())
+            cmd = re.search(r"`(build/tallyctl --db data/tally\.db model set NAME [^`]*)`", readme).group(1)
+            argv = cmd.replace("NAME", listed[-1]).replace(" N", " 7").split()[3:]
+            tallyctl(s.db, *argv)
+            priced = [l for l in tallyctl(s.db, "model", "list").splitlines() if f" {listed[-1]} " in l]
+            assert len(priced) == 1 and "upstream" in priced[0] and " 7 " in priced[0], priced
             # the demo's models do not exist here
             status, _, _ = s.gateway("POST", "/v1/chat/completions",
                                      {"model": "mock-gpt", "messages": []}, key=key)
