@@ -38,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 docker_ensure
-"$root_dir/scripts/compose-base.sh"
+"$root_dir/scripts/compose-base.sh" bookworm
 
 # Chromium (the dashboard's browser test) wants more than Docker's 64 MB of /dev/shm.
 docker run -d --name "$container" --hostname fresh --shm-size=1g tally/base:bookworm \
