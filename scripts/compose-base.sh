@@ -114,12 +114,10 @@ make_base() {
 # Arguments name the images to make (bookworm, sid: make test-fresh needs only the
 # first); none, both.
 docker_ensure
-for base in "${@:-bookworm sid}"; do
-  for base in $base; do
-    case $base in
-      bookworm) make_base tally/base:bookworm bookworm ;;
-      sid) make_base tally/base:sid sid experimental ;;
-      *) die "no base image $base (bookworm, sid)" ;;
-    esac
-  done
+for base in ${*:-bookworm sid}; do
+  case $base in
+    bookworm) make_base tally/base:bookworm bookworm ;;
+    sid) make_base tally/base:sid sid experimental ;;
+    *) die "no base image $base (bookworm, sid)" ;;
+  esac
 done
