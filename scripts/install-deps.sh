@@ -59,6 +59,7 @@ node_dir=$root/build/node
 # into DIR once its sha512 matches INTEGRITY.
 node_fetch() {
   local tgz="$node_dir.download.tgz" got
+  mkdir -p "$(dirname "$node_dir")"
   curl -fsSL --retry 3 -o "$tgz" "$registry/$1/-/${1##*/}-$2.tgz"
   got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
   if [ "$got" != "$3" ]; then
