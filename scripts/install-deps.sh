@@ -93,7 +93,7 @@ for dir in "${npm_dirs[@]}"; do
   if [ ! -d "$nm" ] || [ "$root/$dir/package-lock.json" -nt "$nm" ]; then
     echo "install-deps: npm ci in $dir"
     # warnings stay on: an engine the pinned Node does not satisfy must be seen
-    (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=warn >/dev/null)
+    (cd "$root/$dir" && npm ci --no-audit --no-fund --no-update-notifier --loglevel=warn >/dev/null)
     touch "$nm"
   fi
 done
