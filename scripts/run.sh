@@ -52,7 +52,6 @@ stack_haproxy_as_root "$data"
 export TALLY_GATEWAY_ADDR=127.0.0.1:$gateway_port TALLY_RUN_DIR=$data
 stack_haproxy_env "$agent_port" "$mock_port" "$(cat "$data/mock.credential")" "$records_port" "$db"
 
-
 if [ -z "$upstream" ]; then
   stack_spawn "$build/mock-upstream" --listen "$TALLY_MOCK_ADDR" --quiet
   stack_wait_port "$mock_port" "the mock upstream, TALLY_MOCK_PORT"
