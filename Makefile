@@ -15,16 +15,21 @@ BUILD    ?= build
 OPT      ?= -O2
 SAN      ?=
 PYTHON   ?= /usr/bin/python3
+# The Node.js make deps installs (scripts/install-deps.sh), ahead of any other.
+export PATH := $(CURDIR)/build/node/bin:$(PATH)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 # libpq: common/db.c speaks to PostgreSQL too (a postgresql:// store).
 PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 CPPFLAGS := -D_GNU_SOURCE -Icommon -Ispoa -I$(BUILD)/gen -I$(PG_INCLUDE)
 CFLAGS   := -std=c11 -g $(OPT) $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SAN)
+# The libraries are asked of pkg-config when a link runs (=, not :=): on a first `make run`
+# the -dev packages arrive with `deps`, after make has read this file. The fallback names
+# are Debian 12's (libmsgpack-dev 4 ships libmsgpackc).
 PKGS     := msgpack libcjson sqlite3 libpq libcrypto
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmsgpack-c -lcjson -lsqlite3 -lpq -lcrypto)
-LIBS     := -lev -lhttp_parser $(PKG_LIBS) -lpthread -lm
-MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+pkg_libs  = $(shell pkg-config --libs $(1) 2>/dev/null || echo $(2))
+LIBS      = -lev -lhttp_parser \
+            $(call pkg_libs,$(PKGS),-lmsgpackc -lcjson -lsqlite3 -lpq -lcrypto) -lpthread -lm
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out spoa/main.c,$(wildcard spoa/*.c))
@@ -44,7 +49,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
         run run-cluster bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -178,8 +183,8 @@ $(BUILD)/obj/gen/queries_sql.o $(BUILD)/obj/gen/assets_data.o: $(BUILD)/obj/gen/
 
 # queryd links neither keyhash.o nor libcrypto, libev, http-parser: every library
 # linked is loaded, and its pages count in queryd's resident memory.
-QUERYD_LIBS := $(MHD_LIBS) $(shell pkg-config --libs msgpack libcjson sqlite3 libpq 2>/dev/null || \
-                 echo -lmsgpack-c -lcjson -lsqlite3 -lpq) -lpthread -lm
+QUERYD_LIBS = $(call pkg_libs,libmicrohttpd,-lmicrohttpd) \
+              $(call pkg_libs,msgpack libcjson sqlite3 libpq,-lmsgpackc -lcjson -lsqlite3 -lpq) -lpthread -lm
 $(BUILD)/tally-queryd: $(BUILD)/obj/queryd/main.o $(QUERYD_OBJ) \
                        $(filter-out %/keyhash.o %/gwsecret.o,$(COMMON_OBJ))
 	$(CC) $(LDFLAGS) $^ $(QUERYD_LIBS) -o $@
@@ -266,6 +271,11 @@ endif
 test-compose:
 	bash tests/compose/run.sh
 
+# make run and make test as the README has a newcomer type them, in a container of
+# Debian 12 with only make and git added (tests/fresh/run.sh; root, as test-compose).
+test-fresh:
+	bash tests/fresh/run.sh
+
 # The integration suites on every HAPROXY_VERSIONS, one after the other (each log kept
 # in $(BUILD)/haproxy/matrix-VERSION.log), then one line per version and the sum.
 test-matrix: deps build
@@ -314,7 +324,9 @@ FUZZ_SECONDS ?= 60
 fuzz: deps fuzz-bins
 	TALLY_BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) $(PYTHON) -m pytest -q tests/test_fuzz.py
 
-run: deps build
+# deps, then the build in a make of its own: one that reads this file after deps ran.
+run: deps
+	@$(MAKE) --no-print-directory build
 ifeq ($(HAPROXY),)
 	@bash scripts/run.sh
 else
@@ -322,7 +334,8 @@ else
 endif
 
 # make run's stack as two nodes on one PostgreSQL (HAPROXY=... as for make run).
-run-cluster: deps build
+run-cluster: deps
+	@$(MAKE) --no-print-directory build
 	@$(if $(HAPROXY),haproxy=$$(bash scripts/haproxy-version.sh $(HAPROXY)) && TALLY_HAPROXY=$$haproxy) \
 	  bash scripts/run-cluster.sh
 

@@ -111,6 +111,13 @@ make_base() {
   say "$tag made in $(( $(date +%s) - started )) s"
 }
 
+# Arguments name the images to make (bookworm, sid: make test-fresh needs only the
+# first); none, both.
 docker_ensure
-make_base tally/base:bookworm bookworm
-make_base tally/base:sid sid experimental
+for base in ${*:-bookworm sid}; do
+  case $base in
+    bookworm) make_base tally/base:bookworm bookworm ;;
+    sid) make_base tally/base:sid sid experimental ;;
+    *) die "no base image $base (bookworm, sid)" ;;
+  esac
+done

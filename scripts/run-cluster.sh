@@ -47,8 +47,10 @@ if [[ $(id -u) == 0 ]]; then
 fi
 
 stop() {
-  local rc=$?
-  trap - INT TERM EXIT
+  # (called with 0 by Ctrl-C, how it is meant to end: make reports no error)
+  local rc=${1:-$?}
+  trap '' INT TERM
+  trap - EXIT
   stack_stop
   # A server restarted by hand on this data directory has a new postmaster.
   [[ -f $cluster/pg/postmaster.pid ]] && pg_pid=$(head -1 "$cluster/pg/postmaster.pid")
@@ -57,7 +59,8 @@ stop() {
   echo "tally cluster stopped"
   exit "$rc"
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+trap 'stop 0' INT TERM
 
 pg_start "$cluster/pg"
 [[ -n $(pg_sql postgres "SELECT 1 FROM pg_database WHERE datname = 'tally'") ]] ||
@@ -68,8 +71,8 @@ db=$(pg_url tally)
 export TALLY_SECRET_FILE=$cluster/tally.secret
 printf 'TALLY_DB=%s\nTALLY_SECRET_FILE=%s\n' "$db" "$TALLY_SECRET_FILE" > "$data/cluster.env"
 
-stack_demo_key "$db" "$mock_port" "$cluster"
 stack_upstream "$db" "$cluster"
+[ -n "$upstream" ] || stack_demo_key "$db" "$mock_port" "$cluster"
 stack_local_secrets "$data"
 
 declare -A names    # pid -> what it is, for the report when it dies

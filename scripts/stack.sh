@@ -20,6 +20,16 @@ stack_spawn() {
   stack_pids+=($!)
 }
 
+# stack_haproxy_as_root DIR: sets stack_haproxy_root to the arguments that say, when this
+# runs as root, that HAProxy runs as root on purpose (a global section in
+# DIR/haproxy-root.cfg: uid 0, chroot /); HAProxy 3.4 warns on every start otherwise.
+stack_haproxy_root=()
+stack_haproxy_as_root() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  printf 'global\n    uid 0\n    chroot /\n' > "$1/haproxy-root.cfg"
+  stack_haproxy_root=(-f "$1/haproxy-root.cfg")
+}
+
 # Stops, by PID, every process stack_spawn started, and waits for them.
 stack_stop() {
   local pid
@@ -39,26 +49,49 @@ stack_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# stack_wait_port PORT [WHAT]: waits for a listener on 127.0.0.1:PORT (WHAT names it).
 stack_wait_port() {
   for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "nothing listens on port $1: see the logs" >&2
+  echo "nothing listens on port $1${2:+ ($2)}: see the logs" >&2
   return 1
 }
 
-# stack_wait_listener ADDR: as stack_wait_port for an agent address, host:port or
+# stack_wait_listener ADDR [WHAT]: as stack_wait_port for an agent address, host:port or
 # unix:PATH.
 stack_wait_listener() {
   local path=${1#unix:}
-  [ "$path" != "$1" ] || { stack_wait_port "${1##*:}"; return; }
+  [ "$path" != "$1" ] || { stack_wait_port "${1##*:}" "${2:-}"; return; }
   for _ in $(seq 100); do
     [ -S "$path" ] && return 0
     sleep 0.1
   done
   echo "nothing listens on $path: see the logs" >&2
   return 1
+}
+
+# stack_ports_free VAR=PORT:WHAT...: fails, naming the variable and the listener, when
+# 127.0.0.1:PORT cannot be bound (TCP; a WHAT containing "UDP" checks UDP as well), so
+# that a taken port is named before anything starts and fails on another's account.
+stack_ports_free() {
+  python3 - "$@" <<'PY'
+import socket, sys
+for arg in sys.argv[1:]:
+    var, rest = arg.split("=", 1)
+    port, what = rest.split(":", 1)
+    kinds = [socket.SOCK_STREAM] + ([socket.SOCK_DGRAM] if "UDP" in what else [])
+    for kind in kinds:
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", int(port)))
+            except OSError as e:
+                proto = "TCP" if kind == socket.SOCK_STREAM else "UDP"
+                sys.exit(f"port {port} ({proto}) is taken ({e.strerror}): it is {var}, {what};"
+                         f" set {var} to a free port")
+PY
 }
 
 # stack_seed DB MOCK_PORT: the demo providers (both served by the mock upstream) and
@@ -183,6 +216,16 @@ stack_curl() {
   curl $flags http://$1/v1/chat/completions \\
     -H "Authorization: Bearer $2" -H "Content-Type: application/json" \\
     -d '{"model":"$3",$body:[{"role":"user","content":"Hello"}]}'
+MSG
+}
+
+# stack_client_lines ADDR KEY: the two lines that point Claude Code and Codex CLI at the
+# gateway at ADDR with KEY on the demo's models (README.md, "Clients", has the rest).
+stack_client_lines() {
+  cat <<MSG
+
+Claude Code: ANTHROPIC_BASE_URL=http://$1 ANTHROPIC_API_KEY=$2 ANTHROPIC_MODEL=mock-claude claude
+Codex CLI:   TALLY_KEY=$2 codex -m mock-gpt -c model_provider=tally -c 'model_providers.tally={name="tally",base_url="http://$1/v1",env_key="TALLY_KEY",wire_api="responses"}'
 MSG
 }
 

@@ -263,7 +263,10 @@ static void intake_backlog(struct intake *in, int64_t from_ms, int64_t until_ms)
 	in->backlog_until_ms = until_ms;
 	n = ringfetch_events(in->cfg.haproxy_socket, in->cfg.ring, INTAKE_BACKLOG_MS,
 	                     intake_backlog_line, in, err, sizeof(err));
-	if (n < 0)
+	if (n == RINGFETCH_ABSENT)
+		log_info("intake: no HAProxy at %s yet, so no ring backlog to read",
+		         in->cfg.haproxy_socket);
+	else if (n < 0)
 		log_info("intake: the ring's backlog was not read: %s", err);
 	else
 		log_debug("intake: %ld records in the ring %s", n, in->cfg.ring);

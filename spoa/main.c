@@ -527,6 +527,12 @@ int main(int argc, char **argv)
 	log_set_level(a.cfg.log_level);
 	net_set_unix_mode(a.cfg.unix_mode);
 	signal(SIGPIPE, SIG_IGN);
+	/* Before anything listens: a stop sent as soon as a port answers is a clean
+	 * shutdown once the loop runs, never death by the signal. */
+	ev_signal_init(&a.sigint, agent_on_signal, SIGINT);
+	ev_signal_init(&a.sigterm, agent_on_signal, SIGTERM);
+	ev_signal_start(loop, &a.sigint);
+	ev_signal_start(loop, &a.sigterm);
 	if (agent_open(&a, err, sizeof(err)) < 0 || agent_start_accounting(&a, err, sizeof(err)) < 0 ||
 	    agent_start_workers(&a, err, sizeof(err)) < 0 ||
 	    agent_start_reload(&a, err, sizeof(err)) < 0 ||
@@ -545,10 +551,6 @@ int main(int argc, char **argv)
 	ev_timer_start(loop, &a.journal_tick);
 	ev_init(&a.accept_pause, agent_on_accept_resume);
 	a.accept_pause.data = &a;
-	ev_signal_init(&a.sigint, agent_on_signal, SIGINT);
-	ev_signal_init(&a.sigterm, agent_on_signal, SIGTERM);
-	ev_signal_start(loop, &a.sigint);
-	ev_signal_start(loop, &a.sigterm);
 	log_info("tally-agent ready: %d I/O threads, node %s, database %s", a.nworkers, a.cfg.node,
 	         db_store_name(a.cfg.db_path, store, sizeof(store)));
 	ev_run(loop, 0);

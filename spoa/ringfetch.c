@@ -83,6 +83,8 @@ long ringfetch_events(const char *path, const char *ring, int timeout_ms, ringfe
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		if (fd >= 0 && (errno == ENOENT || errno == ECONNREFUSED))
+			ret = RINGFETCH_ABSENT;
 		goto out;
 	}
 	for (;;) {

@@ -19,8 +19,10 @@ typedef void ringfetch_line_fn(void *arg, const char *line, size_t len);
 /* Connects to the unix socket at path, sends "show events <ring>" and calls cb for each
  * non-empty line of the answer, in order, until HAProxy closes the connection. ring:
  * 1 to 64 characters of [A-Za-z0-9_.-]. timeout_ms bounds the whole exchange. Returns
- * the number of lines passed to cb, or -1 with a message in err (lines already passed
- * stay passed). */
+ * the number of lines passed to cb; RINGFETCH_ABSENT when no HAProxy is there (no socket
+ * file, or nothing listening on it: HAProxy has not started, and so holds no ring); or
+ * -1 with a message in err (lines already passed stay passed). */
+#define RINGFETCH_ABSENT (-2)
 long ringfetch_events(const char *path, const char *ring, int timeout_ms, ringfetch_line_fn *cb,
                       void *arg, char *err, size_t errlen);
 

@@ -20,6 +20,10 @@ BUILD = ROOT / os.environ.get("TALLY_BUILD", "build")
 # else "haproxy" on PATH. `make test HAPROXY=3.4` sets it to the wrapper that
 # scripts/haproxy-version.sh prepares.
 HAPROXY = os.environ.get("TALLY_HAPROXY") or "haproxy"
+# The Node.js the npm tools are pinned for (scripts/install-deps.sh puts it in
+# build/node), ahead of any other on PATH: node, npx and the tools' bin scripts find it.
+if (ROOT / "build" / "node" / "bin" / "node").exists():
+    os.environ["PATH"] = f"{ROOT / 'build' / 'node' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def _haproxy_version():

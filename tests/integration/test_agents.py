@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from readme_clients import base_url, exports, with_addr
 from stack import Stack
 
 AGENTS_DIR = ROOT / "tests" / "agents"
@@ -77,16 +78,15 @@ def exact(rows, stream, path_count):
 
 
 def test_claude_code(stack, tmp_path):
-    """`claude -p` with ANTHROPIC_BASE_URL at the gateway and a key allowed only its
-    model: its ~49 KB first request (model first, stream past the cut) is served and
-    accounted."""
+    """`claude -p` set up as README.md's Clients section says (ANTHROPIC_BASE_URL at the
+    gateway, ANTHROPIC_MODEL) with a key allowed only its model: its ~49 KB first request
+    (model first, stream past the cut) is served and accounted."""
     claude = tool("claude")
     key = key_for(stack, "claude-code", "--models", "mock-claude", "--default-model", "mock-claude")
     stack.mock_clear()
-    env = clean_env(HOME=str(tmp_path), ANTHROPIC_BASE_URL=f"http://127.0.0.1:{stack.gw_port}",
-                    ANTHROPIC_API_KEY=key, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                    DISABLE_AUTOUPDATER="1")
-    out = run([claude, "-p", "say hi", "--model", "mock-claude"], env, tmp_path)
+    env = clean_env(HOME=str(tmp_path),
+                    **exports("claude-code", f"127.0.0.1:{stack.gw_port}", key))
+    out = run([claude, "-p", "say hi"], env, tmp_path)
     assert WORDS in out.stdout
     sent = [m for m in stack.mock_requests() if m["path"].startswith("/v1/messages")]
     assert sent and all(m["path"] == "/v1/messages?beta=true" for m in sent)
@@ -95,7 +95,7 @@ def test_claude_code(stack, tmp_path):
 
 
 def test_codex_exec(stack, tmp_path):
-    """`codex exec` with a model provider at the gateway (the Responses API): it prints
+    """`codex exec` with README.md's model provider at the gateway (the Responses API): it prints
     the answer and counts the tokens the row holds. Its requests offer a web search,
     which the gateway refuses unless the model prices one (docs/pricing.md), and then
     counts (none here)."""
@@ -104,10 +104,8 @@ def test_codex_exec(stack, tmp_path):
     key = key_for(stack, "codex", "--models", "mock-gpt", "--default-model", "mock-gpt")
     home = tmp_path / "codex-home"
     home.mkdir()
-    (home / "config.toml").write_text(
-        'model = "mock-gpt"\nmodel_provider = "tally"\n[model_providers.tally]\nname = "tally"\n'
-        f'base_url = "http://127.0.0.1:{stack.gw_port}/v1"\nenv_key = "TALLY_KEY"\n'
-        'wire_api = "responses"\n')
+    # README.md's config.toml, as a user copies it
+    (home / "config.toml").write_text(with_addr("codex", f"127.0.0.1:{stack.gw_port}"))
     stack.mock_clear()
     env = clean_env(HOME=str(tmp_path), CODEX_HOME=str(home), TALLY_KEY=key)
     out = run([codex, "exec", "--skip-git-repo-check", "say hi"], env, tmp_path)
@@ -128,7 +126,8 @@ def test_openai_agents_sdk(stack):
         pytest.fail("node is not on PATH (run `make deps` as root)")
     tool("codex")   # the packages are installed together
     key = key_for(stack, "agents-sdk", "--models", "mock-gpt")
-    env = clean_env(TALLY_BASE_URL=f"http://127.0.0.1:{stack.gw_port}/v1", TALLY_KEY=key)
+    env = clean_env(TALLY_BASE_URL=base_url("openai-node", f"127.0.0.1:{stack.gw_port}"),
+                    TALLY_KEY=key)
     out = run([node, "agents.mjs", "mock-gpt"], env, AGENTS_DIR)
     runs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [r["stream"] for r in runs] == [False, True]

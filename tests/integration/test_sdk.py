@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from readme_clients import base_url
 from stack import store  # noqa: F401  (test_accounting's stack takes it)
 from test_accounting import stack  # noqa: F401  (the fixture, reused)
 
@@ -22,7 +23,11 @@ def run_check(stack):
         if not (SDK_DIR / "node_modules" / pkg / "package.json").is_file():
             pytest.fail(f"{SDK_DIR}/node_modules/{pkg} is missing: run `make deps` "
                         "(or `npm ci` in tests/sdk)")
-    r = subprocess.run([node, "check.mjs", f"http://127.0.0.1:{stack.gw_port}", stack.key],
+    # README.md's base URLs (Clients), for Node; its Python ones are the same
+    addr = f"127.0.0.1:{stack.gw_port}"
+    urls = [base_url(f"{api}-node", addr) for api in ("openai", "anthropic")]
+    assert urls == [base_url(f"{api}-python", addr) for api in ("openai", "anthropic")]
+    r = subprocess.run([node, "check.mjs", *urls, stack.key],
                        cwd=SDK_DIR, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"check.mjs -> {r.returncode}\n{r.stderr}\n{stack.logs()}"
     return json.loads(r.stdout)

@@ -8,9 +8,11 @@ shipped haproxy/haproxy.cfg (or a copy with one line taken out). Ports come from
 free_port; the one process started here (a running agent) is stopped by its PID in a
 finally block."""
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
+import time
 
 import pytest
 
@@ -494,3 +496,24 @@ def test_queryd_bad_flags_are_a_failed_check(tmp_path):
     r = subprocess.run([str(binary("tally-queryd")), "--help"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0 and "--self-check" in r.stdout
+
+
+def test_agent_stopped_as_soon_as_its_port_answers_shuts_down_cleanly(tmp_path):
+    """The agent handles SIGTERM before it listens: a supervisor that stops it the moment
+    its port answers (as a test or systemd may) gets a clean exit 0, never death by the
+    signal. The window it closed was short: the stop is tried on several starts."""
+    s = Setup(tmp_path)
+    for i in range(40):
+        p = Proc(f"agent{i}", [*VALGRIND, str(binary("tally-agent")), *s.flags()[:-2]], tmp_path,
+                 env=s.env())
+        try:
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                assert p.alive(), p.output()
+                with socket.socket() as c:
+                    if c.connect_ex(("127.0.0.1", s.spop)) == 0:
+                        break
+            p.signal(signal.SIGTERM)
+        finally:
+            rc = p.stop(timeout=30)
+        assert rc == 0, f"start {i}: exit {rc}\n{p.log_path.read_text()}"

@@ -2,7 +2,9 @@
 // JSON object with what each case received, so that tests/integration/test_sdk.py can
 // prove real clients accept what the gateway sends (amended streams above all).
 //
-//   node check.mjs BASE_URL KEY     (or TALLY_BASE_URL / TALLY_KEY in the environment)
+//   node check.mjs OPENAI_BASE_URL ANTHROPIC_BASE_URL KEY
+//
+// The base URLs are README.md's (its "Clients" section), as test_sdk.py reads them.
 //
 // Token counts are mock-upstream knobs (x-mock-* headers, loadtest/README.md); each case
 // echoes its knobs, which the test checks the SDKs' usage against. Any SDK exception
@@ -12,17 +14,16 @@ import { VERSION as ANTHROPIC_VERSION } from "@anthropic-ai/sdk/version";
 import OpenAI from "openai";
 import { VERSION as OPENAI_VERSION } from "openai/version";
 
-const baseURL = (process.argv[2] ?? process.env.TALLY_BASE_URL ?? "").replace(/\/+$/, "");
-const apiKey = process.argv[3] ?? process.env.TALLY_KEY;
-if (!baseURL || !apiKey) {
-  console.error("usage: node check.mjs BASE_URL KEY (or TALLY_BASE_URL, TALLY_KEY)");
+const [openaiBaseURL, anthropicBaseURL, apiKey] = process.argv.slice(2);
+if (!openaiBaseURL || !anthropicBaseURL || !apiKey) {
+  console.error("usage: node check.mjs OPENAI_BASE_URL ANTHROPIC_BASE_URL KEY");
   process.exit(2);
 }
 
 // No retries: a retried request would hide a failure and add a second row.
 const common = { apiKey, maxRetries: 0, timeout: 30_000 };
-const openai = new OpenAI({ ...common, baseURL: `${baseURL}/v1` });
-const anthropic = new Anthropic({ ...common, baseURL });
+const openai = new OpenAI({ ...common, baseURL: openaiBaseURL });
+const anthropic = new Anthropic({ ...common, baseURL: anthropicBaseURL });
 
 const headersOf = (knobs) =>
   Object.fromEntries(Object.entries(knobs).map(([k, v]) => [`x-mock-${k}`, String(v)]));
