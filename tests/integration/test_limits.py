@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import UNARY_BUFFER
+from conftest import HAPROXY_VERSION, UNARY_BUFFER
 from stack import BOTH_STORES, Stack, store, store_params  # noqa: F401 (a fixture)
 
 CHAT = "/v1/chat/completions"
@@ -202,6 +202,12 @@ def test_cost_header_matches_the_row_when_enabled(tmp_path):
             assert status == 200
             row = s.row(h["x-request-id"])
             assert row["cost_micros"] is not None
+            # A Responses answer echoes the request, an Anthropic one may quote its
+            # documents: before 3.4's large buffers they are read by the capture filter,
+            # after their headers went out (no header).
+            if path in ("/v1/responses", "/v1/messages") and HAPROXY_VERSION < (3, 4):
+                assert "x-tally-cost-micros" not in h, h
+                continue
             assert int(h["x-tally-cost-micros"]) == row["cost_micros"], (model, row)
         status, h, _ = s.gateway("POST", CHAT, {"model": "mock-free", "max_tokens": 8,
                                                "messages": []}, key=s.key)

@@ -203,6 +203,12 @@ def every_slot(stack, seconds):
     kid = key_id(stack, "conc")
     streams = long_streams(stack, key, CONC, seconds)
     wait_slots(stack, kid, stack.node, CONC)
+    # Every stream answering at the mock: each has its decision (a lease may count a
+    # slot before HAProxy has the verdict, and a test that then stops the agent would
+    # see that stream refused by the fail policy).
+    deadline = time.time() + 10
+    while mock_stats(stack)["answering"] < CONC and time.time() < deadline:
+        time.sleep(0.02)
     return key, kid, streams
 
 
