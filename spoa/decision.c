@@ -492,7 +492,7 @@ static void decision_grant_of(const struct decision_request *req, const struct d
                               const struct price_card *c, struct decision_grant *g)
 {
 	static const struct decision_policy none = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED,
-	                                             KT_POLICY_PRICED, 0 };
+	                                             KT_POLICY_ALLOW, 0 };
 	const struct decision_policy *p = req->policy ? req->policy : &none;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;

@@ -720,6 +720,9 @@ static void test_cache_writes(void)
 	                            " input_micros_per_mtok, output_micros_per_mtok) VALUES"
 	                            " (3, 'default', 0, 300, 400)", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	/* The default allows them (charged at the fallback rate). */
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
+	fix_policy = &pol;
 	d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages",
 	                "{\"model\":\"claude-a\",\"max_tokens\":8,\"system\":[{\"type\":\"text\","
 	                "\"text\":\"x\",\"Cache_Control\":{\"type\":\"ephemeral\"}}]}", 0);
@@ -731,7 +734,6 @@ static void test_cache_writes(void)
 	                    "\"text\":\"x\",\"cache_control\":null}]"), DECISION_ALLOW);
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages/count_tokens", cached), DECISION_ALLOW);
 	pol.cache_writes = KT_POLICY_ALLOW;
-	fix_policy = &pol;
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
 	pol.cache_writes = KT_POLICY_PRICED;
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET cache_write_micros_per_mtok = 375"
