@@ -72,6 +72,9 @@ struct quota_grant {
 	int64_t dry_req_until, dry_tok_until;   /* this node's unix ms */
 	int dry_slots, dry_budget;    /* until the next round */
 	int64_t local_req, local_tok, local_spent;   /* admitted alone, not yet reported */
+	/* What the requests waiting for a round now lack, kept until they decide again: a
+	 * round between their grant and their wake-up must not give it back. */
+	int64_t wait_req, wait_slots, wait_tok, wait_budget;
 	int64_t fb_used;              /* budget spent alone since the store was lost */
 	int64_t free_slots, pool_budget;   /* what the pool had left at the last round */
 	int synced;                   /* a round has granted this key */
@@ -468,6 +471,20 @@ static void quota_wait_round(struct quota *q)
 		atomic_fetch_add(&q->wait_timeouts, 1);
 }
 
+/* Under the key's lock: counts (d = 1) or uncounts (d = -1) a waiting request's need. */
+static void quota_wait_mark(struct quota_grant *g, enum quota_verdict v, int64_t tokens,
+                            int64_t cost, int64_t d)
+{
+	if (v == QUOTA_CONCURRENCY)
+		g->wait_slots += d;
+	else if (v == QUOTA_RPM)
+		g->wait_req += d;
+	else if (v == QUOTA_TPM)
+		g->wait_tok += d * quota_max64(tokens, 1);
+	else if (v == QUOTA_BUDGET)
+		g->wait_budget += d * quota_max64(cost, 1);
+}
+
 /* Shared mode: admits against the grants, after at most one wait for a round. */
 static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard *s,
                                              struct quota_key *k, const struct quota_cfg *cfg,
@@ -484,9 +501,11 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
 	       can_wait && !waited && q->wait_ms > 0) {
 		/* Keys are never freed: k stays valid while the lock is away. */
+		quota_wait_mark(g, v, tokens, cost, 1);
 		pthread_mutex_unlock(&s->lock);
 		quota_wait_round(q);
 		pthread_mutex_lock(&s->lock);
+		quota_wait_mark(g, v, tokens, cost, -1);
 		waited = 1;
 	}
 	if (v == QUOTA_OK) {
@@ -755,15 +774,17 @@ static int quota_held_of(const struct quota_key *k, struct lease_held *h)
 	*h = (struct lease_held){
 		.req = g->req, .tok = g->tok, .slots = g->slots, .budget = g->budget,
 		.in_flight = k->in_flight, .peak = g->peak, .admitted = g->admitted,
-		.spent = g->spent, .want_req = g->want_req, .want_slots = g->want_slots,
-		.need_tok = g->need_tok, .need_budget = g->need_budget,
+		.spent = g->spent, .want_req = quota_max64(g->want_req, g->wait_req),
+		.want_slots = quota_max64(g->want_slots, g->wait_slots),
+		.need_tok = quota_max64(g->need_tok, g->wait_tok),
+		.need_budget = quota_max64(g->need_budget, g->wait_budget),
 		.budget_start_ms = g->budget_start_ms,
 		.local_req = g->local_req, .local_tok = g->local_tok, .local_spent = g->local_spent,
 	};
 	/* A dry mark is taken with the next round, which clears or renews it: an idle key
 	 * must not keep refusing on an old round's word. */
 	return k->shared && (g->req || g->tok || g->slots || g->budget || g->admitted ||
-	                     g->want_req || g->want_slots || g->need_tok || g->need_budget ||
+	                     h->want_req || h->want_slots || h->need_tok || h->need_budget ||
 	                     g->local_req || g->local_tok || g->local_spent || g->dry_slots ||
 	                     g->dry_budget);
 }

@@ -333,6 +333,52 @@ static void test_wait_for_a_round(void)
 	quota_free(q);
 }
 
+struct waiter {
+	struct quota *q;
+	struct quota_cfg c;
+	enum quota_verdict v;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	struct quota_hold h;
+
+	w->v = admit(w->q, &w->c, 0, 0, &h);
+	return NULL;
+}
+
+/* A slot granted to a waiting request is its own until it decides: a round between the
+ * grant and its wake-up (another request's urgent round) does not give it back. */
+static void test_a_waiter_keeps_its_grant(void)
+{
+	struct quota *q = quota_new();
+	struct waiter w = { q, cfg_of(0, 0, 4, 0), QUOTA_OK };
+	struct quota_share_key *keys = NULL;
+	size_t cap = 0;
+	pthread_t t;
+	long n;
+
+	quota_share_enable(q, 5000);
+	CHECK_EQ_INT(pthread_create(&t, NULL, waiter_main, &w), 0);
+	quota_share_sleep(q, 5000);                /* the waiter asked for an urgent round */
+	n = collect(q, &keys, &cap);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(keys[0].ask.want_slots, 1);
+	quota_share_apply(q, 7, &(struct lease_grant){ .slots = 1 }, T0);
+	quota_share_wake(q);                       /* the next round, before it wakes */
+	quota_share_sleep(q, 5000);
+	n = collect(q, &keys, &cap);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(keys[0].ask.ret_slots, 0);
+	quota_share_apply(q, 7, &(struct lease_grant){ 0 }, T0);
+	quota_share_done(q);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(w.v, QUOTA_OK);
+	free(keys);
+	quota_free(q);
+}
+
 int main(void)
 {
 	RUN(test_collect_nothing);
@@ -343,5 +389,6 @@ int main(void)
 	RUN(test_dry_mark_cleared);
 	RUN(test_tokens_and_budget);
 	RUN(test_wait_for_a_round);
+	RUN(test_a_waiter_keeps_its_grant);
 	return UNIT_DONE();
 }
