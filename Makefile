@@ -49,7 +49,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins lua-rules fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
         run run-cluster bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -207,7 +207,16 @@ $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/commo
 $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-unit-bins: $(UNIT_BIN)
+unit-bins: $(UNIT_BIN) $(BUILD)/luarules
+# haproxy/capture.lua's copy of spoa/reqrules.c's lists, written by scripts/luarules.c
+# (tests/test_lua.py fails while it is stale).
+$(BUILD)/luarules: $(BUILD)/obj/scripts/luarules.o $(BUILD)/obj/spoa/reqrules.o
+	$(CC) $(LDFLAGS) $^ -o $@
+lua-rules: $(BUILD)/luarules
+	$(BUILD)/luarules > $(BUILD)/reqrules.lua
+	awk -v gen=$(BUILD)/reqrules.lua '/^-- BEGIN reqrules/ { while ((getline l < gen) > 0) print l; skip = 1 } \
+	  !skip { print } /^-- END reqrules/ { skip = 0 }' haproxy/capture.lua > haproxy/capture.lua.new
+	mv haproxy/capture.lua.new haproxy/capture.lua
 # test_usage and test_join read answers through haproxy/capture.lua itself, under an
 # embedded Lua (tests/unit/luacap.c), as the answer-reader fuzz target does.
 LUA_CFLAGS := -I/usr/include/lua5.4

@@ -38,22 +38,44 @@
 local OPTIONS_MAX = 256
 -- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
 local KEY_MAX = 96
-local JUDGED = { model = true, stream = true, stream_options = true, service_tier = true }
--- Members past the cut that cost more than their tokens (docs/pricing.md), by the letter
--- the agent sends for what the key may not ask for (txn.tally.costly, spoa/decision.c:
--- 'o' tools the provider runs, 'w' web searches, 'a' audio output).
-local COSTLY = { web_search_options = "o", mcp_servers = "o", audio = "a", modalities = "a" }
--- The client's own tools, by type (as spoa/reqbody.c's reqbody_tool_kind): any other
--- type is one the provider runs.
-local CLIENT_TOOLS = { ["function"] = true, custom = true, local_shell = true, shell = true,
-                       apply_patch = true, computer_use_preview = true, namespace = true }
-local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_" }
 -- A tool's type longer than this is none a provider names.
 local TYPE_MAX = 64
--- Members naming state stored upstream, or that the gateway cannot account or keep to
--- their key (txn.tally.nostate: a cut Responses body; spoa/decision.c).
-local STATEFUL = { previous_response_id = true, conversation = true, background = true,
-                   request_id = true }
+-- The members and tool types that decide a request's fate, as spoa/reqbody.c judges a
+-- whole body (what each list means: spoa/reqrules.c). COSTLY's letters are those of
+-- txn.tally.costly (spoa/decision.c): 'o' tools the provider runs, 'a' audio output; a
+-- tool type starting with WEB_SEARCH_PREFIX is 'w'. STATEFUL members of a cut Responses
+-- body are refused (txn.tally.nostate).
+-- BEGIN reqrules: generated from spoa/reqrules.c by `make lua-rules`
+local JUDGED = {
+    ["model"] = true,
+    ["stream"] = true,
+    ["stream_options"] = true,
+    ["service_tier"] = true,
+}
+local COSTLY = {
+    ["web_search_options"] = "o",
+    ["mcp_servers"] = "o",
+    ["audio"] = "a",
+    ["modalities"] = "a",
+}
+local CLIENT_TOOLS = {
+    ["function"] = true,
+    ["custom"] = true,
+    ["local_shell"] = true,
+    ["shell"] = true,
+    ["apply_patch"] = true,
+    ["computer_use_preview"] = true,
+    ["namespace"] = true,
+}
+local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_", }
+local WEB_SEARCH_PREFIX = "web_search"
+local STATEFUL = {
+    ["previous_response_id"] = true,
+    ["conversation"] = true,
+    ["background"] = true,
+    ["request_id"] = true,
+}
+-- END reqrules
 
 local Capture = {}
 Capture.id = "tally-capture"
@@ -825,7 +847,7 @@ local function tool_letter(t)
     if #t > TYPE_MAX or t:find("\\", 1, true) then
         return "o"
     end
-    if t:sub(1, 10) == "web_search" then
+    if t:sub(1, #WEB_SEARCH_PREFIX) == WEB_SEARCH_PREFIX then
         return "w"
     end
     if CLIENT_TOOLS[t] then

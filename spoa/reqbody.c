@@ -8,6 +8,7 @@
  * cJSON's full validation. Strings are decoded before they are compared, so that an
  * escaped spelling of a key or model name is judged as the upstream will read it. */
 #include "reqbody.h"
+#include "reqrules.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -521,25 +522,20 @@ static enum reqbody_scan reqbody_colon(struct reqbody_cursor *s)
  * (Anthropic's custom tools). */
 static int reqbody_tool_kind(const char *raw, size_t len)
 {
-	/* A namespace groups functions (Codex CLI's). */
-	static const char *const client[] = { "function", "custom", "local_shell", "shell",
-	                                      "apply_patch", "computer_use_preview", "namespace" };
-	static const char *const client_prefix[] = { "bash_", "text_editor_", "computer_",
-	                                             "memory_" };
+	const size_t web = strlen(REQRULES_WEB_SEARCH_PREFIX);
+	const char *const *t;
 	char type[REQBODY_KEY_MAX];
 	long n = reqbody_unescape(raw, len, type, sizeof(type));
-	size_t i;
 
 	if (n < 0)
 		return REQBODY_TOOL_OTHER;
-	if (n >= 10 && memcmp(type, "web_search", 10) == 0)
+	if ((size_t)n >= web && memcmp(type, REQRULES_WEB_SEARCH_PREFIX, web) == 0)
 		return REQBODY_TOOL_WEB_SEARCH;
-	for (i = 0; i < sizeof(client) / sizeof(client[0]); i++)
-		if (reqbody_token_is(type, (size_t)n, client[i]))
+	for (t = reqrules_client_tools; *t; t++)
+		if (reqbody_token_is(type, (size_t)n, *t))
 			return 0;
-	for (i = 0; i < sizeof(client_prefix) / sizeof(client_prefix[0]); i++)
-		if ((size_t)n > strlen(client_prefix[i]) &&
-		    memcmp(type, client_prefix[i], strlen(client_prefix[i])) == 0)
+	for (t = reqrules_client_tool_prefixes; *t; t++)
+		if ((size_t)n > strlen(*t) && memcmp(type, *t, strlen(*t)) == 0)
 			return 0;
 	return REQBODY_TOOL_OTHER;
 }

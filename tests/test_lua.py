@@ -1,7 +1,10 @@
 """Runs haproxy/capture.lua's own tests (tests/lua/test_capture.lua) under each stock Lua
 that an HAProxy tally supports embeds: 5.3 (Debian 12's HAProxy 2.6) and 5.4 (3.4).
 scripts/install-deps.sh installs both; a missing interpreter is a failure, not a skip.
+And checks that capture.lua holds spoa/reqrules.c's lists as scripts/luarules.c writes
+them today (`make lua-rules`).
 """
+import os
 import pathlib
 import shutil
 import subprocess
@@ -24,3 +27,12 @@ def test_capture_lua(lua):
         pytest.fail(f"{lua} tests/lua/test_capture.lua exited {proc.returncode}\n{out}",
                     pytrace=False)
     assert " 0 failed" in out, out
+
+
+def test_capture_lua_holds_the_request_rules_of_the_agent():
+    build = pathlib.Path(os.environ.get("TALLY_BUILD", ROOT / "build"))
+    gen = subprocess.run([str(build / "luarules")], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    lua = (ROOT / "haproxy" / "capture.lua").read_text()
+    assert gen.startswith("-- BEGIN reqrules") and gen.endswith("-- END reqrules\n")
+    assert gen in lua, "haproxy/capture.lua's reqrules block is stale: run make lua-rules"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "reqbody.h"
+#include "reqrules.h"
 #include "unit.h"
 
 static enum reqbody_status inspect(const char *body, struct reqbody_info *info)
@@ -444,6 +445,44 @@ static void test_costly_members(void)
 	costly("{\"tools\":[{\"type\":\"function\",}]}", REQBODY_INVALID);
 }
 
+/* reqrules.c's lists (which capture.lua holds too) are what reqbody judges by: a list
+ * changed on one side only fails here or in tests/test_lua.py. */
+static void test_rules_lists(void)
+{
+	const struct reqrules_costly *c;
+	const char *const *p;
+	struct reqbody_info i;
+	char b[256];
+
+	for (p = reqrules_judged; *p; p++) {
+		snprintf(b, sizeof(b), "{\"%s\":\"a\",\"%s\":\"a\"}", *p, *p);
+		CHECK(inspect(b, &i) == REQBODY_INVALID || i.tier_unknown);
+	}
+	for (c = reqrules_costly; c->member; c++) {
+		snprintf(b, sizeof(b), "{\"%s\":[\"audio\"]}", c->member);
+		i = costly(b, REQBODY_COMPLETE);
+		CHECK(c->letter == 'o' ? (i.server_tools & REQBODY_TOOL_OTHER) != 0 : i.audio_out);
+	}
+	for (p = reqrules_client_tools; *p; p++) {
+		snprintf(b, sizeof(b), "{\"tools\":[{\"type\":\"%s\"}]}", *p);
+		CHECK_EQ_INT(costly(b, REQBODY_COMPLETE).server_tools, 0);
+	}
+	for (p = reqrules_client_tool_prefixes; *p; p++) {
+		snprintf(b, sizeof(b), "{\"tools\":[{\"type\":\"%s2025\"}]}", *p);
+		CHECK_EQ_INT(costly(b, REQBODY_COMPLETE).server_tools, 0);
+		snprintf(b, sizeof(b), "{\"tools\":[{\"type\":\"%s\"}]}", *p);
+		CHECK_EQ_INT(costly(b, REQBODY_COMPLETE).server_tools, REQBODY_TOOL_OTHER);
+	}
+	snprintf(b, sizeof(b), "{\"tools\":[{\"type\":\"%s_2025\"}]}",
+	         REQRULES_WEB_SEARCH_PREFIX);
+	CHECK_EQ_INT(costly(b, REQBODY_COMPLETE).server_tools, REQBODY_TOOL_WEB_SEARCH);
+	for (p = reqrules_stateful; *p; p++) {
+		snprintf(b, sizeof(b), "{\"%s\":\"resp_1\"}", *p);
+		i = costly(b, REQBODY_COMPLETE);
+		CHECK(i.stateful || i.unaccountable);
+	}
+}
+
 int main(void)
 {
 	RUN(test_complete_bodies);
@@ -460,5 +499,6 @@ int main(void)
 	RUN(test_item_reference);
 	RUN(test_ambiguous_hints);
 	RUN(test_costly_members);
+	RUN(test_rules_lists);
 	return UNIT_DONE();
 }
