@@ -66,6 +66,7 @@ help:
 	@echo "make test-matrix     the integration tests on HAProxy 2.6, 3.0, 3.2 and 3.4: a line each"
 	@echo "make asan            unit + integration tests under ASan+UBSan (build/asan)"
 	@echo "make valgrind        unit tests under valgrind memcheck"
+	@echo "make lua-rules       write spoa/reqrules.c's lists into haproxy/capture.lua (after changing them)"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
 	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, held memory,"
