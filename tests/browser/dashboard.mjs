@@ -112,6 +112,7 @@ try {
       width: (await tid('chart-' + c).boundingBox()).width,
     };
   }
+  seen.latency_p95 = JSON.parse(await tid('chart-latency').getAttribute('data-p95'));
   step = 'headline figures';
   seen.kpi_24h = {
     requests_text: await text('kpi-requests'), requests: Number(await value('kpi-requests')),

@@ -200,9 +200,9 @@ def fmt_ms(ms):
     return f"{ms / 60000:.1f} min"
 
 
-def latency_text(rows, q):
-    """What the dashboard shows of the q-quantile of rows' durations: the range of the
-    rollups' bucket that holds it (app.js fmtBucket), never a figure inside it."""
+def latency_bucket(rows, q):
+    """The rollups' bucket that holds the q-quantile of rows' durations: (over, at most),
+    at most None past the last bound."""
     counts = [0] * (len(LATENCY_BOUNDS) + 1)
     for r in rows:
         counts[next((i for i, b in enumerate(LATENCY_BOUNDS) if r["duration_ms"] <= b),
@@ -210,11 +210,18 @@ def latency_text(rows, q):
     rank, below = max(1, q * len(rows)), 0
     for i, c in enumerate(counts[:-1]):
         if c and below + c >= rank:
-            lo = LATENCY_BOUNDS[i - 1] if i else 0
-            return f"≤ {fmt_ms(LATENCY_BOUNDS[i])}" if not lo else \
-                f"{fmt_ms(lo)}–{fmt_ms(LATENCY_BOUNDS[i])}"
+            return (LATENCY_BOUNDS[i - 1] if i else 0, LATENCY_BOUNDS[i])
         below += c
-    return f"> {fmt_ms(LATENCY_BOUNDS[-1])}"
+    return (LATENCY_BOUNDS[-1], None)
+
+
+def latency_text(rows, q):
+    """What the dashboard shows of the q-quantile of rows' durations: the range of the
+    rollups' bucket that holds it (app.js fmtBucket), never a figure inside it."""
+    lo, hi = latency_bucket(rows, q)
+    if hi is None:
+        return f"> {fmt_ms(lo)}"
+    return f"≤ {fmt_ms(hi)}" if not lo else f"{fmt_ms(lo)}–{fmt_ms(hi)}"
 
 
 def ranking(rows, field):
@@ -320,6 +327,15 @@ def test_dashboard_in_chromium(queryd):
     for name, c in seen["charts"].items():
         assert c["canvases"] >= 1 and c["width"] > 200, (name, c)
         assert c["points"] == 25, (name, c)
+
+    # The latency chart plots each hour's p95 bucket at its bound "at most" (the last
+    # bound past it), hours without rows empty: never a figure inside a bucket.
+    hours = {}
+    for r in recent:
+        hours.setdefault(r["started_at"] // 3_600_000, []).append(r)
+    tops = [latency_bucket(hours[h], 0.95) for h in sorted(hours)]
+    assert [v for v in seen["latency_p95"] if v is not None] == \
+        [hi if hi is not None else lo for lo, hi in tops]
 
     # Headline figures: exactly the seeded rows of the range.
     k = seen["kpi_24h"]

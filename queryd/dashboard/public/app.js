@@ -91,6 +91,11 @@
     if (!b[0]) return '≤ ' + fmtMs(b[1]);
     return fmtMs(b[0]) + '–' + fmtMs(b[1]);
   }
+  /* What a chart can plot of a bucket: its bound "at most" (past the last bound, the
+   * last one); the legend shows the whole bucket. */
+  function bucketTop(b) {
+    return b ? (b[1] ?? b[0]) : null;
+  }
   function fmtStamp(sec, withSeconds) {
     const d = new Date(sec * 1000);
     const s = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
@@ -423,13 +428,15 @@
 
   // ------------------------------------------------------------------ charts
   const charts = {};            // name -> uPlot
+  let latencyBuckets = [[], [], []];   // the latency chart's buckets (p50, p95, p99)
   let chartStep = HOUR;
 
   function seriesData(resp) {
     const step = resp.group === 'day' ? DAY : HOUR;
     const start = Math.floor(resp.from / step) * step;
     const byT = new Map((resp.rows || []).map((r) => [r.group, r]));
-    const cols = { x: [], cost: [], charged: [], prompt: [], completion: [], requests: [], errRate: [], p50: [], p95: [], p99: [] };
+    const cols = { x: [], cost: [], charged: [], prompt: [], completion: [], requests: [], errRate: [],
+      p50: [], p95: [], p99: [], p50b: [], p95b: [], p99b: [] };
     for (let t = start; t < resp.to; t += step) {
       const r = byT.get(t);
       const lat = (r && r.latency_ms) || {};
@@ -440,9 +447,10 @@
       cols.completion.push(r ? r.completion_tokens : 0);
       cols.requests.push(r ? r.requests : 0);
       cols.errRate.push(r && r.requests ? (r.errors / r.requests) * 100 : null);
-      cols.p50.push(lat.p50 ?? null);
-      cols.p95.push(lat.p95 ?? null);
-      cols.p99.push(lat.p99 ?? null);
+      for (const q of ['p50', 'p95', 'p99']) {
+        cols[q].push(bucketTop(lat[q + '_bucket']));
+        cols[q + 'b'].push(lat[q + '_bucket'] ?? null);
+      }
     }
     return { step, cols, empty: !(resp.rows && resp.rows.length) };
   }
@@ -476,6 +484,8 @@
     const c1 = cssVar('--c1'), c2 = cssVar('--c2'), c3 = cssVar('--c3'), c4 = cssVar('--c4');
     const bars = uPlot.paths.bars({ size: [0.7, 48], gap: 1 });
     const num = (u, v) => (v == null ? '–' : fmtCompact(v));
+    const steps = uPlot.paths.stepped({ align: 1 });
+    const bucketValue = (u, v, s, i) => (i == null || v == null ? '–' : fmtBucket(latencyBuckets[s - 1][i]));
     return {
       // The estimate sits on top of the reported bar: the charged total is drawn first,
       // lighter, and the reported bar over it.
@@ -510,12 +520,14 @@
             { scale: '%', side: 1, grid: { show: false }, values: (u, vals) => vals.map((v) => v + '%') }],
         },
       },
+      // each percentile's bucket, plotted at its bound "at most" as steps: the rollups'
+      // buckets say no more (an interpolated figure inside one would claim it)
       latency: {
-        cols: (c) => [c.x, c.p50, c.p95, c.p99],
+        cols: (c) => { latencyBuckets = [c.p50b, c.p95b, c.p99b]; return [c.x, c.p50, c.p95, c.p99]; },
         series: [
-          { label: 'p50', stroke: c2, width: 2, value: (u, v) => fmtMs(v) },
-          { label: 'p95', stroke: c3, width: 2, value: (u, v) => fmtMs(v) },
-          { label: 'p99', stroke: c4, width: 1.5, dash: [4, 4], value: (u, v) => fmtMs(v) },
+          { label: 'p50', stroke: c2, width: 2, paths: steps, value: bucketValue },
+          { label: 'p95', stroke: c3, width: 2, paths: steps, value: bucketValue },
+          { label: 'p99', stroke: c4, width: 1.5, dash: [4, 4], paths: steps, value: bucketValue },
         ],
         axes: { scales: { y: { range: (u, min, max) => [0, Math.max(100, (max || 0) * 1.1)] } },
           y: [{ values: (u, vals) => vals.map((v) => (v >= 1000 ? v / 1000 + ' s' : v + ' ms')) }] },
@@ -544,6 +556,7 @@
       if (empty && !msg) el.append(h('div', { class: 'empty' }, 'No requests in this range'));
       else if (!empty && msg) msg.remove();
       el.dataset.points = String(data[0].length);
+      if (name === 'latency') el.dataset.p95 = JSON.stringify(data[2]);
     }
   }
 
