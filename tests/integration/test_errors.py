@@ -5,6 +5,7 @@ for an upstream that is absent, crashes or stalls, and the fail policy's answer 
 the agent is dead. Run on 2.6 and on 3.4 (TALLY_HAPROXY)."""
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -17,13 +18,17 @@ MESSAGES = "/v1/messages"
 
 
 class ShortTimeouts(Stack):
-    """The shipped haproxy.cfg but for a 1 s server timeout (10 min as shipped): a
-    stalled upstream is answered within the test."""
+    """The shipped haproxy.cfg but for 1 s server and request timeouts (10 min and 30 s
+    as shipped): a stalled upstream or client is answered within the test."""
 
     def haproxy_cfg(self):
         text = super().haproxy_cfg().read_text()
-        assert "timeout server 10m" in text
+        body_wait = "http-request wait-for-body time 30s\n"
+        assert "timeout server 10m" in text and "timeout http-request 30s" in text
+        assert body_wait in text
         text = text.replace("timeout server 10m", "timeout server 1s", 1)
+        text = text.replace("timeout http-request 30s", "timeout http-request 1s", 1)
+        text = text.replace(body_wait, body_wait.replace("30s", "1s"), 1)
         cfg = self.tmp / "haproxy-short.cfg"
         cfg.write_text(text)
         return cfg
@@ -128,6 +133,29 @@ def test_upstream_silent_past_timeout_server_is_a_json_504(stack, path):
     else:
         err = anthropic_error(*r, 504, "timeout_error")
     assert stack.row(err["request_id"])["status"] == 504
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+def test_body_that_never_arrives_is_a_json_408(stack, path):
+    body = json.dumps(chat() if path == CHAT else message()).encode()
+    with socket.create_connection(("127.0.0.1", stack.gw_port), timeout=10) as c:
+        c.sendall(f"POST {path} HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {stack.key}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                  .encode() + body[:10])
+        # Read by its length: 3.x keeps the connection open after the answer.
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += c.recv(65536)
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+        while len(payload) < int(headers["content-length"]):
+            payload += c.recv(65536)
+    status = int(lines[0].split()[1])
+    if path == CHAT:
+        openai_error(status, headers, payload, 408, "request_timeout")
+    else:
+        anthropic_error(status, headers, payload, 408, "timeout_error")
 
 
 def test_dead_agent_fail_closed_is_a_json_503_in_the_shape_of_the_path(stack):
