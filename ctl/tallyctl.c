@@ -60,7 +60,8 @@ enum ctl_opt_id {
 	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
-	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_COUNT
+	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_CACHE_WRITES,
+	OPT_COUNT
 };
 
 #define OPT(id) (UINT64_C(1) << (id))
@@ -104,6 +105,7 @@ static const struct ctl_opt {
 	[OPT_SERVER_TOOLS] = { "server-tools", "priced|allow|deny|inherit" },
 	[OPT_AUDIO] = { "audio", "priced|allow|deny|inherit" },
 	[OPT_MAX_OUTPUT] = { "max-output", "N" },
+	[OPT_CACHE_WRITES] = { "cache-writes", "priced|allow|deny|inherit" },
 };
 
 /* The nullable limit columns of keys, by option; the order of the key set SQL. */
@@ -113,7 +115,7 @@ static const enum ctl_opt_id ctl_limit_opts[] = { OPT_RPM, OPT_TPM, OPT_MAX_CONC
 
 /* The nullable policy columns of keys, by option; the order of the key set SQL. */
 static const enum ctl_opt_id ctl_policy_opts[] = { OPT_SERVICE_TIERS, OPT_SERVER_TOOLS,
-                                                   OPT_AUDIO };
+                                                   OPT_AUDIO, OPT_CACHE_WRITES };
 #define CTL_NPOLICIES (sizeof(ctl_policy_opts) / sizeof(ctl_policy_opts[0]))
 
 /* A rate card's prices (model_prices), indexed by enum price_class (pricecard.h, whose
@@ -154,7 +156,8 @@ struct ctl_card {
 
 #define KEY_LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
                         OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))
-#define KEY_POLICY_OPTS (OPT(OPT_SERVICE_TIERS) | OPT(OPT_SERVER_TOOLS) | OPT(OPT_AUDIO))
+#define KEY_POLICY_OPTS (OPT(OPT_SERVICE_TIERS) | OPT(OPT_SERVER_TOOLS) | OPT(OPT_AUDIO) | \
+                         OPT(OPT_CACHE_WRITES))
 
 /* Parsed command line of one command; strings are borrowed from argv. */
 struct ctl_args {
@@ -917,12 +920,13 @@ static int ctl_key_apply(struct ctl *ctl, int64_t id, const char *name, const st
 	             " default_model = coalesce(?11, default_model),"
 	             " service_tiers = CASE WHEN ?12 <> 0 THEN ?13 ELSE service_tiers END,"
 	             " server_tools = CASE WHEN ?14 <> 0 THEN ?15 ELSE server_tools END,"
-	             " audio = CASE WHEN ?16 <> 0 THEN ?17 ELSE audio END"
+	             " audio = CASE WHEN ?16 <> 0 THEN ?17 ELSE audio END,"
+	             " cache_writes = CASE WHEN ?18 <> 0 THEN ?19 ELSE cache_writes END"
 	             " WHERE id = ?1",
-	             "iininininttititit", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
+	             "iininininttitititit", id, o->given[0], o->bound[0], o->given[1], o->bound[1],
 	             o->given[2], o->bound[2], o->given[3], o->bound[3], o->period, o->def,
 	             o->policy_given[0], o->policy[0], o->policy_given[1], o->policy[1],
-	             o->policy_given[2], o->policy[2]) < 0)
+	             o->policy_given[2], o->policy[2], o->policy_given[3], o->policy[3]) < 0)
 		return CTL_FAIL;
 	if (o->models) {
 		if (ctl_exec(ctl, "DELETE FROM key_models WHERE key_id = ?1", "i", id) < 0)
@@ -1084,6 +1088,7 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "SERVICE_TIERS", "service_tiers", COL_CSV },
 		{ "SERVER_TOOLS", "server_tools", COL_TEXT },
 		{ "AUDIO", "audio", COL_TEXT },
+		{ "CACHE_WRITES", "cache_writes", COL_TEXT },
 		{ "RPM", "rpm", COL_INT },
 		{ "TPM", "tpm", COL_INT },
 		{ "MAX_CONC", "max_concurrent", COL_INT },
@@ -1095,7 +1100,7 @@ static int ctl_key_list(struct ctl *ctl, const struct ctl_args *a)
 	 * PostgreSQL group_concat. */
 #define KEY_LIST_SQL(MODELS)                                                            \
 	"SELECT k.id, k.name, k.prefix, k.created_at, k.revoked_at, " MODELS ","         \
-	" k.default_model, k.service_tiers, k.server_tools, k.audio,"                     \
+	" k.default_model, k.service_tiers, k.server_tools, k.audio, k.cache_writes,"     \
 	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period"               \
 	" FROM keys k ORDER BY k.id"
 	static const struct ctl_sql q = {
@@ -2440,7 +2445,7 @@ out:
 	"\n"
 
 #define KEY_POLICY_SYNOPSIS                                                             \
-	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P]"
+	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P] [--cache-writes P]"
 
 #define KEY_POLICY_HELP                                                                 \
 	"  --service-tiers T1,T2  tiers requests may ask for (names from a-z 0-9 _ -),\n"   \
@@ -2449,6 +2454,9 @@ out:
 	"  --server-tools P       tools the provider runs (web search): priced (while\n"   \
 	"                         the model prices them), allow, deny, or inherit\n"       \
 	"  --audio P              audio in or out: priced, allow, deny, or inherit\n"       \
+	"  --cache-writes P       prompt cache writes (cache_control): priced (refused\n"  \
+	"                         when the model's card has no cache-write price),\n"     \
+	"                         allow, deny, or inherit (the agent's --cache-writes)\n"  \
 	"\n"
 
 #define CARD_PRICE_SYNOPSIS                                                             \

@@ -485,7 +485,7 @@ struct decision_grant {
 	int web_search;
 	int audio;                  /* audio output */
 	int audio_in;
-	int cache_write;            /* prompt cache writes (the agent's --cache-writes) */
+	int cache_write;            /* prompt cache writes */
 };
 
 static void decision_grant_of(const struct decision_request *req, const struct decision *d,
@@ -496,6 +496,7 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	const struct decision_policy *p = req->policy ? req->policy : &none;
 	enum kt_policy tools = d->key->server_tools ? d->key->server_tools : p->server_tools;
 	enum kt_policy audio = d->key->audio ? d->key->audio : p->audio;
+	enum kt_policy writes = d->key->cache_writes ? d->key->cache_writes : p->cache_writes;
 
 	g->tiers = d->key->service_tiers ? d->key->service_tiers : p->service_tiers;
 	g->priced = d->model->prices.ncards > 0;
@@ -508,8 +509,8 @@ static void decision_grant_of(const struct decision_request *req, const struct d
 	g->audio_in = audio == KT_POLICY_ALLOW ||
 	              (audio != KT_POLICY_DENY &&
 	               (!g->priced || (c && c->micros[PRICE_AUDIO_INPUT] != PRICE_UNSET)));
-	g->cache_write = p->cache_writes == KT_POLICY_ALLOW ||
-	                 (p->cache_writes != KT_POLICY_DENY &&
+	g->cache_write = writes == KT_POLICY_ALLOW ||
+	                 (writes != KT_POLICY_DENY &&
 	                  (!g->priced || (c && c->micros[PRICE_CACHE_WRITE] != PRICE_UNSET)));
 }
 
@@ -890,7 +891,7 @@ static void decision_message(const struct decision *d, char *msg, size_t cap)
 		else if (d->costly == DECISION_COSTLY_TOOLS)
 			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
 		else if (d->costly == DECISION_COSTLY_CACHE)
-			snprintf(msg, cap, "Key %s may not write the prompt cache (cache_control) of the model '%s': the gateway has no price for cache writes.", d->key->prefix, model);
+			snprintf(msg, cap, "Key %s may not write the prompt cache (cache_control) of the model '%s', or the gateway has no price for cache writes.", d->key->prefix, model);
 		else
 			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
 		break;

@@ -34,8 +34,9 @@ enum decision_verdict {
 	DECISION_MODELS_LISTED,     /* 200: GET /v1/models[/ID], answered by the gateway */
 	DECISION_STORED_STATE,      /* 400: a Responses body builds on state stored upstream */
 	DECISION_UNKNOWN_RESPONSE,  /* 404: a stored response this key did not make */
-	DECISION_COST_POLICY,       /* 400: a service tier, server tool or audio the key may
-	                             * not ask for, or that the gateway cannot price */
+	DECISION_COST_POLICY,       /* 400: a service tier, server tool, audio or cache write
+	                             * the key may not ask for, or that the gateway cannot
+	                             * price */
 	DECISION_VERDICT_COUNT
 };
 
@@ -50,7 +51,7 @@ enum decision_model_source {
 struct owner;
 
 /* What a request may ask for that costs more, for keys whose own columns are NULL (the
- * agent's --service-tiers, --server-tools, --audio; docs/pricing.md). */
+ * agent's --service-tiers, --server-tools, --audio, --cache-writes; docs/pricing.md). */
 struct decision_policy {
 	const char *service_tiers;  /* comma-separated; NULL or "": every tier priced */
 	enum kt_policy server_tools; /* KT_POLICY_INHERIT reads as KT_POLICY_PRICED */

@@ -20,8 +20,8 @@ struct kt_provider {
 	enum kt_api api;
 };
 
-/* What a key may ask for that costs more (keys.server_tools, keys.audio); INHERIT:
- * the agent's default (--server-tools, --audio). */
+/* What a key may ask for that costs more (keys.server_tools, audio, cache_writes);
+ * INHERIT: the agent's default (--server-tools, --audio, --cache-writes). */
 enum kt_policy { KT_POLICY_INHERIT = 0, KT_POLICY_PRICED, KT_POLICY_ALLOW, KT_POLICY_DENY };
 
 struct kt_model {
@@ -46,6 +46,7 @@ struct kt_key {
 	char *service_tiers;                    /* comma-separated; NULL: the agent's default */
 	enum kt_policy server_tools;
 	enum kt_policy audio;
+	enum kt_policy cache_writes;
 };
 
 struct keytable {

@@ -208,6 +208,7 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	k->service_tiers = keytable_col_strdup(st, 11);
 	k->server_tools = keytable_policy_of(db_col_text(st, 12));
 	k->audio = keytable_policy_of(db_col_text(st, 13));
+	k->cache_writes = keytable_policy_of(db_col_text(st, 14));
 	if (db_col_type(st, 11) != DB_NULL && !k->service_tiers)
 		return -1;
 	return k->name && k->prefix ? 0 : -1;
@@ -301,7 +302,7 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
 	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
-	                      " server_tools, audio FROM keys ORDER BY id",
+	                      " server_tools, audio, cache_writes FROM keys ORDER BY id",
 	                      n, keytable_add_key) < 0)
 		return -1;
 	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",

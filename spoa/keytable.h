@@ -31,7 +31,7 @@ int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
 void keytable_ref(struct keytable *t, int n);
 void keytable_unref(struct keytable *t);
 
-/* The policy a keys.server_tools or keys.audio value names ("priced", "allow", "deny");
+/* The policy a keys.server_tools, audio or cache_writes value names ("priced", "allow", "deny");
  * KT_POLICY_INHERIT for NULL or any other text. */
 enum kt_policy keytable_policy_of(const char *name);
 

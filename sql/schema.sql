@@ -72,9 +72,10 @@ CREATE TABLE model_prices (
 ) WITHOUT ROWID;
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
--- The last three say what a request may ask for that costs more (docs/pricing.md);
+-- The last four say what a request may ask for that costs more (docs/pricing.md);
 -- NULL: the agent's default. server_tools (web search and other tools the provider
--- runs) and audio: 'priced' while the model prices them, 'allow', 'deny'.
+-- runs), audio and cache_writes (prompt cache writes, cache_control): 'priced' while
+-- the model prices them, 'allow', 'deny'.
 CREATE TABLE keys (
 	id            INTEGER PRIMARY KEY,
 	name          TEXT NOT NULL UNIQUE CHECK (name <> ''),
@@ -91,7 +92,8 @@ CREATE TABLE keys (
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
 	service_tiers  TEXT,  -- the tiers it may ask for, comma-separated
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
-	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny'))
+	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny')),
+	cache_writes   TEXT CHECK (cache_writes IN ('priced', 'allow', 'deny'))
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -593,4 +595,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 11;
+PRAGMA user_version = 12;

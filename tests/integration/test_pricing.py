@@ -341,7 +341,14 @@ def test_what_cannot_be_priced_is_refused_before_the_provider(stack):
     # A key of its own: no web search at all, any tier on its list only.
     strict = stack.create_key("strict", "--server-tools", "deny", "--service-tiers", "default")
     loose = stack.create_key("loose", "--server-tools", "allow", "--audio", "allow")
+    # Issue 28: a key's own cache-write policy, over the agent's (allow, the default).
+    nocache = stack.create_key("nocache", "--cache-writes", "deny")
     time.sleep(0.6)
+    marked = {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
+    status, _, body = send(MESSAGES, "mock-claude", marked, key=nocache)
+    assert status == 400 and "cache_control" in json.loads(body)["error"]["message"], body
+    assert send(MESSAGES, "mock-claude", {}, key=nocache)[0] == 200
+    assert send(MESSAGES, "mock-claude", marked)[0] == 200
     assert send(MESSAGES, "mock-claude", web, key=strict)[0] == 400
     assert send(CHAT, "mock-gpt", {"service_tier": "priority"}, key=strict)[0] == 400
     assert send(CHAT, "mock-gpt", {}, key=strict)[0] == 200

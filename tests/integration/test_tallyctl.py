@@ -105,7 +105,7 @@ class Ctl:
 
 SQLITE_ONLY = {"test_help_lists_every_command", "test_command_help", "test_group_help",
                "test_first_command_creates_database", "test_newer_database_refused",
-               "test_clear_key_stored_nowhere"}
+               "test_clear_key_stored_nowhere", "test_key_policy_help"}
 
 
 def pytest_generate_tests(metafunc):
@@ -478,8 +478,9 @@ def test_key_list(seeded):
     assert [k["name"] for k in listed] == ["alpha", "beta"]
     alpha, beta = listed
     assert set(alpha) == {"id", "name", "prefix", "created_at", "revoked_at", "models",
-                          "default_model", "service_tiers", "server_tools", "audio", "rpm",
-                          "tpm", "max_concurrent", "budget_micros", "budget_period"}
+                          "default_model", "service_tiers", "server_tools", "audio",
+                          "cache_writes", "rpm", "tpm", "max_concurrent", "budget_micros",
+                          "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -490,8 +491,8 @@ def test_key_list(seeded):
     text = seeded.ok("key", "list")
     lines = text.splitlines()
     assert lines[0].split() == ["ID", "NAME", "PREFIX", "CREATED", "REVOKED", "MODELS",
-                                "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO", "RPM",
-                                "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
+                                "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO",
+                                "CACHE_WRITES", "RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
     assert lines[1].split()[1:3] == ["alpha", k1[:12]]
     assert lines[1].split()[5:7] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
     assert lines[2].split()[5:7] == ["*", "-"]
@@ -1462,43 +1463,58 @@ def test_import_dry_run_writes_nothing(seeded, litellm):
 
 # ---- key policies ----
 
-POLICY_SQL = "SELECT service_tiers, server_tools, audio FROM keys WHERE name = ?"
+POLICY_SQL = "SELECT service_tiers, server_tools, audio, cache_writes FROM keys WHERE name = ?"
 
 
 def test_key_policy_flags(seeded):
     seeded.ok("key", "create", "k", "--service-tiers", "default,priority", "--server-tools",
-              "priced", "--audio", "deny")
+              "priced", "--audio", "deny", "--cache-writes", "allow")
     seeded.ok("key", "create", "plain")
-    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "deny")]
-    assert seeded.query(POLICY_SQL, ("plain",)) == [(None, None, None)]
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "deny", "allow")]
+    assert seeded.query(POLICY_SQL, ("plain",)) == [(None, None, None, None)]
 
     rows = {k["name"]: k for k in seeded.json("key", "list")}
-    assert (rows["k"]["service_tiers"], rows["k"]["server_tools"], rows["k"]["audio"]) == \
-        (["default", "priority"], "priced", "deny")
+    assert (rows["k"]["service_tiers"], rows["k"]["server_tools"], rows["k"]["audio"],
+            rows["k"]["cache_writes"]) == (["default", "priority"], "priced", "deny", "allow")
     assert (rows["plain"]["service_tiers"], rows["plain"]["server_tools"],
-            rows["plain"]["audio"]) == (None, None, None)
+            rows["plain"]["audio"], rows["plain"]["cache_writes"]) == (None, None, None, None)
     lines = seeded.ok("key", "list").splitlines()
-    assert [line.split()[7:10] for line in lines] == [
-        ["SERVICE_TIERS", "SERVER_TOOLS", "AUDIO"], ["default,priority", "priced", "deny"],
-        ["-", "-", "-"]]
+    assert [line.split()[7:11] for line in lines] == [
+        ["SERVICE_TIERS", "SERVER_TOOLS", "AUDIO", "CACHE_WRITES"],
+        ["default,priority", "priced", "deny", "allow"], ["-", "-", "-", "-"]]
 
     # One at a time; the others, and the limits, stay.
     seeded.ok("key", "set", "k", "--rpm", "5")
     gen = seeded.generation()
     seeded.ok("key", "set", "k", "--audio", "allow")
     assert seeded.generation() > gen
-    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "allow")]
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "allow", "allow")]
+    gen = seeded.generation()
+    seeded.ok("key", "set", "k", "--cache-writes", "deny")
+    assert seeded.generation() > gen
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default,priority", "priced", "allow", "deny")]
     seeded.ok("key", "set", "k", "--service-tiers", "default")
-    assert seeded.query(POLICY_SQL, ("k",)) == [("default", "priced", "allow")]
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default", "priced", "allow", "deny")]
     seeded.ok("key", "set", "k", "--server-tools", "inherit", "--audio=inherit")
-    assert seeded.query(POLICY_SQL, ("k",)) == [("default", None, None)]
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default", None, None, "deny")]
+    seeded.ok("key", "set", "k", "--cache-writes=inherit")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("default", None, None, None)]
     seeded.ok("key", "set", "k", "--service-tiers", "")
-    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, None)]
-    seeded.ok("key", "set", "k", "--service-tiers", "flex,scale_2-x", "--server-tools", "deny")
-    assert seeded.query(POLICY_SQL, ("k",)) == [("flex,scale_2-x", "deny", None)]
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, None, None)]
+    seeded.ok("key", "set", "k", "--service-tiers", "flex,scale_2-x", "--server-tools", "deny",
+              "--cache-writes", "priced")
+    assert seeded.query(POLICY_SQL, ("k",)) == [("flex,scale_2-x", "deny", None, "priced")]
     seeded.ok("key", "set", "k", "--service-tiers=inherit")
-    assert seeded.query(POLICY_SQL, ("k",)) == [(None, "deny", None)]
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, "deny", None, "priced")]
     assert limits(seeded, "k")[0] == 5
+
+
+def test_key_policy_help(ctl):
+    """key create and key set name every policy option in their help."""
+    for cmd in ("create", "set"):
+        out = ctl.ok("key", cmd, "--help")
+        for opt in ("--service-tiers", "--server-tools", "--audio P", "--cache-writes P"):
+            assert opt in out, (cmd, opt)
 
 
 @pytest.mark.parametrize("option, value", [
@@ -1514,6 +1530,9 @@ def test_key_policy_flags(seeded):
     ("--server-tools", "none"),
     ("--audio", "yes"),
     ("--audio", ""),
+    ("--cache-writes", "never"),
+    ("--cache-writes", "Deny"),
+    ("--cache-writes", ""),
 ])
 def test_key_policy_refused(seeded, option, value):
     seeded.ok("key", "create", "k", "--audio", "deny")
@@ -1522,7 +1541,7 @@ def test_key_policy_refused(seeded, option, value):
         r = seeded(*args, f"{option}={value}")
         assert r.returncode == 2, (option, value, r.stderr)
         assert f"invalid value '{value}' for {option}" in r.stderr and r.stdout == ""
-    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, "deny")]
+    assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, "deny", None)]
     assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
     assert seeded.generation() == gen
 

@@ -342,6 +342,8 @@ static void test_constraints(void)
 	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET server_tools = 'sometimes'"), 0);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at, audio)"
 	                           " VALUES ('ka', 'x', zeroblob(32), 1, 'maybe')"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at, cache_writes)"
+	                           " VALUES ('kc', 'x', zeroblob(32), 1, 'maybe')"), -1);
 	/* A model's cards go with it. */
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM models WHERE name = 'm'"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_prices"), 0);
@@ -470,8 +472,9 @@ static void test_uninitialised_refused(void)
 }
 
 /* Test migrations after the built-in ones: list[i] upgrades version i + 1. Entries
- * below DB_SCHEMA_VERSION never run on a database created at that version. */
-#define TEST_MIGRATIONS_MAX 13
+ * below DB_SCHEMA_VERSION never run on a database created at that version. Room for
+ * the three extra ones test_migrate adds, whatever the version. */
+#define TEST_MIGRATIONS_MAX (DB_SCHEMA_VERSION + 2)
 
 static int test_migrations(const char *const *extra, int nextra, const char **list)
 {
@@ -559,6 +562,7 @@ static void test_migrate_accounting(void)
 	                           " ALTER TABLE requests DROP COLUMN model_reported;"
 	                           " ALTER TABLE requests DROP COLUMN priced_fallback;"
 	                           " ALTER TABLE models DROP COLUMN max_output;"
+	                           " ALTER TABLE keys DROP COLUMN cache_writes;"
 	                           " PRAGMA user_version = 8"), 0);
 	db_close(db);
 	db = test_open("acct.db", DB_CREATE);

@@ -702,24 +702,35 @@ static enum decision_verdict costly(const char *model, const char *path, const c
 	return decide_with("Bearer " FIX_KEY_OPEN, NULL, path, body, 0).verdict;
 }
 
+/* A message marked for the prompt cache: a cache write asked for. */
+static const char *const cached =
+	",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\","
+	"\"cache_control\":{\"type\":\"ephemeral\"}}]}]";
+
+/* Runs sql on the fixture's store and reloads the table; 0 or -1. */
+static int change(const char *sql)
+{
+	char err[256];
+
+	return db_exec(fx.db, sql, err, sizeof(err)) < 0 ? -1 : fixture_reload(&fx);
+}
+
+/* claude-a priced, cache writes not. */
+static const char *const unpriced_writes =
+	"DELETE FROM model_prices WHERE model_id = 3;"
+	"INSERT INTO model_prices (model_id, tier, above_tokens, input_micros_per_mtok,"
+	" output_micros_per_mtok) VALUES (3, 'default', 0, 300, 400)";
+
 /* Prompt cache writes (cache_control at any depth) on a card that prices none are refused
  * before the provider under the agent's --cache-writes priced (the default), passed
  * where the card prices them or the policy allows, refused under deny. */
 static void test_cache_writes(void)
 {
-	static const char *const cached =
-		",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\","
-		"\"cache_control\":{\"type\":\"ephemeral\"}}]}]";
 	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_PRICED, 0 };
 	char err[256];
 	struct decision d;
 
-	/* claude-a priced, cache writes not */
-	CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_prices WHERE model_id = 3;"
-	                            "INSERT INTO model_prices (model_id, tier, above_tokens,"
-	                            " input_micros_per_mtok, output_micros_per_mtok) VALUES"
-	                            " (3, 'default', 0, 300, 400)", err, sizeof(err)), 0);
-	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	CHECK_EQ_INT(change(unpriced_writes), 0);
 	/* The default allows them (charged at the fallback rate). */
 	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
 	fix_policy = &pol;
@@ -746,6 +757,35 @@ static void test_cache_writes(void)
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE model_prices SET cache_write_micros_per_mtok = NULL"
 	                            " WHERE model_id = 3", err, sizeof(err)), 0);
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
+/* A key's own cache_writes (issue 28) wins over the agent's --cache-writes either way;
+ * NULL (inherit) follows the agent's. */
+static void test_key_cache_writes(void)
+{
+	struct decision_policy pol = { NULL, KT_POLICY_PRICED, KT_POLICY_PRICED, KT_POLICY_ALLOW, 0 };
+
+	CHECK_EQ_INT(change(unpriced_writes), 0);
+	CHECK_EQ_INT(change("UPDATE keys SET cache_writes = 'deny' WHERE id = 1"), 0);
+	fix_policy = &pol;
+	CHECK(decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages", "{\"model\":\"claude-a\","
+	                  "\"system\":[{\"text\":\"x\",\"cache_control\":{}}]}", 0).costly ==
+	      DECISION_COSTLY_CACHE);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_COST_POLICY);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", ""), DECISION_ALLOW);
+	/* The agent's deny does not refuse a key that allows them; priced judges the card. */
+	pol.cache_writes = KT_POLICY_DENY;
+	CHECK_EQ_INT(change("UPDATE keys SET cache_writes = 'allow' WHERE id = 1"), 0);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
+	pol.cache_writes = KT_POLICY_ALLOW;
+	CHECK_EQ_INT(change("UPDATE keys SET cache_writes = 'priced' WHERE id = 1"), 0);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_COST_POLICY);
+	/* NULL: the agent's, whichever it is. */
+	CHECK_EQ_INT(change("UPDATE keys SET cache_writes = NULL WHERE id = 1"), 0);
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_ALLOW);
+	pol.cache_writes = KT_POLICY_DENY;
+	CHECK_EQ_INT(costly("claude-a", "/v1/messages", cached), DECISION_COST_POLICY);
+	fix_policy = NULL;
 }
 
 /* A body above the policy's max_body is refused before anything else is judged, in its
@@ -1185,6 +1225,7 @@ int main(void)
 	RUN(test_cost_policy);
 	RUN(test_body_cap);
 	RUN(test_cache_writes);
+	RUN(test_key_cache_writes);
 	RUN(test_model_max_output);
 	RUN(test_reload_sees_changes);
 	RUN(test_many_keys_all_found);

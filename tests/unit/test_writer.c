@@ -612,6 +612,7 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN service_tiers;"
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
+		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
 		                         "ALTER TABLE requests DROP COLUMN cache_creation_1h_tokens;"
 		                         "ALTER TABLE requests DROP COLUMN audio_input_tokens;"
 		                         "ALTER TABLE requests DROP COLUMN audio_output_tokens;"
