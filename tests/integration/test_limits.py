@@ -18,7 +18,11 @@ CHAT = "/v1/chat/completions"
 
 @pytest.fixture
 def stack(tmp_path, store, request):
-    s = Stack(tmp_path, **store_params(store, request))
+    # On PostgreSQL a request whose grant ran out waits for the share thread's round, up
+    # to --lease-wait-ms (20) on its I/O thread, then is refused: these tests count exact
+    # admissions, which a round slower than that on a loaded machine would change
+    # (docs/limits.md, "Shared limits").
+    s = Stack(tmp_path, agent_args=("--lease-wait-ms", "1000"), **store_params(store, request))
     try:
         s.start()
         # $1 and $2 per Mtok: costs are easy to reckon in micro-dollars.
