@@ -57,13 +57,23 @@ pg_sql() {
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$(pg_url "$1")" -c "$2"
 }
 
+# pg_alive PID: the process runs. A postmaster that exited is not our child (pg_ctl
+# started it): where nothing reaps orphans (a container whose PID 1 is no init) it stays
+# a zombie, which kill -0 still finds.
+pg_alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
 # Stops the cluster started by pg_start (fast shutdown: SIGINT to the postmaster, by
 # PID) and waits up to 60 s for it to be gone.
 pg_stop() {
   [[ -n $pg_pid ]] || return 0
   kill -INT "$pg_pid" 2>/dev/null || true
   for _ in $(seq 600); do
-    kill -0 "$pg_pid" 2>/dev/null || break
+    pg_alive "$pg_pid" || break
     sleep 0.1
   done
   pg_pid=

@@ -2,7 +2,9 @@
 ports, requests through both gateways stored as rows that queryd serves, a key made with
 tallyctl through data/cluster.env working on both nodes, Ctrl-C stopping every process
 PostgreSQL included, and a second run on the same data printing the same key (stopped by
-SIGTERM)."""
+SIGTERM). As in a container whose PID 1 reaps nothing (make test-fresh's), the
+postmaster that pg_ctl leaves orphaned stays a zombie once it exits."""
+import ctypes
 import json
 import os
 import pathlib
@@ -13,10 +15,34 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from conftest import BUILD, HAPROXY, ROOT, free_port
 from pgserver import PG_BIN, _alive
 from stack import Stack
 from test_run import children_of, ctrl_c
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@pytest.fixture(autouse=True)
+def orphans_stay_zombies():
+    """This process adopts its descendants' orphans (the postmaster, once pg_ctl exits)
+    and reaps none while the test runs: a stopped PostgreSQL stays a zombie, as in a
+    container without an init, where run-cluster.sh's Ctrl-C once waited 60 s for one."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, ctypes.get_errno()
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        while True:     # the adopted ones that ended
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
 
 PORTS = ("GATEWAY", "GATEWAY2", "AGENT", "AGENT2", "RECORDS", "RECORDS2", "METRICS",
          "METRICS2", "MOCK", "QUERYD")
