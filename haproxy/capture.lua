@@ -946,6 +946,20 @@ function Capture:tool_string(msg, sc, text, at)
     end
 end
 
+-- From data[from] on (offset of data[j]: off + j - 1), the first byte of the "tools"
+-- value, once it comes: an array or null; anything else is a tool nobody can judge
+-- (spoa/reqbody.c), which a key that may not have the provider run tools is refused.
+function Capture:tools_first(msg, sc, data, from, off)
+    local p = string.find(data, "[^\0-\32]", from)
+    if p then
+        local c = string.byte(data, p)
+        if c ~= 91 and c ~= 110 then
+            spoil(msg, sc, off + p - 1, "unsupported_value")
+        end
+        sc.tfirst = nil
+    end
+end
+
 -- A ':' or the end of a member inside an element of "tools": after a key that is or
 -- could be "type", its value must be a plain string the next tool_string judges.
 function Capture:tool_mark(msg, sc, c, at)
@@ -1068,6 +1082,9 @@ function Capture:scan_data(msg, data, base)
     local nq, nb = 0, 0
     local kfrom = sc.key and 1
     local tfrom = sc.tstr and 1
+    if sc.tfirst then
+        self:tools_first(msg, sc, data, 1, base)
+    end
     while i <= n do
         if sc.instr then
             if sc.esc then
@@ -1146,6 +1163,10 @@ function Capture:scan_data(msg, data, base)
                 sc.phase = "value"
                 if sc.member then
                     sc.value, sc.vat, sc.vws, vfrom = "", base + q + shift, 0, q + 1
+                end
+                if sc.tools and self.costly:find("o", 1, true) then
+                    sc.tfirst = true
+                    self:tools_first(msg, sc, data, q + 1, base + shift)
                 end
             elseif sc.depth == 1 and c == 44 then
                 if vfrom then

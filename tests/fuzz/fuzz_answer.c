@@ -67,7 +67,8 @@ static int fuzz_answer_controls(const char *body, size_t len)
 static char *fuzz_answer_stream(const char *text, size_t len, int crlf, char **ref, int *skip)
 {
 	const char *nl = crlf ? "\r\n" : "\n";
-	size_t cap = len * 2 + 64, n = 0;
+	/* A line of one byte and its newline become "data: " + 1 + two CRLFs: 11 of 2. */
+	size_t cap = len * 6 + 64, n = 0;
 	char *out = malloc(cap), *line;
 	cJSON *list = cJSON_CreateArray(), *first = NULL, *start = NULL, *last = NULL, *e;
 	const char *p = text, *end = text + len;

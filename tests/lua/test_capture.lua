@@ -203,6 +203,12 @@ test("costly tools: a type the key may not use spoils, the client's own pass", f
     passes('{"tools":[{"type":"web_search_preview"}]}', no_o, "")
     -- Forms nobody can judge.
     spoiled('{"tools":["x"]}', no_o)
+    -- A value that is no list (reqbody.c: a misshapen member, OTHER); null and [] pass.
+    spoiled('{"tools":"web_search"}', no_o)
+    spoiled('{"tools": 5,"model":"m"}', no_o)
+    spoiled('{"tools":\n {"type":"function"}}', no_o)
+    passes('{"tools":null,"model":"m"}', no_o, "")
+    passes('{"tools": [],"model":"m"}', no_o, "")
     spoiled('{"tools":[{"type":["file_search"]}]}', no_o)
     spoiled('{"tools":[{"type":"fil\\u0065_search"}]}', no_o)
     spoiled('{"tools":[{"Type":"mcp","type":"function"}]}', no_o)
