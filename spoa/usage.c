@@ -279,8 +279,10 @@ static void usage_stream(const struct usage_events *ev, struct usage *out)
 		out->source = usage_source_if_counts(out, ACCT_USAGE_PARTIAL);
 		return;
 	}
-	/* A Responses or Anthropic event other than those carries no usage of its own. */
-	if (usage_get(last, "response") || usage_get(last, "message") ||
+	/* A Responses or Anthropic event other than those carries no usage of its own (its
+	 * response or message is an object: a path runs through objects only, as the filter
+	 * keeps them). */
+	if (cJSON_IsObject(usage_get(last, "response")) || cJSON_IsObject(usage_get(last, "message")) ||
 	    !cJSON_IsObject(u = usage_get(last, "usage")))
 		return;
 	usage_object(u, ACCT_USAGE_STREAM, out);

@@ -190,6 +190,17 @@ static void test_openai_stream(void)
 	           OPENAI_FINAL "\n\ndata: [DONE]\n\n", 1, &u);
 	CHECK_COUNTS(u, 9, 12, 0, N, 0);
 	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
+	/* A "message" that is no object is no Anthropic event: the usage beside it counts,
+	 * read from the summary or from the whole event alike (fuzz_answer). */
+	{
+		static const char sum[] = "{\"n\":1,\"ws\":0,\"ev\":[{\"r\":\"fsl\",\"e\":\"\",\"d\":{"
+			"\"model\":\"gpt-4o\",\"message\":[],\"usage\":{\"prompt_tokens\":5,"
+			"\"completion_tokens\":7}}}]}";
+
+		usage_from_capture(sum, sizeof(sum) - 1, 1, &u);
+	}
+	CHECK_COUNTS(u, 5, 7, N, N, N);
+	CHECK_EQ_INT(u.source, ACCT_USAGE_STREAM);
 }
 
 static void test_anthropic_unary(void)
