@@ -22,42 +22,24 @@ set -euo pipefail
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/docker-env.sh
 . "$root_dir/scripts/docker-env.sh"
+# shellcheck source=scripts/debian-root.sh
+. "$root_dir/scripts/debian-root.sh"
+DEBIAN_ROOT_WHO=compose-base
 
 say() { echo "compose-base: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 work=
-mounts_under() {
-  awk -v p="$1" 'index($2, p) == 1 { print $2 }' /proc/self/mounts | sort -r
-}
-release_mounts() {
-  local m
-  for m in $(mounts_under "$1/"); do umount -l "$m" 2>/dev/null || true; done
-  [ -z "$(mounts_under "$1/")" ] || die "still mounted under $1: $(mounts_under "$1/" | tr '\n' ' ')"
-}
 cleanup() {
   if [ -n "$work" ] && [ -d "$work" ]; then
-    release_mounts "$work"
+    debian_root_release_mounts "$work"
     rm -rf "$work"
   fi
   docker_release
 }
 trap cleanup EXIT
 
-# The Debian mirror the host's apt uses (deb822 or one-line sources), else deb.debian.org.
-host_mirror() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] && cat "$f"
-  done |
-    awk '/^[[:space:]]*#/ { next }
-         /^URIs:/ { for (i = 2; i <= NF; i++) print $i }
-         /^deb[[:space:]]/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' |
-    grep -E '/debian/?$' | head -n 1 || true
-}
-mirror=${TALLY_DEBIAN_MIRROR:-$(host_mirror)}
-mirror=${mirror:-http://deb.debian.org/debian}
-mirror=${mirror%/}
+mirror=$(debian_root_mirror)
 
 # make_base TAG SUITE [EXTRA_SUITE]
 make_base() {
@@ -79,7 +61,7 @@ make_base() {
       tail -n 20 "$work/debootstrap.log" >&2
       die "debootstrap $suite failed"
     }
-  release_mounts "$root"
+  debian_root_release_mounts "$root"
   # Services are never started by a package's postinst inside an image.
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
   chmod 755 "$root/usr/sbin/policy-rc.d"
@@ -105,7 +87,7 @@ make_base() {
       --change 'CMD ["bash"]' \
       --message "scripts/compose-base.sh: debootstrap --variant=minbase $suite${extra:+ + $extra sources}" \
       - "$tag" >/dev/null
-  release_mounts "$work"
+  debian_root_release_mounts "$work"
   rm -rf "$work"
   work=
   say "$tag made in $(( $(date +%s) - started )) s"
