@@ -208,7 +208,11 @@ $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/commo
 $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-unit-bins: $(UNIT_BIN) $(BUILD)/luarules
+unit-bins: $(UNIT_BIN) $(BUILD)/luarules $(BUILD)/recformat
+# The log-format of spoa/record.h's field table (tests/test_contract.py compares it with
+# haproxy/haproxy.cfg's).
+$(BUILD)/recformat: $(BUILD)/obj/scripts/recformat.o
+	$(CC) $(LDFLAGS) $^ -o $@
 # haproxy/capture.lua's copy of spoa/reqrules.c's lists, written by scripts/luarules.c
 # (tests/test_lua.py fails while it is stale).
 $(BUILD)/luarules: $(BUILD)/obj/scripts/luarules.o $(BUILD)/obj/spoa/reqrules.o

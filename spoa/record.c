@@ -12,9 +12,25 @@
 /* A "tally4" record has as many fields as a "tally5" one; a "tally3" one lacks the
  * classes priced apart and the tier before the capture, a "tally2" one the stored
  * response's id as well. */
-#define RECORD_FIELDS_3 35
-#define RECORD_FIELDS_2 34
+#define RECORD_FIELDS_3 (RECORD_F_U_ID + 2)
+#define RECORD_FIELDS_2 (RECORD_F_U_CC + 2)
 #define RECORD_INT_MAX 9007199254740991LL   /* 2^53 - 1 */
+
+_Static_assert(RECORD_FIELDS == 42, "a new record field needs a new record version");
+
+/* Each field's flags (RECORD_MACD, RECORD_URLENC), from record.h's table. */
+static const unsigned char record_field_flags[RECORD_FIELDS] = {
+#define RECORD_FIELD_FLAGS(name, printed, var, flags) flags,
+	RECORD_FIELD_TABLE(RECORD_FIELD_FLAGS)
+#undef RECORD_FIELD_FLAGS
+};
+
+/* Where each usage class (enum record_usage_field) is printed. */
+static const unsigned char record_usage_at[RECORD_U_COUNT] = {
+	RECORD_F_U_PT, RECORD_F_U_CT, RECORD_F_U_CACHED, RECORD_F_U_RT, RECORD_F_U_IT,
+	RECORD_F_U_OT, RECORD_F_U_CR, RECORD_F_U_CC, RECORD_F_U_C1H, RECORD_F_U_AI,
+	RECORD_F_U_AO, RECORD_F_U_PA, RECORD_F_U_PR, RECORD_F_U_WS,
+};
 
 static int record_digit(char c)
 {
@@ -220,48 +236,47 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	memcpy(r->field, f, (size_t)nf * sizeof(f[0]));
 	r->nfields = nf;
 
-	if (record_opt_token(f[1], GWSECRET_MAC_LEN, &r->mac) < 0 ||
-	    record_opt_token(f[2], RECORD_NONCE_MAX, &r->nonce) < 0 ||
-	    record_opt_token(f[3], GWSECRET_MAC_LEN, &r->tmac) < 0 ||
-	    record_opt_token(f[4], ACCT_ID_MAX - 1, &r->id) < 0)
+	if (record_opt_token(f[RECORD_F_MAC], GWSECRET_MAC_LEN, &r->mac) < 0 ||
+	    record_opt_token(f[RECORD_F_NONCE], RECORD_NONCE_MAX, &r->nonce) < 0 ||
+	    record_opt_token(f[RECORD_F_TERM_MAC], GWSECRET_MAC_LEN, &r->tmac) < 0 ||
+	    record_opt_token(f[RECORD_F_ID], ACCT_ID_MAX - 1, &r->id) < 0)
 		return -1;
 	/* HAProxy has no unique id for a request it could not parse (or one a client
 	 * abandoned before sending it): the connection's nonce stands in. */
 	if (!r->id.len && !r->nonce.len)
 		return -1;
-	if (record_int(f[5], 0, &r->accept_s) < 0 || record_int(f[6], 0, &r->accept_ms) < 0 ||
-	    r->accept_ms > 999 || record_int(f[7], -1, &r->status) < 0 || r->status > 999 ||
-	    record_int(f[8], 0, &r->bytes_in) < 0 || record_int(f[9], 0, &r->bytes_out) < 0 ||
-	    record_int(f[10], -1, &r->tr) < 0 || record_int(f[11], -1, &r->tw) < 0 ||
-	    record_int(f[12], -1, &r->tc) < 0 || record_int(f[13], -1, &r->tr_server) < 0 ||
-	    record_int(f[14], -1, &r->ta) < 0)
+	if (record_int(f[RECORD_F_ACCEPT_S], 0, &r->accept_s) < 0 || record_int(f[RECORD_F_ACCEPT_MS], 0, &r->accept_ms) < 0 ||
+	    r->accept_ms > 999 || record_int(f[RECORD_F_STATUS], -1, &r->status) < 0 || r->status > 999 ||
+	    record_int(f[RECORD_F_BYTES_IN], 0, &r->bytes_in) < 0 || record_int(f[RECORD_F_BYTES_OUT], 0, &r->bytes_out) < 0 ||
+	    record_int(f[RECORD_F_TR], -1, &r->tr) < 0 || record_int(f[RECORD_F_TW], -1, &r->tw) < 0 ||
+	    record_int(f[RECORD_F_TC], -1, &r->tc) < 0 || record_int(f[RECORD_F_TR_SERVER], -1, &r->tr_server) < 0 ||
+	    record_int(f[RECORD_F_TA], -1, &r->ta) < 0)
 		return -1;
-	if (f[15].len != 2 || !record_token_ok(f[15], 2) || !record_token_ok(f[16], 255))
+	if (f[RECORD_F_TERMINATION].len != 2 || !record_token_ok(f[RECORD_F_TERMINATION], 2) || !record_token_ok(f[RECORD_F_BACKEND], 255))
 		return -1;
-	r->termination = f[15];
-	r->backend = f[16];
-	if (!record_absent(f[17])) {
-		if (!record_token_ok(f[17], ACCT_SHORT_MAX - 1))
+	r->termination = f[RECORD_F_TERMINATION];
+	r->backend = f[RECORD_F_BACKEND];
+	if (!record_absent(f[RECORD_F_VERDICT])) {
+		if (!record_token_ok(f[RECORD_F_VERDICT], ACCT_SHORT_MAX - 1))
 			return -1;
-		r->verdict = f[17];
+		r->verdict = f[RECORD_F_VERDICT];
 	}
-	if (record_opt_int(f[18], 0, &r->key_id) < 0 ||
-	    record_urldec(f[19], r->model, sizeof(r->model)) < 0 ||
-	    record_urldec(f[20], r->provider, sizeof(r->provider)) < 0 ||
-	    record_opt_int(f[21], 0, &r->stream) < 0 || r->stream > 1)
+	if (record_opt_int(f[RECORD_F_KEY_ID], 0, &r->key_id) < 0 ||
+	    record_urldec(f[RECORD_F_MODEL], r->model, sizeof(r->model)) < 0 ||
+	    record_urldec(f[RECORD_F_PROVIDER], r->provider, sizeof(r->provider)) < 0 ||
+	    record_opt_int(f[RECORD_F_STREAM], 0, &r->stream) < 0 || r->stream > 1)
 		return -1;
 	/* HAProxy prints a boolean variable as 1 or 0. */
-	if (record_opt_int(f[22], 0, &skipped) < 0 ||
-	    record_opt_int(f[23], -RECORD_INT_MAX, &r->spoe_error) < 0)
+	if (record_opt_int(f[RECORD_F_SKIPPED], 0, &skipped) < 0 ||
+	    record_opt_int(f[RECORD_F_SPOE_ERROR], -RECORD_INT_MAX, &r->spoe_error) < 0)
 		return -1;
 	r->skipped = skipped == 1;
 	/* The upstream's own words (json_query of its response): a name that cannot be
 	 * stored or a negative count is not reported, and costs the record nothing else. */
-	if (record_urldec(f[24], r->u_model, sizeof(r->u_model)) < 0)
+	if (record_urldec(f[RECORD_F_U_MODEL], r->u_model, sizeof(r->u_model)) < 0)
 		r->u_model[0] = '\0';
 	for (i = 0; i < RECORD_U_COUNT; i++) {
-		/* The classes priced apart come after the id, in tally4 only. */
-		int at = i < RECORD_U_CACHE_1H ? 25 + i : 34 + i - RECORD_U_CACHE_1H;
+		int at = record_usage_at[i];
 
 		r->u[i] = ACCT_NONE;
 		if (at >= nf - 1)
@@ -274,9 +289,9 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	/* The id of the response a Responses create stored (json_query of the answer):
 	 * one that is not a plain token is not reported; so with the tier. */
 	if (nf >= RECORD_FIELDS_3 &&
-	    record_opt_token(f[33], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
+	    record_opt_token(f[RECORD_F_U_ID], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
 		r->u_id = (struct record_str){ NULL, 0 };
-	if (nf == RECORD_FIELDS && (record_opt_token(f[40], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
+	if (nf == RECORD_FIELDS && (record_opt_token(f[RECORD_F_U_TIER], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
 	                            !tier_name_ok(r->u_tier.ptr, r->u_tier.len)))
 		r->u_tier = (struct record_str){ NULL, 0 };
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
@@ -284,19 +299,6 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	if (!record_absent(f[nf - 1]))
 		record_capture(f[nf - 1], r);
 	return 0;
-}
-
-/* The fields the record's MAC covers, in the order of the log-format's concat() chain:
- * the nonce, the id, the status, and everything from the verdict to the capture. */
-static const unsigned char record_mac_fields[] = {
-	2, 4, 7, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
-	36, 37, 38, 39, 40, 41,
-};
-
-/* Printed url-encoded (url_enc): the MAC is of the value HAProxy held. */
-static int record_url_encoded(int field)
-{
-	return field == 19 || field == 20 || field == 24 || field == 33 || field == 40;
 }
 
 /* The MAC's message, gathered in a buffer: one OpenSSL call per buffer, not per field. */
@@ -336,7 +338,8 @@ static void record_mac_field(const struct record *r, int i, struct record_macbuf
 	for (k = 0; k < s.len; k++) {
 		int c = (unsigned char)s.ptr[k];
 
-		if (c == '%' && record_url_encoded(i)) {
+		/* url_enc printed it: the MAC is of the value HAProxy held */
+		if (c == '%' && (record_field_flags[i] & RECORD_URLENC)) {
 			int hi = k + 2 < s.len ? record_hex(s.ptr[k + 1]) : -1;
 			int lo = k + 2 < s.len ? record_hex(s.ptr[k + 2]) : -1;
 
@@ -362,7 +365,7 @@ static int record_mac_end(struct record_macbuf *mb, struct record_str mac)
  * covers then vouches for the record's time. */
 static int record_id_dated(const struct record *r)
 {
-	struct record_str ts = r->field[5], ms = r->field[6];
+	struct record_str ts = r->field[RECORD_F_ACCEPT_S], ms = r->field[RECORD_F_ACCEPT_MS];
 
 	return r->id.len > ts.len + ms.len && ms.len == 3 &&
 	       memcmp(r->id.ptr, ts.ptr, ts.len) == 0 &&
@@ -377,18 +380,20 @@ static int record_mac_main(const struct record *r, struct gwsecret_mac *m, int w
                            int term)
 {
 	struct record_macbuf mb = { .m = m };
-	size_t i;
+	int i;
 
 	if (gwsecret_mac_begin(m) < 0)
 		return 0;
 	/* "tally5t": HAProxy sent the termination state's MAC too, which must then check. */
 	memcpy(mb.b, "tally5t", 7);
 	mb.n = term ? 7 : 6;
-	for (i = 0; i < sizeof(record_mac_fields); i++) {
-		if (record_mac_fields[i] == 7 && !with_status)
+	for (i = 0; i < RECORD_FIELDS; i++) {
+		if (!(record_field_flags[i] & RECORD_MACD))
+			continue;
+		if (i == RECORD_F_STATUS && !with_status)
 			record_mac_byte(&mb, RECORD_MAC_SEP);
 		else
-			record_mac_field(r, record_mac_fields[i], &mb);
+			record_mac_field(r, i, &mb);
 	}
 	return record_mac_end(&mb, r->mac);
 }
@@ -421,8 +426,8 @@ int record_authentic(const struct record *r, struct gwsecret_mac *m)
 		return 0;
 	memcpy(mb.b, r->termination.ptr, r->termination.len);
 	mb.n = r->termination.len;
-	record_mac_field(r, 4, &mb);
-	record_mac_field(r, 2, &mb);
+	record_mac_field(r, RECORD_F_ID, &mb);
+	record_mac_field(r, RECORD_F_NONCE, &mb);
 	return record_mac_end(&mb, r->tmac);
 }
 

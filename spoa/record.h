@@ -26,9 +26,70 @@ enum record_usage_field {
 
 #define RECORD_NONCE_MAX 64
 
-/* Fields of a record as HAProxy printed them: a "tally5" record, of today's log-format,
- * has RECORD_FIELDS, the last one the capture. */
-#define RECORD_FIELDS 42
+/* Flags of a record field (RECORD_FIELD_TABLE). */
+#define RECORD_MACD   1   /* its variable is in the MAC's concat() chain */
+#define RECORD_URLENC 2   /* printed with url_enc */
+
+/* The record's fields in the order the log-format of haproxy/haproxy.cfg prints them,
+ * once for every side: X(NAME, PRINTED, VAR, FLAGS). PRINTED is what the log-format
+ * prints for a field that is no variable (NULL: "%[var(VAR)]", with url_enc under
+ * RECORD_URLENC); VAR, when not NULL, is the transaction variable the field carries, in
+ * the MAC when FLAGS has RECORD_MACD (the status is printed as %ST and MAC'd as the
+ * variable http-after-response set). MAC, (NULL, NULL), is the MAC itself: of "tally5",
+ * the termination flag and, after a \x01 each, the MAC'd variables in this order.
+ * scripts/recformat.c prints the log-format from this table; tests/test_contract.py
+ * compares it with haproxy/haproxy.cfg's. A "tally5" record has every field, the last
+ * one the capture; the log-formats before it printed fewer (record.c). */
+#define RECORD_FIELD_TABLE(X) \
+	X(TAG,         "tally5",            NULL,                 0) \
+	X(MAC,         NULL,                NULL,                 0) \
+	X(NONCE,       NULL,                "sess.tally.nonce",   RECORD_MACD) \
+	X(TERM_MAC,    "${TALLY_TERM_MAC}", NULL,                 0) \
+	X(ID,          NULL,                "txn.tally.id",       RECORD_MACD) \
+	X(ACCEPT_S,    "%Ts",               NULL,                 0) \
+	X(ACCEPT_MS,   "%ms",               NULL,                 0) \
+	X(STATUS,      "%ST",               "txn.tally.st",       RECORD_MACD) \
+	X(BYTES_IN,    "%U",                NULL,                 0) \
+	X(BYTES_OUT,   "%B",                NULL,                 0) \
+	X(TR,          "%TR",               NULL,                 0) \
+	X(TW,          "%Tw",               NULL,                 0) \
+	X(TC,          "%Tc",               NULL,                 0) \
+	X(TR_SERVER,   "%Tr",               NULL,                 0) \
+	X(TA,          "%Ta",               NULL,                 0) \
+	X(TERMINATION, "%ts",               NULL,                 0) \
+	X(BACKEND,     "%b",                NULL,                 0) \
+	X(VERDICT,     NULL,                "txn.tally.verdict",  RECORD_MACD) \
+	X(KEY_ID,      NULL,                "txn.tally.key_id",   RECORD_MACD) \
+	X(MODEL,       NULL,                "txn.tally.model",    RECORD_MACD | RECORD_URLENC) \
+	X(PROVIDER,    NULL,                "txn.tally.provider", RECORD_MACD | RECORD_URLENC) \
+	X(STREAM,      NULL,                "txn.tally.stream",   RECORD_MACD) \
+	X(SKIPPED,     NULL,                "txn.tally.skipped",  RECORD_MACD) \
+	X(SPOE_ERROR,  NULL,                "txn.tally.error",    RECORD_MACD) \
+	X(U_MODEL,     NULL,                "txn.tally.u_model",  RECORD_MACD | RECORD_URLENC) \
+	X(U_PT,        NULL,                "txn.tally.u_pt",     RECORD_MACD) \
+	X(U_CT,        NULL,                "txn.tally.u_ct",     RECORD_MACD) \
+	X(U_CACHED,    NULL,                "txn.tally.u_cached", RECORD_MACD) \
+	X(U_RT,        NULL,                "txn.tally.u_rt",     RECORD_MACD) \
+	X(U_IT,        NULL,                "txn.tally.u_it",     RECORD_MACD) \
+	X(U_OT,        NULL,                "txn.tally.u_ot",     RECORD_MACD) \
+	X(U_CR,        NULL,                "txn.tally.u_cr",     RECORD_MACD) \
+	X(U_CC,        NULL,                "txn.tally.u_cc",     RECORD_MACD) \
+	X(U_ID,        NULL,                "txn.tally.u_id",     RECORD_MACD | RECORD_URLENC) \
+	X(U_C1H,       NULL,                "txn.tally.u_c1h",    RECORD_MACD) \
+	X(U_AI,        NULL,                "txn.tally.u_ai",     RECORD_MACD) \
+	X(U_AO,        NULL,                "txn.tally.u_ao",     RECORD_MACD) \
+	X(U_PA,        NULL,                "txn.tally.u_pa",     RECORD_MACD) \
+	X(U_PR,        NULL,                "txn.tally.u_pr",     RECORD_MACD) \
+	X(U_WS,        NULL,                "txn.tally.u_ws",     RECORD_MACD) \
+	X(U_TIER,      NULL,                "txn.tally.u_tier",   RECORD_MACD | RECORD_URLENC) \
+	X(CAP,         NULL,                "txn.tally.cap",      RECORD_MACD)
+
+enum record_field {
+#define RECORD_FIELD_ENUM(name, printed, var, flags) RECORD_F_##name,
+	RECORD_FIELD_TABLE(RECORD_FIELD_ENUM)
+#undef RECORD_FIELD_ENUM
+	RECORD_FIELDS
+};
 
 /* What vouches for a record (gwsecret.h, record_authentic): in a "tally5" one, the MAC of
  * every field the agent uses, and on HAProxy versions with a fetch for it (3.4+) the MAC
