@@ -77,6 +77,9 @@ local STATEFUL = {
 }
 -- END reqrules
 
+-- As upvalues: a global's field costs two table lookups per use.
+local find, sub, byte = string.find, string.sub, string.byte
+
 local Capture = {}
 Capture.id = "tally-capture"
 Capture.flags = filter.FLT_CFG_FL_HTX
@@ -222,7 +225,6 @@ end
 -- in data: the first quote after an even run of backslashes. Plain finds (memchr): the
 -- cost is per quote, not per byte.
 local function string_end(data, i, n)
-    local find, byte = string.find, string.byte
     local e = find(data, '"', i, true)
     while e do
         local k = e - 1
@@ -242,7 +244,6 @@ end
 -- (an upstream's) never spoils the summary the others share. Small texts only (at most
 -- VALUE_MAX bytes): recursion is bounded by them.
 local function json_value(t, i)
-    local find, byte = string.find, string.byte
     i = find(t, "[^ \t\r\n]", i)
     if not i then
         return nil
@@ -377,7 +378,6 @@ local function reader_read(r, data)
     if r.done then
         return
     end
-    local find, sub, byte = string.find, string.sub, string.byte
     local i, n = 1, #data
     local cfrom = r.cap and 1
     local kfrom = r.key and 1
@@ -445,9 +445,41 @@ local function reader_read(r, data)
             i = q + 1
             local d = r.depth
             if c == 34 then
-                r.instr = true
+                -- A key and its colon, or a value's string, taken at once when they are
+                -- plain and whole in this read (one find, not a turn of this loop each);
+                -- else read on as strings are.
                 if r.isobj[d] and r.nodes[d] and r.phase == "key" then
-                    r.key, kfrom = "", q + 1
+                    local _, e, raw = find(data, '^([^"\\]*)"%s*:', i)
+                    if e then
+                        reader_key(r, raw)
+                        r.phase = "value"
+                        local p = r.pend
+                        i = e + 1
+                        if p == "v" or p == "ws" then
+                            r.cap = { depth = d, parts = {}, len = 0, kind = p,
+                                      path = (r.paths[d] or "") .. r.pname }
+                            cfrom = i
+                        elseif not p then
+                            -- Nothing read from it: a plain value and its comma too.
+                            _, e = find(data, '^%s*"[^"\\]*"%s*,', i)
+                            if not e then
+                                _, e = find(data, '^[^"{}%[%],:]*,', i)
+                            end
+                            if e then
+                                r.phase, i = "key", e + 1
+                            end
+                        end
+                    else
+                        r.instr = true
+                        r.key, kfrom = "", i
+                    end
+                else
+                    local e = string_end(data, i, n)
+                    if e then
+                        i = e + 1
+                    else
+                        r.instr = true
+                    end
                 end
             elseif c == 123 or c == 91 then
                 -- What the new container is to us: the wanted members of the value of a
@@ -553,22 +585,30 @@ local function is_object(text)
     return text ~= nil and text:byte(1) == 123
 end
 
--- Whether an event's data may hold what is read (see above): a "usage" key before a
--- '{' (a quote inside a JSON string is escaped, so these bytes are a key), an escape of
--- an ASCII letter or '_' (a key spelled with escapes), or a web search.
-function Capture:event_worth(text)
-    local find = string.find
-    local p = find(text, 'usage"', 1, true)
-    while p do
+-- Whether an event's data, text[i..j], may hold what is read (see above): a "usage" key
+-- before a '{' (a quote inside a JSON string is escaped, so these bytes are a key), an
+-- escape of an ASCII letter or '_' (a key spelled with escapes), or, when ws, a web
+-- search. What follows j is looked at only where a match starting before it goes on.
+local function event_worth(text, i, j, ws)
+    local p = find(text, 'usage"', i, true)
+    while p and p <= j do
         if find(text, "^%s*:%s*{", p + 6) then
             return true
         end
         p = find(text, 'usage"', p + 6, true)
     end
-    if find(text, "\\u00", 1, true) and find(text, "\\u00[5-7]") then
-        return true
+    p = find(text, "\\u00", i, true)
+    if p and p <= j then
+        p = find(text, "\\u00[5-7]", p)
+        if p and p <= j then
+            return true
+        end
     end
-    return self.count_ws and find(text, "web_search_call", 1, true) ~= nil
+    if ws then
+        p = find(text, "web_search_call", i, true)
+        return p ~= nil and p <= j
+    end
+    return false
 end
 
 -- An event ended: read it if it may matter, and keep what it says.
@@ -582,7 +622,7 @@ function Capture:event_end(txn)
     local r = ev.reader
     if not r then
         local text = table.concat(ev.parts)
-        if self.events > 1 and not self:event_worth(text) then
+        if self.events > 1 and not event_worth(text, 1, #text, self.count_ws) then
             return
         end
         r = reader_new(WANT_EVENT)
@@ -627,12 +667,34 @@ function Capture:event_data(text)
     end
 end
 
--- Reads an event stream's next bytes: lines of "field: value", an empty line ending
--- each event. A line is classified by its first bytes (held in self.lead until there
--- are enough); a data line's bytes go to the event as they come.
-function Capture:stream_read(txn, data)
-    local find, sub, byte = string.find, string.sub, string.byte
-    local i, n = 1, #data
+-- Counts the whole events at data[i] that are not read (not the first, not worth
+-- reading) and have the usual shape: an optional "event:" line, one "data: " line and
+-- an empty line, LF only. Returns where the rest begins, for stream_read. Most reads of
+-- a stream are one such event: this takes it in a few finds and a few dozen Lua
+-- instructions where stream_read spends hundreds, and HAProxy 2.6 runs a filter under
+-- a count hook, a call on every instruction (issue 28, docs/architecture.md).
+local function skip_events(self, data, i)
+    local events, ws, n = self.events, self.count_ws, #data
+    while i <= n do
+        local _, e, from = find(data, "^data: ()[^\n]*[^\r\n]\n\n", i)
+        if not e then
+            _, e, from = find(data, "^event:[^\n]*\ndata: ()[^\n]*[^\r\n]\n\n", i)
+        end
+        if not e or event_worth(data, from, e - 2, ws) then
+            break
+        end
+        events = events + 1
+        i = e + 1
+    end
+    self.events = events
+    return i
+end
+
+-- Reads an event stream's bytes from data[i]: lines of "field: value", an empty line
+-- ending each event. A line is classified by its first bytes (held in self.lead until
+-- there are enough); a data line's bytes go to the event as they come.
+function Capture:stream_read(txn, data, i)
+    local n = #data
     while i <= n do
         local e = find(data, "\n", i, true)
         local stop = e and e - 1 or n
@@ -748,7 +810,12 @@ end
 function Capture:keep(txn, msg, off, len)
     self.n = self.n + len
     local data = msg:body(off, len) or ""
-    if not self.kind then
+    local i = 1
+    if self.kind == "s" then
+        if self.events > 0 and not self.ev and not self.field and self.lead == "" then
+            i = skip_events(self, data, 1)
+        end
+    elseif not self.kind then
         -- The kind, told from the first byte that is not white space.
         local first = data:match("^%s*()%S")
         if not first then
@@ -777,8 +844,8 @@ function Capture:keep(txn, msg, off, len)
             self.published = true
             self:publish(txn)
         end
-    elseif self.kind == "s" then
-        self:stream_read(txn, data)
+    elseif self.kind == "s" and i <= #data then
+        self:stream_read(txn, data, i)
     end
 end
 
@@ -1074,7 +1141,6 @@ end
 -- escape, not per byte. Returns the input offset of the object's closing brace once it is seen.
 function Capture:scan_data(msg, data, base)
     local sc = self.scan
-    local find, sub, byte = string.find, string.sub, string.byte
     local i, n = 1, #data
     local vfrom = sc.value and 1
     -- Input offset of data[j]: base + j - 1 + shift (rewrites move what follows).
@@ -1333,7 +1399,9 @@ end
 
 function Capture:http_payload(txn, msg)
     local avail = msg:input()
-    if not msg:is_resp() then
+    -- Only an amended request has its data filtered (start_analyze, self.text): a
+    -- response's reads skip the call.
+    if self.text and not msg:is_resp() then
         if self.scan then
             -- The client's bytes: what passed and waits, less what the amendment added,
             -- and less the one byte a chunked message's end counts (its trailers).
