@@ -121,14 +121,14 @@ def test_llm_chat_from_the_readme(clients, stack, tmp_path):
     """The README's lines for `llm`, typed as they are, then a chat of two prompts: two
     rows whose usage is what llm itself logged for its two answers."""
     block = with_addr("llm", f"127.0.0.1:{stack.gw_port}")
+    # A user who never ran llm: its directory (~/.config/io.datasette.llm) not made yet.
     env = {"PATH": f"{clients}:{os.environ['PATH']}", "TALLY_KEY": stack.key,
-           "LLM_USER_PATH": str(tmp_path / "llm"), "HOME": str(tmp_path)}
-    (tmp_path / "llm").mkdir()
+           "HOME": str(tmp_path)}
     r = subprocess.run(["bash", "-euc", block], input="Say hi.\nAnd again.\nexit\n",
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"llm -> {r.returncode}\n{r.stdout}\n{r.stderr}\n{stack.logs()}"
     assert r.stdout.count("mock0 ") == 2, r.stdout
-    con = sqlite3.connect(tmp_path / "llm" / "logs.db")
+    con = sqlite3.connect(tmp_path / ".config" / "io.datasette.llm" / "logs.db")
     try:
         # llm 0.36 logs each answer as a turn (older ones: the responses table)
         logged = con.execute("SELECT json_extract(response_json, '$.model'), input_tokens, "
