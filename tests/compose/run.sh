@@ -124,11 +124,14 @@ wait_healthy() {
 if wait_healthy; then pass "agent, haproxy, queryd and mock healthy, demo seeded"; else fail "stack healthy"; exit 1; fi
 
 # The self-check ran before the agent and queryd started.
+# The logs are read whole first: `grep -q` in a pipe under pipefail fails the pipe when
+# it stops reading before compose has written everything (SIGPIPE).
 for svc in agent queryd; do
-  if compose logs --no-color "$svc" 2>&1 | grep -q "tally-$svc --self-check: [0-9]* checks passed$"; then
+  logs=$(compose logs --no-color "$svc" 2>&1 || true)
+  if grep -q "tally-$svc --self-check: [0-9]* checks passed$" <<<"$logs"; then
     pass "$svc: self-check passed before the start"
   else
-    compose logs --no-color "$svc" 2>&1 | grep -- "--self-check\|^.*FAIL" >&2 || true
+    grep -- "--self-check\|^.*FAIL" <<<"$logs" >&2 || true
     fail "$svc: self-check passed before the start"
   fi
 done
