@@ -31,6 +31,13 @@ def children_of(pid):
     return out
 
 
+def as_terminal_job():
+    """preexec_fn: SIGINT as a terminal's job has it. A pytest started in the background
+    of a shell (`cmd &`) ignores SIGINT, its children inherit that, and a shell that
+    starts with SIGINT ignored cannot trap it: Ctrl-C would then test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(tmp_path, ports, **extra):
     env = dict(os.environ, TALLY_BUILD=str(BUILD), TALLY_DATA_DIR=str(tmp_path / "data"),
                TALLY_GATEWAY_PORT=str(ports[0]), TALLY_AGENT_PORT=str(ports[1]),
@@ -43,7 +50,7 @@ def start_run(tmp_path, ports, **extra):
     # its own process group, as a terminal's foreground job: Ctrl-C signals the group
     p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh")], stdout=log,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=as_terminal_job)
     deadline = time.time() + 30
     while time.time() < deadline:
         text = (tmp_path / "run.log").read_bytes()[start:].decode(errors="replace")

@@ -20,7 +20,7 @@ import pytest
 from conftest import BUILD, HAPROXY, ROOT, free_port
 from pgserver import PG_BIN, _alive
 from stack import Stack
-from test_run import children_of, ctrl_c
+from test_run import as_terminal_job, children_of, ctrl_c
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -58,7 +58,7 @@ def start_cluster(base, ports):
         # its own process group, as a terminal's foreground job: Ctrl-C signals the group
         p = subprocess.Popen(["bash", str(ROOT / "scripts" / "run-cluster.sh")], stdout=log,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=as_terminal_job)
     try:
         deadline = time.time() + 40
         while time.time() < deadline:
