@@ -245,14 +245,18 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	 * abandoned before sending it): the connection's nonce stands in. */
 	if (!r->id.len && !r->nonce.len)
 		return -1;
-	if (record_int(f[RECORD_F_ACCEPT_S], 0, &r->accept_s) < 0 || record_int(f[RECORD_F_ACCEPT_MS], 0, &r->accept_ms) < 0 ||
-	    r->accept_ms > 999 || record_int(f[RECORD_F_STATUS], -1, &r->status) < 0 || r->status > 999 ||
-	    record_int(f[RECORD_F_BYTES_IN], 0, &r->bytes_in) < 0 || record_int(f[RECORD_F_BYTES_OUT], 0, &r->bytes_out) < 0 ||
+	if (record_int(f[RECORD_F_ACCEPT_S], 0, &r->accept_s) < 0 ||
+	    record_int(f[RECORD_F_ACCEPT_MS], 0, &r->accept_ms) < 0 || r->accept_ms > 999 ||
+	    record_int(f[RECORD_F_STATUS], -1, &r->status) < 0 || r->status > 999 ||
+	    record_int(f[RECORD_F_BYTES_IN], 0, &r->bytes_in) < 0 ||
+	    record_int(f[RECORD_F_BYTES_OUT], 0, &r->bytes_out) < 0 ||
 	    record_int(f[RECORD_F_TR], -1, &r->tr) < 0 || record_int(f[RECORD_F_TW], -1, &r->tw) < 0 ||
-	    record_int(f[RECORD_F_TC], -1, &r->tc) < 0 || record_int(f[RECORD_F_TR_SERVER], -1, &r->tr_server) < 0 ||
+	    record_int(f[RECORD_F_TC], -1, &r->tc) < 0 ||
+	    record_int(f[RECORD_F_TR_SERVER], -1, &r->tr_server) < 0 ||
 	    record_int(f[RECORD_F_TA], -1, &r->ta) < 0)
 		return -1;
-	if (f[RECORD_F_TERMINATION].len != 2 || !record_token_ok(f[RECORD_F_TERMINATION], 2) || !record_token_ok(f[RECORD_F_BACKEND], 255))
+	if (f[RECORD_F_TERMINATION].len != 2 || !record_token_ok(f[RECORD_F_TERMINATION], 2) ||
+	    !record_token_ok(f[RECORD_F_BACKEND], 255))
 		return -1;
 	r->termination = f[RECORD_F_TERMINATION];
 	r->backend = f[RECORD_F_BACKEND];
@@ -291,8 +295,9 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	if (nf >= RECORD_FIELDS_3 &&
 	    record_opt_token(f[RECORD_F_U_ID], ACCT_RESPONSE_ID_MAX - 1, &r->u_id) < 0)
 		r->u_id = (struct record_str){ NULL, 0 };
-	if (nf == RECORD_FIELDS && (record_opt_token(f[RECORD_F_U_TIER], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
-	                            !tier_name_ok(r->u_tier.ptr, r->u_tier.len)))
+	if (nf == RECORD_FIELDS &&
+	    (record_opt_token(f[RECORD_F_U_TIER], ACCT_TIER_MAX - 1, &r->u_tier) < 0 ||
+	     !tier_name_ok(r->u_tier.ptr, r->u_tier.len)))
 		r->u_tier = (struct record_str){ NULL, 0 };
 	/* A capture HAProxy cut (a record longer than the log line's len) or one that is
 	 * otherwise broken loses its usage, not the transaction. */
