@@ -208,10 +208,10 @@ $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/commo
 $(BUILD)/tally-stress: $(BUILD)/obj/loadtest/tally-stress.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-unit-bins: $(UNIT_BIN) $(BUILD)/luarules $(BUILD)/recformat
-# The log-format of spoa/record.h's field table (tests/test_contract.py compares it with
-# haproxy/haproxy.cfg's).
-$(BUILD)/recformat: $(BUILD)/obj/scripts/recformat.o
+unit-bins: $(UNIT_BIN) $(BUILD)/luarules $(BUILD)/contract
+# HAProxy's side of the contract as the agent's tables say it (record.h's log-format,
+# txnvar.h's variables, usage.h's members): tests/test_contract.py compares it with haproxy/.
+$(BUILD)/contract: $(BUILD)/obj/scripts/contract.o
 	$(CC) $(LDFLAGS) $^ -o $@
 # haproxy/capture.lua's copy of spoa/reqrules.c's lists, written by scripts/luarules.c
 # (tests/test_lua.py fails while it is stale).

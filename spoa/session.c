@@ -15,6 +15,7 @@
 #include "longbody.h"
 #include "spop.h"
 #include "stats.h"
+#include "txnvar.h"
 
 #define SESSION_CAPABILITIES "pipelining"
 
@@ -159,21 +160,35 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 	return 0;
 }
 
-static void session_set_str(struct spop_writer *out, const char *name, const char *s, size_t len)
+/* The variables' names (txnvar.h), which the ACK sets under SPOE's var-prefix. */
+static const char *const session_var_names[TXNVAR_COUNT] = {
+#define SESSION_VAR_NAME(id, name, writers, readers, what) name,
+	TXNVAR_TABLE(SESSION_VAR_NAME)
+#undef SESSION_VAR_NAME
+};
+
+static void session_set_var(struct spop_writer *out, enum txnvar var, const struct spop_data *v)
+{
+	const char *name = session_var_names[var];
+
+	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), v);
+}
+
+static void session_set_str(struct spop_writer *out, enum txnvar var, const char *s, size_t len)
 {
 	struct spop_data v = { .type = SPOP_DATA_STR };
 
 	v.u.str.ptr = s;
 	v.u.str.len = len;
-	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
+	session_set_var(out, var, &v);
 }
 
-static void session_set_int(struct spop_writer *out, const char *name, int64_t n)
+static void session_set_int(struct spop_writer *out, enum txnvar var, int64_t n)
 {
 	struct spop_data v = { .type = SPOP_DATA_INT64 };
 
 	v.u.i64 = n;
-	spop_put_set_var(out, SPOP_SCOPE_TXN, name, strlen(name), &v);
+	session_set_var(out, var, &v);
 }
 
 /* A unary answer's prices, for HAProxy to work out its cost when the operator asks for
@@ -190,17 +205,17 @@ static void session_put_prices(struct spop_writer *out, const struct price_sheet
 	if (s->ncards != 1 || strcmp(c->tier, PRICE_TIER_DEFAULT) != 0 || c->above_tokens ||
 	    c->micros[PRICE_REASONING] != PRICE_UNSET || c->micros[PRICE_CACHE_WRITE_1H] != PRICE_UNSET)
 		return;
-	session_set_int(out, "p_in", c->micros[PRICE_INPUT]);
-	session_set_int(out, "p_out", c->micros[PRICE_OUTPUT]);
-	session_set_int(out, "p_cached", c->micros[PRICE_CACHED]);
-	session_set_int(out, "p_cw", c->micros[PRICE_CACHE_WRITE]);
+	session_set_int(out, TXNVAR_PRICE_INPUT, c->micros[PRICE_INPUT]);
+	session_set_int(out, TXNVAR_PRICE_OUTPUT, c->micros[PRICE_OUTPUT]);
+	session_set_int(out, TXNVAR_PRICE_CACHED, c->micros[PRICE_CACHED]);
+	session_set_int(out, TXNVAR_PRICE_CACHE_WRITE, c->micros[PRICE_CACHE_WRITE]);
 }
 
 /* A figure of the key's standing; negative is "no such limit" and is left out. */
-static void session_set_figure(struct spop_writer *out, const char *name, int64_t v)
+static void session_set_figure(struct spop_writer *out, enum txnvar var, int64_t v)
 {
 	if (v >= 0)
-		session_set_int(out, name, v);
+		session_set_int(out, var, v);
 }
 
 /* Where the key stands, for the x-ratelimit-* headers and Retry-After. */
@@ -208,81 +223,81 @@ static void session_put_quota(struct spop_writer *out, const struct decision *d)
 {
 	const struct quota_status *st = &d->quota;
 
-	session_set_figure(out, "rl_limit_req", st->limit_requests);
-	session_set_figure(out, "rl_remaining_req", st->remaining_requests);
-	session_set_figure(out, "rl_reset_req_ms", st->reset_requests_ms);
-	session_set_figure(out, "rl_limit_tok", st->limit_tokens);
-	session_set_figure(out, "rl_remaining_tok", st->remaining_tokens);
-	session_set_figure(out, "rl_reset_tok_ms", st->reset_tokens_ms);
+	session_set_figure(out, TXNVAR_LIMIT_REQUESTS, st->limit_requests);
+	session_set_figure(out, TXNVAR_REMAINING_REQUESTS, st->remaining_requests);
+	session_set_figure(out, TXNVAR_RESET_REQUESTS_MS, st->reset_requests_ms);
+	session_set_figure(out, TXNVAR_LIMIT_TOKENS, st->limit_tokens);
+	session_set_figure(out, TXNVAR_REMAINING_TOKENS, st->remaining_tokens);
+	session_set_figure(out, TXNVAR_RESET_TOKENS_MS, st->reset_tokens_ms);
 	if (d->verdict != DECISION_ALLOW && st->retry_after_s > 0)
-		session_set_int(out, "retry_after", st->retry_after_s);
+		session_set_int(out, TXNVAR_RETRY_AFTER, st->retry_after_s);
 }
 
 static void session_put_verdict(struct spop_writer *out, const struct decision *d, int brief)
 {
 	const char *name = decision_verdict_name(d->verdict);
 
-	session_set_str(out, "verdict", name, strlen(name));
-	session_set_int(out, "status", decision_http_status(d->verdict));
+	session_set_str(out, TXNVAR_VERDICT, name, strlen(name));
+	session_set_int(out, TXNVAR_STATUS, decision_http_status(d->verdict));
 	if (brief)
 		return;
 	if (d->key) {
-		session_set_int(out, "key_id", d->key->id);
-		session_set_str(out, "key", d->key->name, strlen(d->key->name));
+		session_set_int(out, TXNVAR_KEY_ID, d->key->id);
+		session_set_str(out, TXNVAR_KEY_NAME, d->key->name, strlen(d->key->name));
 	}
 	if (d->model) {
-		session_set_str(out, "model", d->model->name, strlen(d->model->name));
+		session_set_str(out, TXNVAR_MODEL, d->model->name, strlen(d->model->name));
 		if (d->model->provider)
-			session_set_str(out, "provider", d->model->provider->name,
+			session_set_str(out, TXNVAR_PROVIDER, d->model->provider->name,
 			                strlen(d->model->provider->name));
 		if (d->verdict == DECISION_ALLOW)
-			session_set_str(out, "backend", d->model->provider->backend,
+			session_set_str(out, TXNVAR_BACKEND, d->model->provider->backend,
 			                strlen(d->model->provider->backend));
 	}
 	if (d->capture)
-		session_set_int(out, "capture", 1);
+		session_set_int(out, TXNVAR_CAPTURE, 1);
 	else if (d->verdict == DECISION_ALLOW && d->model)
 		session_put_prices(out, &d->model->prices);
 	if (d->count_searches && d->verdict == DECISION_ALLOW)
-		session_set_int(out, "count_searches", 1);
+		session_set_int(out, TXNVAR_COUNT_SEARCHES, 1);
 	if (d->amend_scan)
-		session_set_int(out, "amend_scan", 1);
+		session_set_int(out, TXNVAR_SCAN_AMEND, 1);
 	if (d->stateless_scan)
-		session_set_int(out, "nostate", 1);
+		session_set_int(out, TXNVAR_SCAN_STATELESS, 1);
 	if (d->verdict == DECISION_ALLOW && d->costly_scan[0])
-		session_set_str(out, "costly", d->costly_scan, strlen(d->costly_scan));
+		session_set_str(out, TXNVAR_SCAN_COSTLY, d->costly_scan, strlen(d->costly_scan));
 	if (d->verdict == DECISION_ALLOW && d->tiers_scan[0])
-		session_set_str(out, "tiers", d->tiers_scan, strlen(d->tiers_scan));
+		session_set_str(out, TXNVAR_SCAN_TIERS, d->tiers_scan, strlen(d->tiers_scan));
 	/* Nothing in the answer is billed: HAProxy leaves its usage unread. */
 	if (d->unbilled && d->verdict == DECISION_ALLOW)
-		session_set_int(out, "unbilled", 1);
+		session_set_int(out, TXNVAR_UNBILLED, 1);
 	/* On a stored response's path, 1 asks HAProxy to decide again a little later, 2
 	 * ends its asking (haproxy.cfg). */
 	if (d->response_id[0])
-		session_set_int(out, "wait", d->wait ? 1 : 2);
+		session_set_int(out, TXNVAR_STORED_WAIT, d->wait ? 1 : 2);
 	if (d->allow_scan && d->verdict == DECISION_ALLOW) {
 		char allow[DECISION_ALLOW_LIST_MAX];
 		size_t n = decision_allow_list(d->key, d->model->provider, allow, sizeof(allow));
 
-		session_set_str(out, "allow", allow, n < sizeof(allow) ? n : 0);
+		session_set_str(out, TXNVAR_SCAN_ALLOW, allow, n < sizeof(allow) ? n : 0);
 	}
 	if (d->amend_text) {
 		long len = (long)strlen(d->amend_text);
 
-		session_set_str(out, "amend_text", d->amend_text, (size_t)len);
+		session_set_str(out, TXNVAR_AMEND_TEXT, d->amend_text, (size_t)len);
 		/* The body's new length: HAProxy rewrites Content-Length by this much. */
-		session_set_int(out, "amend_delta", len - d->amend_cut);
+		session_set_int(out, TXNVAR_AMEND_DELTA, len - d->amend_cut);
 		if (!d->amend_scan)
-			session_set_int(out, "amend", d->amend_at);
+			session_set_int(out, TXNVAR_AMEND_AT, d->amend_at);
 		if (d->amend_cut > 0)
-			session_set_int(out, "amend_cut", d->amend_cut);
+			session_set_int(out, TXNVAR_AMEND_CUT, d->amend_cut);
 	}
 	if (d->model_source == DECISION_MODEL_KEY_DEFAULT)
-		session_set_str(out, "model_source", "key_default", strlen("key_default"));
+		session_set_str(out, TXNVAR_MODEL_SOURCE, "key_default", strlen("key_default"));
 	if (d->stream >= 0)
-		session_set_int(out, "stream", d->stream);
+		session_set_int(out, TXNVAR_STREAM, d->stream);
 	if (d->body_truncated)
-		session_set_int(out, "truncated", 1);
+		session_set_int(out, TXNVAR_BODY_TRUNCATED, 1);
 	if (d->has_quota)
 		session_put_quota(out, d);
 }
@@ -312,7 +327,7 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
 	session_put_verdict(out, d, brief);
 	if (!brief && body_len > 0)
-		session_set_str(out, "body", body, (size_t)body_len);
+		session_set_str(out, TXNVAR_BODY, body, (size_t)body_len);
 	n = spop_frame_end(out);
 	/* The writer's room is the whole output buffer; the peer's limit is smaller. */
 	if (n > (int)s->max_frame_size + 4) {
@@ -382,7 +397,7 @@ static void session_piece(struct session *s, const struct keytable *kt,
 		stats_add(&stats.long_bodies_refused, 1);
 	spop_frame_begin(out, SPOP_FRAME_ACK, SPOP_FLAG_FIN, f->stream_id, f->frame_id);
 	if (got >= 0 && got < req.body_size)
-		session_set_int(out, "off", got);
+		session_set_int(out, TXNVAR_PIECE_OFFSET, got);
 	else
 		spop_put_unset_var(out, SPOP_SCOPE_TXN, "off", 3);
 	if (spop_frame_end(out) < 0)

@@ -52,9 +52,8 @@ static void usage_model(const cJSON *j, char *out, size_t cap)
 }
 
 /* A count: a non-negative integer below 2^53, else ACCT_NONE. */
-static int64_t usage_count(const cJSON *obj, const char *name)
+static int64_t usage_count(const cJSON *v)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
 	double d;
 
 	if (!cJSON_IsNumber(v))
@@ -65,16 +64,48 @@ static int64_t usage_count(const cJSON *obj, const char *name)
 	return (int64_t)d;
 }
 
-static int64_t usage_nested(const cJSON *obj, const char *parent, const char *name)
+static const cJSON *usage_get(const cJSON *obj, const char *name)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, parent);
-
-	return cJSON_IsObject(p) ? usage_count(p, name) : ACCT_NONE;
+	return cJSON_GetObjectItemCaseSensitive(obj, name);
 }
 
-static int usage_is_anthropic(const cJSON *u)
+struct usage_place {
+	const char *parent, *name;
+};
+
+/* Each member's place (usage.h's table); in_usage is the caller's to heed. */
+static const struct usage_place usage_places[USAGE_MEMBERS] = {
+#define USAGE_PLACE(id, dialects, in_usage, parent, name, var) { parent, name },
+	USAGE_MEMBER_TABLE(USAGE_PLACE)
+#undef USAGE_PLACE
+};
+
+/* The member m of obj (a usage object or an answer, as the table places m); NULL if
+ * absent, or if its parent is no object. */
+static const cJSON *usage_member(const cJSON *obj, enum usage_member m)
 {
-	return cJSON_HasObjectItem(u, "input_tokens") || cJSON_HasObjectItem(u, "output_tokens");
+	const struct usage_place *p = &usage_places[m];
+
+	if (p->parent && !cJSON_IsObject(obj = usage_get(obj, p->parent)))
+		return NULL;
+	return usage_get(obj, p->name);
+}
+
+static int64_t usage_at(const cJSON *obj, enum usage_member m)
+{
+	return usage_count(usage_member(obj, m));
+}
+
+/* The dialect of a usage object (usage.h): OpenAI's Chat Completions names neither
+ * input_tokens nor output_tokens; of the two that do, the Responses API alone details
+ * them. */
+static int usage_dialect(const cJSON *u)
+{
+	if (!usage_member(u, USAGE_M_INPUT) && !usage_member(u, USAGE_M_OUTPUT))
+		return USAGE_CHAT;
+	return cJSON_IsObject(usage_get(u, "input_tokens_details")) ||
+	       cJSON_IsObject(usage_get(u, "output_tokens_details")) ? USAGE_RESPONSES
+	                                                              : USAGE_MESSAGES;
 }
 
 /* Input + cache read + cache creation; counts below 2^53 cannot overflow. */
@@ -100,48 +131,44 @@ static void usage_tier(const cJSON *j, struct usage *out)
 		snprintf(out->service_tier, sizeof(out->service_tier), "%s", j->valuestring);
 }
 
-/* Input side of an input_tokens object: Anthropic's input, cache read and cache
- * creation; OpenAI's Responses API names cached input in input_tokens_details, and
- * its input_tokens count them already. */
-static void usage_anthropic_input(const cJSON *u, struct usage *out)
+/* Anthropic's input side: its input_tokens leave out the cache reads and writes. */
+static void usage_messages_input(const cJSON *u, struct usage *out)
 {
-	int64_t details = usage_nested(u, "input_tokens_details", "cached_tokens");
-
-	if (details != ACCT_NONE) {
-		out->cached_tokens = details;
-		out->cache_creation_tokens = usage_nested(u, "input_tokens_details",
-		                                          "cache_write_tokens");
-		out->prompt_tokens = usage_count(u, "input_tokens");
-		return;
-	}
-	out->cached_tokens = usage_count(u, "cache_read_input_tokens");
-	out->cache_creation_tokens = usage_count(u, "cache_creation_input_tokens");
-	out->cache_creation_1h_tokens = usage_nested(u, "cache_creation", "ephemeral_1h_input_tokens");
-	out->prompt_tokens = usage_total_input(usage_count(u, "input_tokens"),
+	out->cached_tokens = usage_at(u, USAGE_M_CACHE_READ);
+	out->cache_creation_tokens = usage_at(u, USAGE_M_MSG_CACHE_WRITE);
+	out->cache_creation_1h_tokens = usage_at(u, USAGE_M_CACHE_1H);
+	out->prompt_tokens = usage_total_input(usage_at(u, USAGE_M_INPUT),
 	                                       out->cached_tokens, out->cache_creation_tokens);
-	usage_tier(cJSON_GetObjectItemCaseSensitive(u, "service_tier"), out);
+	usage_tier(usage_member(u, USAGE_M_MSG_TIER), out);
 }
 
-static void usage_anthropic_output(const cJSON *u, struct usage *out)
+static void usage_messages_output(const cJSON *u, struct usage *out)
 {
-	out->completion_tokens = usage_count(u, "output_tokens");
-	out->reasoning_tokens = usage_nested(u, "output_tokens_details", "reasoning_tokens");
-	out->web_search_calls = usage_nested(u, "server_tool_use", "web_search_requests");
+	out->completion_tokens = usage_at(u, USAGE_M_OUTPUT);
+	out->web_search_calls = usage_at(u, USAGE_M_WEB_SEARCH);
 }
 
-static void usage_openai(const cJSON *u, struct usage *out)
+/* The Responses API's input_tokens count its cached tokens already. */
+static void usage_responses(const cJSON *u, struct usage *out)
 {
-	out->prompt_tokens = usage_count(u, "prompt_tokens");
-	out->completion_tokens = usage_count(u, "completion_tokens");
-	out->cached_tokens = usage_nested(u, "prompt_tokens_details", "cached_tokens");
-	out->cache_creation_tokens = usage_nested(u, "prompt_tokens_details", "cache_write_tokens");
-	out->audio_input_tokens = usage_nested(u, "prompt_tokens_details", "audio_tokens");
-	out->reasoning_tokens = usage_nested(u, "completion_tokens_details", "reasoning_tokens");
-	out->audio_output_tokens = usage_nested(u, "completion_tokens_details", "audio_tokens");
-	out->accepted_prediction_tokens = usage_nested(u, "completion_tokens_details",
-	                                               "accepted_prediction_tokens");
-	out->rejected_prediction_tokens = usage_nested(u, "completion_tokens_details",
-	                                               "rejected_prediction_tokens");
+	out->prompt_tokens = usage_at(u, USAGE_M_INPUT);
+	out->completion_tokens = usage_at(u, USAGE_M_OUTPUT);
+	out->cached_tokens = usage_at(u, USAGE_M_RESP_CACHED);
+	out->cache_creation_tokens = usage_at(u, USAGE_M_RESP_CACHE_WRITE);
+	out->reasoning_tokens = usage_at(u, USAGE_M_RESP_REASONING);
+}
+
+static void usage_chat(const cJSON *u, struct usage *out)
+{
+	out->prompt_tokens = usage_at(u, USAGE_M_PROMPT);
+	out->completion_tokens = usage_at(u, USAGE_M_COMPLETION);
+	out->cached_tokens = usage_at(u, USAGE_M_CHAT_CACHED);
+	out->cache_creation_tokens = usage_at(u, USAGE_M_CHAT_CACHE_WRITE);
+	out->audio_input_tokens = usage_at(u, USAGE_M_AUDIO_IN);
+	out->reasoning_tokens = usage_at(u, USAGE_M_CHAT_REASONING);
+	out->audio_output_tokens = usage_at(u, USAGE_M_AUDIO_OUT);
+	out->accepted_prediction_tokens = usage_at(u, USAGE_M_PREDICTED);
+	out->rejected_prediction_tokens = usage_at(u, USAGE_M_MISPREDICTED);
 }
 
 /* The source when some count was read; a usage object without counts is no usage. */
@@ -152,11 +179,6 @@ static enum acct_usage_source usage_source_if_counts(const struct usage *u,
 	       : ACCT_USAGE_NONE;
 }
 
-static const cJSON *usage_get(const cJSON *obj, const char *name)
-{
-	return cJSON_GetObjectItemCaseSensitive(obj, name);
-}
-
 /* Whether an event's data has the type t (a string, as its "type" member). */
 static int usage_type_is(const cJSON *data, const char *t)
 {
@@ -165,28 +187,35 @@ static int usage_type_is(const cJSON *data, const char *t)
 	return cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, t) == 0;
 }
 
-/* A usage object: both OpenAI's (prompt_tokens) and the input_tokens form (Anthropic's,
- * the Responses API's), with the source it is read as. */
-static void usage_object(const cJSON *u, enum acct_usage_source source, struct usage *out)
+/* A usage object of any dialect, with the source it is read as; the dialect, or 0 when
+ * u is no object. */
+static int usage_object(const cJSON *u, enum acct_usage_source source, struct usage *out)
 {
-	if (usage_is_anthropic(u)) {
-		usage_anthropic_input(u, out);
-		usage_anthropic_output(u, out);
+	int dialect;
+
+	if (!cJSON_IsObject(u))
+		return 0;
+	dialect = usage_dialect(u);
+	if (dialect == USAGE_MESSAGES) {
+		usage_messages_input(u, out);
+		usage_messages_output(u, out);
+	} else if (dialect == USAGE_RESPONSES) {
+		usage_responses(u, out);
 	} else {
-		usage_openai(u, out);
+		usage_chat(u, out);
 	}
 	out->source = usage_source_if_counts(out, source);
+	return dialect;
 }
 
 /* A unary answer: its top-level members. */
 static void usage_answer(const cJSON *a, struct usage *out)
 {
-	const cJSON *u = usage_get(a, "usage");
+	int dialect = usage_object(usage_get(a, "usage"), ACCT_USAGE_RESPONSE, out);
 
-	usage_model(usage_get(a, "model"), out->model, sizeof(out->model));
-	if (cJSON_IsObject(u))
-		usage_object(u, ACCT_USAGE_RESPONSE, out);
-	usage_tier(usage_get(a, "service_tier"), out);
+	usage_model(usage_member(a, USAGE_M_MODEL), out->model, sizeof(out->model));
+	if (dialect != USAGE_MESSAGES)
+		usage_tier(usage_member(a, USAGE_M_TIER), out);
 }
 
 /* The events the summary kept: the first, the first with a usage object (start) and
@@ -255,17 +284,16 @@ static void usage_stream(const struct usage_events *ev, struct usage *out)
 	if (usage_responses_terminal(last)) {
 		const cJSON *resp = usage_get(last, "response");
 
-		if (cJSON_IsObject(u = usage_get(resp, "usage")))
-			usage_object(u, ACCT_USAGE_STREAM, out);
+		usage_object(usage_get(resp, "usage"), ACCT_USAGE_STREAM, out);
 		usage_tier(usage_get(resp, "service_tier"), out);
 		if (ev->first)
 			usage_tier(usage_get(usage_get(ev->first, "response"), "service_tier"), out);
 		return;
 	}
 	if (usage_type_is(last, "message_delta") && cJSON_IsObject(u = usage_get(last, "usage"))) {
-		usage_anthropic_input(cJSON_HasObjectItem(u, "input_tokens") || !cJSON_IsObject(msg_usage)
-		                      ? u : msg_usage, out);
-		usage_anthropic_output(u, out);
+		usage_messages_input(usage_member(u, USAGE_M_INPUT) || !cJSON_IsObject(msg_usage)
+		                     ? u : msg_usage, out);
+		usage_messages_output(u, out);
 		/* The last delta repeats the input counts but not the tier: message_start has it. */
 		if (cJSON_IsObject(msg_usage))
 			usage_tier(usage_get(msg_usage, "service_tier"), out);
@@ -275,7 +303,7 @@ static void usage_stream(const struct usage_events *ev, struct usage *out)
 	if (last == start && cJSON_IsObject(msg_usage)) {
 		/* Cut after message_start: the input is known, the output is not (never
 		 * message_start's placeholder count). */
-		usage_anthropic_input(msg_usage, out);
+		usage_messages_input(msg_usage, out);
 		out->source = usage_source_if_counts(out, ACCT_USAGE_PARTIAL);
 		return;
 	}
@@ -383,7 +411,7 @@ void usage_response_id(const char *sum, size_t len, int sse, char *out, size_t c
 	if (!cJSON_IsObject(j))
 		goto out;
 	if (!sse) {
-		id = usage_get(usage_get(j, "a"), "id");
+		id = usage_member(usage_get(j, "a"), USAGE_M_ID);
 	} else {
 		usage_events_of(usage_get(j, "ev"), &ev);
 		if (ev.first && usage_type_is(ev.first, "response.created"))

@@ -18,6 +18,50 @@
 
 #include "acct-t.h"
 #include "record.h"
+#include "txnvar.h"
+
+/* The APIs whose answers report usage, as bits of a member's dialects. */
+#define USAGE_CHAT      1   /* OpenAI's Chat Completions: usage.prompt_tokens */
+#define USAGE_RESPONSES 2   /* OpenAI's Responses: usage.input_tokens, *_tokens_details */
+#define USAGE_MESSAGES  4   /* Anthropic's Messages: usage.input_tokens, cache_* */
+#define USAGE_ALL       (USAGE_CHAT | USAGE_RESPONSES | USAGE_MESSAGES)
+
+/* Where each dialect reports each fact of a unary answer or a usage object, once for both
+ * readers: X(ID, DIALECTS, IN_USAGE, PARENT, NAME, VAR). The member is NAME, in the
+ * object PARENT when not NULL, in the answer's usage object when IN_USAGE, else at its top
+ * level. usage.c reads captured answers by it; haproxy/haproxy.cfg reads a unary answer's
+ * member with json_query('$.[usage.][PARENT.]NAME') into txn.tally's VAR (txnvar.h) under
+ * the ACLs of DIALECTS: tests/test_contract.py compares the two. */
+#define USAGE_MEMBER_TABLE(X) \
+	X(MODEL,            USAGE_ALL,       0, NULL, "model", USAGE_MODEL) \
+	X(ID,               USAGE_ALL,       0, NULL, "id", USAGE_ID) \
+	X(TIER,             USAGE_CHAT | USAGE_RESPONSES, 0, NULL, "service_tier", USAGE_TIER) \
+	X(PROMPT,           USAGE_CHAT,      1, NULL, "prompt_tokens", USAGE_PROMPT) \
+	X(COMPLETION,       USAGE_CHAT,      1, NULL, "completion_tokens", USAGE_COMPLETION) \
+	X(CHAT_CACHED,      USAGE_CHAT,      1, "prompt_tokens_details", "cached_tokens", USAGE_CACHED) \
+	X(CHAT_CACHE_WRITE, USAGE_CHAT,      1, "prompt_tokens_details", "cache_write_tokens", USAGE_CACHE_WRITE) \
+	X(CHAT_REASONING,   USAGE_CHAT,      1, "completion_tokens_details", "reasoning_tokens", USAGE_REASONING) \
+	X(AUDIO_IN,         USAGE_CHAT,      1, "prompt_tokens_details", "audio_tokens", USAGE_AUDIO_IN) \
+	X(AUDIO_OUT,        USAGE_CHAT,      1, "completion_tokens_details", "audio_tokens", USAGE_AUDIO_OUT) \
+	X(PREDICTED,        USAGE_CHAT,      1, "completion_tokens_details", "accepted_prediction_tokens", USAGE_PREDICTED) \
+	X(MISPREDICTED,     USAGE_CHAT,      1, "completion_tokens_details", "rejected_prediction_tokens", USAGE_MISPREDICTED) \
+	X(INPUT,            USAGE_RESPONSES | USAGE_MESSAGES, 1, NULL, "input_tokens", USAGE_INPUT) \
+	X(OUTPUT,           USAGE_RESPONSES | USAGE_MESSAGES, 1, NULL, "output_tokens", USAGE_OUTPUT) \
+	X(RESP_CACHED,      USAGE_RESPONSES, 1, "input_tokens_details", "cached_tokens", USAGE_CACHED) \
+	X(RESP_CACHE_WRITE, USAGE_RESPONSES, 1, "input_tokens_details", "cache_write_tokens", USAGE_CACHE_WRITE) \
+	X(RESP_REASONING,   USAGE_RESPONSES, 1, "output_tokens_details", "reasoning_tokens", USAGE_REASONING) \
+	X(CACHE_READ,       USAGE_MESSAGES,  1, NULL, "cache_read_input_tokens", USAGE_CACHE_READ) \
+	X(MSG_CACHE_WRITE,  USAGE_MESSAGES,  1, NULL, "cache_creation_input_tokens", USAGE_CACHE_WRITE) \
+	X(CACHE_1H,         USAGE_MESSAGES,  1, "cache_creation", "ephemeral_1h_input_tokens", USAGE_CACHE_1H) \
+	X(WEB_SEARCH,       USAGE_MESSAGES,  1, "server_tool_use", "web_search_requests", USAGE_WEB_SEARCH) \
+	X(MSG_TIER,         USAGE_MESSAGES,  1, NULL, "service_tier", USAGE_TIER)
+
+enum usage_member {
+#define USAGE_MEMBER_ENUM(id, dialects, in_usage, parent, name, var) USAGE_M_##id,
+	USAGE_MEMBER_TABLE(USAGE_MEMBER_ENUM)
+#undef USAGE_MEMBER_ENUM
+	USAGE_MEMBERS
+};
 
 struct usage {
 	int64_t prompt_tokens;

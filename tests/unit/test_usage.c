@@ -649,6 +649,33 @@ static void test_priced_classes(void)
 
 /* The same classes from json_query's fields (haproxy.cfg): a Responses answer's cache
  * writes are part of its input, an Anthropic one's are not. */
+/* Each API's members as usage.h's table places them, and no other API's: what
+ * haproxy.cfg's json_query lines read of a unary answer (tests/test_contract.py). */
+static void test_members_of_each_dialect(void)
+{
+	struct usage u;
+
+	/* Anthropic reports no reasoning count; a member of that name is not one. */
+	from_body("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+	          "{\"input_tokens\":10,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: "
+	          "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5,"
+	          "\"output_tokens_details\":{\"reasoning_tokens\":4}}}\n\n", 1, &u);
+	CHECK_COUNTS(u, 10, 5, N, N, N);
+	/* Details make it the Responses API's, whose server_tool_use is no member. */
+	from_body("{\"object\":\"response\",\"usage\":{\"input_tokens\":10,\"output_tokens\":5,"
+	          "\"output_tokens_details\":{\"reasoning_tokens\":4},"
+	          "\"server_tool_use\":{\"web_search_requests\":3}}}", 0, &u);
+	CHECK_COUNTS(u, 10, 5, N, N, 4);
+	CHECK(u.web_search_calls == N);
+	/* Its top-level tier counts; Anthropic's is inside usage only. */
+	from_body("{\"object\":\"response\",\"service_tier\":\"flex\",\"usage\":{\"input_tokens\":1,"
+	          "\"output_tokens\":2,\"input_tokens_details\":{\"cached_tokens\":0}}}", 0, &u);
+	CHECK_EQ_STR(u.service_tier, "flex");
+	from_body("{\"type\":\"message\",\"service_tier\":\"flex\",\"usage\":{\"input_tokens\":1,"
+	          "\"output_tokens\":2}}", 0, &u);
+	CHECK_EQ_STR(u.service_tier, "");
+}
+
 static void test_priced_fields(void)
 {
 	struct record r;
@@ -867,6 +894,7 @@ int main(void)
 	RUN(test_model_names);
 	RUN(test_counts_absent_or_bad);
 	RUN(test_priced_classes);
+	RUN(test_members_of_each_dialect);
 	RUN(test_priced_fields);
 	RUN(test_from_fields);
 	RUN(test_real_records);
