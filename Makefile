@@ -232,6 +232,12 @@ $(BUILD)/obj/tests/unit/luacap.o: CPPFLAGS += $(LUA_CFLAGS) -DTALLY_ROOT='"$(CUR
 $(BUILD)/test_usage $(BUILD)/test_join: $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
     $(BUILD)/obj/tests/unit/luacap.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) $(LUA_LIBS) -o $@
+# The parsers of tallyctl's modules (all of ctl/ but main) are tested alone too.
+CTL_TEST_BIN := $(BUILD)/test_ctlargs $(BUILD)/test_priceimport
+$(CTL_TEST_BIN:$(BUILD)/%=$(BUILD)/obj/tests/unit/%.o): CPPFLAGS += -Ictl
+$(CTL_TEST_BIN): $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
+    $(filter-out %/ctl/tallyctl.o,$(CTL_OBJ)) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 # test_db tests common/ alone: it builds while the agent's modules change.
 $(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@

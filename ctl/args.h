@@ -1,6 +1,6 @@
 /* args: the operator's input to tallyctl: a command's options and operand, the global
- * options, names, URLs and numbers. Pure but for the usage messages it prints;
- * tallyctl is single-threaded. */
+ * options, names, URLs and numbers. Pure but for what it prints (usage errors, a
+ * command's --help); tallyctl is single-threaded. */
 #ifndef TALLY_ARGS_H
 #define TALLY_ARGS_H
 
