@@ -44,6 +44,8 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 QUERYD_SRC := $(filter-out queryd/main.c,$(wildcard queryd/*.c))
+CTL_SRC    := $(wildcard ctl/*.c)
+CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
 QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o \
               $(BUILD)/obj/gen/assets_data.o
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
@@ -198,7 +200,7 @@ $(BUILD)/tally-gen: $(BUILD)/obj/loadtest/tally-gen.o $(BUILD)/obj/loadtest/ndjs
 $(BUILD)/tally-agent: $(BUILD)/obj/spoa/main.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/tallyctl: $(BUILD)/obj/ctl/tallyctl.o $(COMMON_OBJ)
+$(BUILD)/tallyctl: $(CTL_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/mock-upstream: $(BUILD)/obj/loadtest/mock-upstream.o $(BUILD)/obj/common/hash.o
@@ -230,6 +232,12 @@ $(BUILD)/obj/tests/unit/luacap.o: CPPFLAGS += $(LUA_CFLAGS) -DTALLY_ROOT='"$(CUR
 $(BUILD)/test_usage $(BUILD)/test_join: $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
     $(BUILD)/obj/tests/unit/luacap.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) $(LUA_LIBS) -o $@
+# The parsers of tallyctl's modules (all of ctl/ but main) are tested alone too.
+CTL_TEST_BIN := $(BUILD)/test_ctlargs $(BUILD)/test_priceimport
+$(CTL_TEST_BIN:$(BUILD)/%=$(BUILD)/obj/tests/unit/%.o): CPPFLAGS += -Ictl
+$(CTL_TEST_BIN): $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
+    $(filter-out %/ctl/tallyctl.o,$(CTL_OBJ)) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 # test_db tests common/ alone: it builds while the agent's modules change.
 $(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@

@@ -1,0 +1,265 @@
+/* Unit tests of tallyctl's parsing of operator input: names, URLs, integers and
+ * dollars (ctl/args.c), a command's arguments and the global options, and the limit
+ * and policy options of key create and key set (ctl/keys.c). */
+#include <string.h>
+
+#include "args.h"
+#include "keys.h"
+#include "unit.h"
+
+#define NARGS(v) ((int)(sizeof(v) / sizeof((v)[0])))
+
+static const struct ctl_command key_create = {
+	.group = "key", .verb = "create", .synopsis = "key create NAME", .help = "help\n",
+	.operand = "NAME", .allowed = OPT(OPT_NAME) | OPT(OPT_RPM) | OPT(OPT_JSON),
+	.operand_alt = OPT(OPT_NAME),
+};
+
+static const struct ctl_command prune = {
+	.group = "prune", .synopsis = "prune --older-than-days N", .help = "help\n",
+	.allowed = OPT(OPT_OLDER_THAN_DAYS), .required = OPT(OPT_OLDER_THAN_DAYS),
+};
+
+static void test_valid_names(void)
+{
+	char longest[65], url[2050];
+
+	memset(longest, 'a', 64);
+	longest[64] = '\0';
+	CHECK(args_valid_name("k1.a_b-c"));
+	CHECK(args_valid_name(longest));
+	CHECK(!args_valid_name(""));
+	CHECK(!args_valid_name("a b"));
+	CHECK(!args_valid_name("a/b"));
+	CHECK(args_valid_model("meta-llama/Llama-3.1-8B"));
+	CHECK(args_valid_model("llama3.1:8b"));
+	CHECK(args_valid_model("claude@x+y"));
+	CHECK(!args_valid_model("m1,m2"));
+	CHECK(args_valid_backend("be:openai_1"));
+	CHECK(!args_valid_backend("be/1"));
+	CHECK(args_valid_url("http://x"));
+	CHECK(args_valid_url("https://api.example.com/v1"));
+	CHECK(!args_valid_url("ftp://x"));
+	CHECK(!args_valid_url("https://a b"));
+	CHECK(!args_valid_url("https://a\x7f"));
+	memcpy(url, "https://", 8);
+	memset(url + 8, 'a', sizeof(url) - 9);
+	url[sizeof(url) - 1] = '\0';
+	CHECK(!args_valid_url(url));
+	url[2048] = '\0';
+	CHECK(args_valid_url(url));
+}
+
+static void test_parse_int(void)
+{
+	int64_t v = -1;
+
+	CHECK_EQ_INT(args_scan_digits("123abc", 1000, &v), 3);
+	CHECK_EQ_INT(v, 123);
+	/* stops once past max: no overflow on a long run of digits */
+	CHECK(args_scan_digits("99999999999999999999999", 100, &v) < 23);
+	CHECK(v > 100);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "30", 1, 36500, "", &v), CTL_OK);
+	CHECK_EQ_INT(v, 30);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "36500", 1, 36500, "", &v), CTL_OK);
+	v = 7;
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "0", 1, 36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "36501", 1, 36500, "", &v),
+	             CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "", 1, 36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "-1", 0, 36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "+1", 0, 36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "1x", 0, 36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(args_parse_int(&prune, OPT_OLDER_THAN_DAYS, "99999999999999999999999", 0,
+	                            36500, "", &v), CTL_USAGE);
+	CHECK_EQ_INT(v, 7);
+}
+
+static void test_parse_usd(void)
+{
+	static const struct {
+		const char *s;
+		int64_t micros;   /* -1: refused */
+	} cases[] = {
+		{ "12", 12000000 }, { "12.5", 12500000 }, { "12.50", 12500000 },
+		{ "0.000001", 1 }, { "1000000000", 1000000000000000LL },
+		{ "0", -1 }, { "0.0", -1 }, { "1.", -1 }, { ".5", -1 }, { "1.1234567", -1 },
+		{ "1000000000.000001", -1 }, { "1000000001", -1 }, { "1e3", -1 }, { "", -1 },
+		{ "-1", -1 }, { "1,5", -1 },
+	};
+	int64_t v;
+	int i;
+
+	for (i = 0; i < NARGS(cases); i++) {
+		v = -1;
+		CHECK_EQ_INT(args_parse_usd(&key_create, OPT_BUDGET_USD, cases[i].s, &v),
+		             cases[i].micros < 0 ? CTL_USAGE : CTL_OK);
+		CHECK_EQ_INT(v, cases[i].micros);
+	}
+}
+
+static void test_parse_args(void)
+{
+	char *ok[] = { "k1", "--rpm", "5", "--json" };
+	char *eq[] = { "--rpm=5", "--", "-x" };
+	char *byname[] = { "--name", "k1" };
+	char *both[] = { "k1", "--name", "k2" };
+	char *unknown[] = { "k1", "--bogus" };
+	char *notallowed[] = { "k1", "--tpm", "5" };
+	char *novalue[] = { "k1", "--rpm" };
+	char *optvalue[] = { "k1", "--rpm", "--json" };
+	char *twice[] = { "k1", "--rpm", "5", "--rpm", "6" };
+	char *switchval[] = { "k1", "--json=1" };
+	char *extra[] = { "k1", "k2" };
+	char *dash[] = { "-" };
+	char *days[] = { "--older-than-days", "3" };
+	struct ctl_args a;
+
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&key_create, NARGS(ok), ok, &a), CTL_OK);
+	CHECK_EQ_STR(a.operand, "k1");
+	CHECK_EQ_STR(a.val[OPT_RPM], "5");
+	CHECK(a.val[OPT_JSON] == ok[3]);
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&key_create, NARGS(eq), eq, &a), CTL_OK);
+	CHECK_EQ_STR(a.val[OPT_RPM], "5");
+	CHECK_EQ_STR(a.operand, "-x");
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&key_create, NARGS(byname), byname, &a), CTL_OK);
+	CHECK_EQ_STR(a.operand, "k1");
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&key_create, NARGS(dash), dash, &a), CTL_OK);
+	CHECK_EQ_STR(a.operand, "-");
+#define REFUSED(cmd, argv)                                                        \
+	do {                                                                      \
+		memset(&a, 0, sizeof(a));                                         \
+		CHECK_EQ_INT(args_parse(&(cmd), NARGS(argv), argv, &a), CTL_USAGE); \
+	} while (0)
+	REFUSED(key_create, both);
+	REFUSED(key_create, unknown);
+	REFUSED(key_create, notallowed);
+	REFUSED(key_create, novalue);
+	REFUSED(key_create, optvalue);
+	REFUSED(key_create, twice);
+	REFUSED(key_create, switchval);
+	REFUSED(key_create, extra);
+	REFUSED(prune, ok);
+#undef REFUSED
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&key_create, 0, NULL, &a), CTL_USAGE);   /* missing NAME */
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&prune, 0, NULL, &a), CTL_USAGE);   /* missing required option */
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(args_parse(&prune, NARGS(days), days, &a), CTL_OK);
+	CHECK_EQ_STR(a.val[OPT_OLDER_THAN_DAYS], "3");
+	CHECK(a.operand == NULL);
+}
+
+static void test_global_opt(void)
+{
+	char *argv[] = { "tallyctl", "--db", "x.db", "--db=y.db", "--dbx", "--db=", "--secret", "--db" };
+	const char *out = NULL;
+	int i = 1;
+
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), 1);
+	CHECK_EQ_STR(out, "x.db");
+	CHECK_EQ_INT(i, 2);
+	i = 3;
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), 1);
+	CHECK_EQ_STR(out, "y.db");
+	CHECK_EQ_INT(i, 3);
+	i = 4;
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), 0);
+	i = 5;
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), CTL_USAGE);
+	i = 6;
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), 0);
+	i = 7;   /* the last argument: no value follows */
+	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), CTL_USAGE);
+}
+
+/* keys_opts_parse on the options of a (the operand does not matter). */
+static int key_opts(struct ctl_args *a, struct keys_opts *o)
+{
+	static const struct ctl_command cmd = { .group = "key", .verb = "set" };
+
+	memset(o, 0, sizeof(*o));
+	return keys_opts_parse(&cmd, a, o);
+}
+
+static void test_key_opts(void)
+{
+	struct ctl_args a;
+	struct keys_opts o;
+
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_MODELS] = "m1,m2";
+	a.val[OPT_DEFAULT_MODEL] = "m2";
+	a.val[OPT_RPM] = "none";
+	a.val[OPT_TPM] = "100";
+	a.val[OPT_BUDGET_USD] = "1.5";
+	a.val[OPT_BUDGET_PERIOD] = "total";
+	a.val[OPT_SERVICE_TIERS] = "default,priority";
+	a.val[OPT_AUDIO] = "inherit";
+	a.val[OPT_SERVER_TOOLS] = "deny";
+	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
+	CHECK_EQ_INT(o.nmodels, 2);
+	CHECK_EQ_STR(o.models[0], "m1");
+	CHECK_EQ_STR(o.models[1], "m2");
+	CHECK_EQ_STR(o.def, "m2");
+	CHECK_EQ_STR(o.period, "total");
+	/* limits: rpm, tpm, max_concurrent, budget */
+	CHECK(o.given[0] && o.bound[0] == NULL);
+	CHECK(o.given[1] && o.bound[1] && *o.bound[1] == 100);
+	CHECK(!o.given[2] && o.bound[2] == NULL);
+	CHECK(o.given[3] && o.bound[3] && *o.bound[3] == 1500000);
+	/* policies: service_tiers, server_tools, audio, cache_writes */
+	CHECK(o.policy_given[0]);
+	CHECK_EQ_STR(o.policy[0], "default,priority");
+	CHECK_EQ_STR(o.policy[1], "deny");
+	CHECK(o.policy_given[2] && o.policy[2] == NULL);
+	CHECK(!o.policy_given[3]);
+	keys_opts_free(&o);
+
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_SERVICE_TIERS] = "";   /* '' clears, as inherit does */
+	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
+	CHECK(o.policy_given[0] && o.policy[0] == NULL);
+	keys_opts_free(&o);
+
+#define REFUSED(opt, value)                                                       \
+	do {                                                                      \
+		memset(&a, 0, sizeof(a));                                         \
+		a.val[opt] = (value);                                             \
+		CHECK_EQ_INT(key_opts(&a, &o), CTL_USAGE);                        \
+		keys_opts_free(&o);                                               \
+	} while (0)
+	REFUSED(OPT_MODELS, "m1,,m2");
+	REFUSED(OPT_MODELS, "m 1");
+	REFUSED(OPT_DEFAULT_MODEL, "a b");
+	REFUSED(OPT_RPM, "0");
+	REFUSED(OPT_TPM, "1000000000001");
+	REFUSED(OPT_MAX_CONCURRENT, "many");
+	REFUSED(OPT_BUDGET_USD, "0");
+	REFUSED(OPT_BUDGET_PERIOD, "week");
+	REFUSED(OPT_AUDIO, "maybe");
+	REFUSED(OPT_CACHE_WRITES, "");
+	REFUSED(OPT_SERVICE_TIERS, "Default");
+#undef REFUSED
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_MODELS] = "m1";
+	a.val[OPT_DEFAULT_MODEL] = "m2";   /* not in --models */
+	CHECK_EQ_INT(key_opts(&a, &o), CTL_USAGE);
+	keys_opts_free(&o);
+}
+
+int main(void)
+{
+	RUN(test_valid_names);
+	RUN(test_parse_int);
+	RUN(test_parse_usd);
+	RUN(test_parse_args);
+	RUN(test_global_opt);
+	RUN(test_key_opts);
+	return UNIT_DONE();
+}
