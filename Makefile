@@ -241,6 +241,10 @@ $(CTL_TEST_BIN): $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o \
 # test_db tests common/ alone: it builds while the agent's modules change.
 $(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+# test_plan tests queryd's planner (queryd/plan.c), a pure module, alone.
+$(BUILD)/obj/tests/unit/test_plan.o: CPPFLAGS += -Iqueryd
+$(BUILD)/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(BUILD)/obj/queryd/plan.o $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 

@@ -16,48 +16,12 @@
 #include "live.h"
 #include "log.h"
 #include "period.h"
+#include "plan.h"
 #include "pricecard.h"
 #include "rollup.h"
 #include "row.h"
 #include "satadd.h"
-
-/* Result columns of sql/queries/summary*.sql: the group key, then
- * rollup.h's summed columns (checked at start by api_check_summary_columns). */
-#define SUMMARY_COL_T 0
-#define SUMMARY_COL_KEY 1
-#define SUMMARY_COL_MODEL 2
-#define SUMMARY_COL_PROVIDER 3
-#define SUMMARY_COL_PART SUMMARY_COL_MODEL   /* summary_keys: the part of the answer */
-#define SUMMARY_COL_SUMS 4
-#define SUMMARY_COL_LAT (SUMMARY_COL_SUMS + ROLLUP_NAMED)
-
-struct api_usage {
-	int64_t sum[ROLLUP_NAMED];
-	uint64_t lat[LATENCY_BUCKETS];
-};
-
-int api_check_summary_columns(struct db_stmt *st, char *err, size_t errlen)
-{
-	char want[32];
-	int i;
-
-	if (db_col_count(st) != SUMMARY_COL_SUMS + ROLLUP_SUMS) {
-		snprintf(err, errlen, "%d result columns, the summary reads %d",
-		         db_col_count(st), SUMMARY_COL_SUMS + ROLLUP_SUMS);
-		return -1;
-	}
-	for (i = 0; i < ROLLUP_SUMS; i++) {
-		const char *name = db_col_name(st, SUMMARY_COL_SUMS + i);
-
-		rollup_column(i, want, sizeof(want));
-		if (!name || strcmp(name, want) != 0) {
-			snprintf(err, errlen, "result column %d is %s, the summary's is %s",
-			         SUMMARY_COL_SUMS + i, name ? name : "?", want);
-			return -1;
-		}
-	}
-	return 0;
-}
+#include "sumrow.h"
 
 int api_error(struct api_reply *r, unsigned status, const char *msg, const char *param)
 {
@@ -132,16 +96,6 @@ int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
 
 /* ---- summary ---- */
 
-static void api_usage_add(struct api_usage *to, const struct api_usage *u)
-{
-	int i;
-
-	for (i = 0; i < ROLLUP_NAMED; i++)
-		to->sum[i] = satadd(to->sum[i], u->sum[i]);
-	for (i = 0; i < LATENCY_BUCKETS; i++)
-		to->lat[i] += u->lat[i];
-}
-
 static int api_add_percentile(cJSON *o, const char *name, const uint64_t *lat, double q)
 {
 	double v = latency_percentile(lat, q);
@@ -170,7 +124,7 @@ static int api_add_quantile_bucket(cJSON *o, const char *name, const uint64_t *l
 }
 
 /* The figures of one group (or the totals) into o. */
-static int api_usage_json(cJSON *o, const struct api_usage *u)
+static int api_usage_json(cJSON *o, const struct sumrow_usage *u)
 {
 	cJSON *lat = cJSON_CreateObject();
 	uint64_t timed = 0;
@@ -212,7 +166,7 @@ static const char *const api_group_names[] = {
 struct api_group {
 	int64_t id;
 	char *name;
-	struct api_usage u;
+	struct sumrow_usage u;
 };
 
 /* The groups of one summary, found through an open-addressing hash of their keys: a
@@ -317,7 +271,7 @@ static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const
 /* Adds u, the sums of a rollup row of period t (a day or hour), key key_id and model or
  * provider name (NULL: neither), to its group for grp. 0, or -1 (out of memory). */
 static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t t,
-                          int64_t key_id, const char *name, const struct api_usage *u)
+                          int64_t key_id, const char *name, const struct sumrow_usage *u)
 {
 	struct api_group *g;
 	int64_t id = 0;
@@ -344,34 +298,23 @@ static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t 
 	g = api_groups_get(gs, id, name);
 	if (!g)
 		return -1;
-	api_usage_add(&g->u, u);
+	sumrow_add(&g->u, u);
 	return 0;
-}
-
-/* The sums of the rollup row under st. */
-static void api_row_usage(struct db_stmt *st, struct api_usage *u)
-{
-	int i;
-
-	for (i = 0; i < ROLLUP_NAMED; i++)
-		u->sum[i] = db_col_int(st, SUMMARY_COL_SUMS + i);
-	for (i = 0; i < LATENCY_BUCKETS; i++)
-		u->lat[i] = (uint64_t)db_col_int(st, SUMMARY_COL_LAT + i);
 }
 
 /* Adds the rollup row under st to its group. 0, or -1 (out of memory). */
 static int api_groups_add_row(struct api_groups *gs, struct db_stmt *st,
                               enum params_group grp)
 {
-	struct api_usage u;
+	struct sumrow_usage u;
 	const char *name = NULL;
 
 	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_PROVIDER)
-		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ? SUMMARY_COL_MODEL
-		                                                 : SUMMARY_COL_PROVIDER);
-	api_row_usage(st, &u);
-	return api_groups_add(gs, grp, db_col_int(st, SUMMARY_COL_T),
-	                      db_col_int(st, SUMMARY_COL_KEY), name, &u);
+		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ? SUMROW_COL_MODEL
+		                                                 : SUMROW_COL_PROVIDER);
+	sumrow_read(st, &u);
+	return api_groups_add(gs, grp, db_col_int(st, SUMROW_COL_T),
+	                      db_col_int(st, SUMROW_COL_KEY), name, &u);
 }
 
 /* Time groups by time; the others by cost, then requests, descending, then by key. */
@@ -394,71 +337,6 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 		return strcmp(a->name, b->name);
 	return api_group_cmp_time(pa, pb);
 }
-/* A ragged end day with more than this many of its hours in the range is read whole from
- * the daily rollup, less its other hours: 1 + (24 - h) rows a key instead of h. */
-#define API_RAGGED_HOURS_MAX 12
-
-/* The days [*day_from, *day_to) a summary over [from, to) reads from the daily rollups;
- * the query adds the range's hours outside them and subtracts their hours outside the
- * range, so any days give the same sums. Whole days inside the range, and with
- * whole_ends (summary_keys subtracts) a ragged end's day when that reads fewer rows
- * (the last 30 days up to now: ~7 000 rows by key, not ~10 600). None for group=hour. */
-static void api_summary_days(const struct params *p, int whole_ends, int64_t *day_from,
-                             int64_t *day_to)
-{
-	const int64_t day = PERIOD_DAY_MS / 1000, hour = PERIOD_HOUR_MS / 1000;
-	int64_t lo = period_start_ms(PERIOD_DAY, p->from * 1000) / 1000;
-	int64_t hi = period_start_ms(PERIOD_DAY, p->to * 1000) / 1000;
-
-	if (lo < p->from && (!whole_ends || (lo + day - p->from) / hour <= API_RAGGED_HOURS_MAX))
-		lo += day;
-	if (hi < p->to && whole_ends && (p->to - hi) / hour > API_RAGGED_HOURS_MAX)
-		hi += day;
-	if (p->group == PARAMS_GROUP_HOUR || lo >= hi)
-		lo = hi = p->to;
-	*day_from = lo;
-	*day_to = hi;
-}
-
-/* A key or model not given stays NULL (conn_stmt clears the bindings). */
-static int api_bind_summary(struct db_stmt *st, const struct params *p, int64_t day_from,
-                            int64_t day_to)
-{
-	int rc = 0;
-
-	rc |= conn_bind_int(st, ":from", p->from);
-	rc |= conn_bind_int(st, ":to", p->to);
-	rc |= conn_bind_int(st, ":day_from", day_from);
-	rc |= conn_bind_int(st, ":day_to", day_to);
-	if (p->has_key_id)
-		rc |= conn_bind_int(st, ":key_id", p->key_id);
-	if (p->model)
-		rc |= conn_bind_text(st, ":model", p->model);
-	return rc ? -1 : 0;
-}
-
-/* The rollups that answer p with the fewest rows: the totals by hour when nothing but
- * the hour matters, per model when the key does not, per key alone when neither model
- * nor provider does, else per key and model. */
-static enum conn_query api_summary_query(const struct params *p)
-{
-	if (!p->has_key_id && p->group != PARAMS_GROUP_KEY)
-		return p->group == PARAMS_GROUP_HOUR && !p->model ? CONN_SUMMARY_TOTALS
-		                                                  : CONN_SUMMARY_MODELS;
-	if (!p->model && p->group != PARAMS_GROUP_MODEL && p->group != PARAMS_GROUP_PROVIDER)
-		return CONN_SUMMARY_KEYS;
-	return CONN_SUMMARY;
-}
-
-/* The end of the days [day_from, day_to) of a summary by key whose sums queryd keeps:
- * those before the day holding now, which changes with every batch. */
-static int64_t api_kept_to(int64_t day_from, int64_t day_to, int64_t now)
-{
-	int64_t today = period_start_ms(PERIOD_DAY, now * 1000) / 1000;
-
-	return today < day_from ? day_from : today < day_to ? today : day_to;
-}
-
 /* The kept days' groups packed as the rows of e. 0, or -1 out of memory. */
 static int api_kept_rows(const struct api_groups *days, struct daycache_entry *e)
 {
@@ -491,27 +369,27 @@ static int api_kept_rows(const struct api_groups *days, struct daycache_entry *e
  * count and sum would pass them, so on PostgreSQL the fingerprint also holds the
  * table's file, new after pg_restore --clean; SQLite is restored with queryd stopped
  * (docs/operations.md). */
-static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_from,
-                            int64_t day_to, int64_t now, struct api_groups *gs,
+static int api_summary_keys(struct conn *c, const struct params *p,
+                            const struct plan_summary *pl, struct api_groups *gs,
                             struct api_reply *r)
 {
+	int64_t day_from = pl->day_from;
 	struct daycache_entry kept, got = { .fp_rows = -1, .fp_requests = -1, .fp_file = -1 };
 	struct api_groups days = { 0 };
 	struct db_stmt *st = NULL;
-	struct api_usage u;
+	struct sumrow_usage u;
 	int have = 0, step, rc = -1;
 	size_t i;
 
-	got.key = (struct daycache_key){ day_from, api_kept_to(day_from, day_to, now),
-	                                 p->has_key_id, p->has_key_id ? p->key_id : 0 };
+	got.key = (struct daycache_key){ day_from, pl->cache_to, p->has_key_id,
+	                                 p->has_key_id ? p->key_id : 0 };
 	memset(&kept, 0, sizeof(kept));
 	if (got.key.day_to > day_from && (have = daycache_get(&got.key, &kept)) < 0) {
 		api_nomem(NULL, r);
 		goto out;
 	}
 	st = conn_stmt(c, CONN_SUMMARY_KEYS);
-	if (!st || api_bind_summary(st, p, day_from, day_to) < 0 ||
-	    conn_bind_int(st, ":cache_to", got.key.day_to) < 0 ||
+	if (!st || conn_bind_all(st, pl->binds.v, pl->binds.n) < 0 ||
 	    conn_bind_int(st, ":fp_rows", have ? kept.fp_rows : -1) < 0 ||
 	    conn_bind_int(st, ":fp_requests", have ? kept.fp_requests : -1) < 0 ||
 	    conn_bind_int(st, ":fp_file", have ? kept.fp_file : -1) < 0) {
@@ -519,17 +397,17 @@ static int api_summary_keys(struct conn *c, const struct params *p, int64_t day_
 		goto out;
 	}
 	while ((step = db_step(st)) == DB_ROW) {
-		const char *part = db_col_text(st, SUMMARY_COL_PART);
-		int64_t t = db_col_int(st, SUMMARY_COL_T), key_id = db_col_int(st, SUMMARY_COL_KEY);
+		const char *part = db_col_text(st, SUMROW_COL_PART);
+		int64_t t = db_col_int(st, SUMROW_COL_T), key_id = db_col_int(st, SUMROW_COL_KEY);
 
 		if (part && strcmp(part, "fingerprint") == 0) {
 			got.fp_rows = t;
 			got.fp_requests = key_id;
-			got.fp_file = db_col_int(st, SUMMARY_COL_SUMS + ROLLUP_REQUESTS);
+			got.fp_file = db_col_int(st, SUMROW_COL_SUMS + ROLLUP_REQUESTS);
 			continue;
 		}
 		/* a kept day's group: its key, or with a key filter its day */
-		api_row_usage(st, &u);
+		sumrow_read(st, &u);
 		if (api_groups_add(gs, p->group, t, key_id, NULL, &u) < 0 ||
 		    (part && api_groups_add(&days, PARAMS_GROUP_KEY, 0, p->has_key_id ? t : key_id,
 		                            NULL, &u) < 0)) {
@@ -575,16 +453,15 @@ out:
 static int api_summary_groups(struct conn *c, const struct params *p, int64_t now,
                               struct api_groups *gs, struct api_reply *r)
 {
-	enum conn_query query = api_summary_query(p);
+	struct plan_summary pl;
 	struct db_stmt *st;
-	int64_t day_from, day_to;
 	int step;
 
-	api_summary_days(p, query == CONN_SUMMARY_KEYS, &day_from, &day_to);
-	if (query == CONN_SUMMARY_KEYS)
-		return api_summary_keys(c, p, day_from, day_to, now, gs, r);
-	st = conn_stmt(c, query);
-	if (!st || api_bind_summary(st, p, day_from, day_to) < 0)
+	plan_summary(p, now, &pl);
+	if (pl.query == CONN_SUMMARY_KEYS)
+		return api_summary_keys(c, p, &pl, gs, r);
+	st = conn_stmt(c, pl.query);
+	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
 		if (api_groups_add_row(gs, st, p->group) < 0)
@@ -694,7 +571,7 @@ static int api_summary_row(const struct params *p, const struct api_group *g,
 
 int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_reply *r)
 {
-	struct api_usage total = { { 0 }, { 0 } };
+	struct sumrow_usage total = { { 0 }, { 0 } };
 	struct api_groups gs = { 0 };
 	int time = p->group == PARAMS_GROUP_HOUR || p->group == PARAMS_GROUP_DAY;
 	struct api_key_name *names = NULL;
@@ -722,7 +599,7 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 		goto out;
 	}
 	for (i = 0; i < gs.n; i++) {
-		api_usage_add(&total, &gs.v[i].u);
+		sumrow_add(&total, &gs.v[i].u);
 		if (err == 0 && i < listed)
 			err = api_summary_row(p, &gs.v[i], names, nnames, rows);
 	}
@@ -744,31 +621,18 @@ out:
 
 /* ---- request rows ---- */
 
-/* The index to walk: the key's (rows without a key are its NULL key_id), the model's,
- * or the time's. */
-static enum conn_query api_requests_query(const struct params *p)
-{
-	if (p->has_key_id)
-		return p->key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE_NOKEY;
-	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;
-}
-
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 {
-	struct db_stmt *st = conn_stmt(c, api_requests_query(p));
-	int64_t before_ms = p->to * 1000, before_id = INT64_MIN, ms = 0, id = 0;
+	struct plan_requests pl;
+	struct db_stmt *st;
+	int64_t ms = 0, id = 0;
 	char cursor[PARAMS_CURSOR_MAX];
 	cJSON *rows, *row;
 	int step, n = 0;
 
-	/* one upper bound for the index walk: the cursor, or the range's end */
-	if (p->has_before && p->before_ms < before_ms) {
-		before_ms = p->before_ms;
-		before_id = p->before_id;
-	}
-	if (!st || row_bind_filters(st, p) < 0 || conn_bind_int(st, ":before_ms", before_ms) < 0 ||
-	    conn_bind_int(st, ":before_id", before_id) < 0 ||
-	    conn_bind_int(st, ":limit", p->limit + 1) < 0)
+	plan_requests(p, &pl);
+	st = conn_stmt(c, pl.query);
+	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || !(rows = cJSON_AddArrayToObject(r->body, "requests")))
 		return api_nomem(st, r);

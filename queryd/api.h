@@ -5,7 +5,6 @@
 #define QUERYD_API_H
 
 #include <cjson/cJSON.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "conn.h"
@@ -31,10 +30,6 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r);
 int api_models(struct conn *c, int64_t now, struct api_reply *r);
 /* control_path NULL: no agent to ask (a PostgreSQL store), the stored counters only. */
 int api_live(struct conn *c, const char *control_path, struct api_reply *r);
-
-/* 0 if a summary statement's result columns are those api.c reads (the sums by name,
- * the latency buckets by count), else -1 with a message. */
-int api_check_summary_columns(struct db_stmt *st, char *err, size_t errlen);
 
 /* Turns p->key (a name) into p->key_id; an unknown name is a 400 naming key. */
 int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r);

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api.h"
 #include "log.h"
 #include "row.h"
+#include "sumrow.h"
 
 #define CONN_CACHE_KIB_STR "256"   /* KiB of page cache per connection */
 
@@ -56,7 +56,7 @@ static int conn_is_row_query(enum conn_query q)
 	       q == CONN_REQUEST_ONE || q == CONN_EXPORT;
 }
 
-/* Queries whose rows are rollup rows: their columns must be api.c's. */
+/* Queries whose rows are rollup rows: their columns must be sumrow.c's. */
 static int conn_is_summary_query(enum conn_query q)
 {
 	return q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS || q == CONN_SUMMARY_KEYS ||
@@ -84,7 +84,7 @@ static struct db_stmt *conn_prepare(struct conn *c, enum conn_query q, char *err
 		return NULL;
 	}
 	if ((conn_is_row_query(q) && row_check_columns(st, msg, sizeof(msg)) < 0) ||
-	    (conn_is_summary_query(q) && api_check_summary_columns(st, msg, sizeof(msg)) < 0)) {
+	    (conn_is_summary_query(q) && sumrow_check_columns(st, msg, sizeof(msg)) < 0)) {
 		snprintf(err, errlen, "%s/%s.sql: %s", dir, conn_names[q], msg);
 		db_finalize(st);
 		return NULL;
@@ -175,4 +175,27 @@ int conn_bind_text(struct db_stmt *st, const char *name, const char *s)
 	if (!s)
 		return conn_bind_null(st, name);
 	return i > 0 && db_bind_text(st, i, s, strlen(s)) == 0 ? 0 : -1;
+}
+
+int conn_bind_all(struct db_stmt *st, const struct conn_bind *v, size_t n)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n; i++) {
+		if (v[i].only_if_named && !db_param_index(st, v[i].name))
+			continue;
+		switch (v[i].kind) {
+		case CONN_BIND_INT:
+			rc |= conn_bind_int(st, v[i].name, v[i].i);
+			break;
+		case CONN_BIND_TEXT:
+			rc |= conn_bind_text(st, v[i].name, v[i].s);
+			break;
+		case CONN_BIND_NULL:
+			rc |= conn_bind_null(st, v[i].name);
+			break;
+		}
+	}
+	return rc ? -1 : 0;
 }

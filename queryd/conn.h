@@ -74,4 +74,19 @@ int conn_bind_int(struct db_stmt *st, const char *name, int64_t v);
 int conn_bind_null(struct db_stmt *st, const char *name);
 int conn_bind_text(struct db_stmt *st, const char *name, const char *s);
 
+/* One binding to make (plan.h plans them). only_if_named: skipped when the statement
+ * does not name it; else a name it does not have is -1 as above. */
+enum conn_bind_kind { CONN_BIND_INT, CONN_BIND_TEXT, CONN_BIND_NULL };
+
+struct conn_bind {
+	const char *name;
+	enum conn_bind_kind kind;
+	int only_if_named;
+	int64_t i;
+	const char *s;           /* CONN_BIND_TEXT; NULL binds NULL */
+};
+
+/* Makes the n bindings of v. 0, or -1 if any failed. */
+int conn_bind_all(struct db_stmt *st, const struct conn_bind *v, size_t n);
+
 #endif

@@ -10,6 +10,7 @@
 #include "conn.h"
 #include "db.h"
 #include "log.h"
+#include "plan.h"
 #include "row.h"
 
 #define EXPORT_BLOCK 65536   /* bytes MHD asks for at most per callback */
@@ -126,6 +127,7 @@ struct MHD_Response *export_response(const char *store, const struct params *p,
 	static const char *const exts[] = { [PARAMS_CSV] = "csv", [PARAMS_NDJSON] = "ndjson" };
 	struct MHD_Response *resp = NULL;
 	struct export *e = calloc(1, sizeof(*e));
+	struct plan_binds binds = { 0 };
 	char disposition[96];
 
 	if (!e) {
@@ -145,8 +147,9 @@ struct MHD_Response *export_response(const char *store, const struct params *p,
 	if (db_kind(e->db) == DB_POSTGRES && db_exec(e->db, "SET enable_sort = off", err, errlen) < 0)
 		goto fail;
 	/* streamed: a range's rows may be more than memory holds */
+	plan_filters(&e->p, &binds);
 	if (db_prepare_stream(e->db, conn_query_text(CONN_EXPORT, db_kind(e->db)), &e->st) < 0 ||
-	    row_bind_filters(e->st, &e->p) < 0) {
+	    conn_bind_all(e->st, binds.v, binds.n) < 0) {
 		snprintf(err, errlen, "export query: %s", db_errmsg(e->db));
 		goto fail;
 	}

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "json.h"
 
 enum row_kind { ROW_TEXT, ROW_INT, ROW_BOOL, ROW_HIDDEN };
@@ -205,33 +204,4 @@ void row_cursor(struct db_stmt *st, int64_t *started_ms, int64_t *id)
 {
 	*started_ms = db_col_int(st, ROW_COL_STARTED_AT);
 	*id = db_col_int(st, ROW_COL_ID);
-}
-
-/* Binds a parameter only when the statement names it. */
-static int row_bind_opt_int(struct db_stmt *st, const char *name, int64_t v)
-{
-	return db_param_index(st, name) ? conn_bind_int(st, name, v) : 0;
-}
-
-int row_bind_filters(struct db_stmt *st, const struct params *p)
-{
-	int rc = 0;
-
-	rc |= conn_bind_int(st, ":from_ms", p->from * 1000);
-	rc |= row_bind_opt_int(st, ":to_ms", p->to * 1000);
-	rc |= row_bind_opt_int(st, ":has_key", p->has_key_id);
-	if (db_param_index(st, ":key_id"))
-		rc |= p->has_key_id && p->key_id ? conn_bind_int(st, ":key_id", p->key_id)
-		                                 : conn_bind_null(st, ":key_id");
-	rc |= conn_bind_text(st, ":model", p->model);
-	rc |= conn_bind_text(st, ":provider", p->provider);
-	if (p->status_lo) {
-		rc |= conn_bind_int(st, ":status_lo", p->status_lo);
-		rc |= conn_bind_int(st, ":status_hi", p->status_hi);
-	}
-	rc |= conn_bind_text(st, ":outcome", p->outcome);
-	rc |= conn_bind_int(st, ":errors_only", p->errors_only);
-	if (p->stream >= 0)
-		rc |= conn_bind_int(st, ":stream", p->stream);
-	return rc ? -1 : 0;
 }

@@ -1,7 +1,7 @@
 /* row: a request row as the API shows it. The columns every row query selects (sql/
  * queries/requests_page*.sql, request_one.sql, export.sql: the same list, checked at
- * start), their JSON and CSV forms, the keyset cursor of a row and the binding of the
- * filters those queries share. Any thread, on the statement it is given. */
+ * start), their JSON and CSV forms and the keyset cursor of a row (the filters those
+ * queries share are plan.c's). Any thread, on the statement it is given. */
 #ifndef QUERYD_ROW_H
 #define QUERYD_ROW_H
 
@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include "db.h"
-#include "params.h"
 
 /* A growable byte buffer (a CSV or NDJSON line). p is malloc'd; free it when done. */
 struct row_buf {
@@ -39,10 +38,5 @@ int row_csv(struct db_stmt *st, struct row_buf *b);
 
 /* The (started_at, id) pair of the current row, for the next page's cursor. */
 void row_cursor(struct db_stmt *st, int64_t *started_ms, int64_t *id);
-
-/* Binds the filters the row queries name (:from_ms, :model, ...; :key_id, :has_key,
- * :to_ms where the query has them). p's strings are bound in place: they must outlive
- * the statement's run. 0 or -1. */
-int row_bind_filters(struct db_stmt *st, const struct params *p);
 
 #endif

@@ -5,20 +5,11 @@
  * every listener can bind (bound and closed at once; a unix socket's path is examined,
  * never created or replaced), and, with --haproxy-cfg, that HAProxy's configuration
  * sends decisions to the SPOP address and records to the records address. One line
- * per check and a summary (preflight.h). Main thread, instead of a start.
- *
- * Reading HAProxy's configuration is pure and unit-tested (tests/unit/test_selfcheck.c).
- * Lines are split as HAProxy 2.6 and later split them: double and single quotes,
- * backslash escapes, # comments, and $NAME, ${NAME}, ${NAME-default} (the default when
- * NAME is unset, not when it is empty) and ${NAME[*]} expanded inside double quotes
- * only. .if/.elif/.else/.endif blocks are followed where the condition can be
- * evaluated here (numbers, defined, streq, strneq, strstr, !, &&, ||, parentheses) and
- * counted in where it cannot (version_atleast, feature, ...): a line is left out only
- * when HAProxy surely skips it. Sections start at HAProxy's section keywords. */
+ * per check and a summary (preflight.h). Main thread, instead of a start. HAProxy's
+ * configuration is read by haproxycfg.c (pure, unit-tested). */
 #ifndef TALLY_SELFCHECK_H
 #define TALLY_SELFCHECK_H
 
-#include <stddef.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -28,88 +19,5 @@
  * unused and that is the only check reported). Returns the exit status: 0 when every
  * check passed, else 1. */
 int selfcheck_agent(FILE *out, const struct agent_config *cfg, const char *config_error);
-
-/* ---- HAProxy's configuration (pure) ---- */
-
-/* Where variables come from: get returns a variable's value, or NULL when unset. */
-struct selfcheck_env {
-	const char *(*get)(void *arg, const char *name);
-	void *arg;
-};
-
-#define SELFCHECK_MAX_WORDS 64        /* HAProxy's MAX_LINE_ARGS */
-#define SELFCHECK_LINE_MAX  16384     /* a line once expanded, its terminators included */
-
-/* One line split into words. */
-struct selfcheck_words {
-	int n;
-	char *w[SELFCHECK_MAX_WORDS];
-	char unset[64];                 /* the first variable named that is unset and has no
-	                                 * default ("" if none) */
-	char buf[SELFCHECK_LINE_MAX];
-};
-
-/* Splits line[0..len) (it ends there or at a newline) into out as HAProxy would. The
- * pseudo-variables .LINE, .FILE and .SECTION expand to nothing. Returns the number of
- * words, or -1 with why in err: an unterminated quote, an unmatched brace, a bad
- * variable name or escape, too many words, too long once expanded. */
-int selfcheck_hap_words(const char *line, size_t len, const struct selfcheck_env *env,
-                        struct selfcheck_words *out, char *err, size_t errlen);
-
-/* 1 if the HAProxy address hap (a server address or log target: host:port after an
- * optional ipv4@, ipv6@, tcp@, tcp4@, tcp6@, udp@, udp4@ or udp6@; [v6]:port; unix@/path
- * or /path) reaches the agent's address agent (host:port, [v6]:port or unix:/path, as
- * --listen and --records take them), else 0. Hosts are compared as written, case
- * aside, not resolved; an agent on a wildcard host (0.0.0.0, ::, * or none) is reached
- * by any host with its port. A log target without a port has port 514. */
-int selfcheck_addr_match(const char *agent, const char *hap);
-
-enum selfcheck_hap_what {
-	SELFCHECK_HAP_SERVER,   /* a server line of a backend or listen section */
-	SELFCHECK_HAP_RING,     /* a server line of a ring section */
-	SELFCHECK_HAP_LOG,      /* the target of a log line, in any section */
-};
-
-struct selfcheck_hap_found {
-	int line;               /* where it is; 0: nowhere */
-	char section[128];      /* found: the backend, listen or ring section's name */
-	char server[128];       /* found SERVER or RING: the server's name */
-	int section_seen;       /* SERVER in a named backend: the file defines that backend */
-	int ring_used;          /* found RING: some log line sends to ring@<section> */
-	char others[256];       /* not found: the addresses the lines looked at name instead,
-	                         * ", "-separated, "..." when there are more */
-	char unset[64];         /* a variable those lines name that is unset, "" if none */
-	char err[256];          /* -1: why the file cannot be read as HAProxy reads it */
-};
-
-/* Looks for the agent's address addr (selfcheck_addr_match) in the HAProxy
- * configuration text[0..len), where what says. For SERVER, backend names the backend
- * (or listen section) to look in, NULL for any. For RING, a ring some log line uses is
- * preferred to one none does. Returns 1 (found: out says where), 0 (not found: out
- * says what is there instead), or -1 (out->err says why the text is unreadable; an
- * .alert that HAProxy surely reaches counts: it refuses to start). */
-int selfcheck_hap_find(const char *text, size_t len, enum selfcheck_hap_what what,
-                       const char *addr, const char *backend, const struct selfcheck_env *env,
-                       struct selfcheck_hap_found *out);
-
-/* A `filter spoe [engine NAME] config FILE` line. */
-struct selfcheck_spoe {
-	int line;
-	char config[CONFIG_PATH_MAX];   /* the SPOE configuration file, as written */
-	char engine[128];               /* "" when the line names no engine */
-};
-
-/* The filter spoe lines of the HAProxy configuration text[0..len), at most max of them
- * into out. Returns how many, or -1 with err. */
-int selfcheck_hap_spoe(const char *text, size_t len, const struct selfcheck_env *env,
-                       struct selfcheck_spoe *out, int max, char *err, size_t errlen);
-
-/* The backend named by use-backend in a spoe-agent section of the SPOE configuration
- * text[0..len), read as HAProxy reads it for engine ("": the lines outside any [scope];
- * else those inside [engine]). Returns 1 with the name in out, 0 when there is none,
- * -1 with err. */
-int selfcheck_spoe_backend(const char *text, size_t len, const char *engine,
-                           const struct selfcheck_env *env, char *out, size_t cap, char *err,
-                           size_t errlen);
 
 #endif

@@ -5,7 +5,7 @@
 -- a row is (NULL: the rest), and the provider always NULL.
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use. The days
 -- [:day_from, :day_to) may stick out of [:from, :to) by a ragged end's day
--- (queryd/api.c): their hours outside the range come negated, for queryd's sum.
+-- (queryd/plan.c): their hours outside the range come negated, for queryd's sum.
 -- The days [:day_from, :cache_to) are those queryd keeps (queryd/daycache.h): their
 -- rows come as part 'days', and only when the fingerprint of their key_daily rows in
 -- this statement's snapshot (count, sum of requests and the table's file, the row of

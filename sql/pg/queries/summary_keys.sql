@@ -5,7 +5,7 @@
 -- Without a key filter the statement serves only group=key, which needs no time (t is
 -- 0); with one, a key's days and hours are few. The sums are NUMERIC, read as integers.
 -- The days [:day_from, :day_to) may stick out of [:from, :to) by a ragged end's day
--- (queryd/api.c): their hours outside the range are subtracted, negated before the sum
+-- (queryd/plan.c): their hours outside the range are subtracted, negated before the sum
 -- so that one aggregate does it (one per branch cost the 30-day summary ~20% more).
 -- The branches carry no model or provider: two constant columns fewer a row, ~5%.
 -- The table's file changes when it is rewritten whole (pg_restore --clean, TRUNCATE,

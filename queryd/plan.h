@@ -1,0 +1,51 @@
+/* plan: which named query answers an API request and what it is bound to, from the
+ * validated parameters (params.h): the smallest rollups a summary reads and the days it
+ * reads from the daily ones, the index a page of request rows walks and its upper
+ * bound, the filters the row queries share. Pure (no database, no HTTP): any thread
+ * (queryd's request threads), unit-tested by tests/unit/test_plan.c. */
+#ifndef QUERYD_PLAN_H
+#define QUERYD_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "params.h"
+
+#define PLAN_BINDS_MAX 16   /* a page of request rows makes 14 at most */
+
+/* The bindings of one statement, in the order they are made. Text points into the
+ * params planned from: it must outlive the statement's run. */
+struct plan_binds {
+	size_t n;
+	struct conn_bind v[PLAN_BINDS_MAX];
+};
+
+/* A summary's query. Its days [day_from, day_to) come from the daily rollups, the
+ * range's hours outside them from the hourly ones (day_from == day_to == p->to: no
+ * days). For CONN_SUMMARY_KEYS, cache_to ends the days whose sums queryd keeps
+ * (daycache.h); the statement's fingerprint bindings are the caller's. */
+struct plan_summary {
+	enum conn_query query;
+	int64_t day_from, day_to;
+	int64_t cache_to;
+	struct plan_binds binds;
+};
+
+/* The summary of p (p->from and p->to hour-aligned) at now (unix seconds). */
+void plan_summary(const struct params *p, int64_t now, struct plan_summary *out);
+
+/* Adds to b the filters every row query shares (:from_ms, :model, ...; :to_ms,
+ * :has_key and :key_id only where the query names them). */
+void plan_filters(const struct params *p, struct plan_binds *b);
+
+/* A page of request rows: the index to walk, the filters, then the page's upper bound
+ * and its limit (one row more than p->limit, which says there is a next page). */
+struct plan_requests {
+	enum conn_query query;
+	struct plan_binds binds;
+};
+
+void plan_requests(const struct params *p, struct plan_requests *out);
+
+#endif
