@@ -106,6 +106,7 @@
 #include "period.h"
 #include "price.h"
 #include "rollup.h"
+#include "rowcols.h"
 #include "satadd.h"
 #include "spill.h"
 #include "stats.h"
@@ -118,7 +119,6 @@
 #define WRITER_PRUNE_ROWS    10000 /* at most this many at a time: the thread stays quick */
 #define WRITER_BACKOFF_MIN   10
 #define WRITER_BACKOFF_MAX   500
-#define WRITER_COLUMNS       33    /* parameters of a row in writer_insert_sql */
 #define WRITER_SIZES         8     /* statements of 1, 2, 4 .. WRITER_ROWS_MAX rows */
 /* The advisory lock class of node names ("taly"); PostgreSQL keys a two-part lock apart
  * from the one-part locks db.c takes while migrating. */
@@ -128,7 +128,7 @@ _Static_assert(WRITER_ROWS_MAX == 1 << (WRITER_SIZES - 1), "WRITER_SIZES");
 /* SQLite takes 32766 parameters; libpq reads a statement's parameter description (4
  * bytes each) only up to 30000 bytes, and loses the connection's sync beyond. */
 _Static_assert(WRITER_ROWS_MAX * (4 + ROLLUP_SUMS) * 4 + 6 < 30000 &&
-               WRITER_ROWS_MAX * WRITER_COLUMNS * 4 + 6 < 30000, "parameters per statement");
+               WRITER_ROWS_MAX * ROWCOL_COLUMNS * 4 + 6 < 30000, "parameters per statement");
 
 /* What became of row i of a batch (struct writer's state). */
 enum writer_fate {
@@ -214,16 +214,6 @@ struct writer {
 	atomic_int_fast64_t want_pages;  /* any thread: cap requested; 0: none */
 };
 
-static const char writer_insert_cols[] =
-	"INSERT INTO requests (request_id, key_id, model, model_requested, provider, verdict,"
-	" status, stream, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens,"
-	" reasoning_tokens, cost_micros, outcome, usage_source, termination, started_at,"
-	" duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens, estimated_cost_micros,"
-	" cache_creation_1h_tokens, audio_input_tokens, audio_output_tokens,"
-	" accepted_prediction_tokens, rejected_prediction_tokens, web_search_calls, service_tier,"
-	" model_reported, priced_fallback)"
-	" VALUES ";
-
 /* The stored response a create made, with the create's row; an id stored already keeps
  * its first key (owner.h). */
 static const char writer_stored_sql[] =
@@ -281,48 +271,49 @@ static int writer_bind_key(struct db_stmt *st, int i, const char *s, size_t size
 
 #define BIND_TEXT(st, i, r, field) writer_bind_text(st, i, (r)->field, sizeof((r)->field))
 
-/* Binds r as the row whose parameters follow p (p + 1 .. p + WRITER_COLUMNS); its
- * priced_fallback's names are written into fallback, which must outlive the step
- * (SQLite binds text without copying it). */
+/* An HTTP status: 0 (none) or less binds NULL. */
+static int writer_bind_status(struct db_stmt *st, int i, int v)
+{
+	return v > 0 ? db_bind_int(st, i, v) : db_bind_null(st, i);
+}
+
+/* A flag: 0 or 1, anything else (ACCT_NONE: unknown) binds NULL. */
+static int writer_bind_flag(struct db_stmt *st, int i, int v)
+{
+	return v == 0 || v == 1 ? db_bind_int(st, i, v) : db_bind_null(st, i);
+}
+
+/* Price classes charged at a fallback rate, by their names written into buf; none
+ * binds NULL. */
+static int writer_bind_fallback(struct db_stmt *st, int i, unsigned v,
+                                char buf[PRICE_FALLBACK_NAMES_MAX])
+{
+	price_fallback_names(v, buf, PRICE_FALLBACK_NAMES_MAX);
+	return writer_bind_text(st, i, buf, PRICE_FALLBACK_NAMES_MAX);
+}
+
+/* A column of rowcols.h bound from its field of r, as its kind says. */
+#define WRITER_BIND_TEXT(st, i, r, field) BIND_TEXT(st, i, r, field)
+#define WRITER_BIND_COUNT(st, i, r, field) writer_bind_count(st, i, (r)->field)
+#define WRITER_BIND_TIME(st, i, r, field) db_bind_int(st, i, (r)->field)
+#define WRITER_BIND_STATUS(st, i, r, field) writer_bind_status(st, i, (r)->field)
+#define WRITER_BIND_FLAG(st, i, r, field) writer_bind_flag(st, i, (r)->field)
+#define WRITER_BIND_OUTCOME(st, i, r, field) \
+	writer_bind_name(st, i, acct_outcome_name((r)->field))
+#define WRITER_BIND_SOURCE(st, i, r, field) \
+	writer_bind_name(st, i, acct_usage_source_name((r)->field))
+#define WRITER_BIND_FALLBACK(st, i, r, field) writer_bind_fallback(st, i, (r)->field, fallback)
+#define WRITER_BIND_COLUMN(column, kind, field) rc |= WRITER_BIND_##kind(st, ++i, r, field);
+
+/* Binds r as the row whose parameters follow p (p + 1 .. p + ROWCOL_COLUMNS), the
+ * columns of rowcols.h in order; its priced_fallback's names are written into fallback,
+ * which must outlive the step (SQLite binds text without copying it). */
 static int writer_bind_row(struct db_stmt *st, int p, const struct acct_row *r,
                            char fallback[PRICE_FALLBACK_NAMES_MAX])
 {
-	int rc = BIND_TEXT(st, p + 1, r, request_id);
+	int rc = 0, i = p;
 
-	rc |= writer_bind_count(st, p + 2, r->key_id);
-	rc |= BIND_TEXT(st, p + 3, r, model);
-	rc |= BIND_TEXT(st, p + 4, r, model_requested);
-	rc |= BIND_TEXT(st, p + 5, r, provider);
-	rc |= BIND_TEXT(st, p + 6, r, verdict);
-	rc |= r->status > 0 ? db_bind_int(st, p + 7, r->status) : db_bind_null(st, p + 7);
-	rc |= r->stream == 0 || r->stream == 1 ? db_bind_int(st, p + 8, r->stream)
-	                                       : db_bind_null(st, p + 8);
-	rc |= writer_bind_count(st, p + 9, r->prompt_tokens);
-	rc |= writer_bind_count(st, p + 10, r->completion_tokens);
-	rc |= writer_bind_count(st, p + 11, r->cached_tokens);
-	rc |= writer_bind_count(st, p + 12, r->cache_creation_tokens);
-	rc |= writer_bind_count(st, p + 13, r->reasoning_tokens);
-	rc |= writer_bind_count(st, p + 14, r->cost_micros);
-	rc |= writer_bind_name(st, p + 15, acct_outcome_name(r->outcome));
-	rc |= writer_bind_name(st, p + 16, acct_usage_source_name(r->usage_source));
-	rc |= BIND_TEXT(st, p + 17, r, termination);
-	rc |= db_bind_int(st, p + 18, r->started_at_ms);
-	rc |= writer_bind_count(st, p + 19, r->duration_ms);
-	rc |= writer_bind_count(st, p + 20, r->ttfb_ms);
-	rc |= writer_bind_count(st, p + 21, r->bytes_in);
-	rc |= writer_bind_count(st, p + 22, r->bytes_out);
-	rc |= writer_bind_count(st, p + 23, r->estimated_tokens);
-	rc |= writer_bind_count(st, p + 24, r->estimated_cost_micros);
-	rc |= writer_bind_count(st, p + 25, r->cache_creation_1h_tokens);
-	rc |= writer_bind_count(st, p + 26, r->audio_input_tokens);
-	rc |= writer_bind_count(st, p + 27, r->audio_output_tokens);
-	rc |= writer_bind_count(st, p + 28, r->accepted_prediction_tokens);
-	rc |= writer_bind_count(st, p + 29, r->rejected_prediction_tokens);
-	rc |= writer_bind_count(st, p + 30, r->web_search_calls);
-	rc |= BIND_TEXT(st, p + 31, r, service_tier);
-	rc |= BIND_TEXT(st, p + 32, r, model_reported);
-	price_fallback_names(r->priced_fallback, fallback, PRICE_FALLBACK_NAMES_MAX);
-	rc |= writer_bind_text(st, p + 33, fallback, PRICE_FALLBACK_NAMES_MAX);
+	ROWCOLS(WRITER_BIND_COLUMN)
 	return rc ? -1 : 0;
 }
 
@@ -384,10 +375,17 @@ static char *writer_insert_sql(int rows, int returning)
 {
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
-	int i, rc = writer_append(&sql, &len, &cap, writer_insert_cols);
+	int i, rc = writer_append(&sql, &len, &cap, "INSERT INTO requests (");
 
+	for (i = 0; i < ROWCOL_COLUMNS && rc == 0; i++) {
+		rc = writer_append(&sql, &len, &cap, rowcols[i].name);
+		if (rc == 0)
+			rc = writer_append(&sql, &len, &cap, i + 1 < ROWCOL_COLUMNS ? ", " : ")");
+	}
+	if (rc == 0)
+		rc = writer_append(&sql, &len, &cap, " VALUES ");
 	for (i = 0; i < rows && rc == 0; i++)
-		rc = writer_append_tuple(&sql, &len, &cap, WRITER_COLUMNS, i == 0);
+		rc = writer_append_tuple(&sql, &len, &cap, ROWCOL_COLUMNS, i == 0);
 	if (rc == 0)
 		rc = writer_append(&sql, &len, &cap, " ON CONFLICT (request_id) DO NOTHING");
 	if (rc == 0 && returning)
@@ -532,7 +530,7 @@ static enum db_status writer_insert_chunk(struct writer *w, const struct acct_ro
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (writer_bind_row(st, (int)i * WRITER_COLUMNS, sent[i],
+		if (writer_bind_row(st, (int)i * ROWCOL_COLUMNS, sent[i],
 		                    w->fallback[sent[i] - w->batch]) < 0)
 			return DB_ERROR;
 	while ((rc = db_step(st)) == DB_ROW) {
