@@ -179,17 +179,8 @@ int decision_http_status(enum decision_verdict v);
 /* Stable snake_case name of a verdict ("allow", "unknown_key", ...), for logs and rows. */
 const char *decision_verdict_name(enum decision_verdict v);
 
-/* Writes the JSON error body for a denial into buf: OpenAI's error shape, or Anthropic's
- * for /v1/messages paths. Returns its length, or -1 if cap is too small. */
-int decision_error_json(const struct decision *d, const struct decision_request *req,
-                        char *buf, size_t cap);
-
-/* Writes the body of a DECISION_MODELS_LISTED answer into buf: the models d's key may
- * use of t, those of the API the client speaks (Anthropic's shape when the request
- * carries anthropic-version or x-api-key, else OpenAI's), by name; or the one model
- * d->model when the path named it. A list longer than cap holds what fits (Anthropic's
- * has_more says so). Returns its length, or -1 if cap cannot hold an empty list. */
-int decision_models_json(const struct keytable *t, const struct decision *d,
-                         const struct decision_request *req, char *buf, size_t cap);
+/* The API a model list (or its error) is for: Anthropic's when the request looks like an
+ * Anthropic client's (anthropic-version, or its key in x-api-key), else OpenAI's. */
+enum kt_api decision_models_api(const struct decision_request *req);
 
 #endif

@@ -15,6 +15,7 @@
 #include "longbody.h"
 #include "spop.h"
 #include "stats.h"
+#include "wording.h"
 
 #define SESSION_CAPABILITIES "pipelining"
 
@@ -423,7 +424,7 @@ static int session_models(const struct session *s, const struct keytable *kt,
 {
 	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
 
-	return decision_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+	return wording_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
 }
 
 /* Writes the ACK for one NOTIFY frame: the verdict on our message, or a long body's
@@ -493,7 +494,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
 	if (d.verdict != DECISION_ALLOW && d.verdict != DECISION_MODELS_LISTED)
-		body_len = decision_error_json(&d, &req, body, 2048);
+		body_len = wording_error_json(&d, &req, body, 2048);
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
 		session_ack(s, f, &d, body, body_len, 1, out);

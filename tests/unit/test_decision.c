@@ -5,6 +5,7 @@
 #include "owner.h"
 #include "fixture.h"
 #include "unit.h"
+#include "wording.h"
 
 #define CHAT "/v1/chat/completions"
 
@@ -462,8 +463,8 @@ static struct decision list_models(const char *key, int anthropic, const char *p
 		req.authorization.len = strlen(auth);
 	}
 	decision_make(fx.kt, &req, &d);
-	*len = d.verdict == DECISION_MODELS_LISTED ? decision_models_json(fx.kt, &d, &req, buf, cap)
-	                                           : decision_error_json(&d, &req, buf, cap);
+	*len = d.verdict == DECISION_MODELS_LISTED ? wording_models_json(fx.kt, &d, &req, buf, cap)
+	                                           : wording_error_json(&d, &req, buf, cap);
 	return d;
 }
 
@@ -595,7 +596,7 @@ static void test_error_bodies(void)
 	req.path.ptr = "/v1/chat/completions";
 	req.path.len = strlen(req.path.ptr);
 	d = decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}");
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0);
 	CHECK(strstr(buf, "\"code\":\"model_not_allowed\"") != NULL);
 	CHECK(strstr(buf, "tly_restrict") != NULL);
@@ -603,15 +604,15 @@ static void test_error_bodies(void)
 	/* client text is escaped into the JSON */
 	d = decide(FIX_KEY_OPEN, "{\"model\":\"a\\\"b\\\\c\\u0001\"}");
 	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_MODEL);
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strstr(buf, "'a\\\"b\\\\c\\u0001'") != NULL);
 
 	req.path.ptr = "/v1/messages";
 	req.path.len = strlen(req.path.ptr);
 	d = decide("tly_x", "{}");
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strncmp(buf, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"", 53) == 0);
-	CHECK_EQ_INT(decision_error_json(&d, &req, buf, 10), -1);
+	CHECK_EQ_INT(wording_error_json(&d, &req, buf, 10), -1);
 }
 
 static void test_endpoints_and_apis(void)
@@ -810,12 +811,12 @@ static void test_body_cap(void)
 	decision_make(fx.kt, &req, &d);
 	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
-	n = decision_error_json(&d, &req, json, sizeof(json));
+	n = wording_error_json(&d, &req, json, sizeof(json));
 	CHECK(n > 0 && strstr(json, "\"code\":\"body_too_large\"") &&
 	      strstr(json, "larger than this gateway accepts (100 bytes)"));
 	req.path = (struct spop_str){ "/v1/messages", 12 };
 	decision_make(fx.kt, &req, &d);
-	n = decision_error_json(&d, &req, json, sizeof(json));
+	n = wording_error_json(&d, &req, json, sizeof(json));
 	CHECK(n > 0 && strstr(json, "{\"type\":\"error\",\"error\":{\"type\":\"request_too_large\""));
 	req.path = (struct spop_str){ CHAT, strlen(CHAT) };
 	req.body_size = 100;
@@ -1102,7 +1103,7 @@ static void test_stored_responses(void)
 	/* the refusal names the id as sent, escaped */
 	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/re\"sp\\x");
 	req.path = (struct spop_str){ "/v1/responses/re\"sp\\x", 22 };
-	CHECK(decision_error_json(&d, &req, buf, sizeof(buf)) > 0);
+	CHECK(wording_error_json(&d, &req, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "\"code\":\"response_not_found\"") &&
 	      strstr(buf, "No response found with id 're\\\"sp\\\\x'."));
 	/* a create building on a stored response: the key's own, on its provider, in a body
