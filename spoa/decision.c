@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include "keytable.h"
-#include "owner.h"
 #include "price.h"
 #include "tier.h"
 
@@ -381,23 +380,27 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	return DECISION_MODELS_LISTED;
 }
 
-/* Whether d's key made the stored response id (len bytes): DECISION_ALLOW with *e
- * filled, or DECISION_UNKNOWN_RESPONSE, for an id another key made as for one nobody
- * did; then d->wait says whether the key has creates whose records may still bring it. */
-static enum decision_verdict decision_owned(const struct decision_request *req,
-                                            struct decision *d, const char *id, size_t len,
-                                            struct owner_entry *e)
+/* Where a decision stops to ask who made a stored response id (len bytes): the
+ * caller's answer finishes it (decision_owned_by); without one the id is unknown. */
+static enum decision_verdict decision_ask_owner(struct decision *d, enum decision_owner_of of,
+                                                const char *id, size_t len)
 {
-	/* Creates in flight first: the intake notes an id before it counts its create
-	 * ended, so a count read as 0 means any id it had is in the table already. */
-	int pending = req->owners && owner_creates_pending(req->owners, d->key->id);
-
 	snprintf(d->response_id, sizeof(d->response_id), "%.*s", (int)len, id);
-	if (!req->owners || !owner_get(req->owners, id, len, e)) {
-		d->wait = pending;
+	d->owner_query = of;
+	return DECISION_UNKNOWN_RESPONSE;
+}
+
+/* Whether d's key made the id o answers for: DECISION_ALLOW, or
+ * DECISION_UNKNOWN_RESPONSE, for an id another key made as for one nobody did; then
+ * d->wait says whether the key has creates whose records may still bring it. */
+static enum decision_verdict decision_owner_is_key(const struct decision_owner *o,
+                                                   struct decision *d)
+{
+	if (!o->known) {
+		d->wait = o->pending;
 		return DECISION_UNKNOWN_RESPONSE;
 	}
-	return e->key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
+	return o->e.key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
 }
 
 /* A stored response's own paths: GET and DELETE /v1/responses/ID, POST .../ID/cancel
@@ -412,37 +415,55 @@ static const struct decision_stored_path {
 	{ "GET", "" }, { "DELETE", "" }, { "POST", "/cancel" }, { "GET", "/input_items" },
 };
 
-static enum decision_verdict decision_stored(const struct keytable *t,
-                                             const struct decision_request *req,
+/* The ID of a stored response's path (/v1/responses/ID...), and in *tail what follows
+ * it ("" or a sub-path). */
+static struct spop_str decision_stored_id(const struct decision_request *req,
+                                          struct spop_str *tail)
+{
+	const size_t n = sizeof("/v1/responses/") - 1;
+	struct spop_str id = { req->path.ptr + n, req->path.len - n };
+	const char *slash;
+
+	if ((slash = memchr(id.ptr, '/', id.len))) {
+		tail->ptr = slash;
+		tail->len = id.len - (size_t)(slash - id.ptr);
+		id.len = (size_t)(slash - id.ptr);
+	}
+	return id;
+}
+
+static enum decision_verdict decision_stored(const struct decision_request *req,
                                              struct decision *d)
 {
 	static const char base[] = "/v1/responses/";
 	const size_t n = sizeof(base) - 1;
 	struct spop_str id, tail = { "", 0 };
-	const char *slash;
-	struct owner_entry e;
-	enum decision_verdict v;
 	size_t i;
 	int ok = 0;
 
 	if (!decision_str_begins(req->path, base) || req->path.len == n)
 		return DECISION_BAD_ENDPOINT;
-	id.ptr = req->path.ptr + n;
-	id.len = req->path.len - n;
-	if ((slash = memchr(id.ptr, '/', id.len))) {
-		tail.ptr = slash;
-		tail.len = id.len - (size_t)(slash - id.ptr);
-		id.len = (size_t)(slash - id.ptr);
-	}
+	id = decision_stored_id(req, &tail);
 	for (i = 0; i < sizeof(decision_stored_paths) / sizeof(decision_stored_paths[0]); i++)
 		ok |= decision_str_is(req->method, decision_stored_paths[i].method) &&
 		      decision_str_is(tail, decision_stored_paths[i].tail);
 	if (!ok || !id.len)
 		return DECISION_BAD_ENDPOINT;
 	d->unbilled = 1;
-	if ((v = decision_owned(req, d, id.ptr, id.len, &e)) != DECISION_ALLOW)
+	return decision_ask_owner(d, DECISION_OWNER_PATH, id.ptr, id.len);
+}
+
+/* A stored response's path whose owner is known: routed to the provider of the model
+ * that made it. */
+static enum decision_verdict decision_stored_owned(const struct keytable *t,
+                                                   const struct decision_owner *o,
+                                                   struct decision *d)
+{
+	enum decision_verdict v;
+
+	if ((v = decision_owner_is_key(o, d)) != DECISION_ALLOW)
 		return v;
-	d->model = keytable_find_model(t, e.model, strlen(e.model));
+	d->model = keytable_find_model(t, o->e.model, strlen(o->e.model));
 	return d->model && d->model->provider ? DECISION_ALLOW : DECISION_NO_ROUTE;
 }
 
@@ -598,6 +619,56 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 	}
 }
 
+/* What an allowed request's answer needs: how it is read, and the stream's amendment. */
+static enum decision_verdict decision_finish(const struct decision_request *req,
+                                             const struct decision_endpoint *ep,
+                                             struct decision *d)
+{
+	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
+	 * everything else meets the capture filter: streams, vectors, bodies seen in part
+	 * (a second max_tokens may follow the cut), and answers the request does not bound
+	 * below the buffer (usage comes last, after the text, and json_query sees only
+	 * what the buffer holds). A count of tokens has no usage to read. */
+	d->unbilled = ep->unbilled;
+	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
+	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
+	                      !(d->body.store_off && !d->body.store_ambiguous);
+	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
+	d->capture = d->body_truncated ||
+	             (!ep->unbilled && (d->stream != 0 || ep->large ||
+	                                !decision_json_holds(req, ep->echoes, d->max_output) ||
+	                                d->body.many_outputs || d->body.hints_ambiguous));
+	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
+	 * them in the answer of a request that may have asked for one. */
+	d->count_searches = !ep->unbilled && d->model->provider->api == KT_API_OPENAI &&
+	                    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) || d->body_truncated);
+	d->capture |= d->count_searches;
+	if (ep->stream_options)
+		decision_amend(d);
+	else if (d->body_truncated)
+		d->amend_scan = 1;   /* the capture filter checks the rest: nothing to amend */
+	return DECISION_ALLOW;
+}
+
+/* A body naming a previous_response_id whose owner is known: served when the key made
+ * it on the provider of the model asked for. */
+static enum decision_verdict decision_previous_owned(const struct keytable *t,
+                                                     const struct decision_request *req,
+                                                     const struct decision_endpoint *ep,
+                                                     const struct decision_owner *o,
+                                                     struct decision *d)
+{
+	const struct kt_model *made;
+
+	/* Made on another provider, the id names nothing this route can read. */
+	if (decision_owner_is_key(o, d) != DECISION_ALLOW ||
+	    !(made = keytable_find_model(t, o->e.model, strlen(o->e.model))) ||
+	    made->provider != d->model->provider)
+		return DECISION_UNKNOWN_RESPONSE;
+	d->previous_tokens = o->e.tokens;
+	return decision_finish(req, ep, d);
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -620,7 +691,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_BODY_TOO_LARGE;
 	}
 	if (!(ep = decision_find_endpoint(req)))
-		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(t, req, d)
+		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
@@ -654,42 +725,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_COST_POLICY;
 	if (!ep->unbilled && d->body_truncated)
 		decision_costly_scan(req, d);
-	if (ep->stored_state && d->body.stateful) {
-		struct owner_entry e;
-		const struct kt_model *made;
-		const char *id = d->body.previous_response_id;
-
-		/* Made on another provider, the id names nothing this route can read. */
-		if ((v = decision_owned(req, d, id, strlen(id), &e)) != DECISION_ALLOW ||
-		    !(made = keytable_find_model(t, e.model, strlen(e.model))) ||
-		    made->provider != d->model->provider)
-			return DECISION_UNKNOWN_RESPONSE;
-		d->previous_tokens = e.tokens;
-	}
-	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
-	 * everything else meets the capture filter: streams, vectors, bodies seen in part
-	 * (a second max_tokens may follow the cut), and answers the request does not bound
-	 * below the buffer (usage comes last, after the text, and json_query sees only
-	 * what the buffer holds). A count of tokens has no usage to read. */
-	d->unbilled = ep->unbilled;
-	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
-	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
-	                      !(d->body.store_off && !d->body.store_ambiguous);
-	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
-	d->capture = d->body_truncated ||
-	             (!ep->unbilled && (d->stream != 0 || ep->large ||
-	                                !decision_json_holds(req, ep->echoes, d->max_output) ||
-	                                d->body.many_outputs || d->body.hints_ambiguous));
-	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
-	 * them in the answer of a request that may have asked for one. */
-	d->count_searches = !ep->unbilled && d->model->provider->api == KT_API_OPENAI &&
-	                    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) || d->body_truncated);
-	d->capture |= d->count_searches;
-	if (ep->stream_options)
-		decision_amend(d);
-	else if (d->body_truncated)
-		d->amend_scan = 1;   /* the capture filter checks the rest: nothing to amend */
-	return DECISION_ALLOW;
+	if (ep->stored_state && d->body.stateful)
+		return decision_ask_owner(d, DECISION_OWNER_PREVIOUS, d->body.previous_response_id,
+		                          strlen(d->body.previous_response_id));
+	return decision_finish(req, ep, d);
 }
 
 /* Tokens at a price of micro-dollars per Mtok, rounded up: a reservation errs high. */
@@ -756,6 +795,27 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 	d->stream = -1;
 	d->max_output = -1;
 	d->verdict = decision_judge(t, req, d);
+}
+
+void decision_owned_by(const struct keytable *t, const struct decision_request *req,
+                       const struct decision_owner *o, struct decision *d)
+{
+	if (d->owner_query == DECISION_OWNER_PATH)
+		d->verdict = decision_stored_owned(t, o, d);
+	else if (d->owner_query == DECISION_OWNER_PREVIOUS)
+		d->verdict = decision_previous_owned(t, req, decision_find_endpoint(req), o, d);
+}
+
+struct spop_str decision_owner_id(const struct decision *d, const struct decision_request *req)
+{
+	struct spop_str tail, none = { NULL, 0 };
+
+	if (d->owner_query == DECISION_OWNER_PATH)
+		return decision_stored_id(req, &tail);
+	if (d->owner_query == DECISION_OWNER_PREVIOUS)
+		return (struct spop_str){ d->body.previous_response_id,
+		                          strlen(d->body.previous_response_id) };
+	return none;
 }
 
 /* A name the capture filter can match as it is: a JSON string's bytes without escapes,

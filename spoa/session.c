@@ -13,6 +13,7 @@
 #include "decision.h"
 #include "log.h"
 #include "longbody.h"
+#include "owner.h"
 #include "spop.h"
 #include "stats.h"
 #include "wording.h"
@@ -427,6 +428,22 @@ static int session_models(const struct session *s, const struct keytable *kt,
 	return wording_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
 }
 
+/* Asks the owners' store who made the stored response d names, and finishes d with
+ * the answer. The key's creates in flight are read first: the intake notes an id
+ * before it counts its create ended, so a count read as 0 means any id it had is in
+ * the table already. */
+static void session_owner(struct owner *owners, const struct decision_request *req,
+                          struct decision *d, const struct keytable *kt)
+{
+	struct spop_str id = decision_owner_id(d, req);
+	struct decision_owner o;
+
+	memset(&o, 0, sizeof(o));
+	o.pending = owner_creates_pending(owners, d->key->id);
+	o.known = owner_get(owners, id.ptr, id.len, &o.e);
+	decision_owned_by(kt, req, &o, d);
+}
+
 /* Writes the ACK for one NOTIFY frame: the verdict on our message, or a long body's
  * piece stored. */
 static void session_notify(struct session *s, const struct keytable *kt,
@@ -471,9 +488,10 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		s->authentic = 1;
 		if (req.body_truncated && s->longbody)
 			whole = session_whole_body(s->longbody, id, &req);
-		req.owners = s->owners;
 		req.policy = s->policy;
 		decision_make(kt, &req, &d);
+		if (d.owner_query && s->owners)
+			session_owner(s->owners, &req, &d, kt);
 		session_quota(s, &req, &d);
 		/* HAProxy will ask again about this body (decision.h, wait): it keeps its
 		 * whole text for then. */
