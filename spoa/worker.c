@@ -5,8 +5,12 @@
  * The main thread accepts SPOP connections and hands each to a worker, round robin,
  * through the worker's inbox: a mutex-protected list and an ev_async that wakes the
  * loop (libev's cross-thread hand-off; memcached's thread.c does the same with a pipe).
- * New keytable snapshots travel the same way, so a worker never takes a lock on the
- * request path: decisions read the snapshot it holds.
+ * New keytable snapshots travel the same way, so reading the snapshot takes no lock.
+ * The request path does take the short locks of the tables it shares with the other
+ * threads (docs/architecture.md, "Locks a request takes"): the pending shard and the
+ * keylive mutex here, the quota shard of a limited key (which may wait up to
+ * --lease-wait-ms for a round in shared mode), and the owner and long-body mutexes
+ * for the requests that need them.
  *
  * A connection reads into a buffer as large as the largest frame accepted, lets the
  * session consume whole frames, and writes the replies. While replies cannot be sent
