@@ -7,10 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "keytable.h"
-#include "owner.h"
 #include "price.h"
 #include "tier.h"
 
@@ -40,35 +38,33 @@
 struct decision_verdict_info {
 	const char *name;       /* verdict name, also the error "code" */
 	int status;
-	const char *openai_type;
-	const char *anthropic_type;
 };
 
 static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
-	[DECISION_ALLOW] = { "allow", 0, "", "" },
-	[DECISION_NO_KEY] = { "missing_api_key", 401, "invalid_request_error", "authentication_error" },
-	[DECISION_UNKNOWN_KEY] = { "invalid_api_key", 401, "invalid_request_error", "authentication_error" },
-	[DECISION_REVOKED_KEY] = { "revoked_api_key", 401, "invalid_request_error", "authentication_error" },
-	[DECISION_BAD_ENDPOINT] = { "unsupported_endpoint", 404, "invalid_request_error", "not_found_error" },
-	[DECISION_BAD_BODY] = { "invalid_body", 400, "invalid_request_error", "invalid_request_error" },
-	[DECISION_MODEL_REQUIRED] = { "model_required", 400, "invalid_request_error", "invalid_request_error" },
-	[DECISION_UNKNOWN_MODEL] = { "model_not_found", 404, "invalid_request_error", "not_found_error" },
-	[DECISION_MODEL_FORBIDDEN] = { "model_not_allowed", 403, "permission_error", "permission_error" },
-	[DECISION_BODY_TOO_LARGE] = { "body_too_large", 413, "invalid_request_error", "request_too_large" },
-	[DECISION_WRONG_API] = { "model_api_mismatch", 400, "invalid_request_error", "invalid_request_error" },
-	[DECISION_NO_ROUTE] = { "no_route", 502, "server_error", "api_error" },
-	[DECISION_AGENT_ERROR] = { "gateway_error", 500, "server_error", "api_error" },
-	[DECISION_RPM_LIMITED] = { "rate_limit_requests", 429, "rate_limit_error", "rate_limit_error" },
-	[DECISION_TPM_LIMITED] = { "rate_limit_tokens", 429, "rate_limit_error", "rate_limit_error" },
-	[DECISION_CONCURRENCY_LIMITED] = { "concurrency_limit", 429, "rate_limit_error", "rate_limit_error" },
+	[DECISION_ALLOW] = { "allow", 0 },
+	[DECISION_NO_KEY] = { "missing_api_key", 401 },
+	[DECISION_UNKNOWN_KEY] = { "invalid_api_key", 401 },
+	[DECISION_REVOKED_KEY] = { "revoked_api_key", 401 },
+	[DECISION_BAD_ENDPOINT] = { "unsupported_endpoint", 404 },
+	[DECISION_BAD_BODY] = { "invalid_body", 400 },
+	[DECISION_MODEL_REQUIRED] = { "model_required", 400 },
+	[DECISION_UNKNOWN_MODEL] = { "model_not_found", 404 },
+	[DECISION_MODEL_FORBIDDEN] = { "model_not_allowed", 403 },
+	[DECISION_BODY_TOO_LARGE] = { "body_too_large", 413 },
+	[DECISION_WRONG_API] = { "model_api_mismatch", 400 },
+	[DECISION_NO_ROUTE] = { "no_route", 502 },
+	[DECISION_AGENT_ERROR] = { "gateway_error", 500 },
+	[DECISION_RPM_LIMITED] = { "rate_limit_requests", 429 },
+	[DECISION_TPM_LIMITED] = { "rate_limit_tokens", 429 },
+	[DECISION_CONCURRENCY_LIMITED] = { "concurrency_limit", 429 },
 	/* 402, not 429: SDKs retry a 429 on their own, and a spent budget stays spent. */
-	[DECISION_BUDGET_EXCEEDED] = { "budget_exceeded", 402, "insufficient_quota", "billing_error" },
-	[DECISION_UNAUTHENTICATED] = { "gateway_unauthenticated", 500, "server_error", "api_error" },
-	[DECISION_BUSY] = { "gateway_busy", 503, "server_error", "overloaded_error" },
-	[DECISION_MODELS_LISTED] = { "models_listed", 200, "", "" },
-	[DECISION_STORED_STATE] = { "unsupported_parameter", 400, "invalid_request_error", "invalid_request_error" },
-	[DECISION_UNKNOWN_RESPONSE] = { "response_not_found", 404, "invalid_request_error", "not_found_error" },
-	[DECISION_COST_POLICY] = { "unsupported_value", 400, "invalid_request_error", "invalid_request_error" },
+	[DECISION_BUDGET_EXCEEDED] = { "budget_exceeded", 402 },
+	[DECISION_UNAUTHENTICATED] = { "gateway_unauthenticated", 500 },
+	[DECISION_BUSY] = { "gateway_busy", 503 },
+	[DECISION_MODELS_LISTED] = { "models_listed", 200 },
+	[DECISION_STORED_STATE] = { "unsupported_parameter", 400 },
+	[DECISION_UNKNOWN_RESPONSE] = { "response_not_found", 404 },
+	[DECISION_COST_POLICY] = { "unsupported_value", 400 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -347,9 +343,7 @@ static int decision_json_holds(const struct decision_request *req, int echoes, l
 	return max_tokens <= tokens;
 }
 
-/* The API a model list is for: Anthropic's when the request looks like an Anthropic
- * client's (anthropic-version, or its key in x-api-key), else OpenAI's. */
-static enum kt_api decision_models_api(const struct decision_request *req)
+enum kt_api decision_models_api(const struct decision_request *req)
 {
 	return req->anthropic_version.len || req->api_key.len ? KT_API_ANTHROPIC : KT_API_OPENAI;
 }
@@ -386,23 +380,27 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	return DECISION_MODELS_LISTED;
 }
 
-/* Whether d's key made the stored response id (len bytes): DECISION_ALLOW with *e
- * filled, or DECISION_UNKNOWN_RESPONSE, for an id another key made as for one nobody
- * did; then d->wait says whether the key has creates whose records may still bring it. */
-static enum decision_verdict decision_owned(const struct decision_request *req,
-                                            struct decision *d, const char *id, size_t len,
-                                            struct owner_entry *e)
+/* Where a decision stops to ask who made a stored response id (len bytes): the
+ * caller's answer finishes it (decision_owned_by); without one the id is unknown. */
+static enum decision_verdict decision_ask_owner(struct decision *d, enum decision_owner_of of,
+                                                const char *id, size_t len)
 {
-	/* Creates in flight first: the intake notes an id before it counts its create
-	 * ended, so a count read as 0 means any id it had is in the table already. */
-	int pending = req->owners && owner_creates_pending(req->owners, d->key->id);
-
 	snprintf(d->response_id, sizeof(d->response_id), "%.*s", (int)len, id);
-	if (!req->owners || !owner_get(req->owners, id, len, e)) {
-		d->wait = pending;
+	d->owner_query = of;
+	return DECISION_UNKNOWN_RESPONSE;
+}
+
+/* Whether d's key made the id o answers for: DECISION_ALLOW, or
+ * DECISION_UNKNOWN_RESPONSE, for an id another key made as for one nobody did; then
+ * d->wait says whether the key has creates whose records may still bring it. */
+static enum decision_verdict decision_owner_is_key(const struct decision_owner *o,
+                                                   struct decision *d)
+{
+	if (!o->known) {
+		d->wait = o->pending;
 		return DECISION_UNKNOWN_RESPONSE;
 	}
-	return e->key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
+	return o->e.key_id == d->key->id ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE;
 }
 
 /* A stored response's own paths: GET and DELETE /v1/responses/ID, POST .../ID/cancel
@@ -417,37 +415,55 @@ static const struct decision_stored_path {
 	{ "GET", "" }, { "DELETE", "" }, { "POST", "/cancel" }, { "GET", "/input_items" },
 };
 
-static enum decision_verdict decision_stored(const struct keytable *t,
-                                             const struct decision_request *req,
+/* The ID of a stored response's path (/v1/responses/ID...), and in *tail what follows
+ * it ("" or a sub-path). */
+static struct spop_str decision_stored_id(const struct decision_request *req,
+                                          struct spop_str *tail)
+{
+	const size_t n = sizeof("/v1/responses/") - 1;
+	struct spop_str id = { req->path.ptr + n, req->path.len - n };
+	const char *slash;
+
+	if ((slash = memchr(id.ptr, '/', id.len))) {
+		tail->ptr = slash;
+		tail->len = id.len - (size_t)(slash - id.ptr);
+		id.len = (size_t)(slash - id.ptr);
+	}
+	return id;
+}
+
+static enum decision_verdict decision_stored(const struct decision_request *req,
                                              struct decision *d)
 {
 	static const char base[] = "/v1/responses/";
 	const size_t n = sizeof(base) - 1;
 	struct spop_str id, tail = { "", 0 };
-	const char *slash;
-	struct owner_entry e;
-	enum decision_verdict v;
 	size_t i;
 	int ok = 0;
 
 	if (!decision_str_begins(req->path, base) || req->path.len == n)
 		return DECISION_BAD_ENDPOINT;
-	id.ptr = req->path.ptr + n;
-	id.len = req->path.len - n;
-	if ((slash = memchr(id.ptr, '/', id.len))) {
-		tail.ptr = slash;
-		tail.len = id.len - (size_t)(slash - id.ptr);
-		id.len = (size_t)(slash - id.ptr);
-	}
+	id = decision_stored_id(req, &tail);
 	for (i = 0; i < sizeof(decision_stored_paths) / sizeof(decision_stored_paths[0]); i++)
 		ok |= decision_str_is(req->method, decision_stored_paths[i].method) &&
 		      decision_str_is(tail, decision_stored_paths[i].tail);
 	if (!ok || !id.len)
 		return DECISION_BAD_ENDPOINT;
 	d->unbilled = 1;
-	if ((v = decision_owned(req, d, id.ptr, id.len, &e)) != DECISION_ALLOW)
+	return decision_ask_owner(d, DECISION_OWNER_PATH, id.ptr, id.len);
+}
+
+/* A stored response's path whose owner is known: routed to the provider of the model
+ * that made it. */
+static enum decision_verdict decision_stored_owned(const struct keytable *t,
+                                                   const struct decision_owner *o,
+                                                   struct decision *d)
+{
+	enum decision_verdict v;
+
+	if ((v = decision_owner_is_key(o, d)) != DECISION_ALLOW)
 		return v;
-	d->model = keytable_find_model(t, e.model, strlen(e.model));
+	d->model = keytable_find_model(t, o->e.model, strlen(o->e.model));
 	return d->model && d->model->provider ? DECISION_ALLOW : DECISION_NO_ROUTE;
 }
 
@@ -603,6 +619,56 @@ static void decision_costly_scan(const struct decision_request *req, struct deci
 	}
 }
 
+/* What an allowed request's answer needs: how it is read, and the stream's amendment. */
+static enum decision_verdict decision_finish(const struct decision_request *req,
+                                             const struct decision_endpoint *ep,
+                                             struct decision *d)
+{
+	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
+	 * everything else meets the capture filter: streams, vectors, bodies seen in part
+	 * (a second max_tokens may follow the cut), and answers the request does not bound
+	 * below the buffer (usage comes last, after the text, and json_query sees only
+	 * what the buffer holds). A count of tokens has no usage to read. */
+	d->unbilled = ep->unbilled;
+	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
+	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
+	                      !(d->body.store_off && !d->body.store_ambiguous);
+	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
+	d->capture = d->body_truncated ||
+	             (!ep->unbilled && (d->stream != 0 || ep->large ||
+	                                !decision_json_holds(req, ep->echoes, d->max_output) ||
+	                                d->body.many_outputs || d->body.hints_ambiguous));
+	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
+	 * them in the answer of a request that may have asked for one. */
+	d->count_searches = !ep->unbilled && d->model->provider->api == KT_API_OPENAI &&
+	                    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) || d->body_truncated);
+	d->capture |= d->count_searches;
+	if (ep->stream_options)
+		decision_amend(d);
+	else if (d->body_truncated)
+		d->amend_scan = 1;   /* the capture filter checks the rest: nothing to amend */
+	return DECISION_ALLOW;
+}
+
+/* A body naming a previous_response_id whose owner is known: served when the key made
+ * it on the provider of the model asked for. */
+static enum decision_verdict decision_previous_owned(const struct keytable *t,
+                                                     const struct decision_request *req,
+                                                     const struct decision_endpoint *ep,
+                                                     const struct decision_owner *o,
+                                                     struct decision *d)
+{
+	const struct kt_model *made;
+
+	/* Made on another provider, the id names nothing this route can read. */
+	if (decision_owner_is_key(o, d) != DECISION_ALLOW ||
+	    !(made = keytable_find_model(t, o->e.model, strlen(o->e.model))) ||
+	    made->provider != d->model->provider)
+		return DECISION_UNKNOWN_RESPONSE;
+	d->previous_tokens = o->e.tokens;
+	return decision_finish(req, ep, d);
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -625,7 +691,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_BODY_TOO_LARGE;
 	}
 	if (!(ep = decision_find_endpoint(req)))
-		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(t, req, d)
+		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
 	if (v != DECISION_ALLOW)
@@ -659,42 +725,10 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_COST_POLICY;
 	if (!ep->unbilled && d->body_truncated)
 		decision_costly_scan(req, d);
-	if (ep->stored_state && d->body.stateful) {
-		struct owner_entry e;
-		const struct kt_model *made;
-		const char *id = d->body.previous_response_id;
-
-		/* Made on another provider, the id names nothing this route can read. */
-		if ((v = decision_owned(req, d, id, strlen(id), &e)) != DECISION_ALLOW ||
-		    !(made = keytable_find_model(t, e.model, strlen(e.model))) ||
-		    made->provider != d->model->provider)
-			return DECISION_UNKNOWN_RESPONSE;
-		d->previous_tokens = e.tokens;
-	}
-	/* Unary JSON that fits the buffer is read by HAProxy's json_query at no Lua cost;
-	 * everything else meets the capture filter: streams, vectors, bodies seen in part
-	 * (a second max_tokens may follow the cut), and answers the request does not bound
-	 * below the buffer (usage comes last, after the text, and json_query sees only
-	 * what the buffer holds). A count of tokens has no usage to read. */
-	d->unbilled = ep->unbilled;
-	/* Codex CLI sends store false: nothing to own, nothing to keep a place for. */
-	d->creates_response = decision_str_is(req->path, "/v1/responses") &&
-	                      !(d->body.store_off && !d->body.store_ambiguous);
-	d->max_output = ep->output_bound ? d->body.max_output_tokens : d->body.max_tokens;
-	d->capture = d->body_truncated ||
-	             (!ep->unbilled && (d->stream != 0 || ep->large ||
-	                                !decision_json_holds(req, ep->echoes, d->max_output) ||
-	                                d->body.many_outputs || d->body.hints_ambiguous));
-	/* OpenAI counts its web searches nowhere in the usage: the capture filter counts
-	 * them in the answer of a request that may have asked for one. */
-	d->count_searches = !ep->unbilled && d->model->provider->api == KT_API_OPENAI &&
-	                    ((d->body.server_tools & REQBODY_TOOL_WEB_SEARCH) || d->body_truncated);
-	d->capture |= d->count_searches;
-	if (ep->stream_options)
-		decision_amend(d);
-	else if (d->body_truncated)
-		d->amend_scan = 1;   /* the capture filter checks the rest: nothing to amend */
-	return DECISION_ALLOW;
+	if (ep->stored_state && d->body.stateful)
+		return decision_ask_owner(d, DECISION_OWNER_PREVIOUS, d->body.previous_response_id,
+		                          strlen(d->body.previous_response_id));
+	return decision_finish(req, ep, d);
 }
 
 /* Tokens at a price of micro-dollars per Mtok, rounded up: a reservation errs high. */
@@ -763,6 +797,27 @@ void decision_make(const struct keytable *t, const struct decision_request *req,
 	d->verdict = decision_judge(t, req, d);
 }
 
+void decision_owned_by(const struct keytable *t, const struct decision_request *req,
+                       const struct decision_owner *o, struct decision *d)
+{
+	if (d->owner_query == DECISION_OWNER_PATH)
+		d->verdict = decision_stored_owned(t, o, d);
+	else if (d->owner_query == DECISION_OWNER_PREVIOUS)
+		d->verdict = decision_previous_owned(t, req, decision_find_endpoint(req), o, d);
+}
+
+struct spop_str decision_owner_id(const struct decision *d, const struct decision_request *req)
+{
+	struct spop_str tail, none = { NULL, 0 };
+
+	if (d->owner_query == DECISION_OWNER_PATH)
+		return decision_stored_id(req, &tail);
+	if (d->owner_query == DECISION_OWNER_PREVIOUS)
+		return (struct spop_str){ d->body.previous_response_id,
+		                          strlen(d->body.previous_response_id) };
+	return none;
+}
+
 /* A name the capture filter can match as it is: a JSON string's bytes without escapes,
  * and no line break (the list's separator). */
 static int decision_name_plain(const char *name)
@@ -801,217 +856,4 @@ int64_t decision_key_active(const struct keytable *t, const struct decision_requ
 	const struct kt_key *k = key.len ? keytable_find_key(t, key.ptr, key.len) : NULL;
 
 	return k && !k->revoked ? k->id : 0;
-}
-
-/* Appends s as JSON string content (without quotes), truncating at 200 bytes: error
- * messages quote client input and must stay small. */
-static void decision_json_escape(char *out, size_t cap, const char *s)
-{
-	size_t o = 0, i;
-
-	for (i = 0; s[i] && i < 200 && o + 7 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)c;
-		} else if (c < 0x20 || c == 0x7f) {
-			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-		} else if (c >= 0x80) {
-			out[o++] = '?';   /* client bytes need not be UTF-8; the answer must be */
-		} else {
-			out[o++] = (char)c;
-		}
-	}
-	out[o] = '\0';
-}
-
-static void decision_message(const struct decision *d, char *msg, size_t cap)
-{
-	char model[2 * 6 * 40];
-
-	decision_json_escape(model, sizeof(model),
-	                     d->model ? d->model->name : d->body.has_model ? d->body.model : "");
-	switch (d->verdict) {
-	case DECISION_NO_KEY:
-		snprintf(msg, cap, "Missing gateway key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.");
-		break;
-	case DECISION_UNKNOWN_KEY:
-		snprintf(msg, cap, "Invalid gateway key.");
-		break;
-	case DECISION_REVOKED_KEY:
-		snprintf(msg, cap, "Gateway key %s has been revoked.", d->key->prefix);
-		break;
-	case DECISION_BAD_BODY:
-		snprintf(msg, cap, "Request body must be a JSON object with at most one string 'model' and one boolean 'stream'.");
-		break;
-	case DECISION_MODEL_REQUIRED:
-		snprintf(msg, cap, "The request names no model and key %s has no default model.", d->key->prefix);
-		break;
-	case DECISION_UNKNOWN_MODEL:
-		snprintf(msg, cap, "The model '%s' does not exist on this gateway.", model);
-		break;
-	case DECISION_MODEL_FORBIDDEN:
-		snprintf(msg, cap, "Key %s may not use the model '%s'.", d->key->prefix, model);
-		break;
-	case DECISION_BODY_TOO_LARGE:
-		if (d->over_cap) {
-			snprintf(msg, cap, "The request body is larger than this gateway accepts (%lld bytes).",
-			         (long long)d->over_cap);
-			break;
-		}
-		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
-		break;
-	case DECISION_BAD_ENDPOINT:
-		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/responses/compact, /v1/responses/input_tokens, /v1/messages and /v1/messages/count_tokens, GET /v1/models, and a stored response's GET and DELETE /v1/responses/ID, POST /v1/responses/ID/cancel and GET /v1/responses/ID/input_items.");
-		break;
-	case DECISION_WRONG_API:
-		snprintf(msg, cap, "The model '%s' is served through %s.", model,
-		         d->model->provider->api == KT_API_ANTHROPIC ? "/v1/messages" : "/v1/chat/completions");
-		break;
-	case DECISION_NO_ROUTE:
-		snprintf(msg, cap, "The model '%s' has no provider configured.", model);
-		break;
-	case DECISION_AGENT_ERROR:
-		snprintf(msg, cap, "The gateway could not read this request's details.");
-		break;
-	case DECISION_UNAUTHENTICATED:
-		snprintf(msg, cap, "The gateway's HAProxy and its agent do not share the gateway secret.");
-		break;
-	case DECISION_BUSY:
-		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
-		break;
-	case DECISION_UNKNOWN_RESPONSE:
-		decision_json_escape(model, sizeof(model), d->response_id);
-		snprintf(msg, cap, "No response found with id '%s'.", model);
-		break;
-	case DECISION_COST_POLICY:
-		if (d->costly == DECISION_COSTLY_TIER)
-			snprintf(msg, cap, "Key %s may not ask for this service_tier of the model '%s', or the gateway has no price for it.", d->key->prefix, model);
-		else if (d->costly == DECISION_COSTLY_TOOLS)
-			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
-		else if (d->costly == DECISION_COSTLY_CACHE)
-			snprintf(msg, cap, "Key %s may not write the prompt cache (cache_control) of the model '%s', or the gateway has no price for cache writes.", d->key->prefix, model);
-		else
-			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
-		break;
-	case DECISION_STORED_STATE:
-		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
-		break;
-	case DECISION_RPM_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",
-		         d->key->prefix, (long long)d->key->quota.rpm,
-		         (long long)d->quota.retry_after_s);
-		break;
-	case DECISION_TPM_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld tokens per minute and this request may "
-		         "use %lld (prompt and max_tokens); retry after %lld s.", d->key->prefix,
-		         (long long)d->key->quota.tpm, (long long)d->est_tokens,
-		         (long long)d->quota.retry_after_s);
-		break;
-	case DECISION_CONCURRENCY_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld requests in flight.", d->key->prefix,
-		         (long long)d->key->quota.max_concurrent);
-		break;
-	case DECISION_BUDGET_EXCEEDED:
-		snprintf(msg, cap, "Key %s has spent its budget of $%lld.%06lld for this %s.",
-		         d->key->prefix, (long long)(d->key->quota.budget_micros / 1000000),
-		         (long long)(d->key->quota.budget_micros % 1000000),
-		         d->key->quota.period == QUOTA_PERIOD_DAY ? "day" :
-		         d->key->quota.period == QUOTA_PERIOD_MONTH ? "month" : "key");
-		break;
-	default:
-		snprintf(msg, cap, "Request allowed.");
-		break;
-	}
-}
-
-int decision_error_json(const struct decision *d, const struct decision_request *req,
-                        char *buf, size_t cap)
-{
-	const struct decision_verdict_info *vi = &verdicts[(unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict : DECISION_NO_ROUTE];
-	char msg[1024];
-	int n;
-
-	decision_message(d, msg, sizeof(msg));
-	/* Anthropic's shape on its paths, and for a model list an Anthropic client asked for */
-	if (decision_str_begins(req->path, "/v1/messages") ||
-	    (decision_str_begins(req->path, "/v1/models") &&
-	     decision_models_api(req) == KT_API_ANTHROPIC))
-		n = snprintf(buf, cap, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}",
-		             vi->anthropic_type, msg);
-	else
-		n = snprintf(buf, cap, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":\"%s\"}}",
-		             msg, vi->openai_type, vi->name);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-/* Room kept for the end of an Anthropic list: has_more and the first and last ids, each
- * escaped (decision_json_escape writes at most 7 bytes for each of 200). */
-#define DECISION_MODELS_TAIL (2 * 1400 + 64)
-
-/* One model as the client's API lists it; its length, or -1 if cap cannot hold it. */
-static int decision_model_entry(const struct kt_model *m, int anthropic, char *buf, size_t cap)
-{
-	char name[1408], owner[1408], when[32];
-	time_t at = (time_t)m->created_at;
-	struct tm tm;
-	int n;
-
-	decision_json_escape(name, sizeof(name), m->name);
-	if (anthropic) {
-		if (!gmtime_r(&at, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
-			snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
-		n = snprintf(buf, cap, "{\"type\":\"model\",\"id\":\"%s\",\"display_name\":\"%s\","
-		             "\"created_at\":\"%s\"}", name, name, when);
-	} else {
-		decision_json_escape(owner, sizeof(owner), m->provider->name);
-		n = snprintf(buf, cap, "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,"
-		             "\"owned_by\":\"%s\"}", name, (long long)m->created_at, owner);
-	}
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-int decision_models_json(const struct keytable *t, const struct decision *d,
-                         const struct decision_request *req, char *buf, size_t cap)
-{
-	enum kt_api api = decision_models_api(req);
-	int anthropic = api == KT_API_ANTHROPIC, more = 0, n;
-	const struct kt_model *first = NULL, *last = NULL;
-	char first_id[1408], last_id[1408];
-	size_t len, i, room;
-
-	if (d->model)
-		return decision_model_entry(d->model, anthropic, buf, cap);
-	if (cap <= DECISION_MODELS_TAIL + 32)
-		return -1;
-	room = cap - DECISION_MODELS_TAIL;
-	len = (size_t)snprintf(buf, cap, anthropic ? "{\"data\":[" : "{\"object\":\"list\",\"data\":[");
-	for (i = 0; i < t->nmodels; i++) {
-		const struct kt_model *m = &t->models[i];
-
-		if (!m->provider || m->provider->api != api || !keytable_key_allows(d->key, m))
-			continue;
-		n = decision_model_entry(m, anthropic, buf + len + (first != NULL), room - len - 1);
-		if (n < 0) {
-			more = 1;
-			break;
-		}
-		if (first)
-			buf[len++] = ',';
-		len += (size_t)n;
-		first = first ? first : m;
-		last = m;
-	}
-	if (!anthropic)
-		n = snprintf(buf + len, cap - len, "]}");
-	else if (!first)
-		n = snprintf(buf + len, cap - len, "],\"has_more\":false,\"first_id\":null,\"last_id\":null}");
-	else {
-		decision_json_escape(first_id, sizeof(first_id), first->name);
-		decision_json_escape(last_id, sizeof(last_id), last->name);
-		n = snprintf(buf + len, cap - len, "],\"has_more\":%s,\"first_id\":\"%s\",\"last_id\":\"%s\"}",
-		             more ? "true" : "false", first_id, last_id);
-	}
-	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
 }

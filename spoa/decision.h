@@ -7,6 +7,7 @@
 
 #include "acct-t.h"
 #include "keytable-t.h"
+#include "owner.h"
 #include "quota.h"
 #include "reqbody.h"
 #include "spop-t.h"
@@ -40,15 +41,23 @@ enum decision_verdict {
 	DECISION_VERDICT_COUNT
 };
 
+/* The stored response id a decision stopped at, for its caller to ask the owners' store
+ * (owner.h) about: a stored response's path, or a body's previous_response_id. */
+enum decision_owner_of { DECISION_OWNER_NONE, DECISION_OWNER_PATH, DECISION_OWNER_PREVIOUS };
+
+/* What the owners' store says of that id: the caller asks it (decision.c reads no
+ * store); pending is read first (owner.h). */
+struct decision_owner {
+	int known;                  /* e is filled */
+	struct owner_entry e;
+	int pending;                /* the key may have creates whose row has not come */
+};
+
 enum decision_model_source {
 	DECISION_MODEL_NONE,
 	DECISION_MODEL_BODY,        /* named in the (possibly truncated) body */
 	DECISION_MODEL_KEY_DEFAULT, /* body named none, or was cut before naming one */
 };
-
-/* What HAProxy sent for one request. Views borrow the NOTIFY frame's buffer and live
- * until the ACK is built. Absent headers have len 0. */
-struct owner;
 
 /* What a request may ask for that costs more, for keys whose own columns are NULL (the
  * agent's --service-tiers, --server-tools, --audio, --cache-writes; docs/pricing.md). */
@@ -64,6 +73,8 @@ struct decision_policy {
 enum decision_costly { DECISION_COSTLY_TIER = 1, DECISION_COSTLY_TOOLS, DECISION_COSTLY_AUDIO,
                        DECISION_COSTLY_CACHE };
 
+/* What HAProxy sent for one request. Views borrow the NOTIFY frame's buffer and live
+ * until the ACK is built. Absent headers have len 0. */
 struct decision_request {
 	struct spop_str authorization;
 	struct spop_str api_key;
@@ -77,7 +88,6 @@ struct decision_request {
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
 	int64_t json_max;           /* bytes HAProxy's json_query reads an answer in; 0 the
 	                             * regular buffer (set by haproxy.cfg, never a client) */
-	struct owner *owners;       /* who made which stored response; NULL: none known */
 	const struct decision_policy *policy; /* NULL: every default */
 };
 
@@ -103,6 +113,9 @@ struct decision {
 	 * of theirs. */
 	char response_id[ACCT_RESPONSE_ID_MAX];
 	int wait;
+	/* Set when the decision needs to know who made that id (decision_owner_id): until
+	 * decision_owned_by answers, the verdict is DECISION_UNKNOWN_RESPONSE. */
+	enum decision_owner_of owner_query;
 	enum decision_costly costly;        /* with DECISION_COST_POLICY: what was refused */
 	int capture;                        /* the response needs the Lua capture: a stream,
 	                                     * possibly one, or a body too big for the buffer */
@@ -144,9 +157,20 @@ struct decision {
 	int64_t est_prompt_tokens, est_completion_tokens, est_tokens, est_cost_micros;
 };
 
-/* Decides for req against the snapshot t. Always fills d; never fails. */
+/* Decides for req against the snapshot t. Always fills d; never fails. A request that
+ * names a stored response stops there (d->owner_query): the caller asks the owners'
+ * store about decision_owner_id and finishes d with decision_owned_by, or leaves it
+ * refused when it keeps no store. */
 void decision_make(const struct keytable *t, const struct decision_request *req,
                    struct decision *d);
+
+/* The id d->owner_query names: a view into req or into d (valid while both are). */
+struct spop_str decision_owner_id(const struct decision *d, const struct decision_request *req);
+
+/* Finishes d (made by decision_make for req and t, with d->owner_query set) with o, what
+ * the owners' store says of its id. */
+void decision_owned_by(const struct keytable *t, const struct decision_request *req,
+                       const struct decision_owner *o, struct decision *d);
 
 /* The bytes of decision_allow_list a request may carry to HAProxy, NUL included. */
 #define DECISION_ALLOW_LIST_MAX 1024
@@ -179,17 +203,8 @@ int decision_http_status(enum decision_verdict v);
 /* Stable snake_case name of a verdict ("allow", "unknown_key", ...), for logs and rows. */
 const char *decision_verdict_name(enum decision_verdict v);
 
-/* Writes the JSON error body for a denial into buf: OpenAI's error shape, or Anthropic's
- * for /v1/messages paths. Returns its length, or -1 if cap is too small. */
-int decision_error_json(const struct decision *d, const struct decision_request *req,
-                        char *buf, size_t cap);
-
-/* Writes the body of a DECISION_MODELS_LISTED answer into buf: the models d's key may
- * use of t, those of the API the client speaks (Anthropic's shape when the request
- * carries anthropic-version or x-api-key, else OpenAI's), by name; or the one model
- * d->model when the path named it. A list longer than cap holds what fits (Anthropic's
- * has_more says so). Returns its length, or -1 if cap cannot hold an empty list. */
-int decision_models_json(const struct keytable *t, const struct decision *d,
-                         const struct decision_request *req, char *buf, size_t cap);
+/* The API a model list (or its error) is for: Anthropic's when the request looks like an
+ * Anthropic client's (anthropic-version, or its key in x-api-key), else OpenAI's. */
+enum kt_api decision_models_api(const struct decision_request *req);
 
 #endif

@@ -32,7 +32,6 @@
 #include "owner.h"
 #include "pending.h"
 #include "queue.h"
-#include "quota.h"
 #include "record.h"
 #include "ringfetch.h"
 #include "spill.h"
@@ -70,6 +69,7 @@ struct intake {
 	struct dedupe *seen;
 	struct gwsecret_mac *mac;         /* checks records' MACs (this thread's) */
 	struct journal_log *jlog;
+	struct hold_ctx hold;             /* cfg's quota, keylive, owners and journal */
 	struct keytable *kt;
 	int64_t delivered_ms;             /* end of the newest ring record, sent or read back */
 	int64_t backlog_from_ms;          /* reading the backlog: the records that ended in */
@@ -80,19 +80,20 @@ struct intake {
 	double last_error_log;
 };
 
-void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct owner *owners,
-                 struct journal *j, struct journal_log *log, struct acct_row *row, int admitted)
+void intake_emit(struct queue *q, struct spill *sp, const struct hold_ctx *h,
+                 struct journal_log *log, struct acct_row *row, enum hold_event e)
 {
+	struct journal *j = h->journal;
+
 	/* Its key owns the response before the create counts as ended: a read waiting for
 	 * the create's row then finds the id (decision.h). */
-	if (owners && row->response_id[0])
-		owner_put(owners, row->response_id, row->key_id, row->model_requested,
+	if (h->owners && row->response_id[0])
+		owner_put(h->owners, row->response_id, row->key_id, row->model_requested,
 		          (row->prompt_tokens > 0 ? row->prompt_tokens : 0) +
 		          (row->completion_tokens > 0 ? row->completion_tokens : 0));
-	if (owners && admitted && (row->flags & ACCT_FLAG_CREATES_RESPONSE))
-		owner_creating(owners, row->key_id, -1);
-	if (kl)
-		keylive_row(kl, row, admitted);
+	hold_apply(h, e, row, 0, acct_now_ms());
+	if (h->keylive)
+		keylive_row(h->keylive, row);
 	stats_add(&stats.outcomes[row->outcome < ACCT_OUTCOME_COUNT ? row->outcome : 0], 1);
 	if (row->model_reported[0])
 		stats_add(&stats.model_mismatches, 1);
@@ -115,17 +116,6 @@ static void intake_error(struct intake *in, enum stats_error e, const char *what
 		in->last_error_log = ev_now(in->loop);
 		log_warn("intake: %s (counted in errors_total{kind=\"%s\"})", what, stats_error_name(e));
 	}
-}
-
-/* Gives back what the request held of its key's limits, charging what it used. */
-static void intake_settle(struct intake *in, const struct acct_row *row)
-{
-	int64_t tokens, cost;
-
-	if (!in->cfg.quota || !row->hold.key_id)
-		return;
-	join_charge(row, &tokens, &cost);
-	quota_settle(in->cfg.quota, &row->hold, tokens, cost, acct_now_ms());
 }
 
 /* When the transaction of r ended (unix ms). */
@@ -186,10 +176,9 @@ static int intake_record(struct intake *in, const char *msg, size_t len,
 	if (join_record_ends_wait(admitted, r.spoe_error))
 		pending_finish(in->cfg.pending, id, now);
 	join_record(&r, id, admitted ? &pending : NULL, in->kt, in->cfg.default_max_tokens, &row);
-	intake_settle(in, &row);
 	dedupe_add(in->seen, id, now);
-	intake_emit(in->cfg.queue, in->cfg.spill, in->cfg.keylive, in->cfg.owners, in->cfg.journal,
-	            in->jlog, &row, admitted);
+	intake_emit(in->cfg.queue, in->cfg.spill, &in->hold, in->jlog, &row,
+	            admitted ? HOLD_RECORD : HOLD_UNHELD);
 	return 0;
 }
 
@@ -204,16 +193,12 @@ static void intake_on_expired(void *arg, const struct acct_row *pending_row)
 	if (fate == JOIN_RECOUNTED) {
 		/* Its record came before its decision was noted (the decision was late and
 		 * HAProxy had answered alone): the row exists already. */
-		intake_settle(in, pending_row);
-		if (in->cfg.journal)
-			journal_release(in->cfg.journal, pending_row->journal_epoch[0]);
+		hold_apply(&in->hold, HOLD_RECOUNTED, pending_row, 0, acct_now_ms());
 		return;
 	}
 	join_expired(pending_row, in->kt, &row);
-	intake_settle(in, &row);
 	dedupe_add(in->seen, row.request_id, acct_now_ms());
-	intake_emit(in->cfg.queue, in->cfg.spill, in->cfg.keylive, in->cfg.owners, in->cfg.journal,
-	            in->jlog, &row, 1);
+	intake_emit(in->cfg.queue, in->cfg.spill, &in->hold, in->jlog, &row, HOLD_EXPIRED);
 }
 
 static void intake_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
@@ -452,6 +437,7 @@ struct intake *intake_start(const struct intake_config *cfg, struct keytable *kt
 		return NULL;
 	}
 	in->cfg = *cfg;
+	in->hold = (struct hold_ctx){ cfg->quota, cfg->keylive, cfg->owners, cfg->journal };
 	in->kt = kt;
 	pthread_mutex_init(&in->lock, NULL);
 	if ((lfd = net_listen(cfg->addr, err, errlen)) < 0 ||

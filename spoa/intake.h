@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "acct-t.h"
+#include "hold.h"
 #include "gwsecret.h"
 #include "keytable-t.h"
 
@@ -51,16 +52,17 @@ void intake_post_keytable(struct intake *in, struct keytable *kt);
  * pending stay in the journal for the next run. */
 void intake_stop(struct intake *in);
 
-/* Queues one row: notes the stored response it made (owners, may be NULL), journals
- * it, counts it; on a full queue it spills it (sp, may be NULL), and if that fails too
- * counts the drop and releases its journal entries.
- * admitted: it ends a decided transaction. For the intake thread, and for the main
- * thread before the intake starts (journal replay); log is that thread's journal log
- * (may be NULL). */
+/* Queues one row: notes the stored response it made (h->owners, may be NULL), carries
+ * out e, what the row does to the hold of its decision (hold.h: HOLD_RECORD,
+ * HOLD_EXPIRED, or HOLD_UNHELD when no decision of this run waited for it), between
+ * the two, so that a create counts as ended once its id is known and a hold is settled
+ * before its row is queued; counts it (h->keylive), journals it; on a full queue it
+ * spills it (sp, may be NULL), and if that fails too counts the drop and releases its
+ * journal entries (h->journal). For the intake thread, and for the main thread before
+ * the intake starts (journal replay); log is that thread's journal log (may be NULL). */
 struct journal_log;
-struct owner;
 struct spill;
-void intake_emit(struct queue *q, struct spill *sp, struct keylive *kl, struct owner *owners,
-                 struct journal *j, struct journal_log *log, struct acct_row *row, int admitted);
+void intake_emit(struct queue *q, struct spill *sp, const struct hold_ctx *h,
+                 struct journal_log *log, struct acct_row *row, enum hold_event e);
 
 #endif

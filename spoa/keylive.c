@@ -90,7 +90,19 @@ static int64_t keylive_known(int64_t v)
 	return v == ACCT_NONE ? 0 : v;
 }
 
-void keylive_row(struct keylive *k, const struct acct_row *row, int admitted)
+void keylive_ended(struct keylive *k, int64_t key_id)
+{
+	struct live_key *s;
+
+	if (key_id <= 0)
+		return;
+	pthread_mutex_lock(&k->lock);
+	if ((s = keylive_slot(k, key_id)) && s->inflight > 0)
+		s->inflight--;
+	pthread_mutex_unlock(&k->lock);
+}
+
+void keylive_row(struct keylive *k, const struct acct_row *row)
 {
 	struct live_key *s;
 
@@ -98,8 +110,6 @@ void keylive_row(struct keylive *k, const struct acct_row *row, int admitted)
 		return;
 	pthread_mutex_lock(&k->lock);
 	if ((s = keylive_slot(k, row->key_id))) {
-		if (admitted && s->inflight > 0)
-			s->inflight--;
 		s->requests++;
 		s->errors += row->outcome != ACCT_COMPLETE;
 		s->prompt_tokens += keylive_known(row->prompt_tokens);

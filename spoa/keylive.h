@@ -14,11 +14,14 @@ struct keylive;
 struct keylive *keylive_new(void);
 void keylive_free(struct keylive *k);
 
-/* A request of key_id was admitted (in flight until keylive_row). Any thread. */
+/* A request of key_id was admitted (in flight until keylive_ended). Any thread. */
 void keylive_admit(struct keylive *k, int64_t key_id);
 
-/* A row was built; admitted: it ends a transaction counted by keylive_admit. */
-void keylive_row(struct keylive *k, const struct acct_row *row, int admitted);
+/* A transaction of key_id counted by keylive_admit ended (never below 0). */
+void keylive_ended(struct keylive *k, int64_t key_id);
+
+/* A row was built: its request, tokens and cost count. */
+void keylive_row(struct keylive *k, const struct acct_row *row);
 
 void keylive_each(struct keylive *k, void (*cb)(void *cbarg, const struct live_key *lk),
                   void *cbarg);

@@ -33,6 +33,7 @@ static int recovery_stored(struct recovery *r, const char *id)
 static void recovery_row(struct recovery *r, struct acct_row *row)
 {
 	const struct recovery_target *t = r->t;
+	struct hold_ctx hold = { NULL, t->keylive, t->owners, t->journal };
 	struct acct_row decided;
 	int admitted;
 
@@ -48,7 +49,7 @@ static void recovery_row(struct recovery *r, struct acct_row *row)
 		r->res->dropped--;   /* its decision found no room: the row makes up for it */
 	}
 	join_count(join_record_fate(0, admitted));
-	intake_emit(t->queue, t->spill, t->keylive, t->owners, t->journal, t->log, row, 0);
+	intake_emit(t->queue, t->spill, &hold, t->log, row, HOLD_UNHELD);
 	r->res->queued++;
 }
 

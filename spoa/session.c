@@ -13,9 +13,11 @@
 #include "decision.h"
 #include "log.h"
 #include "longbody.h"
+#include "owner.h"
 #include "spop.h"
 #include "stats.h"
 #include "txnvar.h"
+#include "wording.h"
 
 #define SESSION_CAPABILITIES "pipelining"
 
@@ -438,7 +440,23 @@ static int session_models(const struct session *s, const struct keytable *kt,
 {
 	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
 
-	return decision_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+	return wording_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+}
+
+/* Asks the owners' store who made the stored response d names, and finishes d with
+ * the answer. The key's creates in flight are read first: the intake notes an id
+ * before it counts its create ended, so a count read as 0 means any id it had is in
+ * the table already. */
+static void session_owner(struct owner *owners, const struct decision_request *req,
+                          struct decision *d, const struct keytable *kt)
+{
+	struct spop_str id = decision_owner_id(d, req);
+	struct decision_owner o;
+
+	memset(&o, 0, sizeof(o));
+	o.pending = owner_creates_pending(owners, d->key->id);
+	o.known = owner_get(owners, id.ptr, id.len, &o.e);
+	decision_owned_by(kt, req, &o, d);
 }
 
 /* Writes the ACK for one NOTIFY frame: the verdict on our message, or a long body's
@@ -485,9 +503,10 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		s->authentic = 1;
 		if (req.body_truncated && s->longbody)
 			whole = session_whole_body(s->longbody, id, &req);
-		req.owners = s->owners;
 		req.policy = s->policy;
 		decision_make(kt, &req, &d);
+		if (d.owner_query && s->owners)
+			session_owner(s->owners, &req, &d, kt);
 		session_quota(s, &req, &d);
 		/* HAProxy will ask again about this body (decision.h, wait): it keeps its
 		 * whole text for then. */
@@ -508,7 +527,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
 	if (d.verdict != DECISION_ALLOW && d.verdict != DECISION_MODELS_LISTED)
-		body_len = decision_error_json(&d, &req, body, 2048);
+		body_len = wording_error_json(&d, &req, body, 2048);
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)
 		session_ack(s, f, &d, body, body_len, 1, out);

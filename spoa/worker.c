@@ -5,8 +5,12 @@
  * The main thread accepts SPOP connections and hands each to a worker, round robin,
  * through the worker's inbox: a mutex-protected list and an ev_async that wakes the
  * loop (libev's cross-thread hand-off; memcached's thread.c does the same with a pipe).
- * New keytable snapshots travel the same way, so a worker never takes a lock on the
- * request path: decisions read the snapshot it holds.
+ * New keytable snapshots travel the same way, so reading the snapshot takes no lock.
+ * The request path does take the short locks of the tables it shares with the other
+ * threads (docs/architecture.md, "Locks a request takes"): the pending shard and the
+ * keylive mutex here, the quota shard of a limited key (which may wait up to
+ * --lease-wait-ms for a round in shared mode), and the owner and long-body mutexes
+ * for the requests that need them.
  *
  * A connection reads into a buffer as large as the largest frame accepted, lets the
  * session consume whole frames, and writes the replies. While replies cannot be sent
@@ -41,15 +45,13 @@
 
 #include "acct.h"
 #include "counters.h"
+#include "hold.h"
 #include "join.h"
 #include "journal.h"
-#include "keylive.h"
 #include "keytable.h"
 #include "log.h"
 #include "net.h"
-#include "owner.h"
 #include "pending.h"
-#include "quota.h"
 #include "session.h"
 #include "spop.h"
 #include "stats.h"
@@ -93,6 +95,7 @@ struct worker {
 	struct worker_conn_cfg conn;
 	struct worker_acct acct;
 	struct journal_log *jlog;        /* loop thread only; NULL without a journal */
+	struct hold_ctx hold;            /* acct's quota, keylive, owners and journal */
 	pthread_t thread;
 	struct ev_loop *loop;
 	ev_async wake;
@@ -310,23 +313,20 @@ static void worker_evict_fresh(struct worker *w)
 }
 
 /* The session's hook: records the decided transaction as pending until its record
- * comes (see intake.c). A NOTIFY without an id cannot be joined: nothing to record. */
-/* A hold no pending row will carry to its settlement is given back at once. */
-static void worker_release(struct worker *w, const struct quota_hold *hold, int64_t now_ms)
-{
-	if (w->acct.quota)
-		quota_settle(w->acct.quota, hold, ACCT_NONE, ACCT_NONE, now_ms);
-}
-
+ * comes (see intake.c), and does what that does to its hold (hold.h). A NOTIFY without
+ * an id cannot be joined: nothing to record. */
 static int worker_on_decided(void *arg, struct spop_str id, const struct decision *d)
 {
 	struct worker *w = arg;
 	struct acct_row row, old;
 	int64_t now = acct_now_ms();
+	int allowed = d->verdict == DECISION_ALLOW;
 	int rc;
 
 	if (id.len == 0 || id.len >= ACCT_ID_MAX) {
-		worker_release(w, &d->hold, now);
+		acct_row_init(&row);
+		row.hold = d->hold;
+		hold_apply(&w->hold, HOLD_NO_ID, &row, allowed, now);
 		return 0;
 	}
 	join_decided(d, id.ptr, id.len, now, &row);
@@ -337,9 +337,8 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		/* Full (or out of memory): an admitted request must be pending, so that it ends
 		 * as a row even if its record never comes; it is refused instead. A denial's
 		 * row needs no pending entry: its record makes it. */
-		journal_release(w->acct.journal, row.journal_epoch[0]);
-		worker_release(w, &d->hold, now);
-		if (d->verdict != DECISION_ALLOW)
+		hold_apply(&w->hold, HOLD_NOT_NOTED, &row, allowed, now);
+		if (!allowed)
 			return 0;
 		counters_refuse_overflow();
 		if (ev_now(w->loop) - w->last_overflow_log >= 1.0) {
@@ -350,26 +349,16 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 		return -1;
 	}
 	join_count(join_decision_fate(rc, rc == 1 ? &old : NULL));
+	/* Its record came first: HAProxy gave up on this decision and answered alone; that
+	 * row is written, and the request holds nothing. */
 	if (rc == 2) {
-		/* Its record came first: HAProxy gave up on this decision and answered alone;
-		 * that row is written, and the request holds nothing. */
-		worker_release(w, &d->hold, now);
-		journal_release(w->acct.journal, row.journal_epoch[0]);
+		hold_apply(&w->hold, HOLD_RECORD_FIRST, &row, allowed, now);
 		return 0;
 	}
-	if (rc == 1) {
-		/* Decided twice: the first decision's hold, journal entry and create are
-		 * given back. */
-		worker_release(w, &old.hold, now);
-		journal_release(w->acct.journal, old.journal_epoch[0]);
-		if ((old.flags & ACCT_FLAG_CREATES_RESPONSE) && w->acct.owners)
-			owner_creating(w->acct.owners, old.key_id, -1);
-	}
-	if (d->verdict == DECISION_ALLOW) {
-		keylive_admit(w->acct.keylive, row.key_id);
-		if ((row.flags & ACCT_FLAG_CREATES_RESPONSE) && w->acct.owners)
-			owner_creating(w->acct.owners, row.key_id, 1);
-	}
+	/* Decided twice: the first decision gives way. */
+	if (rc == 1)
+		hold_apply(&w->hold, HOLD_REPLACED, &old, allowed, now);
+	hold_apply(&w->hold, HOLD_NOTED, &row, allowed, now);
 	return 0;
 }
 
@@ -539,6 +528,7 @@ struct worker *worker_start(int id, const struct worker_conn_cfg *conn,
 	w->id = id;
 	w->conn = *conn;
 	w->acct = *acct;
+	w->hold = (struct hold_ctx){ acct->quota, acct->keylive, acct->owners, acct->journal };
 	if (acct->journal) {
 		char name[32];
 

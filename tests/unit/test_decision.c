@@ -5,6 +5,7 @@
 #include "owner.h"
 #include "fixture.h"
 #include "unit.h"
+#include "wording.h"
 
 #define CHAT "/v1/chat/completions"
 
@@ -16,6 +17,18 @@ static int64_t fix_json_max;
 static const struct decision_policy *fix_policy;   /* NULL: the defaults */
 /* Who made which stored response; NULL: none known. */
 static struct owner *fix_owners;
+
+/* What session.c does with a decision that names a stored response: asks fix_owners,
+ * the key's creates in flight first, and finishes d with the answer. */
+static void decide_owner(const struct decision_request *req, struct decision *d)
+{
+	struct spop_str id = decision_owner_id(d, req);
+	struct decision_owner o = { 0 };
+
+	o.pending = owner_creates_pending(fix_owners, d->key->id);
+	o.known = owner_get(fix_owners, id.ptr, id.len, &o.e);
+	decision_owned_by(fx.kt, req, &o, d);
+}
 
 static struct decision decide_with(const char *auth, const char *xkey, const char *path,
                                    const char *body, int truncated)
@@ -52,9 +65,10 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body_truncated = truncated;
 	req.body_size = truncated ? -1 : (int64_t)req.body.len;
 	req.json_max = fix_json_max;
-	req.owners = fix_owners;
 	req.policy = fix_policy;
 	decision_make(fx.kt, &req, &d);
+	if (d.owner_query && fix_owners)
+		decide_owner(&req, &d);
 	return d;
 }
 
@@ -462,8 +476,8 @@ static struct decision list_models(const char *key, int anthropic, const char *p
 		req.authorization.len = strlen(auth);
 	}
 	decision_make(fx.kt, &req, &d);
-	*len = d.verdict == DECISION_MODELS_LISTED ? decision_models_json(fx.kt, &d, &req, buf, cap)
-	                                           : decision_error_json(&d, &req, buf, cap);
+	*len = d.verdict == DECISION_MODELS_LISTED ? wording_models_json(fx.kt, &d, &req, buf, cap)
+	                                           : wording_error_json(&d, &req, buf, cap);
 	return d;
 }
 
@@ -595,7 +609,7 @@ static void test_error_bodies(void)
 	req.path.ptr = "/v1/chat/completions";
 	req.path.len = strlen(req.path.ptr);
 	d = decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}");
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0);
 	CHECK(strstr(buf, "\"code\":\"model_not_allowed\"") != NULL);
 	CHECK(strstr(buf, "tly_restrict") != NULL);
@@ -603,15 +617,15 @@ static void test_error_bodies(void)
 	/* client text is escaped into the JSON */
 	d = decide(FIX_KEY_OPEN, "{\"model\":\"a\\\"b\\\\c\\u0001\"}");
 	CHECK_EQ_INT(d.verdict, DECISION_UNKNOWN_MODEL);
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strstr(buf, "'a\\\"b\\\\c\\u0001'") != NULL);
 
 	req.path.ptr = "/v1/messages";
 	req.path.len = strlen(req.path.ptr);
 	d = decide("tly_x", "{}");
-	n = decision_error_json(&d, &req, buf, sizeof(buf));
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strncmp(buf, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"", 53) == 0);
-	CHECK_EQ_INT(decision_error_json(&d, &req, buf, 10), -1);
+	CHECK_EQ_INT(wording_error_json(&d, &req, buf, 10), -1);
 }
 
 static void test_endpoints_and_apis(void)
@@ -810,12 +824,12 @@ static void test_body_cap(void)
 	decision_make(fx.kt, &req, &d);
 	CHECK_EQ_INT(d.verdict, DECISION_BODY_TOO_LARGE);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 413);
-	n = decision_error_json(&d, &req, json, sizeof(json));
+	n = wording_error_json(&d, &req, json, sizeof(json));
 	CHECK(n > 0 && strstr(json, "\"code\":\"body_too_large\"") &&
 	      strstr(json, "larger than this gateway accepts (100 bytes)"));
 	req.path = (struct spop_str){ "/v1/messages", 12 };
 	decision_make(fx.kt, &req, &d);
-	n = decision_error_json(&d, &req, json, sizeof(json));
+	n = wording_error_json(&d, &req, json, sizeof(json));
 	CHECK(n > 0 && strstr(json, "{\"type\":\"error\",\"error\":{\"type\":\"request_too_large\""));
 	req.path = (struct spop_str){ CHAT, strlen(CHAT) };
 	req.body_size = 100;
@@ -1102,7 +1116,7 @@ static void test_stored_responses(void)
 	/* the refusal names the id as sent, escaped */
 	d = decide_stored(FIX_KEY_OPEN, "GET /v1/responses/re\"sp\\x");
 	req.path = (struct spop_str){ "/v1/responses/re\"sp\\x", 22 };
-	CHECK(decision_error_json(&d, &req, buf, sizeof(buf)) > 0);
+	CHECK(wording_error_json(&d, &req, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "\"code\":\"response_not_found\"") &&
 	      strstr(buf, "No response found with id 're\\\"sp\\\\x'."));
 	/* a create building on a stored response: the key's own, on its provider, in a body
@@ -1175,6 +1189,101 @@ static void test_stored_responses(void)
 	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
 }
 
+/* An owner's answer, as the caller would have it from the store (decision reads none). */
+static struct decision_owner owner_answer(int known, int64_t key_id, const char *model,
+                                          int64_t tokens, int pending)
+{
+	struct decision_owner o = { 0 };
+
+	o.known = known;
+	o.pending = pending;
+	o.e.key_id = key_id;
+	snprintf(o.e.model, sizeof(o.e.model), "%s", model);
+	o.e.tokens = tokens;
+	return o;
+}
+
+/* decision_make on req, then decision_owned_by with o when it asked for an owner. */
+static struct decision decide_owned(const struct decision_request *req,
+                                    const struct decision_owner *o)
+{
+	struct decision d;
+
+	decision_make(fx.kt, req, &d);
+	if (d.owner_query)
+		decision_owned_by(fx.kt, req, o, &d);
+	return d;
+}
+
+/* decision_make stops at a stored response's id and takes who made it as input: both
+ * answers of the store, for a stored response's path and for a previous_response_id. */
+static void test_owner_as_input(void)
+{
+	const char *prev = "{\"model\":\"gpt-a\",\"previous_response_id\":\"resp_p\"}";
+	struct decision_request get = { 0 }, create = { 0 };
+	struct decision_owner mine = owner_answer(1, 1, "gpt-a", 700, 0);
+	struct decision_owner theirs = owner_answer(1, 2, "gpt-a", 0, 0);
+	struct decision_owner none = owner_answer(0, 0, "", 0, 0);
+	struct decision_owner soon = owner_answer(0, 0, "", 0, 1);
+	struct decision_owner gone = owner_answer(1, 1, "no-such-model", 0, 0);
+	struct decision_owner elsewhere = owner_answer(1, 1, "claude-a", 0, 0);
+	struct spop_str id;
+	struct decision d;
+
+	get.authorization = (struct spop_str){ "Bearer " FIX_KEY_OPEN, strlen("Bearer " FIX_KEY_OPEN) };
+	get.method = (struct spop_str){ "GET", 3 };
+	get.path = (struct spop_str){ "/v1/responses/resp_z/input_items", 32 };
+	get.body_length_known = 1;
+	create = get;
+	create.method = (struct spop_str){ "POST", 4 };
+	create.path = (struct spop_str){ "/v1/responses", 13 };
+	create.body = (struct spop_str){ prev, strlen(prev) };
+	create.body_size = (int64_t)strlen(prev);
+
+	/* asked, unanswered: refused as an id nobody made */
+	decision_make(fx.kt, &get, &d);
+	CHECK_EQ_INT(d.owner_query, DECISION_OWNER_PATH);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait && d.model == NULL);
+	id = decision_owner_id(&d, &get);
+	CHECK(id.len == 6 && memcmp(id.ptr, "resp_z", 6) == 0);
+	CHECK_EQ_STR(d.response_id, "resp_z");
+	d = decide_owned(&get, &mine);
+	CHECK(d.verdict == DECISION_ALLOW && d.unbilled && !d.capture);
+	CHECK_EQ_STR(d.model->name, "gpt-a");
+	d = decide_owned(&get, &theirs);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait && d.model == NULL);
+	d = decide_owned(&get, &none);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
+	d = decide_owned(&get, &soon);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && d.wait);
+	d = decide_owned(&get, &gone);
+	CHECK_EQ_INT(d.verdict, DECISION_NO_ROUTE);
+
+	decision_make(fx.kt, &create, &d);
+	CHECK_EQ_INT(d.owner_query, DECISION_OWNER_PREVIOUS);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait && !d.creates_response);
+	id = decision_owner_id(&d, &create);
+	CHECK(id.len == 6 && memcmp(id.ptr, "resp_p", 6) == 0);
+	d = decide_owned(&create, &mine);
+	CHECK(d.verdict == DECISION_ALLOW && d.creates_response && !d.unbilled);
+	CHECK_EQ_INT(d.previous_tokens, 700);
+	d = decide_owned(&create, &theirs);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.creates_response);
+	CHECK_EQ_INT(d.previous_tokens, 0);
+	d = decide_owned(&create, &soon);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && d.wait);
+	/* made on another provider: nothing this route can read */
+	d = decide_owned(&create, &elsewhere);
+	CHECK(d.verdict == DECISION_UNKNOWN_RESPONSE && !d.wait);
+
+	/* a request naming no stored response asks nothing */
+	create.body = (struct spop_str){ "{\"model\":\"gpt-a\"}", 17 };
+	create.body_size = 17;
+	decision_make(fx.kt, &create, &d);
+	CHECK(d.owner_query == DECISION_OWNER_NONE && d.verdict == DECISION_ALLOW);
+	CHECK_EQ_INT(decision_owner_id(&d, &create).len, 0);
+}
+
 /* A request that names no output bound is estimated at its model's largest answer
  * (models.max_output) when the model has one, else at the agent's default. */
 static void test_model_max_output(void)
@@ -1212,6 +1321,7 @@ int main(void)
 	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
 	RUN(test_stored_responses);
+	RUN(test_owner_as_input);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);
 	RUN(test_usage_amendment);

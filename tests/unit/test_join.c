@@ -13,7 +13,6 @@
 #include "fixture.h"
 #include "join.h"
 #include "luacap.h"
-#include "owner.h"
 #include "pending.h"
 #include "price.h"
 #include "record.h"
@@ -696,19 +695,18 @@ static void test_stored_response_id(void)
 /* What a stored response's read answers carries was billed when it was made. */
 static void test_unbilled_takes_no_usage(void)
 {
-	struct owner *o = owner_new(4);
+	struct decision_owner o = { .known = 1, .e = { .key_id = 1, .model = "gpt-a" } };
 	struct decision_request req;
 	struct decision d;
 	struct acct_row p, row;
 	const char *auth = "Bearer " FIX_KEY_OPEN;
 
-	owner_put(o, "resp_9", 1, "gpt-a", 0);
 	memset(&req, 0, sizeof(req));
 	req.authorization = (struct spop_str){ auth, strlen(auth) };
 	req.method = (struct spop_str){ "GET", 3 };
 	req.path = (struct spop_str){ "/v1/responses/resp_9", 20 };
-	req.owners = o;
 	decision_make(fx.kt, &req, &d);
+	decision_owned_by(fx.kt, &req, &o, &d);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	decision_estimate(&d, &req, 4096);
 	join_decided(&d, ID, strlen(ID), 1796278643000, &p);
@@ -727,7 +725,6 @@ static void test_unbilled_takes_no_usage(void)
 	CHECK_EQ_INT(row.prompt_tokens, ACCT_NONE);
 	CHECK_EQ_INT(row.completion_tokens, ACCT_NONE);
 	check_no_classes(&row);
-	owner_free(o);
 }
 
 /* The capture filter spoiled a cut body past the cut and HAProxy answered the refusal

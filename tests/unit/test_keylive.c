@@ -41,19 +41,21 @@ static void test_one_key(void)
 	keylive_admit(kl, 4);
 	keylive_admit(kl, 4);
 	row_of(&r, 4, ACCT_COMPLETE);
-	keylive_row(kl, &r, 1);
+	keylive_row(kl, &r);
+	keylive_ended(kl, r.key_id);
 	/* unknown counts add nothing; an error outcome counts as an error */
 	row_of(&r, 4, ACCT_UPSTREAM_ERROR);
 	r.prompt_tokens = r.completion_tokens = r.cost_micros = ACCT_NONE;
-	keylive_row(kl, &r, 1);
+	keylive_row(kl, &r);
+	keylive_ended(kl, r.key_id);
 	/* a row nobody admitted (HAProxy answered alone) is not taken from in flight */
 	keylive_admit(kl, 4);
 	row_of(&r, 4, ACCT_GATEWAY_REJECTED);
-	keylive_row(kl, &r, 0);
+	keylive_row(kl, &r);
 	/* no key: not a per-key figure */
 	keylive_admit(kl, ACCT_NONE);
 	row_of(&r, ACCT_NONE, ACCT_DENIED);
-	keylive_row(kl, &r, 0);
+	keylive_row(kl, &r);
 	keylive_each(kl, collect, &f);
 	CHECK_EQ_INT(f.n, 1);
 	CHECK_EQ_INT(f.k[4].inflight, 1);
@@ -64,8 +66,10 @@ static void test_one_key(void)
 	CHECK_EQ_INT(f.k[4].cost_micros, 14);
 	/* in flight never goes below zero */
 	row_of(&r, 4, ACCT_COMPLETE);
-	keylive_row(kl, &r, 1);
-	keylive_row(kl, &r, 1);
+	keylive_row(kl, &r);
+	keylive_ended(kl, r.key_id);
+	keylive_row(kl, &r);
+	keylive_ended(kl, r.key_id);
 	f.n = 0;
 	keylive_each(kl, collect, &f);
 	CHECK_EQ_INT(f.k[4].inflight, 0);
@@ -86,7 +90,8 @@ static void *load_main(void *arg)
 		for (id = 1; id <= KEYS; id++) {
 			keylive_admit(l->kl, id);
 			row_of(&r, id, ACCT_COMPLETE);
-			keylive_row(l->kl, &r, 1);
+			keylive_row(l->kl, &r);
+			keylive_ended(l->kl, r.key_id);
 		}
 	return NULL;
 }

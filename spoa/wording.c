@@ -1,0 +1,266 @@
+/* wording: what the gateway tells a client about a decision: the JSON error body of a
+ * denial and its message, and the model list it answers itself (I/O threads, pure).
+ * The verdict's name and status are decision.c's. */
+#include "wording.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "keytable.h"
+#include "quota.h"
+
+/* The error "type" of each verdict in OpenAI's shape and in Anthropic's. */
+struct wording_types {
+	const char *openai_type;
+	const char *anthropic_type;
+};
+
+static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
+	[DECISION_ALLOW] = { "", "" },
+	[DECISION_NO_KEY] = { "invalid_request_error", "authentication_error" },
+	[DECISION_UNKNOWN_KEY] = { "invalid_request_error", "authentication_error" },
+	[DECISION_REVOKED_KEY] = { "invalid_request_error", "authentication_error" },
+	[DECISION_BAD_ENDPOINT] = { "invalid_request_error", "not_found_error" },
+	[DECISION_BAD_BODY] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_MODEL_REQUIRED] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_UNKNOWN_MODEL] = { "invalid_request_error", "not_found_error" },
+	[DECISION_MODEL_FORBIDDEN] = { "permission_error", "permission_error" },
+	[DECISION_BODY_TOO_LARGE] = { "invalid_request_error", "request_too_large" },
+	[DECISION_WRONG_API] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_NO_ROUTE] = { "server_error", "api_error" },
+	[DECISION_AGENT_ERROR] = { "server_error", "api_error" },
+	[DECISION_RPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_TPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_CONCURRENCY_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_UNAUTHENTICATED] = { "server_error", "api_error" },
+	[DECISION_BUSY] = { "server_error", "overloaded_error" },
+	[DECISION_MODELS_LISTED] = { "", "" },
+	[DECISION_STORED_STATE] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_UNKNOWN_RESPONSE] = { "invalid_request_error", "not_found_error" },
+	[DECISION_COST_POLICY] = { "invalid_request_error", "invalid_request_error" },
+};
+
+/* Whether s begins with lit. */
+static int wording_begins(struct spop_str s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s.len >= n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* Appends s as JSON string content (without quotes), truncating at 200 bytes: error
+ * messages quote client input and must stay small. */
+static void wording_json_escape(char *out, size_t cap, const char *s)
+{
+	size_t o = 0, i;
+
+	for (i = 0; s[i] && i < 200 && o + 7 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+		} else if (c >= 0x80) {
+			out[o++] = '?';   /* client bytes need not be UTF-8; the answer must be */
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+}
+
+static void wording_message(const struct decision *d, char *msg, size_t cap)
+{
+	char model[2 * 6 * 40];
+
+	wording_json_escape(model, sizeof(model),
+	                     d->model ? d->model->name : d->body.has_model ? d->body.model : "");
+	switch (d->verdict) {
+	case DECISION_NO_KEY:
+		snprintf(msg, cap, "Missing gateway key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.");
+		break;
+	case DECISION_UNKNOWN_KEY:
+		snprintf(msg, cap, "Invalid gateway key.");
+		break;
+	case DECISION_REVOKED_KEY:
+		snprintf(msg, cap, "Gateway key %s has been revoked.", d->key->prefix);
+		break;
+	case DECISION_BAD_BODY:
+		snprintf(msg, cap, "Request body must be a JSON object with at most one string 'model' and one boolean 'stream'.");
+		break;
+	case DECISION_MODEL_REQUIRED:
+		snprintf(msg, cap, "The request names no model and key %s has no default model.", d->key->prefix);
+		break;
+	case DECISION_UNKNOWN_MODEL:
+		snprintf(msg, cap, "The model '%s' does not exist on this gateway.", model);
+		break;
+	case DECISION_MODEL_FORBIDDEN:
+		snprintf(msg, cap, "Key %s may not use the model '%s'.", d->key->prefix, model);
+		break;
+	case DECISION_BODY_TOO_LARGE:
+		if (d->over_cap) {
+			snprintf(msg, cap, "The request body is larger than this gateway accepts (%lld bytes).",
+			         (long long)d->over_cap);
+			break;
+		}
+		snprintf(msg, cap, "Key %s is restricted to some models and the request body is larger than the gateway inspects; send a smaller body or ask the operator to raise tune.bufsize.", d->key->prefix);
+		break;
+	case DECISION_BAD_ENDPOINT:
+		snprintf(msg, cap, "This gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/responses/compact, /v1/responses/input_tokens, /v1/messages and /v1/messages/count_tokens, GET /v1/models, and a stored response's GET and DELETE /v1/responses/ID, POST /v1/responses/ID/cancel and GET /v1/responses/ID/input_items.");
+		break;
+	case DECISION_WRONG_API:
+		snprintf(msg, cap, "The model '%s' is served through %s.", model,
+		         d->model->provider->api == KT_API_ANTHROPIC ? "/v1/messages" : "/v1/chat/completions");
+		break;
+	case DECISION_NO_ROUTE:
+		snprintf(msg, cap, "The model '%s' has no provider configured.", model);
+		break;
+	case DECISION_AGENT_ERROR:
+		snprintf(msg, cap, "The gateway could not read this request's details.");
+		break;
+	case DECISION_UNAUTHENTICATED:
+		snprintf(msg, cap, "The gateway's HAProxy and its agent do not share the gateway secret.");
+		break;
+	case DECISION_BUSY:
+		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
+		break;
+	case DECISION_UNKNOWN_RESPONSE:
+		wording_json_escape(model, sizeof(model), d->response_id);
+		snprintf(msg, cap, "No response found with id '%s'.", model);
+		break;
+	case DECISION_COST_POLICY:
+		if (d->costly == DECISION_COSTLY_TIER)
+			snprintf(msg, cap, "Key %s may not ask for this service_tier of the model '%s', or the gateway has no price for it.", d->key->prefix, model);
+		else if (d->costly == DECISION_COSTLY_TOOLS)
+			snprintf(msg, cap, "Key %s may not use tools the provider runs (web search, file search, code execution, MCP) with the model '%s', or the gateway cannot price them.", d->key->prefix, model);
+		else if (d->costly == DECISION_COSTLY_CACHE)
+			snprintf(msg, cap, "Key %s may not write the prompt cache (cache_control) of the model '%s', or the gateway has no price for cache writes.", d->key->prefix, model);
+		else
+			snprintf(msg, cap, "Key %s may not send audio to or ask for audio from the model '%s', or the gateway has no price for it.", d->key->prefix, model);
+		break;
+	case DECISION_STORED_STATE:
+		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
+		break;
+	case DECISION_RPM_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",
+		         d->key->prefix, (long long)d->key->quota.rpm,
+		         (long long)d->quota.retry_after_s);
+		break;
+	case DECISION_TPM_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld tokens per minute and this request may "
+		         "use %lld (prompt and max_tokens); retry after %lld s.", d->key->prefix,
+		         (long long)d->key->quota.tpm, (long long)d->est_tokens,
+		         (long long)d->quota.retry_after_s);
+		break;
+	case DECISION_CONCURRENCY_LIMITED:
+		snprintf(msg, cap, "Key %s is limited to %lld requests in flight.", d->key->prefix,
+		         (long long)d->key->quota.max_concurrent);
+		break;
+	case DECISION_BUDGET_EXCEEDED:
+		snprintf(msg, cap, "Key %s has spent its budget of $%lld.%06lld for this %s.",
+		         d->key->prefix, (long long)(d->key->quota.budget_micros / 1000000),
+		         (long long)(d->key->quota.budget_micros % 1000000),
+		         d->key->quota.period == QUOTA_PERIOD_DAY ? "day" :
+		         d->key->quota.period == QUOTA_PERIOD_MONTH ? "month" : "key");
+		break;
+	default:
+		snprintf(msg, cap, "Request allowed.");
+		break;
+	}
+}
+
+int wording_error_json(const struct decision *d, const struct decision_request *req,
+                       char *buf, size_t cap)
+{
+	enum decision_verdict v = (unsigned)d->verdict < DECISION_VERDICT_COUNT ? d->verdict
+	                                                                     : DECISION_NO_ROUTE;
+	const struct wording_types *vi = &wording_types[v];
+	char msg[1024];
+	int n;
+
+	wording_message(d, msg, sizeof(msg));
+	/* Anthropic's shape on its paths, and for a model list an Anthropic client asked for */
+	if (wording_begins(req->path, "/v1/messages") ||
+	    (wording_begins(req->path, "/v1/models") &&
+	     decision_models_api(req) == KT_API_ANTHROPIC))
+		n = snprintf(buf, cap, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}",
+		             vi->anthropic_type, msg);
+	else
+		n = snprintf(buf, cap, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":\"%s\"}}",
+		             msg, vi->openai_type, decision_verdict_name(v));
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* Room kept for the end of an Anthropic list: has_more and the first and last ids, each
+ * escaped (wording_json_escape writes at most 7 bytes for each of 200). */
+#define WORDING_MODELS_TAIL (2 * 1400 + 64)
+
+/* One model as the client's API lists it; its length, or -1 if cap cannot hold it. */
+static int wording_model_entry(const struct kt_model *m, int anthropic, char *buf, size_t cap)
+{
+	char name[1408], owner[1408], when[32];
+	time_t at = (time_t)m->created_at;
+	struct tm tm;
+	int n;
+
+	wording_json_escape(name, sizeof(name), m->name);
+	if (anthropic) {
+		if (!gmtime_r(&at, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+			snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
+		n = snprintf(buf, cap, "{\"type\":\"model\",\"id\":\"%s\",\"display_name\":\"%s\","
+		             "\"created_at\":\"%s\"}", name, name, when);
+	} else {
+		wording_json_escape(owner, sizeof(owner), m->provider->name);
+		n = snprintf(buf, cap, "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,"
+		             "\"owned_by\":\"%s\"}", name, (long long)m->created_at, owner);
+	}
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int wording_models_json(const struct keytable *t, const struct decision *d,
+                        const struct decision_request *req, char *buf, size_t cap)
+{
+	enum kt_api api = decision_models_api(req);
+	int anthropic = api == KT_API_ANTHROPIC, more = 0, n;
+	const struct kt_model *first = NULL, *last = NULL;
+	char first_id[1408], last_id[1408];
+	size_t len, i, room;
+
+	if (d->model)
+		return wording_model_entry(d->model, anthropic, buf, cap);
+	if (cap <= WORDING_MODELS_TAIL + 32)
+		return -1;
+	room = cap - WORDING_MODELS_TAIL;
+	len = (size_t)snprintf(buf, cap, anthropic ? "{\"data\":[" : "{\"object\":\"list\",\"data\":[");
+	for (i = 0; i < t->nmodels; i++) {
+		const struct kt_model *m = &t->models[i];
+
+		if (!m->provider || m->provider->api != api || !keytable_key_allows(d->key, m))
+			continue;
+		n = wording_model_entry(m, anthropic, buf + len + (first != NULL), room - len - 1);
+		if (n < 0) {
+			more = 1;
+			break;
+		}
+		if (first)
+			buf[len++] = ',';
+		len += (size_t)n;
+		first = first ? first : m;
+		last = m;
+	}
+	if (!anthropic)
+		n = snprintf(buf + len, cap - len, "]}");
+	else if (!first)
+		n = snprintf(buf + len, cap - len, "],\"has_more\":false,\"first_id\":null,\"last_id\":null}");
+	else {
+		wording_json_escape(first_id, sizeof(first_id), first->name);
+		wording_json_escape(last_id, sizeof(last_id), last->name);
+		n = snprintf(buf + len, cap - len, "],\"has_more\":%s,\"first_id\":\"%s\",\"last_id\":\"%s\"}",
+		             more ? "true" : "false", first_id, last_id);
+	}
+	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
+}
