@@ -42,7 +42,7 @@ extern const char tally_pg_schema_sql[];
  * PostgreSQL schema (9) are NULL, as no such database exists. */
 extern const char *const tally_pg_migrations_sql[];
 
-/* ---- PostgreSQL: the connection ---- */
+/* ---- the connection ---- */
 
 /* A SQLSTATE as a db_status. */
 static enum db_status dbpg_sqlstate(const char *state)
@@ -293,7 +293,7 @@ static int dbpg_in_transaction(struct db *db)
 	return s == PQTRANS_INTRANS || s == PQTRANS_INERROR;
 }
 
-/* ---- PostgreSQL: statements ---- */
+/* ---- preparing and running statements ---- */
 
 static int dbpg_ident_char(char c)
 {
@@ -798,7 +798,7 @@ static int dbpg_bind_bytes(struct db_stmt *st, int i, const char *v, size_t n, i
 	return 0;
 }
 
-/* ---- statements ---- */
+/* ---- the statement API ---- */
 
 static void dbpg_finalize(struct db_stmt *st)
 {
