@@ -51,7 +51,7 @@ QUERYD_OBJ := $(QUERYD_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/queries_sql.o 
 BINS       := $(BUILD)/tally-agent $(BUILD)/tallyctl $(BUILD)/mock-upstream $(BUILD)/tally-stress \
               $(BUILD)/tally-queryd $(BUILD)/tally-gen $(BUILD)/queryd-probe
 
-.PHONY: all deps build unit-bins lua-rules fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
+.PHONY: all deps build unit-bins lua-rules haproxy-repeats fuzz-bins test test-matrix test-compose test-fresh test-unit test-integration fuzz asan valgrind \
         run run-cluster bench-decision bench-accounting bench-journal bench-writer bench-queryd bench-codec \
         clean help
 .DELETE_ON_ERROR:
@@ -70,6 +70,7 @@ help:
 	@echo "make valgrind        unit tests under valgrind memcheck"
 	@echo "make lua-rules       write spoa/reqrules.c's lists into haproxy/capture.lua (after changing them)"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
+	@echo "make haproxy-repeats write out haproxy/tally.cfg's repeated blocks (after changing one)"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
 	@echo "make bench-accounting plain HAProxy vs gateway with accounting: unary, SSE, held memory,"
 	@echo "                     count check (HAPROXY=3.4, or BENCH_HAPROXY_VERSIONS=\"2.6 3.4\" side by side)"
@@ -224,6 +225,9 @@ lua-rules: $(BUILD)/luarules
 	awk -v gen=$(BUILD)/reqrules.lua '/^-- BEGIN reqrules/ { while ((getline l < gen) > 0) print l; skip = 1 } \
 	  !skip { print } /^-- END reqrules/ { skip = 0 }' haproxy/capture.lua > haproxy/capture.lua.new
 	mv haproxy/capture.lua.new haproxy/capture.lua
+haproxy-repeats:
+	awk -f scripts/repeats.awk haproxy/tally.cfg > haproxy/tally.cfg.new
+	mv haproxy/tally.cfg.new haproxy/tally.cfg
 # test_usage and test_join read answers through haproxy/capture.lua itself, under an
 # embedded Lua (tests/unit/luacap.c), as the answer-reader fuzz target does.
 LUA_CFLAGS := -I/usr/include/lua5.4

@@ -1,5 +1,5 @@
 /* gwsecret: the gateway secret, shared by HAProxy (TALLY_GATEWAY_SECRET in its
- * environment, see haproxy/haproxy.cfg) and the agent, by which the agent tells what
+ * environment, see haproxy/tally.cfg) and the agent, by which the agent tells what
  * the gateway's HAProxy sends from what any other process that reaches its ports sends:
  * only HAProxy writes accounting records.
  * - Every decision request (SPOE) carries the secret itself: SPOE messages are never

@@ -20,8 +20,8 @@
 # them), all against the same mock and agent, run interleaved (each mode on every
 # version before the next mode); each version's ratios are against plain HAProxy of the
 # same version. Unset: TALLY_HAPROXY, else haproxy on PATH. An entry VERSION:FILE runs
-# that version's gateway on the configuration FILE instead of haproxy/haproxy.cfg (a
-# scratch copy with one change; its plain HAProxy keeps haproxy/haproxy.cfg), labelled
+# that version's gateway on the configuration FILE instead of haproxy/tally.cfg (a
+# scratch copy with one change, loaded with haproxy/demo.cfg), labelled
 # VERSION+NAME after FILE's name: "3.4 3.4:/tmp/nolog.cfg" measures the change side by side.
 #
 # BENCH_PROFILE=DIR: each HAProxy is sampled by `perf record -e cpu-clock` during its
@@ -75,23 +75,23 @@ bins=(); cfgs=(); labels=()
 if [ -n "${BENCH_HAPROXY_VERSIONS:-}" ]; then
   for v in $BENCH_HAPROXY_VERSIONS; do
     bins+=("$(bash scripts/haproxy-version.sh "${v%%:*}")")
-    case $v in *:*) cfgs+=("${v#*:}") ;; *) cfgs+=(haproxy/haproxy.cfg) ;; esac
+    case $v in *:*) cfgs+=("${v#*:}") ;; *) cfgs+=(haproxy/tally.cfg) ;; esac
   done
 else
-  bins=("$stack_haproxy"); cfgs=(haproxy/haproxy.cfg)
+  bins=("$stack_haproxy"); cfgs=(haproxy/tally.cfg)
 fi
 gw_ports=(); plain_ports=(); gw_pids=(); plain_pids=()
 for i in "${!bins[@]}"; do
   label=$("${bins[$i]}" -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p' | sed 's/-[0-9][^-]*$//')
-  [ "${cfgs[$i]}" = haproxy/haproxy.cfg ] || label+=+$(basename "${cfgs[$i]}" .cfg)
+  [ "${cfgs[$i]}" = haproxy/tally.cfg ] || label+=+$(basename "${cfgs[$i]}" .cfg)
   labels+=("$label")
   gw_ports+=("$(stack_free_port)"); plain_ports+=("$(stack_free_port)")
   mkdir -p "$tmp/gw-$i" "$tmp/plain-$i"
   TALLY_RUN_DIR=$tmp/gw-$i TALLY_GATEWAY_ADDR=127.0.0.1:${gw_ports[$i]} \
-    stack_spawn "${bins[$i]}" -db -f "${cfgs[$i]}" 2>"$tmp/gw-$i.log"
+    stack_spawn "${bins[$i]}" -db -f "${cfgs[$i]}" -f haproxy/demo.cfg 2>"$tmp/gw-$i.log"
   gw_pids+=("${stack_pids[-1]}")
-  TALLY_PLAIN=1 TALLY_RUN_DIR=$tmp/plain-$i TALLY_GATEWAY_ADDR=127.0.0.1:${plain_ports[$i]} \
-    stack_spawn "${bins[$i]}" -db -f haproxy/haproxy.cfg 2>"$tmp/plain-$i.log"
+  TALLY_RUN_DIR=$tmp/plain-$i TALLY_GATEWAY_ADDR=127.0.0.1:${plain_ports[$i]} \
+    stack_spawn "${bins[$i]}" -db -f haproxy/plain.cfg 2>"$tmp/plain-$i.log"
   plain_pids+=("${stack_pids[-1]}")
 done
 for i in "${!bins[@]}"; do stack_wait_port "${gw_ports[$i]}"; stack_wait_port "${plain_ports[$i]}"; done

@@ -75,7 +75,7 @@ static uint64_t bench_mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Row i, the same in every run: ids as haproxy.cfg's unique-id-format makes them
+/* Row i, the same in every run: ids as tally.cfg's unique-id-format makes them
  * (accept time in ms, pid, request counter, random), each row
  * arriving when its request ended (streams up to 30 s after their accept, others up to
  * 2 s), keys skewed towards low ids, each key mostly on its favourite model, 60%

@@ -120,12 +120,12 @@ perf_up() {
   stack_haproxy_env "$agent_port" "$mock_port" "$credential" "$records_port" "$db"
   mkdir -p "$tmp/gw" "$tmp/plain"
   TALLY_RUN_DIR=$tmp/gw TALLY_GATEWAY_ADDR=127.0.0.1:$gw_port \
-    stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/gw.log"
+    stack_spawn haproxy -db -f haproxy/tally.cfg -f haproxy/demo.cfg 2>"$tmp/gw.log"
   gw_pid=${stack_pids[-1]}
   stack_wait_port "$gw_port"
   if [ "${1:-}" = plain ]; then
-    TALLY_PLAIN=1 TALLY_RUN_DIR=$tmp/plain TALLY_GATEWAY_ADDR=127.0.0.1:$plain_port \
-      stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/plain.log"
+    TALLY_RUN_DIR=$tmp/plain TALLY_GATEWAY_ADDR=127.0.0.1:$plain_port \
+      stack_spawn haproxy -db -f haproxy/plain.cfg 2>"$tmp/plain.log"
     plain_pid=${stack_pids[-1]}
     stack_wait_port "$plain_port"
   fi
@@ -393,7 +393,7 @@ cluster_up() {
     stack_wait_port "$agent"
     stack_haproxy_env "$agent" "$mock_port" "$credential" "$records" "$db"
     TALLY_RUN_DIR=$tmp/n$i TALLY_GATEWAY_ADDR=127.0.0.1:$gw \
-      stack_spawn haproxy -db -f haproxy/haproxy.cfg 2>"$tmp/n$i/gw.log"
+      stack_spawn haproxy -db -f haproxy/tally.cfg -f haproxy/demo.cfg 2>"$tmp/n$i/gw.log"
     node_pids+=("${stack_pids[-1]}")
     stack_wait_port "$gw"
     gw_ports+=("$gw"); metrics_ports+=("$metrics")

@@ -737,7 +737,7 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	double fail = gen_rng_unit(rng);
 
 	acct_row_init(r);
-	/* haproxy.cfg's unique-id-format: accept time in ms, pid, request counter, rand(). */
+	/* tally.cfg's unique-id-format: accept time in ms, pid, request counter, rand(). */
 	snprintf(r->request_id, sizeof(r->request_id), "%" PRId64 "-%X-%" PRIX64 "-%016" PRIX64,
 	         started_ms, g->pid, ++g->counter, gen_rng_next(rng) & 0x7fffffff);
 	r->key_id = g->key_ids[key];

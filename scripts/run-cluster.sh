@@ -93,7 +93,7 @@ for i in 0 1; do
   names[${stack_pids[-1]}]="$node's tally-agent"
   stack_wait_port "${agent_ports[i]}"
   TALLY_GATEWAY_ADDR=127.0.0.1:${gateway_ports[i]} TALLY_RUN_DIR=$cluster/$node \
-    stack_spawn haproxy -db -f haproxy/haproxy.cfg
+    stack_spawn haproxy -db -f haproxy/tally.cfg -f haproxy/demo.cfg
   names[${stack_pids[-1]}]="$node's HAProxy"
   stack_wait_port "${gateway_ports[i]}"
 done

@@ -71,7 +71,7 @@ stack_spawn "$build/tally-agent" --listen "$agent_listen" --db "$db" \
   --records "$records_listen" --metrics "127.0.0.1:$metrics_port" \
   --haproxy-socket "$data/haproxy.sock"
 stack_wait_listener "$agent_listen" "the agent's SPOP listener"
-stack_spawn haproxy -db -f haproxy/haproxy.cfg "${stack_haproxy_root[@]}"
+stack_spawn haproxy -db -f haproxy/tally.cfg -f haproxy/demo.cfg "${stack_haproxy_root[@]}"
 stack_wait_port "$gateway_port" "the gateway, TALLY_GATEWAY_PORT"
 stack_spawn "$build/tally-queryd" --db "$db" --listen "127.0.0.1:$queryd_port"
 stack_wait_port "$queryd_port" "tally-queryd, TALLY_QUERYD_PORT"

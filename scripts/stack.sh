@@ -110,7 +110,7 @@ stack_seed() {
 }
 
 # stack_haproxy_env AGENT_PORT MOCK_PORT MOCK_CREDENTIAL RECORDS_PORT DB: what
-# haproxy/haproxy.cfg reads from its environment, but for the gateway address and run
+# haproxy/tally.cfg reads from its environment, but for the gateway address and run
 # directory (per instance); the gateway secret is the one the agent of DB expects.
 stack_haproxy_env() {
   TALLY_GATEWAY_SECRET=$("$build/tallyctl" --db "$5" gateway-secret)
@@ -123,6 +123,7 @@ stack_haproxy_env() {
   export TALLY_SPOE_CONF=$root/haproxy/spoe-tally.conf
   export TALLY_FAIL_POLICY=${TALLY_FAIL_POLICY:-closed}
   export TALLY_FAILOPEN_BACKEND=${TALLY_FAILOPEN_BACKEND:-be_mock_openai}
+  export TALLY_NBTHREAD=${TALLY_NBTHREAD:-2}
 }
 
 # stack_demo_key DB MOCK_PORT DIR: on first use seeds DB (stack_seed) and makes the demo
@@ -144,7 +145,7 @@ stack_demo_key() {
 
 # stack_upstream DB DIR: TALLY_UPSTREAM=http://HOST:PORT[/v1] serves the user's own
 # OpenAI-compatible server instead of the mock: on first use the provider "upstream"
-# (haproxy.cfg's be_upstream), the models its GET /v1/models lists (unpriced) and a key
+# (tally.cfg's be_upstream), the models its GET /v1/models lists (unpriced) and a key
 # allowed them (DIR/upstream.key) are registered in DB. TALLY_UPSTREAM_API_KEY is sent
 # to it as a bearer token when the server wants one. Sets upstream (empty without
 # TALLY_UPSTREAM) and then key, key_label and model; exports TALLY_UPSTREAM_ADDR.

@@ -353,7 +353,7 @@ static const struct config_setting settings[] = {
 	{ "cache-writes", "POLICY", "prompt cache writes asked for (cache_control) for keys without their own policy: priced (refused when the model's card has no cache-write price), allow (charged at the card's dearest token rate when it has none) or deny (default allow)", config_set_cache_writes },
 	{ "db-max-pages", "N", "cap a SQLite database at N pages (PRAGMA max_page_count; 0: no cap; not used on PostgreSQL)", config_set_db_max_pages },
 	{ "haproxy-socket", "PATH", "HAProxy's CLI (a stats socket of level operator): the records ring's backlog is read from it at start and when the ring reconnects, since HAProxy 3.x's ring does not resend it (default: none)", config_set_haproxy_socket },
-	{ "haproxy-ring", "NAME", "the records ring's name in haproxy.cfg (default tally-records)", config_set_haproxy_ring },
+	{ "haproxy-ring", "NAME", "the records ring's name in tally.cfg (default tally-records)", config_set_haproxy_ring },
 	{ "haproxy-cfg", "PATH", "with --self-check: check that this HAProxy configuration sends to the SPOP and records addresses", config_set_haproxy_cfg },
 };
 

@@ -60,7 +60,7 @@ struct agent_config {
 	int64_t db_max_pages;
 	char haproxy_socket[CONFIG_PATH_MAX];  /* HAProxy's CLI; empty: the ring's backlog is
 	                                        * not read (intake.h) */
-	char haproxy_ring[CONFIG_PATH_MAX];    /* the records ring's name in haproxy.cfg */
+	char haproxy_ring[CONFIG_PATH_MAX];    /* the records ring's name in tally.cfg */
 	/* Self-check (spoa/selfcheck.h) */
 	char haproxy_cfg[CONFIG_PATH_MAX];     /* empty: HAProxy's configuration is not checked */
 	char config_file[CONFIG_PATH_MAX];     /* what --config named; empty: none */

@@ -684,7 +684,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_UNKNOWN_KEY;
 	if (d->key->revoked)
 		return DECISION_REVOKED_KEY;
-	/* HAProxy refuses such bodies too (haproxy.cfg, TALLY_MAX_BODY); this holds when
+	/* HAProxy refuses such bodies too (tally.cfg, TALLY_MAX_BODY); this holds when
 	 * its cap is set higher, and for bodies it does not see whole first. */
 	if (req->policy && req->policy->max_body > 0 && req->body_size > req->policy->max_body) {
 		d->over_cap = req->policy->max_body;

@@ -87,7 +87,7 @@ struct decision_request {
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
 	int64_t json_max;           /* bytes HAProxy's json_query reads an answer in; 0 the
-	                             * regular buffer (set by haproxy.cfg, never a client) */
+	                             * regular buffer (set by tally.cfg, never a client) */
 	const struct decision_policy *policy; /* NULL: every default */
 };
 
@@ -109,7 +109,7 @@ struct decision {
 	/* A stored response's path (GET or DELETE /v1/responses/ID, its cancel and
 	 * input_items): the ID as sent, cut to fit, for the message of a refusal; and
 	 * wait, set with DECISION_UNKNOWN_RESPONSE when the key has creates whose rows have
-	 * not come: HAProxy asks again a little later (haproxy.cfg), as the ID may be one
+	 * not come: HAProxy asks again a little later (tally.cfg), as the ID may be one
 	 * of theirs. */
 	char response_id[ACCT_RESPONSE_ID_MAX];
 	int wait;

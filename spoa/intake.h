@@ -36,7 +36,7 @@ struct intake_config {
 	 * backlog is read (ringfetch.h) when the thread starts and whenever HAProxy's ring
 	 * connects again, so that the records 3.x's ring does not resend still come. */
 	const char *haproxy_socket;
-	const char *ring;             /* the ring's name in haproxy.cfg */
+	const char *ring;             /* the ring's name in tally.cfg */
 	int64_t backlog_from_ms;      /* at start, records that ended before this (unix ms)
 	                               * were accounted by an earlier run already */
 };

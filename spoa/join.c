@@ -88,7 +88,7 @@ static void join_decision_of_record(const struct record *r, struct acct_row *row
 }
 
 /* Whether HAProxy refused, after the decision allowed it, a cut body the capture filter
- * spoiled past the cut (haproxy/capture.lua, haproxy.cfg's tally_spoiled): then its
+ * spoiled past the cut (haproxy/capture.lua, tally.cfg's tally_spoiled): then its
  * record names the refusal, one of those the agent gives a whole body. No other record
  * changes a decision. */
 static int join_refused_after_decision(const struct acct_row *pending, const struct record *r)

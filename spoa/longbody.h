@@ -1,5 +1,5 @@
 /* longbody: request bodies longer than one SPOP frame, assembled from the pieces
- * HAProxy 3.4+ sends from its large buffer (haproxy.cfg, "tally-piece"), so that the
+ * HAProxy 3.4+ sends from its large buffer (tally.cfg, "tally-piece"), so that the
  * decision reads the whole body rather than its first frame's worth. Shared by the I/O
  * threads: one request's pieces may arrive over different SPOP connections, in order
  * (HAProxy waits for each piece's ACK before it sends the next).
@@ -8,7 +8,7 @@
  * (so that one key holder's stalled bodies cannot take every other key's room), and
  * LONGBODY_BODY_MAX per body; a piece that would pass any is refused, and that request is judged on its first frame as
  * on older HAProxy versions. Each body reserves at least the large buffer HAProxy holds
- * it in while it arrives (hold, haproxy.cfg's tune.bufsize.large), so max_bytes bounds
+ * it in while it arrives (hold, tally.cfg's tune.bufsize.large), so max_bytes bounds
  * HAProxy's large buffers for bodies in assembly as well as the agent's copies. A body
  * whose decision never comes (the client went between its pieces, the decision came
  * first) is dropped LONGBODY_TTL_MS after its first piece. Times are monotonic ms. */
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LONGBODY_BODY_MAX (1 << 20)   /* haproxy.cfg sends this much at most */
+#define LONGBODY_BODY_MAX (1 << 20)   /* tally.cfg sends this much at most */
 #define LONGBODY_TTL_MS 60000
 #define LONGBODY_ID_MAX 64
 

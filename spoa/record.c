@@ -217,7 +217,7 @@ int record_parse(const char *buf, size_t len, struct record *r)
 	memset(r, 0, sizeof(*r));
 	if (len && end[-1] == '\n')
 		end--;
-	/* "tally5": the log-format of haproxy/haproxy.cfg; "tally4" to "tally2", the ones
+	/* "tally5": the log-format of haproxy/tally.cfg; "tally4" to "tally2", the ones
 	 * before it, still read so that their refusal says what they are. */
 	if (len < 7 || memcmp(buf, "tally", 5) != 0 || buf[5] < '2' || buf[5] > '5' ||
 	    buf[6] != ' ')

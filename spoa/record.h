@@ -1,5 +1,5 @@
 /* record: HAProxy's end-of-transaction log record for the agent (the log-format in
- * haproxy/haproxy.cfg) and its framing on the TCP ring connection. Pure functions over
+ * haproxy/tally.cfg) and its framing on the TCP ring connection. Pure functions over
  * peer input: bounded, no allocation; views borrow the input buffer. Intake thread. */
 #ifndef TALLY_RECORD_H
 #define TALLY_RECORD_H
@@ -30,7 +30,7 @@ enum record_usage_field {
 #define RECORD_MACD   1   /* its variable is in the MAC's concat() chain */
 #define RECORD_URLENC 2   /* printed with url_enc */
 
-/* The record's fields in the order the log-format of haproxy/haproxy.cfg prints them,
+/* The record's fields in the order the log-format of haproxy/tally.cfg prints them,
  * once for every side: X(NAME, PRINTED, VAR, FLAGS). PRINTED is what the log-format
  * prints for a field that is no variable (NULL: "%[var(VAR)]", with url_enc under
  * RECORD_URLENC); VAR, when not NULL, is the transaction variable the field carries, in
@@ -38,7 +38,7 @@ enum record_usage_field {
  * variable http-after-response set). MAC, (NULL, NULL), is the MAC itself: of "tally5",
  * the termination flag and, after a \x01 each, the MAC'd variables in this order.
  * scripts/recformat.c prints the log-format from this table; tests/test_contract.py
- * compares it with haproxy/haproxy.cfg's. A "tally5" record has every field, the last
+ * compares it with haproxy/tally.cfg's. A "tally5" record has every field, the last
  * one the capture; the log-formats before it printed fewer (record.c). */
 #define RECORD_FIELD_TABLE(X) \
 	X(TAG,         "tally5",            NULL,                 0) \
@@ -144,7 +144,7 @@ int record_parse(const char *buf, size_t len, struct record *out);
 
 /* 1 if the gateway's HAProxy wrote r: a tally5 record whose MAC under the secret m
  * checks is right over the fields as received (the "-" of an absent one as empty,
- * url-encoded ones decoded, joined by RECORD_MAC_SEP: haproxy.cfg's log-format builds
+ * url-encoded ones decoded, joined by RECORD_MAC_SEP: tally.cfg's log-format builds
  * the same with concat()), whose id starts with its accept time (unique-id-format) and,
  * when the MAC says HAProxy sent one, whose termination-state MAC is right too. What it
  * does not cover: the timers, the byte counts, the backend, the termination state of

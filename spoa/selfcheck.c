@@ -260,7 +260,7 @@ fail:
 	return NULL;
 }
 
-/* An SPOE configuration named by a filter line: as given, else beside haproxy.cfg
+/* An SPOE configuration named by a filter line: as given, else beside tally.cfg
  * (HAProxy reads a relative path from its own working directory). */
 static char *selfcheck_read_spoe(const char *cfg_path, const char *spoe, char *used, size_t cap,
                                  size_t *len, char *err, size_t errlen)

@@ -194,7 +194,7 @@ static void session_set_int(struct spop_writer *out, enum txnvar var, int64_t n)
 }
 
 /* A unary answer's prices, for HAProxy to work out its cost when the operator asks for
- * it in a response header (haproxy.cfg, TALLY_COST_HEADER). HAProxy's formula knows
+ * it in a response header (tally.cfg, TALLY_COST_HEADER). HAProxy's formula knows
  * input, cached, cache-write and output tokens: a model with more to its prices (another
  * card, reasoning or hour-long cache writes priced apart) sends none, and HAProxy leaves
  * out the header whenever the answer reports a class or tier the formula lacks. An unset
@@ -274,7 +274,7 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 	if (d->unbilled && d->verdict == DECISION_ALLOW)
 		session_set_int(out, TXNVAR_UNBILLED, 1);
 	/* On a stored response's path, 1 asks HAProxy to decide again a little later, 2
-	 * ends its asking (haproxy.cfg). */
+	 * ends its asking (tally.cfg). */
 	if (d->response_id[0])
 		session_set_int(out, TXNVAR_STORED_WAIT, d->wait ? 1 : 2);
 	if (d->allow_scan && d->verdict == DECISION_ALLOW) {

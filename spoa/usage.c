@@ -365,7 +365,7 @@ void usage_from_fields(const struct record *r, struct usage *out)
 		u[i] = usage_bounded(r->u[i]);
 	if (u[RECORD_U_INPUT] != ACCT_NONE || u[RECORD_U_OUTPUT] != ACCT_NONE) {
 		/* Anthropic's input leaves out its cache reads and writes; the Responses API's
-		 * counts both, and names its cached tokens as OpenAI does (haproxy.cfg reads
+		 * counts both, and names its cached tokens as OpenAI does (tally.cfg reads
 		 * them into OpenAI's field, as the capture tells the two apart). */
 		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
 		if (u[RECORD_U_CACHED] != ACCT_NONE) {
@@ -379,7 +379,7 @@ void usage_from_fields(const struct record *r, struct usage *out)
 		out->reasoning_tokens = u[RECORD_U_REASONING];
 		out->completion_tokens = u[RECORD_U_OUTPUT];
 	} else if (u[RECORD_U_PROMPT] != ACCT_NONE || u[RECORD_U_COMPLETION] != ACCT_NONE) {
-		/* OpenAI's cache writes come in the field of Anthropic's (haproxy.cfg). */
+		/* OpenAI's cache writes come in the field of Anthropic's (tally.cfg). */
 		out->cache_creation_tokens = u[RECORD_U_CACHE_CREATION];
 		out->prompt_tokens = u[RECORD_U_PROMPT];
 		out->completion_tokens = u[RECORD_U_COMPLETION];

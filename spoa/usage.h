@@ -29,7 +29,7 @@
 /* Where each dialect reports each fact of a unary answer or a usage object, once for both
  * readers: X(ID, DIALECTS, IN_USAGE, PARENT, NAME, VAR). The member is NAME, in the
  * object PARENT when not NULL, in the answer's usage object when IN_USAGE, else at its top
- * level. usage.c reads captured answers by it; haproxy/haproxy.cfg reads a unary answer's
+ * level. usage.c reads captured answers by it; haproxy/tally.cfg reads a unary answer's
  * member with json_query('$.[usage.][PARENT.]NAME') into txn.tally's VAR (txnvar.h) under
  * the ACLs of DIALECTS: tests/test_contract.py compares the two. */
 #define USAGE_MEMBER_TABLE(X) \

@@ -36,18 +36,18 @@ def _haproxy_version():
 
 
 def _cfg_size(name):
-    cfg = (ROOT / "haproxy" / "haproxy.cfg").read_text()
+    cfg = (ROOT / "haproxy" / "tally.cfg").read_text()
     return int(re.search(rf"^\s*{re.escape(name)} (\d+)$", cfg, re.M).group(1))
 
 
 HAPROXY_VERSION = _haproxy_version()
-# The buffer HAProxy's json_query reads a unary answer in, as haproxy.cfg sets it: its
+# The buffer HAProxy's json_query reads a unary answer in, as tally.cfg sets it: its
 # large buffers on 3.4+, else tune.bufsize. An answer longer than this hides its usage
 # from json_query.
 UNARY_BUFFER = _cfg_size("tune.bufsize.large" if HAPROXY_VERSION >= (3, 4) else "tune.bufsize")
 # The longest request body the agent judges whole, sent to it in pieces (3.4+); 0 where
 # it judges the first frame's worth only and the capture filter reads the rest.
-_WHOLE = re.search(r"\{ req\.body_size le (\d+) \}", (ROOT / "haproxy" / "haproxy.cfg").read_text())
+_WHOLE = re.search(r"\{ req\.body_size le (\d+) \}", (ROOT / "haproxy" / "tally.cfg").read_text())
 JUDGED_WHOLE = int(_WHOLE.group(1)) if HAPROXY_VERSION >= (3, 4) else 0
 
 

@@ -19,8 +19,8 @@ def contract(what):
 
 
 def cfg_lines():
-    """haproxy.cfg's directives, comments dropped (a log-format's # is no comment)."""
-    for line in (HAPROXY / "haproxy.cfg").read_text().splitlines():
+    """tally.cfg's directives, comments dropped (a log-format's # is no comment)."""
+    for line in (HAPROXY / "tally.cfg").read_text().splitlines():
         s = line.strip()
         if s.startswith("#"):
             continue
@@ -41,8 +41,8 @@ def test_haproxy_prints_the_record_the_agent_reads():
     got = log_format()
     # Field by field first, so that a failure names the field that disagrees.
     for i, (g, w) in enumerate(zip(got.split(" "), want.split(" "))):
-        assert g == w, f"haproxy.cfg's log-format field {i} is {g!r}; spoa/record.h says {w!r}"
-    assert got == want, "haproxy.cfg's log-format differs from spoa/record.h's table"
+        assert g == w, f"tally.cfg's log-format field {i} is {g!r}; spoa/record.h says {w!r}"
+    assert got == want, "tally.cfg's log-format differs from spoa/record.h's table"
 
 
 VAR = r"txn\.tally\.(\w+)"
@@ -144,7 +144,7 @@ def test_every_json_query_reads_the_member_usage_c_reads():
         if m:
             acls.setdefault(m.group(1), []).append(m.group(2))
     probe = [name for name, defs in acls.items() if defs == ["var(txn.tally.u_pt) -m found"]]
-    assert len(probe) == 1, "haproxy.cfg must tell a chat answer by its u_pt alone"
+    assert len(probe) == 1, "tally.cfg must tell a chat answer by its u_pt alone"
     probe_acl, probe_var = probe[0], "u_pt"
     got = {}
     for s in lines:
@@ -161,8 +161,33 @@ def test_every_json_query_reads_the_member_usage_c_reads():
     want[(probe_var, "$.usage.prompt_tokens")] = set(DIALECTS)
     for key in sorted(set(got) | set(want)):
         var, path = key
-        assert key in got, f"haproxy.cfg reads no {path} into txn.tally.{var}; usage.h has it"
-        assert key in want, f"haproxy.cfg reads {path} into txn.tally.{var}; usage.h does not"
+        assert key in got, f"tally.cfg reads no {path} into txn.tally.{var}; usage.h has it"
+        assert key in want, f"tally.cfg reads {path} into txn.tally.{var}; usage.h does not"
         assert got[key] == want[key], \
-            f"haproxy.cfg reads {path} into txn.tally.{var} from {sorted(got[key])} answers; " \
+            f"tally.cfg reads {path} into txn.tally.{var} from {sorted(got[key])} answers; " \
             f"usage.h says {sorted(want[key])}"
+
+
+def test_repeated_blocks_are_written_out():
+    """tally.cfg's repeated blocks are what scripts/repeats.awk writes from each block's
+    first unit (`make haproxy-repeats`), and the long body's pieces cover what the agent
+    assembles: the first piece and the rest, each of spoe-tally.conf's piece size, reach
+    the largest body the frontend sends in pieces, spoa/longbody.h's LONGBODY_BODY_MAX."""
+    cfg = (HAPROXY / "tally.cfg").read_text()
+    out = subprocess.run(["awk", "-f", str(ROOT / "scripts" / "repeats.awk"),
+                          str(HAPROXY / "tally.cfg")], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    for i, (got, want) in enumerate(zip(cfg.splitlines(), out.splitlines())):
+        assert got == want, f"tally.cfg line {i + 1} is not what make haproxy-repeats writes"
+    assert cfg == out, "tally.cfg's repeated blocks are not written out: make haproxy-repeats"
+    spoe = (HAPROXY / "spoe-tally.conf").read_text()
+    piece = int(re.search(r"data=req\.body,bytes\(txn\.tally\.off,(\d+)\)", spoe).group(1))
+    longbody = (ROOT / "spoa" / "longbody.h").read_text()
+    m = re.search(r"#define LONGBODY_BODY_MAX \((\d+) << (\d+)\)", longbody)
+    body_max = int(m.group(1)) << int(m.group(2))
+    assert f"{{ req.body_size le {body_max} }}" in cfg, "tally.cfg's piece limit is not LONGBODY_BODY_MAX"
+    n = int(re.search(r"# BEGIN repeat (\d+) x 1: .*pieces", cfg).group(1))
+    pieces = 1 + n   # the first piece comes before the wait for the large buffer
+    assert pieces * piece >= body_max > (pieces - 1) * piece, \
+        f"{pieces} pieces of {piece} bytes for {body_max}: make the block's count " \
+        f"{-(-body_max // piece) - 1}"

@@ -15,12 +15,16 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
 from conftest import HAPROXY, ROOT, binary, free_port
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import lift  # noqa: E402 (scripts/lift.py, after its path)
 
 MOCK_CREDENTIAL = "mock-provider-credential"
 
@@ -107,7 +111,29 @@ def store_params(store, request):
             "url": request.getfixturevalue("pg_url")}
 
 
+def make_cert(tmp):
+    """A self-signed certificate for localhost, chain and key in one PEM."""
+    pem = tmp / "gateway.pem"
+    if not pem.exists():
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=localhost", "-keyout", str(tmp / "key.pem"),
+                        "-out", str(tmp / "cert.pem")], check=True, capture_output=True)
+        pem.write_bytes((tmp / "cert.pem").read_bytes() + (tmp / "key.pem").read_bytes())
+    return pem
+
+
+def lifted_operator_cfg(tmp):
+    """The sample operator configuration with the guide's diff applied (scripts/lift.py)."""
+    cfg = tmp / "operator.cfg"
+    cfg.write_text(lift.lifted())
+    return cfg
+
+
 class Stack:
+    # Every Stack runs HAProxy behind the sample operator configuration when set
+    # (tests/integration/test_lifted_*.py).
+    LIFTED = False
+
     def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None,
                  store="sqlite", pg=None, url=None, node=None, spoe_processing=None,
                  unix=False):
@@ -140,6 +166,10 @@ class Stack:
         self.bufsize = bufsize
         self.extra_haproxy_env = dict(haproxy_env or {})
         self.procs = {}
+        self.lifted = Stack.LIFTED
+        if self.lifted:
+            self.op_tls_port = free_port()
+            self.lifted_dir = tempfile.mkdtemp(prefix="tally-op-")   # a short socket path
 
     # --- processes -------------------------------------------------------------
     def start(self, seed=True):
@@ -214,9 +244,21 @@ class Stack:
             "TALLY_RECORDS_ADDR": self.records_addr(haproxy=True),
             "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
             "TALLY_GATEWAY_SECRET": self.gateway_secret(),
+            "TALLY_NBTHREAD": "2",
         })
         if self.unix_dir:
             env["TALLY_RECORDS_LOG_ADDR"] = self.records_addr(haproxy=True) + ".dgram"
+        if self.lifted:
+            # Clients reach the operator's frontend, which hands /v1/ to tally's on a
+            # unix socket (docs/haproxy-integration.md, "Adding tally to your HAProxy").
+            del env["TALLY_NBTHREAD"]   # the operator's file says (nbthread 2)
+            env.update({
+                "TALLY_GATEWAY_ADDR": f"unix@{self.lifted_dir}/gateway.sock",
+                "OP_HTTP_ADDR": f"127.0.0.1:{self.gw_port}",
+                "OP_TLS_ADDR": f"127.0.0.1:{self.op_tls_port}",
+                "OP_TLS_CERT": str(make_cert(self.tmp)),
+                "OP_RUN_DIR": str(self.tmp),
+            })
         env.update(self.extra_haproxy_env)
         return env
 
@@ -227,16 +269,24 @@ class Stack:
         return self._gateway_secret
 
     def haproxy_cfg(self):
-        cfg = ROOT / "haproxy" / "haproxy.cfg"
+        cfg = ROOT / "haproxy" / "tally.cfg"
         if self.bufsize:   # the shipped file but for its buffer size
             text = cfg.read_text()
             assert "tune.bufsize 16384" in text
-            cfg = self.tmp / "haproxy.cfg"
+            cfg = self.tmp / "tally.cfg"
             cfg.write_text(text.replace("tune.bufsize 16384", f"tune.bufsize {self.bufsize}"))
         return cfg
 
+    def haproxy_files(self):
+        """HAProxy's -f arguments: tally.cfg and the demo's mock providers, after the
+        operator's own configuration when lifted."""
+        files = [self.haproxy_cfg(), ROOT / "haproxy" / "demo.cfg"]
+        if self.lifted:
+            files.insert(0, lifted_operator_cfg(self.tmp))
+        return [a for f in files for a in ("-f", str(f))]
+
     def start_haproxy(self):
-        p = Proc("haproxy", [HAPROXY, "-db", "-f", str(self.haproxy_cfg())], self.tmp,
+        p = Proc("haproxy", [HAPROXY, "-db", *self.haproxy_files()], self.tmp,
                  env=self.haproxy_env())
         self.procs["haproxy"] = p
         wait_port(self.gw_port, p)
@@ -246,7 +296,7 @@ class Stack:
         the old one (-sf) to finish its streams and exit. Returns the old process."""
         old = self.procs["haproxy"]
         self.reloads = getattr(self, "reloads", 0) + 1
-        p = Proc(f"haproxy-{self.reloads}", [HAPROXY, "-db", "-f", str(self.haproxy_cfg()),
+        p = Proc(f"haproxy-{self.reloads}", [HAPROXY, "-db", *self.haproxy_files(),
                                              "-sf", str(old.pid)],
                  self.tmp, env=self.haproxy_env())
         self.procs["haproxy"] = p
@@ -282,6 +332,8 @@ class Stack:
                 codes[name] = p.stop()
         if self.unix_dir:
             shutil.rmtree(self.unix_dir, ignore_errors=True)
+        if self.lifted:
+            shutil.rmtree(self.lifted_dir, ignore_errors=True)
         return codes
 
     def logs(self):

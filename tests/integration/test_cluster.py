@@ -147,7 +147,7 @@ def load(cluster):
 
 
 def haproxy_pid(rid):
-    """The pid of the HAProxy that named a request (haproxy.cfg's unique-id-format:
+    """The pid of the HAProxy that named a request (tally.cfg's unique-id-format:
     %Ts%ms-%{+X}pid-...): which node, and which of its processes, a row came from."""
     return int(rid.split("-")[1], 16)
 

@@ -1,6 +1,6 @@
 """Every error a client sees through the gateway is JSON in the shape of the API its path
 belongs to (OpenAI's error object, Anthropic's {"type":"error",...}) and names the request
-id, in the body as in X-Request-Id: HAProxy's own answers (haproxy.cfg's http-error lines)
+id, in the body as in X-Request-Id: HAProxy's own answers (tally.cfg's http-error lines)
 for an upstream that is absent, crashes or stalls, and the fail policy's answer when
 the agent is dead. Run on 2.6 and on 3.4 (TALLY_HAPROXY)."""
 import json
@@ -18,7 +18,7 @@ MESSAGES = "/v1/messages"
 
 
 class ShortTimeouts(Stack):
-    """The shipped haproxy.cfg but for 1 s server and request timeouts (10 min and 30 s
+    """The shipped tally.cfg but for 1 s server and request timeouts (10 min and 30 s
     as shipped): a stalled upstream or client is answered within the test."""
 
     def haproxy_cfg(self):

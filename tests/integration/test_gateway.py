@@ -20,7 +20,7 @@ from stack import BOTH_STORES, MOCK_CREDENTIAL, Stack, store, store_params  # no
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 RESPONSES = "/v1/responses"
-# haproxy.cfg's unique-id-format: accept time in ms, pid, request counter, 64 random bits
+# tally.cfg's unique-id-format: accept time in ms, pid, request counter, 64 random bits
 # (hex). Ids sort by time, so the request_id index grows at its end.
 REQUEST_ID = re.compile(r"^\d{13}-[0-9A-F]+-[0-9A-F]+-[0-9A-F]{16}$")
 
@@ -715,7 +715,7 @@ def test_long_prompts_judged_whole_on_large_buffers(stack):
     assert last_upstream_request(stack)["body_sha256"] == hashlib.sha256(sent).hexdigest()
     r = stack.row(h["x-request-id"])
     assert (r["stream"], r["prompt_tokens"], r["usage_source"]) == (1, 15000, "stream")
-    # 1 MiB, the most haproxy.cfg sends in pieces: the allow-list judges its last member
+    # 1 MiB, the most tally.cfg sends in pieces: the allow-list judges its last member
     body = long_prompt(JUDGED_WHOLE, {"model": "mock-claude"})
     assert len(body) == JUDGED_WHOLE
     assert_error(*stack.gateway("POST", CHAT, body, key=only), 403, "model_not_allowed")

@@ -465,7 +465,7 @@ def test_random_shape(random_dbs):
                            " (SELECT started_at / 3600000 % 24 AS h FROM requests)")[0]
     assert day > 3 * night
 
-    # Request ids: unique, shaped like haproxy.cfg's unique-id-format, starting with
+    # Request ids: unique, shaped like tally.cfg's unique-id-format, starting with
     # the accept time.
     ids = query(db, "SELECT request_id, started_at FROM requests")
     assert len({i for i, _ in ids}) == N

@@ -367,7 +367,7 @@ def test_a_second_model_past_the_prefix_spoils_any_api_body(stack, path, model):
 
 
 def test_http2_stream_without_content_length_is_amended(tmp_path):
-    from test_ops import make_cert
+    from stack import make_cert
     from conftest import free_port
     tls_port = free_port()
     s = Stack(tmp_path, haproxy_env={"TALLY_TLS_ADDR": f"127.0.0.1:{tls_port}",

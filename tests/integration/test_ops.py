@@ -1,6 +1,6 @@
 """Running tally like production: the compose file validates, the HAProxy integration
 guide quotes the configuration the tests run (no drift), the optional parts of
-haproxy.cfg (TLS with HTTP/2, health, hosted providers) work on HAProxy 2.6, the
+tally.cfg (TLS with HTTP/2, health, hosted providers) work on HAProxy 2.6, the
 systemd units pass only flags the binaries know, and docs/operations.md's backup and
 retention procedures work against a live agent that keeps writing meanwhile."""
 import json
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import BUILD, HAPROXY, ROOT, binary, free_port
-from stack import Stack
+from stack import Stack, make_cert
 
 GUIDE = ROOT / "docs" / "haproxy-integration.md"
 OPERATIONS = ROOT / "docs" / "operations.md"
@@ -115,14 +115,16 @@ def test_compose_config_validates():
     assert mounts("queryd").get("tally-data") == "/var/lib/tally"
     assert "--db" in services["queryd"]["command"]
 
-    # HAProxy runs this repository's haproxy.cfg, with the variables the tests set.
+    # HAProxy runs this repository's tally.cfg, with the variables the tests set.
     env = services["haproxy"]["environment"]
     for var in ("TALLY_GATEWAY_ADDR", "TALLY_AGENT_ADDR", "TALLY_RECORDS_ADDR",
                 "TALLY_HAPROXY_DIR", "TALLY_SPOE_CONF", "TALLY_RUN_DIR",
                 "TALLY_FAIL_POLICY", "TALLY_FAILOPEN_BACKEND", "TALLY_MOCK_ADDR",
                 "TALLY_MOCK_CREDENTIAL"):
         assert var in env, f"haproxy service lacks {var}"
-    assert services["haproxy"]["command"][-1].endswith("haproxy.cfg")
+    cmd = services["haproxy"]["command"]
+    assert cmd[-4:-2] == ["-f", "/etc/tally/haproxy/tally.cfg"], cmd
+    assert cmd[-2:] == ["-f", "/etc/tally/haproxy/demo.cfg"], cmd
 
     # Secrets come from the env file, and each service gets only its own.
     assert env["TALLY_OPENAI_API_KEY"] == "" and "TALLY_OPERATOR_TOKEN" not in env
@@ -154,7 +156,7 @@ def test_dockerfile_builds_as_make_does():
         assert f"/src/build/{name}" in text, f"{name} is not taken from make's build/"
 
 
-# --- the integration guide quotes haproxy.cfg ---------------------------------------
+# --- the integration guide quotes tally.cfg ---------------------------------------
 
 EXTRACT = re.compile(r"<!-- extract: (\S+) -->\n```[a-z]*\n(.*?)```", re.S)
 
@@ -168,7 +170,7 @@ def test_guide_blocks_are_verbatim_extracts_of_the_tested_config():
         source = (ROOT / path).read_text()
         assert block in source, f"guide block not found verbatim in {path}:\n{block}"
         quoted.add(path)
-    assert quoted == {"haproxy/haproxy.cfg", "haproxy/spoe-tally.conf"}
+    assert quoted == {"haproxy/tally.cfg", "haproxy/demo.cfg", "haproxy/spoe-tally.conf"}
     # Every fenced block of the guide is either an extract or says it is not one.
     lines, inside = text.split("\n"), False
     for i, line in enumerate(lines):
@@ -197,22 +199,11 @@ def haproxy_env(tmp, **extra):
         "TALLY_SPOE_CONF": str(ROOT / "haproxy" / "spoe-tally.conf"),
         "TALLY_RUN_DIR": str(tmp),
         "TALLY_FAIL_POLICY": "closed",
-        "TALLY_FAILOPEN_BACKEND": "be_mock_openai",
-        "TALLY_MOCK_ADDR": f"127.0.0.1:{free_port()}",
-        "TALLY_MOCK_CREDENTIAL": "x",
+        "TALLY_FAILOPEN_BACKEND": "be_no_route",
         "TALLY_GATEWAY_SECRET": "g" * 43,
     })
     env.update(extra)
     return env
-
-
-def make_cert(tmp):
-    pem = tmp / "gateway.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-keyout", str(tmp / "key.pem"),
-                    "-out", str(tmp / "cert.pem")], check=True, capture_output=True)
-    pem.write_bytes((tmp / "cert.pem").read_bytes() + (tmp / "key.pem").read_bytes())
-    return pem
 
 
 def test_haproxy_cfg_with_every_option_is_valid(tmp_path):
@@ -222,7 +213,7 @@ def test_haproxy_cfg_with_every_option_is_valid(tmp_path):
                       TALLY_TLS_CERT=str(make_cert(tmp_path)),
                       TALLY_HEALTH_ADDR=f"127.0.0.1:{free_port()}",
                       TALLY_OPENAI_API_KEY="sk-test", TALLY_ANTHROPIC_API_KEY="sk-ant-test")
-    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "tally.cfg")],
                        env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     # Warnings are only the hosted names this sandbox cannot resolve.
@@ -231,7 +222,7 @@ def test_haproxy_cfg_with_every_option_is_valid(tmp_path):
             assert "could not resolve address 'api." in line, line
     # Without the optional variables none of it is defined (what the other tests run).
     plain = haproxy_env(tmp_path)
-    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")],
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "tally.cfg")],
                        env=plain, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "WARNING" not in r.stdout + r.stderr, r.stdout + r.stderr
 
@@ -331,7 +322,7 @@ def test_systemd_units_pass_only_known_flags():
     # The contract of tally-queryd's command line (docs/operations.md).
     assert set(flags) <= {"--db", "--listen", "--control", "--threads", "--static",
                           "--log-level", "--token-file"}
-    # The drop-in's environment file makes a valid configuration of tally's haproxy.cfg.
+    # The drop-in's environment file makes a valid configuration of tally's tally.cfg.
     env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_")}
     for line in (ROOT / "systemd" / "haproxy.env.example").read_text().splitlines():
         if line and not line.startswith("#"):
@@ -339,7 +330,7 @@ def test_systemd_units_pass_only_known_flags():
             env[k] = v
     env.update(TALLY_HAPROXY_DIR=str(ROOT / "haproxy"),
                TALLY_SPOE_CONF=str(ROOT / "haproxy" / "spoe-tally.conf"))
-    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "haproxy.cfg")], env=env,
+    r = subprocess.run([HAPROXY, "-c", "-f", str(ROOT / "haproxy" / "tally.cfg")], env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     queryd = BUILD / "tally-queryd"

@@ -1,10 +1,10 @@
 """tally-agent --self-check and tally-queryd --self-check, run as built: a good setup
 passes (exit 0) and leaves every file as it was; each failure (a database at another
 schema or missing, a secret or token file others can read, a port already taken, a
-haproxy.cfg that does not send to the agent) exits 1 with a FAIL line naming it.
+tally.cfg that does not send to the agent) exits 1 with a FAIL line naming it.
 
 The data directory is made by the real tallyctl, the HAProxy configuration is the
-shipped haproxy/haproxy.cfg (or a copy with one line taken out). Ports come from
+shipped haproxy/tally.cfg (or a copy with one line taken out). Ports come from
 free_port; the one process started here (a running agent) is stopped by its PID in a
 finally block."""
 import os
@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, SCHEMA, binary, free_port
 from stack import Proc, wait_port
 
-HAPROXY_CFG = ROOT / "haproxy" / "haproxy.cfg"
+HAPROXY_CFG = ROOT / "haproxy" / "tally.cfg"
 SPOE_CONF = ROOT / "haproxy" / "spoe-tally.conf"
 VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite", "-q"] \
@@ -36,7 +36,7 @@ def tallyctl(db, *args):
 
 class Setup:
     """A data directory as tallyctl makes it (database + key-hashing secret), the
-    agent's addresses on free ports, and HAProxy's environment for haproxy.cfg."""
+    agent's addresses on free ports, and HAProxy's environment for tally.cfg."""
 
     def __init__(self, tmp):
         self.tmp = tmp
@@ -175,7 +175,7 @@ def test_agent_derives_the_gateway_secret_without_the_environment(tmp_path):
                   env=s.env(TALLY_GATEWAY_SECRET=None))
     assert_all_ok(res)
     assert "ok   gateway secret: derived from the key-hashing secret" in res.stdout
-    assert "haproxy.cfg" not in res.stdout
+    assert "tally.cfg" not in res.stdout
 
 
 @pytest.mark.parametrize("v,message", [
@@ -282,7 +282,7 @@ def test_haproxy_cfg_without_the_records_log_line(tmp_path):
     text = HAPROXY_CFG.read_text()
     line = '    log "${TALLY_RECORDS_ADDR}" len 8192 format raw local0 info\n'
     assert text.count(line) == 1
-    s.haproxy_cfg = tmp_path / "haproxy.cfg"
+    s.haproxy_cfg = tmp_path / "tally.cfg"
     s.haproxy_cfg.write_text(text.replace(line, ""))
     res = s.check()
     assert res.rc == 1, res
@@ -317,7 +317,7 @@ def test_haproxy_cfg_sending_decisions_elsewhere(tmp_path):
 
 
 def test_haproxy_cfg_that_haproxy_would_refuse(tmp_path):
-    """Without TALLY_GATEWAY_SECRET haproxy.cfg stops at its .alert; a missing file is
+    """Without TALLY_GATEWAY_SECRET tally.cfg stops at its .alert; a missing file is
     reported too."""
     s = Setup(tmp_path)
     res = s.check(env=s.env(TALLY_GATEWAY_SECRET=None))

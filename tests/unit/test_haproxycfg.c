@@ -149,7 +149,7 @@ static void test_addr_match(void)
 	CHECK(!haproxycfg_addr_match("127.0.0.1", "127.0.0.1"));
 }
 
-/* The shape of haproxy/haproxy.cfg, trimmed to what the self-check reads. */
+/* The shape of haproxy/tally.cfg, trimmed to what the self-check reads. */
 static const char test_cfg[] =
 	"# tally gateway\n"
 	".if !defined(TALLY_PLAIN)\n"

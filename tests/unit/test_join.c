@@ -22,7 +22,7 @@ static struct fixture fx;
 
 #define ID "1796278643040-1A2B-0001-00000000CAFE0001"
 
-/* A record: fields after the id as the log-format writes them (see haproxy.cfg). */
+/* A record: fields after the id as the log-format writes them (see tally.cfg). */
 static struct record rec;
 static char rec_line[16384];
 
@@ -728,7 +728,7 @@ static void test_unbilled_takes_no_usage(void)
 }
 
 /* The capture filter spoiled a cut body past the cut and HAProxy answered the refusal
- * (haproxy.cfg's tally_spoiled): the row says so, never upstream_rejected; a refusal the
+ * (tally.cfg's tally_spoiled): the row says so, never upstream_rejected; a refusal the
  * agent gives no cut body, or an uncut body's record, changes nothing. */
 static void test_refused_past_the_cut(void)
 {

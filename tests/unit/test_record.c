@@ -15,7 +15,7 @@
 
 #define LINE_MAX_LEN 8192
 
-/* A record built per the log-format (haproxy/haproxy.cfg), fields 0..32; the capture
+/* A record built per the log-format (haproxy/tally.cfg), fields 0..32; the capture
  * (field 33) is appended separately. */
 static const char *const base_fields[33] = {
 	"tally2", REC_MAC, REC_NONCE, REC_NMAC, "0b6f2d0e-1c7e-4a55-9d2c-2f4f1a9d0c11", "1796278643", "040", "200", "342",
@@ -481,7 +481,7 @@ static void test_stored_response_id(void)
 	CHECK(r.has_capture && r.u_id.len == 0);
 }
 
-/* tally4: after the id, the classes priced apart and the tier (haproxy.cfg). */
+/* tally4: after the id, the classes priced apart and the tier (tally.cfg). */
 static int parse4(const char *classes, const char *cap, struct record *r)
 {
 	static char buf[LINE_MAX_LEN];
@@ -555,7 +555,7 @@ static void test_missing_id_and_nonce(void)
 }
 
 /* A tally5 record as HAProxy holds its variables (NULL: absent), printed per the
- * log-format (url_enc where it applies, "-" for absent) with the MACs haproxy.cfg's
+ * log-format (url_enc where it applies, "-" for absent) with the MACs tally.cfg's
  * concat() chains make, computed here apart from record.c. */
 #define V5_FIELDS 42
 struct v5 {

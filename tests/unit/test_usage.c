@@ -647,10 +647,10 @@ static void test_priced_classes(void)
 	CHECK_EQ_STR(u.service_tier, "");
 }
 
-/* The same classes from json_query's fields (haproxy.cfg): a Responses answer's cache
+/* The same classes from json_query's fields (tally.cfg): a Responses answer's cache
  * writes are part of its input, an Anthropic one's are not. */
 /* Each API's members as usage.h's table places them, and no other API's: what
- * haproxy.cfg's json_query lines read of a unary answer (tests/test_contract.py). */
+ * tally.cfg's json_query lines read of a unary answer (tests/test_contract.py). */
 static void test_members_of_each_dialect(void)
 {
 	struct usage u;
@@ -742,7 +742,7 @@ static void test_from_fields(void)
 	CHECK_EQ_INT(u.source, ACCT_USAGE_RESPONSE);
 	CHECK_EQ_STR(u.model, "gpt-4o-2024-08-06");
 
-	/* Anthropic's fields (haproxy.cfg reads them when OpenAI's are absent), summed */
+	/* Anthropic's fields (tally.cfg reads them when OpenAI's are absent), summed */
 	for (i = 0; i < RECORD_U_COUNT; i++)
 		r.u[i] = ACCT_NONE;
 	r.u[RECORD_U_INPUT] = 100;
