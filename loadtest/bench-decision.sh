@@ -4,7 +4,7 @@
 # tally's) and (c) the tally gateway with the agent deciding every request, in
 # one run, and (d) the same gateway behind an operator's own frontend as
 # docs/haproxy-integration.md adds it (scripts/lift.py: the operator's frontend hands
-# /v1/ to tally's over a unix socket), interleaved in rounds so that a noisy machine
+# /v1/ to tally's over an abstract socket), interleaved in rounds so that a noisy machine
 # hurts all alike.
 # Prints req/s and latency per target (median over rounds) and the ratios.
 #
@@ -66,7 +66,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -keyout "$
 cat "$tmp/op.crt" "$tmp/op.key" > "$tmp/op.pem"
 mkdir -p "$tmp/lifted"
 (unset TALLY_NBTHREAD
- TALLY_RUN_DIR=$tmp/lifted TALLY_GATEWAY_ADDR=unix@$tmp/lifted/gateway.sock \
+ TALLY_RUN_DIR=$tmp/lifted TALLY_GATEWAY_ADDR=abns@tally-bench-$lifted_port \
  OP_HTTP_ADDR=127.0.0.1:$lifted_port OP_TLS_ADDR=127.0.0.1:$(stack_free_port) \
  OP_TLS_CERT=$tmp/op.pem OP_RUN_DIR=$tmp/lifted \
    exec $stack_haproxy -db -f "$tmp/operator.cfg" -f haproxy/tally.cfg -f haproxy/demo.cfg) \

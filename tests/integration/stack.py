@@ -169,7 +169,6 @@ class Stack:
         self.lifted = Stack.LIFTED
         if self.lifted:
             self.op_tls_port = free_port()
-            self.lifted_dir = tempfile.mkdtemp(prefix="tally-op-")   # a short socket path
 
     # --- processes -------------------------------------------------------------
     def start(self, seed=True):
@@ -250,15 +249,17 @@ class Stack:
             env["TALLY_RECORDS_LOG_ADDR"] = self.records_addr(haproxy=True) + ".dgram"
         if self.lifted:
             # Clients reach the operator's frontend, which hands /v1/ to tally's on a
-            # unix socket (docs/haproxy-integration.md, "Adding tally to your HAProxy").
+            # socket of its own (docs/haproxy-integration.md, "Adding tally to your HAProxy").
             del env["TALLY_NBTHREAD"]   # the operator's file says (nbthread 2)
             env.update({
-                "TALLY_GATEWAY_ADDR": f"unix@{self.lifted_dir}/gateway.sock",
+                "TALLY_GATEWAY_ADDR": f"abns@tally-gateway-{self.gw_port}",
                 "OP_HTTP_ADDR": f"127.0.0.1:{self.gw_port}",
                 "OP_TLS_ADDR": f"127.0.0.1:{self.op_tls_port}",
                 "OP_TLS_CERT": str(make_cert(self.tmp)),
                 "OP_RUN_DIR": str(self.tmp),
             })
+            if os.getuid() == 0:   # workers that are not root, as in production
+                env.update(OP_USER="nobody", OP_GROUP="nogroup")
         env.update(self.extra_haproxy_env)
         return env
 
@@ -332,8 +333,6 @@ class Stack:
                 codes[name] = p.stop()
         if self.unix_dir:
             shutil.rmtree(self.unix_dir, ignore_errors=True)
-        if self.lifted:
-            shutil.rmtree(self.lifted_dir, ignore_errors=True)
         return codes
 
     def logs(self):

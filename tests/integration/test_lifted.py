@@ -46,7 +46,7 @@ def test_the_lifted_configuration_is_valid_without_the_demo(tmp_path):
         "PATH": "/usr/sbin:/usr/bin:/bin",
         "OP_HTTP_ADDR": "127.0.0.1:1", "OP_TLS_ADDR": "127.0.0.1:2",
         "OP_TLS_CERT": str(make_cert(tmp_path)), "OP_RUN_DIR": str(tmp_path),
-        "TALLY_GATEWAY_ADDR": f"unix@{tmp_path}/gateway.sock",
+        "TALLY_GATEWAY_ADDR": "abns@tally-gateway-check",
         "TALLY_AGENT_ADDR": "127.0.0.1:3", "TALLY_RECORDS_ADDR": "127.0.0.1:4",
         "TALLY_HAPROXY_DIR": str(ROOT / "haproxy"),
         "TALLY_SPOE_CONF": str(ROOT / "haproxy" / "spoe-tally.conf"),
