@@ -68,7 +68,7 @@ help:
 	@echo "make test-matrix     the integration tests on HAProxy 2.6, 3.0, 3.2 and 3.4: a line each"
 	@echo "make asan            unit + integration tests under ASan+UBSan (build/asan)"
 	@echo "make valgrind        unit tests under valgrind memcheck"
-	@echo "make lua-rules       write spoa/reqrules.c's lists into haproxy/capture.lua (after changing them)"
+	@echo "make lua-rules       write spoa/reqrules.c's lists into haproxy/scanner.lua (after changing them)"
 	@echo "make fuzz            run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make haproxy-repeats write out haproxy/tally.cfg's repeated blocks (after changing one)"
 	@echo "make bench-decision  unary 1 KB: upstream direct vs plain HAProxy vs gateway"
@@ -216,15 +216,15 @@ unit-bins: $(UNIT_BIN) $(BUILD)/luarules $(BUILD)/contract
 # txnvar.h's variables, usage.h's members): tests/test_contract.py compares it with haproxy/.
 $(BUILD)/contract: $(BUILD)/obj/scripts/contract.o
 	$(CC) $(LDFLAGS) $^ -o $@
-# haproxy/capture.lua's copy of spoa/reqrules.c's lists, written by scripts/luarules.c
+# haproxy/scanner.lua's copy of spoa/reqrules.c's lists, written by scripts/luarules.c
 # (tests/test_lua.py fails while it is stale).
 $(BUILD)/luarules: $(BUILD)/obj/scripts/luarules.o $(BUILD)/obj/spoa/reqrules.o
 	$(CC) $(LDFLAGS) $^ -o $@
 lua-rules: $(BUILD)/luarules
 	$(BUILD)/luarules > $(BUILD)/reqrules.lua
 	awk -v gen=$(BUILD)/reqrules.lua '/^-- BEGIN reqrules/ { while ((getline l < gen) > 0) print l; skip = 1 } \
-	  !skip { print } /^-- END reqrules/ { skip = 0 }' haproxy/capture.lua > haproxy/capture.lua.new
-	mv haproxy/capture.lua.new haproxy/capture.lua
+	  !skip { print } /^-- END reqrules/ { skip = 0 }' haproxy/scanner.lua > haproxy/scanner.lua.new
+	mv haproxy/scanner.lua.new haproxy/scanner.lua
 haproxy-repeats:
 	awk -f scripts/repeats.awk haproxy/tally.cfg > haproxy/tally.cfg.new
 	mv haproxy/tally.cfg.new haproxy/tally.cfg
@@ -266,8 +266,8 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 $(BUILD)/fuzz/fuzz_answer: FUZZ_EXTRA_SRC := -Itests/unit -DTALLY_ROOT='"$(CURDIR)"' tests/unit/luacap.c \
     $(LUA_CFLAGS) $(LUA_LIBS)
 $(BUILD)/fuzz/fuzz_answer: tests/unit/luacap.c
-# haproxy/capture.lua's request scanner held to reqbody.c: an embedded Lua 5.4 loads it
-# (and tests/lua/haproxy.lua) from this checkout at run time.
+# haproxy/scanner.lua, the capture filter's request scanner, held to reqbody.c: an embedded
+# Lua 5.4 loads the filter (and tests/lua/haproxy.lua) from this checkout at run time.
 $(BUILD)/fuzz/fuzz_capture_request: tests/fuzz/fuzz_capture_request.c $(AGENT_SRC) $(COMMON_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $(LUA_CFLAGS) -DTALLY_ROOT='"$(CURDIR)"' $< $(AGENT_SRC) \

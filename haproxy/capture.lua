@@ -17,7 +17,7 @@
 -- that the client sees the stream it asked for (client code indexing choices[0] of
 -- every chunk would fail on it). The agent names the edit (txn.tally.amend: offset,
 -- amend_cut: bytes replaced, amend_text: their replacement) when it saw the whole body;
--- haproxy.cfg has set Content-Length to the new length. For a body longer than the
+-- tally.cfg has set Content-Length to the new length. For a body longer than the
 -- agent saw (txn.tally.amend_scan), this filter reads the top level of the whole body
 -- as it passes (any API's: only an OpenAI body gets an amend_text) and, before its
 -- closing brace, puts amend_text when it is a stream that did not ask for usage, or as
@@ -28,54 +28,16 @@
 -- reaches the upstream, which then cannot read it. So does, for a key restricted to some
 -- models whose body named none before the cut, a "model" not on txn.tally.allow. A
 -- spoil also writes the refusal the agent gives such a whole body (txn.tally.spoiled,
--- txn.tally.body), which haproxy.cfg answers in place of the upstream's answer.
+-- txn.tally.body), which tally.cfg answers in place of the upstream's answer.
 -- A body without a Content-Length that passes the body cap is spoiled there too
--- (cut_too_large).
+-- (cut_too_large). The scanner that reads such a body's members and spoils it is
+-- haproxy/scanner.lua, loaded before this file into the same per-thread Lua state:
+-- its methods (the global TallyScanner) are this filter's own.
 --
--- Also here, as HAProxy loads one Lua file: the tally-pause action (end of file).
+-- Also here: the tally-pause action (end of file).
 
--- A stream_options value longer than this is no plain {"include_usage": true}.
-local OPTIONS_MAX = 256
--- A key longer than this cannot spell a judged member, escapes and all (6 bytes each).
+-- A key longer than this is none the answer reader keeps, escapes and all.
 local KEY_MAX = 96
--- A tool's type longer than this is none a provider names.
-local TYPE_MAX = 64
--- The members and tool types that decide a request's fate, as spoa/reqbody.c judges a
--- whole body (what each list means: spoa/reqrules.c). COSTLY's letters are those of
--- txn.tally.costly (spoa/decision.c): 'o' tools the provider runs, 'a' audio output; a
--- tool type starting with WEB_SEARCH_PREFIX is 'w'. STATEFUL members of a cut Responses
--- body are refused (txn.tally.nostate).
--- BEGIN reqrules: generated from spoa/reqrules.c by `make lua-rules`
-local JUDGED = {
-    ["model"] = true,
-    ["stream"] = true,
-    ["stream_options"] = true,
-    ["service_tier"] = true,
-}
-local COSTLY = {
-    ["web_search_options"] = "o",
-    ["mcp_servers"] = "o",
-    ["audio"] = "a",
-    ["modalities"] = "a",
-}
-local CLIENT_TOOLS = {
-    ["function"] = true,
-    ["custom"] = true,
-    ["local_shell"] = true,
-    ["shell"] = true,
-    ["apply_patch"] = true,
-    ["computer_use_preview"] = true,
-    ["namespace"] = true,
-}
-local CLIENT_TOOL_PREFIXES = { "bash_", "text_editor_", "computer_", "memory_", }
-local WEB_SEARCH_PREFIX = "web_search"
-local STATEFUL = {
-    ["previous_response_id"] = true,
-    ["conversation"] = true,
-    ["background"] = true,
-    ["request_id"] = true,
-}
--- END reqrules
 
 -- As upvalues: a global's field costs two table lookups per use.
 local find, sub, byte = string.find, string.sub, string.byte
@@ -84,22 +46,12 @@ local Capture = {}
 Capture.id = "tally-capture"
 Capture.flags = filter.FLT_CFG_FL_HTX
 Capture.__index = Capture
+for name, method in pairs(TallyScanner) do
+    Capture[name] = method
+end
 
 function Capture:new()
     return setmetatable({ n = 0, held = 0 }, Capture)
-end
-
--- The models a restricted key may have past the cut (txn.tally.allow, a name a line),
--- or nil when the agent judged the model itself.
-local function allow_set(list)
-    if not list then
-        return nil
-    end
-    local set = {}
-    for name in list:gmatch("[^\n]+") do
-        set[name] = true
-    end
-    return set
 end
 
 function Capture:start_analyze(txn, chn)
@@ -123,16 +75,12 @@ function Capture:start_analyze(txn, chn)
     -- checked (the body keeps its length).
     self.text = text or ""
     if scan then
-        self.scan = { depth = 0, phase = "key", seen = {}, held = 0, delta = 0, passed = 0 }
-        -- A body with a Content-Length was held to the cap by haproxy.cfg already.
+        self:scan_start(txn)
+        -- A body with a Content-Length was held to the cap by tally.cfg already.
         if not txn.f:req_hdr("content-length") then
             self.max_body = txn:get_var("proc.tally_max_body")
             self.api = (txn.f:path() or ""):find("^/v1/messages") and "a" or "o"
         end
-        self.allow = allow_set(txn:get_var("txn.tally.allow"))
-        self.nostate = txn:get_var("txn.tally.nostate") ~= nil
-        self.costly = txn:get_var("txn.tally.costly") or ""
-        self.tiers = allow_set(txn:get_var("txn.tally.tiers"))
     else
         self.insert_at = txn:get_var("txn.tally.amend")
         self.cut = txn:get_var("txn.tally.amend_cut") or 0
@@ -764,7 +712,7 @@ function Capture:stream_read(txn, data, i)
 end
 
 -- The summary the agent reads (record field txn.tally.cap; format above). The record
--- must fit HAProxy's log line (8192 bytes, haproxy.cfg: one cut short fails its MAC and
+-- must fit HAProxy's log line (8192 bytes, tally.cfg: one cut short fails its MAC and
 -- is refused whole): a summary longer than SUMMARY_MAX keeps fewer events, the last
 -- usage event's first, then none (no usage: the agent charges its estimate).
 local SUMMARY_MAX = 6144
@@ -849,473 +797,6 @@ function Capture:keep(txn, msg, off, len)
     end
 end
 
--- Whether a stream_options value asks for usage: a flat object of plain members with
--- include_usage, spelled exactly, true. Anything else does not (the gateway then adds
--- its own, which JSON readers that keep the last of duplicated keys take).
-local function asks_usage(text)
-    if not text or #text > OPTIONS_MAX then
-        return false
-    end
-    local body = text:match("^{%s*(.-)%s*}$")
-    if not body then
-        return false
-    end
-    local asked = false
-    for member in (body .. ","):gmatch("(.-),") do
-        local key, value = member:match('^%s*"([%w_]*)"%s*:%s*([%w%.%-]+)%s*$')
-        if not key then
-            return false
-        end
-        if key:lower() == "include_usage" then
-            if key ~= "include_usage" or asked or value ~= "true" then
-                return false
-            end
-            asked = true
-        end
-    end
-    return asked
-end
-
--- A top-level key as some JSON reader may take it: case and Unicode folds applied.
-local function fold_key(raw)
-    return raw:gsub("\197\191", "s"):gsub("\226\132\170", "k"):lower()
-end
-
--- A top-level key as sent: which judged member it names, and whether every JSON reader
--- agrees (an escape or a case or Unicode fold that only some readers apply: no).
-local function judged_key(raw)
-    if raw:find("\\", 1, true) then
-        return nil, true
-    end
-    local folded = fold_key(raw)
-    if not JUDGED[folded] then
-        return nil, false
-    end
-    return folded, folded ~= raw
-end
-
--- Whether text is a JSON list of plain strings (no escapes), white space allowed.
-local function plain_list(text)
-    local body = text:match("^%[(.*)%]$")
-    if not body then
-        return false
-    end
-    for item in (body .. ","):gmatch("(.-),") do
-        if not item:match('^%s*"[^"\\]*"%s*$') then
-            return false
-        end
-    end
-    return true
-end
-
--- The letter of txn.tally.costly a tool of this type falls under, or nil for the
--- client's own (an escape is a type nobody can judge).
-local function tool_letter(t)
-    if #t > TYPE_MAX or t:find("\\", 1, true) then
-        return "o"
-    end
-    if t:sub(1, #WEB_SEARCH_PREFIX) == WEB_SEARCH_PREFIX then
-        return "w"
-    end
-    if CLIENT_TOOLS[t] then
-        return nil
-    end
-    for _, prefix in ipairs(CLIENT_TOOL_PREFIXES) do
-        if #t > #prefix and t:sub(1, #prefix) == prefix then
-            return nil
-        end
-    end
-    return "o"
-end
-
--- What goes before the closing brace: the amendment when the body is a stream that did
--- not ask for usage and has no stream_options of its own (one that said otherwise was
--- rewritten as it passed), else spaces, so that the length is what haproxy.cfg
--- announced.
-function Capture:closing(sc)
-    local pad = string.rep(" ", #self.text - sc.delta)
-    if sc.spoiled or sc.stream ~= "true" or sc.asked or self.text == "" then
-        return pad
-    end
-    self.amend = true
-    if sc.rewritten then
-        return pad
-    end
-    return self.text
-end
-
--- Spoils the body at offset at (a byte not yet forwarded): a NUL, which every JSON
--- reader refuses. why is the verdict the agent gives such a whole body (its first one
--- is kept), which HAProxy then answers and records (txn.tally.spoiled, haproxy.cfg).
-local function spoil(msg, sc, at, why)
-    msg:set("\0", at, 1)
-    sc.spoiled = sc.spoiled or why
-end
-
--- A top-level key ended at offset at: a judged member named twice, or one that only
--- some readers take for it, spoils the body there.
-function Capture:key_end(msg, sc, raw, at)
-    local name, variant = nil, false
-    if #raw <= KEY_MAX then
-        name, variant = judged_key(raw)
-    end
-    -- Stored state, however spelled (escapes included), is not served for a cut body.
-    if self.nostate and (#raw > KEY_MAX or raw:find("\\", 1, true) or STATEFUL[fold_key(raw)]) then
-        spoil(msg, sc, at, "unsupported_parameter")
-    end
-    if variant or (name and sc.seen[name]) then
-        spoil(msg, sc, at, "invalid_body")
-    end
-    if name then
-        sc.seen[name] = true
-    end
-    -- A member that costs more than its tokens, which the key may not ask for: its
-    -- value is judged (value_end), unless spelled so that only some readers take it, or
-    -- twice.
-    local folded = #raw <= KEY_MAX and fold_key(raw)
-    local letter = folded and COSTLY[folded]
-    if letter and self.costly:find(letter, 1, true) then
-        if folded ~= raw or sc.seen[folded] then
-            spoil(msg, sc, at, "unsupported_value")
-        end
-        sc.seen[folded] = true
-        name = folded
-    end
-    sc.tools = folded == "tools" and self.costly ~= ""
-    -- "tools" twice, or spelled so that only some readers take it: a tool nobody can
-    -- judge (spoa/reqbody.c), whatever its elements.
-    if sc.tools and self.costly:find("o", 1, true) then
-        if folded ~= raw or sc.seen.tools then
-            spoil(msg, sc, at, "unsupported_value")
-        end
-        sc.seen.tools = true
-    end
-    sc.member, sc.key = name, nil
-    sc.phase = "colon"
-end
-
--- A string of the "tools" member's value ended: its elements' "type" says whether the
--- provider runs the tool (spoa/reqbody.c's reqbody_tool, past the cut).
-function Capture:tool_string(msg, sc, text, at)
-    if sc.depth == 2 then
-        -- An element that is no object: nobody can judge it.
-        if self.costly:find("o", 1, true) then
-            spoil(msg, sc, at, "unsupported_value")
-        end
-    elseif sc.depth == 3 and sc.ttype then
-        local letter = tool_letter(text)
-        if letter and self.costly:find(letter, 1, true) then
-            spoil(msg, sc, at, "unsupported_value")
-        end
-        sc.ttype = nil
-    elseif sc.depth == 3 then
-        sc.tkey = text
-    end
-end
-
--- From data[from] on (offset of data[j]: off + j - 1), the first byte of the "tools"
--- value, once it comes: an array or null; anything else is a tool nobody can judge
--- (spoa/reqbody.c), which a key that may not have the provider run tools is refused.
-function Capture:tools_first(msg, sc, data, from, off)
-    local p = string.find(data, "[^\0-\32]", from)
-    if p then
-        local c = string.byte(data, p)
-        if c ~= 91 and c ~= 110 then
-            spoil(msg, sc, off + p - 1, "unsupported_value")
-        end
-        sc.tfirst = nil
-    end
-end
-
--- A ':' or the end of a member inside an element of "tools": after a key that is or
--- could be "type", its value must be a plain string the next tool_string judges.
-function Capture:tool_mark(msg, sc, c, at)
-    if c == 58 and sc.tkey then
-        local key = sc.tkey
-        sc.tkey = nil
-        if key == "type" then
-            sc.ttype = true
-            return
-        end
-        if (key:find("\\", 1, true) or fold_key(key) == "type") and self.costly:find("o", 1, true) then
-            spoil(msg, sc, at, "unsupported_value")
-        end
-        return
-    end
-    -- A type that was no string (a list, an object, a number).
-    if sc.ttype and self.costly:find("o", 1, true) then
-        spoil(msg, sc, at, "unsupported_value")
-    end
-    sc.ttype, sc.tkey = nil, nil
-end
-
--- The verdict on a judged member's value too long to be a plain one.
-function Capture:long_verdict(member)
-    if member == "model" and self.allow then
-        return "model_not_allowed"
-    elseif COSTLY[member] or member == "service_tier" then
-        return "unsupported_value"
-    end
-    return "invalid_body"
-end
-
--- More text of the value of a judged member; one too long to be a plain value spoils
--- the body (its first byte is held back, see scan_request).
-function Capture:value_more(msg, sc, text)
-    if sc.vlong then
-        return
-    end
-    if sc.value == "" then
-        -- Bytes before the value that some reader skips are counted, not kept: the cap
-        -- is the value's, and a spoil lands on its first byte (cJSON skips every byte
-        -- up to the space as whitespace, a NUL included). More of them than a value
-        -- may hold go on: held, white space longer than the buffer would stall it.
-        local lead = #text:match("^[\0-\32]*")
-        sc.vws = sc.vws + lead
-        if sc.vws > OPTIONS_MAX then
-            sc.vat, sc.vws = sc.vat + sc.vws, 0
-        end
-        text = text:sub(lead + 1)
-    end
-    if #sc.value + #text > OPTIONS_MAX then
-        -- Spoiled: nothing of the value needs holding any more (a value longer than
-        -- the buffer would never end while held).
-        sc.vlong = true
-        spoil(msg, sc, sc.vat + sc.vws, self:long_verdict(sc.member))
-        sc.vat = nil
-        return
-    end
-    sc.value = sc.value .. text
-end
-
--- A judged member's value ended at offset vend. A stream_options that does not ask for
--- usage is rewritten in place when the body is known to be a stream, or the value is an
--- object (which only a stream may carry). Returns how many bytes the body grew.
-function Capture:value_end(msg, sc, text, vend)
-    self:value_more(msg, sc, text)
-    local value = not sc.vlong and sc.value:match("^%s*(.-)%s*$")
-    local grow = 0
-    if value and sc.member == "model" and self.allow then
-        -- A plain JSON string naming an allowed model, as sent; anything else is
-        -- refused (an escape included).
-        local name = value:match('^"([^"\\]*)"$')
-        if not (name and self.allow[name]) then
-            spoil(msg, sc, sc.vat + sc.vws, "model_not_allowed")
-        end
-    elseif value and COSTLY[sc.member] then
-        -- null, or modalities without audio (as spoa/reqbody.c judges a whole body).
-        if value ~= "null" and not (sc.member == "modalities" and plain_list(value)
-                                    and not value:find('"audio"', 1, true)) then
-            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
-        end
-    elseif value and sc.member == "service_tier" and self.tiers then
-        -- null, or a plain tier name the key may ask for and the model prices.
-        local tier = value:match('^"([a-z0-9_%-]*)"$')
-        if value ~= "null" and not (tier and self.tiers[tier]) then
-            spoil(msg, sc, sc.vat + sc.vws, "unsupported_value")
-        end
-    elseif value and sc.member == "stream" then
-        sc.stream = value
-    elseif value and sc.member == "stream_options" and not sc.spoiled and self.text ~= "" then
-        sc.asked = asks_usage(value)
-        -- Before "stream" is known, only null (which a body that is no stream may carry)
-        -- waits for the closing brace to be judged.
-        sc.options = not sc.asked and value == "null" and sc.stream == nil
-        if not sc.asked and (sc.stream == "true" or value ~= "null") then
-            local opts = self.text:match("(%b{})$")
-            if msg:set(opts, sc.vat, vend - sc.vat) >= 0 then
-                grow = #opts - (vend - sc.vat)
-                sc.delta = sc.delta + grow
-                sc.rewritten = true
-            else
-                spoil(msg, sc, sc.vat + sc.vws, "invalid_body")
-            end
-        end
-    end
-    sc.member, sc.value, sc.vlong, sc.vat, sc.vws = nil, nil, nil, nil, nil
-    return grow
-end
-
--- Reads data (the input's bytes from offset base) through the top-level object: JSON
--- strings are skipped with plain string.find (memchr), so the cost is per quote and
--- escape, not per byte. Returns the input offset of the object's closing brace once it is seen.
-function Capture:scan_data(msg, data, base)
-    local sc = self.scan
-    local i, n = 1, #data
-    local vfrom = sc.value and 1
-    -- Input offset of data[j]: base + j - 1 + shift (rewrites move what follows).
-    local shift = 0
-    local nq, nb = 0, 0
-    local kfrom = sc.key and 1
-    local tfrom = sc.tstr and 1
-    if sc.tfirst then
-        self:tools_first(msg, sc, data, 1, base)
-    end
-    while i <= n do
-        if sc.instr then
-            if sc.esc then
-                -- The byte after a backslash that ended the previous read.
-                sc.esc = false
-                i = i + 1
-            else
-                -- Plain finds (memchr) of the next quote and backslash, each remembered
-                -- until passed: a pattern costs ~10 ns a byte, prompts are long strings.
-                if nq < i then
-                    nq = find(data, '"', i, true) or n + 1
-                end
-                if nb < i then
-                    nb = find(data, "\\", i, true) or n + 1
-                end
-                local q = nq < nb and nq or nb
-                if q > n then
-                    break
-                end
-                if byte(data, q) == 92 then
-                    if q == n then
-                        sc.esc = true
-                        break
-                    end
-                    i = q + 2
-                else
-                    sc.instr = false
-                    i = q + 1
-                    if kfrom then
-                        self:key_end(msg, sc, sc.key .. sub(data, kfrom, q - 1),
-                            base + q - 1 + shift)
-                        kfrom = nil
-                    elseif tfrom then
-                        -- Only a type's length matters past TYPE_MAX: no long copies.
-                        local last = q - 1 < tfrom + TYPE_MAX and q - 1 or tfrom + TYPE_MAX
-                        self:tool_string(msg, sc, sc.tstr .. sub(data, tfrom, last),
-                            base + q - 1 + shift)
-                        sc.tstr, tfrom = nil, nil
-                    end
-                end
-            end
-        else
-            local q = find(data, '["{}%[%],:]', i)
-            if not q then
-                break
-            end
-            local c = byte(data, q)
-            i = q + 1
-            if c == 34 then
-                sc.instr = true
-                if sc.depth == 1 and sc.phase == "key" then
-                    sc.key, kfrom = "", q + 1
-                elseif sc.tools and (sc.depth == 2 or sc.depth == 3) then
-                    sc.tstr, tfrom = "", q + 1
-                end
-            elseif sc.tools and sc.depth == 3 and (c == 58 or c == 44 or c == 125) then
-                self:tool_mark(msg, sc, c, base + q - 1 + shift)
-                if c == 125 then
-                    sc.depth = 2
-                end
-            elseif c == 123 or c == 91 then
-                if sc.tools and sc.depth == 3 and sc.ttype then
-                    self:tool_mark(msg, sc, c, base + q - 1 + shift)
-                end
-                sc.depth = sc.depth + 1
-            elseif c == 125 or c == 93 then
-                sc.depth = sc.depth - 1
-                if sc.depth == 0 then
-                    if vfrom then
-                        shift = shift + self:value_end(msg, sc, sub(data, vfrom, q - 1),
-                            base + q - 1 + shift)
-                    end
-                    return base + q - 1 + shift
-                end
-            elseif sc.depth == 1 and c == 58 and sc.phase == "colon" then
-                sc.phase = "value"
-                if sc.member then
-                    sc.value, sc.vat, sc.vws, vfrom = "", base + q + shift, 0, q + 1
-                end
-                if sc.tools and self.costly:find("o", 1, true) then
-                    sc.tfirst = true
-                    self:tools_first(msg, sc, data, q + 1, base + shift)
-                end
-            elseif sc.depth == 1 and c == 44 then
-                if vfrom then
-                    shift = shift + self:value_end(msg, sc, sub(data, vfrom, q - 1),
-                        base + q - 1 + shift)
-                    vfrom = nil
-                end
-                sc.member = nil
-                sc.phase = "key"
-            end
-        end
-    end
-    if kfrom then
-        sc.key = sc.key .. sub(data, kfrom, kfrom + KEY_MAX)
-    end
-    if tfrom then
-        sc.tstr = sc.tstr .. sub(data, tfrom, tfrom + TYPE_MAX)
-    end
-    if vfrom then
-        self:value_more(msg, sc, sub(data, vfrom))
-    end
-    return nil
-end
-
--- The request body of a cut request (any API), scanned as it passes. Held back: the last
--- byte until the closing brace (or the message's end) is seen, so that the filter is
--- called again at the end; and a judged member's value until it ends, so that it can
--- still be rewritten or spoiled.
-function Capture:scan_request(msg)
-    local sc = self.scan
-    local avail = msg:input()
-    if sc.done then
-        return avail
-    end
-    local close = sc.close
-    if not close and avail > sc.held then
-        close = self:scan_data(msg, msg:body(sc.held, avail - sc.held) or "", sc.held)
-        avail = msg:input()
-    end
-    if close then
-        -- A restricted key's body that named no model leaves the upstream to pick one.
-        if self.allow and not sc.seen.model then
-            spoil(msg, sc, close, "model_required")
-        end
-        -- A stream whose stream_options null went before "stream": a second
-        -- stream_options would make two members readers choose between.
-        if sc.options and sc.stream == "true" then
-            spoil(msg, sc, close, "invalid_body")
-        end
-        local text = sc.text or self:closing(sc)
-        if text ~= "" and msg:insert(text, close) < 0 then
-            -- No room in the buffer: send what precedes the brace and retry.
-            sc.close, sc.text, sc.held = 0, text, avail - close
-            return close
-        end
-        sc.done = true
-        return msg:input()
-    end
-    if msg:eom() then
-        -- The body never closed (invalid JSON): the announced length still holds.
-        local pad = #self.text - sc.delta
-        if pad > 0 and msg:append(string.rep(" ", pad)) < 0 then
-            -- No room in the buffer: send all but the last byte and retry.
-            sc.held = 1
-            return avail - 1
-        end
-        sc.done = true
-        return msg:input()
-    end
-    local fwd = avail - 1
-    if sc.vat and sc.vat < fwd then
-        fwd = sc.vat
-    end
-    if fwd < 0 then
-        fwd = 0
-    end
-    sc.held = avail - fwd
-    if sc.vat then
-        sc.vat = sc.vat - fwd
-    end
-    return fwd
-end
-
 -- Removes the usage event from an amended stream. Returns how many bytes may go to
 -- the client: an event is held back until it is whole, so that a usage event split
 -- across reads is still recognised; at the message's end everything goes.
@@ -1361,7 +842,7 @@ function Capture:strip(msg, avail)
 end
 
 -- The verdict on a spoiled body and the refusal HAProxy answers in place of the
--- upstream's (haproxy.cfg), in the error shape of the path's API.
+-- upstream's (tally.cfg), in the error shape of the path's API.
 local SPOILED_MESSAGE = "The request asks, past the part of its body the gateway reads "
     .. "before forwarding it, for what this key may not have (%s); nothing was served."
 
@@ -1382,9 +863,9 @@ function Capture:tell_spoiled(txn, why)
 end
 
 -- A body whose size was not announced (chunked) is spoiled once it passes the cap
--- (haproxy.cfg, TALLY_MAX_BODY, refuses announced ones), so that the upstream refuses
+-- (tally.cfg, TALLY_MAX_BODY, refuses announced ones), so that the upstream refuses
 -- it, and the rest passes unread (removing it stalled the message's end: tested on
--- 2.6); txn.tally.too_large (a: an Anthropic path, o: another) has haproxy.cfg answer
+-- 2.6); txn.tally.too_large (a: an Anthropic path, o: another) has tally.cfg answer
 -- 413 in the API's shape in place of the upstream's refusal. Returns the bytes to
 -- forward.
 function Capture:cut_too_large(txn, msg, avail)
@@ -1459,7 +940,7 @@ core.register_filter("tally-capture", Capture, function(flt, args)
 end)
 
 -- A pause before the agent is asked again about a stored response's id that the key
--- may have just made (haproxy.cfg, txn.tally.wait): msleep yields, so the thread serves
+-- may have just made (tally.cfg, txn.tally.wait): msleep yields, so the thread serves
 -- other streams meanwhile. wait 0 marks the pause as taken; the verdict goes, so that
 -- an agent that fails to answer again meets the fail policy, not the stale refusal.
 local PAUSE_MS = 25

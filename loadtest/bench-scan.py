@@ -1,5 +1,5 @@
 """loadtest/bench-scan.py: HAProxy CPU per MB of a cut request body read by the capture
-filter's request scanner (haproxy/capture.lua, scan_data), for bodies of several shapes
+filter's request scanner (haproxy/scanner.lua, scan_data), for bodies of several shapes
 and sizes, sent chunked so that every HAProxy version cuts them; HAProxy's utime+stime
 from /proc/PID/stat around the requests (after one warm-up request each). A cost per
 MB that holds from 1 to 4 MB is a linear scan.

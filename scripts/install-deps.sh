@@ -19,8 +19,8 @@ if [ "${TALLY_DEPS:-all}" != build ]; then
   # (tests/pgserver.py: initdb and pg_ctl from /usr/lib/postgresql/15/bin).
   pkgs+=(clang libclang-rt-14-dev haproxy sqlite3 postgresql python3-psycopg2 chromium python3
          python3-pytest python3-msgpack python3-yaml wrk valgrind docker-compose)
-  # capture.lua's tests run under the Luas HAProxy embeds (2.6: 5.3, 3.4: 5.4); the unit
-  # tests and fuzz targets that read answers or requests through it link 5.4
+  # The Lua files' tests run under the Luas HAProxy embeds (2.6: 5.3, 3.4: 5.4); the unit
+  # tests and fuzz targets that read answers or requests through them link 5.4
   # (tests/test_lua.py, tests/unit/luacap.c, tests/fuzz/).
   pkgs+=(lua5.3 lua5.4 liblua5.4-dev)
   npm_dirs+=(tests/sdk tests/agents)

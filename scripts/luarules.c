@@ -1,4 +1,4 @@
-/* luarules: prints spoa/reqrules.c's lists as the Lua block haproxy/capture.lua holds
+/* luarules: prints spoa/reqrules.c's lists as the Lua block haproxy/scanner.lua holds
  * between its "-- BEGIN reqrules" and "-- END reqrules" lines (`make lua-rules` puts
  * it there; tests/test_lua.py checks that it is there). */
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* reqrules: the request-body rules both sides of the gateway apply, written once
  * (constant data, any thread). spoa/reqbody.c judges a whole body by them; the Lua
  * capture filter judges a body past HAProxy's cut by the same lists, which
- * scripts/luarules.c writes into haproxy/capture.lua (`make lua-rules`) and
+ * scripts/luarules.c writes into haproxy/scanner.lua (`make lua-rules`) and
  * tests/test_lua.py checks are current. */
 #ifndef TALLY_REQRULES_H
 #define TALLY_REQRULES_H

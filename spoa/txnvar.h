@@ -2,16 +2,17 @@
  * who writes each and who reads it. The agent's ACK sets its variables by these names
  * (session.c; spoe-tally.conf's var-prefix "tally" puts them under txn.tally.);
  * scripts/contract.c prints the table and tests/test_contract.py compares it with every
- * variable haproxy/tally.cfg, haproxy/capture.lua and haproxy/spoe-tally.conf write or
- * read, so a variable added, dropped or renamed on one side only fails there. The record's
- * variables (record.h's table) must be here too. Header only: no thread of its own. */
+ * variable haproxy/tally.cfg, the Lua files (haproxy/capture.lua, scanner.lua) and
+ * haproxy/spoe-tally.conf write or read, so a variable added, dropped or renamed on one
+ * side only fails there. The record's variables (record.h's table) must be here too.
+ * Header only: no thread of its own. */
 #ifndef TALLY_TXNVAR_H
 #define TALLY_TXNVAR_H
 
 /* Who writes or reads a variable. */
 #define TXNVAR_AGENT    1   /* the agent's ACK */
 #define TXNVAR_CFG      2   /* haproxy/tally.cfg: set-var, ACLs, log-format */
-#define TXNVAR_LUA      4   /* haproxy/capture.lua */
+#define TXNVAR_LUA      4   /* haproxy/capture.lua, scanner.lua */
 #define TXNVAR_SPOE     8   /* haproxy/spoe-tally.conf: set-on-error, set-process-time, args */
 #define TXNVAR_OPERATOR 16  /* read by none of ours: offered to the operator's own rules
                              * and logs (docs/haproxy-integration.md lists them) */

@@ -60,13 +60,13 @@ def observed_vars():
             note(writers, m.group(1), "cfg")
         for m in re.finditer(VAR, re.sub(r"(?:set-var|unset-var)\(" + VAR + r"\)", "", s)):
             note(readers, m.group(1), "cfg")
-    lua = (HAPROXY / "capture.lua").read_text()
+    lua = "".join(p.read_text() for p in sorted(HAPROXY.glob("*.lua")))
     for m in re.finditer(r'(set_var|unset_var|get_var)\("' + VAR + '"', lua):
         note(readers if m.group(1) == "get_var" else writers, m.group(2), "lua")
     # Any other spelling (a name built at run time, say) would escape this test.
     named = re.findall(r'_var\("(?:' + VAR + r'|proc\.\w+)"', lua)
     assert len(named) == len(re.findall(r"_var\(", lua)), \
-        "capture.lua names a transaction variable other than as a literal"
+        "a Lua file names a transaction variable other than as a literal"
     spoe = [l for l in (HAPROXY / "spoe-tally.conf").read_text().splitlines()
             if not l.strip().startswith("#")]
     for line in spoe:

@@ -74,8 +74,8 @@ static void fz_lua_init(void)
 	luaL_openlibs(fz_lua);
 	if (luaL_dostring(fz_lua, "package.path = '" TALLY_ROOT "/tests/lua/?.lua;' .. package.path\n"
 	                          "local H = require('haproxy')\n"
-	                          "return H, H.load_capture('" TALLY_ROOT "/haproxy/capture.lua')"))
-		fz_lua_fail("loading capture.lua");
+	                          "return H, H.load_capture('" TALLY_ROOT "/haproxy')"))
+		fz_lua_fail("loading scanner.lua and capture.lua");
 	if (luaL_loadstring(fz_lua, fz_runner))
 		fz_lua_fail("runner");
 	lua_insert(fz_lua, -3);     /* the runner below its arguments, H and Capture */
@@ -516,7 +516,7 @@ static const char *fz_filter(const char *body, size_t len, unsigned flags, int a
 	}
 	lua_pushinteger(fz_lua, BUFSIZE);
 	if (lua_pcall(fz_lua, 4, 1, 0))
-		fz_lua_fail("capture.lua failed");
+		fz_lua_fail("the capture filter failed");
 	return lua_tolstring(fz_lua, -1, olen);
 }
 

@@ -2,7 +2,7 @@
 -- tests/lua/haproxy.lua: the entry point of tests/unit/luacap.c, which the C unit tests
 -- and the answer-reader fuzz target use.
 local H = dofile(TALLY_ROOT .. "/tests/lua/haproxy.lua")
-local Capture = H.load_capture(TALLY_ROOT .. "/haproxy/capture.lua")
+local Capture = H.load_capture(TALLY_ROOT .. "/haproxy")
 
 -- body in reads of split bytes (0: one), content type ct; count_ws: the agent asked
 -- for web searches to be counted. Returns txn.tally.cap and txn.tally.u_ws.

@@ -1,7 +1,7 @@
--- A stand-in for the part of HAProxy's Lua API that haproxy/capture.lua uses, so that a
--- stock Lua (5.3 as Debian 12's HAProxy 2.6 embeds, 5.4 as 3.4 does) runs the filter:
--- tests/lua/test_capture.lua and the differential fuzz target
--- (tests/fuzz/fuzz_capture_request.c) load it before capture.lua.
+-- A stand-in for the part of HAProxy's Lua API that haproxy/capture.lua and scanner.lua
+-- use, so that a stock Lua (5.3 as Debian 12's HAProxy 2.6 embeds, 5.4 as 3.4 does) runs
+-- the filter: tests/lua/test_capture.lua, test_scanner.lua and the differential fuzz
+-- target (tests/fuzz/fuzz_capture_request.c) load it before the filter's files.
 --
 -- It defines the globals capture.lua meets (core, filter) and builds txn, channel and
 -- HTTP message objects whose methods behave as HAProxy's src/hlua.c does (offsets
@@ -298,9 +298,17 @@ function M.feed(class, txn, body, opts)
     return table.concat(out), flt
 end
 
--- Loads capture.lua (path) and returns its filter class.
-function M.load_capture(path)
-    dofile(path)
+-- Loads the request scanner from dir (haproxy/) alone and returns its methods.
+function M.load_scanner(dir)
+    dofile(dir .. "/scanner.lua")
+    return TallyScanner
+end
+
+-- Loads the capture filter's files from dir (haproxy/) as tally.cfg's lua-load-per-thread
+-- lines do, in one state and in their order, and returns its filter class.
+function M.load_capture(dir)
+    M.load_scanner(dir)
+    dofile(dir .. "/capture.lua")
     return M.filters["tally-capture"]
 end
 

@@ -6,27 +6,13 @@
 -- Run from the repository root: lua5.4 tests/lua/test_capture.lua [name...]
 package.path = "tests/lua/?.lua;" .. package.path
 local H = require("haproxy")
-local Capture = H.load_capture("haproxy/capture.lua")
+local U = require("unit")
+local Capture = H.load_capture("haproxy")
 
 -- decision.c's DECISION_AMEND_TAIL.
 local AMEND = ',"stream_options":{"include_usage":true}'
 
-local tests, order = {}, {}
-local function test(name, fn)
-    tests[name] = fn
-    order[#order + 1] = name
-end
-
-local function show(s)
-    return (s:gsub("%z", "<NUL>"))
-end
-
-local function eq(got, want, what)
-    if got ~= want then
-        error(string.format("%s:\n  got  %q\n  want %q", what or "value", show(tostring(got)),
-            show(tostring(want))), 2)
-    end
-end
+local test, eq, every_split = U.test, U.eq, U.every_split
 
 local function vars(extra)
     local v = { ["txn.tally.amend_scan"] = 1 }
@@ -36,41 +22,10 @@ local function vars(extra)
     return v
 end
 
--- The body sent as HAProxy would at every split point (one chunk boundary at each
--- offset), byte by byte, and in one piece: check(out) holds for each, and every way
--- gives the same bytes.
-local function every_split(body, txnvars, check, opts)
-    opts = opts or {}
-    local first
-    local function one(splits)
-        local txn = H.txn(txnvars)
-        local out = H.feed(Capture, txn, body, { splits = splits, bufsize = opts.bufsize })
-        local ok, err = pcall(check, out, txn)
-        if not ok then
-            error(string.format("split %s: %s", table.concat(splits, ","), err), 0)
-        end
-        if first and out ~= first then
-            error(string.format("split %s gives %q, unsplit %q", table.concat(splits, ","),
-                show(out), show(first)), 0)
-        end
-        first = first or out
-    end
-    one({})
-    for k = 1, #body - 1 do
-        one({ k })
-    end
-    local bytes = {}
-    for k = 1, #body - 1 do
-        bytes[k] = k
-    end
-    one(bytes)
-    return first
-end
-
 -- A body nothing may change but the amendment: out is body with text put before its
 -- closing brace, or as many spaces.
 local function passes(body, txnvars, text)
-    return every_split(body, txnvars, function(out)
+    return every_split(Capture, body, txnvars, function(out)
         local at = body:match(".*()}")
         eq(out, body:sub(1, at - 1) .. text .. body:sub(at), "passed body")
     end)
@@ -80,7 +35,7 @@ end
 -- one announced (the body's own plus the amendment's).
 local function spoiled(body, txnvars)
     local grow = #((txnvars or {})["txn.tally.amend_text"] or "")
-    return every_split(body, txnvars, function(out)
+    return every_split(Capture, body, txnvars, function(out)
         eq(#out, #body + grow, "length")
         if not out:find("%z") then
             error("not spoiled: " .. out, 0)
@@ -110,7 +65,7 @@ test("stream_options that does not ask is rewritten in place, the length kept", 
                             '{"include_usage":true,"include_usage":false}',
                             '{"Include_usage":true}' }) do
         local body = '{"stream":true,"stream_options":' .. opts .. ',"model":"m"}'
-        every_split(body, vars(AM), function(out)
+        every_split(Capture, body, vars(AM), function(out)
             eq(#out, #body + #AMEND, "length")
             local head = '{"stream":true,"stream_options":{"include_usage":true},"model":"m"'
             eq(out:sub(1, #head), head, "rewritten " .. opts)
@@ -125,7 +80,7 @@ test("stream_options before stream: rewritten, or refused when null and a stream
     for _, opts in ipairs({ '[]', '{"include_usage":false}', 'true', '"x"' }) do
         local body = '{"stream_options":' .. opts .. ',"model":"m","stream":true}'
         local head = '{"stream_options":{"include_usage":true},"model":"m","stream":true'
-        every_split(body, vars(AM), function(out)
+        every_split(Capture, body, vars(AM), function(out)
             eq(out, head .. string.rep(" ", #body + #AMEND - #head - 1) .. "}", "rewritten " .. opts)
         end)
     end
@@ -290,7 +245,7 @@ end)
 
 test("a body that never closes keeps its announced length", function()
     local body = '{"model":"m","stream":true,"x":['
-    every_split(body, vars(AM), function(out)
+    every_split(Capture, body, vars(AM), function(out)
         eq(out, body .. string.rep(" ", #AMEND), "padded")
     end)
     -- Its end fills the buffer: the spaces follow once there is room.
@@ -427,22 +382,4 @@ test("tally-pause sleeps and drops the stale verdict", function()
     eq(H.slept > 0, true, "slept")
 end)
 
-local want = {}
-for i = 1, #arg do
-    want[arg[i]] = true
-end
-local failed, ran = 0, 0
-for _, name in ipairs(order) do
-    if next(want) == nil or want[name] then
-        ran = ran + 1
-        local ok, err = pcall(tests[name])
-        if ok then
-            print("ok   " .. name)
-        else
-            failed = failed + 1
-            print("FAIL " .. name .. "\n     " .. tostring(err):gsub("\n", "\n     "))
-        end
-    end
-end
-print(string.format("%s: %d tests, %d failed", _VERSION, ran, failed))
-os.exit(failed == 0 and 0 or 1)
+U.run(arg)
