@@ -107,9 +107,13 @@ struct acct_row {
 	/* Stored: the model the answer named when it is neither the routed model nor a
 	 * dated snapshot of it (join.h); "" none. */
 	char model_reported[ACCT_NAME_MAX];
+	/* Stored: the team of the key when the request was decided (teams.id); ACCT_NONE:
+	 * none, or no decision saw it. */
+	int64_t team_id;
 	/* Not stored either: what the request holds of its key's limits until its row is
 	 * built (zero after a restart: the journal does not keep it). */
 	struct quota_hold hold;
+	struct quota_hold team_hold;       /* the same of its key's team's limits */
 };
 
 #endif

@@ -9,7 +9,7 @@
 void acct_row_init(struct acct_row *row)
 {
 	memset(row, 0, sizeof(*row));
-	row->key_id = row->stream = ACCT_NONE;
+	row->key_id = row->team_id = row->stream = ACCT_NONE;
 	row->prompt_tokens = row->completion_tokens = row->cached_tokens = ACCT_NONE;
 	row->cache_creation_tokens = row->reasoning_tokens = row->cost_micros = ACCT_NONE;
 	row->cache_creation_1h_tokens = row->audio_input_tokens = row->audio_output_tokens = ACCT_NONE;

@@ -145,15 +145,18 @@ static const struct journal_field journal_fields[] = {
 	JF_S(service_tier),
 	/* And what the row's price stands on (docs/pricing.md). */
 	JF_S(model_reported), JF_E(priced_fallback, PRICE_FALLBACK_TIER << 1),
+	/* And the key's team. */
+	JF_N(JF_I64, team_id),
 };
 
 /* Where an entry may end: the fields of the first entries written (version 1 as first
- * released), of those written before the flags, before the priced classes, and before
- * the reported model and fallbacks. */
+ * released), of those written before the flags, before the priced classes, before the
+ * reported model and fallbacks, and before the team. */
 #define JOURNAL_FIRST_FIELDS 23
 #define JOURNAL_SECOND_FIELDS 27
 #define JOURNAL_THIRD_FIELDS 29
 #define JOURNAL_FOURTH_FIELDS 36
+#define JOURNAL_FIFTH_FIELDS 38
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
@@ -356,7 +359,8 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	r.end = r.p + plen;
 	for (i = 0; i < JOURNAL_NFIELDS; i++) {
 		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS ||
-		     i == JOURNAL_THIRD_FIELDS || i == JOURNAL_FOURTH_FIELDS) && r.p == r.end) {
+		     i == JOURNAL_THIRD_FIELDS || i == JOURNAL_FOURTH_FIELDS ||
+		     i == JOURNAL_FIFTH_FIELDS) && r.p == r.end) {
 			/* An entry of before the appended fields: the rest are absent (strings
 			 * empty, enums 0, counts ACCT_NONE). */
 			journal_absent(row, i);

@@ -29,7 +29,7 @@ enum journal_kind { JOURNAL_DECISION = 1, JOURNAL_ROW = 2 };
  * endian), then the payload. JOURNAL_ENTRY_MAX bounds the encoding of any row. */
 #define JOURNAL_ENTRY_HDR 7
 #define JOURNAL_STR_ENC_MAX(cap) (2 + (cap) - 1)   /* varint length, bytes, no NUL */
-#define JOURNAL_INT_FIELDS 29                      /* each a varint of at most 10 bytes */
+#define JOURNAL_INT_FIELDS 30                      /* each a varint of at most 10 bytes */
 #define JOURNAL_PAYLOAD_MAX                                                        \
 	(JOURNAL_STR_ENC_MAX(ACCT_ID_MAX) + 3 * JOURNAL_STR_ENC_MAX(ACCT_NAME_MAX) +   \
 	 2 * JOURNAL_STR_ENC_MAX(ACCT_SHORT_MAX) +                                     \

@@ -67,7 +67,8 @@ enum rowcol_kind {
 	X(web_search_calls,           COUNT,    web_search_calls) \
 	X(service_tier,               TEXT,     service_tier)  \
 	X(model_reported,             TEXT,     model_reported) \
-	X(priced_fallback,            FALLBACK, priced_fallback)
+	X(priced_fallback,            FALLBACK, priced_fallback) \
+	X(team_id,                    COUNT,    team_id)
 
 #define ROWCOL_ONE(column, kind, field) + 1
 #define ROWCOL_COLUMNS (0 ROWCOLS(ROWCOL_ONE))

@@ -21,7 +21,8 @@
  *   2. the inserted rows, sorted by (hour, key, model, provider), become one upsert
  *      row per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily; without the model, into
- *      key_hourly and key_daily; with neither, by hour into total_hourly (see
+ *      key_hourly and key_daily; by team instead of key (rows with a team), into
+ *      team_hourly and team_daily; with neither, by hour into total_hourly (see
  *      writer_rollups); the groups of a table go in multi-row upserts too, each group
  *      once (PostgreSQL refuses one conflict key twice in a statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
@@ -148,7 +149,8 @@ enum writer_mode {
 /* Sort key of an inserted row for the rollups. */
 struct writer_group {
 	int64_t period;               /* unix seconds: start of the hour or day */
-	int64_t key_id;               /* 0: no key, or a rollup without keys */
+	int64_t key_id;               /* the key's or the team's id; 0: none, or a rollup
+	                               * without either */
 	int by_model;                 /* model and provider count: the rollup has them */
 	const struct acct_row *row;
 };
@@ -161,21 +163,33 @@ struct writer_sum {
 
 /* The rollup tables: per key and model (a key with a model filter, or by model or
  * provider); ~200 times smaller, per model only (every figure not by key); per key
- * only (by key without a model filter: a row per key, not per key and model); and the
- * hour's totals (by hour without a filter: a row per hour, not per model). */
+ * only (by key without a model filter: a row per key, not per key and model); per team
+ * (team summaries and budgets; rows without a team are in none); and the hour's totals
+ * (by hour without a filter: a row per hour, not per model). */
+enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM };
+
 static const struct writer_rollup_table {
 	const char *table, *unit;     /* unit: the period's column */
 	enum period_kind period;
-	int keyed, by_model;
+	enum writer_dim dim;          /* the id column after the period, if any */
+	int by_model;
 } writer_rollups[] = {
-	{ "usage_hourly", "hour", PERIOD_HOUR, 1, 1 },
-	{ "usage_daily", "day", PERIOD_DAY, 1, 1 },
-	{ "model_hourly", "hour", PERIOD_HOUR, 0, 1 },
-	{ "model_daily", "day", PERIOD_DAY, 0, 1 },
-	{ "key_hourly", "hour", PERIOD_HOUR, 1, 0 },
-	{ "key_daily", "day", PERIOD_DAY, 1, 0 },
-	{ "total_hourly", "hour", PERIOD_HOUR, 0, 0 },
+	{ "usage_hourly", "hour", PERIOD_HOUR, WRITER_DIM_KEY, 1 },
+	{ "usage_daily", "day", PERIOD_DAY, WRITER_DIM_KEY, 1 },
+	{ "model_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 1 },
+	{ "model_daily", "day", PERIOD_DAY, WRITER_DIM_NONE, 1 },
+	{ "key_hourly", "hour", PERIOD_HOUR, WRITER_DIM_KEY, 0 },
+	{ "key_daily", "day", PERIOD_DAY, WRITER_DIM_KEY, 0 },
+	{ "team_hourly", "hour", PERIOD_HOUR, WRITER_DIM_TEAM, 0 },
+	{ "team_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 0 },
+	{ "total_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 0 },
 };
+
+/* The id column of a rollup's dimension, with its leading comma; "" for none. */
+static const char *writer_dim_column(enum writer_dim d)
+{
+	return d == WRITER_DIM_KEY ? ", key_id" : d == WRITER_DIM_TEAM ? ", team_id" : "";
+}
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
 struct writer {
@@ -394,7 +408,7 @@ static char *writer_insert_sql(int rows, int returning)
 }
 
 /* The upsert adding rows groups' sums to rollup t: for each, the period, then the key
- * (keyed tables only), model and provider (by_model tables only) and the sums. The
+ * or team (tables of that dimension only), model and provider (by_model tables only) and the sums. The
  * existing row is named by its table: an unqualified column would be ambiguous on
  * PostgreSQL. Built from the column list so that the tables and the latency buckets
  * cannot disagree. NULL out of memory (free it). */
@@ -403,10 +417,10 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	char col[32], part[160];
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
-	int i, rc, width = 1 + t->keyed + 2 * t->by_model + ROLLUP_SUMS;
+	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + 2 * t->by_model + ROLLUP_SUMS;
 
 	snprintf(part, sizeof(part), "INSERT INTO %s (%s%s%s", t->table, t->unit,
-	         t->keyed ? ", key_id" : "", t->by_model ? ", model, provider" : "");
+	         writer_dim_column(t->dim), t->by_model ? ", model, provider" : "");
 	rc = writer_append(&sql, &len, &cap, part);
 	for (i = 0; i < ROLLUP_SUMS && rc == 0; i++) {
 		rollup_column(i, col, sizeof(col));
@@ -418,7 +432,7 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	for (i = 0; i < rows && rc == 0; i++)
 		rc = writer_append_tuple(&sql, &len, &cap, width, i == 0);
 	snprintf(part, sizeof(part), " ON CONFLICT (%s%s%s) DO UPDATE SET ", t->unit,
-	         t->keyed ? ", key_id" : "", t->by_model ? ", model, provider" : "");
+	         writer_dim_column(t->dim), t->by_model ? ", model, provider" : "");
 	if (rc == 0)
 		rc = writer_append(&sql, &len, &cap, part);
 	for (i = 0; i < ROLLUP_SUMS && rc == 0; i++) {
@@ -732,7 +746,7 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 		const struct writer_group *g = sums[i].g;
 
 		rc |= db_bind_int(st, p++, g->period);
-		if (t->keyed)
+		if (t->dim != WRITER_DIM_NONE)
 			rc |= db_bind_int(st, p++, g->key_id);
 		if (t->by_model) {
 			rc |= writer_bind_key(st, p++, g->row->model, sizeof(g->row->model));
@@ -744,9 +758,18 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 	return rc ? -1 : 0;
 }
 
-/* The n inserted rows (w->groups[i].row) summed by (period, key, model, provider) of
- * rollup t, key or model and provider left out for a table without them, and added in
- * upserts of up to w->rows groups. */
+/* A row's id in a rollup of dimension d: its key's (0: none, as the keyed tables
+ * count requests without a known key), its team's (0: none), or 0. */
+static int64_t writer_group_id(enum writer_dim d, const struct acct_row *r)
+{
+	int64_t id = d == WRITER_DIM_KEY ? r->key_id : d == WRITER_DIM_TEAM ? r->team_id : 0;
+
+	return id > 0 ? id : 0;
+}
+
+/* The n inserted rows (w->groups[i].row) summed by (period, key or team, model,
+ * provider) of rollup t, each left out for a table without it (a team table leaves out
+ * the rows without a team), and added in upserts of up to w->rows groups. */
 static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 {
 	const struct writer_rollup_table *rt = &writer_rollups[t];
@@ -759,13 +782,18 @@ static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 		struct writer_group *g = &w->groups[j];
 
 		g->period = period_start_ms(rt->period, g->row->started_at_ms) / 1000;
-		g->key_id = rt->keyed && g->row->key_id > 0 ? g->row->key_id : 0;
+		g->key_id = writer_group_id(rt->dim, g->row);
 		g->by_model = rt->by_model;
 	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
-		struct writer_sum *s = &w->sums[ngroups++];
+		struct writer_sum *s;
 
+		if (rt->dim == WRITER_DIM_TEAM && w->groups[i].key_id == 0) {
+			i++;
+			continue;
+		}
+		s = &w->sums[ngroups++];
 		s->g = &w->groups[i];
 		memset(s->sum, 0, sizeof(s->sum));
 		for (j = i; j < n && writer_group_cmp(s->g, &w->groups[j]) == 0; j++)

@@ -13,7 +13,7 @@
 
 -- Small named counters.
 --   config_generation: bumped by the triggers below on every change to providers,
---   models, model_prices, keys or key_models; the agent polls it to reload its in-memory tables.
+--   models, model_prices, teams, team_models, keys or key_models; the agent polls it to reload its in-memory tables.
 CREATE TABLE meta (
 	name  TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -76,6 +76,27 @@ CREATE TABLE model_prices (
 -- NULL: the agent's default. server_tools (web search and other tools the provider
 -- runs), audio and cache_writes (prompt cache writes, cache_control): 'priced' while
 -- the model prices them, 'allow', 'deny'.
+-- Teams (docs/limits.md, "Teams"): a key belongs to at most one (keys.team_id), and a
+-- request is admitted only if its key and its key's team both admit it. A team's limits
+-- are a key's (NULL: no such limit); team_models is its allow-list, which narrows its
+-- keys' own. A team is deleted only once no key belongs to it; its rows keep its id.
+CREATE TABLE teams (
+	id             INTEGER PRIMARY KEY,
+	name           TEXT NOT NULL UNIQUE CHECK (name <> ''),
+	created_at     INTEGER NOT NULL,
+	rpm            INTEGER CHECK (rpm > 0),
+	tpm            INTEGER CHECK (tpm > 0),
+	max_concurrent INTEGER CHECK (max_concurrent > 0),
+	budget_micros  INTEGER CHECK (budget_micros > 0),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+);
+
+CREATE TABLE team_models (
+	team_id INTEGER NOT NULL REFERENCES teams (id) ON DELETE CASCADE,
+	model   TEXT NOT NULL,
+	PRIMARY KEY (team_id, model)
+);
+
 CREATE TABLE keys (
 	id            INTEGER PRIMARY KEY,
 	name          TEXT NOT NULL UNIQUE CHECK (name <> ''),
@@ -93,7 +114,8 @@ CREATE TABLE keys (
 	service_tiers  TEXT,  -- the tiers it may ask for, comma-separated
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
 	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny')),
-	cache_writes   TEXT CHECK (cache_writes IN ('priced', 'allow', 'deny'))
+	cache_writes   TEXT CHECK (cache_writes IN ('priced', 'allow', 'deny')),
+	team_id        INTEGER REFERENCES teams (id)  -- NULL: no team
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -154,12 +176,15 @@ CREATE TABLE requests (
 	web_search_calls           INTEGER,  -- server-side web searches, billed per call
 	service_tier               TEXT,     -- as the provider reported it (else as asked for)
 	model_reported             TEXT,     -- the model the answer named when not model
-	priced_fallback            TEXT      -- classes charged at a fallback rate (NULL: none)
+	priced_fallback            TEXT,     -- classes charged at a fallback rate (NULL: none)
+	team_id                    INTEGER   -- the key's team when it was decided; NULL: none
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
 -- A page of one model's requests (a rare model's rows are too few to find by time).
 CREATE INDEX requests_model_started_at ON requests (model, started_at);
+-- A page of one team's requests; rows without a team cost it nothing.
+CREATE INDEX requests_team_started_at ON requests (team_id, started_at) WHERE team_id IS NOT NULL;
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.
@@ -422,6 +447,84 @@ CREATE TABLE key_daily (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, key_id)
 ) WITHOUT ROWID;
+-- The same per team (requests.team_id; rows without a team are in neither): team
+-- summaries and team budgets read these.
+CREATE TABLE team_hourly (
+	hour                  INTEGER NOT NULL,
+	team_id               INTEGER NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, team_id)
+) WITHOUT ROWID;
+CREATE TABLE team_daily (
+	day                   INTEGER NOT NULL,
+	team_id               INTEGER NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (day, team_id)
+) WITHOUT ROWID;
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,
 -- not ~15k).
@@ -539,6 +642,24 @@ END;
 CREATE TRIGGER model_prices_gen_delete AFTER DELETE ON model_prices BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
+CREATE TRIGGER teams_gen_insert AFTER INSERT ON teams BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER teams_gen_update AFTER UPDATE ON teams BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER teams_gen_delete AFTER DELETE ON teams BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER team_models_gen_insert AFTER INSERT ON team_models BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER team_models_gen_update AFTER UPDATE ON team_models BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER team_models_gen_delete AFTER DELETE ON team_models BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
 CREATE TRIGGER keys_gen_insert AFTER INSERT ON keys BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
@@ -595,4 +716,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 12;
+PRAGMA user_version = 13;

@@ -160,12 +160,13 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
-	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting')"), 14);
+	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting', 'teams',"
+	                          " 'team_models', 'team_hourly', 'team_daily')"), 18);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 15);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 21);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -563,6 +564,11 @@ static void test_migrate_accounting(void)
 	                           " ALTER TABLE requests DROP COLUMN priced_fallback;"
 	                           " ALTER TABLE models DROP COLUMN max_output;"
 	                           " ALTER TABLE keys DROP COLUMN cache_writes;"
+	                           " DROP INDEX requests_team_started_at;"
+	                           " ALTER TABLE requests DROP COLUMN team_id;"
+	                           " ALTER TABLE keys DROP COLUMN team_id;"
+	                           " DROP TABLE team_models; DROP TABLE teams;"
+	                           " DROP TABLE team_hourly; DROP TABLE team_daily;"
 	                           " PRAGMA user_version = 8"), 0);
 	db_close(db);
 	db = test_open("acct.db", DB_CREATE);
