@@ -65,6 +65,11 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_STORED_STATE] = { "unsupported_parameter", 400 },
 	[DECISION_UNKNOWN_RESPONSE] = { "response_not_found", 404 },
 	[DECISION_COST_POLICY] = { "unsupported_value", 400 },
+	[DECISION_TEAM_MODEL_FORBIDDEN] = { "team_model_not_allowed", 403 },
+	[DECISION_TEAM_RPM_LIMITED] = { "team_rate_limit_requests", 429 },
+	[DECISION_TEAM_TPM_LIMITED] = { "team_rate_limit_tokens", 429 },
+	[DECISION_TEAM_CONCURRENCY_LIMITED] = { "team_concurrency_limit", 429 },
+	[DECISION_TEAM_BUDGET_EXCEEDED] = { "team_budget_exceeded", 402 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -715,7 +720,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_STORED_STATE;
 	d->stateless_scan = ep->stored_state && d->body_truncated;
 	if (!keytable_key_allows(d->key, d->model))
-		return DECISION_MODEL_FORBIDDEN;
+		return keytable_key_own_allows(d->key, d->model) ? DECISION_TEAM_MODEL_FORBIDDEN
+		                                                 : DECISION_MODEL_FORBIDDEN;
 	if (!d->model->provider)
 		return DECISION_NO_ROUTE;
 	if (d->model->provider->api != ep->api)
@@ -775,17 +781,25 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	                                decision_cost_of(out, price_rate(&d->est_card, PRICE_OUTPUT, &fb)) : 0;
 }
 
-void decision_limit(struct decision *d, enum quota_verdict v)
+void decision_limit(struct decision *d, enum quota_verdict v, int team)
 {
-	static const enum decision_verdict of[] = {
-		[QUOTA_OK] = DECISION_ALLOW,
-		[QUOTA_RPM] = DECISION_RPM_LIMITED,
-		[QUOTA_TPM] = DECISION_TPM_LIMITED,
-		[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
-		[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
+	static const enum decision_verdict of[2][QUOTA_BUDGET + 1] = {
+		{
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_RPM_LIMITED,
+			[QUOTA_TPM] = DECISION_TPM_LIMITED,
+			[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
+			[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
+		}, {
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_TEAM_RPM_LIMITED,
+			[QUOTA_TPM] = DECISION_TEAM_TPM_LIMITED,
+			[QUOTA_CONCURRENCY] = DECISION_TEAM_CONCURRENCY_LIMITED,
+			[QUOTA_BUDGET] = DECISION_TEAM_BUDGET_EXCEEDED,
+		},
 	};
 
-	d->verdict = of[v];
+	d->verdict = of[team != 0][v];
 }
 
 void decision_make(const struct keytable *t, const struct decision_request *req,

@@ -38,6 +38,12 @@ enum decision_verdict {
 	DECISION_COST_POLICY,       /* 400: a service tier, server tool, audio or cache write
 	                             * the key may not ask for, or that the gateway cannot
 	                             * price */
+	/* The same refusals at the level of the key's team (docs/limits.md, "Teams"). */
+	DECISION_TEAM_MODEL_FORBIDDEN,      /* 403: not on the team's allow-list */
+	DECISION_TEAM_RPM_LIMITED,          /* 429 */
+	DECISION_TEAM_TPM_LIMITED,          /* 429 */
+	DECISION_TEAM_CONCURRENCY_LIMITED,  /* 429 */
+	DECISION_TEAM_BUDGET_EXCEEDED,      /* 402 */
 	DECISION_VERDICT_COUNT
 };
 
@@ -143,7 +149,9 @@ struct decision {
 	char tiers_scan[128];
 	struct reqbody_info body;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
-	struct quota_status quota;         /* where the key stands (keys with limits) */
+	struct quota_hold team_hold;       /* ... and of its key's team's */
+	struct quota_status quota;         /* where the key stands (keys with limits; a key
+	                                    * without, its team), or the refusing team */
 	int has_quota;                      /* the key has a limit: quota is filled */
 	/* The card a reservation is priced by (decision_estimate): the model's for the tier
 	 * asked for and the prompt's size, or for a model the gateway has not seen
@@ -195,8 +203,9 @@ int64_t decision_key_active(const struct keytable *t, const struct decision_requ
 void decision_estimate(struct decision *d, const struct decision_request *req,
                        int64_t default_max_tokens);
 
-/* Turns an allowed d into the denial of the limit that refused it. */
-void decision_limit(struct decision *d, enum quota_verdict v);
+/* Turns an allowed d into the denial of the limit that refused it: its key's, or
+ * (team non-zero) its key's team's. */
+void decision_limit(struct decision *d, enum quota_verdict v, int team);
 
 int decision_http_status(enum decision_verdict v);
 

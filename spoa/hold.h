@@ -1,11 +1,12 @@
 /* hold: what an allowed request holds of its key until its row settles it, in one place.
- * Three things: the quota reservation (quota_hold, carried by value in the pending row),
- * the key's requests in flight in the live view (keylive.c), and a Responses create's
- * count of its key's creates in flight (owner_creating). hold_fate says, for each event
- * of a decision's life, what becomes of each (pure, beside join.c's fates); hold_apply
- * carries it out, on the I/O threads for a decision's events (worker.c) and on the
- * intake thread for its row's (intake.c). Admission itself is quota_admit's, called
- * where the estimate is made (session.c). */
+ * Three things: the quota reservations at its key and at its key's team (two
+ * quota_holds, carried by value in the pending row), the key's requests in flight in
+ * the live view (keylive.c), and a Responses create's count of its key's creates in
+ * flight (owner_creating). hold_fate says, for each event of a decision's life, what
+ * becomes of each (pure, beside join.c's fates); hold_apply carries it out, on the I/O
+ * threads for a decision's events (worker.c) and on the intake thread for its row's
+ * (intake.c). Admission itself is quota_admit_team's, called where the estimate is
+ * made (session.c). */
 #ifndef TALLY_HOLD_H
 #define TALLY_HOLD_H
 

@@ -31,6 +31,7 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	acct_row_init(row);
 	JOIN_COPY(row->request_id, id, idlen);
 	row->key_id = d->key ? d->key->id : ACCT_NONE;
+	row->team_id = d->key && d->key->team ? d->key->team->id : ACCT_NONE;
 	if (d->model) {
 		JOIN_COPY_STR(row->model_requested, d->model->name);
 		JOIN_COPY_STR(row->model, d->model->name);
@@ -45,6 +46,7 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	row->status = decision_http_status(d->verdict);
 	row->started_at_ms = now_ms;
 	row->hold = d->hold;
+	row->team_hold = d->team_hold;
 	if (d->verdict == DECISION_ALLOW) {
 		row->est_prompt_tokens = d->est_prompt_tokens;
 		row->est_completion_tokens = d->est_completion_tokens;

@@ -1,4 +1,4 @@
-/* Types of the agent's in-memory configuration snapshot: keys, models, providers.
+/* Types of the agent's in-memory configuration snapshot: keys, teams, models, providers.
  * A snapshot is immutable once built; see keytable.h for its life cycle. */
 #ifndef TALLY_KEYTABLE_T_H
 #define TALLY_KEYTABLE_T_H
@@ -32,6 +32,17 @@ struct kt_model {
 	int64_t max_output;     /* its largest answer in tokens (models.max_output); 0: none */
 };
 
+/* A team above keys (docs/limits.md, "Teams"): its limits and allow-list hold for
+ * every request of its keys, as their own do. */
+struct kt_team {
+	int64_t id;
+	char *name;
+	struct quota_cfg quota;                 /* 0 in a field: no such limit */
+	int restricted;                         /* 0: every model; 1: only those in allowed */
+	const struct kt_model **allowed;
+	size_t nallowed;
+};
+
 struct kt_key {
 	int64_t id;
 	unsigned char hash[KEYHASH_LEN];
@@ -39,9 +50,14 @@ struct kt_key {
 	char *prefix;
 	int revoked;
 	const struct kt_model *default_model;   /* NULL: none, or not a known model */
+	const struct kt_team *team;             /* NULL: none */
+	/* What the key may use: its own allow-list narrowed by its team's. */
 	int restricted;                         /* 0: every model; 1: only those in allowed */
 	const struct kt_model **allowed;        /* known models of the allow-list */
 	size_t nallowed;
+	int own_restricted;                     /* the same of its own list alone, which */
+	const struct kt_model **own_allowed;    /* says which level refused a model */
+	size_t own_nallowed;
 	struct quota_cfg quota;                /* 0 in a field: no such limit */
 	char *service_tiers;                    /* comma-separated; NULL: the agent's default */
 	enum kt_policy server_tools;
@@ -57,6 +73,8 @@ struct keytable {
 	size_t nproviders;
 	struct kt_model *models;                 /* sorted by name for binary search */
 	size_t nmodels;
+	struct kt_team *teams;                   /* sorted by id */
+	size_t nteams;
 	struct kt_key *keys;
 	size_t nkeys;
 	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */

@@ -32,7 +32,13 @@ static void keytable_free(struct keytable *t)
 		free(t->keys[i].service_tiers);
 		free(t->keys[i].prefix);
 		free(t->keys[i].allowed);
+		free(t->keys[i].own_allowed);
 	}
+	for (i = 0; i < t->nteams; i++) {
+		free(t->teams[i].name);
+		free(t->teams[i].allowed);
+	}
+	free(t->teams);
 	free(t->providers);
 	free(t->models);
 	free(t->keys);
@@ -185,6 +191,72 @@ static enum quota_period keytable_period_of(const char *p)
 	return QUOTA_PERIOD_MONTH;
 }
 
+/* A key's or team's limits from columns first.. of st (rpm, tpm, max_concurrent, budget_micros,
+ * budget_period), as keys and teams store them. */
+static void keytable_quota_of(struct db_stmt *st, int first, struct quota_cfg *q)
+{
+	/* NULL reads as 0: no such limit. */
+	q->rpm = db_col_int(st, first);
+	q->tpm = db_col_int(st, first + 1);
+	q->max_concurrent = db_col_int(st, first + 2);
+	q->budget_micros = db_col_int(st, first + 3);
+	q->period = keytable_period_of(db_col_text(st, first + 4));
+}
+
+static int keytable_add_team(struct keytable *t, struct db_stmt *st)
+{
+	struct kt_team *m = &t->teams[t->nteams++];
+
+	m->id = db_col_int(st, 0);
+	m->name = keytable_col_strdup(st, 1);
+	keytable_quota_of(st, 2, &m->quota);
+	return m->name ? 0 : -1;
+}
+
+static struct kt_team *keytable_team_by_id(struct keytable *t, int64_t id)
+{
+	size_t lo = 0, hi = t->nteams;
+
+	/* teams are loaded ORDER BY id */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->teams[mid].id == id)
+			return &t->teams[mid];
+		if (t->teams[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Appends m to an allow-list. */
+static int keytable_list_add(const struct kt_model ***list, size_t *n, const struct kt_model *m)
+{
+	const struct kt_model **grown = realloc(*list, (*n + 1) * sizeof(**list));
+
+	if (!grown)
+		return -1;
+	*list = grown;
+	grown[(*n)++] = m;
+	return 0;
+}
+
+static int keytable_add_team_model(struct keytable *t, struct db_stmt *st)
+{
+	struct kt_team *m = keytable_team_by_id(t, db_col_int(st, 0));
+	const char *name = db_col_text(st, 1);
+	const struct kt_model *model;
+
+	if (!m)
+		return 0;
+	/* As a key's: a listed model that no longer exists still restricts the team. */
+	m->restricted = 1;
+	model = name ? keytable_find_model(t, name, strlen(name)) : NULL;
+	return model ? keytable_list_add(&m->allowed, &m->nallowed, model) : 0;
+}
+
 static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_key *k = &t->keys[t->nkeys];
@@ -199,12 +271,8 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	memcpy(k->hash, db_col_blob(st, 3), KEYHASH_LEN);
 	k->default_model = def ? keytable_find_model(t, def, strlen(def)) : NULL;
 	k->revoked = db_col_int(st, 5) != 0;
-	/* NULL reads as 0: no such limit. */
-	k->quota.rpm = db_col_int(st, 6);
-	k->quota.tpm = db_col_int(st, 7);
-	k->quota.max_concurrent = db_col_int(st, 8);
-	k->quota.budget_micros = db_col_int(st, 9);
-	k->quota.period = keytable_period_of(db_col_text(st, 10));
+	keytable_quota_of(st, 6, &k->quota);
+	k->team = db_col_type(st, 15) == DB_NULL ? NULL : keytable_team_by_id(t, db_col_int(st, 15));
 	k->service_tiers = keytable_col_strdup(st, 11);
 	k->server_tools = keytable_policy_of(db_col_text(st, 12));
 	k->audio = keytable_policy_of(db_col_text(st, 13));
@@ -237,21 +305,50 @@ static int keytable_add_allowed(struct keytable *t, struct db_stmt *st)
 	struct kt_key *k = keytable_key_by_id(t, db_col_int(st, 0));
 	const char *name = db_col_text(st, 1);
 	const struct kt_model *m;
-	const struct kt_model **grown;
 
 	if (!k)
 		return 0;
 	/* A listed model that no longer exists still makes the key restricted:
 	 * an allow-list must never widen into "every model". */
-	k->restricted = 1;
+	k->own_restricted = 1;
 	m = name ? keytable_find_model(t, name, strlen(name)) : NULL;
-	if (!m)
+	return m ? keytable_list_add(&k->own_allowed, &k->own_nallowed, m) : 0;
+}
+
+/* 1 if the list (restricted, allowed[0..n)) allows m. */
+static int keytable_list_allows(int restricted, const struct kt_model *const *allowed,
+                                size_t n, const struct kt_model *m)
+{
+	size_t i;
+
+	if (!restricted)
+		return 1;
+	for (i = 0; i < n; i++)
+		if (allowed[i] == m)
+			return 1;
+	return 0;
+}
+
+/* k's allow-list: its own narrowed by its team's (what both allow), in the order of
+ * the narrower one's. */
+static int keytable_narrow(struct kt_key *k)
+{
+	const struct kt_team *m = k->team;
+	const struct kt_model *const *from = k->own_allowed;
+	size_t i, n = k->own_nallowed;
+
+	k->restricted = k->own_restricted || (m && m->restricted);
+	if (!k->restricted)
 		return 0;
-	grown = realloc(k->allowed, (k->nallowed + 1) * sizeof(*k->allowed));
-	if (!grown)
-		return -1;
-	k->allowed = grown;
-	k->allowed[k->nallowed++] = m;
+	if (!k->own_restricted) {
+		from = m->allowed;
+		n = m->nallowed;
+	}
+	for (i = 0; i < n; i++)
+		if ((!m || keytable_list_allows(m->restricted, m->allowed, m->nallowed, from[i])) &&
+		    keytable_list_allows(k->own_restricted, k->own_allowed, k->own_nallowed, from[i]) &&
+		    keytable_list_add(&k->allowed, &k->nallowed, from[i]) < 0)
+			return -1;
 	return 0;
 }
 
@@ -279,11 +376,12 @@ static int keytable_load_cards(struct db *db, struct keytable *t)
 	return keytable_each_row(db, t, sql, SIZE_MAX, keytable_add_card);
 }
 
-/* Providers before models before keys: each refers to the ones loaded before it. */
+/* Providers before models before teams before keys: each refers to the ones loaded
+ * before it. */
 static int keytable_load_rows(struct db *db, struct keytable *t)
 {
 	char models_sql[128];
-	size_t n;
+	size_t n, i;
 
 	snprintf(models_sql, sizeof(models_sql),
 	         "SELECT name, provider_id, created_at, max_output FROM models ORDER BY name %s",
@@ -297,16 +395,27 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	    keytable_each_row(db, t, models_sql, n, keytable_add_model) < 0 ||
 	    keytable_load_cards(db, t) < 0)
 		return -1;
+	if (!(t->teams = keytable_alloc(db, "SELECT count(*) FROM teams", sizeof(*t->teams), &n)) ||
+	    keytable_each_row(db, t,
+	                      "SELECT id, name, rpm, tpm, max_concurrent, budget_micros,"
+	                      " budget_period FROM teams ORDER BY id", n, keytable_add_team) < 0 ||
+	    keytable_each_row(db, t, "SELECT team_id, model FROM team_models ORDER BY team_id",
+	                      SIZE_MAX, keytable_add_team_model) < 0)
+		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
 	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
-	                      " server_tools, audio, cache_writes FROM keys ORDER BY id",
-	                      n, keytable_add_key) < 0)
+	                      " server_tools, audio, cache_writes, team_id FROM keys ORDER BY id",
+	                      n, keytable_add_key) < 0 ||
+	    keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
+	                      SIZE_MAX, keytable_add_allowed) < 0)
 		return -1;
-	return keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
-	                         SIZE_MAX, keytable_add_allowed);
+	for (i = 0; i < t->nkeys; i++)
+		if (keytable_narrow(&t->keys[i]) < 0)
+			return -1;
+	return 0;
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
@@ -438,12 +547,10 @@ const struct kt_model *keytable_find_model(const struct keytable *t, const char 
 
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m)
 {
-	size_t i;
+	return keytable_list_allows(k->restricted, k->allowed, k->nallowed, m);
+}
 
-	if (!k->restricted)
-		return 1;
-	for (i = 0; i < k->nallowed; i++)
-		if (k->allowed[i] == m)
-			return 1;
-	return 0;
+int keytable_key_own_allows(const struct kt_key *k, const struct kt_model *m)
+{
+	return keytable_list_allows(k->own_restricted, k->own_allowed, k->own_nallowed, m);
 }

@@ -25,8 +25,13 @@ const struct kt_key *keytable_find_key(const struct keytable *t, const char *key
 /* Exact, case-sensitive model lookup; NULL if unknown. Borrowed from t. */
 const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len);
 
-/* 1 if key k may use model m (no allow-list means every model). */
+/* 1 if key k may use model m: its own allow-list and its team's both allow it (no
+ * allow-list means every model). */
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
+
+/* 1 if k's own allow-list allows m, whatever its team's says: when k may not use m,
+ * which of the two refused it. */
+int keytable_key_own_allows(const struct kt_key *k, const struct kt_model *m);
 
 void keytable_ref(struct keytable *t, int n);
 void keytable_unref(struct keytable *t);

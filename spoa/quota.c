@@ -341,6 +341,7 @@ static void quota_hold_fill(struct quota_hold *hold, int64_t key_id, const struc
 	hold->cost_micros = cfg->budget_micros ? cost : 0;
 	hold->period_start_ms = period_start_ms;
 	hold->concurrent = 1;
+	hold->request = cfg->rpm ? 1 : 0;
 }
 
 /* One node's own count (local mode, or a fallback share with fb's allowances). Under
@@ -606,6 +607,67 @@ static int64_t quota_grant_add(int64_t held, int64_t delta)
 	held += delta;
 	return held < -LEASE_AMOUNT_MAX ? -LEASE_AMOUNT_MAX : held > LEASE_AMOUNT_MAX ?
 	       LEASE_AMOUNT_MAX : held;
+}
+
+enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
+                                    int64_t team_id, const struct quota_cfg *team_cfg,
+                                    int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
+                                    struct quota_hold *hold, struct quota_hold *team_hold,
+                                    struct quota_status *st, int *team_refused)
+{
+	struct quota_status team_st;
+	enum quota_verdict v;
+
+	*team_refused = 0;
+	memset(team_hold, 0, sizeof(*team_hold));
+	v = quota_admit(q, key_id, cfg, est_tokens, est_cost_micros, now_ms, hold, st);
+	if (v != QUOTA_OK || !team_cfg || team_id <= 0 || !quota_limited(team_cfg))
+		return v;
+	v = quota_admit(q, quota_team_subject(team_id), team_cfg, est_tokens, est_cost_micros,
+	                now_ms, team_hold, &team_st);
+	if (v != QUOTA_OK) {
+		quota_cancel(q, hold);
+		memset(hold, 0, sizeof(*hold));
+		*team_refused = 1;
+	}
+	if (v != QUOTA_OK || !quota_limited(cfg))
+		*st = team_st;
+	return v;
+}
+
+void quota_cancel(struct quota *q, const struct quota_hold *hold)
+{
+	struct quota_key *k;
+	struct quota_shard *s;
+	uint64_t h;
+
+	if (hold->key_id == 0)
+		return;
+	h = quota_hash_key(hold->key_id);
+	s = quota_shard_of(q, h);
+	pthread_mutex_lock(&s->lock);
+	k = quota_shard_find(s, h, hold->key_id, 0);
+	if (k && hold->shared) {
+		k->g.req = quota_grant_add(k->g.req, hold->request);
+		k->g.tok = quota_grant_add(k->g.tok, hold->tokens);
+		if (hold->period_start_ms == k->g.budget_start_ms)
+			k->g.budget = quota_grant_add(k->g.budget, hold->cost_micros);
+		k->g.spent -= hold->cost_micros;
+		k->g.admitted -= k->g.admitted > 0;
+	} else if (k) {
+		lease_bucket_take(&k->req, -hold->request);
+		lease_bucket_take(&k->tok, -hold->tokens);
+		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
+		if (q->shared) {
+			k->g.local_req -= hold->request;
+			k->g.local_tok -= hold->tokens;
+			k->g.local_spent -= hold->cost_micros;
+			k->g.fb_used -= hold->cost_micros;
+		}
+	}
+	if (k && hold->concurrent && k->in_flight > 0)
+		k->in_flight--;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* Shared mode, a request admitted while the store was lost: what it used beyond its

@@ -39,6 +39,7 @@ struct quota_hold {
 	int64_t period_start_ms;      /* the budget period the cost was reserved in */
 	int concurrent;               /* 1: holds a concurrency slot */
 	int shared;                   /* 1: admitted against grants (shared mode) */
+	int request;                  /* 1: took a request from the rpm window */
 };
 
 /* Where the key stands after a decision, for the x-ratelimit-* headers and Retry-After.
@@ -70,6 +71,30 @@ void quota_free(struct quota *q);      /* after every other thread stopped */
 enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                  int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                  struct quota_hold *hold, struct quota_status *st);
+
+/* Teams' limits are counted as keys' are, under ids of their own: a team's is its
+ * teams.id negated (keys' ids are positive). */
+static inline int64_t quota_team_subject(int64_t team_id)
+{
+	return -team_id;
+}
+
+/* A request of a key that belongs to a team: admitted only if the key's limits and its
+ * team's both admit it (quota_admit on each, key first). A team that refuses gives the
+ * key's reservation back whole (quota_cancel), so that a refused request holds nothing
+ * at either level. *st is the refusing level's status, else the key's when it has a
+ * limit, else the team's; *team_refused is 1 when the team refused. team_cfg NULL or
+ * without a limit: the key's admission alone. */
+enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
+                                    int64_t team_id, const struct quota_cfg *team_cfg,
+                                    int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
+                                    struct quota_hold *hold, struct quota_hold *team_hold,
+                                    struct quota_status *st, int *team_refused);
+
+/* Undoes an admission that was never used: the request, its tokens, its cost and its
+ * slot go back as if it had not been admitted (the rpm and tpm windows too, unlike a
+ * settlement). A hold with key_id 0 is ignored. */
+void quota_cancel(struct quota *q, const struct quota_hold *hold);
 
 /* Replaces a hold by what the transaction used: tokens (prompt + completion) and cost
  * in micro-dollars, each -1 when unknown (an unknown token count keeps the reserved

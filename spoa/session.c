@@ -339,23 +339,29 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	return n;
 }
 
-/* Estimates what an allowed request may use and admits it against its key's limits, or
- * turns d into the denial of the limit that refused it. */
+/* Estimates what an allowed request may use and admits it against its key's limits and
+ * its team's, or turns d into the denial of the limit that refused it. */
 static void session_quota(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
+	const struct kt_team *team;
 	enum quota_verdict v;
+	int team_refused;
 
 	if (d->verdict != DECISION_ALLOW)
 		return;
 	decision_estimate(d, req, s->default_max_tokens);
-	if (!s->quota || !d->key || !quota_limited(&d->key->quota))
+	if (!s->quota || !d->key)
+		return;
+	team = d->key->team;
+	if (!quota_limited(&d->key->quota) && !(team && quota_limited(&team->quota)))
 		return;
 	d->has_quota = 1;
-	v = quota_admit(s->quota, d->key->id, &d->key->quota, d->est_tokens, d->est_cost_micros,
-	                acct_now_ms(), &d->hold, &d->quota);
+	v = quota_admit_team(s->quota, d->key->id, &d->key->quota, team ? team->id : 0,
+	                     team ? &team->quota : NULL, d->est_tokens, d->est_cost_micros,
+	                     acct_now_ms(), &d->hold, &d->team_hold, &d->quota, &team_refused);
 	if (v != QUOTA_OK)
-		decision_limit(d, v);
+		decision_limit(d, v, team_refused);
 }
 
 /* A verdict without a decision: nothing about the request is known or kept. */

@@ -21,6 +21,7 @@
 #include "lease.h"
 #include "log.h"
 #include "quota.h"
+#include "spend.h"
 #include "thread.h"
 
 /* Leases expired this long ago are deleted, every SHARE_PURGE_EVERY rounds. */
@@ -32,6 +33,7 @@ enum share_stmt {
 	SHARE_LOCK_POOL,
 	SHARE_OTHERS,
 	SHARE_SPENT,
+	SHARE_TEAM_SPENT,
 	SHARE_WRITE,
 	SHARE_PRESENCE,
 	SHARE_PURGE,
@@ -54,8 +56,8 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	[SHARE_OTHERS] = "SELECT coalesce(sum(slots), 0) FROM limit_lease"
 	                 " WHERE key_id = ?1 AND node <> ?2 AND expires_ms > ?3",
 	/* The seed spend.c gives one node: what the rollups hold for the period. */
-	[SHARE_SPENT] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-	                " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2",
+	[SHARE_SPENT] = spend_key_sql,
+	[SHARE_TEAM_SPENT] = spend_team_sql,
 	[SHARE_WRITE] = "WITH pool AS (UPDATE limit_pool SET rpm_cap = ?6, rpm_room = ?7,"
 	                " rpm_frac = ?8, rpm_at_ms = ?9, tpm_cap = ?10, tpm_room = ?11,"
 	                " tpm_frac = ?12, tpm_at_ms = ?13, budget_cap = ?14, budget_period = ?15,"
@@ -192,8 +194,9 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 	                             k->cfg.budget_micros, (int)k->cfg.period,
 	                             quota_period_start(k->cfg.period, now_ms) };
 	if (lease_budget_stale(&p, &lim)) {
-		st = s->st[SHARE_SPENT];
-		db_bind_int(st, 1, k->key_id);
+		/* A team's pool is keyed by its id negated (quota_team_subject). */
+		st = s->st[k->key_id < 0 ? SHARE_TEAM_SPENT : SHARE_SPENT];
+		db_bind_int(st, 1, k->key_id < 0 ? -k->key_id : k->key_id);
 		db_bind_int(st, 2, lim.period_start_ms / 1000);
 		if (share_int(st, &spent) < 0)
 			return -1;

@@ -6,33 +6,50 @@
 #include "db.h"
 #include "quota.h"
 
+const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+                             " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2";
+const char spend_team_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+                              " FROM team_hourly WHERE team_id = ?1 AND hour >= ?2";
+
+/* Seeds the limits of subject (quota.h's id: a key's, or a team's negated) with what
+ * st, a sum by id and hour, reads for id since its period's start. */
+static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t subject,
+                     const struct quota_cfg *cfg, int64_t now_ms)
+{
+	int64_t start = quota_period_start(cfg->period, now_ms);
+
+	if (!cfg->budget_micros)
+		return 0;
+	db_reset(st);
+	db_bind_int(st, 1, id);
+	db_bind_int(st, 2, start / 1000);
+	if (db_step(st) != DB_ROW)
+		return -1;
+	quota_set_spent(q, subject, cfg->period, start, db_col_int(st, 0));
+	return 0;
+}
+
 int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
                char *err, size_t errlen)
 {
-	struct db_stmt *st = NULL;
+	struct db_stmt *keys = NULL, *teams = NULL;
 	size_t i;
 	int rc = -1;
 
-	if (db_prepare(db, "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-	                   " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2", &st) < 0)
+	if (db_prepare(db, spend_key_sql, &keys) < 0 || db_prepare(db, spend_team_sql, &teams) < 0)
 		goto out;
-	for (i = 0; i < kt->nkeys; i++) {
-		const struct kt_key *k = &kt->keys[i];
-		int64_t start = quota_period_start(k->quota.period, now_ms);
-
-		if (!k->quota.budget_micros)
-			continue;
-		db_reset(st);
-		db_bind_int(st, 1, k->id);
-		db_bind_int(st, 2, start / 1000);
-		if (db_step(st) != DB_ROW)
+	for (i = 0; i < kt->nkeys; i++)
+		if (spend_one(keys, q, kt->keys[i].id, kt->keys[i].id, &kt->keys[i].quota, now_ms) < 0)
 			goto out;
-		quota_set_spent(q, k->id, k->quota.period, start, db_col_int(st, 0));
-	}
+	for (i = 0; i < kt->nteams; i++)
+		if (spend_one(teams, q, kt->teams[i].id, quota_team_subject(kt->teams[i].id),
+		              &kt->teams[i].quota, now_ms) < 0)
+			goto out;
 	rc = 0;
 out:
 	if (rc < 0)
 		snprintf(err, errlen, "cannot read spend so far: %s", db_errmsg(db));
-	db_finalize(st);
+	db_finalize(keys);
+	db_finalize(teams);
 	return rc;
 }

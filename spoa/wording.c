@@ -40,6 +40,11 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_STORED_STATE] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_UNKNOWN_RESPONSE] = { "invalid_request_error", "not_found_error" },
 	[DECISION_COST_POLICY] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_TEAM_MODEL_FORBIDDEN] = { "permission_error", "permission_error" },
+	[DECISION_TEAM_RPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_TEAM_TPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_TEAM_CONCURRENCY_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_TEAM_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 };
 
 /* Whether s begins with lit. */
@@ -73,9 +78,41 @@ static void wording_json_escape(char *out, size_t cap, const char *s)
 	out[o] = '\0';
 }
 
+/* The refusal of a limit of q, a key's or a team's (named by who, its kind of owner
+ * by noun). */
+static void wording_limit(const struct decision *d, const char *who, const struct quota_cfg *q,
+                          const char *noun, char *msg, size_t cap)
+{
+	switch (d->verdict) {
+	case DECISION_RPM_LIMITED:
+	case DECISION_TEAM_RPM_LIMITED:
+		snprintf(msg, cap, "%s is limited to %lld requests per minute; retry after %lld s.",
+		         who, (long long)q->rpm, (long long)d->quota.retry_after_s);
+		break;
+	case DECISION_TPM_LIMITED:
+	case DECISION_TEAM_TPM_LIMITED:
+		snprintf(msg, cap, "%s is limited to %lld tokens per minute and this request may "
+		         "use %lld (prompt and max_tokens); retry after %lld s.", who,
+		         (long long)q->tpm, (long long)d->est_tokens,
+		         (long long)d->quota.retry_after_s);
+		break;
+	case DECISION_CONCURRENCY_LIMITED:
+	case DECISION_TEAM_CONCURRENCY_LIMITED:
+		snprintf(msg, cap, "%s is limited to %lld requests in flight.", who,
+		         (long long)q->max_concurrent);
+		break;
+	default:
+		snprintf(msg, cap, "%s has spent its budget of $%lld.%06lld for this %s.", who,
+		         (long long)(q->budget_micros / 1000000), (long long)(q->budget_micros % 1000000),
+		         q->period == QUOTA_PERIOD_DAY ? "day" :
+		         q->period == QUOTA_PERIOD_MONTH ? "month" : noun);
+		break;
+	}
+}
+
 static void wording_message(const struct decision *d, char *msg, size_t cap)
 {
-	char model[2 * 6 * 40];
+	char model[2 * 6 * 40], team[96], who[160];
 
 	wording_json_escape(model, sizeof(model),
 	                     d->model ? d->model->name : d->body.has_model ? d->body.model : "");
@@ -145,27 +182,25 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_STORED_STATE:
 		snprintf(msg, cap, "This gateway serves Responses requests it can account and keep to their key: no conversation, background, request_id or item_reference input, and a previous_response_id only as one plain string made by the same key, in a body of at most the size it inspects.");
 		break;
+	case DECISION_TEAM_MODEL_FORBIDDEN:
+		wording_json_escape(team, sizeof(team), d->key->team->name);
+		snprintf(msg, cap, "The team '%s' of key %s may not use the model '%s'.", team,
+		         d->key->prefix, model);
+		break;
 	case DECISION_RPM_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld requests per minute; retry after %lld s.",
-		         d->key->prefix, (long long)d->key->quota.rpm,
-		         (long long)d->quota.retry_after_s);
-		break;
 	case DECISION_TPM_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld tokens per minute and this request may "
-		         "use %lld (prompt and max_tokens); retry after %lld s.", d->key->prefix,
-		         (long long)d->key->quota.tpm, (long long)d->est_tokens,
-		         (long long)d->quota.retry_after_s);
-		break;
 	case DECISION_CONCURRENCY_LIMITED:
-		snprintf(msg, cap, "Key %s is limited to %lld requests in flight.", d->key->prefix,
-		         (long long)d->key->quota.max_concurrent);
-		break;
 	case DECISION_BUDGET_EXCEEDED:
-		snprintf(msg, cap, "Key %s has spent its budget of $%lld.%06lld for this %s.",
-		         d->key->prefix, (long long)(d->key->quota.budget_micros / 1000000),
-		         (long long)(d->key->quota.budget_micros % 1000000),
-		         d->key->quota.period == QUOTA_PERIOD_DAY ? "day" :
-		         d->key->quota.period == QUOTA_PERIOD_MONTH ? "month" : "key");
+		snprintf(who, sizeof(who), "Key %s", d->key->prefix);
+		wording_limit(d, who, &d->key->quota, "key", msg, cap);
+		break;
+	case DECISION_TEAM_RPM_LIMITED:
+	case DECISION_TEAM_TPM_LIMITED:
+	case DECISION_TEAM_CONCURRENCY_LIMITED:
+	case DECISION_TEAM_BUDGET_EXCEEDED:
+		wording_json_escape(team, sizeof(team), d->key->team->name);
+		snprintf(who, sizeof(who), "The team '%s' of key %s", team, d->key->prefix);
+		wording_limit(d, who, &d->key->team->quota, "team", msg, cap);
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");

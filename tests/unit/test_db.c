@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 18);
+		                          " current_schema()"), 22);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -143,7 +143,7 @@ static void test_create(void)
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON"
 		                          " c.oid = t.tgrelid JOIN pg_namespace n ON n.oid ="
 		                          " c.relnamespace WHERE n.nspname = current_schema()"
-		                          " AND NOT t.tgisinternal"), 5);
+		                          " AND NOT t.tgisinternal"), 7);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 2);
 		db_close(db);
 		db = test_open("create.db", DB_CREATE);

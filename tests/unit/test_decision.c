@@ -1,7 +1,9 @@
 /* Unit tests of decision and keytable: keys, revocation, allow-lists, models, bodies. */
 #include <string.h>
 
+#include "acct.h"
 #include "decision.h"
+#include "join.h"
 #include "owner.h"
 #include "fixture.h"
 #include "unit.h"
@@ -347,7 +349,7 @@ static void test_estimate(void)
 	decision_estimate(&d, &req, 4096);
 	CHECK_EQ_INT(d.est_tokens, 9 + 4096);
 	CHECK_EQ_INT(d.est_completion_tokens, 4096);
-	decision_limit(&d, QUOTA_TPM);
+	decision_limit(&d, QUOTA_TPM, 0);
 	CHECK_EQ_INT(d.verdict, DECISION_TPM_LIMITED);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
 	CHECK_EQ_INT(decision_http_status(DECISION_BUDGET_EXCEEDED), 402);
@@ -1308,12 +1310,79 @@ static void test_model_max_output(void)
 	CHECK_EQ_INT(fixture_reload(&fx), 0);
 }
 
+/* A team's allow-list narrows its keys' own: a model the key allows and its team does
+ * not is refused at the team's level, one the key refuses at the key's; what both allow
+ * is what the key may use everywhere (the capture's list, the model list). A team's
+ * limit refusal names the team, its name escaped. The row records the key's team. */
+static void test_teams(void)
+{
+	struct decision_request req = { 0 };
+	struct acct_row row;
+	struct decision d;
+	char err[256], buf[2048], allow[64];
+	int n;
+
+	CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO teams (id, name, created_at, rpm) VALUES"
+	                            " (9, 'a\"b''s', 1, 5), (10, 'open-team', 1, NULL);"
+	                            "INSERT INTO team_models VALUES (9, 'gpt-a'), (9, 'claude-a');"
+	                            "UPDATE keys SET team_id = 9 WHERE id IN (1, 2);"
+	                            "UPDATE keys SET team_id = 10 WHERE id = 4;",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+	/* Key 2 allows gpt-b and claude-a, its team gpt-a and claude-a. */
+	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-b\"}").verdict,
+	             DECISION_TEAM_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-a\"}").verdict,
+	             DECISION_MODEL_FORBIDDEN);
+	CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, "/v1/messages",
+	                         "{\"model\":\"claude-a\"}", 0).verdict, DECISION_ALLOW);
+	/* Key 1 allows every model: its team's list is its. */
+	CHECK_EQ_INT(decide(FIX_KEY_OPEN, "{\"model\":\"gpt-b\"}").verdict,
+	             DECISION_TEAM_MODEL_FORBIDDEN);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decision_allow_list(d.key, d.model->provider, allow, sizeof(allow)),
+	             strlen("gpt-a"));
+	CHECK_EQ_STR(allow, "gpt-a");
+	join_decided(&d, "id-1", 4, 1000, &row);
+	CHECK_EQ_INT(row.team_id, 9);
+	/* A team without a list narrows nothing; a key without a team records none. */
+	CHECK_EQ_INT(decide(FIX_KEY_NODEFAULT, "{\"model\":\"gpt-b\"}").verdict, DECISION_ALLOW);
+	d = decide(FIX_KEY_REVOKED, "{\"model\":\"gpt-a\"}");
+	join_decided(&d, "id-2", 4, 1000, &row);
+	CHECK_EQ_INT(row.team_id, ACCT_NONE);
+
+	req.path.ptr = "/v1/chat/completions";
+	req.path.len = strlen(req.path.ptr);
+	d = decide(FIX_KEY_RESTRICTED, "{\"model\":\"gpt-b\"}");
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "\"code\":\"team_model_not_allowed\"") != NULL);
+	CHECK(strstr(buf, "The team 'a\\\"b's' of key tly_restrict") != NULL);
+	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
+	decision_limit(&d, QUOTA_RPM, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_TEAM_RPM_LIMITED);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
+	n = wording_error_json(&d, &req, buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "\"code\":\"team_rate_limit_requests\"") != NULL);
+	CHECK(strstr(buf, "of key tly_open0000 is limited to 5 requests per minute") != NULL);
+	decision_limit(&d, QUOTA_BUDGET, 1);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "team_budget_exceeded");
+	CHECK_EQ_INT(decision_http_status(d.verdict), 402);
+	decision_limit(&d, QUOTA_BUDGET, 0);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "budget_exceeded");
+
+	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams;",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
 int main(void)
 {
 	if (fixture_open(&fx) < 0)
 		return 1;
 	RUN(test_keys);
 	RUN(test_allow_lists);
+	RUN(test_teams);
 	RUN(test_allow_list);
 	RUN(test_responses_endpoint);
 	RUN(test_model_lists);

@@ -1,7 +1,8 @@
 /* Unit tests for spoa/quota.c: each limit alone and combined, refill over simulated
  * time, reservations settled above and below the estimate, concurrency slots, budgets
  * across day and month boundaries, live limit changes, oversized and absurd inputs,
- * the x-ratelimit figures, many keys, and threads admitting against one key. */
+ * the x-ratelimit figures, many keys, threads admitting against one key, and a key's
+ * team admitting with it. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -637,6 +638,93 @@ static void test_threads_concurrency(void)
 	quota_free(l);
 }
 
+/* A key and its team (quota_admit_team): a request passes only if both admit it; the
+ * level that refused is told; a team's refusal leaves the key's windows, budget and
+ * slots as if the request never came; settlement charges both. Keys 1 and 2 share
+ * team 5. */
+static enum quota_verdict admit_team(struct quota *l, int64_t key, const struct quota_cfg *c,
+                                     const struct quota_cfg *team, int64_t cost, int64_t now,
+                                     struct quota_hold *h, struct quota_hold *th, int *level)
+{
+	struct quota_status st;
+
+	return quota_admit_team(l, key, c, 5, team, 10, cost, now, h, th, &st, level);
+}
+
+static void test_team_rates(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg key = cfg_of(3, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_cfg none = cfg_of(0, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_cfg team = cfg_of(2, 0, 0, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h, th;
+	struct quota_status st;
+	int level;
+
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 0, T0, &h, &th, &level), QUOTA_OK);
+	CHECK_EQ_INT(level, 0);
+	CHECK_EQ_INT(h.key_id, 1);
+	CHECK_EQ_INT(th.key_id, quota_team_subject(5));
+	CHECK_EQ_INT(admit_team(l, 2, &none, &team, 0, T0, &h, &th, &level), QUOTA_OK);
+	CHECK_EQ_INT(h.key_id, 0);                     /* the key itself holds nothing */
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 0, T0, &h, &th, &level), QUOTA_RPM);
+	CHECK_EQ_INT(level, 1);
+	CHECK_EQ_INT(h.key_id, 0);
+	CHECK_EQ_INT(th.key_id, 0);
+	/* Key 1 took one of its 3: the refused one came back, 2 are left. */
+	CHECK_EQ_INT(admit(l, 1, &key, 0, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &key, 0, 0, T0), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &key, 0, 0, T0), QUOTA_RPM);
+	/* A key without a limit of its own shows its team's figures. */
+	CHECK_EQ_INT(quota_admit_team(l, 2, &none, 5, &team, 10, 0, T0 + 30000, &h, &th, &st,
+	                              &level), QUOTA_OK);
+	CHECK_EQ_INT(st.limit_requests, 2);
+	CHECK_EQ_INT(st.remaining_requests, 0);
+	/* No team, or a team without limits: the key alone. */
+	CHECK_EQ_INT(quota_admit_team(l, 2, &none, 0, NULL, 10, 0, T0, &h, &th, &st, &level),
+	             QUOTA_OK);
+	CHECK_EQ_INT(admit_team(l, 2, &none, &none, 0, T0, &h, &th, &level), QUOTA_OK);
+	CHECK_EQ_INT(th.key_id, 0);
+	quota_free(l);
+}
+
+static void test_team_budget_and_slots(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg key = cfg_of(0, 0, 1, 1000, QUOTA_PERIOD_DAY);
+	struct quota_cfg team = cfg_of(0, 0, 2, 100, QUOTA_PERIOD_DAY);
+	struct quota_hold h1, t1, h2, t2, h3, t3;
+	int level;
+
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 60, T0, &h1, &t1, &level), QUOTA_OK);
+	/* 60 reserved of the team's 100: key 2's 60 does not fit, at the team. */
+	CHECK_EQ_INT(admit_team(l, 2, &key, &team, 60, T0, &h2, &t2, &level), QUOTA_BUDGET);
+	CHECK_EQ_INT(level, 1);
+	/* Key 2's slot came back: its one request in flight is free. */
+	CHECK_EQ_INT(admit_team(l, 2, &key, &team, 10, T0, &h2, &t2, &level), QUOTA_OK);
+	/* The team's 2 slots are taken (keys 1 and 2). */
+	quota_settle(l, &h2, -1, 10, T0);
+	CHECK_EQ_INT(admit_team(l, 2, &key, &team, 1, T0, &h3, &t3, &level), QUOTA_CONCURRENCY);
+	CHECK_EQ_INT(level, 1);
+	quota_settle(l, &t2, -1, 10, T0);
+	/* Key 1's request cost 30, not 60: spent 10 + 30, so 60 fits again. */
+	quota_settle(l, &h1, -1, 30, T0);
+	quota_settle(l, &t1, -1, 30, T0);
+	CHECK_EQ_INT(admit_team(l, 2, &key, &team, 60, T0, &h3, &t3, &level), QUOTA_OK);
+	quota_settle(l, &h3, -1, 60, T0);
+	quota_settle(l, &t3, -1, 60, T0);
+	/* 100 spent: the team refuses even a request of unknown cost. */
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 0, T0, &h1, &t1, &level), QUOTA_BUDGET);
+	CHECK_EQ_INT(level, 1);
+	/* The next day starts from nothing at both levels. */
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 100, T0 + DAY, &h1, &t1, &level), QUOTA_OK);
+	/* The key refuses first when both would: the key's level is named. */
+	CHECK_EQ_INT(admit_team(l, 1, &key, &team, 0, T0 + DAY, &h2, &t2, &level),
+	             QUOTA_CONCURRENCY);
+	CHECK_EQ_INT(level, 0);
+	quota_free(l);
+}
+
 int main(void)
 {
 	RUN(test_unlimited);
@@ -658,5 +746,7 @@ int main(void)
 	RUN(test_many_keys);
 	RUN(test_threads_rpm);
 	RUN(test_threads_concurrency);
+	RUN(test_team_rates);
+	RUN(test_team_budget_and_slots);
 	return UNIT_DONE();
 }

@@ -2,8 +2,8 @@
  * tokens settled into debt, budgets of a period), what a sync collects and gives back,
  * a failed round's restore, dry keys refused without waiting, the wait for an urgent
  * round served by a thread standing in for share.c, the fallback's allowances (slots
- * held kept, budget from the pool's room), what was admitted alone reported once, and
- * dry marks cleared by the next round. */
+ * held kept, budget from the pool's room), what was admitted alone reported once, dry
+ * marks cleared by the next round, and a team's refusal giving its key's grants back. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -379,6 +379,42 @@ static void test_a_waiter_keeps_its_grant(void)
 	quota_free(q);
 }
 
+/* A team refusing in shared mode gives the key's grants back whole: the request, its
+ * tokens and budget go back to the key's grants, its slot is free; the team's pool is
+ * synced under its own id (quota_team_subject), before the keys'. */
+static void test_team_refusal_gives_grants_back(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(60, 1000, 1, 500), team = cfg_of(60, 0, 0, 0);
+	struct lease_grant g = { .req = 2, .tok = 200, .slots = 1, .budget = 50,
+	                         .budget_start_ms = T0 - T0 % 86400000 };
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h, th;
+	struct quota_status st;
+	size_t cap = 0;
+	int level;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_CONCURRENCY);   /* no grant yet */
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(quota_admit_team(q, 7, &c, 3, &team, 100, 50, T0, &h, &th, &st, &level),
+	             QUOTA_RPM);
+	CHECK_EQ_INT(level, 1);
+	/* Everything the key's grants covered is still there: 2 requests, 200 tokens, 50
+	 * micro-dollars, its one slot. */
+	CHECK_EQ_INT(admit(q, &c, 100, 50, &h), QUOTA_OK);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &th), QUOTA_CONCURRENCY);
+	quota_settle(q, &h, 100, 0, T0);
+	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 2);
+	CHECK_EQ_INT(keys[0].key_id, quota_team_subject(3));
+	CHECK_EQ_INT(keys[0].held.want_req, 1);
+	CHECK_EQ_INT(keys[1].key_id, 7);
+	CHECK_EQ_INT(keys[1].held.admitted, 2);
+	free(keys);
+	quota_free(q);
+}
+
 int main(void)
 {
 	RUN(test_collect_nothing);
@@ -390,5 +426,6 @@ int main(void)
 	RUN(test_tokens_and_budget);
 	RUN(test_wait_for_a_round);
 	RUN(test_a_waiter_keeps_its_grant);
+	RUN(test_team_refusal_gives_grants_back);
 	return UNIT_DONE();
 }

@@ -1,5 +1,6 @@
 /* Unit tests of spend: budgets seeded from the rollups the real writer stores, over a
- * month and a day boundary, reported and estimated cost, keys without a budget; on
+ * month and a day boundary, reported and estimated cost, keys without a budget, a
+ * team's from the rows made under it; on
  * SQLite, and on PostgreSQL when TALLY_TEST_PG_URL is set (teststore.h). */
 #include <stdio.h>
 #include <string.h>
@@ -78,8 +79,12 @@ static void test_seed(void)
 		{ .id = 2, .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_DAY } },
 		{ .id = 3 },                                     /* no budget */
 	};
-	struct keytable kt = { .keys = keys, .nkeys = 3 };
-	struct acct_row rows[8];
+	struct kt_team teams[1] = {
+		{ .id = 7, .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_MONTH } },
+	};
+	struct kt_key team7 = { .id = quota_team_subject(7), .quota = teams[0].quota };
+	struct keytable kt = { .keys = keys, .nkeys = 3, .teams = teams, .nteams = 1 };
+	struct acct_row rows[10];
 	char path[1024], err[256];
 	const char *where;
 	struct quota *q = quota_new();
@@ -101,7 +106,17 @@ static void test_seed(void)
 	row_at(&rows[4], 2, NOW_MS - 12 * HOUR_MS - 1, 5000, ACCT_NONE);
 	/* key 3, no budget: nothing to seed */
 	row_at(&rows[5], 3, NOW_MS - HOUR_MS, 99999, ACCT_NONE);
-	store(path, rows, 6);
+	/* team 7: what rows made under it spent this month, whatever key made them and
+	 * wherever the key is now: key 1's 300 above and 250 of key 3's; 5000 of last
+	 * month's and 70 made under team 8 are not its */
+	rows[0].team_id = 7;
+	row_at(&rows[6], 3, NOW_MS - 3 * HOUR_MS, 200, 50);
+	rows[6].team_id = 7;
+	row_at(&rows[7], 3, NOW_MS - 20 * DAY_MS, 5000, ACCT_NONE);
+	rows[7].team_id = 7;
+	row_at(&rows[8], 3, NOW_MS - HOUR_MS, 70, ACCT_NONE);
+	rows[8].team_id = 8;
+	store(path, rows, 9);
 
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), 0);
 	/* 500 spent of 1000: room for 500, not 501 */
@@ -111,6 +126,9 @@ static void test_seed(void)
 	CHECK(admits(q, &keys[1], 100));
 	CHECK(!admits(q, &keys[1], 101));
 	CHECK(admits(q, &keys[2], 1000000));
+	/* 550 of the team's 1000 this month */
+	CHECK(admits(q, &team7, 450));
+	CHECK(!admits(q, &team7, 451));
 	/* An unreadable database is an error that names what failed. */
 	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);
