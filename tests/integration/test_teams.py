@@ -5,6 +5,7 @@ in the row's verdict; a team's refusal costs the key nothing; rows record the te
 were made under, which stays theirs when the key moves; a team's budget survives an
 agent restart; and across nodes on PostgreSQL a team's budget stops at the budget."""
 import concurrent.futures
+import http.client
 import json
 import signal
 import time
@@ -49,6 +50,18 @@ def message(body):
     return json.loads(body)["error"]["message"]
 
 
+def team_gauges(stack):
+    """The agent's tally_team_* lines, {line without its value: value}."""
+    conn = http.client.HTTPConnection("127.0.0.1", stack.metrics_port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith("tally_team_")}
+
+
 @BOTH_STORES
 def test_a_team_budget_is_spent_by_all_its_keys_and_survives_a_restart(stack):
     """$0.50 a month for the team, none for its keys: each request costs $0.20 and
@@ -76,6 +89,14 @@ def test_a_team_budget_is_spent_by_all_its_keys_and_survives_a_restart(stack):
     assert chat(stack, outsider, 1, COSTLY)[0] == 200
     assert stack.scalar("SELECT sum(cost_micros) FROM team_hourly WHERE team_id = ?",
                         (atlas,)) == 3 * COST
+    # Prometheus has the team's spend and what is left, from the rollups (read every 5 s).
+    spent = 'tally_team_spent_micros{team="atlas",period="month"}'
+    deadline = time.time() + 8
+    while team_gauges(stack).get(spent) != 3 * COST:
+        assert time.time() < deadline, team_gauges(stack)
+        time.sleep(0.5)
+    assert team_gauges(stack)['tally_team_budget_left_micros{team="atlas",period="month"}'] \
+        == 500000 - 3 * COST
     # The team's spend is read again from its rollups at start.
     stack.kill_agent(signal.SIGTERM)
     stack.start_agent()
