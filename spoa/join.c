@@ -73,6 +73,17 @@ static const struct price_sheet *join_prices(const struct keytable *kt,
 	return m ? &m->prices : NULL;
 }
 
+/* A row no pending decision made (its record names the key, after a restart without
+ * a journal, say): its key's team now, the best guess of the one it was decided under,
+ * so that the team's rollups and budget count it. */
+static void join_team_of_key(const struct keytable *kt, struct acct_row *row)
+{
+	const struct kt_key *k = kt && row->key_id > 0 ? keytable_key_of_id(kt, row->key_id) : NULL;
+
+	if (k && k->team)
+		row->team_id = k->team->id;
+}
+
 /* What the agent decided, as HAProxy wrote it into a record no pending row matches. A
  * record without id was never judged: whatever it says of a decision is ignored. */
 static void join_decision_of_record(const struct record *r, struct acct_row *row)
@@ -251,6 +262,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 		acct_row_init(row);
 		JOIN_COPY_STR(row->request_id, id);
 		join_decision_of_record(r, row);
+		join_team_of_key(kt, row);
 	}
 	row->status = (int)r->status;
 	JOIN_COPY(row->termination, r->termination.ptr, r->termination.len);

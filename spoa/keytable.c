@@ -282,7 +282,7 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	return k->name && k->prefix ? 0 : -1;
 }
 
-static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
+const struct kt_key *keytable_key_of_id(const struct keytable *t, int64_t id)
 {
 	size_t lo = 0, hi = t->nkeys;
 
@@ -302,7 +302,8 @@ static struct kt_key *keytable_key_by_id(struct keytable *t, int64_t id)
 
 static int keytable_add_allowed(struct keytable *t, struct db_stmt *st)
 {
-	struct kt_key *k = keytable_key_by_id(t, db_col_int(st, 0));
+	/* The snapshot being built is ours to fill. */
+	struct kt_key *k = (struct kt_key *)keytable_key_of_id(t, db_col_int(st, 0));
 	const char *name = db_col_text(st, 1);
 	const struct kt_model *m;
 

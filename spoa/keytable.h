@@ -22,6 +22,9 @@ int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
  * borrowed from t and lives as long as the caller's reference to t. */
 const struct kt_key *keytable_find_key(const struct keytable *t, const char *key, size_t len);
 
+/* The key whose keys.id is id; NULL if none. Borrowed from t. */
+const struct kt_key *keytable_key_of_id(const struct keytable *t, int64_t id);
+
 /* Exact, case-sensitive model lookup; NULL if unknown. Borrowed from t. */
 const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len);
 

@@ -645,7 +645,7 @@ enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struc
 		memset(hold, 0, sizeof(*hold));
 		*team_refused = 1;
 	}
-	if (v != QUOTA_OK || !quota_limited(cfg))
+	if (v != QUOTA_OK || !(cfg->rpm || cfg->tpm))
 		*st = team_st;
 	return v;
 }

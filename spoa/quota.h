@@ -82,8 +82,8 @@ static inline int64_t quota_team_subject(int64_t team_id)
 /* A request of a key that belongs to a team: admitted only if the key's limits and its
  * team's both admit it (quota_admit on each, key first). A team that refuses gives the
  * key's reservation back whole (quota_cancel), so that a refused request holds nothing
- * at either level. *st is the refusing level's status, else the key's when it has a
- * limit, else the team's; *team_refused is 1 when the team refused. team_cfg NULL or
+ * at either level. *st is the refusing level's status, else the key's when it has an
+ * rpm or tpm limit, else the team's; *team_refused is 1 when the team refused. team_cfg NULL or
  * without a limit: the key's admission alone. */
 enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                     int64_t team_id, const struct quota_cfg *team_cfg,

@@ -79,9 +79,10 @@ CREATE TABLE model_prices (
 -- Teams (docs/limits.md, "Teams"): a key belongs to at most one (keys.team_id), and a
 -- request is admitted only if its key and its key's team both admit it. A team's limits
 -- are a key's (NULL: no such limit); team_models is its allow-list, which narrows its
--- keys' own. A team is deleted only once no key belongs to it; its rows keep its id.
+-- keys' own. A team is deleted only once no key belongs to it; its rows keep its id,
+-- which no later team is given (its limits are counted under -id: never a key's).
 CREATE TABLE teams (
-	id             INTEGER PRIMARY KEY,
+	id             INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id > 0),  -- never reused
 	name           TEXT NOT NULL UNIQUE CHECK (name <> ''),
 	created_at     INTEGER NOT NULL,
 	rpm            INTEGER CHECK (rpm > 0),

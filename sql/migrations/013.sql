@@ -2,7 +2,7 @@
 -- allow-lists, a key's team, the team a request was decided under, and the rollups per
 -- team that team summaries and team budgets read.
 CREATE TABLE teams (
-	id             INTEGER PRIMARY KEY,
+	id             INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id > 0),  -- never reused
 	name           TEXT NOT NULL UNIQUE CHECK (name <> ''),
 	created_at     INTEGER NOT NULL,
 	rpm            INTEGER CHECK (rpm > 0),

@@ -351,8 +351,23 @@ static void test_without_pending(void)
 	join_record(&rec, ID, NULL, fx.kt, 4096, &row);
 	CHECK_EQ_INT(row.outcome, ACCT_DENIED);
 	CHECK_EQ_INT(row.key_id, 2);
+	CHECK_EQ_INT(row.team_id, ACCT_NONE);
 	CHECK_EQ_STR(row.request_id, ID);
 	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
+	/* The key's team now, when it has one: the team's rollups count the row. */
+	{
+		char err[128];
+
+		CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO teams (id, name, created_at) VALUES"
+		                            " (4, 't', 1); UPDATE keys SET team_id = 4 WHERE id = 2",
+		                     err, sizeof(err)), 0);
+		CHECK_EQ_INT(fixture_reload(&fx), 0);
+		join_record(&rec, ID, NULL, fx.kt, 4096, &row);
+		CHECK_EQ_INT(row.team_id, 4);
+		CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams",
+		                     err, sizeof(err)), 0);
+		CHECK_EQ_INT(fixture_reload(&fx), 0);
+	}
 	/* nothing decided: HAProxy answered alone */
 	CHECK_EQ_INT(rec_parse(ID, REC("503", "342", "PR", NO_AGENT, NO_USAGE), "-"), 0);
 	join_record(&rec, ID, NULL, fx.kt, 4096, &row);

@@ -680,6 +680,14 @@ static void test_team_rates(void)
 	                              &level), QUOTA_OK);
 	CHECK_EQ_INT(st.limit_requests, 2);
 	CHECK_EQ_INT(st.remaining_requests, 0);
+	/* A key with a budget alone shows its team's rates too. */
+	{
+		struct quota_cfg budget = cfg_of(0, 0, 0, 1000000, QUOTA_PERIOD_DAY);
+
+		CHECK_EQ_INT(quota_admit_team(l, 3, &budget, 5, &team, 10, 0, T0 + 60000, &h, &th,
+		                              &st, &level), QUOTA_OK);
+		CHECK_EQ_INT(st.limit_requests, 2);
+	}
 	/* No team, or a team without limits: the key alone. */
 	CHECK_EQ_INT(quota_admit_team(l, 2, &none, 0, NULL, 10, 0, T0, &h, &th, &st, &level),
 	             QUOTA_OK);
