@@ -135,7 +135,8 @@ def test_a_team_allow_list_narrows_its_keys(stack):
     stack.tallyctl("model", "set", "mock-gpt-2", "--provider", "mock-openai")
     stack.tallyctl("team", "create", "t", "--models", "mock-gpt")
     a = member(stack, "a", "t")
-    b = member(stack, "b", "t", "--models", "mock-gpt-2")
+    b = stack.create_key("b", "--team", "t", "--models", "mock-gpt-2")
+    time.sleep(RELOAD_S)
     assert stack.gateway("POST", "/v1/chat/completions", {"model": "mock-gpt", "messages": []},
                          key=a)[0] == 200
     status, _, body = stack.gateway("POST", "/v1/chat/completions",
