@@ -59,6 +59,27 @@ int args_valid_url(const char *s)
 	return 1;
 }
 
+/* A usage error unless name is valid for a key or a team (what: "key", "team"). */
+int args_check_name(const struct ctl_command *cmd, const char *what, const char *name)
+{
+	if (args_valid_name(name))
+		return CTL_OK;
+	return ctl_usage(cmd, "invalid %s name '%s': use 1-%d characters from A-Z a-z 0-9 . _ -",
+	                 what, name, CTL_NAME_MAX);
+}
+
+/* A usage error unless a holds an option: a set command given nothing to change. */
+int args_need_option(const struct ctl_command *cmd, const struct ctl_args *a)
+{
+	int id;
+
+	for (id = 0; id < OPT_COUNT; id++) {
+		if (a->val[id])
+			return CTL_OK;
+	}
+	return ctl_usage(cmd, "nothing to change: give at least one option");
+}
+
 /* Reads the leading decimal digits of s into *v, stopping once *v exceeds max so that
  * it cannot overflow (max <= INT64_MAX / 10 - 9). Returns the number of digits read. */
 size_t args_scan_digits(const char *s, int64_t max, int64_t *v)

@@ -16,6 +16,8 @@ int args_valid_name(const char *s);
 int args_valid_model(const char *s);
 int args_valid_backend(const char *s);
 int args_valid_url(const char *s);
+int args_check_name(const struct ctl_command *cmd, const char *what, const char *name);
+int args_need_option(const struct ctl_command *cmd, const struct ctl_args *a);
 size_t args_scan_digits(const char *s, int64_t max, int64_t *v);
 int args_parse_int(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s, int64_t min,
                    int64_t max, const char *hint, int64_t *out);

@@ -8,7 +8,7 @@
 
 #include "ctl.h"
 
-#define CTL_MAX_COLS     16
+#define CTL_MAX_COLS     24
 #define CTL_CELL_BUF     32
 
 const struct ctl_opt ctl_opts[OPT_COUNT] = {
@@ -47,6 +47,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_AUDIO] = { "audio", "priced|allow|deny|inherit" },
 	[OPT_MAX_OUTPUT] = { "max-output", "N" },
 	[OPT_CACHE_WRITES] = { "cache-writes", "priced|allow|deny|inherit" },
+	[OPT_TEAM] = { "team", "TEAM" },
 };
 
 /* ---- messages ---- */
@@ -278,6 +279,48 @@ int ctl_model_id(struct ctl *ctl, const char *name, int64_t *id)
 	if (found == 0)
 		return ctl_error("unknown model '%s' (see 'tallyctl model list')", name);
 	return found == 1 ? CTL_OK : CTL_FAIL;
+}
+
+/* CTL_OK if no row is named name (exists: "SELECT 1 FROM table WHERE name = ?1"), else
+ * CTL_FAIL, reported. */
+int ctl_name_free(struct ctl *ctl, const char *what, const char *exists, const char *name)
+{
+	int found = ctl_find(ctl, NULL, exists, "t", name);
+
+	if (found > 0)
+		ctl_error("a %s named '%s' already exists", what, name);
+	return found == 0 ? CTL_OK : CTL_FAIL;
+}
+
+/* Runs st, an INSERT ... RETURNING id of the row named name, to its end and finalizes
+ * it (NULL: preparing it failed); the id into *id. On PostgreSQL another tallyctl may
+ * have inserted the name since this one looked (both saw none): the unique constraint
+ * refuses the second, which then ends its transaction and, if the name is there now,
+ * reports it as ctl_name_free would. */
+int ctl_insert_named(struct ctl *ctl, struct db_stmt *st, const char *what, const char *exists,
+                     const char *name, int64_t *id)
+{
+	enum db_status rc;
+	char err[512];
+
+	if (!st)
+		return CTL_FAIL;
+	*id = 0;
+	rc = db_step(st);
+	if (rc == DB_ROW) {
+		*id = db_col_int(st, 0);
+		rc = db_step(st);
+	}
+	snprintf(err, sizeof(err), "%s", rc == DB_DONE ? "INSERT returned no id" : db_errmsg(ctl->db));
+	db_finalize(st);
+	if (rc == DB_DONE && *id > 0)
+		return CTL_OK;
+	if (rc == DB_CONSTRAINT) {
+		ctl_rollback(ctl);
+		if (ctl_find(ctl, NULL, exists, "t", name) == 1)
+			return ctl_error("a %s named '%s' already exists", what, name);
+	}
+	return ctl_error("database error: %s", err);
 }
 
 /* ---- table output: one printer serves every list command ---- */

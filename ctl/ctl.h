@@ -22,7 +22,7 @@ enum ctl_opt_id {
 	OPT_MAX_CONCURRENT, OPT_BUDGET_USD, OPT_BUDGET_PERIOD, OPT_OLDER_THAN_DAYS, OPT_BATCH,
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
-	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_CACHE_WRITES,
+	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_CACHE_WRITES, OPT_TEAM,
 	OPT_COUNT
 };
 
@@ -104,6 +104,9 @@ struct db_stmt *ctl_prepare(struct ctl *ctl, const char *sql, const char *types,
 int ctl_exec(struct ctl *ctl, const char *sql, const char *types, ...);
 int ctl_find(struct ctl *ctl, int64_t *id, const char *sql, const char *types, ...);
 int ctl_model_id(struct ctl *ctl, const char *name, int64_t *id);
+int ctl_name_free(struct ctl *ctl, const char *what, const char *exists, const char *name);
+int ctl_insert_named(struct ctl *ctl, struct db_stmt *st, const char *what, const char *exists,
+                     const char *name, int64_t *id);
 
 int ctl_table_text(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols, int ncols);
 int ctl_json_add(cJSON *parent, const char *key, cJSON *item);

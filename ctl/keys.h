@@ -7,26 +7,21 @@
 #include <stdint.h>
 
 #include "ctl.h"
+#include "limits.h"
 
-/* The limit and policy options of a key, in the order of the key set SQL. */
-#define KEYS_NLIMITS     4   /* --rpm, --tpm, --max-concurrent, --budget-usd */
+/* The policy options of a key, in the order of the key set SQL. */
 #define KEYS_NPOLICIES   4   /* --service-tiers, --server-tools, --audio, --cache-writes */
 
-#define KEY_LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
-                        OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))
 #define KEY_POLICY_OPTS (OPT(OPT_SERVICE_TIERS) | OPT(OPT_SERVER_TOOLS) | OPT(OPT_AUDIO) | \
                          OPT(OPT_CACHE_WRITES))
 
 /* The options key create and key set share, validated. */
 struct keys_opts {
-	char *csv;                          /* owned copy of --models, split in place */
-	char **models;                      /* owned, into csv; NULL without --models */
-	size_t nmodels;
-	const char *def;                    /* --default-model; NULL: unchanged */
-	const char *period;                 /* --budget-period; NULL: unchanged */
-	int64_t given[KEYS_NLIMITS];          /* 1 if the i-th limit option was given */
-	int64_t value[KEYS_NLIMITS];
-	const int64_t *bound[KEYS_NLIMITS];   /* &value[i], or NULL for "none" */
+	struct limits lim;                    /* --models and the limits */
+	const char *def;                      /* --default-model; NULL: unchanged */
+	int team_given;                       /* --team given */
+	const char *team;                     /* its team's name; NULL: none */
+	int64_t team_id;                      /* the team's id, once looked up */
 	int64_t policy_given[KEYS_NPOLICIES]; /* 1 if the i-th policy option was given */
 	const char *policy[KEYS_NPOLICIES];   /* its value, or NULL for "inherit" */
 };

@@ -1,4 +1,4 @@
-/* tallyctl: the operator CLI. Manages API keys, models and providers in the tally
+/* tallyctl: the operator CLI. Manages API keys, teams, models and providers in the
  * database; the agent notices every change through meta.config_generation. This file
  * holds main, the command table with every command's help, and the dispatch; each
  * group of commands lives in its own module.
@@ -15,6 +15,7 @@
 #include "priceimport.h"
 #include "prices.h"
 #include "providers.h"
+#include "teams.h"
 
 #define CTL_DEFAULT_DB   "./data/tally.db"
 
@@ -26,11 +27,11 @@
 	"\n"                                                                                \
 	"  --json  print JSON\n"
 
-#define KEY_LIMIT_SYNOPSIS                                                              \
+#define LIMIT_SYNOPSIS                                                              \
 	"[--rpm N] [--tpm N] [--max-concurrent N] [--budget-usd X] "                    \
 	"[--budget-period day|month|total]"
 
-#define KEY_LIMIT_HELP                                                                  \
+#define LIMIT_HELP                                                                  \
 	"  --rpm N                requests per minute, 1-1000000000000, or none\n"          \
 	"  --tpm N                tokens per minute, 1-1000000000000, or none\n"            \
 	"  --max-concurrent N     requests in flight, 1-1000000000000, or none\n"           \
@@ -38,6 +39,9 @@
 	"                         (12.5, 0.000001), up to 1000000000, or none\n"            \
 	"  --budget-period P      day, month (the default) or total (ever)\n"               \
 	"\n"
+
+#define TEAM_OPT_HELP                                                                   \
+	"  --team TEAM            the team the key belongs to (must exist); none: no team\n"
 
 #define KEY_POLICY_SYNOPSIS                                                             \
 	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P] [--cache-writes P]"
@@ -75,41 +79,45 @@
 	"  --web-search-micros-per-call N  micro-dollars per web search\n"
 
 static const struct ctl_command tallyctl_commands[] = {
-	{ "key", "create", "key create NAME|--name NAME [--models M1,M2,...] [--default-model MODEL] "
-	  KEY_LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
+	{ "key", "create", "key create NAME|--name NAME [--team TEAM] [--models M1,M2,...] "
+	  "[--default-model MODEL] " LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
 	  "Creates an API key and prints it alone on stdout. The key is shown this once:\n"
 	  "only its HMAC-SHA256 hash (keyed with the secret file, created if missing) and\n"
 	  "its first 12 characters (the prefix, for identification) are stored.\n"
 	  "\n"
 	  "  NAME, --name NAME      unique, 1-64 characters from A-Z a-z 0-9 . _ -;\n"
 	  "                         give it one way, not both\n"
+	  TEAM_OPT_HELP
 	  "  --models M1,M2,...     allow only these models (each must exist);\n"
-	  "                         without it the key may use every model\n"
+	  "                         without it ('' or none too) the key may use every model\n"
 	  "  --default-model MODEL  model for requests that name none; must exist and,\n"
 	  "                         with --models, be one of them\n"
-	  KEY_LIMIT_HELP
+	  LIMIT_HELP
 	  KEY_POLICY_HELP
 	  "A limit or policy not given is unset: no limit, the agent's default policy.\n",
-	  "NAME", OPT(OPT_NAME) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS |
+	  "NAME", OPT(OPT_NAME) | OPT(OPT_TEAM) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | LIMIT_OPTS |
 	  KEY_POLICY_OPTS, 0, OPT(OPT_NAME), keys_create },
-	{ "key", "set", "key set NAME [--models M1,M2,...] [--default-model MODEL] " KEY_LIMIT_SYNOPSIS
-	  " " KEY_POLICY_SYNOPSIS,
+	{ "key", "set", "key set NAME [--team TEAM|none] [--models M1,M2,...] [--default-model MODEL] "
+	  LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
 	  "Changes the key named NAME; options not given keep their value. At least one\n"
 	  "option is required. The running agent applies the change at its next reload.\n"
 	  "\n"
-	  "  --models M1,M2,...     replace the allow-list (each model must exist)\n"
+	  TEAM_OPT_HELP
+	  "  --models M1,M2,...     replace the allow-list (each model must exist);\n"
+	  "                         '' or none: every model\n"
 	  "  --default-model MODEL  model for requests that name none; must exist and be\n"
 	  "                         in the key's allow-list, if it has one\n"
-	  KEY_LIMIT_HELP
+	  LIMIT_HELP
 	  KEY_POLICY_HELP
 	  "'none' clears a limit, e.g. '--rpm none'; 'inherit' a policy, e.g. '--audio\n"
 	  "inherit'. Setting an unknown key fails.\n",
-	  "NAME", OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | KEY_LIMIT_OPTS | KEY_POLICY_OPTS, 0, 0,
-	  keys_set },
+	  "NAME", OPT(OPT_TEAM) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | LIMIT_OPTS |
+	  KEY_POLICY_OPTS, 0, 0, keys_set },
 	{ "key", "list", "key list [--json]",
 	  LIST_HELP("API keys (never their hashes)")
 	  "\n"
-	  "MODELS is the allow-list, \"*\" (JSON: null) when the key may use every model.\n"
+	  "TEAM is the key's team, \"-\" (JSON: null) for none. MODELS is the allow-list,\n"
+	  "\"*\" (JSON: null) when the key may use every model.\n"
 	  "An unset limit or policy shows as \"-\" (JSON: null); JSON has service_tiers as\n"
 	  "an array. BUDGET_USD is in dollars; JSON has budget_micros, integer micro-dollars.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, keys_list },
@@ -117,6 +125,41 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
 	  "Revoking an unknown or already revoked key fails.\n",
 	  "NAME", 0, 0, 0, keys_revoke },
+	{ "team", "create", "team create NAME [--models M1,M2,...] " LIMIT_SYNOPSIS,
+	  "Creates the team NAME. A key joins it with 'key create --team' or 'key set\n"
+	  "--team'; a request of a team's key is admitted only if the key and the team\n"
+	  "both admit it: the team's limits count every request of its keys together.\n"
+	  "\n"
+	  "  NAME                   unique, 1-64 characters from A-Z a-z 0-9 . _ -, not none\n"
+	  "  --models M1,M2,...     its keys may use only these models (each must exist),\n"
+	  "                         on top of each key's own list; without it ('' or none\n"
+	  "                         too) every model\n"
+	  LIMIT_HELP
+	  "A limit not given is unset: no limit.\n",
+	  "NAME", OPT(OPT_MODELS) | LIMIT_OPTS, 0, 0, teams_create },
+	{ "team", "set", "team set NAME [--models M1,M2,...] " LIMIT_SYNOPSIS,
+	  "Changes the team named NAME; options not given keep their value. At least one\n"
+	  "option is required. The team keeps its id, its keys and its history. The\n"
+	  "running agent applies the change at its next reload.\n"
+	  "\n"
+	  "  --models M1,M2,...     replace the allow-list (each model must exist);\n"
+	  "                         '' or none: every model\n"
+	  LIMIT_HELP
+	  "'none' clears a limit, e.g. '--rpm none'. Setting an unknown team fails.\n",
+	  "NAME", OPT(OPT_MODELS) | LIMIT_OPTS, 0, 0, teams_set },
+	{ "team", "list", "team list [--json]",
+	  LIST_HELP("teams")
+	  "\n"
+	  "ACTIVE_KEYS counts the team's keys not revoked. MODELS is the allow-list, \"*\"\n"
+	  "(JSON: null) when its keys may use every model. An unset limit shows as \"-\"\n"
+	  "(JSON: null). BUDGET_USD is in dollars; JSON has budget_micros, integer\n"
+	  "micro-dollars.\n",
+	  NULL, OPT(OPT_JSON), 0, 0, teams_list },
+	{ "team", "delete", "team delete NAME",
+	  "Deletes the team named NAME and its allow-list. Refused while any key, revoked\n"
+	  "or not, belongs to it: move them first with 'key set KEY --team OTHER|none'.\n"
+	  "Usage rows and rollups keep the team's id.\n",
+	  "NAME", 0, 0, 0, teams_delete },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",
@@ -247,9 +290,9 @@ static void tallyctl_help_main(void)
 {
 	printf("usage: tallyctl [OPTIONS] COMMAND [ARGS]\n"
 	       "\n"
-	       "Manages the API keys, models, prices and providers of the tally gateway, and\n"
-	       "backs up and prunes its database. The first key, model, prices or provider\n"
-	       "command creates the database; the running agent picks every change up.\n"
+	       "Manages the API keys, teams, models, prices and providers of the tally gateway,\n"
+	       "and backs up and prunes its database. The first key, team, model, prices or\n"
+	       "provider command creates the database; the running agent picks every change up.\n"
 	       "\n"
 	       "Options:\n"
 	       "  --db STORE     database: a SQLite file path or a postgresql:// URL\n"

@@ -30,7 +30,7 @@
 #
 # Knobs: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS, BENCH_STREAMS,
 # BENCH_FRAMES, BENCH_FRAME_DELAY_MS, BENCH_AGENT_THREADS (2),
-# BENCH_MODES ("hold unary limited unbounded long sse rsse"; rsse: Responses API streams
+# BENCH_MODES ("hold unary limited team unbounded long sse rsse"; rsse: Responses API streams
 # of the same shape), BENCH_HOLD_STREAMS,
 # BENCH_HOLD_FRAMES, BENCH_HOLD_DELAY_MS, BENCH_HAPROXY_VERSIONS, TALLY_BUILD (build),
 # BENCH_MOCK_ARGS (options of mock-upstream, e.g. "--audio-input-tokens 1
@@ -55,9 +55,14 @@ db=$tmp/tally.db
 stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 # Every limit on, none ever reached: what enforcing them costs.
+limits=(--rpm 1000000000 --tpm 1000000000000 --max-concurrent 100000 --budget-usd 1000000000
+        --budget-period day)
 limited_key=$("$build/tallyctl" --db "$db" key create --name bench-limited \
-  --default-model mock-gpt --rpm 1000000000 --tpm 1000000000000 --max-concurrent 100000 \
-  --budget-usd 1000000000 --budget-period day)
+  --default-model mock-gpt "${limits[@]}")
+# The same in a team whose every limit is on too: what the second level costs.
+"$build/tallyctl" --db "$db" team create bench-team "${limits[@]}" >/dev/null
+team_key=$("$build/tallyctl" --db "$db" key create --name bench-team-key \
+  --default-model mock-gpt --team bench-team "${limits[@]}")
 
 # shellcheck disable=SC2086 # BENCH_MOCK_ARGS is a list of options
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet ${BENCH_MOCK_ARGS:-} \
@@ -166,6 +171,7 @@ run() { # name port pid mode label
   local out t0 t1 a0 a1 d0 d1 dus key=$TALLY_KEY
   [ "$4" = hold ] && { hold "$1" "$2" "$3" "$5"; return; }
   [ "$4" = limited ] && key=$limited_key
+  [ "$4" = team ] && key=$team_key
   local prof=
   if [ -n "${BENCH_PROFILE:-}" ] && [ "$r" = 1 ]; then
     perf record -q -e cpu-clock -p "$3" -o "$BENCH_PROFILE/$5-$1-$4.data" 2>/dev/null &
@@ -199,12 +205,13 @@ echo "bench-accounting: HAProxy ${labels[*]}; ${rounds} rounds x ${seconds}s; un
      "$conns connections; SSE $frames frames x ${BENCH_FRAME_DELAY_MS} ms at $streams streams;" \
      "hold $hold_streams streams; $(nproc) cores"
 for r in $(seq "$rounds"); do
-  for mode in ${BENCH_MODES:-hold unary limited unbounded long sse rsse}; do
+  for mode in ${BENCH_MODES:-hold unary limited team unbounded long sse rsse}; do
     # Held memory is read once, on processes no earlier run grew.
     [ "$mode" = hold ] && [ "$r" -gt 1 ] && continue
     for i in "${!bins[@]}"; do
-      # "limited" is the unary run again with a key whose every limit is on.
-      [ "$mode" = limited ] || run haproxy "${plain_ports[$i]}" "${plain_pids[$i]}" "$mode" "${labels[$i]}"
+      # "limited" is the unary run again with a key whose every limit is on, "team"
+      # with that key in a team whose every limit is on too.
+      [ "$mode" = limited ] || [ "$mode" = team ] || run haproxy "${plain_ports[$i]}" "${plain_pids[$i]}" "$mode" "${labels[$i]}"
       run gateway "${gw_ports[$i]}" "${gw_pids[$i]}" "$mode" "${labels[$i]}"
     done
   done
@@ -256,7 +263,8 @@ for label in labels:
     print(f"\nHAProxy {label}")
     print(f"{'target':17} {'req/s':>9} {'events/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
           f"{'HAProxy CPU us/req':>19} {'agent CPU us/req':>17} {'decision us':>12}")
-    for n in ("haproxy-unary", "gateway-unary", "gateway-limited", "haproxy-unbounded",
+    for n in ("haproxy-unary", "gateway-unary", "gateway-limited", "gateway-team",
+              "haproxy-unbounded",
               "gateway-unbounded", "haproxy-long", "gateway-long", "haproxy-sse", "gateway-sse",
               "haproxy-rsse", "gateway-rsse"):
         if n not in m_of:
@@ -281,6 +289,13 @@ for label in labels:
         print(f"{label} limits: gateway unary with every limit on / without "
               f"{on['rps'] / off['rps']:.2f}x (target >= 0.95x); decision "
               f"{on['decision_us']:.3f} us vs {off['decision_us']:.3f} us")
+    if "gateway-team" in m_of and "gateway-limited" in m_of:
+        on, off = m_of["gateway-team"], m_of["gateway-limited"]
+        print(f"{label} teams: gateway unary with key and team limits on / key limits alone "
+              f"{on['rps'] / off['rps']:.2f}x; decision {on['decision_us']:.3f} us vs "
+              f"{off['decision_us']:.3f} us; agent CPU "
+              f"{on['agent_ticks'] / on['requests'] / hz * 1e6:.1f} vs "
+              f"{off['agent_ticks'] / off['requests'] / hz * 1e6:.1f} us/req")
     for n in ("haproxy-hold", "gateway-hold"):
         if n in m_of:
             m = m_of[n]

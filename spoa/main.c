@@ -44,6 +44,7 @@
 #include "share.h"
 #include "spill.h"
 #include "spend.h"
+#include "teamspend.h"
 #include "stats.h"
 #include "worker.h"
 #include "writer.h"
@@ -77,6 +78,7 @@ struct agent {
 	struct intake *intake;
 	struct reload *reload;
 	struct share *share;              /* limits shared across nodes (PostgreSQL) */
+	struct teamspend *teams;          /* the teams' spend for the metrics; NULL: none */
 	struct metrics *metrics;
 	struct control *control;
 	struct live_view live;
@@ -392,7 +394,14 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 
 static int agent_start_reload(struct agent *a, char *err, size_t errlen)
 {
-	struct reload_target t = {
+	struct reload_target t;
+
+	/* The teams' spend is read for the metrics' gauges alone. */
+	if (a->cfg.metrics_addr[0] && !(a->teams = teamspend_new())) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	t = (struct reload_target){
 		.db = a->db,
 		.secret = a->secret,
 		.quota = a->quota,
@@ -401,6 +410,7 @@ static int agent_start_reload(struct agent *a, char *err, size_t errlen)
 		.intake = a->intake,
 		.generation = a->generation,
 		.interval_ms = a->cfg.reload_interval_ms,
+		.teams = a->teams,
 	};
 
 	a->reload = reload_start(&t, err, errlen);
@@ -499,6 +509,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	pending_free(a->pending);
 	keylive_free(a->keylive);
 	quota_free(a->quota);
+	teamspend_free(a->teams);
 	longbody_free(a->longbody);
 	owner_free(a->owners);
 	db_close(a->db);
@@ -546,6 +557,8 @@ int main(int argc, char **argv)
 	}
 	if (a.metrics && a.share)
 		metrics_set_share(a.metrics, a.share);
+	if (a.metrics)
+		metrics_set_teamspend(a.metrics, a.teams);
 	ev_timer_init(&a.journal_tick, agent_on_journal_tick, 1.0, 1.0);
 	a.journal_tick.data = &a;
 	ev_timer_start(loop, &a.journal_tick);

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "net.h"
 #include "share.h"
+#include "teamspend.h"
 
 /* Longer targets are not ours (404) and are not kept. */
 #define METRICS_URL_MAX 1024
@@ -28,6 +29,7 @@ struct metrics {
 	struct adminsrv *srv;
 	const struct live_view *live;
 	struct share *share;         /* NULL: limits are not shared */
+	struct teamspend *teams;     /* NULL: no team gauges */
 	char *page;                  /* the last rendering, reused */
 	size_t page_cap;
 };
@@ -256,6 +258,66 @@ void metrics_set_share(struct metrics *m, struct share *s)
 	m->share = s;
 }
 
+/* A label value in the exposition format's escapes: backslash, double quote, newline. */
+static void metrics_label(struct metrics_out *o, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			metrics_printf(o, "\\%c", *s);
+		else if (*s == '\n')
+			metrics_printf(o, "\\n");
+		else
+			metrics_printf(o, "%c", *s);
+	}
+}
+
+static const char *metrics_period_name(enum quota_period p)
+{
+	return p == QUOTA_PERIOD_DAY ? "day" : p == QUOTA_PERIOD_TOTAL ? "total" : "month";
+}
+
+/* One gauge line of team t: name{team="...",period="..."} v. */
+static void metrics_team_line(struct metrics_out *o, const char *name,
+                              const struct teamspend_team *t, int64_t v)
+{
+	metrics_printf(o, "%s{team=\"", name);
+	metrics_label(o, t->name);
+	metrics_printf(o, "\",period=\"%s\"} %" PRId64 "\n", metrics_period_name(t->period), v);
+}
+
+size_t metrics_render_teams(const struct teamspend_team *t, size_t n, char *buf, size_t cap)
+{
+	struct metrics_out o = { .buf = buf, .cap = cap };
+	size_t i;
+
+	if (cap)
+		buf[0] = '\0';
+	if (!n)
+		return 0;
+	metrics_head(&o, "tally_team_spent_micros", "gauge", "Each team's spend in its budget's "
+	             "current period (no budget: this month), reported plus estimated, "
+	             "micro-dollars, from the store's rollups.");
+	for (i = 0; i < n; i++)
+		metrics_team_line(&o, "tally_team_spent_micros", &t[i], t[i].spent_micros);
+	metrics_head(&o, "tally_team_budget_micros", "gauge", "Each budgeted team's budget "
+	             "for its period, micro-dollars.");
+	for (i = 0; i < n; i++)
+		if (t[i].budget_micros)
+			metrics_team_line(&o, "tally_team_budget_micros", &t[i], t[i].budget_micros);
+	metrics_head(&o, "tally_team_budget_left_micros", "gauge", "Each budgeted team's "
+	             "budget less its spend in the period (negative: overspent).");
+	for (i = 0; i < n; i++)
+		if (t[i].budget_micros)
+			metrics_team_line(&o, "tally_team_budget_left_micros", &t[i],
+			                  t[i].budget_micros - t[i].spent_micros);
+	return o.len;
+}
+
+void metrics_set_teamspend(struct metrics *m, struct teamspend *ts)
+{
+	m->teams = ts;
+}
+
 /* ---- HTTP ---- */
 
 static int metrics_on_message_begin(http_parser *p)
@@ -371,11 +433,20 @@ static int metrics_page(struct metrics *m, size_t *len)
 {
 	struct statsnap snap;
 	struct share_stats sh;
-	size_t n;
+	struct teamspend_team *teams = NULL;
+	size_t n, nteams = 0, got;
 
 	statsnap_take(&snap, &stats, m->live);
 	if (m->share)
 		share_stats(m->share, &sh);
+	/* A copy, so that the page renders twice the same; the reload thread may grow it
+	 * meanwhile, and the next scrape shows that. */
+	if (m->teams && (nteams = teamspend_copy(m->teams, NULL, 0)) > 0) {
+		if (!(teams = calloc(nteams, sizeof(*teams))))
+			return -1;
+		got = teamspend_copy(m->teams, teams, nteams);
+		nteams = got < nteams ? got : nteams;
+	}
 	/* Twice at most: the same snapshots render to the same length. */
 	for (;;) {
 		char *p;
@@ -384,14 +455,19 @@ static int metrics_page(struct metrics *m, size_t *len)
 		if (m->share)
 			n += metrics_render_share(&sh, n < m->page_cap ? m->page + n : NULL,
 			                          n < m->page_cap ? m->page_cap - n : 0);
+		n += metrics_render_teams(teams, nteams, n < m->page_cap ? m->page + n : NULL,
+		                          n < m->page_cap ? m->page_cap - n : 0);
 		if (n < m->page_cap)
 			break;
 		p = realloc(m->page, n + 1);
-		if (!p)
+		if (!p) {
+			free(teams);
 			return -1;
+		}
 		m->page = p;
 		m->page_cap = n + 1;
 	}
+	free(teams);
 	*len = n;
 	return 0;
 }

@@ -37,4 +37,14 @@ struct share_stats;
 size_t metrics_render_share(const struct share_stats *s, char *buf, size_t cap);
 void metrics_set_share(struct metrics *m, struct share *s);
 
+/* The same for the teams' spend gauges (teamspend.h), appended once
+ * metrics_set_teamspend gave it the figures: tally_team_spent_micros and, for a team
+ * with a budget, tally_team_budget_micros and tally_team_budget_left_micros (negative
+ * when overspent), labelled by team and period. Per team, never per end user: the
+ * operator bounds the teams. */
+struct teamspend;
+struct teamspend_team;
+size_t metrics_render_teams(const struct teamspend_team *t, size_t n, char *buf, size_t cap);
+void metrics_set_teamspend(struct metrics *m, struct teamspend *ts);
+
 #endif

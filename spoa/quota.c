@@ -609,6 +609,21 @@ static int64_t quota_grant_add(int64_t held, int64_t delta)
 	       LEASE_AMOUNT_MAX : held;
 }
 
+/* Calls fn on key_id's state under its lock, if it exists. */
+static void quota_with_key(struct quota *q, int64_t key_id,
+                           void (*fn)(struct quota_key *k, const void *arg, int64_t now_ms),
+                           const void *arg, int64_t now_ms)
+{
+	uint64_t h = quota_hash_key(key_id);
+	struct quota_shard *s = quota_shard_of(q, h);
+	struct quota_key *k;
+
+	pthread_mutex_lock(&s->lock);
+	if ((k = quota_shard_find(s, h, key_id, 0)))
+		fn(k, arg, now_ms);
+	pthread_mutex_unlock(&s->lock);
+}
+
 enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
                                     int64_t team_id, const struct quota_cfg *team_cfg,
                                     int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
@@ -635,39 +650,39 @@ enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struc
 	return v;
 }
 
-void quota_cancel(struct quota *q, const struct quota_hold *hold)
+/* Under k's lock: quota_cancel's undoing of an admission. */
+static void quota_cancel_key(struct quota_key *k, const void *arg, int64_t now_ms)
 {
-	struct quota_key *k;
-	struct quota_shard *s;
-	uint64_t h;
+	const struct quota_hold *hold = arg;
 
-	if (hold->key_id == 0)
-		return;
-	h = quota_hash_key(hold->key_id);
-	s = quota_shard_of(q, h);
-	pthread_mutex_lock(&s->lock);
-	k = quota_shard_find(s, h, hold->key_id, 0);
-	if (k && hold->shared) {
+	(void)now_ms;
+	if (hold->shared) {
 		k->g.req = quota_grant_add(k->g.req, hold->request);
 		k->g.tok = quota_grant_add(k->g.tok, hold->tokens);
 		if (hold->period_start_ms == k->g.budget_start_ms)
 			k->g.budget = quota_grant_add(k->g.budget, hold->cost_micros);
 		k->g.spent -= hold->cost_micros;
 		k->g.admitted -= k->g.admitted > 0;
-	} else if (k) {
+	} else {
 		lease_bucket_take(&k->req, -hold->request);
 		lease_bucket_take(&k->tok, -hold->tokens);
 		k->reserved = quota_max64(k->reserved - hold->cost_micros, 0);
-		if (q->shared) {
+		if (k->shared) {
+			/* Admitted alone while the store was lost: not to be reported. */
 			k->g.local_req -= hold->request;
 			k->g.local_tok -= hold->tokens;
 			k->g.local_spent -= hold->cost_micros;
 			k->g.fb_used -= hold->cost_micros;
 		}
 	}
-	if (k && hold->concurrent && k->in_flight > 0)
+	if (hold->concurrent && k->in_flight > 0)
 		k->in_flight--;
-	pthread_mutex_unlock(&s->lock);
+}
+
+void quota_cancel(struct quota *q, const struct quota_hold *hold)
+{
+	if (hold->key_id)
+		quota_with_key(q, hold->key_id, quota_cancel_key, hold, 0);
 }
 
 /* Shared mode, a request admitted while the store was lost: what it used beyond its
@@ -909,21 +924,6 @@ fail:
 	while (n-- > 0)
 		quota_share_restore(q, &(*out)[n]);
 	return -1;
-}
-
-/* Calls fn on key_id's state under its lock, if it exists. */
-static void quota_with_key(struct quota *q, int64_t key_id,
-                           void (*fn)(struct quota_key *k, const void *arg, int64_t now_ms),
-                           const void *arg, int64_t now_ms)
-{
-	uint64_t h = quota_hash_key(key_id);
-	struct quota_shard *s = quota_shard_of(q, h);
-	struct quota_key *k;
-
-	pthread_mutex_lock(&s->lock);
-	if ((k = quota_shard_find(s, h, key_id, 0)))
-		fn(k, arg, now_ms);
-	pthread_mutex_unlock(&s->lock);
 }
 
 static void quota_apply_grant(struct quota_key *k, const void *arg, int64_t now_ms)

@@ -14,6 +14,7 @@
 #include "keytable.h"
 #include "log.h"
 #include "spend.h"
+#include "teamspend.h"
 #include "thread.h"
 #include "worker.h"
 
@@ -24,6 +25,10 @@ struct reload {
 	pthread_cond_t wake;
 	int stop;
 	int failing;                     /* the last poll or load failed (logged) */
+	struct keytable *kt;             /* the newest snapshot, our reference; NULL: none
+	                                  * yet (only kept for the teams' spend) */
+	int64_t teams_at_ms;             /* the teams' spend was read then */
+	int teams_failing;               /* the last read of it failed (logged) */
 };
 
 /* Logs a failure once, until a poll succeeds again. */
@@ -46,11 +51,38 @@ static void reload_publish(struct reload *r, struct keytable *kt)
 	intake_post_keytable(r->t.intake, kt);
 }
 
+/* Reads the teams' spend again when kt is new or the last read is older than the
+ * interval. */
+static void reload_teams(struct reload *r, int changed)
+{
+	int64_t now = acct_now_ms();
+	char err[512];
+
+	if (!r->t.teams || !r->kt || (!changed && now - r->teams_at_ms < TEAMSPEND_INTERVAL_MS))
+		return;
+	r->teams_at_ms = now;
+	if (teamspend_refresh(r->t.teams, r->t.db, r->kt, now, err, sizeof(err)) < 0) {
+		if (!r->teams_failing)
+			log_error("%s (the team gauges keep their last figures)", err);
+		r->teams_failing = 1;
+		return;
+	}
+	r->teams_failing = 0;
+}
+
+/* Keeps kt (one reference, ours) as the newest snapshot. */
+static void reload_keep(struct reload *r, struct keytable *kt)
+{
+	keytable_unref(r->kt);
+	r->kt = kt;
+}
+
 static void reload_poll(struct reload *r)
 {
-	struct keytable *kt;
+	struct keytable *kt = NULL;
 	char err[512];
 	int64_t gen = db_config_generation(r->t.db);
+	int teams_only = r->t.teams && !r->kt;
 
 	if (gen < 0) {
 		snprintf(err, sizeof(err), "cannot read the configuration generation: %s",
@@ -58,22 +90,32 @@ static void reload_poll(struct reload *r)
 		reload_failed(r, err);
 		return;
 	}
-	if (gen != r->t.generation && keytable_load(r->t.db, r->t.secret, &kt, err,
-	                                            sizeof(err)) < 0) {
+	if ((gen != r->t.generation || teams_only) &&
+	    keytable_load(r->t.db, r->t.secret, &kt, err, sizeof(err)) < 0) {
 		reload_failed(r, err);
 		return;
 	}
 	if (r->failing)
 		log_info("the store answers again: configuration generation %lld", (long long)gen);
 	r->failing = 0;
-	if (gen == r->t.generation)
+	if (gen == r->t.generation) {
+		/* The snapshot the threads hold already, read for the teams' spend alone. */
+		if (kt)
+			reload_keep(r, kt);
+		reload_teams(r, kt != NULL);
 		return;
+	}
 	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
 	         (long long)kt->generation, kt->nkeys, kt->nmodels, kt->nproviders);
 	if (spend_seed(r->t.db, kt, r->t.quota, acct_now_ms(), err, sizeof(err)) < 0)
 		log_error("%s (budgets count from what this run saw)", err);
 	r->t.generation = kt->generation;
+	if (r->t.teams) {
+		keytable_ref(kt, 1);
+		reload_keep(r, kt);
+	}
 	reload_publish(r, kt);
+	reload_teams(r, 1);
 }
 
 static void *reload_main(void *arg)
@@ -135,6 +177,7 @@ void reload_stop(struct reload *r)
 	pthread_cond_signal(&r->wake);
 	pthread_mutex_unlock(&r->lock);
 	pthread_join(r->thread, NULL);
+	keytable_unref(r->kt);
 	pthread_cond_destroy(&r->wake);
 	pthread_mutex_destroy(&r->lock);
 	free(r);

@@ -1,7 +1,7 @@
 /* reload: the thread that watches the store's configuration generation (meta
  * config_generation, one indexed read per interval) and, when it moves, builds a new
  * keytable snapshot, seeds budgets from it (spend.h) and hands it to the I/O threads
- * and the intake. A thread of its own, so that a slow or unreachable store (PostgreSQL
+ * and the intake; and reads the teams' spend for the metrics (teamspend.h). A thread of its own, so that a slow or unreachable store (PostgreSQL
  * across a network) stalls neither the main loop (accepts, metrics, control socket)
  * nor any decision: the I/O threads keep deciding on the snapshot they hold.
  *
@@ -20,6 +20,7 @@ struct db;
 struct intake;
 struct quota;
 struct reload;
+struct teamspend;
 struct worker;
 
 struct reload_target {
@@ -31,6 +32,7 @@ struct reload_target {
 	struct intake *intake;
 	int64_t generation;              /* of the snapshot the threads hold already */
 	int interval_ms;
+	struct teamspend *teams;         /* refreshed (teamspend.h); NULL: none */
 };
 
 /* Starts the thread. NULL with a message in err. */

@@ -657,10 +657,10 @@ CREATE TRIGGER key_models_gen AFTER INSERT OR UPDATE OR DELETE ON key_models
 -- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
 -- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
 -- limits in memory. Times are the store's clock in unix ms, never a node's.
--- limit_pool: one row per limited key, the cluster's rpm and tpm token buckets (whole
--- units, 1/60000 remainder, refilled up to *_at_ms, computed under *_cap) and the
--- budget left to grant in the period (kind 0 day, 1 month, 2 total) starting at
--- budget_start_ms, computed under budget_cap.
+-- limit_pool: one row per limited key or team (a team's key_id is its id negated), the
+-- cluster's rpm and tpm token buckets (whole units, 1/60000 remainder, refilled up to
+-- *_at_ms, computed under *_cap) and the budget left to grant in the period (kind 0
+-- day, 1 month, 2 total) starting at budget_start_ms, computed under budget_cap.
 CREATE TABLE limit_pool (
 	key_id          BIGINT NOT NULL PRIMARY KEY,
 	rpm_cap         BIGINT NOT NULL DEFAULT 0,

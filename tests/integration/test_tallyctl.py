@@ -33,7 +33,8 @@ TALLYCTL = (BUILD if BUILD.is_absolute() else ROOT / BUILD) / "tallyctl"
 VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
 KEY_RE = re.compile(r"tly_[A-Za-z0-9_-]{43}")
-COMMANDS = ["key create", "key set", "key list", "key revoke", "model set", "model list",
+COMMANDS = ["key create", "key set", "key list", "key revoke",
+            "team create", "team set", "team list", "team delete", "model set", "model list",
             "prices set", "prices list", "prices delete", "prices import",
             "provider set", "provider list"]
 
@@ -182,7 +183,7 @@ def test_command_help(ctl, cmd):
     assert ctl.ok(*cmd.split(), "-h") == out
 
 
-@pytest.mark.parametrize("group", ["key", "model", "prices", "provider"])
+@pytest.mark.parametrize("group", ["key", "team", "model", "prices", "provider"])
 def test_group_help(ctl, group):
     out = ctl.ok(group, "--help")
     for cmd in COMMANDS:
@@ -477,26 +478,26 @@ def test_key_list(seeded):
     listed = seeded.json("key", "list")
     assert [k["name"] for k in listed] == ["alpha", "beta"]
     alpha, beta = listed
-    assert set(alpha) == {"id", "name", "prefix", "created_at", "revoked_at", "models",
+    assert set(alpha) == {"id", "name", "team", "prefix", "created_at", "revoked_at", "models",
                           "default_model", "service_tiers", "server_tools", "audio",
                           "cache_writes", "rpm", "tpm", "max_concurrent", "budget_micros",
                           "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
-    assert alpha["revoked_at"] is None
+    assert alpha["revoked_at"] is None and alpha["team"] is None
     assert beta["models"] is None and beta["default_model"] is None
     assert isinstance(beta["revoked_at"], int) and beta["revoked_at"] >= beta["created_at"]
 
     text = seeded.ok("key", "list")
     lines = text.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "PREFIX", "CREATED", "REVOKED", "MODELS",
+    assert lines[0].split() == ["ID", "NAME", "TEAM", "PREFIX", "CREATED", "REVOKED", "MODELS",
                                 "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO",
                                 "CACHE_WRITES", "RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
-    assert lines[1].split()[1:3] == ["alpha", k1[:12]]
-    assert lines[1].split()[5:7] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
-    assert lines[2].split()[5:7] == ["*", "-"]
-    assert lines[1].split()[4] == "-" and lines[2].split()[4] != "-"
+    assert lines[1].split()[1:4] == ["alpha", "-", k1[:12]]
+    assert lines[1].split()[6:8] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
+    assert lines[2].split()[6:8] == ["*", "-"]
+    assert lines[1].split()[5] == "-" and lines[2].split()[5] != "-"
 
     # Neither the keys nor their hashes appear in any listing.
     for digest, in seeded.query("SELECT hash FROM keys"):
@@ -568,6 +569,17 @@ def test_changes_bump_config_generation(ctl):
         ("model", "set", "m", "--provider", "p", "--input-micros", "7"),
         ("key", "create", "--name", "k", "--models", "m"),
         ("key", "set", "k", "--rpm", "5"),
+        ("team", "create", "t"),
+        ("team", "create", "u", "--rpm", "5", "--models", "m"),
+        ("team", "set", "t", "--rpm", "5"),
+        ("team", "set", "t", "--rpm", "none"),
+        ("team", "set", "t", "--budget-usd", "1.5", "--budget-period", "total"),
+        ("team", "set", "t", "--models", "m"),
+        ("team", "set", "t", "--models", "none"),
+        ("key", "set", "k", "--team", "t"),
+        ("key", "set", "k", "--team", "u"),
+        ("key", "set", "k", "--team", "none"),
+        ("team", "delete", "t"),
         ("key", "revoke", "k"),
     ]
     last = ctl.generation() if ctl.exists() else 0
@@ -577,6 +589,7 @@ def test_changes_bump_config_generation(ctl):
         assert now > last, step
         last = now
     ctl.ok("key", "list")
+    ctl.ok("team", "list", "--json")
     assert ctl.generation() == last
 
 
@@ -783,6 +796,245 @@ def test_key_list_limits(seeded):
                      "open": ["-", "-", "-", "-", "month"]}
     seeded.ok("key", "set", "open", "--budget-usd", "0.5")
     assert seeded.ok("key", "list").splitlines()[4].split()[-2:] == ["0.5", "month"]
+
+
+# ---- teams ----
+
+TEAM_SQL = ("SELECT id, rpm, tpm, max_concurrent, budget_micros, budget_period FROM teams"
+            " WHERE name = ?")
+
+
+def team(ctl, name):
+    """(id, rpm, tpm, max_concurrent, budget_micros, budget_period) of team name."""
+    return ctl.query(TEAM_SQL, (name,))[0]
+
+
+def team_models(ctl, name):
+    return [m for m, in ctl.query("SELECT model FROM team_models JOIN teams ON teams.id = team_id"
+                                  " WHERE teams.name = ? ORDER BY model", (name,))]
+
+
+def key_team(ctl, key):
+    """The name of key's team, None for none."""
+    return ctl.query("SELECT t.name FROM keys k LEFT JOIN teams t ON t.id = k.team_id"
+                     " WHERE k.name = ?", (key,))[0][0]
+
+
+def test_team_create_set_list(seeded):
+    assert seeded.ok("team", "create", "search", "--rpm", "600", "--tpm", "200000",
+                     "--max-concurrent", "20", "--budget-usd", "500.25", "--budget-period",
+                     "day", "--models", "gpt-4o,gpt-4o-mini") == "created team search\n"
+    assert seeded.ok("team", "create", "ads") == "created team ads\n"
+    search_id = team(seeded, "search")[0]
+    assert team(seeded, "search")[1:] == (600, 200000, 20, 500250000, "day")
+    assert team(seeded, "ads")[1:] == (None, None, None, None, "month")
+    assert team_models(seeded, "search") == ["gpt-4o", "gpt-4o-mini"]
+    assert team_models(seeded, "ads") == []
+
+    # set changes what it is given only, and keeps the team's id (its keys, its rows).
+    create_key(seeded, "k1", "--team", "search")
+    assert seeded.ok("team", "set", "search", "--rpm", "60", "--budget-period", "month") == \
+        "updated team search\n"
+    assert team(seeded, "search") == (search_id, 60, 200000, 20, 500250000, "month")
+    seeded.ok("team", "set", "search", "--models", "claude-sonnet-4")
+    assert team_models(seeded, "search") == ["claude-sonnet-4"]
+    assert team(seeded, "search") == (search_id, 60, 200000, 20, 500250000, "month")
+    assert key_team(seeded, "k1") == "search"
+
+    # none lifts a limit; '' and none lift the allow-list.
+    seeded.ok("team", "set", "search", "--rpm", "none", "--max-concurrent=none")
+    assert team(seeded, "search")[1:] == (None, 200000, None, 500250000, "month")
+    seeded.ok("team", "set", "search", "--tpm", "none", "--budget-usd", "none")
+    assert team(seeded, "search")[1:] == (None, None, None, None, "month")
+    seeded.ok("team", "set", "search", "--models", "")
+    assert team_models(seeded, "search") == []
+    seeded.ok("team", "set", "search", "--models", "gpt-4o")
+    seeded.ok("team", "set", "search", "--models", "none")
+    assert team_models(seeded, "search") == []
+    seeded.ok("team", "set", "search", "--rpm", "7", "--budget-usd", "0.000001",
+              "--models", "gpt-4o-mini,gpt-4o")
+
+    create_key(seeded, "k2", "--team", "search")
+    create_key(seeded, "k3", "--team", "search")
+    seeded.ok("key", "revoke", "k3")
+    create_key(seeded, "k4")
+    listed = seeded.json("team", "list")
+    assert [t["name"] for t in listed] == ["search", "ads"]
+    assert set(listed[0]) == {"id", "name", "created_at", "active_keys", "models", "rpm", "tpm",
+                              "max_concurrent", "budget_micros", "budget_period"}
+    assert {k: v for k, v in listed[0].items() if k != "created_at"} == {
+        "id": search_id, "name": "search", "active_keys": 2, "models": ["gpt-4o", "gpt-4o-mini"],
+        "rpm": 7, "tpm": None, "max_concurrent": None, "budget_micros": 1,
+        "budget_period": "month"}
+    assert listed[1]["active_keys"] == 0 and listed[1]["models"] is None
+    assert isinstance(listed[0]["created_at"], int)
+
+    lines = seeded.ok("team", "list").splitlines()
+    assert lines[0].split() == ["ID", "NAME", "CREATED", "ACTIVE_KEYS", "MODELS", "RPM", "TPM",
+                                "MAX_CONC", "BUDGET_USD", "PERIOD"]
+    cells = [line.split() for line in lines[1:]]
+    assert [c[:2] + c[3:] for c in cells] == [
+        [str(search_id), "search", "2", "gpt-4o,gpt-4o-mini", "7", "-", "-", "0.000001", "month"],
+        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month"]]
+
+
+def test_team_limit_errors_are_the_keys(seeded):
+    """One parser for both: every bad limit is refused with the key's message, and
+    changes nothing."""
+    seeded.ok("team", "create", "t", "--rpm", "5")
+    create_key(seeded, "k")
+    before = seeded.generation()
+    for option, value in [("--rpm", "-1"), ("--rpm", "0"), ("--tpm", "1.5"),
+                          ("--max-concurrent", "1000000000001"), ("--budget-usd", "0"),
+                          ("--budget-usd", "1.0000001"), ("--budget-period", "week"),
+                          ("--budget-period", "none"), ("--models", "gpt-4o,,x"),
+                          ("--models", "bad model")]:
+        for verb, name in (("set", "t"), ("create", "new")):
+            r = seeded("team", verb, name, f"{option}={value}")
+            assert r.returncode == 2 and r.stdout == "", (option, value, r.stderr)
+            k = seeded("key", verb, "k" if verb == "set" else "new", f"{option}={value}")
+            assert k.returncode == 2, k.stderr
+            assert r.stderr == k.stderr.replace(f"key {verb}", f"team {verb}"), (r.stderr, k.stderr)
+    assert "invalid value '-1' for --rpm" in seeded("team", "set", "t", "--rpm", "-1").stderr
+    assert team(seeded, "t")[1:] == (5, None, None, None, "month")
+    assert seeded.query("SELECT name FROM teams") == [("t",)]
+    assert seeded.generation() == before
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["team", "create", "t"], 1, "a team named 't' already exists"),
+    (["team", "create", "bad name"], 2, "invalid team name 'bad name'"),
+    (["team", "create", "a" * 65], 2, "invalid team name"),
+    (["team", "create", "none"], 2, "invalid team name 'none'"),
+    (["team", "create", "new", "--models", "ghost"], 1, "unknown model 'ghost'"),
+    (["team", "create", "new", "--default-model", "gpt-4o"], 2, "unknown option '--default-model'"),
+    (["team", "create", "new", "--team", "t"], 2, "unknown option '--team'"),
+    (["team", "create"], 2, "missing NAME"),
+    (["team", "set", "t"], 2, "nothing to change"),
+    (["team", "set", "ghost", "--rpm", "5"], 1, "no team named 'ghost'"),
+    (["team", "set", "t", "--models", "gpt-4o,ghost"], 1, "unknown model 'ghost'"),
+    (["team", "set", "t", "--audio", "deny"], 2, "unknown option '--audio'"),
+    (["team", "delete", "ghost"], 1, "no team named 'ghost'"),
+    (["team", "delete"], 2, "missing NAME"),
+    (["team", "list", "extra"], 2, "unexpected argument 'extra'"),
+    (["key", "create", "k2", "--team", "ghost"], 1, "no team named 'ghost'"),
+    (["key", "create", "k2", "--team", "bad name"], 2, "invalid team name 'bad name'"),
+    (["key", "create", "k2", "--team"], 2, "--team needs a value"),
+    (["key", "set", "k", "--team", "ghost"], 1, "no team named 'ghost'"),
+    (["key", "set", "k", "--team", "ghost", "--rpm", "9"], 1, "no team named 'ghost'"),
+    (["key", "set", "ghost", "--team", "t"], 1, "no key named 'ghost'"),
+])
+def test_team_refused_changes_nothing(seeded, args, code, message):
+    seeded.ok("team", "create", "t", "--rpm", "5", "--models", "gpt-4o")
+    seeded.ok("key", "create", "k", "--team", "t")
+    state = lambda: (seeded.query("SELECT * FROM teams ORDER BY id"),
+                     seeded.query("SELECT * FROM team_models ORDER BY model"),
+                     seeded.query("SELECT name, team_id, rpm FROM keys ORDER BY id"),
+                     seeded.generation())
+    before = state()
+    r = seeded(*args)
+    assert r.returncode == code, (args, r.stdout, r.stderr)
+    assert message in r.stderr and r.stdout == "", r.stderr
+    assert ("--help" in r.stderr) == (code == 2)
+    assert state() == before
+
+
+def test_key_team_create_and_move(seeded):
+    seeded.ok("team", "create", "search")
+    seeded.ok("team", "create", "ads")
+    create_key(seeded, "k1", "--team", "search", "--rpm", "5")
+    seeded.ok("key", "create", "--name", "k2", "--team=ads")
+    create_key(seeded, "k3")
+    assert [key_team(seeded, k) for k in ("k1", "k2", "k3")] == ["search", "ads", None]
+    listed = {k["name"]: k["team"] for k in seeded.json("key", "list")}
+    assert listed == {"k1": "search", "k2": "ads", "k3": None}
+    lines = seeded.ok("key", "list").splitlines()
+    assert [line.split()[1:3] for line in lines[1:]] == [["k1", "search"], ["k2", "ads"],
+                                                          ["k3", "-"]]
+
+    # Moving a key keeps the key (its id, hence its rows) and what else it has.
+    key_id = seeded.query("SELECT id FROM keys WHERE name = 'k1'")[0][0]
+    before = seeded.generation()
+    assert seeded.ok("key", "set", "k1", "--team", "ads") == "updated key k1\n"
+    assert seeded.generation() > before
+    assert seeded.query("SELECT id, rpm FROM keys WHERE name = 'k1'") == [(key_id, 5)]
+    assert key_team(seeded, "k1") == "ads"
+    seeded.ok("key", "set", "k3", "--team", "search", "--tpm", "100")
+    assert key_team(seeded, "k3") == "search"
+    seeded.ok("key", "set", "k2", "--team", "none")
+    assert key_team(seeded, "k2") is None
+    # Other options leave the team alone.
+    seeded.ok("key", "set", "k1", "--rpm", "6")
+    assert key_team(seeded, "k1") == "ads"
+    # A revoked key moves too (a team is deleted only once none belongs to it).
+    seeded.ok("key", "revoke", "k3")
+    seeded.ok("key", "set", "k3", "--team", "none")
+    assert key_team(seeded, "k3") is None
+    assert {t["name"]: t["active_keys"] for t in seeded.json("team", "list")} == \
+        {"search": 0, "ads": 1}
+
+
+def test_models_lifted_for_keys_too(seeded):
+    """The allow-list options are the teams': '' and none give a key every model."""
+    create_key(seeded, "k", "--models", "gpt-4o", "--default-model", "gpt-4o")
+    allowed = "SELECT count(*) FROM key_models JOIN keys ON keys.id = key_id WHERE name = 'k'"
+    assert seeded.query(allowed) == [(1,)]
+    seeded.ok("key", "set", "k", "--models", "none")
+    assert seeded.query(allowed) == [(0,)]
+    seeded.ok("key", "set", "k", "--models", "gpt-4o-mini,gpt-4o")
+    seeded.ok("key", "set", "k", "--models", "")
+    assert seeded.query(allowed) == [(0,)]
+    assert seeded.query("SELECT default_model FROM keys WHERE name = 'k'") == [("gpt-4o",)]
+    create_key(seeded, "open", "--models", "none", "--default-model", "claude-sonnet-4")
+    assert seeded.json("key", "list")[1]["models"] is None
+
+
+def test_team_delete(seeded):
+    seeded.ok("team", "create", "gone", "--models", "gpt-4o", "--rpm", "5")
+    seeded.ok("team", "create", "stays")
+    create_key(seeded, "k1", "--team", "gone")
+    create_key(seeded, "k2", "--team", "gone")
+    gone = team(seeded, "gone")[0]
+    seeded.ok("key", "revoke", "k2")
+
+    def refused(n):
+        before = seeded.generation()
+        r = seeded("team", "delete", "gone")
+        assert r.returncode == 1 and r.stdout == "", r.stderr
+        assert r.stderr.startswith(f"tallyctl: cannot delete team 'gone': {n} ")
+        assert "revoked ones included" in r.stderr and "--team" in r.stderr
+        assert team(seeded, "gone")[0] == gone and team_models(seeded, "gone") == ["gpt-4o"]
+        assert seeded.generation() == before
+        return r.stderr
+
+    assert "2 keys still belong to it" in refused(2)
+    seeded.ok("key", "set", "k1", "--team", "stays")
+    # Revoked keys count: their rows name the team.
+    assert "1 key still belongs to it" in refused(1)
+    seeded.ok("key", "set", "k2", "--team", "none")
+
+    # Its rows and rollups keep its id.
+    seeded.query("INSERT INTO requests (request_id, outcome, usage_source, started_at, team_id)"
+                 " VALUES ('r1', 'complete', 'response', 1, ?)", (gone,))
+    seeded.query("INSERT INTO team_daily (day, team_id, requests, errors, streams, prompt_tokens,"
+                 " completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,"
+                 " cost_micros, unpriced, duration_ms_sum, " +
+                 ", ".join(f"lat_le_{b}" for b in (25, 50, 100, 200, 350, 500, 750, 1000, 1500,
+                                                   2500, 4000, 6000, 10000, 20000, 60000)) +
+                 ", lat_gt_60000) VALUES (0, ?" + ", 1" * 27 + ")", (gone,))
+    before = seeded.generation()
+    assert seeded.ok("team", "delete", "gone") == "deleted team gone\n"
+    assert seeded.generation() > before
+    assert seeded.query("SELECT name FROM teams") == [("stays",)]
+    assert seeded.query("SELECT count(*) FROM team_models") == [(0,)]
+    assert seeded.query("SELECT team_id FROM requests WHERE request_id = 'r1'") == [(gone,)]
+    assert seeded.query("SELECT team_id, requests FROM team_daily") == [(gone, 1)]
+    assert [t["name"] for t in seeded.json("team", "list")] == ["stays"]
+    r = seeded("team", "delete", "gone")
+    assert r.returncode == 1 and "no team named 'gone'" in r.stderr
+    # The name is free again; the new team is another team.
+    seeded.ok("team", "create", "gone")
+    assert team(seeded, "gone")[0] != gone
 
 
 # ---- exit status contract ----
@@ -1479,7 +1731,7 @@ def test_key_policy_flags(seeded):
     assert (rows["plain"]["service_tiers"], rows["plain"]["server_tools"],
             rows["plain"]["audio"], rows["plain"]["cache_writes"]) == (None, None, None, None)
     lines = seeded.ok("key", "list").splitlines()
-    assert [line.split()[7:11] for line in lines] == [
+    assert [line.split()[8:12] for line in lines] == [
         ["SERVICE_TIERS", "SERVER_TOOLS", "AUDIO", "CACHE_WRITES"],
         ["default,priority", "priced", "deny", "allow"], ["-", "-", "-", "-"]]
 
@@ -1680,22 +1932,16 @@ def test_pg_concurrent_key_creates(pg):
     assert pg.query("SELECT count(*) FROM keys") == [(46,)]
 
 
-@pytest.mark.parametrize("outcome", ["commit", "rollback"])
-def test_pg_key_create_racing_an_open_insert(pg, outcome):
-    """The race made certain: another session has inserted the name, uncommitted, when
-    tallyctl looks (it sees none) and inserts (it waits on the unique index). If that
-    session commits, tallyctl fails as for any taken name; if it rolls back, the key is
-    created."""
+def race_open_transaction(pg, sql, params, outcome, *args):
+    """Runs tallyctl args while another session holds sql's change uncommitted, and ends
+    that session's transaction (outcome: "commit" or "rollback") once tallyctl waits on
+    one of its locks. Returns (exit status, stdout, stderr)."""
     import psycopg2
-    pg.ok("provider", "list")
-    create_key(pg, "first")
     con = psycopg2.connect(pg.url)
     try:
-        cur = con.cursor()
-        cur.execute("INSERT INTO keys (name, prefix, hash, created_at)"
-                    " VALUES ('race', 'tly_xxxxxxxx', %s, 1)", (psycopg2.Binary(b"\1" * 32),))
+        con.cursor().execute(sql, params)
         proc = subprocess.Popen(VALGRIND + [str(TALLYCTL), "--db", pg.url, "--secret",
-                                str(pg.secret), "key", "create", "race"],
+                                str(pg.secret)] + list(args),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 30
@@ -1703,7 +1949,7 @@ def test_pg_key_create_racing_an_open_insert(pg, outcome):
                                " ON a.pid = l.pid WHERE NOT l.granted"
                                " AND a.application_name <> 'psql'"):
                 assert proc.poll() is None, proc.communicate()
-                assert time.time() < deadline, "tallyctl never waited on the open insert"
+                assert time.time() < deadline, "tallyctl never waited on the open transaction"
                 time.sleep(0.05)
             getattr(con, outcome)()
             out, err = proc.communicate(timeout=60)
@@ -1713,12 +1959,49 @@ def test_pg_key_create_racing_an_open_insert(pg, outcome):
                 proc.wait()
     finally:
         con.close()
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_pg_key_create_racing_an_open_insert(pg, outcome):
+    """The race made certain: another session has inserted the name, uncommitted, when
+    tallyctl looks (it sees none) and inserts (it waits on the unique index). If that
+    session commits, tallyctl fails as for any taken name; if it rolls back, the key is
+    created."""
+    import psycopg2
+    pg.ok("provider", "list")
+    create_key(pg, "first")
+    rc, out, err = race_open_transaction(
+        pg, "INSERT INTO keys (name, prefix, hash, created_at)"
+        " VALUES ('race', 'tly_xxxxxxxx', %s, 1)", (psycopg2.Binary(b"\1" * 32),), outcome,
+        "key", "create", "race")
     if outcome == "commit":
-        assert proc.returncode == 1 and out == ""
+        assert rc == 1 and out == ""
         assert err == "tallyctl: a key named 'race' already exists\n"
         assert pg.query("SELECT prefix FROM keys WHERE name = 'race'") == [("tly_xxxxxxxx",)]
     else:
-        assert proc.returncode == 0, err
+        assert rc == 0, err
         assert KEY_RE.fullmatch(out.strip()) and err == ""
         assert pg.query("SELECT prefix FROM keys WHERE name = 'race'") == [(out[:12],)]
     assert pg.query("SELECT count(*) FROM keys") == [(2,)]
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_pg_team_delete_racing_a_key_move(pg, outcome):
+    """Another session moves a key into the team, uncommitted, when tallyctl counts its
+    keys (it sees none) and deletes it (it waits on the team's row). If that session
+    commits, the delete is refused as when the key was there first; if it rolls back,
+    the team is deleted."""
+    pg.ok("team", "create", "t", "--rpm", "5")
+    create_key(pg, "k")
+    rc, out, err = race_open_transaction(
+        pg, "UPDATE keys SET team_id = (SELECT id FROM teams WHERE name = 't')", (), outcome,
+        "team", "delete", "t")
+    if outcome == "commit":
+        assert rc == 1 and out == "", err
+        assert err.startswith("tallyctl: cannot delete team 't': 1 key still belongs to it")
+        assert key_team(pg, "k") == "t"
+    else:
+        assert rc == 0 and out == "deleted team t\n", err
+        assert pg.query("SELECT count(*) FROM teams") == [(0,)]
+        assert key_team(pg, "k") is None

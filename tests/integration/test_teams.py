@@ -9,29 +9,14 @@ import json
 import signal
 import time
 
-import pytest
-
-from cluster import Cluster
-from stack import BOTH_STORES, Stack, store, store_params  # noqa: F401 (a fixture)
-from test_limits import chat, error_code
+from stack import BOTH_STORES, store  # noqa: F401 (a fixture)
+from test_accounting import metrics
+from test_limits import chat, error_code, stack  # noqa: F401 (a fixture)
+from test_shared_limits import cluster  # noqa: F401 (a fixture)
 
 RELOAD_S = 0.6        # the agent reloads keys and teams within 250 ms
 COSTLY = {"x-mock-prompt-tokens": "200000", "x-mock-completion-tokens": "1"}
 COST = 200002         # micro-dollars: 200 000 prompt tokens at $1/Mtok, 1 at $2/Mtok
-
-
-@pytest.fixture
-def stack(tmp_path, store, request):
-    s = Stack(tmp_path, agent_args=("--lease-wait-ms", "1000"), **store_params(store, request))
-    try:
-        s.start()
-        s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
-                   "--input-micros", "1000000", "--output-micros", "2000000")
-        s.tallyctl("model", "set", "mock-gpt-2", "--provider", "mock-openai",
-                   "--input-micros", "1000000", "--output-micros", "2000000")
-        yield s
-    finally:
-        s.close()
 
 
 def team(stack, name, *limits):
@@ -47,6 +32,11 @@ def member(stack, name, team_name, *limits):
 
 def message(body):
     return json.loads(body)["error"]["message"]
+
+
+def team_gauges(stack):
+    """The agent's tally_team_* series and their values."""
+    return {k: v for k, v in metrics(stack).items() if k.startswith("tally_team_")}
 
 
 @BOTH_STORES
@@ -76,6 +66,14 @@ def test_a_team_budget_is_spent_by_all_its_keys_and_survives_a_restart(stack):
     assert chat(stack, outsider, 1, COSTLY)[0] == 200
     assert stack.scalar("SELECT sum(cost_micros) FROM team_hourly WHERE team_id = ?",
                         (atlas,)) == 3 * COST
+    # Prometheus has the team's spend and what is left, from the rollups (read every 5 s).
+    spent = 'tally_team_spent_micros{team="atlas",period="month"}'
+    deadline = time.time() + 8
+    while team_gauges(stack).get(spent) != 3 * COST:
+        assert time.time() < deadline, team_gauges(stack)
+        time.sleep(0.5)
+    assert team_gauges(stack)['tally_team_budget_left_micros{team="atlas",period="month"}'] \
+        == 500000 - 3 * COST
     # The team's spend is read again from its rollups at start.
     stack.kill_agent(signal.SIGTERM)
     stack.start_agent()
@@ -134,6 +132,7 @@ def test_a_team_holds_its_slots_across_its_keys(stack):
 
 
 def test_a_team_allow_list_narrows_its_keys(stack):
+    stack.tallyctl("model", "set", "mock-gpt-2", "--provider", "mock-openai")
     stack.tallyctl("team", "create", "t", "--models", "mock-gpt")
     a = member(stack, "a", "t")
     b = member(stack, "b", "t", "--models", "mock-gpt-2")
@@ -152,14 +151,6 @@ def test_a_team_allow_list_narrows_its_keys(stack):
     # The model list a key sees is what both allow.
     status, _, body = stack.gateway("GET", "/v1/models", key=a)
     assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["mock-gpt"]
-
-
-@pytest.fixture
-def cluster(tmp_path, pg_server, pg_url):
-    with Cluster(tmp_path, pg_server, pg_url, 3) as c:
-        c.nodes[0].tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
-                            "--input-micros", "1000000", "--output-micros", "2000000")
-        yield c.nodes
 
 
 def test_a_team_budget_holds_across_nodes(cluster):
@@ -190,3 +181,22 @@ def test_a_team_budget_holds_across_nodes(cluster):
     assert spent == admitted * COST
     assert 1000000 <= spent <= 1000000 + 3 * COST, got
     assert all(g[-1] == 402 for g in got)
+
+
+def test_tally_stress_with_a_team_in_the_mix_stays_exact(stack):
+    """tally-stress at 4 connections on a key whose team admits 12 requests in flight
+    and 30 a minute: refused requests are 429s, every admitted one is exactly one row,
+    and received = written."""
+    from test_stress import stress
+    team(stack, "t", "--rpm", "30", "--max-concurrent", "12")
+    key = member(stack, "stress", "t")
+    r, levels = stress(stack, "--key", key, "--refused-status", "429",
+                       "--refused-pause-ms", "20", levels="4", requests=60)
+    assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0, lv
+    assert lv["ok"] + lv["refused"] == 60 and 30 <= lv["ok"] <= 33, lv
+    acct = lv["accounting"]
+    assert acct["exact"] and acct["rows"] == lv["ok"], acct
+    assert acct["received"] == acct["written"] and acct["dropped_total"] == 0
+    assert all(r["team_id"] is not None for r in stack.rows("key_id IS NOT NULL"))

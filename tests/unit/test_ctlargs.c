@@ -1,10 +1,12 @@
 /* Unit tests of tallyctl's parsing of operator input: names, URLs, integers and
- * dollars (ctl/args.c), a command's arguments and the global options, and the limit
- * and policy options of key create and key set (ctl/keys.c). */
+ * dollars (ctl/args.c), a command's arguments and the global options, the limit options
+ * of keys and teams (ctl/limits.c) and the other options of key create and key set
+ * (ctl/keys.c). */
 #include <string.h>
 
 #include "args.h"
 #include "keys.h"
+#include "limits.h"
 #include "unit.h"
 
 #define NARGS(v) ((int)(sizeof(v) / sizeof((v)[0])))
@@ -31,6 +33,9 @@ static void test_valid_names(void)
 	CHECK(!args_valid_name(""));
 	CHECK(!args_valid_name("a b"));
 	CHECK(!args_valid_name("a/b"));
+	CHECK_EQ_INT(args_check_name(&key_create, "team", "eng_1.x-y"), CTL_OK);
+	CHECK_EQ_INT(args_check_name(&key_create, "team", "a/b"), CTL_USAGE);
+	CHECK_EQ_INT(args_check_name(&key_create, "team", ""), CTL_USAGE);
 	CHECK(args_valid_model("meta-llama/Llama-3.1-8B"));
 	CHECK(args_valid_model("llama3.1:8b"));
 	CHECK(args_valid_model("claude@x+y"));
@@ -153,6 +158,10 @@ static void test_parse_args(void)
 	CHECK_EQ_INT(args_parse(&prune, NARGS(days), days, &a), CTL_OK);
 	CHECK_EQ_STR(a.val[OPT_OLDER_THAN_DAYS], "3");
 	CHECK(a.operand == NULL);
+	CHECK_EQ_INT(args_need_option(&prune, &a), CTL_OK);
+	memset(&a, 0, sizeof(a));
+	a.operand = "k1";   /* a set command given a name alone: nothing to change */
+	CHECK_EQ_INT(args_need_option(&key_create, &a), CTL_USAGE);
 }
 
 static void test_global_opt(void)
@@ -178,6 +187,15 @@ static void test_global_opt(void)
 	CHECK_EQ_INT(args_global_opt("db", NARGS(argv), argv, &i, &out), CTL_USAGE);
 }
 
+/* limits_parse on the options of a. */
+static int limit_opts(struct ctl_args *a, struct limits *l)
+{
+	static const struct ctl_command cmd = { .group = "team", .verb = "set" };
+
+	memset(l, 0, sizeof(*l));
+	return limits_parse(&cmd, a, l);
+}
+
 /* keys_opts_parse on the options of a (the operand does not matter). */
 static int key_opts(struct ctl_args *a, struct keys_opts *o)
 {
@@ -185,6 +203,49 @@ static int key_opts(struct ctl_args *a, struct keys_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	return keys_opts_parse(&cmd, a, o);
+}
+
+static void test_limits(void)
+{
+	static const char *const lifted[] = { "", "none" };
+	struct ctl_args a;
+	struct limits l;
+	size_t i;
+
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_MODELS] = "m1,m2";
+	a.val[OPT_RPM] = "none";
+	a.val[OPT_TPM] = "100";
+	a.val[OPT_BUDGET_USD] = "1.5";
+	a.val[OPT_BUDGET_PERIOD] = "total";
+	CHECK_EQ_INT(limit_opts(&a, &l), CTL_OK);
+	CHECK(l.models_given);
+	CHECK_EQ_INT(l.nmodels, 2);
+	CHECK_EQ_STR(l.models[0], "m1");
+	CHECK_EQ_STR(l.models[1], "m2");
+	CHECK(limits_has_model(&l, "m2") && !limits_has_model(&l, "m3"));
+	CHECK_EQ_STR(l.period, "total");
+	/* rpm, tpm, max_concurrent, budget */
+	CHECK(l.given[0] && l.bound[0] == NULL);
+	CHECK(l.given[1] && l.bound[1] && *l.bound[1] == 100);
+	CHECK(!l.given[2] && l.bound[2] == NULL);
+	CHECK(l.given[3] && l.bound[3] && *l.bound[3] == 1500000);
+	limits_free(&l);
+
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ_INT(limit_opts(&a, &l), CTL_OK);   /* nothing given, nothing changes */
+	CHECK(!l.models_given && l.period == NULL);
+	for (i = 0; i < LIMITS_N; i++)
+		CHECK(!l.given[i]);
+	limits_free(&l);
+
+	for (i = 0; i < sizeof(lifted) / sizeof(lifted[0]); i++) {
+		memset(&a, 0, sizeof(a));
+		a.val[OPT_MODELS] = lifted[i];   /* every model */
+		CHECK_EQ_INT(limit_opts(&a, &l), CTL_OK);
+		CHECK(l.models_given && l.nmodels == 0);
+		limits_free(&l);
+	}
 }
 
 static void test_key_opts(void)
@@ -195,24 +256,17 @@ static void test_key_opts(void)
 	memset(&a, 0, sizeof(a));
 	a.val[OPT_MODELS] = "m1,m2";
 	a.val[OPT_DEFAULT_MODEL] = "m2";
-	a.val[OPT_RPM] = "none";
 	a.val[OPT_TPM] = "100";
-	a.val[OPT_BUDGET_USD] = "1.5";
-	a.val[OPT_BUDGET_PERIOD] = "total";
+	a.val[OPT_TEAM] = "eng";
 	a.val[OPT_SERVICE_TIERS] = "default,priority";
 	a.val[OPT_AUDIO] = "inherit";
 	a.val[OPT_SERVER_TOOLS] = "deny";
 	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
-	CHECK_EQ_INT(o.nmodels, 2);
-	CHECK_EQ_STR(o.models[0], "m1");
-	CHECK_EQ_STR(o.models[1], "m2");
+	CHECK_EQ_INT(o.lim.nmodels, 2);   /* the limits are limits_parse's */
+	CHECK(o.lim.given[1] && *o.lim.bound[1] == 100);
 	CHECK_EQ_STR(o.def, "m2");
-	CHECK_EQ_STR(o.period, "total");
-	/* limits: rpm, tpm, max_concurrent, budget */
-	CHECK(o.given[0] && o.bound[0] == NULL);
-	CHECK(o.given[1] && o.bound[1] && *o.bound[1] == 100);
-	CHECK(!o.given[2] && o.bound[2] == NULL);
-	CHECK(o.given[3] && o.bound[3] && *o.bound[3] == 1500000);
+	CHECK(o.team_given);
+	CHECK_EQ_STR(o.team, "eng");
 	/* policies: service_tiers, server_tools, audio, cache_writes */
 	CHECK(o.policy_given[0]);
 	CHECK_EQ_STR(o.policy[0], "default,priority");
@@ -223,34 +277,61 @@ static void test_key_opts(void)
 
 	memset(&a, 0, sizeof(a));
 	a.val[OPT_SERVICE_TIERS] = "";   /* '' clears, as inherit does */
+	a.val[OPT_TEAM] = "none";        /* no team */
 	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
 	CHECK(o.policy_given[0] && o.policy[0] == NULL);
+	CHECK(o.team_given && o.team == NULL);
 	keys_opts_free(&o);
 
-#define REFUSED(opt, value)                                                       \
-	do {                                                                      \
-		memset(&a, 0, sizeof(a));                                         \
-		a.val[opt] = (value);                                             \
-		CHECK_EQ_INT(key_opts(&a, &o), CTL_USAGE);                        \
-		keys_opts_free(&o);                                               \
-	} while (0)
-	REFUSED(OPT_MODELS, "m1,,m2");
-	REFUSED(OPT_MODELS, "m 1");
-	REFUSED(OPT_DEFAULT_MODEL, "a b");
-	REFUSED(OPT_RPM, "0");
-	REFUSED(OPT_TPM, "1000000000001");
-	REFUSED(OPT_MAX_CONCURRENT, "many");
-	REFUSED(OPT_BUDGET_USD, "0");
-	REFUSED(OPT_BUDGET_PERIOD, "week");
-	REFUSED(OPT_AUDIO, "maybe");
-	REFUSED(OPT_CACHE_WRITES, "");
-	REFUSED(OPT_SERVICE_TIERS, "Default");
-#undef REFUSED
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_MODELS] = "none";
+	a.val[OPT_DEFAULT_MODEL] = "m2";   /* every model: any default */
+	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
+	CHECK(!o.team_given && o.team == NULL);
+	keys_opts_free(&o);
+
 	memset(&a, 0, sizeof(a));
 	a.val[OPT_MODELS] = "m1";
 	a.val[OPT_DEFAULT_MODEL] = "m2";   /* not in --models */
 	CHECK_EQ_INT(key_opts(&a, &o), CTL_USAGE);
 	keys_opts_free(&o);
+}
+
+/* Options refused alone, by limits_parse (for keys and teams) or by keys_opts_parse.
+ * A key's limits are refused as a team's: by limits_parse. */
+static void test_refused(void)
+{
+	static const struct {
+		int limits;   /* 1: limits_parse, 0: keys_opts_parse */
+		enum ctl_opt_id opt;
+		const char *value;
+	} cases[] = {
+		{ 1, OPT_MODELS, "m1,,m2" }, { 1, OPT_MODELS, "m 1" }, { 1, OPT_MODELS, "," },
+		{ 1, OPT_MODELS, "none,m1," }, { 1, OPT_RPM, "0" }, { 1, OPT_RPM, "-1" },
+		{ 1, OPT_TPM, "1000000000001" }, { 1, OPT_MAX_CONCURRENT, "many" },
+		{ 1, OPT_BUDGET_USD, "0" }, { 1, OPT_BUDGET_PERIOD, "week" },
+		{ 1, OPT_BUDGET_PERIOD, "none" },
+		{ 0, OPT_MODELS, "m1,,m2" }, { 0, OPT_RPM, "0" }, { 0, OPT_BUDGET_PERIOD, "week" },
+		{ 0, OPT_DEFAULT_MODEL, "a b" }, { 0, OPT_TEAM, "a b" }, { 0, OPT_TEAM, "" },
+		{ 0, OPT_AUDIO, "maybe" }, { 0, OPT_CACHE_WRITES, "" },
+		{ 0, OPT_SERVICE_TIERS, "Default" },
+	};
+	struct ctl_args a;
+	struct keys_opts o;
+	struct limits l;
+	int i;
+
+	for (i = 0; i < NARGS(cases); i++) {
+		memset(&a, 0, sizeof(a));
+		a.val[cases[i].opt] = cases[i].value;
+		if (cases[i].limits) {
+			CHECK_EQ_INT(limit_opts(&a, &l), CTL_USAGE);
+			limits_free(&l);
+		} else {
+			CHECK_EQ_INT(key_opts(&a, &o), CTL_USAGE);
+			keys_opts_free(&o);
+		}
+	}
 }
 
 int main(void)
@@ -260,6 +341,8 @@ int main(void)
 	RUN(test_parse_usd);
 	RUN(test_parse_args);
 	RUN(test_global_opt);
+	RUN(test_limits);
 	RUN(test_key_opts);
+	RUN(test_refused);
 	return UNIT_DONE();
 }

@@ -9,6 +9,7 @@
 #include "fakelive.h"
 #include "loopthread.h"
 #include "metrics.h"
+#include "teamspend.h"
 #include "unit.h"
 
 static char page[65536];
@@ -457,6 +458,30 @@ static void test_start_errors(void)
 	CHECK(err[0] != '\0');
 }
 
+/* The teams' gauges: one line per team, labels escaped, budgets only where set, what
+ * is left negative once overspent, the length asked for when the buffer is short. */
+static void test_render_teams(void)
+{
+	struct teamspend_team t[3] = {
+		{ "atlas", QUOTA_PERIOD_MONTH, 500000000, 120000000 },
+		{ "we\"ird\\\nname", QUOTA_PERIOD_DAY, 1000, 1500 },
+		{ "free", QUOTA_PERIOD_MONTH, 0, 42 },
+	};
+	size_t n = metrics_render_teams(t, 3, page, sizeof(page));
+
+	CHECK_EQ_INT(n, strlen(page));
+	CHECK(has_line(page, "# TYPE tally_team_spent_micros gauge"));
+	CHECK(has_line(page, "tally_team_spent_micros{team=\"atlas\",period=\"month\"} 120000000"));
+	CHECK(has_line(page, "tally_team_budget_left_micros{team=\"atlas\",period=\"month\"} 380000000"));
+	CHECK(has_line(page, "tally_team_spent_micros{team=\"we\\\"ird\\\\\\nname\",period=\"day\"} 1500"));
+	CHECK(has_line(page, "tally_team_budget_left_micros{team=\"we\\\"ird\\\\\\nname\",period=\"day\"} -500"));
+	CHECK(has_line(page, "tally_team_spent_micros{team=\"free\",period=\"month\"} 42"));
+	CHECK(strstr(page, "tally_team_budget_micros{team=\"free\"") == NULL);
+	CHECK(strstr(page, "tally_team_budget_left_micros{team=\"free\"") == NULL);
+	CHECK_EQ_INT(metrics_render_teams(t, 3, page, 10), n);
+	CHECK_EQ_INT(metrics_render_teams(t, 0, page, sizeof(page)), 0);
+}
+
 int main(void)
 {
 	char addr[32], err[256];
@@ -478,6 +503,7 @@ int main(void)
 	RUN(test_http_get_metrics);
 	RUN(test_http_pipelined);
 	RUN(test_http_errors);
+	RUN(test_render_teams);
 	RUN(test_http_head);
 	RUN(test_http10);
 	RUN(test_http_trickled);

@@ -11,6 +11,7 @@
 #include "queue.h"
 #include "quota.h"
 #include "spend.h"
+#include "teamspend.h"
 #include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
@@ -129,6 +130,20 @@ static void test_seed(void)
 	/* 550 of the team's 1000 this month */
 	CHECK(admits(q, &team7, 450));
 	CHECK(!admits(q, &team7, 451));
+	/* The metrics' figures are the same sums. */
+	{
+		struct teamspend *ts = teamspend_new();
+		struct teamspend_team got[2];
+
+		teams[0].name = "t7";
+		CHECK_EQ_INT(teamspend_copy(ts, got, 2), 0);
+		CHECK_EQ_INT(teamspend_refresh(ts, db, &kt, NOW_MS, err, sizeof(err)), 0);
+		CHECK_EQ_INT(teamspend_copy(ts, got, 2), 1);
+		CHECK_EQ_STR(got[0].name, "t7");
+		CHECK_EQ_INT(got[0].spent_micros, 550);
+		CHECK_EQ_INT(got[0].budget_micros, 1000);
+		teamspend_free(ts);
+	}
 	/* An unreadable database is an error that names what failed. */
 	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);

@@ -1,0 +1,165 @@
+/* teams: teams of keys (create, set, list, delete). A team carries a key's limits and
+ * an allow-list (limits.c) that the agent applies to each of its keys on top of the
+ * key's own. tallyctl is single-threaded. */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "limits.h"
+#include "teams.h"
+
+static const struct limits_sql teams_limits_sql = LIMITS_SQL("teams", "team_models", "team_id");
+
+#define TEAMS_EXISTS_SQL "SELECT 1 FROM teams WHERE name = ?1"
+
+/* The id of the team named name into *id; an unknown name is an error. */
+int teams_id(struct ctl *ctl, const char *name, int64_t *id)
+{
+	int found = ctl_find(ctl, id, "SELECT id FROM teams WHERE name = ?1", "t", name);
+
+	if (found == 0)
+		return ctl_error("no team named '%s' (see 'tallyctl team list')", name);
+	return found == 1 ? CTL_OK : CTL_FAIL;
+}
+
+/* A usage error unless name may be a new team's. */
+static int teams_check_name(const struct ctl_command *cmd, const char *name)
+{
+	int status = args_check_name(cmd, "team", name);
+
+	/* --team none takes a key out of its team: no team can be called that. */
+	if (status == CTL_OK && strcmp(name, "none") == 0)
+		status = ctl_usage(cmd, "invalid team name 'none': '--team none' means no team");
+	return status;
+}
+
+/* Inserts the team row inside the caller's transaction, its id into *id. */
+static int teams_insert(struct ctl *ctl, const char *name, int64_t *id)
+{
+	if (ctl_name_free(ctl, "team", TEAMS_EXISTS_SQL, name) != CTL_OK)
+		return CTL_FAIL;
+	return ctl_insert_named(ctl, ctl_prepare(ctl, "INSERT INTO teams (name, created_at)"
+	                                         " VALUES (?1, ?2) RETURNING id", "ti", name,
+	                                         db_now()),
+	                        "team", TEAMS_EXISTS_SQL, name, id);
+}
+
+/* Ends a command's transaction: commits it and says what was done if ok, else rolls
+ * it back (what failed is reported already). */
+static int teams_end(struct ctl *ctl, int ok, const char *done, const char *name)
+{
+	if (ok && ctl_commit(ctl) == CTL_OK) {
+		printf("%s team %s\n", done, name);
+		return CTL_OK;
+	}
+	ctl_rollback(ctl);
+	return CTL_FAIL;
+}
+
+/* team create (create: 1) and team set, which differ only in where the row comes
+ * from. set changes only the options given; the team keeps its id, so its keys and
+ * the history of its rows and rollups stay its own. */
+static int teams_write(struct ctl *ctl, const struct ctl_args *a, int create)
+{
+	const char *name = a->operand;
+	struct limits l = { 0 };
+	int64_t id;
+	int status;
+
+	status = create ? teams_check_name(ctl->cmd, name) : args_need_option(ctl->cmd, a);
+	if (status == CTL_OK)
+		status = limits_parse(ctl->cmd, a, &l);
+	if (status == CTL_OK)
+		status = teams_end(ctl, ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
+		                   (create ? teams_insert(ctl, name, &id) :
+		                    teams_id(ctl, name, &id)) == CTL_OK &&
+		                   limits_models_exist(ctl, &l) == CTL_OK &&
+		                   limits_write(ctl, &teams_limits_sql, id, &l) == CTL_OK,
+		                   create ? "created" : "updated", name);
+	limits_free(&l);
+	return status;
+}
+
+int teams_create(struct ctl *ctl, const struct ctl_args *a)
+{
+	return teams_write(ctl, a, 1);
+}
+
+int teams_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	return teams_write(ctl, a, 0);
+}
+
+int teams_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const struct ctl_col cols[] = {
+		{ "ID", "id", COL_INT },
+		{ "NAME", "name", COL_TEXT },
+		{ "CREATED", "created_at", COL_TIME },
+		{ "ACTIVE_KEYS", "active_keys", COL_INT },
+		{ "MODELS", "models", COL_LIST },
+		LIMITS_COLS,
+	};
+
+#define TEAM_LIST_SQL(MODELS)                                                           \
+	"SELECT t.id, t.name, t.created_at,"                                            \
+	" (SELECT count(*) FROM keys WHERE team_id = t.id AND revoked_at IS NULL), "    \
+	MODELS ", t.rpm, t.tpm, t.max_concurrent, t.budget_micros, t.budget_period"       \
+	" FROM teams t ORDER BY t.id"
+	static const struct ctl_sql q = LIMITS_LIST_SQL(TEAM_LIST_SQL, "team_models", "team_id", "t.id");
+#undef TEAM_LIST_SQL
+
+	return ctl_print_table(ctl, q, NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])),
+	                       ctl_list_printer(a));
+}
+
+/* Fails, saying how many, while keys (revoked ones too) belong to team id: the agent
+ * would find their team gone. */
+static int teams_check_empty(struct ctl *ctl, const char *name, int64_t id)
+{
+	int64_t n = 0;
+
+	if (ctl_find(ctl, &n, "SELECT count(*) FROM keys WHERE team_id = ?1", "i", id) != 1)
+		return CTL_FAIL;
+	if (n == 0)
+		return CTL_OK;
+	return ctl_error("cannot delete team '%s': %lld key%s still belong%s to it (revoked ones "
+	                 "included); move %s first: tallyctl key set KEY --team OTHER|none", name,
+	                 (long long)n, n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "it" : "them");
+}
+
+/* Deletes the row of team id (its allow-list goes with it) inside the caller's
+ * transaction. On PostgreSQL a key set --team may move a key into the team after the
+ * check: the foreign key then refuses the delete, reported as the check would. */
+static int teams_delete_row(struct ctl *ctl, const char *name, int64_t id)
+{
+	struct db_stmt *st = ctl_prepare(ctl, "DELETE FROM teams WHERE id = ?1", "i", id);
+	enum db_status rc;
+	char err[512];
+
+	if (!st)
+		return CTL_FAIL;
+	rc = db_step(st);
+	snprintf(err, sizeof(err), "%s", rc == DB_DONE ? "" : db_errmsg(ctl->db));
+	db_finalize(st);
+	if (rc == DB_DONE)
+		return CTL_OK;
+	if (rc == DB_CONSTRAINT) {
+		ctl_rollback(ctl);
+		if (teams_check_empty(ctl, name, id) != CTL_OK)
+			return CTL_FAIL;
+	}
+	return ctl_error("database error: %s", err);
+}
+
+/* Usage rows and rollups keep the deleted team's id. */
+int teams_delete(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *name = a->operand;
+	int64_t id;
+
+	return teams_end(ctl, ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
+	                 teams_id(ctl, name, &id) == CTL_OK &&
+	                 teams_check_empty(ctl, name, id) == CTL_OK &&
+	                 teams_delete_row(ctl, name, id) == CTL_OK, "deleted", name);
+}
