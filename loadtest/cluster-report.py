@@ -190,7 +190,8 @@ def cmd_limits(d, run, n, url, scope, name):
           f"refused {lv['refused']}, errors {lv['errors']['total']}; rows of the {scope} "
           f"{len(rows)} ({'one per request' if len(rows) == requests else 'NOT one per request'})")
     print("  admitted per key = answered through its gateway(s): " + ", ".join(
-        f"{k} {got}/{ok}" for k, got, ok in per_key) + ("" if keys_ok else " DIFFERENT"))
+        f"{k} {got}/{ok}" for k, got, ok in per_key) + ("" if keys_ok else " DIFFERENT")
+        + f"; answered by gateway: {', '.join(map(str, lv['ok_by_url']))}")
     print("  admitted per minute since start: " + ", ".join(
         f"{a}-{a + w:.0f} s: {c}" + ("" if w == 60 else f" (in {w:.0f} s)") for a, w, c in minutes))
     rpm_ok, conc_ok = slide <= rpm_bound, conc <= conc_bound

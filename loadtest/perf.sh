@@ -414,25 +414,14 @@ cluster_up() {
 
 # cluster_team N LIMITS: the team "perf" with LIMITS (--rpm 60 --max-concurrent 4) and N
 # member keys perf-1..perf-N without limits of their own; $key holds theirs, K1,K2,...
-# Until tallyctl has teams, the team and the keys' membership are written with psql.
 cluster_team() {
-  local n=$1 i rpm='' conc='' keys=()
+  local n=$1 i keys=()
   shift
-  while [ $# -gt 0 ]; do
-    case $1 in
-      --rpm) rpm=$2 ;;
-      --max-concurrent) conc=$2 ;;
-      *) echo "perf: cluster_team: $1 is not a team limit here" >&2; exit 2 ;;
-    esac
-    shift 2
-  done
-  pg_sql "${db##*/}" "INSERT INTO teams (name, created_at, rpm, max_concurrent)
-    VALUES ('perf', extract(epoch FROM now())::bigint, ${rpm:-NULL}, ${conc:-NULL})"
+  "$build/tallyctl" --db "$db" team create perf "$@" >/dev/null
   for i in $(seq "$n"); do
-    keys+=("$("$build/tallyctl" --db "$db" key create --name "perf-$i" --default-model mock-gpt)")
+    keys+=("$("$build/tallyctl" --db "$db" key create --name "perf-$i" --team perf \
+      --default-model mock-gpt)")
   done
-  pg_sql "${db##*/}" "UPDATE keys SET team_id = (SELECT id FROM teams WHERE name = 'perf')
-    WHERE name LIKE 'perf-%'"
   key=$(IFS=,; echo "${keys[*]}")
 }
 
