@@ -5,23 +5,28 @@ rows in PostgreSQL (read with psql). Run by perf.sh, one subcommand per report:
   scale DIR NODES...      req/s and events/s of each node count against the first, the
                           accounting of each, and decision latency (unlimited key);
                           exit 1 if a run had errors or inexact accounting
-  limits DIR NODES URL KEY_NAME
-                          one limits run: admitted per calendar minute since the run's
-                          first request and
-                          over every sliding 60 s span, the most in flight at once (at
-                          the mock, and from the rows' start and end), against
-                          PERF_RPM_BOUND and PERF_CONC_BOUND; writes
-                          DIR/limits-NODES.result.json
-  verdict DIR NODES...    the limits runs side by side; exit 1 if any broke a bound
+  limits DIR RUN NODES URL SCOPE NAME
+                          one limits run (its files named by RUN) through NODES nodes,
+                          of the key NAME (SCOPE key) or of the team NAME's rows (SCOPE
+                          team; its keys NAME-1..NAME-NODES, key j sent to the j-th
+                          gateway alone): admitted per calendar minute since the run's
+                          first request and over every sliding 60 s span, the most in
+                          flight at once (at the mock, and from the rows' start and end),
+                          against PERF_RPM_BOUND and PERF_CONC_BOUND, and each key's
+                          admitted rows against what its gateways answered; writes
+                          DIR/limits-RUN.result.json
+  verdict DIR RUN...      the limits runs side by side; exit 1 if any broke a bound
   outage DIR NODES URL KEY_NAME T_STOP T_START
                           the outage run: admitted (rows) and most in flight (the mock's
                           streams sampled, and rows' spans) before the store was stopped (unix ms
                           T_STOP), while it was lost, and after it started again
                           (T_START), each against its bound; exit 1 if one is broken
 
-DIR holds, per node count N: cluster-N-unary.json, cluster-N-streams.json and
-limits-N.json (tally-stress --json), mock-limits-N.json (the mock's /_mock/stats after
-the run) and metrics-NAME-N.before / .after (every agent's /metrics, concatenated)."""
+DIR holds, per node count N, cluster-N-unary.json and cluster-N-streams.json, and per
+limits run RUN (N, or team-N) limits-RUN.json (tally-stress --json) and
+mock-limits-RUN.json (the mock's /_mock/stats after the run); metrics-NAME-X.before /
+.after are every agent's /metrics, concatenated (NAME unary, X a node count; NAME
+limits, X a RUN)."""
 import json
 import os
 import subprocess
@@ -142,15 +147,26 @@ def most_in_flight(spans):
     return best
 
 
-def cmd_limits(d, n, url, key_name):
+def cmd_limits(d, run, n, url, scope, name):
     rpm_bound = int(os.environ.get("PERF_RPM_BOUND", 2 * RPM_CAP + 3))
     conc_bound = int(os.environ.get("PERF_CONC_BOUND", CONC_CAP))
-    rows = psql_rows(url, f"SELECT r.verdict, r.started_at, coalesce(r.duration_ms, 0) "
+    where = (f"k.name = '{name}'" if scope == "key" else
+             f"r.team_id = (SELECT id FROM teams WHERE name = '{name}')")
+    rows = psql_rows(url, f"SELECT r.verdict, r.started_at, coalesce(r.duration_ms, 0), k.name "
                           f"FROM requests r JOIN keys k ON k.id = r.key_id "
-                          f"WHERE k.name = '{key_name}' ORDER BY r.started_at")
-    admitted = [(int(s), int(s) + int(dur)) for v, s, dur in rows if v == "allow"]
+                          f"WHERE {where} ORDER BY r.started_at")
+    admitted = [(int(s), int(s) + int(dur)) for v, s, dur, _ in rows if v == "allow"]
     starts = [s for s, _ in admitted]
-    lv = level(f"{d}/limits-{n}.json")
+    lv = level(f"{d}/limits-{run}.json")
+    # Each key's admitted rows against what its gateways answered: a team's key j went
+    # to the j-th gateway alone, a key to all of them.
+    if scope == "key":
+        members = [(name, sum(lv["ok_by_url"]))]
+    else:
+        members = [(f"{name}-{j + 1}", ok) for j, ok in enumerate(lv["ok_by_url"])]
+    per_key = [(k, sum(v == "allow" and kn == k for v, _, _, kn in rows), ok)
+               for k, ok in members]
+    keys_ok = all(got == ok for _, got, ok in per_key)
     # every client starts at once: the first row (admitted or not) is the run's start,
     # the last its end
     t0 = int(rows[0][1]) if rows else 0
@@ -160,16 +176,22 @@ def cmd_limits(d, n, url, key_name):
         lo, hi = t0 + m, min(t0 + m + 60000, end)
         minutes.append((m // 1000, (hi - lo) / 1000, sum(lo <= s < hi for s in starts)))
     slide = sliding_max(starts)
-    with open(f"{d}/mock-limits-{n}.json") as f:
+    with open(f"{d}/mock-limits-{run}.json") as f:
         conc = json.load(f)["answering_max"]
     conc_rows = most_in_flight(admitted)
-    p50, p99, decisions = latency(d, "limits", n)
+    p50, p99, decisions = latency(d, "limits", run)
     requests = lv["requests"]
-    print(f"[limits, {n} node(s)] key --rpm {RPM_CAP} --max-concurrent {CONC_CAP}: "
+    what = (f"key --rpm {RPM_CAP} --max-concurrent {CONC_CAP}" if scope == "key" else
+            f"team --rpm {RPM_CAP} --max-concurrent {CONC_CAP} of {len(members)} keys "
+            f"without limits, one per gateway")
+    print(f"[limits, {n} node(s)] {what}: "
           f"{lv['connections']} clients over {n} gateway(s) for {lv['elapsed_s']:.0f} s")
     print(f"  requests {requests}: admitted {len(admitted)} (answered {lv['ok']}), "
-          f"refused {lv['refused']}, errors {lv['errors']['total']}; rows of the key "
+          f"refused {lv['refused']}, errors {lv['errors']['total']}; rows of the {scope} "
           f"{len(rows)} ({'one per request' if len(rows) == requests else 'NOT one per request'})")
+    print("  admitted per key = answered through its gateway(s): " + ", ".join(
+        f"{k} {got}/{ok}" for k, got, ok in per_key) + ("" if keys_ok else " DIFFERENT")
+        + f"; answered by gateway: {', '.join(map(str, lv['ok_by_url']))}")
     print("  admitted per minute since start: " + ", ".join(
         f"{a}-{a + w:.0f} s: {c}" + ("" if w == 60 else f" (in {w:.0f} s)") for a, w, c in minutes))
     rpm_ok, conc_ok = slide <= rpm_bound, conc <= conc_bound
@@ -181,29 +203,39 @@ def cmd_limits(d, n, url, key_name):
           f"bound {conc_bound}) {'PASS' if conc_ok else 'FAIL'}; rows' spans, accept to "
           f"last byte: {conc_rows}")
     print(f"  decision latency: p50 {p50:.3f} ms, p99 {p99:.3f} ms ({decisions} decisions)")
-    result = {"nodes": n, "admitted": len(admitted), "per_minute": minutes,
-              "sliding_max": slide, "in_flight_max": conc, "in_flight_rows": conc_rows,
-              "rpm_bound": rpm_bound,
-              "conc_bound": conc_bound, "pass": rpm_ok and conc_ok and len(rows) == requests,
+    result = {"run": run, "scope": scope, "nodes": n, "admitted": len(admitted),
+              "per_minute": minutes, "sliding_max": slide, "in_flight_max": conc,
+              "in_flight_rows": conc_rows, "rpm_bound": rpm_bound, "conc_bound": conc_bound,
+              "pass": rpm_ok and conc_ok and keys_ok and len(rows) == requests,
               "p50_ms": p50, "p99_ms": p99}
-    with open(f"{d}/limits-{n}.result.json", "w") as f:
+    with open(f"{d}/limits-{run}.result.json", "w") as f:
         json.dump(result, f)
 
 
-def cmd_verdict(d, nodes):
-    res = [json.load(open(f"{d}/limits-{n}.result.json")) for n in nodes]
+def ratios(r, base):
+    return (f"admitted in 60 s {r['sliding_max'] / max(base['sliding_max'], 1):.2f}x, in flight "
+            f"{r['in_flight_max'] / max(base['in_flight_max'], 1):.2f}x, decision latency "
+            f"p50 {r['p50_ms'] / base['p50_ms']:.2f}x, p99 {r['p99_ms'] / base['p99_ms']:.2f}x")
+
+
+def cmd_verdict(d, runs):
+    res = [json.load(open(f"{d}/limits-{run}.result.json")) for run in runs]
     base = res[0]
-    print(f"[limits] {'nodes':>5} {'max/60 s':>8} {'in flight':>9} {'p50 ms':>7} {'p99 ms':>7}  result")
+    print(f"[limits] {'limited':>7} {'nodes':>5} {'max/60 s':>8} {'in flight':>9} {'p50 ms':>7} "
+          f"{'p99 ms':>7}  result")
     for r in res:
-        print(f"         {r['nodes']:5d} {r['sliding_max']:8d} {r['in_flight_max']:9d} "
-              f"{r['p50_ms']:7.3f} {r['p99_ms']:7.3f}  {'PASS' if r['pass'] else 'FAIL'}")
+        print(f"         {r['scope']:>7} {r['nodes']:5d} {r['sliding_max']:8d} "
+              f"{r['in_flight_max']:9d} {r['p50_ms']:7.3f} {r['p99_ms']:7.3f}  "
+              f"{'PASS' if r['pass'] else 'FAIL'}")
     for r in res[1:]:
-        print(f"  {r['nodes']} nodes / {base['nodes']}: admitted in 60 s "
-              f"{r['sliding_max'] / max(base['sliding_max'], 1):.2f}x, in flight "
-              f"{r['in_flight_max'] / max(base['in_flight_max'], 1):.2f}x, decision latency "
-              f"p50 {r['p50_ms'] / base['p50_ms']:.2f}x, p99 {r['p99_ms'] / base['p99_ms']:.2f}x")
-    failed = [r["nodes"] for r in res if not r["pass"]]
-    print(f"limits: {'FAIL on ' + ', '.join(map(str, failed)) + ' node(s)' if failed else 'PASS'}"
+        print(f"  {r['scope']}, {r['nodes']} nodes / {base['scope']}, {base['nodes']}: "
+              f"{ratios(r, base)}")
+    keys = {r["nodes"]: r for r in res if r["scope"] == "key"}
+    for r in res:
+        if r["scope"] == "team" and r["nodes"] in keys and keys[r["nodes"]] is not base:
+            print(f"  team / key, {r['nodes']} nodes: {ratios(r, keys[r['nodes']])}")
+    failed = [f"{r['scope']} on {r['nodes']} node(s)" for r in res if not r["pass"]]
+    print(f"limits: {'FAIL: ' + ', '.join(failed) if failed else 'PASS'}"
           f" (bounds: {res[0]['rpm_bound']} per 60 s, {res[0]['conc_bound']} in flight)")
     return 1 if failed else 0
 
@@ -265,9 +297,9 @@ def main(argv):
     if cmd == "scale":
         return cmd_scale(d, [int(n) for n in argv[3:]])
     elif cmd == "limits":
-        cmd_limits(d, int(argv[3]), argv[4], argv[5])
+        cmd_limits(d, argv[3], int(argv[4]), argv[5], argv[6], argv[7])
     elif cmd == "verdict":
-        return cmd_verdict(d, [int(n) for n in argv[3:]])
+        return cmd_verdict(d, argv[3:])
     elif cmd == "outage":
         return cmd_outage(d, int(argv[3]), argv[4], argv[5], int(argv[6]), int(argv[7]))
     else:

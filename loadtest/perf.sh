@@ -31,16 +31,20 @@
 #              a key at --rpm 60 --max-concurrent 4 driven through 1 node, then through 3
 #              at once, for PERF_CLUSTER_LIMITS_S (180) seconds with slow streams: admitted
 #              per minute and in any 60 s, most in flight, decision latency; fails above
-#              PERF_RPM_BOUND (123) per 60 s or PERF_CONC_BOUND (4) in flight. Then the
-#              outage phase: the same key through 2 nodes for PERF_OUTAGE_RUN_S (50) s,
-#              PostgreSQL stopped PERF_OUTAGE_S (20) s from PERF_OUTAGE_AT_S (10) s on:
-#              admitted and most in flight before, during and after the outage against
-#              their bounds (docs/limits.md, "The store lost"); fails above a bound
+#              PERF_RPM_BOUND (123) per 60 s or PERF_CONC_BOUND (4) in flight. Then a
+#              team with those limits and PERF_CLUSTER_LIMITS_TEAM (3) keys without any,
+#              key i driven through node i: the same clients, figures and bounds, for
+#              the team's rows. Then the outage phase: the same key through 2 nodes for
+#              PERF_OUTAGE_RUN_S (50) s, PostgreSQL stopped PERF_OUTAGE_S (20) s from
+#              PERF_OUTAGE_AT_S (10) s on: admitted and most in flight before, during
+#              and after the outage against their bounds (docs/limits.md, "The store
+#              lost"); fails above a bound
 # Knobs (environment): PERF_<STAGE>_LEVELS, PERF_<STAGE>_SECONDS, PERF_SMOKE_REQUESTS,
 # PERF_FRAMES, PERF_FRAME_DELAY_MS, PERF_STREAM_PCT (sustained), PERF_COMPARE_STREAMS,
 # PERF_OVERLOAD_QUEUE, PERF_OVERLOAD_LOCK_SECONDS, PERF_CLUSTER_CONNS, PERF_CLUSTER_STREAMS,
 # PERF_CLUSTER_LIMITS_CLIENTS, PERF_CLUSTER_LIMITS_FRAMES, PERF_CLUSTER_LIMITS_DELAY_MS,
-# PERF_CLUSTER_LIMITS_NODES ("1 3"; empty: the outage phase alone), PERF_OUTAGE_*,
+# PERF_CLUSTER_LIMITS_NODES ("1 3"; empty: none), PERF_CLUSTER_LIMITS_TEAM (3; empty or
+# 0: no team run), PERF_CLUSTER_LIMITS_OUTAGE (1; 0: no outage phase), PERF_OUTAGE_*,
 # PERF_CLUSTER_LIMITS_PAUSE_MS, TALLY_BUILD (build).
 # PERF_STORE=postgres: the agent, tallyctl, queryd and tally-stress use a fresh database
 # of a private PostgreSQL cluster (loadtest/pg.sh) per stage instead of a SQLite file;
@@ -146,15 +150,17 @@ proc_sample() {
 
 # perf_run NAME PORTS PIDS -- TALLY-STRESS-ARGS: one run, its JSON per level kept in
 # $tmp/NAME.json, and what HAProxy and the agent used meanwhile. Several PORTS (one
-# gateway per node) share the run's clients evenly.
+# gateway per node) share the run's clients evenly; several keys in $key (K1,K2,...), one
+# per PORT, each gateway's clients send their own.
 perf_run() {
-  local name=$1 ports=$2 pids=$3 before after pid port rc=0 urls=()
+  local name=$1 ports=$2 pids=$3 before after pid port rc=0 urls=() keyarg=--key
   shift 4
   for port in $ports; do urls+=(--url "http://127.0.0.1:$port"); done
+  [[ $key != *,* ]] || keyarg=--keys
   before=$(for pid in $pids; do proc_sample "$pid"; done)
   TALLY_MOCK_CREDENTIAL=$credential "$build/tally-stress" --json \
     "${urls[@]}" --expect-url "http://127.0.0.1:$mock_port" \
-    --key "$key" "$@" > "$tmp/$name.json" || rc=$?
+    "$keyarg" "$key" "$@" > "$tmp/$name.json" || rc=$?
   after=$(for pid in $pids; do proc_sample "$pid"; done)
   python3 - "$name" "$tmp/$name.json" "$pids" "$before" "$after" <<'PY'
 import json, sys
@@ -367,8 +373,9 @@ stage_bench() {
 # cluster_up N [KEY-ARGS...]: N nodes n1..nN on a fresh database of the private
 # PostgreSQL: one mock upstream for all; per node an agent (--node nK, its own records
 # and metrics ports, journal and control socket) and an HAProxy gateway. The key
-# ($key) is created with KEY-ARGS. Sets gw_ports, metrics_ports and node_pids (every
-# HAProxy and agent).
+# ($key) is created with KEY-ARGS; with --team first, the team "perf" is created with
+# the rest and N keys perf-1..perf-N without limits in it ($key: theirs, K1,K2,...).
+# Sets gw_ports, metrics_ports and node_pids (every HAProxy and agent).
 cluster_up() {
   local n=$1 i agent records gw metrics
   shift
@@ -377,7 +384,12 @@ cluster_up() {
   perf_pg_db
   mock_port=$(stack_free_port)
   stack_seed "$db" "$mock_port" >/dev/null
-  key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt "$@")
+  if [ "${1:-}" = --team ]; then
+    shift
+    cluster_team "$n" "$@"
+  else
+    key=$("$build/tallyctl" --db "$db" key create --name perf --default-model mock-gpt "$@")
+  fi
   stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
   stack_wait_port "$mock_port"
   gw_ports=(); metrics_ports=(); node_pids=()
@@ -398,6 +410,19 @@ cluster_up() {
     stack_wait_port "$gw"
     gw_ports+=("$gw"); metrics_ports+=("$metrics")
   done
+}
+
+# cluster_team N LIMITS: the team "perf" with LIMITS (--rpm 60 --max-concurrent 4) and N
+# member keys perf-1..perf-N without limits of their own; $key holds theirs, K1,K2,...
+cluster_team() {
+  local n=$1 i keys=()
+  shift
+  "$build/tallyctl" --db "$db" team create perf "$@" >/dev/null
+  for i in $(seq "$n"); do
+    keys+=("$("$build/tallyctl" --db "$db" key create --name "perf-$i" --team perf \
+      --default-model mock-gpt)")
+  done
+  key=$(IFS=,; echo "${keys[*]}")
 }
 
 # cluster_scrape FILE: every agent's /metrics, one after another.
@@ -481,34 +506,49 @@ cluster_outage() {
   return "$rc"
 }
 
-# Slow streams (PERF_CLUSTER_LIMITS_FRAMES frames DELAY_MS apart, 3 s) hold their
-# concurrency slot long enough that 4 at once stay busy; refused clients back off
-# PAUSE_MS and ask again, on a new connection each time: HAProxy's start time of a
-# request on a kept-alive connection is when the connection went idle, which would
-# shift the rows' spans. The same clients through 1 gateway, then through 3.
+# cluster_limits_run RUN N LEVEL [CLUSTER-UP-ARGS...]: one limits run through N nodes, its
+# files named by RUN, reported for LEVEL (key or team) "perf". Slow streams
+# (PERF_CLUSTER_LIMITS_FRAMES frames DELAY_MS apart, 3 s) hold their concurrency slot long
+# enough that 4 at once stay busy; refused clients back off PAUSE_MS and ask again, on a
+# new connection each time: HAProxy's start time of a request on a kept-alive connection
+# is when the connection went idle, which would shift the rows' spans.
+cluster_limits_run() {
+  local run=$1 n=$2 level=$3
+  shift 3
+  cluster_up "$n" "$@"
+  cluster_scrape "$cluster_dir/metrics-limits-$run.before"
+  perf_run "limits-$run" "${gw_ports[*]}" "${node_pids[*]}" -- \
+    --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "${PERF_CLUSTER_LIMITS_S:-180}" \
+    --stream-pct 100 --frames "${PERF_CLUSTER_LIMITS_FRAMES:-30}" \
+    --frame-delay-ms "${PERF_CLUSTER_LIMITS_DELAY_MS:-100}" --timeout 60 \
+    --refused-status 429 --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" \
+    --keepalive 0 --db "$db"
+  cluster_scrape "$cluster_dir/metrics-limits-$run.after"
+  curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-$run.json"
+  cp "$tmp/limits-$run.json" "$cluster_dir/"
+  python3 loadtest/cluster-report.py limits "$cluster_dir" "$run" "$n" "$db" "$level" perf
+  perf_down
+}
+
+# The same clients through 1 gateway, then through 3, on a key with the limits; then on
+# a team with them, each of its keys through a node of its own; then the outage phase.
 stage_cluster-limits() {
-  local seconds=${PERF_CLUSTER_LIMITS_S:-180} nodes=${PERF_CLUSTER_LIMITS_NODES-1 3} n rc=0
+  local nodes=${PERF_CLUSTER_LIMITS_NODES-1 3} team=${PERF_CLUSTER_LIMITS_TEAM-3} limits=(--rpm 60 --max-concurrent 4) n rc=0 runs=()
   cluster_out
   for n in $nodes; do
-    cluster_up "$n" --rpm 60 --max-concurrent 4
-    cluster_scrape "$cluster_dir/metrics-limits-$n.before"
-    perf_run "limits-$n" "${gw_ports[*]}" "${node_pids[*]}" -- \
-      --levels "${PERF_CLUSTER_LIMITS_CLIENTS:-24}" --duration "$seconds" --stream-pct 100 \
-      --frames "${PERF_CLUSTER_LIMITS_FRAMES:-30}" \
-      --frame-delay-ms "${PERF_CLUSTER_LIMITS_DELAY_MS:-100}" --timeout 60 \
-      --refused-status 429 --refused-pause-ms "${PERF_CLUSTER_LIMITS_PAUSE_MS:-200}" \
-      --keepalive 0 --db "$db"
-    cluster_scrape "$cluster_dir/metrics-limits-$n.after"
-    curl -fsS "http://127.0.0.1:$mock_port/_mock/stats" >"$cluster_dir/mock-limits-$n.json"
-    cp "$tmp/limits-$n.json" "$cluster_dir/"
-    python3 loadtest/cluster-report.py limits "$cluster_dir" "$n" "$db" perf
-    perf_down
+    cluster_limits_run "$n" "$n" key "${limits[@]}"
+    runs+=("$n")
   done
-  if [ -n "$nodes" ]; then
-    # shellcheck disable=SC2086  # the node counts, one argument each
-    python3 loadtest/cluster-report.py verdict "$cluster_dir" $nodes || rc=$?
+  if [ -n "$team" ] && [ "$team" != 0 ]; then
+    cluster_limits_run "team-$team" "$team" team --team "${limits[@]}"
+    runs+=("team-$team")
   fi
-  cluster_outage || rc=$?
+  if [ ${#runs[@]} -gt 0 ]; then
+    python3 loadtest/cluster-report.py verdict "$cluster_dir" "${runs[@]}" || rc=$?
+  fi
+  if [ "${PERF_CLUSTER_LIMITS_OUTAGE:-1}" != 0 ]; then
+    cluster_outage || rc=$?
+  fi
   if [ "$rc" -ne 0 ]; then
     echo "perf: cluster-limits: a limit was exceeded beyond its bound: stopping" >&2
     exit 1

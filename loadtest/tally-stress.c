@@ -12,8 +12,9 @@
  * must bill exactly what the upstream reported), and with --forge every response's id gets a forged
  * zero-usage record sent to the agent's records port ahead of the real one: the level
  * still passes only if every row is there with the usage the upstream reported.
- * --url given once per node spreads a level's clients evenly over the nodes' gateways,
- * and the check then also wants every node's counters balanced; --refused-status
+ * --url given once per node spreads a level's clients evenly over the nodes' gateways
+ * (--keys: each gateway's clients send a key of their own), and the check then also
+ * wants every node's counters balanced; --refused-status
  * counts a limit's refusals (429) apart from errors, the client backing off meanwhile.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
@@ -101,6 +102,9 @@ struct opts {
 	const char *urls[ST_TARGETS_MAX];
 	int nurls;
 	const char *expect_url, *key, *db, *model;
+	const char *keys[ST_TARGETS_MAX];   /* --keys: keys[t] for urls[t] */
+	int nkeys;
+	char keybuf[1024];                  /* what keys[] point into */
 	const char *headers[ST_HEADERS_MAX];   /* "Name: value", gateway requests only */
 	int nheaders;
 	int levels[ST_LEVELS_MAX], nlevels;
@@ -1258,6 +1262,8 @@ static void usage(FILE *f)
 		"  --expect-url URL      mock upstream, asked once per level and shape for the\n"
 		"                        expected body (Bearer $TALLY_MOCK_CREDENTIAL if set)\n"
 		"  --key KEY             sent to the gateway as Authorization: Bearer KEY\n"
+		"  --keys K1,K2,...      one key per --url, in order: the clients of each --url\n"
+		"                        send its own (a team's keys, one per node)\n"
 		"  --levels 1,8,32       concurrency levels, run one after another (default 1)\n"
 		"  --requests N          requests per level\n"
 		"  --duration S          seconds per level (requests in flight then finish)\n"
@@ -1330,11 +1336,26 @@ static void parse_levels(struct opts *o, const char *s)
 		die("--levels: empty");
 }
 
+/* --keys K1,K2,...: one key per --url, in the same order. */
+static void parse_keys(struct opts *o, const char *s)
+{
+	if (strlen(s) >= sizeof o->keybuf)
+		die("--keys: too long");
+	strcpy(o->keybuf, s);
+	o->nkeys = 0;
+	for (char *save = NULL, *t = strtok_r(o->keybuf, ",", &save); t;
+	     t = strtok_r(NULL, ",", &save)) {
+		if (o->nkeys == ST_TARGETS_MAX)
+			die("--keys: at most %d", ST_TARGETS_MAX);
+		o->keys[o->nkeys++] = t;
+	}
+}
+
 static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
-	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_HELP };
+	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_KEYS, O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -1359,6 +1380,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "forge", required_argument, NULL, O_FORGE },
 		{ "refused-status", required_argument, NULL, O_REFUSED },
 		{ "refused-pause-ms", required_argument, NULL, O_PAUSE },
+		{ "keys", required_argument, NULL, O_KEYS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1401,6 +1423,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case O_FORGE: o->forge = optarg; break;
 		case O_REFUSED: o->refused_status = (int)parse_long(optarg, "refused-status", 100, 999); break;
 		case O_PAUSE: o->refused_pause_ms = parse_long(optarg, "refused-pause-ms", 0, 3600000); break;
+		case O_KEYS: parse_keys(o, optarg); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1409,6 +1432,10 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		die("unexpected argument '%s'", argv[optind]);
 	if (!o->nurls || !o->expect_url)
 		die("--url and --expect-url are required (--help)");
+	if (o->nkeys && o->key)
+		die("--keys or --key, not both");
+	if (o->nkeys && o->nkeys != o->nurls)
+		die("--keys: one key per --url (%d), not %d", o->nurls, o->nkeys);
 	if ((o->requests > 0) == (o->duration > 0))
 		die("exactly one of --requests and --duration is required");
 	/* the model goes into JSON unescaped */
@@ -1433,7 +1460,7 @@ int main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	for (int t = 0; t < o.nurls; t++)
-		build_target(&gw[t], &o, o.urls[t], o.key, 1);
+		build_target(&gw[t], &o, o.urls[t], o.nkeys ? o.keys[t] : o.key, 1);
 	build_target(&mock, &o, o.expect_url, getenv("TALLY_MOCK_CREDENTIAL"), 0);
 	if (o.db) {
 		if (db_open(o.db, DB_READONLY, &db, dberr, sizeof dberr) < 0)

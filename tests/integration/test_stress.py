@@ -21,11 +21,14 @@ STREAM_EVENTS = FRAMES + 3
 MOCK_COMPLETION_TOKENS = 20   # the mock's default
 
 
-def stress(stack, *args, expect_port=None, db=None, levels="1,4", requests=40, as_json=True):
-    """Runs tally-stress; returns the process and its JSON levels (if as_json)."""
+def stress(stack, *args, expect_port=None, db=None, levels="1,4", requests=40, as_json=True,
+           keys=None):
+    """Runs tally-stress (with --keys K1,K2,... given keys, else --key stack.key); returns
+    the process and its JSON levels (if as_json)."""
     argv = [str(binary("tally-stress")), "--url", f"http://127.0.0.1:{stack.gw_port}",
             "--expect-url", f"http://127.0.0.1:{expect_port or stack.mock_port}",
-            "--key", stack.key, "--levels", levels, "--requests", str(requests),
+            *(["--keys", ",".join(keys)] if keys else ["--key", stack.key]),
+            "--levels", levels, "--requests", str(requests),
             "--stream-pct", "50", "--frames", str(FRAMES), "--timeout", "20",
             "--db", str(db or stack.db), *(["--json"] if as_json else []), *args]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
@@ -196,6 +199,35 @@ def test_two_urls_spread_the_clients_and_each_node_balances(two_nodes):
             assert x["received"] == x["written"] and x["dropped"] == 0, x
     written = [n.counters()["written"] for n in (n1, n2)]
     assert written == [sum(lv["ok_by_url"][i] for lv in levels) for i in (0, 1)]
+
+
+def test_keys_one_per_url_each_gateway_sends_its_own(two_nodes):
+    """--keys K1,K2: the clients of the first --url send K1, those of the second K2 (a
+    team's keys, one per node): each key has the rows of what its gateway served, and the
+    check still counts every request exactly. --keys wants one key per --url, and no
+    --key beside it."""
+    n1, n2 = two_nodes
+    k1 = n1.create_key("k1", "--default-model", "mock-gpt")
+    k2 = n1.create_key("k2", "--default-model", "mock-gpt")
+    time.sleep(0.6)   # both agents reload keys within their reload interval (250 ms)
+    r, levels = stress(n1, "--url", f"http://127.0.0.1:{n2.gw_port}", keys=(k1, k2),
+                       levels="2,4")
+    assert r.returncode == 0, r.stderr + r.stdout + n1.logs() + n2.logs()
+    for lv in levels:
+        assert lv["errors"]["total"] == 0 and lv["ok"] == 40, lv
+        assert all(n > 0 for n in lv["ok_by_url"]), lv["ok_by_url"]
+        acct = lv["accounting"]
+        assert acct["exact"] and acct["rows"] == 40, acct
+        assert [x["written_level"] for x in acct["nodes"]] == lv["ok_by_url"], acct
+    by_key = dict(n1.pg.query(n1.db, "SELECT k.name, count(*) FROM requests r JOIN keys k"
+                                     " ON k.id = r.key_id GROUP BY k.name"))
+    assert by_key == {"k1": sum(lv["ok_by_url"][0] for lv in levels),
+                      "k2": sum(lv["ok_by_url"][1] for lv in levels)}, by_key
+    for args, keys in (((), (k1, k2)), (("--url", f"http://127.0.0.1:{n2.gw_port}"), (k1,))):
+        r, _ = stress(n1, *args, keys=keys, levels="1", requests=1)
+        assert r.returncode == 2 and "--keys: one key per --url" in r.stderr, r.stderr
+    r, _ = stress(n1, "--keys", k1, levels="1", requests=1)
+    assert r.returncode == 2 and "--keys or --key, not both" in r.stderr, r.stderr
 
 
 def test_an_unbalanced_node_fails_the_run(two_nodes, pg_server, pg_url):
