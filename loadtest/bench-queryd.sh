@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # make bench-queryd: tally-queryd on a database of BENCH_ROWS (10 000 000) realistic rows
-# over 30 days, made by tally-gen once and kept in build/bench/queryd-10M.db (made again
-# when missing). The run works on a copy, so the cached file stays at BENCH_ROWS rows.
+# over 30 days, their keys in BENCH_TEAMS (20) teams (every 8th key in none), made by
+# tally-gen once and kept in build/bench/queryd-10M-t20.db (made again when missing).
+# The run works on a copy, so the cached file stays at BENCH_ROWS rows.
 #   1. Latency: build/queryd-probe sends BENCH_N (200) sequential requests per endpoint of
 #      the dashboard (docs/api.md), or as many as fit in BENCH_MAX_SECONDS (10), over one
 #      keep-alive connection and prints p50/p95;
 #      targets: p95 < 50 ms for every endpoint, < 5 ms for each page of 200 requests.
+#      Team endpoints (summaries by team and of the busiest team, its pages, the rows
+#      without a team) sit beside the key ones they mirror.
 #      /api/health is the floor (the probe's own cost plus queryd's least work).
 #   2. Writer: tally-gen --duration BENCH_SECONDS (10) stores new rows (stamped now)
 #      through the agent's writer into the same database, alternately with queryd idle
@@ -20,7 +23,7 @@
 # every endpoint); steps 2 and 3 then run on PostgreSQL.
 # Exit 1 if a target is missed or anything fails. Knobs: QUERYD (build/tally-queryd),
 # QUERYD_THREADS (queryd's default), BENCH_ROWS, BENCH_N, BENCH_MAX_SECONDS, BENCH_SECONDS,
-# BENCH_ROUNDS, BUILD (build), STORE (sqlite), PG_SHARED_BUFFERS (512MB).
+# BENCH_ROUNDS, BENCH_TEAMS, BUILD (build), STORE (sqlite), PG_SHARED_BUFFERS (512MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -31,6 +34,7 @@ n=${BENCH_N:-200}
 max_seconds=${BENCH_MAX_SECONDS:-10}
 seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
+teams=${BENCH_TEAMS:-20}
 store=${STORE:-sqlite}
 source scripts/stack.sh
 source loadtest/pg.sh
@@ -43,12 +47,12 @@ for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe" "$build/tallyctl";
   [[ -x $bin ]] || { echo "bench-queryd: $bin is not built" >&2; exit 1; }
 done
 if (( rows % 1000000 == 0 )); then label=$((rows / 1000000))M; else label=$rows; fi
-cache=$build/bench/queryd-$label.db
+cache=$build/bench/queryd-$label-t$teams.db
 if [[ ! -f $cache ]]; then
   mkdir -p "$build/bench"
-  echo "generating $cache ($rows rows over 30 days, seed 1) ..."
+  echo "generating $cache ($rows rows over 30 days, $teams teams, seed 1) ..."
   rm -f "$cache.tmp" "$cache.tmp-wal" "$cache.tmp-shm" "$cache.tmp.secret"
-  "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30
+  "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30 --teams "$teams"
   mv "$cache.tmp.secret" "$cache.secret"
   mv "$cache.tmp" "$cache"
 fi
@@ -69,15 +73,15 @@ cp "$cache.secret" "$db.secret"
 
 # The PostgreSQL cache: a cluster whose database "tally" holds the same rows. Filled in
 # $pg_cache.tmp and renamed when complete, so an interrupted fill is made again.
-pg_cache=$build/bench/queryd-$label.pg
+pg_cache=$build/bench/queryd-$label-t$teams.pg
 if [[ $store == postgres ]]; then
   if [[ ! -f $pg_cache/PG_VERSION ]]; then
-    echo "generating $pg_cache ($rows rows over 30 days, seed 1) ..."
+    echo "generating $pg_cache ($rows rows over 30 days, $teams teams, seed 1) ..."
     rm -rf "$pg_cache.tmp" "$pg_cache.tmp.initdb.log"
     pg_start "$pg_cache.tmp"
     pg_sql postgres "CREATE DATABASE tally"
     "$build/tally-gen" --db "$(pg_url tally)" --secret "$pg_cache.secret" --rows "$rows" \
-      --seed 1 --days 30
+      --seed 1 --days 30 --teams "$teams"
     echo "VACUUM ANALYZE (what autovacuum would have done by now) ..."
     pg_sql tally "VACUUM (ANALYZE)"
     pg_stop
@@ -121,6 +125,10 @@ endpoints() {
   total=$(q "SELECT count(*) FROM requests")
   key=$(q "SELECT k.name FROM usage_daily u JOIN keys k ON k.id = u.key_id GROUP BY k.id, k.name
            ORDER BY sum(u.requests) DESC LIMIT 1")
+  team=$(q "SELECT t.name FROM team_daily d JOIN teams t ON t.id = d.team_id GROUP BY t.id, t.name
+            ORDER BY sum(d.requests) DESC LIMIT 1")
+  small_team=$(q "SELECT t.name FROM team_daily d JOIN teams t ON t.id = d.team_id GROUP BY t.id, t.name
+                  ORDER BY sum(d.requests) LIMIT 1")
   rare_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) LIMIT 1")
   top_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) DESC LIMIT 1")
   mid=$(q "SELECT request_id, started_at, id FROM requests WHERE id = (SELECT max(id) / 2 FROM requests)")
@@ -134,17 +142,24 @@ endpoints() {
   {
     echo "health /api/health"
     for range in 24h:86400 7d:604800 30d:2592000; do
-      for group in hour day key model provider; do
+      for group in hour day key team model provider; do
         echo "summary-${range%%:*}-$group /api/summary?from=$((end - ${range##*:}))&to=$end&group=$group"
       done
+      # one key's and one team's days, side by side
+      echo "summary-${range%%:*}-day-of-key /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&key=$key"
+      echo "summary-${range%%:*}-day-of-team /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&team=$team"
     done
     echo "requests-first /api/requests?limit=200"
     echo "requests-deep /api/requests?limit=200&before=$deep"
     echo "requests-key /api/requests?key=$key&limit=200"
+    echo "requests-team /api/requests?team=$team&limit=200"
+    echo "requests-small-team /api/requests?team=$small_team&limit=200"
+    echo "requests-no-team /api/requests?team_id=0&limit=200"
     echo "requests-model /api/requests?model=$top_model&limit=200"
     echo "requests-rare-model /api/requests?model=$rare_model&limit=200"
     echo "request-by-id /api/requests/$mid_id"
     echo "keys /api/keys"
+    echo "teams /api/teams"
     echo "models /api/models"
     echo "live /api/live"
   } >"$tmp/endpoints-$1"
@@ -156,6 +171,7 @@ cat >"$poll" <<EOF
 summary-hour /api/summary?group=hour
 summary-model /api/summary?group=model
 summary-key /api/summary?group=key
+summary-team /api/summary?group=team
 summary-provider /api/summary?group=provider
 requests-first /api/requests?limit=200
 keys /api/keys
@@ -169,10 +185,16 @@ latency() {
   endpoints "$1"
   echo "== $1: $queryd on $total rows ($3), ranges ending" \
     "$(date -u -d "@$end" '+%F %H:%M') UTC"
-  echo "key $key, models $top_model (most rows) and $rare_model (fewest), deep page after row $mid_rowid"
+  echo "key $key, teams $team (most rows) and $small_team (fewest), models $top_model (most" \
+    "rows) and $rare_model (fewest), deep page after row $mid_rowid"
   echo "rollups: usage_hourly $(q "SELECT count(*) FROM usage_hourly") rows" \
     "($(q "SELECT count(*) FROM usage_hourly WHERE hour >= $end - 86400") in the last 24 h)," \
-    "usage_daily $(q "SELECT count(*) FROM usage_daily") rows"
+    "usage_daily $(q "SELECT count(*) FROM usage_daily") rows;" \
+    "key_hourly $(q "SELECT count(*) FROM key_hourly") rows;" \
+    "team_hourly $(q "SELECT count(*) FROM team_hourly") rows (teams with traffic per hour: at most" \
+    "$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM team_hourly GROUP BY hour) x")" \
+    "of $(q "SELECT count(*) FROM teams")), team_daily $(q "SELECT count(*) FROM team_daily") rows;" \
+    "rows without a team $(q "SELECT count(*) FROM requests WHERE team_id IS NULL")"
   "$build/queryd-probe" --addr "127.0.0.1:$port" -n "$n" --max-seconds "$max_seconds" \
     <"$tmp/endpoints-$1" >"$tmp/latency-$1"
 }

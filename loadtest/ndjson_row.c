@@ -60,6 +60,7 @@ static const struct ndjson_field ndjson_fields[] = {
 	NDJSON_COUNT_F(bytes_out),
 	NDJSON_COUNT_F(estimated_tokens),
 	NDJSON_COUNT_F(estimated_cost_micros),
+	NDJSON_COUNT_F(team_id),
 };
 
 #define NDJSON_NFIELDS (sizeof(ndjson_fields) / sizeof(ndjson_fields[0]))

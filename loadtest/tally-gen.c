@@ -13,7 +13,8 @@
  *                   is checked before anything is written
  * The store is a SQLite path or a postgresql:// URL (common/db.h); on either, rows go
  * through the writer, which uses the store's fast path for bulk rows.
- * Random rows depend only on the seed, --keys, --days and --end (not in live mode).
+ * Random rows depend only on the seed, --keys, --days and --end (not in live mode);
+ * --teams adds only their team_id (a key's team is fixed by its rank, not drawn).
  * Those whose usage went unreported (client aborts, cuts, lost records, answers that
  * outgrew the buffer) carry the agent's estimate of it, as the intake would charge it. */
 #include <errno.h>
@@ -49,12 +50,14 @@
 #define GEN_OVERFLOW_SHARE 0.005    /* unary answers whose usage outgrew HAProxy's buffer */
 #define GEN_HEADER_BYTES 250        /* request bytes that are not the body */
 #define GEN_KEY_MODELS   3          /* a key uses a few models: 75%, 20%, 5% of its calls */
+#define GEN_MAX_TEAMS    1000
+#define GEN_TEAMLESS     8          /* every 8th key (rank 7, 15, ...) is in no team */
 
 static const char gen_usage_text[] =
 	"usage: tally-gen --db STORE --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
-	"                 [--secret PATH] [--node NAME]\n"
+	"                 [--teams T] [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
-	"                 [--keys K] [--secret PATH] [--node NAME]\n"
+	"                 [--keys K] [--teams T] [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --ndjson FILE|- [--node NAME]\n"
 	"\n"
 	"Stores usage rows in the tally store STORE, a SQLite path or a postgresql:// URL\n"
@@ -67,6 +70,9 @@ static const char gen_usage_text[] =
 	"  --end T          end of the span, unix seconds (default now)\n"
 	"  --keys K         keys team-<word>-<n>, 1..100000 (default 200), created if absent with\n"
 	"                   12 models of providers openai, anthropic and vllm\n"
+	"  --teams T        teams <word>-<n>, 0..1000 (default 0), created if absent; a key\n"
+	"                   created goes to team (rank mod T) but every 8th is in none; rows\n"
+	"                   carry their key's team as the key row holds it\n"
 	"  --secret PATH    key-hashing secret file for the keys created, made if missing\n"
 	"                   (default: the SQLite path + .secret; required with a URL)\n"
 	"  --node NAME      the accounting row the counters go to, as the agent's --node\n"
@@ -83,7 +89,7 @@ static const char gen_usage_text[] =
 
 struct gen_opts {
 	const char *db, *ndjson, *secret, *node;
-	long long rows, seed, days, end_s, keys;   /* rows, end_s -1: not given */
+	long long rows, seed, days, end_s, keys, teams;   /* rows, end_s -1: not given */
 	double duration_s, rate;                   /* 0: not given */
 };
 
@@ -274,6 +280,8 @@ static const char *const gen_words[] = {
 struct gen {
 	struct gen_rng rng;
 	int64_t *key_ids;             /* key rank -> keys.id */
+	int64_t *key_teams;           /* key rank -> keys.team_id (ACCT_NONE: none) */
+	size_t nteams;
 	unsigned char (*key_model)[GEN_KEY_MODELS];  /* key rank -> its models, favourite first */
 	size_t nkeys;
 	double *key_cdf, model_cdf[GEN_NMODELS];
@@ -290,6 +298,17 @@ struct gen {
 static void gen_key_name(size_t i, char *out, size_t len)
 {
 	snprintf(out, len, "team-%s-%zu", gen_words[i % GEN_NWORDS], i + 1);
+}
+
+/* Team j's name; the team (1 + j, 0: none) of key rank i when it is created. */
+static void gen_team_name(size_t j, char *out, size_t len)
+{
+	snprintf(out, len, "%s-%zu", gen_words[j % GEN_NWORDS], j + 1);
+}
+
+static size_t gen_key_team(const struct gen *g, size_t i)
+{
+	return g->nteams && i % GEN_TEAMLESS != GEN_TEAMLESS - 1 ? i % g->nteams + 1 : 0;
 }
 
 static int gen_sql_error(struct db *db, const char *what)
@@ -400,40 +419,74 @@ static int gen_has_tier(const struct gen_model *m, const char *tier)
 	return 0;
 }
 
-/* keys.id of the key named name into *id (0: none). 0, or -1 on error. */
-static int gen_key_id(struct db *db, const char *name, int64_t *id)
+/* The id of the row named name (sql: its look-up in keys or teams) into *id (0: none),
+ * and its second column into *second (ACCT_NONE: NULL) when given. 0, or -1 on error. */
+static int gen_lookup(struct db *db, const char *sql, const char *name, int64_t *id,
+                      int64_t *second)
 {
 	struct db_stmt *st = NULL;
 	enum db_status step;
 	int rc = -1;
 
-	if (db_prepare(db, "SELECT id FROM keys WHERE name = ?1", &st) < 0 ||
-	    db_bind_text(st, 1, name, strlen(name)) < 0)
+	if (db_prepare(db, sql, &st) < 0 || db_bind_text(st, 1, name, strlen(name)) < 0)
 		goto out;
 	step = db_step(st);
 	if (step == DB_ROW || step == DB_DONE) {
 		*id = step == DB_ROW ? db_col_int(st, 0) : 0;
+		if (second)
+			*second = step == DB_ROW && db_col_type(st, 1) != DB_NULL ? db_col_int(st, 1)
+			                                                          : ACCT_NONE;
 		rc = 0;
 	}
 out:
 	if (rc < 0)
-		gen_sql_error(db, "key look-up");
+		gen_sql_error(db, sql);
 	db_finalize(st);
 	return rc;
+}
+
+/* keys.id and keys.team_id of key rank i, named name. */
+static int gen_key_id(struct db *db, struct gen *g, size_t i, const char *name)
+{
+	return gen_lookup(db, "SELECT id, team_id FROM keys WHERE name = ?1", name, &g->key_ids[i],
+	                  &g->key_teams[i]);
+}
+
+/* The teams keys go to, created where missing; their ids into team_ids[0..nteams). */
+static int gen_teams(struct db *db, const struct gen *g, int64_t created, int64_t *team_ids)
+{
+	static const char look[] = "SELECT id FROM teams WHERE name = ?1";
+	char name[64];
+	size_t j;
+
+	for (j = 0; j < g->nteams; j++) {
+		const void *args[] = { name, &created };
+
+		gen_team_name(j, name, sizeof(name));
+		if (gen_lookup(db, look, name, &team_ids[j], NULL) < 0 ||
+		    (!team_ids[j] &&
+		     (gen_exec(db, "INSERT INTO teams (name, created_at) VALUES (?1, ?2)", "ti", args) < 0 ||
+		      gen_lookup(db, look, name, &team_ids[j], NULL) < 0)))
+			return -1;
+	}
+	return 0;
 }
 
 /* Creates key rank i as tallyctl's `key create` does (a random key, only its keyed hash
  * and prefix stored; the clear key is not kept), with limits on some keys so that the
  * dashboard has some to show. */
 static int gen_key_create(struct db *db, const struct gen *g, size_t i, const char *name,
-                          const unsigned char secret[KEYHASH_SECRET_LEN], int64_t created)
+                          const unsigned char secret[KEYHASH_SECRET_LEN], int64_t created,
+                          const int64_t *team_ids)
 {
 	char key[KEYHASH_KEY_LEN + 1], prefix[KEYHASH_PREFIX_LEN + 1];
 	unsigned char hash[KEYHASH_LEN];
 	const char *dflt = i % 4 == 0 ? gen_models[g->key_model[i][0]].name : NULL;
 	int64_t rpm = i % 10 == 3 ? 600 : -1, tpm = i % 10 == 3 ? 200000 : -1;
 	int64_t conc = i % 15 == 4 ? 20 : -1, budget = i % 7 == 2 ? 500000000 : -1;
-	const void *args[] = { name, prefix, hash, dflt, &created, &rpm, &tpm, &conc, &budget };
+	int64_t team = gen_key_team(g, i) ? team_ids[gen_key_team(g, i) - 1] : -1;
+	const void *args[] = { name, prefix, hash, dflt, &created, &rpm, &tpm, &conc, &budget,
+	                       &team };
 
 	if (keyhash_generate(key, sizeof(key)) < 0 || keyhash_prefix(key, prefix, sizeof(prefix)) < 0) {
 		fprintf(stderr, "tally-gen: cannot generate a key\n");
@@ -441,47 +494,55 @@ static int gen_key_create(struct db *db, const struct gen *g, size_t i, const ch
 	}
 	keyhash_compute(secret, key, KEYHASH_KEY_LEN, hash);
 	return gen_exec(db, "INSERT INTO keys (name, prefix, hash, default_model, created_at, rpm,"
-	                " tpm, max_concurrent, budget_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-	                " ?8, ?9)", "ttbtinnnn", args) < 0 ? -1 : 0;
+	                " tpm, max_concurrent, budget_micros, team_id) VALUES (?1, ?2, ?3, ?4, ?5,"
+	                " ?6, ?7, ?8, ?9, ?10)", "ttbtinnnnn", args) < 0 ? -1 : 0;
 }
 
-/* The providers, models and keys rows refer to, created where missing, in one
- * transaction; then each key's id and each model's prices as the agent loads them
- * (keytable_load), so that costs are the agent's. */
+/* The providers, models, teams and keys rows refer to, created where missing, in one
+ * transaction; then each key's id and team and each model's prices as the agent loads
+ * them (keytable_load), so that costs are the agent's. A key that exists keeps its
+ * team: rows carry the team its row names, as the agent's decisions do. */
 static int gen_catalogue(struct db *db, struct gen *g, const struct gen_opts *o,
                          int64_t created)
 {
 	unsigned char secret[KEYHASH_SECRET_LEN];
 	char path[4096], name[64], err[512] = "";
+	int64_t *team_ids = calloc(g->nteams ? g->nteams : 1, sizeof(*team_ids));
 	size_t i;
 
 	/* A URL has no "beside": the secret must be named, as the agent's --secret is. */
+	if (!team_ids) {
+		fprintf(stderr, "tally-gen: out of memory\n");
+		return -1;
+	}
 	if (!o->secret && db_is_postgres(o->db)) {
 		fprintf(stderr, "tally-gen: --secret PATH is required with a postgresql:// store\n");
-		return -1;
+		goto fail;
 	}
 	if (keyhash_secret_path(o->secret, o->db, path, sizeof(path)) < 0 ||
 	    keyhash_secret_load(path, 1, secret, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tally-gen: key secret: %s\n", err);
-		return -1;
+		goto fail;
 	}
 	if (db_begin(db) != DB_OK) {
 		fprintf(stderr, "tally-gen: %s\n", db_errmsg(db));
-		return -1;
+		goto fail;
 	}
-	if (gen_catalogue_models(db, db_now()) < 0)
+	if (gen_catalogue_models(db, db_now()) < 0 || gen_teams(db, g, created, team_ids) < 0)
 		goto out;
 	for (i = 0; i < g->nkeys; i++) {
 		gen_key_name(i, name, sizeof(name));
-		if (gen_key_id(db, name, &g->key_ids[i]) < 0 ||
-		    (!g->key_ids[i] && (gen_key_create(db, g, i, name, secret, created) < 0 ||
-		                        gen_key_id(db, name, &g->key_ids[i]) < 0)))
+		if (gen_key_id(db, g, i, name) < 0 ||
+		    (!g->key_ids[i] && (gen_key_create(db, g, i, name, secret, created, team_ids) < 0 ||
+		                        gen_key_id(db, g, i, name) < 0)))
 			goto out;
 	}
 	if (db_commit(db) != DB_OK) {
 		fprintf(stderr, "tally-gen: %s\n", db_errmsg(db));
 		goto out;
 	}
+	free(team_ids);
+	team_ids = NULL;
 	if (keytable_load(db, secret, &g->kt, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tally-gen: %s\n", err);
 		return -1;
@@ -495,6 +556,8 @@ static int gen_catalogue(struct db *db, struct gen *g, const struct gen_opts *o,
 	return 0;
 out:
 	db_rollback(db);
+fail:
+	free(team_ids);
 	return -1;
 }
 
@@ -547,6 +610,7 @@ static void gen_free(struct gen *g)
 {
 	keytable_unref(g->kt);
 	free(g->key_ids);
+	free(g->key_teams);
 	free(g->key_model);
 	free(g->key_cdf);
 	free(g->minute_cdf);
@@ -554,18 +618,20 @@ static void gen_free(struct gen *g)
 
 /* Popularity tables and each key's models (distinct, by model popularity), from the
  * seed. 0, or -1 (memory). */
-static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, unsigned pid)
+static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, size_t nteams, unsigned pid)
 {
 	size_t i, j, k;
 
 	memset(g, 0, sizeof(*g));
 	gen_rng_seed(&g->rng, seed);
 	g->nkeys = nkeys;
+	g->nteams = nteams;
 	g->pid = pid;
 	g->key_ids = calloc(nkeys, sizeof(*g->key_ids));
+	g->key_teams = calloc(nkeys, sizeof(*g->key_teams));
 	g->key_model = calloc(nkeys, sizeof(*g->key_model));
 	g->key_cdf = calloc(nkeys, sizeof(*g->key_cdf));
-	if (!g->key_ids || !g->key_model || !g->key_cdf)
+	if (!g->key_ids || !g->key_teams || !g->key_model || !g->key_cdf)
 		return -1;
 	gen_zipf_init(g->key_cdf, nkeys);
 	gen_zipf_init(g->model_cdf, GEN_NMODELS);
@@ -741,6 +807,7 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	snprintf(r->request_id, sizeof(r->request_id), "%" PRId64 "-%X-%" PRIX64 "-%016" PRIX64,
 	         started_ms, g->pid, ++g->counter, gen_rng_next(rng) & 0x7fffffff);
 	r->key_id = g->key_ids[key];
+	r->team_id = g->key_teams[key];
 	snprintf(r->model, sizeof(r->model), "%s", m->name);
 	snprintf(r->model_requested, sizeof(r->model_requested), "%s", m->name);
 	snprintf(r->provider, sizeof(r->provider), "%s", m->provider);
@@ -907,7 +974,7 @@ static void gen_random(struct gen *g, struct gen_sink *s, const struct gen_opts 
 /* ---- command line ---- */
 
 enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_NODE, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
-                  OPT_DURATION, OPT_RATE, OPT_COUNT };
+                  OPT_TEAMS, OPT_DURATION, OPT_RATE, OPT_COUNT };
 
 static const struct gen_optspec {
 	const char *name;
@@ -924,6 +991,7 @@ static const struct gen_optspec {
 	[OPT_DAYS] = { "--days", 'i', offsetof(struct gen_opts, days), 1, GEN_MAX_DAYS },
 	[OPT_END] = { "--end", 'i', offsetof(struct gen_opts, end_s), 0, 1e11 },
 	[OPT_KEYS] = { "--keys", 'i', offsetof(struct gen_opts, keys), 1, GEN_MAX_KEYS },
+	[OPT_TEAMS] = { "--teams", 'i', offsetof(struct gen_opts, teams), 0, GEN_MAX_TEAMS },
 	[OPT_DURATION] = { "--duration", 'r', offsetof(struct gen_opts, duration_s), 0.001, 1e7 },
 	[OPT_RATE] = { "--rate", 'r', offsetof(struct gen_opts, rate), 0.001, 1e9 },
 };
@@ -1029,7 +1097,7 @@ int main(int argc, char **argv)
 		 * its real pid, so that concurrent runs never collide; a span's the seed's. */
 		end = o.end_s >= 0 ? o.end_s : db_now();
 		created = (o.duration_s > 0 ? end : end - o.days * GEN_DAY_S) - GEN_DAY_S;
-		if (gen_init(&g, (uint64_t)o.seed, (size_t)o.keys,
+		if (gen_init(&g, (uint64_t)o.seed, (size_t)o.keys, (size_t)o.teams,
 		             o.duration_s > 0 ? (unsigned)getpid()
 		                              : 0x100 + (unsigned)(gen_mix((uint64_t)o.seed) % 0xff00)) < 0 ||
 		    (o.duration_s <= 0 && gen_span_init(&g, end, o.days) < 0)) {

@@ -73,25 +73,38 @@ int api_health(struct conn *c, int serves_data, struct api_reply *r)
 	return 0;
 }
 
-int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r)
+/* The id of name by query q (key_id or team_id) into *id, *has set; an unknown name is
+ * a 400 naming param. */
+static int api_resolve(struct conn *c, enum conn_query q, const char *name, const char *param,
+                       int64_t *id, int *has, struct api_reply *r)
 {
 	struct db_stmt *st;
+	char msg[32];
 	int step;
 
-	if (!p->key)
+	if (!name)
 		return 0;
-	st = conn_stmt(c, CONN_KEY_ID);
-	if (!st || conn_bind_text(st, ":name", p->key) < 0)
+	st = conn_stmt(c, q);
+	if (!st || conn_bind_text(st, ":name", name) < 0)
 		return api_db_error(c, st, r);
 	step = db_step(st);
 	if (step == DB_ROW) {
-		p->key_id = db_col_int(st, 0);
-		p->has_key_id = 1;
+		*id = db_col_int(st, 0);
+		*has = 1;
 	}
 	conn_release(st);
-	if (step == DB_DONE)
-		return api_error(r, 400, "no key has this name", "key");
+	if (step == DB_DONE) {
+		snprintf(msg, sizeof(msg), "no %s has this name", param);
+		return api_error(r, 400, msg, param);
+	}
 	return step == DB_ROW ? 0 : api_db_error(c, NULL, r);
+}
+
+int api_resolve_names(struct conn *c, struct params *p, struct api_reply *r)
+{
+	if (api_resolve(c, CONN_KEY_ID, p->key, "key", &p->key_id, &p->has_key_id, r) < 0)
+		return -1;
+	return api_resolve(c, CONN_TEAM_ID, p->team, "team", &p->team_id, &p->has_team_id, r);
 }
 
 /* ---- summary ---- */
@@ -158,11 +171,11 @@ static int api_usage_json(cJSON *o, const struct sumrow_usage *u)
 static const char *const api_group_names[] = {
 	[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 	[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
-	[PARAMS_GROUP_DAY] = "day",
+	[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
 };
 
-/* One group of a summary: a key id or period start (id), or a model or provider name
- * (name, owned). */
+/* One group of a summary: a key or team id or period start (id), or a model or
+ * provider name (name, owned). */
 struct api_group {
 	int64_t id;
 	char *name;
@@ -268,16 +281,16 @@ static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const
 	return &gs->v[gs->n++];
 }
 
-/* Adds u, the sums of a rollup row of period t (a day or hour), key key_id and model or
- * provider name (NULL: neither), to its group for grp. 0, or -1 (out of memory). */
-static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t t,
-                          int64_t key_id, const char *name, const struct sumrow_usage *u)
+/* The group for grp of a rollup row of period t (a day or hour), key or team key_id
+ * and model or provider name (NULL: neither). NULL when out of memory. */
+static struct api_group *api_groups_of(struct api_groups *gs, enum params_group grp,
+                                       int64_t t, int64_t key_id, const char *name)
 {
-	struct api_group *g;
 	int64_t id = 0;
 
 	switch (grp) {
 	case PARAMS_GROUP_KEY:
+	case PARAMS_GROUP_TEAM:
 		id = key_id;
 		name = NULL;
 		break;
@@ -295,7 +308,16 @@ static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t 
 			name = "";
 		break;
 	}
-	g = api_groups_get(gs, id, name);
+	return api_groups_get(gs, id, name);
+}
+
+/* Adds u, the sums of a rollup row, to its group (api_groups_of). 0, or -1 (out of
+ * memory). */
+static int api_groups_add(struct api_groups *gs, enum params_group grp, int64_t t,
+                          int64_t key_id, const char *name, const struct sumrow_usage *u)
+{
+	struct api_group *g = api_groups_of(gs, grp, t, key_id, name);
+
 	if (!g)
 		return -1;
 	sumrow_add(&g->u, u);
@@ -449,6 +471,31 @@ out:
 	return rc;
 }
 
+/* A summary_teams row into gs: a team's to its group, and for group=team without a
+ * team filter (none) out of group 0, which the rows of part 'total' fill with every
+ * row's sums: what is left there is the rows without a team, which no team rollup
+ * holds. 0, or -1 (out of memory). */
+static int api_groups_add_team_row(struct api_groups *gs, struct db_stmt *st,
+                                   enum params_group grp, int none_group)
+{
+	const char *part = db_col_text(st, SUMROW_COL_PART);
+	int64_t t = db_col_int(st, SUMROW_COL_T), team = db_col_int(st, SUMROW_COL_KEY);
+	struct api_group *none;
+	struct sumrow_usage u;
+
+	sumrow_read(st, &u);
+	if (part)
+		return api_groups_add(gs, grp, t, 0, NULL, &u);
+	if (api_groups_add(gs, grp, t, team, NULL, &u) < 0)
+		return -1;
+	if (!none_group)
+		return 0;
+	if (!(none = api_groups_of(gs, grp, t, 0, NULL)))
+		return -1;
+	sumrow_sub(&none->u, &u);
+	return 0;
+}
+
 /* The rows of the range into gs. */
 static int api_summary_groups(struct conn *c, const struct params *p, int64_t now,
                               struct api_groups *gs, struct api_reply *r)
@@ -464,7 +511,10 @@ static int api_summary_groups(struct conn *c, const struct params *p, int64_t no
 	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);
 	while ((step = db_step(st)) == DB_ROW)
-		if (api_groups_add_row(gs, st, p->group) < 0)
+		if ((pl.query == CONN_SUMMARY_TEAMS
+		     ? api_groups_add_team_row(gs, st, p->group,
+		                               p->group == PARAMS_GROUP_TEAM && !p->has_team_id)
+		     : api_groups_add_row(gs, st, p->group)) < 0)
 			return api_nomem(st, r);
 	if (step != DB_DONE)
 		return api_db_error(c, st, r);
@@ -472,14 +522,14 @@ static int api_summary_groups(struct conn *c, const struct params *p, int64_t no
 	return 0;
 }
 
-/* The names of the keys listed by a group=key summary, sorted by id (NULL: no name,
- * for key 0 or a key since deleted). */
-struct api_key_name {
+/* The names of the keys or teams listed by a group=key or team summary, sorted by id
+ * (NULL: no name, for key or team 0 or one since deleted). */
+struct api_name {
 	int64_t id;
 	char *name;
 };
 
-static void api_key_names_free(struct api_key_name *v, size_t n)
+static void api_names_free(struct api_name *v, size_t n)
 {
 	size_t i;
 
@@ -488,21 +538,52 @@ static void api_key_names_free(struct api_key_name *v, size_t n)
 	free(v);
 }
 
+/* The (id, name) rows of st into *names (*got of them, room for *cap, grown as
+ * needed), at most max. 0, -1 out of memory, -2 the database failed. */
+static int api_names_step(struct db_stmt *st, size_t max, struct api_name **names,
+                          size_t *got, size_t *cap)
+{
+	enum db_status step = DB_DONE;
+
+	while (*got < max && (step = db_step(st)) == DB_ROW) {
+		const char *name = db_col_text(st, 1);
+
+		if (*got == *cap) {
+			struct api_name *v = realloc(*names, 2 * *cap * sizeof(*v));
+
+			if (!v)
+				return -1;
+			*names = v;
+			*cap *= 2;
+		}
+		(*names)[*got] = (struct api_name){ .id = db_col_int(st, 0) };
+		if (name && !((*names)[*got].name = json_utf8_dup(name, db_col_bytes(st, 1))))
+			return -1;
+		(*got)++;
+	}
+	return step == DB_ROW || step == DB_DONE ? 0 : -2;
+}
+
 /* The names of the keys of groups v[0..n) in *out (*nout of them, in id order), read
  * with one query: a query per key cost a round trip each on PostgreSQL (100 of them
- * for a default summary by key). 0, -1 out of memory, -2 the database failed. */
-static int api_key_names(struct conn *c, const struct api_group *v, size_t n,
-                         struct api_key_name **out, size_t *nout)
+ * for a default summary by key); for group=team, every team's (they are few). 0, -1
+ * out of memory, -2 the database failed. */
+static int api_names(struct conn *c, enum params_group grp, const struct api_group *v,
+                     size_t n, struct api_name **out, size_t *nout)
 {
-	size_t cap = n * 21 + 3, len = 0, i, got = 0;   /* "[", n int64s and commas, "]" */
-	struct api_key_name *names = calloc(n ? n : 1, sizeof(*names));
-	char *ids = malloc(cap);
+	size_t cap = n * 21 + 3, len = 0, i, got = 0, room = n ? n : 1;
+	struct api_name *names = calloc(room, sizeof(*names));
+	char *ids = malloc(cap);   /* "[", n int64s and commas, "]" */
 	struct db_stmt *st = NULL;
-	enum db_status step = DB_ERROR;
 	int rc = -1;
 
 	if (!names || !ids)
 		goto out;
+	if (grp == PARAMS_GROUP_TEAM) {
+		st = conn_stmt(c, CONN_TEAM_NAMES);
+		rc = st ? api_names_step(st, SIZE_MAX, &names, &got, &room) : -2;
+		goto out;
+	}
 	ids[len++] = '[';
 	for (i = 0; i < n; i++)
 		len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
@@ -514,20 +595,12 @@ static int api_key_names(struct conn *c, const struct api_group *v, size_t n,
 		goto out;
 	}
 	/* at most one row per id, and the ids are distinct: never more than n */
-	while (got < n && (step = db_step(st)) == DB_ROW) {
-		const char *name = db_col_text(st, 1);
-
-		names[got].id = db_col_int(st, 0);
-		if (name && !(names[got].name = json_utf8_dup(name, db_col_bytes(st, 1))))
-			goto out;
-		got++;
-	}
-	rc = step == DB_ROW || step == DB_DONE ? 0 : -2;
+	rc = api_names_step(st, n, &names, &got, &room);
 out:
 	conn_release(st);
 	free(ids);
 	if (rc < 0) {
-		api_key_names_free(names, got);
+		api_names_free(names, got);
 		names = NULL;
 		got = 0;
 	}
@@ -536,17 +609,17 @@ out:
 	return rc;
 }
 
-static int api_key_name_cmp(const void *pa, const void *pb)
+static int api_name_cmp(const void *pa, const void *pb)
 {
-	const struct api_key_name *a = pa, *b = pb;
+	const struct api_name *a = pa, *b = pb;
 
 	return (a->id > b->id) - (a->id < b->id);
 }
 
-/* One group as a row of the answer, added to rows; names: the listed keys' names, for
- * group=key. 0, or -1 out of memory. */
+/* One group as a row of the answer, added to rows; names: the listed keys' or teams'
+ * names, for group=key or team. 0, or -1 out of memory. */
 static int api_summary_row(const struct params *p, const struct api_group *g,
-                           const struct api_key_name *names, size_t nnames, cJSON *rows)
+                           const struct api_name *names, size_t nnames, cJSON *rows)
 {
 	cJSON *row = cJSON_CreateObject();
 	int rc;
@@ -554,12 +627,13 @@ static int api_summary_row(const struct params *p, const struct api_group *g,
 	if (!row)
 		return -1;
 	rc = g->name ? json_add_str(row, "group", g->name) : json_add_int(row, "group", g->id);
-	if (p->group == PARAMS_GROUP_KEY) {
-		struct api_key_name want = { .id = g->id }, *found;
+	if (p->group == PARAMS_GROUP_KEY || p->group == PARAMS_GROUP_TEAM) {
+		struct api_name want = { .id = g->id }, *found;
 
-		found = nnames ? bsearch(&want, names, nnames, sizeof(*names), api_key_name_cmp)
+		found = nnames ? bsearch(&want, names, nnames, sizeof(*names), api_name_cmp)
 		               : NULL;
-		rc |= json_add_str(row, "key_name", found ? found->name : NULL);
+		rc |= json_add_str(row, p->group == PARAMS_GROUP_KEY ? "key_name" : "team_name",
+		                   found ? found->name : NULL);
 	}
 	rc |= api_usage_json(row, &g->u);
 	if (rc || !cJSON_AddItemToArray(rows, row)) {
@@ -574,7 +648,7 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 	struct sumrow_usage total = { { 0 }, { 0 } };
 	struct api_groups gs = { 0 };
 	int time = p->group == PARAMS_GROUP_HOUR || p->group == PARAMS_GROUP_DAY;
-	struct api_key_name *names = NULL;
+	struct api_name *names = NULL;
 	cJSON *rows, *tot;
 	size_t i, listed, nnames = 0;
 	int rc = -1, err;
@@ -593,7 +667,8 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 	}
 	/* every group counts in the totals; only the first limit are listed */
 	listed = time || gs.n < (size_t)p->limit ? gs.n : (size_t)p->limit;
-	err = p->group == PARAMS_GROUP_KEY ? api_key_names(c, gs.v, listed, &names, &nnames) : 0;
+	err = p->group == PARAMS_GROUP_KEY || p->group == PARAMS_GROUP_TEAM
+	      ? api_names(c, p->group, gs.v, listed, &names, &nnames) : 0;
 	if (err == -2) {
 		api_db_error(c, NULL, r);
 		goto out;
@@ -614,7 +689,7 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 	}
 	rc = 0;
 out:
-	api_key_names_free(names, nnames);
+	api_names_free(names, nnames);
 	api_groups_free(&gs);
 	return rc;
 }
@@ -693,11 +768,44 @@ enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_T
        K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_EST_COST,
        K_REQUESTS, K_TOKENS };
 
+/* Columns of sql/queries/teams.sql: the team, then one model of its allow-list (NULL:
+ * none). Limits and spend are in the keys' order (api_limits_spend). */
+enum { T_ID, T_NAME, T_CREATED, T_RPM, T_TPM, T_MAX_CONCURRENT, T_BUDGET, T_PERIOD,
+       T_PERIOD_START, T_COST, T_EST_COST, T_REQUESTS, T_TOKENS, T_KEYS, T_MODEL };
+
+/* The "limits" and "spend" objects of a key or team into o, from the columns rpm, tpm,
+ * max_concurrent, budget_micros, budget_period, period_start at lim and cost_micros,
+ * estimated_cost_micros, requests, total_tokens at cost. 0, or -1 out of memory. */
+static int api_limits_spend(cJSON *o, struct db_stmt *st, int lim, int cost)
+{
+	cJSON *limits = cJSON_AddObjectToObject(o, "limits");
+	cJSON *spend = cJSON_AddObjectToObject(o, "spend");
+	int64_t charged = db_col_int(st, cost);
+	int rc = 0;
+
+	if (!limits || !spend)
+		return -1;
+	rc |= row_add_col_int(limits, "rpm", st, lim);
+	rc |= row_add_col_int(limits, "tpm", st, lim + 1);
+	rc |= row_add_col_int(limits, "max_concurrent", st, lim + 2);
+	rc |= row_add_col_int(limits, "budget_micros", st, lim + 3);
+	rc |= row_add_col_text(limits, "budget_period", st, lim + 4);
+	rc |= row_add_col_text(spend, "period", st, lim + 4);
+	rc |= row_add_col_int(spend, "period_start", st, lim + 5);
+	rc |= row_add_col_int(spend, "cost_micros", st, cost);
+	rc |= row_add_col_int(spend, "estimated_cost_micros", st, cost + 1);
+	/* what the budget is charged, as the agent counts it */
+	charged = satadd(charged, db_col_int(st, cost + 1));
+	rc |= json_add_int(spend, "charged_micros", charged);
+	rc |= row_add_col_int(spend, "requests", st, cost + 2);
+	rc |= row_add_col_int(spend, "total_tokens", st, cost + 3);
+	return rc ? -1 : 0;
+}
+
 static cJSON *api_key_json(struct db_stmt *st)
 {
-	cJSON *o = cJSON_CreateObject(), *limits, *spend;
+	cJSON *o = cJSON_CreateObject();
 	const char *models = db_col_text(st, K_MODELS);
-	int64_t charged = db_col_int(st, K_COST);
 	int rc = 0;
 
 	if (!o)
@@ -709,27 +817,27 @@ static cJSON *api_key_json(struct db_stmt *st)
 	rc |= json_add(o, "models", cJSON_Parse(models ? models : "[]"));
 	rc |= row_add_col_int(o, "created_at", st, K_CREATED);
 	rc |= row_add_col_int(o, "revoked_at", st, K_REVOKED);
-	limits = cJSON_AddObjectToObject(o, "limits");
-	spend = cJSON_AddObjectToObject(o, "spend");
-	if (rc || !limits || !spend) {
+	if (rc || api_limits_spend(o, st, K_RPM, K_COST) < 0) {
 		cJSON_Delete(o);
 		return NULL;
 	}
-	rc |= row_add_col_int(limits, "rpm", st, K_RPM);
-	rc |= row_add_col_int(limits, "tpm", st, K_TPM);
-	rc |= row_add_col_int(limits, "max_concurrent", st, K_MAX_CONCURRENT);
-	rc |= row_add_col_int(limits, "budget_micros", st, K_BUDGET);
-	rc |= row_add_col_text(limits, "budget_period", st, K_PERIOD);
-	rc |= row_add_col_text(spend, "period", st, K_PERIOD);
-	rc |= row_add_col_int(spend, "period_start", st, K_PERIOD_START);
-	rc |= row_add_col_int(spend, "cost_micros", st, K_COST);
-	rc |= row_add_col_int(spend, "estimated_cost_micros", st, K_EST_COST);
-	/* what the budget is charged, as the agent counts it */
-	charged = satadd(charged, db_col_int(st, K_EST_COST));
-	rc |= json_add_int(spend, "charged_micros", charged);
-	rc |= row_add_col_int(spend, "requests", st, K_REQUESTS);
-	rc |= row_add_col_int(spend, "total_tokens", st, K_TOKENS);
-	if (rc) {
+	return o;
+}
+
+/* The team of the current row, with an empty list of models. */
+static cJSON *api_team_json(struct db_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject();
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= row_add_col_int(o, "id", st, T_ID);
+	rc |= row_add_col_text(o, "name", st, T_NAME);
+	rc |= row_add_col_int(o, "created_at", st, T_CREATED);
+	rc |= row_add_col_int(o, "keys", st, T_KEYS);
+	if (rc || !cJSON_AddArrayToObject(o, "models") ||
+	    api_limits_spend(o, st, T_RPM, T_COST) < 0) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -821,6 +929,44 @@ int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 	    conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	return api_list(c, st, "keys", api_key_json, r);
+}
+
+int api_teams(struct conn *c, int64_t now, struct api_reply *r)
+{
+	struct db_stmt *st = conn_stmt(c, CONN_TEAMS);
+	cJSON *arr, *team = NULL, *model;
+	int64_t day, month, id = 0;
+	int step;
+
+	api_periods(now, &day, &month);
+	if (!st || conn_bind_int(st, ":day_start", day) < 0 ||
+	    conn_bind_int(st, ":month_start", month) < 0)
+		return api_db_error(c, st, r);
+	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "teams")))
+		return api_nomem(st, r);
+	/* a team's models are on consecutive rows */
+	while ((step = db_step(st)) == DB_ROW) {
+		if (!team || db_col_int(st, T_ID) != id) {
+			id = db_col_int(st, T_ID);
+			team = api_team_json(st);
+			if (!team || !cJSON_AddItemToArray(arr, team)) {
+				cJSON_Delete(team);
+				return api_nomem(st, r);
+			}
+		}
+		if (db_col_type(st, T_MODEL) == DB_NULL)
+			continue;
+		model = json_string(db_col_text(st, T_MODEL), db_col_bytes(st, T_MODEL));
+		if (!model || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(team, "models"),
+		                                    model)) {
+			cJSON_Delete(model);
+			return api_nomem(st, r);
+		}
+	}
+	if (step != DB_DONE)
+		return api_db_error(c, st, r);
+	conn_release(st);
+	return 0;
 }
 
 int api_models(struct conn *c, int64_t now, struct api_reply *r)

@@ -27,11 +27,13 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r);
 int api_request_one(struct conn *c, const char *request_id, struct api_reply *r);
 int api_keys(struct conn *c, int64_t now, struct api_reply *r);
+int api_teams(struct conn *c, int64_t now, struct api_reply *r);
 int api_models(struct conn *c, int64_t now, struct api_reply *r);
 /* control_path NULL: no agent to ask (a PostgreSQL store), the stored counters only. */
 int api_live(struct conn *c, const char *control_path, struct api_reply *r);
 
-/* Turns p->key (a name) into p->key_id; an unknown name is a 400 naming key. */
-int api_resolve_key(struct conn *c, struct params *p, struct api_reply *r);
+/* Turns p->key and p->team (names) into p->key_id and p->team_id; an unknown name is a
+ * 400 naming key or team. */
+int api_resolve_names(struct conn *c, struct params *p, struct api_reply *r);
 
 #endif

@@ -17,14 +17,19 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY_MODELS] = "summary_models",
 	[CONN_SUMMARY_KEYS] = "summary_keys",
 	[CONN_SUMMARY_TOTALS] = "summary_totals",
+	[CONN_SUMMARY_TEAMS] = "summary_teams",
 	[CONN_KEY_NAMES] = "key_names",
+	[CONN_TEAM_NAMES] = "team_names",
 	[CONN_REQUESTS_PAGE] = "requests_page",
 	[CONN_REQUESTS_PAGE_KEY] = "requests_page_key",
 	[CONN_REQUESTS_PAGE_NOKEY] = "requests_page_nokey",
 	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
+	[CONN_REQUESTS_PAGE_TEAM] = "requests_page_team",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
+	[CONN_TEAM_ID] = "team_id",
 	[CONN_KEYS] = "keys",
+	[CONN_TEAMS] = "teams",
 	[CONN_MODELS] = "models",
 	[CONN_ACCOUNTING] = "accounting",
 	[CONN_EXPORT] = "export",
@@ -53,14 +58,14 @@ static int conn_is_row_query(enum conn_query q)
 {
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
 	       q == CONN_REQUESTS_PAGE_NOKEY || q == CONN_REQUESTS_PAGE_MODEL ||
-	       q == CONN_REQUEST_ONE || q == CONN_EXPORT;
+	       q == CONN_REQUESTS_PAGE_TEAM || q == CONN_REQUEST_ONE || q == CONN_EXPORT;
 }
 
 /* Queries whose rows are rollup rows: their columns must be sumrow.c's. */
 static int conn_is_summary_query(enum conn_query q)
 {
 	return q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS || q == CONN_SUMMARY_KEYS ||
-	       q == CONN_SUMMARY_TOTALS;
+	       q == CONN_SUMMARY_TOTALS || q == CONN_SUMMARY_TEAMS;
 }
 
 /* Query q prepared on c and its columns checked against their reader's, or NULL with

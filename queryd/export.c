@@ -98,8 +98,9 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
  * from MHD's callback, after the request's handler has returned. */
 static int export_copy_params(struct export *e, const struct params *p)
 {
-	const char *const src[] = { p->key, p->model, p->provider, p->outcome };
-	const char **dst[] = { &e->p.key, &e->p.model, &e->p.provider, &e->p.outcome };
+	const char *const src[] = { p->key, p->team, p->model, p->provider, p->outcome };
+	const char **dst[] = { &e->p.key, &e->p.team, &e->p.model, &e->p.provider,
+	                       &e->p.outcome };
 	size_t i, len = 0, at = 0;
 
 	e->p = *p;

@@ -70,7 +70,7 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 	static const char *const names[] = {
 		[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 		[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
-		[PARAMS_GROUP_DAY] = "day",
+		[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
 	};
 	size_t i;
 
@@ -80,7 +80,7 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 			return 0;
 		}
 	}
-	return params_fail(err, "group", "group must be key, model, provider, hour or day");
+	return params_fail(err, "group", "group must be key, team, model, provider, hour or day");
 }
 
 static int params_key(struct params *p, const char *v, struct params_error *err)
@@ -95,6 +95,21 @@ static int params_key_id(struct params *p, const char *v, struct params_error *e
 	if (params_uint(v, INT64_MAX, &p->key_id) < 0)
 		return params_fail(err, "key_id", "key_id must be a non-negative integer");
 	p->has_key_id = 1;
+	return 0;
+}
+
+static int params_team(struct params *p, const char *v, struct params_error *err)
+{
+	(void)err;
+	p->team = v;
+	return 0;
+}
+
+static int params_team_id(struct params *p, const char *v, struct params_error *err)
+{
+	if (params_uint(v, INT64_MAX, &p->team_id) < 0)
+		return params_fail(err, "team_id", "team_id must be a non-negative integer");
+	p->has_team_id = 1;
 	return 0;
 }
 
@@ -192,13 +207,15 @@ static int params_format(struct params *p, const char *v, struct params_error *e
 	return 0;
 }
 
-/* from and to come first: params_parse() checks seen[0] and seen[1]. */
+/* from, to and group come first: params_parse() checks seen[0], seen[1] and seen[2]. */
 static const struct params_spec params_specs[] = {
 	{ "from", EP(PARAMS_SUMMARY) | EP_FILTERS, params_from },
 	{ "to", EP(PARAMS_SUMMARY) | EP_FILTERS, params_to },
 	{ "group", EP(PARAMS_SUMMARY), params_group },
 	{ "key", EP(PARAMS_SUMMARY) | EP_FILTERS, params_key },
 	{ "key_id", EP_FILTERS, params_key_id },
+	{ "team", EP(PARAMS_SUMMARY) | EP_FILTERS, params_team },
+	{ "team_id", EP_FILTERS, params_team_id },
 	{ "model", EP(PARAMS_SUMMARY) | EP_FILTERS, params_model },
 	{ "provider", EP_FILTERS, params_provider },
 	{ "status", EP_FILTERS, params_status },
@@ -210,6 +227,26 @@ static const struct params_spec params_specs[] = {
 };
 
 #define PARAMS_NSPECS (sizeof(params_specs) / sizeof(params_specs[0]))
+
+/* A summary by team or of one team reads team_hourly and team_daily, which have no
+ * key, model or provider: it takes only group=team, hour or day (team when not given)
+ * and no key or model. */
+static int params_team_summary(struct params *p, int have_group, struct params_error *err)
+{
+	if (p->team && !have_group)
+		p->group = PARAMS_GROUP_TEAM;
+	if (p->group != PARAMS_GROUP_TEAM && !p->team)
+		return 0;
+	if (p->key || p->model)
+		return params_fail(err, p->key ? "key" : "model", "a summary by team or of a team "
+		                   "takes no %s filter (the team rollups have none)",
+		                   p->key ? "key" : "model");
+	if (p->group == PARAMS_GROUP_KEY || p->group == PARAMS_GROUP_MODEL ||
+	    p->group == PARAMS_GROUP_PROVIDER)
+		return params_fail(err, "group", "a summary of a team groups by team, hour or day "
+		                   "(the team rollups have no key, model or provider)");
+	return 0;
+}
 
 /* An unknown name is echoed back, so only a printable ASCII prefix of it. */
 static int params_unknown(struct params_error *err, const char *name)
@@ -284,6 +321,10 @@ int params_parse(struct params *p, enum params_endpoint ep, const struct params_
 	}
 	if (p->key && p->has_key_id)
 		return params_fail(err, "key_id", "give key or key_id, not both");
+	if (p->team && p->has_team_id)
+		return params_fail(err, "team_id", "give team or team_id, not both");
+	if (ep == PARAMS_SUMMARY && params_team_summary(p, seen[2] != 0, err) < 0)
+		return -1;
 	return params_range(p, ep, seen[0], seen[1], now, err);
 }
 

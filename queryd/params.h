@@ -22,7 +22,7 @@ enum params_endpoint {
 };
 
 enum params_group { PARAMS_GROUP_MODEL, PARAMS_GROUP_KEY, PARAMS_GROUP_PROVIDER,
-                    PARAMS_GROUP_HOUR, PARAMS_GROUP_DAY };
+                    PARAMS_GROUP_HOUR, PARAMS_GROUP_DAY, PARAMS_GROUP_TEAM };
 
 enum params_format { PARAMS_CSV, PARAMS_NDJSON };
 
@@ -42,6 +42,9 @@ struct params {
 	const char *key;          /* key name; NULL: not given */
 	int has_key_id;           /* key_id given, or key resolved to an id by the caller */
 	int64_t key_id;           /* 0: rows without a key */
+	const char *team;         /* team name; NULL: not given */
+	int has_team_id;          /* team_id given, or team resolved to an id by the caller */
+	int64_t team_id;          /* 0: rows without a team */
 	const char *model, *provider, *outcome;
 	int errors_only;          /* outcome=error: anything but complete */
 	int status_lo, status_hi; /* 0: no status filter */
@@ -60,7 +63,9 @@ struct params_error {
 
 /* Validates the pairs for an endpoint; now (unix seconds) sets default ranges.
  * Returns 0, or -1 with err filled: unknown or repeated parameters, empty or malformed
- * values and out-of-range numbers are all errors. */
+ * values and out-of-range numbers are all errors, and so is a summary whose team (a
+ * team filter or group=team) meets a key, a model or provider: the team rollups have
+ * neither. */
 int params_parse(struct params *p, enum params_endpoint ep, const struct params_pair *pairs,
                  size_t n, int64_t now, struct params_error *err);
 

@@ -24,11 +24,14 @@ static void plan_text(struct plan_binds *b, const char *name, const char *s)
 	plan_add(b, (struct conn_bind){ .name = name, .kind = CONN_BIND_TEXT, .s = s });
 }
 
-/* The rollups that answer p with the fewest rows: the totals by hour when nothing but
- * the hour matters, per model when the key does not, per key alone when neither model
- * nor provider does, else per key and model. */
+/* The rollups that answer p with the fewest rows: per team for a team (params.c
+ * lets no key, model or provider meet it), the totals by hour when nothing but the
+ * hour matters, per model when the key does not, per key alone when neither model nor
+ * provider does, else per key and model. */
 static enum conn_query plan_summary_query(const struct params *p)
 {
+	if (p->group == PARAMS_GROUP_TEAM || p->has_team_id)
+		return CONN_SUMMARY_TEAMS;
 	if (!p->has_key_id && p->group != PARAMS_GROUP_KEY)
 		return p->group == PARAMS_GROUP_HOUR && !p->model ? CONN_SUMMARY_TOTALS
 		                                                  : CONN_SUMMARY_MODELS;
@@ -40,8 +43,9 @@ static enum conn_query plan_summary_query(const struct params *p)
 /* The days [*day_from, *day_to) a summary over [from, to) reads from the daily rollups;
  * the query adds the range's hours outside them and subtracts their hours outside the
  * range, so any days give the same sums. Whole days inside the range, and with
- * whole_ends (summary_keys subtracts) a ragged end's day when that reads fewer rows
- * (the last 30 days up to now: ~7 000 rows by key, not ~10 600). None for group=hour. */
+ * whole_ends (summary_keys and summary_teams subtract) a ragged end's day when that
+ * reads fewer rows (the last 30 days up to now: ~7 000 rows by key, not ~10 600). None
+ * for group=hour. */
 static void plan_summary_days(const struct params *p, int whole_ends, int64_t *day_from,
                               int64_t *day_to)
 {
@@ -73,7 +77,8 @@ void plan_summary(const struct params *p, int64_t now, struct plan_summary *out)
 	struct plan_binds *b = &out->binds;
 
 	out->query = plan_summary_query(p);
-	plan_summary_days(p, out->query == CONN_SUMMARY_KEYS, &out->day_from, &out->day_to);
+	plan_summary_days(p, out->query == CONN_SUMMARY_KEYS || out->query == CONN_SUMMARY_TEAMS,
+	                  &out->day_from, &out->day_to);
 	out->cache_to = plan_kept_to(out->day_from, out->day_to, now);
 	b->n = 0;
 	plan_int(b, ":from", p->from);
@@ -85,13 +90,15 @@ void plan_summary(const struct params *p, int64_t now, struct plan_summary *out)
 		plan_int(b, ":key_id", p->key_id);
 	if (p->model)
 		plan_text(b, ":model", p->model);
+	if (p->has_team_id)
+		plan_int(b, ":team_id", p->team_id);
 	if (out->query == CONN_SUMMARY_KEYS)
 		plan_int(b, ":cache_to", out->cache_to);
 }
 
 void plan_filters(const struct params *p, struct plan_binds *b)
 {
-	int key = p->has_key_id && p->key_id;
+	int key = p->has_key_id && p->key_id, team = p->has_team_id && p->team_id;
 
 	plan_int(b, ":from_ms", p->from * 1000);
 	plan_add(b, (struct conn_bind){ .name = ":to_ms", .kind = CONN_BIND_INT,
@@ -102,6 +109,12 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 	plan_add(b, (struct conn_bind){ .name = ":key_id",
 	                                .kind = key ? CONN_BIND_INT : CONN_BIND_NULL,
 	                                .i = key ? p->key_id : 0, .only_if_named = 1 });
+	plan_add(b, (struct conn_bind){ .name = ":has_team", .kind = CONN_BIND_INT,
+	                                .i = p->has_team_id, .only_if_named = 1 });
+	/* team 0: rows without a team, the NULL team_id */
+	plan_add(b, (struct conn_bind){ .name = ":team_id",
+	                                .kind = team ? CONN_BIND_INT : CONN_BIND_NULL,
+	                                .i = team ? p->team_id : 0, .only_if_named = 1 });
 	plan_text(b, ":model", p->model);
 	plan_text(b, ":provider", p->provider);
 	if (p->status_lo) {
@@ -114,12 +127,15 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 		plan_int(b, ":stream", p->stream);
 }
 
-/* The index to walk: the key's (rows without a key are its NULL key_id), the model's,
- * or the time's. */
+/* The index to walk: the key's (rows without a key are its NULL key_id), a team's
+ * (the index holds no row without a team: those walk the model's or the time's), the
+ * model's, or the time's. */
 static enum conn_query plan_requests_query(const struct params *p)
 {
 	if (p->has_key_id)
 		return p->key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE_NOKEY;
+	if (p->has_team_id && p->team_id)
+		return CONN_REQUESTS_PAGE_TEAM;
 	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;
 }
 

@@ -27,12 +27,13 @@ static const struct {
 	{ "estimated_cost_micros", ROW_INT }, { "cache_creation_1h_tokens", ROW_INT },
 	{ "audio_input_tokens", ROW_INT }, { "audio_output_tokens", ROW_INT },
 	{ "accepted_prediction_tokens", ROW_INT }, { "rejected_prediction_tokens", ROW_INT },
-	{ "web_search_calls", ROW_INT }, { "service_tier", ROW_TEXT }, { "id", ROW_HIDDEN },
+	{ "web_search_calls", ROW_INT }, { "service_tier", ROW_TEXT }, { "team_id", ROW_INT },
+	{ "team_name", ROW_TEXT }, { "id", ROW_HIDDEN },
 };
 
 #define ROW_NCOLS ((int)(sizeof(row_columns) / sizeof(row_columns[0])))
 #define ROW_COL_STARTED_AT 18
-#define ROW_COL_ID 32
+#define ROW_COL_ID 34
 
 _Static_assert(ROW_COL_ID == ROW_NCOLS - 1, "id is the last column");
 

@@ -157,8 +157,8 @@ static enum MHD_Result server_arg(void *cls, enum MHD_ValueKind kind, const char
 }
 
 enum server_route {
-	ROUTE_SUMMARY, ROUTE_REQUESTS, ROUTE_REQUEST_ONE, ROUTE_KEYS, ROUTE_MODELS, ROUTE_LIVE,
-	ROUTE_EXPORT, ROUTE_NONE
+	ROUTE_SUMMARY, ROUTE_REQUESTS, ROUTE_REQUEST_ONE, ROUTE_KEYS, ROUTE_TEAMS, ROUTE_MODELS,
+	ROUTE_LIVE, ROUTE_EXPORT, ROUTE_NONE
 };
 
 static const struct {
@@ -169,6 +169,7 @@ static const struct {
 	[ROUTE_REQUESTS] = { "requests", PARAMS_REQUESTS },
 	[ROUTE_REQUEST_ONE] = { NULL, PARAMS_NONE },   /* requests/{request_id} */
 	[ROUTE_KEYS] = { "keys", PARAMS_NONE },
+	[ROUTE_TEAMS] = { "teams", PARAMS_NONE },
 	[ROUTE_MODELS] = { "models", PARAMS_NONE },
 	[ROUTE_LIVE] = { "live", PARAMS_NONE },
 	[ROUTE_EXPORT] = { "export", PARAMS_EXPORT },
@@ -204,7 +205,7 @@ static enum MHD_Result server_data(struct server *s, struct MHD_Connection *mc, 
 		return server_error(mc, 400, "too many parameters", NULL);
 	if (params_parse(&p, server_routes[route].params, args.pairs, args.n, time(NULL), &perr) < 0)
 		return server_error(mc, 400, perr.msg, perr.param);
-	if (api_resolve_key(c, &p, &r) < 0)
+	if (api_resolve_names(c, &p, &r) < 0)
 		return server_send(mc, &r);
 	switch (route) {
 	case ROUTE_SUMMARY:
@@ -218,6 +219,9 @@ static enum MHD_Result server_data(struct server *s, struct MHD_Connection *mc, 
 		break;
 	case ROUTE_KEYS:
 		api_keys(c, time(NULL), &r);
+		break;
+	case ROUTE_TEAMS:
+		api_teams(c, time(NULL), &r);
 		break;
 	case ROUTE_MODELS:
 		api_models(c, time(NULL), &r);

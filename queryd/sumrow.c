@@ -49,3 +49,13 @@ void sumrow_add(struct sumrow_usage *to, const struct sumrow_usage *u)
 	for (i = 0; i < LATENCY_BUCKETS; i++)
 		to->lat[i] += u->lat[i];
 }
+
+void sumrow_sub(struct sumrow_usage *to, const struct sumrow_usage *u)
+{
+	int i;
+
+	for (i = 0; i < ROLLUP_NAMED; i++)
+		to->sum[i] = satadd(to->sum[i], -u->sum[i]);
+	for (i = 0; i < LATENCY_BUCKETS; i++)
+		to->lat[i] -= u->lat[i];
+}

@@ -32,7 +32,9 @@ int sumrow_check_columns(struct db_stmt *st, char *err, size_t errlen);
 /* The sums of the rollup row under st. */
 void sumrow_read(struct db_stmt *st, struct sumrow_usage *u);
 
-/* Adds u to to (sums saturating). */
+/* Adds u to to (sums saturating); subtracts it (what is subtracted was added before,
+ * so no bucket ends below 0). */
 void sumrow_add(struct sumrow_usage *to, const struct sumrow_usage *u);
+void sumrow_sub(struct sumrow_usage *to, const struct sumrow_usage *u);
 
 #endif

@@ -8,12 +8,15 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.termination, r.started_at, r.duration_ms, r.ttfb_ms, r.bytes_in, r.bytes_out,
        r.estimated_tokens, r.estimated_cost_micros, r.cache_creation_1h_tokens,
        r.audio_input_tokens, r.audio_output_tokens, r.accepted_prediction_tokens,
-       r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.id
-FROM requests r LEFT JOIN keys k ON k.id = r.key_id
+       r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.team_id,
+       t.name AS team_name, r.id
+FROM requests r LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id
 WHERE r.key_id IS NULL
   AND r.started_at >= :from_ms
   AND (r.started_at, r.id) < (:before_ms, :before_id)
   AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
+  AND (:has_team = 0 OR r.team_id = :team_id
+       OR (CAST(:team_id AS BIGINT) IS NULL AND r.team_id IS NULL))
   AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
   AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)

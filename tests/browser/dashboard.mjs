@@ -125,6 +125,9 @@ try {
     p99_text: (await page.locator('#kpi-p99-sub').textContent()).trim(),
   };
   seen.top_keys = await page.$$eval('[data-testid=top-keys] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
+  seen.top_teams = await page.$$eval('[data-testid=top-teams] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
+  seen.top_team_labels = await page.$$eval('[data-testid=top-teams] [data-testid=top-item] .name', (l) => l.map((e) => e.textContent));
+  seen.top_team_markup = await page.locator('[data-testid=top-teams] b').count();
   seen.top_models = await page.$$eval('[data-testid=top-models] [data-testid=top-item]', (l) => l.map((e) => e.dataset.name));
   seen.top_key_cost_text = (await page.locator('[data-testid=top-keys] [data-testid=top-item] .cost .rep').first().textContent()).trim();
   const topEst = page.locator('[data-testid=top-keys] [data-testid=top-item]').first().locator('.cost .est');
@@ -216,6 +219,28 @@ try {
   await tid('filter-clear').click();
   await waitRequests({ page: 0, query: '' });
   seen.after_clear = await rowIds();
+
+  // ---- 6b. the team filter: its rows on every page, a row's team in the drawer, its export
+  step = 'filter by team';
+  await tid('filter-team').fill(spec.filter_team);
+  await waitRequests({ page: 0, query: 'team=' + encodeURIComponent(spec.filter_team) });
+  seen.by_team = { pages: [await rowIds()] };
+  await page.locator('[data-testid=request-row]').first().click();
+  await page.waitForSelector('[data-testid=drawer][data-state=ready]');
+  seen.by_team.drawer_team = (await page.locator('[data-testid=drawer] [data-field=team_name]').textContent()).trim();
+  await tid('drawer-close').click();
+  await tid('drawer').waitFor({ state: 'hidden' });
+  for (let i = 1; i < 20 && !(await tid('page-older').isDisabled()); i++) {
+    await tid('page-older').click();
+    await waitRequests({ page: i });
+    seen.by_team.pages.push(await rowIds());
+  }
+  const [teamDownload] = await Promise.all([page.waitForEvent('download'), tid('export-csv').click()]);
+  const teamCsv = path.join(spec.artifacts, 'dashboard-export-team.csv');
+  await teamDownload.saveAs(teamCsv);
+  seen.by_team.export_lines = fs.readFileSync(teamCsv, 'utf8').split(/\r?\n/).filter((l) => l !== '').length;
+  await tid('filter-clear').click();
+  await waitRequests({ page: 0, query: '' });
 
   // ---- 7. live accounting (no agent runs: queryd answers "down" with stored counters)
   step = 'live counters';

@@ -51,6 +51,10 @@ KEYS = ["team-search", "ci-bot", "research"]
 RECENT = 130      # rows in the last 15 hours: table pages of 50, 50 and 30
 OLDER = 20        # rows 3 to 5 days old: in the 7-day range only
 FILTER_MODEL = "claude-sonnet-4"
+# Teams (schema 13) of the first two keys; the third is in none. A name that reads as a
+# formula and carries markup: the page must show it as text.
+TEAMS = {KEYS[0]: "search", KEYS[1]: '=ops,"<b>x</b>"'}
+FILTER_TEAM = TEAMS[KEYS[1]]
 PAGE = 50         # the dashboard's default page size
 
 
@@ -110,10 +114,27 @@ def seed_config(db):
     tallyctl(db, "key", "create", KEYS[0], "--budget-usd", "5")
     tallyctl(db, "key", "create", KEYS[1], "--models", "gpt-4o-mini,gpt-4o", "--rpm", "60")
     tallyctl(db, "key", "create", KEYS[2])
-    return {k["name"]: k["id"] for k in json.loads(tallyctl(db, "key", "list", "--json"))}
+    key_ids = {k["name"]: k["id"] for k in json.loads(tallyctl(db, "key", "list", "--json"))}
+    con = sqlite3.connect(db)
+    with con:
+        for key, team in TEAMS.items():
+            con.execute("INSERT INTO teams (name, created_at) VALUES (?, 0)", (team,))
+            con.execute("UPDATE keys SET team_id = (SELECT id FROM teams WHERE name = ?)"
+                        " WHERE id = ?", (team, key_ids[key]))
+    con.close()
+    return key_ids
 
 
-def seed_rows(now_ms, key_ids):
+def team_ids(db):
+    """Each key's team id (None: none), as the agent would record it on its rows."""
+    con = sqlite3.connect(db)
+    try:
+        return dict(con.execute("SELECT id, team_id FROM keys"))
+    finally:
+        con.close()
+
+
+def seed_rows(now_ms, key_ids, teams):
     """Known rows: RECENT in the last 15 hours, OLDER 3 to 5 days ago. Keys weigh 3:1:1,
     models 2:1:1; some upstream errors (no usage) and client aborts (partial usage), which
     carry the agent's estimate of what went unreported (some of them unpriced)."""
@@ -154,6 +175,7 @@ def seed_rows(now_ms, key_ids):
             "duration_ms": 120 + (i * 97) % 3000, "ttfb_ms": 40 + (i * 13) % 300,
             "bytes_in": 800 + i, "bytes_out": 2000 + 3 * i,
             "estimated_tokens": est_tokens, "estimated_cost_micros": est_cost,
+            "team_id": teams[key_ids[key]],
         })
     return rows
 
@@ -163,8 +185,9 @@ def read_db(db):
     con.row_factory = sqlite3.Row
     try:
         rows = [dict(r) for r in con.execute(
-            "SELECT r.*, k.name AS key_name FROM requests r LEFT JOIN keys k ON k.id = r.key_id "
-            "ORDER BY r.started_at DESC, r.id DESC")]
+            "SELECT r.*, k.name AS key_name, t.name AS team_name FROM requests r"
+            " LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id"
+            " ORDER BY r.started_at DESC, r.id DESC")]
         acct = dict(con.execute("SELECT * FROM accounting").fetchone())
         return rows, acct
     finally:
@@ -244,7 +267,7 @@ def queryd(tmp_path, request):
     db = tmp_path / "tally.db"
     key_ids = seed_config(db)
     now_ms = int(time.time() * 1000)
-    seeded = seed_rows(now_ms, key_ids)
+    seeded = seed_rows(now_ms, key_ids, team_ids(db))
     ndjson = tmp_path / "rows.ndjson"
     ndjson.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                               for r in seeded))
@@ -298,6 +321,9 @@ def test_dashboard_in_chromium(queryd):
     keys_rank, key_acc = ranking(recent, "key_name")
     models_rank, _ = ranking(recent, "model")
     filtered = [r["request_id"] for r in recent if r["model"] == FILTER_MODEL]
+    teams_rank, _ = ranking(recent, "team_name")
+    by_team = [r["request_id"] for r in recent if r["team_name"] == FILTER_TEAM]
+    assert None in teams_rank and len(teams_rank) == 3
     # a row with a priced estimate on the first page of the table
     estimated = next(r for r in recent[:PAGE] if r["estimated_cost_micros"])
     assert want24["estimated_cost_micros"] > 0
@@ -307,6 +333,7 @@ def test_dashboard_in_chromium(queryd):
     spec = tmp / "browser-spec.json"
     spec.write_text(json.dumps({"url": f"http://127.0.0.1:{port}/", "token": token,
                                 "wrong_token": "not-" + token, "filter_model": FILTER_MODEL,
+                                "filter_team": FILTER_TEAM,
                                 "estimated_request_id": estimated["request_id"],
                                 "artifacts": str(ARTIFACTS)}))
     r = subprocess.run([node, str(SCRIPT), str(spec)], capture_output=True, text=True,
@@ -356,6 +383,10 @@ def test_dashboard_in_chromium(queryd):
 
     # Top lists: by spend.
     assert seen["top_keys"] == keys_rank, (seen["top_keys"], keys_rank)
+    # by team beside by key: rows without a team are "(no team)", not a filter
+    assert seen["top_teams"] == ["" if n is None else n for n in teams_rank], seen["top_teams"]
+    assert seen["top_team_labels"] == ["(no team)" if n is None else n for n in teams_rank]
+    assert seen["top_team_markup"] == 0
     assert seen["top_key_cost_text"] == fmt_usd(key_acc[keys_rank[0]][0])
     assert seen["top_key_estimated"] == [key_acc[n][2] for n in keys_rank]
     top_est = key_acc[keys_rank[0]][2]
@@ -411,7 +442,11 @@ def test_dashboard_in_chromium(queryd):
     assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
     assert "request_id" in seen["export_csv"]["header"]
     assert ",estimated_tokens,estimated_cost_micros," in seen["export_csv"]["header"]
-    assert seen["export_csv"]["header"].endswith(",web_search_calls,service_tier")
+    assert seen["export_csv"]["header"].endswith(",web_search_calls,service_tier,team_id,team_name")
+    # the team filter: that team's rows, every page, in its export too
+    assert [i for p in seen["by_team"]["pages"] for i in p] == by_team
+    assert seen["by_team"]["drawer_team"] == FILTER_TEAM
+    assert seen["by_team"]["export_lines"] == 1 + len(by_team)
 
     # Live accounting: no agent, so the stored counters.
     live = seen["live"]

@@ -301,6 +301,8 @@ def test_ndjson_bad_line_into_existing_database(store):
     ["--db", "x.db", "--duration", "1", "--end", "5"],
     ["--db", "x.db", "--ndjson", "-", "--rows", "3"],
     ["--db", "x.db", "--rows", "10", "--keys", "0"],
+    ["--db", "x.db", "--rows", "10", "--teams", "-1"],
+    ["--db", "x.db", "--rows", "10", "--teams", "1001"],
     ["--db", "x.db", "--rows", "10", "--days", "1.5"],
     ["--db", "x.db", "--rows", "10", "--rows", "10"],
     ["--db", "x.db", "--bogus", "1"],
@@ -610,3 +612,79 @@ def test_live_rows_are_stamped_now(store):
     assert t0 * 1000 - 1000 <= lo <= hi <= t1 * 1000 + 1000
     assert hi - lo >= 500
     assert_consistent(db)
+
+
+# ---- teams ----
+
+def team_rollup_sql(table, unit, seconds):
+    """team_hourly or team_daily as SQL computes it from the rows with a team (rows
+    without one are in neither), and as stored: period, team, then the sums."""
+    sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED + ESTIMATED)
+    errors = n("outcome <> 'complete'")
+    expected = (f"SELECT started_at / 1000 / {seconds} * {seconds}, team_id, count(*),"
+                f" sum({errors}),"
+                f" sum({n('coalesce(stream, 0) = 1')}), {sums}, sum(coalesce(duration_ms, 0))"
+                " FROM requests WHERE team_id IS NOT NULL GROUP BY 1, 2")
+    stored = (f"SELECT {unit}, team_id, requests, errors, streams, "
+              + ", ".join(SUMMED + ESTIMATED) + f", duration_ms_sum FROM {table}")
+    return expected, stored
+
+
+def assert_teams_consistent(db):
+    for table, unit, seconds in (("team_hourly", "hour", 3600), ("team_daily", "day", 86400)):
+        expected, stored = team_rollup_sql(table, unit, seconds)
+        assert sorted(query(db, expected)) == sorted(query(db, stored)), table
+
+
+def test_random_teams(tmp_path, store):
+    """--teams T: teams <word>-<n>, keys in team (rank mod T) but every 8th in none, each
+    row carrying its key's team, and the team rollups the writer kept equal to the rows'
+    sums (rows without a team in none). The rows are those of the same run without
+    teams, but for team_id."""
+    db, extra = store
+    args = ["--rows", 3000, "--seed", 42, "--end", END, "--days", 3, "--keys", 40]
+    assert gen_ok(["--db", db, *extra, *args, "--teams", 5]) == (3000, 0, 0)
+    teams = dict(query(db, "SELECT name, id FROM teams"))
+    assert sorted(teams) == ["billing-3", "growth-4", "infra-5", "search-1", "support-2"]
+    keys = query(db, "SELECT k.name, t.name FROM keys k LEFT JOIN teams t ON t.id = k.team_id")
+    assert len(keys) == 40
+    for name, team in keys:
+        rank = int(name.rsplit("-", 1)[1]) - 1
+        want = None if rank % 8 == 7 else sorted(teams, key=teams.get)[rank % 5]
+        assert team == want, (name, team)
+    (bad,) = query(db, "SELECT count(*) FROM requests r JOIN keys k ON k.id = r.key_id"
+                       " WHERE r.team_id IS DISTINCT FROM k.team_id")[0]
+    assert bad == 0
+    (with_team, without) = query(db, "SELECT count(team_id), count(*) - count(team_id)"
+                                     " FROM requests")[0]
+    assert with_team > 1000 and without > 0
+    assert_teams_consistent(db)
+    assert_consistent(db)
+    if is_pg(db):
+        return
+    plain = tmp_path / "plain.db"
+    assert gen_ok(["--db", plain, *args]) == (3000, 0, 0)
+    cols = ", ".join(c for c in COLUMNS if c != "key_id")
+    assert query(db, f"SELECT {cols} FROM requests ORDER BY id") == \
+        query(plain, f"SELECT {cols} FROM requests ORDER BY id")
+    assert query(plain, "SELECT count(*), count(team_id) FROM requests")[0] == (3000, 0)
+    assert query(plain, "SELECT count(*) FROM team_hourly")[0] == (0,)
+
+
+def test_ndjson_team_id(store):
+    """--ndjson rows may name a team_id: stored as given, and in the team rollups; a row
+    without one is in none."""
+    db, _ = store
+    t = END * 1000
+    lines = [{"request_id": "t1", "outcome": "complete", "started_at": t, "team_id": 7,
+              "prompt_tokens": 10, "completion_tokens": 2, "cost_micros": 5, "duration_ms": 30},
+             {"request_id": "t2", "outcome": "upstream_error", "started_at": t + 1,
+              "team_id": 7, "prompt_tokens": 1},
+             {"request_id": "t3", "outcome": "complete", "started_at": t + 2, "team_id": 8},
+             {"request_id": "t4", "outcome": "complete", "started_at": t + 3}]
+    assert gen_ok(["--db", db, "--ndjson", "-"], ndjson(lines)) == (4, 0, 0)
+    assert sorted(query(db, "SELECT request_id, team_id FROM requests"), key=str) == \
+        [("t1", 7), ("t2", 7), ("t3", 8), ("t4", None)]
+    assert sorted(query(db, "SELECT team_id, requests, errors, prompt_tokens FROM team_daily")) == \
+        [(7, 2, 1, 11), (8, 1, 0, 0)]
+    assert_teams_consistent(db)

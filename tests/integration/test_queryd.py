@@ -22,6 +22,7 @@ import socket
 import sqlite3
 import subprocess
 import time
+import urllib.parse
 
 import psycopg2
 import pytest
@@ -33,7 +34,8 @@ from stack import Proc, Stack, wait_port
 TOKEN = "op-token-0123456789abcdef"
 VALGRIND = os.environ.get("TALLY_VALGRIND") == "1"
 BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000, 20000, 60000]
-DATA_PATHS = ["/api/summary", "/api/requests", "/api/requests/x", "/api/keys", "/api/models",
+DATA_PATHS = ["/api/summary", "/api/requests", "/api/requests/x", "/api/keys", "/api/teams",
+              "/api/models",
               "/api/live", "/api/export?from=0&to=1"]
 OUTCOMES = ["complete", "complete", "complete", "client_abort", "upstream_error",
             "upstream_rejected", "denied", "gateway_rejected", "no_record"]
@@ -41,6 +43,11 @@ FORWARDED = ("complete", "client_abort", "upstream_error", "no_record")
 NOW = int(time.time())
 TODAY = NOW - NOW % 86400
 BASE = TODAY - 5 * 86400           # whole days BASE .. BASE+3d sit inside the summary range
+# A team name a spreadsheet would run and that breaks naive JSON or CSV: a formula with a
+# comma and quotes, a backslash, a JSON object's end, a line break, a control character,
+# U+2028 and markup.
+HOSTILE = '=HYPERLINK("http://x/?a=1,b","c")\\"},{"x":1\n\r\x01\u2028<b>'
+HOSTILE_Q = urllib.parse.quote(HOSTILE, safe="")
 
 
 # --- processes -----------------------------------------------------------------------
@@ -242,6 +249,7 @@ def seeded(tmp_path_factory):
     keys = {n: i for i, n in con.execute("SELECT id, name FROM keys")}
     con.close()
     rows = make_rows([keys["alpha"], keys["beta"], keys["gamma"]])
+    teams = add_teams(db, keys, rows)
     nd = tmp / "rows.ndjson"
     nd.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                           for r in rows))
@@ -253,7 +261,32 @@ def seeded(tmp_path_factory):
     for r in rows:
         r["id"] = ids[r["request_id"]]
         r["key_name"] = {v: k for k, v in keys.items()}.get(r["key_id"])
-    return {"db": db, "tmp": tmp, "rows": rows, "keys": keys}
+        r["team_name"] = {v: k for k, v in teams.items()}.get(r["team_id"])
+    return {"db": db, "tmp": tmp, "rows": rows, "keys": keys, "teams": teams}
+
+
+def add_teams(db, keys, rows):
+    """Teams "platform" (alpha's) and HOSTILE (beta's; gamma has none), as schema 13
+    stores them, and each row's team_id as the agent records it: its key's team when
+    it was decided, so some of alpha's rows, from before alpha moved, are HOSTILE's.
+    Rows without a key have no team. The writer fills the team rollups from them."""
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT INTO teams (name, created_at) VALUES ('platform', 0)")
+        con.execute("INSERT INTO teams (name, created_at, budget_micros, budget_period)"
+                    " VALUES (?, 0, 5000000, 'total')", (HOSTILE,))
+        teams = {n: i for i, n in con.execute("SELECT id, name FROM teams")}
+        con.execute("INSERT INTO team_models (team_id, model) VALUES (?, 'm-gpt'), (?, 'm-claude')",
+                    (teams[HOSTILE], teams[HOSTILE]))
+        con.execute("UPDATE keys SET team_id = ? WHERE id = ?", (teams["platform"], keys["alpha"]))
+        con.execute("UPDATE keys SET team_id = ? WHERE id = ?", (teams[HOSTILE], keys["beta"]))
+    con.close()
+    rnd = random.Random(11)
+    for r in rows:
+        r["team_id"] = {keys["alpha"]: teams["platform"], keys["beta"]: teams[HOSTILE]}.get(r["key_id"])
+        if r["key_id"] == keys["alpha"] and rnd.random() < 0.15:
+            r["team_id"] = teams[HOSTILE]
+    return teams
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -337,16 +370,17 @@ def check_usage(got, want, what):
             assert got[k] == v, (what, k, got[k], v)
 
 
-def summary_expected(rows, frm, to, group, key_id=None, model=None):
+def summary_expected(rows, frm, to, group, key_id=None, model=None, team_id=None):
     frm_e = frm - frm % 3600
     to_e = to + (3600 - to % 3600) % 3600
     sel = [r for r in rows if frm_e <= r["started_at"] // 1000 < to_e
            and (key_id is None or r["key_id"] == key_id)
+           and (team_id is None or r.get("team_id") == team_id)
            and (model is None or r["model"] == model)]
 
     def gkey(r):
         s = r["started_at"] // 1000
-        return {"key": r["key_id"] or 0, "model": r["model"] or "",
+        return {"key": r["key_id"] or 0, "team": r.get("team_id") or 0, "model": r["model"] or "",
                 "provider": r["provider"] or "", "hour": s - s % 3600,
                 "day": s - s % 86400}[group]
     groups = {}
@@ -457,6 +491,7 @@ def test_summary_groups_match_raw_rows(world, group):
             assert row["key_name"] == names.get(g)
         else:
             assert "key_name" not in row
+        assert "team_name" not in row
     check_usage(got["totals"], total, "totals")
     assert got["totals"]["requests"] > 100
 
@@ -505,6 +540,40 @@ def test_summary_by_key_whole_ragged_days_match_raw_rows(world, span, query):
         check_usage(row, u, (span, query, g))
     check_usage(got["totals"], total, (span, query, "totals"))
     assert got["totals"]["requests"] > 0
+
+
+TEAM_QUERIES = ["group=team", "team=platform", "group=day&team=platform",
+                f"group=hour&team={HOSTILE_Q}", f"group=team&team={HOSTILE_Q}"]
+
+
+@pytest.mark.parametrize("query", TEAM_QUERIES)
+@pytest.mark.parametrize("span", ["main"] + list(RAGGED))
+def test_summary_by_team_matches_raw_rows(world, span, query):
+    """group=team and a team filter read team_daily and team_hourly, ragged end days whole
+    less their hours outside the range as by key: the sums are the raw rows' ones, rows
+    without a team are group 0 ("no team", team_name null: the totals less the teams'),
+    and a team's summary (group team unless given) has no such group."""
+    q, rows, teams = world["q"], world["rows"], world["teams"]
+    frm, to = RAGGED.get(span, (BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600))
+    args = dict(a.split("=") for a in query.split("&"))
+    group = args.get("group", "team")
+    team = urllib.parse.unquote(args["team"]) if "team" in args else None
+    got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+    _, _, want, total = summary_expected(rows, frm, to, group,
+                                         team_id=teams[team] if team else None)
+    assert got["group"] == group
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    names = {v: k for k, v in teams.items()}
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (span, query, g))
+        if group == "team":
+            assert row["team_name"] == names.get(g)
+        assert "key_name" not in row
+    check_usage(got["totals"], total, (span, query, "totals"))
+    if span == "main":
+        assert got["totals"]["requests"] > 10
+        if query == "group=team":
+            assert {r["group"] for r in got["rows"]} == {0, *teams.values()}
 
 
 def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind):
@@ -725,6 +794,7 @@ def row_json(r):
                              "bytes_in", "bytes_out", "estimated_tokens",
                              "estimated_cost_micros")}
     out.update({k: r.get(k) for k in NEW_ROW_COLS})
+    out.update({k: r.get(k) for k in ("team_id", "team_name")})
     return out
 
 
@@ -758,6 +828,13 @@ FILTERS = [
     (f"from={BASE}&to={BASE + 86400}", lambda r: BASE * 1000 <= r["started_at"] < (BASE + 86400) * 1000),
     (f"from={BASE}&status=4xx&key=alpha", lambda r: r["started_at"] >= BASE * 1000 and
      r["status"] is not None and 400 <= r["status"] <= 499 and r["key_name"] == "alpha"),
+    ("team=platform", lambda r: r["team_name"] == "platform"),
+    (f"team={HOSTILE_Q}", lambda r: r["team_name"] == HOSTILE),
+    ("team_id=0", lambda r: r["team_id"] is None),
+    ("team_id=0&model=m-claude", lambda r: r["team_id"] is None and r["model"] == "m-claude"),
+    (f"team={HOSTILE_Q}&model=m-gpt", lambda r: r["team_name"] == HOSTILE and r["model"] == "m-gpt"),
+    (f"key=alpha&team={HOSTILE_Q}", lambda r: r["key_name"] == "alpha" and r["team_name"] == HOSTILE),
+    ("key_id=0&team_id=0", lambda r: r["key_id"] is None and r["team_id"] is None),
 ]
 
 
@@ -819,6 +896,60 @@ def test_keys_limits_and_spend(world):
     ms = g["spend"]["period_start"]
     assert ms in (month_start(NOW), month_start(NOW + 86400))
     assert g["spend"] == {"period": "month", "period_start": ms, **spend(keys["gamma"], ms)}
+
+
+def test_teams_limits_models_and_spend(world):
+    """/api/teams lists every team in id order as /api/keys lists keys: limits, its
+    allow-list, how many keys it has, and its spend in its budget period from
+    team_daily, which holds the rows recorded under the team (alpha's rows from before
+    it moved count for HOSTILE, not for platform)."""
+    q, rows, teams = world["q"], world["rows"], world["teams"]
+    got = q.get("/api/teams")["teams"]
+    assert [t["name"] for t in got] == ["platform", HOSTILE]
+    p, h = got
+    assert (p["id"], p["keys"], p["models"]) == (teams["platform"], 1, [])
+    assert p["limits"] == {"rpm": None, "tpm": None, "max_concurrent": None,
+                           "budget_micros": None, "budget_period": "month"}
+    assert (h["id"], h["keys"], sorted(h["models"])) == (teams[HOSTILE], 1, ["m-claude", "m-gpt"])
+    assert h["limits"]["budget_micros"] == 5000000 and h["limits"]["budget_period"] == "total"
+
+    def spend(team_id, start):
+        u = usage([r for r in rows if r["team_id"] == team_id and r["started_at"] >= start * 1000])
+        return {"cost_micros": u["cost_micros"],
+                "estimated_cost_micros": u["estimated_cost_micros"],
+                "charged_micros": u["cost_micros"] + u["estimated_cost_micros"],
+                "requests": u["requests"], "total_tokens": u["total_tokens"]}
+    assert h["spend"] == {"period": "total", "period_start": 0, **spend(teams[HOSTILE], 0)}
+    assert h["spend"]["requests"] > 10
+    ms = p["spend"]["period_start"]
+    assert ms in (month_start(NOW), month_start(NOW + 86400))
+    assert p["spend"] == {"period": "month", "period_start": ms, **spend(teams["platform"], ms)}
+
+
+def test_team_name_is_data_in_json_csv_and_ndjson(world):
+    """HOSTILE (a formula, quotes, a comma, a backslash, "},{", CR LF, a control
+    character, U+2028) is a value everywhere: the JSON answers parse to it exactly, the
+    NDJSON export is one line per row, and its CSV cells are quoted and behind a ' as a
+    key name's would be (row.c: every text cell)."""
+    q, rows, teams = world["q"], world["rows"], world["teams"]
+    mine = [r for r in rows if r["team_id"] == teams[HOSTILE]]
+    got = q.get(f"/api/requests?team={HOSTILE_Q}&limit=1")["requests"][0]
+    assert got["team_name"] == HOSTILE and got["team_id"] == teams[HOSTILE]
+    got = q.get(f"/api/summary?from={BASE - 86400}&to={NOW + 60}&team={HOSTILE_Q}")
+    assert [(r["group"], r["team_name"], r["requests"]) for r in got["rows"]] == \
+        [(teams[HOSTILE], HOSTILE, len(mine))]
+    frm, to = BASE - 86400, NOW + 60
+    _, body = export(q, f"from={frm}&to={to}&team={HOSTILE_Q}&format=ndjson")
+    lines = body.split(b"\n")
+    assert lines[-1] == b"" and len(lines) == len(mine) + 1
+    assert all(json.loads(x)["team_name"] == HOSTILE for x in lines[:-1])
+    _, body = export(q, f"from={frm}&to={to}&team={HOSTILE_Q}")
+    table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+    at = table[0].index("team_name")
+    assert len(table) == len(mine) + 1
+    assert {line[at] for line in table[1:]} == {"'" + HOSTILE}
+    quoted = '"\'' + HOSTILE.replace('"', '""') + '"'
+    assert body.count(quoted.encode()) == len(mine)
 
 
 def test_models_prices_and_month(world):
@@ -1094,8 +1225,10 @@ def export(q, query):
     return headers, body
 
 
-@pytest.mark.parametrize("query,pred", [FILTERS[0], FILTERS[1], FILTERS[6], FILTERS[10]],
-                         ids=["all", "key", "status", "stream-key"])
+@pytest.mark.parametrize("query,pred", [FILTERS[0], FILTERS[1], FILTERS[6], FILTERS[10],
+                                        FILTERS[13], FILTERS[14], FILTERS[15], FILTERS[18]],
+                         ids=["all", "key", "status", "stream-key", "team", "team-hostile",
+                              "no-team", "key-team"])
 def test_export_csv_and_ndjson(world, query, pred):
     q, rows = world["q"], world["rows"]
     frm, to = BASE - 86400, NOW + 60
@@ -1118,7 +1251,9 @@ def test_export_csv_and_ndjson(world, query, pred):
     headers, body = export(q, base + "&format=ndjson")
     assert headers["content-type"] == "application/x-ndjson"
     assert headers["content-disposition"].endswith('.ndjson"')
-    lines = body.decode("utf-8").splitlines()
+    # lines end at LF only: a team name's U+2028 is JSON text, not a line break
+    lines = body.decode("utf-8").split("\n")
+    assert lines.pop() == ""
     assert [json.loads(x) for x in lines] == [row_json(r) for r in want]
 
 
@@ -1140,6 +1275,13 @@ BAD = [
     ("/api/export?to=5", "from"), ("/api/export?from=5", "to"),
     ("/api/export?from=1&to=5&format=xml", "format"), ("/api/export?from=1&to=5&limit=3", "limit"),
     ("/api/keys?x=1", "x"), ("/api/live?verbose", "verbose"),
+    ("/api/summary?group=key&team=platform", "group"),
+    ("/api/summary?team=platform&group=provider", "group"),
+    ("/api/summary?team=platform&key=alpha", "key"), ("/api/summary?group=team&key=alpha", "key"),
+    ("/api/summary?group=team&model=m-gpt", "model"), ("/api/summary?team_id=1", "team_id"),
+    ("/api/summary?team=nobody", "team"), ("/api/requests?team=nobody", "team"),
+    ("/api/requests?team=platform&team_id=1", "team_id"), ("/api/requests?team_id=-1", "team_id"),
+    ("/api/export?from=1&to=5&team=", "team"), ("/api/teams?x=1", "x"),
 ]
 
 
@@ -1296,6 +1438,7 @@ def test_query_plans_walk_the_indexes():
                         ("requests_page_key", "requests_key_started_at"),
                         ("requests_page_nokey", "requests_key_started_at"),
                         ("requests_page_model", "requests_model_started_at"),
+                        ("requests_page_team", "requests_team_started_at"),
                         ("export", "requests_started_at")):
         p = plan(name)
         assert f"USING INDEX {index}" in p and "TEMP B-TREE" not in p, (name, p)
@@ -1307,6 +1450,10 @@ def test_query_plans_walk_the_indexes():
     assert "SEARCH key_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH key_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
     assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in plan("summary_totals")
+    p = plan("summary_teams")
+    assert "SEARCH team_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
+    assert "SEARCH team_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
+    assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
     con.close()
 
 
@@ -1448,24 +1595,27 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                 " sha256(int8send(i)), 0 FROM generate_series(1, 50) i")
     cur.execute("INSERT INTO models (name, provider_id, created_at, updated_at)"
                 " SELECT 'm' || i, (SELECT id FROM providers), 0, 0 FROM generate_series(1, 12) i")
+    cur.execute("INSERT INTO teams (name, created_at) SELECT 't' || i, 0 FROM generate_series(1, 20) i")
     end = BASE * 1000
     cur.execute("""INSERT INTO requests (request_id, key_id, model, provider, status, stream,
-                       outcome, usage_source, started_at)
+                       outcome, usage_source, started_at, team_id)
                    SELECT 'r' || i, CASE WHEN i %% 20 = 0 THEN NULL ELSE 1 + i %% 50 END,
                           CASE WHEN i %% 1000 = 0 THEN 'rare' ELSE 'm' || (1 + i %% 12) END,
                           'p', 200, i %% 2, 'complete', 'response',
-                          %s - CAST(i AS BIGINT) * 60000
+                          %s - CAST(i AS BIGINT) * 60000,
+                          CASE WHEN i %% 8 = 0 THEN NULL ELSE 1 + i %% 20 END
                    FROM generate_series(1, 60000) i""", (end,))
     # the rollups: a row per period and group, 0 in every sum (NOT NULL, no default)
     groups = {"key_id, model, provider": ("1 + k % 50, 'm' || (1 + k % 12), 'p'", 60),
               "model, provider": ("'m' || (1 + k), 'p'", 12), "key_id": ("1 + k", 50),
-              "": ("", 1)}
+              "team_id": ("1 + k", 20), "": ("", 1)}
     for table, t, step, group in (
             ("usage_hourly", "hour", 3600, "key_id, model, provider"),
             ("usage_daily", "day", 86400, "key_id, model, provider"),
             ("model_hourly", "hour", 3600, "model, provider"),
             ("model_daily", "day", 86400, "model, provider"),
             ("key_hourly", "hour", 3600, "key_id"), ("key_daily", "day", 86400, "key_id"),
+            ("team_hourly", "hour", 3600, "team_id"), ("team_daily", "day", 86400, "team_id"),
             ("total_hourly", "hour", 3600, "")):
         cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s"
                     " AND is_nullable = 'NO' AND column_default IS NULL", (table,))
@@ -1481,7 +1631,7 @@ def test_postgres_plans_walk_the_indexes(pg_url):
     day = BASE - BASE % 86400
     base = {"from_ms": end - 7 * 86400000, "to_ms": end, "before_ms": end,
             "before_id": -2 ** 63, "limit": 101, "errors_only": 0, "has_key": 0,
-            "key_id": None, "model": None, "provider": None, "status_lo": None,
+            "key_id": None, "has_team": 0, "team_id": None, "model": None, "provider": None, "status_lo": None,
             "status_hi": None, "outcome": None, "stream": None, "request_id": "r5",
             "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
@@ -1509,7 +1659,11 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             ("requests_page_key", "requests_key_started_at", {"key_id": 7}),
             ("requests_page_nokey", "requests_", {}),   # either walk suits 5% of rows
             ("requests_page_model", "requests_model_started_at", {"model": "rare"}),
+            ("requests_page_team", "requests_team_started_at", {"team_id": 3}),
+            ("requests_page", "requests_started_at", {"has_team": 1}),   # rows without a team
             ("export", "requests_started_at", {}),
+            # a team's export: its own index, in order, or the time's
+            ("export", "requests_(team_)?started_at", {"has_team": 1, "team_id": 3}),
             ("export", "requests_started_at", {"has_key": 1, "key_id": 7})):
         p = plan(name, **values)
         # a few rows (a rare model's) may be fetched through the index and sorted
@@ -1523,10 +1677,12 @@ def test_postgres_plans_walk_the_indexes(pg_url):
     for name, values in (("summary", {"key_id": 7}), ("summary", {"model": "m3"}),
                          ("summary_keys", {}), ("summary_keys", {"key_id": 7}),
                          ("summary_models", {}), ("summary_totals", {}), ("keys", {}),
-                         ("models", {})):
+                         ("models", {}), ("summary_teams", {}), ("summary_teams", {"team_id": 3}),
+                         ("teams", {})):
         p = plan(name, **values)
         assert not re.search(r"Seq Scan on (requests|usage_hourly|usage_daily|model_hourly|"
-                             r"model_daily|key_hourly|key_daily|total_hourly)\b", p), (name, values, p)
+                             r"model_daily|key_hourly|key_daily|team_hourly|team_daily|"
+                             r"total_hourly)\b", p), (name, values, p)
     con.close()
 
 
@@ -1537,9 +1693,11 @@ def test_both_stores_answer_byte_for_byte(seeded, pg_server, tmp_path):
     paths = [f"/api/summary?from={frm}&to={to}&group={g}&limit=1000{f}"
              for g in ("key", "model", "provider", "hour", "day")
              for f in ("", "&key=alpha", "&model=m-claude")]
+    paths += [f"/api/summary?from={frm}&to={to}&limit=1000&{query}" for query in TEAM_QUERIES]
     paths += ["/api/requests?limit=1000" + (f"&{query}" if query else "") for query, _ in FILTERS]
     paths += ["/api/requests?limit=7&before=" + str(BASE * 1000 + 5000) + ".99999",
               "/api/requests/req-00042", "/api/requests/nope", "/api/keys", "/api/models",
+              "/api/teams", f"/api/export?from={BASE - 86400}&to={NOW + 60}&team={HOSTILE_Q}",
               f"/api/export?from={BASE - 86400}&to={NOW + 60}",
               f"/api/export?from={BASE - 86400}&to={NOW + 60}&format=ndjson&key_id=0",
               "/api/summary?key=nobody"]

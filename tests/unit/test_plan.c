@@ -85,6 +85,15 @@ static void test_summary_query(void)
 	p.group = PARAMS_GROUP_HOUR;
 	p.model = "gpt-4o";
 	CHECK_EQ_INT(test_query(p), CONN_SUMMARY);
+	/* by team, or of one team by hour or day: the team rollups */
+	p = test_params(MAR10 - D, MAR10, PARAMS_GROUP_TEAM);
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TEAMS);
+	p.group = PARAMS_GROUP_HOUR;
+	p.has_team_id = 1;
+	p.team_id = 4;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TEAMS);
+	p.group = PARAMS_GROUP_DAY;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TEAMS);
 }
 
 static void test_days(struct params p, int64_t day_from, int64_t day_to)
@@ -154,6 +163,18 @@ static void test_summary_days_by_key(void)
 	/* across a year's end */
 	p = test_params(DEC31 - 20 * H, DEC31 + D + 14 * H, PARAMS_GROUP_KEY);
 	test_days(p, DEC31 - D, DEC31 + 2 * D);
+	/* by team: the same rule (summary_teams subtracts too) */
+	p = test_params(MAR10 + 11 * H, MAR10 + D + 13 * H, PARAMS_GROUP_TEAM);
+	test_days(p, MAR10, MAR10 + 2 * D);
+	p.from = MAR10 + 12 * H;
+	p.to = MAR10 + D + 12 * H;
+	test_days(p, p.to, p.to);
+	p = test_params(MAR10 + H, MAR10 + 3 * D - H, PARAMS_GROUP_HOUR);
+	p.has_team_id = 1;
+	p.team_id = 2;
+	test_days(p, p.to, p.to);
+	p.group = PARAMS_GROUP_DAY;
+	test_days(p, MAR10, MAR10 + 3 * D);
 }
 
 static void test_summary_kept(void)
@@ -209,8 +230,8 @@ static void test_filters(void)
 	size_t i;
 
 	plan_filters(&p, &b);
-	/* from, to, has_key, key_id, model, provider, outcome, errors_only */
-	CHECK_EQ_INT(b.n, 8);
+	/* from, to, has_key, key_id, has_team, team_id, model, provider, outcome, errors_only */
+	CHECK_EQ_INT(b.n, 10);
 	test_check_int(&b, ":from_ms", 100000);
 	test_check_int(&b, ":to_ms", 200000);
 	test_check_int(&b, ":has_key", 0);
@@ -218,7 +239,12 @@ static void test_filters(void)
 	for (i = 0; i < b.n; i++)
 		CHECK_EQ_INT(b.v[i].only_if_named, strcmp(b.v[i].name, ":to_ms") == 0 ||
 		                                   strcmp(b.v[i].name, ":has_key") == 0 ||
-		                                   strcmp(b.v[i].name, ":key_id") == 0);
+		                                   strcmp(b.v[i].name, ":key_id") == 0 ||
+		                                   strcmp(b.v[i].name, ":has_team") == 0 ||
+		                                   strcmp(b.v[i].name, ":team_id") == 0);
+	test_check_int(&b, ":has_team", 0);
+	x = test_bind(&b, ":team_id");
+	CHECK(x && x->kind == CONN_BIND_NULL);
 	/* no key, and key 0 (rows without one): a NULL key_id */
 	x = test_bind(&b, ":key_id");
 	CHECK(x && x->kind == CONN_BIND_NULL);
@@ -243,7 +269,7 @@ static void test_filters(void)
 	p.stream = 0;
 	b.n = 0;
 	plan_filters(&p, &b);
-	CHECK_EQ_INT(b.n, 11);
+	CHECK_EQ_INT(b.n, 13);
 	test_check_int(&b, ":key_id", 7);
 	test_check_int(&b, ":status_lo", 500);
 	test_check_int(&b, ":status_hi", 599);
@@ -251,6 +277,17 @@ static void test_filters(void)
 	test_check_int(&b, ":stream", 0);
 	CHECK_EQ_STR(test_bind(&b, ":provider")->s, "openai");
 	CHECK_EQ_STR(test_bind(&b, ":outcome")->s, "complete");
+	/* team 0: rows without a team, a NULL team_id; else the team's id */
+	p.has_team_id = 1;
+	b.n = 0;
+	plan_filters(&p, &b);
+	test_check_int(&b, ":has_team", 1);
+	x = test_bind(&b, ":team_id");
+	CHECK(x && x->kind == CONN_BIND_NULL);
+	p.team_id = 5;
+	b.n = 0;
+	plan_filters(&p, &b);
+	test_check_int(&b, ":team_id", 5);
 }
 
 static void test_requests(void)
@@ -264,6 +301,19 @@ static void test_requests(void)
 	p.model = "m";
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_MODEL);
+	/* a team: its index, but not for rows without a team (not in it), nor under a key */
+	p.has_team_id = 1;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_MODEL);
+	p.model = NULL;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
+	p.team_id = 6;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_TEAM);
+	p.model = "m";
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_TEAM);
 	p.has_key_id = 1;
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_NOKEY);
@@ -271,7 +321,7 @@ static void test_requests(void)
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_KEY);
 	/* the filters, then one upper bound: the range's end without a cursor */
-	CHECK_EQ_INT(pl.binds.n, 11);
+	CHECK_EQ_INT(pl.binds.n, 13);
 	CHECK_EQ_STR(pl.binds.v[0].name, ":from_ms");
 	test_check_int(&pl.binds, ":before_ms", 200000);
 	test_check_int(&pl.binds, ":before_id", INT64_MIN);

@@ -1,10 +1,11 @@
 /* tally dashboard. Plain browser JavaScript, no build step; uPlot (vendor/) draws the
  * charts. Everything comes from tally-queryd's JSON API (docs/api.md):
- *   charts, headline figures, top lists   /api/summary (rollups only, never raw rows)
+ *   charts, headline figures, top lists   /api/summary (rollups only, never raw rows;
+ *                                          top teams by group=team)
  *   request table                          /api/requests (keyset pages, `next` cursor)
  *   detail drawer                          /api/requests/{id}
  *   live accounting (every 2 s)            /api/live
- *   keys and models                        /api/keys, /api/models
+ *   keys and models; team filter names     /api/keys, /api/models; /api/teams
  *   downloads                              /api/export
  * The operator token lives in this tab's sessionStorage and goes out as
  * `Authorization: Bearer ...` on every /api/ call; a 401 signs out. */
@@ -29,7 +30,7 @@
     from: 0,
     to: 0,
     group: 'hour',
-    filters: { key: '', model: '', status: '', outcome: '', stream: '' },
+    filters: { team: '', key: '', model: '', status: '', outcome: '', stream: '' },
     pageSize: 50,
     cursors: [null],             // cursors[i]: the `before` of page i (null: newest)
     page: 0,
@@ -292,6 +293,7 @@
     loadOverview();
     loadRequests();
     if (keysAnswer) renderKeys(keysAnswer.keys || []); else loadKeys();
+    loadTeams();
     loadModels();
     pollLive();
   }
@@ -301,6 +303,7 @@
     loadOverview();
     loadRequests();
     loadKeys();
+    loadTeams();
     loadModels();
   }
 
@@ -345,8 +348,9 @@
     clearTimeout(timers.overview);
     const base = { from: state.from, to: state.to };
     try {
-      const [series, byKey, byModel] = await Promise.all([
+      const [series, byTeam, byKey, byModel] = await Promise.all([
         api('/api/summary', { ...base, group: state.group }, signal),
+        api('/api/summary', { ...base, group: 'team', limit: TOP_N }, signal),
         api('/api/summary', { ...base, group: 'key', limit: TOP_N }, signal),
         api('/api/summary', { ...base, group: 'model', limit: TOP_N }, signal),
       ]);
@@ -354,6 +358,7 @@
       state.series = series;
       renderKpis(series.totals || {});
       renderCharts(series);
+      renderTop($('top-teams'), byTeam.rows || [], 'team');
       renderTop($('top-keys'), byKey.rows || [], 'key');
       renderTop($('top-models'), byModel.rows || [], 'model');
       addOptions($('dl-models'), (byModel.rows || []).map((r) => r.group).filter(Boolean));
@@ -580,9 +585,9 @@
     const maxCost = Math.max(...rows.map((r) => r.cost_micros || 0));
     const maxReq = Math.max(...rows.map((r) => r.requests || 0));
     list.replaceChildren(...rows.map((r) => {
-      const name = kind === 'key' ? r.key_name : r.group;
+      const name = kind === 'key' ? r.key_name : kind === 'team' ? r.team_name : r.group;
       const share = maxCost > 0 ? (r.cost_micros || 0) / maxCost : (r.requests || 0) / (maxReq || 1);
-      const label = name == null || name === '' ? (kind === 'key' ? '(no key)' : '(none)') : name;
+      const label = name == null || name === '' ? (NO_NAME[kind] || '(none)') : name;
       const est = r.estimated_cost_micros || 0;
       return h('li', {
         'data-testid': 'top-item', 'data-name': name ?? '', 'data-cost': r.cost_micros || 0,
@@ -599,6 +604,9 @@
         (r.latency_ms && r.latency_ms.p95_bucket ? ` · p95 ${fmtBucket(r.latency_ms.p95_bucket)}` : '')));
     }));
   }
+
+  // a group without a name: rows without a key (group 0) or a team (group 0, "no team")
+  const NO_NAME = { key: '(no key)', team: '(no team)' };
 
   function applyFilter(kind, name) {
     $('filter-' + kind).value = name;
@@ -673,7 +681,7 @@
 
   function filterParams() {
     const f = state.filters;
-    return { key: f.key, model: f.model, status: f.status, outcome: f.outcome, stream: f.stream };
+    return { team: f.team, key: f.key, model: f.model, status: f.status, outcome: f.outcome, stream: f.stream };
   }
   function reqParams() { return { from: state.from, to: state.to, ...filterParams() }; }
   function resetPaging() { state.cursors = [null]; state.page = 0; }
@@ -688,7 +696,12 @@
     const keyOk = key === '' || !state.keyNames || state.keyNames.has(key);
     $('filter-key').classList.toggle('invalid', !keyOk);
     $('filter-key').title = keyOk ? '' : 'No key of this name';
+    const team = $('filter-team').value.trim();
+    const teamOk = team === '' || !state.teamNames || state.teamNames.has(team);
+    $('filter-team').classList.toggle('invalid', !teamOk);
+    $('filter-team').title = teamOk ? '' : 'No team of this name';
     const next = {
+      team: teamOk ? team : state.filters.team,
       key: keyOk ? key : state.filters.key,
       model: $('filter-model').value.trim(),
       status: statusOk ? status : state.filters.status,
@@ -853,6 +866,8 @@
         field('Started', 'started_at', (v) => h('span', null, fmtTimeMs(v), h('div', { class: 'muted small' }, new Date(v).toISOString()))),
         field('Key', 'key_name'),
         field('Key id', 'key_id'),
+        field('Team', 'team_name'),
+        field('Team id', 'team_id'),
         field('Model', 'model'),
         field('Model requested', 'model_requested'),
         field('Provider', 'provider'),
@@ -902,7 +917,20 @@
     $('drawer-backdrop').hidden = true;
   }
 
-  // ------------------------------------------------------------------ keys, models
+  // ------------------------------------------------------------------ keys, teams, models
+  /* The team filter's names (checked as the key filter's are) and their suggestions. */
+  async function loadTeams() {
+    try {
+      const d = await api('/api/teams', null, state.session && state.session.signal);
+      const names = (d.teams || []).map((t) => t.name);
+      state.teamNames = new Set(names);
+      addOptions($('dl-teams'), names);
+    } catch (e) {
+      if (isAbort(e)) return;
+      state.teamNames = null;   // unchecked: queryd refuses an unknown name itself
+    }
+  }
+
   async function loadKeys() {
     try {
       const d = await api('/api/keys', null, state.session && state.session.signal);
@@ -1096,13 +1124,13 @@
       const b = ev.target.closest('button[data-range]');
       if (b) setRange(b.dataset.range);
     });
-    for (const id of ['filter-key', 'filter-model', 'filter-status']) {
+    for (const id of ['filter-team', 'filter-key', 'filter-model', 'filter-status']) {
       $(id).addEventListener('input', readFiltersSoon);
       $(id).addEventListener('change', readFilters);   // datalist pick, Enter
     }
     for (const id of ['filter-outcome', 'filter-stream']) $(id).addEventListener('change', readFilters);
     $('filter-clear').addEventListener('click', () => {
-      for (const id of ['filter-key', 'filter-model', 'filter-status']) $(id).value = '';
+      for (const id of ['filter-team', 'filter-key', 'filter-model', 'filter-status']) $(id).value = '';
       $('filter-outcome').value = '';
       $('filter-stream').value = '';
       readFilters();

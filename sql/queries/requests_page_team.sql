@@ -1,0 +1,25 @@
+-- requests_page_team: requests_page for one team (:team_id) without a key filter,
+-- walking the index requests_team_started_at (team_id, started_at, rowid) backwards:
+-- a small team's page reads its own rows, not every row of the range between them.
+-- The index holds no row without a team (it is partial): those are requests_page's.
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
+SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
+       r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
+       r.cache_creation_tokens, r.reasoning_tokens, r.cost_micros, r.outcome, r.usage_source,
+       r.termination, r.started_at, r.duration_ms, r.ttfb_ms, r.bytes_in, r.bytes_out,
+       r.estimated_tokens, r.estimated_cost_micros, r.cache_creation_1h_tokens,
+       r.audio_input_tokens, r.audio_output_tokens, r.accepted_prediction_tokens,
+       r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.team_id,
+       t.name AS team_name, r.id
+FROM requests r LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id
+WHERE r.team_id = :team_id
+  AND r.started_at >= :from_ms
+  AND (r.started_at, r.id) < (:before_ms, :before_id)
+  AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
+  AND (CAST(:provider AS TEXT) IS NULL OR r.provider = :provider)
+  AND (CAST(:status_lo AS BIGINT) IS NULL OR r.status BETWEEN :status_lo AND :status_hi)
+  AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
+  AND (:errors_only = 0 OR r.outcome <> 'complete')
+  AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
+ORDER BY r.started_at DESC, r.id DESC
+LIMIT :limit;
