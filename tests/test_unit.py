@@ -122,7 +122,9 @@ def _sqlite_shape(schema):
     db.executescript(schema)
     types = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea"}
     shape = {}
-    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+    # sqlite_sequence is SQLite's own (AUTOINCREMENT's counters): no table of ours.
+    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+                                " AND name <> 'sqlite_sequence'"):
         info = db.execute(f"PRAGMA table_info({name})").fetchall()
         cols = [(c[1], types[c[2]], bool(c[3] or c[5]),
                  None if c[4] is None else c[4].strip("'")) for c in info]
