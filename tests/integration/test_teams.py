@@ -201,3 +201,13 @@ def test_tally_stress_with_a_team_in_the_mix_stays_exact(stack):
     assert acct["exact"] and acct["rows"] == lv["ok"], acct
     assert acct["received"] == acct["written"] and acct["dropped_total"] == 0
     assert all(r["team_id"] is not None for r in stack.rows("key_id IS NOT NULL"))
+
+
+@BOTH_STORES
+def test_a_deleted_team_id_is_never_given_again(stack):
+    """Rows and rollups keep a deleted team's id, and its limits are counted under it:
+    a new team must not inherit them (SQLite reused the highest id before AUTOINCREMENT)."""
+    team(stack, "a")
+    b = team(stack, "b")
+    stack.tallyctl("team", "delete", "b")
+    assert team(stack, "c") > b
