@@ -41,6 +41,8 @@ struct kt_team {
 	int restricted;                         /* 0: every model; 1: only those in allowed */
 	const struct kt_model **allowed;
 	size_t nallowed;
+	int members_see_usage;                  /* 1: the team's keys may read the team's
+	                                         * figures on /tally/v1/usage */
 };
 
 struct kt_key {

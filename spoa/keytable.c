@@ -210,6 +210,7 @@ static int keytable_add_team(struct keytable *t, struct db_stmt *st)
 	m->id = db_col_int(st, 0);
 	m->name = keytable_col_strdup(st, 1);
 	keytable_quota_of(st, 2, &m->quota);
+	m->members_see_usage = db_col_int(st, 7) != 0;
 	return m->name ? 0 : -1;
 }
 
@@ -399,7 +400,8 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	if (!(t->teams = keytable_alloc(db, "SELECT count(*) FROM teams", sizeof(*t->teams), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, rpm, tpm, max_concurrent, budget_micros,"
-	                      " budget_period FROM teams ORDER BY id", n, keytable_add_team) < 0 ||
+	                      " budget_period, members_see_usage FROM teams ORDER BY id", n,
+	                      keytable_add_team) < 0 ||
 	    keytable_each_row(db, t, "SELECT team_id, model FROM team_models ORDER BY team_id",
 	                      SIZE_MAX, keytable_add_team_model) < 0)
 		return -1;

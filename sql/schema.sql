@@ -89,7 +89,9 @@ CREATE TABLE teams (
 	tpm            INTEGER CHECK (tpm > 0),
 	max_concurrent INTEGER CHECK (max_concurrent > 0),
 	budget_micros  INTEGER CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	-- 1: its keys may read the team's figures on GET /tally/v1/usage; 0: each its own alone
+	members_see_usage INTEGER NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1))
 );
 
 CREATE TABLE team_models (
@@ -717,4 +719,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 13;
+PRAGMA user_version = 14;

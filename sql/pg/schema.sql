@@ -105,7 +105,8 @@ CREATE TABLE teams (
 	tpm            BIGINT CHECK (tpm > 0),
 	max_concurrent BIGINT CHECK (max_concurrent > 0),
 	budget_micros  BIGINT CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	members_see_usage BIGINT NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1))
 );
 
 CREATE TABLE team_models (
@@ -692,4 +693,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 );
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 13);
+INSERT INTO meta (name, value) VALUES ('schema_version', 14);

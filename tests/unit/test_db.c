@@ -276,6 +276,9 @@ static void test_generation_triggers(void)
 		"INSERT INTO key_models (key_id, model) VALUES (1, 'm')",
 		"UPDATE key_models SET model = 'm2'",
 		"DELETE FROM key_models",
+		"INSERT INTO teams (name, created_at) VALUES ('t', 1)",
+		"UPDATE teams SET members_see_usage = 1 WHERE name = 't'",
+		"DELETE FROM teams",
 		"DELETE FROM keys",
 		"DELETE FROM models",
 		"DELETE FROM providers",
@@ -295,7 +298,7 @@ static void test_generation_triggers(void)
 		CHECK(d == 1 || (test_kind == DB_POSTGRES && d == 2));
 	}
 	if (test_kind == DB_SQLITE)
-		CHECK_EQ_INT(db_config_generation(db), 15);
+		CHECK_EQ_INT(db_config_generation(db), 18);
 	/* A statement touching no row fires no row trigger on SQLite; PostgreSQL's run per
 	 * statement (sql/pg/schema.sql says why that does no harm). */
 	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"),
@@ -540,6 +543,37 @@ static void test_migrate_atomic(void)
 	CHECK(test_has_table(db, "ok2"));
 	CHECK(!test_has_table(db, "half"));
 	CHECK(!db_in_transaction(db));
+	db_close(db);
+}
+
+/* Migration 014 on either store: a team of schema 13 lets its keys see its figures only
+ * once told (members_see_usage 0); the flag takes 0 or 1 alone, and turning it moves
+ * config_generation. */
+static void test_migrate_team_visibility(void)
+{
+	struct db *db = test_open("teamvis.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO teams (name, created_at) VALUES ('a', 1)"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT members_see_usage FROM teams"), 0);
+	CHECK_EQ_INT(test_exec(db, "ALTER TABLE teams DROP COLUMN members_see_usage"), 0);
+	db_close(db);
+	test_set_version("teamvis.db", 13);
+	db = test_open("teamvis.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM teams WHERE name = 'a'"
+	                          " AND members_see_usage = 0"), 1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE teams SET members_see_usage = 2"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE teams SET members_see_usage = NULL"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO teams (name, created_at, members_see_usage)"
+	                           " VALUES ('b', 1, -1)"), -1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE teams SET members_see_usage = 1"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT members_see_usage FROM teams WHERE name = 'a'"), 1);
 	db_close(db);
 }
 
@@ -1158,6 +1192,7 @@ static void test_stores(void)
 	RUN(test_uninitialised_refused);
 	RUN(test_migrate);
 	RUN(test_migrate_atomic);
+	RUN(test_migrate_team_visibility);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

@@ -1,7 +1,7 @@
 /* Unit tests of keytable on every store (teststore.h: SQLite, and PostgreSQL when
- * TALLY_TEST_PG_URL is set): the snapshot of keys, models, providers and rate cards,
- * byte-ordered model names, and a reload after the configuration generation moved (a
- * key added, a key revoked). */
+ * TALLY_TEST_PG_URL is set): the snapshot of keys, teams, models, providers and rate
+ * cards, byte-ordered model names, and a reload after the configuration generation
+ * moved (a key added, a key revoked, a team's flag turned). */
 #include <stdio.h>
 #include <string.h>
 
@@ -115,6 +115,63 @@ static void test_reload_sees_changes(void)
 	fixture_close(&f);
 }
 
+/* Teams come in by id with their limits, allow-list and members_see_usage; a key points
+ * at its own; a team's flag turned is seen at the next reload. */
+static void test_teams(void)
+{
+	struct fixture f;
+	const struct kt_key *k;
+	int64_t gen;
+	char err[256];
+
+	if (fixture_open_on(&f, store) < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(f.kt->nteams, 0);
+	CHECK_EQ_INT(db_exec(f.db, "INSERT INTO teams (id, name, created_at, rpm, budget_micros,"
+	                           " budget_period, members_see_usage) VALUES"
+	                           " (10, 'open-team', 1, NULL, NULL, 'month', 0),"
+	                           " (9, 'seeing', 1, 5, 700, 'day', 1);"
+	                           "INSERT INTO team_models VALUES (9, 'gpt-a');"
+	                           "UPDATE keys SET team_id = 9 WHERE id = 1;"
+	                           "UPDATE keys SET team_id = 10 WHERE id = 4;",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	CHECK_EQ_INT(f.kt->nteams, 2);
+	if (f.kt->nteams != 2) {
+		fixture_close(&f);
+		return;
+	}
+	CHECK_EQ_INT(f.kt->teams[0].id, 9);
+	CHECK_EQ_STR(f.kt->teams[0].name, "seeing");
+	CHECK_EQ_INT(f.kt->teams[0].quota.rpm, 5);
+	CHECK_EQ_INT(f.kt->teams[0].quota.budget_micros, 700);
+	CHECK_EQ_INT(f.kt->teams[0].quota.period, QUOTA_PERIOD_DAY);
+	CHECK(f.kt->teams[0].restricted && f.kt->teams[0].nallowed == 1);
+	CHECK_EQ_INT(f.kt->teams[0].members_see_usage, 1);
+	CHECK_EQ_INT(f.kt->teams[1].id, 10);
+	CHECK(!f.kt->teams[1].restricted && f.kt->teams[1].quota.rpm == 0);
+	CHECK_EQ_INT(f.kt->teams[1].members_see_usage, 0);
+	k = key_of(f.kt, FIX_KEY_OPEN);
+	CHECK(k && k->team == &f.kt->teams[0]);
+	k = key_of(f.kt, FIX_KEY_NODEFAULT);
+	CHECK(k && k->team == &f.kt->teams[1]);
+	CHECK(key_of(f.kt, FIX_KEY_STALE) && !key_of(f.kt, FIX_KEY_STALE)->team);
+
+	gen = f.kt->generation;
+	CHECK_EQ_INT(db_exec(f.db, "UPDATE teams SET members_see_usage = 1 - members_see_usage",
+	                     err, sizeof(err)), 0);
+	CHECK(db_config_generation(f.db) > gen);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	CHECK_EQ_INT(f.kt->nteams, 2);
+	if (f.kt->nteams == 2) {
+		CHECK_EQ_INT(f.kt->teams[0].members_see_usage, 0);
+		CHECK_EQ_INT(f.kt->teams[1].members_see_usage, 1);
+	}
+	fixture_close(&f);
+}
+
 int main(void)
 {
 	int i;
@@ -125,6 +182,7 @@ int main(void)
 		RUN(test_snapshot);
 		RUN(test_models_in_byte_order);
 		RUN(test_reload_sees_changes);
+		RUN(test_teams);
 	}
 	return UNIT_DONE();
 }
