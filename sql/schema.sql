@@ -71,11 +71,6 @@ CREATE TABLE model_prices (
 	PRIMARY KEY (model_id, tier, above_tokens)
 ) WITHOUT ROWID;
 
--- Gateway API keys. The clear key is shown once at creation and never stored.
--- The last four say what a request may ask for that costs more (docs/pricing.md);
--- NULL: the agent's default. server_tools (web search and other tools the provider
--- runs), audio and cache_writes (prompt cache writes, cache_control): 'priced' while
--- the model prices them, 'allow', 'deny'.
 -- Teams (docs/limits.md, "Teams"): a key belongs to at most one (keys.team_id), and a
 -- request is admitted only if its key and its key's team both admit it. A team's limits
 -- are a key's (NULL: no such limit); team_models is its allow-list, which narrows its
@@ -100,6 +95,11 @@ CREATE TABLE team_models (
 	PRIMARY KEY (team_id, model)
 );
 
+-- Gateway API keys. The clear key is shown once at creation and never stored.
+-- service_tiers, server_tools, audio and cache_writes say what a request may ask for
+-- that costs more (docs/pricing.md); NULL: the agent's default. server_tools (web search and other tools the provider
+-- runs), audio and cache_writes (prompt cache writes, cache_control): 'priced' while
+-- the model prices them, 'allow', 'deny'.
 CREATE TABLE keys (
 	id            INTEGER PRIMARY KEY,
 	name          TEXT NOT NULL UNIQUE CHECK (name <> ''),
