@@ -1,5 +1,5 @@
 /* args: parses and checks what the operator typed: options, operands, names, URLs,
- * integers and dollars. tallyctl is single-threaded. */
+ * integers, dollars and yes or no. tallyctl is single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
@@ -129,6 +129,17 @@ int args_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, const char
 		                 "%lld with at most %d decimals (e.g. 12.50), or none for no budget", s,
 		                 ctl_opts[id].name, CTL_BUDGET_USD_MAX, CTL_USD_DECIMALS);
 	*out = whole * CTL_MICROS_PER_USD + frac;
+	return CTL_OK;
+}
+
+/* A switch a row stores as 0 or 1: yes into 1, no into 0, as spelt here alone. */
+int args_parse_yes_no(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                      int64_t *out)
+{
+	if (strcmp(s, "yes") != 0 && strcmp(s, "no") != 0)
+		return ctl_usage(cmd, "invalid value '%s' for --%s: expected yes or no", s,
+		                 ctl_opts[id].name);
+	*out = strcmp(s, "yes") == 0;
 	return CTL_OK;
 }
 

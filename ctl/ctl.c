@@ -48,6 +48,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_MAX_OUTPUT] = { "max-output", "N" },
 	[OPT_CACHE_WRITES] = { "cache-writes", "priced|allow|deny|inherit" },
 	[OPT_TEAM] = { "team", "TEAM" },
+	[OPT_MEMBERS_SEE_USAGE] = { "members-see-usage", "yes|no" },
 };
 
 /* ---- messages ---- */
@@ -350,6 +351,8 @@ static const char *ctl_cell_text(struct db_stmt *st, int i, enum ctl_col_kind ki
 			n--;
 		buf[buf[n - 1] == '.' ? n - 1 : n] = '\0';
 		return buf;
+	case COL_BOOL:
+		return db_col_int(st, i) ? "yes" : "no";
 	case COL_TIME:
 		t = (time_t)db_col_int(st, i);
 		if (!gmtime_r(&t, &tm) || !strftime(buf, CTL_CELL_BUF, "%Y-%m-%dT%H:%M:%SZ", &tm))
@@ -456,6 +459,8 @@ static cJSON *ctl_cell_json(struct db_stmt *st, int i, enum ctl_col_kind kind)
 		/* Raw decimal keeps int64 exact (cJSON numbers are doubles). */
 		snprintf(buf, sizeof(buf), "%lld", (long long)db_col_int(st, i));
 		return cJSON_CreateRaw(buf);
+	case COL_BOOL:
+		return cJSON_CreateBool(db_col_int(st, i) != 0);
 	case COL_LIST:
 	case COL_CSV:
 		s = db_col_text(st, i);

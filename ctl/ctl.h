@@ -23,7 +23,7 @@ enum ctl_opt_id {
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
 	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_CACHE_WRITES, OPT_TEAM,
-	OPT_COUNT
+	OPT_MEMBERS_SEE_USAGE, OPT_COUNT
 };
 
 #define OPT(id) (UINT64_C(1) << (id))
@@ -64,14 +64,15 @@ struct ctl {
 	const struct ctl_command *cmd;
 };
 
-enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST, COL_CSV, COL_USD };
+enum ctl_col_kind { COL_INT, COL_TEXT, COL_TIME, COL_LIST, COL_CSV, COL_USD, COL_BOOL };
 
 struct ctl_col {
 	const char *header;           /* text output */
 	const char *json;             /* JSON member name */
 	enum ctl_col_kind kind;       /* COL_LIST: comma-joined text, NULL meaning "all";
 	                               * COL_CSV: the same, NULL meaning unset ("-");
-	                               * COL_USD: micro-dollars, shown as dollars in text */
+	                               * COL_USD: micro-dollars, shown as dollars in text;
+	                               * COL_BOOL: 0 or 1, yes or no in text */
 };
 
 typedef int ctl_printer(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols,

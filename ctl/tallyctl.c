@@ -40,6 +40,13 @@
 	"  --budget-period P      day, month (the default) or total (ever)\n"               \
 	"\n"
 
+#define TEAM_SEE_SYNOPSIS "[--members-see-usage yes|no]"
+
+#define TEAM_SEE_HELP                                                                   \
+	"  --members-see-usage yes|no\n"                                                \
+	"                         yes: its keys may read the team's usage, not only\n"  \
+	"                         their own, on GET /tally/v1/usage; no: their own alone\n"
+
 #define TEAM_OPT_HELP                                                                   \
 	"  --team TEAM            the team the key belongs to (must exist); none: no team\n"
 
@@ -125,7 +132,8 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
 	  "Revoking an unknown or already revoked key fails.\n",
 	  "NAME", 0, 0, 0, keys_revoke },
-	{ "team", "create", "team create NAME [--models M1,M2,...] " LIMIT_SYNOPSIS,
+	{ "team", "create", "team create NAME [--models M1,M2,...] " TEAM_SEE_SYNOPSIS " "
+	  LIMIT_SYNOPSIS,
 	  "Creates the team NAME. A key joins it with 'key create --team' or 'key set\n"
 	  "--team'; a request of a team's key is admitted only if the key and the team\n"
 	  "both admit it: the team's limits count every request of its keys together.\n"
@@ -134,26 +142,29 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "  --models M1,M2,...     its keys may use only these models (each must exist),\n"
 	  "                         on top of each key's own list; without it ('' or none\n"
 	  "                         too) every model\n"
+	  TEAM_SEE_HELP
 	  LIMIT_HELP
-	  "A limit not given is unset: no limit.\n",
-	  "NAME", OPT(OPT_MODELS) | LIMIT_OPTS, 0, 0, teams_create },
-	{ "team", "set", "team set NAME [--models M1,M2,...] " LIMIT_SYNOPSIS,
+	  "A limit not given is unset: no limit. --members-see-usage not given is no.\n",
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | LIMIT_OPTS, 0, 0, teams_create },
+	{ "team", "set", "team set NAME [--models M1,M2,...] " TEAM_SEE_SYNOPSIS " " LIMIT_SYNOPSIS,
 	  "Changes the team named NAME; options not given keep their value. At least one\n"
 	  "option is required. The team keeps its id, its keys and its history. The\n"
 	  "running agent applies the change at its next reload.\n"
 	  "\n"
 	  "  --models M1,M2,...     replace the allow-list (each model must exist);\n"
 	  "                         '' or none: every model\n"
+	  TEAM_SEE_HELP
 	  LIMIT_HELP
 	  "'none' clears a limit, e.g. '--rpm none'. Setting an unknown team fails.\n",
-	  "NAME", OPT(OPT_MODELS) | LIMIT_OPTS, 0, 0, teams_set },
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | LIMIT_OPTS, 0, 0, teams_set },
 	{ "team", "list", "team list [--json]",
 	  LIST_HELP("teams")
 	  "\n"
 	  "ACTIVE_KEYS counts the team's keys not revoked. MODELS is the allow-list, \"*\"\n"
 	  "(JSON: null) when its keys may use every model. An unset limit shows as \"-\"\n"
 	  "(JSON: null). BUDGET_USD is in dollars; JSON has budget_micros, integer\n"
-	  "micro-dollars.\n",
+	  "micro-dollars. MEMBERS_SEE_USAGE is yes when the team's keys may read its usage\n"
+	  "(JSON: true or false).\n",
 	  NULL, OPT(OPT_JSON), 0, 0, teams_list },
 	{ "team", "delete", "team delete NAME",
 	  "Deletes the team named NAME and its allow-list. Refused while any key, revoked\n"

@@ -1,6 +1,7 @@
 /* teams: teams of keys (create, set, list, delete). A team carries a key's limits and
  * an allow-list (limits.c) that the agent applies to each of its keys on top of the
- * key's own. tallyctl is single-threaded. */
+ * key's own, and whether its keys may read the team's usage (GET /tally/v1/usage).
+ * tallyctl is single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 static const struct limits_sql teams_limits_sql = LIMITS_SQL("teams", "team_models", "team_id");
 
 #define TEAMS_EXISTS_SQL "SELECT 1 FROM teams WHERE name = ?1"
+#define TEAMS_SEE_SQL "UPDATE teams SET members_see_usage = ?2 WHERE id = ?1"
 
 /* The id of the team named name into *id; an unknown name is an error. */
 int teams_id(struct ctl *ctl, const char *name, int64_t *id)
@@ -58,23 +60,27 @@ static int teams_end(struct ctl *ctl, int ok, const char *done, const char *name
 
 /* team create (create: 1) and team set, which differ only in where the row comes
  * from. set changes only the options given; the team keeps its id, so its keys and
- * the history of its rows and rollups stay its own. */
+ * the history of its rows and rollups stay its own. A new team's keys see their own
+ * usage alone until --members-see-usage yes. */
 static int teams_write(struct ctl *ctl, const struct ctl_args *a, int create)
 {
-	const char *name = a->operand;
+	const char *name = a->operand, *see_arg = a->val[OPT_MEMBERS_SEE_USAGE];
 	struct limits l = { 0 };
-	int64_t id;
+	int64_t id, see = 0;
 	int status;
 
 	status = create ? teams_check_name(ctl->cmd, name) : args_need_option(ctl->cmd, a);
 	if (status == CTL_OK)
 		status = limits_parse(ctl->cmd, a, &l);
+	if (status == CTL_OK && see_arg)
+		status = args_parse_yes_no(ctl->cmd, OPT_MEMBERS_SEE_USAGE, see_arg, &see);
 	if (status == CTL_OK)
 		status = teams_end(ctl, ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
 		                   (create ? teams_insert(ctl, name, &id) :
 		                    teams_id(ctl, name, &id)) == CTL_OK &&
 		                   limits_models_exist(ctl, &l) == CTL_OK &&
-		                   limits_write(ctl, &teams_limits_sql, id, &l) == CTL_OK,
+		                   limits_write(ctl, &teams_limits_sql, id, &l) == CTL_OK &&
+		                   (!see_arg || ctl_exec(ctl, TEAMS_SEE_SQL, "ii", id, see) >= 0),
 		                   create ? "created" : "updated", name);
 	limits_free(&l);
 	return status;
@@ -99,13 +105,14 @@ int teams_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "ACTIVE_KEYS", "active_keys", COL_INT },
 		{ "MODELS", "models", COL_LIST },
 		LIMITS_COLS,
+		{ "MEMBERS_SEE_USAGE", "members_see_usage", COL_BOOL },
 	};
 
 #define TEAM_LIST_SQL(MODELS)                                                           \
 	"SELECT t.id, t.name, t.created_at,"                                            \
 	" (SELECT count(*) FROM keys WHERE team_id = t.id AND revoked_at IS NULL), "    \
-	MODELS ", t.rpm, t.tpm, t.max_concurrent, t.budget_micros, t.budget_period"       \
-	" FROM teams t ORDER BY t.id"
+	MODELS ", t.rpm, t.tpm, t.max_concurrent, t.budget_micros, t.budget_period,"      \
+	" t.members_see_usage FROM teams t ORDER BY t.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(TEAM_LIST_SQL, "team_models", "team_id", "t.id");
 #undef TEAM_LIST_SQL
 

@@ -576,6 +576,8 @@ def test_changes_bump_config_generation(ctl):
         ("team", "set", "t", "--budget-usd", "1.5", "--budget-period", "total"),
         ("team", "set", "t", "--models", "m"),
         ("team", "set", "t", "--models", "none"),
+        ("team", "set", "t", "--members-see-usage", "yes"),
+        ("team", "set", "t", "--members-see-usage", "no"),
         ("key", "set", "k", "--team", "t"),
         ("key", "set", "k", "--team", "u"),
         ("key", "set", "k", "--team", "none"),
@@ -861,21 +863,57 @@ def test_team_create_set_list(seeded):
     listed = seeded.json("team", "list")
     assert [t["name"] for t in listed] == ["search", "ads"]
     assert set(listed[0]) == {"id", "name", "created_at", "active_keys", "models", "rpm", "tpm",
-                              "max_concurrent", "budget_micros", "budget_period"}
+                              "max_concurrent", "budget_micros", "budget_period",
+                              "members_see_usage"}
     assert {k: v for k, v in listed[0].items() if k != "created_at"} == {
         "id": search_id, "name": "search", "active_keys": 2, "models": ["gpt-4o", "gpt-4o-mini"],
         "rpm": 7, "tpm": None, "max_concurrent": None, "budget_micros": 1,
-        "budget_period": "month"}
+        "budget_period": "month", "members_see_usage": False}
     assert listed[1]["active_keys"] == 0 and listed[1]["models"] is None
     assert isinstance(listed[0]["created_at"], int)
 
     lines = seeded.ok("team", "list").splitlines()
     assert lines[0].split() == ["ID", "NAME", "CREATED", "ACTIVE_KEYS", "MODELS", "RPM", "TPM",
-                                "MAX_CONC", "BUDGET_USD", "PERIOD"]
+                                "MAX_CONC", "BUDGET_USD", "PERIOD", "MEMBERS_SEE_USAGE"]
     cells = [line.split() for line in lines[1:]]
     assert [c[:2] + c[3:] for c in cells] == [
-        [str(search_id), "search", "2", "gpt-4o,gpt-4o-mini", "7", "-", "-", "0.000001", "month"],
-        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month"]]
+        [str(search_id), "search", "2", "gpt-4o,gpt-4o-mini", "7", "-", "-", "0.000001", "month",
+         "no"],
+        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month", "no"]]
+
+
+def sees(ctl, name):
+    """teams.members_see_usage of team name."""
+    return ctl.query("SELECT members_see_usage FROM teams WHERE name = ?", (name,))[0][0]
+
+
+def test_team_members_see_usage(seeded):
+    """--members-see-usage yes|no: no when create is not told, kept by a set that does
+    not name it, the only option a set may give; list shows it as yes or no (JSON: a
+    boolean)."""
+    seeded.ok("team", "create", "quiet")
+    seeded.ok("team", "create", "open", "--members-see-usage", "yes", "--rpm", "5")
+    seeded.ok("team", "create", "told", "--members-see-usage=no")
+    assert [sees(seeded, t) for t in ("quiet", "open", "told")] == [0, 1, 0]
+    assert team(seeded, "open")[1] == 5
+
+    before = seeded.generation()
+    assert seeded.ok("team", "set", "quiet", "--members-see-usage", "yes") == "updated team quiet\n"
+    assert seeded.generation() > before
+    assert sees(seeded, "quiet") == 1
+    seeded.ok("team", "set", "quiet", "--rpm", "9", "--models", "gpt-4o")
+    assert sees(seeded, "quiet") == 1 and team(seeded, "quiet")[1] == 9
+    seeded.ok("team", "set", "open", "--members-see-usage", "no", "--tpm", "100")
+    assert sees(seeded, "open") == 0 and team(seeded, "open")[1:3] == (5, 100)
+    seeded.ok("team", "set", "open", "--members-see-usage", "no")
+    assert sees(seeded, "open") == 0
+
+    assert {t["name"]: t["members_see_usage"] for t in seeded.json("team", "list")} == \
+        {"quiet": True, "open": False, "told": False}
+    lines = seeded.ok("team", "list").splitlines()
+    assert lines[0].split()[-1] == "MEMBERS_SEE_USAGE"
+    assert [(line.split()[1], line.split()[-1]) for line in lines[1:]] == \
+        [("quiet", "yes"), ("open", "no"), ("told", "no")]
 
 
 def test_team_limit_errors_are_the_keys(seeded):
@@ -914,6 +952,15 @@ def test_team_limit_errors_are_the_keys(seeded):
     (["team", "set", "ghost", "--rpm", "5"], 1, "no team named 'ghost'"),
     (["team", "set", "t", "--models", "gpt-4o,ghost"], 1, "unknown model 'ghost'"),
     (["team", "set", "t", "--audio", "deny"], 2, "unknown option '--audio'"),
+    (["team", "create", "new", "--members-see-usage", "maybe"], 2,
+     "team create: invalid value 'maybe' for --members-see-usage: expected yes or no"),
+    (["team", "set", "t", "--members-see-usage", "Yes"], 2,
+     "team set: invalid value 'Yes' for --members-see-usage: expected yes or no"),
+    (["team", "set", "t", "--members-see-usage=1", "--rpm", "9"], 2,
+     "invalid value '1' for --members-see-usage"),
+    (["team", "set", "t", "--members-see-usage"], 2, "--members-see-usage needs a value"),
+    (["key", "create", "k2", "--members-see-usage", "yes"], 2,
+     "unknown option '--members-see-usage'"),
     (["team", "delete", "ghost"], 1, "no team named 'ghost'"),
     (["team", "delete"], 2, "missing NAME"),
     (["team", "list", "extra"], 2, "unexpected argument 'extra'"),

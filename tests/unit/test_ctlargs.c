@@ -1,5 +1,5 @@
-/* Unit tests of tallyctl's parsing of operator input: names, URLs, integers and
- * dollars (ctl/args.c), a command's arguments and the global options, the limit options
+/* Unit tests of tallyctl's parsing of operator input: names, URLs, integers, dollars
+ * and yes or no (ctl/args.c), a command's arguments and the global options, the limit options
  * of keys and teams (ctl/limits.c) and the other options of key create and key set
  * (ctl/keys.c). */
 #include <string.h>
@@ -100,6 +100,26 @@ static void test_parse_usd(void)
 		CHECK_EQ_INT(args_parse_usd(&key_create, OPT_BUDGET_USD, cases[i].s, &v),
 		             cases[i].micros < 0 ? CTL_USAGE : CTL_OK);
 		CHECK_EQ_INT(v, cases[i].micros);
+	}
+}
+
+/* yes and no as spelt, nothing else: a typo never turns a team's flag. */
+static void test_parse_yes_no(void)
+{
+	static const char *const refused[] = { "", "Yes", "YES", "y", "1", "true", "on", "no ",
+	                                       "yess", "maybe" };
+	int64_t v = -1;
+	int i;
+
+	CHECK_EQ_INT(args_parse_yes_no(&key_create, OPT_MEMBERS_SEE_USAGE, "yes", &v), CTL_OK);
+	CHECK_EQ_INT(v, 1);
+	CHECK_EQ_INT(args_parse_yes_no(&key_create, OPT_MEMBERS_SEE_USAGE, "no", &v), CTL_OK);
+	CHECK_EQ_INT(v, 0);
+	for (i = 0; i < NARGS(refused); i++) {
+		v = 7;
+		CHECK_EQ_INT(args_parse_yes_no(&key_create, OPT_MEMBERS_SEE_USAGE, refused[i], &v),
+		             CTL_USAGE);
+		CHECK_EQ_INT(v, 7);
 	}
 }
 
@@ -339,6 +359,7 @@ int main(void)
 	RUN(test_valid_names);
 	RUN(test_parse_int);
 	RUN(test_parse_usd);
+	RUN(test_parse_yes_no);
 	RUN(test_parse_args);
 	RUN(test_global_opt);
 	RUN(test_limits);
