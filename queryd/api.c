@@ -771,7 +771,8 @@ enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_T
 /* Columns of sql/queries/teams.sql: the team, then one model of its allow-list (NULL:
  * none). Limits and spend are in the keys' order (api_limits_spend). */
 enum { T_ID, T_NAME, T_CREATED, T_RPM, T_TPM, T_MAX_CONCURRENT, T_BUDGET, T_PERIOD,
-       T_PERIOD_START, T_COST, T_EST_COST, T_REQUESTS, T_TOKENS, T_KEYS, T_MODEL };
+       T_PERIOD_START, T_COST, T_EST_COST, T_REQUESTS, T_TOKENS, T_KEYS, T_MEMBERS_SEE_USAGE,
+       T_MODEL };
 
 /* The "limits" and "spend" objects of a key or team into o, from the columns rpm, tpm,
  * max_concurrent, budget_micros, budget_period, period_start at lim and cost_micros,
@@ -836,6 +837,7 @@ static cJSON *api_team_json(struct db_stmt *st)
 	rc |= row_add_col_text(o, "name", st, T_NAME);
 	rc |= row_add_col_int(o, "created_at", st, T_CREATED);
 	rc |= row_add_col_int(o, "keys", st, T_KEYS);
+	rc |= row_add_col_bool(o, "members_see_usage", st, T_MEMBERS_SEE_USAGE);
 	if (rc || !cJSON_AddArrayToObject(o, "models") ||
 	    api_limits_spend(o, st, T_RPM, T_COST) < 0) {
 		cJSON_Delete(o);

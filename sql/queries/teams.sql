@@ -1,8 +1,9 @@
--- teams: every team with its limits, its keys' count and its spend in its budget period,
--- which starts at :day_start, :month_start or 0 (total), from team_daily (the current
--- day's row holds what the writer has committed so far); one row per model of its
--- allow-list (team_models), or one with a NULL model for a team without one, in id
--- order: queryd/api.c folds a team's rows into one object. One text for both stores:
+-- teams: every team with its limits, its keys' count, whether its keys may read its
+-- usage (members_see_usage) and its spend in its budget period, which starts at
+-- :day_start, :month_start or 0 (total), from team_daily (the current day's row holds
+-- what the writer has committed so far); one row per model of its allow-list
+-- (team_models), or one with a NULL model for a team without one, in id order:
+-- queryd/api.c folds a team's rows into one object. One text for both stores:
 -- correlated sums (teams are few), parameters typed BIGINT for PostgreSQL.
 SELECT x.id, x.name, x.created_at, x.rpm, x.tpm, x.max_concurrent, x.budget_micros,
        x.budget_period, x.period_start,
@@ -16,6 +17,7 @@ SELECT x.id, x.name, x.created_at, x.rpm, x.tpm, x.max_concurrent, x.budget_micr
        coalesce((SELECT sum(d.prompt_tokens + d.completion_tokens) FROM team_daily d
                  WHERE d.team_id = x.id AND d.day >= x.period_start), 0) AS total_tokens,
        (SELECT count(*) FROM keys k WHERE k.team_id = x.id) AS keys,
+       x.members_see_usage,
        m.model
 FROM (SELECT t.*, CASE t.budget_period WHEN 'day' THEN CAST(:day_start AS BIGINT)
                                        WHEN 'month' THEN CAST(:month_start AS BIGINT)

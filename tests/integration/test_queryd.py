@@ -266,15 +266,15 @@ def seeded(tmp_path_factory):
 
 
 def add_teams(db, keys, rows):
-    """Teams "platform" (alpha's) and HOSTILE (beta's; gamma has none), as schema 13
-    stores them, and each row's team_id as the agent records it: its key's team when
+    """Teams "platform" (alpha's) and HOSTILE (beta's; gamma has none; its keys may read
+    its usage), as schema 14 stores them, and each row's team_id as the agent records it: its key's team when
     it was decided, so some of alpha's rows, from before alpha moved, are HOSTILE's.
     Rows without a key have no team. The writer fills the team rollups from them."""
     con = sqlite3.connect(db)
     with con:
         con.execute("INSERT INTO teams (name, created_at) VALUES ('platform', 0)")
-        con.execute("INSERT INTO teams (name, created_at, budget_micros, budget_period)"
-                    " VALUES (?, 0, 5000000, 'total')", (HOSTILE,))
+        con.execute("INSERT INTO teams (name, created_at, budget_micros, budget_period,"
+                    " members_see_usage) VALUES (?, 0, 5000000, 'total', 1)", (HOSTILE,))
         teams = {n: i for i, n in con.execute("SELECT id, name FROM teams")}
         con.execute("INSERT INTO team_models (team_id, model) VALUES (?, 'm-gpt'), (?, 'm-claude')",
                     (teams[HOSTILE], teams[HOSTILE]))
@@ -900,14 +900,15 @@ def test_keys_limits_and_spend(world):
 
 def test_teams_limits_models_and_spend(world):
     """/api/teams lists every team in id order as /api/keys lists keys: limits, its
-    allow-list, how many keys it has, and its spend in its budget period from
-    team_daily, which holds the rows recorded under the team (alpha's rows from before
+    allow-list, how many keys it has, whether they may read its usage, and its spend in
+    its budget period from team_daily, which holds the rows recorded under the team (alpha's rows from before
     it moved count for HOSTILE, not for platform)."""
     q, rows, teams = world["q"], world["rows"], world["teams"]
     got = q.get("/api/teams")["teams"]
     assert [t["name"] for t in got] == ["platform", HOSTILE]
     p, h = got
     assert (p["id"], p["keys"], p["models"]) == (teams["platform"], 1, [])
+    assert p["members_see_usage"] is False and h["members_see_usage"] is True
     assert p["limits"] == {"rpm": None, "tpm": None, "max_concurrent": None,
                            "budget_micros": None, "budget_period": "month"}
     assert (h["id"], h["keys"], sorted(h["models"])) == (teams[HOSTILE], 1, ["m-claude", "m-gpt"])
