@@ -70,6 +70,8 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_TEAM_TPM_LIMITED] = { "team_rate_limit_tokens", 429 },
 	[DECISION_TEAM_CONCURRENCY_LIMITED] = { "team_concurrency_limit", 429 },
 	[DECISION_TEAM_BUDGET_EXCEEDED] = { "team_budget_exceeded", 402 },
+	[DECISION_USAGE_REPORTED] = { "usage_reported", 200 },
+	[DECISION_USAGE_UNAVAILABLE] = { "usage_unavailable", 503 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -385,6 +387,14 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	return DECISION_MODELS_LISTED;
 }
 
+/* The gateway's own paths (/tally/...): GET /tally/v1/usage, the key's usage; any other
+ * is no endpoint. Never forwarded: no provider has them. */
+static enum decision_verdict decision_own_path(const struct decision_request *req)
+{
+	return decision_str_is(req->method, "GET") && decision_str_is(req->path, "/tally/v1/usage")
+	       ? DECISION_USAGE_REPORTED : DECISION_BAD_ENDPOINT;
+}
+
 /* Where a decision stops to ask who made a stored response id (len bytes): the
  * caller's answer finishes it (decision_owned_by); without one the id is unknown. */
 static enum decision_verdict decision_ask_owner(struct decision *d, enum decision_owner_of of,
@@ -695,6 +705,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		d->over_cap = req->policy->max_body;
 		return DECISION_BODY_TOO_LARGE;
 	}
+	if (decision_str_begins(req->path, "/tally/"))
+		return decision_own_path(req);
 	if (!(ep = decision_find_endpoint(req)))
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);

@@ -44,6 +44,10 @@ enum decision_verdict {
 	DECISION_TEAM_TPM_LIMITED,          /* 429 */
 	DECISION_TEAM_CONCURRENCY_LIMITED,  /* 429 */
 	DECISION_TEAM_BUDGET_EXCEEDED,      /* 402 */
+	/* GET /tally/v1/usage: the key's own usage, answered by the gateway (docs/limits.md,
+	 * "A key's own usage"); or 503 when its spend cannot be read now (usageview.h). */
+	DECISION_USAGE_REPORTED,            /* 200 */
+	DECISION_USAGE_UNAVAILABLE,         /* 503 */
 	DECISION_VERDICT_COUNT
 };
 

@@ -197,11 +197,12 @@ static void join_no_usage(struct usage *u)
 	u->source = ACCT_USAGE_NONE;
 }
 
-/* Whether the gateway answered the request itself (a model list): no upstream saw it,
- * there is nothing to bill. */
+/* Whether the gateway answered the request itself (a model list, a key's usage): no
+ * upstream saw it, there is nothing to bill. */
 static int join_answered_by_gateway(const struct acct_row *row)
 {
-	return strcmp(row->verdict, decision_verdict_name(DECISION_MODELS_LISTED)) == 0;
+	return strcmp(row->verdict, decision_verdict_name(DECISION_MODELS_LISTED)) == 0 ||
+	       strcmp(row->verdict, decision_verdict_name(DECISION_USAGE_REPORTED)) == 0;
 }
 
 /* How the transaction ended: a denial as the agent decided it, nothing decided as

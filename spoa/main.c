@@ -45,6 +45,7 @@
 #include "spill.h"
 #include "spend.h"
 #include "teamspend.h"
+#include "usageview.h"
 #include "stats.h"
 #include "worker.h"
 #include "writer.h"
@@ -70,6 +71,7 @@ struct agent {
 	struct quota *quota;
 	struct longbody *longbody;
 	struct owner *owners;
+	struct usageview *usage;
 	struct decision_policy policy; /* the workers' defaults, from cfg */
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
@@ -256,7 +258,8 @@ static int agent_start_accounting(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "database path too long");
 		return -1;
 	}
-	if (!a->queue || !a->pending || !a->keylive || !a->quota || !a->owners ||
+	a->usage = usageview_new(a->cfg.db_path);
+	if (!a->queue || !a->pending || !a->keylive || !a->quota || !a->owners || !a->usage ||
 	    (a->cfg.long_body_memory && !a->longbody)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -340,6 +343,7 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		.secret = &a->gateway_secret,
 		.longbody = a->longbody,
 		.owners = a->owners,
+		.usage = a->usage,
 		.policy = &a->policy,
 	};
 	struct intake_config ic = {
@@ -512,6 +516,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	teamspend_free(a->teams);
 	longbody_free(a->longbody);
 	owner_free(a->owners);
+	usageview_free(a->usage);
 	db_close(a->db);
 }
 

@@ -271,18 +271,13 @@ static void metrics_label(struct metrics_out *o, const char *s)
 	}
 }
 
-static const char *metrics_period_name(enum quota_period p)
-{
-	return p == QUOTA_PERIOD_DAY ? "day" : p == QUOTA_PERIOD_TOTAL ? "total" : "month";
-}
-
 /* One gauge line of team t: name{team="...",period="..."} v. */
 static void metrics_team_line(struct metrics_out *o, const char *name,
                               const struct teamspend_team *t, int64_t v)
 {
 	metrics_printf(o, "%s{team=\"", name);
 	metrics_label(o, t->name);
-	metrics_printf(o, "\",period=\"%s\"} %" PRId64 "\n", metrics_period_name(t->period), v);
+	metrics_printf(o, "\",period=\"%s\"} %" PRId64 "\n", quota_period_name(t->period), v);
 }
 
 size_t metrics_render_teams(const struct teamspend_team *t, size_t n, char *buf, size_t cap)

@@ -15,7 +15,7 @@
  * and a key holder chooses the ids it asks for (each miss asked again up to eight
  * times, as another node's create may be on its way: owner_creates_pending): a flood
  * of made-up ids would make every request of the thread wait behind probes. Bound by
- * time, not by count: each thread spends at most OWNER_PROBE_US of every second
+ * time, not by count: each thread spends at most PROBE_US of every second
  * probing (measured per probe, so the bound holds on a slow network as on loopback);
  * past it a miss is a miss until the budget refills. Neither a negative cache (fresh
  * ids defeat it, and an id another node is committing would stay missing) nor the
@@ -36,6 +36,7 @@
 #include "db.h"
 #include "hash.h"
 #include "log.h"
+#include "probe.h"
 
 #define OWNER_CREATING_SLOTS 1024
 #define OWNER_PATH_MAX 4096
@@ -47,7 +48,7 @@ struct owner_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
 	struct db_stmt *find;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
-	struct owner_budget budget;    /* this thread's time for probes */
+	struct probe_budget budget;    /* this thread's time for probes */
 	int64_t warned_at_ms;          /* last said that the budget ran out */
 };
 
@@ -221,43 +222,6 @@ int owner_set_store(struct owner *o, const char *path)
 	return 0;
 }
 
-int owner_budget_allows(struct owner_budget *b, int64_t now_us)
-{
-	/* Whole microseconds of budget per elapsed time, the rest of the time kept for the
-	 * next call: called for every miss, a per-call rounding would lose all refill. */
-	const int64_t per = 1000000 / OWNER_PROBE_US;
-	int64_t gained;
-
-	if (!b->at_us) {
-		b->left_us = OWNER_PROBE_US;
-		b->at_us = now_us;
-	}
-	if (now_us > b->at_us) {
-		gained = (now_us - b->at_us) / per;
-		b->at_us += gained * per;
-		if (b->left_us + gained >= OWNER_PROBE_US) {
-			b->left_us = OWNER_PROBE_US;
-			b->at_us = now_us;
-		} else {
-			b->left_us += gained;
-		}
-	}
-	return b->left_us > 0;
-}
-
-void owner_budget_spend(struct owner_budget *b, int64_t us)
-{
-	b->left_us -= us > 0 ? us : 0;
-}
-
-static int64_t owner_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The calling thread's connection, allocated on first use (NULL on ENOMEM); its store
  * opened by owner_open. */
 static struct owner_conn *owner_conn(struct owner *o)
@@ -304,7 +268,7 @@ static int owner_open(struct owner *o, struct owner_conn *c)
  * a thread whose time for probes is spent. That time counts the connect too, and a
  * store that hangs (a partition: libpq gives up within about 30 s) is paid back in
  * full before the next probe: the thread stays free at the price of cross-node reads
- * for 1000000 / OWNER_PROBE_US times the stall. */
+ * for 1000000 / PROBE_US times the stall. */
 static int owner_get_stored(struct owner *o, const char *id, size_t len, struct owner_entry *out)
 {
 	struct owner_conn *c = owner_conn(o);
@@ -315,12 +279,12 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 
 	if (!c || acct_now_ms() < c->retry_at_ms)
 		return 0;
-	t0 = owner_now_us();
-	if (!owner_budget_allows(&c->budget, t0)) {
+	t0 = probe_now_us();
+	if (!probe_budget_allows(&c->budget, t0)) {
 		if (acct_now_ms() - c->warned_at_ms >= OWNER_WARN_MS) {
 			log_warn("stored responses: more ids to look up than %d ms a second of this "
 			         "thread allows; ids this node did not see are not found meanwhile",
-			         OWNER_PROBE_US / 1000);
+			         PROBE_US / 1000);
 			c->warned_at_ms = acct_now_ms();
 		}
 		return 0;
@@ -342,7 +306,7 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 	}
 	db_reset(c->find);
 out:
-	owner_budget_spend(&c->budget, owner_now_us() - t0);
+	probe_budget_spend(&c->budget, probe_now_us() - t0);
 	return found;
 }
 

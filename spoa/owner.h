@@ -64,20 +64,6 @@ int owner_creates_pending(struct owner *o, int64_t key_id);
 
 size_t owner_count(struct owner *o);
 
-/* A thread's time for store probes: OWNER_PROBE_US of every second, saved up to one
- * second's worth. Pure; one thread. */
-#define OWNER_PROBE_US 50000
-struct owner_budget {
-	int64_t left_us;
-	int64_t at_us;      /* last refilled (a monotonic clock); 0: never */
-};
-
-/* Refills b for the time since its last call (now_us, microseconds of a monotonic
- * clock, > 0), then whether time is left. */
-int owner_budget_allows(struct owner_budget *b, int64_t now_us);
-/* Takes a probe's time (us) from b: it may go below 0, then waits for the refill. */
-void owner_budget_spend(struct owner_budget *b, int64_t us);
-
 /* How long a provider keeps a stored response (OpenAI: 30 days): older ones are not
  * loaded. */
 #define OWNER_RETENTION_S (30 * 86400)

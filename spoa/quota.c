@@ -783,6 +783,44 @@ int64_t quota_period_end(enum quota_period p, int64_t now_ms)
 	return period_end_ms(quota_period_kind(p), now_ms);
 }
 
+const char *quota_period_name(enum quota_period p)
+{
+	return p == QUOTA_PERIOD_DAY ? "day" : p == QUOTA_PERIOD_TOTAL ? "total" : "month";
+}
+
+void quota_peek(struct quota *q, int64_t subject, const struct quota_cfg *cfg, int64_t now_ms,
+                struct quota_status *st, int64_t *in_flight)
+{
+	uint64_t h = quota_hash_key(subject);
+	struct quota_shard *s = quota_shard_of(q, h);
+	struct lease_bucket req, tok;
+	const struct quota_key *k;
+
+	quota_status_none(st);
+	*in_flight = 0;
+	memset(&req, 0, sizeof(req));
+	memset(&tok, 0, sizeof(tok));
+	pthread_mutex_lock(&s->lock);
+	if ((k = quota_shard_find(s, h, subject, 0))) {
+		req = k->req;
+		tok = k->tok;
+		*in_flight = k->in_flight;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (q->shared) {
+		/* A node holds a lease of each window, not the window: what the cluster has
+		 * left is nobody's to say here. */
+		st->limit_requests = cfg->rpm > 0 ? quota_clamp_amount(cfg->rpm) : -1;
+		st->limit_tokens = cfg->tpm > 0 ? quota_clamp_amount(cfg->tpm) : -1;
+		return;
+	}
+	/* Copies: a look must not move the windows it reads. */
+	lease_bucket_sync(&req, quota_clamp_amount(cfg->rpm), now_ms);
+	lease_bucket_sync(&tok, quota_clamp_amount(cfg->tpm), now_ms);
+	quota_bucket_status(&req, &st->limit_requests, &st->remaining_requests, &st->reset_requests_ms);
+	quota_bucket_status(&tok, &st->limit_tokens, &st->remaining_tokens, &st->reset_tokens_ms);
+}
+
 const char *quota_verdict_name(enum quota_verdict v)
 {
 	switch (v) {

@@ -116,6 +116,15 @@ int64_t quota_period_start(enum quota_period p, int64_t now_ms);
 int64_t quota_period_end(enum quota_period p, int64_t now_ms);
 
 const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
+const char *quota_period_name(enum quota_period p);     /* "day", "month", "total" */
+
+/* Where subject (a key's id, or quota_team_subject's) stands under cfg at now_ms, as
+ * the x-ratelimit figures of its next admission would say, and its requests in flight
+ * here. Takes nothing; a subject never admitted here has its windows full. In shared
+ * mode only the limits are filled (remaining and reset -1): a node holds a lease of
+ * each window, not what the cluster has left. */
+void quota_peek(struct quota *q, int64_t subject, const struct quota_cfg *cfg, int64_t now_ms,
+                struct quota_status *st, int64_t *in_flight);
 
 /* ---- shared mode (share.c's thread; the main thread enables it before any admission) ---- */
 

@@ -17,6 +17,7 @@
 #include "spop.h"
 #include "stats.h"
 #include "txnvar.h"
+#include "usageview.h"
 #include "wording.h"
 
 #define SESSION_CAPABILITIES "pipelining"
@@ -449,6 +450,49 @@ static int session_models(const struct session *s, const struct keytable *kt,
 	return wording_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
 }
 
+/* One level of a usage answer: subject's (a key's id, or its team's subject) under cfg
+ * at now_ms. 0, or -1 when its spend cannot be read now. */
+static int session_usage_level(struct session *s, int64_t subject, const struct quota_cfg *cfg,
+                               int64_t now_ms, struct wording_usage_level *l)
+{
+	l->cfg = *cfg;
+	l->period = cfg->budget_micros > 0 ? cfg->period : QUOTA_PERIOD_MONTH;
+	l->since_ms = quota_period_start(l->period, now_ms);
+	l->until_ms = quota_period_end(l->period, now_ms);
+	l->st = (struct quota_status){ -1, -1, -1, -1, -1, -1, 0 };
+	l->in_flight = 0;
+	if (s->quota)
+		quota_peek(s->quota, subject, cfg, now_ms, &l->st, &l->in_flight);
+	return usageview_spent(s->usage, subject, l->since_ms, now_ms, &l->spent_micros,
+	                       &l->as_of_ms);
+}
+
+/* GET /tally/v1/usage: d's key's figures, and its team's where the team shows them to
+ * its keys, into body (SESSION_BODY_MAX bytes, within the peer's frames); its length.
+ * A spend that cannot be read turns d into DECISION_USAGE_UNAVAILABLE, a body that
+ * cannot fit into DECISION_AGENT_ERROR: -1. */
+static int session_usage(struct session *s, struct decision *d, char *body)
+{
+	const struct kt_team *team = d->key->team;
+	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
+	int64_t now = acct_now_ms();
+	struct wording_usage u;
+	int n;
+
+	memset(&u, 0, sizeof(u));
+	u.team_shown = team && team->members_see_usage;
+	if (!s->usage || session_usage_level(s, d->key->id, &d->key->quota, now, &u.key) < 0 ||
+	    (u.team_shown && session_usage_level(s, quota_team_subject(team->id), &team->quota,
+	                                         now, &u.team) < 0)) {
+		d->verdict = DECISION_USAGE_UNAVAILABLE;
+		return -1;
+	}
+	n = wording_usage_json(d, &u, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+	if (n < 0)
+		d->verdict = DECISION_AGENT_ERROR;
+	return n;
+}
+
 /* Asks the owners' store who made the stored response d names, and finishes d with
  * the answer. The key's creates in flight are read first: the intake notes an id
  * before it counts its create ended, so a count read as 0 means any id it had is in
@@ -525,6 +569,8 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	if (d.verdict == DECISION_MODELS_LISTED &&
 	    (body_len = session_models(s, kt, &d, &req, body)) < 0)
 		d.verdict = DECISION_AGENT_ERROR;
+	if (d.verdict == DECISION_USAGE_REPORTED)
+		body_len = session_usage(s, &d, body);
 	if (s->on_decided && d.verdict != DECISION_UNAUTHENTICATED &&
 	    s->on_decided(s->decided_arg, id, &d) < 0)
 		d.verdict = DECISION_BUSY;
@@ -532,7 +578,8 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	stats_add(&stats.verdicts[d.verdict], 1);
 	if (session_id_printable(id))
 		log_debug("decision %.*s: %s", (int)id.len, id.ptr, decision_verdict_name(d.verdict));
-	if (d.verdict != DECISION_ALLOW && d.verdict != DECISION_MODELS_LISTED)
+	if (d.verdict != DECISION_ALLOW && d.verdict != DECISION_MODELS_LISTED &&
+	    d.verdict != DECISION_USAGE_REPORTED)
 		body_len = wording_error_json(&d, &req, body, 2048);
 	/* A peer that negotiated a tiny frame still gets the verdict and status. */
 	if (session_ack(s, f, &d, body, body_len, 0, out) < 0)

@@ -14,6 +14,7 @@
 
 struct longbody;
 struct owner;
+struct usageview;
 
 /* The SPOE message our haproxy/spoe-tally.conf sends at request time, and the one that
  * carries a piece of a long body before it (HAProxy 3.4+, longbody.h). */
@@ -56,6 +57,8 @@ struct session {
 	/* What keys without their own say may ask for that costs more; NULL: the
 	 * defaults. Borrowed. */
 	const struct decision_policy *policy;
+	/* Keys' and teams' spend for GET /tally/v1/usage; NULL: it answers 503. Borrowed. */
+	struct usageview *usage;
 	/* 1 once a NOTIFY carried the secret (any well-formed one when secret is NULL): the
 	 * connection is the gateway's HAProxy's (worker.c bounds the others). */
 	int authentic;

@@ -45,6 +45,8 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_TEAM_TPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
 	[DECISION_TEAM_CONCURRENCY_LIMITED] = { "rate_limit_error", "rate_limit_error" },
 	[DECISION_TEAM_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_USAGE_REPORTED] = { "", "" },
+	[DECISION_USAGE_UNAVAILABLE] = { "server_error", "overloaded_error" },
 };
 
 /* Whether s begins with lit. */
@@ -164,6 +166,9 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_BUSY:
 		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
+		break;
+	case DECISION_USAGE_UNAVAILABLE:
+		snprintf(msg, cap, "The gateway cannot read the key's usage right now; retry shortly.");
 		break;
 	case DECISION_UNKNOWN_RESPONSE:
 		wording_json_escape(model, sizeof(model), d->response_id);
@@ -296,6 +301,99 @@ int wording_models_json(const struct keytable *t, const struct decision *d,
 		wording_json_escape(last_id, sizeof(last_id), last->name);
 		n = snprintf(buf + len, cap - len, "],\"has_more\":%s,\"first_id\":\"%s\",\"last_id\":\"%s\"}",
 		             more ? "true" : "false", first_id, last_id);
+	}
+	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
+}
+
+/* A time as RFC 3339 UTC into out (32 bytes), or "null" for none (< 0, or INT64_MAX). */
+static void wording_time(char *out, size_t cap, int64_t ms)
+{
+	time_t at = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms < 0 || ms == INT64_MAX || !gmtime_r(&at, &tm) ||
+	    !strftime(out, cap, "\"%Y-%m-%dT%H:%M:%SZ\"", &tm))
+		snprintf(out, cap, "null");
+}
+
+/* A window's figures, or null when there is no such limit; remaining < 0: unknown here
+ * (quota_peek on several nodes). */
+static int wording_window(char *buf, size_t cap, int64_t limit, int64_t remaining, int64_t reset_ms)
+{
+	if (limit < 0)
+		return snprintf(buf, cap, "null");
+	if (remaining < 0)
+		return snprintf(buf, cap, "{\"limit\":%lld,\"remaining\":null,\"reset_ms\":null}",
+		                (long long)limit);
+	return snprintf(buf, cap, "{\"limit\":%lld,\"remaining\":%lld,\"reset_ms\":%lld}",
+	                (long long)limit, (long long)remaining, (long long)reset_ms);
+}
+
+/* One level's figures as members of an object (no braces); its length, or -1. */
+static int wording_usage_level(const struct wording_usage_level *l, char *buf, size_t cap)
+{
+	char since[40], until[40], asof[40], budget[32], left[32], rpm[96], tpm[96], conc[64];
+	int n;
+
+	wording_time(since, sizeof(since), l->period == QUOTA_PERIOD_TOTAL ? -1 : l->since_ms);
+	wording_time(until, sizeof(until), l->until_ms);
+	wording_time(asof, sizeof(asof), l->as_of_ms);
+	if (l->cfg.budget_micros > 0) {
+		snprintf(budget, sizeof(budget), "%lld", (long long)l->cfg.budget_micros);
+		snprintf(left, sizeof(left), "%lld", (long long)(l->spent_micros < l->cfg.budget_micros
+		                                                 ? l->cfg.budget_micros - l->spent_micros : 0));
+	} else {
+		snprintf(budget, sizeof(budget), "null");
+		snprintf(left, sizeof(left), "null");
+	}
+	wording_window(rpm, sizeof(rpm), l->st.limit_requests, l->st.remaining_requests,
+	               l->st.reset_requests_ms);
+	wording_window(tpm, sizeof(tpm), l->st.limit_tokens, l->st.remaining_tokens,
+	               l->st.reset_tokens_ms);
+	if (l->cfg.max_concurrent > 0)
+		snprintf(conc, sizeof(conc), "{\"limit\":%lld,\"in_flight\":%lld}",
+		         (long long)l->cfg.max_concurrent, (long long)l->in_flight);
+	else
+		snprintf(conc, sizeof(conc), "null");
+	n = snprintf(buf, cap, "\"period\":{\"kind\":\"%s\",\"start\":%s,\"end\":%s},"
+	             "\"spent_micros\":%lld,\"spent_as_of\":%s,\"budget_micros\":%s,"
+	             "\"budget_left_micros\":%s,\"requests_per_minute\":%s,"
+	             "\"tokens_per_minute\":%s,\"concurrency\":%s",
+	             quota_period_name(l->period), since, until, (long long)l->spent_micros, asof,
+	             budget, left, rpm, tpm, conc);
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int wording_usage_json(const struct decision *d, const struct wording_usage *u, char *buf,
+                       size_t cap)
+{
+	char name[1408], prefix[1408], team[1408];
+	size_t len;
+	int n;
+
+	wording_json_escape(name, sizeof(name), d->key->name);
+	wording_json_escape(prefix, sizeof(prefix), d->key->prefix);
+	n = snprintf(buf, cap, "{\"object\":\"usage\",\"key\":{\"prefix\":\"%s\",\"name\":\"%s\",",
+	             prefix, name);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	len = (size_t)n;
+	if ((n = wording_usage_level(&u->key, buf + len, cap - len)) < 0)
+		return -1;
+	len += (size_t)n;
+	if (!d->key->team) {
+		n = snprintf(buf + len, cap - len, "},\"team\":null}");
+	} else {
+		wording_json_escape(team, sizeof(team), d->key->team->name);
+		n = snprintf(buf + len, cap - len, "},\"team\":{\"name\":\"%s\",\"shown\":%s%s",
+		             team, u->team_shown ? "true" : "false", u->team_shown ? "," : "}}");
+		if (n >= 0 && (size_t)n < cap - len && u->team_shown) {
+			len += (size_t)n;
+			if ((n = wording_usage_level(&u->team, buf + len, cap - len)) < 0)
+				return -1;
+			len += (size_t)n;
+			n = snprintf(buf + len, cap - len, "}}");
+		}
 	}
 	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "decision.h"
+#include "quota.h"
 
 /* Writes the JSON error body for a denial into buf: OpenAI's error shape, or Anthropic's
  * for /v1/messages paths. Returns its length, or -1 if cap is too small. */
@@ -19,5 +20,28 @@ int wording_error_json(const struct decision *d, const struct decision_request *
  * has_more says so). Returns its length, or -1 if cap cannot hold an empty list. */
 int wording_models_json(const struct keytable *t, const struct decision *d,
                         const struct decision_request *req, char *buf, size_t cap);
+
+/* One level of what GET /tally/v1/usage reports: the key, or its team. */
+struct wording_usage_level {
+	struct quota_cfg cfg;         /* its limits */
+	enum quota_period period;     /* its budget's; no budget: QUOTA_PERIOD_MONTH */
+	int64_t since_ms, until_ms;   /* the period (total: 0 and INT64_MAX) */
+	int64_t spent_micros;         /* charged in it (usageview.h) */
+	int64_t as_of_ms;             /* when that was read */
+	struct quota_status st;       /* its windows (quota_peek) */
+	int64_t in_flight;            /* its requests in flight on this node */
+};
+
+struct wording_usage {
+	struct wording_usage_level key;
+	int team_shown;               /* the key's team shows its figures to its keys: team */
+	struct wording_usage_level team;
+};
+
+/* Writes the body of a DECISION_USAGE_REPORTED answer for d's key (and its team, named
+ * always, its figures when u->team_shown) into buf. Returns its length, or -1 if cap
+ * cannot hold it. */
+int wording_usage_json(const struct decision *d, const struct wording_usage *u, char *buf,
+                       size_t cap);
 
 #endif

@@ -389,6 +389,7 @@ static void worker_add_conn(struct worker *w, int fd)
 	c->sess.secret = w->acct.secret;
 	c->sess.longbody = w->acct.longbody;
 	c->sess.owners = w->acct.owners;
+	c->sess.usage = w->acct.usage;
 	c->sess.policy = w->acct.policy;
 	net_tune(fd);
 	ev_io_init(&c->rio, worker_conn_on_read, fd, EV_READ);

@@ -17,6 +17,7 @@ struct keylive;
 struct journal;
 struct longbody;
 struct owner;
+struct usageview;
 
 /* Bounds on each SPOP connection of the thread. */
 struct worker_conn_cfg {
@@ -39,6 +40,7 @@ struct worker_acct {
 	const struct gwsecret *secret; /* what HAProxy's NOTIFYs must carry */
 	struct longbody *longbody;    /* NULL: long bodies judged on their first frame */
 	struct owner *owners;         /* who made which stored response */
+	struct usageview *usage;      /* keys' spend for GET /tally/v1/usage; NULL: 503 */
 	const struct decision_policy *policy; /* the agent's defaults (decision.h) */
 };
 

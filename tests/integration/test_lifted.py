@@ -7,6 +7,7 @@ HTTP/2 keep working beside the gateway."""
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -71,6 +72,12 @@ def test_operator_routes_stay_theirs(stack):
     assert status == 401 and json.loads(body)["error"]["code"], body
     assert REQUEST_ID.match(hdrs["x-request-id"]), hdrs
     assert stack.row(hdrs["x-request-id"])["verdict"] == "missing_api_key"
+    # So is /tally/: a key's own usage is answered by the agent behind the operator's
+    # frontend too.
+    key = stack.create_key("k", "--default-model", "mock-gpt")
+    time.sleep(0.6)
+    status, _, body = stack.gateway("GET", "/tally/v1/usage", key=key)
+    assert status == 200 and json.loads(body)["key"]["name"] == "k", body
 
 
 def test_http2_over_the_operators_tls_is_decided_and_accounted(stack):

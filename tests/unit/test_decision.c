@@ -1,4 +1,5 @@
 /* Unit tests of decision and keytable: keys, revocation, allow-lists, models, bodies. */
+#include <stdint.h>
 #include <string.h>
 
 #include "acct.h"
@@ -1062,6 +1063,61 @@ static struct decision decide_stored(const char *key, const char *path)
 	return decide_with(auth, NULL, path, "", 0);
 }
 
+/* The gateway's own path: GET /tally/v1/usage only, after the key's checks; nothing
+ * else under /tally/ is an endpoint, and nothing of it is forwarded or estimated. */
+static void test_usage_path(void)
+{
+	struct decision d = decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage");
+	char buf[4096];
+	struct wording_usage u;
+	int n;
+
+	CHECK_EQ_INT(d.verdict, DECISION_USAGE_REPORTED);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 200);
+	CHECK(d.key && !d.model && !d.capture);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_OPEN, "/tally/v1/usage").verdict, DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage/").verdict, DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage/2").verdict, DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_OPEN, "GET /tally/v1/keys").verdict, DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_OPEN, "DELETE /tally/v1/usage").verdict,
+	             DECISION_BAD_ENDPOINT);
+	CHECK_EQ_INT(decide_stored(FIX_KEY_REVOKED, "GET /tally/v1/usage").verdict,
+	             DECISION_REVOKED_KEY);
+	CHECK_EQ_INT(decide_with(NULL, NULL, "GET /tally/v1/usage", "", 0).verdict, DECISION_NO_KEY);
+	CHECK_EQ_INT(decide_stored("tly_nobody00000000000000000000000000000000000000",
+	                           "GET /tally/v1/usage").verdict, DECISION_UNKNOWN_KEY);
+	CHECK_EQ_STR(decision_verdict_name(DECISION_USAGE_REPORTED), "usage_reported");
+	CHECK_EQ_INT(decision_http_status(DECISION_USAGE_UNAVAILABLE), 503);
+
+	/* The body: the key's period, spend, budget left and windows; no team. */
+	memset(&u, 0, sizeof(u));
+	u.key.cfg.budget_micros = 500000;
+	u.key.cfg.rpm = 60;
+	u.key.period = QUOTA_PERIOD_MONTH;
+	u.key.since_ms = 1764547200000LL;           /* 2025-12-01 */
+	u.key.until_ms = 1767225600000LL;           /* 2026-01-01 */
+	u.key.spent_micros = 600000;                /* past the budget: none left, not < 0 */
+	u.key.as_of_ms = 1765000000000LL;
+	u.key.st = (struct quota_status){ 60, 59, 1000, -1, -1, -1, 0 };
+	n = wording_usage_json(&d, &u, buf, sizeof(buf));
+	CHECK(n > 0 && (size_t)n == strlen(buf));
+	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"start\":\"2025-12-01T00:00:00Z\","
+	                  "\"end\":\"2026-01-01T00:00:00Z\"}") != NULL);
+	CHECK(strstr(buf, "\"spent_micros\":600000,") != NULL);
+	CHECK(strstr(buf, "\"budget_micros\":500000,\"budget_left_micros\":0,") != NULL);
+	CHECK(strstr(buf, "\"requests_per_minute\":{\"limit\":60,\"remaining\":59,\"reset_ms\":1000}") != NULL);
+	CHECK(strstr(buf, "\"tokens_per_minute\":null,\"concurrency\":null") != NULL);
+	CHECK(strstr(buf, "\"team\":null}") != NULL);
+	CHECK(strstr(buf, "\"prefix\":\"") != NULL);
+	/* A total budget has no period's bounds. */
+	u.key.period = QUOTA_PERIOD_TOTAL;
+	u.key.since_ms = 0;
+	u.key.until_ms = INT64_MAX;
+	CHECK(wording_usage_json(&d, &u, buf, sizeof(buf)) > 0);
+	CHECK(strstr(buf, "{\"kind\":\"total\",\"start\":null,\"end\":null}") != NULL);
+	CHECK_EQ_INT(wording_usage_json(&d, &u, buf, 100), -1);
+}
+
 /* A stored response is reached only by the key that made it, on its own paths. */
 static void test_stored_responses(void)
 {
@@ -1390,6 +1446,7 @@ int main(void)
 	RUN(test_cut_route_without_default);
 	RUN(test_models_and_bodies);
 	RUN(test_stored_responses);
+	RUN(test_usage_path);
 	RUN(test_owner_as_input);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);

@@ -7,6 +7,7 @@
 
 #include "db.h"
 #include "owner.h"
+#include "probe.h"
 #include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
@@ -141,7 +142,7 @@ static void test_load(void)
 
 /* An id the store holds, looked up once the thread's time for probes allows: the
  * connect is charged to it, and a loaded machine can spend it all on one (the probe is
- * then a miss until the budget refills: OWNER_PROBE_US a second). */
+ * then a miss until the budget refills: PROBE_US a second). */
 static int get_stored(struct owner *o, const char *id, struct owner_entry *e)
 {
 	int i;
@@ -224,38 +225,38 @@ static void test_store_answers_what_the_table_forgot(void)
 	tmpdir_remove();
 }
 
-/* A thread probes OWNER_PROBE_US of every second, saved up to one second's worth; a
+/* A thread probes PROBE_US of every second, saved up to one second's worth; a
  * probe that overruns is paid back before the next. */
 static void test_probe_budget(void)
 {
-	struct owner_budget b = { 0, 0 };
+	struct probe_budget b = { 0, 0 };
 	int64_t t = 1000000;
 	int i, n = 0;
 
-	CHECK(owner_budget_allows(&b, t));
-	owner_budget_spend(&b, OWNER_PROBE_US - 1);
-	CHECK(owner_budget_allows(&b, t));
-	owner_budget_spend(&b, 3 * OWNER_PROBE_US);   /* a slow one: 3 s of budget owed */
-	CHECK(!owner_budget_allows(&b, t + 1000000));
-	CHECK(!owner_budget_allows(&b, t + 2900000));
-	CHECK(owner_budget_allows(&b, t + 3100000));
+	CHECK(probe_budget_allows(&b, t));
+	probe_budget_spend(&b, PROBE_US - 1);
+	CHECK(probe_budget_allows(&b, t));
+	probe_budget_spend(&b, 3 * PROBE_US);   /* a slow one: 3 s of budget owed */
+	CHECK(!probe_budget_allows(&b, t + 1000000));
+	CHECK(!probe_budget_allows(&b, t + 2900000));
+	CHECK(probe_budget_allows(&b, t + 3100000));
 	/* asked every microsecond, the refill still adds up */
 	t += 20000000;
-	CHECK(owner_budget_allows(&b, t));
-	owner_budget_spend(&b, OWNER_PROBE_US);
+	CHECK(probe_budget_allows(&b, t));
+	probe_budget_spend(&b, PROBE_US);
 	for (i = 1; i <= 1000000; i++)
-		if (owner_budget_allows(&b, t + i)) {
-			owner_budget_spend(&b, 100);
+		if (probe_budget_allows(&b, t + i)) {
+			probe_budget_spend(&b, 100);
 			n++;
 		}
-	CHECK(n >= OWNER_PROBE_US / 100 - 1 && n <= OWNER_PROBE_US / 100 + 1);
+	CHECK(n >= PROBE_US / 100 - 1 && n <= PROBE_US / 100 + 1);
 	/* idle, it saves one second's worth, no more */
 	t += 60000000;
-	CHECK(owner_budget_allows(&b, t));
-	owner_budget_spend(&b, OWNER_PROBE_US + 100);
-	CHECK(!owner_budget_allows(&b, t));
-	CHECK(!owner_budget_allows(&b, t + 1000));   /* 50 us back of 100 owed */
-	CHECK(owner_budget_allows(&b, t + 2100));
+	CHECK(probe_budget_allows(&b, t));
+	probe_budget_spend(&b, PROBE_US + 100);
+	CHECK(!probe_budget_allows(&b, t));
+	CHECK(!probe_budget_allows(&b, t + 1000));   /* 50 us back of 100 owed */
+	CHECK(probe_budget_allows(&b, t + 2100));
 }
 
 int main(void)

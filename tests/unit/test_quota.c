@@ -494,6 +494,49 @@ static void test_status(void)
 	quota_free(l);
 }
 
+/* A look at a key's windows says what its next admission's headers would, takes
+ * nothing, and moves nothing: looking twice, or between admissions, changes no figure. */
+static void test_peek(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(60, 6000, 3, 0, QUOTA_PERIOD_DAY);
+	struct quota_hold h;
+	struct quota_status st, again;
+	int64_t in_flight;
+
+	/* Never admitted: full windows, nothing in flight, and no state made. */
+	quota_peek(l, 9, &c, T0, &st, &in_flight);
+	CHECK_EQ_INT(st.limit_requests, 60);
+	CHECK_EQ_INT(st.remaining_requests, 60);
+	CHECK_EQ_INT(st.remaining_tokens, 6000);
+	CHECK_EQ_INT(in_flight, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 1000, 0, T0, &h, &st), QUOTA_OK);
+	quota_peek(l, 1, &c, T0, &st, &in_flight);
+	CHECK_EQ_INT(st.remaining_requests, 59);
+	CHECK_EQ_INT(st.remaining_tokens, 5000);
+	CHECK_EQ_INT(st.reset_requests_ms, 1000);
+	CHECK_EQ_INT(in_flight, 1);
+	quota_peek(l, 1, &c, T0 + 500, &again, &in_flight);
+	CHECK_EQ_INT(again.remaining_requests, 59);
+	CHECK_EQ_INT(again.reset_requests_ms, 500);
+	CHECK_EQ_INT(again.remaining_tokens, 5050);
+	/* The next admission sees the windows as if nobody had looked. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, T0 + 500, &h, &st), QUOTA_OK);
+	CHECK_EQ_INT(st.remaining_requests, 58);
+	CHECK_EQ_INT(st.remaining_tokens, 5050);
+	quota_peek(l, 1, &c, T0 + 500, &st, &in_flight);
+	CHECK_EQ_INT(in_flight, 2);
+	/* No such limit: -1, as in the headers. */
+	c = cfg_of(0, 0, 0, 0, QUOTA_PERIOD_DAY);
+	quota_peek(l, 1, &c, T0, &st, &in_flight);
+	CHECK_EQ_INT(st.limit_requests, -1);
+	CHECK_EQ_INT(st.limit_tokens, -1);
+	CHECK_EQ_STR(quota_period_name(QUOTA_PERIOD_DAY), "day");
+	CHECK_EQ_STR(quota_period_name(QUOTA_PERIOD_MONTH), "month");
+	CHECK_EQ_STR(quota_period_name(QUOTA_PERIOD_TOTAL), "total");
+	quota_free(l);
+}
+
 /* Peer-facing inputs: negative and absurd estimates, usage and limits. */
 static void test_clamps(void)
 {
@@ -750,6 +793,7 @@ int main(void)
 	RUN(test_live_change);
 	RUN(test_oversized);
 	RUN(test_status);
+	RUN(test_peek);
 	RUN(test_clamps);
 	RUN(test_many_keys);
 	RUN(test_threads_rpm);

@@ -15,6 +15,7 @@
 #include "teststore.h"
 #include "tmpdir.h"
 #include "unit.h"
+#include "usageview.h"
 #include "writer.h"
 
 /* 2026-12-15 12:00:00 UTC */
@@ -143,6 +144,40 @@ static void test_seed(void)
 		CHECK_EQ_INT(got[0].spent_micros, 550);
 		CHECK_EQ_INT(got[0].budget_micros, 1000);
 		teamspend_free(ts);
+	}
+	/* A key's usage reads the same sums, once per USAGEVIEW_FRESH_MS whatever it
+	 * asks; a new row shows after that, and a store that fails is a -1, not a 0. */
+	{
+		struct usageview *u = usageview_new(path);
+		int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS);
+		int64_t spent = -1, at = -1;
+		struct acct_row more;
+
+		CHECK(u != NULL);
+		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 500);
+		CHECK_EQ_INT(at, NOW_MS);
+		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(7), month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 550);
+		CHECK_EQ_INT(usageview_spent(u, 3, month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 99999 + 250 + 70);
+		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
+		row_at(&more, 1, NOW_MS - HOUR_MS, 11, ACCT_NONE);
+		store(path, &more, 1);
+		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS - 1, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 500);
+		CHECK_EQ_INT(at, NOW_MS);
+		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
+		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 511);
+		CHECK_EQ_INT((int64_t)usageview_reads(u), 4);
+		/* Another period of the same key is another figure. */
+		CHECK_EQ_INT(usageview_spent(u, 1, quota_period_start(QUOTA_PERIOD_DAY, NOW_MS),
+		                             NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
+		CHECK_EQ_INT(spent, 211);
+		CHECK(db_exec(db, "DROP TABLE team_hourly", err, sizeof(err)) == 0);
+		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(8), month, NOW_MS, &spent, &at), -1);
+		usageview_free(u);
 	}
 	/* An unreadable database is an error that names what failed. */
 	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);

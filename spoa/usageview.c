@@ -1,0 +1,191 @@
+/* usageview: keys' and teams' spend read from the store on demand (see usageview.h).
+ * The I/O threads ask; each reads on a connection of its own. */
+#include "usageview.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "hash.h"
+#include "log.h"
+#include "probe.h"
+#include "spend.h"
+
+#define USAGEVIEW_PATH_MAX 4096
+#define USAGEVIEW_RETRY_MS 5000
+#define USAGEVIEW_WARN_MS 10000
+
+/* A thread's read-only connection, and its two lookups (a key's, a team's). */
+struct usageview_conn {
+	struct db *db;                 /* NULL: not open (yet, or since it failed) */
+	struct db_stmt *key, *team;
+	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
+	struct probe_budget budget;
+	int64_t warned_at_ms;
+};
+
+/* One figure; at_ms 0: none. */
+struct usageview_slot {
+	int64_t subject, since_ms, spent, at_ms;
+};
+
+struct usageview {
+	pthread_mutex_t lock;          /* guards slots */
+	struct usageview_slot slots[USAGEVIEW_SLOTS];
+	char store[USAGEVIEW_PATH_MAX];
+	pthread_key_t conn_key;        /* struct usageview_conn * of the calling thread */
+	_Atomic uint64_t reads;
+};
+
+static void usageview_conn_close(void *p)
+{
+	struct usageview_conn *c = p;
+
+	if (!c)
+		return;
+	db_finalize(c->key);
+	db_finalize(c->team);
+	db_close(c->db);
+	free(c);
+}
+
+struct usageview *usageview_new(const char *store)
+{
+	struct usageview *u;
+
+	if (strlen(store) >= USAGEVIEW_PATH_MAX || !(u = calloc(1, sizeof(*u))))
+		return NULL;
+	if (pthread_key_create(&u->conn_key, usageview_conn_close) != 0) {
+		free(u);
+		return NULL;
+	}
+	memcpy(u->store, store, strlen(store) + 1);
+	pthread_mutex_init(&u->lock, NULL);
+	return u;
+}
+
+void usageview_free(struct usageview *u)
+{
+	if (!u)
+		return;
+	/* Other threads' connections closed as they ended; this one's is here. */
+	usageview_conn_close(pthread_getspecific(u->conn_key));
+	pthread_key_delete(u->conn_key);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
+uint64_t usageview_reads(struct usageview *u)
+{
+	return atomic_load(&u->reads);
+}
+
+static struct usageview_slot *usageview_slot_of(struct usageview *u, int64_t subject)
+{
+	return &u->slots[hash_fnv1a32(HASH_FNV32_BASIS, &subject, sizeof(subject)) % USAGEVIEW_SLOTS];
+}
+
+/* Closes c's store after a failure: it is left alone until USAGEVIEW_RETRY_MS, then
+ * opened again (a lost PostgreSQL connection does not come back by itself). */
+static void usageview_conn_fail(struct usageview_conn *c, const char *why, int64_t now_ms)
+{
+	log_warn("usage: cannot read the store: %s (trying again in %d s)", why,
+	         USAGEVIEW_RETRY_MS / 1000);
+	db_finalize(c->key);
+	db_finalize(c->team);
+	db_close(c->db);
+	c->key = c->team = NULL;
+	c->db = NULL;
+	c->retry_at_ms = now_ms + USAGEVIEW_RETRY_MS;
+}
+
+/* The calling thread's connection, opened if it is not: NULL when it cannot be (then
+ * the store is left alone for USAGEVIEW_RETRY_MS). */
+static struct usageview_conn *usageview_conn(struct usageview *u, int64_t now_ms)
+{
+	struct usageview_conn *c = pthread_getspecific(u->conn_key);
+	char err[256];
+
+	if (!c) {
+		if (!(c = calloc(1, sizeof(*c))))
+			return NULL;
+		if (pthread_setspecific(u->conn_key, c) != 0) {
+			free(c);
+			return NULL;
+		}
+	}
+	if (c->db)
+		return c;
+	if (now_ms < c->retry_at_ms)
+		return NULL;
+	if (db_open(u->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
+	    db_prepare(c->db, spend_key_sql, &c->key) < 0 ||
+	    db_prepare(c->db, spend_team_sql, &c->team) < 0) {
+		usageview_conn_fail(c, c->db ? db_errmsg(c->db) : err, now_ms);
+		return NULL;
+	}
+	return c;
+}
+
+/* Reads subject's spend since since_ms on the calling thread's connection, within its
+ * probe time: 0, or -1. */
+static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms,
+                          int64_t now_ms, int64_t *spent)
+{
+	struct usageview_conn *c = usageview_conn(u, now_ms);
+	struct db_stmt *st;
+	int64_t t0 = probe_now_us();
+	int rc = -1;
+
+	if (!c)
+		return -1;
+	if (!probe_budget_allows(&c->budget, t0)) {
+		if (now_ms - c->warned_at_ms >= USAGEVIEW_WARN_MS) {
+			log_warn("usage: more reads asked than %d ms a second of this thread allows;"
+			         " answering 503 meanwhile", PROBE_US / 1000);
+			c->warned_at_ms = now_ms;
+		}
+		return -1;
+	}
+	st = subject > 0 ? c->key : c->team;
+	db_bind_int(st, 1, subject > 0 ? subject : -subject);
+	db_bind_int(st, 2, since_ms / 1000);
+	if (db_step(st) == DB_ROW) {
+		*spent = db_col_int(st, 0);
+		rc = 0;
+	}
+	db_reset(st);
+	if (rc < 0)
+		usageview_conn_fail(c, db_errmsg(c->db), now_ms);
+	atomic_fetch_add(&u->reads, 1);
+	probe_budget_spend(&c->budget, probe_now_us() - t0);
+	return rc;
+}
+
+int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int64_t now_ms,
+                    int64_t *spent, int64_t *as_of_ms)
+{
+	struct usageview_slot *s = usageview_slot_of(u, subject);
+	int found;
+
+	pthread_mutex_lock(&u->lock);
+	found = s->at_ms && s->subject == subject && s->since_ms == since_ms &&
+	        now_ms - s->at_ms < USAGEVIEW_FRESH_MS && now_ms >= s->at_ms;
+	if (found) {
+		*spent = s->spent;
+		*as_of_ms = s->at_ms;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (found)
+		return 0;
+	if (usageview_read(u, subject, since_ms, now_ms, spent) < 0)
+		return -1;
+	*as_of_ms = now_ms;
+	pthread_mutex_lock(&u->lock);
+	*s = (struct usageview_slot){ subject, since_ms, *spent, now_ms };
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
