@@ -7,7 +7,7 @@
 #include "quota.h"
 
 const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-                             " FROM usage_hourly WHERE key_id = ?1 AND hour >= ?2";
+                             " FROM key_hourly WHERE key_id = ?1 AND hour >= ?2";
 const char spend_team_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
                               " FROM team_hourly WHERE team_id = ?1 AND hour >= ?2";
 

@@ -1,5 +1,5 @@
 /* usageview: what a key or a team spent in its budget's current period, as the store's
- * rollups hold it (usage_hourly, team_hourly: every node's rows), for the usage a key
+ * rollups hold it (key_hourly, team_hourly: every node's rows), for the usage a key
  * reads on the gateway (GET /tally/v1/usage, decision.h's DECISION_USAGE_REPORTED).
  *
  * Read by the asking I/O thread on a read-only connection of its own, within the

@@ -412,6 +412,9 @@ CREATE TABLE key_hourly (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, key_id)
 ) WITHOUT ROWID;
+-- A key's spend since an hour (budgets at start, GET /tally/v1/usage): the index alone
+-- answers it, a few entries a key-hour, where the primary key would read every key's.
+CREATE INDEX key_hourly_key_hour ON key_hourly (key_id, hour, cost_micros, estimated_cost_micros);
 CREATE TABLE key_daily (
 	day                   INTEGER NOT NULL,
 	key_id                INTEGER NOT NULL,
@@ -490,6 +493,8 @@ CREATE TABLE team_hourly (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, team_id)
 ) WITHOUT ROWID;
+-- A team's spend since an hour (budgets, the team gauges, GET /tally/v1/usage), as above.
+CREATE INDEX team_hourly_team_hour ON team_hourly (team_id, hour, cost_micros, estimated_cost_micros);
 CREATE TABLE team_daily (
 	day                   INTEGER NOT NULL,
 	team_id               INTEGER NOT NULL,

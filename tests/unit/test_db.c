@@ -558,7 +558,8 @@ static void test_migrate_team_visibility(void)
 		return;
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO teams (name, created_at) VALUES ('a', 1)"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT members_see_usage FROM teams"), 0);
-	CHECK_EQ_INT(test_exec(db, "ALTER TABLE teams DROP COLUMN members_see_usage"), 0);
+	CHECK_EQ_INT(test_exec(db, "ALTER TABLE teams DROP COLUMN members_see_usage;"
+	                           " DROP INDEX key_hourly_key_hour; DROP INDEX team_hourly_team_hour"), 0);
 	db_close(db);
 	test_set_version("teamvis.db", 13);
 	db = test_open("teamvis.db", DB_CREATE);
@@ -599,6 +600,7 @@ static void test_migrate_accounting(void)
 	                           " ALTER TABLE models DROP COLUMN max_output;"
 	                           " ALTER TABLE keys DROP COLUMN cache_writes;"
 	                           " DROP INDEX requests_team_started_at;"
+	                           " DROP INDEX key_hourly_key_hour;"
 	                           " ALTER TABLE requests DROP COLUMN team_id;"
 	                           " ALTER TABLE keys DROP COLUMN team_id;"
 	                           " DROP TABLE team_models; DROP TABLE teams;"

@@ -180,7 +180,7 @@ static void test_seed(void)
 		usageview_free(u);
 	}
 	/* An unreadable database is an error that names what failed. */
-	CHECK(db_exec(db, "DROP TABLE usage_hourly", err, sizeof(err)) == 0);
+	CHECK(db_exec(db, "DROP TABLE key_hourly", err, sizeof(err)) == 0);
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);
 	CHECK(strstr(err, "spend") != NULL);
 	db_close(db);

@@ -652,6 +652,9 @@ static void test_rollups(void)
 		CHECK_EQ_INT(db_open(path, DB_CREATE, &db, err, sizeof(err)), 0);
 		/* Migration 8 rebuilds the rollups without the model from those with it: the same
 		 * rows the writer kept. */
+		/* Indexes of 14 hold columns dropped below. */
+		CHECK_EQ_INT(db_exec(db, "DROP INDEX key_hourly_key_hour;"
+		                         " DROP INDEX IF EXISTS team_hourly_team_hour", err, sizeof(err)), 0);
 		for (t = 0; t < sizeof(rolled) / sizeof(rolled[0]); t++) {
 			const char *rt = rolled[t];
 
