@@ -137,3 +137,29 @@ def test_usage_on_one_node_counts_every_nodes_rows(cluster):
     got = usage_when(n1, key, lambda u: u["key"]["spent_micros"] == 3 * COST)
     assert got["key"]["period"]["kind"] == "day"
     assert got["key"]["budget_left_micros"] == 1000000 - 3 * COST
+
+
+def test_a_store_that_cannot_be_read_is_a_503_not_a_guess(cluster, pg_server):
+    """PostgreSQL stopped: the usage is a 503 usage_unavailable with Retry-After (a
+    figure kept from the last second would do, not an older one), its row written once
+    the store is back; then figures again."""
+    n0 = cluster[0]
+    key = n0.create_key("k", "--default-model", "mock-gpt", "--budget-usd", "1")
+    time.sleep(RELOAD_S)
+    assert usage(n0, key)[0]["key"]["spent_micros"] == 0
+    pg_server.stop()
+    try:
+        time.sleep(1.1)                        # the kept figure is too old now
+        status, h, body = n0.gateway("GET", USAGE, key=key)
+        assert status == 503 and error_code(body) == "usage_unavailable", body
+        assert h["retry-after"] == "1"
+        refused = h["x-request-id"]
+    finally:
+        pg_server.start()
+    assert n0.row(refused, timeout=30)["verdict"] == "usage_unavailable"
+    # The thread's connection is opened again after 5 s; an I/O thread that has not
+    # read the store since the outage opens one when asked.
+    deadline = time.time() + 15
+    while n0.gateway("GET", USAGE, key=key)[0] != 200:
+        assert time.time() < deadline
+        time.sleep(0.5)
