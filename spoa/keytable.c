@@ -4,6 +4,7 @@
 #include "keytable.h"
 
 #include <openssl/crypto.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,22 +215,35 @@ static int keytable_add_team(struct keytable *t, struct db_stmt *st)
 	return m->name ? 0 : -1;
 }
 
-static struct kt_team *keytable_team_by_id(struct keytable *t, int64_t id)
+/* The index of id among n entries of stride bytes sorted by id (loaded ORDER BY id),
+ * each beginning with its int64_t id (struct kt_key, struct kt_team); -1: none. */
+static long keytable_index_of(const void *entries, size_t n, size_t stride, int64_t id)
 {
-	size_t lo = 0, hi = t->nteams;
+	size_t lo = 0, hi = n;
 
-	/* teams are loaded ORDER BY id */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		int64_t at;
 
-		if (t->teams[mid].id == id)
-			return &t->teams[mid];
-		if (t->teams[mid].id < id)
+		memcpy(&at, (const char *)entries + mid * stride, sizeof(at));
+		if (at == id)
+			return (long)mid;
+		if (at < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return -1;
+}
+
+_Static_assert(offsetof(struct kt_key, id) == 0 && offsetof(struct kt_team, id) == 0,
+               "keytable_index_of reads an entry's id at its start");
+
+static struct kt_team *keytable_team_by_id(struct keytable *t, int64_t id)
+{
+	long i = keytable_index_of(t->teams, t->nteams, sizeof(*t->teams), id);
+
+	return i < 0 ? NULL : &t->teams[i];
 }
 
 /* Appends m to an allow-list. */
@@ -285,20 +299,9 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 
 const struct kt_key *keytable_key_of_id(const struct keytable *t, int64_t id)
 {
-	size_t lo = 0, hi = t->nkeys;
+	long i = keytable_index_of(t->keys, t->nkeys, sizeof(*t->keys), id);
 
-	/* keys are loaded ORDER BY id */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (t->keys[mid].id == id)
-			return &t->keys[mid];
-		if (t->keys[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return i < 0 ? NULL : &t->keys[i];
 }
 
 static int keytable_add_allowed(struct keytable *t, struct db_stmt *st)

@@ -72,6 +72,8 @@ struct agent {
 	struct longbody *longbody;
 	struct owner *owners;
 	struct usageview *usage;
+	struct keytable *kt;              /* the first snapshot's reference for the reload
+	                                   * thread, until it starts; NULL: none */
 	struct decision_policy policy; /* the workers' defaults, from cfg */
 	struct journal *journal;
 	struct journal_log *jlog;    /* the main thread's, for recovered entries */
@@ -376,8 +378,10 @@ static int agent_start_workers(struct agent *a, char *err, size_t errlen)
 		return -1;
 	}
 	log_info("loaded %zu keys, %zu models, %zu providers", kt->nkeys, kt->nmodels, kt->nproviders);
-	/* One reference per I/O thread and one for the intake. */
-	keytable_ref(kt, a->cfg.threads);
+	/* One reference per I/O thread, one for the intake and one for the reload
+	 * thread (agent_start_reload: a->kt until then). */
+	keytable_ref(kt, a->cfg.threads + 1);
+	a->kt = kt;
 	if (!(a->intake = intake_start(&ic, kt, err, errlen))) {
 		for (i = 0; i < a->cfg.threads; i++)
 			keytable_unref(kt);
@@ -412,11 +416,13 @@ static int agent_start_reload(struct agent *a, char *err, size_t errlen)
 		.workers = a->workers,
 		.nworkers = a->nworkers,
 		.intake = a->intake,
+		.kt = a->kt,
 		.generation = a->generation,
 		.interval_ms = a->cfg.reload_interval_ms,
 		.teams = a->teams,
 	};
 
+	a->kt = NULL;     /* the reload thread's now, whatever reload_start says */
 	a->reload = reload_start(&t, err, errlen);
 	return a->reload ? 0 : -1;
 }
@@ -515,6 +521,7 @@ static void agent_shutdown(struct agent *a, struct ev_loop *loop)
 	quota_free(a->quota);
 	teamspend_free(a->teams);
 	longbody_free(a->longbody);
+	keytable_unref(a->kt);
 	owner_free(a->owners);
 	usageview_free(a->usage);
 	db_close(a->db);

@@ -25,8 +25,8 @@ struct reload {
 	pthread_cond_t wake;
 	int stop;
 	int failing;                     /* the last poll or load failed (logged) */
-	struct keytable *kt;             /* the newest snapshot, our reference; NULL: none
-	                                  * yet (only kept for the teams' spend) */
+	struct keytable *kt;             /* the newest snapshot, our reference (the teams'
+	                                  * spend is read for its teams) */
 	int64_t teams_at_ms;             /* the teams' spend was read then */
 	int teams_failing;               /* the last read of it failed (logged) */
 };
@@ -82,7 +82,6 @@ static void reload_poll(struct reload *r)
 	struct keytable *kt = NULL;
 	char err[512];
 	int64_t gen = db_config_generation(r->t.db);
-	int teams_only = r->t.teams && !r->kt;
 
 	if (gen < 0) {
 		snprintf(err, sizeof(err), "cannot read the configuration generation: %s",
@@ -90,8 +89,7 @@ static void reload_poll(struct reload *r)
 		reload_failed(r, err);
 		return;
 	}
-	if ((gen != r->t.generation || teams_only) &&
-	    keytable_load(r->t.db, r->t.secret, &kt, err, sizeof(err)) < 0) {
+	if (gen != r->t.generation && keytable_load(r->t.db, r->t.secret, &kt, err, sizeof(err)) < 0) {
 		reload_failed(r, err);
 		return;
 	}
@@ -99,10 +97,7 @@ static void reload_poll(struct reload *r)
 		log_info("the store answers again: configuration generation %lld", (long long)gen);
 	r->failing = 0;
 	if (gen == r->t.generation) {
-		/* The snapshot the threads hold already, read for the teams' spend alone. */
-		if (kt)
-			reload_keep(r, kt);
-		reload_teams(r, kt != NULL);
+		reload_teams(r, 0);
 		return;
 	}
 	log_info("configuration generation %lld: %zu keys, %zu models, %zu providers",
@@ -110,10 +105,8 @@ static void reload_poll(struct reload *r)
 	if (spend_seed(r->t.db, kt, r->t.quota, acct_now_ms(), err, sizeof(err)) < 0)
 		log_error("%s (budgets count from what this run saw)", err);
 	r->t.generation = kt->generation;
-	if (r->t.teams) {
-		keytable_ref(kt, 1);
-		reload_keep(r, kt);
-	}
+	keytable_ref(kt, 1);
+	reload_keep(r, kt);
 	reload_publish(r, kt);
 	reload_teams(r, 1);
 }
@@ -151,15 +144,18 @@ struct reload *reload_start(const struct reload_target *t, char *err, size_t err
 
 	if (!r) {
 		snprintf(err, errlen, "reload: out of memory");
+		keytable_unref(t->kt);
 		return NULL;
 	}
 	r->t = *t;
+	r->kt = t->kt;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&r->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	if (thread_start(&r->thread, "tally-reload", reload_main, r, err, errlen) < 0) {
+		keytable_unref(r->kt);
 		pthread_cond_destroy(&r->wake);
 		pthread_mutex_destroy(&r->lock);
 		free(r);

@@ -18,6 +18,7 @@
 
 struct db;
 struct intake;
+struct keytable;
 struct quota;
 struct reload;
 struct teamspend;
@@ -30,7 +31,10 @@ struct reload_target {
 	struct worker *const *workers;   /* kept by the caller */
 	int nworkers;
 	struct intake *intake;
-	int64_t generation;              /* of the snapshot the threads hold already */
+	struct keytable *kt;             /* that snapshot: one reference, now the thread's
+	                                  * (released by reload_stop, or by reload_start
+	                                  * when it fails) */
+	int64_t generation;              /* of kt */
 	int interval_ms;
 	struct teamspend *teams;         /* refreshed (teamspend.h); NULL: none */
 };
