@@ -48,7 +48,6 @@ struct owner_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
 	struct db_stmt *find;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
-	struct probe_budget budget;    /* this thread's time for probes */
 	int64_t warned_at_ms;          /* last said that the budget ran out */
 };
 
@@ -280,7 +279,7 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 	if (!c || acct_now_ms() < c->retry_at_ms)
 		return 0;
 	t0 = probe_now_us();
-	if (!probe_budget_allows(&c->budget, t0)) {
+	if (!probe_budget_allows(probe_thread_budget(), t0)) {
 		if (acct_now_ms() - c->warned_at_ms >= OWNER_WARN_MS) {
 			log_warn("stored responses: more ids to look up than %d ms a second of this "
 			         "thread allows; ids this node did not see are not found meanwhile",
@@ -306,7 +305,7 @@ static int owner_get_stored(struct owner *o, const char *id, size_t len, struct 
 	}
 	db_reset(c->find);
 out:
-	probe_budget_spend(&c->budget, probe_now_us() - t0);
+	probe_budget_spend(probe_thread_budget(), probe_now_us() - t0);
 	return found;
 }
 

@@ -3,6 +3,13 @@
 
 #include <time.h>
 
+static _Thread_local struct probe_budget probe_mine;
+
+struct probe_budget *probe_thread_budget(void)
+{
+	return &probe_mine;
+}
+
 int probe_budget_allows(struct probe_budget *b, int64_t now_us)
 {
 	/* Whole microseconds of budget per elapsed time, the rest of the time kept for the

@@ -23,8 +23,7 @@ struct usageview_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
 	struct db_stmt *key, *team;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
-	struct probe_budget budget;
-	int64_t warned_at_ms;
+	int64_t warned_at_ms;          /* last said that the probe time ran out */
 };
 
 /* One figure; at_ms 0: none. */
@@ -88,8 +87,8 @@ static struct usageview_slot *usageview_slot_of(struct usageview *u, int64_t sub
 	return &u->slots[hash_fnv1a32(HASH_FNV32_BASIS, &subject, sizeof(subject)) % USAGEVIEW_SLOTS];
 }
 
-/* Closes c's store after a failure: it is left alone until USAGEVIEW_RETRY_MS, then
- * opened again (a lost PostgreSQL connection does not come back by itself). */
+/* Closes c's store after a failure at now_ms: it is left alone until USAGEVIEW_RETRY_MS
+ * later, then opened again (a lost PostgreSQL connection does not come back by itself). */
 static void usageview_conn_fail(struct usageview_conn *c, const char *why, int64_t now_ms)
 {
 	log_warn("usage: cannot read the store: %s (trying again in %d s)", why,
@@ -102,12 +101,10 @@ static void usageview_conn_fail(struct usageview_conn *c, const char *why, int64
 	c->retry_at_ms = now_ms + USAGEVIEW_RETRY_MS;
 }
 
-/* The calling thread's connection, opened if it is not: NULL when it cannot be (then
- * the store is left alone for USAGEVIEW_RETRY_MS). */
-static struct usageview_conn *usageview_conn(struct usageview *u, int64_t now_ms)
+/* The calling thread's connection state, allocated on first use; NULL on ENOMEM. */
+static struct usageview_conn *usageview_conn(struct usageview *u)
 {
 	struct usageview_conn *c = pthread_getspecific(u->conn_key);
-	char err[256];
 
 	if (!c) {
 		if (!(c = calloc(1, sizeof(*c))))
@@ -117,51 +114,63 @@ static struct usageview_conn *usageview_conn(struct usageview *u, int64_t now_ms
 			return NULL;
 		}
 	}
+	return c;
+}
+
+/* Opens c's store if it is not open: 0, or -1 (then left alone for USAGEVIEW_RETRY_MS
+ * from now_ms). */
+static int usageview_open(struct usageview *u, struct usageview_conn *c, int64_t now_ms)
+{
+	char err[256];
+
 	if (c->db)
-		return c;
-	if (now_ms < c->retry_at_ms)
-		return NULL;
+		return 0;
 	if (db_open(u->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
 	    db_prepare(c->db, spend_key_sql, &c->key) < 0 ||
 	    db_prepare(c->db, spend_team_sql, &c->team) < 0) {
 		usageview_conn_fail(c, c->db ? db_errmsg(c->db) : err, now_ms);
-		return NULL;
+		return -1;
 	}
-	return c;
+	return 0;
 }
 
-/* Reads subject's spend since since_ms on the calling thread's connection, within its
- * probe time: 0, or -1. */
+/* Reads subject's spend since since_ms on the calling thread's connection: 0, or -1.
+ * Asked before the thread's probe time is spent, and charged to it whole, connect
+ * included: a store that hangs (a partition; libpq gives up after 10 s) is paid back
+ * before the thread reads again, and its retry counts from when it failed. */
 static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms,
                           int64_t now_ms, int64_t *spent)
 {
-	struct usageview_conn *c = usageview_conn(u, now_ms);
+	struct usageview_conn *c = usageview_conn(u);
+	struct probe_budget *b = probe_thread_budget();
 	struct db_stmt *st;
 	int64_t t0 = probe_now_us();
 	int rc = -1;
 
-	if (!c)
+	if (!c || now_ms < c->retry_at_ms)
 		return -1;
-	if (!probe_budget_allows(&c->budget, t0)) {
+	if (!probe_budget_allows(b, t0)) {
 		if (now_ms - c->warned_at_ms >= USAGEVIEW_WARN_MS) {
-			log_warn("usage: more reads asked than %d ms a second of this thread allows;"
-			         " answering 503 meanwhile", PROBE_US / 1000);
+			log_warn("usage: more store reads asked than %d ms a second of this thread"
+			         " allows; answering 503 meanwhile", PROBE_US / 1000);
 			c->warned_at_ms = now_ms;
 		}
 		return -1;
 	}
-	st = subject > 0 ? c->key : c->team;
-	db_bind_int(st, 1, subject > 0 ? subject : -subject);
-	db_bind_int(st, 2, since_ms / 1000);
-	if (db_step(st) == DB_ROW) {
-		*spent = db_col_int(st, 0);
-		rc = 0;
+	if (usageview_open(u, c, now_ms + (probe_now_us() - t0) / 1000) == 0) {
+		st = subject > 0 ? c->key : c->team;
+		db_bind_int(st, 1, subject > 0 ? subject : -subject);
+		db_bind_int(st, 2, since_ms / 1000);
+		if (db_step(st) == DB_ROW) {
+			*spent = db_col_int(st, 0);
+			rc = 0;
+		}
+		db_reset(st);
+		if (rc < 0)
+			usageview_conn_fail(c, db_errmsg(c->db), now_ms + (probe_now_us() - t0) / 1000);
+		atomic_fetch_add(&u->reads, 1);
 	}
-	db_reset(st);
-	if (rc < 0)
-		usageview_conn_fail(c, db_errmsg(c->db), now_ms);
-	atomic_fetch_add(&u->reads, 1);
-	probe_budget_spend(&c->budget, probe_now_us() - t0);
+	probe_budget_spend(b, probe_now_us() - t0);
 	return rc;
 }
 

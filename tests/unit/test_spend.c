@@ -2,12 +2,17 @@
  * month and a day boundary, reported and estimated cost, keys without a budget, a
  * team's from the rows made under it; on
  * SQLite, and on PostgreSQL when TALLY_TEST_PG_URL is set (teststore.h). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "acct.h"
 #include "db.h"
 #include "keytable-t.h"
+#include "probe.h"
 #include "queue.h"
 #include "quota.h"
 #include "spend.h"
@@ -188,6 +193,40 @@ static void test_seed(void)
 	tmpdir_remove();
 }
 
+/* A store that takes a connection and never answers (a partition, a hung server): the
+ * thread waits for libpq's connect timeout once, and is then left alone by its retry and
+ * its probe time, however often a key asks. Last: the thread's probe time is owed after. */
+static void test_usage_store_that_hangs(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char url[128];
+	struct usageview *u;
+	int64_t spent, at, t0, waited, now = NOW_MS;
+	int i;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, 8) == 0 &&
+	      getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+	snprintf(url, sizeof(url), "postgresql://u@127.0.0.1:%d/x?connect_timeout=2",
+	         ntohs(sa.sin_port));
+	u = usageview_new(url);
+	CHECK(u != NULL);
+	t0 = probe_now_us();
+	CHECK_EQ_INT(usageview_spent(u, 1, 0, now, &spent, &at), -1);
+	waited = probe_now_us() - t0;
+	CHECK(waited >= 1500000);                       /* the connect's timeout, once */
+	for (i = 0; i < 5; i++) {
+		now += waited / 1000 + 1000 * i;            /* the I/O thread's clock moves on */
+		t0 = probe_now_us();
+		CHECK_EQ_INT(usageview_spent(u, 2 + i, 0, now, &spent, &at), -1);
+		CHECK(probe_now_us() - t0 < 200000);
+	}
+	usageview_free(u);
+	close(fd);
+}
+
 int main(void)
 {
 	int i;
@@ -197,5 +236,6 @@ int main(void)
 		printf("store: %s\n", teststore_name(store_kind));
 		RUN(test_seed);
 	}
+	RUN(test_usage_store_that_hangs);
 	return UNIT_DONE();
 }
