@@ -898,6 +898,15 @@ def test_keys_limits_and_spend(world):
     assert g["spend"] == {"period": "month", "period_start": ms, **spend(keys["gamma"], ms)}
 
 
+def test_keys_name_their_team(world):
+    """Each key of /api/keys names its team (team_id, team_name), null for a key without
+    one; the team's name is the operator's text and parses back exactly (HOSTILE)."""
+    q, teams = world["q"], world["teams"]
+    got = {k["name"]: (k["team_id"], k["team_name"]) for k in q.get("/api/keys")["keys"]}
+    assert got == {"alpha": (teams["platform"], "platform"), "beta": (teams[HOSTILE], HOSTILE),
+                   "gamma": (None, None)}
+
+
 def test_teams_limits_models_and_spend(world):
     """/api/teams lists every team in id order as /api/keys lists keys: limits, its
     allow-list, how many keys it has, whether they may read its usage, and its spend in
