@@ -249,6 +249,10 @@ $(BUILD)/test_db: $(BUILD)/obj/tests/unit/test_db.o $(COMMON_OBJ)
 $(BUILD)/obj/tests/unit/test_plan.o: CPPFLAGS += -Iqueryd
 $(BUILD)/test_plan: $(BUILD)/obj/tests/unit/test_plan.o $(BUILD)/obj/queryd/plan.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+# test_json tests queryd's JSON printer (queryd/json.c), a pure module, alone.
+$(BUILD)/obj/tests/unit/test_json.o: CPPFLAGS += -Iqueryd
+$(BUILD)/test_json: $(BUILD)/obj/tests/unit/test_json.o $(BUILD)/obj/queryd/json.o
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BUILD)/test_%: $(BUILD)/obj/tests/unit/test_%.o $(AGENT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 

@@ -764,9 +764,9 @@ static void api_periods(int64_t now, int64_t *day, int64_t *month)
 }
 
 /* Columns of sql/queries/keys.sql. */
-enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_RPM, K_TPM,
-       K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST, K_EST_COST,
-       K_REQUESTS, K_TOKENS };
+enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_TEAM_ID, K_TEAM_NAME,
+       K_RPM, K_TPM, K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST,
+       K_EST_COST, K_REQUESTS, K_TOKENS };
 
 /* Columns of sql/queries/teams.sql: the team, then one model of its allow-list (NULL:
  * none). Limits and spend are in the keys' order (api_limits_spend). */
@@ -818,6 +818,8 @@ static cJSON *api_key_json(struct db_stmt *st)
 	rc |= json_add(o, "models", cJSON_Parse(models ? models : "[]"));
 	rc |= row_add_col_int(o, "created_at", st, K_CREATED);
 	rc |= row_add_col_int(o, "revoked_at", st, K_REVOKED);
+	rc |= row_add_col_int(o, "team_id", st, K_TEAM_ID);
+	rc |= row_add_col_text(o, "team_name", st, K_TEAM_NAME);
 	if (rc || api_limits_spend(o, st, K_RPM, K_COST) < 0) {
 		cJSON_Delete(o);
 		return NULL;

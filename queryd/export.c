@@ -9,6 +9,7 @@
 
 #include "conn.h"
 #include "db.h"
+#include "json.h"
 #include "log.h"
 #include "plan.h"
 #include "row.h"
@@ -54,7 +55,7 @@ static int export_next(struct export *e)
 	if (e->format == PARAMS_CSV)
 		return row_csv(e->st, &e->line) < 0 ? -1 : 1;
 	row = row_json(e->st);
-	text = row ? cJSON_PrintUnformatted(row) : NULL;
+	text = row ? json_print(row) : NULL;
 	rc = text && row_buf_put(&e->line, text, strlen(text)) == 0 &&
 	     row_buf_put(&e->line, "\n", 1) == 0 ? 1 : -1;
 	free(text);

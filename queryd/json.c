@@ -1,5 +1,5 @@
-/* json: cJSON helpers for exact integers and valid UTF-8 strings (see json.h). Any
- * thread. */
+/* json: cJSON helpers for exact integers and valid UTF-8 strings, and the printer of
+ * queryd's JSON text (see json.h). Any thread. */
 #include "json.h"
 
 #include <math.h>
@@ -95,6 +95,43 @@ cJSON *json_uint(uint64_t v)
 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
 	return cJSON_CreateRaw(buf);
+}
+
+/* 1 if the n bytes at s start with U+2028 or U+2029 (E2 80 A8, E2 80 A9). */
+static int json_is_separator(const unsigned char *s, size_t n)
+{
+	return n >= 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9);
+}
+
+char *json_print(const cJSON *item)
+{
+	char *text = cJSON_PrintUnformatted(item), *out;
+	const unsigned char *u = (const unsigned char *)text;
+	size_t i, o = 0, len, seps = 0;
+
+	if (!text)
+		return NULL;
+	/* UTF-8 resynchronises: these bytes are the code point wherever they stand, and in
+	 * cJSON's text only inside a string, where \u2028 means the same. */
+	len = strlen(text);
+	for (i = 0; i < len; i++)
+		seps += json_is_separator(u + i, len - i);
+	if (!seps)
+		return text;
+	out = malloc(len + seps * 3 + 1);   /* 3 bytes become 6 */
+	for (i = 0; out && i < len; i++) {
+		if (json_is_separator(u + i, len - i)) {
+			memcpy(out + o, u[i + 2] == 0xa8 ? "\\u2028" : "\\u2029", 6);
+			o += 6;
+			i += 2;
+		} else {
+			out[o++] = text[i];
+		}
+	}
+	if (out)
+		out[o] = '\0';
+	free(text);
+	return out;
 }
 
 int json_add(cJSON *obj, const char *name, cJSON *item)

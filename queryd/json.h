@@ -1,7 +1,8 @@
-/* json: building JSON answers with cJSON without its two pitfalls: integers travel as
- * doubles (exact only to 2^53) and strings are copied byte for byte (invalid UTF-8
- * would make invalid JSON). Any thread. The json_add_* functions return 0, or -1 when
- * out of memory (the object is then incomplete and the caller drops it). */
+/* json: building JSON answers with cJSON without its pitfalls: integers travel as
+ * doubles (exact only to 2^53), strings are copied byte for byte (invalid UTF-8 would
+ * make invalid JSON) and U+2028/U+2029 are printed raw (json_print escapes them). Any
+ * thread. The json_add_* functions return 0, or -1 when out of memory (the object is
+ * then incomplete and the caller drops it). */
 #ifndef QUERYD_JSON_H
 #define QUERYD_JSON_H
 
@@ -20,6 +21,13 @@ cJSON *json_string(const char *s, size_t len);
 /* An exact integer item (printed from the int64, never through a double). */
 cJSON *json_int(int64_t v);
 cJSON *json_uint(uint64_t v);
+
+/* The text of item, without whitespace: the one writer of queryd's JSON (answers and
+ * NDJSON lines). U+2028 and U+2029 come out as \u2028 and \u2029: JSON allows them
+ * raw, but JavaScript before ES2019 refuses them in a string literal (eval, a
+ * <script>) and some NDJSON readers split lines on them. A malloc'd string; NULL when
+ * out of memory. */
+char *json_print(const cJSON *item);
 
 /* Adds item under name; the object takes it. item NULL (out of memory) is -1. */
 int json_add(cJSON *obj, const char *name, cJSON *item);

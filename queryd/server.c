@@ -20,6 +20,7 @@
 #include "assets.h"
 #include "conn.h"
 #include "export.h"
+#include "json.h"
 #include "log.h"
 #include "params.h"
 
@@ -103,7 +104,7 @@ static enum MHD_Result server_queue(struct MHD_Connection *mc, unsigned status,
 /* Sends r (and frees its body) as a JSON answer. */
 static enum MHD_Result server_send(struct MHD_Connection *mc, struct api_reply *r)
 {
-	char *text = r->body ? cJSON_PrintUnformatted(r->body) : NULL;
+	char *text = r->body ? json_print(r->body) : NULL;
 	struct MHD_Response *resp;
 
 	cJSON_Delete(r->body);

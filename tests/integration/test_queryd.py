@@ -898,6 +898,15 @@ def test_keys_limits_and_spend(world):
     assert g["spend"] == {"period": "month", "period_start": ms, **spend(keys["gamma"], ms)}
 
 
+def test_keys_name_their_team(world):
+    """Each key of /api/keys names its team (team_id, team_name), null for a key without
+    one; the team's name is the operator's text and parses back exactly (HOSTILE)."""
+    q, teams = world["q"], world["teams"]
+    got = {k["name"]: (k["team_id"], k["team_name"]) for k in q.get("/api/keys")["keys"]}
+    assert got == {"alpha": (teams["platform"], "platform"), "beta": (teams[HOSTILE], HOSTILE),
+                   "gamma": (None, None)}
+
+
 def test_teams_limits_models_and_spend(world):
     """/api/teams lists every team in id order as /api/keys lists keys: limits, its
     allow-list, how many keys it has, whether they may read its usage, and its spend in
@@ -951,6 +960,45 @@ def test_team_name_is_data_in_json_csv_and_ndjson(world):
     assert {line[at] for line in table[1:]} == {"'" + HOSTILE}
     quoted = '"\'' + HOSTILE.replace('"', '""') + '"'
     assert body.count(quoted.encode()) == len(mine)
+
+
+def test_line_separators_are_escaped(tmp_path, kind):
+    """U+2028 and U+2029, valid in JSON strings but refused in a string literal by
+    JavaScript before ES2019 (eval) and line ends to some NDJSON readers, leave queryd
+    as \\u2028 and \\u2029 in every JSON answer and in the NDJSON export (a key's
+    name, its allow-list, a row's model), never as their UTF-8 bytes; the body still
+    parses to the original text."""
+    store, extra, sql = fresh_store(kind, tmp_path, "seps")
+    tallyctl(store, *extra, "key", "create", "sep")
+    name, model = "a\u2028b\u2029c", "m\u2029\u2028"
+    key_id = sql(f"UPDATE keys SET name = '{name}' RETURNING id")[0][0]
+    sql(f"INSERT INTO key_models (key_id, model) VALUES ({key_id}, '{model}')")
+    write_rows(tmp_path, store, [
+        {"request_id": "sep-1", "key_id": key_id, "model": model, "provider": "p",
+         "outcome": "complete", "usage_source": "response", "prompt_tokens": 10,
+         "completion_tokens": 5, "started_at": BASE * 1000, "duration_ms": 30}], "seps")
+    q = Queryd(tmp_path, store, name="queryd-seps")
+    try:
+        bodies = []
+        for path in ("/api/keys", "/api/requests", "/api/requests/sep-1"):
+            status, _, body = q.request(path)
+            assert status == 200, (path, body)
+            bodies.append((path, body))
+        _, body = export(q, f"from={BASE - 60}&to={BASE + 60}&format=ndjson")
+        bodies.append(("export", body))
+        for path, body in bodies:
+            assert b"\xe2\x80\xa8" not in body and b"\xe2\x80\xa9" not in body, (path, body)
+            assert b"\\u2028" in body and b"\\u2029" in body, (path, body)
+        keys = json.loads(bodies[0][1])["keys"]
+        assert [(k["name"], k["models"]) for k in keys] == [(name, [model])]
+        assert [(r["key_name"], r["model"]) for r in json.loads(bodies[1][1])["requests"]] == \
+            [(name, model)]
+        assert json.loads(bodies[2][1])["request"]["model"] == model
+        lines = bodies[3][1].split(b"\n")
+        assert len(lines) == 2 and lines[1] == b""
+        assert (json.loads(lines[0])["key_name"], json.loads(lines[0])["model"]) == (name, model)
+    finally:
+        q.stop()
 
 
 def test_models_prices_and_month(world):
