@@ -89,6 +89,19 @@ static void test_rates(void)
 	/* A failed round gives the returns back. */
 	quota_share_restore(q, &keys[0]);
 	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_OK);
+	/* A look at the key says its limit, not what this node's lease holds: what the
+	 * cluster has left is no node's to say. */
+	{
+		struct quota_status st;
+		int64_t in_flight;
+
+		quota_peek(q, 7, &c, T0, &st, &in_flight);
+		CHECK_EQ_INT(st.limit_requests, 60);
+		CHECK_EQ_INT(st.remaining_requests, -1);
+		CHECK_EQ_INT(st.reset_requests_ms, -1);
+		CHECK_EQ_INT(st.limit_tokens, -1);
+		CHECK(in_flight > 0);
+	}
 	free(keys);
 	quota_free(q);
 }
