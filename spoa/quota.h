@@ -117,6 +117,12 @@ int64_t quota_period_end(enum quota_period p, int64_t now_ms);
 
 const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
 const char *quota_period_name(enum quota_period p);     /* "day", "month", "total" */
+/* The period a key's or team's spend is reported in: its budget's, or without a budget
+ * the calendar month. */
+static inline enum quota_period quota_report_period(const struct quota_cfg *cfg)
+{
+	return cfg->budget_micros > 0 ? cfg->period : QUOTA_PERIOD_MONTH;
+}
 
 /* Where subject (a key's id, or quota_team_subject's) stands under cfg at now_ms, as
  * the x-ratelimit figures of its next admission would say, and its requests in flight

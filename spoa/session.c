@@ -439,15 +439,21 @@ static char *session_whole_body(struct longbody *lb, struct spop_str id,
 	return whole;
 }
 
-/* A model list into body (SESSION_BODY_MAX bytes), in what the ACK's frame leaves after
- * the other variables; its length, or -1 when the peer's frames cannot hold one. */
+/* The room for an answer's body (SESSION_BODY_MAX at most): what the ACK's frame leaves
+ * after the other variables. */
+static size_t session_body_room(const struct session *s)
+{
+	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
+
+	return room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX;
+}
+
+/* A model list into body; its length, or -1 when the peer's frames cannot hold one. */
 static int session_models(const struct session *s, const struct keytable *kt,
                           const struct decision *d, const struct decision_request *req,
                           char *body)
 {
-	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
-
-	return wording_models_json(kt, d, req, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+	return wording_models_json(kt, d, req, body, session_body_room(s));
 }
 
 /* One level of a usage answer: subject's (a key's id, or its team's subject) under cfg
@@ -456,7 +462,7 @@ static int session_usage_level(struct session *s, int64_t subject, const struct 
                                int64_t now_ms, struct wording_usage_level *l)
 {
 	l->cfg = *cfg;
-	l->period = cfg->budget_micros > 0 ? cfg->period : QUOTA_PERIOD_MONTH;
+	l->period = quota_report_period(cfg);
 	l->since_ms = quota_period_start(l->period, now_ms);
 	l->until_ms = quota_period_end(l->period, now_ms);
 	l->st = (struct quota_status){ -1, -1, -1, -1, -1, -1, 0 };
@@ -468,13 +474,12 @@ static int session_usage_level(struct session *s, int64_t subject, const struct 
 }
 
 /* GET /tally/v1/usage: d's key's figures, and its team's where the team shows them to
- * its keys, into body (SESSION_BODY_MAX bytes, within the peer's frames); its length.
+ * its keys, into body (session_body_room); its length.
  * A spend that cannot be read turns d into DECISION_USAGE_UNAVAILABLE, a body that
  * cannot fit into DECISION_AGENT_ERROR: -1. */
 static int session_usage(struct session *s, struct decision *d, char *body)
 {
 	const struct kt_team *team = d->key->team;
-	size_t room = s->max_frame_size > 1024 ? s->max_frame_size - 1024 : 0;
 	int64_t now = acct_now_ms();
 	struct wording_usage u;
 	int n;
@@ -487,7 +492,7 @@ static int session_usage(struct session *s, struct decision *d, char *body)
 		d->verdict = DECISION_USAGE_UNAVAILABLE;
 		return -1;
 	}
-	n = wording_usage_json(d, &u, body, room < SESSION_BODY_MAX ? room : SESSION_BODY_MAX);
+	n = wording_usage_json(d, &u, body, session_body_room(s));
 	if (n < 0)
 		d->verdict = DECISION_AGENT_ERROR;
 	return n;

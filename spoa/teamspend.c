@@ -55,7 +55,7 @@ int teamspend_refresh(struct teamspend *ts, struct db *db, const struct keytable
 
 		snprintf(t->name, sizeof(t->name), "%s", m->name);
 		t->budget_micros = m->quota.budget_micros;
-		t->period = t->budget_micros ? m->quota.period : QUOTA_PERIOD_MONTH;
+		t->period = quota_report_period(&m->quota);
 		db_reset(st);
 		db_bind_int(st, 1, m->id);
 		db_bind_int(st, 2, quota_period_start(t->period, now_ms) / 1000);
