@@ -15,6 +15,8 @@
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
 #define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
 #define ACCT_TIER_MAX  TIER_NAME_MAX   /* a service tier's name (tier.h) */
+#define ACCT_END_USER_MAX 257  /* an end user's id (acct_end_user_ok): Claude Code's
+                                * metadata.user_id runs to ~190 characters */
 
 /* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
 #define ACCT_NONE (-1)
@@ -110,6 +112,8 @@ struct acct_row {
 	/* Stored: the team of the key when the request was decided (teams.id); ACCT_NONE:
 	 * none, or no decision saw it. */
 	int64_t team_id;
+	/* Stored: the end user the request named (docs/limits.md, "End users"); "" none. */
+	char end_user[ACCT_END_USER_MAX];
 	/* Not stored either: what the request holds of its key's limits until its row is
 	 * built (zero after a restart: the journal does not keep it). */
 	struct quota_hold hold;

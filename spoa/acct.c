@@ -37,6 +37,18 @@ int acct_response_id_ok(const char *s, size_t n)
 	return 1;
 }
 
+int acct_end_user_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n >= ACCT_END_USER_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
 const char *acct_outcome_name(enum acct_outcome o)
 {
 	static const char *const names[ACCT_OUTCOME_COUNT] = {

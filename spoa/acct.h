@@ -17,6 +17,11 @@ void acct_row_init(struct acct_row *row);
  * digit (OpenAI's "resp_" and hex; self-hosted servers' uuids). */
 int acct_response_id_ok(const char *s, size_t n);
 
+/* Whether s (n bytes) can be an end user's id the gateway stores and counts: 1 to
+ * ACCT_END_USER_MAX - 1 bytes, each printable ASCII other than space (0x21-0x7e), so
+ * that ids are compared byte for byte and print as they are in every report. */
+int acct_end_user_ok(const char *s, size_t n);
+
 
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */
 const char *acct_outcome_name(enum acct_outcome o);

@@ -24,6 +24,10 @@ struct kt_provider {
  * INHERIT: the agent's default (--server-tools, --audio, --cache-writes). */
 enum kt_policy { KT_POLICY_INHERIT = 0, KT_POLICY_PRICED, KT_POLICY_ALLOW, KT_POLICY_DENY };
 
+/* Whether a key's requests name the end user they serve (keys.end_users; docs/limits.md,
+ * "End users"). */
+enum kt_end_users { KT_END_USERS_OPTIONAL = 0, KT_END_USERS_REQUIRED, KT_END_USERS_FORBIDDEN };
+
 struct kt_model {
 	char *name;
 	const struct kt_provider *provider;
@@ -65,6 +69,7 @@ struct kt_key {
 	enum kt_policy server_tools;
 	enum kt_policy audio;
 	enum kt_policy cache_writes;
+	enum kt_end_users end_users;
 };
 
 struct keytable {

@@ -272,6 +272,14 @@ static int keytable_add_team_model(struct keytable *t, struct db_stmt *st)
 	return model ? keytable_list_add(&m->allowed, &m->nallowed, model) : 0;
 }
 
+/* keys.end_users; the schema's CHECK admits nothing else, and NULL reads as the default. */
+static enum kt_end_users keytable_end_users_of(const char *s)
+{
+	return !s ? KT_END_USERS_OPTIONAL
+	     : strcmp(s, "required") == 0 ? KT_END_USERS_REQUIRED
+	     : strcmp(s, "forbidden") == 0 ? KT_END_USERS_FORBIDDEN : KT_END_USERS_OPTIONAL;
+}
+
 static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_key *k = &t->keys[t->nkeys];
@@ -292,6 +300,7 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	k->server_tools = keytable_policy_of(db_col_text(st, 12));
 	k->audio = keytable_policy_of(db_col_text(st, 13));
 	k->cache_writes = keytable_policy_of(db_col_text(st, 14));
+	k->end_users = keytable_end_users_of(db_col_text(st, 16));
 	if (db_col_type(st, 11) != DB_NULL && !k->service_tiers)
 		return -1;
 	return k->name && k->prefix ? 0 : -1;
@@ -413,7 +422,8 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
 	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
-	                      " server_tools, audio, cache_writes, team_id FROM keys ORDER BY id",
+	                      " server_tools, audio, cache_writes, team_id, end_users FROM keys"
+	                      " ORDER BY id",
 	                      n, keytable_add_key) < 0 ||
 	    keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
 	                      SIZE_MAX, keytable_add_allowed) < 0)

@@ -68,7 +68,8 @@ enum rowcol_kind {
 	X(service_tier,               TEXT,     service_tier)  \
 	X(model_reported,             TEXT,     model_reported) \
 	X(priced_fallback,            FALLBACK, priced_fallback) \
-	X(team_id,                    COUNT,    team_id)
+	X(team_id,                    COUNT,    team_id)       \
+	X(end_user,                   TEXT,     end_user)
 
 #define ROWCOL_ONE(column, kind, field) + 1
 #define ROWCOL_COLUMNS (0 ROWCOLS(ROWCOL_ONE))

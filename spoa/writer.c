@@ -22,7 +22,8 @@
  *      row per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily; without the model, into
  *      key_hourly and key_daily; by team instead of key (rows with a team), into
- *      team_hourly and team_daily; with neither, by hour into total_hourly (see
+ *      team_hourly and team_daily; by key and end user (rows with one), by day into
+ *      end_user_daily; with neither, by hour into total_hourly (see
  *      writer_rollups); the groups of a table go in multi-row upserts too, each group
  *      once (PostgreSQL refuses one conflict key twice in a statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
@@ -152,6 +153,7 @@ struct writer_group {
 	int64_t key_id;               /* the key's or the team's id; 0: none, or a rollup
 	                               * without either */
 	int by_model;                 /* model and provider count: the rollup has them */
+	int by_end_user;               /* the end user counts, after the key */
 	const struct acct_row *row;
 };
 
@@ -164,9 +166,10 @@ struct writer_sum {
 /* The rollup tables: per key and model (a key with a model filter, or by model or
  * provider); ~200 times smaller, per model only (every figure not by key); per key
  * only (by key without a model filter: a row per key, not per key and model); per team
- * (team summaries and budgets; rows without a team are in none); and the hour's totals
- * (by hour without a filter: a row per hour, not per model). */
-enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM };
+ * (team summaries and budgets; rows without a team are in none); per key and end user
+ * (rows with both); and the hour's totals (by hour without a filter: a row per hour,
+ * not per model). */
+enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM, WRITER_DIM_END_USER };
 
 static const struct writer_rollup_table {
 	const char *table, *unit;     /* unit: the period's column */
@@ -182,13 +185,15 @@ static const struct writer_rollup_table {
 	{ "key_daily", "day", PERIOD_DAY, WRITER_DIM_KEY, 0 },
 	{ "team_hourly", "hour", PERIOD_HOUR, WRITER_DIM_TEAM, 0 },
 	{ "team_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 0 },
+	{ "end_user_daily", "day", PERIOD_DAY, WRITER_DIM_END_USER, 0 },
 	{ "total_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 0 },
 };
 
-/* The id column of a rollup's dimension, with its leading comma; "" for none. */
+/* The columns of a rollup's dimension, each with its leading comma; "" for none. */
 static const char *writer_dim_column(enum writer_dim d)
 {
-	return d == WRITER_DIM_KEY ? ", key_id" : d == WRITER_DIM_TEAM ? ", team_id" : "";
+	return d == WRITER_DIM_KEY ? ", key_id" : d == WRITER_DIM_TEAM ? ", team_id"
+	     : d == WRITER_DIM_END_USER ? ", key_id, end_user" : "";
 }
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
@@ -417,7 +422,8 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	char col[32], part[160];
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
-	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + 2 * t->by_model + ROLLUP_SUMS;
+	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + (t->dim == WRITER_DIM_END_USER) +
+	                  2 * t->by_model + ROLLUP_SUMS;
 
 	snprintf(part, sizeof(part), "INSERT INTO %s (%s%s%s", t->table, t->unit,
 	         writer_dim_column(t->dim), t->by_model ? ", model, provider" : "");
@@ -697,6 +703,8 @@ static int writer_group_cmp(const void *pa, const void *pb)
 		return a->period < b->period ? -1 : 1;
 	if (a->key_id != b->key_id)
 		return a->key_id < b->key_id ? -1 : 1;
+	if (a->by_end_user)
+		return strncmp(a->row->end_user, b->row->end_user, sizeof(a->row->end_user));
 	if (!a->by_model)
 		return 0;
 	c = strncmp(a->row->model, b->row->model, sizeof(a->row->model));
@@ -748,6 +756,8 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 		rc |= db_bind_int(st, p++, g->period);
 		if (t->dim != WRITER_DIM_NONE)
 			rc |= db_bind_int(st, p++, g->key_id);
+		if (t->dim == WRITER_DIM_END_USER)
+			rc |= writer_bind_key(st, p++, g->row->end_user, sizeof(g->row->end_user));
 		if (t->by_model) {
 			rc |= writer_bind_key(st, p++, g->row->model, sizeof(g->row->model));
 			rc |= writer_bind_key(st, p++, g->row->provider, sizeof(g->row->provider));
@@ -759,17 +769,20 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 }
 
 /* A row's id in a rollup of dimension d: its key's (0: none, as the keyed tables
- * count requests without a known key), its team's (0: none), or 0. */
+ * count requests without a known key), its team's (0: none), its key's when it names
+ * an end user (0: either is missing), or 0. */
 static int64_t writer_group_id(enum writer_dim d, const struct acct_row *r)
 {
-	int64_t id = d == WRITER_DIM_KEY ? r->key_id : d == WRITER_DIM_TEAM ? r->team_id : 0;
+	int64_t id = d == WRITER_DIM_KEY ? r->key_id : d == WRITER_DIM_TEAM ? r->team_id
+	           : d == WRITER_DIM_END_USER && r->end_user[0] ? r->key_id : 0;
 
 	return id > 0 ? id : 0;
 }
 
-/* The n inserted rows (w->groups[i].row) summed by (period, key or team, model,
- * provider) of rollup t, each left out for a table without it (a team table leaves out
- * the rows without a team), and added in upserts of up to w->rows groups. */
+/* The n inserted rows (w->groups[i].row) summed by (period, key or team, end user,
+ * model, provider) of rollup t, each left out for a table without it (a team table
+ * leaves out the rows without a team, the end users' the rows without a key and end
+ * user), and added in upserts of up to w->rows groups. */
 static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 {
 	const struct writer_rollup_table *rt = &writer_rollups[t];
@@ -784,12 +797,14 @@ static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
 		g->period = period_start_ms(rt->period, g->row->started_at_ms) / 1000;
 		g->key_id = writer_group_id(rt->dim, g->row);
 		g->by_model = rt->by_model;
+		g->by_end_user = rt->dim == WRITER_DIM_END_USER;
 	}
 	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
 	while (i < n) {
 		struct writer_sum *s;
 
-		if (rt->dim == WRITER_DIM_TEAM && w->groups[i].key_id == 0) {
+		if ((rt->dim == WRITER_DIM_TEAM || rt->dim == WRITER_DIM_END_USER) &&
+		    w->groups[i].key_id == 0) {
 			i++;
 			continue;
 		}
@@ -916,7 +931,7 @@ static enum db_status writer_attempt(struct writer *w, size_t n, enum writer_mod
 		if (w->fate[i] == WRITER_PENDING || w->fate[i] == WRITER_DUPLICATE) {
 			d.duplicates++;
 		} else if (w->fate[i] == WRITER_INSERTED) {
-			w->groups[ngroups++] = (struct writer_group){ 0, 0, 0, r };
+			w->groups[ngroups++] = (struct writer_group){ .row = r };
 			d.written++;
 			d.timed_out += r->outcome == ACCT_NO_RECORD;
 			d.unpriced += r->unpriced != 0;

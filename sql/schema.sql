@@ -99,7 +99,8 @@ CREATE TABLE team_models (
 -- service_tiers, server_tools, audio and cache_writes say what a request may ask for
 -- that costs more (docs/pricing.md); NULL: the agent's default. server_tools (web search and other tools the provider
 -- runs), audio and cache_writes (prompt cache writes, cache_control): 'priced' while
--- the model prices them, 'allow', 'deny'.
+-- the model prices them, 'allow', 'deny'. end_users: whether its requests name the
+-- end user they serve (docs/limits.md, "End users").
 CREATE TABLE keys (
 	id            INTEGER PRIMARY KEY,
 	name          TEXT NOT NULL UNIQUE CHECK (name <> ''),
@@ -118,7 +119,9 @@ CREATE TABLE keys (
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
 	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny')),
 	cache_writes   TEXT CHECK (cache_writes IN ('priced', 'allow', 'deny')),
-	team_id        INTEGER REFERENCES teams (id)  -- NULL: no team
+	team_id        INTEGER REFERENCES teams (id),  -- NULL: no team
+	end_users      TEXT NOT NULL DEFAULT 'optional'
+	               CHECK (end_users IN ('optional', 'required', 'forbidden'))
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -180,7 +183,8 @@ CREATE TABLE requests (
 	service_tier               TEXT,     -- as the provider reported it (else as asked for)
 	model_reported             TEXT,     -- the model the answer named when not model
 	priced_fallback            TEXT,     -- classes charged at a fallback rate (NULL: none)
-	team_id                    INTEGER   -- the key's team when it was decided; NULL: none
+	team_id                    INTEGER,  -- the key's team when it was decided; NULL: none
+	end_user                   TEXT      -- the end user the request named; NULL: none
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
@@ -188,6 +192,8 @@ CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
 CREATE INDEX requests_model_started_at ON requests (model, started_at);
 -- A page of one team's requests; rows without a team cost it nothing.
 CREATE INDEX requests_team_started_at ON requests (team_id, started_at) WHERE team_id IS NOT NULL;
+-- A page of one end user's requests; rows without one cost it nothing.
+CREATE INDEX requests_end_user_started_at ON requests (end_user, started_at) WHERE end_user IS NOT NULL;
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.
@@ -533,6 +539,49 @@ CREATE TABLE team_daily (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, team_id)
 ) WITHOUT ROWID;
+-- The same per key and end user (requests.end_user; rows without one are in none),
+-- by day only: a key's end users' spend this period (GET /tally/v1/usage/end_users)
+-- and reports by end user read these. Ordered by key first: a key's end users over a
+-- period are one range of it.
+CREATE TABLE end_user_daily (
+	day                   INTEGER NOT NULL,
+	key_id                INTEGER NOT NULL,
+	end_user              TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (key_id, day, end_user)
+) WITHOUT ROWID;
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,
 -- not ~15k).
@@ -724,4 +773,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 14;
+PRAGMA user_version = 15;

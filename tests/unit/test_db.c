@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 22);
+		                          " current_schema()"), 23);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -546,6 +546,11 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
+/* Schema 15's parts, dropped to make a database of before it. */
+#define TEST_UNDO_15 "DROP INDEX requests_end_user_started_at;"                        \
+                     " ALTER TABLE requests DROP COLUMN end_user;"                    \
+                     " ALTER TABLE keys DROP COLUMN end_users; DROP TABLE end_user_daily;"
+
 /* Migration 014 on either store: a team of schema 13 lets its keys see its figures only
  * once told (members_see_usage 0); the flag takes 0 or 1 alone, and turning it moves
  * config_generation. */
@@ -558,7 +563,7 @@ static void test_migrate_team_visibility(void)
 		return;
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO teams (name, created_at) VALUES ('a', 1)"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT members_see_usage FROM teams"), 0);
-	CHECK_EQ_INT(test_exec(db, "ALTER TABLE teams DROP COLUMN members_see_usage;"
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_15 " ALTER TABLE teams DROP COLUMN members_see_usage;"
 	                           " DROP INDEX key_hourly_key_hour; DROP INDEX team_hourly_team_hour"), 0);
 	db_close(db);
 	test_set_version("teamvis.db", 13);
@@ -575,6 +580,39 @@ static void test_migrate_team_visibility(void)
 	                           " VALUES ('b', 1, -1)"), -1);
 	CHECK_EQ_INT(test_bump(db, "UPDATE teams SET members_see_usage = 1"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT members_see_usage FROM teams WHERE name = 'a'"), 1);
+	db_close(db);
+}
+
+/* Migration 015: a key of schema 14 lets its requests name end users or not
+ * (end_users 'optional'), the policy takes its three values alone, and rows keep the end
+ * user they named. */
+static void test_migrate_end_users(void)
+{
+	struct db *db = test_open("endusers.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_15), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                           " VALUES ('k', 'tk-', zeroblob(32), 1)"), 0);
+	db_close(db);
+	test_set_version("endusers.db", 14);
+	db = test_open("endusers.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM keys WHERE end_users = 'optional'"), 1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET end_users = 'sometimes'"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET end_users = NULL"), -1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET end_users = 'required'"), 1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET end_users = 'forbidden'"), 1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO requests (request_id, outcome, usage_source,"
+	                           " started_at, end_user) VALUES ('r', 'complete', 'none', 1,"
+	                           " 'user-1')"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM requests WHERE end_user = 'user-1'"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM end_user_daily"), 0);
 	db_close(db);
 }
 
@@ -600,6 +638,7 @@ static void test_migrate_accounting(void)
 	                           " ALTER TABLE models DROP COLUMN max_output;"
 	                           " ALTER TABLE keys DROP COLUMN cache_writes;"
 	                           " DROP INDEX requests_team_started_at;"
+	                           " " TEST_UNDO_15
 	                           " DROP INDEX key_hourly_key_hour;"
 	                           " ALTER TABLE requests DROP COLUMN team_id;"
 	                           " ALTER TABLE keys DROP COLUMN team_id;"
@@ -1195,6 +1234,7 @@ static void test_stores(void)
 	RUN(test_migrate);
 	RUN(test_migrate_atomic);
 	RUN(test_migrate_team_visibility);
+	RUN(test_migrate_end_users);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

@@ -223,6 +223,10 @@ static struct acct_row row_random(int64_t n)
 		r.estimated_tokens = (int64_t)((x >> 40) % 4096) + 1;
 		r.estimated_cost_micros = (x >> 14) % 3 ? (int64_t)((x >> 44) % 900) : ACCT_NONE;
 	}
+	/* Two rows in three name one of 7 end users, with and without a key. */
+	if ((x >> 6) % 3)
+		snprintf(r.end_user, sizeof(r.end_user), "%s-%d", (x >> 7) % 2 ? "u" : "U",
+		         (int)((x >> 10) % 7));
 	return r;
 }
 
@@ -585,6 +589,21 @@ static void test_rollups(void)
 		         coarse[t].source);
 		CHECK_EQ_INT(q_int(db, check), 0);
 	}
+	/* Per key and end user by day: the rows with both, group by group, both ways. */
+	static const char eu_raw[] = "SELECT started_at / 86400000 * 86400, key_id, end_user,"
+	                             " count(*), coalesce(sum(" B("cost_micros > 0") " * cost_micros), 0),"
+	                             " coalesce(sum(" B("prompt_tokens > 0") " * prompt_tokens), 0)"
+	                             " FROM requests WHERE key_id IS NOT NULL AND end_user IS NOT NULL"
+	                             " GROUP BY 1, 2, 3";
+	static const char eu_kept[] = "SELECT day, key_id, end_user, requests, cost_micros,"
+	                              " prompt_tokens FROM end_user_daily";
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s) AS d", eu_raw, eu_kept);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s) AS d", eu_kept, eu_raw);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	/* 1 day x 4 keys x 14 end users. */
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM end_user_daily"), 4 * 14);
+	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE key_id IS NULL AND end_user IS NOT NULL") > 0);
 	CHECK_EQ_INT(counters_now().timed_out, no_record);
 	CHECK_EQ_INT(counters_now().unpriced, unpriced);
 	CHECK(stats_get(&stats.batches) >= N / 97);
@@ -613,6 +632,8 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP INDEX requests_end_user_started_at; ALTER TABLE requests DROP COLUMN end_user;"
+		                         " ALTER TABLE keys DROP COLUMN end_users; DROP TABLE end_user_daily;"
 		                         "DROP INDEX requests_team_started_at;"
 		                         "ALTER TABLE requests DROP COLUMN team_id;"
 		                         "ALTER TABLE keys DROP COLUMN team_id;"
