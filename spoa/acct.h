@@ -18,8 +18,10 @@ void acct_row_init(struct acct_row *row);
 int acct_response_id_ok(const char *s, size_t n);
 
 /* Whether s (n bytes) can be an end user's id the gateway stores and counts: 1 to
- * ACCT_END_USER_MAX - 1 bytes, each printable ASCII other than space (0x21-0x7e), so
- * that ids are compared byte for byte and print as they are in every report. */
+ * ACCT_END_USER_MAX - 1 bytes of UTF-8 (shortest forms, no surrogates) without a control
+ * character (C0, DEL, C1). Spaces, quotes and any letters pass: ids are what clients
+ * already send as OpenAI's user (names, e-mail addresses, JSON), compared byte for byte,
+ * and escaped where they are printed. */
 int acct_end_user_ok(const char *s, size_t n);
 
 

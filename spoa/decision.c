@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "acct.h"
 #include "keytable.h"
 #include "price.h"
 #include "tier.h"
@@ -72,6 +73,9 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_TEAM_BUDGET_EXCEEDED] = { "team_budget_exceeded", 402 },
 	[DECISION_USAGE_REPORTED] = { "usage_reported", 200 },
 	[DECISION_USAGE_UNAVAILABLE] = { "usage_unavailable", 503 },
+	[DECISION_END_USER_REQUIRED] = { "end_user_required", 400 },
+	[DECISION_END_USER_FORBIDDEN] = { "end_user_forbidden", 400 },
+	[DECISION_BAD_END_USER] = { "invalid_end_user", 400 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -684,6 +688,37 @@ static enum decision_verdict decision_previous_owned(const struct keytable *t,
 	return decision_finish(req, ep, d);
 }
 
+/* The end user a request names: its X-Tally-User header, else the member of its
+ * endpoint's API in the body (reqbody.h), checked against the key's policy. A body cut
+ * before the member names none: a key that requires one is refused, and told of the
+ * header. */
+static enum decision_verdict decision_end_user(const struct decision_request *req,
+                                               const struct decision_endpoint *ep,
+                                               struct decision *d)
+{
+	const struct reqbody_end_user *eu = ep->api == KT_API_ANTHROPIC ? &d->body.anthropic_user
+	                                                                : &d->body.openai_user;
+
+	d->end_user_header = req->end_user_headers > 0;
+	d->end_user_api = ep->api;
+	if (d->key->end_users == KT_END_USERS_FORBIDDEN &&
+	    (d->end_user_header || eu->state != REQBODY_END_USER_NONE))
+		return DECISION_END_USER_FORBIDDEN;
+	if (d->end_user_header) {
+		if (req->end_user_headers > 1 || !acct_end_user_ok(req->end_user.ptr, req->end_user.len))
+			return DECISION_BAD_END_USER;
+		memcpy(d->end_user, req->end_user.ptr, req->end_user.len);
+		d->end_user[req->end_user.len] = '\0';
+	} else if (eu->state == REQBODY_END_USER_BAD) {
+		return DECISION_BAD_END_USER;
+	} else if (eu->state == REQBODY_END_USER_OK) {
+		memcpy(d->end_user, eu->id, sizeof(d->end_user));
+	}
+	if (!d->end_user[0] && d->key->end_users == KT_END_USERS_REQUIRED)
+		return DECISION_END_USER_REQUIRED;
+	return DECISION_ALLOW;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -711,7 +746,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
-	if (v != DECISION_ALLOW)
+	if (v != DECISION_ALLOW || (v = decision_end_user(req, ep, d)) != DECISION_ALLOW)
 		return v;
 	/* previous_response_id and conversation name responses and conversations stored
 	 * under the operator's account, shared by every key: one key could read another's.

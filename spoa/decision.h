@@ -48,6 +48,11 @@ enum decision_verdict {
 	 * "A key's own usage"); or 503 when its spend cannot be read now (usageview.h). */
 	DECISION_USAGE_REPORTED,            /* 200 */
 	DECISION_USAGE_UNAVAILABLE,         /* 503 */
+	/* The end user a request names against its key's policy (docs/limits.md, "End
+	 * users"). */
+	DECISION_END_USER_REQUIRED,         /* 400: none named, and the key needs one */
+	DECISION_END_USER_FORBIDDEN,        /* 400: one named, and the key may not */
+	DECISION_BAD_END_USER,              /* 400: named twice, or not an id (acct.h) */
 	DECISION_VERDICT_COUNT
 };
 
@@ -93,6 +98,9 @@ struct decision_request {
 	struct spop_str body;
 	struct spop_str secret;     /* the gateway secret HAProxy sent (gwsecret.h) */
 	struct spop_str anthropic_version;  /* the anthropic-version header */
+	struct spop_str end_user;   /* the X-Tally-User header (the last one), cut at
+	                             * ACCT_END_USER_MAX bytes by the SPOE file */
+	int64_t end_user_headers;   /* how many X-Tally-User headers came */
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
@@ -152,6 +160,12 @@ struct decision {
 	char costly_scan[4];
 	char tiers_scan[128];
 	struct reqbody_info body;
+	/* The end user the request named, the header's or the body's (decision_end_user);
+	 * "" none. end_user_header: the header was sent; end_user_api: the API whose body
+	 * member was read (what a refusal's message names). */
+	char end_user[ACCT_END_USER_MAX];
+	int end_user_header;
+	enum kt_api end_user_api;
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_hold team_hold;       /* ... and of its key's team's */
 	struct quota_status quota;         /* where the key stands (keys with limits; a key

@@ -42,6 +42,7 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 		JOIN_COPY_STR(row->model_requested, d->body.model);
 	}
 	JOIN_COPY_STR(row->verdict, verdict);
+	JOIN_COPY_STR(row->end_user, d->end_user);
 	row->stream = d->stream < 0 ? ACCT_NONE : d->stream;
 	row->status = decision_http_status(d->verdict);
 	row->started_at_ms = now_ms;

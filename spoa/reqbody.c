@@ -33,6 +33,7 @@ enum reqbody_member {
 	REQBODY_MODALITIES, REQBODY_TOOLS, REQBODY_WEB_SEARCH, REQBODY_MCP_SERVERS,
 	REQBODY_PREVIOUS_RESPONSE_ID, REQBODY_CONVERSATION, REQBODY_STORE, REQBODY_BACKGROUND,
 	REQBODY_REQUEST_ID, REQBODY_SERVICE_TIER, REQBODY_INPUT,
+	REQBODY_USER, REQBODY_SAFETY_IDENTIFIER, REQBODY_METADATA,
 	REQBODY_MEMBER_COUNT
 };
 
@@ -55,6 +56,9 @@ static const char *const reqbody_names[REQBODY_MEMBER_COUNT] = {
 	[REQBODY_REQUEST_ID] = "request_id",
 	[REQBODY_SERVICE_TIER] = "service_tier",
 	[REQBODY_INPUT] = "input",
+	[REQBODY_USER] = "user",
+	[REQBODY_SAFETY_IDENTIFIER] = "safety_identifier",
+	[REQBODY_METADATA] = "metadata",
 };
 
 /* A key as readers see it: the member it names, and whether they all agree. */
@@ -687,6 +691,118 @@ static enum reqbody_scan reqbody_list(struct reqbody_cursor *s, int modalities,
 	return REQBODY_SCAN_OK;
 }
 
+/* After a member's value in a nested object: past its comma (*closed 0) or its closing
+ * brace (*closed 1). */
+static enum reqbody_scan reqbody_after_member(struct reqbody_cursor *s, int *closed)
+{
+	enum reqbody_scan r;
+
+	if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+		return r;
+	*closed = *s->p == '}';
+	if (!*closed && *s->p != ',')
+		return REQBODY_SCAN_BAD;
+	s->p++;
+	return REQBODY_SCAN_OK;
+}
+
+/* Whether m names an end user (alone, or holding Anthropic's metadata.user_id). */
+static int reqbody_names_end_user(enum reqbody_member m)
+{
+	return m == REQBODY_USER || m == REQBODY_SAFETY_IDENTIFIER || m == REQBODY_METADATA;
+}
+
+/* An end user named at rank by a string (raw, as sent) or, with raw NULL, by a value that
+ * is no string (bad unless null): kept unless one of a higher rank came first. */
+static void reqbody_set_end_user(struct reqbody_end_user *eu, int rank, const char *raw,
+                                 size_t len, int null)
+{
+	long n;
+
+	if (rank < eu->rank || (!raw && null))
+		return;
+	eu->rank = rank;
+	eu->state = REQBODY_END_USER_BAD;
+	if (raw && (n = reqbody_unescape(raw, len, eu->id, sizeof(eu->id))) >= 0 &&
+	    acct_end_user_ok(eu->id, (size_t)n))
+		eu->state = REQBODY_END_USER_OK;
+	if (eu->state != REQBODY_END_USER_OK)
+		eu->id[0] = '\0';
+}
+
+/* Walks the object value of "metadata" (s at its '{') for Anthropic's user_id; twice is
+ * bad. */
+static enum reqbody_scan reqbody_metadata(struct reqbody_cursor *s, struct reqbody_end_user *eu)
+{
+	static const char *const names[] = { NULL, "user_id" };
+	int seen = 0, closed;
+	enum reqbody_scan r;
+
+	s->p++;
+	for (;;) {
+		const char *key, *tok;
+		size_t keylen, toklen;
+		struct reqbody_key k;
+
+		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (*s->p == '}' && !seen) {
+			s->p++;
+			return REQBODY_SCAN_OK;
+		}
+		if (*s->p != '"')
+			return REQBODY_SCAN_BAD;
+		seen |= 2;
+		if ((r = reqbody_string(s, &key, &keylen)) != REQBODY_SCAN_OK)
+			return r;
+		k = reqbody_key_of(key, keylen, names, 2);
+		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
+			return r;
+		if (k.m != REQBODY_OTHER && !k.variant && (seen & 1)) {
+			reqbody_set_end_user(eu, 1, NULL, 0, 0);
+			k.m = REQBODY_OTHER;
+		}
+		if (k.m != REQBODY_OTHER && !k.variant && *s->p == '"') {
+			if ((r = reqbody_string(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+				return r;
+			reqbody_set_end_user(eu, 1, tok, toklen, 0);
+			seen |= 1;
+		} else {
+			if ((r = reqbody_skip_value(s, &tok, &toklen)) != REQBODY_SCAN_OK)
+				return r;
+			if (k.m != REQBODY_OTHER && !k.variant) {
+				reqbody_set_end_user(eu, 1, NULL, 0, reqbody_token_is(tok, toklen, "null"));
+				seen |= 1;
+			}
+		}
+		if ((r = reqbody_after_member(s, &closed)) != REQBODY_SCAN_OK || closed)
+			return r;
+	}
+}
+
+/* The value of a top-level member naming an end user (s at its first byte). */
+static enum reqbody_scan reqbody_end_user(struct reqbody_cursor *s, enum reqbody_member m,
+                                          struct reqbody_info *out)
+{
+	int rank = m == REQBODY_SAFETY_IDENTIFIER ? 2 : 1;
+	const char *tok;
+	size_t toklen;
+	enum reqbody_scan r;
+
+	if (m == REQBODY_METADATA)
+		return *s->p == '{' ? reqbody_metadata(s, &out->anthropic_user)
+		                    : reqbody_skip_value(s, &tok, &toklen);
+	if (*s->p == '"') {
+		if ((r = reqbody_string(s, &tok, &toklen)) == REQBODY_SCAN_OK)
+			reqbody_set_end_user(&out->openai_user, rank, tok, toklen, 0);
+		return r;
+	}
+	if ((r = reqbody_skip_value(s, &tok, &toklen)) == REQBODY_SCAN_OK)
+		reqbody_set_end_user(&out->openai_user, rank, NULL, 0,
+		                     reqbody_token_is(tok, toklen, "null"));
+	return r;
+}
+
 /* Walks the object value of "stream_options" (s at its '{'): where include_usage is and
  * what it says. One include_usage, spelled exactly, or the body is invalid. */
 static enum reqbody_scan reqbody_stream_options(struct reqbody_cursor *s,
@@ -694,6 +810,7 @@ static enum reqbody_scan reqbody_stream_options(struct reqbody_cursor *s,
 {
 	static const char *const names[] = { NULL, "include_usage" };
 	enum reqbody_scan r;
+	int closed;
 
 	s->p++;
 	so->is_object = 1;
@@ -728,14 +845,8 @@ static enum reqbody_scan reqbody_stream_options(struct reqbody_cursor *s,
 			so->iu_at = (size_t)(tok - s->start);
 			so->iu_len = toklen;
 		}
-		if ((r = reqbody_skip_ws(s)) != REQBODY_SCAN_OK)
+		if ((r = reqbody_after_member(s, &closed)) != REQBODY_SCAN_OK || closed)
 			return r;
-		if (*s->p == '}') {
-			s->p++;
-			return REQBODY_SCAN_OK;
-		}
-		if (*s->p++ != ',')
-			return REQBODY_SCAN_BAD;
 	}
 }
 
@@ -748,6 +859,8 @@ static enum reqbody_scan reqbody_member_value(struct reqbody_cursor *s, enum req
 	size_t toklen;
 	enum reqbody_scan r;
 
+	if (reqbody_names_end_user(m))
+		return reqbody_end_user(s, m, out);
 	if (m == REQBODY_STREAM_OPTIONS) {
 		struct reqbody_stream_options *so = &out->stream_options;
 
@@ -839,7 +952,16 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 		/* "model\u0000" is "model" to a C-string reader and another key to the rest. */
 		if (k.nul)
 			return REQBODY_SCAN_BAD;
-		if (k.m != REQBODY_OTHER && (k.variant || seen[k.m]++)) {
+		/* Only the gateway reads end users: another spelling is another member, and
+		 * one named twice is none it can tell. */
+		if (reqbody_names_end_user(k.m)) {
+			if (!k.variant && seen[k.m]++)
+				reqbody_set_end_user(k.m == REQBODY_METADATA ? &out->anthropic_user
+				                                             : &out->openai_user,
+				                     k.m == REQBODY_SAFETY_IDENTIFIER ? 2 : 1, NULL, 0, 0);
+			if (k.variant || seen[k.m] > 1)
+				k.m = REQBODY_OTHER;
+		} else if (k.m != REQBODY_OTHER && (k.variant || seen[k.m]++)) {
 			/* A judged member nobody can judge: invalid. A hint: its bound is
 			 * unknown, and the capture path reads answers of any size. */
 			if (k.m < REQBODY_FIRST_HINT)

@@ -36,6 +36,20 @@ struct reqbody_stream_options {
 #define REQBODY_TOOL_OTHER 2        /* any other tool the provider runs, or one nobody can
                                        judge */
 
+/* An end user a body names (docs/limits.md, "End users"). */
+enum reqbody_end_user_state {
+	REQBODY_END_USER_NONE,          /* absent, or null */
+	REQBODY_END_USER_OK,            /* id holds it, decoded */
+	REQBODY_END_USER_BAD,           /* not a string, named twice, or not an id the
+	                                   gateway keeps (acct_end_user_ok) */
+};
+
+struct reqbody_end_user {
+	enum reqbody_end_user_state state;
+	int rank;                       /* the member it came from: a higher one wins */
+	char id[ACCT_END_USER_MAX];     /* NUL-terminated when OK */
+};
+
 struct reqbody_info {
 	int has_model;                  /* a string "model" member was seen */
 	int model_unusable;             /* it was too long, or held NUL or control bytes:
@@ -95,6 +109,11 @@ struct reqbody_info {
 	                                   writes the prefix to its cache, a class apart */
 	int tier_unknown;               /* service_tier in another form, twice, or spelled
 	                                   so that only some readers take it */
+	/* The end user named for the OpenAI API (safety_identifier, else user) and for
+	 * Anthropic's (metadata.user_id): members spelled exactly (another spelling is
+	 * another member to the gateway, which alone reads end users). */
+	struct reqbody_end_user openai_user;
+	struct reqbody_end_user anthropic_user;
 };
 
 /* Inspects body[0..len). Never reads past len; body need not be NUL-terminated, and

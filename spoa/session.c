@@ -113,7 +113,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		int64_t *num = session_key_is(key, "bsize") ? &body_size
 		             : session_key_is(key, "cl")    ? &cl_count
 		             : session_key_is(key, "jmax")  ? &json_max
-		             : session_key_is(key, "off")   ? &off : NULL;
+		             : session_key_is(key, "off")   ? &off
+		             : session_key_is(key, "eun")   ? &req->end_user_headers : NULL;
 
 		if (num) {
 			if (session_arg_int(&v, num) < 0 && v.type != SPOP_DATA_NULL)
@@ -128,6 +129,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->api_key = v.u.str;
 		else if (session_key_is(key, "av"))
 			req->anthropic_version = v.u.str;
+		else if (session_key_is(key, "eu"))
+			req->end_user = v.u.str;
 		else if (session_key_is(key, "method")) {
 			req->method = v.u.str;
 			have_method = 1;

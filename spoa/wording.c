@@ -47,6 +47,9 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_TEAM_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 	[DECISION_USAGE_REPORTED] = { "", "" },
 	[DECISION_USAGE_UNAVAILABLE] = { "server_error", "overloaded_error" },
+	[DECISION_END_USER_REQUIRED] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_END_USER_FORBIDDEN] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_BAD_END_USER] = { "invalid_request_error", "invalid_request_error" },
 };
 
 /* Whether s begins with lit. */
@@ -112,6 +115,12 @@ static void wording_limit(const struct decision *d, const char *who, const struc
 	}
 }
 
+/* The body's member that names an end user in the request's API. */
+static const char *wording_end_user_member(const struct decision *d)
+{
+	return d->end_user_api == KT_API_ANTHROPIC ? "metadata.user_id" : "safety_identifier or user";
+}
+
 static void wording_message(const struct decision *d, char *msg, size_t cap)
 {
 	char model[2 * 6 * 40], team[96], who[160];
@@ -169,6 +178,20 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_USAGE_UNAVAILABLE:
 		snprintf(msg, cap, "The gateway cannot read the key's usage right now; retry shortly.");
+		break;
+	case DECISION_END_USER_REQUIRED:
+		snprintf(msg, cap, "Key %s must name the end user each request serves: send the X-Tally-User header, or %s in the body%s.",
+		         d->key->prefix, wording_end_user_member(d),
+		         d->body_truncated ? " before the part the gateway inspects ends" : "");
+		break;
+	case DECISION_END_USER_FORBIDDEN:
+		snprintf(msg, cap, "Key %s may not name end users: send neither the X-Tally-User header nor %s in the body.",
+		         d->key->prefix, wording_end_user_member(d));
+		break;
+	case DECISION_BAD_END_USER:
+		snprintf(msg, cap, "The end user (%s) must be named once, as 1 to %d bytes of UTF-8 without control characters.",
+		         d->end_user_header ? "the X-Tally-User header" : wording_end_user_member(d),
+		         ACCT_END_USER_MAX - 1);
 		break;
 	case DECISION_UNKNOWN_RESPONSE:
 		wording_json_escape(model, sizeof(model), d->response_id);

@@ -20,6 +20,9 @@ static int64_t fix_json_max;
 static const struct decision_policy *fix_policy;   /* NULL: the defaults */
 /* Who made which stored response; NULL: none known. */
 static struct owner *fix_owners;
+/* The X-Tally-User header (fix_end_users of them; the last one's value). */
+static const char *fix_end_user;
+static int64_t fix_end_users;
 
 /* What session.c does with a decision that names a stored response: asks fix_owners,
  * the key's creates in flight first, and finishes d with the answer. */
@@ -69,6 +72,11 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 	req.body_size = truncated ? -1 : (int64_t)req.body.len;
 	req.json_max = fix_json_max;
 	req.policy = fix_policy;
+	if (fix_end_user) {
+		req.end_user.ptr = fix_end_user;
+		req.end_user.len = strlen(fix_end_user);
+	}
+	req.end_user_headers = fix_end_users;
 	decision_make(fx.kt, &req, &d);
 	if (d.owner_query && fix_owners)
 		decide_owner(&req, &d);
@@ -1065,6 +1073,125 @@ static struct decision decide_stored(const char *key, const char *path)
 
 /* The gateway's own path: GET /tally/v1/usage only, after the key's checks; nothing
  * else under /tally/ is an endpoint, and nothing of it is forwarded or estimated. */
+/* Sets key id's end-user policy and reloads the keytable. */
+static void set_end_users(int id, const char *policy)
+{
+	char sql[128], err[256];
+
+	snprintf(sql, sizeof(sql), "UPDATE keys SET end_users = '%s' WHERE id = %d", policy, id);
+	CHECK_EQ_INT(db_exec(fx.db, sql, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
+/* d's error body, as OpenAI's clients get it, in msg. */
+static void error_of(const struct decision *d, char *msg, size_t cap)
+{
+	struct decision_request req = { 0 };
+
+	req.path.ptr = CHAT;
+	req.path.len = strlen(CHAT);
+	CHECK(wording_error_json(d, &req, msg, cap) > 0);
+}
+
+/* The header, with its count. */
+static struct decision decide_user(const char *key, const char *path, const char *body,
+                                   const char *header, int64_t headers, int truncated)
+{
+	char auth[128];
+	struct decision d;
+
+	snprintf(auth, sizeof(auth), "Bearer %s", key);
+	fix_end_user = header;
+	fix_end_users = headers;
+	d = decide_with(auth, NULL, path, body, truncated);
+	fix_end_user = NULL;
+	fix_end_users = 0;
+	return d;
+}
+
+static void test_end_users(void)
+{
+	char body[512], msg[1024];
+	struct decision d;
+	struct acct_row row;
+
+	/* Optional (every key's default): the header, else the body's member of the API. */
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":\"u-body\"}", NULL, 0, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.end_user, "u-body");
+	join_decided(&d, "r1", 2, 1, &row);
+	CHECK_EQ_STR(row.end_user, "u-body");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":\"u-body\",\"safety_identifier\":\"s\"}",
+	                "u-head", 1, 0);
+	CHECK_EQ_STR(d.end_user, "u-head");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":5}", "u-head", 1, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.end_user, "u-head");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{}", NULL, 0, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.end_user, "");
+	/* Anthropic's member on its endpoint; OpenAI's there is the client's own member. */
+	d = decide_user(FIX_KEY_OPEN, "/v1/messages",
+	                "{\"model\":\"claude-a\",\"user\":\"x\",\"metadata\":{\"user_id\":\"a-1\"}}",
+	                NULL, 0, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.end_user, "a-1");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"metadata\":{\"user_id\":\"a-1\"}}", NULL, 0, 0);
+	CHECK_EQ_STR(d.end_user, "");
+	/* Bad ids: twice, too long, a control character, invalid UTF-8, two headers. */
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":\"a\",\"user\":\"b\"}", NULL, 0, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_BAD_END_USER);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 400);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "invalid_end_user");
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "safety_identifier or user") != NULL);
+	memset(body, 'u', 257);
+	body[257] = '\0';
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", body, 1, 0).verdict, DECISION_BAD_END_USER);
+	body[256] = '\0';
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", body, 1, 0).verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", "a\tb", 1, 0).verdict, DECISION_BAD_END_USER);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", "\xff", 1, 0).verdict, DECISION_BAD_END_USER);
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{}", "a", 2, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_BAD_END_USER);
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "X-Tally-User") != NULL);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", "", 1, 0).verdict, DECISION_BAD_END_USER);
+
+	/* Required: none named is refused, and so is a body cut before the member. */
+	set_end_users(1, "required");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"model\":\"gpt-a\"}", NULL, 0, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_END_USER_REQUIRED);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "end_user_required");
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{\"model\":\"gpt-a\",\"messages\":[", NULL, 0, 1);
+	CHECK_EQ_INT(d.verdict, DECISION_END_USER_REQUIRED);
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "X-Tally-User") != NULL && strstr(msg, "inspects") != NULL);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"model\":\"gpt-a\",\"messages\":[",
+	                         "h", 1, 1).verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":\"u\"}", NULL, 0, 0).verdict,
+	             DECISION_ALLOW);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":null}", NULL, 0, 0).verdict,
+	             DECISION_END_USER_REQUIRED);
+	/* Not an inference request: nothing to attribute. */
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, "GET /v1/models", "", NULL, 0, 0).verdict,
+	             DECISION_MODELS_LISTED);
+
+	/* Forbidden: any naming is refused, a bad one too, header or body. */
+	set_end_users(1, "forbidden");
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{}", NULL, 0, 0).verdict, DECISION_ALLOW);
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{}", "spoofed", 1, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_END_USER_FORBIDDEN);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "end_user_forbidden");
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":\"u\"}", NULL, 0, 0).verdict,
+	             DECISION_END_USER_FORBIDDEN);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":7}", NULL, 0, 0).verdict,
+	             DECISION_END_USER_FORBIDDEN);
+	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":null}", NULL, 0, 0).verdict,
+	             DECISION_ALLOW);
+	set_end_users(1, "optional");
+}
+
 static void test_usage_path(void)
 {
 	struct decision d = decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage");
@@ -1447,6 +1574,7 @@ int main(void)
 	RUN(test_models_and_bodies);
 	RUN(test_stored_responses);
 	RUN(test_usage_path);
+	RUN(test_end_users);
 	RUN(test_owner_as_input);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);

@@ -447,6 +447,96 @@ static void test_costly_members(void)
 
 /* reqrules.c's lists (which capture.lua holds too) are what reqbody judges by: a list
  * changed on one side only fails here or in tests/test_lua.py. */
+/* The end user a body names: the member at its path, whatever surrounds it. */
+static void test_end_users(void)
+{
+	struct reqbody_info i;
+	char body[600], id[300];
+
+	CHECK_EQ_INT(inspect("{\"model\":\"m\",\"user\":\"alice\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_OK);
+	CHECK_EQ_STR(i.openai_user.id, "alice");
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	CHECK(!i.hints_ambiguous);
+	/* safety_identifier wins, before or after user. */
+	CHECK_EQ_INT(inspect("{\"safety_identifier\":\"s1\",\"user\":\"u1\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.openai_user.id, "s1");
+	CHECK_EQ_INT(inspect("{ \"user\" : \"u1\" ,\n \"safety_identifier\" :\t\"s1\" }", &i),
+	             REQBODY_COMPLETE);
+	CHECK_EQ_STR(i.openai_user.id, "s1");
+	/* Decoded as the JSON says; spaces, quotes and letters are ids too. */
+	CHECK_EQ_INT(inspect("{\"user\":\"J\\u00f6rg \\\"J\\\" M\\u00fcller\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_OK);
+	CHECK_EQ_STR(i.openai_user.id, "J\xc3\xb6rg \"J\" M\xc3\xbcller");
+	/* null is none; any other non-string, a control character, NUL, or a second user
+	 * is bad. */
+	CHECK_EQ_INT(inspect("{\"user\":null}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"user\":5}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":{\"id\":\"x\"}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":\"a\\u0007b\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":\"a\\u0000b\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":\"\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":\"a\",\"user\":\"b\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_STR(i.openai_user.id, "");
+	CHECK(!i.hints_ambiguous);
+	/* Another spelling is another member to the gateway, the only reader of end users. */
+	CHECK_EQ_INT(inspect("{\"User\":\"x\",\"USER\":\"y\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	/* 256 bytes is an id, 257 is not. */
+	memset(id, 'x', 257);
+	id[256] = '\0';
+	snprintf(body, sizeof(body), "{\"user\":\"%s\"}", id);
+	CHECK_EQ_INT(inspect(body, &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_OK);
+	CHECK_EQ_INT((int)strlen(i.openai_user.id), 256);
+	id[256] = 'x';
+	id[257] = '\0';
+	snprintf(body, sizeof(body), "{\"user\":\"%s\"}", id);
+	CHECK_EQ_INT(inspect(body, &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	/* Anthropic's metadata.user_id, at that path only. */
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"x\":[1,{\"user_id\":\"deep\"}],\"user_id\":\"u-1\"},"
+	                     "\"model\":\"c\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_OK);
+	CHECK_EQ_STR(i.anthropic_user.id, "u-1");
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"x\":{\"user_id\":\"deep\"}}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"metadata\":{}, \"user_id\":\"top\"}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"user_id\":\"a\",\"user_id\":\"b\"}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"user_id\":null}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"user_id\":\"a\"},\"metadata\":{}}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"metadata\":null}", &i), REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	/* Client content that echoes the members names no end user. */
+	CHECK_EQ_INT(inspect("{\"messages\":[{\"role\":\"user\",\"content\":\"\\\"user\\\":\\\"eve\\\"\","
+	                     "\"user\":\"eve\",\"metadata\":{\"user_id\":\"eve\"}}]}", &i),
+	             REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(i.anthropic_user.state, REQBODY_END_USER_NONE);
+	/* A body cut before or inside the member names none. */
+	CHECK_EQ_INT(inspect("{\"model\":\"m\",\"messages\":[{\"content\":\"hi\"}],\"user\":\"al", &i),
+	             REQBODY_PREFIX);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"user\":\"al\",\"messages\":[", &i), REQBODY_PREFIX);
+	CHECK_EQ_STR(i.openai_user.id, "al");
+	/* An invalid body names nobody. */
+	CHECK_EQ_INT(inspect("{\"user\":\"al\",}", &i), REQBODY_INVALID);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_NONE);
+	CHECK_EQ_INT(inspect("{\"metadata\":{\"user_id\":\"a\",}}", &i), REQBODY_INVALID);
+}
+
 static void test_rules_lists(void)
 {
 	const struct reqrules_costly *c;
@@ -499,6 +589,7 @@ int main(void)
 	RUN(test_item_reference);
 	RUN(test_ambiguous_hints);
 	RUN(test_costly_members);
+	RUN(test_end_users);
 	RUN(test_rules_lists);
 	return UNIT_DONE();
 }
