@@ -1,5 +1,6 @@
 /* args: parses and checks what the operator typed: options, operands, names, URLs,
- * integers, dollars and yes or no. tallyctl is single-threaded. */
+ * integers, dollars and one word of a fixed set (yes or no, a key's policies). tallyctl
+ * is single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
@@ -132,14 +133,38 @@ int args_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, const char
 	return CTL_OK;
 }
 
-/* A switch a row stores as 0 or 1: yes into 1, no into 0, as spelt here alone. */
+/* The index in words[0..n) of s, the value of option id, into *index: one of a fixed
+ * set of words, as spelt there. Else a usage error naming them all ("a, b or c"). */
+int args_parse_word(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                    const char *const *words, size_t n, size_t *index)
+{
+	char expected[256];
+	size_t i, len = 0;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(s, words[i]) == 0) {
+			*index = i;
+			return CTL_OK;
+		}
+	}
+	expected[0] = '\0';
+	for (i = 0; i < n && len < sizeof(expected); i++)
+		len += (size_t)snprintf(expected + len, sizeof(expected) - len, "%s%s",
+		                        i == 0 ? "" : i + 1 == n ? " or " : ", ", words[i]);
+	return ctl_usage(cmd, "invalid value '%s' for --%s: expected %s", s, ctl_opts[id].name,
+	                 expected);
+}
+
+/* A switch a row stores as 0 or 1: yes into 1, no into 0. */
 int args_parse_yes_no(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
                       int64_t *out)
 {
-	if (strcmp(s, "yes") != 0 && strcmp(s, "no") != 0)
-		return ctl_usage(cmd, "invalid value '%s' for --%s: expected yes or no", s,
-		                 ctl_opts[id].name);
-	*out = strcmp(s, "yes") == 0;
+	static const char *const yes_no[] = { "yes", "no" };
+	size_t i;
+
+	if (args_parse_word(cmd, id, s, yes_no, 2, &i) != CTL_OK)
+		return CTL_USAGE;
+	*out = i == 0;
 	return CTL_OK;
 }
 

@@ -22,6 +22,8 @@ size_t args_scan_digits(const char *s, int64_t max, int64_t *v);
 int args_parse_int(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s, int64_t min,
                    int64_t max, const char *hint, int64_t *out);
 int args_parse_usd(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s, int64_t *out);
+int args_parse_word(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
+                    const char *const *words, size_t n, size_t *index);
 int args_parse_yes_no(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
                       int64_t *out);
 int args_parse(const struct ctl_command *cmd, int argc, char **argv, struct ctl_args *a);

@@ -49,6 +49,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_CACHE_WRITES] = { "cache-writes", "priced|allow|deny|inherit" },
 	[OPT_TEAM] = { "team", "TEAM" },
 	[OPT_MEMBERS_SEE_USAGE] = { "members-see-usage", "yes|no" },
+	[OPT_END_USERS] = { "end-users", "optional|required|forbidden" },
 };
 
 /* ---- messages ---- */

@@ -17,6 +17,16 @@ static const enum ctl_opt_id keys_policy_opts[] = { OPT_SERVICE_TIERS, OPT_SERVE
 _Static_assert(sizeof(keys_policy_opts) / sizeof(keys_policy_opts[0]) == KEYS_NPOLICIES,
                "keys.h sizes struct keys_opts by this list");
 
+/* The values of those but --service-tiers; the last clears the column. */
+static const char *const keys_policy_words[] = { "priced", "allow", "deny", "inherit" };
+#define KEYS_INHERIT 3
+
+/* The values of keys.end_users (the schema's CHECK): whether a request names its end
+ * user (docs/limits.md, "End users"). */
+static const char *const keys_end_users_words[] = { "optional", "required", "forbidden" };
+
+#define KEYS_NWORDS(w) (sizeof(w) / sizeof((w)[0]))
+
 static const struct limits_sql keys_limits_sql = LIMITS_SQL("keys", "key_models", "key_id");
 
 #define KEYS_EXISTS_SQL "SELECT 1 FROM keys WHERE name = ?1"
@@ -30,7 +40,7 @@ void keys_opts_free(struct keys_opts *o)
 int keys_opts_parse(const struct ctl_command *cmd, const struct ctl_args *a,
                     struct keys_opts *o)
 {
-	size_t i;
+	size_t i, w;
 	int status;
 
 	status = limits_parse(cmd, a, &o->lim);
@@ -52,19 +62,34 @@ int keys_opts_parse(const struct ctl_command *cmd, const struct ctl_args *a,
 	for (i = 0; i < KEYS_NPOLICIES; i++) {
 		enum ctl_opt_id id = keys_policy_opts[i];
 		const char *v = a->val[id];
-		int tiers = id == OPT_SERVICE_TIERS;
 
 		o->policy_given[i] = v != NULL;
-		/* "inherit", and an empty tier list, clear the column: the agent's default. */
-		if (!v || strcmp(v, "inherit") == 0 || (tiers && *v == '\0'))
+		if (!v)
 			continue;
-		if (tiers ? !tier_list_ok(v) :
-		    strcmp(v, "priced") != 0 && strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
-			return ctl_usage(cmd, "invalid value '%s' for --%s: expected %s", v,
-			                 ctl_opts[id].name, tiers ?
-			                 "tier names (a-z 0-9 _ -) separated by commas, '' or inherit" :
-			                 "priced, allow, deny or inherit");
+		/* "inherit", and an empty tier list, clear the column: the agent's default. */
+		if (id == OPT_SERVICE_TIERS) {
+			if (*v == '\0' || strcmp(v, "inherit") == 0)
+				continue;
+			if (!tier_list_ok(v))
+				return ctl_usage(cmd, "invalid value '%s' for --%s: expected tier names"
+				                 " (a-z 0-9 _ -) separated by commas, '' or inherit", v,
+				                 ctl_opts[id].name);
+		} else {
+			status = args_parse_word(cmd, id, v, keys_policy_words,
+			                         KEYS_NWORDS(keys_policy_words), &w);
+			if (status != CTL_OK)
+				return status;
+			if (w == KEYS_INHERIT)
+				continue;
+		}
 		o->policy[i] = v;
+	}
+	if (a->val[OPT_END_USERS]) {
+		status = args_parse_word(cmd, OPT_END_USERS, a->val[OPT_END_USERS],
+		                         keys_end_users_words, KEYS_NWORDS(keys_end_users_words), &w);
+		if (status != CTL_OK)
+			return status;
+		o->end_users = keys_end_users_words[w];
 	}
 	return CTL_OK;
 }
@@ -96,12 +121,13 @@ static int keys_apply(struct ctl *ctl, int64_t id, const char *name, const struc
 	             " server_tools = CASE WHEN ?5 <> 0 THEN ?6 ELSE server_tools END,"
 	             " audio = CASE WHEN ?7 <> 0 THEN ?8 ELSE audio END,"
 	             " cache_writes = CASE WHEN ?9 <> 0 THEN ?10 ELSE cache_writes END,"
-	             " team_id = CASE WHEN ?11 <> 0 THEN ?12 ELSE team_id END"
+	             " team_id = CASE WHEN ?11 <> 0 THEN ?12 ELSE team_id END,"
+	             " end_users = coalesce(?13, end_users)"
 	             " WHERE id = ?1",
-	             "itititititin", id, o->def, o->policy_given[0], o->policy[0],
+	             "itititititint", id, o->def, o->policy_given[0], o->policy[0],
 	             o->policy_given[1], o->policy[1], o->policy_given[2], o->policy[2],
 	             o->policy_given[3], o->policy[3], (int64_t)o->team_given,
-	             o->team ? &o->team_id : NULL) < 0)
+	             o->team ? &o->team_id : NULL, o->end_users) < 0)
 		return CTL_FAIL;
 	/* key set may change the list or the default alone: check the stored pair. */
 	found = ctl_find(ctl, NULL,
@@ -211,12 +237,14 @@ int keys_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "SERVER_TOOLS", "server_tools", COL_TEXT },
 		{ "AUDIO", "audio", COL_TEXT },
 		{ "CACHE_WRITES", "cache_writes", COL_TEXT },
+		{ "END_USERS", "end_users", COL_TEXT },
 		LIMITS_COLS,
 	};
 
 #define KEY_LIST_SQL(MODELS)                                                            \
 	"SELECT k.id, k.name, t.name, k.prefix, k.created_at, k.revoked_at, " MODELS ","   \
 	" k.default_model, k.service_tiers, k.server_tools, k.audio, k.cache_writes,"     \
+	" k.end_users,"                                                                   \
 	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period"               \
 	" FROM keys k LEFT JOIN teams t ON t.id = k.team_id ORDER BY k.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(KEY_LIST_SQL, "key_models", "key_id", "k.id");

@@ -9,11 +9,12 @@
 #include "ctl.h"
 #include "limits.h"
 
-/* The policy options of a key, in the order of the key set SQL. */
+/* The nullable policy options of a key, in the order of the key set SQL. */
 #define KEYS_NPOLICIES   4   /* --service-tiers, --server-tools, --audio, --cache-writes */
 
+/* Those and --end-users, which is never NULL. */
 #define KEY_POLICY_OPTS (OPT(OPT_SERVICE_TIERS) | OPT(OPT_SERVER_TOOLS) | OPT(OPT_AUDIO) | \
-                         OPT(OPT_CACHE_WRITES))
+                         OPT(OPT_CACHE_WRITES) | OPT(OPT_END_USERS))
 
 /* The options key create and key set share, validated. */
 struct keys_opts {
@@ -24,6 +25,7 @@ struct keys_opts {
 	int64_t team_id;                      /* the team's id, once looked up */
 	int64_t policy_given[KEYS_NPOLICIES]; /* 1 if the i-th policy option was given */
 	const char *policy[KEYS_NPOLICIES];   /* its value, or NULL for "inherit" */
+	const char *end_users;                /* --end-users; NULL: unchanged */
 };
 
 /* Checks everything that needs no database. The caller frees o even on failure. */

@@ -63,6 +63,7 @@ void limits_free(struct limits *l)
 /* Checks everything that needs no database. The caller frees l even on failure. */
 int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct limits *l)
 {
+	static const char *const periods[] = { "day", "month", "total" };
 	size_t i;
 	int status;
 
@@ -90,10 +91,9 @@ int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct
 		l->bound[i] = &l->value[i];
 	}
 	l->period = a->val[OPT_BUDGET_PERIOD];
-	if (l->period && strcmp(l->period, "day") != 0 && strcmp(l->period, "month") != 0 &&
-	    strcmp(l->period, "total") != 0)
-		return ctl_usage(cmd, "invalid value '%s' for --budget-period: expected day, month "
-		                 "or total", l->period);
+	if (l->period)
+		return args_parse_word(cmd, OPT_BUDGET_PERIOD, l->period, periods,
+		                       sizeof(periods) / sizeof(periods[0]), &i);
 	return CTL_OK;
 }
 

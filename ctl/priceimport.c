@@ -586,18 +586,18 @@ static void priceimport_models_free(struct priceimport_model *models, size_t n)
 
 int priceimport_run(struct ctl *ctl, const struct ctl_args *a)
 {
+	static const char *const formats[] = { "tally", "litellm" };
 	const char *format = a->val[OPT_FORMAT] ? a->val[OPT_FORMAT] : "tally";
 	struct priceimport imp = { .ctl = ctl, .file = a->operand };
 	struct priceimport_model *models = NULL;
-	size_t nmodels = 0, i;
+	size_t nmodels = 0, i, which;
 	cJSON *root = NULL;
 	const cJSON *e;
 	int status = CTL_FAIL;
 
-	if (strcmp(format, "tally") != 0 && strcmp(format, "litellm") != 0)
-		return ctl_usage(ctl->cmd, "invalid value '%s' for --format: expected tally or litellm",
-		                 format);
-	imp.litellm = strcmp(format, "litellm") == 0;
+	if (args_parse_word(ctl->cmd, OPT_FORMAT, format, formats, 2, &which) != CTL_OK)
+		return CTL_USAGE;
+	imp.litellm = which == 1;
 	if (priceimport_parse(&imp, &root) != CTL_OK)
 		goto out;
 	if (priceimport_report_new(&imp, format, a->val[OPT_DRY_RUN] != NULL) < 0) {

@@ -9,13 +9,15 @@ int providers_set(struct ctl *ctl, const struct ctl_args *a)
 {
 	const char *name = a->operand, *api = a->val[OPT_API];
 	const char *backend = a->val[OPT_BACKEND], *url = a->val[OPT_URL];
+	static const char *const apis[] = { "openai", "anthropic" };
 	int status = CTL_FAIL, existed;
+	size_t which;
 
 	if (!args_valid_name(name))
 		return ctl_usage(ctl->cmd, "invalid provider name '%s': use 1-%d characters from "
 		                 "A-Z a-z 0-9 . _ -", name, CTL_NAME_MAX);
-	if (strcmp(api, "openai") != 0 && strcmp(api, "anthropic") != 0)
-		return ctl_usage(ctl->cmd, "invalid value '%s' for --api: expected openai or anthropic", api);
+	if (args_parse_word(ctl->cmd, OPT_API, api, apis, 2, &which) != CTL_OK)
+		return CTL_USAGE;
 	if (!args_valid_backend(backend))
 		return ctl_usage(ctl->cmd, "invalid backend name '%s': use 1-%d characters from "
 		                 "A-Z a-z 0-9 . _ - :", backend, CTL_MODEL_MAX);

@@ -51,7 +51,8 @@
 	"  --team TEAM            the team the key belongs to (must exist); none: no team\n"
 
 #define KEY_POLICY_SYNOPSIS                                                             \
-	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P] [--cache-writes P]"
+	"[--service-tiers T1,T2,...] [--server-tools P] [--audio P] [--cache-writes P] "   \
+	"[--end-users E]"
 
 #define KEY_POLICY_HELP                                                                 \
 	"  --service-tiers T1,T2  tiers requests may ask for (names from a-z 0-9 _ -),\n"   \
@@ -63,6 +64,9 @@
 	"  --cache-writes P       prompt cache writes (cache_control): priced (refused\n"  \
 	"                         when the model's card has no cache-write price),\n"     \
 	"                         allow, deny, or inherit (the agent's --cache-writes)\n"  \
+	"  --end-users E          whether a request names its end user: optional (it\n"  \
+	"                         may), required (refused without one) or forbidden\n"   \
+	"                         (refused with one); never inherited\n"                \
 	"\n"
 
 #define CARD_PRICE_SYNOPSIS                                                             \
@@ -101,7 +105,8 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "                         with --models, be one of them\n"
 	  LIMIT_HELP
 	  KEY_POLICY_HELP
-	  "A limit or policy not given is unset: no limit, the agent's default policy.\n",
+	  "A limit or policy not given is unset: no limit, the agent's default policy;\n"
+	  "--end-users not given is optional.\n",
 	  "NAME", OPT(OPT_NAME) | OPT(OPT_TEAM) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | LIMIT_OPTS |
 	  KEY_POLICY_OPTS, 0, OPT(OPT_NAME), keys_create },
 	{ "key", "set", "key set NAME [--team TEAM|none] [--models M1,M2,...] [--default-model MODEL] "
@@ -126,7 +131,8 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "TEAM is the key's team, \"-\" (JSON: null) for none. MODELS is the allow-list,\n"
 	  "\"*\" (JSON: null) when the key may use every model.\n"
 	  "An unset limit or policy shows as \"-\" (JSON: null); JSON has service_tiers as\n"
-	  "an array. BUDGET_USD is in dollars; JSON has budget_micros, integer micro-dollars.\n",
+	  "an array. END_USERS is never unset. BUDGET_USD is in dollars; JSON has\n"
+	  "budget_micros, integer micro-dollars.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, keys_list },
 	{ "key", "revoke", "key revoke NAME",
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"

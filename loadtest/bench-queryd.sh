@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make bench-queryd: tally-queryd on a database of BENCH_ROWS (10 000 000) realistic rows
-# over 30 days, their keys in BENCH_TEAMS (20) teams (every 8th key in none), made by
-# tally-gen once and kept in build/bench/queryd-10M-t20.db (made again when missing).
+# over 30 days of 200 keys, the keys in BENCH_TEAMS (20) teams (every 8th key in none),
+# every row naming one of BENCH_END_USERS (100 000) end users (BENCH_END_USERS / 200 per
+# key, a few busy and most not), made by tally-gen once and kept in
+# build/bench/queryd-10M-t20-u100000.db (made again when missing).
 # The run works on a copy, so the cached file stays at BENCH_ROWS rows.
 #   1. Latency: build/queryd-probe sends BENCH_N (200) sequential requests per endpoint of
 #      the dashboard (docs/api.md), or as many as fit in BENCH_MAX_SECONDS (10), over one
@@ -10,20 +12,21 @@
 #      Team endpoints (summaries by team and of the busiest team, its pages, the rows
 #      without a team) sit beside the key ones they mirror.
 #      /api/health is the floor (the probe's own cost plus queryd's least work).
-#   2. Writer: tally-gen --duration BENCH_SECONDS (10) stores new rows (stamped now)
-#      through the agent's writer into the same database, alternately with queryd idle
-#      and with the dashboard's calls made once per second, BENCH_ROUNDS (3) times;
-#      medians of rows/s, ratio polled / idle, target >= 0.9.
+#   2. Writer: tally-gen --duration BENCH_SECONDS (10) stores new rows (stamped now, of
+#      the same keys and end users) through the agent's writer into the same database,
+#      alternately with queryd idle and with the dashboard's calls made once per second,
+#      BENCH_ROUNDS (3) times; medians of rows/s, ratio polled / idle, target >= 0.9.
 #   3. queryd's VmRSS after start and after the run; target < 10 MiB.
 # STORE=postgres: the same rows (tally-gen, same seed) are also kept in a PostgreSQL
-# cluster, build/bench/queryd-10M.pg (its data directory, made once like the .db, with a
-# VACUUM ANALYZE after the fill), started privately on a loopback port
+# cluster, build/bench/queryd-10M-t20-u100000.pg (its data directory, made once like the
+# .db, with a VACUUM ANALYZE after the fill), started privately on a loopback port
 # (loadtest/pg.sh); the run works on a copy (CREATE DATABASE ... TEMPLATE). Step 1 runs
 # on both stores and prints them side by side (PostgreSQL's target: p95 < 20 ms for
 # every endpoint); steps 2 and 3 then run on PostgreSQL.
 # Exit 1 if a target is missed or anything fails. Knobs: QUERYD (build/tally-queryd),
 # QUERYD_THREADS (queryd's default), BENCH_ROWS, BENCH_N, BENCH_MAX_SECONDS, BENCH_SECONDS,
-# BENCH_ROUNDS, BENCH_TEAMS, BUILD (build), STORE (sqlite), PG_SHARED_BUFFERS (512MB).
+# BENCH_ROUNDS, BENCH_TEAMS, BENCH_END_USERS, BUILD (build), STORE (sqlite),
+# PG_SHARED_BUFFERS (512MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -35,6 +38,8 @@ max_seconds=${BENCH_MAX_SECONDS:-10}
 seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
 teams=${BENCH_TEAMS:-20}
+end_users=${BENCH_END_USERS:-100000}
+keys=200
 store=${STORE:-sqlite}
 source scripts/stack.sh
 source loadtest/pg.sh
@@ -46,13 +51,19 @@ esac
 for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe" "$build/tallyctl"; do
   [[ -x $bin ]] || { echo "bench-queryd: $bin is not built" >&2; exit 1; }
 done
+(( end_users % keys == 0 )) ||
+  { echo "bench-queryd: BENCH_END_USERS must be a multiple of $keys (the keys)" >&2; exit 2; }
+# What every tally-gen run of the bench is given: its keys, their end users.
+population=(--keys "$keys" --end-users $((end_users / keys)))
 if (( rows % 1000000 == 0 )); then label=$((rows / 1000000))M; else label=$rows; fi
-cache=$build/bench/queryd-$label-t$teams.db
+label=$label-t$teams-u$end_users
+cache=$build/bench/queryd-$label.db
 if [[ ! -f $cache ]]; then
   mkdir -p "$build/bench"
-  echo "generating $cache ($rows rows over 30 days, $teams teams, seed 1) ..."
+  echo "generating $cache ($rows rows over 30 days, $teams teams, $end_users end users, seed 1) ..."
   rm -f "$cache.tmp" "$cache.tmp-wal" "$cache.tmp-shm" "$cache.tmp.secret"
-  "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30 --teams "$teams"
+  "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30 --teams "$teams" \
+    "${population[@]}"
   mv "$cache.tmp.secret" "$cache.secret"
   mv "$cache.tmp" "$cache"
 fi
@@ -73,15 +84,15 @@ cp "$cache.secret" "$db.secret"
 
 # The PostgreSQL cache: a cluster whose database "tally" holds the same rows. Filled in
 # $pg_cache.tmp and renamed when complete, so an interrupted fill is made again.
-pg_cache=$build/bench/queryd-$label-t$teams.pg
+pg_cache=$build/bench/queryd-$label.pg
 if [[ $store == postgres ]]; then
   if [[ ! -f $pg_cache/PG_VERSION ]]; then
-    echo "generating $pg_cache ($rows rows over 30 days, $teams teams, seed 1) ..."
+    echo "generating $pg_cache ($rows rows over 30 days, $teams teams, $end_users end users, seed 1) ..."
     rm -rf "$pg_cache.tmp" "$pg_cache.tmp.initdb.log"
     pg_start "$pg_cache.tmp"
     pg_sql postgres "CREATE DATABASE tally"
     "$build/tally-gen" --db "$(pg_url tally)" --secret "$pg_cache.secret" --rows "$rows" \
-      --seed 1 --days 30 --teams "$teams"
+      --seed 1 --days 30 --teams "$teams" "${population[@]}"
     echo "VACUUM ANALYZE (what autovacuum would have done by now) ..."
     pg_sql tally "VACUUM (ANALYZE)"
     pg_stop
@@ -194,7 +205,9 @@ latency() {
     "team_hourly $(q "SELECT count(*) FROM team_hourly") rows (teams with traffic per hour: at most" \
     "$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM team_hourly GROUP BY hour) x")" \
     "of $(q "SELECT count(*) FROM teams")), team_daily $(q "SELECT count(*) FROM team_daily") rows;" \
-    "rows without a team $(q "SELECT count(*) FROM requests WHERE team_id IS NULL")"
+    "rows without a team $(q "SELECT count(*) FROM requests WHERE team_id IS NULL");" \
+    "end_user_daily $(q "SELECT count(*) FROM end_user_daily") rows, end users with rows" \
+    "$(q "SELECT count(*) FROM (SELECT DISTINCT key_id, end_user FROM end_user_daily) x")"
   "$build/queryd-probe" --addr "127.0.0.1:$port" -n "$n" --max-seconds "$max_seconds" \
     <"$tmp/endpoints-$1" >"$tmp/latency-$1"
 }
@@ -248,7 +261,7 @@ echo
 gen_store=(--db "$db")
 [[ $store == postgres ]] && gen_store=(--db "$pg_db" --secret "$pg_cache.secret")
 writer_round() {
-  "$build/tally-gen" "${gen_store[@]}" --duration "$seconds" --seed "$1" \
+  "$build/tally-gen" "${gen_store[@]}" "${population[@]}" --duration "$seconds" --seed "$1" \
     | sed -n 's/.* \([0-9]*\) rows\/s$/\1/p'
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -14,7 +14,8 @@
  * The store is a SQLite path or a postgresql:// URL (common/db.h); on either, rows go
  * through the writer, which uses the store's fast path for bulk rows.
  * Random rows depend only on the seed, --keys, --days and --end (not in live mode);
- * --teams adds only their team_id (a key's team is fixed by its rank, not drawn).
+ * --teams adds only their team_id (a key's team is fixed by its rank, not drawn), and
+ * --end-users only their end_user (drawn from a stream of its own).
  * Those whose usage went unreported (client aborts, cuts, lost records, answers that
  * outgrew the buffer) carry the agent's estimate of it, as the intake would charge it. */
 #include <errno.h>
@@ -52,12 +53,14 @@
 #define GEN_KEY_MODELS   3          /* a key uses a few models: 75%, 20%, 5% of its calls */
 #define GEN_MAX_TEAMS    1000
 #define GEN_TEAMLESS     8          /* every 8th key (rank 7, 15, ...) is in no team */
+#define GEN_MAX_END_USERS 1000000   /* per key */
+#define GEN_END_USER_SEED 0x656e642d75736572ull   /* "end-user": their own stream */
 
 static const char gen_usage_text[] =
 	"usage: tally-gen --db STORE --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
-	"                 [--teams T] [--secret PATH] [--node NAME]\n"
+	"                 [--teams T] [--end-users U] [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
-	"                 [--keys K] [--teams T] [--secret PATH] [--node NAME]\n"
+	"                 [--keys K] [--teams T] [--end-users U] [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --ndjson FILE|- [--node NAME]\n"
 	"\n"
 	"Stores usage rows in the tally store STORE, a SQLite path or a postgresql:// URL\n"
@@ -73,6 +76,8 @@ static const char gen_usage_text[] =
 	"  --teams T        teams <word>-<n>, 0..1000 (default 0), created if absent; a key\n"
 	"                   created goes to team (rank mod T) but every 8th is in none; rows\n"
 	"                   carry their key's team as the key row holds it\n"
+	"  --end-users U    every row names an end user, one of U per key, user-1..user-U,\n"
+	"                   0..1000000 (default 0: none); a few are busy, most are not\n"
 	"  --secret PATH    key-hashing secret file for the keys created, made if missing\n"
 	"                   (default: the SQLite path + .secret; required with a URL)\n"
 	"  --node NAME      the accounting row the counters go to, as the agent's --node\n"
@@ -89,7 +94,7 @@ static const char gen_usage_text[] =
 
 struct gen_opts {
 	const char *db, *ndjson, *secret, *node;
-	long long rows, seed, days, end_s, keys, teams;   /* rows, end_s -1: not given */
+	long long rows, seed, days, end_s, keys, teams, end_users;   /* rows, end_s -1: not given */
 	double duration_s, rate;                   /* 0: not given */
 };
 
@@ -285,6 +290,9 @@ struct gen {
 	unsigned char (*key_model)[GEN_KEY_MODELS];  /* key rank -> its models, favourite first */
 	size_t nkeys;
 	double *key_cdf, model_cdf[GEN_NMODELS];
+	size_t nusers;                /* end users per key; 0: rows name none */
+	double *user_cdf;             /* their popularity, the same for every key */
+	struct gen_rng user_rng;      /* drawn apart, so that the other columns stay alike */
 	struct keytable *kt;          /* the agent's snapshot, which prices the rows */
 	const struct price_sheet *prices[GEN_NMODELS];  /* NULL: unknown to the keytable */
 	unsigned pid;                 /* the pid part of request ids */
@@ -613,27 +621,33 @@ static void gen_free(struct gen *g)
 	free(g->key_teams);
 	free(g->key_model);
 	free(g->key_cdf);
+	free(g->user_cdf);
 	free(g->minute_cdf);
 }
 
 /* Popularity tables and each key's models (distinct, by model popularity), from the
  * seed. 0, or -1 (memory). */
-static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, size_t nteams, unsigned pid)
+static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, size_t nteams, size_t nusers,
+                    unsigned pid)
 {
 	size_t i, j, k;
 
 	memset(g, 0, sizeof(*g));
 	gen_rng_seed(&g->rng, seed);
+	gen_rng_seed(&g->user_rng, seed ^ GEN_END_USER_SEED);
 	g->nkeys = nkeys;
 	g->nteams = nteams;
+	g->nusers = nusers;
 	g->pid = pid;
 	g->key_ids = calloc(nkeys, sizeof(*g->key_ids));
 	g->key_teams = calloc(nkeys, sizeof(*g->key_teams));
 	g->key_model = calloc(nkeys, sizeof(*g->key_model));
 	g->key_cdf = calloc(nkeys, sizeof(*g->key_cdf));
-	if (!g->key_ids || !g->key_teams || !g->key_model || !g->key_cdf)
+	g->user_cdf = calloc(nusers ? nusers : 1, sizeof(*g->user_cdf));
+	if (!g->key_ids || !g->key_teams || !g->key_model || !g->key_cdf || !g->user_cdf)
 		return -1;
 	gen_zipf_init(g->key_cdf, nkeys);
+	gen_zipf_init(g->user_cdf, nusers);
 	gen_zipf_init(g->model_cdf, GEN_NMODELS);
 	for (i = 0; i < nkeys; i++)
 		for (j = 0; j < GEN_KEY_MODELS; j++) {
@@ -808,6 +822,10 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	         started_ms, g->pid, ++g->counter, gen_rng_next(rng) & 0x7fffffff);
 	r->key_id = g->key_ids[key];
 	r->team_id = g->key_teams[key];
+	/* Popular as keys are: a few end users make most of a key's calls. */
+	if (g->nusers)
+		snprintf(r->end_user, sizeof(r->end_user), "user-%zu",
+		         gen_zipf_pick(g->user_cdf, g->nusers, &g->user_rng) + 1);
 	snprintf(r->model, sizeof(r->model), "%s", m->name);
 	snprintf(r->model_requested, sizeof(r->model_requested), "%s", m->name);
 	snprintf(r->provider, sizeof(r->provider), "%s", m->provider);
@@ -974,7 +992,7 @@ static void gen_random(struct gen *g, struct gen_sink *s, const struct gen_opts 
 /* ---- command line ---- */
 
 enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_NODE, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
-                  OPT_TEAMS, OPT_DURATION, OPT_RATE, OPT_COUNT };
+                  OPT_TEAMS, OPT_END_USERS, OPT_DURATION, OPT_RATE, OPT_COUNT };
 
 static const struct gen_optspec {
 	const char *name;
@@ -992,6 +1010,8 @@ static const struct gen_optspec {
 	[OPT_END] = { "--end", 'i', offsetof(struct gen_opts, end_s), 0, 1e11 },
 	[OPT_KEYS] = { "--keys", 'i', offsetof(struct gen_opts, keys), 1, GEN_MAX_KEYS },
 	[OPT_TEAMS] = { "--teams", 'i', offsetof(struct gen_opts, teams), 0, GEN_MAX_TEAMS },
+	[OPT_END_USERS] = { "--end-users", 'i', offsetof(struct gen_opts, end_users), 0,
+	                    GEN_MAX_END_USERS },
 	[OPT_DURATION] = { "--duration", 'r', offsetof(struct gen_opts, duration_s), 0.001, 1e7 },
 	[OPT_RATE] = { "--rate", 'r', offsetof(struct gen_opts, rate), 0.001, 1e9 },
 };
@@ -1098,7 +1118,7 @@ int main(int argc, char **argv)
 		end = o.end_s >= 0 ? o.end_s : db_now();
 		created = (o.duration_s > 0 ? end : end - o.days * GEN_DAY_S) - GEN_DAY_S;
 		if (gen_init(&g, (uint64_t)o.seed, (size_t)o.keys, (size_t)o.teams,
-		             o.duration_s > 0 ? (unsigned)getpid()
+		             (size_t)o.end_users, o.duration_s > 0 ? (unsigned)getpid()
 		                              : 0x100 + (unsigned)(gen_mix((uint64_t)o.seed) % 0xff00)) < 0 ||
 		    (o.duration_s <= 0 && gen_span_init(&g, end, o.days) < 0)) {
 			fprintf(stderr, "tally-gen: out of memory\n");

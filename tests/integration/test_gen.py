@@ -96,9 +96,20 @@ def accounting(db):
     return dict(zip(COUNTERS, row))
 
 
-def rollup_sql(table, unit, seconds, keyed=True):
-    """The rollup table's rows as SQL computes them from requests (schema.sql's rules);
-    keyed: a table per key (usage_*), else per model and provider (model_*)."""
+# What a kind of rollup table groups by after its period, as (SQL over requests, the
+# table's column) pairs, and the rows it holds.
+BY_KEY_MODEL = ([("coalesce(key_id, 0)", "key_id"), ("coalesce(model, '')", "model"),
+                 ("coalesce(provider, '')", "provider")], "1 = 1")          # usage_*
+BY_MODEL = (BY_KEY_MODEL[0][1:], "1 = 1")                                   # model_*
+BY_TEAM = ([("team_id", "team_id")], "team_id IS NOT NULL")                 # team_*
+BY_END_USER = ([("key_id", "key_id"), ("end_user", "end_user")],
+               "key_id > 0 AND end_user IS NOT NULL")                       # end_user_daily
+
+
+def rollup_sql(table, unit, seconds, by):
+    """The rollup table's rows as SQL computes them from requests (schema.sql's rules),
+    and as stored: period, the columns of by (BY_*), then the sums."""
+    dims, where = by
     buckets, prev = [], None
     for b in LATENCY_BOUNDS:
         low = "duration_ms >= 0" if prev is None else f"duration_ms > {prev}"
@@ -108,16 +119,16 @@ def rollup_sql(table, unit, seconds, keyed=True):
     sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED)
     est = ", ".join(f"sum(coalesce({c}, 0))" for c in ESTIMATED)
     lat = ", ".join(f"coalesce({b}, 0)" for b in buckets)
-    key = "coalesce(key_id, 0)," if keyed else ""
+    groups = ", ".join(str(i) for i in range(1, len(dims) + 2))
     expected = (
-        f"SELECT started_at / 1000 / {seconds} * {seconds}, {key}"
-        " coalesce(model, ''), coalesce(provider, ''), count(*),"
+        f"SELECT started_at / 1000 / {seconds} * {seconds},"
+        f" {', '.join(sql for sql, _ in dims)}, count(*),"
         " sum(" + n("outcome <> 'complete'") + "), sum(" + n("coalesce(stream, 0) = 1") + "), " + sums + ","
         f" sum({n('cost_micros IS NULL AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL)')}),"
         f" sum(coalesce(duration_ms, 0)), sum({n('estimated_tokens IS NOT NULL')}), " + est + ", " +
-        lat + f" FROM requests GROUP BY {'1, 2, 3, 4' if keyed else '1, 2, 3'}")
+        lat + f" FROM requests WHERE {where} GROUP BY {groups}")
     lat_cols = ", ".join([f"lat_le_{b}" for b in LATENCY_BOUNDS] + ["lat_gt_60000"])
-    stored = (f"SELECT {unit}, {'key_id,' if keyed else ''} model, provider, requests,"
+    stored = (f"SELECT {unit}, {', '.join(col for _, col in dims)}, requests,"
               " errors, streams, " + ", ".join(SUMMED) + ", unpriced, duration_ms_sum,"
               " estimated, " + ", ".join(ESTIMATED) + ", " + lat_cols + f" FROM {table}")
     return expected, stored
@@ -126,11 +137,11 @@ def rollup_sql(table, unit, seconds, keyed=True):
 def assert_consistent(db):
     """Rollups equal SQL sums over the rows; received = written + dropped, nothing
     dropped, written = the rows stored."""
-    for table, unit, seconds, keyed in (("usage_hourly", "hour", 3600, True),
-                                        ("usage_daily", "day", 86400, True),
-                                        ("model_hourly", "hour", 3600, False),
-                                        ("model_daily", "day", 86400, False)):
-        expected, stored = rollup_sql(table, unit, seconds, keyed)
+    for table, unit, seconds, by in (("usage_hourly", "hour", 3600, BY_KEY_MODEL),
+                                     ("usage_daily", "day", 86400, BY_KEY_MODEL),
+                                     ("model_hourly", "hour", 3600, BY_MODEL),
+                                     ("model_daily", "day", 86400, BY_MODEL)):
+        expected, stored = rollup_sql(table, unit, seconds, by)
         assert sorted(query(db, expected)) == sorted(query(db, stored)), table
     acc = accounting(db)
     (count,) = query(db, "SELECT count(*) FROM requests")[0]
@@ -303,6 +314,9 @@ def test_ndjson_bad_line_into_existing_database(store):
     ["--db", "x.db", "--rows", "10", "--keys", "0"],
     ["--db", "x.db", "--rows", "10", "--teams", "-1"],
     ["--db", "x.db", "--rows", "10", "--teams", "1001"],
+    ["--db", "x.db", "--rows", "10", "--end-users", "-1"],
+    ["--db", "x.db", "--rows", "10", "--end-users", "1000001"],
+    ["--db", "x.db", "--ndjson", "-", "--end-users", "3"],
     ["--db", "x.db", "--rows", "10", "--days", "1.5"],
     ["--db", "x.db", "--rows", "10", "--rows", "10"],
     ["--db", "x.db", "--bogus", "1"],
@@ -374,9 +388,9 @@ def test_random_same_rows_on_postgres(random_dbs, random_pg):
     assert query(random_pg, f"SELECT {cols} FROM requests ORDER BY id") == \
         query(a, f"SELECT {cols} FROM requests ORDER BY id")
     assert fingerprint(random_pg) == fingerprint(a)
-    for table, unit, seconds, keyed in (("usage_hourly", "hour", 3600, True),
-                                        ("model_daily", "day", 86400, False)):
-        _, stored = rollup_sql(table, unit, seconds, keyed)
+    for table, unit, seconds, by in (("usage_hourly", "hour", 3600, BY_KEY_MODEL),
+                                     ("model_daily", "day", 86400, BY_MODEL)):
+        _, stored = rollup_sql(table, unit, seconds, by)
         assert sorted(query(random_pg, stored)) == sorted(query(a, stored)), table
     # Keys alike but for their random secrets: same names, same ids.
     assert query(random_pg, "SELECT id, name FROM keys ORDER BY id") == \
@@ -616,24 +630,23 @@ def test_live_rows_are_stamped_now(store):
 
 # ---- teams ----
 
-def team_rollup_sql(table, unit, seconds):
-    """team_hourly or team_daily as SQL computes it from the rows with a team (rows
-    without one are in neither), and as stored: period, team, then the sums."""
-    sums = ", ".join(f"sum(coalesce({c}, 0))" for c in SUMMED + ESTIMATED)
-    errors = n("outcome <> 'complete'")
-    expected = (f"SELECT started_at / 1000 / {seconds} * {seconds}, team_id, count(*),"
-                f" sum({errors}),"
-                f" sum({n('coalesce(stream, 0) = 1')}), {sums}, sum(coalesce(duration_ms, 0))"
-                " FROM requests WHERE team_id IS NOT NULL GROUP BY 1, 2")
-    stored = (f"SELECT {unit}, team_id, requests, errors, streams, "
-              + ", ".join(SUMMED + ESTIMATED) + f", duration_ms_sum FROM {table}")
-    return expected, stored
-
-
 def assert_teams_consistent(db):
+    """team_hourly and team_daily equal the sums of the rows with a team (rows without
+    one are in neither)."""
     for table, unit, seconds in (("team_hourly", "hour", 3600), ("team_daily", "day", 86400)):
-        expected, stored = team_rollup_sql(table, unit, seconds)
+        expected, stored = rollup_sql(table, unit, seconds, BY_TEAM)
         assert sorted(query(db, expected)) == sorted(query(db, stored)), table
+
+
+def plain_run(tmp_path, db, args):
+    """A run of args, db's but for the option under test, into a fresh SQLite database:
+    its path, once its rows are found to be db's in every column of COLUMNS."""
+    plain = tmp_path / "plain.db"
+    gen_ok(["--db", plain, *args])
+    cols = ", ".join(COLUMNS)
+    assert query(db, f"SELECT {cols} FROM requests ORDER BY id") == \
+        query(plain, f"SELECT {cols} FROM requests ORDER BY id")
+    return plain
 
 
 def test_random_teams(tmp_path, store):
@@ -662,11 +675,7 @@ def test_random_teams(tmp_path, store):
     assert_consistent(db)
     if is_pg(db):
         return
-    plain = tmp_path / "plain.db"
-    assert gen_ok(["--db", plain, *args]) == (3000, 0, 0)
-    cols = ", ".join(c for c in COLUMNS if c != "key_id")
-    assert query(db, f"SELECT {cols} FROM requests ORDER BY id") == \
-        query(plain, f"SELECT {cols} FROM requests ORDER BY id")
+    plain = plain_run(tmp_path, db, args)
     assert query(plain, "SELECT count(*), count(team_id) FROM requests")[0] == (3000, 0)
     assert query(plain, "SELECT count(*) FROM team_hourly")[0] == (0,)
 
@@ -679,7 +688,7 @@ def test_ndjson_team_id(store):
     lines = [{"request_id": "t1", "outcome": "complete", "started_at": t, "team_id": 7,
               "prompt_tokens": 10, "completion_tokens": 2, "cost_micros": 5, "duration_ms": 30},
              {"request_id": "t2", "outcome": "upstream_error", "started_at": t + 1,
-              "team_id": 7, "prompt_tokens": 1},
+              "team_id": 7, "prompt_tokens": 1, "unpriced": True},
              {"request_id": "t3", "outcome": "complete", "started_at": t + 2, "team_id": 8},
              {"request_id": "t4", "outcome": "complete", "started_at": t + 3}]
     assert gen_ok(["--db", db, "--ndjson", "-"], ndjson(lines)) == (4, 0, 0)
@@ -688,3 +697,32 @@ def test_ndjson_team_id(store):
     assert sorted(query(db, "SELECT team_id, requests, errors, prompt_tokens FROM team_daily")) == \
         [(7, 2, 1, 11), (8, 1, 0, 0)]
     assert_teams_consistent(db)
+
+
+# ---- end users ----
+
+def test_random_end_users(tmp_path, store):
+    """--end-users U: every row names one of U end users of its key, user-1..user-U, a
+    few busy and most not, and end_user_daily is the rows' sums per key, day and end user:
+    each of its rows is a group of requests, each group one of its rows. The rows are
+    those of the same run without end users, but for end_user."""
+    db, extra = store
+    args = ["--rows", 5000, "--seed", 42, "--end", END, "--days", 3, "--keys", 20]
+    assert gen_ok(["--db", db, *extra, *args, "--end-users", 30]) == (5000, 0, 0)
+    assert query(db, "SELECT count(*) FROM requests WHERE end_user IS NULL") == [(0,)]
+    by_user = query(db, "SELECT end_user, count(*) FROM requests WHERE key_id ="
+                        " (SELECT key_id FROM requests GROUP BY key_id ORDER BY count(*) DESC"
+                        " LIMIT 1) GROUP BY end_user ORDER BY 2 DESC")
+    assert {u for u, _ in by_user} <= {f"user-{i}" for i in range(1, 31)}
+    assert by_user[0][0] == "user-1" and len(by_user) > 20
+    assert by_user[0][1] > 5 * by_user[len(by_user) // 2][1]
+    expected, stored = rollup_sql("end_user_daily", "day", 86400, BY_END_USER)
+    rows = sorted(query(db, stored))
+    assert rows == sorted(query(db, expected))
+    assert sum(r[3] for r in rows) == 5000 and len({r[1] for r in rows}) == 20
+    assert_consistent(db)
+    if is_pg(db):
+        return
+    plain = plain_run(tmp_path, db, args)
+    assert query(plain, "SELECT count(end_user) FROM requests") == [(0,)]
+    assert query(plain, "SELECT count(*) FROM end_user_daily") == [(0,)]

@@ -480,8 +480,8 @@ def test_key_list(seeded):
     alpha, beta = listed
     assert set(alpha) == {"id", "name", "team", "prefix", "created_at", "revoked_at", "models",
                           "default_model", "service_tiers", "server_tools", "audio",
-                          "cache_writes", "rpm", "tpm", "max_concurrent", "budget_micros",
-                          "budget_period"}
+                          "cache_writes", "end_users", "rpm", "tpm", "max_concurrent",
+                          "budget_micros", "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -493,7 +493,8 @@ def test_key_list(seeded):
     lines = text.splitlines()
     assert lines[0].split() == ["ID", "NAME", "TEAM", "PREFIX", "CREATED", "REVOKED", "MODELS",
                                 "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO",
-                                "CACHE_WRITES", "RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
+                                "CACHE_WRITES", "END_USERS", "RPM", "TPM", "MAX_CONC",
+                                "BUDGET_USD", "PERIOD"]
     assert lines[1].split()[1:4] == ["alpha", "-", k1[:12]]
     assert lines[1].split()[6:8] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
     assert lines[2].split()[6:8] == ["*", "-"]
@@ -569,6 +570,8 @@ def test_changes_bump_config_generation(ctl):
         ("model", "set", "m", "--provider", "p", "--input-micros", "7"),
         ("key", "create", "--name", "k", "--models", "m"),
         ("key", "set", "k", "--rpm", "5"),
+        ("key", "set", "k", "--end-users", "required"),
+        ("key", "set", "k", "--end-users", "forbidden"),
         ("team", "create", "t"),
         ("team", "create", "u", "--rpm", "5", "--models", "m"),
         ("team", "set", "t", "--rpm", "5"),
@@ -1812,7 +1815,8 @@ def test_key_policy_help(ctl):
     """key create and key set name every policy option in their help."""
     for cmd in ("create", "set"):
         out = ctl.ok("key", cmd, "--help")
-        for opt in ("--service-tiers", "--server-tools", "--audio P", "--cache-writes P"):
+        for opt in ("--service-tiers", "--server-tools", "--audio P", "--cache-writes P",
+                    "--end-users E"):
             assert opt in out, (cmd, opt)
 
 
@@ -1832,6 +1836,10 @@ def test_key_policy_help(ctl):
     ("--cache-writes", "never"),
     ("--cache-writes", "Deny"),
     ("--cache-writes", ""),
+    ("--end-users", "inherit"),
+    ("--end-users", "Required"),
+    ("--end-users", "none"),
+    ("--end-users", ""),
 ])
 def test_key_policy_refused(seeded, option, value):
     seeded.ok("key", "create", "k", "--audio", "deny")
@@ -1841,7 +1849,53 @@ def test_key_policy_refused(seeded, option, value):
         assert r.returncode == 2, (option, value, r.stderr)
         assert f"invalid value '{value}' for {option}" in r.stderr and r.stdout == ""
     assert seeded.query(POLICY_SQL, ("k",)) == [(None, None, "deny", None)]
+    assert seeded.query("SELECT end_users FROM keys") == [("optional",)]
     assert seeded.query("SELECT count(*) FROM keys") == [(1,)]
+    assert seeded.generation() == gen
+
+
+def end_users(ctl):
+    """{key name: keys.end_users}"""
+    return dict(ctl.query("SELECT name, end_users FROM keys"))
+
+
+def test_key_end_users(seeded):
+    """--end-users optional|required|forbidden: optional when create is not told, kept by
+    a set that does not name it, never cleared (it has no inherit); key list shows it."""
+    seeded.ok("key", "create", "open")
+    seeded.ok("key", "create", "strict", "--end-users", "required", "--audio", "deny")
+    seeded.ok("key", "create", "anon", "--end-users=forbidden")
+    assert end_users(seeded) == {"open": "optional", "strict": "required", "anon": "forbidden"}
+    assert seeded.query(POLICY_SQL, ("strict",)) == [(None, None, "deny", None)]
+
+    rows = {k["name"]: k["end_users"] for k in seeded.json("key", "list")}
+    assert rows == {"open": "optional", "strict": "required", "anon": "forbidden"}
+    lines = seeded.ok("key", "list").splitlines()
+    col = lines[0].split().index("END_USERS")
+    assert {line.split()[1]: line.split()[col] for line in lines[1:]} == rows
+
+    gen = seeded.generation()
+    assert seeded.ok("key", "set", "open", "--end-users", "forbidden") == "updated key open\n"
+    assert seeded.generation() > gen
+    seeded.ok("key", "set", "strict", "--rpm", "5", "--audio", "inherit")
+    seeded.ok("key", "set", "anon", "--end-users", "optional", "--server-tools", "allow")
+    assert end_users(seeded) == {"open": "forbidden", "strict": "required", "anon": "optional"}
+    assert seeded.query(POLICY_SQL, ("anon",)) == [(None, "allow", None, None)]
+    assert limits(seeded, "strict")[0] == 5
+
+    # An unknown key, a bad option beside it, no value or a wrong spelling: nothing changes.
+    gen = seeded.generation()
+    r = seeded("key", "set", "nobody", "--end-users", "required")
+    assert r.returncode == 1 and "no key named 'nobody'" in r.stderr
+    r = seeded("key", "set", "open", "--end-users", "required", "--audio", "maybe")
+    assert r.returncode == 2 and "invalid value 'maybe' for --audio" in r.stderr
+    r = seeded("key", "set", "open", "--end-users")
+    assert r.returncode == 2 and "--end-users needs a value" in r.stderr
+    r = seeded("key", "set", "open", "--end-users", "Forbidden")
+    assert r.returncode == 2 and r.stderr.startswith(
+        "tallyctl: key set: invalid value 'Forbidden' for --end-users: expected optional,"
+        " required or forbidden\n")
+    assert end_users(seeded)["open"] == "forbidden"
     assert seeded.generation() == gen
 
 

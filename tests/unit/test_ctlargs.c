@@ -1,5 +1,5 @@
 /* Unit tests of tallyctl's parsing of operator input: names, URLs, integers, dollars
- * and yes or no (ctl/args.c), a command's arguments and the global options, the limit options
+ * and one word of a fixed set (ctl/args.c), a command's arguments and the global options, the limit options
  * of keys and teams (ctl/limits.c) and the other options of key create and key set
  * (ctl/keys.c). */
 #include <string.h>
@@ -100,6 +100,28 @@ static void test_parse_usd(void)
 		CHECK_EQ_INT(args_parse_usd(&key_create, OPT_BUDGET_USD, cases[i].s, &v),
 		             cases[i].micros < 0 ? CTL_USAGE : CTL_OK);
 		CHECK_EQ_INT(v, cases[i].micros);
+	}
+}
+
+/* One word of the set, as spelt there, into its index; anything else refused. */
+static void test_parse_word(void)
+{
+	static const char *const words[] = { "optional", "required", "forbidden" };
+	static const char *const refused[] = { "", "Required", "FORBIDDEN", "option", "optionalx",
+	                                       " required", "none", "inherit" };
+	size_t i, w;
+
+	for (i = 0; i < NARGS(words); i++) {
+		w = 9;
+		CHECK_EQ_INT(args_parse_word(&key_create, OPT_END_USERS, words[i], words, 3, &w),
+		             CTL_OK);
+		CHECK_EQ_INT(w, i);
+	}
+	for (i = 0; i < NARGS(refused); i++) {
+		w = 9;
+		CHECK_EQ_INT(args_parse_word(&key_create, OPT_END_USERS, refused[i], words, 3, &w),
+		             CTL_USAGE);
+		CHECK_EQ_INT(w, 9);
 	}
 }
 
@@ -293,6 +315,13 @@ static void test_key_opts(void)
 	CHECK_EQ_STR(o.policy[1], "deny");
 	CHECK(o.policy_given[2] && o.policy[2] == NULL);
 	CHECK(!o.policy_given[3]);
+	CHECK(o.end_users == NULL);   /* not given: unchanged */
+	keys_opts_free(&o);
+
+	memset(&a, 0, sizeof(a));
+	a.val[OPT_END_USERS] = "forbidden";
+	CHECK_EQ_INT(key_opts(&a, &o), CTL_OK);
+	CHECK_EQ_STR(o.end_users, "forbidden");
 	keys_opts_free(&o);
 
 	memset(&a, 0, sizeof(a));
@@ -334,7 +363,8 @@ static void test_refused(void)
 		{ 0, OPT_MODELS, "m1,,m2" }, { 0, OPT_RPM, "0" }, { 0, OPT_BUDGET_PERIOD, "week" },
 		{ 0, OPT_DEFAULT_MODEL, "a b" }, { 0, OPT_TEAM, "a b" }, { 0, OPT_TEAM, "" },
 		{ 0, OPT_AUDIO, "maybe" }, { 0, OPT_CACHE_WRITES, "" },
-		{ 0, OPT_SERVICE_TIERS, "Default" },
+		{ 0, OPT_SERVICE_TIERS, "Default" }, { 0, OPT_END_USERS, "inherit" },
+		{ 0, OPT_END_USERS, "" }, { 0, OPT_END_USERS, "Required" },
 	};
 	struct ctl_args a;
 	struct keys_opts o;
@@ -359,6 +389,7 @@ int main(void)
 	RUN(test_valid_names);
 	RUN(test_parse_int);
 	RUN(test_parse_usd);
+	RUN(test_parse_word);
 	RUN(test_parse_yes_no);
 	RUN(test_parse_args);
 	RUN(test_global_opt);
