@@ -541,8 +541,8 @@ CREATE TABLE team_daily (
 ) WITHOUT ROWID;
 -- The same per key and end user (requests.end_user; rows without one are in none),
 -- by day only: a key's end users' spend this period (GET /tally/v1/usage/end_users)
--- and reports by end user read these. Ordered by key first: a key's end users over a
--- period are one range of it.
+-- and reports by end user read these. Ordered by key and end user: a page of a key's
+-- end users reads their days in order and stops at the page's end.
 CREATE TABLE end_user_daily (
 	day                   INTEGER NOT NULL,
 	key_id                INTEGER NOT NULL,
@@ -580,7 +580,7 @@ CREATE TABLE end_user_daily (
 	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
 	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (key_id, day, end_user)
+	PRIMARY KEY (key_id, end_user, day)
 ) WITHOUT ROWID;
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,

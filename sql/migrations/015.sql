@@ -42,5 +42,5 @@ CREATE TABLE end_user_daily (
 	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
 	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (key_id, day, end_user)
+	PRIMARY KEY (key_id, end_user, day)
 ) WITHOUT ROWID;
