@@ -76,6 +76,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_REQUIRED] = { "end_user_required", 400 },
 	[DECISION_END_USER_FORBIDDEN] = { "end_user_forbidden", 400 },
 	[DECISION_BAD_END_USER] = { "invalid_end_user", 400 },
+	[DECISION_BAD_QUERY] = { "invalid_query", 400 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -391,12 +392,100 @@ static enum decision_verdict decision_models(const struct keytable *t,
 	return DECISION_MODELS_LISTED;
 }
 
-/* The gateway's own paths (/tally/...): GET /tally/v1/usage, the key's usage; any other
- * is no endpoint. Never forwarded: no provider has them. */
-static enum decision_verdict decision_own_path(const struct decision_request *req)
+/* The value of one hex digit; -1 for none. */
+static int decision_hex(char c)
 {
-	return decision_str_is(req->method, "GET") && decision_str_is(req->path, "/tally/v1/usage")
-	       ? DECISION_USAGE_REPORTED : DECISION_BAD_ENDPOINT;
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Decodes a query value's %XX escapes ('+' is itself: ids may hold one) into buf (cap
+ * bytes, NUL-terminated): its length, or -1 when malformed or too long. */
+static long decision_unpercent(struct spop_str v, char *buf, size_t cap)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < v.len; i++) {
+		char c = v.ptr[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (i + 2 >= v.len)
+				return -1;
+			if ((hi = decision_hex(v.ptr[i + 1])) < 0 || (lo = decision_hex(v.ptr[i + 2])) < 0)
+				return -1;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (o + 1 >= cap)
+			return -1;
+		buf[o++] = c;
+	}
+	buf[o] = '\0';
+	return (long)o;
+}
+
+/* The page GET /tally/v1/usage/end_users asks for (decision.h): DECISION_USAGE_REPORTED
+ * with it in d, or DECISION_BAD_QUERY. Other parameters are ignored, as on every path. */
+static enum decision_verdict decision_page(const struct decision_request *req,
+                                           struct decision *d)
+{
+	const char *p = req->query.ptr, *end = p + req->query.len;
+	int limits = 0, afters = 0;
+
+	d->end_users_page = 1;
+	d->page_limit = DECISION_PAGE_DEFAULT;
+	if (req->query.len > DECISION_QUERY_MAX)
+		return DECISION_BAD_QUERY;
+	while (p < end) {
+		const char *stop = memchr(p, '&', (size_t)(end - p)), *eq;
+		struct spop_str name, value;
+		long n;
+
+		stop = stop ? stop : end;
+		eq = memchr(p, '=', (size_t)(stop - p));
+		name = (struct spop_str){ p, (size_t)((eq ? eq : stop) - p) };
+		value = eq ? (struct spop_str){ eq + 1, (size_t)(stop - eq - 1) }
+		           : (struct spop_str){ stop, 0 };
+		if (decision_str_is(name, "limit")) {
+			char digits[4];
+			long i, v = 0;
+
+			if (limits++ || (n = decision_unpercent(value, digits, sizeof(digits))) <= 0)
+				return DECISION_BAD_QUERY;
+			for (i = 0; i < n; i++) {
+				if (digits[i] < '0' || digits[i] > '9')
+					return DECISION_BAD_QUERY;
+				v = v * 10 + (digits[i] - '0');
+			}
+			if (v < 1 || v > DECISION_PAGE_MAX)
+				return DECISION_BAD_QUERY;
+			d->page_limit = (int)v;
+		} else if (decision_str_is(name, "after")) {
+			if (afters++ ||
+			    (n = decision_unpercent(value, d->page_after, sizeof(d->page_after))) < 0 ||
+			    (n > 0 && !acct_end_user_ok(d->page_after, (size_t)n)))
+				return DECISION_BAD_QUERY;
+		}
+		p = stop < end ? stop + 1 : end;
+	}
+	return DECISION_USAGE_REPORTED;
+}
+
+/* The gateway's own paths (/tally/...): GET /tally/v1/usage, the key's usage, and
+ * GET /tally/v1/usage/end_users, its end users' in pages; any other is no endpoint.
+ * Never forwarded: no provider has them. */
+static enum decision_verdict decision_own_path(const struct decision_request *req,
+                                               struct decision *d)
+{
+	if (!decision_str_is(req->method, "GET"))
+		return DECISION_BAD_ENDPOINT;
+	if (decision_str_is(req->path, "/tally/v1/usage"))
+		return DECISION_USAGE_REPORTED;
+	if (decision_str_is(req->path, "/tally/v1/usage/end_users"))
+		return decision_page(req, d);
+	return DECISION_BAD_ENDPOINT;
 }
 
 /* Where a decision stops to ask who made a stored response id (len bytes): the
@@ -741,7 +830,7 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return DECISION_BODY_TOO_LARGE;
 	}
 	if (decision_str_begins(req->path, "/tally/"))
-		return decision_own_path(req);
+		return decision_own_path(req, d);
 	if (!(ep = decision_find_endpoint(req)))
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);

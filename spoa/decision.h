@@ -53,6 +53,8 @@ enum decision_verdict {
 	DECISION_END_USER_REQUIRED,         /* 400: none named, and the key needs one */
 	DECISION_END_USER_FORBIDDEN,        /* 400: one named, and the key may not */
 	DECISION_BAD_END_USER,              /* 400: named twice, or not an id (acct.h) */
+	DECISION_BAD_QUERY,                 /* 400: a page of GET /tally/v1/usage/end_users
+	                                     * asked for out of bounds */
 	DECISION_VERDICT_COUNT
 };
 
@@ -67,6 +69,13 @@ struct decision_owner {
 	struct owner_entry e;
 	int pending;                /* the key may have creates whose row has not come */
 };
+
+/* GET /tally/v1/usage/end_users's pages (decision_own_path): limit=N, 1 to
+ * DECISION_PAGE_MAX (default DECISION_PAGE_DEFAULT), and after=ID, percent-encoded, the
+ * last id of the page before. A query longer than DECISION_QUERY_MAX is refused. */
+#define DECISION_PAGE_DEFAULT 50
+#define DECISION_PAGE_MAX 100
+#define DECISION_QUERY_MAX 1024
 
 enum decision_model_source {
 	DECISION_MODEL_NONE,
@@ -101,6 +110,7 @@ struct decision_request {
 	struct spop_str end_user;   /* the X-Tally-User header (the last one), cut at
 	                             * ACCT_END_USER_MAX bytes by the SPOE file */
 	int64_t end_user_headers;   /* how many X-Tally-User headers came */
+	struct spop_str query;      /* the query string, cut one byte past DECISION_QUERY_MAX */
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
 	int64_t body_size;          /* the whole body's size as HAProxy knows it; -1 unknown */
@@ -166,6 +176,10 @@ struct decision {
 	char end_user[ACCT_END_USER_MAX];
 	int end_user_header;
 	enum kt_api end_user_api;
+	/* DECISION_USAGE_REPORTED of GET /tally/v1/usage/end_users: the page asked for. */
+	int end_users_page;
+	int page_limit;
+	char page_after[ACCT_END_USER_MAX];     /* "" from the first */
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_hold team_hold;       /* ... and of its key's team's */
 	struct quota_status quota;         /* where the key stands (keys with limits; a key

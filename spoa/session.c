@@ -131,6 +131,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->anthropic_version = v.u.str;
 		else if (session_key_is(key, "eu"))
 			req->end_user = v.u.str;
+		else if (session_key_is(key, "q"))
+			req->query = v.u.str;
 		else if (session_key_is(key, "method")) {
 			req->method = v.u.str;
 			have_method = 1;
@@ -501,6 +503,36 @@ static int session_usage(struct session *s, struct decision *d, char *body)
 	return n;
 }
 
+/* GET /tally/v1/usage/end_users: a page of d's key's end users in its budget's period,
+ * into body (session_body_room); its length. A store that cannot be read turns d into
+ * DECISION_USAGE_UNAVAILABLE, a body that cannot fit (or no memory) into
+ * DECISION_AGENT_ERROR: -1. One more end user than the page is asked for, to know
+ * whether another page follows. */
+static int session_end_users(struct session *s, struct decision *d, char *body)
+{
+	struct usageview_end_user *eu = calloc(DECISION_PAGE_MAX + 1, sizeof(*eu));
+	struct wording_usage_level l;
+	int64_t now = acct_now_ms();
+	int n = -1;
+
+	memset(&l, 0, sizeof(l));
+	l.period = quota_report_period(&d->key->quota);
+	l.since_ms = quota_period_start(l.period, now);
+	l.until_ms = quota_period_end(l.period, now);
+	l.as_of_ms = now;
+	if (!eu)
+		d->verdict = DECISION_AGENT_ERROR;
+	else if (!s->usage || (n = usageview_end_users(s->usage, d->key->id, l.since_ms,
+	                                               d->page_after, now, eu,
+	                                               d->page_limit + 1)) < 0)
+		d->verdict = DECISION_USAGE_UNAVAILABLE;
+	else if ((n = wording_end_users_json(d, &l, eu, n < d->page_limit ? n : d->page_limit,
+	                                     n > d->page_limit, body, session_body_room(s))) < 0)
+		d->verdict = DECISION_AGENT_ERROR;
+	free(eu);
+	return n;
+}
+
 /* Asks the owners' store who made the stored response d names, and finishes d with
  * the answer. The key's creates in flight are read first: the intake notes an id
  * before it counts its create ended, so a count read as 0 means any id it had is in
@@ -578,7 +610,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 	    (body_len = session_models(s, kt, &d, &req, body)) < 0)
 		d.verdict = DECISION_AGENT_ERROR;
 	if (d.verdict == DECISION_USAGE_REPORTED)
-		body_len = session_usage(s, &d, body);
+		body_len = d.end_users_page ? session_end_users(s, &d, body) : session_usage(s, &d, body);
 	if (s->on_decided && d.verdict != DECISION_UNAUTHENTICATED &&
 	    s->on_decided(s->decided_arg, id, &d) < 0)
 		d.verdict = DECISION_BUSY;

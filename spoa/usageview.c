@@ -18,10 +18,18 @@
 #define USAGEVIEW_RETRY_MS 5000
 #define USAGEVIEW_WARN_MS 10000
 
-/* A thread's read-only connection, and its two lookups (a key's, a team's). */
+/* A key's end users since a day, in pages: the table's order (key, end user, day) lets
+ * a page read its end users' days in turn and stop at its end. */
+static const char usageview_end_users_sql[] =
+	"SELECT end_user, sum(requests), coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+	" FROM end_user_daily WHERE key_id = ?1 AND end_user > ?2 AND day >= ?3"
+	" GROUP BY end_user ORDER BY end_user LIMIT ?4";
+
+/* A thread's read-only connection, and its lookups (a key's spend, a team's, a key's
+ * end users). */
 struct usageview_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
-	struct db_stmt *key, *team;
+	struct db_stmt *key, *team, *end_users;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
 	int64_t warned_at_ms;          /* last said that the probe time ran out */
 };
@@ -47,6 +55,7 @@ static void usageview_conn_close(void *p)
 		return;
 	db_finalize(c->key);
 	db_finalize(c->team);
+	db_finalize(c->end_users);
 	db_close(c->db);
 	free(c);
 }
@@ -95,8 +104,9 @@ static void usageview_conn_fail(struct usageview_conn *c, const char *why, int64
 	         USAGEVIEW_RETRY_MS / 1000);
 	db_finalize(c->key);
 	db_finalize(c->team);
+	db_finalize(c->end_users);
 	db_close(c->db);
-	c->key = c->team = NULL;
+	c->key = c->team = c->end_users = NULL;
 	c->db = NULL;
 	c->retry_at_ms = now_ms + USAGEVIEW_RETRY_MS;
 }
@@ -127,51 +137,100 @@ static int usageview_open(struct usageview *u, struct usageview_conn *c, int64_t
 		return 0;
 	if (db_open(u->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
 	    db_prepare(c->db, spend_key_sql, &c->key) < 0 ||
-	    db_prepare(c->db, spend_team_sql, &c->team) < 0) {
+	    db_prepare(c->db, spend_team_sql, &c->team) < 0 ||
+	    db_prepare(c->db, usageview_end_users_sql, &c->end_users) < 0) {
 		usageview_conn_fail(c, c->db ? db_errmsg(c->db) : err, now_ms);
 		return -1;
 	}
 	return 0;
 }
 
-/* Reads subject's spend since since_ms on the calling thread's connection: 0, or -1.
- * Asked before the thread's probe time is spent, and charged to it whole, connect
- * included: a store that hangs (a partition; libpq gives up after 10 s) is paid back
- * before the thread reads again, and its retry counts from when it failed. */
-static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms,
-                          int64_t now_ms, int64_t *spent)
+/* The calling thread's connection, open, when it may read at t0 (probe_now_us): its
+ * probe time not spent and its store not failed lately; else NULL. A read asked for is
+ * charged to the probe time whole, connect included (usageview_done): a store that
+ * hangs (a partition; libpq gives up after 10 s) is paid back before the thread reads
+ * again, and its retry counts from when it failed. */
+static struct usageview_conn *usageview_begin(struct usageview *u, int64_t now_ms, int64_t t0)
 {
 	struct usageview_conn *c = usageview_conn(u);
-	struct probe_budget *b = probe_thread_budget();
-	struct db_stmt *st;
-	int64_t t0 = probe_now_us();
-	int rc = -1;
 
 	if (!c || now_ms < c->retry_at_ms)
-		return -1;
-	if (!probe_budget_allows(b, t0)) {
+		return NULL;
+	if (!probe_budget_allows(probe_thread_budget(), t0)) {
 		if (now_ms - c->warned_at_ms >= USAGEVIEW_WARN_MS) {
 			log_warn("usage: more store reads asked than %d ms a second of this thread"
 			         " allows; answering 503 meanwhile", PROBE_US / 1000);
 			c->warned_at_ms = now_ms;
 		}
+		return NULL;
+	}
+	if (usageview_open(u, c, now_ms + (probe_now_us() - t0) / 1000) < 0) {
+		probe_budget_spend(probe_thread_budget(), probe_now_us() - t0);
+		return NULL;
+	}
+	return c;
+}
+
+/* Ends a read begun at t0 on c: a failed one (rc < 0) closes the store. */
+static void usageview_done(struct usageview *u, struct usageview_conn *c, int rc,
+                           int64_t now_ms, int64_t t0)
+{
+	if (rc < 0)
+		usageview_conn_fail(c, db_errmsg(c->db), now_ms + (probe_now_us() - t0) / 1000);
+	atomic_fetch_add(&u->reads, 1);
+	probe_budget_spend(probe_thread_budget(), probe_now_us() - t0);
+}
+
+/* Reads subject's spend since since_ms on the calling thread's connection: 0, or -1. */
+static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms,
+                          int64_t now_ms, int64_t *spent)
+{
+	int64_t t0 = probe_now_us();
+	struct usageview_conn *c = usageview_begin(u, now_ms, t0);
+	struct db_stmt *st;
+	int rc = -1;
+
+	if (!c)
 		return -1;
+	st = subject > 0 ? c->key : c->team;
+	db_bind_int(st, 1, subject > 0 ? subject : -subject);
+	db_bind_int(st, 2, since_ms / 1000);
+	if (db_step(st) == DB_ROW) {
+		*spent = db_col_int(st, 0);
+		rc = 0;
 	}
-	if (usageview_open(u, c, now_ms + (probe_now_us() - t0) / 1000) == 0) {
-		st = subject > 0 ? c->key : c->team;
-		db_bind_int(st, 1, subject > 0 ? subject : -subject);
-		db_bind_int(st, 2, since_ms / 1000);
-		if (db_step(st) == DB_ROW) {
-			*spent = db_col_int(st, 0);
-			rc = 0;
-		}
-		db_reset(st);
-		if (rc < 0)
-			usageview_conn_fail(c, db_errmsg(c->db), now_ms + (probe_now_us() - t0) / 1000);
-		atomic_fetch_add(&u->reads, 1);
-	}
-	probe_budget_spend(b, probe_now_us() - t0);
+	db_reset(st);
+	usageview_done(u, c, rc, now_ms, t0);
 	return rc;
+}
+
+int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
+                        const char *after, int64_t now_ms, struct usageview_end_user *out,
+                        int n)
+{
+	int64_t t0 = probe_now_us();
+	struct usageview_conn *c = usageview_begin(u, now_ms, t0);
+	enum db_status rc = DB_ERROR;
+	struct db_stmt *st;
+	int got = 0;
+
+	if (!c)
+		return -1;
+	st = c->end_users;
+	if (db_bind_int(st, 1, key_id) == 0 && db_bind_text(st, 2, after, strlen(after)) == 0 &&
+	    db_bind_int(st, 3, since_ms / 1000) == 0 && db_bind_int(st, 4, n) == 0) {
+		while ((rc = db_step(st)) == DB_ROW && got < n) {
+			const char *id = db_col_text(st, 0);
+
+			snprintf(out[got].id, sizeof(out[got].id), "%s", id ? id : "");
+			out[got].requests = db_col_int(st, 1);
+			out[got].spent = db_col_int(st, 2);
+			got++;
+		}
+	}
+	db_reset(st);
+	usageview_done(u, c, rc == DB_DONE || rc == DB_ROW ? 0 : -1, now_ms, t0);
+	return rc == DB_DONE || rc == DB_ROW ? got : -1;
 }
 
 int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int64_t now_ms,

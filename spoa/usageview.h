@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "acct-t.h"
+
 #define USAGEVIEW_FRESH_MS 1000
 #define USAGEVIEW_SLOTS 4096        /* figures kept, by subject's hash: one replaces another */
 
@@ -29,6 +31,22 @@ void usageview_free(struct usageview *u);     /* after every other thread stoppe
  * fails, or the thread's probe time is spent): the caller answers "try again". */
 int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int64_t now_ms,
                     int64_t *spent, int64_t *as_of_ms);
+
+/* One end user of a key's page (usageview_end_users). */
+struct usageview_end_user {
+	char id[ACCT_END_USER_MAX];
+	int64_t requests;
+	int64_t spent;                 /* reported plus estimated cost, micro-dollars */
+};
+
+/* A page of key_id's end users with rows since since_ms (unix ms, on the day: budget
+ * periods are), from end_user_daily: the first n after `after` ("" from the first) in
+ * the store's order of ids, each with its requests and spend. Read every time (pages
+ * are not kept), within the thread's probe time. How many (0 to n), or -1 when the
+ * store cannot be read now. */
+int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
+                        const char *after, int64_t now_ms, struct usageview_end_user *out,
+                        int n);
 
 /* Store reads so far (fresh figures answer without one). */
 uint64_t usageview_reads(struct usageview *u);

@@ -50,6 +50,7 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_REQUIRED] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_END_USER_FORBIDDEN] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_BAD_END_USER] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_BAD_QUERY] = { "invalid_request_error", "invalid_request_error" },
 };
 
 /* Whether s begins with lit. */
@@ -187,6 +188,10 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_END_USER_FORBIDDEN:
 		snprintf(msg, cap, "Key %s may not name end users: send neither the X-Tally-User header nor %s in the body.",
 		         d->key->prefix, wording_end_user_member(d));
+		break;
+	case DECISION_BAD_QUERY:
+		snprintf(msg, cap, "A page of end users takes limit (1 to %d) and after (an end user's id, percent-encoded), each at most once, in a query of at most %d bytes.",
+		         DECISION_PAGE_MAX, DECISION_QUERY_MAX);
 		break;
 	case DECISION_BAD_END_USER:
 		snprintf(msg, cap, "The end user (%s) must be named once, as 1 to %d bytes of UTF-8 without control characters.",
@@ -419,4 +424,94 @@ int wording_usage_json(const struct decision *d, const struct wording_usage *u, 
 		}
 	}
 	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
+}
+
+/* An end user's id (acct_end_user_ok: UTF-8 without control characters) as JSON string
+ * content into out (3 * ACCT_END_USER_MAX bytes hold any): quotes and backslashes
+ * escaped, U+2028 and U+2029 too (as queryd writes them), the rest as it is. */
+static void wording_json_id(char *out, size_t cap, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 7 < cap; s++) {
+		if (*s == '"' || *s == '\\') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if ((unsigned char)s[0] == 0xe2 && (unsigned char)s[1] == 0x80 &&
+		           ((unsigned char)s[2] == 0xa8 || (unsigned char)s[2] == 0xa9)) {
+			o += (size_t)snprintf(out + o, cap - o, "\\u202%c", s[2] == (char)0xa8 ? '8' : '9');
+			s += 2;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* An end user's id percent-encoded for a query (3 * ACCT_END_USER_MAX bytes hold any):
+ * RFC 3986's unreserved characters as they are, every other byte %XX. */
+static void wording_percent(char *out, size_t cap, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *s && o + 4 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Room kept for a page's end: has_more and the next page's path (an id of 256 bytes
+ * percent-encoded is 768). */
+#define WORDING_PAGE_END 1024
+
+int wording_end_users_json(const struct decision *d, const struct wording_usage_level *l,
+                           const struct usageview_end_user *eu, int n, int more, char *buf,
+                           size_t cap)
+{
+	char name[1408], prefix[1408], since[40], until[40], asof[40];
+	char id[3 * ACCT_END_USER_MAX], next[3 * ACCT_END_USER_MAX];
+	size_t len;
+	int i, k;
+
+	wording_json_escape(name, sizeof(name), d->key->name);
+	wording_json_escape(prefix, sizeof(prefix), d->key->prefix);
+	wording_time(since, sizeof(since), l->period == QUOTA_PERIOD_TOTAL ? -1 : l->since_ms);
+	wording_time(until, sizeof(until), l->until_ms);
+	wording_time(asof, sizeof(asof), l->as_of_ms);
+	k = snprintf(buf, cap, "{\"object\":\"list\",\"key\":{\"prefix\":\"%s\",\"name\":\"%s\"},"
+	             "\"period\":{\"kind\":\"%s\",\"start\":%s,\"end\":%s},\"as_of\":%s,\"data\":[",
+	             prefix, name, quota_period_name(l->period), since, until, asof);
+	if (k < 0 || (size_t)k + WORDING_PAGE_END >= cap)
+		return -1;
+	len = (size_t)k;
+	for (i = 0; i < n; i++) {
+		wording_json_id(id, sizeof(id), eu[i].id);
+		k = snprintf(buf + len, cap - len - WORDING_PAGE_END,
+		             "%s{\"end_user\":\"%s\",\"requests\":%lld,\"spent_micros\":%lld}",
+		             i ? "," : "", id, (long long)eu[i].requests, (long long)eu[i].spent);
+		if (k < 0 || (size_t)k >= cap - len - WORDING_PAGE_END)
+			break;
+		len += (size_t)k;
+	}
+	if (i == 0 && n > 0)
+		return -1;
+	more = more || i < n;
+	if (more) {
+		wording_percent(next, sizeof(next), i ? eu[i - 1].id : d->page_after);
+		k = snprintf(buf + len, cap - len, "],\"has_more\":true,\"next\":"
+		             "\"/tally/v1/usage/end_users?limit=%d&after=%s\"}", d->page_limit, next);
+	} else {
+		k = snprintf(buf + len, cap - len, "],\"has_more\":false,\"next\":null}");
+	}
+	return k < 0 || (size_t)k >= cap - len ? -1 : (int)(len + (size_t)k);
 }

@@ -23,6 +23,7 @@ static struct owner *fix_owners;
 /* The X-Tally-User header (fix_end_users of them; the last one's value). */
 static const char *fix_end_user;
 static int64_t fix_end_users;
+static const char *fix_query;       /* the query string; NULL: none */
 
 /* What session.c does with a decision that names a stored response: asks fix_owners,
  * the key's creates in flight first, and finishes d with the answer. */
@@ -77,6 +78,10 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 		req.end_user.len = strlen(fix_end_user);
 	}
 	req.end_user_headers = fix_end_users;
+	if (fix_query) {
+		req.query.ptr = fix_query;
+		req.query.len = strlen(fix_query);
+	}
 	decision_make(fx.kt, &req, &d);
 	if (d.owner_query && fix_owners)
 		decide_owner(&req, &d);
@@ -1071,8 +1076,6 @@ static struct decision decide_stored(const char *key, const char *path)
 	return decide_with(auth, NULL, path, "", 0);
 }
 
-/* The gateway's own path: GET /tally/v1/usage only, after the key's checks; nothing
- * else under /tally/ is an endpoint, and nothing of it is forwarded or estimated. */
 /* Sets key id's end-user policy and reloads the keytable. */
 static void set_end_users(int id, const char *policy)
 {
@@ -1190,6 +1193,82 @@ static void test_end_users(void)
 	CHECK_EQ_INT(decide_user(FIX_KEY_OPEN, CHAT, "{\"user\":null}", NULL, 0, 0).verdict,
 	             DECISION_ALLOW);
 	set_end_users(1, "optional");
+}
+
+/* The gateway's own path: GET /tally/v1/usage and its end users' pages only, after the key's checks; nothing
+ * else under /tally/ is an endpoint, and nothing of it is forwarded or estimated. */
+/* A page of end users asked for with query q. */
+static struct decision decide_page(const char *q)
+{
+	struct decision d;
+
+	fix_query = q;
+	d = decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage/end_users");
+	fix_query = NULL;
+	return d;
+}
+
+/* GET /tally/v1/usage/end_users: its query's limit and after, strictly; its body pages
+ * as the room allows and says where the next page begins. */
+static void test_end_users_page(void)
+{
+	struct usageview_end_user eu[3] = { { "a \"q\"", 2, 30 }, { "b\xe2\x80\xa8", 1, 5 },
+	                                    { "c+d/\xc3\xa9", 4, 0 } };
+	struct wording_usage_level l;
+	char buf[4096], q[1100];
+	struct decision d;
+	int n;
+
+	d = decide_page(NULL);
+	CHECK_EQ_INT(d.verdict, DECISION_USAGE_REPORTED);
+	CHECK(d.end_users_page && d.page_limit == DECISION_PAGE_DEFAULT && !d.page_after[0]);
+	CHECK(!decide_stored(FIX_KEY_OPEN, "GET /tally/v1/usage").end_users_page);
+	d = decide_page("limit=2&after=a%2Bb%20c%C3%A9&x=1");
+	CHECK_EQ_INT(d.verdict, DECISION_USAGE_REPORTED);
+	CHECK_EQ_INT(d.page_limit, 2);
+	CHECK_EQ_STR(d.page_after, "a+b c\xc3\xa9");
+	CHECK_EQ_INT(decide_page("after=&limit=100").verdict, DECISION_USAGE_REPORTED);
+	static const char *const bad[] = { "limit=0", "limit=101", "limit=", "limit=1x",
+	                                   "limit=-1", "limit=1&limit=2", "after=%ZZ",
+	                                   "after=%4", "after=%0a", "after=%ff", "after=a&after=b",
+	                                   "limit=99999999999999999999" };
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		d = decide_page(bad[i]);
+		CHECK_EQ_INT(d.verdict, DECISION_BAD_QUERY);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 400);
+	}
+	memset(q, 'x', sizeof(q) - 1);
+	q[sizeof(q) - 1] = '\0';
+	memcpy(q, "after=", 6);
+	q[DECISION_QUERY_MAX + 1] = '\0';
+	CHECK_EQ_INT(decide_page(q).verdict, DECISION_BAD_QUERY);
+	CHECK_EQ_STR(decision_verdict_name(DECISION_BAD_QUERY), "invalid_query");
+
+	/* The body: ids escaped for JSON, the next page's after percent-encoded. */
+	d = decide_page("limit=3");
+	memset(&l, 0, sizeof(l));
+	l.period = QUOTA_PERIOD_MONTH;
+	l.since_ms = 1764547200000LL;
+	l.until_ms = 1767225600000LL;
+	l.as_of_ms = 1765000000000LL;
+	n = wording_end_users_json(&d, &l, eu, 3, 0, buf, sizeof(buf));
+	CHECK(n > 0 && (size_t)n == strlen(buf));
+	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"start\":\"2025-12-01T00:00:00Z\"") != NULL);
+	CHECK(strstr(buf, "\"data\":[{\"end_user\":\"a \\\"q\\\"\",\"requests\":2,\"spent_micros\":30},"
+	                  "{\"end_user\":\"b\\u2028\",") != NULL);
+	CHECK(strstr(buf, "\"end_user\":\"c+d/\xc3\xa9\"") != NULL);
+	CHECK(strstr(buf, "\"has_more\":false,\"next\":null}") != NULL);
+	n = wording_end_users_json(&d, &l, eu, 2, 1, buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "\"has_more\":true,\"next\":\"/tally/v1/usage/end_users?limit=3&"
+	                               "after=b%E2%80%A8\"}") != NULL);
+	/* A room for one end user: the page holds one, and the next begins after it. */
+	n = wording_end_users_json(&d, &l, eu, 3, 0, buf, (size_t)strstr(buf, ",{") - (size_t)buf + 1030);
+	CHECK(n > 0 && strstr(buf, "\"b") == NULL);
+	CHECK(strstr(buf, "\"has_more\":true,\"next\":\"/tally/v1/usage/end_users?limit=3&"
+	                  "after=a%20%22q%22\"}") != NULL);
+	CHECK_EQ_INT(wording_end_users_json(&d, &l, eu, 3, 0, buf, 300), -1);
 }
 
 static void test_usage_path(void)
@@ -1575,6 +1654,7 @@ int main(void)
 	RUN(test_stored_responses);
 	RUN(test_usage_path);
 	RUN(test_end_users);
+	RUN(test_end_users_page);
 	RUN(test_owner_as_input);
 	RUN(test_capture_choice);
 	RUN(test_capture_choice_with_large_buffers);
