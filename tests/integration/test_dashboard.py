@@ -442,7 +442,8 @@ def test_dashboard_in_chromium(queryd):
     assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
     assert "request_id" in seen["export_csv"]["header"]
     assert ",estimated_tokens,estimated_cost_micros," in seen["export_csv"]["header"]
-    assert seen["export_csv"]["header"].endswith(",web_search_calls,service_tier,team_id,team_name")
+    assert seen["export_csv"]["header"].endswith(
+        ",web_search_calls,service_tier,team_id,team_name,end_user")
     # the team filter: that team's rows, every page, in its export too
     assert [i for p in seen["by_team"]["pages"] for i in p] == by_team
     assert seen["by_team"]["drawer_team"] == FILTER_TEAM

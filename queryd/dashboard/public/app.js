@@ -868,6 +868,7 @@
         field('Key id', 'key_id'),
         field('Team', 'team_name'),
         field('Team id', 'team_id'),
+        field('End user', 'end_user', (v) => h('span', { class: 'mono' }, v)),
         field('Model', 'model'),
         field('Model requested', 'model_requested'),
         field('Provider', 'provider'),
