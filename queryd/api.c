@@ -172,10 +172,11 @@ static const char *const api_group_names[] = {
 	[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 	[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
 	[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
+	[PARAMS_GROUP_END_USER] = "end_user",
 };
 
 /* One group of a summary: a key or team id or period start (id), or a model or
- * provider name (name, owned). */
+ * provider name (name, owned), or an end user (name) of a key (id). */
 struct api_group {
 	int64_t id;
 	char *name;
@@ -282,7 +283,7 @@ static struct api_group *api_groups_get(struct api_groups *gs, int64_t id, const
 }
 
 /* The group for grp of a rollup row of period t (a day or hour), key or team key_id
- * and model or provider name (NULL: neither). NULL when out of memory. */
+ * and model, provider or end user name (NULL: none). NULL when out of memory. */
 static struct api_group *api_groups_of(struct api_groups *gs, enum params_group grp,
                                        int64_t t, int64_t key_id, const char *name)
 {
@@ -302,8 +303,10 @@ static struct api_group *api_groups_of(struct api_groups *gs, enum params_group 
 		id = period_start_ms(PERIOD_DAY, t * 1000) / 1000;
 		name = NULL;
 		break;
+	case PARAMS_GROUP_END_USER:
 	case PARAMS_GROUP_MODEL:
 	case PARAMS_GROUP_PROVIDER:
+		id = grp == PARAMS_GROUP_END_USER ? key_id : 0;
 		if (!name)
 			name = "";
 		break;
@@ -331,15 +334,17 @@ static int api_groups_add_row(struct api_groups *gs, struct db_stmt *st,
 	struct sumrow_usage u;
 	const char *name = NULL;
 
-	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_PROVIDER)
-		name = db_col_text(st, grp == PARAMS_GROUP_MODEL ? SUMROW_COL_MODEL
-		                                                 : SUMROW_COL_PROVIDER);
+	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_END_USER)
+		name = db_col_text(st, SUMROW_COL_MODEL);
+	else if (grp == PARAMS_GROUP_PROVIDER)
+		name = db_col_text(st, SUMROW_COL_PROVIDER);
 	sumrow_read(st, &u);
 	return api_groups_add(gs, grp, db_col_int(st, SUMROW_COL_T),
 	                      db_col_int(st, SUMROW_COL_KEY), name, &u);
 }
 
-/* Time groups by time; the others by cost, then requests, descending, then by key. */
+/* Time groups by time; the others by cost, then requests, descending, then by name
+ * and key (an end user's id under two keys is two groups). */
 static int api_group_cmp_time(const void *pa, const void *pb)
 {
 	const struct api_group *a = pa, *b = pb;
@@ -355,7 +360,7 @@ static int api_group_cmp_cost(const void *pa, const void *pb)
 		return a->u.sum[ROLLUP_COST] < b->u.sum[ROLLUP_COST] ? 1 : -1;
 	if (a->u.sum[ROLLUP_REQUESTS] != b->u.sum[ROLLUP_REQUESTS])
 		return a->u.sum[ROLLUP_REQUESTS] < b->u.sum[ROLLUP_REQUESTS] ? 1 : -1;
-	if (a->name && b->name)
+	if (a->name && b->name && strcmp(a->name, b->name) != 0)
 		return strcmp(a->name, b->name);
 	return api_group_cmp_time(pa, pb);
 }
@@ -496,13 +501,27 @@ static int api_groups_add_team_row(struct api_groups *gs, struct db_stmt *st,
 	return 0;
 }
 
-/* The rows of the range into gs. */
+/* A summary_end_users row: a group's into gs (the statement lists the first limit
+ * groups, summed), the row of part 'total', every group's sums, into *total.
+ * 0, or -1 (out of memory). */
+static int api_groups_add_end_user_row(struct api_groups *gs, struct db_stmt *st,
+                                       enum params_group grp, struct sumrow_usage *total)
+{
+	if (!db_col_text(st, SUMROW_COL_END_USER_PART))
+		return api_groups_add_row(gs, st, grp);
+	sumrow_read(st, total);
+	return 0;
+}
+
+/* The rows of the range into gs; *total set when the statement sums the range itself
+ * (summary_end_users: gs then holds only the first groups), else left alone. */
 static int api_summary_groups(struct conn *c, const struct params *p, int64_t now,
-                              struct api_groups *gs, struct api_reply *r)
+                              struct api_groups *gs, struct sumrow_usage *total,
+                              int *has_total, struct api_reply *r)
 {
 	struct plan_summary pl;
 	struct db_stmt *st;
-	int step;
+	int step, rc;
 
 	plan_summary(p, now, &pl);
 	if (pl.query == CONN_SUMMARY_KEYS)
@@ -510,20 +529,26 @@ static int api_summary_groups(struct conn *c, const struct params *p, int64_t no
 	st = conn_stmt(c, pl.query);
 	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);
-	while ((step = db_step(st)) == DB_ROW)
-		if ((pl.query == CONN_SUMMARY_TEAMS
-		     ? api_groups_add_team_row(gs, st, p->group,
-		                               p->group == PARAMS_GROUP_TEAM && !p->has_team_id)
-		     : api_groups_add_row(gs, st, p->group)) < 0)
+	*has_total = pl.query == CONN_SUMMARY_END_USERS;
+	while ((step = db_step(st)) == DB_ROW) {
+		if (pl.query == CONN_SUMMARY_END_USERS)
+			rc = api_groups_add_end_user_row(gs, st, p->group, total);
+		else if (pl.query == CONN_SUMMARY_TEAMS)
+			rc = api_groups_add_team_row(gs, st, p->group,
+			                             p->group == PARAMS_GROUP_TEAM && !p->has_team_id);
+		else
+			rc = api_groups_add_row(gs, st, p->group);
+		if (rc < 0)
 			return api_nomem(st, r);
+	}
 	if (step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
 	return 0;
 }
 
-/* The names of the keys or teams listed by a group=key or team summary, sorted by id
- * (NULL: no name, for key or team 0 or one since deleted). */
+/* The names of the keys or teams listed by a group=key, end_user or team summary,
+ * sorted by id (NULL: no name, for key or team 0 or one since deleted). */
 struct api_name {
 	int64_t id;
 	char *name;
@@ -594,7 +619,7 @@ static int api_names(struct conn *c, enum params_group grp, const struct api_gro
 		rc = -2;
 		goto out;
 	}
-	/* at most one row per id, and the ids are distinct: never more than n */
+	/* at most one row per id, and ids are n at most (end users of one key repeat it) */
 	rc = api_names_step(st, n, &names, &got, &room);
 out:
 	conn_release(st);
@@ -616,8 +641,14 @@ static int api_name_cmp(const void *pa, const void *pb)
 	return (a->id > b->id) - (a->id < b->id);
 }
 
+/* Whether a summary's groups are named by the keys' or teams' names (api_names). */
+static int api_group_named(enum params_group grp)
+{
+	return grp == PARAMS_GROUP_KEY || grp == PARAMS_GROUP_TEAM || grp == PARAMS_GROUP_END_USER;
+}
+
 /* One group as a row of the answer, added to rows; names: the listed keys' or teams'
- * names, for group=key or team. 0, or -1 out of memory. */
+ * names, for group=key, end_user or team. 0, or -1 out of memory. */
 static int api_summary_row(const struct params *p, const struct api_group *g,
                            const struct api_name *names, size_t nnames, cJSON *rows)
 {
@@ -627,12 +658,14 @@ static int api_summary_row(const struct params *p, const struct api_group *g,
 	if (!row)
 		return -1;
 	rc = g->name ? json_add_str(row, "group", g->name) : json_add_int(row, "group", g->id);
-	if (p->group == PARAMS_GROUP_KEY || p->group == PARAMS_GROUP_TEAM) {
+	if (p->group == PARAMS_GROUP_END_USER)
+		rc |= json_add_int(row, "key_id", g->id);
+	if (api_group_named(p->group)) {
 		struct api_name want = { .id = g->id }, *found;
 
 		found = nnames ? bsearch(&want, names, nnames, sizeof(*names), api_name_cmp)
 		               : NULL;
-		rc |= json_add_str(row, p->group == PARAMS_GROUP_KEY ? "key_name" : "team_name",
+		rc |= json_add_str(row, p->group == PARAMS_GROUP_TEAM ? "team_name" : "key_name",
 		                   found ? found->name : NULL);
 	}
 	rc |= api_usage_json(row, &g->u);
@@ -651,9 +684,9 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 	struct api_name *names = NULL;
 	cJSON *rows, *tot;
 	size_t i, listed, nnames = 0;
-	int rc = -1, err;
+	int rc = -1, err, has_total = 0;
 
-	if (api_summary_groups(c, p, now, &gs, r) < 0)
+	if (api_summary_groups(c, p, now, &gs, &total, &has_total, r) < 0)
 		goto out;
 	api_groups_drop_empty(&gs);
 	if (gs.n)
@@ -667,14 +700,15 @@ int api_summary(struct conn *c, const struct params *p, int64_t now, struct api_
 	}
 	/* every group counts in the totals; only the first limit are listed */
 	listed = time || gs.n < (size_t)p->limit ? gs.n : (size_t)p->limit;
-	err = p->group == PARAMS_GROUP_KEY || p->group == PARAMS_GROUP_TEAM
-	      ? api_names(c, p->group, gs.v, listed, &names, &nnames) : 0;
+	err = api_group_named(p->group) ? api_names(c, p->group, gs.v, listed, &names, &nnames)
+	                                : 0;
 	if (err == -2) {
 		api_db_error(c, NULL, r);
 		goto out;
 	}
 	for (i = 0; i < gs.n; i++) {
-		sumrow_add(&total, &gs.v[i].u);
+		if (!has_total)
+			sumrow_add(&total, &gs.v[i].u);
 		if (err == 0 && i < listed)
 			err = api_summary_row(p, &gs.v[i], names, nnames, rows);
 	}
@@ -765,8 +799,8 @@ static void api_periods(int64_t now, int64_t *day, int64_t *month)
 
 /* Columns of sql/queries/keys.sql. */
 enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_TEAM_ID, K_TEAM_NAME,
-       K_RPM, K_TPM, K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START, K_MODELS, K_COST,
-       K_EST_COST, K_REQUESTS, K_TOKENS };
+       K_END_USERS, K_RPM, K_TPM, K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START,
+       K_MODELS, K_COST, K_EST_COST, K_REQUESTS, K_TOKENS };
 
 /* Columns of sql/queries/teams.sql: the team, then one model of its allow-list (NULL:
  * none). Limits and spend are in the keys' order (api_limits_spend). */
@@ -820,6 +854,7 @@ static cJSON *api_key_json(struct db_stmt *st)
 	rc |= row_add_col_int(o, "revoked_at", st, K_REVOKED);
 	rc |= row_add_col_int(o, "team_id", st, K_TEAM_ID);
 	rc |= row_add_col_text(o, "team_name", st, K_TEAM_NAME);
+	rc |= row_add_col_text(o, "end_users", st, K_END_USERS);
 	if (rc || api_limits_spend(o, st, K_RPM, K_COST) < 0) {
 		cJSON_Delete(o);
 		return NULL;

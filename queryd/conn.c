@@ -18,6 +18,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY_KEYS] = "summary_keys",
 	[CONN_SUMMARY_TOTALS] = "summary_totals",
 	[CONN_SUMMARY_TEAMS] = "summary_teams",
+	[CONN_SUMMARY_END_USERS] = "summary_end_users",
 	[CONN_KEY_NAMES] = "key_names",
 	[CONN_TEAM_NAMES] = "team_names",
 	[CONN_REQUESTS_PAGE] = "requests_page",
@@ -25,6 +26,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_REQUESTS_PAGE_NOKEY] = "requests_page_nokey",
 	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
 	[CONN_REQUESTS_PAGE_TEAM] = "requests_page_team",
+	[CONN_REQUESTS_PAGE_END_USER] = "requests_page_end_user",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
 	[CONN_TEAM_ID] = "team_id",
@@ -33,6 +35,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_MODELS] = "models",
 	[CONN_ACCOUNTING] = "accounting",
 	[CONN_EXPORT] = "export",
+	[CONN_EXPORT_END_USER] = "export_end_user",
 };
 
 static const char *conn_find(const char *prefix, const char *name)
@@ -58,14 +61,15 @@ static int conn_is_row_query(enum conn_query q)
 {
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
 	       q == CONN_REQUESTS_PAGE_NOKEY || q == CONN_REQUESTS_PAGE_MODEL ||
-	       q == CONN_REQUESTS_PAGE_TEAM || q == CONN_REQUEST_ONE || q == CONN_EXPORT;
+	       q == CONN_REQUESTS_PAGE_TEAM || q == CONN_REQUESTS_PAGE_END_USER ||
+	       q == CONN_REQUEST_ONE || q == CONN_EXPORT || q == CONN_EXPORT_END_USER;
 }
 
 /* Queries whose rows are rollup rows: their columns must be sumrow.c's. */
 static int conn_is_summary_query(enum conn_query q)
 {
 	return q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS || q == CONN_SUMMARY_KEYS ||
-	       q == CONN_SUMMARY_TOTALS || q == CONN_SUMMARY_TEAMS;
+	       q == CONN_SUMMARY_TOTALS || q == CONN_SUMMARY_TEAMS || q == CONN_SUMMARY_END_USERS;
 }
 
 /* Query q prepared on c and its columns checked against their reader's, or NULL with

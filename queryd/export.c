@@ -99,9 +99,10 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
  * from MHD's callback, after the request's handler has returned. */
 static int export_copy_params(struct export *e, const struct params *p)
 {
-	const char *const src[] = { p->key, p->team, p->model, p->provider, p->outcome };
-	const char **dst[] = { &e->p.key, &e->p.team, &e->p.model, &e->p.provider,
-	                       &e->p.outcome };
+	const char *const src[] = { p->key, p->team, p->end_user, p->model, p->provider,
+	                            p->outcome };
+	const char **dst[] = { &e->p.key, &e->p.team, &e->p.end_user, &e->p.model,
+	                       &e->p.provider, &e->p.outcome };
 	size_t i, len = 0, at = 0;
 
 	e->p = *p;
@@ -145,12 +146,14 @@ struct MHD_Response *export_response(const char *store, const struct params *p,
 		goto fail;
 	/* PostgreSQL's cheapest plan for a long range sorts it all before the first row;
 	 * this connection runs only the export: walk the index in order, as SQLite does,
-	 * so rows stream from the first one. */
+	 * so rows stream from the first one (an end user's index too: its rows are in
+	 * started_at order). */
 	if (db_kind(e->db) == DB_POSTGRES && db_exec(e->db, "SET enable_sort = off", err, errlen) < 0)
 		goto fail;
 	/* streamed: a range's rows may be more than memory holds */
 	plan_filters(&e->p, &binds);
-	if (db_prepare_stream(e->db, conn_query_text(CONN_EXPORT, db_kind(e->db)), &e->st) < 0 ||
+	if (db_prepare_stream(e->db, conn_query_text(plan_export(&e->p), db_kind(e->db)),
+	                      &e->st) < 0 ||
 	    conn_bind_all(e->st, binds.v, binds.n) < 0) {
 		snprintf(err, errlen, "export query: %s", db_errmsg(e->db));
 		goto fail;

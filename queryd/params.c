@@ -71,6 +71,7 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 		[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 		[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
 		[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
+		[PARAMS_GROUP_END_USER] = "end_user",
 	};
 	size_t i;
 
@@ -80,7 +81,8 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 			return 0;
 		}
 	}
-	return params_fail(err, "group", "group must be key, team, model, provider, hour or day");
+	return params_fail(err, "group", "group must be key, team, end_user, model, provider, "
+	                   "hour or day");
 }
 
 static int params_key(struct params *p, const char *v, struct params_error *err)
@@ -110,6 +112,13 @@ static int params_team_id(struct params *p, const char *v, struct params_error *
 	if (params_uint(v, INT64_MAX, &p->team_id) < 0)
 		return params_fail(err, "team_id", "team_id must be a non-negative integer");
 	p->has_team_id = 1;
+	return 0;
+}
+
+static int params_end_user(struct params *p, const char *v, struct params_error *err)
+{
+	(void)err;
+	p->end_user = v;
 	return 0;
 }
 
@@ -216,6 +225,7 @@ static const struct params_spec params_specs[] = {
 	{ "key_id", EP_FILTERS, params_key_id },
 	{ "team", EP(PARAMS_SUMMARY) | EP_FILTERS, params_team },
 	{ "team_id", EP_FILTERS, params_team_id },
+	{ "end_user", EP(PARAMS_SUMMARY) | EP_FILTERS, params_end_user },
 	{ "model", EP(PARAMS_SUMMARY) | EP_FILTERS, params_model },
 	{ "provider", EP_FILTERS, params_provider },
 	{ "status", EP_FILTERS, params_status },
@@ -248,6 +258,26 @@ static int params_team_summary(struct params *p, int have_group, struct params_e
 	return 0;
 }
 
+/* A summary by end user or of one end user reads end_user_daily, which has a key and
+ * an end user by day but no team, model, provider or hour: it takes only group=end_user,
+ * key or day (end_user when not given), and no team or model filter. */
+static int params_end_user_summary(struct params *p, int have_group, struct params_error *err)
+{
+	if (p->end_user && !have_group)
+		p->group = PARAMS_GROUP_END_USER;
+	if (p->group != PARAMS_GROUP_END_USER && !p->end_user)
+		return 0;
+	if (p->team || p->model)
+		return params_fail(err, p->team ? "team" : "model", "a summary by end user or of an "
+		                   "end user takes no %s filter (end_user_daily has none)",
+		                   p->team ? "team" : "model");
+	if (p->group != PARAMS_GROUP_END_USER && p->group != PARAMS_GROUP_KEY &&
+	    p->group != PARAMS_GROUP_DAY)
+		return params_fail(err, "group", "a summary of an end user groups by end_user, key "
+		                   "or day (end_user_daily has no team, model, provider or hour)");
+	return 0;
+}
+
 /* An unknown name is echoed back, so only a printable ASCII prefix of it. */
 static int params_unknown(struct params_error *err, const char *name)
 {
@@ -261,11 +291,15 @@ static int params_unknown(struct params_error *err, const char *name)
 }
 
 /* Ranges: a summary defaults to the 24 hours up to the current hour's end and is
- * widened to whole hours; the row endpoints default to everything, but an export must
- * say. A given range must be ordered before any widening. */
+ * widened to whole hours, or to whole UTC days for end users (end_user_daily has no
+ * hours; the answer's from and to say the days read); the row endpoints default to
+ * everything, but an export must say. A given range must be ordered before any
+ * widening. */
 static int params_range(struct params *p, enum params_endpoint ep, int have_from, int have_to,
                         int64_t now, struct params_error *err)
 {
+	int64_t unit = p->group == PARAMS_GROUP_END_USER || p->end_user ? 86400 : 3600;
+
 	if (ep == PARAMS_EXPORT && !have_from)
 		return params_fail(err, "from", "from is required");
 	if (ep == PARAMS_EXPORT && !have_to)
@@ -283,10 +317,10 @@ static int params_range(struct params *p, enum params_endpoint ep, int have_from
 	}
 	if (!have_to)
 		p->to = have_from ? p->from + 86400 : now;
-	p->to += (3600 - p->to % 3600) % 3600;
+	p->to += (unit - p->to % unit) % unit;
 	if (!have_from)
 		p->from = p->to >= 86400 ? p->to - 86400 : 0;
-	p->from -= p->from % 3600;
+	p->from -= p->from % unit;
 	if (p->from >= p->to)
 		return params_fail(err, "to", "to must be after from");
 	if (p->to - p->from > PARAMS_SUMMARY_MAX_DAYS * 86400LL)
@@ -323,7 +357,8 @@ int params_parse(struct params *p, enum params_endpoint ep, const struct params_
 		return params_fail(err, "key_id", "give key or key_id, not both");
 	if (p->team && p->has_team_id)
 		return params_fail(err, "team_id", "give team or team_id, not both");
-	if (ep == PARAMS_SUMMARY && params_team_summary(p, seen[2] != 0, err) < 0)
+	if (ep == PARAMS_SUMMARY && (params_end_user_summary(p, seen[2] != 0, err) < 0 ||
+	                             params_team_summary(p, seen[2] != 0, err) < 0))
 		return -1;
 	return params_range(p, ep, seen[0], seen[1], now, err);
 }

@@ -24,12 +24,15 @@ static void plan_text(struct plan_binds *b, const char *name, const char *s)
 	plan_add(b, (struct conn_bind){ .name = name, .kind = CONN_BIND_TEXT, .s = s });
 }
 
-/* The rollups that answer p with the fewest rows: per team for a team (params.c
- * lets no key, model or provider meet it), the totals by hour when nothing but the
- * hour matters, per model when the key does not, per key alone when neither model nor
- * provider does, else per key and model. */
+/* The rollups that answer p with the fewest rows: per key and end user for an end
+ * user (the only rollup that has them; params.c lets no team, model, provider or hour
+ * meet it), per team for a team (params.c lets no key, model or provider meet it), the
+ * totals by hour when nothing but the hour matters, per model when the key does not,
+ * per key alone when neither model nor provider does, else per key and model. */
 static enum conn_query plan_summary_query(const struct params *p)
 {
+	if (p->group == PARAMS_GROUP_END_USER || p->end_user)
+		return CONN_SUMMARY_END_USERS;
 	if (p->group == PARAMS_GROUP_TEAM || p->has_team_id)
 		return CONN_SUMMARY_TEAMS;
 	if (!p->has_key_id && p->group != PARAMS_GROUP_KEY)
@@ -72,6 +75,26 @@ static int64_t plan_kept_to(int64_t day_from, int64_t day_to, int64_t now)
 	return today < day_from ? day_from : today < day_to ? today : day_to;
 }
 
+/* The bindings of summary_end_users: its whole days, the key and end user filters
+ * (NULL when not given), the answer's groups (by day; by key; by key and end user) and
+ * how many of them it returns: the first limit by cost, or every day of the range. */
+static void plan_end_users(const struct params *p, struct plan_summary *out)
+{
+	struct plan_binds *b = &out->binds;
+	int by_day = p->group == PARAMS_GROUP_DAY;
+
+	plan_int(b, ":day_from", out->day_from);
+	plan_int(b, ":day_to", out->day_to);
+	if (p->has_key_id)
+		plan_int(b, ":key_id", p->key_id);
+	if (p->end_user)
+		plan_text(b, ":end_user", p->end_user);
+	plan_int(b, ":by_day", by_day);
+	plan_int(b, ":by_end_user", p->group == PARAMS_GROUP_END_USER);
+	plan_int(b, ":limit", by_day ? (out->day_to - out->day_from) / (PERIOD_DAY_MS / 1000)
+	                             : p->limit);
+}
+
 void plan_summary(const struct params *p, int64_t now, struct plan_summary *out)
 {
 	struct plan_binds *b = &out->binds;
@@ -81,6 +104,10 @@ void plan_summary(const struct params *p, int64_t now, struct plan_summary *out)
 	                  &out->day_from, &out->day_to);
 	out->cache_to = plan_kept_to(out->day_from, out->day_to, now);
 	b->n = 0;
+	if (out->query == CONN_SUMMARY_END_USERS) {
+		plan_end_users(p, out);
+		return;
+	}
 	plan_int(b, ":from", p->from);
 	plan_int(b, ":to", p->to);
 	plan_int(b, ":day_from", out->day_from);
@@ -115,6 +142,8 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 	plan_add(b, (struct conn_bind){ .name = ":team_id",
 	                                .kind = team ? CONN_BIND_INT : CONN_BIND_NULL,
 	                                .i = team ? p->team_id : 0, .only_if_named = 1 });
+	plan_add(b, (struct conn_bind){ .name = ":end_user", .kind = CONN_BIND_TEXT,
+	                                .s = p->end_user, .only_if_named = 1 });
 	plan_text(b, ":model", p->model);
 	plan_text(b, ":provider", p->provider);
 	if (p->status_lo) {
@@ -127,11 +156,19 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 		plan_int(b, ":stream", p->stream);
 }
 
-/* The index to walk: the key's (rows without a key are its NULL key_id), a team's
- * (the index holds no row without a team: those walk the model's or the time's), the
- * model's, or the time's. */
+enum conn_query plan_export(const struct params *p)
+{
+	return p->end_user ? CONN_EXPORT_END_USER : CONN_EXPORT;
+}
+
+/* The index to walk: an end user's (its rows are a part of a key's, or of a few keys':
+ * end users are named by the keys' holders, each within its key), the key's (rows
+ * without a key are its NULL key_id), a team's (the index holds no row without a team:
+ * those walk the model's or the time's), the model's, or the time's. */
 static enum conn_query plan_requests_query(const struct params *p)
 {
+	if (p->end_user)
+		return CONN_REQUESTS_PAGE_END_USER;
 	if (p->has_key_id)
 		return p->key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE_NOKEY;
 	if (p->has_team_id && p->team_id)

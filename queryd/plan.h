@@ -12,7 +12,7 @@
 #include "conn.h"
 #include "params.h"
 
-#define PLAN_BINDS_MAX 16   /* a page of request rows makes 16 at most */
+#define PLAN_BINDS_MAX 17   /* a page of request rows makes 17 at most */
 
 /* The bindings of one statement, in the order they are made. Text points into the
  * params planned from: it must outlive the statement's run. */
@@ -25,7 +25,10 @@ struct plan_binds {
  * range's hours outside them from the hourly ones (day_from == day_to == p->to: no
  * days). For CONN_SUMMARY_KEYS, cache_to ends the days whose sums queryd keeps
  * (daycache.h); the statement's fingerprint bindings are the caller's.
- * CONN_SUMMARY_TEAMS answers group=team and a team filter (p->has_team_id). */
+ * CONN_SUMMARY_TEAMS answers group=team and a team filter (p->has_team_id);
+ * CONN_SUMMARY_END_USERS group=end_user and an end_user filter, over whole days
+ * (params.c widens them), summed per group by the statement, which returns the first
+ * p->limit groups by cost and a row of the totals. */
 struct plan_summary {
 	enum conn_query query;
 	int64_t day_from, day_to;
@@ -37,11 +40,15 @@ struct plan_summary {
 void plan_summary(const struct params *p, int64_t now, struct plan_summary *out);
 
 /* Adds to b the filters every row query shares (:from_ms, :model, ...; :to_ms,
- * :has_key, :key_id, :has_team and :team_id only where the query names them). */
+ * :has_key, :key_id, :has_team, :team_id and :end_user only where the query names
+ * them). */
 void plan_filters(const struct params *p, struct plan_binds *b);
 
-/* A page of request rows: the index to walk (the key's, else the team's, else the
- * model's, else the time's), the filters, then the page's upper bound
+/* The export's query: an end user's walks that end user's index, any other the time's. */
+enum conn_query plan_export(const struct params *p);
+
+/* A page of request rows: the index to walk (the end user's, else the key's, else the
+ * team's, else the model's, else the time's), the filters, then the page's upper bound
  * and its limit (one row more than p->limit, which says there is a next page). */
 struct plan_requests {
 	enum conn_query query;

@@ -1,5 +1,5 @@
 /* row: a request row as the API shows it. The columns every row query selects (sql/
- * queries/requests_page*.sql, request_one.sql, export.sql: the same list, checked at
+ * queries/requests_page*.sql, request_one.sql, export*.sql: the same list, checked at
  * start), their JSON and CSV forms and the keyset cursor of a row (the filters those
  * queries share are plan.c's). Any thread, on the statement it is given. */
 #ifndef QUERYD_ROW_H

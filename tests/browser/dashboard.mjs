@@ -77,6 +77,30 @@ try {
     const s = document.querySelector('[data-testid=overview]');
     return s && s.dataset.state === 'ready' && s.dataset.range === r;
   }, range);
+  // the table's pages after the one shown (read already) into pages, by "Older"
+  const olderPages = async (pages) => {
+    for (let i = 1; i < 20 && !(await tid('page-older').isDisabled()); i++) {
+      await tid('page-older').click();
+      await waitRequests({ page: i });
+      pages.push(await rowIds());
+    }
+  };
+  // a field of the first row's drawer, the drawer closed again
+  const drawerField = async (field) => {
+    await page.locator('[data-testid=request-row]').first().click();
+    await page.waitForSelector('[data-testid=drawer][data-state=ready]');
+    const v = (await page.locator(`[data-testid=drawer] [data-field=${field}]`).textContent()).trim();
+    await tid('drawer-close').click();
+    await tid('drawer').waitFor({ state: 'hidden' });
+    return v;
+  };
+  // the CSV export of the table's range and filters, saved as name: the download and its lines
+  const exportCsv = async (name) => {
+    const [download] = await Promise.all([page.waitForEvent('download'), tid('export-csv').click()]);
+    const file = path.join(spec.artifacts, name);
+    await download.saveAs(file);
+    return { download, lines: fs.readFileSync(file, 'utf8').split(/\r?\n/).filter((l) => l !== '') };
+  };
 
   // ---- 1. the login screen; a wrong token is refused with a message
   step = 'login screen';
@@ -176,8 +200,8 @@ try {
 
   step = 'drawer of an estimated row';
   const estRow = page.locator(`[data-testid=request-row][data-request-id="${spec.estimated_request_id}"]`);
-  seen.estimated_row_cost_cell = (await estRow.locator('td').nth(9).textContent()).trim();
-  seen.estimated_row_tokens_cell = (await estRow.locator('td').nth(8).textContent()).trim();
+  seen.estimated_row_cost_cell = (await estRow.locator('td').nth(10).textContent()).trim();
+  seen.estimated_row_tokens_cell = (await estRow.locator('td').nth(9).textContent()).trim();
   await estRow.click();
   await page.waitForFunction((id) => {
     const d = document.querySelector('[data-testid=drawer]');
@@ -198,21 +222,14 @@ try {
   await tid('filter-model').fill(spec.filter_model);
   await waitRequests({ page: 0, query: 'model=' + encodeURIComponent(spec.filter_model) });
   seen.filtered = { pages: [await rowIds()] };
-  seen.filtered.models = await page.$$eval('[data-testid=request-row] td:nth-child(4)', (tds) => [...new Set(tds.map((t) => t.textContent.trim()))]);
-  for (let i = 1; i < 20 && !(await tid('page-older').isDisabled()); i++) {
-    await tid('page-older').click();
-    await waitRequests({ page: i });
-    seen.filtered.pages.push(await rowIds());
-  }
+  seen.filtered.models = await page.$$eval('[data-testid=request-row] td:nth-child(5)', (tds) => [...new Set(tds.map((t) => t.textContent.trim()))]);
+  await olderPages(seen.filtered.pages);
 
   // ---- 6. export of the filtered rows (a Blob download where the browser has no
   // File System Access API; headless Chromium would open a picker otherwise)
   step = 'export csv';
   await page.evaluate(() => { window.showSaveFilePicker = undefined; });
-  const [download] = await Promise.all([page.waitForEvent('download'), tid('export-csv').click()]);
-  const csvPath = path.join(spec.artifacts, 'dashboard-export.csv');
-  await download.saveAs(csvPath);
-  const csv = fs.readFileSync(csvPath, 'utf8').split(/\r?\n/).filter((l) => l !== '');
+  const { download, lines: csv } = await exportCsv('dashboard-export.csv');
   seen.export_csv = { filename: download.suggestedFilename(), lines: csv.length, header: csv[0] || '' };
 
   step = 'clear filters';
@@ -225,22 +242,42 @@ try {
   await tid('filter-team').fill(spec.filter_team);
   await waitRequests({ page: 0, query: 'team=' + encodeURIComponent(spec.filter_team) });
   seen.by_team = { pages: [await rowIds()] };
-  await page.locator('[data-testid=request-row]').first().click();
-  await page.waitForSelector('[data-testid=drawer][data-state=ready]');
-  seen.by_team.drawer_team = (await page.locator('[data-testid=drawer] [data-field=team_name]').textContent()).trim();
-  await tid('drawer-close').click();
-  await tid('drawer').waitFor({ state: 'hidden' });
-  for (let i = 1; i < 20 && !(await tid('page-older').isDisabled()); i++) {
-    await tid('page-older').click();
-    await waitRequests({ page: i });
-    seen.by_team.pages.push(await rowIds());
-  }
-  const [teamDownload] = await Promise.all([page.waitForEvent('download'), tid('export-csv').click()]);
-  const teamCsv = path.join(spec.artifacts, 'dashboard-export-team.csv');
-  await teamDownload.saveAs(teamCsv);
-  seen.by_team.export_lines = fs.readFileSync(teamCsv, 'utf8').split(/\r?\n/).filter((l) => l !== '').length;
+  seen.by_team.drawer_team = await drawerField('team_name');
+  await olderPages(seen.by_team.pages);
+  seen.by_team.export_lines = (await exportCsv('dashboard-export-team.csv')).lines.length;
   await tid('filter-clear').click();
   await waitRequests({ page: 0, query: '' });
+
+  // ---- 6c. a key's top end users; one picked: its rows, a row's end user, its export
+  step = 'top end users of a key';
+  const keyQuery = 'key=' + encodeURIComponent(spec.filter_key);
+  await tid('filter-key').fill(spec.filter_key);
+  await waitRequests({ page: 0, query: keyQuery });
+  await page.waitForFunction((k) => {
+    const b = document.querySelector('[data-testid=end-users]');
+    return b && b.dataset.state === 'ready' && b.dataset.key === k;
+  }, spec.filter_key);
+  const euItems = '[data-testid=top-end-users] [data-testid=top-item]';
+  seen.end_users = {
+    names: await page.$$eval(euItems, (l) => l.map((e) => e.dataset.name)),
+    labels: await page.$$eval(euItems + ' .name', (l) => l.map((e) => e.textContent)),
+    markup: await page.locator('[data-testid=top-end-users] b').count(),
+    from: Number(await tid('end-users').getAttribute('data-from')),
+    to: Number(await tid('end-users').getAttribute('data-to')),
+    range_text: await text('end-users-range'),
+  };
+  step = 'filter by an end user';
+  await page.locator(euItems).first().click();
+  await waitRequests({ page: 0, query: keyQuery + '&end_user=' + encodeURIComponent(seen.end_users.names[0]) });
+  seen.end_users.pages = [await rowIds()];
+  await tid('requests').screenshot({ path: path.join(spec.artifacts, 'dashboard-end-users.png') });
+  seen.end_users.first_cell = (await page.locator('[data-testid=request-row]').first().locator('td').nth(3).textContent()).trim();
+  seen.end_users.drawer = await drawerField('end_user');
+  await olderPages(seen.end_users.pages);
+  seen.end_users.export_lines = (await exportCsv('dashboard-export-end-user.csv')).lines.length;
+  await tid('filter-clear').click();
+  await waitRequests({ page: 0, query: '' });
+  seen.end_users.hidden_after_clear = await tid('end-users').isHidden();
 
   // ---- 7. live accounting (no agent runs: queryd answers "down" with stored counters)
   step = 'live counters';

@@ -28,6 +28,12 @@ static void fuzz_check(const struct params *p, enum params_endpoint ep)
 	if (ep == PARAMS_SUMMARY) {
 		fuzz_assert(p->from % 3600 == 0 && p->to % 3600 == 0);
 		fuzz_assert(p->to - p->from <= PARAMS_SUMMARY_MAX_DAYS * 86400LL);
+		/* end_user_daily: whole days, no team, model or hour */
+		if (p->group == PARAMS_GROUP_END_USER || p->end_user)
+			fuzz_assert(p->from % 86400 == 0 && p->to % 86400 == 0 && !p->team &&
+			            !p->model && (p->group == PARAMS_GROUP_END_USER ||
+			                          p->group == PARAMS_GROUP_KEY ||
+			                          p->group == PARAMS_GROUP_DAY));
 	}
 	if (p->has_before)
 		fuzz_assert(p->before_ms >= 0 && p->before_id >= 0);

@@ -7,7 +7,9 @@ SQLite database, once on PostgreSQL holding the same rows.
 The browser script only observes; every expectation is computed here from the rows read
 back from the database. The screenshots land in $TALLY_ARTIFACTS (default
 build/artifacts): dashboard.png (full page, light), dashboard-dark.png,
-dashboard-login.png, dashboard-drawer.png, and dashboard-failure.png when a step fails.
+dashboard-login.png, dashboard-drawer.png, dashboard-end-users.png (the requests of a
+key's end user, under that key's top end users), and dashboard-failure.png when a step
+fails.
 """
 import calendar
 import http.client
@@ -24,6 +26,7 @@ import pytest
 
 from conftest import ROOT, binary, free_port
 from pgcopy import pg_store
+from rollups import LATENCY_BOUNDS, store_end_users
 from stack import Proc, wait_port
 
 DASH = ROOT / "queryd" / "dashboard"
@@ -44,9 +47,6 @@ OTHER_CARDS = {
 }
 # A web search price on one model's default card, micro-dollars per call.
 WEB_SEARCH = {"gpt-4o": 10000}
-# The rollups' latency bounds (common/latency.c), in ms.
-LATENCY_BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000,
-                  20000, 60000]
 KEYS = ["team-search", "ci-bot", "research"]
 RECENT = 130      # rows in the last 15 hours: table pages of 50, 50 and 30
 OLDER = 20        # rows 3 to 5 days old: in the 7-day range only
@@ -55,6 +55,9 @@ FILTER_MODEL = "claude-sonnet-4"
 # formula and carries markup: the page must show it as text.
 TEAMS = {KEYS[0]: "search", KEYS[1]: '=ops,"<b>x</b>"'}
 FILTER_TEAM = TEAMS[KEYS[1]]
+# End users the requests name (schema 15), in turn; one reads as a formula with markup.
+END_USERS = ["alice", "bob", '=1+2<b>x</b>', None]
+FILTER_KEY = KEYS[0]     # whose top end users the page lists
 PAGE = 50         # the dashboard's default page size
 
 
@@ -274,6 +277,11 @@ def queryd(tmp_path, request):
     r = subprocess.run([str(binary("tally-gen")), "--db", str(db), "--ndjson", str(ndjson)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
+    for i, row in enumerate(seeded):     # tally-gen reads no end user: set here (rollups.py)
+        row["end_user"] = END_USERS[i % len(END_USERS)]
+    con = sqlite3.connect(db)
+    store_end_users(con, seeded)
+    con.close()
 
     store = db if request.param == "sqlite" else \
         pg_store(request.getfixturevalue("pg_server"), "dashboard", db)
@@ -326,6 +334,7 @@ def test_dashboard_in_chromium(queryd):
     assert None in teams_rank and len(teams_rank) == 3
     # a row with a priced estimate on the first page of the table
     estimated = next(r for r in recent[:PAGE] if r["estimated_cost_micros"])
+    assert {r["end_user"] for r in recent if r["key_name"] == FILTER_KEY} == set(END_USERS)
     assert want24["estimated_cost_micros"] > 0
     assert any(r["estimated_tokens"] and r["estimated_cost_micros"] is None for r in rows)
 
@@ -333,7 +342,7 @@ def test_dashboard_in_chromium(queryd):
     spec = tmp / "browser-spec.json"
     spec.write_text(json.dumps({"url": f"http://127.0.0.1:{port}/", "token": token,
                                 "wrong_token": "not-" + token, "filter_model": FILTER_MODEL,
-                                "filter_team": FILTER_TEAM,
+                                "filter_team": FILTER_TEAM, "filter_key": FILTER_KEY,
                                 "estimated_request_id": estimated["request_id"],
                                 "artifacts": str(ARTIFACTS)}))
     r = subprocess.run([node, str(SCRIPT), str(spec)], capture_output=True, text=True,
@@ -410,9 +419,10 @@ def test_dashboard_in_chromium(queryd):
     newest = recent[0]
     cells = seen["first_row_cells"]
     assert cells[1] == newest["request_id"] and cells[2] == newest["key_name"]
-    assert cells[3] == newest["model"] and cells[4] == newest["provider"]
+    assert cells[3] == (newest["end_user"] or "–")
+    assert cells[4] == newest["model"] and cells[5] == newest["provider"]
     if newest["cost_micros"] is not None and newest["estimated_tokens"] is None:
-        assert cells[9] == fmt_usd(newest["cost_micros"])
+        assert cells[10] == fmt_usd(newest["cost_micros"])
     est_cost = fmt_usd(estimated["estimated_cost_micros"])
     rep_cost = fmt_usd(estimated["cost_micros"]) if estimated["cost_micros"] is not None else "–"
     assert seen["estimated_row_cost_cell"] == f"{rep_cost} + {est_cost} est."
@@ -442,11 +452,33 @@ def test_dashboard_in_chromium(queryd):
     assert seen["export_csv"]["lines"] == 1 + len(filtered), seen["export_csv"]
     assert "request_id" in seen["export_csv"]["header"]
     assert ",estimated_tokens,estimated_cost_micros," in seen["export_csv"]["header"]
-    assert seen["export_csv"]["header"].endswith(",web_search_calls,service_tier,team_id,team_name")
+    assert seen["export_csv"]["header"].endswith(
+        ",web_search_calls,service_tier,team_id,team_name,end_user")
     # the team filter: that team's rows, every page, in its export too
     assert [i for p in seen["by_team"]["pages"] for i in p] == by_team
     assert seen["by_team"]["drawer_team"] == FILTER_TEAM
     assert seen["by_team"]["export_lines"] == 1 + len(by_team)
+    # a key's top end users: over whole UTC days holding the range (the rollup is daily),
+    # by spend, the ids shown as text; one picked filters the table and its export
+    eu = seen["end_users"]
+    assert eu["from"] % 86400 == 0 and eu["to"] % 86400 == 0
+    assert eu["from"] <= queryd["now_ms"] // 1000 - 86400 and eu["to"] > queryd["now_ms"] // 1000
+    acc = {}
+    for r in rows:
+        if r["key_name"] == FILTER_KEY and r["end_user"] is not None and \
+                eu["from"] * 1000 <= r["started_at"] < eu["to"] * 1000:
+            a = acc.setdefault(r["end_user"], [0, 0])
+            a[0] += r["cost_micros"] or 0
+            a[1] += 1
+    want_eu = sorted(acc, key=lambda n: (-acc[n][0], -acc[n][1], n))
+    assert eu["names"] == eu["labels"] == want_eu and eu["markup"] == 0, (eu, want_eu)
+    time_text = lambda t: time.strftime("%Y-%m-%d", time.gmtime(t))
+    assert eu["range_text"] == \
+        f"by spend · whole UTC days {time_text(eu['from'])} – {time_text(eu['to'] - 86400)}"
+    picked = [r for r in recent if r["key_name"] == FILTER_KEY and r["end_user"] == want_eu[0]]
+    assert [i for p in eu["pages"] for i in p] == [r["request_id"] for r in picked]
+    assert eu["first_cell"] == want_eu[0] and eu["drawer"] == want_eu[0]
+    assert eu["export_lines"] == 1 + len(picked) and eu["hidden_after_clear"]
 
     # Live accounting: no agent, so the stored counters.
     live = seen["live"]

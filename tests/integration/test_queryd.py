@@ -29,11 +29,11 @@ import pytest
 
 from conftest import ROOT, SCHEMA, binary, free_port
 from pgcopy import pg_store
+from rollups import LATENCY_BOUNDS as BOUNDS, rollup_sums, store_end_users
 from stack import Proc, Stack, wait_port
 
 TOKEN = "op-token-0123456789abcdef"
 VALGRIND = os.environ.get("TALLY_VALGRIND") == "1"
-BOUNDS = [25, 50, 100, 200, 350, 500, 750, 1000, 1500, 2500, 4000, 6000, 10000, 20000, 60000]
 DATA_PATHS = ["/api/summary", "/api/requests", "/api/requests/x", "/api/keys", "/api/teams",
               "/api/models",
               "/api/live", "/api/export?from=0&to=1"]
@@ -48,6 +48,13 @@ BASE = TODAY - 5 * 86400           # whole days BASE .. BASE+3d sit inside the s
 # U+2028 and markup.
 HOSTILE = '=HYPERLINK("http://x/?a=1,b","c")\\"},{"x":1\n\r\x01\u2028<b>'
 HOSTILE_Q = urllib.parse.quote(HOSTILE, safe="")
+# End users' ids are the client's (printable ASCII, 1 to 256 bytes): plain ones, ids a
+# spreadsheet would run (quotes included), the longest. Each is seen under several keys
+# (several end users: they are namespaced by key) and on rows without a key.
+EU_FORMULA, EU_AT = '=HYPERLINK("http://x","y")', "@SUM(A1)"
+EU_LONG = "L" * 255 + "~"
+END_USERS = ["u-1", "u-2", EU_FORMULA, EU_AT, "+1", "-2+3", EU_LONG]
+Q = lambda s: urllib.parse.quote(s, safe="")
 
 
 # --- processes -----------------------------------------------------------------------
@@ -247,6 +254,9 @@ def seeded(tmp_path_factory):
     tallyctl(db, "key", "revoke", "gamma")
     con = sqlite3.connect(db)
     keys = {n: i for i, n in con.execute("SELECT id, name FROM keys")}
+    with con:    # the end-user policies of schema 15 (no tallyctl option yet)
+        con.execute("UPDATE keys SET end_users = 'required' WHERE name = 'beta'")
+        con.execute("UPDATE keys SET end_users = 'forbidden' WHERE name = 'gamma'")
     con.close()
     rows = make_rows([keys["alpha"], keys["beta"], keys["gamma"]])
     teams = add_teams(db, keys, rows)
@@ -262,6 +272,12 @@ def seeded(tmp_path_factory):
         r["id"] = ids[r["request_id"]]
         r["key_name"] = {v: k for k, v in keys.items()}.get(r["key_id"])
         r["team_name"] = {v: k for k, v in teams.items()}.get(r["team_id"])
+    rnd = random.Random(13)
+    for r in rows:       # rows without a key may name an end user too (no rollup has them)
+        r["end_user"] = rnd.choice(END_USERS) if rnd.random() < 0.7 else None
+    con = sqlite3.connect(db)
+    store_end_users(con, rows)
+    con.close()
     return {"db": db, "tmp": tmp, "rows": rows, "keys": keys, "teams": teams}
 
 
@@ -576,6 +592,98 @@ def test_summary_by_team_matches_raw_rows(world, span, query):
             assert {r["group"] for r in got["rows"]} == {0, *teams.values()}
 
 
+def end_user_expected(rows, frm, to, group, key_id=None, end_user=None):
+    """A summary of end users from the raw rows: the range widened to whole UTC days (the
+    rollup is daily), rows with a key and an end user only; groups (end user, key id),
+    key ids or days, ordered as queryd orders them."""
+    frm_e, to_e = frm - frm % 86400, to + (86400 - to % 86400) % 86400
+    sel = [r for r in rows if frm_e <= r["started_at"] // 1000 < to_e
+           and r["key_id"] is not None and r["end_user"] is not None
+           and key_id in (None, r["key_id"]) and end_user in (None, r["end_user"])]
+    groups = {}
+    for r in sel:
+        g = {"end_user": (r["end_user"], r["key_id"]), "key": r["key_id"],
+             "day": r["started_at"] // 86_400_000 * 86400}[group]
+        groups.setdefault(g, []).append(r)
+    out = [(g, usage(rs)) for g, rs in groups.items()]
+    out.sort(key=lambda x: x[0] if group == "day" else
+             (-x[1]["cost_micros"], -x[1]["requests"], x[0]))
+    return frm_e, to_e, out, usage(sel)
+
+
+EU_QUERIES = ["group=end_user", "group=end_user&key=alpha", "end_user=u-1",
+              "end_user=u-1&group=day", f"end_user={Q(EU_AT)}&group=key",
+              "group=end_user&key=beta&end_user=u-2", f"group=day&end_user={EU_LONG}&key=alpha",
+              f"group=key&end_user={Q(EU_FORMULA)}"]
+
+
+@pytest.mark.parametrize("query", EU_QUERIES)
+@pytest.mark.parametrize("span", ["main"] + list(RAGGED))
+def test_summary_by_end_user_matches_raw_rows(world, span, query):
+    """group=end_user and an end_user filter read end_user_daily, by day only: the range
+    is widened to whole UTC days and the answer's from and to say so; an end user is a
+    group per key (group: its id; key_id, key_name), rows without a key are in none; the
+    sums are the raw rows' ones, the groups in queryd's order (cost, requests, id, key)."""
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    frm, to = RAGGED.get(span, (BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600))
+    args = {k: urllib.parse.unquote(v) for k, v in (a.split("=") for a in query.split("&"))}
+    group = args.get("group", "end_user")
+    got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+    frm_e, to_e, want, total = end_user_expected(rows, frm, to, group,
+                                                 key_id=keys.get(args.get("key")),
+                                                 end_user=args.get("end_user"))
+    assert (got["from"], got["to"], got["group"]) == (frm_e, to_e, group)
+    assert got["from"] % 86400 == 0 and got["to"] % 86400 == 0
+    names = {v: k for k, v in keys.items()}
+    if group == "end_user":
+        assert [(r["group"], r["key_id"], r["key_name"]) for r in got["rows"]] == \
+            [(eu, k, names[k]) for (eu, k), _ in want]
+    else:
+        assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+        assert all("key_id" not in r for r in got["rows"])
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (span, query, g))
+    check_usage(got["totals"], total, (span, query, "totals"))
+    if span == "main":
+        assert got["totals"]["requests"] > 10
+
+
+def test_summary_of_end_users_is_bounded(world):
+    """limit lists the first groups by cost and the totals still sum every end user; an
+    end user under two keys is two groups, in byte order of their ids on a tie; the
+    default range is the current UTC day."""
+    q, rows = world["q"], world["rows"]
+    frm, to = BASE - 86400, BASE + 4 * 86400
+    _, _, want, total = end_user_expected(rows, frm, to, "end_user")
+    assert len(want) > 12 and len({eu for (eu, _), _ in want}) < len(want)
+    for limit in (1, 5, 12):
+        got = q.get(f"/api/summary?from={frm}&to={to}&group=end_user&limit={limit}")
+        assert [(r["group"], r["key_id"]) for r in got["rows"]] == [g for g, _ in want[:limit]]
+        check_usage(got["totals"], total, ("limit", limit))
+    got = q.get("/api/summary?group=end_user")
+    assert got["to"] - got["from"] == 86400 and got["from"] in (TODAY, TODAY + 86400)
+    _, _, want, total = end_user_expected(rows, got["from"], got["to"], "end_user")
+    check_usage(got["totals"], total, "today")
+    # 400 days after widening at most (the BAD list has one day more)
+    got = q.get(f"/api/summary?group=end_user&from={BASE}&to={BASE + 400 * 86400}")
+    assert got["to"] - got["from"] == 400 * 86400
+
+
+def test_rollup_sums_are_the_writers(seeded):
+    """rollups.rollup_sums, which fills end_user_daily here (tally-gen reads no end user),
+    sums as the agent's writer does: its sums of the seeded rows per key and day are the
+    writer's key_daily rows (key 0: rows without a key)."""
+    want = {}
+    for r in seeded["rows"]:
+        want.setdefault((r["started_at"] // 86_400_000 * 86400, r["key_id"] or 0), []).append(r)
+    con = sqlite3.connect(seeded["db"])
+    con.row_factory = sqlite3.Row
+    got = {(x["day"], x["key_id"]): {k: x[k] for k in rollup_sums([]).keys()}
+           for x in con.execute("SELECT * FROM key_daily")}
+    con.close()
+    assert got == {g: rollup_sums(rs) for g, rs in want.items()}
+
+
 def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind):
     """A key (or a key's day) whose rows in a ragged end day all lie outside the range is
     added with that day and subtracted with its hours: it must not show up as a group of
@@ -794,7 +902,7 @@ def row_json(r):
                              "bytes_in", "bytes_out", "estimated_tokens",
                              "estimated_cost_micros")}
     out.update({k: r.get(k) for k in NEW_ROW_COLS})
-    out.update({k: r.get(k) for k in ("team_id", "team_name")})
+    out.update({k: r.get(k) for k in ("team_id", "team_name", "end_user")})
     return out
 
 
@@ -835,6 +943,17 @@ FILTERS = [
     (f"team={HOSTILE_Q}&model=m-gpt", lambda r: r["team_name"] == HOSTILE and r["model"] == "m-gpt"),
     (f"key=alpha&team={HOSTILE_Q}", lambda r: r["key_name"] == "alpha" and r["team_name"] == HOSTILE),
     ("key_id=0&team_id=0", lambda r: r["key_id"] is None and r["team_id"] is None),
+    ("end_user=u-1", lambda r: r["end_user"] == "u-1"),
+    (f"end_user={Q(EU_FORMULA)}", lambda r: r["end_user"] == EU_FORMULA),
+    (f"end_user={Q(EU_AT)}&key=alpha", lambda r: r["end_user"] == EU_AT and r["key_name"] == "alpha"),
+    ("end_user=u-2&key_id=0", lambda r: r["end_user"] == "u-2" and r["key_id"] is None),
+    (f"end_user={EU_LONG}&team=platform&status=2xx",
+     lambda r: r["end_user"] == EU_LONG and r["team_name"] == "platform" and
+     r["status"] is not None and 200 <= r["status"] <= 299),
+    (f"end_user=-2%2B3&from={BASE}&to={BASE + 2 * 86400}&model=m-gpt",
+     lambda r: r["end_user"] == "-2+3" and BASE * 1000 <= r["started_at"] < (BASE + 2 * 86400) * 1000
+     and r["model"] == "m-gpt"),
+    ("end_user=u-3", lambda r: False),      # an id no request named
 ]
 
 
@@ -905,6 +1024,12 @@ def test_keys_name_their_team(world):
     got = {k["name"]: (k["team_id"], k["team_name"]) for k in q.get("/api/keys")["keys"]}
     assert got == {"alpha": (teams["platform"], "platform"), "beta": (teams[HOSTILE], HOSTILE),
                    "gamma": (None, None)}
+
+
+def test_keys_say_their_end_user_policy(world):
+    """Each key of /api/keys says its end-user policy (keys.end_users, schema 15)."""
+    got = {k["name"]: k["end_users"] for k in world["q"].get("/api/keys")["keys"]}
+    assert got == {"alpha": "optional", "beta": "required", "gamma": "forbidden"}
 
 
 def test_teams_limits_models_and_spend(world):
@@ -1166,32 +1291,41 @@ def test_usage_classes_in_rows_and_summaries(tmp_path, kind):
 
 
 def test_export_csv_cells_are_not_formulas(tmp_path):
-    """Text the client chose (the model it asked for, ...) that a spreadsheet would run
-    as a formula is exported behind a ': =, +, -, @, tab or CR first; the NDJSON export
-    and numbers (a negative count) stay as they are."""
+    """Text the client chose (the model it asked for, the end user it named, ...) that a
+    spreadsheet would run as a formula is exported behind a ': =, +, -, @, tab or CR
+    first (an end user's id is printable ASCII: no tab or CR); the NDJSON export and
+    numbers (a negative count) stay as they are. Filtered by an end user too."""
     db = tmp_path / "formula.db"
     con = sqlite3.connect(db)
     con.executescript((ROOT / "sql" / "schema.sql").read_text())
     con.execute("INSERT INTO providers (name, api, backend, created_at) VALUES ('p', 'openai', 'be', 0)")
     t0 = (BASE + 3600) * 1000
     asked = ['=HYPERLINK("http://x","y")', "+1", "-2+3", "@SUM(A1)", "\tx", "\r=1", "a=1", "m-gpt"]
+    users = [m if m.isprintable() else None for m in asked]     # an end user's bytes
     with con:
         for i, m in enumerate(asked):
             con.execute("INSERT INTO requests (request_id, model, model_requested, provider, "
-                        "outcome, usage_source, started_at, prompt_tokens) "
-                        "VALUES (?, 'm', ?, 'p', 'complete', 'response', ?, ?)",
-                        (f"f-{i}", m, t0 + i, -5 if i == 0 else 1))
+                        "outcome, usage_source, started_at, prompt_tokens, end_user) "
+                        "VALUES (?, 'm', ?, 'p', 'complete', 'response', ?, ?, ?)",
+                        (f"f-{i}", m, t0 + i, -5 if i == 0 else 1, users[i]))
     con.close()
+    cell = lambda m: "" if m is None else "'" + m if m[0] in "=+-@\t\r" else m
     q = Queryd(tmp_path, db)
     try:
         _, body = export(q, f"from={BASE}&to={BASE + 86400}")
         table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
-        at = table[0].index("model_requested")
-        assert [line[at] for line in table[1:]] == \
-            ["'" + m if m[0] in "=+-@\t\r" else m for m in asked]
+        at, eu = table[0].index("model_requested"), table[0].index("end_user")
+        assert [line[at] for line in table[1:]] == [cell(m) for m in asked]
+        assert [line[eu] for line in table[1:]] == [cell(m) for m in users]
+        assert (table[1][eu], table[4][eu]) == ("'" + asked[0], "'@SUM(A1)")
         assert table[1][table[0].index("prompt_tokens")] == "-5"
         _, body = export(q, f"from={BASE}&to={BASE + 86400}&format=ndjson")
         assert [json.loads(x)["model_requested"] for x in body.decode().splitlines()] == asked
+        assert [json.loads(x)["end_user"] for x in body.decode().splitlines()] == users
+        for i in (0, 3):     # by the end user: its own index, the same cells
+            _, body = export(q, f"from={BASE}&to={BASE + 86400}&end_user={Q(asked[i])}")
+            table = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
+            assert [(line[0], line[eu]) for line in table[1:]] == [(f"f-{i}", cell(asked[i]))]
     finally:
         q.stop()
 
@@ -1275,9 +1409,11 @@ def export(q, query):
 
 
 @pytest.mark.parametrize("query,pred", [FILTERS[0], FILTERS[1], FILTERS[6], FILTERS[10],
-                                        FILTERS[13], FILTERS[14], FILTERS[15], FILTERS[18]],
+                                        FILTERS[13], FILTERS[14], FILTERS[15], FILTERS[18],
+                                        FILTERS[20], FILTERS[21], FILTERS[22], FILTERS[23]],
                          ids=["all", "key", "status", "stream-key", "team", "team-hostile",
-                              "no-team", "key-team"])
+                              "no-team", "key-team", "end-user", "end-user-formula",
+                              "end-user-key", "end-user-no-key"])
 def test_export_csv_and_ndjson(world, query, pred):
     q, rows = world["q"], world["rows"]
     frm, to = BASE - 86400, NOW + 60
@@ -1331,6 +1467,17 @@ BAD = [
     ("/api/summary?team=nobody", "team"), ("/api/requests?team=nobody", "team"),
     ("/api/requests?team=platform&team_id=1", "team_id"), ("/api/requests?team_id=-1", "team_id"),
     ("/api/export?from=1&to=5&team=", "team"), ("/api/teams?x=1", "x"),
+    ("/api/summary?end_user=u-1&group=hour", "group"),
+    ("/api/summary?end_user=u-1&group=provider", "group"),
+    ("/api/summary?group=end_user&model=m-gpt", "model"),
+    ("/api/summary?end_user=u-1&team=platform", "team"),
+    ("/api/summary?group=end_user&team=platform", "team"),
+    ("/api/summary?group=team&end_user=u-1", "group"),
+    ("/api/summary?group=end_user&key=nobody", "key"),
+    ("/api/summary?group=end_user&limit=1001", "limit"),
+    (f"/api/summary?group=end_user&from={BASE}&to={BASE + 400 * 86400 + 3600}", "to"),
+    ("/api/summary?end_user=a&end_user=b", "end_user"), ("/api/requests?end_user=", "end_user"),
+    ("/api/export?from=1&to=5&end_user", "end_user"), ("/api/keys?end_user=u-1", "end_user"),
 ]
 
 
@@ -1488,9 +1635,15 @@ def test_query_plans_walk_the_indexes():
                         ("requests_page_nokey", "requests_key_started_at"),
                         ("requests_page_model", "requests_model_started_at"),
                         ("requests_page_team", "requests_team_started_at"),
-                        ("export", "requests_started_at")):
+                        ("requests_page_end_user", "requests_end_user_started_at"),
+                        ("export", "requests_started_at"),
+                        ("export_end_user", "requests_end_user_started_at")):
         p = plan(name)
         assert f"USING INDEX {index}" in p and "TEMP B-TREE" not in p, (name, p)
+    # the partial index, its end user and range
+    for name in ("requests_page_end_user", "export_end_user"):
+        assert "requests_end_user_started_at (end_user=? AND started_at>? AND started_at<?)" \
+            in plan(name), plan(name)
     assert "started_at<?" in plan("requests_page"), "the cursor must bound the index walk"
     p = plan("summary")
     assert "SEARCH usage_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
@@ -1503,6 +1656,11 @@ def test_query_plans_walk_the_indexes():
     assert "SEARCH team_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH team_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
     assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
+    # a key's end users: a range of the primary key; every key's: the table (no index
+    # leads with the day), grouped and ranked in a temporary b-tree
+    p = plan("summary_end_users")
+    assert "SEARCH end_user_daily USING PRIMARY KEY (key_id=? AND day>? AND day<?)" in p, p
+    assert "SCAN end_user_daily" in p, p
     con.close()
 
 
@@ -1646,13 +1804,15 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                 " SELECT 'm' || i, (SELECT id FROM providers), 0, 0 FROM generate_series(1, 12) i")
     cur.execute("INSERT INTO teams (name, created_at) SELECT 't' || i, 0 FROM generate_series(1, 20) i")
     end = BASE * 1000
+    # end users: a third of the rows name none, the others one of 5000 (12 rows each)
     cur.execute("""INSERT INTO requests (request_id, key_id, model, provider, status, stream,
-                       outcome, usage_source, started_at, team_id)
+                       outcome, usage_source, started_at, team_id, end_user)
                    SELECT 'r' || i, CASE WHEN i %% 20 = 0 THEN NULL ELSE 1 + i %% 50 END,
                           CASE WHEN i %% 1000 = 0 THEN 'rare' ELSE 'm' || (1 + i %% 12) END,
                           'p', 200, i %% 2, 'complete', 'response',
                           %s - CAST(i AS BIGINT) * 60000,
-                          CASE WHEN i %% 8 = 0 THEN NULL ELSE 1 + i %% 20 END
+                          CASE WHEN i %% 8 = 0 THEN NULL ELSE 1 + i %% 20 END,
+                          CASE WHEN i %% 3 = 0 THEN NULL ELSE 'u' || (i %% 5000) END
                    FROM generate_series(1, 60000) i""", (end,))
     # the rollups: a row per period and group, 0 in every sum (NOT NULL, no default)
     groups = {"key_id, model, provider": ("1 + k % 50, 'm' || (1 + k % 12), 'p'", 60),
@@ -1675,6 +1835,15 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                     f" SELECT {BASE - BASE % step} - i * {step}, {exprs + ', ' if exprs else ''}"
                     f"{', '.join(['0'] * len(zeros))}"
                     f" FROM generate_series(0, 2000) i, generate_series(0, {n - 1}) k")
+    # end_user_daily: 100 days of 2000 end users, each under one of the 50 keys
+    cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name ="
+                " 'end_user_daily' AND is_nullable = 'NO' AND column_default IS NULL"
+                " AND column_name NOT IN ('day', 'key_id', 'end_user')")
+    zeros = [c for (c,) in cur.fetchall()]
+    cur.execute(f"INSERT INTO end_user_daily (day, key_id, end_user, {', '.join(zeros)})"
+                f" SELECT {BASE - BASE % 86400} - i * 86400, 1 + k % 50, 'u' || k,"
+                f" {', '.join(['1'] * len(zeros))}"
+                f" FROM generate_series(0, 99) i, generate_series(0, 1999) k")
     cur.execute("ANALYZE")
     cur.execute("SET plan_cache_mode = force_custom_plan")
     day = BASE - BASE % 86400
@@ -1685,7 +1854,7 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
             "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1,
-            "fp_file": -1}
+            "fp_file": -1, "end_user": None, "by_day": 0, "by_end_user": 1}
 
     def plan(name, **values):
         path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"
@@ -1693,7 +1862,7 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             path = ROOT / "sql" / "queries" / f"{name}.sql"
         sql, names = pg_text(path.read_text())
         # as export.c sets it on the export's own connection
-        cur.execute(f"SET enable_sort = {'off' if name == 'export' else 'on'}")
+        cur.execute(f"SET enable_sort = {'off' if name.startswith('export') else 'on'}")
         cur.execute("DEALLOCATE ALL")
         cur.execute(f"PREPARE q AS {sql}")
         args = [dict(base, **values)[n] for n in names]
@@ -1713,15 +1882,25 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             ("export", "requests_started_at", {}),
             # a team's export: its own index, in order, or the time's
             ("export", "requests_(team_)?started_at", {"has_team": 1, "team_id": 3}),
-            ("export", "requests_started_at", {"has_key": 1, "key_id": 7})):
+            ("export", "requests_started_at", {"has_key": 1, "key_id": 7}),
+            # an end user's page and export: its own index, whatever else narrows it
+            ("requests_page_end_user", "requests_end_user_started_at", {"end_user": "u7"}),
+            ("requests_page_end_user", "requests_end_user_started_at",
+             {"end_user": "u7", "has_key": 1, "key_id": 8}),
+            ("requests_page_end_user", "requests_end_user_started_at",
+             {"end_user": "u7", "has_team": 1, "team_id": 8, "model": "m8"}),
+            ("export_end_user", "requests_end_user_started_at", {"end_user": "u7"}),
+            ("export_end_user", "requests_end_user_started_at",
+             {"end_user": "u7", "has_key": 1, "key_id": 8})):
         p = plan(name, **values)
-        # a few rows (a rare model's) may be fetched through the index and sorted
+        # a few rows (a rare model's, an end user's) may be fetched through the index
+        # and sorted
         assert re.search(f"(Index Scan (Backward )?using|Bitmap Index Scan on) {index}", p), (name, p)
         assert "Seq Scan on requests" not in p, (name, p)
         # a full sort, not an incremental one of the rows of one started_at (an index
         # on started_at alone: its order is the walk's, but for ties)
         full_sort = re.search(r"(^|->  )Sort  \(", p, re.M)
-        assert not full_sort or name == "requests_page_model", (name, p)
+        assert not full_sort or name in ("requests_page_model", "requests_page_end_user"), (name, p)
     assert "Seq Scan on requests" not in plan("request_one"), plan("request_one")
     for name, values in (("summary", {"key_id": 7}), ("summary", {"model": "m3"}),
                          ("summary_keys", {}), ("summary_keys", {"key_id": 7}),
@@ -1732,6 +1911,15 @@ def test_postgres_plans_walk_the_indexes(pg_url):
         assert not re.search(r"Seq Scan on (requests|usage_hourly|usage_daily|model_hourly|"
                              r"model_daily|key_hourly|key_daily|team_hourly|team_daily|"
                              r"total_hourly)\b", p), (name, values, p)
+    # a key's end users: a range of end_user_daily's primary key, the other branch not
+    # run; every key's: the whole table (no index leads with the day)
+    for values in ({"key_id": 7}, {"key_id": 7, "end_user": "u7"},
+                   {"key_id": 7, "by_day": 1, "by_end_user": 0}):
+        p = plan("summary_end_users", **values)
+        assert re.search(r"(Index (Only )?Scan using|Bitmap Index Scan on) end_user_daily_pkey", p) \
+            and "Seq Scan on end_user_daily" not in p, (values, p)
+    p = plan("summary_end_users")
+    assert "Seq Scan on end_user_daily" in p, p
     con.close()
 
 
@@ -1743,12 +1931,16 @@ def test_both_stores_answer_byte_for_byte(seeded, pg_server, tmp_path):
              for g in ("key", "model", "provider", "hour", "day")
              for f in ("", "&key=alpha", "&model=m-claude")]
     paths += [f"/api/summary?from={frm}&to={to}&limit=1000&{query}" for query in TEAM_QUERIES]
+    paths += [f"/api/summary?from={frm}&to={to}&limit=1000&{query}" for query in EU_QUERIES]
+    # the first groups, ties at the cut included, are the same (end users in byte order)
+    paths += [f"/api/summary?from={frm}&to={to}&group=end_user&limit={n}" for n in (3, 9)]
     paths += ["/api/requests?limit=1000" + (f"&{query}" if query else "") for query, _ in FILTERS]
     paths += ["/api/requests?limit=7&before=" + str(BASE * 1000 + 5000) + ".99999",
               "/api/requests/req-00042", "/api/requests/nope", "/api/keys", "/api/models",
               "/api/teams", f"/api/export?from={BASE - 86400}&to={NOW + 60}&team={HOSTILE_Q}",
               f"/api/export?from={BASE - 86400}&to={NOW + 60}",
               f"/api/export?from={BASE - 86400}&to={NOW + 60}&format=ndjson&key_id=0",
+              f"/api/export?from={BASE - 86400}&to={NOW + 60}&end_user={Q(EU_FORMULA)}",
               "/api/summary?key=nobody"]
     store = pg_store(pg_server, "queryd_bytes", seeded["db"])
     ql = Queryd(tmp_path, seeded["db"], name="queryd-bytes-sqlite")

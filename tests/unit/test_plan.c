@@ -1,8 +1,8 @@
 /* Unit tests of queryd's planner (queryd/plan.c): which named query answers a summary
  * and which days it reads from the daily rollups (ragged ends, the 12-hour rule of a
  * summary by key, day, month and year boundaries, group=hour), the days whose sums are
- * kept, the bindings of a summary, of the row filters and of a page of request rows.
- * Single-threaded. */
+ * kept, the bindings of a summary (of end users too), of the row filters, of a page of
+ * request rows and the export's query. Single-threaded. */
 #include <stdint.h>
 
 #include "plan.h"
@@ -94,6 +94,20 @@ static void test_summary_query(void)
 	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TEAMS);
 	p.group = PARAMS_GROUP_DAY;
 	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TEAMS);
+	/* by end user, or of one end user by key or day, with or without a key: the end
+	 * users' rollup, the only one that has them */
+	p = test_params(MAR10 - D, MAR10, PARAMS_GROUP_END_USER);
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_END_USERS);
+	p.has_key_id = 1;
+	p.key_id = 7;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_END_USERS);
+	p.group = PARAMS_GROUP_DAY;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_KEYS);
+	p.end_user = "u-1";
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_END_USERS);
+	p.group = PARAMS_GROUP_KEY;
+	p.has_key_id = 0;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_END_USERS);
 }
 
 static void test_days(struct params p, int64_t day_from, int64_t day_to)
@@ -222,6 +236,52 @@ static void test_summary_binds(void)
 	CHECK(test_bind(&pl.binds, ":cache_to") == NULL);
 }
 
+/* A summary of end users: its whole days (params.c widened them) read from the daily
+ * rollup, grouped as the answer is, the first limit groups or every day. */
+static void test_summary_end_users(void)
+{
+	struct params p = test_params(MAR10 - 3 * D, MAR10, PARAMS_GROUP_END_USER);
+	const struct conn_bind *x;
+	struct plan_summary pl;
+
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.day_from, MAR10 - 3 * D);
+	CHECK_EQ_INT(pl.day_to, MAR10);
+	/* no key or end user filter: left NULL (conn_stmt clears the bindings) */
+	CHECK_EQ_INT(pl.binds.n, 5);
+	test_check_int(&pl.binds, ":day_from", MAR10 - 3 * D);
+	test_check_int(&pl.binds, ":day_to", MAR10);
+	test_check_int(&pl.binds, ":by_day", 0);
+	test_check_int(&pl.binds, ":by_end_user", 1);
+	test_check_int(&pl.binds, ":limit", PARAMS_LIMIT_DEFAULT);
+	CHECK(test_bind(&pl.binds, ":from") == NULL);
+	CHECK(test_bind(&pl.binds, ":key_id") == NULL);
+	CHECK(test_bind(&pl.binds, ":end_user") == NULL);
+	/* a key and an end user by key: the first limit keys */
+	p.group = PARAMS_GROUP_KEY;
+	p.has_key_id = 1;
+	p.key_id = 7;
+	p.end_user = "=cmd|' /C calc'!A0";
+	p.limit = 2;
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.binds.n, 7);
+	test_check_int(&pl.binds, ":key_id", 7);
+	x = test_bind(&pl.binds, ":end_user");
+	CHECK(x && x->kind == CONN_BIND_TEXT && strcmp(x->s, p.end_user) == 0);
+	test_check_int(&pl.binds, ":by_day", 0);
+	test_check_int(&pl.binds, ":by_end_user", 0);
+	test_check_int(&pl.binds, ":limit", 2);
+	/* by day: every day of the range, whatever the limit */
+	p.group = PARAMS_GROUP_DAY;
+	plan_summary(&p, MAR10 + H, &pl);
+	test_check_int(&pl.binds, ":by_day", 1);
+	test_check_int(&pl.binds, ":by_end_user", 0);
+	test_check_int(&pl.binds, ":limit", 3);
+	p.from = MAR10 - 400 * D;
+	plan_summary(&p, MAR10 + H, &pl);
+	test_check_int(&pl.binds, ":limit", 400);
+}
+
 static void test_filters(void)
 {
 	struct params p = test_params(100, 200, PARAMS_GROUP_MODEL);
@@ -230,8 +290,9 @@ static void test_filters(void)
 	size_t i;
 
 	plan_filters(&p, &b);
-	/* from, to, has_key, key_id, has_team, team_id, model, provider, outcome, errors_only */
-	CHECK_EQ_INT(b.n, 10);
+	/* from, to, has_key, key_id, has_team, team_id, end_user, model, provider, outcome,
+	 * errors_only */
+	CHECK_EQ_INT(b.n, 11);
 	test_check_int(&b, ":from_ms", 100000);
 	test_check_int(&b, ":to_ms", 200000);
 	test_check_int(&b, ":has_key", 0);
@@ -241,8 +302,11 @@ static void test_filters(void)
 		                                   strcmp(b.v[i].name, ":has_key") == 0 ||
 		                                   strcmp(b.v[i].name, ":key_id") == 0 ||
 		                                   strcmp(b.v[i].name, ":has_team") == 0 ||
-		                                   strcmp(b.v[i].name, ":team_id") == 0);
+		                                   strcmp(b.v[i].name, ":team_id") == 0 ||
+		                                   strcmp(b.v[i].name, ":end_user") == 0);
 	test_check_int(&b, ":has_team", 0);
+	x = test_bind(&b, ":end_user");
+	CHECK(x && x->kind == CONN_BIND_TEXT && x->s == NULL);
 	x = test_bind(&b, ":team_id");
 	CHECK(x && x->kind == CONN_BIND_NULL);
 	/* no key, and key 0 (rows without one): a NULL key_id */
@@ -269,7 +333,7 @@ static void test_filters(void)
 	p.stream = 0;
 	b.n = 0;
 	plan_filters(&p, &b);
-	CHECK_EQ_INT(b.n, 13);
+	CHECK_EQ_INT(b.n, 14);
 	test_check_int(&b, ":key_id", 7);
 	test_check_int(&b, ":status_lo", 500);
 	test_check_int(&b, ":status_hi", 599);
@@ -288,6 +352,13 @@ static void test_filters(void)
 	b.n = 0;
 	plan_filters(&p, &b);
 	test_check_int(&b, ":team_id", 5);
+	/* an end user: its id as given */
+	p.end_user = "@SUM(A1)";
+	b.n = 0;
+	plan_filters(&p, &b);
+	x = test_bind(&b, ":end_user");
+	CHECK(x && x->kind == CONN_BIND_TEXT && x->only_if_named);
+	CHECK_EQ_STR(x->s, "@SUM(A1)");
 }
 
 static void test_requests(void)
@@ -321,7 +392,7 @@ static void test_requests(void)
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_KEY);
 	/* the filters, then one upper bound: the range's end without a cursor */
-	CHECK_EQ_INT(pl.binds.n, 13);
+	CHECK_EQ_INT(pl.binds.n, 14);
 	CHECK_EQ_STR(pl.binds.v[0].name, ":from_ms");
 	test_check_int(&pl.binds, ":before_ms", 200000);
 	test_check_int(&pl.binds, ":before_id", INT64_MIN);
@@ -342,6 +413,32 @@ static void test_requests(void)
 	p.before_ms = 900000;
 	plan_requests(&p, &pl);
 	test_check_int(&pl.binds, ":before_ms", 200000);
+	/* an end user: its own index, whatever else narrows its rows; every binding made */
+	p.end_user = "u-1";
+	p.status_lo = 400;
+	p.status_hi = 499;
+	p.stream = 1;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
+	CHECK_EQ_INT(pl.binds.n, PLAN_BINDS_MAX);
+	p.has_key_id = p.has_team_id = 0;
+	p.model = NULL;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
+}
+
+static void test_export(void)
+{
+	struct params p = test_params(100, 200, PARAMS_GROUP_MODEL);
+
+	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
+	p.has_key_id = 1;
+	p.key_id = 3;
+	p.has_team_id = 1;
+	p.model = "m";
+	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
+	p.end_user = "u-1";
+	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT_END_USER);
 }
 
 int main(void)
@@ -351,7 +448,9 @@ int main(void)
 	RUN(test_summary_days_by_key);
 	RUN(test_summary_kept);
 	RUN(test_summary_binds);
+	RUN(test_summary_end_users);
 	RUN(test_filters);
 	RUN(test_requests);
+	RUN(test_export);
 	return UNIT_DONE();
 }

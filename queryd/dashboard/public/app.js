@@ -3,6 +3,7 @@
  *   charts, headline figures, top lists   /api/summary (rollups only, never raw rows;
  *                                          top teams by group=team)
  *   request table                          /api/requests (keyset pages, `next` cursor)
+ *   top end users of the filtered key      /api/summary?group=end_user&key= (whole days)
  *   detail drawer                          /api/requests/{id}
  *   live accounting (every 2 s)            /api/live
  *   keys and models; team filter names     /api/keys, /api/models; /api/teams
@@ -30,7 +31,7 @@
     from: 0,
     to: 0,
     group: 'hour',
-    filters: { team: '', key: '', model: '', status: '', outcome: '', stream: '' },
+    filters: { team: '', key: '', end_user: '', model: '', status: '', outcome: '', stream: '' },
     pageSize: 50,
     cursors: [null],             // cursors[i]: the `before` of page i (null: newest)
     page: 0,
@@ -271,6 +272,7 @@
     clearTimeout(timers.overview);
     closeDrawer();
     $('requests-body').replaceChildren();
+    $('top-end-users').replaceChildren();
     $('keys-body').replaceChildren();
     $('models-body').replaceChildren();
     showLogin(message);
@@ -292,6 +294,7 @@
     resetPaging();
     loadOverview();
     loadRequests();
+    loadEndUsers();
     if (keysAnswer) renderKeys(keysAnswer.keys || []); else loadKeys();
     loadTeams();
     loadModels();
@@ -302,6 +305,7 @@
     computeRange();
     loadOverview();
     loadRequests();
+    loadEndUsers();
     loadKeys();
     loadTeams();
     loadModels();
@@ -334,6 +338,7 @@
     resetPaging();
     loadOverview();
     loadRequests();
+    loadEndUsers();
   }
 
   // ------------------------------------------------------------------ overview
@@ -585,6 +590,7 @@
     const maxCost = Math.max(...rows.map((r) => r.cost_micros || 0));
     const maxReq = Math.max(...rows.map((r) => r.requests || 0));
     list.replaceChildren(...rows.map((r) => {
+      // an end user's group is its id (its key is the filter's)
       const name = kind === 'key' ? r.key_name : kind === 'team' ? r.team_name : r.group;
       const share = maxCost > 0 ? (r.cost_micros || 0) / maxCost : (r.requests || 0) / (maxReq || 1);
       const label = name == null || name === '' ? (NO_NAME[kind] || '(none)') : name;
@@ -681,7 +687,8 @@
 
   function filterParams() {
     const f = state.filters;
-    return { team: f.team, key: f.key, model: f.model, status: f.status, outcome: f.outcome, stream: f.stream };
+    return { team: f.team, key: f.key, end_user: f.end_user, model: f.model, status: f.status,
+      outcome: f.outcome, stream: f.stream };
   }
   function reqParams() { return { from: state.from, to: state.to, ...filterParams() }; }
   function resetPaging() { state.cursors = [null]; state.page = 0; }
@@ -703,6 +710,7 @@
     const next = {
       team: teamOk ? team : state.filters.team,
       key: keyOk ? key : state.filters.key,
+      end_user: $('filter-end_user').value.trim(),
       model: $('filter-model').value.trim(),
       status: statusOk ? status : state.filters.status,
       outcome: $('filter-outcome').value,
@@ -710,11 +718,53 @@
     };
     const changed = Object.keys(next).some((k) => next[k] !== state.filters[k]);
     if (!changed) return;
+    const keyChanged = next.key !== state.filters.key;
     state.filters = next;
     resetPaging();
     loadRequests();
+    if (keyChanged) loadEndUsers();
   }
   const readFiltersSoon = debounce(readFilters, DEBOUNCE_MS);
+
+  /* The filtered key's end users by spend (none without a key filter: every key's end
+   * users may be millions, and ranking them reads the whole rollup). Their rollup is
+   * by day, so queryd widens the range to whole UTC days and says which: shown. */
+  let endUsersCtl = null;
+
+  async function loadEndUsers() {
+    if (endUsersCtl) endUsersCtl.abort();
+    const key = state.filters.key;
+    const box = $('end-users');
+    box.hidden = !key;
+    box.dataset.key = key;
+    if (!key) {
+      endUsersCtl = null;
+      box.dataset.state = 'idle';
+      return;
+    }
+    const ctl = endUsersCtl = new AbortController();
+    box.dataset.state = 'loading';
+    setText('end-users-key', key);
+    try {
+      const d = await api('/api/summary', { from: state.from, to: state.to, group: 'end_user', key, limit: TOP_N },
+        anySignal(ctl.signal));
+      if (ctl !== endUsersCtl) return;
+      renderTop($('top-end-users'), d.rows || [], 'end_user');
+      // the last day's start: to is the end of the last day read
+      setText('end-users-range', `by spend · whole UTC days ${fmtDayUTC(d.from)} – ${fmtDayUTC(d.to - DAY)}`);
+      box.dataset.from = String(d.from);
+      box.dataset.to = String(d.to);
+      box.dataset.state = 'ready';
+    } catch (e) {
+      if (isAbort(e) || ctl !== endUsersCtl) return;
+      $('top-end-users').replaceChildren(h('li', { class: 'empty' }, 'Could not load the end users: ' + e.message));
+      box.dataset.state = 'error';
+    }
+  }
+  function fmtDayUTC(sec) {
+    const d = new Date(sec * 1000);
+    return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+  }
 
   async function loadRequests() {
     if (reqCtl) reqCtl.abort();
@@ -746,7 +796,7 @@
       if (isAbort(e)) return;
       if (ctl !== reqCtl) return;
       $('requests-body').replaceChildren(h('tr', { class: 'table-msg error' },
-        h('td', { colspan: 11 }, 'Could not load requests: ' + e.message)));
+        h('td', { colspan: 12 }, 'Could not load requests: ' + e.message)));
       setText('page-info', '');
       $('page-newer').disabled = state.page === 0;
       sec.dataset.state = 'error';
@@ -788,7 +838,7 @@
   function renderRows(rows) {
     const body = $('requests-body');
     if (!rows.length) {
-      body.replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 11 },
+      body.replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 12 },
         state.page ? 'No older rows.' : 'No requests match this range and these filters.')));
       return;
     }
@@ -802,6 +852,7 @@
       h('td', { title: r.started_at != null ? new Date(r.started_at).toISOString() : null }, fmtTimeMs(r.started_at)),
       h('td', { class: 'id', title: r.request_id }, r.request_id),
       h('td', null, r.key_name != null ? r.key_name : h('span', { class: 'none' }, r.key_id ? '#' + r.key_id : '–')),
+      h('td', { class: 'eu', title: r.end_user }, orNone(r.end_user)),
       h('td', { title: r.model_requested && r.model_requested !== r.model ? 'requested ' + r.model_requested : null }, orNone(r.model || r.model_requested)),
       h('td', null, orNone(r.provider)),
       h('td', null, statusBadge(r.status)),
@@ -868,6 +919,7 @@
         field('Key id', 'key_id'),
         field('Team', 'team_name'),
         field('Team id', 'team_id'),
+        field('End user', 'end_user', (v) => h('span', { class: 'mono' }, v)),
         field('Model', 'model'),
         field('Model requested', 'model_requested'),
         field('Provider', 'provider'),
@@ -1124,13 +1176,13 @@
       const b = ev.target.closest('button[data-range]');
       if (b) setRange(b.dataset.range);
     });
-    for (const id of ['filter-team', 'filter-key', 'filter-model', 'filter-status']) {
+    for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-model', 'filter-status']) {
       $(id).addEventListener('input', readFiltersSoon);
       $(id).addEventListener('change', readFilters);   // datalist pick, Enter
     }
     for (const id of ['filter-outcome', 'filter-stream']) $(id).addEventListener('change', readFilters);
     $('filter-clear').addEventListener('click', () => {
-      for (const id of ['filter-team', 'filter-key', 'filter-model', 'filter-status']) $(id).value = '';
+      for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-model', 'filter-status']) $(id).value = '';
       $('filter-outcome').value = '';
       $('filter-stream').value = '';
       readFilters();

@@ -4,8 +4,8 @@
 -- BIGINT (else the 0 makes them integer), and names sorted by byte as SQLite does,
 -- whatever the database's collation.
 SELECT k.id, k.name, k.prefix, k.default_model, k.created_at, k.revoked_at, k.team_id,
-       (SELECT name FROM teams WHERE id = k.team_id) AS team_name, k.rpm, k.tpm,
-       k.max_concurrent, k.budget_micros, k.budget_period, x.period_start,
+       (SELECT name FROM teams WHERE id = k.team_id) AS team_name, k.end_users, k.rpm,
+       k.tpm, k.max_concurrent, k.budget_micros, k.budget_period, x.period_start,
        (SELECT coalesce(json_agg(model ORDER BY model COLLATE "C"), '[]')
         FROM key_models WHERE key_id = k.id) AS models,
        coalesce(u.cost_micros, 0) AS cost_micros,
