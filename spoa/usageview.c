@@ -137,8 +137,7 @@ static int usageview_open(struct usageview *u, struct usageview_conn *c, int64_t
 		return 0;
 	if (db_open(u->store, DB_READONLY, &c->db, err, sizeof(err)) < 0 ||
 	    db_prepare(c->db, spend_key_sql, &c->key) < 0 ||
-	    db_prepare(c->db, spend_team_sql, &c->team) < 0 ||
-	    db_prepare(c->db, usageview_end_users_sql, &c->end_users) < 0) {
+	    db_prepare(c->db, spend_team_sql, &c->team) < 0) {
 		usageview_conn_fail(c, c->db ? db_errmsg(c->db) : err, now_ms);
 		return -1;
 	}
@@ -216,6 +215,12 @@ int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
 
 	if (!c)
 		return -1;
+	/* Prepared on first use: a connection that serves only spend lookups pays nothing
+	 * for it, and its connect stays within the first read's probe time. */
+	if (!c->end_users && db_prepare(c->db, usageview_end_users_sql, &c->end_users) < 0) {
+		usageview_done(u, c, -1, now_ms, t0);
+		return -1;
+	}
 	st = c->end_users;
 	if (db_bind_int(st, 1, key_id) == 0 && db_bind_text(st, 2, after, strlen(after)) == 0 &&
 	    db_bind_int(st, 3, since_ms / 1000) == 0 && db_bind_int(st, 4, n) == 0) {
