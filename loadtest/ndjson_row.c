@@ -13,6 +13,7 @@
 
 enum ndjson_kind {
 	NDJSON_TEXT,      /* char[size] */
+	NDJSON_END_USER,  /* char[size], an id the agent keeps (acct_end_user_ok) */
 	NDJSON_COUNT,     /* int64_t, 0..NDJSON_ROW_INT_MAX */
 	NDJSON_STATUS,    /* int, 1..999 */
 	NDJSON_FLAG,      /* int: true/false/0/1 */
@@ -61,6 +62,7 @@ static const struct ndjson_field ndjson_fields[] = {
 	NDJSON_COUNT_F(estimated_tokens),
 	NDJSON_COUNT_F(estimated_cost_micros),
 	NDJSON_COUNT_F(team_id),
+	NDJSON_FIELD("end_user", end_user, NDJSON_END_USER, 0, 0),
 };
 
 #define NDJSON_NFIELDS (sizeof(ndjson_fields) / sizeof(ndjson_fields[0]))
@@ -120,6 +122,14 @@ static int ndjson_set(const struct ndjson_field *f, const cJSON *v, struct acct_
 		}
 		memcpy(p, v->valuestring, strlen(v->valuestring) + 1);
 		return 0;
+	case NDJSON_END_USER:
+		if (!cJSON_IsString(v) || !acct_end_user_ok(v->valuestring, strlen(v->valuestring))) {
+			snprintf(err, errlen, "%s must be 1 to %d bytes of UTF-8 without control"
+			         " characters", f->name, ACCT_END_USER_MAX - 1);
+			return -1;
+		}
+		memcpy(p, v->valuestring, strlen(v->valuestring) + 1);
+		return 0;
 	case NDJSON_COUNT:
 		if (ndjson_int(v, 0, NDJSON_ROW_INT_MAX, &n) < 0) {
 			snprintf(err, errlen, "%s must be an integer from 0 to 2^53", f->name);
@@ -166,7 +176,7 @@ static void ndjson_absent(const struct ndjson_field *f, struct acct_row *row)
 	char *p = (char *)row + f->off;
 	int i = (int)f->absent;
 
-	if (f->kind == NDJSON_TEXT)
+	if (f->kind == NDJSON_TEXT || f->kind == NDJSON_END_USER)
 		p[0] = '\0';
 	else if (f->kind == NDJSON_COUNT)
 		memcpy(p, &f->absent, sizeof(f->absent));

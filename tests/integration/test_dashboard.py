@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT, binary, free_port
 from pgcopy import pg_store
-from rollups import LATENCY_BOUNDS, store_end_users
+from rollups import LATENCY_BOUNDS
 from stack import Proc, wait_port
 
 DASH = ROOT / "queryd" / "dashboard"
@@ -271,17 +271,14 @@ def queryd(tmp_path, request):
     key_ids = seed_config(db)
     now_ms = int(time.time() * 1000)
     seeded = seed_rows(now_ms, key_ids, team_ids(db))
+    for i, row in enumerate(seeded):
+        row["end_user"] = END_USERS[i % len(END_USERS)]
     ndjson = tmp_path / "rows.ndjson"
     ndjson.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                               for r in seeded))
     r = subprocess.run([str(binary("tally-gen")), "--db", str(db), "--ndjson", str(ndjson)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
-    for i, row in enumerate(seeded):     # tally-gen reads no end user: set here (rollups.py)
-        row["end_user"] = END_USERS[i % len(END_USERS)]
-    con = sqlite3.connect(db)
-    store_end_users(con, seeded)
-    con.close()
 
     store = db if request.param == "sqlite" else \
         pg_store(request.getfixturevalue("pg_server"), "dashboard", db)

@@ -30,7 +30,7 @@ COLUMNS = ["request_id", "key_id", "model", "model_requested", "provider", "verd
            "status", "stream", "prompt_tokens", "completion_tokens", "cached_tokens",
            "cache_creation_tokens", "reasoning_tokens", "cost_micros", "outcome",
            "usage_source", "termination", "started_at", "duration_ms", "ttfb_ms",
-           "bytes_in", "bytes_out", "estimated_tokens", "estimated_cost_micros"]
+           "bytes_in", "bytes_out", "estimated_tokens", "estimated_cost_micros", "end_user"]
 SUMMED = ["prompt_tokens", "completion_tokens", "cached_tokens", "cache_creation_tokens",
           "reasoning_tokens", "cost_micros"]
 ESTIMATED = ["estimated_tokens", "estimated_cost_micros"]
@@ -140,7 +140,8 @@ def assert_consistent(db):
     for table, unit, seconds, by in (("usage_hourly", "hour", 3600, BY_KEY_MODEL),
                                      ("usage_daily", "day", 86400, BY_KEY_MODEL),
                                      ("model_hourly", "hour", 3600, BY_MODEL),
-                                     ("model_daily", "day", 86400, BY_MODEL)):
+                                     ("model_daily", "day", 86400, BY_MODEL),
+                                     ("end_user_daily", "day", 86400, BY_END_USER)):
         expected, stored = rollup_sql(table, unit, seconds, by)
         assert sorted(query(db, expected)) == sorted(query(db, stored)), table
     acc = accounting(db)
@@ -167,7 +168,8 @@ ROWS = [
     {"request_id": "r-2", "key_id": 3, "model": "gpt-4o-2024-08-06", "provider": "openai",
      "status": 200, "stream": 0, "prompt_tokens": 10, "completion_tokens": 20,
      "cost_micros": 7, "outcome": "complete", "usage_source": "response",
-     "started_at": 1764806300000, "duration_ms": 25, "bytes_in": 1, "bytes_out": 2},
+     "started_at": 1764806300000, "duration_ms": 25, "bytes_in": 1, "bytes_out": 2,
+     "end_user": "alice@example.com"},
     # Unpriced: usage, no cost.
     {"request_id": "r-3", "key_id": 4, "model": "qwen", "provider": "vllm", "status": 200,
      "stream": 1, "prompt_tokens": 100, "completion_tokens": 50, "unpriced": 1,
@@ -184,7 +186,8 @@ ROWS = [
      "status": 200, "stream": True, "prompt_tokens": 5000, "cached_tokens": 1000,
      "cache_creation_tokens": 2000, "outcome": "client_abort", "usage_source": "partial",
      "termination": "CD", "started_at": 1764806399999, "duration_ms": 999, "ttfb_ms": 500,
-     "cost_micros": 12345, "estimated_tokens": 4096, "estimated_cost_micros": 61440},
+     "cost_micros": 12345, "estimated_tokens": 4096, "estimated_cost_micros": 61440,
+     "end_user": "J\u00f6rg \"J\" M\u00fcller"},
     # An estimate without a price (a null cost).
     {"request_id": "r-7", "key_id": 2, "model": "o3", "provider": "openai", "status": 503,
      "stream": False, "outcome": "upstream_error", "termination": "sH",
@@ -283,6 +286,12 @@ BAD_LINES = [
      "estimated_cost_micros must be an integer"),
     ("{\"request_id\": \"x\", \"outcome\": \"no_record\", \"started_at\": 1,"
      " \"estimated_cost_micros\": 10}", "estimated_cost_micros needs estimated_tokens"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"end_user\": \"a\\tb\"}", "end_user must be 1 to 256 bytes of UTF-8"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"end_user\": \"\"}", "end_user must be 1 to 256 bytes of UTF-8"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"end_user\": \"" + "u" * 257 + "\"}", "end_user must be 1 to 256 bytes of UTF-8"),
 ]
 
 
@@ -640,10 +649,11 @@ def assert_teams_consistent(db):
 
 def plain_run(tmp_path, db, args):
     """A run of args, db's but for the option under test, into a fresh SQLite database:
-    its path, once its rows are found to be db's in every column of COLUMNS."""
+    its path, once its rows are found to be db's in every column of COLUMNS but the end
+    user (--end-users names one)."""
     plain = tmp_path / "plain.db"
     gen_ok(["--db", plain, *args])
-    cols = ", ".join(COLUMNS)
+    cols = ", ".join(c for c in COLUMNS if c != "end_user")
     assert query(db, f"SELECT {cols} FROM requests ORDER BY id") == \
         query(plain, f"SELECT {cols} FROM requests ORDER BY id")
     return plain

@@ -29,7 +29,7 @@ import pytest
 
 from conftest import ROOT, SCHEMA, binary, free_port
 from pgcopy import pg_store
-from rollups import LATENCY_BOUNDS as BOUNDS, rollup_sums, store_end_users
+from rollups import LATENCY_BOUNDS as BOUNDS
 from stack import Proc, Stack, wait_port
 
 TOKEN = "op-token-0123456789abcdef"
@@ -252,14 +252,16 @@ def seeded(tmp_path_factory):
              "--budget-usd", "1", "--budget-period", "day")
     tallyctl(db, "key", "create", "gamma")
     tallyctl(db, "key", "revoke", "gamma")
+    tallyctl(db, "key", "set", "beta", "--end-users", "required")
+    tallyctl(db, "key", "set", "gamma", "--end-users", "forbidden")
     con = sqlite3.connect(db)
     keys = {n: i for i, n in con.execute("SELECT id, name FROM keys")}
-    with con:    # the end-user policies of schema 15 (no tallyctl option yet)
-        con.execute("UPDATE keys SET end_users = 'required' WHERE name = 'beta'")
-        con.execute("UPDATE keys SET end_users = 'forbidden' WHERE name = 'gamma'")
     con.close()
     rows = make_rows([keys["alpha"], keys["beta"], keys["gamma"]])
     teams = add_teams(db, keys, rows)
+    rnd = random.Random(13)
+    for r in rows:       # rows without a key may name an end user too (no rollup has them)
+        r["end_user"] = rnd.choice(END_USERS) if rnd.random() < 0.7 else None
     nd = tmp / "rows.ndjson"
     nd.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                           for r in rows))
@@ -272,12 +274,6 @@ def seeded(tmp_path_factory):
         r["id"] = ids[r["request_id"]]
         r["key_name"] = {v: k for k, v in keys.items()}.get(r["key_id"])
         r["team_name"] = {v: k for k, v in teams.items()}.get(r["team_id"])
-    rnd = random.Random(13)
-    for r in rows:       # rows without a key may name an end user too (no rollup has them)
-        r["end_user"] = rnd.choice(END_USERS) if rnd.random() < 0.7 else None
-    con = sqlite3.connect(db)
-    store_end_users(con, rows)
-    con.close()
     return {"db": db, "tmp": tmp, "rows": rows, "keys": keys, "teams": teams}
 
 
@@ -667,21 +663,6 @@ def test_summary_of_end_users_is_bounded(world):
     # 400 days after widening at most (the BAD list has one day more)
     got = q.get(f"/api/summary?group=end_user&from={BASE}&to={BASE + 400 * 86400}")
     assert got["to"] - got["from"] == 400 * 86400
-
-
-def test_rollup_sums_are_the_writers(seeded):
-    """rollups.rollup_sums, which fills end_user_daily here (tally-gen reads no end user),
-    sums as the agent's writer does: its sums of the seeded rows per key and day are the
-    writer's key_daily rows (key 0: rows without a key)."""
-    want = {}
-    for r in seeded["rows"]:
-        want.setdefault((r["started_at"] // 86_400_000 * 86400, r["key_id"] or 0), []).append(r)
-    con = sqlite3.connect(seeded["db"])
-    con.row_factory = sqlite3.Row
-    got = {(x["day"], x["key_id"]): {k: x[k] for k in rollup_sums([]).keys()}
-           for x in con.execute("SELECT * FROM key_daily")}
-    con.close()
-    assert got == {g: rollup_sums(rs) for g, rs in want.items()}
 
 
 def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind):
@@ -1656,10 +1637,11 @@ def test_query_plans_walk_the_indexes():
     assert "SEARCH team_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH team_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
     assert "SEARCH total_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
-    # a key's end users: a range of the primary key; every key's: the table (no index
-    # leads with the day), grouped and ranked in a temporary b-tree
+    # a key's end users: the key's range of the primary key (key, end user, day: its
+    # days filtered as read); every key's: the table (no index leads with the day),
+    # grouped and ranked in a temporary b-tree
     p = plan("summary_end_users")
-    assert "SEARCH end_user_daily USING PRIMARY KEY (key_id=? AND day>? AND day<?)" in p, p
+    assert "SEARCH end_user_daily USING PRIMARY KEY (key_id=?)" in p, p
     assert "SCAN end_user_daily" in p, p
     con.close()
 
