@@ -431,7 +431,8 @@ static long decision_unpercent(struct spop_str v, char *buf, size_t cap)
 static enum decision_verdict decision_page(const struct decision_request *req,
                                            struct decision *d)
 {
-	const char *p = req->query.ptr, *end = p + req->query.len;
+	/* No query: HAProxy sends none, and NULL + 0 is no pointer arithmetic C allows. */
+	const char *p = req->query.ptr ? req->query.ptr : "", *end = p + req->query.len;
 	int limits = 0, afters = 0;
 
 	d->end_users_page = 1;

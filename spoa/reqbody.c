@@ -713,12 +713,19 @@ static int reqbody_names_end_user(enum reqbody_member m)
 }
 
 /* An end user named at rank by a string (raw, as sent) or, with raw NULL, by a value that
- * is no string (bad unless null): kept unless one of a higher rank came first. */
+ * is no string (bad unless null): kept unless one of a higher rank came first. rank 0:
+ * a member named twice, bad whatever came first. */
 static void reqbody_set_end_user(struct reqbody_end_user *eu, int rank, const char *raw,
                                  size_t len, int null)
 {
 	long n;
 
+	if (rank == 0) {
+		eu->state = REQBODY_END_USER_BAD;
+		eu->id[0] = '\0';
+		eu->rank = INT_MAX;
+		return;
+	}
 	if (rank < eu->rank || (!raw && null))
 		return;
 	eu->rank = rank;
@@ -759,7 +766,7 @@ static enum reqbody_scan reqbody_metadata(struct reqbody_cursor *s, struct reqbo
 		if ((r = reqbody_colon(s)) != REQBODY_SCAN_OK)
 			return r;
 		if (k.m != REQBODY_OTHER && !k.variant && (seen & 1)) {
-			reqbody_set_end_user(eu, 1, NULL, 0, 0);
+			reqbody_set_end_user(eu, 0, NULL, 0, 0);
 			k.m = REQBODY_OTHER;
 		}
 		if (k.m != REQBODY_OTHER && !k.variant && *s->p == '"') {
@@ -958,7 +965,7 @@ static enum reqbody_scan reqbody_object(struct reqbody_cursor *s, struct reqbody
 			if (!k.variant && seen[k.m]++)
 				reqbody_set_end_user(k.m == REQBODY_METADATA ? &out->anthropic_user
 				                                             : &out->openai_user,
-				                     k.m == REQBODY_SAFETY_IDENTIFIER ? 2 : 1, NULL, 0, 0);
+				                     0, NULL, 0, 0);
 			if (k.variant || seen[k.m] > 1)
 				k.m = REQBODY_OTHER;
 		} else if (k.m != REQBODY_OTHER && (k.variant || seen[k.m]++)) {

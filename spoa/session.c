@@ -507,10 +507,11 @@ static int session_usage(struct session *s, struct decision *d, char *body)
  * into body (session_body_room); its length. A store that cannot be read turns d into
  * DECISION_USAGE_UNAVAILABLE, a body that cannot fit (or no memory) into
  * DECISION_AGENT_ERROR: -1. One more end user than the page is asked for, to know
- * whether another page follows. */
+ * whether another page follows (or where the page's reading stopped: usageview.h). */
 static int session_end_users(struct session *s, struct decision *d, char *body)
 {
 	struct usageview_end_user *eu = calloc(DECISION_PAGE_MAX + 1, sizeof(*eu));
+	char stopped[ACCT_END_USER_MAX];
 	struct wording_usage_level l;
 	int64_t now = acct_now_ms();
 	int n = -1;
@@ -524,10 +525,11 @@ static int session_end_users(struct session *s, struct decision *d, char *body)
 		d->verdict = DECISION_AGENT_ERROR;
 	else if (!s->usage || (n = usageview_end_users(s->usage, d->key->id, l.since_ms,
 	                                               d->page_after, now, eu,
-	                                               d->page_limit + 1)) < 0)
+	                                               d->page_limit + 1, stopped)) < 0)
 		d->verdict = DECISION_USAGE_UNAVAILABLE;
 	else if ((n = wording_end_users_json(d, &l, eu, n < d->page_limit ? n : d->page_limit,
-	                                     n > d->page_limit, body, session_body_room(s))) < 0)
+	                                     n > d->page_limit ? "" : stopped[0] ? stopped : NULL,
+	                                     body, session_body_room(s))) < 0)
 		d->verdict = DECISION_AGENT_ERROR;
 	free(eu);
 	return n;

@@ -60,6 +60,7 @@
 	X(ID,                 "id",               TXNVAR_CFG, TXNVAR_CFG, "HAProxy's unique id (record)") \
 	X(SENT_STATUS,        "st",               TXNVAR_CFG, TXNVAR_CFG, "the status HAProxy sent (record)") \
 	X(SKIPPED,            "skipped",          TXNVAR_CFG, TXNVAR_CFG, "forwarded undecided under fail-open (record)") \
+	X(QUERY,              "q",                TXNVAR_CFG, TXNVAR_SPOE, "a GET /tally/ path's query string (its pages)") \
 	X(ANTHROPIC,          "anthropic",        TXNVAR_CFG, TXNVAR_CFG | TXNVAR_LUA, "the request speaks Anthropic's API") \
 	X(READ_JSON,          "json",             TXNVAR_CFG, TXNVAR_CFG, "the answer's usage is read by json_query") \
 	X(USAGE_MODEL,        "u_model",          TXNVAR_CFG, TXNVAR_CFG, "unary answer: model (record; usage.h)") \

@@ -18,11 +18,16 @@
 #define USAGEVIEW_RETRY_MS 5000
 #define USAGEVIEW_WARN_MS 10000
 
-/* A key's end users since a day, in pages: the table's order (key, end user, day) lets
- * a page read its end users' days in turn and stop at its end. */
+/* A key's end users after an id, each whole (every day it has) and whether it has rows
+ * since a day, at most USAGEVIEW_PAGE_SCAN of them: the table's order (key, end user,
+ * day) lets a page read its end users' days in turn and stop at its end, and the bound
+ * keeps a key whose end users had no rows in the period from making one page read them
+ * all. */
 static const char usageview_end_users_sql[] =
-	"SELECT end_user, sum(requests), coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-	" FROM end_user_daily WHERE key_id = ?1 AND end_user > ?2 AND day >= ?3"
+	"SELECT end_user, max(day) >= ?3,"
+	" sum(CASE WHEN day >= ?3 THEN requests ELSE 0 END),"
+	" sum(CASE WHEN day >= ?3 THEN cost_micros + estimated_cost_micros ELSE 0 END)"
+	" FROM end_user_daily WHERE key_id = ?1 AND end_user > ?2"
 	" GROUP BY end_user ORDER BY end_user LIMIT ?4";
 
 /* A thread's read-only connection, and its lookups (a key's spend, a team's, a key's
@@ -205,8 +210,10 @@ static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms
 
 int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
                         const char *after, int64_t now_ms, struct usageview_end_user *out,
-                        int n)
+                        int n, char *stopped_at)
 {
+	char last[ACCT_END_USER_MAX] = "";
+	int examined = 0;
 	int64_t t0 = probe_now_us();
 	struct usageview_conn *c = usageview_begin(u, now_ms, t0);
 	enum db_status rc = DB_ERROR;
@@ -222,16 +229,24 @@ int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
 		return -1;
 	}
 	st = c->end_users;
+	stopped_at[0] = '\0';
 	if (db_bind_int(st, 1, key_id) == 0 && db_bind_text(st, 2, after, strlen(after)) == 0 &&
-	    db_bind_int(st, 3, since_ms / 1000) == 0 && db_bind_int(st, 4, n) == 0) {
-		while ((rc = db_step(st)) == DB_ROW && got < n) {
+	    db_bind_int(st, 3, since_ms / 1000) == 0 &&
+	    db_bind_int(st, 4, USAGEVIEW_PAGE_SCAN) == 0) {
+		while (got < n && (rc = db_step(st)) == DB_ROW) {
 			const char *id = db_col_text(st, 0);
 
-			snprintf(out[got].id, sizeof(out[got].id), "%s", id ? id : "");
-			out[got].requests = db_col_int(st, 1);
-			out[got].spent = db_col_int(st, 2);
+			examined++;
+			snprintf(last, sizeof(last), "%s", id ? id : "");
+			if (!db_col_int(st, 1))
+				continue;
+			memcpy(out[got].id, last, sizeof(last));
+			out[got].requests = db_col_int(st, 2);
+			out[got].spent = db_col_int(st, 3);
 			got++;
 		}
+		if (got < n && rc == DB_DONE && examined == USAGEVIEW_PAGE_SCAN)
+			memcpy(stopped_at, last, sizeof(last));
 	}
 	db_reset(st);
 	usageview_done(u, c, rc == DB_DONE || rc == DB_ROW ? 0 : -1, now_ms, t0);

@@ -18,6 +18,7 @@
 
 #define USAGEVIEW_FRESH_MS 1000
 #define USAGEVIEW_SLOTS 4096        /* figures kept, by subject's hash: one replaces another */
+#define USAGEVIEW_PAGE_SCAN 256     /* end users a page examines at most */
 
 struct usageview;
 
@@ -42,11 +43,14 @@ struct usageview_end_user {
 /* A page of key_id's end users with rows since since_ms (unix ms, on the day: budget
  * periods are), from end_user_daily: the first n after `after` ("" from the first) in
  * the store's order of ids, each with its requests and spend. Read every time (pages
- * are not kept), within the thread's probe time. How many (0 to n), or -1 when the
- * store cannot be read now. */
+ * are not kept), within the thread's probe time, and at most USAGEVIEW_PAGE_SCAN of the
+ * key's end users examined (with every day each has): when that many were examined
+ * before n were found, stopped_at (ACCT_END_USER_MAX bytes, not after's) holds the last
+ * one, where the next page begins; else "". How many (0 to n), or -1 when the store cannot be
+ * read now. */
 int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
                         const char *after, int64_t now_ms, struct usageview_end_user *out,
-                        int n);
+                        int n, char *stopped_at);
 
 /* Store reads so far (fresh figures answer without one). */
 uint64_t usageview_reads(struct usageview *u);

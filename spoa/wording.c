@@ -475,8 +475,8 @@ static void wording_percent(char *out, size_t cap, const char *s)
 #define WORDING_PAGE_END 1024
 
 int wording_end_users_json(const struct decision *d, const struct wording_usage_level *l,
-                           const struct usageview_end_user *eu, int n, int more, char *buf,
-                           size_t cap)
+                           const struct usageview_end_user *eu, int n, const char *resume,
+                           char *buf, size_t cap)
 {
 	char name[1408], prefix[1408], since[40], until[40], asof[40];
 	char id[3 * ACCT_END_USER_MAX], next[3 * ACCT_END_USER_MAX];
@@ -505,9 +505,9 @@ int wording_end_users_json(const struct decision *d, const struct wording_usage_
 	}
 	if (i == 0 && n > 0)
 		return -1;
-	more = more || i < n;
-	if (more) {
-		wording_percent(next, sizeof(next), i ? eu[i - 1].id : d->page_after);
+	if (i < n || resume) {
+		wording_percent(next, sizeof(next), i < n || !*resume ? (i ? eu[i - 1].id : d->page_after)
+		                                                      : resume);
 		k = snprintf(buf + len, cap - len, "],\"has_more\":true,\"next\":"
 		             "\"/tally/v1/usage/end_users?limit=%d&after=%s\"}", d->page_limit, next);
 	} else {

@@ -48,10 +48,11 @@ int wording_usage_json(const struct decision *d, const struct wording_usage *u, 
 /* Writes the body of GET /tally/v1/usage/end_users (DECISION_USAGE_REPORTED with
  * d->end_users_page) into buf: d's key, l's period and as_of_ms, then the n end users of
  * eu, as many as cap holds with the answer's end (has_more and the next page's path say
- * where the rest begin); more: the store holds more after eu's last. Returns its length,
- * or -1 if cap cannot hold a page of one. */
+ * where the rest begin). resume: where the next page begins when all n fit, NULL when
+ * none follows, "" after eu's last (d->page_after with none). Returns its length, or
+ * -1 if cap cannot hold a page of one. */
 int wording_end_users_json(const struct decision *d, const struct wording_usage_level *l,
-                           const struct usageview_end_user *eu, int n, int more, char *buf,
-                           size_t cap);
+                           const struct usageview_end_user *eu, int n, const char *resume,
+                           char *buf, size_t cap);
 
 #endif

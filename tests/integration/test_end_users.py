@@ -279,3 +279,33 @@ def test_a_key_pages_through_its_own_end_users_and_no_one_elses(stack):
         assert status == 404 and error_code(body) == "unsupported_endpoint", path
     status, _, _ = stack.gateway("GET", PAGE)
     assert status == 401
+
+
+@pytest.fixture
+def fail_open(tmp_path):
+    s = Stack(tmp_path, fail_policy="open")
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+
+
+def test_every_argument_at_its_cap_is_still_decided(fail_open):
+    """A decision's SPOE message that does not fit one frame is not sent at all, and the
+    fail policy answers instead (open: forwarded undecided). On 3.4 an active key's body
+    longer than the regular buffer waits in a large one, so only the arguments' caps
+    bound the frame: with the other headers at their caps, the end user's too, a long
+    query and a body past its own cap, the agent still decides (a model the key may not
+    use)."""
+    key = fail_open.create_key("narrow", "--models", "mock-claude",
+                               "--default-model", "mock-claude")
+    time.sleep(RELOAD_S)
+    headers = {"x-api-key": "j" * 600, "anthropic-version": "v" * 100,
+               "X-Tally-User": "u" * 256}
+    body = {"model": "mock-gpt", "max_tokens": 16,
+            "messages": [{"role": "user", "content": "x" * 20000}]}
+    status, h, answer = fail_open.gateway("POST", CHAT + "?" + "q" * 1100, body, key=key,
+                                          headers=headers)
+    assert status == 403 and error_code(answer) == "model_not_allowed", answer
+    assert fail_open.row(h["x-request-id"])["verdict"] == "model_not_allowed"

@@ -1253,22 +1253,27 @@ static void test_end_users_page(void)
 	l.since_ms = 1764547200000LL;
 	l.until_ms = 1767225600000LL;
 	l.as_of_ms = 1765000000000LL;
-	n = wording_end_users_json(&d, &l, eu, 3, 0, buf, sizeof(buf));
+	n = wording_end_users_json(&d, &l, eu, 3, NULL, buf, sizeof(buf));
 	CHECK(n > 0 && (size_t)n == strlen(buf));
 	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"start\":\"2025-12-01T00:00:00Z\"") != NULL);
 	CHECK(strstr(buf, "\"data\":[{\"end_user\":\"a \\\"q\\\"\",\"requests\":2,\"spent_micros\":30},"
 	                  "{\"end_user\":\"b\\u2028\",") != NULL);
 	CHECK(strstr(buf, "\"end_user\":\"c+d/\xc3\xa9\"") != NULL);
 	CHECK(strstr(buf, "\"has_more\":false,\"next\":null}") != NULL);
-	n = wording_end_users_json(&d, &l, eu, 2, 1, buf, sizeof(buf));
+	n = wording_end_users_json(&d, &l, eu, 2, "", buf, sizeof(buf));
 	CHECK(n > 0 && strstr(buf, "\"has_more\":true,\"next\":\"/tally/v1/usage/end_users?limit=3&"
 	                               "after=b%E2%80%A8\"}") != NULL);
 	/* A room for one end user: the page holds one, and the next begins after it. */
-	n = wording_end_users_json(&d, &l, eu, 3, 0, buf, (size_t)strstr(buf, ",{") - (size_t)buf + 1030);
+	n = wording_end_users_json(&d, &l, eu, 3, NULL, buf, (size_t)strstr(buf, ",{") - (size_t)buf + 1030);
 	CHECK(n > 0 && strstr(buf, "\"b") == NULL);
 	CHECK(strstr(buf, "\"has_more\":true,\"next\":\"/tally/v1/usage/end_users?limit=3&"
 	                  "after=a%20%22q%22\"}") != NULL);
-	CHECK_EQ_INT(wording_end_users_json(&d, &l, eu, 3, 0, buf, 300), -1);
+	CHECK_EQ_INT(wording_end_users_json(&d, &l, eu, 3, NULL, buf, 300), -1);
+	/* The page's reading stopped past its last end user: the next begins there. */
+	n = wording_end_users_json(&d, &l, eu, 1, "zz", buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "after=zz\"}") != NULL);
+	n = wording_end_users_json(&d, &l, eu, 0, "zz", buf, sizeof(buf));
+	CHECK(n > 0 && strstr(buf, "\"data\":[],\"has_more\":true") != NULL);
 }
 
 static void test_usage_path(void)

@@ -485,6 +485,13 @@ static void test_end_users(void)
 	CHECK_EQ_INT(inspect("{\"user\":\"a\",\"user\":\"b\"}", &i), REQBODY_COMPLETE);
 	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
 	CHECK_EQ_STR(i.openai_user.id, "");
+	/* Twice is bad whatever outranks it. */
+	CHECK_EQ_INT(inspect("{\"safety_identifier\":\"s\",\"user\":\"a\",\"user\":\"b\"}", &i),
+	             REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
+	CHECK_EQ_INT(inspect("{\"user\":\"a\",\"user\":\"b\",\"safety_identifier\":\"s\"}", &i),
+	             REQBODY_COMPLETE);
+	CHECK_EQ_INT(i.openai_user.state, REQBODY_END_USER_BAD);
 	CHECK(!i.hints_ambiguous);
 	/* Another spelling is another member to the gateway, the only reader of end users. */
 	CHECK_EQ_INT(inspect("{\"User\":\"x\",\"USER\":\"y\"}", &i), REQBODY_COMPLETE);

@@ -79,6 +79,13 @@ static int admits(struct quota *q, const struct kt_key *k, int64_t est)
 	return v == QUOTA_OK;
 }
 
+/* A whole probe time for the calling thread: what these tests check is what is read,
+ * not how long a loaded machine takes to connect (probe.h has its own tests). */
+static void full_probe_time(void)
+{
+	*probe_thread_budget() = (struct probe_budget){ PROBE_US, probe_now_us() };
+}
+
 static void test_seed(void)
 {
 	struct kt_key keys[3] = {
@@ -159,24 +166,30 @@ static void test_seed(void)
 		struct acct_row more;
 
 		CHECK(u != NULL);
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 500);
 		CHECK_EQ_INT(at, NOW_MS);
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(7), month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 550);
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, 3, month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 99999 + 250 + 70);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
 		row_at(&more, 1, NOW_MS - HOUR_MS, 11, ACCT_NONE);
 		store(path, &more, 1);
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS - 1, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 500);
 		CHECK_EQ_INT(at, NOW_MS);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 511);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 4);
 		/* Another period of the same key is another figure. */
+		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, 1, quota_period_start(QUOTA_PERIOD_DAY, NOW_MS),
 		                             NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 211);
@@ -190,6 +203,90 @@ static void test_seed(void)
 	CHECK(strstr(err, "spend") != NULL);
 	db_close(db);
 	quota_free(q);
+	tmpdir_remove();
+}
+
+/* A page of a key's end users: those with rows in the period, in order, each summed over
+ * the period's days alone; a page examines at most USAGEVIEW_PAGE_SCAN end users, and
+ * says where it stopped when that many had no rows in the period. */
+static void test_end_users_page(void)
+{
+	enum { OLD = USAGEVIEW_PAGE_SCAN + 3 };
+	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS);
+	struct usageview_end_user eu[3];
+	struct acct_row rows[32];
+	char path[1024], stopped[ACCT_END_USER_MAX], after[ACCT_END_USER_MAX], err[256];
+	const char *where;
+	struct usageview *u;
+	struct db *db = NULL;
+	int i, n = 0;
+
+	if (tmpdir_make("endusers") < 0 || !(where = teststore_fresh(store_kind, "tally.db"))) {
+		CHECK(0);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", where);
+	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
+	db_close(db);
+	/* key 1: a-now this month (and last), OLD end users last month only, zz-1 and zz-2
+	 * this month; key 2's zz-0 is none of key 1's. */
+	for (i = 0; i < OLD + 6; i++) {
+		struct acct_row *r = &rows[n++];
+
+		if (i < OLD) {
+			row_at(r, 1, NOW_MS - 40 * DAY_MS, 1000, ACCT_NONE);
+			snprintf(r->end_user, sizeof(r->end_user), "old-%04d", i);
+		} else {
+			static const struct { int64_t key, ago, cost, est; const char *who; } now[] = {
+				{ 1, HOUR_MS, 30, ACCT_NONE, "a-now" },
+				{ 1, 40 * DAY_MS, 1000, ACCT_NONE, "a-now" },
+				{ 1, HOUR_MS, 5, 7, "zz-1" },
+				{ 1, 2 * HOUR_MS, 6, ACCT_NONE, "zz-1" },
+				{ 1, HOUR_MS, 9, ACCT_NONE, "zz-2" },
+				{ 2, HOUR_MS, 9, ACCT_NONE, "zz-0" },
+			};
+
+			row_at(r, now[i - OLD].key, NOW_MS - now[i - OLD].ago, now[i - OLD].cost,
+			       now[i - OLD].est);
+			snprintf(r->end_user, sizeof(r->end_user), "%s", now[i - OLD].who);
+		}
+		if (n == 32 || i == OLD + 5) {
+			store(path, rows, (size_t)n);
+			n = 0;
+		}
+	}
+	u = usageview_new(path);
+	CHECK(u != NULL);
+	if (!u)
+		goto out;
+	full_probe_time();
+	CHECK_EQ_INT(usageview_end_users(u, 1, month, "", NOW_MS, eu, 3, stopped), 1);
+	CHECK_EQ_STR(eu[0].id, "a-now");
+	CHECK_EQ_INT(eu[0].requests, 1);
+	CHECK_EQ_INT(eu[0].spent, 30);
+	snprintf(path, sizeof(path), "old-%04d", USAGEVIEW_PAGE_SCAN - 2);
+	CHECK_EQ_STR(stopped, path);
+	memcpy(after, stopped, sizeof(after));
+	full_probe_time();
+	CHECK_EQ_INT(usageview_end_users(u, 1, month, after, NOW_MS, eu, 3, stopped), 2);
+	CHECK_EQ_STR(stopped, "");
+	CHECK_EQ_STR(eu[0].id, "zz-1");
+	CHECK_EQ_INT(eu[0].requests, 2);
+	CHECK_EQ_INT(eu[0].spent, 5 + 7 + 6);
+	CHECK_EQ_STR(eu[1].id, "zz-2");
+	/* A full page stops reading where it is full. */
+	full_probe_time();
+	CHECK_EQ_INT(usageview_end_users(u, 1, month, "old-0200", NOW_MS, eu, 1, stopped), 1);
+	CHECK_EQ_STR(eu[0].id, "zz-1");
+	CHECK_EQ_STR(stopped, "");
+	/* Every period of them: the total's. */
+	full_probe_time();
+	CHECK_EQ_INT(usageview_end_users(u, 1, 0, "", NOW_MS, eu, 3, stopped), 3);
+	CHECK_EQ_INT(eu[0].requests, 2);
+	CHECK_EQ_INT(eu[0].spent, 1030);
+	CHECK_EQ_STR(eu[1].id, "old-0000");
+	usageview_free(u);
+out:
 	tmpdir_remove();
 }
 
@@ -213,6 +310,7 @@ static void test_usage_store_that_hangs(void)
 	         ntohs(sa.sin_port));
 	u = usageview_new(url);
 	CHECK(u != NULL);
+	full_probe_time();
 	t0 = probe_now_us();
 	CHECK_EQ_INT(usageview_spent(u, 1, 0, now, &spent, &at), -1);
 	waited = probe_now_us() - t0;
@@ -235,6 +333,7 @@ int main(void)
 		store_kind = (enum teststore)i;
 		printf("store: %s\n", teststore_name(store_kind));
 		RUN(test_seed);
+		RUN(test_end_users_page);
 	}
 	RUN(test_usage_store_that_hangs);
 	return UNIT_DONE();
