@@ -12,6 +12,7 @@ import pytest
 from conftest import JUDGED_WHOLE
 from stack import BOTH_STORES, Stack, store  # noqa: F401 (a fixture)
 from test_limits import error_code, stack  # noqa: F401 (a fixture)
+from test_usage_endpoint import ask
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
@@ -217,14 +218,7 @@ PAGE = "/tally/v1/usage/end_users"
 
 
 def page(stack, key, path=PAGE):
-    """A page, as a client takes it: a 503 says when to ask again (each I/O thread has
-    50 ms a second of store reads, connects included: spoa/probe.h)."""
-    for _ in range(10):
-        status, h, body = stack.gateway("GET", path, key=key)
-        if status != 503:
-            break
-        assert error_code(body) == "usage_unavailable"
-        time.sleep(int(h["retry-after"]))
+    status, h, body = ask(stack, path, key)
     assert status == 200, (status, body)
     return json.loads(body), h
 
