@@ -7,9 +7,13 @@
 -- frames that did not ask for usage: the body is longer than the agent's first frame,
 -- so the capture filter reads it to its end and amends it, or on HAProxy 3.4 the agent
 -- judges it whole from its pieces. BENCH_LONG_BYTES sets the prompt's length.
+-- BENCH_END_USER: every request names that end user by the X-Tally-User header.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TALLY_KEY") or "none")
+if (os.getenv("BENCH_END_USER") or "") ~= "" then
+  wrk.headers["X-Tally-User"] = os.getenv("BENCH_END_USER")
+end
 local frames = os.getenv("BENCH_FRAMES")
 if os.getenv("BENCH_LONG") == "1" then
   wrk.body = '{"messages":[{"role":"user","content":"' .. string.rep("x", tonumber(os.getenv("BENCH_LONG_BYTES") or "40000")) .. '"}],' ..

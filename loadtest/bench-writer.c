@@ -12,9 +12,14 @@
  * private cluster). BENCH_BATCH (default the agent's, WRITER_BATCH_DEFAULT) sets both
  * batch sizes; BENCH_STATEMENT_ROWS the writer's rows per INSERT statement (default its
  * own, WRITER_ROWS_DEFAULT; 1 for one statement per row); BENCH_ROUNDS (default 3)
- * repeats the pair, the best of each counts. Each
+ * repeats the pair, the best of each counts. BENCH_KEYS (default 100) is how many keys
+ * the rows are spread over. BENCH_END_USERS, a list of counts (default "0"), runs the
+ * pair once per count U in each round: with U > 0 row i names end user i mod U of its
+ * key (a 36-character id), so that end_user_daily gets a row per key and end user, and
+ * the figures of each U are printed side by side with end_user_daily's rows and bytes.
+ * BENCH_BASELINE=0 leaves the baseline out (on PostgreSQL it takes minutes). Each
  * writer run is checked afterwards from the store alone; any mismatch exits 1. Uses
- * about 2 x 0.6 KB x BENCH_ROWS of memory. Single-threaded but for the writer's thread. */
+ * about 2 x 1.3 KB x BENCH_ROWS of memory. Single-threaded but for the writer's thread. */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,7 +35,7 @@
 #include "stats.h"
 #include "writer.h"
 
-#define BENCH_KEYS       100
+#define BENCH_END_USERS_MAX 8      /* counts in BENCH_END_USERS */
 #define BENCH_START_MS   1750000000000LL
 #define BENCH_SPACING_MS 7          /* ~140 requests/s: 500000 rows span about an hour */
 
@@ -58,7 +63,12 @@ struct bench_result {
 	double rows_per_s;
 	double p50_ms, p99_ms, mean_ms;   /* batch commit latency; writer only */
 	uint64_t batches;
+	/* writer only: end_user_daily's rows and bytes, and the bytes of the index on
+	 * requests' end users, after the run (-1: not known) */
+	int64_t eu_rows, eu_bytes, eu_index_bytes;
 };
+
+static unsigned bench_keys = 100;
 
 /* Rows committed or given up so far (written on the writer thread), and when the last
  * of the expected ones committed. */
@@ -83,7 +93,7 @@ static uint64_t bench_mix(uint64_t x)
 static void bench_row(uint64_t i, struct acct_row *r)
 {
 	uint64_t h = bench_mix(i), h2 = bench_mix(h), h3 = bench_mix(h2);
-	unsigned a = (unsigned)(h2 % BENCH_KEYS), b = (unsigned)((h2 >> 8) % BENCH_KEYS);
+	unsigned a = (unsigned)(h2 % bench_keys), b = (unsigned)((h2 >> 8) % bench_keys);
 	unsigned key = 1 + (a < b ? a : b);   /* the lower of two draws: skewed */
 	const struct bench_model *m = &bench_models[(h3 % 10) < 7 ? key % BENCH_MODELS
 	                                                          : (h3 >> 4) % BENCH_MODELS];
@@ -157,6 +167,27 @@ static void bench_row(uint64_t i, struct acct_row *r)
 		r->termination[0] = '\0';
 		r->duration_ms = r->ttfb_ms = r->bytes_in = r->bytes_out = ACCT_NONE;
 	}
+}
+
+/* Row i of rows[0..n) names end user i mod u of its key (none when u is 0, or the row has
+ * no key): ids as random as UUIDs, and as long. Returns how many name one. */
+static int64_t bench_end_users(struct acct_row *rows, size_t n, long u)
+{
+	int64_t named = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t h = bench_mix(0x5eed0000u ^ (u ? i % (uint64_t)u : 0)), h2 = bench_mix(h);
+
+		rows[i].end_user[0] = '\0';
+		if (!u || rows[i].key_id <= 0)
+			continue;
+		snprintf(rows[i].end_user, sizeof(rows[i].end_user),
+		         "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64,
+		         h >> 32, (h >> 16) & 0xffff, h & 0xffff, h2 >> 48, h2 & (uint64_t)0xffffffffffff);
+		named++;
+	}
+	return named;
 }
 
 static double bench_now_s(void)
@@ -240,22 +271,26 @@ static double bench_quantile_ms(const struct stats_hist *h, const uint64_t *befo
 	return -1;   /* beyond the last bound */
 }
 
-/* The checks anyone can run on the database afterwards. 0, or -1 with the reasons. */
-static int bench_verify(const char *path, int64_t n)
+/* The checks anyone can run on the database afterwards, of n rows of which named name an
+ * end user. 0, or -1 with the reasons. */
+static int bench_verify(const char *path, int64_t n, int64_t named)
 {
 	static const struct {
 		const char *what, *sql;
-		int all;   /* expected: 1 all n rows, 0 none */
+		int all;   /* expected: 1 all n rows, 0 none, 2 the rows naming an end user */
 	} checks[] = {
 		{ "rows in requests", "SELECT count(*) FROM requests", 1 },
 		{ "accounting.received", "SELECT sum(received) FROM accounting", 1 },
 		{ "accounting.written", "SELECT sum(written) FROM accounting", 1 },
 		{ "accounting.dropped", "SELECT sum(dropped) FROM accounting", 0 },
 		{ "requests in usage_hourly", "SELECT sum(requests) FROM usage_hourly", 1 },
+		{ "rows with an end user", "SELECT count(end_user) FROM requests", 2 },
+		{ "requests in end_user_daily",
+		  "SELECT coalesce(sum(requests), 0) FROM end_user_daily", 2 },
 	};
 	char err[512];
 	struct db *db;
-	int64_t v;
+	int64_t v, want;
 	size_t i;
 	int rc = 0;
 
@@ -264,11 +299,12 @@ static int bench_verify(const char *path, int64_t n)
 		return -1;
 	}
 	for (i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		want = checks[i].all == 2 ? named : checks[i].all ? n : 0;
 		if (db_query_int(db, checks[i].sql, &v) < 0)
 			v = -1;   /* no count here is negative */
-		if (v != (checks[i].all ? n : 0)) {
+		if (v != want) {
 			fprintf(stderr, "bench-writer: %s: %" PRId64 ", expected %" PRId64 "\n",
-			        checks[i].what, v, checks[i].all ? n : 0);
+			        checks[i].what, v, want);
 			rc = -1;
 		}
 	}
@@ -276,9 +312,37 @@ static int bench_verify(const char *path, int64_t n)
 	return rc;
 }
 
-/* Stores rows[0..n) through a queue and the writer into a new database at path. */
-static int bench_writer(const char *path, const struct acct_row *rows, size_t n, int batch,
-                        int per_statement, struct bench_result *res)
+/* end_user_daily's rows and bytes (its primary key's included) and those of the index on
+ * requests' end users, into res; -1 for a figure the store cannot give (SQLite without
+ * its dbstat table). */
+static void bench_sizes(const char *path, struct bench_result *res)
+{
+	static const char *const sqlite_sql[] = {
+		"SELECT sum(pgsize) FROM dbstat WHERE name = 'end_user_daily'",
+		"SELECT sum(pgsize) FROM dbstat WHERE name = 'requests_end_user_started_at'",
+	};
+	static const char *const pg_sql[] = {
+		"SELECT pg_total_relation_size('end_user_daily')",
+		"SELECT pg_relation_size('requests_end_user_started_at')",
+	};
+	char err[512];
+	struct db *db;
+
+	res->eu_rows = res->eu_bytes = res->eu_index_bytes = -1;
+	if (db_open(path, DB_READONLY, &db, err, sizeof(err)) < 0)
+		return;
+	const char *const *sql = db_kind(db) == DB_POSTGRES ? pg_sql : sqlite_sql;
+	if (db_query_int(db, "SELECT count(*) FROM end_user_daily", &res->eu_rows) < 0 ||
+	    db_query_int(db, sql[0], &res->eu_bytes) < 0 ||
+	    db_query_int(db, sql[1], &res->eu_index_bytes) < 0)
+		res->eu_bytes = res->eu_index_bytes = -1;
+	db_close(db);
+}
+
+/* Stores rows[0..n) (named of them naming an end user) through a queue and the writer
+ * into a new database at path. */
+static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
+                        int64_t named, int batch, int per_statement, struct bench_result *res)
 {
 	struct writer_config cfg = { .db_path = path, .batch_max = batch,
 	                             .rows_per_statement = per_statement,
@@ -337,7 +401,8 @@ static int bench_writer(const char *path, const struct acct_row *rows, size_t n,
 	res->p99_ms = bench_quantile_ms(h, before, count, 0.99);
 	writer_stop(w);
 	w = NULL;
-	rc = bench_verify(path, (int64_t)n);
+	rc = bench_verify(path, (int64_t)n, named);
+	bench_sizes(path, res);
 out:
 	writer_stop(w);
 	queue_free(q);
@@ -352,8 +417,9 @@ static int bench_bind(struct db_stmt *st, const struct acct_row *r)
 {
 	const char *texts[] = { r->request_id, r->model, r->model_requested, r->provider,
 	                        r->verdict, acct_outcome_name(r->outcome),
-	                        acct_usage_source_name(r->usage_source), r->termination };
-	const int text_cols[] = { 1, 3, 4, 5, 6, 15, 16, 17 };
+	                        acct_usage_source_name(r->usage_source), r->termination,
+	                        r->end_user };
+	const int text_cols[] = { 1, 3, 4, 5, 6, 15, 16, 17, 23 };
 	const int64_t ints[] = { r->key_id, r->status > 0 ? r->status : -1, r->stream,
 	                         r->prompt_tokens, r->completion_tokens, r->cached_tokens,
 	                         r->cache_creation_tokens, r->reasoning_tokens, r->cost_micros,
@@ -380,9 +446,9 @@ static int bench_baseline(const char *path, const struct acct_row *rows, size_t 
 		"INSERT INTO requests (request_id, key_id, model, model_requested, provider,"
 		" verdict, status, stream, prompt_tokens, completion_tokens, cached_tokens,"
 		" cache_creation_tokens, reasoning_tokens, cost_micros, outcome, usage_source,"
-		" termination, started_at, duration_ms, ttfb_ms, bytes_in, bytes_out)"
+		" termination, started_at, duration_ms, ttfb_ms, bytes_in, bytes_out, end_user)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-		" ?17, ?18, ?19, ?20, ?21, ?22)";
+		" ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
 	char err[512] = "";
 	struct db_stmt *st = NULL;
 	struct db *db = NULL;
@@ -463,28 +529,58 @@ static int bench_store_name(const char *store, char *out, size_t len)
 	return rc;
 }
 
+/* BENCH_END_USERS, counts separated by spaces or commas, into u[0..*nu) ("0" when unset).
+ * 0, or -1 when it is not such a list of at most BENCH_END_USERS_MAX. */
+static int bench_end_user_counts(long *u, int *nu)
+{
+	const char *v = getenv("BENCH_END_USERS");
+	char *end;
+
+	*nu = 0;
+	if (!v || !*v)
+		v = "0";
+	for (;;) {
+		v += strspn(v, " ,");
+		if (!*v)
+			return *nu ? 0 : -1;
+		if (*nu == BENCH_END_USERS_MAX || *v < '0' || *v > '9')
+			return -1;
+		u[*nu] = strtol(v, &end, 10);
+		if (u[*nu] < 0 || u[*nu] > 1000000000 || (*end && !strchr(" ,", *end)))
+			return -1;
+		(*nu)++;
+		v = end;
+	}
+}
+
 int main(void)
 {
 	long n = bench_env("BENCH_ROWS", 500000), rounds = bench_env("BENCH_ROUNDS", 3);
 	long batch = bench_env("BENCH_BATCH", WRITER_BATCH_DEFAULT);
 	long per_statement = bench_env("BENCH_STATEMENT_ROWS", WRITER_ROWS_DEFAULT);
-	struct bench_result best_w = { 0 }, best_b = { 0 };
+	long keys = bench_env("BENCH_KEYS", 100), baseline = bench_env("BENCH_BASELINE", 1);
+	long u[BENCH_END_USERS_MAX];
+	struct bench_result best_w[BENCH_END_USERS_MAX] = { 0 }, best_b[BENCH_END_USERS_MAX] = { 0 };
 	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[512] = "", bpath[512] = "",
-	     name[128];
+	     name[128], label[64] = "";
 	const char *store = getenv("BENCH_STORE");
 	struct acct_row *rows = NULL;
+	int64_t named = 0;
 	double t;
 	long i, r;
-	int rc = 1;
+	int nu = 0, e, rc = 1;
 
 	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX ||
 	    per_statement <= 0 || per_statement > WRITER_ROWS_MAX ||
-	    (per_statement & (per_statement - 1)) || !mkdtemp(dir)) {
+	    (per_statement & (per_statement - 1)) || keys <= 0 || keys > 1000000 ||
+	    bench_end_user_counts(u, &nu) < 0 || !mkdtemp(dir)) {
 		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d,"
-		        " BENCH_STATEMENT_ROWS a power of two up to %d; or no temporary directory\n",
-		        WRITER_BATCH_MAX, WRITER_ROWS_MAX);
+		        " BENCH_STATEMENT_ROWS a power of two up to %d, BENCH_KEYS in 1..1000000,"
+		        " BENCH_END_USERS up to %d counts; or no temporary directory\n",
+		        WRITER_BATCH_MAX, WRITER_ROWS_MAX, BENCH_END_USERS_MAX);
 		return 1;
 	}
+	bench_keys = (unsigned)keys;
 	/* One PostgreSQL database serves both, emptied before each run. */
 	if (store && *store && !db_is_postgres(store)) {
 		fprintf(stderr, "bench-writer: BENCH_STORE must be a postgresql:// URL\n");
@@ -507,35 +603,58 @@ int main(void)
 	t = bench_now_s();
 	for (i = 0; i < n; i++)
 		bench_row((uint64_t)i, &rows[i]);
-	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %s, %s\n", n,
-	       bench_now_s() - t, batch, per_statement, name,
+	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %ld keys, %s, %s\n",
+	       n, bench_now_s() - t, batch, per_statement, keys, name,
 	       db_is_postgres(wpath) ? "BENCH_STORE" : dir);
 	for (r = 0; r < rounds; r++) {
-		struct bench_result w = { 0 }, b = { 0 };
+		for (e = 0; e < nu; e++) {
+			struct bench_result w = { 0 }, b = { 0 };
 
-		if (bench_writer(wpath, rows, (size_t)n, (int)batch, (int)per_statement, &w) < 0)
-			goto out;
-		bench_db_remove(wpath);
-		if (bench_baseline(bpath, rows, (size_t)n, (int)batch, &b) < 0)
-			goto out;
-		bench_db_remove(bpath);
-		printf("round %ld: writer %8.0f rows/s (%" PRIu64 " batches, commit p50 <= %.1f ms,"
-		       " p99 <= %.1f ms, mean %.2f ms)  baseline %8.0f rows/s  ratio %.2f\n",
-		       r + 1, w.rows_per_s, w.batches, w.p50_ms, w.p99_ms, w.mean_ms,
-		       b.rows_per_s, w.rows_per_s / b.rows_per_s);
-		if (w.rows_per_s > best_w.rows_per_s)
-			best_w = w;
-		if (b.rows_per_s > best_b.rows_per_s)
-			best_b = b;
+			named = bench_end_users(rows, (size_t)n, u[e]);
+			if (nu > 1 || u[0])
+				snprintf(label, sizeof(label), ", end users %ld", u[e]);
+			if (bench_writer(wpath, rows, (size_t)n, named, (int)batch, (int)per_statement,
+			                 &w) < 0)
+				goto out;
+			bench_db_remove(wpath);
+			if (baseline && bench_baseline(bpath, rows, (size_t)n, (int)batch, &b) < 0)
+				goto out;
+			bench_db_remove(bpath);
+			printf("round %ld%s: writer %8.0f rows/s (%" PRIu64 " batches, commit p50 <= %.1f"
+			       " ms, p99 <= %.1f ms, mean %.2f ms)", r + 1, label, w.rows_per_s,
+			       w.batches, w.p50_ms, w.p99_ms, w.mean_ms);
+			if (baseline)
+				printf("  baseline %8.0f rows/s  ratio %.2f", b.rows_per_s,
+				       w.rows_per_s / b.rows_per_s);
+			printf("\n");
+			fflush(stdout);
+			if (w.rows_per_s > best_w[e].rows_per_s)
+				best_w[e] = w;
+			if (b.rows_per_s > best_b[e].rows_per_s)
+				best_b[e] = b;
+		}
 	}
 	printf("writer:   %8.0f rows/s (best of %ld; batch commit p50 <= %.1f ms, p99 <= %.1f ms)\n",
-	       best_w.rows_per_s, rounds, best_w.p50_ms, best_w.p99_ms);
-	printf("baseline: %8.0f rows/s (best of %ld; single-row INSERT into requests)\n",
-	       best_b.rows_per_s, rounds);
-	printf("ratio writer/baseline: %.2f; writer / target (200000 rows/s): %.2fx\n",
-	       best_w.rows_per_s / best_b.rows_per_s, best_w.rows_per_s / 200000.0);
+	       best_w[0].rows_per_s, rounds, best_w[0].p50_ms, best_w[0].p99_ms);
+	if (baseline) {
+		printf("baseline: %8.0f rows/s (best of %ld; single-row INSERT into requests)\n",
+		       best_b[0].rows_per_s, rounds);
+		printf("ratio writer/baseline: %.2f; writer / target (200000 rows/s): %.2fx\n",
+		       best_w[0].rows_per_s / best_b[0].rows_per_s, best_w[0].rows_per_s / 200000.0);
+	}
+	for (e = 0; (nu > 1 || u[0]) && e < nu; e++) {
+		printf("end users %ld: writer %8.0f rows/s (best of %ld), %.2fx of end users %ld;",
+		       u[e], best_w[e].rows_per_s, rounds,
+		       best_w[e].rows_per_s / best_w[0].rows_per_s, u[0]);
+		if (baseline)
+			printf(" baseline %8.0f rows/s;", best_b[e].rows_per_s);
+		printf(" end_user_daily %" PRId64 " rows, %" PRId64 " bytes; index on requests' end"
+		       " users %" PRId64 " bytes\n", best_w[e].eu_rows, best_w[e].eu_bytes,
+		       best_w[e].eu_index_bytes);
+	}
 	printf("verified: requests = accounting.written = accounting.received = sum(usage_hourly"
-	       ".requests) = %ld, accounting.dropped = 0\n", n);
+	       ".requests) = %ld, accounting.dropped = 0, rows with an end user ="
+	       " sum(end_user_daily.requests)\n", n);
 	rc = 0;
 out:
 	free(rows);

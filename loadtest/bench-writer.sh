@@ -4,8 +4,8 @@
 # bench-writer run then goes on to a private PostgreSQL cluster this script starts
 # (loadtest/pg.sh: initdb in a scratch directory, a free loopback port, stopped by PID on
 # exit), and the two stores' figures are printed side by side with their ratio.
-# Knobs: BENCH_ROWS, BENCH_BATCH, BENCH_ROUNDS, BENCH_STATEMENT_ROWS (bench-writer's),
-# BUILD (build),
+# Knobs: BENCH_ROWS, BENCH_BATCH, BENCH_ROUNDS, BENCH_STATEMENT_ROWS, BENCH_KEYS,
+# BENCH_END_USERS, BENCH_BASELINE (bench-writer's), BUILD (build),
 # PG_SHARED_BUFFERS (512MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +44,13 @@ echo
 printf '%-28s %12s %12s %18s\n' "rows/s (best of rounds)" SQLite PostgreSQL "PostgreSQL/SQLite"
 printf '%-28s %12s %12s %18s\n' "writer (queue -> commit)" "$sw" "$pw" \
   "$(awk -v a="$pw" -v b="$sw" 'BEGIN { printf "%.2f", a / b }')"
-printf '%-28s %12s %12s %18s\n' "baseline (1-row INSERT)" "$sb" "$pb" \
-  "$(awk -v a="$pb" -v b="$sb" 'BEGIN { printf "%.2f", a / b }')"
+[ -z "$sb" ] || [ -z "$pb" ] ||
+  printf '%-28s %12s %12s %18s\n' "baseline (1-row INSERT)" "$sb" "$pb" \
+    "$(awk -v a="$pb" -v b="$sb" 'BEGIN { printf "%.2f", a / b }')"
+# BENCH_END_USERS: "end users U: writer 123456 rows/s ..." of each count.
+for u in $(sed -n 's/^end users \([0-9]*\): writer.*/\1/p' "$tmp/sqlite.out"); do
+  sw=$(sed -n "s/^end users $u: writer *\([0-9]*\) rows\/s.*/\1/p" "$tmp/sqlite.out")
+  pw=$(sed -n "s/^end users $u: writer *\([0-9]*\) rows\/s.*/\1/p" "$tmp/pg.out")
+  printf '%-28s %12s %12s %18s\n' "writer, end users $u" "$sw" "$pw" \
+    "$(awk -v a="$pw" -v b="$sw" 'BEGIN { printf "%.2f", a / b }')"
+done

@@ -188,6 +188,12 @@ for l in levels:
     if l["errors"]["total"]:
         kinds = {k: v for k, v in l["errors"].items() if k != "total" and v}
         print(f"{'':6} errors: {json.dumps(kinds)}")
+    eu = acc and acc.get("end_users")
+    if eu:
+        print(f"{'':6} end users {eu['as_sent']}/{eu['rows']} as sent (header {eu['header']}, "
+              f"body {eu['body']}, none {eu['none']}), end_user_daily {eu['daily_equal']}/"
+              f"{eu['daily_groups']} groups of the rows' sums ({eu['daily_rows']} stored)"
+              + ("" if eu["exact"] else " WRONG"))
     if l["refused"]:
         print(f"{'':6} refused: {l['refused']}")
     if acc and len(acc["nodes"]) > 1:

@@ -16,6 +16,9 @@
  * (--keys: each gateway's clients send a key of their own), and the check then also
  * wants every node's counters balanced; --refused-status
  * counts a limit's refusals (429) apart from errors, the client backing off meanwhile.
+ * --end-users N makes two requests in three name one of N end users, by the X-Tally-User
+ * header or in the body, and the check then wants each row's end user to be the one its
+ * request named and end_user_daily to hold the rows' sums.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <ctype.h>
@@ -53,6 +56,9 @@
 #define ST_SETTLE_S    10.0         /* how long the accounting check waits for the agent */
 #define ST_TARGETS_MAX 8            /* --url given several times: one gateway per node */
 #define ST_NODES_MAX   64           /* accounting rows (nodes) reported per level */
+#define ST_END_USERS   8            /* --end-users' default */
+#define ST_END_USERS_MAX 64
+#define ST_END_USER_LEN 256         /* the longest end user id the gateway keeps */
 
 /* The hostile shapes come last: ESCAPE asks for no usage, CHUNKED sends its body without
  * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended.
@@ -110,6 +116,7 @@ struct opts {
 	int levels[ST_LEVELS_MAX], nlevels;
 	double duration, timeout, connect_timeout;
 	long requests, stream_pct, hostile_pct, frames, frame_delay_ms, body_bytes, max_tokens;
+	long end_users;                 /* named by two requests in three; 0: none */
 	const char *forge;              /* the agent's records address: forge records there */
 	int refused_status;             /* 0: none; else a refusal, not an error */
 	long refused_pause_ms;          /* a refused client waits this long, as one backing off */
@@ -120,7 +127,8 @@ struct opts {
 struct target {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	struct buf req[SHAPE_N];    /* complete request bytes per shape */
+	long end_users;             /* the end users its requests name (eu_variant) */
+	struct buf *req[SHAPE_N];   /* complete request bytes per shape and end user variant */
 	int status[SHAPE_N];        /* the status each shape's answer has */
 };
 
@@ -170,6 +178,9 @@ struct run {
 	struct dvec lat, fb;
 	char **ids;
 	size_t nids, capids;
+	int *eus;                       /* each id's end user variant (eu_variant) */
+	size_t capeus;
+	unsigned long long eu_sent[3];  /* successes with an id, by enum eu_kind */
 	char **bids;                    /* ids of the BILLED shapes' successes */
 	size_t nbids, capbids;
 };
@@ -183,7 +194,7 @@ struct client {
 	ev_io io;
 	ev_timer timer;
 	http_parser parser;
-	int shape;
+	int shape, variant;
 	const struct buf *out;
 	size_t out_off;
 	double t_start, t_first;
@@ -274,6 +285,44 @@ static unsigned long long count_sub(const struct buf *b, const char *needle, con
 	return c;
 }
 
+/* ---- end users -------------------------------------------------------------------- */
+
+/* How a request names its end user. Variant 0 names none; variant 1 + 2j names end user
+ * j by the X-Tally-User header, 2 + 2j in the body. */
+enum eu_kind { EU_NONE, EU_HEADER, EU_BODY };
+static const char *const eu_kind_names[3] = { "none", "header", "body" };
+
+/* Request k's variant among n end users: none, the header and the body in turn, the end
+ * user changing every three requests. */
+static int eu_variant(long k, long n)
+{
+	if (n == 0 || k % 3 == 0)
+		return 0;
+	return 1 + 2 * (int)((k / 3) % n) + (k % 3 == 2);
+}
+
+static enum eu_kind eu_kind(int variant)
+{
+	return variant == 0 ? EU_NONE : variant % 2 ? EU_HEADER : EU_BODY;
+}
+
+/* End user j's id into out (ST_END_USER_LEN + 1 bytes), in turn of each form clients
+ * send: a plain one, one with spaces, quotes and a letter outside ASCII, an e-mail
+ * address, and one of the longest length the gateway keeps. */
+static void eu_id(int j, char *out)
+{
+	int n;
+	switch (j % 4) {
+	case 0: snprintf(out, ST_END_USER_LEN + 1, "stress-%d", j); break;
+	case 1: snprintf(out, ST_END_USER_LEN + 1, "stress %d \"Zo\xc3\xab\"", j); break;
+	case 2: snprintf(out, ST_END_USER_LEN + 1, "stress-%d@example.com", j); break;
+	default:
+		n = snprintf(out, ST_END_USER_LEN + 1, "stress-%d-", j);
+		memset(out + n, 'x', (size_t)(ST_END_USER_LEN - n));
+		out[ST_END_USER_LEN] = '\0';
+	}
+}
+
 /* ---- request building ------------------------------------------------------------ */
 
 static void parse_url(const char *url, struct target *t, char *hostport, size_t hpcap)
@@ -318,12 +367,13 @@ static void buf_fill(struct buf *b, char c, size_t n)
 		buf_add(b, &c, 1);
 }
 
-/* A Responses request that echoes client text around its usage (see SHAPE_FORGED). */
-static void echo_body(struct buf *b, const struct opts *o, int s)
+/* A Responses request that echoes client text around its usage (see SHAPE_FORGED); eu
+ * is the members naming the end user, after the model. */
+static void echo_body(struct buf *b, const struct opts *o, int s, const char *eu)
 {
 	int values = s == SHAPE_FORGED ? 8 : s == SHAPE_PADDED ? 16 : 0;
 
-	buf_printf(b, "{\"model\":\"%s\",\"input\":\"hi\"%s", o->model,
+	buf_printf(b, "{\"model\":\"%s\"%s,\"input\":\"hi\"%s", o->model, eu,
 		   s == SHAPE_FORGED ? "" : ",\"stream\":true");
 	if (s == SHAPE_NAMED) {
 		buf_printf(b, ",\"instructions\":\"");
@@ -351,9 +401,11 @@ static void echo_body(struct buf *b, const struct opts *o, int s)
 	buf_printf(b, "}}");
 }
 
-/* The body of shape s. The mock is sent what the gateway sends it: a stream that did not
- * ask for usage has been amended to ask for it. */
-static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock)
+/* The body of shape s, naming end user eu_user (-1: none). The mock is sent what the
+ * gateway sends it: a stream that did not ask for usage has been amended to ask for it.
+ * Chat names the end user as "user"; the Responses API as "safety_identifier", which the
+ * mock does not echo (its "user" it does, which the expected answer would not hold). */
+static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock, int eu_user)
 {
 	static const char *const tail[SHAPE_N] = {
 		[SHAPE_UNARY] = "",
@@ -365,68 +417,103 @@ static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock
 	};
 	const char *t = for_mock && s >= SHAPE_HOSTILE && s < SHAPE_BILLED ? tail[SHAPE_STREAM]
 									     : tail[s];
+	char id[ST_END_USER_LEN + 1], eu[2 * ST_END_USER_LEN + 32] = "";
 
+	if (eu_user >= 0) {
+		/* the ids hold no control characters: quotes and backslashes are all to escape */
+		size_t n = (size_t)snprintf(eu, sizeof eu, ",\"%s\":\"",
+					    shape_responses(s) ? "safety_identifier" : "user");
+		eu_id(eu_user, id);
+		for (const char *p = id; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				eu[n++] = '\\';
+			eu[n++] = *p;
+		}
+		memcpy(eu + n, "\"", 2);
+	}
 	b->len = 0;
 	if (shape_responses(s)) {
-		echo_body(b, o, s);
+		echo_body(b, o, s, eu);
 		return;
 	}
-	buf_printf(b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
-		   "\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, o->max_tokens, t);
+	buf_printf(b, "{\"model\":\"%s\"%s,\"messages\":[{\"role\":\"user\","
+		   "\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, eu, o->max_tokens, t);
 }
 
-/* Both targets get the same body and knob headers, so that the mock's bytes match. */
+/* Both targets get the same body and knob headers, so that the mock's bytes match. The
+ * gateway's requests come in each end user variant (eu_variant), the mock's in none. */
 static void build_target(struct target *t, const struct opts *o, const char *url,
 			 const char *bearer, int extra_headers)
 {
-	char hostport[300];
+	char hostport[300], id[ST_END_USER_LEN + 1];
 	parse_url(url, t, hostport, sizeof hostport);
 	if (bearer && strpbrk(bearer, "\r\n"))
 		die("a credential with a line break would inject headers");
+	t->end_users = extra_headers ? o->end_users : 0;
+	int nv = 1 + 2 * (int)t->end_users;
 	struct buf body = { 0 };
 	for (int s = 0; s < SHAPE_N; s++) {
-		bool chunked = s == SHAPE_CHUNKED && extra_headers;
-		shape_body(&body, o, s, !extra_headers);
-		int n = (int)body.len;
-		struct buf *b = &t->req[s];
+		t->req[s] = xrealloc(NULL, (size_t)nv * sizeof *t->req[s]);
+		memset(t->req[s], 0, (size_t)nv * sizeof *t->req[s]);
 		t->status[s] = s == SHAPE_ERROR ? 429 : 200;
-		buf_printf(b, "POST %s HTTP/1.1\r\nHost: %s\r\n",
-			   shape_responses(s) ? ST_RESPONSES : ST_PATH, hostport);
-		if (bearer)
-			buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
-		for (int h = 0; extra_headers && h < o->nheaders; h++)
-			buf_printf(b, "%s\r\n", o->headers[h]);
-		if (chunked)
-			buf_printf(b, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n");
-		else
-			buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
-		if (o->frames >= 0)
-			buf_printf(b, "x-mock-frames: %ld\r\n", o->frames);
-		if (o->frame_delay_ms >= 0)
-			buf_printf(b, "x-mock-frame-delay-ms: %ld\r\n", o->frame_delay_ms);
-		if (s == SHAPE_UNARY && o->body_bytes >= 0)
-			buf_printf(b, "x-mock-body-bytes: %ld\r\n", o->body_bytes);
-		if (s == SHAPE_ERROR)
-			buf_printf(b, "x-mock-status: 429\r\n");
-		if (s >= SHAPE_BILLED)
-			buf_printf(b, "x-mock-prompt-tokens: %d\r\nx-mock-completion-tokens: %d\r\n",
-				   ST_BILLED_PROMPT, ST_BILLED_COMPLETION);
-		if (s == SHAPE_UNPRICED)
-			buf_printf(b, "x-mock-cache-write-tokens: 1000\r\n");
-		if (!o->keepalive)
-			buf_printf(b, "Connection: close\r\n");
-		if (chunked) {
-			buf_printf(b, "\r\n%x\r\n", n / 2);
-			buf_add(b, body.p, (size_t)(n / 2));
-			buf_printf(b, "\r\n%x\r\n", n - n / 2);
-			buf_add(b, body.p + n / 2, (size_t)(n - n / 2));
-			buf_printf(b, "\r\n0\r\n\r\n");
-		} else {
-			buf_printf(b, "\r\n");
-			buf_add(b, body.p, body.len);
+		for (int v = 0; v < nv; v++) {
+			bool chunked = s == SHAPE_CHUNKED && extra_headers;
+			enum eu_kind kind = eu_kind(v);
+			shape_body(&body, o, s, !extra_headers, kind == EU_BODY ? (v - 1) / 2 : -1);
+			int n = (int)body.len;
+			struct buf *b = &t->req[s][v];
+			buf_printf(b, "POST %s HTTP/1.1\r\nHost: %s\r\n",
+				   shape_responses(s) ? ST_RESPONSES : ST_PATH, hostport);
+			if (bearer)
+				buf_printf(b, "Authorization: Bearer %s\r\n", bearer);
+			for (int h = 0; extra_headers && h < o->nheaders; h++)
+				buf_printf(b, "%s\r\n", o->headers[h]);
+			if (kind == EU_HEADER) {
+				eu_id((v - 1) / 2, id);
+				buf_printf(b, "X-Tally-User: %s\r\n", id);
+			}
+			if (chunked)
+				buf_printf(b, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n");
+			else
+				buf_printf(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
+			if (o->frames >= 0)
+				buf_printf(b, "x-mock-frames: %ld\r\n", o->frames);
+			if (o->frame_delay_ms >= 0)
+				buf_printf(b, "x-mock-frame-delay-ms: %ld\r\n", o->frame_delay_ms);
+			if (s == SHAPE_UNARY && o->body_bytes >= 0)
+				buf_printf(b, "x-mock-body-bytes: %ld\r\n", o->body_bytes);
+			if (s == SHAPE_ERROR)
+				buf_printf(b, "x-mock-status: 429\r\n");
+			if (s >= SHAPE_BILLED)
+				buf_printf(b, "x-mock-prompt-tokens: %d\r\nx-mock-completion-tokens: %d\r\n",
+					   ST_BILLED_PROMPT, ST_BILLED_COMPLETION);
+			if (s == SHAPE_UNPRICED)
+				buf_printf(b, "x-mock-cache-write-tokens: 1000\r\n");
+			if (!o->keepalive)
+				buf_printf(b, "Connection: close\r\n");
+			if (chunked) {
+				buf_printf(b, "\r\n%x\r\n", n / 2);
+				buf_add(b, body.p, (size_t)(n / 2));
+				buf_printf(b, "\r\n%x\r\n", n - n / 2);
+				buf_add(b, body.p + n / 2, (size_t)(n - n / 2));
+				buf_printf(b, "\r\n0\r\n\r\n");
+			} else {
+				buf_printf(b, "\r\n");
+				buf_add(b, body.p, body.len);
+			}
 		}
 	}
 	free(body.p);
+}
+
+/* Frees what build_target made. */
+static void target_free(struct target *t)
+{
+	for (int s = 0; s < SHAPE_N; s++) {
+		for (int v = 0; t->req[s] && v < 1 + 2 * t->end_users; v++)
+			free(t->req[s][v].p);
+		free(t->req[s]);
+	}
 }
 
 /* ---- one client ------------------------------------------------------------------- */
@@ -478,6 +565,12 @@ static void run_add_success(struct run *r, const struct client *c, double t)
 		r->no_id++;     /* makes the accounting check fail: the row cannot be found */
 		return;
 	}
+	if (r->nids == r->capeus) {
+		r->capeus = r->capeus ? r->capeus * 2 : 1024;
+		r->eus = xrealloc(r->eus, r->capeus * sizeof *r->eus);
+	}
+	r->eus[r->nids] = c->variant;
+	r->eu_sent[eu_kind(c->variant)]++;
 	ids_add(&r->ids, &r->nids, &r->capids, c->rid);
 	if (c->shape >= SHAPE_BILLED)
 		ids_add(&r->bids, &r->nbids, &r->capbids, c->rid);
@@ -771,8 +864,10 @@ fail:
 static void client_start(struct client *c)
 {
 	struct run *r = c->run;
-	c->shape = shape_of(r, r->issued++);
-	c->out = &c->tgt->req[c->shape];
+	long k = r->issued++;
+	c->shape = shape_of(r, k);
+	c->variant = eu_variant(k, c->tgt->end_users);
+	c->out = &c->tgt->req[c->shape][c->variant];
 	c->out_off = 0;
 	c->t_start = now_s();
 	c->t_first = 0;
@@ -829,6 +924,7 @@ static void run_free(struct run *r)
 	for (size_t i = 0; i < r->nids; i++)
 		free(r->ids[i]);
 	free(r->ids);
+	free(r->eus);
 	for (size_t i = 0; i < r->nbids; i++)
 		free(r->bids[i]);
 	free(r->bids);
@@ -980,6 +1076,23 @@ static long long acct_node_written(const struct node_acct *x, const struct node_
 	return x->a.written;
 }
 
+/* Ends sql with "request_id IN (?, ...)" for ids[0..k), prepares it and binds the ids from
+ * parameter first on (those before it are the caller's). 0 or -1. */
+static int ids_prepare(struct db *db, struct buf *sql, char *const *ids, size_t k, int first,
+		       struct db_stmt **st)
+{
+	buf_printf(sql, "request_id IN (?");
+	for (size_t i = 1; i < k; i++)
+		buf_add(sql, ",?", 2);
+	buf_add(sql, ")", 2);       /* with the terminating NUL */
+	if (db_prepare(db, sql->p, st) < 0)
+		return -1;
+	for (size_t i = 0; i < k; i++)
+		if (db_bind_text(*st, first + (int)i, ids[i], strlen(ids[i])) < 0)
+			return -1;
+	return 0;
+}
+
 /* Rows whose request_id is one of ids, and their completion tokens, counted in chunks
  * of bound parameters so that the database is only read. With billed (a model name):
  * only the rows that bill the BILLED shapes' usage, named and priced as that model. */
@@ -998,17 +1111,9 @@ static int acct_rows(struct db *db, char *const *ids, size_t n, const char *bill
 			buf_printf(&sql, "model = ? AND prompt_tokens = %d AND completion_tokens = %d"
 				   " AND cost_micros IS NOT NULL AND ", ST_BILLED_PROMPT,
 				   ST_BILLED_COMPLETION);
-		buf_printf(&sql, "request_id IN (?");
-		for (size_t i = 1; i < k; i++)
-			buf_add(&sql, ",?", 2);
-		buf_add(&sql, ")", 2);      /* with the terminating NUL */
-		if (db_prepare(db, sql.p, &st) < 0)
+		if (ids_prepare(db, &sql, ids + at, k, 1 + p, &st) < 0 ||
+		    (billed && db_bind_text(st, 1, billed, strlen(billed)) < 0))
 			goto out;
-		if (billed && db_bind_text(st, 1, billed, strlen(billed)) < 0)
-			goto out;
-		for (size_t i = 0; i < k; i++)
-			if (db_bind_text(st, (int)i + 1 + p, ids[at + i], strlen(ids[at + i])) < 0)
-				goto out;
 		if (db_step(st) != DB_ROW)
 			goto out;
 		*rows += db_col_int(st, 0);
@@ -1032,6 +1137,96 @@ static int acct_forged(struct db *db, long long *n)
 	int rc = db_query_int(db, "SELECT count(*) FROM requests WHERE request_id LIKE"
 			      " 'forged-%'", &v);
 	*n = rc == 0 ? v : -1;
+	return rc;
+}
+
+/* The rows' sums per key, day and end user, named as end_user_daily's columns: a few of
+ * the columns the writer sums, enough to tell a row counted twice, missed or put in
+ * another group. */
+#define ST_EU_GROUPS \
+	"SELECT key_id, started_at / 86400000 * 86400 AS day, end_user, count(*) AS requests," \
+	" sum(CASE WHEN outcome <> 'complete' THEN 1 ELSE 0 END) AS errors," \
+	" sum(CASE WHEN stream = 1 THEN 1 ELSE 0 END) AS streams," \
+	" sum(coalesce(prompt_tokens, 0)) AS prompt_tokens," \
+	" sum(coalesce(completion_tokens, 0)) AS completion_tokens," \
+	" sum(coalesce(cost_micros, 0)) AS cost_micros," \
+	" sum(coalesce(duration_ms, 0)) AS duration_ms_sum" \
+	" FROM requests WHERE key_id > 0 AND end_user IS NOT NULL GROUP BY 1, 2, 3"
+
+/* What the end user check found: of the rows of the level's successes, those whose end
+ * user is the one their request named; and, over the whole store, the rows' groups per
+ * key, day and end user, end_user_daily's rows, and those of them equal to a group. */
+struct eu_check {
+	long long rows, as_sent;
+	long long groups, stored, equal;
+};
+
+struct eu_sent {
+	const char *id;
+	int variant;
+};
+
+static int eu_sent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct eu_sent *)a)->id, ((const struct eu_sent *)b)->id);
+}
+
+static int acct_end_users(struct db *db, const struct run *r, struct eu_check *e)
+{
+	struct eu_sent *sent = xrealloc(NULL, r->nids * sizeof *sent);
+	struct db_stmt *st = NULL;
+	struct buf sql = { 0 };
+	char want[ST_END_USER_LEN + 1];
+	enum db_status ds = DB_DONE;
+	int64_t v[3];
+	int rc = -1;
+
+	*e = (struct eu_check){ 0 };
+	for (size_t i = 0; i < r->nids; i++)
+		sent[i] = (struct eu_sent){ r->ids[i], r->eus[i] };
+	qsort(sent, r->nids, sizeof *sent, eu_sent_cmp);
+	for (size_t at = 0; at < r->nids; at += ST_SQL_CHUNK) {
+		size_t k = r->nids - at < ST_SQL_CHUNK ? r->nids - at : ST_SQL_CHUNK;
+		sql.len = 0;
+		buf_printf(&sql, "SELECT request_id, end_user FROM requests WHERE ");
+		if (ids_prepare(db, &sql, r->ids + at, k, 1, &st) < 0)
+			goto out;
+		while ((ds = db_step(st)) == DB_ROW) {
+			struct eu_sent key = { db_col_text(st, 0), 0 }, *x;
+			const char *got = db_col_text(st, 1);
+			if (!key.id || !(x = bsearch(&key, sent, r->nids, sizeof *sent, eu_sent_cmp)))
+				continue;
+			e->rows++;
+			if (eu_kind(x->variant) != EU_NONE)
+				eu_id((x->variant - 1) / 2, want);
+			if (eu_kind(x->variant) == EU_NONE ? !got : got && strcmp(got, want) == 0)
+				e->as_sent++;
+		}
+		if (ds != DB_DONE)
+			goto out;
+		db_finalize(st);
+		st = NULL;
+	}
+	if (db_query_int(db, "SELECT count(*) FROM (" ST_EU_GROUPS ") g", &v[0]) < 0 ||
+	    db_query_int(db, "SELECT count(*) FROM end_user_daily", &v[1]) < 0 ||
+	    db_query_int(db, "SELECT count(*) FROM (" ST_EU_GROUPS ") g JOIN end_user_daily d"
+			 " ON d.key_id = g.key_id AND d.day = g.day AND d.end_user = g.end_user"
+			 " AND d.requests = g.requests AND d.errors = g.errors"
+			 " AND d.streams = g.streams AND d.prompt_tokens = g.prompt_tokens"
+			 " AND d.completion_tokens = g.completion_tokens"
+			 " AND d.cost_micros = g.cost_micros"
+			 " AND d.duration_ms_sum = g.duration_ms_sum", &v[2]) < 0)
+		goto out;
+	e->groups = v[0];
+	e->stored = v[1];
+	e->equal = v[2];
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "%s: end users: %s\n", prog, db_errmsg(db));
+	db_finalize(st);
+	free(sql.p);
+	free(sent);
 	return rc;
 }
 
@@ -1110,6 +1305,8 @@ struct level_report {
 	long long node_written[ST_NODES_MAX];
 	int nnodes;
 	bool nodes_balanced;
+	bool eu_done, eu_ok;            /* the end user check ran, and found all as sent */
+	struct eu_check eu;
 };
 
 static unsigned long long errors_total(const struct run *r)
@@ -1181,6 +1378,17 @@ static void report_json(const struct level_report *L)
 		cJSON_AddNumberToObject(a, "written", (double)L->after.written);
 		cJSON_AddNumberToObject(a, "dropped_total", (double)L->after.dropped);
 		cJSON_AddBoolToObject(a, "nodes_balanced", L->nodes_balanced);
+		if (L->eu_done) {
+			cJSON *e = cJSON_AddObjectToObject(a, "end_users");
+			cJSON_AddBoolToObject(e, "exact", L->eu_ok);
+			cJSON_AddNumberToObject(e, "rows", (double)L->eu.rows);
+			cJSON_AddNumberToObject(e, "as_sent", (double)L->eu.as_sent);
+			for (int k = 0; k < 3; k++)
+				cJSON_AddNumberToObject(e, eu_kind_names[k], (double)r->eu_sent[k]);
+			cJSON_AddNumberToObject(e, "daily_groups", (double)L->eu.groups);
+			cJSON_AddNumberToObject(e, "daily_rows", (double)L->eu.stored);
+			cJSON_AddNumberToObject(e, "daily_equal", (double)L->eu.equal);
+		}
 		cJSON *nodes = cJSON_AddArrayToObject(a, "nodes");
 		for (int i = 0; i < L->nnodes; i++) {
 			const struct node_acct *x = &L->nodes[i];
@@ -1230,6 +1438,12 @@ static void report_human(const struct level_report *L, bool first)
 		       " timed_out +%lld)\n", L->exact ? "" : "SHORT ", L->rows, r->ok,
 		       L->exact ? " exact" : "", L->tokens, r->tokens, L->delta.dropped,
 		       L->delta.timed_out);
+	if (L->eu_done)
+		printf("      end users %lld/%lld as sent (header %llu, body %llu, none %llu),"
+		       " end_user_daily %lld/%lld groups of the rows' sums (%lld stored)%s\n",
+		       L->eu.as_sent, L->eu.rows, r->eu_sent[EU_HEADER], r->eu_sent[EU_BODY],
+		       r->eu_sent[EU_NONE], L->eu.equal, L->eu.groups, L->eu.stored,
+		       L->eu_ok ? "" : " WRONG");
 	for (int i = 0; L->acct_done && L->nnodes > 1 && i < L->nnodes; i++) {
 		const struct node_acct *x = &L->nodes[i];
 		printf("      node %s: wrote %lld; received %lld = written %lld + dropped %lld%s\n",
@@ -1296,8 +1510,14 @@ static void usage(FILE *f)
 		"  --refused-status CODE a response with this status (e.g. 429) counts as refused,\n"
 		"                        not as an error\n"
 		"  --refused-pause-ms MS a refused client waits this long before its next request\n"
+		"  --end-users N         0-%d: of three requests one names no end user, one names\n"
+		"                        one of N by the X-Tally-User header, one in the body\n"
+		"                        (chat: user; Responses: safety_identifier); with --db\n"
+		"                        each row must have its request's end user and\n"
+		"                        end_user_daily the rows' sums (default %d; 0: none, and\n"
+		"                        no end user check)\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
-		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION);
+		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION, ST_END_USERS_MAX, ST_END_USERS);
 }
 
 static long parse_long(const char *s, const char *name, long min, long max)
@@ -1355,7 +1575,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
-	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_KEYS, O_HELP };
+	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_KEYS, O_END_USERS,
+	       O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -1381,12 +1602,14 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "refused-status", required_argument, NULL, O_REFUSED },
 		{ "refused-pause-ms", required_argument, NULL, O_PAUSE },
 		{ "keys", required_argument, NULL, O_KEYS },
+		{ "end-users", required_argument, NULL, O_END_USERS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct opts){ .model = "mock-gpt", .levels = { 1 }, .nlevels = 1, .timeout = 30,
 			    .connect_timeout = 5, .frames = -1, .frame_delay_ms = -1,
-			    .body_bytes = -1, .max_tokens = 100, .keepalive = true };
+			    .body_bytes = -1, .max_tokens = 100, .keepalive = true,
+			    .end_users = ST_END_USERS };
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
@@ -1424,6 +1647,9 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case O_REFUSED: o->refused_status = (int)parse_long(optarg, "refused-status", 100, 999); break;
 		case O_PAUSE: o->refused_pause_ms = parse_long(optarg, "refused-pause-ms", 0, 3600000); break;
 		case O_KEYS: parse_keys(o, optarg); break;
+		case O_END_USERS:
+			o->end_users = parse_long(optarg, "end-users", 0, ST_END_USERS_MAX);
+			break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1504,7 +1730,12 @@ int main(int argc, char **argv)
 			    acct_forged(db, &L.forged_rows) < 0 ||
 			    acct_nodes(db, L.nodes, &L.nnodes) < 0)
 				die("%s: cannot read accounting rows", o.db);
+			if (o.end_users && acct_end_users(db, &r, &L.eu) < 0)
+				die("%s: cannot read the end users' rows", o.db);
 			L.acct_done = true;
+			L.eu_done = o.end_users > 0;
+			L.eu_ok = L.eu.as_sent == L.eu.rows && L.eu.equal == L.eu.groups &&
+			          L.eu.stored == L.eu.groups;
 			L.nodes_balanced = true;
 			for (int k = 0; k < L.nnodes; k++) {
 				const struct acct *a = &L.nodes[k].a;
@@ -1514,16 +1745,17 @@ int main(int argc, char **argv)
 			L.delta.dropped = after.dropped - before.dropped;
 			L.delta.timed_out = after.timed_out - before.timed_out;
 			/* every success has its row, with the usage the upstream reported (the
-			 * BILLED shapes' counts, model and price too), no forged record made one,
-			 * and every node's counters balance without drops */
-			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 &&
+			 * BILLED shapes' counts, model and price too) and the end user its request
+			 * named, no forged record made one, and every node's counters balance
+			 * without drops */
+			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 && L.eu_ok &&
 			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0 &&
 			          (size_t)L.billed == r.nbids &&
 			          L.nodes_balanced && L.delta.dropped == 0;
 			L.after = after;
 			/* Under overload a successful response may have lost its row, but only
 			 * as a counted drop. */
-			L.balanced = after.received == after.written + after.dropped &&
+			L.balanced = after.received == after.written + after.dropped && L.eu_ok &&
 			             (unsigned long long)(L.rows + L.delta.dropped) >= r.ok &&
 			             r.no_id == 0;
 		}
@@ -1535,10 +1767,10 @@ int main(int argc, char **argv)
 		          (L.acct_done && !(o.allow_drops ? L.balanced : L.exact));
 		run_free(&r);
 	}
+	for (int t = 0; t < o.nurls; t++)
+		target_free(&gw[t]);
+	target_free(&mock);
 	for (int s = 0; s < SHAPE_N; s++) {
-		for (int t = 0; t < o.nurls; t++)
-			free(gw[t].req[s].p);
-		free(mock.req[s].p);
 		free(exp[s].body.p);
 		free(exp[s].any);
 	}

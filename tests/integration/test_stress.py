@@ -4,8 +4,10 @@ row. Load is bounded: a few dozen requests per run. The cases marked BOTH_STORES
 the agent on SQLite and on PostgreSQL, tally-stress reading the same store; two run
 against two nodes on one PostgreSQL store, one --url per node."""
 import json
+import sqlite3
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 
@@ -19,6 +21,25 @@ FRAMES = 5
 # and [DONE], each one "data: " event.
 STREAM_EVENTS = FRAMES + 3
 MOCK_COMPLETION_TOKENS = 20   # the mock's default
+END_USERS = 8                 # tally-stress --end-users' default
+
+
+def end_user_id(j):
+    """tally-stress's end user j: a plain id, one with spaces, quotes and a letter outside
+    ASCII, an e-mail address, one of the longest length (256 bytes), in turn."""
+    if j % 4 == 0:
+        return f"stress-{j}"
+    if j % 4 == 1:
+        return f'stress {j} "Zoë"'
+    if j % 4 == 2:
+        return f"stress-{j}@example.com"
+    return f"stress-{j}-".ljust(256, "x")
+
+
+def end_users_sent(requests, n=END_USERS):
+    """What a level of tally-stress names: request k none when k % 3 == 0, else end user
+    (k // 3) % n (by the header when k % 3 == 1, in the body when 2); None for none."""
+    return Counter(None if k % 3 == 0 else end_user_id(k // 3 % n) for k in range(requests))
 
 
 def stress(stack, *args, expect_port=None, db=None, levels="1,4", requests=40, as_json=True,
@@ -56,7 +77,15 @@ def test_levels_are_exact_and_accounted(stack):
             "timed_out": 0, "balanced": True}
         # The agent's totals after the level: nothing in flight, nothing lost.
         assert acct["received"] == acct["written"] and acct["dropped_total"] == 0
-    assert len(stack.rows()) == 80
+        # Two in three named an end user, by the header or in the body, and each row
+        # has the one its request named; end_user_daily holds the rows' sums.
+        assert acct["end_users"] == {
+            "exact": True, "rows": 40, "as_sent": 40, "none": 14, "header": 13, "body": 13,
+            "daily_groups": END_USERS, "daily_rows": END_USERS, "daily_equal": END_USERS}
+    rows = stack.rows()
+    assert len(rows) == 80
+    sent = end_users_sent(40)
+    assert Counter(r["end_user"] for r in rows) == sent + sent
 
 
 def test_human_output_without_keepalive(stack):
@@ -104,6 +133,47 @@ def test_hostile_traffic_mixed_in_stays_exact(stack):
     # writes of the unpriced ones are charged too, so they cost at least that much
     assert all(x["cost_micros"] >= 90000 for x in billed), billed
     assert stack.counters()["unauthenticated"] >= 112
+
+
+def test_end_users_not_as_sent_fail_the_run(stack):
+    """A row whose end user is not the one its request named fails the level: with an
+    X-Tally-User header of its own on every request, those that also named one by the
+    header are refused (two headers) and the others are recorded under the extra one."""
+    r, levels = stress(stack, "--header", "X-Tally-User: someone-else", levels="1",
+                       requests=12)
+    assert r.returncode == 1, r.stderr
+    (lv,) = levels
+    assert lv["errors"]["by_status"] == {"400": 4} and lv["ok"] == 8, lv
+    acct = lv["accounting"]
+    assert acct["rows"] == 8 and acct["exact"] is False, acct
+    assert acct["end_users"]["as_sent"] == 0 and acct["end_users"]["exact"] is False, acct
+    # (the refusals' rows name nobody: the gateway records no end user it cannot tell)
+    assert Counter((x["status"], x["end_user"]) for x in stack.rows()) == {
+        (200, "someone-else"): 8, (400, None): 4}
+    r, _ = stress(stack, "--end-users", "65", levels="1", requests=1)
+    assert r.returncode == 2 and "--end-users" in r.stderr, r.stderr
+
+
+def test_end_user_daily_not_the_rows_sums_fails_the_run(stack):
+    """end_user_daily is checked against the rows' sums per key, day and end user over
+    the whole store: a row of it that no request made fails the level, and so does one
+    whose sums are off; --end-users 0 names none and checks nothing of it."""
+    con = sqlite3.connect(stack.db, timeout=10)
+    cols = [c[1] for c in con.execute("PRAGMA table_info(end_user_daily)")]
+    with con:
+        con.execute(f"INSERT INTO end_user_daily ({', '.join(cols)}) VALUES"
+                    f" ({', '.join('?' * len(cols))})",
+                    [{"day": 86400, "key_id": 1, "end_user": "ghost"}.get(c, 0) for c in cols])
+    con.close()
+    r, levels = stress(stack, levels="1", requests=6, as_json=False)
+    assert r.returncode == 1, r.stderr
+    assert "accounting 6/6 exact" not in r.stdout, r.stdout
+    assert "end users 6/6 as sent (header 2, body 2, none 2), end_user_daily 2/2 groups of" \
+        " the rows' sums (3 stored) WRONG" in r.stdout, r.stdout
+    r, levels = stress(stack, "--end-users", "0", levels="1", requests=6)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "end_users" not in levels[0]["accounting"] and levels[0]["accounting"]["exact"]
+    assert all(x["end_user"] is None for x in stack.rows()[6:])
 
 
 def test_wrong_expected_bytes_are_mismatches(stack, tmp_path):
