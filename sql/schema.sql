@@ -13,7 +13,7 @@
 
 -- Small named counters.
 --   config_generation: bumped by the triggers below on every change to providers,
---   models, model_prices, teams, team_models, keys or key_models; the agent polls it to reload its in-memory tables.
+--   models, model_prices, teams, team_models, tag_budgets, keys or key_models; the agent polls it to reload its in-memory tables.
 CREATE TABLE meta (
 	name  TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -86,13 +86,25 @@ CREATE TABLE teams (
 	budget_micros  INTEGER CHECK (budget_micros > 0),
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
 	-- 1: its keys may read the team's figures on GET /tally/v1/usage; 0: each its own alone
-	members_see_usage INTEGER NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1))
+	members_see_usage INTEGER NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1)),
+	tags           TEXT  -- tags every request of its keys carries (docs/limits.md, "Tags")
 );
 
 CREATE TABLE team_models (
 	team_id INTEGER NOT NULL REFERENCES teams (id) ON DELETE CASCADE,
 	model   TEXT NOT NULL,
 	PRIMARY KEY (team_id, model)
+);
+
+-- Budgets of tags (docs/limits.md, "Tags"): a request carrying tag (name=value) is
+-- admitted only if the tag's budget, spent by every key's requests carrying it, admits
+-- it too. Counted under an id of its own (quota_tag_subject), never a key's or a team's.
+CREATE TABLE tag_budgets (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id > 0),  -- never reused
+	tag            TEXT NOT NULL UNIQUE CHECK (tag <> ''),
+	created_at     INTEGER NOT NULL,
+	budget_micros  INTEGER NOT NULL CHECK (budget_micros > 0),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
 );
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
@@ -121,7 +133,8 @@ CREATE TABLE keys (
 	cache_writes   TEXT CHECK (cache_writes IN ('priced', 'allow', 'deny')),
 	team_id        INTEGER REFERENCES teams (id),  -- NULL: no team
 	end_users      TEXT NOT NULL DEFAULT 'optional'
-	               CHECK (end_users IN ('optional', 'required', 'forbidden'))
+	               CHECK (end_users IN ('optional', 'required', 'forbidden')),
+	tags           TEXT  -- tags every request of the key carries; NULL: none
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -184,7 +197,8 @@ CREATE TABLE requests (
 	model_reported             TEXT,     -- the model the answer named when not model
 	priced_fallback            TEXT,     -- classes charged at a fallback rate (NULL: none)
 	team_id                    INTEGER,  -- the key's team when it was decided; NULL: none
-	end_user                   TEXT      -- the end user the request named; NULL: none
+	end_user                   TEXT,     -- the end user the request named; NULL: none
+	tags                       TEXT      -- its tags, name=value sorted by name, comma-separated; NULL: none
 );
 CREATE INDEX requests_started_at ON requests (started_at);
 CREATE INDEX requests_key_started_at ON requests (key_id, started_at);
@@ -582,6 +596,48 @@ CREATE TABLE end_user_daily (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (key_id, end_user, day)
 ) WITHOUT ROWID;
+-- The same per tag and key (requests.tags; a row with n tags is in n groups, rows
+-- without tags in none), by day only: tag budgets (across every key) and reports by
+-- tag read these. Ordered by tag and day: a tag's spend since a day is one range.
+CREATE TABLE tag_daily (
+	day                   INTEGER NOT NULL,
+	tag                   TEXT NOT NULL,
+	key_id                INTEGER NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (tag, day, key_id)
+) WITHOUT ROWID;
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,
 -- not ~15k).
@@ -717,6 +773,15 @@ END;
 CREATE TRIGGER team_models_gen_delete AFTER DELETE ON team_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
+CREATE TRIGGER tag_budgets_gen_insert AFTER INSERT ON tag_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER tag_budgets_gen_update AFTER UPDATE ON tag_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER tag_budgets_gen_delete AFTER DELETE ON tag_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
 CREATE TRIGGER keys_gen_insert AFTER INSERT ON keys BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
@@ -773,4 +838,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 15;
+PRAGMA user_version = 16;

@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 23);
+		                          " current_schema()"), 25);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -143,7 +143,7 @@ static void test_create(void)
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON"
 		                          " c.oid = t.tgrelid JOIN pg_namespace n ON n.oid ="
 		                          " c.relnamespace WHERE n.nspname = current_schema()"
-		                          " AND NOT t.tgisinternal"), 7);
+		                          " AND NOT t.tgisinternal"), 8);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 2);
 		db_close(db);
 		db = test_open("create.db", DB_CREATE);
@@ -158,15 +158,15 @@ static void test_create(void)
 	CHECK_EQ_INT(test_int(db, "PRAGMA busy_timeout"), DB_BUSY_TIMEOUT_MS);
 	CHECK_EQ_INT(test_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests',"
+	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests', 'tag_budgets',"
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
 	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting', 'teams',"
-	                          " 'team_models', 'team_hourly', 'team_daily')"), 18);
+	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily')"), 20);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 21);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 24);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -546,8 +546,13 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 15's parts, dropped to make a database of before it. */
-#define TEST_UNDO_15 "DROP INDEX requests_end_user_started_at;"                        \
+/* Schema 16's parts, dropped to make a database of before it. */
+#define TEST_UNDO_16 "DROP TABLE tag_daily; DROP TABLE tag_budgets;"                   \
+                     " ALTER TABLE requests DROP COLUMN tags;"                        \
+                     " ALTER TABLE keys DROP COLUMN tags; ALTER TABLE teams DROP COLUMN tags;"
+
+/* Schema 15's parts, likewise. */
+#define TEST_UNDO_15 TEST_UNDO_16 " DROP INDEX requests_end_user_started_at;"          \
                      " ALTER TABLE requests DROP COLUMN end_user;"                    \
                      " ALTER TABLE keys DROP COLUMN end_users; DROP TABLE end_user_daily;"
 
@@ -613,6 +618,49 @@ static void test_migrate_end_users(void)
 	                           " 'user-1')"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM requests WHERE end_user = 'user-1'"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM end_user_daily"), 0);
+	db_close(db);
+}
+
+/* Migration 016: keys and teams of schema 15 fix no tags, rows keep the tags they
+ * carried, and a tag's budget is positive, of a known period, one per tag, and moves
+ * config_generation. */
+static void test_migrate_tags(void)
+{
+	struct db *db = test_open("tags.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_16), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO keys (name, prefix, hash, created_at)"
+	                           " VALUES ('k', 'tk-', zeroblob(32), 1);"
+	                           " INSERT INTO teams (name, created_at) VALUES ('t', 1)"), 0);
+	db_close(db);
+	test_set_version("tags.db", 15);
+	db = test_open("tags.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM keys WHERE tags IS NULL"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM teams WHERE tags IS NULL"), 1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET tags = 'env=prod'"), 1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE teams SET tags = 'project=atlas'"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros)"
+	                           " VALUES ('project=atlas', 1, 500000000)"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_budgets WHERE budget_period = 'month'"), 1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros)"
+	                           " VALUES ('project=atlas', 1, 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros)"
+	                           " VALUES ('env=dev', 1, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros,"
+	                           " budget_period) VALUES ('env=dev', 1, 1, 'week')"), -1);
+	CHECK_EQ_INT(test_bump(db, "DELETE FROM tag_budgets"), 1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO requests (request_id, outcome, usage_source,"
+	                           " started_at, tags) VALUES ('r', 'complete', 'none', 1,"
+	                           " 'env=prod,project=atlas')"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM requests WHERE tags IS NOT NULL"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_daily"), 0);
 	db_close(db);
 }
 
@@ -1235,6 +1283,7 @@ static void test_stores(void)
 	RUN(test_migrate_atomic);
 	RUN(test_migrate_team_visibility);
 	RUN(test_migrate_end_users);
+	RUN(test_migrate_tags);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);
