@@ -1,5 +1,6 @@
-/* keys: API keys (create, set, list, revoke, their team) and the gateway secret HAProxy sends,
- * derived from the same key-hashing secret. tallyctl is single-threaded. */
+/* keys: API keys (create, set, list, revoke, their team and tags) and the gateway
+ * secret HAProxy sends, derived from the same key-hashing secret. tallyctl is
+ * single-threaded. */
 #include <stdio.h>
 #include <string.h>
 

@@ -10,10 +10,9 @@
 
 /* The nullable limit columns, by option; the order of LIMITS_SQL. */
 static const enum ctl_opt_id limits_opts[] = { OPT_RPM, OPT_TPM, OPT_MAX_CONCURRENT,
-                                               OPT_BUDGET_USD };
+                                               [LIMITS_BUDGET] = OPT_BUDGET_USD };
 _Static_assert(sizeof(limits_opts) / sizeof(limits_opts[0]) == LIMITS_N,
                "limits.h sizes struct limits by this list");
-_Static_assert(LIMITS_BUDGET == 3, "limits.h names --budget-usd's index in this list");
 
 /* Splits a --models value in place into l->models (pointing into l->csv). Rejects
  * empty and malformed names; '' and none lift the list. */
