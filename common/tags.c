@@ -133,8 +133,9 @@ enum tags_status tags_fix(struct tags *t, const struct tags *fixed)
 	return TAGS_OK;
 }
 
-void tags_union(struct tags *out, const struct tags *a, const struct tags *b)
+enum tags_status tags_union(struct tags *out, const struct tags *a, const struct tags *b)
 {
+	enum tags_status st = TAGS_OK;
 	size_t i;
 
 	*out = *b;
@@ -142,9 +143,15 @@ void tags_union(struct tags *out, const struct tags *a, const struct tags *b)
 		int found;
 		size_t at = tags_find(out, a->t[i].name, &found);
 
-		if (!found && out->n < TAGS_MAX)
-			tags_insert(out, at, &a->t[i]);
+		if (found)
+			continue;
+		if (out->n == TAGS_MAX) {
+			st = TAGS_TOO_MANY;
+			continue;
+		}
+		tags_insert(out, at, &a->t[i]);
 	}
+	return st;
 }
 
 size_t tags_format(const struct tags *t, char *out, size_t cap)

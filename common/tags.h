@@ -51,8 +51,9 @@ int tags_tag_ok(const char *s, size_t n);
 enum tags_status tags_fix(struct tags *t, const struct tags *fixed);
 
 /* The union of a and b where b's value wins for a name of both (a team's fixed tags
- * over its key's), cut to TAGS_MAX names in order. */
-void tags_union(struct tags *out, const struct tags *a, const struct tags *b);
+ * over its key's). TAGS_TOO_MANY if it has more than TAGS_MAX names (*out then holds
+ * the first TAGS_MAX in order). */
+enum tags_status tags_union(struct tags *out, const struct tags *a, const struct tags *b);
 
 /* Writes t's canonical text into out (cap bytes, TAGS_TEXT_MAX always fits); "" for
  * none. Returns its length. */

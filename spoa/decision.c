@@ -822,7 +822,9 @@ static enum decision_verdict decision_tags(const struct keytable *kt,
 	struct tags t;
 	size_t i;
 
-	if (req->tags_headers > 1)
+	if (d->key->fixed_tags_over)
+		d->tags_status = TAGS_TOO_MANY;
+	else if (req->tags_headers > 1)
 		d->tags_status = TAGS_MALFORMED;
 	else if (req->tags.len > TAGS_HEADER_MAX)
 		d->tags_status = TAGS_TOO_LONG;

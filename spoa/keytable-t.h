@@ -82,8 +82,10 @@ struct kt_key {
 	enum kt_policy cache_writes;
 	enum kt_end_users end_users;
 	/* The tags every request of the key carries: its team's (teams.tags) over its own
-	 * (keys.tags); NULL: none. */
+	 * (keys.tags); NULL: none. fixed_tags_over: together they are more than TAGS_MAX,
+	 * and the key's requests are refused rather than stored with some left out. */
 	struct tags *fixed_tags;
+	int fixed_tags_over;
 };
 
 struct keytable {

@@ -348,7 +348,7 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 			own = *k->fixed_tags;
 		else if (!(k->fixed_tags = malloc(sizeof(*k->fixed_tags))))
 			return -1;
-		tags_union(k->fixed_tags, &own, k->team->tags);
+		k->fixed_tags_over = tags_union(k->fixed_tags, &own, k->team->tags) != TAGS_OK;
 	}
 	return k->name && k->prefix ? 0 : -1;
 }

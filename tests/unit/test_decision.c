@@ -1275,6 +1275,12 @@ static void test_tags(void)
 	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "env=staging,owner=search,project=atlas");
 	CHECK_EQ_INT(decide_tags("project=other", 1).verdict, DECISION_TAG_CONFLICT);
 	CHECK_EQ_INT(decide_tags("env=prod", 1).verdict, DECISION_TAG_CONFLICT);
+	/* Together more than a request may carry: refused, none left out of its row. */
+	sql_reload("UPDATE teams SET tags = 'a=1,b=2,c=3,d=4,e=5,f=6,g=7'");
+	d = decide_tags(NULL, 0);
+	CHECK_EQ_INT(d.verdict, DECISION_BAD_TAGS);
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "at most 8 tags") != NULL);
 	sql_reload("UPDATE keys SET team_id = NULL, tags = NULL WHERE id = 1; DELETE FROM teams");
 	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "");
 	/* The tags with a budget, in tag order, for the caller to reserve at. */

@@ -112,9 +112,16 @@ static void test_fix(void)
 	/* a team's fixed tags win over its key's */
 	CHECK(tags_parse("env=dev,owner=ann", 17, &key) == TAGS_OK);
 	CHECK(tags_parse("env=prod,project=atlas", 22, &team) == TAGS_OK);
-	tags_union(&u, &key, &team);
+	CHECK(tags_union(&u, &key, &team) == TAGS_OK);
 	tags_format(&u, out, sizeof(out));
 	CHECK_EQ_STR(out, "env=prod,owner=ann,project=atlas");
+	/* More than TAGS_MAX together: said, not silently cut. */
+	CHECK(tags_parse("a=1,b=2,c=3,d=4,e=5", 19, &key) == TAGS_OK);
+	CHECK(tags_parse("f=6,g=7,h=8,i=9", 15, &team) == TAGS_OK);
+	CHECK(tags_union(&u, &key, &team) == TAGS_TOO_MANY);
+	CHECK(tags_parse("a=1,b=2,c=3,d=4", 15, &key) == TAGS_OK);
+	CHECK(tags_union(&u, &key, &team) == TAGS_OK);
+	CHECK_EQ_INT(u.n, TAGS_MAX);
 }
 
 int main(void)
