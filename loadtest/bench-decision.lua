@@ -8,11 +8,15 @@
 -- so the capture filter reads it to its end and amends it, or on HAProxy 3.4 the agent
 -- judges it whole from its pieces. BENCH_LONG_BYTES sets the prompt's length.
 -- BENCH_END_USER: every request names that end user by the X-Tally-User header.
+-- BENCH_TAGS: every request carries those tags by the X-Tally-Tags header.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TALLY_KEY") or "none")
 if (os.getenv("BENCH_END_USER") or "") ~= "" then
   wrk.headers["X-Tally-User"] = os.getenv("BENCH_END_USER")
+end
+if (os.getenv("BENCH_TAGS") or "") ~= "" then
+  wrk.headers["X-Tally-Tags"] = os.getenv("BENCH_TAGS")
 end
 local frames = os.getenv("BENCH_FRAMES")
 if os.getenv("BENCH_LONG") == "1" then

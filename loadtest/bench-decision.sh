@@ -6,7 +6,9 @@
 # docs/haproxy-integration.md adds it (scripts/lift.py: the operator's frontend hands
 # /v1/ to tally's over an abstract socket), interleaved in rounds so that a noisy machine
 # hurts all alike. (e) "end-user" is the gateway again, every request naming an end user
-# by the X-Tally-User header (BENCH_END_USER, a 40-byte id). For the gateways it also
+# by the X-Tally-User header (BENCH_END_USER, a 40-byte id). (f) "tagged" is the gateway
+# with every request carrying three tags by X-Tally-Tags (BENCH_TAGS), one of them with a
+# budget (tag_budgets: a reservation and a settlement per request). For the gateways it also
 # reads, per request, HAProxy's and the agent's CPU (/proc/PID/stat) and the agent's
 # decision latency (tally_decision_seconds' sum over its count, from /metrics).
 # Prints req/s and latency per target (median over rounds) and the ratios.
@@ -22,7 +24,7 @@
 #
 # Knobs: BENCH_SECONDS (per round, 5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32),
 # BENCH_THREADS (wrk threads, 1), BENCH_AGENT_THREADS (agent I/O threads, 2),
-# BENCH_BODY_BYTES (1024), BENCH_END_USER, BENCH_BEFORE, HAPROXY (as for make test),
+# BENCH_BODY_BYTES (1024), BENCH_END_USER, BENCH_TAGS, BENCH_BEFORE, HAPROXY (as for make test),
 # TALLY_BUILD (build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +36,7 @@ conns=${BENCH_CONNECTIONS:-32}
 threads=${BENCH_THREADS:-1}
 export BENCH_BODY_BYTES=${BENCH_BODY_BYTES:-1024}
 end_user=${BENCH_END_USER:-user-7f3e9a2c-41d8-4b6e-9f0a-3c5d2e8b1a47}
+tags=${BENCH_TAGS:-feature=search, env=prod, project=atlas}
 before=${BENCH_BEFORE:-}
 [ -z "$before" ] || [ -x "$before/build/tally-agent" ] ||
   { echo "bench: $before/build/tally-agent is not built" >&2; exit 1; }
@@ -47,6 +50,7 @@ long=${BENCH_LONG:-0}
 db=$tmp/tally.db
 stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
+"$build/tallyctl" --db "$db" tag set project=atlas --budget-usd 1000000000 > /dev/null
 
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
@@ -133,10 +137,11 @@ decisions() {
 }
 
 run() { # name port [haproxy-pid agent-pid agent-metrics-port]
-  local out eu= t0 a0 d0 cpu=
+  local out eu= tg= t0 a0 d0 cpu=
   [ "$1" = end-user ] && eu=$end_user
+  [ "$1" = tagged ] && tg=$tags
   if [ $# -gt 2 ]; then t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$4"); d0=$(decisions "$5"); fi
-  out=$(BENCH_END_USER=$eu wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
+  out=$(BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
         -s loadtest/bench-decision.lua "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
   case $out in *" errors=0 "*) ;; *) echo "bench: $1 had errors: $out" >&2; exit 1 ;; esac
   if [ $# -gt 2 ]; then
@@ -152,7 +157,7 @@ what="${BENCH_BODY_BYTES}-byte responses"
 echo "bench-decision: ${rounds} rounds x ${seconds}s per target, $conns connections, $what, $($stack_haproxy -v | head -1 | cut -d' ' -f1-3), $(nproc) cores"
 # The gateways' runs take turns at going first, so that none is always the one that
 # runs on the caches and buffers the previous target left.
-gateways=(gateway end-user ${before:+before} lifted)
+gateways=(gateway end-user tagged ${before:+before} lifted)
 for r in $(seq "$rounds"); do
   run upstream "$mock_port"
   run haproxy "$plain_port"
@@ -160,6 +165,7 @@ for r in $(seq "$rounds"); do
     case ${gateways[(i + r) % ${#gateways[@]}]} in
       gateway) run gateway "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user) run end-user "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
+      tagged) run tagged "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       before) run before "$before_port" "$before_pid" "$before_agent_pid" "$before_metrics_port" ;;
       lifted) run lifted "$lifted_port" "$lifted_pid" "$agent_pid" "$metrics_port" ;;
     esac
@@ -181,7 +187,7 @@ for line in open(sys.argv[1]):
 med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rows.items()}
 print(f"{'target':11} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'HAProxy CPU us/req':>19} "
       f"{'agent CPU us/req':>17} {'decision us':>12}   (median of {len(rows['gateway'])} rounds)")
-for n in ("upstream", "haproxy", "gateway", "end-user", "before", "lifted", "first-frame"):
+for n in ("upstream", "haproxy", "gateway", "end-user", "tagged", "before", "lifted", "first-frame"):
     if n not in med:
         continue
     m = med[n]
@@ -210,6 +216,7 @@ def against(what, a, b):
           f"HAProxy CPU {per_round['haproxy_us']:.2f}x, agent CPU {per_round['agent_us']:.2f}x, "
           f"decision {per_round['decision_us']:.2f}x")
 against("an end user named by the header / none", "end-user", "gateway")
+against("three tags, one budgeted / none", "tagged", "gateway")
 if "before" in med:
     against(f"before ({sys.argv[2]}) / the gateway, no end user", "before", "gateway")
 if "first-frame" in med:
