@@ -1,10 +1,11 @@
 /* args: parses and checks what the operator typed: options, operands, names, URLs,
- * integers, dollars and one word of a fixed set (yes or no, a key's policies). tallyctl
- * is single-threaded. */
+ * integers, dollars, one word of a fixed set (yes or no, a key's policies) and tags.
+ * tallyctl is single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
+#include "tags.h"
 
 #define CTL_URL_MAX      2048
 #define CTL_BUDGET_USD_MAX 1000000000LL    /* whole dollars; 10^15 micros fits int64 */
@@ -165,6 +166,34 @@ int args_parse_yes_no(const struct ctl_command *cmd, enum ctl_opt_id id, const c
 	if (args_parse_word(cmd, id, s, yes_no, 2, &i) != CTL_OK)
 		return CTL_USAGE;
 	*out = i == 0;
+	return CTL_OK;
+}
+
+/* A set of tags, the value of option id (common/tags.h: spaces after commas, any
+ * order), into out (TAGS_TEXT_MAX bytes) as its canonical text: what is stored, never
+ * the input as typed. "" is no tags. */
+int args_parse_tags(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s, char *out)
+{
+	struct tags t;
+	enum tags_status st = tags_parse(s, strlen(s), &t);
+
+	if (st != TAGS_OK)
+		return ctl_usage(cmd, "invalid value '%s' for --%s: %s", s, ctl_opts[id].name,
+		                 tags_status_text(st));
+	tags_format(&t, out, TAGS_TEXT_MAX);
+	return CTL_OK;
+}
+
+/* A usage error unless s is one tag, name=value, as tag budgets name it. */
+int args_check_tag(const struct ctl_command *cmd, const char *s)
+{
+	struct tags t;
+	enum tags_status st = tags_parse(s, strlen(s), &t);
+
+	if (st != TAGS_OK)
+		return ctl_usage(cmd, "invalid tag '%s': %s", s, tags_status_text(st));
+	if (!tags_tag_ok(s, strlen(s)))
+		return ctl_usage(cmd, "invalid tag '%s': expected one tag, name=value, without spaces", s);
 	return CTL_OK;
 }
 

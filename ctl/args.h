@@ -1,5 +1,5 @@
 /* args: the operator's input to tallyctl: a command's options and operand, the global
- * options, names, URLs and numbers. Pure but for what it prints (usage errors, a
+ * options, names, URLs, numbers and tags. Pure but for what it prints (usage errors, a
  * command's --help); tallyctl is single-threaded. */
 #ifndef TALLY_ARGS_H
 #define TALLY_ARGS_H
@@ -26,6 +26,8 @@ int args_parse_word(const struct ctl_command *cmd, enum ctl_opt_id id, const cha
                     const char *const *words, size_t n, size_t *index);
 int args_parse_yes_no(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s,
                       int64_t *out);
+int args_parse_tags(const struct ctl_command *cmd, enum ctl_opt_id id, const char *s, char *out);
+int args_check_tag(const struct ctl_command *cmd, const char *s);
 int args_parse(const struct ctl_command *cmd, int argc, char **argv, struct ctl_args *a);
 int args_global_opt(const char *name, int argc, char **argv, int *i, const char **out);
 

@@ -50,6 +50,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_TEAM] = { "team", "TEAM" },
 	[OPT_MEMBERS_SEE_USAGE] = { "members-see-usage", "yes|no" },
 	[OPT_END_USERS] = { "end-users", "optional|required|forbidden" },
+	[OPT_TAGS] = { "tags", "NAME=VALUE,..." },
 };
 
 /* ---- messages ---- */
@@ -520,25 +521,22 @@ static int ctl_table_json(struct ctl *ctl, struct db_stmt *st, const struct ctl_
 	return ctl_json_print(arr, oom);
 }
 
-/* Prints the rows of q, whose parameter ?1 (if any) is arg, with print inside one
- * read transaction. */
-int ctl_print_table(struct ctl *ctl, struct ctl_sql q, const char *arg,
-                    const struct ctl_col *cols, int ncols, ctl_printer *print)
+/* Prints the rows of q, its parameters bound as ctl_prepare binds them, with print
+ * inside one read transaction. */
+int ctl_print_table(struct ctl *ctl, struct ctl_sql q, const struct ctl_col *cols, int ncols,
+                    ctl_printer *print, const char *types, ...)
 {
 	struct db_stmt *st = NULL;
 	int status = CTL_FAIL;
+	va_list ap;
 
 	if (ctl_db_open(ctl) != CTL_OK || ctl_begin_read(ctl) != CTL_OK)
 		goto out;
-	st = ctl_prepare(ctl, ctl_sql_of(ctl, q), "");
-	if (!st)
-		goto out;
-	if (db_param_count(st) > 0 &&
-	    (arg ? db_bind_text(st, 1, arg, strlen(arg)) : db_bind_null(st, 1)) < 0) {
-		ctl_error("database error: cannot bind parameter 1 of a statement");
-		goto out;
-	}
-	status = print(ctl, st, cols, ncols);
+	va_start(ap, types);
+	st = ctl_vprepare(ctl, ctl_sql_of(ctl, q), types, ap);
+	va_end(ap);
+	if (st)
+		status = print(ctl, st, cols, ncols);
 out:
 	db_finalize(st);
 	ctl_rollback(ctl);

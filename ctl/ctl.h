@@ -23,7 +23,7 @@ enum ctl_opt_id {
 	OPT_PAUSE_MS, OPT_DRY_RUN, OPT_TIER, OPT_ABOVE, OPT_CACHE_WRITE_1H, OPT_REASONING,
 	OPT_AUDIO_INPUT, OPT_AUDIO_OUTPUT, OPT_WEB_SEARCH, OPT_FORMAT, OPT_VERBOSE,
 	OPT_SERVICE_TIERS, OPT_SERVER_TOOLS, OPT_AUDIO, OPT_MAX_OUTPUT, OPT_CACHE_WRITES, OPT_TEAM,
-	OPT_MEMBERS_SEE_USAGE, OPT_END_USERS, OPT_COUNT
+	OPT_MEMBERS_SEE_USAGE, OPT_END_USERS, OPT_TAGS, OPT_COUNT
 };
 
 #define OPT(id) (UINT64_C(1) << (id))
@@ -114,8 +114,8 @@ int ctl_json_add(cJSON *parent, const char *key, cJSON *item);
 int ctl_json_row(cJSON *parent, const char *key, struct db_stmt *st, const struct ctl_col *cols,
                  int first, int ncols);
 int ctl_json_print(cJSON *doc, int oom);
-int ctl_print_table(struct ctl *ctl, struct ctl_sql q, const char *arg, const struct ctl_col *cols,
-                    int ncols, ctl_printer *print);
+int ctl_print_table(struct ctl *ctl, struct ctl_sql q, const struct ctl_col *cols, int ncols,
+                    ctl_printer *print, const char *types, ...);
 ctl_printer *ctl_list_printer(const struct ctl_args *a);
 
 #endif

@@ -1,5 +1,6 @@
-/* keys: API keys (create, set, list, revoke, their team) and the gateway secret HAProxy sends,
- * derived from the same key-hashing secret. tallyctl is single-threaded. */
+/* keys: API keys (create, set, list, revoke, their team and tags) and the gateway
+ * secret HAProxy sends, derived from the same key-hashing secret. tallyctl is
+ * single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,9 @@ int keys_opts_parse(const struct ctl_command *cmd, const struct ctl_args *a,
 			return status;
 		o->end_users = keys_end_users_words[w];
 	}
+	o->tags_given = a->val[OPT_TAGS] != NULL;
+	if (o->tags_given)
+		return args_parse_tags(cmd, OPT_TAGS, a->val[OPT_TAGS], o->tags);
 	return CTL_OK;
 }
 
@@ -122,12 +126,14 @@ static int keys_apply(struct ctl *ctl, int64_t id, const char *name, const struc
 	             " audio = CASE WHEN ?7 <> 0 THEN ?8 ELSE audio END,"
 	             " cache_writes = CASE WHEN ?9 <> 0 THEN ?10 ELSE cache_writes END,"
 	             " team_id = CASE WHEN ?11 <> 0 THEN ?12 ELSE team_id END,"
-	             " end_users = coalesce(?13, end_users)"
+	             " end_users = coalesce(?13, end_users),"
+	             " tags = CASE WHEN ?14 <> 0 THEN ?15 ELSE tags END"
 	             " WHERE id = ?1",
-	             "itititititint", id, o->def, o->policy_given[0], o->policy[0],
+	             "itititititintit", id, o->def, o->policy_given[0], o->policy[0],
 	             o->policy_given[1], o->policy[1], o->policy_given[2], o->policy[2],
 	             o->policy_given[3], o->policy[3], (int64_t)o->team_given,
-	             o->team ? &o->team_id : NULL, o->end_users) < 0)
+	             o->team ? &o->team_id : NULL, o->end_users, o->tags_given,
+	             o->tags[0] ? o->tags : NULL) < 0)
 		return CTL_FAIL;
 	/* key set may change the list or the default alone: check the stored pair. */
 	found = ctl_find(ctl, NULL,
@@ -238,20 +244,21 @@ int keys_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "AUDIO", "audio", COL_TEXT },
 		{ "CACHE_WRITES", "cache_writes", COL_TEXT },
 		{ "END_USERS", "end_users", COL_TEXT },
+		{ "TAGS", "tags", COL_CSV },
 		LIMITS_COLS,
 	};
 
 #define KEY_LIST_SQL(MODELS)                                                            \
 	"SELECT k.id, k.name, t.name, k.prefix, k.created_at, k.revoked_at, " MODELS ","   \
 	" k.default_model, k.service_tiers, k.server_tools, k.audio, k.cache_writes,"     \
-	" k.end_users,"                                                                   \
+	" k.end_users, k.tags,"                                                           \
 	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period"               \
 	" FROM keys k LEFT JOIN teams t ON t.id = k.team_id ORDER BY k.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(KEY_LIST_SQL, "key_models", "key_id", "k.id");
 #undef KEY_LIST_SQL
 
-	return ctl_print_table(ctl, q, NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])),
-	                       ctl_list_printer(a));
+	return ctl_print_table(ctl, q, cols, (int)(sizeof(cols) / sizeof(cols[0])),
+	                       ctl_list_printer(a), "");
 }
 
 int keys_revoke(struct ctl *ctl, const struct ctl_args *a)

@@ -8,6 +8,7 @@
 
 #include "ctl.h"
 #include "limits.h"
+#include "tags.h"
 
 /* The nullable policy options of a key, in the order of the key set SQL. */
 #define KEYS_NPOLICIES   4   /* --service-tiers, --server-tools, --audio, --cache-writes */
@@ -26,6 +27,8 @@ struct keys_opts {
 	int64_t policy_given[KEYS_NPOLICIES]; /* 1 if the i-th policy option was given */
 	const char *policy[KEYS_NPOLICIES];   /* its value, or NULL for "inherit" */
 	const char *end_users;                /* --end-users; NULL: unchanged */
+	int64_t tags_given;                   /* --tags given */
+	char tags[TAGS_TEXT_MAX];             /* their canonical text; "": none */
 };
 
 /* Checks everything that needs no database. The caller frees o even on failure. */

@@ -10,7 +10,7 @@
 
 /* The nullable limit columns, by option; the order of LIMITS_SQL. */
 static const enum ctl_opt_id limits_opts[] = { OPT_RPM, OPT_TPM, OPT_MAX_CONCURRENT,
-                                               OPT_BUDGET_USD };
+                                               [LIMITS_BUDGET] = OPT_BUDGET_USD };
 _Static_assert(sizeof(limits_opts) / sizeof(limits_opts[0]) == LIMITS_N,
                "limits.h sizes struct limits by this list");
 

@@ -10,6 +10,7 @@
 #include "ctl.h"
 
 #define LIMITS_N 4   /* --rpm, --tpm, --max-concurrent, --budget-usd */
+#define LIMITS_BUDGET 3   /* the index of --budget-usd */
 
 #define LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
                     OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))

@@ -88,7 +88,7 @@ int models_list(struct ctl *ctl, const struct ctl_args *a)
 	" LEFT JOIN model_prices c ON c.model_id = m.id AND c.tier = 'default'"           \
 	"  AND c.above_tokens = 0"                                                        \
 	" ORDER BY m.name" C
-	return ctl_print_table(ctl, CTL_SQL(MODEL_LIST_SQL), NULL, cols,
-	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+	return ctl_print_table(ctl, CTL_SQL(MODEL_LIST_SQL), cols,
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "");
 #undef MODEL_LIST_SQL
 }

@@ -264,7 +264,7 @@ int prices_list(struct ctl *ctl, const struct ctl_args *a)
 	" FROM model_prices c JOIN models m ON m.id = c.model_id"                         \
 	" WHERE CAST(?1 AS TEXT) IS NULL OR m.name = ?1"                                  \
 	" ORDER BY m.name" C ", c.tier <> 'default', c.tier" C ", c.above_tokens"
-	return ctl_print_table(ctl, CTL_SQL(PRICES_LIST_SQL), a->operand, cols, 3 + PRICE_CLASSES,
-	                       a->val[OPT_JSON] ? prices_json : ctl_table_text);
+	return ctl_print_table(ctl, CTL_SQL(PRICES_LIST_SQL), cols, 3 + PRICE_CLASSES,
+	                       a->val[OPT_JSON] ? prices_json : ctl_table_text, "t", a->operand);
 #undef PRICES_LIST_SQL
 }

@@ -60,7 +60,7 @@ int providers_list(struct ctl *ctl, const struct ctl_args *a)
 
 #define PROVIDER_LIST_SQL(C)                                                            \
 	"SELECT id, name, api, backend, base_url, created_at FROM providers ORDER BY name" C
-	return ctl_print_table(ctl, CTL_SQL(PROVIDER_LIST_SQL), NULL, cols,
-	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a));
+	return ctl_print_table(ctl, CTL_SQL(PROVIDER_LIST_SQL), cols,
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "");
 #undef PROVIDER_LIST_SQL
 }

@@ -15,6 +15,7 @@
 #include "priceimport.h"
 #include "prices.h"
 #include "providers.h"
+#include "tagbudgets.h"
 #include "teams.h"
 
 #define CTL_DEFAULT_DB   "./data/tally.db"
@@ -27,17 +28,21 @@
 	"\n"                                                                                \
 	"  --json  print JSON\n"
 
-#define LIMIT_SYNOPSIS                                                              \
-	"[--rpm N] [--tpm N] [--max-concurrent N] [--budget-usd X] "                    \
-	"[--budget-period day|month|total]"
+#define LIMIT_SYNOPSIS "[--rpm N] [--tpm N] [--max-concurrent N] " BUDGET_SYNOPSIS
+
+#define BUDGET_SYNOPSIS "[--budget-usd X] [--budget-period day|month|total]"
+
+/* none: what else --budget-usd takes, after its dollars. */
+#define BUDGET_HELP(none)                                                           \
+	"  --budget-usd X         spend per period in dollars (> 0), at most 6 decimals\n"  \
+	"                         (12.5, 0.000001), up to 1000000000" none "\n"            \
+	"  --budget-period P      day, month (the default) or total (ever)\n"
 
 #define LIMIT_HELP                                                                  \
 	"  --rpm N                requests per minute, 1-1000000000000, or none\n"          \
 	"  --tpm N                tokens per minute, 1-1000000000000, or none\n"            \
 	"  --max-concurrent N     requests in flight, 1-1000000000000, or none\n"           \
-	"  --budget-usd X         spend per period in dollars (> 0), at most 6 decimals\n"        \
-	"                         (12.5, 0.000001), up to 1000000000, or none\n"            \
-	"  --budget-period P      day, month (the default) or total (ever)\n"               \
+	BUDGET_HELP(", or none")                                                        \
 	"\n"
 
 #define TEAM_SEE_SYNOPSIS "[--members-see-usage yes|no]"
@@ -46,6 +51,13 @@
 	"  --members-see-usage yes|no\n"                                                \
 	"                         yes: its keys may read the team's usage, not only\n"  \
 	"                         their own, on GET /tally/v1/usage; no: their own alone\n"
+
+#define TAGS_SYNOPSIS "[--tags NAME=VALUE,...]"
+
+#define TAGS_HELP(whose)                                                                \
+	"  --tags NAME=VALUE,...  tags every request of " whose " carries, which a\n"     \
+	"                         request cannot change (docs/limits.md, \"Tags\"), e.g.\n" \
+	"                         env=prod,owner=search; stored sorted by name; '': none\n"
 
 #define TEAM_OPT_HELP                                                                   \
 	"  --team TEAM            the team the key belongs to (must exist); none: no team\n"
@@ -91,7 +103,7 @@
 
 static const struct ctl_command tallyctl_commands[] = {
 	{ "key", "create", "key create NAME|--name NAME [--team TEAM] [--models M1,M2,...] "
-	  "[--default-model MODEL] " LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
+	  "[--default-model MODEL] " LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS " " TAGS_SYNOPSIS,
 	  "Creates an API key and prints it alone on stdout. The key is shown this once:\n"
 	  "only its HMAC-SHA256 hash (keyed with the secret file, created if missing) and\n"
 	  "its first 12 characters (the prefix, for identification) are stored.\n"
@@ -103,14 +115,15 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "                         without it ('' or none too) the key may use every model\n"
 	  "  --default-model MODEL  model for requests that name none; must exist and,\n"
 	  "                         with --models, be one of them\n"
+	  TAGS_HELP("the key")
 	  LIMIT_HELP
 	  KEY_POLICY_HELP
 	  "A limit or policy not given is unset: no limit, the agent's default policy;\n"
 	  "--end-users not given is optional.\n",
 	  "NAME", OPT(OPT_NAME) | OPT(OPT_TEAM) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | LIMIT_OPTS |
-	  KEY_POLICY_OPTS, 0, OPT(OPT_NAME), keys_create },
+	  KEY_POLICY_OPTS | OPT(OPT_TAGS), 0, OPT(OPT_NAME), keys_create },
 	{ "key", "set", "key set NAME [--team TEAM|none] [--models M1,M2,...] [--default-model MODEL] "
-	  LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS,
+	  LIMIT_SYNOPSIS " " KEY_POLICY_SYNOPSIS " " TAGS_SYNOPSIS,
 	  "Changes the key named NAME; options not given keep their value. At least one\n"
 	  "option is required. The running agent applies the change at its next reload.\n"
 	  "\n"
@@ -119,27 +132,28 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "                         '' or none: every model\n"
 	  "  --default-model MODEL  model for requests that name none; must exist and be\n"
 	  "                         in the key's allow-list, if it has one\n"
+	  TAGS_HELP("the key")
 	  LIMIT_HELP
 	  KEY_POLICY_HELP
 	  "'none' clears a limit, e.g. '--rpm none'; 'inherit' a policy, e.g. '--audio\n"
 	  "inherit'. Setting an unknown key fails.\n",
 	  "NAME", OPT(OPT_TEAM) | OPT(OPT_MODELS) | OPT(OPT_DEFAULT_MODEL) | LIMIT_OPTS |
-	  KEY_POLICY_OPTS, 0, 0, keys_set },
+	  KEY_POLICY_OPTS | OPT(OPT_TAGS), 0, 0, keys_set },
 	{ "key", "list", "key list [--json]",
 	  LIST_HELP("API keys (never their hashes)")
 	  "\n"
 	  "TEAM is the key's team, \"-\" (JSON: null) for none. MODELS is the allow-list,\n"
 	  "\"*\" (JSON: null) when the key may use every model.\n"
-	  "An unset limit or policy shows as \"-\" (JSON: null); JSON has service_tiers as\n"
-	  "an array. END_USERS is never unset. BUDGET_USD is in dollars; JSON has\n"
-	  "budget_micros, integer micro-dollars.\n",
+	  "An unset limit or policy shows as \"-\" (JSON: null); JSON has service_tiers and\n"
+	  "tags as arrays. TAGS is \"-\" (JSON: null) for none. END_USERS is never unset.\n"
+	  "BUDGET_USD is in dollars; JSON has budget_micros, integer micro-dollars.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, keys_list },
 	{ "key", "revoke", "key revoke NAME",
 	  "Revokes the key named NAME: the agent refuses it from its next reload on.\n"
 	  "Revoking an unknown or already revoked key fails.\n",
 	  "NAME", 0, 0, 0, keys_revoke },
 	{ "team", "create", "team create NAME [--models M1,M2,...] " TEAM_SEE_SYNOPSIS " "
-	  LIMIT_SYNOPSIS,
+	  TAGS_SYNOPSIS " " LIMIT_SYNOPSIS,
 	  "Creates the team NAME. A key joins it with 'key create --team' or 'key set\n"
 	  "--team'; a request of a team's key is admitted only if the key and the team\n"
 	  "both admit it: the team's limits count every request of its keys together.\n"
@@ -149,10 +163,14 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "                         on top of each key's own list; without it ('' or none\n"
 	  "                         too) every model\n"
 	  TEAM_SEE_HELP
+	  TAGS_HELP("its keys")
 	  LIMIT_HELP
-	  "A limit not given is unset: no limit. --members-see-usage not given is no.\n",
-	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | LIMIT_OPTS, 0, 0, teams_create },
-	{ "team", "set", "team set NAME [--models M1,M2,...] " TEAM_SEE_SYNOPSIS " " LIMIT_SYNOPSIS,
+	  "A limit not given is unset: no limit. --members-see-usage not given is no.\n"
+	  "A team's tag wins over its key's of the same name.\n",
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | OPT(OPT_TAGS) | LIMIT_OPTS, 0, 0,
+	  teams_create },
+	{ "team", "set", "team set NAME [--models M1,M2,...] " TEAM_SEE_SYNOPSIS " " TAGS_SYNOPSIS
+	  " " LIMIT_SYNOPSIS,
 	  "Changes the team named NAME; options not given keep their value. At least one\n"
 	  "option is required. The team keeps its id, its keys and its history. The\n"
 	  "running agent applies the change at its next reload.\n"
@@ -160,9 +178,11 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "  --models M1,M2,...     replace the allow-list (each model must exist);\n"
 	  "                         '' or none: every model\n"
 	  TEAM_SEE_HELP
+	  TAGS_HELP("its keys")
 	  LIMIT_HELP
 	  "'none' clears a limit, e.g. '--rpm none'. Setting an unknown team fails.\n",
-	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | LIMIT_OPTS, 0, 0, teams_set },
+	  "NAME", OPT(OPT_MODELS) | OPT(OPT_MEMBERS_SEE_USAGE) | OPT(OPT_TAGS) | LIMIT_OPTS, 0, 0,
+	  teams_set },
 	{ "team", "list", "team list [--json]",
 	  LIST_HELP("teams")
 	  "\n"
@@ -170,13 +190,35 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "(JSON: null) when its keys may use every model. An unset limit shows as \"-\"\n"
 	  "(JSON: null). BUDGET_USD is in dollars; JSON has budget_micros, integer\n"
 	  "micro-dollars. MEMBERS_SEE_USAGE is yes when the team's keys may read its usage\n"
-	  "(JSON: true or false).\n",
+	  "(JSON: true or false). TAGS is \"-\" (JSON: null) for none; JSON has an array.\n",
 	  NULL, OPT(OPT_JSON), 0, 0, teams_list },
 	{ "team", "delete", "team delete NAME",
 	  "Deletes the team named NAME and its allow-list. Refused while any key, revoked\n"
 	  "or not, belongs to it: move them first with 'key set KEY --team OTHER|none'.\n"
 	  "Usage rows and rollups keep the team's id.\n",
 	  "NAME", 0, 0, 0, teams_delete },
+	{ "tag", "set", "tag set TAG " BUDGET_SYNOPSIS,
+	  "Sets the budget of TAG, one tag (name=value, e.g. env=prod), creating it or\n"
+	  "changing what is given. A request carrying TAG is admitted only if the tag's\n"
+	  "budget, spent by every key's requests carrying it, admits it too. The running\n"
+	  "agent applies the change at its next reload.\n"
+	  "\n"
+	  BUDGET_HELP("")
+	  "\n"
+	  "A tag without a budget needs --budget-usd. Only 'tag delete' removes a budget.\n",
+	  "TAG", OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD), 0, 0, tagbudgets_set },
+	{ "tag", "list", "tag list [--json]",
+	  LIST_HELP("the budgets of tags")
+	  "\n"
+	  "BUDGET_USD and SPENT_USD are in dollars; JSON has budget_micros and spent_micros,\n"
+	  "integer micro-dollars. SPENT_USD is what every key's requests carrying the tag\n"
+	  "cost (reported and estimated) in the current period: since 00:00 UTC today\n"
+	  "(day), since the 1st of this month UTC (month), or ever (total).\n",
+	  NULL, OPT(OPT_JSON), 0, 0, tagbudgets_list },
+	{ "tag", "delete", "tag delete TAG",
+	  "Deletes the budget of TAG: requests carrying it are no longer held to one.\n"
+	  "Deleting the budget of a tag that has none fails.\n",
+	  "TAG", 0, 0, 0, tagbudgets_delete },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",
@@ -307,9 +349,10 @@ static void tallyctl_help_main(void)
 {
 	printf("usage: tallyctl [OPTIONS] COMMAND [ARGS]\n"
 	       "\n"
-	       "Manages the API keys, teams, models, prices and providers of the tally gateway,\n"
-	       "and backs up and prunes its database. The first key, team, model, prices or\n"
-	       "provider command creates the database; the running agent picks every change up.\n"
+	       "Manages the API keys, teams, tag budgets, models, prices and providers of the\n"
+	       "tally gateway, and backs up and prunes its database. The first key, team, tag,\n"
+	       "model, prices or provider command creates the database; the running agent\n"
+	       "picks every change up.\n"
 	       "\n"
 	       "Options:\n"
 	       "  --db STORE     database: a SQLite file path or a postgresql:// URL\n"

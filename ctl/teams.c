@@ -1,18 +1,20 @@
 /* teams: teams of keys (create, set, list, delete). A team carries a key's limits and
  * an allow-list (limits.c) that the agent applies to each of its keys on top of the
- * key's own, and whether its keys may read the team's usage (GET /tally/v1/usage).
- * tallyctl is single-threaded. */
+ * key's own, tags every request of its keys carries, and whether its keys may read
+ * the team's usage (GET /tally/v1/usage). tallyctl is single-threaded. */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
 #include "limits.h"
+#include "tags.h"
 #include "teams.h"
 
 static const struct limits_sql teams_limits_sql = LIMITS_SQL("teams", "team_models", "team_id");
 
 #define TEAMS_EXISTS_SQL "SELECT 1 FROM teams WHERE name = ?1"
 #define TEAMS_SEE_SQL "UPDATE teams SET members_see_usage = ?2 WHERE id = ?1"
+#define TEAMS_TAGS_SQL "UPDATE teams SET tags = ?2 WHERE id = ?1"
 
 /* The id of the team named name into *id; an unknown name is an error. */
 int teams_id(struct ctl *ctl, const char *name, int64_t *id)
@@ -65,6 +67,8 @@ static int teams_end(struct ctl *ctl, int ok, const char *done, const char *name
 static int teams_write(struct ctl *ctl, const struct ctl_args *a, int create)
 {
 	const char *name = a->operand, *see_arg = a->val[OPT_MEMBERS_SEE_USAGE];
+	const char *tags_arg = a->val[OPT_TAGS];
+	char tags[TAGS_TEXT_MAX];
 	struct limits l = { 0 };
 	int64_t id, see = 0;
 	int status;
@@ -74,13 +78,17 @@ static int teams_write(struct ctl *ctl, const struct ctl_args *a, int create)
 		status = limits_parse(ctl->cmd, a, &l);
 	if (status == CTL_OK && see_arg)
 		status = args_parse_yes_no(ctl->cmd, OPT_MEMBERS_SEE_USAGE, see_arg, &see);
+	if (status == CTL_OK && tags_arg)
+		status = args_parse_tags(ctl->cmd, OPT_TAGS, tags_arg, tags);
 	if (status == CTL_OK)
 		status = teams_end(ctl, ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
 		                   (create ? teams_insert(ctl, name, &id) :
 		                    teams_id(ctl, name, &id)) == CTL_OK &&
 		                   limits_models_exist(ctl, &l) == CTL_OK &&
 		                   limits_write(ctl, &teams_limits_sql, id, &l) == CTL_OK &&
-		                   (!see_arg || ctl_exec(ctl, TEAMS_SEE_SQL, "ii", id, see) >= 0),
+		                   (!see_arg || ctl_exec(ctl, TEAMS_SEE_SQL, "ii", id, see) >= 0) &&
+		                   (!tags_arg || ctl_exec(ctl, TEAMS_TAGS_SQL, "it", id,
+		                                          tags[0] ? tags : NULL) >= 0),
 		                   create ? "created" : "updated", name);
 	limits_free(&l);
 	return status;
@@ -106,18 +114,19 @@ int teams_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "MODELS", "models", COL_LIST },
 		LIMITS_COLS,
 		{ "MEMBERS_SEE_USAGE", "members_see_usage", COL_BOOL },
+		{ "TAGS", "tags", COL_CSV },
 	};
 
 #define TEAM_LIST_SQL(MODELS)                                                           \
 	"SELECT t.id, t.name, t.created_at,"                                            \
 	" (SELECT count(*) FROM keys WHERE team_id = t.id AND revoked_at IS NULL), "    \
 	MODELS ", t.rpm, t.tpm, t.max_concurrent, t.budget_micros, t.budget_period,"      \
-	" t.members_see_usage FROM teams t ORDER BY t.id"
+	" t.members_see_usage, t.tags FROM teams t ORDER BY t.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(TEAM_LIST_SQL, "team_models", "team_id", "t.id");
 #undef TEAM_LIST_SQL
 
-	return ctl_print_table(ctl, q, NULL, cols, (int)(sizeof(cols) / sizeof(cols[0])),
-	                       ctl_list_printer(a));
+	return ctl_print_table(ctl, q, cols, (int)(sizeof(cols) / sizeof(cols[0])),
+	                       ctl_list_printer(a), "");
 }
 
 /* Fails, saying how many, while keys (revoked ones too) belong to team id: the agent

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "quota.h"
+#include "tags.h"
 #include "tier.h"
 
 #define ACCT_ID_MAX    64   /* request ids: HAProxy's uuid() is 36 characters */
@@ -114,10 +115,13 @@ struct acct_row {
 	int64_t team_id;
 	/* Stored: the end user the request named (docs/limits.md, "End users"); "" none. */
 	char end_user[ACCT_END_USER_MAX];
+	/* Stored: its tags, fixed ones included, in canonical text (tags.h); "" none. */
+	char tags[TAGS_TEXT_MAX];
 	/* Not stored either: what the request holds of its key's limits until its row is
 	 * built (zero after a restart: the journal does not keep it). */
 	struct quota_hold hold;
 	struct quota_hold team_hold;       /* the same of its key's team's limits */
+	struct quota_hold tag_holds[TAGS_MAX];  /* and of its tags' budgets */
 };
 
 #endif

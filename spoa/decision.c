@@ -77,6 +77,9 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_FORBIDDEN] = { "end_user_forbidden", 400 },
 	[DECISION_BAD_END_USER] = { "invalid_end_user", 400 },
 	[DECISION_BAD_QUERY] = { "invalid_query", 400 },
+	[DECISION_BAD_TAGS] = { "invalid_tags", 400 },
+	[DECISION_TAG_CONFLICT] = { "tag_conflict", 400 },
+	[DECISION_TAG_BUDGET_EXCEEDED] = { "tag_budget_exceeded", 402 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -809,6 +812,37 @@ static enum decision_verdict decision_end_user(const struct decision_request *re
 	return DECISION_ALLOW;
 }
 
+/* The request's tags: its X-Tally-Tags header (sent once) with its key's fixed tags,
+ * which it may repeat but not change; and those of them with a budget in kt. */
+static enum decision_verdict decision_tags(const struct keytable *kt,
+                                           const struct decision_request *req,
+                                           struct decision *d)
+{
+	char one[TAGS_TAG_MAX];
+	struct tags t;
+	size_t i;
+
+	if (req->tags_headers > 1)
+		d->tags_status = TAGS_MALFORMED;
+	else if (req->tags.len > TAGS_HEADER_MAX)
+		d->tags_status = TAGS_TOO_LONG;
+	else
+		d->tags_status = tags_parse(req->tags.ptr, req->tags.len, &t);
+	if (d->tags_status == TAGS_OK && d->key->fixed_tags)
+		d->tags_status = tags_fix(&t, d->key->fixed_tags);
+	if (d->tags_status != TAGS_OK)
+		return d->tags_status == TAGS_CONFLICT ? DECISION_TAG_CONFLICT : DECISION_BAD_TAGS;
+	tags_format(&t, d->tags, sizeof(d->tags));
+	for (i = 0; i < t.n; i++) {
+		int n = snprintf(one, sizeof(one), "%s=%s", t.t[i].name, t.t[i].value);
+		const struct kt_tag_budget *b = keytable_find_tag_budget(kt, one, (size_t)n);
+
+		if (b)
+			d->tag_budgets[d->ntag_budgets++] = b;
+	}
+	return DECISION_ALLOW;
+}
+
 static enum decision_verdict decision_judge(const struct keytable *t,
                                             const struct decision_request *req,
                                             struct decision *d)
@@ -836,7 +870,8 @@ static enum decision_verdict decision_judge(const struct keytable *t,
 		return decision_str_begins(req->path, "/v1/responses/") ? decision_stored(req, d)
 		                                                          : decision_models(t, req, d);
 	v = decision_pick_model(t, req, ep, d);
-	if (v != DECISION_ALLOW || (v = decision_end_user(req, ep, d)) != DECISION_ALLOW)
+	if (v != DECISION_ALLOW || (v = decision_end_user(req, ep, d)) != DECISION_ALLOW ||
+	    (v = decision_tags(t, req, d)) != DECISION_ALLOW)
 		return v;
 	/* previous_response_id and conversation name responses and conversations stored
 	 * under the operator's account, shared by every key: one key could read another's.

@@ -55,6 +55,11 @@ enum decision_verdict {
 	DECISION_BAD_END_USER,              /* 400: named twice, or not an id (acct.h) */
 	DECISION_BAD_QUERY,                 /* 400: a page of GET /tally/v1/usage/end_users
 	                                     * asked for out of bounds */
+	/* A request's tags (docs/limits.md, "Tags"). */
+	DECISION_BAD_TAGS,                  /* 400: X-Tally-Tags twice, or not tags (tags.h) */
+	DECISION_TAG_CONFLICT,              /* 400: a tag the key or its team fixes, to
+	                                     * another value */
+	DECISION_TAG_BUDGET_EXCEEDED,       /* 402: a tag's budget for the period */
 	DECISION_VERDICT_COUNT
 };
 
@@ -110,6 +115,9 @@ struct decision_request {
 	struct spop_str end_user;   /* the X-Tally-User header (the last one), cut at
 	                             * ACCT_END_USER_MAX bytes by the SPOE file */
 	int64_t end_user_headers;   /* how many X-Tally-User headers came */
+	struct spop_str tags;       /* the X-Tally-Tags header (the last one), cut one byte
+	                             * past TAGS_HEADER_MAX by the SPOE file */
+	int64_t tags_headers;       /* how many X-Tally-Tags headers came */
 	struct spop_str query;      /* the query string, cut one byte past DECISION_QUERY_MAX */
 	int body_length_known;      /* Content-Length was sent (not chunked, not HTTP/2 without) */
 	int body_truncated;         /* HAProxy buffered less than the advertised length */
@@ -176,12 +184,21 @@ struct decision {
 	char end_user[ACCT_END_USER_MAX];
 	int end_user_header;
 	enum kt_api end_user_api;
+	/* The request's tags and its key's fixed ones, in canonical text (decision_tags);
+	 * "" none. tags_status: why they were refused. */
+	char tags[TAGS_TEXT_MAX];
+	enum tags_status tags_status;
+	/* Those of its tags that have a budget, in tag order, and which one refused. */
+	const struct kt_tag_budget *tag_budgets[TAGS_MAX];
+	size_t ntag_budgets;
+	const struct kt_tag_budget *refusing_tag;
 	/* DECISION_USAGE_REPORTED of GET /tally/v1/usage/end_users: the page asked for. */
 	int end_users_page;
 	int page_limit;
 	char page_after[ACCT_END_USER_MAX];     /* "" from the first */
 	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
 	struct quota_hold team_hold;       /* ... and of its key's team's */
+	struct quota_hold tag_holds[TAGS_MAX];  /* ... and of tag_budgets[i] */
 	struct quota_status quota;         /* where the key stands (keys with limits; a key
 	                                    * without, its team), or the refusing team */
 	int has_quota;                      /* the key has a limit: quota is filled */

@@ -38,11 +38,16 @@ void hold_apply(const struct hold_ctx *c, enum hold_event e, const struct acct_r
 	int creates = (row->flags & ACCT_FLAG_CREATES_RESPONSE) != 0;
 	int64_t tokens = ACCT_NONE, cost = ACCT_NONE;
 
-	if (c->quota && f.quota != HOLD_QUOTA_KEEP && (row->hold.key_id || row->team_hold.key_id)) {
+	if (c->quota && f.quota != HOLD_QUOTA_KEEP && (row->hold.key_id || row->team_hold.key_id ||
+	                                                row->tag_holds[0].key_id)) {
+		size_t i;
+
 		if (f.quota == HOLD_QUOTA_CHARGE)
 			join_charge(row, &tokens, &cost);
 		quota_settle(c->quota, &row->hold, tokens, cost, now_ms);
 		quota_settle(c->quota, &row->team_hold, tokens, cost, now_ms);
+		for (i = 0; i < TAGS_MAX && row->tag_holds[i].key_id; i++)
+			quota_settle(c->quota, &row->tag_holds[i], tokens, cost, now_ms);
 	}
 	if (f.journal && c->journal)
 		journal_release(c->journal, row->journal_epoch[0]);

@@ -149,21 +149,25 @@ static const struct journal_field journal_fields[] = {
 	JF_N(JF_I64, team_id),
 	/* And the end user. */
 	JF_S(end_user),
+	/* And the tags. */
+	JF_S(tags),
 };
 
 /* Where an entry may end: the fields of the first entries written (version 1 as first
  * released), of those written before the flags, before the priced classes, before the
- * reported model and fallbacks, before the team, and before the end user. */
+ * reported model and fallbacks, before the team, before the end user, and before the
+ * tags. */
 #define JOURNAL_FIRST_FIELDS 23
 #define JOURNAL_SECOND_FIELDS 27
 #define JOURNAL_THIRD_FIELDS 29
 #define JOURNAL_FOURTH_FIELDS 36
 #define JOURNAL_FIFTH_FIELDS 38
 #define JOURNAL_SIXTH_FIELDS 39
+#define JOURNAL_SEVENTH_FIELDS 40
 
 #define JOURNAL_NFIELDS (sizeof(journal_fields) / sizeof(journal_fields[0]))
 
-_Static_assert(JOURNAL_NFIELDS == 10 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
+_Static_assert(JOURNAL_NFIELDS == 11 + JOURNAL_INT_FIELDS, "JOURNAL_INT_FIELDS is stale");
 _Static_assert(sizeof(enum acct_outcome) == sizeof(int) &&
                sizeof(enum acct_usage_source) == sizeof(int), "enums are read as int");
 _Static_assert(JOURNAL_PAYLOAD_MAX <= UINT16_MAX, "payload length is a u16");
@@ -363,7 +367,8 @@ int journal_entry_decode(const unsigned char *p, size_t len, enum journal_kind *
 	for (i = 0; i < JOURNAL_NFIELDS; i++) {
 		if ((i == JOURNAL_FIRST_FIELDS || i == JOURNAL_SECOND_FIELDS ||
 		     i == JOURNAL_THIRD_FIELDS || i == JOURNAL_FOURTH_FIELDS ||
-		     i == JOURNAL_FIFTH_FIELDS || i == JOURNAL_SIXTH_FIELDS) && r.p == r.end) {
+		     i == JOURNAL_FIFTH_FIELDS || i == JOURNAL_SIXTH_FIELDS ||
+		     i == JOURNAL_SEVENTH_FIELDS) && r.p == r.end) {
 			/* An entry of before the appended fields: the rest are absent (strings
 			 * empty, enums 0, counts ACCT_NONE). */
 			journal_absent(row, i);

@@ -35,7 +35,7 @@ enum journal_kind { JOURNAL_DECISION = 1, JOURNAL_ROW = 2 };
 	 2 * JOURNAL_STR_ENC_MAX(ACCT_SHORT_MAX) +                                     \
 	 JOURNAL_STR_ENC_MAX(sizeof(((struct acct_row *)0)->termination)) +           \
 	 JOURNAL_STR_ENC_MAX(ACCT_RESPONSE_ID_MAX) + JOURNAL_STR_ENC_MAX(ACCT_TIER_MAX) + \
-	 JOURNAL_STR_ENC_MAX(ACCT_END_USER_MAX) +                                      \
+	 JOURNAL_STR_ENC_MAX(ACCT_END_USER_MAX) + JOURNAL_STR_ENC_MAX(TAGS_TEXT_MAX) +   \
 	 JOURNAL_INT_FIELDS * 10)
 #define JOURNAL_ENTRY_MAX (JOURNAL_ENTRY_HDR + JOURNAL_PAYLOAD_MAX)
 

@@ -10,6 +10,7 @@
 #include "keyhash.h"
 #include "price-t.h"
 #include "quota.h"
+#include "tags.h"
 
 enum kt_api { KT_API_OPENAI, KT_API_ANTHROPIC };
 
@@ -47,7 +48,17 @@ struct kt_team {
 	size_t nallowed;
 	int members_see_usage;                  /* 1: the team's keys may read the team's
 	                                         * figures on /tally/v1/usage */
+	struct tags *tags;                      /* fixed tags (teams.tags); NULL: none */
 };
+
+/* A tag's budget (tag_budgets; docs/limits.md, "Tags"): spent by every request that
+ * carries the tag, whatever its key. */
+struct kt_tag_budget {
+	int64_t id;
+	char tag[TAGS_TAG_MAX];                 /* name=value */
+	struct quota_cfg quota;                 /* the budget alone */
+};
+
 
 struct kt_key {
 	int64_t id;
@@ -70,6 +81,9 @@ struct kt_key {
 	enum kt_policy audio;
 	enum kt_policy cache_writes;
 	enum kt_end_users end_users;
+	/* The tags every request of the key carries: its team's (teams.tags) over its own
+	 * (keys.tags); NULL: none. */
+	struct tags *fixed_tags;
 };
 
 struct keytable {
@@ -82,6 +96,8 @@ struct keytable {
 	size_t nmodels;
 	struct kt_team *teams;                   /* sorted by id */
 	size_t nteams;
+	struct kt_tag_budget *tag_budgets;       /* sorted by tag, bytewise */
+	size_t ntag_budgets;
 	struct kt_key *keys;
 	size_t nkeys;
 	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */

@@ -34,12 +34,15 @@ static void keytable_free(struct keytable *t)
 		free(t->keys[i].prefix);
 		free(t->keys[i].allowed);
 		free(t->keys[i].own_allowed);
+		free(t->keys[i].fixed_tags);
 	}
 	for (i = 0; i < t->nteams; i++) {
 		free(t->teams[i].name);
 		free(t->teams[i].allowed);
+		free(t->teams[i].tags);
 	}
 	free(t->teams);
+	free(t->tag_budgets);
 	free(t->providers);
 	free(t->models);
 	free(t->keys);
@@ -204,6 +207,22 @@ static void keytable_quota_of(struct db_stmt *st, int first, struct quota_cfg *q
 	q->period = keytable_period_of(db_col_text(st, first + 4));
 }
 
+/* Fixed tags from column col of st (keys.tags, teams.tags) into *out: NULL for none;
+ * -1 for text that is not a set of tags (tallyctl writes none) or out of memory. */
+static int keytable_tags_of(struct db_stmt *st, int col, struct tags **out)
+{
+	const char *s = db_col_text(st, col);
+	struct tags t;
+
+	*out = NULL;
+	if (!s || !*s)
+		return 0;
+	if (tags_parse(s, strlen(s), &t) != TAGS_OK || !(*out = malloc(sizeof(t))))
+		return -1;
+	**out = t;
+	return 0;
+}
+
 static int keytable_add_team(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_team *m = &t->teams[t->nteams++];
@@ -212,7 +231,24 @@ static int keytable_add_team(struct keytable *t, struct db_stmt *st)
 	m->name = keytable_col_strdup(st, 1);
 	keytable_quota_of(st, 2, &m->quota);
 	m->members_see_usage = db_col_int(st, 7) != 0;
-	return m->name ? 0 : -1;
+	/* Teams' limits are counted under ids of their own (quota_team_subject). */
+	if (m->id <= 0 || m->id >= QUOTA_TAG_SUBJECTS)
+		return -1;
+	return m->name && keytable_tags_of(st, 8, &m->tags) == 0 ? 0 : -1;
+}
+
+static int keytable_add_tag_budget(struct keytable *t, struct db_stmt *st)
+{
+	struct kt_tag_budget *b = &t->tag_budgets[t->ntag_budgets++];
+	const char *tag = db_col_text(st, 1);
+
+	b->id = db_col_int(st, 0);
+	if (!tag || !tags_tag_ok(tag, strlen(tag)) || b->id <= 0 || b->id >= QUOTA_TAG_SUBJECTS)
+		return -1;
+	snprintf(b->tag, sizeof(b->tag), "%s", tag);
+	b->quota.budget_micros = db_col_int(st, 2);
+	b->quota.period = keytable_period_of(db_col_text(st, 3));
+	return 0;
 }
 
 /* The index of id among n entries of stride bytes sorted by id (loaded ORDER BY id),
@@ -303,6 +339,17 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	k->end_users = keytable_end_users_of(db_col_text(st, 16));
 	if (db_col_type(st, 11) != DB_NULL && !k->service_tiers)
 		return -1;
+	if (keytable_tags_of(st, 17, &k->fixed_tags) < 0)
+		return -1;
+	if (k->team && k->team->tags) {
+		struct tags own = { 0 };
+
+		if (k->fixed_tags)
+			own = *k->fixed_tags;
+		else if (!(k->fixed_tags = malloc(sizeof(*k->fixed_tags))))
+			return -1;
+		tags_union(k->fixed_tags, &own, k->team->tags);
+	}
 	return k->name && k->prefix ? 0 : -1;
 }
 
@@ -394,7 +441,7 @@ static int keytable_load_cards(struct db *db, struct keytable *t)
  * before it. */
 static int keytable_load_rows(struct db *db, struct keytable *t)
 {
-	char models_sql[128];
+	char models_sql[128], tags_sql[128];
 	size_t n, i;
 
 	snprintf(models_sql, sizeof(models_sql),
@@ -412,17 +459,23 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	if (!(t->teams = keytable_alloc(db, "SELECT count(*) FROM teams", sizeof(*t->teams), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, rpm, tpm, max_concurrent, budget_micros,"
-	                      " budget_period, members_see_usage FROM teams ORDER BY id", n,
+	                      " budget_period, members_see_usage, tags FROM teams ORDER BY id", n,
 	                      keytable_add_team) < 0 ||
 	    keytable_each_row(db, t, "SELECT team_id, model FROM team_models ORDER BY team_id",
 	                      SIZE_MAX, keytable_add_team_model) < 0)
+		return -1;
+	snprintf(tags_sql, sizeof(tags_sql), "SELECT id, tag, budget_micros, budget_period"
+	         " FROM tag_budgets ORDER BY tag %s", keytable_bytewise(db));
+	if (!(t->tag_budgets = keytable_alloc(db, "SELECT count(*) FROM tag_budgets",
+	                                      sizeof(*t->tag_budgets), &n)) ||
+	    keytable_each_row(db, t, tags_sql, n, keytable_add_tag_budget) < 0)
 		return -1;
 	if (!(t->keys = keytable_alloc(db, "SELECT count(*) FROM keys", sizeof(*t->keys), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
 	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
-	                      " server_tools, audio, cache_writes, team_id, end_users FROM keys"
+	                      " server_tools, audio, cache_writes, team_id, end_users, tags FROM keys"
 	                      " ORDER BY id",
 	                      n, keytable_add_key) < 0 ||
 	    keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",
@@ -539,20 +592,45 @@ const struct kt_key *keytable_find_key(const struct keytable *t, const char *key
 	return NULL;
 }
 
+/* Bytewise order of have (NUL-terminated) against want (len bytes), as the store sorts
+ * names with keytable_bytewise. */
+static int keytable_name_cmp(const char *have, const char *want, size_t len)
+{
+	size_t hlen = strlen(have);
+	int c = memcmp(have, want, hlen < len ? hlen : len);
+
+	return c ? c : hlen < len ? -1 : hlen > len;
+}
+
 const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len)
 {
 	size_t lo = 0, hi = t->nmodels;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		const char *mn = t->models[mid].name;
-		size_t mlen = strlen(mn);
-		int c = memcmp(mn, name, mlen < len ? mlen : len);
+		int c = keytable_name_cmp(t->models[mid].name, name, len);
 
 		if (c == 0)
-			c = mlen < len ? -1 : mlen > len;
-		if (c == 0)
 			return &t->models[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, const char *tag,
+                                                    size_t len)
+{
+	size_t lo = 0, hi = t->ntag_budgets;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = keytable_name_cmp(t->tag_budgets[mid].tag, tag, len);
+
+		if (c == 0)
+			return &t->tag_budgets[mid];
 		if (c < 0)
 			lo = mid + 1;
 		else

@@ -30,6 +30,10 @@ const struct kt_model *keytable_find_model(const struct keytable *t, const char 
 
 /* 1 if key k may use model m: its own allow-list and its team's both allow it (no
  * allow-list means every model). */
+/* The budget of tag (len bytes, name=value); NULL: the tag has none. */
+const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, const char *tag,
+                                                    size_t len);
+
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
 
 /* 1 if k's own allow-list allows m, whatever its team's says: when k may not use m,

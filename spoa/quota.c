@@ -650,6 +650,26 @@ enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struc
 	return v;
 }
 
+size_t quota_admit_each(struct quota *q, size_t n, const int64_t *subjects,
+                        const struct quota_cfg *const *cfgs, int64_t est_tokens,
+                        int64_t est_cost_micros, int64_t now_ms, struct quota_hold *holds,
+                        struct quota_status *st)
+{
+	size_t i, j;
+
+	memset(holds, 0, n * sizeof(*holds));
+	for (i = 0; i < n; i++) {
+		if (quota_admit(q, subjects[i], cfgs[i], est_tokens, est_cost_micros, now_ms,
+		                &holds[i], st) == QUOTA_OK)
+			continue;
+		for (j = 0; j < i; j++)
+			quota_cancel(q, &holds[j]);
+		memset(holds, 0, n * sizeof(*holds));
+		return i;
+	}
+	return n;
+}
+
 /* Under k's lock: quota_cancel's undoing of an admission. */
 static void quota_cancel_key(struct quota_key *k, const void *arg, int64_t now_ms)
 {

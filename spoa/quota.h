@@ -79,6 +79,14 @@ static inline int64_t quota_team_subject(int64_t team_id)
 	return -team_id;
 }
 
+/* Tags' budgets likewise, below every team's: tag_budgets.id past QUOTA_TAG_SUBJECTS,
+ * negated. Teams' ids stay under QUOTA_TAG_SUBJECTS (the keytable refuses others). */
+#define QUOTA_TAG_SUBJECTS ((int64_t)1 << 48)
+static inline int64_t quota_tag_subject(int64_t tag_budget_id)
+{
+	return -(QUOTA_TAG_SUBJECTS + tag_budget_id);
+}
+
 /* A request of a key that belongs to a team: admitted only if the key's limits and its
  * team's both admit it (quota_admit on each, key first). A team that refuses gives the
  * key's reservation back whole (quota_cancel), so that a refused request holds nothing
@@ -90,6 +98,15 @@ enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struc
                                     int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
                                     struct quota_hold *hold, struct quota_hold *team_hold,
                                     struct quota_status *st, int *team_refused);
+
+/* A request that its key (and team) admitted, at n more budgets (its tags'): admitted
+ * only if every one admits it. Returns n with holds[0..n) filled, or the index of the
+ * first that refused with nothing held at any of them (holds zeroed) and *st its
+ * status; the caller gives back the key's and team's holds. */
+size_t quota_admit_each(struct quota *q, size_t n, const int64_t *subjects,
+                        const struct quota_cfg *const *cfgs, int64_t est_tokens,
+                        int64_t est_cost_micros, int64_t now_ms, struct quota_hold *holds,
+                        struct quota_status *st);
 
 /* Undoes an admission that was never used: the request, its tokens, its cost and its
  * slot go back as if it had not been admitted (the rpm and tpm windows too, unlike a

@@ -69,7 +69,8 @@ enum rowcol_kind {
 	X(model_reported,             TEXT,     model_reported) \
 	X(priced_fallback,            FALLBACK, priced_fallback) \
 	X(team_id,                    COUNT,    team_id)       \
-	X(end_user,                   TEXT,     end_user)
+	X(end_user,                   TEXT,     end_user)      \
+	X(tags,                       TEXT,     tags)
 
 #define ROWCOL_ONE(column, kind, field) + 1
 #define ROWCOL_COLUMNS (0 ROWCOLS(ROWCOL_ONE))

@@ -114,7 +114,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 		             : session_key_is(key, "cl")    ? &cl_count
 		             : session_key_is(key, "jmax")  ? &json_max
 		             : session_key_is(key, "off")   ? &off
-		             : session_key_is(key, "eun")   ? &req->end_user_headers : NULL;
+		             : session_key_is(key, "eun")   ? &req->end_user_headers
+		             : session_key_is(key, "tgn")   ? &req->tags_headers : NULL;
 
 		if (num) {
 			if (session_arg_int(&v, num) < 0 && v.type != SPOP_DATA_NULL)
@@ -131,6 +132,8 @@ static int session_read_request(const struct spop_msg *m, struct decision_reques
 			req->anthropic_version = v.u.str;
 		else if (session_key_is(key, "eu"))
 			req->end_user = v.u.str;
+		else if (session_key_is(key, "tg"))
+			req->tags = v.u.str;
 		else if (session_key_is(key, "q"))
 			req->query = v.u.str;
 		else if (session_key_is(key, "method")) {
@@ -347,11 +350,38 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 
 /* Estimates what an allowed request may use and admits it against its key's limits and
  * its team's, or turns d into the denial of the limit that refused it. */
+/* A request its key and team admitted, at its tags' budgets: all admit it, or it is
+ * refused with nothing held anywhere. */
+static void session_tag_budgets(struct session *s, struct decision *d, int64_t now_ms)
+{
+	int64_t subjects[TAGS_MAX];
+	const struct quota_cfg *cfgs[TAGS_MAX];
+	struct quota_status st;
+	size_t i, at;
+
+	for (i = 0; i < d->ntag_budgets; i++) {
+		subjects[i] = quota_tag_subject(d->tag_budgets[i]->id);
+		cfgs[i] = &d->tag_budgets[i]->quota;
+	}
+	at = quota_admit_each(s->quota, d->ntag_budgets, subjects, cfgs, d->est_tokens,
+	                      d->est_cost_micros, now_ms, d->tag_holds, &st);
+	if (at == d->ntag_budgets)
+		return;
+	quota_cancel(s->quota, &d->hold);
+	quota_cancel(s->quota, &d->team_hold);
+	memset(&d->hold, 0, sizeof(d->hold));
+	memset(&d->team_hold, 0, sizeof(d->team_hold));
+	d->quota = st;
+	d->refusing_tag = d->tag_budgets[at];
+	d->verdict = DECISION_TAG_BUDGET_EXCEEDED;
+}
+
 static void session_quota(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
 	const struct kt_team *team;
 	enum quota_verdict v;
+	int64_t now_ms;
 	int team_refused;
 
 	if (d->verdict != DECISION_ALLOW)
@@ -360,14 +390,19 @@ static void session_quota(struct session *s, const struct decision_request *req,
 	if (!s->quota || !d->key)
 		return;
 	team = d->key->team;
-	if (!quota_limited(&d->key->quota) && !(team && quota_limited(&team->quota)))
+	if (!quota_limited(&d->key->quota) && !(team && quota_limited(&team->quota)) &&
+	    !d->ntag_budgets)
 		return;
 	d->has_quota = 1;
+	now_ms = acct_now_ms();
 	v = quota_admit_team(s->quota, d->key->id, &d->key->quota, team ? team->id : 0,
 	                     team ? &team->quota : NULL, d->est_tokens, d->est_cost_micros,
-	                     acct_now_ms(), &d->hold, &d->team_hold, &d->quota, &team_refused);
-	if (v != QUOTA_OK)
+	                     now_ms, &d->hold, &d->team_hold, &d->quota, &team_refused);
+	if (v != QUOTA_OK) {
 		decision_limit(d, v, team_refused);
+		return;
+	}
+	session_tag_budgets(s, d, now_ms);
 }
 
 /* A verdict without a decision: nothing about the request is known or kept. */

@@ -34,6 +34,7 @@ enum share_stmt {
 	SHARE_OTHERS,
 	SHARE_SPENT,
 	SHARE_TEAM_SPENT,
+	SHARE_TAG_SPENT,
 	SHARE_WRITE,
 	SHARE_PRESENCE,
 	SHARE_PURGE,
@@ -58,6 +59,7 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	/* The seed spend.c gives one node: what the rollups hold for the period. */
 	[SHARE_SPENT] = spend_key_sql,
 	[SHARE_TEAM_SPENT] = spend_team_sql,
+	[SHARE_TAG_SPENT] = spend_tag_sql,
 	[SHARE_WRITE] = "WITH pool AS (UPDATE limit_pool SET rpm_cap = ?6, rpm_room = ?7,"
 	                " rpm_frac = ?8, rpm_at_ms = ?9, tpm_cap = ?10, tpm_room = ?11,"
 	                " tpm_frac = ?12, tpm_at_ms = ?13, budget_cap = ?14, budget_period = ?15,"
@@ -194,9 +196,13 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 	                             k->cfg.budget_micros, (int)k->cfg.period,
 	                             quota_period_start(k->cfg.period, now_ms) };
 	if (lease_budget_stale(&p, &lim)) {
-		/* A team's pool is keyed by its id negated (quota_team_subject). */
-		st = s->st[k->key_id < 0 ? SHARE_TEAM_SPENT : SHARE_SPENT];
-		db_bind_int(st, 1, k->key_id < 0 ? -k->key_id : k->key_id);
+		/* A team's pool is keyed by its id negated (quota_team_subject), a tag
+		 * budget's past every team's (quota_tag_subject). */
+		int tag = k->key_id <= -QUOTA_TAG_SUBJECTS;
+
+		st = s->st[tag ? SHARE_TAG_SPENT : k->key_id < 0 ? SHARE_TEAM_SPENT : SHARE_SPENT];
+		db_bind_int(st, 1, tag ? -k->key_id - QUOTA_TAG_SUBJECTS
+		                   : k->key_id < 0 ? -k->key_id : k->key_id);
 		db_bind_int(st, 2, lim.period_start_ms / 1000);
 		if (share_int(st, &spent) < 0)
 			return -1;

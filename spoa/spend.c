@@ -11,6 +11,11 @@ const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_m
 const char spend_team_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
                               " FROM team_hourly WHERE team_id = ?1 AND hour >= ?2";
 
+/* tag_daily counts whole days, as tag budgets' periods begin on UTC days. */
+const char spend_tag_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
+                             " FROM tag_daily WHERE tag = (SELECT tag FROM tag_budgets"
+                             " WHERE id = ?1) AND day >= ?2";
+
 /* Seeds the limits of subject (quota.h's id: a key's, or a team's negated) with what
  * st, a sum by id and hour, reads for id since its period's start. */
 static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t subject,
@@ -32,11 +37,12 @@ static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t su
 int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_t now_ms,
                char *err, size_t errlen)
 {
-	struct db_stmt *keys = NULL, *teams = NULL;
+	struct db_stmt *keys = NULL, *teams = NULL, *tags = NULL;
 	size_t i;
 	int rc = -1;
 
-	if (db_prepare(db, spend_key_sql, &keys) < 0 || db_prepare(db, spend_team_sql, &teams) < 0)
+	if (db_prepare(db, spend_key_sql, &keys) < 0 || db_prepare(db, spend_team_sql, &teams) < 0 ||
+	    db_prepare(db, spend_tag_sql, &tags) < 0)
 		goto out;
 	for (i = 0; i < kt->nkeys; i++)
 		if (spend_one(keys, q, kt->keys[i].id, kt->keys[i].id, &kt->keys[i].quota, now_ms) < 0)
@@ -45,11 +51,16 @@ int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_
 		if (spend_one(teams, q, kt->teams[i].id, quota_team_subject(kt->teams[i].id),
 		              &kt->teams[i].quota, now_ms) < 0)
 			goto out;
+	for (i = 0; i < kt->ntag_budgets; i++)
+		if (spend_one(tags, q, kt->tag_budgets[i].id, quota_tag_subject(kt->tag_budgets[i].id),
+		              &kt->tag_budgets[i].quota, now_ms) < 0)
+			goto out;
 	rc = 0;
 out:
 	if (rc < 0)
 		snprintf(err, errlen, "cannot read spend so far: %s", db_errmsg(db));
 	db_finalize(keys);
 	db_finalize(teams);
+	db_finalize(tags);
 	return rc;
 }

@@ -51,6 +51,9 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_FORBIDDEN] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_BAD_END_USER] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_BAD_QUERY] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_BAD_TAGS] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_TAG_CONFLICT] = { "invalid_request_error", "invalid_request_error" },
+	[DECISION_TAG_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 };
 
 /* Whether s begins with lit. */
@@ -192,6 +195,18 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_BAD_QUERY:
 		snprintf(msg, cap, "A page of end users takes limit (1 to %d) and after (an end user's id, percent-encoded), each at most once, in a query of at most %d bytes.",
 		         DECISION_PAGE_MAX, DECISION_QUERY_MAX);
+		break;
+	case DECISION_BAD_TAGS:
+		snprintf(msg, cap, "The X-Tally-Tags header must come once, as at most %d bytes of tags: %s.",
+		         TAGS_HEADER_MAX, tags_status_text(d->tags_status));
+		break;
+	case DECISION_TAG_BUDGET_EXCEEDED:
+		snprintf(who, sizeof(who), "The tag %s", d->refusing_tag ? d->refusing_tag->tag : "");
+		wording_limit(d, who, &d->refusing_tag->quota, "tag", msg, cap);
+		break;
+	case DECISION_TAG_CONFLICT:
+		snprintf(msg, cap, "Key %s fixes some of the request's tags to other values: %s.",
+		         d->key->prefix, tags_status_text(d->tags_status));
 		break;
 	case DECISION_BAD_END_USER:
 		snprintf(msg, cap, "The end user (%s) must be named once, as 1 to %d bytes of UTF-8 without control characters.",

@@ -23,7 +23,8 @@
  *      the key, into model_hourly and model_daily; without the model, into
  *      key_hourly and key_daily; by team instead of key (rows with a team), into
  *      team_hourly and team_daily; by key and end user (rows with one), by day into
- *      end_user_daily; with neither, by hour into total_hourly (see
+ *      end_user_daily; by tag and key (a row once per tag), by day into tag_daily;
+ *      with neither, by hour into total_hourly (see
  *      writer_rollups); the groups of a table go in multi-row upserts too, each group
  *      once (PostgreSQL refuses one conflict key twice in a statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
@@ -153,7 +154,8 @@ struct writer_group {
 	int64_t key_id;               /* the key's or the team's id; 0: none, or a rollup
 	                               * without either */
 	int by_model;                 /* model and provider count: the rollup has them */
-	int by_end_user;               /* the end user counts, after the key */
+	const char *name;             /* the end user or the tag, after the key; NULL: none */
+	size_t name_len;
 	const struct acct_row *row;
 };
 
@@ -167,9 +169,10 @@ struct writer_sum {
  * provider); ~200 times smaller, per model only (every figure not by key); per key
  * only (by key without a model filter: a row per key, not per key and model); per team
  * (team summaries and budgets; rows without a team are in none); per key and end user
- * (rows with both); and the hour's totals (by hour without a filter: a row per hour,
- * not per model). */
-enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM, WRITER_DIM_END_USER };
+ * (rows with both); per tag and key (a row with n tags in n groups); and the hour's
+ * totals (by hour without a filter: a row per hour, not per model). */
+enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM, WRITER_DIM_END_USER,
+                  WRITER_DIM_TAG };
 
 static const struct writer_rollup_table {
 	const char *table, *unit;     /* unit: the period's column */
@@ -186,6 +189,7 @@ static const struct writer_rollup_table {
 	{ "team_hourly", "hour", PERIOD_HOUR, WRITER_DIM_TEAM, 0 },
 	{ "team_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 0 },
 	{ "end_user_daily", "day", PERIOD_DAY, WRITER_DIM_END_USER, 0 },
+	{ "tag_daily", "day", PERIOD_DAY, WRITER_DIM_TAG, 0 },
 	{ "total_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 0 },
 };
 
@@ -193,7 +197,14 @@ static const struct writer_rollup_table {
 static const char *writer_dim_column(enum writer_dim d)
 {
 	return d == WRITER_DIM_KEY ? ", key_id" : d == WRITER_DIM_TEAM ? ", team_id"
-	     : d == WRITER_DIM_END_USER ? ", key_id, end_user" : "";
+	     : d == WRITER_DIM_END_USER ? ", key_id, end_user" : d == WRITER_DIM_TAG ? ", key_id, tag"
+	     : "";
+}
+
+/* 1 if a rollup of dimension d has a name after its key (the end user, the tag). */
+static int writer_dim_named(enum writer_dim d)
+{
+	return d == WRITER_DIM_END_USER || d == WRITER_DIM_TAG;
 }
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
@@ -220,7 +231,8 @@ struct writer {
 	                                              * as bound */
 	const struct acct_row **sent; /* batch_max: rows sent, sorted by request_id */
 	struct writer_group *groups;  /* batch_max entries */
-	struct writer_sum *sums;      /* batch_max entries */
+	struct writer_group *tagged;  /* batch_max * TAGS_MAX: a group per row and tag */
+	struct writer_sum *sums;      /* batch_max * TAGS_MAX entries */
 	struct counters stored;       /* last totals committed */
 	int gave_up;                  /* the last batch was given up: the store fails */
 	struct spill *spill;          /* rows waiting on disk; NULL: none, given-up rows drop */
@@ -422,7 +434,7 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	char col[32], part[160];
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
-	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + (t->dim == WRITER_DIM_END_USER) +
+	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + writer_dim_named(t->dim) +
 	                  2 * t->by_model + ROLLUP_SUMS;
 
 	snprintf(part, sizeof(part), "INSERT INTO %s (%s%s%s", t->table, t->unit,
@@ -703,8 +715,10 @@ static int writer_group_cmp(const void *pa, const void *pb)
 		return a->period < b->period ? -1 : 1;
 	if (a->key_id != b->key_id)
 		return a->key_id < b->key_id ? -1 : 1;
-	if (a->by_end_user)
-		return strncmp(a->row->end_user, b->row->end_user, sizeof(a->row->end_user));
+	if (a->name) {
+		c = memcmp(a->name, b->name, a->name_len < b->name_len ? a->name_len : b->name_len);
+		return c ? c : a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+	}
 	if (!a->by_model)
 		return 0;
 	c = strncmp(a->row->model, b->row->model, sizeof(a->row->model));
@@ -756,8 +770,8 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 		rc |= db_bind_int(st, p++, g->period);
 		if (t->dim != WRITER_DIM_NONE)
 			rc |= db_bind_int(st, p++, g->key_id);
-		if (t->dim == WRITER_DIM_END_USER)
-			rc |= writer_bind_key(st, p++, g->row->end_user, sizeof(g->row->end_user));
+		if (writer_dim_named(t->dim))
+			rc |= db_bind_text(st, p++, g->name, g->name_len);
 		if (t->by_model) {
 			rc |= writer_bind_key(st, p++, g->row->model, sizeof(g->row->model));
 			rc |= writer_bind_key(st, p++, g->row->provider, sizeof(g->row->provider));
@@ -770,49 +784,79 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 
 /* A row's id in a rollup of dimension d: its key's (0: none, as the keyed tables
  * count requests without a known key), its team's (0: none), its key's when it names
- * an end user (0: either is missing), or 0. */
+ * an end user or carries tags (0: either is missing), or 0. */
 static int64_t writer_group_id(enum writer_dim d, const struct acct_row *r)
 {
 	int64_t id = d == WRITER_DIM_KEY ? r->key_id : d == WRITER_DIM_TEAM ? r->team_id
-	           : d == WRITER_DIM_END_USER && r->end_user[0] ? r->key_id : 0;
+	           : d == WRITER_DIM_END_USER && r->end_user[0] ? r->key_id
+	           : d == WRITER_DIM_TAG && r->tags[0] ? r->key_id : 0;
 
 	return id > 0 ? id : 0;
 }
 
-/* The n inserted rows (w->groups[i].row) summed by (period, key or team, end user,
- * model, provider) of rollup t, each left out for a table without it (a team table
- * leaves out the rows without a team, the end users' the rows without a key and end
- * user), and added in upserts of up to w->rows groups. */
-static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
+/* The groups of rollup t over the n inserted rows (w->groups[i].row): one per row, or
+ * for tags one per row and tag (into w->tagged). Returns the array and its count. */
+static struct writer_group *writer_groups_of(struct writer *w, size_t n,
+                                             const struct writer_rollup_table *rt, size_t *count)
 {
-	const struct writer_rollup_table *rt = &writer_rollups[t];
-	struct db_stmt *st;
-	size_t i = 0, j, ngroups = 0, done;
-	enum db_status rc;
-	int size;
+	size_t j;
 
+	*count = n;
 	for (j = 0; j < n; j++) {
 		struct writer_group *g = &w->groups[j];
 
 		g->period = period_start_ms(rt->period, g->row->started_at_ms) / 1000;
 		g->key_id = writer_group_id(rt->dim, g->row);
 		g->by_model = rt->by_model;
-		g->by_end_user = rt->dim == WRITER_DIM_END_USER;
+		g->name = rt->dim == WRITER_DIM_END_USER ? g->row->end_user : NULL;
+		g->name_len = g->name ? strnlen(g->name, sizeof(g->row->end_user)) : 0;
 	}
-	qsort(w->groups, n, sizeof(*w->groups), writer_group_cmp);
+	if (rt->dim != WRITER_DIM_TAG)
+		return w->groups;
+	*count = 0;
+	for (j = 0; j < n; j++) {
+		const char *p = w->groups[j].row->tags, *end = p + strnlen(p, TAGS_TEXT_MAX);
+
+		while (w->groups[j].key_id && p < end && *count < (size_t)w->batch_max * TAGS_MAX) {
+			const char *comma = memchr(p, ',', (size_t)(end - p));
+			struct writer_group *g = &w->tagged[(*count)++];
+
+			*g = w->groups[j];
+			g->name = p;
+			g->name_len = (size_t)((comma ? comma : end) - p);
+			p = comma ? comma + 1 : end;
+		}
+	}
+	return w->tagged;
+}
+
+/* The n inserted rows (w->groups[i].row) summed by (period, key or team, end user or
+ * tag, model, provider) of rollup t, each left out for a table without it (a team table
+ * leaves out the rows without a team, the end users' and tags' the rows without a key
+ * and end user or tags), and added in upserts of up to w->rows groups. */
+static enum db_status writer_rollup(struct writer *w, size_t n, size_t t)
+{
+	const struct writer_rollup_table *rt = &writer_rollups[t];
+	struct writer_group *groups;
+	struct db_stmt *st;
+	size_t i = 0, j, ngroups = 0, done;
+	enum db_status rc;
+	int size;
+
+	groups = writer_groups_of(w, n, rt, &n);
+	qsort(groups, n, sizeof(*groups), writer_group_cmp);
 	while (i < n) {
 		struct writer_sum *s;
 
-		if ((rt->dim == WRITER_DIM_TEAM || rt->dim == WRITER_DIM_END_USER) &&
-		    w->groups[i].key_id == 0) {
+		if ((rt->dim == WRITER_DIM_TEAM || writer_dim_named(rt->dim)) && groups[i].key_id == 0) {
 			i++;
 			continue;
 		}
 		s = &w->sums[ngroups++];
-		s->g = &w->groups[i];
+		s->g = &groups[i];
 		memset(s->sum, 0, sizeof(s->sum));
-		for (j = i; j < n && writer_group_cmp(s->g, &w->groups[j]) == 0; j++)
-			writer_sum_add(s->sum, w->groups[j].row);
+		for (j = i; j < n && writer_group_cmp(s->g, &groups[j]) == 0; j++)
+			writer_sum_add(s->sum, groups[j].row);
 		i = j;
 	}
 	for (done = 0; done < ngroups; done += (size_t)1 << size) {
@@ -1191,6 +1235,7 @@ static void writer_free(struct writer *w)
 	free(w->sent);
 	free(w->groups);
 	free(w->sums);
+	free(w->tagged);
 	free(w);
 }
 
@@ -1304,8 +1349,10 @@ struct writer *writer_start(const struct writer_config *cfg, char *err, size_t e
 	w->fallback = calloc((size_t)w->batch_max, sizeof(*w->fallback));
 	w->sent = calloc((size_t)w->batch_max, sizeof(*w->sent));
 	w->groups = calloc((size_t)w->batch_max, sizeof(*w->groups));
-	w->sums = calloc((size_t)w->batch_max, sizeof(*w->sums));
-	if (!w->batch || !w->fate || !w->fallback || !w->sent || !w->groups || !w->sums)
+	w->tagged = calloc((size_t)w->batch_max * TAGS_MAX, sizeof(*w->tagged));
+	w->sums = calloc((size_t)w->batch_max * TAGS_MAX, sizeof(*w->sums));
+	if (!w->batch || !w->fate || !w->fallback || !w->sent || !w->groups || !w->tagged ||
+	    !w->sums)
 		goto oom;
 	if (db_open(cfg->db_path, DB_READWRITE, &w->db, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "writer: %s", msg);

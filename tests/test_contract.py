@@ -186,6 +186,9 @@ def test_repeated_blocks_are_written_out():
     m = re.search(r"#define LONGBODY_BODY_MAX \((\d+) << (\d+)\)", longbody)
     body_max = int(m.group(1)) << int(m.group(2))
     assert f"{{ req.body_size le {body_max} }}" in cfg, "tally.cfg's piece limit is not LONGBODY_BODY_MAX"
+    first = int(re.search(r"tgn=.* body=req\.body,bytes\(0,(\d+)\)", spoe).group(1))
+    assert f"{{ req.body_size gt {first} }}" in cfg, \
+        "tally.cfg sends pieces past a size that is not the decision's body cap"
     n = int(re.search(r"# BEGIN repeat (\d+) x 1: .*pieces", cfg).group(1))
     pieces = 1 + n   # the first piece comes before the wait for the large buffer
     assert pieces * piece >= body_max > (pieces - 1) * piece, \

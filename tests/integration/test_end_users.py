@@ -289,14 +289,14 @@ def test_every_argument_at_its_cap_is_still_decided(fail_open):
     """A decision's SPOE message that does not fit one frame is not sent at all, and the
     fail policy answers instead (open: forwarded undecided). On 3.4 an active key's body
     longer than the regular buffer waits in a large one, so only the arguments' caps
-    bound the frame: with the other headers at their caps, the end user's too, a long
+    bound the frame: with the other headers at their caps, the end user's and tags' too, a long
     query and a body past its own cap, the agent still decides (a model the key may not
     use)."""
     key = fail_open.create_key("narrow", "--models", "mock-claude",
                                "--default-model", "mock-claude")
     time.sleep(RELOAD_S)
     headers = {"x-api-key": "j" * 600, "anthropic-version": "v" * 100,
-               "X-Tally-User": "u" * 256}
+               "X-Tally-User": "u" * 256, "X-Tally-Tags": "a=1," + " " * 1017 + "b=2"}
     body = {"model": "mock-gpt", "max_tokens": 16,
             "messages": [{"role": "user", "content": "x" * 20000}]}
     status, h, answer = fail_open.gateway("POST", CHAT + "?" + "q" * 1100, body, key=key,

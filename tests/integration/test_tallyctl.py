@@ -11,6 +11,7 @@ The binary is $TALLY_BUILD/tallyctl (TALLY_BUILD defaults to "build", relative t
 repository root). With TALLY_VALGRIND=1 every run goes through valgrind memcheck."""
 
 import base64
+import calendar
 import hashlib
 import hmac
 import json
@@ -34,7 +35,8 @@ VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite"] if os.environ.get("TALLY_VALGRIND") else []
 KEY_RE = re.compile(r"tly_[A-Za-z0-9_-]{43}")
 COMMANDS = ["key create", "key set", "key list", "key revoke",
-            "team create", "team set", "team list", "team delete", "model set", "model list",
+            "team create", "team set", "team list", "team delete", "tag set", "tag list",
+            "tag delete", "model set", "model list",
             "prices set", "prices list", "prices delete", "prices import",
             "provider set", "provider list"]
 
@@ -183,7 +185,7 @@ def test_command_help(ctl, cmd):
     assert ctl.ok(*cmd.split(), "-h") == out
 
 
-@pytest.mark.parametrize("group", ["key", "team", "model", "prices", "provider"])
+@pytest.mark.parametrize("group", ["key", "team", "tag", "model", "prices", "provider"])
 def test_group_help(ctl, group):
     out = ctl.ok(group, "--help")
     for cmd in COMMANDS:
@@ -480,8 +482,8 @@ def test_key_list(seeded):
     alpha, beta = listed
     assert set(alpha) == {"id", "name", "team", "prefix", "created_at", "revoked_at", "models",
                           "default_model", "service_tiers", "server_tools", "audio",
-                          "cache_writes", "end_users", "rpm", "tpm", "max_concurrent",
-                          "budget_micros", "budget_period"}
+                          "cache_writes", "end_users", "tags", "rpm", "tpm",
+                          "max_concurrent", "budget_micros", "budget_period"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -493,7 +495,7 @@ def test_key_list(seeded):
     lines = text.splitlines()
     assert lines[0].split() == ["ID", "NAME", "TEAM", "PREFIX", "CREATED", "REVOKED", "MODELS",
                                 "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO",
-                                "CACHE_WRITES", "END_USERS", "RPM", "TPM", "MAX_CONC",
+                                "CACHE_WRITES", "END_USERS", "TAGS", "RPM", "TPM", "MAX_CONC",
                                 "BUDGET_USD", "PERIOD"]
     assert lines[1].split()[1:4] == ["alpha", "-", k1[:12]]
     assert lines[1].split()[6:8] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
@@ -584,6 +586,14 @@ def test_changes_bump_config_generation(ctl):
         ("key", "set", "k", "--team", "t"),
         ("key", "set", "k", "--team", "u"),
         ("key", "set", "k", "--team", "none"),
+        ("key", "set", "k", "--tags", "env=prod"),
+        ("key", "set", "k", "--tags", ""),
+        ("team", "set", "t", "--tags", "owner=search"),
+        ("team", "set", "t", "--tags", ""),
+        ("tag", "set", "env=prod", "--budget-usd", "5"),
+        ("tag", "set", "env=prod", "--budget-usd", "6"),
+        ("tag", "set", "env=prod", "--budget-period", "day"),
+        ("tag", "delete", "env=prod"),
         ("team", "delete", "t"),
         ("key", "revoke", "k"),
     ]
@@ -595,6 +605,7 @@ def test_changes_bump_config_generation(ctl):
         last = now
     ctl.ok("key", "list")
     ctl.ok("team", "list", "--json")
+    ctl.ok("tag", "list")
     assert ctl.generation() == last
 
 
@@ -867,22 +878,22 @@ def test_team_create_set_list(seeded):
     assert [t["name"] for t in listed] == ["search", "ads"]
     assert set(listed[0]) == {"id", "name", "created_at", "active_keys", "models", "rpm", "tpm",
                               "max_concurrent", "budget_micros", "budget_period",
-                              "members_see_usage"}
+                              "members_see_usage", "tags"}
     assert {k: v for k, v in listed[0].items() if k != "created_at"} == {
         "id": search_id, "name": "search", "active_keys": 2, "models": ["gpt-4o", "gpt-4o-mini"],
         "rpm": 7, "tpm": None, "max_concurrent": None, "budget_micros": 1,
-        "budget_period": "month", "members_see_usage": False}
+        "budget_period": "month", "members_see_usage": False, "tags": None}
     assert listed[1]["active_keys"] == 0 and listed[1]["models"] is None
     assert isinstance(listed[0]["created_at"], int)
 
     lines = seeded.ok("team", "list").splitlines()
     assert lines[0].split() == ["ID", "NAME", "CREATED", "ACTIVE_KEYS", "MODELS", "RPM", "TPM",
-                                "MAX_CONC", "BUDGET_USD", "PERIOD", "MEMBERS_SEE_USAGE"]
+                                "MAX_CONC", "BUDGET_USD", "PERIOD", "MEMBERS_SEE_USAGE", "TAGS"]
     cells = [line.split() for line in lines[1:]]
     assert [c[:2] + c[3:] for c in cells] == [
         [str(search_id), "search", "2", "gpt-4o,gpt-4o-mini", "7", "-", "-", "0.000001", "month",
-         "no"],
-        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month", "no"]]
+         "no", "-"],
+        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month", "no", "-"]]
 
 
 def sees(ctl, name):
@@ -914,8 +925,8 @@ def test_team_members_see_usage(seeded):
     assert {t["name"]: t["members_see_usage"] for t in seeded.json("team", "list")} == \
         {"quiet": True, "open": False, "told": False}
     lines = seeded.ok("team", "list").splitlines()
-    assert lines[0].split()[-1] == "MEMBERS_SEE_USAGE"
-    assert [(line.split()[1], line.split()[-1]) for line in lines[1:]] == \
+    assert lines[0].split()[-2] == "MEMBERS_SEE_USAGE"
+    assert [(line.split()[1], line.split()[-2]) for line in lines[1:]] == \
         [("quiet", "yes"), ("open", "no"), ("told", "no")]
 
 
@@ -1897,6 +1908,231 @@ def test_key_end_users(seeded):
         " required or forbidden\n")
     assert end_users(seeded)["open"] == "forbidden"
     assert seeded.generation() == gen
+
+
+# ---- tags of keys and teams, tags' budgets ----
+
+def tags_of(ctl, table, name):
+    """The stored tags of key or team name (None: none)."""
+    return ctl.query(f"SELECT tags FROM {table} WHERE name = ?", (name,))[0][0]
+
+
+def listed_tags(ctl, what):
+    """{name: tags} as '<what> list' shows them in text and in JSON, which must agree."""
+    as_json = {r["name"]: r["tags"] for r in ctl.json(what, "list")}
+    lines = ctl.ok(what, "list").splitlines()
+    col = lines[0].split().index("TAGS")
+    as_text = {line.split()[1]: line.split()[col] for line in lines[1:]}
+    assert as_text == {n: ",".join(t) if t else "-" for n, t in as_json.items()}
+    return as_json
+
+
+@pytest.mark.parametrize("what, table, create", [
+    ("key", "keys", ("key", "create", "--name")),
+    ("team", "teams", ("team", "create")),
+])
+def test_tags_create_set_clear_list(seeded, what, table, create):
+    """--tags is stored as its canonical text (sorted, no spaces), never as typed; a set
+    that does not name it keeps it; '' clears it (NULL)."""
+    gen = seeded.generation()
+    seeded.ok(*create, "a", "--tags", " b=2, a=1")
+    seeded.ok(*create, "b", "--rpm", "5")
+    seeded.ok(*create, "c", "--tags=")
+    assert seeded.generation() > gen
+    assert [tags_of(seeded, table, n) for n in "abc"] == ["a=1,b=2", None, None]
+    assert listed_tags(seeded, what) == {"a": ["a=1", "b=2"], "b": None, "c": None}
+
+    gen = seeded.generation()
+    seeded.ok(what, "set", "b", "--tags", "owner=search,env=prod,url=https://x.example/a@b+c:1")
+    assert seeded.generation() > gen
+    assert tags_of(seeded, table, "b") == "env=prod,owner=search,url=https://x.example/a@b+c:1"
+    seeded.ok(what, "set", "a", "--rpm", "9")
+    assert tags_of(seeded, table, "a") == "a=1,b=2"
+    seeded.ok(what, "set", "a", "--tags", "z.y_x-w=V:1\t,\tc=3")
+    assert tags_of(seeded, table, "a") == "c=3,z.y_x-w=V:1"
+    gen = seeded.generation()
+    seeded.ok(what, "set", "b", "--tags", "")
+    assert seeded.generation() > gen
+    assert tags_of(seeded, table, "b") is None
+    assert listed_tags(seeded, what) == {"a": ["c=3", "z.y_x-w=V:1"], "b": None, "c": None}
+
+
+TAGS_MALFORMED = ("tags are name=value separated by commas; a name is [a-z0-9_.-] starting"
+                  " with a letter, a value [A-Za-z0-9_.:/@+-]")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("Env=prod", TAGS_MALFORMED),
+    ("env=prod,,a=1", TAGS_MALFORMED),
+    ("env", TAGS_MALFORMED),
+    ("env=", TAGS_MALFORMED),
+    ("env=prod;x", TAGS_MALFORMED),
+    ("env=a b", TAGS_MALFORMED),
+    ("a=1,", TAGS_MALFORMED),
+    ("n" * 33 + "=1", "a tag's name is at most 32 bytes and its value at most 64"),
+    ("a=" + "v" * 65, "a tag's name is at most 32 bytes and its value at most 64"),
+    (",".join(f"t{i}=1" for i in range(9)),
+     "at most 8 tags, the key's and team's fixed tags included"),
+    ("a=1,b=2,a=1", "a tag's name appears twice"),
+])
+def test_tags_refused_change_nothing(seeded, value, message):
+    seeded.ok("team", "create", "t", "--tags", "env=dev")
+    create_key(seeded, "k", "--tags", "env=dev")
+    state = lambda: (seeded.query("SELECT * FROM teams ORDER BY id"),
+                     seeded.query("SELECT name, tags FROM keys ORDER BY id"),
+                     seeded.generation())
+    before = state()
+    for args in (("key", "create", "k2"), ("key", "set", "k"), ("team", "create", "t2"),
+                 ("team", "set", "t")):
+        r = seeded(*args, "--tags", value, "--rpm", "5")
+        assert r.returncode == 2 and r.stdout == "", (args, r.stderr)
+        assert r.stderr.startswith(f"tallyctl: {args[0]} {args[1]}: invalid value '{value}'"
+                                   f" for --tags: {message}\n"), r.stderr
+        assert state() == before
+
+
+def budgets(ctl):
+    """{tag: (budget_micros, budget_period)} as stored."""
+    return {t: (b, p) for t, b, p in
+            ctl.query("SELECT tag, budget_micros, budget_period FROM tag_budgets")}
+
+
+def test_tag_budget_set_update_list_delete(ctl):
+    gen = ctl.generation() if ctl.exists() else 0
+    assert ctl.ok("tag", "set", "env=prod", "--budget-usd", "12.5") == \
+        "set budget of tag env=prod\n"
+    assert ctl.generation() > gen
+    ctl.ok("tag", "set", "feature=search", "--budget-usd=0.000001", "--budget-period", "total")
+    assert budgets(ctl) == {"env=prod": (12500000, "month"), "feature=search": (1, "total")}
+
+    # An update changes what it is given, keeps the row (its id and creation).
+    row = ctl.query("SELECT id, created_at FROM tag_budgets WHERE tag = 'env=prod'")
+    for args, stored in [(("--budget-period", "day"), (12500000, "day")),
+                         (("--budget-usd", "3"), (3000000, "day")),
+                         (("--budget-usd", "4", "--budget-period", "month"), (4000000, "month"))]:
+        gen = ctl.generation()
+        ctl.ok("tag", "set", "env=prod", *args)
+        assert ctl.generation() > gen, args
+        assert budgets(ctl)["env=prod"] == stored, args
+    assert ctl.query("SELECT id, created_at FROM tag_budgets WHERE tag = 'env=prod'") == row
+
+    listed = ctl.json("tag", "list")
+    assert [{k: v for k, v in b.items() if k != "created_at"} for b in listed] == [
+        {"tag": "env=prod", "budget_micros": 4000000, "budget_period": "month",
+         "spent_micros": 0},
+        {"tag": "feature=search", "budget_micros": 1, "budget_period": "total",
+         "spent_micros": 0}]
+    assert all(isinstance(b["created_at"], int) for b in listed)
+    lines = ctl.ok("tag", "list").splitlines()
+    assert lines[0].split() == ["TAG", "BUDGET_USD", "PERIOD", "SPENT_USD", "CREATED"]
+    assert [line.split()[:4] for line in lines[1:]] == [["env=prod", "4", "month", "0"],
+                                                       ["feature=search", "0.000001", "total",
+                                                        "0"]]
+
+    gen = ctl.generation()
+    assert ctl.ok("tag", "delete", "env=prod") == "deleted budget of tag env=prod\n"
+    assert ctl.generation() > gen
+    assert budgets(ctl) == {"feature=search": (1, "total")}
+    gen = ctl.generation()
+    r = ctl("tag", "delete", "env=prod")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == "tallyctl: tag 'env=prod' has no budget (see 'tallyctl tag list')\n"
+    # A new budget needs its dollars: a period alone changes an existing one only.
+    r = ctl("tag", "set", "env=prod", "--budget-period", "day")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == "tallyctl: tag 'env=prod' has no budget: give --budget-usd to set one\n"
+    assert budgets(ctl) == {"feature=search": (1, "total")}
+    assert ctl.generation() == gen
+    ctl.ok("tag", "delete", "feature=search")
+    assert ctl.json("tag", "list") == []
+    assert ctl.ok("tag", "list").split() == ["TAG", "BUDGET_USD", "PERIOD", "SPENT_USD",
+                                             "CREATED"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tag", "set", "Env=prod", "--budget-usd", "1"], "invalid tag 'Env=prod': " + TAGS_MALFORMED),
+    (["tag", "set", "env=prod,a=1", "--budget-usd", "1"],
+     "invalid tag 'env=prod,a=1': expected one tag, name=value, without spaces"),
+    (["tag", "set", " env=prod", "--budget-usd", "1"],
+     "invalid tag ' env=prod': expected one tag, name=value, without spaces"),
+    (["tag", "set", "a=" + "v" * 65, "--budget-usd", "1"], "invalid tag 'a=" + "v" * 65 +
+     "': a tag's name is at most 32 bytes and its value at most 64"),
+    (["tag", "delete", "env"], "invalid tag 'env': " + TAGS_MALFORMED),
+    (["tag", "set", "env=prod"], "nothing to change"),
+    (["tag", "set", "env=prod", "--budget-usd", "none"],
+     "a tag's budget cannot be none: 'tallyctl tag delete env=prod' removes it"),
+    (["tag", "set", "env=prod", "--rpm", "5"], "unknown option '--rpm'"),
+    (["tag", "set", "env=prod", "--budget-usd"], "--budget-usd needs a value"),
+    (["tag", "set", "--budget-usd", "1"], "missing TAG"),
+    (["tag", "delete"], "missing TAG"),
+    (["tag", "list", "env=prod"], "unexpected argument 'env=prod'"),
+])
+def test_tag_budget_refused_changes_nothing(seeded, args, message):
+    seeded.ok("tag", "set", "env=prod", "--budget-usd", "2", "--budget-period", "day")
+    before = (seeded.query("SELECT * FROM tag_budgets"), seeded.generation())
+    r = seeded(*args)
+    assert r.returncode == 2 and r.stdout == "", (args, r.stderr)
+    assert message in r.stderr and "--help" in r.stderr, r.stderr
+    assert (seeded.query("SELECT * FROM tag_budgets"), seeded.generation()) == before
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--budget-usd", "0"), ("--budget-usd", "-1"), ("--budget-usd", "1.0000001"),
+    ("--budget-usd", "1e3"), ("--budget-usd", "1000000000.01"), ("--budget-usd", "12."),
+    ("--budget-period", "week"), ("--budget-period", "Month"), ("--budget-period", "none"),
+])
+def test_tag_budget_errors_are_the_keys(seeded, option, value):
+    """One parser of budgets: a tag's refuses what a key's does, with its message."""
+    create_key(seeded, "k")
+    seeded.ok("tag", "set", "env=prod", "--budget-usd", "2")
+    before = (seeded.query("SELECT * FROM tag_budgets"), seeded.generation())
+    r = seeded("tag", "set", "env=prod", f"{option}={value}")
+    k = seeded("key", "set", "k", f"{option}={value}")
+    assert r.returncode == 2 and k.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == k.stderr.replace("key set", "tag set"), (r.stderr, k.stderr)
+    assert (seeded.query("SELECT * FROM tag_budgets"), seeded.generation()) == before
+
+
+TAG_DAILY_COLS = ("day, tag, key_id, requests, errors, streams, prompt_tokens, completion_tokens,"
+                  " cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, unpriced,"
+                  " duration_ms_sum, " +
+                  ", ".join(f"lat_le_{b}" for b in (25, 50, 100, 200, 350, 500, 750, 1000, 1500,
+                                                    2500, 4000, 6000, 10000, 20000, 60000)) +
+                  ", lat_gt_60000, estimated_cost_micros")
+
+
+def add_tag_daily(ctl, day, tag, key_id, cost, estimated):
+    ctl.query(f"INSERT INTO tag_daily ({TAG_DAILY_COLS}) VALUES (?, ?, ?" + ", 0" * 8 +
+              ", ?" + ", 0" * 18 + ", ?)", (day, tag, key_id, cost, estimated))
+
+
+def test_tag_list_spent_in_period(seeded):
+    """SPENT is the tag's cost (reported and estimated) over every key since the start
+    of its budget's period on the UTC calendar: today, this month, or ever."""
+    now = int(time.time())
+    day = now - now % 86400
+    month = calendar.timegm(time.gmtime(now)[:2] + (1, 0, 0, 0))
+    assert time.gmtime(month)[2:6] == (1, 0, 0, 0) and month <= day
+    rows = [(day, 1, 1_000_000, 250_000), (day, 2, 2_000_000, 0),      # today, two keys
+            (month, 1, 30_000_000, 5),                                # this month's first day
+            (month - 86400, 1, 400_000_000, 0),                       # last month
+            (0, 2, 5_000_000_000, 0)]                                 # long ago
+    for d, key, cost, est in rows:
+        add_tag_daily(seeded, d, "env=prod", key, cost, est)
+        add_tag_daily(seeded, d, "env=dev", key, 7, 7)                # another tag's
+    spent = lambda since: sum(c + e for d, _, c, e in rows if d >= since)
+    expect = {"day": spent(day), "month": spent(month), "total": spent(0)}
+    assert expect["total"] == 5_433_250_005
+    seeded.ok("tag", "set", "env=prod", "--budget-usd", "10000")
+    seeded.ok("tag", "set", "feature=none", "--budget-usd", "1", "--budget-period", "day")
+    for period in ("day", "month", "total"):
+        seeded.ok("tag", "set", "env=prod", "--budget-period", period)
+        listed = {b["tag"]: b["spent_micros"] for b in seeded.json("tag", "list")}
+        assert listed == {"env=prod": expect[period], "feature=none": 0}, period
+        lines = seeded.ok("tag", "list").splitlines()
+        col = lines[0].split().index("SPENT_USD")
+        usd = lambda m: f"{m // 1_000_000}.{m % 1_000_000:06d}".rstrip("0").rstrip(".")
+        assert [line.split()[col] for line in lines[1:]] == [usd(expect[period]), "0"], period
 
 
 # ---- retention, on both stores ----

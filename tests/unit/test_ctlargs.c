@@ -1,5 +1,5 @@
-/* Unit tests of tallyctl's parsing of operator input: names, URLs, integers, dollars
- * and one word of a fixed set (ctl/args.c), a command's arguments and the global options, the limit options
+/* Unit tests of tallyctl's parsing of operator input: names, URLs, integers, dollars,
+ * one word of a fixed set and tags (ctl/args.c), a command's arguments and the global options, the limit options
  * of keys and teams (ctl/limits.c) and the other options of key create and key set
  * (ctl/keys.c). */
 #include <string.h>
@@ -143,6 +143,32 @@ static void test_parse_yes_no(void)
 		             CTL_USAGE);
 		CHECK_EQ_INT(v, 7);
 	}
+}
+
+/* --tags stores the canonical text whatever the spelling; a tag budget names one tag. */
+static void test_parse_tags(void)
+{
+	static const char *const refused[] = { "A=1", "a=1,,b=2", "a", "a=1,a=2", "a=", "=1",
+	                                       "a=1 b=2", "a=\"1\"" };
+	static const char *const not_one[] = { "", "a=1,b=2", " a=1", "a=1 ", "a", "A=1",
+	                                       "a=1,", "a==1" };
+	char out[TAGS_TEXT_MAX];
+	int i;
+
+	CHECK_EQ_INT(args_parse_tags(&key_create, OPT_TAGS, " b=2, a=1", out), CTL_OK);
+	CHECK_EQ_STR(out, "a=1,b=2");
+	CHECK_EQ_INT(args_parse_tags(&key_create, OPT_TAGS, "env=prod,owner=search", out), CTL_OK);
+	CHECK_EQ_STR(out, "env=prod,owner=search");
+	CHECK_EQ_INT(args_parse_tags(&key_create, OPT_TAGS, "", out), CTL_OK);
+	CHECK_EQ_STR(out, "");
+	CHECK_EQ_INT(args_parse_tags(&key_create, OPT_TAGS, "a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9",
+	                             out), CTL_USAGE);
+	for (i = 0; i < NARGS(refused); i++)
+		CHECK_EQ_INT(args_parse_tags(&key_create, OPT_TAGS, refused[i], out), CTL_USAGE);
+	CHECK_EQ_INT(args_check_tag(&key_create, "env=prod"), CTL_OK);
+	CHECK_EQ_INT(args_check_tag(&key_create, "url=https://x.example/a@b+c:1"), CTL_OK);
+	for (i = 0; i < NARGS(not_one); i++)
+		CHECK_EQ_INT(args_check_tag(&key_create, not_one[i]), CTL_USAGE);
 }
 
 static void test_parse_args(void)
@@ -391,6 +417,7 @@ int main(void)
 	RUN(test_parse_usd);
 	RUN(test_parse_word);
 	RUN(test_parse_yes_no);
+	RUN(test_parse_tags);
 	RUN(test_parse_args);
 	RUN(test_global_opt);
 	RUN(test_limits);

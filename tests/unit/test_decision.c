@@ -23,6 +23,9 @@ static struct owner *fix_owners;
 /* The X-Tally-User header (fix_end_users of them; the last one's value). */
 static const char *fix_end_user;
 static int64_t fix_end_users;
+/* The X-Tally-Tags header likewise. */
+static const char *fix_tags;
+static int64_t fix_tags_headers;
 static const char *fix_query;       /* the query string; NULL: none */
 
 /* What session.c does with a decision that names a stored response: asks fix_owners,
@@ -78,6 +81,11 @@ static struct decision decide_with(const char *auth, const char *xkey, const cha
 		req.end_user.len = strlen(fix_end_user);
 	}
 	req.end_user_headers = fix_end_users;
+	if (fix_tags) {
+		req.tags.ptr = fix_tags;
+		req.tags.len = strlen(fix_tags);
+	}
+	req.tags_headers = fix_tags_headers;
 	if (fix_query) {
 		req.query.ptr = fix_query;
 		req.query.len = strlen(fix_query);
@@ -1195,6 +1203,97 @@ static void test_end_users(void)
 	set_end_users(1, "optional");
 }
 
+/* The X-Tally-Tags header sent headers times. */
+static struct decision decide_tags(const char *header, int64_t headers)
+{
+	struct decision d;
+
+	fix_tags = header;
+	fix_tags_headers = headers;
+	d = decide_user(FIX_KEY_OPEN, CHAT, "{}", NULL, 0, 0);
+	fix_tags = NULL;
+	fix_tags_headers = 0;
+	return d;
+}
+
+static void sql_reload(const char *sql)
+{
+	char err[256];
+
+	CHECK_EQ_INT(db_exec(fx.db, sql, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&fx), 0);
+}
+
+/* A request's tags: the header's in canonical order, with its key's and its team's
+ * fixed tags, which it may repeat but not change; malformed ones are refused. */
+static void test_tags(void)
+{
+	char msg[1024], big[TAGS_HEADER_MAX + 2];
+	struct decision d;
+	struct acct_row row;
+
+	d = decide_tags(" feature=search, env=prod", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.tags, "env=prod,feature=search");
+	join_decided(&d, "r1", 2, 1, &row);
+	CHECK_EQ_STR(row.tags, "env=prod,feature=search");
+	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "");
+	/* Malformed, twice, too many, too long: 400 invalid_tags, nothing kept. */
+	d = decide_tags("env=prod,", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_BAD_TAGS);
+	CHECK_EQ_INT(decision_http_status(d.verdict), 400);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "invalid_tags");
+	CHECK_EQ_STR(d.tags, "");
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "X-Tally-Tags") != NULL && strstr(msg, "name=value") != NULL);
+	CHECK_EQ_INT(decide_tags("env=prod", 2).verdict, DECISION_BAD_TAGS);
+	CHECK_EQ_INT(decide_tags("env=prod,env=dev", 1).verdict, DECISION_BAD_TAGS);
+	CHECK_EQ_INT(decide_tags("a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9", 1).verdict, DECISION_BAD_TAGS);
+	CHECK_EQ_INT(decide_tags("env=\"prod\"", 1).verdict, DECISION_BAD_TAGS);
+	memset(big, ' ', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "env=prod", 8);
+	CHECK_EQ_INT(decide_tags(big, 1).verdict, DECISION_BAD_TAGS);   /* cut by HAProxy */
+	big[TAGS_HEADER_MAX] = '\0';
+	CHECK_EQ_INT(decide_tags(big, 1).verdict, DECISION_ALLOW);
+	/* The key's fixed tags: added, repeated alike, never changed. */
+	sql_reload("UPDATE keys SET tags = 'env=prod,owner=search' WHERE id = 1");
+	d = decide_tags("feature=chat", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_STR(d.tags, "env=prod,feature=chat,owner=search");
+	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "env=prod,owner=search");
+	CHECK_EQ_STR(decide_tags("env=prod", 1).tags, "env=prod,owner=search");
+	d = decide_tags("env=dev", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_TAG_CONFLICT);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "tag_conflict");
+	CHECK_EQ_INT(decision_http_status(d.verdict), 400);
+	/* ... nor pushed past the bound. */
+	CHECK_EQ_INT(decide_tags("a=1,b=2,c=3,d=4,f=6,g=7,h=8", 1).verdict, DECISION_BAD_TAGS);
+	/* A team's fixed tags hold for its keys, over theirs. */
+	sql_reload("INSERT INTO teams (id, name, created_at, tags) VALUES (7, 'tagged', 1,"
+	           " 'env=staging,project=atlas'); UPDATE keys SET team_id = 7 WHERE id = 1");
+	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "env=staging,owner=search,project=atlas");
+	CHECK_EQ_INT(decide_tags("project=other", 1).verdict, DECISION_TAG_CONFLICT);
+	CHECK_EQ_INT(decide_tags("env=prod", 1).verdict, DECISION_TAG_CONFLICT);
+	sql_reload("UPDATE keys SET team_id = NULL, tags = NULL WHERE id = 1; DELETE FROM teams");
+	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "");
+	/* The tags with a budget, in tag order, for the caller to reserve at. */
+	sql_reload("INSERT INTO tag_budgets (id, tag, created_at, budget_micros, budget_period)"
+	           " VALUES (3, 'project=atlas', 1, 500000000, 'month'),"
+	           " (4, 'env=prod', 1, 1000, 'day'), (5, 'env=pro', 1, 1, 'day')");
+	d = decide_tags("project=atlas,feature=x,env=prod", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
+	CHECK_EQ_INT(d.ntag_budgets, 2);
+	CHECK_EQ_STR(d.tag_budgets[0]->tag, "env=prod");
+	CHECK_EQ_INT(d.tag_budgets[0]->quota.budget_micros, 1000);
+	CHECK(d.tag_budgets[0]->quota.period == QUOTA_PERIOD_DAY);
+	CHECK_EQ_STR(d.tag_budgets[1]->tag, "project=atlas");
+	CHECK_EQ_INT(d.tag_budgets[1]->id, 3);
+	CHECK_EQ_INT(decide_tags("env=prodx,project=atlasx", 1).ntag_budgets, 0);
+	CHECK_EQ_INT(decide_tags(NULL, 0).ntag_budgets, 0);
+	sql_reload("DELETE FROM tag_budgets");
+}
+
 /* The gateway's own path: GET /tally/v1/usage and its end users' pages only, after the key's checks; nothing
  * else under /tally/ is an endpoint, and nothing of it is forwarded or estimated. */
 /* A page of end users asked for with query q. */
@@ -1659,6 +1758,7 @@ int main(void)
 	RUN(test_stored_responses);
 	RUN(test_usage_path);
 	RUN(test_end_users);
+	RUN(test_tags);
 	RUN(test_end_users_page);
 	RUN(test_owner_as_input);
 	RUN(test_capture_choice);

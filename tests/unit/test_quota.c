@@ -776,6 +776,40 @@ static void test_team_budget_and_slots(void)
 	quota_free(l);
 }
 
+/* Tags' budgets (quota_admit_each): every one admits the request or none holds it;
+ * what one spends counts at each of them, whatever key spent it. */
+static void test_tag_budgets(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg a = cfg_of(0, 0, 0, 100, QUOTA_PERIOD_MONTH);
+	struct quota_cfg b = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
+	const struct quota_cfg *cfgs[2] = { &a, &b };
+	int64_t subjects[2] = { quota_tag_subject(1), quota_tag_subject(2) };
+	struct quota_hold h[2], h2[2];
+	struct quota_status st;
+
+	CHECK(quota_tag_subject(1) < quota_team_subject(QUOTA_TAG_SUBJECTS - 1));
+	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 60, T0, h, &st), 2);
+	CHECK(h[0].key_id == subjects[0] && h[1].key_id == subjects[1]);
+	/* 60 of tag 1's 100 reserved: 60 more is refused there, and tag 2 holds nothing. */
+	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 60, T0, h2, &st), 0);
+	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0);
+	CHECK(st.retry_after_s > 0);
+	/* Refused at tag 2: tag 1's hold is given back. */
+	quota_set_spent(l, subjects[1], QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0),
+	                990);
+	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 30, T0, h2, &st), 1);
+	CHECK(h2[0].key_id == 0);
+	quota_settle(l, &h[0], -1, 60, T0);
+	quota_settle(l, &h[1], -1, 60, T0);
+	/* 60 spent at tag 1: 40 fit there, 41 do not; a refused admission took nothing. */
+	quota_set_spent(l, subjects[1], QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 0);
+	CHECK_EQ_INT(quota_admit_each(l, 1, subjects, cfgs, 0, 41, T0, h2, &st), 0);
+	CHECK_EQ_INT(quota_admit_each(l, 1, subjects, cfgs, 0, 40, T0, h2, &st), 1);
+	CHECK_EQ_INT(quota_admit_each(l, 0, subjects, cfgs, 0, 40, T0, h2, &st), 0);
+	quota_free(l);
+}
+
 int main(void)
 {
 	RUN(test_unlimited);
@@ -798,6 +832,7 @@ int main(void)
 	RUN(test_many_keys);
 	RUN(test_threads_rpm);
 	RUN(test_threads_concurrency);
+	RUN(test_tag_budgets);
 	RUN(test_team_rates);
 	RUN(test_team_budget_and_slots);
 	return UNIT_DONE();

@@ -422,7 +422,7 @@ static int acks_offset(const unsigned char *out, size_t len, int64_t n)
 }
 
 /* Sends body in pieces of 15000 bytes as HAProxy does, each after the last one's ACK
- * named its offset, then the decision on its first 14336 bytes; returns the verdicts
+ * named its offset, then the decision on its first 13312 bytes; returns the verdicts
  * counted meanwhile of kind v. */
 static int judge_long(struct session *s, const char *id, const char *auth, const char *body,
                       int with_pieces, enum decision_verdict v)
@@ -441,7 +441,7 @@ static int judge_long(struct session *s, const char *id, const char *auth, const
 		CHECK(acks_offset(outbuf, n, off < len ? (int64_t)off : -1));
 	}
 	in.len = 0;
-	notify_cut(&in, 8, id, auth, body, len, 14336);
+	notify_cut(&in, 8, id, auth, body, len, 13312);
 	feed_all(s, &in, outbuf, sizeof(outbuf));
 	return s->stats.verdicts[v] - before;
 }
@@ -540,7 +540,7 @@ static void test_long_body_asked_again(void)
 			owner_creating(s.owners, 1, -1);
 		}
 		in.len = 0;
-		notify_cut_on(&in, 8, "id-w", auth, "/v1/responses", body, len, 14336);
+		notify_cut_on(&in, 8, "id-w", auth, "/v1/responses", body, len, 13312);
 		feed_all(&s, &in, outbuf, sizeof(outbuf));
 		CHECK_EQ_INT(s.stats.verdicts[round ? DECISION_ALLOW : DECISION_UNKNOWN_RESPONSE], 1);
 		CHECK(round ? longbody_bytes(s.longbody) == 0 : longbody_bytes(s.longbody) >= len);

@@ -97,7 +97,13 @@ static void test_seed(void)
 		{ .id = 7, .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_MONTH } },
 	};
 	struct kt_key team7 = { .id = quota_team_subject(7), .quota = teams[0].quota };
-	struct keytable kt = { .keys = keys, .nkeys = 3, .teams = teams, .nteams = 1 };
+	struct kt_tag_budget tags[1] = {
+		{ .id = 9, .tag = "project=atlas",
+		  .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_MONTH } },
+	};
+	struct kt_key tag9 = { .id = quota_tag_subject(9), .quota = tags[0].quota };
+	struct keytable kt = { .keys = keys, .nkeys = 3, .teams = teams, .nteams = 1,
+	                       .tag_budgets = tags, .ntag_budgets = 1 };
 	struct acct_row rows[10];
 	char path[1024], err[256];
 	const char *where;
@@ -130,6 +136,14 @@ static void test_seed(void)
 	rows[7].team_id = 7;
 	row_at(&rows[8], 3, NOW_MS - HOUR_MS, 70, ACCT_NONE);
 	rows[8].team_id = 8;
+	/* tag project=atlas: the rows carrying it this month, whatever their key (300 and
+	 * 250); last month's 5000 and another tag's 70 are not its */
+	snprintf(rows[0].tags, sizeof(rows[0].tags), "project=atlas");
+	snprintf(rows[6].tags, sizeof(rows[6].tags), "env=x,project=atlas");
+	snprintf(rows[7].tags, sizeof(rows[7].tags), "project=atlas");
+	snprintf(rows[8].tags, sizeof(rows[8].tags), "project=atlass");
+	CHECK(db_exec(db, "INSERT INTO tag_budgets (id, tag, created_at, budget_micros)"
+	                  " VALUES (9, 'project=atlas', 1, 1000)", err, sizeof(err)) == 0);
 	store(path, rows, 9);
 
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), 0);
@@ -143,6 +157,9 @@ static void test_seed(void)
 	/* 550 of the team's 1000 this month */
 	CHECK(admits(q, &team7, 450));
 	CHECK(!admits(q, &team7, 451));
+	/* 550 of the tag's 1000 this month */
+	CHECK(admits(q, &tag9, 450));
+	CHECK(!admits(q, &tag9, 451));
 	/* The metrics' figures are the same sums. */
 	{
 		struct teamspend *ts = teamspend_new();

@@ -227,6 +227,14 @@ static struct acct_row row_random(int64_t n)
 	if ((x >> 6) % 3)
 		snprintf(r.end_user, sizeof(r.end_user), "%s-%d", (x >> 7) % 2 ? "u" : "U",
 		         (int)((x >> 10) % 7));
+	/* Seven rows in eight carry 1 to 3 of six tags, in canonical order. */
+	if ((x >> 16) % 8) {
+		int m = (int)((x >> 16) % 8);
+
+		snprintf(r.tags, sizeof(r.tags), "%s%s%s%s%s", m & 1 ? ((x >> 19) % 2 ? "a=1" : "a=2") : "",
+		         m & 1 && m & 6 ? "," : "", m & 2 ? "b=x" : "", m & 2 && m & 4 ? "," : "",
+		         m & 4 ? ((x >> 21) % 3 ? "c=y" : "c=z") : "");
+	}
 	return r;
 }
 
@@ -604,6 +612,32 @@ static void test_rollups(void)
 	/* 1 day x 4 keys x 14 end users. */
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM end_user_daily"), 4 * 14);
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE key_id IS NULL AND end_user IS NOT NULL") > 0);
+	/* Per tag and key by day: a row once per tag it carries, tag by tag, both ways. */
+	{
+		static const char *const tags[] = { "a=1", "a=2", "b=x", "c=y", "c=z" };
+		int64_t groups = 0;
+
+		for (t = 0; t < sizeof(tags) / sizeof(tags[0]); t++) {
+			char raw[1024], kept[512];
+
+			snprintf(raw, sizeof(raw), "SELECT started_at / 86400000 * 86400, key_id, count(*),"
+			         " coalesce(sum(" B("cost_micros > 0") " * cost_micros), 0),"
+			         " coalesce(sum(" B("prompt_tokens > 0") " * prompt_tokens), 0)"
+			         " FROM requests WHERE key_id IS NOT NULL"
+			         " AND ',' || tags || ',' LIKE '%%,%s,%%' GROUP BY 1, 2", tags[t]);
+			snprintf(kept, sizeof(kept), "SELECT day, key_id, requests, cost_micros,"
+			         " prompt_tokens FROM tag_daily WHERE tag = '%s'", tags[t]);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s) AS d", raw, kept);
+			CHECK_EQ_INT(q_int(db, sql), 0);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s) AS d", kept, raw);
+			CHECK_EQ_INT(q_int(db, sql), 0);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM tag_daily WHERE tag = '%s'", tags[t]);
+			groups += q_int(db, sql);
+		}
+		/* 1 day x 4 keys x 5 tags, and nothing else. */
+		CHECK_EQ_INT(groups, 4 * 5);
+		CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM tag_daily"), 4 * 5);
+	}
 	CHECK_EQ_INT(counters_now().timed_out, no_record);
 	CHECK_EQ_INT(counters_now().unpriced, unpriced);
 	CHECK(stats_get(&stats.batches) >= N / 97);
@@ -632,6 +666,9 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP TABLE tag_daily; DROP TABLE tag_budgets;"
+		                         " ALTER TABLE requests DROP COLUMN tags; ALTER TABLE keys DROP COLUMN tags;"
+		                         " ALTER TABLE teams DROP COLUMN tags;"
 		                         "DROP INDEX requests_end_user_started_at; ALTER TABLE requests DROP COLUMN end_user;"
 		                         " ALTER TABLE keys DROP COLUMN end_users; DROP TABLE end_user_daily;"
 		                         "DROP INDEX requests_team_started_at;"
