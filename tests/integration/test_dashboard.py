@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT, binary, free_port
 from pgcopy import pg_store
-from rollups import LATENCY_BOUNDS, store_tags
+from rollups import LATENCY_BOUNDS
 from stack import Proc, wait_port
 
 DASH = ROOT / "queryd" / "dashboard"
@@ -277,20 +277,13 @@ def queryd(tmp_path, request):
     seeded = seed_rows(now_ms, key_ids, team_ids(db))
     for i, row in enumerate(seeded):
         row["end_user"] = END_USERS[i % len(END_USERS)]
+        row["tags"] = TAGS[i % len(TAGS)]
     ndjson = tmp_path / "rows.ndjson"
     ndjson.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                               for r in seeded))
     r = subprocess.run([str(binary("tally-gen")), "--db", str(db), "--ndjson", str(ndjson)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"tally-gen --ndjson -> {r.returncode}: {r.stderr}{r.stdout}"
-    con = sqlite3.connect(db)     # tally-gen reads no tags: set here (rollups.py)
-    con.row_factory = sqlite3.Row
-    stored = [dict(r) for r in con.execute("SELECT * FROM requests")]
-    tags = {r["request_id"]: TAGS[i % len(TAGS)] for i, r in enumerate(seeded)}
-    for r in stored:
-        r["tags"] = tags[r["request_id"]]
-    store_tags(con, stored)
-    con.close()
 
     store = db if request.param == "sqlite" else \
         pg_store(request.getfixturevalue("pg_server"), "dashboard", db)
