@@ -278,7 +278,7 @@ $(BUILD)/fuzz/fuzz_capture_request: tests/fuzz/fuzz_capture_request.c $(AGENT_SR
 	  $(COMMON_SRC) $(GEN_SRC) $(LIBS) $(LUA_LIBS) -o $@
 
 # queryd's parsers of peer input: the query parameters and the agent's control replies.
-QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c
+QFUZZ_SRC := queryd/params.c queryd/live.c queryd/json.c common/mpcheck.c common/tags.c
 $(BUILD)/fuzz/fuzz_params $(BUILD)/fuzz/fuzz_live_reply: $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(QFUZZ_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -Iqueryd $< $(QFUZZ_SRC) $(LIBS) -o $@

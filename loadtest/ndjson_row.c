@@ -10,10 +10,12 @@
 #include <cjson/cJSON.h>
 
 #include "acct.h"
+#include "tags.h"
 
 enum ndjson_kind {
 	NDJSON_TEXT,      /* char[size] */
 	NDJSON_END_USER,  /* char[size], an id the agent keeps (acct_end_user_ok) */
+	NDJSON_TAGS,      /* char[size], tags (tags_parse) kept as their canonical text */
 	NDJSON_COUNT,     /* int64_t, 0..NDJSON_ROW_INT_MAX */
 	NDJSON_STATUS,    /* int, 1..999 */
 	NDJSON_FLAG,      /* int: true/false/0/1 */
@@ -63,6 +65,7 @@ static const struct ndjson_field ndjson_fields[] = {
 	NDJSON_COUNT_F(estimated_cost_micros),
 	NDJSON_COUNT_F(team_id),
 	NDJSON_FIELD("end_user", end_user, NDJSON_END_USER, 0, 0),
+	NDJSON_FIELD("tags", tags, NDJSON_TAGS, 0, 0),
 };
 
 #define NDJSON_NFIELDS (sizeof(ndjson_fields) / sizeof(ndjson_fields[0]))
@@ -130,6 +133,19 @@ static int ndjson_set(const struct ndjson_field *f, const cJSON *v, struct acct_
 		}
 		memcpy(p, v->valuestring, strlen(v->valuestring) + 1);
 		return 0;
+	case NDJSON_TAGS: {
+		struct tags t;
+		enum tags_status st = cJSON_IsString(v)
+			? tags_parse(v->valuestring, strlen(v->valuestring), &t) : TAGS_MALFORMED;
+
+		if (st != TAGS_OK) {
+			snprintf(err, errlen, "%s must be a list of tags, name=value: %s", f->name,
+			         tags_status_text(st));
+			return -1;
+		}
+		tags_format(&t, p, f->size);
+		return 0;
+	}
 	case NDJSON_COUNT:
 		if (ndjson_int(v, 0, NDJSON_ROW_INT_MAX, &n) < 0) {
 			snprintf(err, errlen, "%s must be an integer from 0 to 2^53", f->name);
@@ -176,7 +192,7 @@ static void ndjson_absent(const struct ndjson_field *f, struct acct_row *row)
 	char *p = (char *)row + f->off;
 	int i = (int)f->absent;
 
-	if (f->kind == NDJSON_TEXT || f->kind == NDJSON_END_USER)
+	if (f->kind == NDJSON_TEXT || f->kind == NDJSON_END_USER || f->kind == NDJSON_TAGS)
 		p[0] = '\0';
 	else if (f->kind == NDJSON_COUNT)
 		memcpy(p, &f->absent, sizeof(f->absent));

@@ -18,7 +18,8 @@
  * provider, verdict, status, stream, prompt_tokens, completion_tokens, cached_tokens,
  * cache_creation_tokens, reasoning_tokens, cost_micros, unpriced, usage_source,
  * termination, duration_ms, ttfb_ms, bytes_in, bytes_out, estimated_tokens,
- * estimated_cost_micros, team_id, end_user. A missing or null value is "not known" (ACCT_NONE, "",
+ * estimated_cost_micros, team_id, end_user, tags (a list as X-Tally-Tags takes it, kept as
+ * its canonical text). A missing or null value is "not known" (ACCT_NONE, "",
  * usage_source none, unpriced 0; the row's other fields as acct_row_init leaves them).
  * Unknown or repeated keys, wrong types, negative or fractional numbers, over-long
  * text, unknown names and an estimated_cost_micros without estimated_tokens are

@@ -15,7 +15,8 @@
  * through the writer, which uses the store's fast path for bulk rows.
  * Random rows depend only on the seed, --keys, --days and --end (not in live mode);
  * --teams adds only their team_id (a key's team is fixed by its rank, not drawn), and
- * --end-users only their end_user (drawn from a stream of its own).
+ * --end-users only their end_user and --tags only their tags (each drawn from a stream
+ * of its own).
  * Those whose usage went unreported (client aborts, cuts, lost records, answers that
  * outgrew the buffer) carry the agent's estimate of it, as the intake would charge it. */
 #include <errno.h>
@@ -37,6 +38,7 @@
 #include "ndjson_row.h"
 #include "queue.h"
 #include "stats.h"
+#include "tags.h"
 #include "writer.h"
 
 #define GEN_QUEUE_ROWS   65536
@@ -55,12 +57,15 @@
 #define GEN_TEAMLESS     8          /* every 8th key (rank 7, 15, ...) is in no team */
 #define GEN_MAX_END_USERS 1000000   /* per key */
 #define GEN_END_USER_SEED 0x656e642d75736572ull   /* "end-user": their own stream */
+#define GEN_MAX_TAGS     100000     /* distinct tags */
+#define GEN_TAG_SEED     0x7461677300000000ull   /* "tags": their own stream */
 
 static const char gen_usage_text[] =
 	"usage: tally-gen --db STORE --rows N [--seed S] [--days D] [--end UNIX_SECONDS] [--keys K]\n"
-	"                 [--teams T] [--end-users U] [--secret PATH] [--node NAME]\n"
+	"                 [--teams T] [--end-users U] [--tags N] [--secret PATH] [--node NAME]\n"
 	"       tally-gen --db STORE --duration SECONDS [--rate ROWS_PER_S] [--rows N] [--seed S]\n"
-	"                 [--keys K] [--teams T] [--end-users U] [--secret PATH] [--node NAME]\n"
+	"                 [--keys K] [--teams T] [--end-users U] [--tags N] [--secret PATH]\n"
+	"                 [--node NAME]\n"
 	"       tally-gen --db STORE --ndjson FILE|- [--node NAME]\n"
 	"\n"
 	"Stores usage rows in the tally store STORE, a SQLite path or a postgresql:// URL\n"
@@ -78,6 +83,9 @@ static const char gen_usage_text[] =
 	"                   carry their key's team as the key row holds it\n"
 	"  --end-users U    every row names an end user, one of U per key, user-1..user-U,\n"
 	"                   0..1000000 (default 0: none); a few are busy, most are not\n"
+	"  --tags N         every row carries 0 to 3 tags, of N distinct ones over the names\n"
+	"                   env, feature, region and tenant (env=v1, feature=v1, ..., one per\n"
+	"                   name), 0..100000 (default 0: none); a few are common, most rare\n"
 	"  --secret PATH    key-hashing secret file for the keys created, made if missing\n"
 	"                   (default: the SQLite path + .secret; required with a URL)\n"
 	"  --node NAME      the accounting row the counters go to, as the agent's --node\n"
@@ -94,7 +102,7 @@ static const char gen_usage_text[] =
 
 struct gen_opts {
 	const char *db, *ndjson, *secret, *node;
-	long long rows, seed, days, end_s, keys, teams, end_users;   /* rows, end_s -1: not given */
+	long long rows, seed, days, end_s, keys, teams, end_users, tags;  /* rows, end_s -1: not given */
 	double duration_s, rate;                   /* 0: not given */
 };
 
@@ -293,6 +301,9 @@ struct gen {
 	size_t nusers;                /* end users per key; 0: rows name none */
 	double *user_cdf;             /* their popularity, the same for every key */
 	struct gen_rng user_rng;      /* drawn apart, so that the other columns stay alike */
+	size_t ntags;                 /* distinct tags; 0: rows carry none */
+	double *tag_cdf;              /* their popularity */
+	struct gen_rng tag_rng;       /* drawn apart, as the end users are */
 	struct keytable *kt;          /* the agent's snapshot, which prices the rows */
 	const struct price_sheet *prices[GEN_NMODELS];  /* NULL: unknown to the keytable */
 	unsigned pid;                 /* the pid part of request ids */
@@ -622,19 +633,22 @@ static void gen_free(struct gen *g)
 	free(g->key_model);
 	free(g->key_cdf);
 	free(g->user_cdf);
+	free(g->tag_cdf);
 	free(g->minute_cdf);
 }
 
 /* Popularity tables and each key's models (distinct, by model popularity), from the
  * seed. 0, or -1 (memory). */
 static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, size_t nteams, size_t nusers,
-                    unsigned pid)
+                    size_t ntags, unsigned pid)
 {
 	size_t i, j, k;
 
 	memset(g, 0, sizeof(*g));
 	gen_rng_seed(&g->rng, seed);
 	gen_rng_seed(&g->user_rng, seed ^ GEN_END_USER_SEED);
+	gen_rng_seed(&g->tag_rng, seed ^ GEN_TAG_SEED);
+	g->ntags = ntags;
 	g->nkeys = nkeys;
 	g->nteams = nteams;
 	g->nusers = nusers;
@@ -644,10 +658,13 @@ static int gen_init(struct gen *g, uint64_t seed, size_t nkeys, size_t nteams, s
 	g->key_model = calloc(nkeys, sizeof(*g->key_model));
 	g->key_cdf = calloc(nkeys, sizeof(*g->key_cdf));
 	g->user_cdf = calloc(nusers ? nusers : 1, sizeof(*g->user_cdf));
-	if (!g->key_ids || !g->key_teams || !g->key_model || !g->key_cdf || !g->user_cdf)
+	g->tag_cdf = calloc(ntags ? ntags : 1, sizeof(*g->tag_cdf));
+	if (!g->key_ids || !g->key_teams || !g->key_model || !g->key_cdf || !g->user_cdf ||
+	    !g->tag_cdf)
 		return -1;
 	gen_zipf_init(g->key_cdf, nkeys);
 	gen_zipf_init(g->user_cdf, nusers);
+	gen_zipf_init(g->tag_cdf, ntags);
 	gen_zipf_init(g->model_cdf, GEN_NMODELS);
 	for (i = 0; i < nkeys; i++)
 		for (j = 0; j < GEN_KEY_MODELS; j++) {
@@ -806,6 +823,28 @@ static void gen_decision_estimate(struct acct_row *r)
 	r->est_completion_tokens = bound;
 }
 
+/* 0 to 3 tags into r (canonical text, tags.h): tag rank i is name i mod 4, value
+ * v<i / 4 + 1>, popular as keys are; a name drawn twice is kept once. */
+static void gen_tags(struct gen *g, struct acct_row *r)
+{
+	static const char *const names[] = { "env", "feature", "region", "tenant" };
+	char list[4 * TAGS_TAG_MAX];
+	size_t n = gen_rng_next(&g->tag_rng) % 4, i, rank, used = 0, len = 0;
+	struct tags t;
+
+	list[0] = '\0';
+	for (i = 0; i < n; i++) {
+		rank = gen_zipf_pick(g->tag_cdf, g->ntags, &g->tag_rng);
+		if (used & (1u << (rank % 4)))
+			continue;
+		used |= 1u << (rank % 4);
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s=v%zu", len ? "," : "",
+		                        names[rank % 4], rank / 4 + 1);
+	}
+	if (tags_parse(list, strlen(list), &t) == TAGS_OK)
+		tags_format(&t, r->tags, sizeof(r->tags));
+}
+
 /* The next random row, started at started_ms. */
 static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 {
@@ -826,6 +865,8 @@ static void gen_row(struct gen *g, int64_t started_ms, struct acct_row *r)
 	if (g->nusers)
 		snprintf(r->end_user, sizeof(r->end_user), "user-%zu",
 		         gen_zipf_pick(g->user_cdf, g->nusers, &g->user_rng) + 1);
+	if (g->ntags)
+		gen_tags(g, r);
 	snprintf(r->model, sizeof(r->model), "%s", m->name);
 	snprintf(r->model_requested, sizeof(r->model_requested), "%s", m->name);
 	snprintf(r->provider, sizeof(r->provider), "%s", m->provider);
@@ -992,7 +1033,7 @@ static void gen_random(struct gen *g, struct gen_sink *s, const struct gen_opts 
 /* ---- command line ---- */
 
 enum gen_opt_id { OPT_DB, OPT_NDJSON, OPT_SECRET, OPT_NODE, OPT_ROWS, OPT_SEED, OPT_DAYS, OPT_END, OPT_KEYS,
-                  OPT_TEAMS, OPT_END_USERS, OPT_DURATION, OPT_RATE, OPT_COUNT };
+                  OPT_TEAMS, OPT_END_USERS, OPT_TAGS, OPT_DURATION, OPT_RATE, OPT_COUNT };
 
 static const struct gen_optspec {
 	const char *name;
@@ -1012,6 +1053,7 @@ static const struct gen_optspec {
 	[OPT_TEAMS] = { "--teams", 'i', offsetof(struct gen_opts, teams), 0, GEN_MAX_TEAMS },
 	[OPT_END_USERS] = { "--end-users", 'i', offsetof(struct gen_opts, end_users), 0,
 	                    GEN_MAX_END_USERS },
+	[OPT_TAGS] = { "--tags", 'i', offsetof(struct gen_opts, tags), 0, GEN_MAX_TAGS },
 	[OPT_DURATION] = { "--duration", 'r', offsetof(struct gen_opts, duration_s), 0.001, 1e7 },
 	[OPT_RATE] = { "--rate", 'r', offsetof(struct gen_opts, rate), 0.001, 1e9 },
 };
@@ -1118,7 +1160,8 @@ int main(int argc, char **argv)
 		end = o.end_s >= 0 ? o.end_s : db_now();
 		created = (o.duration_s > 0 ? end : end - o.days * GEN_DAY_S) - GEN_DAY_S;
 		if (gen_init(&g, (uint64_t)o.seed, (size_t)o.keys, (size_t)o.teams,
-		             (size_t)o.end_users, o.duration_s > 0 ? (unsigned)getpid()
+		             (size_t)o.end_users, (size_t)o.tags,
+		             o.duration_s > 0 ? (unsigned)getpid()
 		                              : 0x100 + (unsigned)(gen_mix((uint64_t)o.seed) % 0xff00)) < 0 ||
 		    (o.duration_s <= 0 && gen_span_init(&g, end, o.days) < 0)) {
 			fprintf(stderr, "tally-gen: out of memory\n");

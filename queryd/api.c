@@ -172,11 +172,11 @@ static const char *const api_group_names[] = {
 	[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 	[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
 	[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
-	[PARAMS_GROUP_END_USER] = "end_user",
+	[PARAMS_GROUP_END_USER] = "end_user", [PARAMS_GROUP_TAG] = "tag",
 };
 
-/* One group of a summary: a key or team id or period start (id), or a model or
- * provider name (name, owned), or an end user (name) of a key (id). */
+/* One group of a summary: a key or team id or period start (id), or a model, provider
+ * or tag name (name, owned), or an end user (name) of a key (id). */
 struct api_group {
 	int64_t id;
 	char *name;
@@ -304,6 +304,7 @@ static struct api_group *api_groups_of(struct api_groups *gs, enum params_group 
 		name = NULL;
 		break;
 	case PARAMS_GROUP_END_USER:
+	case PARAMS_GROUP_TAG:
 	case PARAMS_GROUP_MODEL:
 	case PARAMS_GROUP_PROVIDER:
 		id = grp == PARAMS_GROUP_END_USER ? key_id : 0;
@@ -334,7 +335,7 @@ static int api_groups_add_row(struct api_groups *gs, struct db_stmt *st,
 	struct sumrow_usage u;
 	const char *name = NULL;
 
-	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_END_USER)
+	if (grp == PARAMS_GROUP_MODEL || grp == PARAMS_GROUP_END_USER || grp == PARAMS_GROUP_TAG)
 		name = db_col_text(st, SUMROW_COL_MODEL);
 	else if (grp == PARAMS_GROUP_PROVIDER)
 		name = db_col_text(st, SUMROW_COL_PROVIDER);
@@ -501,20 +502,21 @@ static int api_groups_add_team_row(struct api_groups *gs, struct db_stmt *st,
 	return 0;
 }
 
-/* A summary_end_users row: a group's into gs (the statement lists the first limit
- * groups, summed), the row of part 'total', every group's sums, into *total.
- * 0, or -1 (out of memory). */
-static int api_groups_add_end_user_row(struct api_groups *gs, struct db_stmt *st,
-                                       enum params_group grp, struct sumrow_usage *total)
+/* A summary_end_users or summary_tags row: a group's into gs (the statement lists the
+ * first limit groups, summed), the row of part 'total', every group's sums, into
+ * *total. 0, or -1 (out of memory). */
+static int api_groups_add_ranked_row(struct api_groups *gs, struct db_stmt *st,
+                                     enum params_group grp, struct sumrow_usage *total)
 {
-	if (!db_col_text(st, SUMROW_COL_END_USER_PART))
+	if (!db_col_text(st, SUMROW_COL_RANKED_PART))
 		return api_groups_add_row(gs, st, grp);
 	sumrow_read(st, total);
 	return 0;
 }
 
 /* The rows of the range into gs; *total set when the statement sums the range itself
- * (summary_end_users: gs then holds only the first groups), else left alone. */
+ * (summary_end_users, summary_tags: gs then holds only the first groups), else left
+ * alone. */
 static int api_summary_groups(struct conn *c, const struct params *p, int64_t now,
                               struct api_groups *gs, struct sumrow_usage *total,
                               int *has_total, struct api_reply *r)
@@ -529,10 +531,10 @@ static int api_summary_groups(struct conn *c, const struct params *p, int64_t no
 	st = conn_stmt(c, pl.query);
 	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);
-	*has_total = pl.query == CONN_SUMMARY_END_USERS;
+	*has_total = pl.query == CONN_SUMMARY_END_USERS || pl.query == CONN_SUMMARY_TAGS;
 	while ((step = db_step(st)) == DB_ROW) {
-		if (pl.query == CONN_SUMMARY_END_USERS)
-			rc = api_groups_add_end_user_row(gs, st, p->group, total);
+		if (*has_total)
+			rc = api_groups_add_ranked_row(gs, st, p->group, total);
 		else if (pl.query == CONN_SUMMARY_TEAMS)
 			rc = api_groups_add_team_row(gs, st, p->group,
 			                             p->group == PARAMS_GROUP_TEAM && !p->has_team_id);

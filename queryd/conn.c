@@ -19,6 +19,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_SUMMARY_TOTALS] = "summary_totals",
 	[CONN_SUMMARY_TEAMS] = "summary_teams",
 	[CONN_SUMMARY_END_USERS] = "summary_end_users",
+	[CONN_SUMMARY_TAGS] = "summary_tags",
 	[CONN_KEY_NAMES] = "key_names",
 	[CONN_TEAM_NAMES] = "team_names",
 	[CONN_REQUESTS_PAGE] = "requests_page",
@@ -69,7 +70,8 @@ static int conn_is_row_query(enum conn_query q)
 static int conn_is_summary_query(enum conn_query q)
 {
 	return q == CONN_SUMMARY || q == CONN_SUMMARY_MODELS || q == CONN_SUMMARY_KEYS ||
-	       q == CONN_SUMMARY_TOTALS || q == CONN_SUMMARY_TEAMS || q == CONN_SUMMARY_END_USERS;
+	       q == CONN_SUMMARY_TOTALS || q == CONN_SUMMARY_TEAMS || q == CONN_SUMMARY_END_USERS ||
+	       q == CONN_SUMMARY_TAGS;
 }
 
 /* Query q prepared on c and its columns checked against their reader's, or NULL with

@@ -99,9 +99,9 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
  * from MHD's callback, after the request's handler has returned. */
 static int export_copy_params(struct export *e, const struct params *p)
 {
-	const char *const src[] = { p->key, p->team, p->end_user, p->model, p->provider,
-	                            p->outcome };
-	const char **dst[] = { &e->p.key, &e->p.team, &e->p.end_user, &e->p.model,
+	const char *const src[] = { p->key, p->team, p->end_user, p->tag, p->model,
+	                            p->provider, p->outcome };
+	const char **dst[] = { &e->p.key, &e->p.team, &e->p.end_user, &e->p.tag, &e->p.model,
 	                       &e->p.provider, &e->p.outcome };
 	size_t i, len = 0, at = 0;
 

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tags.h"
+
 #define EP(e) (1u << (e))
 #define EP_FILTERS (EP(PARAMS_REQUESTS) | EP(PARAMS_EXPORT))
 
@@ -71,7 +73,7 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 		[PARAMS_GROUP_MODEL] = "model", [PARAMS_GROUP_KEY] = "key",
 		[PARAMS_GROUP_PROVIDER] = "provider", [PARAMS_GROUP_HOUR] = "hour",
 		[PARAMS_GROUP_DAY] = "day", [PARAMS_GROUP_TEAM] = "team",
-		[PARAMS_GROUP_END_USER] = "end_user",
+		[PARAMS_GROUP_END_USER] = "end_user", [PARAMS_GROUP_TAG] = "tag",
 	};
 	size_t i;
 
@@ -81,8 +83,8 @@ static int params_group(struct params *p, const char *v, struct params_error *er
 			return 0;
 		}
 	}
-	return params_fail(err, "group", "group must be key, team, end_user, model, provider, "
-	                   "hour or day");
+	return params_fail(err, "group", "group must be key, team, end_user, tag, model, "
+	                   "provider, hour or day");
 }
 
 static int params_key(struct params *p, const char *v, struct params_error *err)
@@ -119,6 +121,17 @@ static int params_end_user(struct params *p, const char *v, struct params_error 
 {
 	(void)err;
 	p->end_user = v;
+	return 0;
+}
+
+static int params_tag(struct params *p, const char *v, struct params_error *err)
+{
+	if (!tags_tag_ok(v, strlen(v)))
+		return params_fail(err, "tag", "tag must be one tag, name=value (a name of "
+		                   "[a-z0-9_.-] starting with a letter, at most %d bytes; a value "
+		                   "of [A-Za-z0-9_.:/@+-], at most %d bytes)", TAGS_NAME_MAX,
+		                   TAGS_VALUE_MAX);
+	p->tag = v;
 	return 0;
 }
 
@@ -226,6 +239,7 @@ static const struct params_spec params_specs[] = {
 	{ "team", EP(PARAMS_SUMMARY) | EP_FILTERS, params_team },
 	{ "team_id", EP_FILTERS, params_team_id },
 	{ "end_user", EP(PARAMS_SUMMARY) | EP_FILTERS, params_end_user },
+	{ "tag", EP(PARAMS_SUMMARY) | EP_FILTERS, params_tag },
 	{ "model", EP(PARAMS_SUMMARY) | EP_FILTERS, params_model },
 	{ "provider", EP_FILTERS, params_provider },
 	{ "status", EP_FILTERS, params_status },
@@ -278,6 +292,27 @@ static int params_end_user_summary(struct params *p, int have_group, struct para
 	return 0;
 }
 
+/* A summary by tag or of one tag reads tag_daily, which has a key and a tag by day but
+ * no team, end user, model, provider or hour: it takes only group=tag, key or day (tag
+ * when not given), and no team, end user or model filter. */
+static int params_tag_summary(struct params *p, int have_group, struct params_error *err)
+{
+	const char *other = p->team ? "team" : p->end_user ? "end_user" : "model";
+
+	if (p->tag && !have_group)
+		p->group = PARAMS_GROUP_TAG;
+	if (p->group != PARAMS_GROUP_TAG && !p->tag)
+		return 0;
+	if (p->team || p->end_user || p->model)
+		return params_fail(err, other, "a summary by tag or of a tag takes no %s filter "
+		                   "(tag_daily has none)", other);
+	if (p->group != PARAMS_GROUP_TAG && p->group != PARAMS_GROUP_KEY &&
+	    p->group != PARAMS_GROUP_DAY)
+		return params_fail(err, "group", "a summary of a tag groups by tag, key or day "
+		                   "(tag_daily has no team, end user, model, provider or hour)");
+	return 0;
+}
+
 /* An unknown name is echoed back, so only a printable ASCII prefix of it. */
 static int params_unknown(struct params_error *err, const char *name)
 {
@@ -291,14 +326,15 @@ static int params_unknown(struct params_error *err, const char *name)
 }
 
 /* Ranges: a summary defaults to the 24 hours up to the current hour's end and is
- * widened to whole hours, or to whole UTC days for end users (end_user_daily has no
- * hours; the answer's from and to say the days read); the row endpoints default to
+ * widened to whole hours, or to whole UTC days for end users and tags (end_user_daily
+ * and tag_daily have no hours; the answer's from and to say the days read); the row endpoints default to
  * everything, but an export must say. A given range must be ordered before any
  * widening. */
 static int params_range(struct params *p, enum params_endpoint ep, int have_from, int have_to,
                         int64_t now, struct params_error *err)
 {
-	int64_t unit = p->group == PARAMS_GROUP_END_USER || p->end_user ? 86400 : 3600;
+	int64_t unit = p->group == PARAMS_GROUP_END_USER || p->end_user ||
+	               p->group == PARAMS_GROUP_TAG || p->tag ? 86400 : 3600;
 
 	if (ep == PARAMS_EXPORT && !have_from)
 		return params_fail(err, "from", "from is required");
@@ -357,7 +393,8 @@ int params_parse(struct params *p, enum params_endpoint ep, const struct params_
 		return params_fail(err, "key_id", "give key or key_id, not both");
 	if (p->team && p->has_team_id)
 		return params_fail(err, "team_id", "give team or team_id, not both");
-	if (ep == PARAMS_SUMMARY && (params_end_user_summary(p, seen[2] != 0, err) < 0 ||
+	if (ep == PARAMS_SUMMARY && (params_tag_summary(p, seen[2] != 0, err) < 0 ||
+	                             params_end_user_summary(p, seen[2] != 0, err) < 0 ||
 	                             params_team_summary(p, seen[2] != 0, err) < 0))
 		return -1;
 	return params_range(p, ep, seen[0], seen[1], now, err);

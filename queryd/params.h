@@ -23,7 +23,7 @@ enum params_endpoint {
 
 enum params_group { PARAMS_GROUP_MODEL, PARAMS_GROUP_KEY, PARAMS_GROUP_PROVIDER,
                     PARAMS_GROUP_HOUR, PARAMS_GROUP_DAY, PARAMS_GROUP_TEAM,
-                    PARAMS_GROUP_END_USER };
+                    PARAMS_GROUP_END_USER, PARAMS_GROUP_TAG };
 
 enum params_format { PARAMS_CSV, PARAMS_NDJSON };
 
@@ -36,8 +36,8 @@ struct params_pair {
 
 /* A validated request. Strings point into the pairs' values (the caller keeps them).
  * Times are unix seconds: summary's are hour-aligned (day-aligned for a summary of end
- * users, whose rollup is by day only), others' span 0..PARAMS_TIME_MAX+1 when not
- * given. */
+ * users or tags, whose rollups are by day only), others' span 0..PARAMS_TIME_MAX+1 when
+ * not given. */
 struct params {
 	int64_t from, to;
 	enum params_group group;
@@ -48,6 +48,8 @@ struct params {
 	int has_team_id;          /* team_id given, or team resolved to an id by the caller */
 	int64_t team_id;          /* 0: rows without a team */
 	const char *end_user;     /* an end user's id, matched exactly; NULL: not given */
+	const char *tag;          /* one tag (name=value, tags_tag_ok), matched whole; NULL:
+	                           * not given */
 	const char *model, *provider, *outcome;
 	int errors_only;          /* outcome=error: anything but complete */
 	int status_lo, status_hi; /* 0: no status filter */
@@ -69,7 +71,8 @@ struct params_error {
  * values and out-of-range numbers are all errors, and so is a summary whose team (a
  * team filter or group=team) meets a key, a model or provider: the team rollups have
  * neither; and one whose end user (an end_user filter or group=end_user) meets a team,
- * a model, a provider or an hour: end_user_daily has none of them. */
+ * a model, a provider or an hour: end_user_daily has none of them; and the same of a
+ * tag (a tag filter or group=tag: tag_daily), which meets no end user either. */
 int params_parse(struct params *p, enum params_endpoint ep, const struct params_pair *pairs,
                  size_t n, int64_t now, struct params_error *err);
 

@@ -24,13 +24,15 @@ static void plan_text(struct plan_binds *b, const char *name, const char *s)
 	plan_add(b, (struct conn_bind){ .name = name, .kind = CONN_BIND_TEXT, .s = s });
 }
 
-/* The rollups that answer p with the fewest rows: per key and end user for an end
- * user (the only rollup that has them; params.c lets no team, model, provider or hour
- * meet it), per team for a team (params.c lets no key, model or provider meet it), the
+/* The rollups that answer p with the fewest rows: per key and tag for a tag, per key
+ * and end user for an end user (the only rollups that have them; params.c lets no team,
+ * model, provider or hour meet either, nor one the other), per team for a team (params.c lets no key, model or provider meet it), the
  * totals by hour when nothing but the hour matters, per model when the key does not,
  * per key alone when neither model nor provider does, else per key and model. */
 static enum conn_query plan_summary_query(const struct params *p)
 {
+	if (p->group == PARAMS_GROUP_TAG || p->tag)
+		return CONN_SUMMARY_TAGS;
 	if (p->group == PARAMS_GROUP_END_USER || p->end_user)
 		return CONN_SUMMARY_END_USERS;
 	if (p->group == PARAMS_GROUP_TEAM || p->has_team_id)
@@ -75,22 +77,24 @@ static int64_t plan_kept_to(int64_t day_from, int64_t day_to, int64_t now)
 	return today < day_from ? day_from : today < day_to ? today : day_to;
 }
 
-/* The bindings of summary_end_users: its whole days, the key and end user filters
- * (NULL when not given), the answer's groups (by day; by key; by key and end user) and
- * how many of them it returns: the first limit by cost, or every day of the range. */
-static void plan_end_users(const struct params *p, struct plan_summary *out)
+/* The bindings of summary_end_users and summary_tags: their whole days, the key and
+ * end user or tag filters (NULL when not given), the answer's groups (by day; by key;
+ * by key and end user; by tag) and how many of them it returns: the first limit by
+ * cost, or every day of the range. */
+static void plan_ranked(const struct params *p, struct plan_summary *out)
 {
 	struct plan_binds *b = &out->binds;
-	int by_day = p->group == PARAMS_GROUP_DAY;
+	int by_day = p->group == PARAMS_GROUP_DAY, tags = out->query == CONN_SUMMARY_TAGS;
 
 	plan_int(b, ":day_from", out->day_from);
 	plan_int(b, ":day_to", out->day_to);
 	if (p->has_key_id)
 		plan_int(b, ":key_id", p->key_id);
-	if (p->end_user)
-		plan_text(b, ":end_user", p->end_user);
+	if (tags ? p->tag != NULL : p->end_user != NULL)
+		plan_text(b, tags ? ":tag" : ":end_user", tags ? p->tag : p->end_user);
 	plan_int(b, ":by_day", by_day);
-	plan_int(b, ":by_end_user", p->group == PARAMS_GROUP_END_USER);
+	plan_int(b, tags ? ":by_tag" : ":by_end_user",
+	         p->group == (tags ? PARAMS_GROUP_TAG : PARAMS_GROUP_END_USER));
 	plan_int(b, ":limit", by_day ? (out->day_to - out->day_from) / (PERIOD_DAY_MS / 1000)
 	                             : p->limit);
 }
@@ -104,8 +108,8 @@ void plan_summary(const struct params *p, int64_t now, struct plan_summary *out)
 	                  &out->day_from, &out->day_to);
 	out->cache_to = plan_kept_to(out->day_from, out->day_to, now);
 	b->n = 0;
-	if (out->query == CONN_SUMMARY_END_USERS) {
-		plan_end_users(p, out);
+	if (out->query == CONN_SUMMARY_END_USERS || out->query == CONN_SUMMARY_TAGS) {
+		plan_ranked(p, out);
 		return;
 	}
 	plan_int(b, ":from", p->from);
@@ -144,6 +148,7 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 	                                .i = team ? p->team_id : 0, .only_if_named = 1 });
 	plan_add(b, (struct conn_bind){ .name = ":end_user", .kind = CONN_BIND_TEXT,
 	                                .s = p->end_user, .only_if_named = 1 });
+	plan_text(b, ":tag", p->tag);
 	plan_text(b, ":model", p->model);
 	plan_text(b, ":provider", p->provider);
 	if (p->status_lo) {

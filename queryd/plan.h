@@ -12,7 +12,7 @@
 #include "conn.h"
 #include "params.h"
 
-#define PLAN_BINDS_MAX 17   /* a page of request rows makes 17 at most */
+#define PLAN_BINDS_MAX 18   /* a page of request rows makes 18 at most */
 
 /* The bindings of one statement, in the order they are made. Text points into the
  * params planned from: it must outlive the statement's run. */
@@ -26,9 +26,10 @@ struct plan_binds {
  * days). For CONN_SUMMARY_KEYS, cache_to ends the days whose sums queryd keeps
  * (daycache.h); the statement's fingerprint bindings are the caller's.
  * CONN_SUMMARY_TEAMS answers group=team and a team filter (p->has_team_id);
- * CONN_SUMMARY_END_USERS group=end_user and an end_user filter, over whole days
- * (params.c widens them), summed per group by the statement, which returns the first
- * p->limit groups by cost and a row of the totals. */
+ * CONN_SUMMARY_END_USERS group=end_user and an end_user filter, CONN_SUMMARY_TAGS
+ * group=tag and a tag filter, over whole days (params.c widens them), summed per group
+ * by the statement, which returns the first p->limit groups by cost and a row of the
+ * totals. */
 struct plan_summary {
 	enum conn_query query;
 	int64_t day_from, day_to;
@@ -39,7 +40,7 @@ struct plan_summary {
 /* The summary of p (p->from and p->to hour-aligned) at now (unix seconds). */
 void plan_summary(const struct params *p, int64_t now, struct plan_summary *out);
 
-/* Adds to b the filters every row query shares (:from_ms, :model, ...; :to_ms,
+/* Adds to b the filters every row query shares (:from_ms, :model, :tag, ...; :to_ms,
  * :has_key, :key_id, :has_team, :team_id and :end_user only where the query names
  * them). */
 void plan_filters(const struct params *p, struct plan_binds *b);

@@ -28,12 +28,13 @@ static const struct {
 	{ "audio_input_tokens", ROW_INT }, { "audio_output_tokens", ROW_INT },
 	{ "accepted_prediction_tokens", ROW_INT }, { "rejected_prediction_tokens", ROW_INT },
 	{ "web_search_calls", ROW_INT }, { "service_tier", ROW_TEXT }, { "team_id", ROW_INT },
-	{ "team_name", ROW_TEXT }, { "end_user", ROW_TEXT }, { "id", ROW_HIDDEN },
+	{ "team_name", ROW_TEXT }, { "end_user", ROW_TEXT }, { "tags", ROW_TEXT },
+	{ "id", ROW_HIDDEN },
 };
 
 #define ROW_NCOLS ((int)(sizeof(row_columns) / sizeof(row_columns[0])))
 #define ROW_COL_STARTED_AT 18
-#define ROW_COL_ID 35
+#define ROW_COL_ID 36
 
 _Static_assert(ROW_COL_ID == ROW_NCOLS - 1, "id is the last column");
 
@@ -145,7 +146,8 @@ int row_csv_header(struct row_buf *b)
 }
 
 /* Whether a text cell would be read as a formula by a spreadsheet: clients choose text
- * that rows keep (a requested model, an end user's id), and an export is opened in one. */
+ * that rows keep (a requested model, an end user's id, a tag's value), and an export is
+ * opened in one. */
 static int row_csv_formula(const char *s, size_t n)
 {
 	return n && s[0] && strchr("=+-@\t\r", s[0]) != NULL;

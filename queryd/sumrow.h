@@ -16,8 +16,10 @@
 #define SUMROW_COL_MODEL 2
 #define SUMROW_COL_PROVIDER 3
 #define SUMROW_COL_PART SUMROW_COL_MODEL   /* summary_keys: the part of the answer */
-#define SUMROW_COL_END_USER SUMROW_COL_MODEL          /* summary_end_users: the end user */
-#define SUMROW_COL_END_USER_PART SUMROW_COL_PROVIDER  /* and the part of the answer */
+/* summary_end_users and summary_tags, which rank their groups themselves: the end user
+ * or tag in model's place, the part of the answer in provider's */
+#define SUMROW_COL_RANKED_NAME SUMROW_COL_MODEL
+#define SUMROW_COL_RANKED_PART SUMROW_COL_PROVIDER
 #define SUMROW_COL_SUMS 4
 #define SUMROW_COL_LAT (SUMROW_COL_SUMS + ROLLUP_NAMED)
 

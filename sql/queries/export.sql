@@ -1,8 +1,8 @@
 -- export: every row in [:from_ms, :to_ms) matching the filters, oldest first, read by
 -- one statement (one snapshot) on a connection of its own. :has_key selects the key
 -- filter (:key_id NULL: rows without a key), :has_team the team filter (:team_id NULL:
--- rows without a team). An end user's rows are export_end_user's. Columns: those of
--- queryd/row.c.
+-- rows without a team), :tag a whole tag (as requests_page). An end user's rows are
+-- export_end_user's. Columns: those of queryd/row.c.
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
@@ -11,7 +11,7 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.estimated_tokens, r.estimated_cost_micros, r.cache_creation_1h_tokens,
        r.audio_input_tokens, r.audio_output_tokens, r.accepted_prediction_tokens,
        r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.team_id,
-       t.name AS team_name, r.end_user, r.id
+       t.name AS team_name, r.end_user, r.tags, r.id
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id
 WHERE r.started_at >= :from_ms AND r.started_at < :to_ms
   AND (:has_key = 0 OR r.key_id IS NOT DISTINCT FROM :key_id)
@@ -23,4 +23,6 @@ WHERE r.started_at >= :from_ms AND r.started_at < :to_ms
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
   AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
+  AND (CAST(:tag AS TEXT) IS NULL
+       OR replace(',' || r.tags || ',', ',' || :tag || ',', '') <> ',' || r.tags || ',')
 ORDER BY r.started_at, r.id;

@@ -10,7 +10,7 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.estimated_tokens, r.estimated_cost_micros, r.cache_creation_1h_tokens,
        r.audio_input_tokens, r.audio_output_tokens, r.accepted_prediction_tokens,
        r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.team_id,
-       t.name AS team_name, r.end_user, r.id
+       t.name AS team_name, r.end_user, r.tags, r.id
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id
 WHERE r.team_id = :team_id
   AND r.started_at >= :from_ms
@@ -21,5 +21,7 @@ WHERE r.team_id = :team_id
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
   AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
+  AND (CAST(:tag AS TEXT) IS NULL
+       OR replace(',' || r.tags || ',', ',' || :tag || ',', '') <> ',' || r.tags || ',')
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

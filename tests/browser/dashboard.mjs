@@ -4,7 +4,8 @@
 //
 //   node tests/browser/dashboard.mjs SPEC.json
 //
-// SPEC: {"url", "token", "wrong_token", "filter_model", "estimated_request_id" (a row
+// SPEC: {"url", "token", "wrong_token", "filter_model", "filter_team", "filter_key" (whose
+// top end users are read), "estimated_request_id" (a row
 // with an estimate on the table's first page), "artifacts" (a directory)}.
 // The script signs in, reads what the page shows and prints one JSON object on stdout
 // (what it saw: headline figures, top lists, every table page, the filtered table, the
@@ -200,8 +201,8 @@ try {
 
   step = 'drawer of an estimated row';
   const estRow = page.locator(`[data-testid=request-row][data-request-id="${spec.estimated_request_id}"]`);
-  seen.estimated_row_cost_cell = (await estRow.locator('td').nth(10).textContent()).trim();
-  seen.estimated_row_tokens_cell = (await estRow.locator('td').nth(9).textContent()).trim();
+  seen.estimated_row_cost_cell = (await estRow.locator('td').nth(11).textContent()).trim();
+  seen.estimated_row_tokens_cell = (await estRow.locator('td').nth(10).textContent()).trim();
   await estRow.click();
   await page.waitForFunction((id) => {
     const d = document.querySelector('[data-testid=drawer]');
@@ -222,7 +223,7 @@ try {
   await tid('filter-model').fill(spec.filter_model);
   await waitRequests({ page: 0, query: 'model=' + encodeURIComponent(spec.filter_model) });
   seen.filtered = { pages: [await rowIds()] };
-  seen.filtered.models = await page.$$eval('[data-testid=request-row] td:nth-child(5)', (tds) => [...new Set(tds.map((t) => t.textContent.trim()))]);
+  seen.filtered.models = await page.$$eval('[data-testid=request-row] td:nth-child(6)', (tds) => [...new Set(tds.map((t) => t.textContent.trim()))]);
   await olderPages(seen.filtered.pages);
 
   // ---- 6. export of the filtered rows (a Blob download where the browser has no
@@ -278,6 +279,32 @@ try {
   await tid('filter-clear').click();
   await waitRequests({ page: 0, query: '' });
   seen.end_users.hidden_after_clear = await tid('end-users').isHidden();
+
+  // ---- 6d. the top tags (every key's); one picked: its rows, a row's tags, its export
+  step = 'top tags';
+  await page.waitForFunction(() => {
+    const b = document.querySelector('[data-testid=tags]');
+    return b && b.dataset.state === 'ready' && b.dataset.key === '';
+  });
+  const tagItems = '[data-testid=top-tags] [data-testid=top-item]';
+  seen.tags = {
+    names: await page.$$eval(tagItems, (l) => l.map((e) => e.dataset.name)),
+    labels: await page.$$eval(tagItems + ' .name', (l) => l.map((e) => e.textContent)),
+    from: Number(await tid('tags').getAttribute('data-from')),
+    to: Number(await tid('tags').getAttribute('data-to')),
+    range_text: await text('tags-range'),
+  };
+  step = 'filter by a tag';
+  await page.locator(tagItems).first().click();
+  await waitRequests({ page: 0, query: 'tag=' + encodeURIComponent(seen.tags.names[0]) });
+  seen.tags.pages = [await rowIds()];
+  await tid('requests').screenshot({ path: path.join(spec.artifacts, 'dashboard-tags.png') });
+  seen.tags.first_cell = (await page.locator('[data-testid=request-row]').first().locator('td').nth(4).textContent()).trim();
+  seen.tags.drawer = await drawerField('tags');
+  await olderPages(seen.tags.pages);
+  seen.tags.export_lines = (await exportCsv('dashboard-export-tag.csv')).lines.length;
+  await tid('filter-clear').click();
+  await waitRequests({ page: 0, query: '' });
 
   // ---- 7. live accounting (no agent runs: queryd answers "down" with stored counters)
   step = 'live counters';

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "params.h"
+#include "tags.h"
 
 #define FUZZ_MAX_PAIRS 32
 
@@ -34,7 +35,15 @@ static void fuzz_check(const struct params *p, enum params_endpoint ep)
 			            !p->model && (p->group == PARAMS_GROUP_END_USER ||
 			                          p->group == PARAMS_GROUP_KEY ||
 			                          p->group == PARAMS_GROUP_DAY));
+		/* tag_daily: whole days, no team, end user, model or hour */
+		if (p->group == PARAMS_GROUP_TAG || p->tag)
+			fuzz_assert(p->from % 86400 == 0 && p->to % 86400 == 0 && !p->team &&
+			            !p->end_user && !p->model && (p->group == PARAMS_GROUP_TAG ||
+			                                          p->group == PARAMS_GROUP_KEY ||
+			                                          p->group == PARAMS_GROUP_DAY));
 	}
+	if (p->tag)
+		fuzz_assert(tags_tag_ok(p->tag, strlen(p->tag)));
 	if (p->has_before)
 		fuzz_assert(p->before_ms >= 0 && p->before_id >= 0);
 }

@@ -8,8 +8,8 @@ The browser script only observes; every expectation is computed here from the ro
 back from the database. The screenshots land in $TALLY_ARTIFACTS (default
 build/artifacts): dashboard.png (full page, light), dashboard-dark.png,
 dashboard-login.png, dashboard-drawer.png, dashboard-end-users.png (the requests of a
-key's end user, under that key's top end users), and dashboard-failure.png when a step
-fails.
+key's end user, under that key's top end users), dashboard-tags.png (the requests of the
+top tag, under the top tags), and dashboard-failure.png when a step fails.
 """
 import calendar
 import http.client
@@ -58,6 +58,10 @@ FILTER_TEAM = TEAMS[KEYS[1]]
 # End users the requests name (schema 15), in turn; one reads as a formula with markup.
 END_USERS = ["alice", "bob", '=1+2<b>x</b>', None]
 FILTER_KEY = KEYS[0]     # whose top end users the page lists
+# Tags the requests carry (schema 16), in turn: env=prod beside lookalikes, a value
+# starting like a formula.
+TAGS = ["env=prod,feature=search", "env=prod2", "feature=chat", None, "calc=-2+3,env=prod",
+        "xenv=prod"]
 PAGE = 50         # the dashboard's default page size
 
 
@@ -273,6 +277,7 @@ def queryd(tmp_path, request):
     seeded = seed_rows(now_ms, key_ids, team_ids(db))
     for i, row in enumerate(seeded):
         row["end_user"] = END_USERS[i % len(END_USERS)]
+        row["tags"] = TAGS[i % len(TAGS)]
     ndjson = tmp_path / "rows.ndjson"
     ndjson.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                               for r in seeded))
@@ -417,9 +422,10 @@ def test_dashboard_in_chromium(queryd):
     cells = seen["first_row_cells"]
     assert cells[1] == newest["request_id"] and cells[2] == newest["key_name"]
     assert cells[3] == (newest["end_user"] or "–")
-    assert cells[4] == newest["model"] and cells[5] == newest["provider"]
+    assert cells[4] == (newest["tags"] or "–").replace(",", ", ")
+    assert cells[5] == newest["model"] and cells[6] == newest["provider"]
     if newest["cost_micros"] is not None and newest["estimated_tokens"] is None:
-        assert cells[10] == fmt_usd(newest["cost_micros"])
+        assert cells[11] == fmt_usd(newest["cost_micros"])
     est_cost = fmt_usd(estimated["estimated_cost_micros"])
     rep_cost = fmt_usd(estimated["cost_micros"]) if estimated["cost_micros"] is not None else "–"
     assert seen["estimated_row_cost_cell"] == f"{rep_cost} + {est_cost} est."
@@ -450,7 +456,7 @@ def test_dashboard_in_chromium(queryd):
     assert "request_id" in seen["export_csv"]["header"]
     assert ",estimated_tokens,estimated_cost_micros," in seen["export_csv"]["header"]
     assert seen["export_csv"]["header"].endswith(
-        ",web_search_calls,service_tier,team_id,team_name,end_user")
+        ",web_search_calls,service_tier,team_id,team_name,end_user,tags")
     # the team filter: that team's rows, every page, in its export too
     assert [i for p in seen["by_team"]["pages"] for i in p] == by_team
     assert seen["by_team"]["drawer_team"] == FILTER_TEAM
@@ -476,6 +482,28 @@ def test_dashboard_in_chromium(queryd):
     assert [i for p in eu["pages"] for i in p] == [r["request_id"] for r in picked]
     assert eu["first_cell"] == want_eu[0] and eu["drawer"] == want_eu[0]
     assert eu["export_lines"] == 1 + len(picked) and eu["hidden_after_clear"]
+    # the top tags, every key's: over whole UTC days, by spend, a row with two tags in
+    # both; the first picked filters the table (whole tags: env=prod2 and xenv=prod are
+    # not env=prod), its drawer and its export
+    tg = seen["tags"]
+    assert tg["from"] % 86400 == 0 and tg["to"] % 86400 == 0
+    assert tg["from"] <= queryd["now_ms"] // 1000 - 86400 and tg["to"] > queryd["now_ms"] // 1000
+    acc = {}
+    for r in rows:
+        if r["key_id"] is not None and r["tags"] and \
+                tg["from"] * 1000 <= r["started_at"] < tg["to"] * 1000:
+            for t in r["tags"].split(","):
+                a = acc.setdefault(t, [0, 0])
+                a[0] += r["cost_micros"] or 0
+                a[1] += 1
+    want_tags = sorted(acc, key=lambda n: (-acc[n][0], -acc[n][1], n))
+    assert tg["names"] == tg["labels"] == want_tags, (tg, want_tags)
+    assert tg["range_text"] == \
+        f"by spend · whole UTC days {time_text(tg['from'])} – {time_text(tg['to'] - 86400)}"
+    picked = [r for r in recent if want_tags[0] in (r["tags"] or "").split(",")]
+    assert [i for p in tg["pages"] for i in p] == [r["request_id"] for r in picked]
+    assert tg["first_cell"] == tg["drawer"] == picked[0]["tags"].replace(",", ", ")
+    assert tg["export_lines"] == 1 + len(picked)
 
     # Live accounting: no agent, so the stored counters.
     live = seen["live"]

@@ -292,6 +292,15 @@ BAD_LINES = [
      " \"end_user\": \"\"}", "end_user must be 1 to 256 bytes of UTF-8"),
     ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
      " \"end_user\": \"" + "u" * 257 + "\"}", "end_user must be 1 to 256 bytes of UTF-8"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"tags\": \"env\"}", "tags must be a list of tags, name=value"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"tags\": 5}", "tags must be a list of tags, name=value"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"tags\": \"env=a,env=b\"}", "tags must be a list of tags, name=value"),
+    ("{\"request_id\": \"x\", \"outcome\": \"complete\", \"started_at\": 1,"
+     " \"tags\": \"" + ",".join(f"n{i}=v" for i in range(9)) + "\"}",
+     "tags must be a list of tags, name=value"),
 ]
 
 
@@ -326,6 +335,9 @@ def test_ndjson_bad_line_into_existing_database(store):
     ["--db", "x.db", "--rows", "10", "--end-users", "-1"],
     ["--db", "x.db", "--rows", "10", "--end-users", "1000001"],
     ["--db", "x.db", "--ndjson", "-", "--end-users", "3"],
+    ["--db", "x.db", "--rows", "10", "--tags", "-1"],
+    ["--db", "x.db", "--rows", "10", "--tags", "100001"],
+    ["--db", "x.db", "--ndjson", "-", "--tags", "3"],
     ["--db", "x.db", "--rows", "10", "--days", "1.5"],
     ["--db", "x.db", "--rows", "10", "--rows", "10"],
     ["--db", "x.db", "--bogus", "1"],
@@ -736,3 +748,76 @@ def test_random_end_users(tmp_path, store):
     plain = plain_run(tmp_path, db, args)
     assert query(plain, "SELECT count(end_user) FROM requests") == [(0,)]
     assert query(plain, "SELECT count(*) FROM end_user_daily") == [(0,)]
+
+
+# ---- tags ----
+
+def tag_sums(db):
+    """tag_daily as the rows make it: per tag, UTC day and key, a row with n tags in n
+    of them, rows without a key or tags in none; (tag, day, key_id, requests, errors,
+    prompt_tokens, cost_micros) sorted."""
+    acc = {}
+    for started, key_id, tags, outcome, prompt, cost in query(
+            db, "SELECT started_at, key_id, tags, outcome, prompt_tokens, cost_micros"
+                " FROM requests WHERE key_id IS NOT NULL AND tags IS NOT NULL"):
+        for t in tags.split(","):
+            a = acc.setdefault((t, started // 86_400_000 * 86400, key_id), [0, 0, 0, 0])
+            a[0] += 1
+            a[1] += outcome != "complete"
+            a[2] += prompt or 0
+            a[3] += cost or 0
+    return sorted((*k, *v) for k, v in acc.items())
+
+
+def test_random_tags(tmp_path, store):
+    """--tags N: every row carries 0 to 3 tags of N over env, feature, region and tenant,
+    one per name, in canonical text (sorted by name), a few common and most rare; the
+    writer's tag_daily is the rows' sums per tag, day and key. The rows are those of the
+    same run without tags, but for tags."""
+    db, extra = store
+    args = ["--rows", 5000, "--seed", 42, "--end", END, "--days", 3, "--keys", 20]
+    assert gen_ok(["--db", db, *extra, *args, "--tags", 40]) == (5000, 0, 0)
+    rows = [t for (t,) in query(db, "SELECT tags FROM requests")]
+    tagged = [t.split(",") for t in rows if t is not None]
+    assert 500 < len(rows) - len(tagged) < 2500 and rows.count("") == 0
+    assert all(1 <= len(t) <= 3 and t == sorted(t) and
+               len({x.split("=")[0] for x in t}) == len(t) for t in tagged)
+    counts = {}
+    for t in (x for ts in tagged for x in ts):
+        counts[t] = counts.get(t, 0) + 1
+    assert set(counts) <= {f"{n}=v{i}" for n in ("env", "feature", "region", "tenant")
+                           for i in range(1, 11)} and len(counts) > 30
+    ranked = sorted(counts.values(), reverse=True)
+    assert max(counts, key=counts.get) == "env=v1" and ranked[0] > 5 * ranked[len(ranked) // 2]
+    assert sorted(query(db, "SELECT tag, day, key_id, requests, errors, prompt_tokens,"
+                            " cost_micros FROM tag_daily")) == tag_sums(db)
+    assert_consistent(db)
+    if is_pg(db):
+        return
+    plain = plain_run(tmp_path, db, args)
+    assert query(plain, "SELECT count(tags) FROM requests") == [(0,)]
+    assert query(plain, "SELECT count(*) FROM tag_daily") == [(0,)]
+
+
+def test_ndjson_tags(store):
+    """--ndjson rows may carry tags, a list as X-Tally-Tags takes it: stored in canonical
+    text, summed once per tag into tag_daily; rows without a key or tags in none."""
+    db, _ = store
+    t = END * 1000
+    lines = [{"request_id": "g1", "outcome": "complete", "started_at": t, "key_id": 3,
+              "tags": "feature=search, env=prod", "prompt_tokens": 10, "cost_micros": 5},
+             {"request_id": "g2", "outcome": "upstream_error", "started_at": t + 1,
+              "key_id": 3, "tags": "env=prod", "prompt_tokens": 1},
+             {"request_id": "g3", "outcome": "complete", "started_at": t + 2, "tags": "env=prod"},
+             {"request_id": "g4", "outcome": "complete", "started_at": t + 3, "key_id": 3,
+              "tags": ""},
+             {"request_id": "g5", "outcome": "complete", "started_at": t + 4, "key_id": 4}]
+    assert gen_ok(["--db", db, "--ndjson", "-"], ndjson(lines)) == (5, 0, 0)
+    assert sorted(query(db, "SELECT request_id, tags FROM requests"), key=str) == \
+        [("g1", "env=prod,feature=search"), ("g2", "env=prod"), ("g3", "env=prod"),
+         ("g4", None), ("g5", None)]
+    assert sorted(query(db, "SELECT tag, key_id, requests, errors, prompt_tokens, cost_micros"
+                            " FROM tag_daily")) == \
+        [("env=prod", 3, 2, 1, 11, 5), ("feature=search", 3, 1, 0, 10, 5)]
+    assert sorted(query(db, "SELECT tag, day, key_id, requests, errors, prompt_tokens,"
+                            " cost_micros FROM tag_daily")) == tag_sums(db)

@@ -55,6 +55,12 @@ EU_FORMULA, EU_AT = '=HYPERLINK("http://x","y")', "@SUM(A1)"
 EU_LONG = "L" * 255 + "~"
 END_USERS = ["u-1", "u-2", EU_FORMULA, EU_AT, "+1", "-2+3", EU_LONG]
 Q = lambda s: urllib.parse.quote(s, safe="")
+# Tags (common/tags.h): names and values that a match by substring or by LIKE would
+# confuse (env=prod inside env=prod2 and xenv=prod, env=Prod, a_b=1 and axb=1 for LIKE's
+# _), values that start like a formula (+ - @; the canonical text starts with a name).
+TAG_VALUES = {"a_b": ["1"], "axb": ["1"], "calc": ["+1", "-2+3", "@x"],
+              "env": ["prod", "prod2", "Prod"], "feature": ["search", "chat"],
+              "xenv": ["prod"]}
 
 
 # --- processes -----------------------------------------------------------------------
@@ -262,6 +268,9 @@ def seeded(tmp_path_factory):
     rnd = random.Random(13)
     for r in rows:       # rows without a key may name an end user too (no rollup has them)
         r["end_user"] = rnd.choice(END_USERS) if rnd.random() < 0.7 else None
+    for r in rows:       # 0 to 3 tags, canonical (sorted by name); rows without a key too
+        names = sorted(rnd.sample(sorted(TAG_VALUES), rnd.choice([0, 1, 1, 2, 3])))
+        r["tags"] = ",".join(f"{n}={rnd.choice(TAG_VALUES[n])}" for n in names) or None
     nd = tmp / "rows.ndjson"
     nd.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                           for r in rows))
@@ -644,25 +653,89 @@ def test_summary_by_end_user_matches_raw_rows(world, span, query):
         assert got["totals"]["requests"] > 10
 
 
-def test_summary_of_end_users_is_bounded(world):
-    """limit lists the first groups by cost and the totals still sum every end user; an
-    end user under two keys is two groups, in byte order of their ids on a tie; the
-    default range is the current UTC day."""
+@pytest.mark.parametrize("group", ["end_user", "tag"])
+def test_summary_of_end_users_and_tags_is_bounded(world, group):
+    """limit lists the first groups by cost and the totals still sum every end user or
+    tag; an end user under two keys is two groups (a tag one), in byte order of their
+    text on a tie; the default range is the current UTC day."""
     q, rows = world["q"], world["rows"]
+    expected = end_user_expected if group == "end_user" else tag_expected
     frm, to = BASE - 86400, BASE + 4 * 86400
-    _, _, want, total = end_user_expected(rows, frm, to, "end_user")
-    assert len(want) > 12 and len({eu for (eu, _), _ in want}) < len(want)
-    for limit in (1, 5, 12):
-        got = q.get(f"/api/summary?from={frm}&to={to}&group=end_user&limit={limit}")
-        assert [(r["group"], r["key_id"]) for r in got["rows"]] == [g for g, _ in want[:limit]]
+    _, _, want, total = expected(rows, frm, to, group)
+    assert len(want) > 10
+    if group == "end_user":
+        assert len({name for (name, _), _ in want}) < len(want)
+    for limit in (1, 5, 10):
+        got = q.get(f"/api/summary?from={frm}&to={to}&group={group}&limit={limit}")
+        assert [(r["group"], r.get("key_id")) for r in got["rows"]] == \
+            [g if group == "end_user" else (g, None) for g, _ in want[:limit]]
         check_usage(got["totals"], total, ("limit", limit))
-    got = q.get("/api/summary?group=end_user")
+    got = q.get(f"/api/summary?group={group}")
     assert got["to"] - got["from"] == 86400 and got["from"] in (TODAY, TODAY + 86400)
-    _, _, want, total = end_user_expected(rows, got["from"], got["to"], "end_user")
+    _, _, want, total = expected(rows, got["from"], got["to"], group)
     check_usage(got["totals"], total, "today")
     # 400 days after widening at most (the BAD list has one day more)
-    got = q.get(f"/api/summary?group=end_user&from={BASE}&to={BASE + 400 * 86400}")
+    got = q.get(f"/api/summary?group={group}&from={BASE}&to={BASE + 400 * 86400}")
     assert got["to"] - got["from"] == 400 * 86400
+
+
+def tag_expected(rows, frm, to, group, key_id=None, tag=None):
+    """A summary of tags from the raw rows: the range widened to whole UTC days (the
+    rollup is daily), rows with a key and tags only, a row with n tags in n groups of
+    group=tag (once in a key's or day's of one tag); groups tags (across keys), key ids
+    or days, ordered as queryd orders them."""
+    frm_e, to_e = frm - frm % 86400, to + (86400 - to % 86400) % 86400
+    groups, sel = {}, []
+    for r in rows:
+        if not (frm_e <= r["started_at"] // 1000 < to_e and r["key_id"] is not None and
+                r["tags"] and key_id in (None, r["key_id"])):
+            continue
+        for t in r["tags"].split(","):
+            if tag in (None, t):
+                g = {"tag": t, "key": r["key_id"],
+                     "day": r["started_at"] // 86_400_000 * 86400}[group]
+                groups.setdefault(g, []).append(r)
+                sel.append(r)
+    out = [(g, usage(rs)) for g, rs in groups.items()]
+    out.sort(key=lambda x: x[0] if group == "day" else
+             (-x[1]["cost_micros"], -x[1]["requests"], x[0]))
+    return frm_e, to_e, out, usage(sel)
+
+
+TAG_QUERIES = ["group=tag", "group=tag&key=alpha", "tag=env=prod", "tag=env=prod&group=day",
+               f"tag=calc={Q('+1')}&group=key", "group=tag&key=beta&tag=a_b=1",
+               "group=day&tag=feature=search&key=alpha", "tag=env=pro"]
+
+
+@pytest.mark.parametrize("query", TAG_QUERIES)
+@pytest.mark.parametrize("span", ["main"] + list(RAGGED))
+def test_summary_by_tag_matches_raw_rows(world, span, query):
+    """group=tag and a tag filter read tag_daily, by day only: the range is widened to
+    whole UTC days and the answer's from and to say so; a tag is one group across keys
+    (group: the tag); a row counts once in each of its tags' groups, so the totals of
+    group=tag are over tags (more than the rows' requests), those of one tag its rows';
+    rows without a key are in none; the order is queryd's (cost, requests, tag by
+    byte)."""
+    q, rows, keys = world["q"], world["rows"], world["keys"]
+    frm, to = RAGGED.get(span, (BASE - 2 * 3600 - 1234, BASE + 3 * 86400 + 2 * 3600))
+    args = dict(a.split("=", 1) for a in query.split("&"))
+    args = {k: urllib.parse.unquote(v) for k, v in args.items()}
+    group = args.get("group", "tag")
+    got = q.get(f"/api/summary?from={frm}&to={to}&{query}&limit=1000")
+    frm_e, to_e, want, total = tag_expected(rows, frm, to, group, key_id=keys.get(args.get("key")),
+                                            tag=args.get("tag"))
+    assert (got["from"], got["to"], got["group"]) == (frm_e, to_e, group)
+    assert [r["group"] for r in got["rows"]] == [g for g, _ in want]
+    assert group == "key" or all("key_id" not in r and "key_name" not in r for r in got["rows"])
+    for row, (g, u) in zip(got["rows"], want):
+        check_usage(row, u, (span, query, g))
+    check_usage(got["totals"], total, (span, query, "totals"))
+    if span == "main" and query != "tag=env=pro":
+        assert got["totals"]["requests"] > 5
+    if span == "main" and query == "group=tag":
+        tagged = [r for r in rows if r["key_id"] is not None and r["tags"] and
+                  frm_e <= r["started_at"] // 1000 < to_e]
+        assert got["totals"]["requests"] > len(tagged)    # rows with several tags
 
 
 def test_summary_by_key_leaves_out_what_is_only_outside_the_range(tmp_path, kind):
@@ -883,7 +956,7 @@ def row_json(r):
                              "bytes_in", "bytes_out", "estimated_tokens",
                              "estimated_cost_micros")}
     out.update({k: r.get(k) for k in NEW_ROW_COLS})
-    out.update({k: r.get(k) for k in ("team_id", "team_name", "end_user")})
+    out.update({k: r.get(k) for k in ("team_id", "team_name", "end_user", "tags")})
     return out
 
 
@@ -935,7 +1008,19 @@ FILTERS = [
      lambda r: r["end_user"] == "-2+3" and BASE * 1000 <= r["started_at"] < (BASE + 2 * 86400) * 1000
      and r["model"] == "m-gpt"),
     ("end_user=u-3", lambda r: False),      # an id no request named
+    ("tag=env=prod", lambda r: has_tag(r, "env=prod")),
+    ("tag=a_b=1", lambda r: has_tag(r, "a_b=1")),
+    (f"tag=calc={Q('-2+3')}&key=alpha", lambda r: has_tag(r, "calc=-2+3") and r["key_name"] == "alpha"),
+    ("tag=env=Prod&key_id=0", lambda r: has_tag(r, "env=Prod") and r["key_id"] is None),
+    ("tag=feature=search&end_user=u-1", lambda r: has_tag(r, "feature=search") and r["end_user"] == "u-1"),
+    ("tag=xenv=prod&team=platform&model=m-gpt",
+     lambda r: has_tag(r, "xenv=prod") and r["team_name"] == "platform" and r["model"] == "m-gpt"),
+    ("tag=env=pro", lambda r: False),       # a prefix of a tag requests carry
 ]
+
+
+def has_tag(r, tag):
+    return tag in (r["tags"] or "").split(",")
 
 
 @pytest.mark.parametrize("query,pred", FILTERS, ids=[f[0] or "all" for f in FILTERS])
@@ -949,6 +1034,28 @@ def test_requests_filters_and_pages(world, query, pred):
     ids, pages = page_all(q, query, 7)
     assert ids == [r["request_id"] for r in want]
     assert pages == max(1, math.ceil(len(want) / 7))
+
+
+def test_tag_filter_matches_whole_tags(world):
+    """tag=env=prod keeps the rows carrying that tag and none that carry only env=prod2,
+    env=Prod or xenv=prod (a part of a tag, another case, another name); a_b=1 is not
+    axb=1 (LIKE's _); the page and both exports agree."""
+    q, rows = world["q"], world["rows"]
+    only = lambda tag: [r for r in rows if has_tag(r, tag) and not has_tag(r, "env=prod")]
+    lookalikes = only("env=prod2") + only("xenv=prod") + only("env=Prod")
+    assert only("env=prod2") and only("xenv=prod") and only("env=Prod")
+    got = {r["request_id"] for r in q.get("/api/requests?tag=env=prod&limit=1000")["requests"]}
+    assert got == {r["request_id"] for r in rows if has_tag(r, "env=prod")} and got
+    assert not got & {r["request_id"] for r in lookalikes}
+    got = {r["request_id"] for r in q.get("/api/requests?tag=a_b=1&limit=1000")["requests"]}
+    assert got and not got & {r["request_id"] for r in rows if has_tag(r, "axb=1")
+                              and not has_tag(r, "a_b=1")}
+    frm, to = BASE - 86400, NOW + 60
+    _, body = export(q, f"from={frm}&to={to}&tag=env=prod&format=ndjson")
+    got = [json.loads(x) for x in body.decode().splitlines()]
+    assert {r["request_id"] for r in got} == {r["request_id"] for r in rows if has_tag(r, "env=prod")
+                                              and frm * 1000 <= r["started_at"] < to * 1000}
+    assert all("env=prod" in r["tags"].split(",") for r in got)
 
 
 def test_request_by_id(world):
@@ -1286,9 +1393,10 @@ def test_export_csv_cells_are_not_formulas(tmp_path):
     with con:
         for i, m in enumerate(asked):
             con.execute("INSERT INTO requests (request_id, model, model_requested, provider, "
-                        "outcome, usage_source, started_at, prompt_tokens, end_user) "
-                        "VALUES (?, 'm', ?, 'p', 'complete', 'response', ?, ?, ?)",
-                        (f"f-{i}", m, t0 + i, -5 if i == 0 else 1, users[i]))
+                        "outcome, usage_source, started_at, prompt_tokens, end_user, tags) "
+                        "VALUES (?, 'm', ?, 'p', 'complete', 'response', ?, ?, ?, ?)",
+                        (f"f-{i}", m, t0 + i, -5 if i == 0 else 1, users[i],
+                         "calc=@x,n=-2+3" if i == 1 else None))
     con.close()
     cell = lambda m: "" if m is None else "'" + m if m[0] in "=+-@\t\r" else m
     q = Queryd(tmp_path, db)
@@ -1300,6 +1408,9 @@ def test_export_csv_cells_are_not_formulas(tmp_path):
         assert [line[eu] for line in table[1:]] == [cell(m) for m in users]
         assert (table[1][eu], table[4][eu]) == ("'" + asked[0], "'@SUM(A1)")
         assert table[1][table[0].index("prompt_tokens")] == "-5"
+        # a tags cell starts with a name (a letter): never a formula, kept as it is
+        tg = table[0].index("tags")
+        assert [line[tg] for line in table[1:]] == ["", "calc=@x,n=-2+3"] + [""] * 6
         _, body = export(q, f"from={BASE}&to={BASE + 86400}&format=ndjson")
         assert [json.loads(x)["model_requested"] for x in body.decode().splitlines()] == asked
         assert [json.loads(x)["end_user"] for x in body.decode().splitlines()] == users
@@ -1391,10 +1502,12 @@ def export(q, query):
 
 @pytest.mark.parametrize("query,pred", [FILTERS[0], FILTERS[1], FILTERS[6], FILTERS[10],
                                         FILTERS[13], FILTERS[14], FILTERS[15], FILTERS[18],
-                                        FILTERS[20], FILTERS[21], FILTERS[22], FILTERS[23]],
+                                        FILTERS[20], FILTERS[21], FILTERS[22], FILTERS[23],
+                                        FILTERS[27], FILTERS[29], FILTERS[30], FILTERS[33]],
                          ids=["all", "key", "status", "stream-key", "team", "team-hostile",
                               "no-team", "key-team", "end-user", "end-user-formula",
-                              "end-user-key", "end-user-no-key"])
+                              "end-user-key", "end-user-no-key", "tag", "tag-formula-key",
+                              "tag-no-key", "tag-none"])
 def test_export_csv_and_ndjson(world, query, pred):
     q, rows = world["q"], world["rows"]
     frm, to = BASE - 86400, NOW + 60
@@ -1459,6 +1572,19 @@ BAD = [
     (f"/api/summary?group=end_user&from={BASE}&to={BASE + 400 * 86400 + 3600}", "to"),
     ("/api/summary?end_user=a&end_user=b", "end_user"), ("/api/requests?end_user=", "end_user"),
     ("/api/export?from=1&to=5&end_user", "end_user"), ("/api/keys?end_user=u-1", "end_user"),
+    ("/api/requests?tag=env", "tag"), ("/api/requests?tag=env=", "tag"),
+    ("/api/requests?tag==prod", "tag"), ("/api/requests?tag=Env=prod", "tag"),
+    ("/api/requests?tag=env=prod,x=1", "tag"), ("/api/requests?tag=env=pr%20od", "tag"),
+    ("/api/requests?tag=env=prod%25", "tag"), ("/api/requests?tag=" + "n" * 33 + "=1", "tag"),
+    ("/api/requests?tag=n=" + "v" * 65, "tag"), ("/api/export?from=1&to=5&tag=e=%27x", "tag"),
+    ("/api/summary?tag=env&group=tag", "tag"), ("/api/requests?tag=a=1&tag=b=2", "tag"),
+    ("/api/summary?tag=env=prod&group=hour", "group"),
+    ("/api/summary?group=tag&model=m-gpt", "model"),
+    ("/api/summary?tag=env=prod&team=platform", "team"),
+    ("/api/summary?group=tag&end_user=u-1", "end_user"),
+    ("/api/summary?group=end_user&tag=env=prod", "group"),
+    ("/api/summary?group=team&tag=env=prod", "group"),
+    (f"/api/summary?group=tag&from={BASE}&to={BASE + 400 * 86400 + 3600}", "to"),
 ]
 
 
@@ -1643,6 +1769,9 @@ def test_query_plans_walk_the_indexes():
     p = plan("summary_end_users")
     assert "SEARCH end_user_daily USING PRIMARY KEY (key_id=?)" in p, p
     assert "SCAN end_user_daily" in p, p
+    # a tag's days are a range of tag_daily's primary key (tag, day, key_id)
+    p = plan("summary_tags")
+    assert "SEARCH tag_daily USING PRIMARY KEY (tag=? AND day>? AND day<?)" in p, p
     con.close()
 
 
@@ -1826,6 +1955,15 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                 f" SELECT {BASE - BASE % 86400} - i * 86400, 1 + k % 50, 'u' || k,"
                 f" {', '.join(['1'] * len(zeros))}"
                 f" FROM generate_series(0, 99) i, generate_series(0, 1999) k")
+    # tag_daily: 100 days of 40 tags, each under 10 of the 50 keys
+    cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name ="
+                " 'tag_daily' AND is_nullable = 'NO' AND column_default IS NULL"
+                " AND column_name NOT IN ('day', 'key_id', 'tag')")
+    zeros = [c for (c,) in cur.fetchall()]
+    cur.execute(f"INSERT INTO tag_daily (day, tag, key_id, {', '.join(zeros)})"
+                f" SELECT {BASE - BASE % 86400} - i * 86400, 't=' || (k % 40), 1 + k / 40,"
+                f" {', '.join(['1'] * len(zeros))}"
+                f" FROM generate_series(0, 99) i, generate_series(0, 399) k")
     cur.execute("ANALYZE")
     cur.execute("SET plan_cache_mode = force_custom_plan")
     day = BASE - BASE % 86400
@@ -1836,7 +1974,8 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             "name": "k1", "id": 1, "day_start": day, "month_start": day - 20 * 86400,
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
             "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1,
-            "fp_file": -1, "end_user": None, "by_day": 0, "by_end_user": 1}
+            "fp_file": -1, "end_user": None, "by_day": 0, "by_end_user": 1, "tag": None,
+            "by_tag": 1}
 
     def plan(name, **values):
         path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"
@@ -1861,6 +2000,9 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             ("requests_page_model", "requests_model_started_at", {"model": "rare"}),
             ("requests_page_team", "requests_team_started_at", {"team_id": 3}),
             ("requests_page", "requests_started_at", {"has_team": 1}),   # rows without a team
+            # a tag: no index of its own, the time's walked and each row tested
+            ("requests_page", "requests_started_at", {"tag": "env=prod"}),
+            ("export", "requests_started_at", {"tag": "env=prod"}),
             ("export", "requests_started_at", {}),
             # a team's export: its own index, in order, or the time's
             ("export", "requests_(team_)?started_at", {"has_team": 1, "team_id": 3}),
@@ -1902,6 +2044,12 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             and "Seq Scan on end_user_daily" not in p, (values, p)
     p = plan("summary_end_users")
     assert "Seq Scan on end_user_daily" in p, p
+    # a tag's days: a range of tag_daily's primary key; every tag's: the whole table
+    for values in ({"tag": "t=7"}, {"tag": "t=7", "key_id": 8},
+                   {"tag": "t=7", "by_day": 1, "by_tag": 0}):
+        p = plan("summary_tags", **values)
+        assert re.search(r"(Index (Only )?Scan using|Bitmap Index Scan on) tag_daily_pkey", p) \
+            and "Seq Scan on tag_daily" not in p, (values, p)
     con.close()
 
 
@@ -1916,6 +2064,8 @@ def test_both_stores_answer_byte_for_byte(seeded, pg_server, tmp_path):
     paths += [f"/api/summary?from={frm}&to={to}&limit=1000&{query}" for query in EU_QUERIES]
     # the first groups, ties at the cut included, are the same (end users in byte order)
     paths += [f"/api/summary?from={frm}&to={to}&group=end_user&limit={n}" for n in (3, 9)]
+    paths += [f"/api/summary?from={frm}&to={to}&limit=1000&{query}" for query in TAG_QUERIES]
+    paths += [f"/api/summary?from={frm}&to={to}&group=tag&limit={n}" for n in (3, 9)]
     paths += ["/api/requests?limit=1000" + (f"&{query}" if query else "") for query, _ in FILTERS]
     paths += ["/api/requests?limit=7&before=" + str(BASE * 1000 + 5000) + ".99999",
               "/api/requests/req-00042", "/api/requests/nope", "/api/keys", "/api/models",

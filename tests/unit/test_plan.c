@@ -108,6 +108,13 @@ static void test_summary_query(void)
 	p.group = PARAMS_GROUP_KEY;
 	p.has_key_id = 0;
 	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_END_USERS);
+	/* by tag, or of one tag by key or day (a key's too): the tags' rollup */
+	p = test_params(MAR10 - D, MAR10, PARAMS_GROUP_TAG);
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TAGS);
+	p.tag = "env=prod";
+	p.group = PARAMS_GROUP_DAY;
+	p.has_key_id = 1;
+	CHECK_EQ_INT(test_query(p), CONN_SUMMARY_TAGS);
 }
 
 static void test_days(struct params p, int64_t day_from, int64_t day_to)
@@ -282,6 +289,36 @@ static void test_summary_end_users(void)
 	test_check_int(&pl.binds, ":limit", 400);
 }
 
+/* A summary of tags: summary_end_users' plan on tag_daily, with :tag and :by_tag. */
+static void test_summary_tags(void)
+{
+	struct params p = test_params(MAR10 - 3 * D, MAR10, PARAMS_GROUP_TAG);
+	const struct conn_bind *x;
+	struct plan_summary pl;
+
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.query, CONN_SUMMARY_TAGS);
+	CHECK_EQ_INT(pl.binds.n, 5);
+	test_check_int(&pl.binds, ":by_tag", 1);
+	CHECK(test_bind(&pl.binds, ":tag") == NULL);
+	CHECK(test_bind(&pl.binds, ":by_end_user") == NULL);
+	p.group = PARAMS_GROUP_KEY;
+	p.has_key_id = 1;
+	p.key_id = 7;
+	p.tag = "env=prod";
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.binds.n, 7);
+	test_check_int(&pl.binds, ":key_id", 7);
+	x = test_bind(&pl.binds, ":tag");
+	CHECK(x && x->kind == CONN_BIND_TEXT && strcmp(x->s, "env=prod") == 0);
+	test_check_int(&pl.binds, ":by_tag", 0);
+	CHECK(test_bind(&pl.binds, ":end_user") == NULL);
+	p.group = PARAMS_GROUP_DAY;
+	plan_summary(&p, MAR10 + H, &pl);
+	test_check_int(&pl.binds, ":by_day", 1);
+	test_check_int(&pl.binds, ":limit", 3);
+}
+
 static void test_filters(void)
 {
 	struct params p = test_params(100, 200, PARAMS_GROUP_MODEL);
@@ -290,9 +327,9 @@ static void test_filters(void)
 	size_t i;
 
 	plan_filters(&p, &b);
-	/* from, to, has_key, key_id, has_team, team_id, end_user, model, provider, outcome,
-	 * errors_only */
-	CHECK_EQ_INT(b.n, 11);
+	/* from, to, has_key, key_id, has_team, team_id, end_user, tag, model, provider,
+	 * outcome, errors_only */
+	CHECK_EQ_INT(b.n, 12);
 	test_check_int(&b, ":from_ms", 100000);
 	test_check_int(&b, ":to_ms", 200000);
 	test_check_int(&b, ":has_key", 0);
@@ -306,6 +343,8 @@ static void test_filters(void)
 		                                   strcmp(b.v[i].name, ":end_user") == 0);
 	test_check_int(&b, ":has_team", 0);
 	x = test_bind(&b, ":end_user");
+	CHECK(x && x->kind == CONN_BIND_TEXT && x->s == NULL);
+	x = test_bind(&b, ":tag");
 	CHECK(x && x->kind == CONN_BIND_TEXT && x->s == NULL);
 	x = test_bind(&b, ":team_id");
 	CHECK(x && x->kind == CONN_BIND_NULL);
@@ -333,7 +372,7 @@ static void test_filters(void)
 	p.stream = 0;
 	b.n = 0;
 	plan_filters(&p, &b);
-	CHECK_EQ_INT(b.n, 14);
+	CHECK_EQ_INT(b.n, 15);
 	test_check_int(&b, ":key_id", 7);
 	test_check_int(&b, ":status_lo", 500);
 	test_check_int(&b, ":status_hi", 599);
@@ -359,6 +398,13 @@ static void test_filters(void)
 	x = test_bind(&b, ":end_user");
 	CHECK(x && x->kind == CONN_BIND_TEXT && x->only_if_named);
 	CHECK_EQ_STR(x->s, "@SUM(A1)");
+	/* a tag: as given, in every row query */
+	p.tag = "env=prod";
+	b.n = 0;
+	plan_filters(&p, &b);
+	x = test_bind(&b, ":tag");
+	CHECK(x && x->kind == CONN_BIND_TEXT && !x->only_if_named);
+	CHECK_EQ_STR(x->s, "env=prod");
 }
 
 static void test_requests(void)
@@ -392,7 +438,7 @@ static void test_requests(void)
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_KEY);
 	/* the filters, then one upper bound: the range's end without a cursor */
-	CHECK_EQ_INT(pl.binds.n, 14);
+	CHECK_EQ_INT(pl.binds.n, 15);
 	CHECK_EQ_STR(pl.binds.v[0].name, ":from_ms");
 	test_check_int(&pl.binds, ":before_ms", 200000);
 	test_check_int(&pl.binds, ":before_id", INT64_MIN);
@@ -425,6 +471,14 @@ static void test_requests(void)
 	p.model = NULL;
 	plan_requests(&p, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
+	/* a tag: no index of its own, the other filters' (else the time's) */
+	p.tag = "env=prod";
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
+	p.end_user = NULL;
+	plan_requests(&p, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
+	CHECK_EQ_STR(test_bind(&pl.binds, ":tag")->s, "env=prod");
 }
 
 static void test_export(void)
@@ -436,6 +490,8 @@ static void test_export(void)
 	p.key_id = 3;
 	p.has_team_id = 1;
 	p.model = "m";
+	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
+	p.tag = "env=prod";
 	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
 	p.end_user = "u-1";
 	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT_END_USER);
@@ -449,6 +505,7 @@ int main(void)
 	RUN(test_summary_kept);
 	RUN(test_summary_binds);
 	RUN(test_summary_end_users);
+	RUN(test_summary_tags);
 	RUN(test_filters);
 	RUN(test_requests);
 	RUN(test_export);

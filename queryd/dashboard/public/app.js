@@ -4,6 +4,7 @@
  *                                          top teams by group=team)
  *   request table                          /api/requests (keyset pages, `next` cursor)
  *   top end users of the filtered key      /api/summary?group=end_user&key= (whole days)
+ *   top tags (of the filtered key)         /api/summary?group=tag[&key=] (whole days)
  *   detail drawer                          /api/requests/{id}
  *   live accounting (every 2 s)            /api/live
  *   keys and models; team filter names     /api/keys, /api/models; /api/teams
@@ -31,7 +32,7 @@
     from: 0,
     to: 0,
     group: 'hour',
-    filters: { team: '', key: '', end_user: '', model: '', status: '', outcome: '', stream: '' },
+    filters: { team: '', key: '', end_user: '', tag: '', model: '', status: '', outcome: '', stream: '' },
     pageSize: 50,
     cursors: [null],             // cursors[i]: the `before` of page i (null: newest)
     page: 0,
@@ -273,6 +274,7 @@
     closeDrawer();
     $('requests-body').replaceChildren();
     $('top-end-users').replaceChildren();
+    $('top-tags').replaceChildren();
     $('keys-body').replaceChildren();
     $('models-body').replaceChildren();
     showLogin(message);
@@ -295,6 +297,7 @@
     loadOverview();
     loadRequests();
     loadEndUsers();
+    loadTags();
     if (keysAnswer) renderKeys(keysAnswer.keys || []); else loadKeys();
     loadTeams();
     loadModels();
@@ -306,6 +309,7 @@
     loadOverview();
     loadRequests();
     loadEndUsers();
+    loadTags();
     loadKeys();
     loadTeams();
     loadModels();
@@ -339,6 +343,7 @@
     loadOverview();
     loadRequests();
     loadEndUsers();
+    loadTags();
   }
 
   // ------------------------------------------------------------------ overview
@@ -590,7 +595,7 @@
     const maxCost = Math.max(...rows.map((r) => r.cost_micros || 0));
     const maxReq = Math.max(...rows.map((r) => r.requests || 0));
     list.replaceChildren(...rows.map((r) => {
-      // an end user's group is its id (its key is the filter's)
+      // an end user's group is its id (its key is the filter's), a tag's the tag
       const name = kind === 'key' ? r.key_name : kind === 'team' ? r.team_name : r.group;
       const share = maxCost > 0 ? (r.cost_micros || 0) / maxCost : (r.requests || 0) / (maxReq || 1);
       const label = name == null || name === '' ? (NO_NAME[kind] || '(none)') : name;
@@ -687,8 +692,8 @@
 
   function filterParams() {
     const f = state.filters;
-    return { team: f.team, key: f.key, end_user: f.end_user, model: f.model, status: f.status,
-      outcome: f.outcome, stream: f.stream };
+    return { team: f.team, key: f.key, end_user: f.end_user, tag: f.tag, model: f.model,
+      status: f.status, outcome: f.outcome, stream: f.stream };
   }
   function reqParams() { return { from: state.from, to: state.to, ...filterParams() }; }
   function resetPaging() { state.cursors = [null]; state.page = 0; }
@@ -711,6 +716,7 @@
       team: teamOk ? team : state.filters.team,
       key: keyOk ? key : state.filters.key,
       end_user: $('filter-end_user').value.trim(),
+      tag: $('filter-tag').value.trim(),
       model: $('filter-model').value.trim(),
       status: statusOk ? status : state.filters.status,
       outcome: $('filter-outcome').value,
@@ -722,7 +728,7 @@
     state.filters = next;
     resetPaging();
     loadRequests();
-    if (keyChanged) loadEndUsers();
+    if (keyChanged) { loadEndUsers(); loadTags(); }
   }
   const readFiltersSoon = debounce(readFilters, DEBOUNCE_MS);
 
@@ -761,6 +767,35 @@
       box.dataset.state = 'error';
     }
   }
+  /* The top tags by spend, of the filtered key when there is one (tags are few: the
+   * operator's and the clients' labels, not their users). A tag is every key's, so a
+   * row is one tag over the keys; a request with several tags counts in each. The
+   * rollup is by day: the whole UTC days queryd read are shown. */
+  let tagsCtl = null;
+
+  async function loadTags() {
+    if (tagsCtl) tagsCtl.abort();
+    const key = state.filters.key;
+    const box = $('tags');
+    const ctl = tagsCtl = new AbortController();
+    box.dataset.state = 'loading';
+    box.dataset.key = key;
+    setText('tags-of', key ? ' of ' + key : '');
+    try {
+      const d = await api('/api/summary', { from: state.from, to: state.to, group: 'tag', key, limit: TOP_N },
+        anySignal(ctl.signal));
+      if (ctl !== tagsCtl) return;
+      renderTop($('top-tags'), d.rows || [], 'tag');
+      setText('tags-range', `by spend · whole UTC days ${fmtDayUTC(d.from)} – ${fmtDayUTC(d.to - DAY)}`);
+      box.dataset.from = String(d.from);
+      box.dataset.to = String(d.to);
+      box.dataset.state = 'ready';
+    } catch (e) {
+      if (isAbort(e) || ctl !== tagsCtl) return;
+      $('top-tags').replaceChildren(h('li', { class: 'empty' }, 'Could not load the tags: ' + e.message));
+      box.dataset.state = 'error';
+    }
+  }
   function fmtDayUTC(sec) {
     const d = new Date(sec * 1000);
     return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
@@ -796,7 +831,7 @@
       if (isAbort(e)) return;
       if (ctl !== reqCtl) return;
       $('requests-body').replaceChildren(h('tr', { class: 'table-msg error' },
-        h('td', { colspan: 12 }, 'Could not load requests: ' + e.message)));
+        h('td', { colspan: 13 }, 'Could not load requests: ' + e.message)));
       setText('page-info', '');
       $('page-newer').disabled = state.page === 0;
       sec.dataset.state = 'error';
@@ -838,7 +873,7 @@
   function renderRows(rows) {
     const body = $('requests-body');
     if (!rows.length) {
-      body.replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 12 },
+      body.replaceChildren(h('tr', { class: 'table-msg' }, h('td', { colspan: 13 },
         state.page ? 'No older rows.' : 'No requests match this range and these filters.')));
       return;
     }
@@ -853,6 +888,7 @@
       h('td', { class: 'id', title: r.request_id }, r.request_id),
       h('td', null, r.key_name != null ? r.key_name : h('span', { class: 'none' }, r.key_id ? '#' + r.key_id : '–')),
       h('td', { class: 'eu', title: r.end_user }, orNone(r.end_user)),
+      h('td', { class: 'tags', title: r.tags }, orNone(r.tags && r.tags.replaceAll(',', ', '))),
       h('td', { title: r.model_requested && r.model_requested !== r.model ? 'requested ' + r.model_requested : null }, orNone(r.model || r.model_requested)),
       h('td', null, orNone(r.provider)),
       h('td', null, statusBadge(r.status)),
@@ -920,6 +956,7 @@
         field('Team', 'team_name'),
         field('Team id', 'team_id'),
         field('End user', 'end_user', (v) => h('span', { class: 'mono' }, v)),
+        field('Tags', 'tags', (v) => h('span', { class: 'mono' }, v.replaceAll(',', ', '))),
         field('Model', 'model'),
         field('Model requested', 'model_requested'),
         field('Provider', 'provider'),
@@ -1176,13 +1213,13 @@
       const b = ev.target.closest('button[data-range]');
       if (b) setRange(b.dataset.range);
     });
-    for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-model', 'filter-status']) {
+    for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-tag', 'filter-model', 'filter-status']) {
       $(id).addEventListener('input', readFiltersSoon);
       $(id).addEventListener('change', readFilters);   // datalist pick, Enter
     }
     for (const id of ['filter-outcome', 'filter-stream']) $(id).addEventListener('change', readFilters);
     $('filter-clear').addEventListener('click', () => {
-      for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-model', 'filter-status']) $(id).value = '';
+      for (const id of ['filter-team', 'filter-key', 'filter-end_user', 'filter-tag', 'filter-model', 'filter-status']) $(id).value = '';
       $('filter-outcome').value = '';
       $('filter-stream').value = '';
       readFilters();

@@ -1,0 +1,64 @@
+-- summary_tags: summary's groups from tag_daily (a row per tag, day and key with
+-- requests, by day only: params.c widens the range to whole UTC days, [:day_from,
+-- :day_to), and refuses a team, end user, model, provider or hour), for group=tag and a
+-- tag filter (:tag, one tag matched whole; :key_id, a key's). A request with n tags is
+-- in n groups: the groups' sums, and so the totals of group=tag, may exceed the range's
+-- requests. Summed here, a row per group of the answer: per day (:by_day), per tag
+-- across keys (:by_tag: a tag is no key's, its budget spans them all), else per key;
+-- the first :limit of them by cost, then requests, descending, then tag and key (for
+-- group=day queryd binds the count of days: all of them), then the row of part
+-- 'total', every group's sums. A tag's rows in the range
+-- are one range of the primary key (tag, day, key_id); without a tag filter every row
+-- of the table is read (no index leads with the day), as few as tags, keys and days.
+-- The tag filter is the first branch (tag = NULL matches nothing, so it reads nothing
+-- without one); the second reads every tag's rows only without one.
+-- Same columns as summary: t, key_id, the tag in model's place and the part of the
+-- answer in provider's (NULL: a group).
+-- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
+WITH g AS MATERIALIZED (
+  SELECT CASE WHEN :by_day = 1 THEN day ELSE 0 END AS t,
+         CASE WHEN :by_day = 1 OR :by_tag = 1 THEN 0 ELSE key_id END AS key_id,
+         CASE WHEN :by_tag = 1 THEN tag END AS model, NULL AS provider,
+         sum(requests) AS requests, sum(errors) AS errors, sum(streams) AS streams,
+         sum(prompt_tokens) AS prompt_tokens,
+         sum(completion_tokens) AS completion_tokens,
+         sum(cached_tokens) AS cached_tokens,
+         sum(cache_creation_tokens) AS cache_creation_tokens,
+         sum(reasoning_tokens) AS reasoning_tokens, sum(cost_micros) AS cost_micros,
+         sum(unpriced) AS unpriced, sum(duration_ms_sum) AS duration_ms_sum,
+         sum(estimated) AS estimated, sum(estimated_tokens) AS estimated_tokens,
+         sum(estimated_cost_micros) AS estimated_cost_micros,
+         sum(audio_input_tokens) AS audio_input_tokens,
+         sum(audio_output_tokens) AS audio_output_tokens,
+         sum(web_search_calls) AS web_search_calls, sum(lat_le_25) AS lat_le_25,
+         sum(lat_le_50) AS lat_le_50, sum(lat_le_100) AS lat_le_100,
+         sum(lat_le_200) AS lat_le_200, sum(lat_le_350) AS lat_le_350,
+         sum(lat_le_500) AS lat_le_500, sum(lat_le_750) AS lat_le_750,
+         sum(lat_le_1000) AS lat_le_1000, sum(lat_le_1500) AS lat_le_1500,
+         sum(lat_le_2500) AS lat_le_2500, sum(lat_le_4000) AS lat_le_4000,
+         sum(lat_le_6000) AS lat_le_6000, sum(lat_le_10000) AS lat_le_10000,
+         sum(lat_le_20000) AS lat_le_20000, sum(lat_le_60000) AS lat_le_60000,
+         sum(lat_gt_60000) AS lat_gt_60000
+  FROM (SELECT * FROM tag_daily
+        WHERE tag = :tag AND day >= :day_from AND day < :day_to
+        UNION ALL
+        SELECT * FROM tag_daily
+        WHERE CAST(:tag AS TEXT) IS NULL AND day >= :day_from AND day < :day_to) r
+  WHERE CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id
+  GROUP BY 1, 2, 3
+)
+SELECT * FROM (SELECT * FROM g
+               ORDER BY cost_micros DESC, requests DESC, model, key_id, t
+               LIMIT :limit) l
+UNION ALL
+SELECT 0, 0, NULL, 'total',
+       sum(requests), sum(errors), sum(streams), sum(prompt_tokens),
+       sum(completion_tokens), sum(cached_tokens), sum(cache_creation_tokens),
+       sum(reasoning_tokens), sum(cost_micros), sum(unpriced), sum(duration_ms_sum),
+       sum(estimated), sum(estimated_tokens), sum(estimated_cost_micros),
+       sum(audio_input_tokens), sum(audio_output_tokens), sum(web_search_calls),
+       sum(lat_le_25), sum(lat_le_50), sum(lat_le_100), sum(lat_le_200), sum(lat_le_350),
+       sum(lat_le_500), sum(lat_le_750), sum(lat_le_1000), sum(lat_le_1500),
+       sum(lat_le_2500), sum(lat_le_4000), sum(lat_le_6000), sum(lat_le_10000),
+       sum(lat_le_20000), sum(lat_le_60000), sum(lat_gt_60000)
+FROM g;
