@@ -8,7 +8,7 @@
 # hurts all alike. (e) "end-user" is the gateway again, every request naming an end user
 # by the X-Tally-User header (BENCH_END_USER, a 40-byte id). (f) "tagged" is the gateway
 # with every request carrying three tags by X-Tally-Tags (BENCH_TAGS), one of them with a
-# budget (tag_budgets: a reservation and a settlement per request). For the gateways it also
+# budget and fixed on its key (bench-tagged: a reservation and a settlement per request). For the gateways it also
 # reads, per request, HAProxy's and the agent's CPU (/proc/PID/stat) and the agent's
 # decision latency (tally_decision_seconds' sum over its count, from /metrics).
 # Prints req/s and latency per target (median over rounds) and the ratios.
@@ -51,6 +51,8 @@ db=$tmp/tally.db
 stack_seed "$db" "$mock_port" >/dev/null
 export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --default-model mock-gpt)
 "$build/tallyctl" --db "$db" tag set project=atlas --budget-usd 1000000000 > /dev/null
+tagged_key=$("$build/tallyctl" --db "$db" key create --name bench-tagged --default-model mock-gpt \
+  --tags project=atlas)
 
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
@@ -137,11 +139,11 @@ decisions() {
 }
 
 run() { # name port [haproxy-pid agent-pid agent-metrics-port]
-  local out eu= tg= t0 a0 d0 cpu=
+  local out eu= tg= key=$TALLY_KEY t0 a0 d0 cpu=
   [ "$1" = end-user ] && eu=$end_user
-  [ "$1" = tagged ] && tg=$tags
+  [ "$1" = tagged ] && tg=$tags && key=$tagged_key
   if [ $# -gt 2 ]; then t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$4"); d0=$(decisions "$5"); fi
-  out=$(BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
+  out=$(TALLY_KEY=$key BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
         -s loadtest/bench-decision.lua "http://127.0.0.1:$2/v1/chat/completions" | grep '^RESULT')
   case $out in *" errors=0 "*) ;; *) echo "bench: $1 had errors: $out" >&2; exit 1 ;; esac
   if [ $# -gt 2 ]; then

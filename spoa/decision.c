@@ -80,6 +80,7 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_BAD_TAGS] = { "invalid_tags", 400 },
 	[DECISION_TAG_CONFLICT] = { "tag_conflict", 400 },
 	[DECISION_TAG_BUDGET_EXCEEDED] = { "tag_budget_exceeded", 402 },
+	[DECISION_TAG_NOT_ALLOWED] = { "tag_not_allowed", 403 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -812,8 +813,22 @@ static enum decision_verdict decision_end_user(const struct decision_request *re
 	return DECISION_ALLOW;
 }
 
+/* Whether the key fixes tag t (its own fixed tags or its team's). */
+static int decision_tag_fixed(const struct decision *d, const struct tags_tag *t)
+{
+	const struct tags *f = d->key->fixed_tags;
+	size_t i;
+
+	for (i = 0; f && i < f->n; i++)
+		if (strcmp(f->t[i].name, t->name) == 0)
+			return strcmp(f->t[i].value, t->value) == 0;
+	return 0;
+}
+
 /* The request's tags: its X-Tally-Tags header (sent once) with its key's fixed tags,
- * which it may repeat but not change; and those of them with a budget in kt. */
+ * which it may repeat but not change; and those of them with a budget in kt. A tag with
+ * a budget is carried only by keys that fix it: any key could otherwise spend, and so
+ * close, the budget of a project it is not part of. */
 static enum decision_verdict decision_tags(const struct keytable *kt,
                                            const struct decision_request *req,
                                            struct decision *d)
@@ -839,8 +854,13 @@ static enum decision_verdict decision_tags(const struct keytable *kt,
 		int n = snprintf(one, sizeof(one), "%s=%s", t.t[i].name, t.t[i].value);
 		const struct kt_tag_budget *b = keytable_find_tag_budget(kt, one, (size_t)n);
 
-		if (b)
-			d->tag_budgets[d->ntag_budgets++] = b;
+		if (!b)
+			continue;
+		if (!decision_tag_fixed(d, &t.t[i])) {
+			d->refusing_tag = b;
+			return DECISION_TAG_NOT_ALLOWED;
+		}
+		d->tag_budgets[d->ntag_budgets++] = b;
 	}
 	return DECISION_ALLOW;
 }

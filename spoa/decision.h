@@ -60,6 +60,8 @@ enum decision_verdict {
 	DECISION_TAG_CONFLICT,              /* 400: a tag the key or its team fixes, to
 	                                     * another value */
 	DECISION_TAG_BUDGET_EXCEEDED,       /* 402: a tag's budget for the period */
+	DECISION_TAG_NOT_ALLOWED,           /* 403: a tag with a budget that neither the key
+	                                     * nor its team fixes */
 	DECISION_VERDICT_COUNT
 };
 
@@ -188,7 +190,8 @@ struct decision {
 	 * "" none. tags_status: why they were refused. */
 	char tags[TAGS_TEXT_MAX];
 	enum tags_status tags_status;
-	/* Those of its tags that have a budget, in tag order, and which one refused. */
+	/* Those of its tags that have a budget, in tag order, and which one refused (or
+	 * was not the key's to carry). */
 	const struct kt_tag_budget *tag_budgets[TAGS_MAX];
 	size_t ntag_budgets;
 	const struct kt_tag_budget *refusing_tag;

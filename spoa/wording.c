@@ -54,6 +54,7 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_BAD_TAGS] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_TAG_CONFLICT] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_TAG_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_TAG_NOT_ALLOWED] = { "permission_error", "permission_error" },
 };
 
 /* Whether s begins with lit. */
@@ -203,6 +204,10 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_TAG_BUDGET_EXCEEDED:
 		snprintf(who, sizeof(who), "The tag %s", d->refusing_tag ? d->refusing_tag->tag : "");
 		wording_limit(d, who, &d->refusing_tag->quota, "tag", msg, cap);
+		break;
+	case DECISION_TAG_NOT_ALLOWED:
+		snprintf(msg, cap, "Key %s may not carry the tag %s: it has a budget, spent only by the keys that fix it (or whose team does).",
+		         d->key->prefix, d->refusing_tag ? d->refusing_tag->tag : "");
 		break;
 	case DECISION_TAG_CONFLICT:
 		snprintf(msg, cap, "Key %s fixes some of the request's tags to other values: %s.",

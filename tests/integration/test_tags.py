@@ -3,7 +3,7 @@ tags in its X-Tally-Tags header, its key and its key's team may fix tags it cann
 change; the row keeps them in canonical order, the day's sums per tag and key count the
 row once per tag, and the header never reaches a provider. Malformed tags are refused
 with a 400 the row keeps. A tag's budget holds across every key carrying the tag, on
-one node and across nodes."""
+one node and across nodes, and only keys that fix a budgeted tag may carry it."""
 import concurrent.futures
 import http.client
 import json
@@ -138,17 +138,25 @@ def tag_budget(stack, tag, usd, period="month"):
 
 @BOTH_STORES
 def test_a_tag_budget_is_spent_by_every_key_carrying_the_tag(stack):
-    """$0.50 a month for project=atlas, no budget on the keys: each request costs $0.20
-    and reserves far less, so the third is admitted on what the tag spent ($0.40) and
-    the fourth, from either key, is refused at the tag; the same keys without the tag
-    are not, and the tag's spend is read again at start."""
-    a = stack.create_key("a", "--default-model", "mock-gpt")
-    b = stack.create_key("b", "--default-model", "mock-gpt")
-    write(stack, "UPDATE keys SET tags = 'project=atlas' WHERE name = 'b'")
+    """$0.50 a month for project=atlas, fixed on key a and on key b's team, no budget on
+    the keys: each request costs $0.20 and reserves far less, so the third is admitted
+    on what the tag spent ($0.40) and the fourth, from either key, is refused at the tag;
+    a key outside the project cannot spend (or close) the budget by sending the tag, and
+    the tag's spend is read again at start."""
+    a = stack.create_key("a", "--default-model", "mock-gpt", "--tags", "project=atlas")
+    stack.tallyctl("team", "create", "atlas", "--tags", "project=atlas")
+    b = stack.create_key("b", "--default-model", "mock-gpt", "--team", "atlas")
+    outsider = stack.create_key("outsider", "--default-model", "mock-gpt")
     tag_budget(stack, "project=atlas", 0.5)
     atlas = {"X-Tally-Tags": "project=atlas", **COSTLY}
+    before = len(stack.mock_requests())
+    status, h, body = chat(stack, outsider, headers=atlas)
+    assert status == 403 and error_code(body) == "tag_not_allowed", body
+    assert "project=atlas" in json.loads(body)["error"]["message"]
+    assert stack.row(h["x-request-id"])["verdict"] == "tag_not_allowed"
+    assert len(stack.mock_requests()) == before
     got = []
-    for key, headers in ((a, atlas), (b, COSTLY), (a, atlas), (b, COSTLY)):
+    for key, headers in ((a, atlas), (b, COSTLY), (a, COSTLY), (b, COSTLY)):
         status, h, body = chat(stack, key, headers=headers)
         got.append(status)
         if status == 200:
@@ -161,8 +169,8 @@ def test_a_tag_budget_is_spent_by_every_key_carrying_the_tag(stack):
     refused = stack.row(h["x-request-id"])
     assert refused["verdict"] == "tag_budget_exceeded" and refused["outcome"] == "denied"
     assert refused["tags"] == "project=atlas"
-    assert chat(stack, a, headers=COSTLY)[0] == 200
-    assert chat(stack, a, headers={"X-Tally-Tags": "project=zeus", **COSTLY})[0] == 200
+    assert chat(stack, outsider, headers=COSTLY)[0] == 200
+    assert chat(stack, outsider, headers={"X-Tally-Tags": "project=zeus", **COSTLY})[0] == 200
     assert stack.scalar("SELECT sum(cost_micros) FROM tag_daily WHERE tag = 'project=atlas'") \
         == 3 * COST
     stack.kill_agent(signal.SIGTERM)
@@ -176,13 +184,16 @@ def test_a_tag_budget_is_spent_by_every_key_carrying_the_tag(stack):
 
 
 def test_a_tag_refusal_costs_the_key_and_team_nothing(stack):
-    """A key of 2 requests a minute carrying a tag whose budget no request fits: the
+    """A key of 2 requests a minute fixed to a tag whose budget no request fits: the
     tag's refusals take none of the key's requests."""
-    key = stack.create_key("k", "--default-model", "mock-gpt", "--rpm", "2")
+    key = stack.create_key("k", "--default-model", "mock-gpt", "--rpm", "2",
+                           "--tags", "env=prod")
     tag_budget(stack, "env=prod", 0.000001, "day")
     for _ in range(3):
-        status, _, body = chat(stack, key, headers={"X-Tally-Tags": "env=prod"})
+        status, _, body = chat(stack, key)
         assert status == 402 and error_code(body) == "tag_budget_exceeded", body
+    write(stack, "DELETE FROM tag_budgets")
+    time.sleep(RELOAD_S)
     assert [chat(stack, key)[0] for _ in range(3)] == [200, 200, 429]
 
 
@@ -191,14 +202,14 @@ def test_a_tag_budget_holds_across_nodes(cluster):
     $1.00 a day stops at the budget plus what the nodes had not reported yet (as a
     team's does, docs/limits.md "Shared limits")."""
     n0 = cluster[0]
-    keys = [n0.create_key(f"k{i}", "--default-model", "mock-gpt") for i in range(3)]
+    keys = [n0.create_key(f"k{i}", "--default-model", "mock-gpt", "--tags", "project=atlas")
+            for i in range(3)]
     tag_budget(n0, "project=atlas", 1, "day")
 
     def drive(i):
         got = []
         for _ in range(6):
-            status, h, body = chat(cluster[i], keys[i],
-                                   headers={"X-Tally-Tags": "project=atlas", **COSTLY})
+            status, h, body = chat(cluster[i], keys[i], headers=COSTLY)
             got.append(status)
             if status == 200:
                 cluster[i].row(h["x-request-id"])

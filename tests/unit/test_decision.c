@@ -1283,10 +1283,23 @@ static void test_tags(void)
 	CHECK(strstr(msg, "at most 8 tags") != NULL);
 	sql_reload("UPDATE keys SET team_id = NULL, tags = NULL WHERE id = 1; DELETE FROM teams");
 	CHECK_EQ_STR(decide_tags(NULL, 0).tags, "");
-	/* The tags with a budget, in tag order, for the caller to reserve at. */
+	/* The tags with a budget, in tag order, for the caller to reserve at; only a key
+	 * that fixes such a tag (or whose team does) may carry it. */
 	sql_reload("INSERT INTO tag_budgets (id, tag, created_at, budget_micros, budget_period)"
 	           " VALUES (3, 'project=atlas', 1, 500000000, 'month'),"
 	           " (4, 'env=prod', 1, 1000, 'day'), (5, 'env=pro', 1, 1, 'day')");
+	d = decide_tags("project=atlas", 1);
+	CHECK_EQ_INT(d.verdict, DECISION_TAG_NOT_ALLOWED);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "tag_not_allowed");
+	CHECK_EQ_INT(decision_http_status(d.verdict), 403);
+	error_of(&d, msg, sizeof(msg));
+	CHECK(strstr(msg, "project=atlas") != NULL && strstr(msg, "budget") != NULL);
+	CHECK_EQ_INT(decide_tags("feature=x", 1).verdict, DECISION_ALLOW);
+	sql_reload("UPDATE keys SET tags = 'project=atlas' WHERE id = 1;"
+	           " INSERT INTO teams (id, name, created_at, tags) VALUES (8, 'p', 1, 'env=prod');"
+	           " UPDATE keys SET team_id = 8 WHERE id = 1");
+	CHECK_EQ_INT(decide_tags(NULL, 0).ntag_budgets, 2);
+	CHECK_EQ_INT(decide_tags("env=pro", 1).verdict, DECISION_TAG_CONFLICT);
 	d = decide_tags("project=atlas,feature=x,env=prod", 1);
 	CHECK_EQ_INT(d.verdict, DECISION_ALLOW);
 	CHECK_EQ_INT(d.ntag_budgets, 2);
@@ -1295,6 +1308,7 @@ static void test_tags(void)
 	CHECK(d.tag_budgets[0]->quota.period == QUOTA_PERIOD_DAY);
 	CHECK_EQ_STR(d.tag_budgets[1]->tag, "project=atlas");
 	CHECK_EQ_INT(d.tag_budgets[1]->id, 3);
+	sql_reload("UPDATE keys SET team_id = NULL, tags = NULL WHERE id = 1; DELETE FROM teams");
 	CHECK_EQ_INT(decide_tags("env=prodx,project=atlasx", 1).ntag_budgets, 0);
 	CHECK_EQ_INT(decide_tags(NULL, 0).ntag_budgets, 0);
 	sql_reload("DELETE FROM tag_budgets");
