@@ -17,6 +17,8 @@
  * pair once per count U in each round: with U > 0 row i names end user i mod U of its
  * key (a 36-character id), so that end_user_daily gets a row per key and end user, and
  * the figures of each U are printed side by side with end_user_daily's rows and bytes.
+ * BENCH_TAGS=T (0 to 8, default 0) gives every row T tags, each of 10 values (tag_daily
+ * gets a row per tag, value, key and day; the writer sums each row once per tag).
  * BENCH_BASELINE=0 leaves the baseline out (on PostgreSQL it takes minutes). Each
  * writer run is checked afterwards from the store alone; any mismatch exits 1. Uses
  * about 2 x 1.3 KB x BENCH_ROWS of memory. Single-threaded but for the writer's thread. */
@@ -69,6 +71,7 @@ struct bench_result {
 };
 
 static unsigned bench_keys = 100;
+static unsigned bench_tags;   /* BENCH_TAGS */
 
 /* Rows committed or given up so far (written on the writer thread), and when the last
  * of the expected ones committed. */
@@ -90,6 +93,17 @@ static uint64_t bench_mix(uint64_t x)
  * arriving when its request ended (streams up to 30 s after their accept, others up to
  * 2 s), keys skewed towards low ids, each key mostly on its favourite model, 60%
  * streams, ~10% failures of every kind, one unpriced model. */
+/* bench_tags tags t0..tN of values v0..v9, in canonical order. */
+static void bench_row_tags(uint64_t h, struct acct_row *r)
+{
+	size_t len = 0;
+	unsigned t;
+
+	for (t = 0; t < bench_tags; t++)
+		len += (size_t)snprintf(r->tags + len, sizeof(r->tags) - len, "%st%u=v%u",
+		                        t ? "," : "", t, (unsigned)((h >> (4 * t)) % 10));
+}
+
 static void bench_row(uint64_t i, struct acct_row *r)
 {
 	uint64_t h = bench_mix(i), h2 = bench_mix(h), h3 = bench_mix(h2);
@@ -121,6 +135,7 @@ static void bench_row(uint64_t i, struct acct_row *r)
 	r->cost_micros = m->priced ? r->prompt_tokens / 4 + r->completion_tokens * 2 : ACCT_NONE;
 	r->unpriced = !m->priced;
 	r->outcome = ACCT_COMPLETE;
+	bench_row_tags(h3, r);
 	r->usage_source = r->stream ? ACCT_USAGE_STREAM : ACCT_USAGE_RESPONSE;
 	r->started_at_ms = accept_ms;
 	r->ttfb_ms = 80 + (int64_t)(h % 900);
@@ -288,6 +303,7 @@ static int bench_verify(const char *path, int64_t n, int64_t named)
 		{ "requests in end_user_daily",
 		  "SELECT coalesce(sum(requests), 0) FROM end_user_daily", 2 },
 	};
+	int64_t tagged = -1, in_tags = -1;
 	char err[512];
 	struct db *db;
 	int64_t v, want;
@@ -307,6 +323,17 @@ static int bench_verify(const char *path, int64_t n, int64_t named)
 			        checks[i].what, v, want);
 			rc = -1;
 		}
+	}
+	/* Each row with a key counts once per tag in tag_daily (rows without a key carry
+	 * no tags the gateway could have read). */
+	if (db_query_int(db, "SELECT count(*) FROM requests WHERE key_id IS NOT NULL AND"
+	                     " tags IS NOT NULL", &tagged) < 0 ||
+	    db_query_int(db, "SELECT coalesce(sum(requests), 0) FROM tag_daily", &in_tags) < 0 ||
+	    in_tags != tagged * (int64_t)bench_tags ||
+	    (bench_tags && tagged < n * 9 / 10)) {
+		fprintf(stderr, "bench-writer: requests in tag_daily: %" PRId64 ", expected %" PRId64
+		        " x %u\n", in_tags, tagged, bench_tags);
+		rc = -1;
 	}
 	db_close(db);
 	return rc;
@@ -559,6 +586,7 @@ int main(void)
 	long batch = bench_env("BENCH_BATCH", WRITER_BATCH_DEFAULT);
 	long per_statement = bench_env("BENCH_STATEMENT_ROWS", WRITER_ROWS_DEFAULT);
 	long keys = bench_env("BENCH_KEYS", 100), baseline = bench_env("BENCH_BASELINE", 1);
+	long tags = bench_env("BENCH_TAGS", 0);
 	long u[BENCH_END_USERS_MAX];
 	struct bench_result best_w[BENCH_END_USERS_MAX] = { 0 }, best_b[BENCH_END_USERS_MAX] = { 0 };
 	char dir[] = "/tmp/tally-bench-writer-XXXXXX", wpath[512] = "", bpath[512] = "",
@@ -573,14 +601,17 @@ int main(void)
 	if (n <= 0 || rounds <= 0 || batch <= 0 || batch > WRITER_BATCH_MAX ||
 	    per_statement <= 0 || per_statement > WRITER_ROWS_MAX ||
 	    (per_statement & (per_statement - 1)) || keys <= 0 || keys > 1000000 ||
+	    tags < 0 || tags > TAGS_MAX ||
 	    bench_end_user_counts(u, &nu) < 0 || !mkdtemp(dir)) {
 		fprintf(stderr, "bench-writer: BENCH_ROWS, BENCH_ROUNDS > 0, BENCH_BATCH in 1..%d,"
 		        " BENCH_STATEMENT_ROWS a power of two up to %d, BENCH_KEYS in 1..1000000,"
-		        " BENCH_END_USERS up to %d counts; or no temporary directory\n",
-		        WRITER_BATCH_MAX, WRITER_ROWS_MAX, BENCH_END_USERS_MAX);
+		        " BENCH_TAGS in 0..%d, BENCH_END_USERS up to %d counts; or no temporary"
+		        " directory\n",
+		        WRITER_BATCH_MAX, WRITER_ROWS_MAX, TAGS_MAX, BENCH_END_USERS_MAX);
 		return 1;
 	}
 	bench_keys = (unsigned)keys;
+	bench_tags = (unsigned)tags;
 	/* One PostgreSQL database serves both, emptied before each run. */
 	if (store && *store && !db_is_postgres(store)) {
 		fprintf(stderr, "bench-writer: BENCH_STORE must be a postgresql:// URL\n");
@@ -603,8 +634,8 @@ int main(void)
 	t = bench_now_s();
 	for (i = 0; i < n; i++)
 		bench_row((uint64_t)i, &rows[i]);
-	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %ld keys, %s, %s\n",
-	       n, bench_now_s() - t, batch, per_statement, keys, name,
+	printf("%ld rows (%.1f s to generate), batch %ld, %ld rows per INSERT, %ld keys, %ld tags"
+	       " a row, %s, %s\n", n, bench_now_s() - t, batch, per_statement, keys, tags, name,
 	       db_is_postgres(wpath) ? "BENCH_STORE" : dir);
 	for (r = 0; r < rounds; r++) {
 		for (e = 0; e < nu; e++) {
@@ -654,7 +685,8 @@ int main(void)
 	}
 	printf("verified: requests = accounting.written = accounting.received = sum(usage_hourly"
 	       ".requests) = %ld, accounting.dropped = 0, rows with an end user ="
-	       " sum(end_user_daily.requests)\n", n);
+	       " sum(end_user_daily.requests), rows with a key and tags x tags a row ="
+	       " sum(tag_daily.requests)\n", n);
 	rc = 0;
 out:
 	free(rows);
