@@ -31,6 +31,17 @@ struct hold_fate hold_fate(enum hold_event e)
 	return (unsigned)e < HOLD_EVENT_COUNT ? fates[e] : none;
 }
 
+/* Whether row holds anything of any limit. */
+static int hold_any(const struct acct_row *row)
+{
+	size_t i;
+
+	for (i = 0; i < TAGS_MAX; i++)
+		if (row->tag_holds[i].key_id)
+			return 1;
+	return row->hold.key_id || row->team_hold.key_id;
+}
+
 void hold_apply(const struct hold_ctx *c, enum hold_event e, const struct acct_row *row,
                 int allowed, int64_t now_ms)
 {
@@ -38,15 +49,15 @@ void hold_apply(const struct hold_ctx *c, enum hold_event e, const struct acct_r
 	int creates = (row->flags & ACCT_FLAG_CREATES_RESPONSE) != 0;
 	int64_t tokens = ACCT_NONE, cost = ACCT_NONE;
 
-	if (c->quota && f.quota != HOLD_QUOTA_KEEP && (row->hold.key_id || row->team_hold.key_id ||
-	                                                row->tag_holds[0].key_id)) {
+	if (c->quota && f.quota != HOLD_QUOTA_KEEP && hold_any(row)) {
 		size_t i;
 
 		if (f.quota == HOLD_QUOTA_CHARGE)
 			join_charge(row, &tokens, &cost);
 		quota_settle(c->quota, &row->hold, tokens, cost, now_ms);
 		quota_settle(c->quota, &row->team_hold, tokens, cost, now_ms);
-		for (i = 0; i < TAGS_MAX && row->tag_holds[i].key_id; i++)
+		/* Each on its own: an admission may leave a gap (quota_admit's empty hold). */
+		for (i = 0; i < TAGS_MAX; i++)
 			quota_settle(c->quota, &row->tag_holds[i], tokens, cost, now_ms);
 	}
 	if (f.journal && c->journal)

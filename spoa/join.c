@@ -77,14 +77,17 @@ static const struct price_sheet *join_prices(const struct keytable *kt,
 }
 
 /* A row no pending decision made (its record names the key, after a restart without
- * a journal, say): its key's team now, the best guess of the one it was decided under,
- * so that the team's rollups and budget count it. */
+ * a journal, say): its key's team and fixed tags now, the best guess of those it was
+ * decided under, so that the team's and the tags' rollups and budgets count it (a
+ * budgeted tag is always a fixed one). */
 static void join_team_of_key(const struct keytable *kt, struct acct_row *row)
 {
 	const struct kt_key *k = kt && row->key_id > 0 ? keytable_key_of_id(kt, row->key_id) : NULL;
 
 	if (k && k->team)
 		row->team_id = k->team->id;
+	if (k && k->fixed_tags && !k->fixed_tags_over)
+		tags_format(k->fixed_tags, row->tags, sizeof(row->tags));
 }
 
 /* What the agent decided, as HAProxy wrote it into a record no pending row matches. A

@@ -198,12 +198,21 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		         DECISION_PAGE_MAX, DECISION_QUERY_MAX);
 		break;
 	case DECISION_BAD_TAGS:
+		if (d->key && d->key->fixed_tags_over) {
+			snprintf(msg, cap, "Key %s and its team fix more tags together than a request may carry: %s.",
+			         d->key->prefix, tags_status_text(TAGS_TOO_MANY));
+			break;
+		}
 		snprintf(msg, cap, "The X-Tally-Tags header must come once, as at most %d bytes of tags: %s.",
 		         TAGS_HEADER_MAX, tags_status_text(d->tags_status));
 		break;
 	case DECISION_TAG_BUDGET_EXCEEDED:
-		snprintf(who, sizeof(who), "The tag %s", d->refusing_tag ? d->refusing_tag->tag : "");
-		wording_limit(d, who, &d->refusing_tag->quota, "tag", msg, cap);
+		if (d->refusing_tag) {
+			snprintf(who, sizeof(who), "The tag %s", d->refusing_tag->tag);
+			wording_limit(d, who, &d->refusing_tag->quota, "tag", msg, cap);
+		} else {
+			snprintf(msg, cap, "A tag of the request has spent its budget.");
+		}
 		break;
 	case DECISION_TAG_NOT_ALLOWED:
 		snprintf(msg, cap, "Key %s may not carry the tag %s: it has a budget, spent only by the keys that fix it (or whose team does).",

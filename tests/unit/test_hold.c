@@ -114,6 +114,15 @@ static void test_apply(void)
 	row.hold = h;
 	hold_apply(&c, HOLD_NO_ID, &row, 1, T0 + 3);
 	CHECK_EQ_INT(quota_admit(q, 7, &one, 10, 0, T0 + 3, &h, &st), QUOTA_OK);
+	/* A tag's hold after an empty one is settled too. */
+	acct_row_init(&row);
+	row.key_id = 7;
+	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0, &row.tag_holds[1], &st),
+	             QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0, &h, &st),
+	             QUOTA_CONCURRENCY);
+	hold_apply(&c, HOLD_RECORD, &row, 0, T0 + 4);
+	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0 + 4, &h, &st), QUOTA_OK);
 	owner_free(o);
 	keylive_free(kl);
 	quota_free(q);

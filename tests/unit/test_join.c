@@ -358,14 +358,18 @@ static void test_without_pending(void)
 	{
 		char err[128];
 
-		CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO teams (id, name, created_at) VALUES"
-		                            " (4, 't', 1); UPDATE keys SET team_id = 4 WHERE id = 2",
+		CHECK_EQ_STR(row.tags, "");
+		CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO teams (id, name, created_at, tags) VALUES"
+		                            " (4, 't', 1, 'project=atlas');"
+		                            " UPDATE keys SET team_id = 4, tags = 'env=prod' WHERE id = 2",
 		                     err, sizeof(err)), 0);
 		CHECK_EQ_INT(fixture_reload(&fx), 0);
 		join_record(&rec, ID, NULL, fx.kt, 4096, &row);
 		CHECK_EQ_INT(row.team_id, 4);
-		CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams",
-		                     err, sizeof(err)), 0);
+		/* ... and its fixed tags, so that the tags' rollups and budgets count it */
+		CHECK_EQ_STR(row.tags, "env=prod,project=atlas");
+		CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL, tags = NULL;"
+		                            " DELETE FROM teams", err, sizeof(err)), 0);
 		CHECK_EQ_INT(fixture_reload(&fx), 0);
 	}
 	/* nothing decided: HAProxy answered alone */
