@@ -303,3 +303,9 @@ def test_every_argument_at_its_cap_is_still_decided(fail_open):
                                           headers=headers)
     assert status == 403 and error_code(answer) == "model_not_allowed", answer
     assert fail_open.row(h["x-request-id"])["verdict"] == "model_not_allowed"
+    # Authorization at its cap too (the key it carries is then no key): still decided.
+    headers["Authorization"] = "Bearer " + "j" * 600
+    status, h, answer = fail_open.gateway("POST", CHAT + "?" + "q" * 1100, body,
+                                          headers=headers)
+    assert status == 401, answer
+    assert fail_open.row(h["x-request-id"])["verdict"] == "invalid_api_key"
