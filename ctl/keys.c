@@ -135,6 +135,8 @@ static int keys_apply(struct ctl *ctl, int64_t id, const char *name, const struc
 	             o->team ? &o->team_id : NULL, o->end_users, o->tags_given,
 	             o->tags[0] ? o->tags : NULL) < 0)
 		return CTL_FAIL;
+	if ((o->tags_given || o->team_given) && teams_check_key_tags(ctl, id) != CTL_OK)
+		return CTL_FAIL;
 	/* key set may change the list or the default alone: check the stored pair. */
 	found = ctl_find(ctl, NULL,
 	                 "SELECT 1 FROM keys k WHERE k.id = ?1 AND k.default_model IS NOT NULL"

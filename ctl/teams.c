@@ -16,6 +16,18 @@ static const struct limits_sql teams_limits_sql = LIMITS_SQL("teams", "team_mode
 #define TEAMS_SEE_SQL "UPDATE teams SET members_see_usage = ?2 WHERE id = ?1"
 #define TEAMS_TAGS_SQL "UPDATE teams SET tags = ?2 WHERE id = ?1"
 
+/* The active keys of a team that both fix tags, with the team's: by key (K "id") or
+ * by team (K "team_id"). On PostgreSQL the team's row is locked as team set's write
+ * locks it (NO KEY: a key's foreign key to it holds KEY SHARE), so a key set and a
+ * team set that both check wait for each other and the second sees the first. */
+#define TEAMS_KEY_TAGS_SQL(K, LOCK)                                                    \
+	"SELECT k.name, t.name, k.tags, t.tags FROM keys k JOIN teams t ON t.id = k.team_id" \
+	" WHERE k." K " = ?1 AND k.revoked_at IS NULL AND k.tags IS NOT NULL"               \
+	" AND t.tags IS NOT NULL ORDER BY k.id" LOCK
+#define TEAMS_KEY_TAGS(K)                                                               \
+	((struct ctl_sql){ TEAMS_KEY_TAGS_SQL(K, ""),                                   \
+	                   TEAMS_KEY_TAGS_SQL(K, " FOR NO KEY UPDATE OF t") })
+
 /* The id of the team named name into *id; an unknown name is an error. */
 int teams_id(struct ctl *ctl, const char *name, int64_t *id)
 {
@@ -24,6 +36,50 @@ int teams_id(struct ctl *ctl, const char *name, int64_t *id)
 	if (found == 0)
 		return ctl_error("no team named '%s' (see 'tallyctl team list')", name);
 	return found == 1 ? CTL_OK : CTL_FAIL;
+}
+
+/* teams_check_key_tags (teams.h) over the rows of st, a TEAMS_KEY_TAGS; finalizes st. */
+static int teams_tags_fit(struct ctl *ctl, struct db_stmt *st)
+{
+	const char *name[2], *text[2];
+	struct tags t[2], u;
+	enum tags_status ts;
+	enum db_status rc = DB_DONE;
+	int i, status = CTL_OK;
+
+	while (status == CTL_OK && (rc = db_step(st)) == DB_ROW) {
+		for (i = 0; i < 2 && status == CTL_OK; i++) {
+			name[i] = db_col_text(st, i);
+			text[i] = db_col_text(st, 2 + i);
+			ts = tags_parse(text[i], strlen(text[i]), &t[i]);
+			if (ts != TAGS_OK)
+				status = ctl_error("%s '%s': its stored tags '%s' are invalid: %s",
+				                   i ? "team" : "key", name[i], text[i], tags_status_text(ts));
+		}
+		if (status == CTL_OK && tags_union(&u, &t[0], &t[1]) == TAGS_TOO_MANY)
+			status = ctl_error("key '%s' and its team '%s' would fix more than %d tags together:"
+			                   " every request of the key would be refused", name[0], name[1],
+			                   TAGS_MAX);
+	}
+	if (status == CTL_OK && rc != DB_DONE)
+		status = ctl_db_error(ctl);
+	db_finalize(st);
+	return status;
+}
+
+int teams_check_key_tags(struct ctl *ctl, int64_t key_id)
+{
+	struct db_stmt *st = ctl_prepare(ctl, ctl_sql_of(ctl, TEAMS_KEY_TAGS("id")), "i", key_id);
+
+	return st ? teams_tags_fit(ctl, st) : CTL_FAIL;
+}
+
+/* teams_check_key_tags for each key of team id. */
+static int teams_check_tags(struct ctl *ctl, int64_t id)
+{
+	struct db_stmt *st = ctl_prepare(ctl, ctl_sql_of(ctl, TEAMS_KEY_TAGS("team_id")), "i", id);
+
+	return st ? teams_tags_fit(ctl, st) : CTL_FAIL;
 }
 
 /* A usage error unless name may be a new team's. */
@@ -87,8 +143,9 @@ static int teams_write(struct ctl *ctl, const struct ctl_args *a, int create)
 		                   limits_models_exist(ctl, &l) == CTL_OK &&
 		                   limits_write(ctl, &teams_limits_sql, id, &l) == CTL_OK &&
 		                   (!see_arg || ctl_exec(ctl, TEAMS_SEE_SQL, "ii", id, see) >= 0) &&
-		                   (!tags_arg || ctl_exec(ctl, TEAMS_TAGS_SQL, "it", id,
-		                                          tags[0] ? tags : NULL) >= 0),
+		                   (!tags_arg || (ctl_exec(ctl, TEAMS_TAGS_SQL, "it", id,
+		                                           tags[0] ? tags : NULL) >= 0 &&
+		                                  teams_check_tags(ctl, id) == CTL_OK)),
 		                   create ? "created" : "updated", name);
 	limits_free(&l);
 	return status;

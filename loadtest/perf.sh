@@ -194,6 +194,12 @@ for l in levels:
               f"body {eu['body']}, none {eu['none']}), end_user_daily {eu['daily_equal']}/"
               f"{eu['daily_groups']} groups of the rows' sums ({eu['daily_rows']} stored)"
               + ("" if eu["exact"] else " WRONG"))
+    tg = acc and acc.get("tags")
+    if tg:
+        print(f"{'':6} tags {tg['as_sent']}/{tg['rows']} as sent (sets "
+              f"{'/'.join(map(str, tg['sets']))}, none {tg['none']}), tag_daily "
+              f"{tg['daily_equal']}/{tg['daily_groups']} groups of the rows' sums "
+              f"({tg['daily_rows']} stored)" + ("" if tg["exact"] else " WRONG"))
     if l["refused"]:
         print(f"{'':6} refused: {l['refused']}")
     if acc and len(acc["nodes"]) > 1:

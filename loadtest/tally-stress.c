@@ -18,7 +18,10 @@
  * counts a limit's refusals (429) apart from errors, the client backing off meanwhile.
  * --end-users N makes two requests in three name one of N end users, by the X-Tally-User
  * header or in the body, and the check then wants each row's end user to be the one its
- * request named and end_user_daily to hold the rows' sums.
+ * request named and end_user_daily to hold the rows' sums. --tag-sets N makes requests
+ * send X-Tally-Tags with one of N sets of tags or none, and the check then wants each
+ * row's tags to be the canonical text of its request's and tag_daily to hold the rows'
+ * sums per tag.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <ctype.h>
@@ -59,6 +62,7 @@
 #define ST_END_USERS   8            /* --end-users' default */
 #define ST_END_USERS_MAX 64
 #define ST_END_USER_LEN 256         /* the longest end user id the gateway keeps */
+#define ST_TAG_SETS    3            /* --tag-sets' default and most */
 
 /* The hostile shapes come last: ESCAPE asks for no usage, CHUNKED sends its body without
  * a Content-Length, ERROR gets a 429 from the upstream on a stream that was amended.
@@ -117,6 +121,7 @@ struct opts {
 	double duration, timeout, connect_timeout;
 	long requests, stream_pct, hostile_pct, frames, frame_delay_ms, body_bytes, max_tokens;
 	long end_users;                 /* named by two requests in three; 0: none */
+	long tag_sets;                  /* sent by N requests in N + 1; 0: none */
 	const char *forge;              /* the agent's records address: forge records there */
 	int refused_status;             /* 0: none; else a refusal, not an error */
 	long refused_pause_ms;          /* a refused client waits this long, as one backing off */
@@ -128,7 +133,10 @@ struct target {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	long end_users;             /* the end users its requests name (eu_variant) */
-	struct buf *req[SHAPE_N];   /* complete request bytes per shape and end user variant */
+	long tag_sets;              /* the sets of tags its requests send (tg_variant) */
+	/* complete request bytes per shape and variant (an end user's and a tags' variant,
+	 * target_variant) */
+	struct buf *req[SHAPE_N];
 	int status[SHAPE_N];        /* the status each shape's answer has */
 };
 
@@ -178,9 +186,10 @@ struct run {
 	struct dvec lat, fb;
 	char **ids;
 	size_t nids, capids;
-	int *eus;                       /* each id's end user variant (eu_variant) */
+	int *eus, *tgs;                 /* each id's end user and tags variants */
 	size_t capeus;
 	unsigned long long eu_sent[3];  /* successes with an id, by enum eu_kind */
+	unsigned long long tg_sent[ST_TAG_SETS + 1];   /* the same, by tags variant */
 	char **bids;                    /* ids of the BILLED shapes' successes */
 	size_t nbids, capbids;
 };
@@ -194,7 +203,7 @@ struct client {
 	ev_io io;
 	ev_timer timer;
 	http_parser parser;
-	int shape, variant;
+	int shape, variant, tg;         /* tg: tags variant (variant holds it too) */
 	const struct buf *out;
 	size_t out_off;
 	double t_start, t_first;
@@ -323,6 +332,26 @@ static void eu_id(int j, char *out)
 	}
 }
 
+/* ---- tags ------------------------------------------------------------------------- */
+
+/* The X-Tally-Tags values requests send, as clients may write them (spaces and tabs
+ * around tags, any order), and the canonical text the row must keep. A tag is in several
+ * sets, so that tag_daily sums rows of different sets in one group. */
+static const struct tag_set {
+	const char *sent, *canon;
+} tag_sets[ST_TAG_SETS] = {
+	{ "env=stress", "env=stress" },
+	{ "team=b-1, env=stress", "env=stress,team=b-1" },
+	{ "z.k=V:1/a@b+c,\tfeature=search , env=load", "env=load,feature=search,z.k=V:1/a@b+c" },
+};
+
+/* Request k's tags variant among n sets: 0 sends none, 1 + j set j; in turn every two
+ * requests, so not in step with the end users' three. */
+static int tg_variant(long k, long n)
+{
+	return n == 0 ? 0 : (int)((k / 2) % (n + 1));
+}
+
 /* ---- request building ------------------------------------------------------------ */
 
 static void parse_url(const char *url, struct target *t, char *hostport, size_t hpcap)
@@ -440,8 +469,15 @@ static void shape_body(struct buf *b, const struct opts *o, int s, bool for_mock
 		   "\"content\":\"hi\"}],\"max_tokens\":%ld%s}", o->model, eu, o->max_tokens, t);
 }
 
+/* The variants of t's requests: end user variant eu of tags variant tg is
+ * target_variant(t, eu, tg); their number is target_variant(t, 0, tag_sets + 1). */
+static int target_variant(const struct target *t, int eu, int tg)
+{
+	return eu + (1 + 2 * (int)t->end_users) * tg;
+}
+
 /* Both targets get the same body and knob headers, so that the mock's bytes match. The
- * gateway's requests come in each end user variant (eu_variant), the mock's in none. */
+ * gateway's requests come in each end user and tags variant, the mock's in none. */
 static void build_target(struct target *t, const struct opts *o, const char *url,
 			 const char *bearer, int extra_headers)
 {
@@ -450,7 +486,8 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 	if (bearer && strpbrk(bearer, "\r\n"))
 		die("a credential with a line break would inject headers");
 	t->end_users = extra_headers ? o->end_users : 0;
-	int nv = 1 + 2 * (int)t->end_users;
+	t->tag_sets = extra_headers ? o->tag_sets : 0;
+	int neu = 1 + 2 * (int)t->end_users, nv = target_variant(t, 0, (int)t->tag_sets + 1);
 	struct buf body = { 0 };
 	for (int s = 0; s < SHAPE_N; s++) {
 		t->req[s] = xrealloc(NULL, (size_t)nv * sizeof *t->req[s]);
@@ -458,8 +495,9 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 		t->status[s] = s == SHAPE_ERROR ? 429 : 200;
 		for (int v = 0; v < nv; v++) {
 			bool chunked = s == SHAPE_CHUNKED && extra_headers;
-			enum eu_kind kind = eu_kind(v);
-			shape_body(&body, o, s, !extra_headers, kind == EU_BODY ? (v - 1) / 2 : -1);
+			enum eu_kind kind = eu_kind(v % neu);
+			int tg = v / neu;
+			shape_body(&body, o, s, !extra_headers, kind == EU_BODY ? (v % neu - 1) / 2 : -1);
 			int n = (int)body.len;
 			struct buf *b = &t->req[s][v];
 			buf_printf(b, "POST %s HTTP/1.1\r\nHost: %s\r\n",
@@ -469,9 +507,11 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 			for (int h = 0; extra_headers && h < o->nheaders; h++)
 				buf_printf(b, "%s\r\n", o->headers[h]);
 			if (kind == EU_HEADER) {
-				eu_id((v - 1) / 2, id);
+				eu_id((v % neu - 1) / 2, id);
 				buf_printf(b, "X-Tally-User: %s\r\n", id);
 			}
+			if (tg > 0)
+				buf_printf(b, "X-Tally-Tags: %s\r\n", tag_sets[tg - 1].sent);
 			if (chunked)
 				buf_printf(b, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n");
 			else
@@ -510,7 +550,7 @@ static void build_target(struct target *t, const struct opts *o, const char *url
 static void target_free(struct target *t)
 {
 	for (int s = 0; s < SHAPE_N; s++) {
-		for (int v = 0; t->req[s] && v < 1 + 2 * t->end_users; v++)
+		for (int v = 0; t->req[s] && v < target_variant(t, 0, (int)t->tag_sets + 1); v++)
 			free(t->req[s][v].p);
 		free(t->req[s]);
 	}
@@ -568,9 +608,12 @@ static void run_add_success(struct run *r, const struct client *c, double t)
 	if (r->nids == r->capeus) {
 		r->capeus = r->capeus ? r->capeus * 2 : 1024;
 		r->eus = xrealloc(r->eus, r->capeus * sizeof *r->eus);
+		r->tgs = xrealloc(r->tgs, r->capeus * sizeof *r->tgs);
 	}
-	r->eus[r->nids] = c->variant;
-	r->eu_sent[eu_kind(c->variant)]++;
+	r->eus[r->nids] = c->variant % (1 + 2 * (int)c->tgt->end_users);
+	r->tgs[r->nids] = c->tg;
+	r->eu_sent[eu_kind(r->eus[r->nids])]++;
+	r->tg_sent[c->tg]++;
 	ids_add(&r->ids, &r->nids, &r->capids, c->rid);
 	if (c->shape >= SHAPE_BILLED)
 		ids_add(&r->bids, &r->nbids, &r->capbids, c->rid);
@@ -866,7 +909,8 @@ static void client_start(struct client *c)
 	struct run *r = c->run;
 	long k = r->issued++;
 	c->shape = shape_of(r, k);
-	c->variant = eu_variant(k, c->tgt->end_users);
+	c->tg = tg_variant(k, c->tgt->tag_sets);
+	c->variant = target_variant(c->tgt, eu_variant(k, c->tgt->end_users), c->tg);
 	c->out = &c->tgt->req[c->shape][c->variant];
 	c->out_off = 0;
 	c->t_start = now_s();
@@ -925,6 +969,7 @@ static void run_free(struct run *r)
 		free(r->ids[i]);
 	free(r->ids);
 	free(r->eus);
+	free(r->tgs);
 	for (size_t i = 0; i < r->nbids; i++)
 		free(r->bids[i]);
 	free(r->bids);
@@ -1140,94 +1185,173 @@ static int acct_forged(struct db *db, long long *n)
 	return rc;
 }
 
-/* The rows' sums per key, day and end user, named as end_user_daily's columns: a few of
- * the columns the writer sums, enough to tell a row counted twice, missed or put in
- * another group. */
-#define ST_EU_GROUPS \
-	"SELECT key_id, started_at / 86400000 * 86400 AS day, end_user, count(*) AS requests," \
+/* The rows' sums, named as the daily rollups' columns: a few of the columns the writer
+ * sums, enough to tell a row counted twice, missed or put in another group; and the
+ * condition that a rollup's row d equals the group g. */
+#define ST_SUMS \
+	" count(*) AS requests," \
 	" sum(CASE WHEN outcome <> 'complete' THEN 1 ELSE 0 END) AS errors," \
 	" sum(CASE WHEN stream = 1 THEN 1 ELSE 0 END) AS streams," \
 	" sum(coalesce(prompt_tokens, 0)) AS prompt_tokens," \
 	" sum(coalesce(completion_tokens, 0)) AS completion_tokens," \
 	" sum(coalesce(cost_micros, 0)) AS cost_micros," \
-	" sum(coalesce(duration_ms, 0)) AS duration_ms_sum" \
-	" FROM requests WHERE key_id > 0 AND end_user IS NOT NULL GROUP BY 1, 2, 3"
+	" sum(coalesce(duration_ms, 0)) AS duration_ms_sum"
+#define ST_SUMS_EQUAL \
+	" AND d.requests = g.requests AND d.errors = g.errors" \
+	" AND d.streams = g.streams AND d.prompt_tokens = g.prompt_tokens" \
+	" AND d.completion_tokens = g.completion_tokens AND d.cost_micros = g.cost_micros" \
+	" AND d.duration_ms_sum = g.duration_ms_sum"
+#define ST_DAY "started_at / 86400000 * 86400"
 
-/* What the end user check found: of the rows of the level's successes, those whose end
- * user is the one their request named; and, over the whole store, the rows' groups per
- * key, day and end user, end_user_daily's rows, and those of them equal to a group. */
-struct eu_check {
+/* What the end user or the tags check found: of the rows of the level's successes, those
+ * whose end user (tags) is what their request sent; and, over the whole store, the rows'
+ * groups per key, day and end user (tag), the rollup's rows, and those of them equal to
+ * a group. */
+struct sent_check {
 	long long rows, as_sent;
 	long long groups, stored, equal;
 };
 
-struct eu_sent {
+struct sent {
 	const char *id;
-	int variant;
+	int eu, tg;
 };
 
-static int eu_sent_cmp(const void *a, const void *b)
+static int sent_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct eu_sent *)a)->id, ((const struct eu_sent *)b)->id);
+	return strcmp(((const struct sent *)a)->id, ((const struct sent *)b)->id);
 }
 
-static int acct_end_users(struct db *db, const struct run *r, struct eu_check *e)
+/* Whether got (NULL: none) is what variant x sent. */
+static bool eu_as_sent(const struct sent *x, const char *got)
 {
-	struct eu_sent *sent = xrealloc(NULL, r->nids * sizeof *sent);
+	char want[ST_END_USER_LEN + 1];
+
+	if (eu_kind(x->eu) == EU_NONE)
+		return !got;
+	eu_id((x->eu - 1) / 2, want);
+	return got && strcmp(got, want) == 0;
+}
+
+static bool tg_as_sent(const struct sent *x, const char *got)
+{
+	return x->tg == 0 ? !got : got && strcmp(got, tag_sets[x->tg - 1].canon) == 0;
+}
+
+/* The rows of the level's successes against what their requests sent: the end users if
+ * o names some, the tags if o sends some (a store older than either has no column). */
+static int acct_sent(struct db *db, const struct opts *o, const struct run *r,
+		     struct sent_check *eu, struct sent_check *tg)
+{
+	struct sent *sent = xrealloc(NULL, r->nids * sizeof *sent);
 	struct db_stmt *st = NULL;
 	struct buf sql = { 0 };
-	char want[ST_END_USER_LEN + 1];
 	enum db_status ds = DB_DONE;
-	int64_t v[3];
 	int rc = -1;
 
-	*e = (struct eu_check){ 0 };
 	for (size_t i = 0; i < r->nids; i++)
-		sent[i] = (struct eu_sent){ r->ids[i], r->eus[i] };
-	qsort(sent, r->nids, sizeof *sent, eu_sent_cmp);
+		sent[i] = (struct sent){ r->ids[i], r->eus[i], r->tgs[i] };
+	qsort(sent, r->nids, sizeof *sent, sent_cmp);
 	for (size_t at = 0; at < r->nids; at += ST_SQL_CHUNK) {
 		size_t k = r->nids - at < ST_SQL_CHUNK ? r->nids - at : ST_SQL_CHUNK;
 		sql.len = 0;
-		buf_printf(&sql, "SELECT request_id, end_user FROM requests WHERE ");
+		buf_printf(&sql, "SELECT request_id, %s, %s FROM requests WHERE ",
+			   o->end_users ? "end_user" : "NULL", o->tag_sets ? "tags" : "NULL");
 		if (ids_prepare(db, &sql, r->ids + at, k, 1, &st) < 0)
 			goto out;
 		while ((ds = db_step(st)) == DB_ROW) {
-			struct eu_sent key = { db_col_text(st, 0), 0 }, *x;
-			const char *got = db_col_text(st, 1);
-			if (!key.id || !(x = bsearch(&key, sent, r->nids, sizeof *sent, eu_sent_cmp)))
+			struct sent key = { db_col_text(st, 0), 0, 0 }, *x;
+			if (!key.id || !(x = bsearch(&key, sent, r->nids, sizeof *sent, sent_cmp)))
 				continue;
-			e->rows++;
-			if (eu_kind(x->variant) != EU_NONE)
-				eu_id((x->variant - 1) / 2, want);
-			if (eu_kind(x->variant) == EU_NONE ? !got : got && strcmp(got, want) == 0)
-				e->as_sent++;
+			eu->rows++;
+			tg->rows++;
+			eu->as_sent += eu_as_sent(x, db_col_text(st, 1));
+			tg->as_sent += tg_as_sent(x, db_col_text(st, 2));
 		}
 		if (ds != DB_DONE)
 			goto out;
 		db_finalize(st);
 		st = NULL;
 	}
-	if (db_query_int(db, "SELECT count(*) FROM (" ST_EU_GROUPS ") g", &v[0]) < 0 ||
-	    db_query_int(db, "SELECT count(*) FROM end_user_daily", &v[1]) < 0 ||
-	    db_query_int(db, "SELECT count(*) FROM (" ST_EU_GROUPS ") g JOIN end_user_daily d"
-			 " ON d.key_id = g.key_id AND d.day = g.day AND d.end_user = g.end_user"
-			 " AND d.requests = g.requests AND d.errors = g.errors"
-			 " AND d.streams = g.streams AND d.prompt_tokens = g.prompt_tokens"
-			 " AND d.completion_tokens = g.completion_tokens"
-			 " AND d.cost_micros = g.cost_micros"
-			 " AND d.duration_ms_sum = g.duration_ms_sum", &v[2]) < 0)
-		goto out;
-	e->groups = v[0];
-	e->stored = v[1];
-	e->equal = v[2];
 	rc = 0;
 out:
 	if (rc < 0)
-		fprintf(stderr, "%s: end users: %s\n", prog, db_errmsg(db));
+		fprintf(stderr, "%s: end users and tags: %s\n", prog, db_errmsg(db));
 	db_finalize(st);
 	free(sql.p);
 	free(sent);
 	return rc;
+}
+
+/* The rows' groups (groups: a query naming key_id, day, the columns of on and the sums)
+ * against the rollup table's rows over the whole store, into c. */
+static int acct_daily(struct db *db, const char *groups, const char *table, const char *on,
+		      struct sent_check *c)
+{
+	struct buf sql[3] = { { 0 } };
+	int64_t v[3];
+	int rc = 0;
+
+	buf_add(&sql[0], "SELECT count(*) FROM (", 22);
+	buf_add(&sql[0], groups, strlen(groups));
+	buf_add(&sql[0], ") g", 4);
+	buf_printf(&sql[1], "SELECT count(*) FROM %s", table);
+	buf_add(&sql[1], "", 1);
+	buf_add(&sql[2], sql[0].p, sql[0].len - 1);
+	buf_printf(&sql[2], " JOIN %s d ON d.key_id = g.key_id AND d.day = g.day AND %s", table, on);
+	buf_add(&sql[2], ST_SUMS_EQUAL, sizeof ST_SUMS_EQUAL);
+	for (int i = 0; i < 3 && rc == 0; i++)
+		rc = db_query_int(db, sql[i].p, &v[i]);
+	for (int i = 0; i < 3; i++)
+		free(sql[i].p);
+	if (rc < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, table, db_errmsg(db));
+		return -1;
+	}
+	c->groups = v[0];
+	c->stored = v[1];
+	c->equal = v[2];
+	return 0;
+}
+
+/* Every row as sent, and the rollup equal to the rows' groups. */
+static bool sent_check_ok(const struct sent_check *c)
+{
+	return c->as_sent == c->rows && c->equal == c->groups && c->stored == c->groups;
+}
+
+#define ST_EU_GROUPS \
+	"SELECT key_id, " ST_DAY " AS day, end_user," ST_SUMS \
+	" FROM requests WHERE key_id > 0 AND end_user IS NOT NULL GROUP BY 1, 2, 3"
+
+/* The rows' groups per tag, key and day, of each tag the sets hold (a row in the group
+ * of each tag it carries), as a query into sql. */
+static void tg_groups(struct buf *sql)
+{
+	struct { const char *p; size_t n; } tags[ST_TAG_SETS * 8];   /* 8 a set at most */
+	size_t ntags = 0;
+
+	buf_printf(sql, "SELECT s.tag, key_id, " ST_DAY " AS day,");
+	buf_add(sql, ST_SUMS, strlen(ST_SUMS));
+	buf_printf(sql, " FROM requests JOIN (");
+	for (int i = 0; i < ST_TAG_SETS; i++) {
+		for (const char *p = tag_sets[i].canon; *p; ) {
+			size_t n = strcspn(p, ","), j;
+			for (j = 0; j < ntags && !(tags[j].n == n && !memcmp(tags[j].p, p, n)); j++)
+				;
+			if (j == ntags) {
+				buf_printf(sql, "%sSELECT '%.*s' AS tag", ntags ? " UNION ALL " : "",
+					   (int)n, p);
+				tags[ntags].p = p;
+				tags[ntags++].n = n;
+			}
+			p += n + (p[n] == ',');
+		}
+	}
+	/* a row carries tag t if replacing ",t," in its tags between commas changes them */
+	buf_printf(sql, ") s ON replace(',' || tags || ',', ',' || s.tag || ',', '')"
+		   " <> ',' || tags || ',' WHERE key_id > 0 AND tags IS NOT NULL GROUP BY 1, 2, 3");
+	buf_add(sql, "", 1);
 }
 
 static bool acct_same(const struct acct *a, const struct acct *b)
@@ -1306,7 +1430,9 @@ struct level_report {
 	int nnodes;
 	bool nodes_balanced;
 	bool eu_done, eu_ok;            /* the end user check ran, and found all as sent */
-	struct eu_check eu;
+	struct sent_check eu;
+	bool tg_done, tg_ok;            /* the same of the tags check */
+	struct sent_check tg;
 };
 
 static unsigned long long errors_total(const struct run *r)
@@ -1315,6 +1441,20 @@ static unsigned long long errors_total(const struct run *r)
 	for (int e = 0; e < ERR_N; e++)
 		n += r->errors[e];
 	return n;
+}
+
+/* The JSON of an end user or tags check, added to parent as name. */
+static cJSON *report_check_json(cJSON *parent, const char *name, bool ok,
+				const struct sent_check *c)
+{
+	cJSON *e = cJSON_AddObjectToObject(parent, name);
+	cJSON_AddBoolToObject(e, "exact", ok);
+	cJSON_AddNumberToObject(e, "rows", (double)c->rows);
+	cJSON_AddNumberToObject(e, "as_sent", (double)c->as_sent);
+	cJSON_AddNumberToObject(e, "daily_groups", (double)c->groups);
+	cJSON_AddNumberToObject(e, "daily_rows", (double)c->stored);
+	cJSON_AddNumberToObject(e, "daily_equal", (double)c->equal);
+	return e;
 }
 
 static void report_json(const struct level_report *L)
@@ -1379,15 +1519,16 @@ static void report_json(const struct level_report *L)
 		cJSON_AddNumberToObject(a, "dropped_total", (double)L->after.dropped);
 		cJSON_AddBoolToObject(a, "nodes_balanced", L->nodes_balanced);
 		if (L->eu_done) {
-			cJSON *e = cJSON_AddObjectToObject(a, "end_users");
-			cJSON_AddBoolToObject(e, "exact", L->eu_ok);
-			cJSON_AddNumberToObject(e, "rows", (double)L->eu.rows);
-			cJSON_AddNumberToObject(e, "as_sent", (double)L->eu.as_sent);
+			cJSON *e = report_check_json(a, "end_users", L->eu_ok, &L->eu);
 			for (int k = 0; k < 3; k++)
 				cJSON_AddNumberToObject(e, eu_kind_names[k], (double)r->eu_sent[k]);
-			cJSON_AddNumberToObject(e, "daily_groups", (double)L->eu.groups);
-			cJSON_AddNumberToObject(e, "daily_rows", (double)L->eu.stored);
-			cJSON_AddNumberToObject(e, "daily_equal", (double)L->eu.equal);
+		}
+		if (L->tg_done) {
+			cJSON *e = report_check_json(a, "tags", L->tg_ok, &L->tg);
+			cJSON *sets = cJSON_AddArrayToObject(e, "sets");
+			cJSON_AddNumberToObject(e, "none", (double)r->tg_sent[0]);
+			for (int k = 1; k <= ST_TAG_SETS; k++)
+				cJSON_AddItemToArray(sets, cJSON_CreateNumber((double)r->tg_sent[k]));
 		}
 		cJSON *nodes = cJSON_AddArrayToObject(a, "nodes");
 		for (int i = 0; i < L->nnodes; i++) {
@@ -1444,6 +1585,14 @@ static void report_human(const struct level_report *L, bool first)
 		       L->eu.as_sent, L->eu.rows, r->eu_sent[EU_HEADER], r->eu_sent[EU_BODY],
 		       r->eu_sent[EU_NONE], L->eu.equal, L->eu.groups, L->eu.stored,
 		       L->eu_ok ? "" : " WRONG");
+	if (L->tg_done) {
+		printf("      tags %lld/%lld as sent (sets", L->tg.as_sent, L->tg.rows);
+		for (int k = 1; k <= ST_TAG_SETS; k++)
+			printf("%c%llu", k == 1 ? ' ' : '/', r->tg_sent[k]);
+		printf(", none %llu), tag_daily %lld/%lld groups of the rows' sums (%lld stored)%s\n",
+		       r->tg_sent[0], L->tg.equal, L->tg.groups, L->tg.stored,
+		       L->tg_ok ? "" : " WRONG");
+	}
 	for (int i = 0; L->acct_done && L->nnodes > 1 && i < L->nnodes; i++) {
 		const struct node_acct *x = &L->nodes[i];
 		printf("      node %s: wrote %lld; received %lld = written %lld + dropped %lld%s\n",
@@ -1516,8 +1665,14 @@ static void usage(FILE *f)
 		"                        each row must have its request's end user and\n"
 		"                        end_user_daily the rows' sums (default %d; 0: none, and\n"
 		"                        no end user check)\n"
+		"  --tag-sets N          0-%d: of N + 1 requests one sends no X-Tally-Tags, the\n"
+		"                        others one of N sets of 1 to 3 tags each; with --db each\n"
+		"                        row must have its request's tags (canonical text) and\n"
+		"                        tag_daily the rows' sums per tag (the keys must fix no\n"
+		"                        tags; default %d; 0: none, and no tags check)\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
-		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION, ST_END_USERS_MAX, ST_END_USERS);
+		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION, ST_END_USERS_MAX, ST_END_USERS,
+		ST_TAG_SETS, ST_TAG_SETS);
 }
 
 static long parse_long(const char *s, const char *name, long min, long max)
@@ -1576,7 +1731,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 	enum { O_URL = 256, O_EXPECT, O_KEY, O_LEVELS, O_REQUESTS, O_DURATION, O_PCT, O_FRAMES,
 	       O_DELAY, O_BODY, O_MAXTOK, O_MODEL, O_KA, O_TIMEOUT, O_CTIMEOUT, O_DB, O_JSON,
 	       O_HEADER, O_DROPS, O_HOSTILE, O_FORGE, O_REFUSED, O_PAUSE, O_KEYS, O_END_USERS,
-	       O_HELP };
+	       O_TAG_SETS, O_HELP };
 	static const struct option lo[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "expect-url", required_argument, NULL, O_EXPECT },
@@ -1603,13 +1758,14 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{ "refused-pause-ms", required_argument, NULL, O_PAUSE },
 		{ "keys", required_argument, NULL, O_KEYS },
 		{ "end-users", required_argument, NULL, O_END_USERS },
+		{ "tag-sets", required_argument, NULL, O_TAG_SETS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct opts){ .model = "mock-gpt", .levels = { 1 }, .nlevels = 1, .timeout = 30,
 			    .connect_timeout = 5, .frames = -1, .frame_delay_ms = -1,
 			    .body_bytes = -1, .max_tokens = 100, .keepalive = true,
-			    .end_users = ST_END_USERS };
+			    .end_users = ST_END_USERS, .tag_sets = ST_TAG_SETS };
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
@@ -1650,6 +1806,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case O_END_USERS:
 			o->end_users = parse_long(optarg, "end-users", 0, ST_END_USERS_MAX);
 			break;
+		case O_TAG_SETS: o->tag_sets = parse_long(optarg, "tag-sets", 0, ST_TAG_SETS); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1730,12 +1887,23 @@ int main(int argc, char **argv)
 			    acct_forged(db, &L.forged_rows) < 0 ||
 			    acct_nodes(db, L.nodes, &L.nnodes) < 0)
 				die("%s: cannot read accounting rows", o.db);
-			if (o.end_users && acct_end_users(db, &r, &L.eu) < 0)
-				die("%s: cannot read the end users' rows", o.db);
+			if ((o.end_users || o.tag_sets) && acct_sent(db, &o, &r, &L.eu, &L.tg) < 0)
+				die("%s: cannot read the end users' and tags' rows", o.db);
+			if (o.end_users && acct_daily(db, ST_EU_GROUPS, "end_user_daily",
+						      "d.end_user = g.end_user", &L.eu) < 0)
+				die("%s: cannot read end_user_daily", o.db);
+			if (o.tag_sets) {
+				struct buf sql = { 0 };
+				tg_groups(&sql);
+				if (acct_daily(db, sql.p, "tag_daily", "d.tag = g.tag", &L.tg) < 0)
+					die("%s: cannot read tag_daily", o.db);
+				free(sql.p);
+			}
 			L.acct_done = true;
 			L.eu_done = o.end_users > 0;
-			L.eu_ok = L.eu.as_sent == L.eu.rows && L.eu.equal == L.eu.groups &&
-			          L.eu.stored == L.eu.groups;
+			L.eu_ok = !L.eu_done || sent_check_ok(&L.eu);
+			L.tg_done = o.tag_sets > 0;
+			L.tg_ok = !L.tg_done || sent_check_ok(&L.tg);
 			L.nodes_balanced = true;
 			for (int k = 0; k < L.nnodes; k++) {
 				const struct acct *a = &L.nodes[k].a;
@@ -1745,10 +1913,11 @@ int main(int argc, char **argv)
 			L.delta.dropped = after.dropped - before.dropped;
 			L.delta.timed_out = after.timed_out - before.timed_out;
 			/* every success has its row, with the usage the upstream reported (the
-			 * BILLED shapes' counts, model and price too) and the end user its request
-			 * named, no forged record made one, and every node's counters balance
-			 * without drops */
+			 * BILLED shapes' counts, model and price too) and the end user and tags its
+			 * request sent, no forged record made one, and every node's counters
+			 * balance without drops */
 			L.exact = (unsigned long long)L.rows == r.ok && r.no_id == 0 && L.eu_ok &&
+			          L.tg_ok &&
 			          (unsigned long long)L.tokens == r.tokens && L.forged_rows == 0 &&
 			          (size_t)L.billed == r.nbids &&
 			          L.nodes_balanced && L.delta.dropped == 0;
@@ -1756,6 +1925,7 @@ int main(int argc, char **argv)
 			/* Under overload a successful response may have lost its row, but only
 			 * as a counted drop. */
 			L.balanced = after.received == after.written + after.dropped && L.eu_ok &&
+			             L.tg_ok &&
 			             (unsigned long long)(L.rows + L.delta.dropped) >= r.ok &&
 			             r.no_id == 0;
 		}

@@ -22,6 +22,9 @@ FRAMES = 5
 STREAM_EVENTS = FRAMES + 3
 MOCK_COMPLETION_TOKENS = 20   # the mock's default
 END_USERS = 8                 # tally-stress --end-users' default
+# tally-stress's sets of tags, as canonical text: request k sends set (k // 2) % 4 - 1,
+# none for 0 (with spaces, tabs and out of order in X-Tally-Tags)
+TAG_SETS = [None, "env=stress", "env=stress,team=b-1", "env=load,feature=search,z.k=V:1/a@b+c"]
 
 
 def end_user_id(j):
@@ -82,10 +85,16 @@ def test_levels_are_exact_and_accounted(stack):
         assert acct["end_users"] == {
             "exact": True, "rows": 40, "as_sent": 40, "none": 14, "header": 13, "body": 13,
             "daily_groups": END_USERS, "daily_rows": END_USERS, "daily_equal": END_USERS}
+        # Three in four sent tags, each row keeps their canonical text, and tag_daily
+        # holds the rows' sums per tag (env=stress in two sets), key and day.
+        assert acct["tags"] == {
+            "exact": True, "rows": 40, "as_sent": 40, "none": 10, "sets": [10, 10, 10],
+            "daily_groups": 5, "daily_rows": 5, "daily_equal": 5}
     rows = stack.rows()
     assert len(rows) == 80
     sent = end_users_sent(40)
     assert Counter(r["end_user"] for r in rows) == sent + sent
+    assert Counter(r["tags"] for r in rows) == {t: 20 for t in TAG_SETS}
 
 
 def test_human_output_without_keepalive(stack):
@@ -154,26 +163,39 @@ def test_end_users_not_as_sent_fail_the_run(stack):
     assert r.returncode == 2 and "--end-users" in r.stderr, r.stderr
 
 
-def test_end_user_daily_not_the_rows_sums_fails_the_run(stack):
-    """end_user_daily is checked against the rows' sums per key, day and end user over
-    the whole store: a row of it that no request made fails the level, and so does one
-    whose sums are off; --end-users 0 names none and checks nothing of it."""
+def add_ghost_daily(stack, table, **names):
+    """Adds to table a row of key 1 on day 1 that no request made: names, zero sums."""
     con = sqlite3.connect(stack.db, timeout=10)
-    cols = [c[1] for c in con.execute("PRAGMA table_info(end_user_daily)")]
+    cols = [c[1] for c in con.execute(f"PRAGMA table_info({table})")]
     with con:
-        con.execute(f"INSERT INTO end_user_daily ({', '.join(cols)}) VALUES"
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES"
                     f" ({', '.join('?' * len(cols))})",
-                    [{"day": 86400, "key_id": 1, "end_user": "ghost"}.get(c, 0) for c in cols])
+                    [{"day": 86400, "key_id": 1, **names}.get(c, 0) for c in cols])
     con.close()
+
+
+@pytest.mark.parametrize("table, ghost, option, too_many, check, column, line", [
+    ("end_user_daily", {"end_user": "ghost"}, "--end-users", "65", "end_users", "end_user",
+     "end users 6/6 as sent (header 2, body 2, none 2), end_user_daily 2/2 groups of"),
+    ("tag_daily", {"tag": "env=ghost"}, "--tag-sets", "4", "tags", "tags",
+     "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of"),
+])
+def test_daily_not_the_rows_sums_fails_the_run(stack, table, ghost, option, too_many, check,
+                                               column, line):
+    """end_user_daily (tag_daily) is checked against the rows' sums per key, day and end
+    user (tag) over the whole store: a row of it that no request made fails the level;
+    --end-users 0 (--tag-sets 0) sends none and checks nothing of it."""
+    add_ghost_daily(stack, table, **ghost)
     r, levels = stress(stack, levels="1", requests=6, as_json=False)
     assert r.returncode == 1, r.stderr
     assert "accounting 6/6 exact" not in r.stdout, r.stdout
-    assert "end users 6/6 as sent (header 2, body 2, none 2), end_user_daily 2/2 groups of" \
-        " the rows' sums (3 stored) WRONG" in r.stdout, r.stdout
-    r, levels = stress(stack, "--end-users", "0", levels="1", requests=6)
+    assert line + " the rows' sums (3 stored) WRONG" in r.stdout, r.stdout
+    r, levels = stress(stack, option, "0", levels="1", requests=6)
     assert r.returncode == 0, r.stderr + r.stdout
-    assert "end_users" not in levels[0]["accounting"] and levels[0]["accounting"]["exact"]
-    assert all(x["end_user"] is None for x in stack.rows()[6:])
+    assert check not in levels[0]["accounting"] and levels[0]["accounting"]["exact"]
+    assert all(x[column] is None for x in stack.rows()[6:])
+    r, _ = stress(stack, option, too_many, levels="1", requests=1)
+    assert r.returncode == 2 and option in r.stderr, r.stderr
 
 
 def test_wrong_expected_bytes_are_mismatches(stack, tmp_path):

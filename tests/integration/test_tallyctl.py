@@ -1991,6 +1991,57 @@ def test_tags_refused_change_nothing(seeded, value, message):
         assert state() == before
 
 
+def tags(prefix, n, value="1"):
+    return ",".join(f"{prefix}{i}={value}" for i in range(n))
+
+
+def too_many(key, team):
+    return (f"tallyctl: key '{key}' and its team '{team}' would fix more than 8 tags together:"
+            " every request of the key would be refused\n")
+
+
+@pytest.mark.parametrize("args, key", [
+    (("key", "create", "k2", "--team", "t", "--tags", tags("k", 4)), "k2"),
+    (("key", "set", "k", "--tags", tags("k", 4)), "k"),
+    (("key", "set", "free", "--team", "t"), "free"),
+    (("key", "set", "free", "--team", "t", "--tags", tags("t", 2, "x") + "," + tags("k", 4)),
+     "free"),
+    (("team", "set", "t", "--tags", tags("t", 6)), "k"),
+])
+def test_tags_with_the_teams_over_8_refused(seeded, args, key):
+    """The agent refuses every request of a key whose fixed tags and its team's make more
+    than 8 names together (a name of both counts once): no change may make one."""
+    seeded.ok("team", "create", "t", "--tags", tags("t", 5))
+    create_key(seeded, "k", "--team", "t", "--tags", tags("k", 3))
+    create_key(seeded, "free", "--tags", tags("f", 4))
+    state = lambda: (seeded.query("SELECT * FROM teams ORDER BY id"),
+                     seeded.query("SELECT name, team_id, tags, rpm FROM keys ORDER BY id"),
+                     seeded.generation())
+    before = state()
+    r = seeded(*args, "--rpm", "5")
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", too_many(key, "t"))
+    assert state() == before
+
+
+def test_tags_with_the_teams_up_to_8(seeded):
+    """8 names together are allowed, a name both fix counting once; a revoked key, which
+    makes no requests, does not hold its team back."""
+    seeded.ok("team", "create", "t", "--tags", tags("t", 5))
+    create_key(seeded, "k", "--team", "t", "--tags", tags("k", 3))
+    create_key(seeded, "k2", "--team", "t", "--tags", tags("t", 5, "x") + "," + tags("k", 2))
+    create_key(seeded, "old", "--tags", tags("o", 8))
+    seeded.ok("key", "revoke", "old")
+    seeded.ok("key", "set", "old", "--team", "t")
+    seeded.ok("key", "set", "k", "--tags", tags("k", 2) + ",t4=y")
+    seeded.ok("team", "set", "t", "--tags", tags("t", 6))
+    seeded.ok("key", "create", "free", "--tags", tags("t", 6, "z") + ",f=1,g=1")
+    seeded.ok("key", "set", "free", "--team", "t")
+    seeded.ok("key", "set", "old", "--tags", tags("o", 8, "2"))
+    assert [tags_of(seeded, "keys", n) for n in ("k", "free")] == [
+        "k0=1,k1=1,t4=y", "f=1,g=1," + tags("t", 6, "z")]
+    assert tags_of(seeded, "teams", "t") == tags("t", 6)
+
+
 def budgets(ctl):
     """{tag: (budget_micros, budget_period)} as stored."""
     return {t: (b, p) for t, b, p in
@@ -2342,3 +2393,25 @@ def test_pg_team_delete_racing_a_key_move(pg, outcome):
         assert rc == 0 and out == "deleted team t\n", err
         assert pg.query("SELECT count(*) FROM teams") == [(0,)]
         assert key_team(pg, "k") is None
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+@pytest.mark.parametrize("sql, args", [
+    ("UPDATE teams SET tags = '" + tags("t", 6) + "'", ("key", "set", "k", "--tags", tags("k", 3))),
+    # what a concurrent key set does: its key's tags, then the lock on its team's row
+    ("UPDATE keys SET tags = '" + tags("k", 3) + "' WHERE name = 'k';"
+     " SELECT 1 FROM teams FOR NO KEY UPDATE", ("team", "set", "t", "--tags", tags("t", 6))),
+])
+def test_pg_tags_over_8_racing_an_open_change(pg, sql, args, outcome):
+    """Another session has changed the team's tags or a key's, uncommitted, so that
+    together with tallyctl's change the key would have 9 tags: tallyctl waits for it,
+    and is refused if it commits."""
+    pg.ok("team", "create", "t", "--tags", tags("t", 5))
+    create_key(pg, "k", "--team", "t", "--tags", tags("k", 2))
+    rc, out, err = race_open_transaction(pg, sql, (), outcome, *args)
+    if outcome == "commit":
+        assert (rc, out, err) == (1, "", too_many("k", "t"))
+    else:
+        assert rc == 0 and err == "", err
+    changed = [tags_of(pg, "keys", "k"), tags_of(pg, "teams", "t")].count(args[-1])
+    assert changed == (outcome == "rollback")
