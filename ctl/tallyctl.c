@@ -200,7 +200,8 @@ static const struct ctl_command tallyctl_commands[] = {
 	{ "tag", "set", "tag set TAG " BUDGET_SYNOPSIS,
 	  "Sets the budget of TAG, one tag (name=value, e.g. env=prod), creating it or\n"
 	  "changing what is given. A request carrying TAG is admitted only if the tag's\n"
-	  "budget, spent by every key's requests carrying it, admits it too. The running\n"
+	  "budget, spent by every key's requests carrying it, admits it too. Only keys that\n"
+	  "fix TAG (key or team --tags) may carry it: others are refused 403. The running\n"
 	  "agent applies the change at its next reload.\n"
 	  "\n"
 	  BUDGET_HELP("")
