@@ -293,11 +293,14 @@ class Stack:
         wait_port(self.gw_port, p)
 
     def reload_haproxy(self):
-        """A soft reload as systemd does it: a new process takes the listeners and asks
-        the old one (-sf) to finish its streams and exit. Returns the old process."""
+        """A seamless soft reload, as master-worker does it: a new process takes the old
+        one's listening sockets over its stats socket (-x; a fresh bind beside the old one
+        would see connections queued in the old socket reset when it closes) and asks the
+        old one (-sf) to finish its streams and exit. Returns the old process."""
         old = self.procs["haproxy"]
         self.reloads = getattr(self, "reloads", 0) + 1
         p = Proc(f"haproxy-{self.reloads}", [HAPROXY, "-db", *self.haproxy_files(),
+                                             "-x", str(self.tmp / "haproxy.sock"),
                                              "-sf", str(old.pid)],
                  self.tmp, env=self.haproxy_env())
         self.procs["haproxy"] = p
