@@ -850,7 +850,7 @@ static enum decision_verdict decision_tags(const struct keytable *kt,
 	if (d->tags_status != TAGS_OK)
 		return d->tags_status == TAGS_CONFLICT ? DECISION_TAG_CONFLICT : DECISION_BAD_TAGS;
 	tags_format(&t, d->tags, sizeof(d->tags));
-	for (i = 0; i < t.n; i++) {
+	for (i = 0; kt->ntag_budgets && i < t.n; i++) {
 		int n = snprintf(one, sizeof(one), "%s=%s", t.t[i].name, t.t[i].value);
 		const struct kt_tag_budget *b = keytable_find_tag_budget(kt, one, (size_t)n);
 

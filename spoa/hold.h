@@ -5,7 +5,7 @@
  * flight (owner_creating). hold_fate says, for each event of a decision's life, what
  * becomes of each (pure, beside join.c's fates); hold_apply carries it out, on the I/O
  * threads for a decision's events (worker.c) and on the intake thread for its row's
- * (intake.c). Admission itself is quota_admit_team's, called where the estimate is
+ * (intake.c). Admission itself is quota_admit_all's, called where the estimate is
  * made (session.c). */
 #ifndef TALLY_HOLD_H
 #define TALLY_HOLD_H

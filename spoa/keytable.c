@@ -602,41 +602,52 @@ static int keytable_name_cmp(const char *have, const char *want, size_t len)
 	return c ? c : hlen < len ? -1 : hlen > len;
 }
 
-const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len)
+/* The index of the one of n names (name_of(arr, i), sorted by keytable_name_cmp) that is
+ * want[0..len), or -1: models' and tag budgets' look-ups. */
+static ptrdiff_t keytable_bsearch(const void *arr, size_t n,
+                                  const char *(*name_of)(const void *arr, size_t i),
+                                  const char *want, size_t len)
 {
-	size_t lo = 0, hi = t->nmodels;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = keytable_name_cmp(t->models[mid].name, name, len);
+		int c = keytable_name_cmp(name_of(arr, mid), want, len);
 
 		if (c == 0)
-			return &t->models[mid];
+			return (ptrdiff_t)mid;
 		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return -1;
+}
+
+static const char *keytable_model_name(const void *arr, size_t i)
+{
+	return ((const struct kt_model *)arr)[i].name;
+}
+
+static const char *keytable_tag_budget_tag(const void *arr, size_t i)
+{
+	return ((const struct kt_tag_budget *)arr)[i].tag;
+}
+
+const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len)
+{
+	ptrdiff_t i = keytable_bsearch(t->models, t->nmodels, keytable_model_name, name, len);
+
+	return i < 0 ? NULL : &t->models[i];
 }
 
 const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, const char *tag,
                                                     size_t len)
 {
-	size_t lo = 0, hi = t->ntag_budgets;
+	ptrdiff_t i = keytable_bsearch(t->tag_budgets, t->ntag_budgets, keytable_tag_budget_tag,
+	                               tag, len);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = keytable_name_cmp(t->tag_budgets[mid].tag, tag, len);
-
-		if (c == 0)
-			return &t->tag_budgets[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return i < 0 ? NULL : &t->tag_budgets[i];
 }
 
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m)

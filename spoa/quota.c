@@ -624,50 +624,37 @@ static void quota_with_key(struct quota *q, int64_t key_id,
 	pthread_mutex_unlock(&s->lock);
 }
 
-enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
-                                    int64_t team_id, const struct quota_cfg *team_cfg,
-                                    int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
-                                    struct quota_hold *hold, struct quota_hold *team_hold,
-                                    struct quota_status *st, int *team_refused)
+enum quota_verdict quota_admit_all(struct quota *q, const struct quota_subject *subjects,
+                                   size_t n, int64_t est_tokens, int64_t est_cost_micros,
+                                   int64_t now_ms, struct quota_status *st, size_t *refused)
 {
-	struct quota_status team_st;
+	struct quota_status one;
 	enum quota_verdict v;
-
-	*team_refused = 0;
-	memset(team_hold, 0, sizeof(*team_hold));
-	v = quota_admit(q, key_id, cfg, est_tokens, est_cost_micros, now_ms, hold, st);
-	if (v != QUOTA_OK || !team_cfg || team_id <= 0 || !quota_limited(team_cfg))
-		return v;
-	v = quota_admit(q, quota_team_subject(team_id), team_cfg, est_tokens, est_cost_micros,
-	                now_ms, team_hold, &team_st);
-	if (v != QUOTA_OK) {
-		quota_cancel(q, hold);
-		memset(hold, 0, sizeof(*hold));
-		*team_refused = 1;
-	}
-	if (v != QUOTA_OK || !(cfg->rpm || cfg->tpm))
-		*st = team_st;
-	return v;
-}
-
-size_t quota_admit_each(struct quota *q, size_t n, const int64_t *subjects,
-                        const struct quota_cfg *const *cfgs, int64_t est_tokens,
-                        int64_t est_cost_micros, int64_t now_ms, struct quota_hold *holds,
-                        struct quota_status *st)
-{
+	int rated = 0;
 	size_t i, j;
 
-	memset(holds, 0, n * sizeof(*holds));
+	for (i = 0; i < n; i++)
+		memset(subjects[i].hold, 0, sizeof(*subjects[i].hold));
+	quota_status_none(st);
 	for (i = 0; i < n; i++) {
-		if (quota_admit(q, subjects[i], cfgs[i], est_tokens, est_cost_micros, now_ms,
-		                &holds[i], st) == QUOTA_OK)
-			continue;
-		for (j = 0; j < i; j++)
-			quota_cancel(q, &holds[j]);
-		memset(holds, 0, n * sizeof(*holds));
-		return i;
+		const struct quota_cfg *cfg = subjects[i].cfg;
+
+		v = quota_admit(q, subjects[i].id, cfg, est_tokens, est_cost_micros, now_ms,
+		                subjects[i].hold, &one);
+		if (v != QUOTA_OK) {
+			for (j = 0; j < i; j++) {
+				quota_cancel(q, subjects[j].hold);
+				memset(subjects[j].hold, 0, sizeof(*subjects[j].hold));
+			}
+			*st = one;
+			*refused = i;
+			return v;
+		}
+		if (i == 0 || (!rated && (cfg->rpm > 0 || cfg->tpm > 0)))
+			*st = one;
+		rated |= cfg->rpm > 0 || cfg->tpm > 0;
 	}
-	return n;
+	return QUOTA_OK;
 }
 
 /* Under k's lock: quota_cancel's undoing of an admission. */

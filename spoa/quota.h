@@ -87,26 +87,35 @@ static inline int64_t quota_tag_subject(int64_t tag_budget_id)
 	return -(QUOTA_TAG_SUBJECTS + tag_budget_id);
 }
 
-/* A request of a key that belongs to a team: admitted only if the key's limits and its
- * team's both admit it (quota_admit on each, key first). A team that refuses gives the
- * key's reservation back whole (quota_cancel), so that a refused request holds nothing
- * at either level. *st is the refusing level's status, else the key's when it has an
- * rpm or tpm limit, else the team's; *team_refused is 1 when the team refused. team_cfg NULL or
- * without a limit: the key's admission alone. */
-enum quota_verdict quota_admit_team(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
-                                    int64_t team_id, const struct quota_cfg *team_cfg,
-                                    int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
-                                    struct quota_hold *hold, struct quota_hold *team_hold,
-                                    struct quota_status *st, int *team_refused);
+/* What a subject id counts, and its own id (keys.id, teams.id, tag_budgets.id): the
+ * inverse of quota_team_subject and quota_tag_subject. */
+enum quota_level { QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG };
+static inline enum quota_level quota_subject_level(int64_t subject, int64_t *id)
+{
+	if (subject <= -QUOTA_TAG_SUBJECTS) {
+		*id = -subject - QUOTA_TAG_SUBJECTS;
+		return QUOTA_LEVEL_TAG;
+	}
+	*id = subject < 0 ? -subject : subject;
+	return subject < 0 ? QUOTA_LEVEL_TEAM : QUOTA_LEVEL_KEY;
+}
 
-/* A request that its key (and team) admitted, at n more budgets (its tags'): admitted
- * only if every one admits it. Returns n with holds[0..n) filled, or the index of the
- * first that refused with nothing held at any of them (holds zeroed) and *st its
- * status; the caller gives back the key's and team's holds. */
-size_t quota_admit_each(struct quota *q, size_t n, const int64_t *subjects,
-                        const struct quota_cfg *const *cfgs, int64_t est_tokens,
-                        int64_t est_cost_micros, int64_t now_ms, struct quota_hold *holds,
-                        struct quota_status *st);
+/* One level a request is admitted at: its key, its team, one of its tags' budgets. */
+struct quota_subject {
+	int64_t id;                      /* a key's id, quota_team_subject, quota_tag_subject */
+	const struct quota_cfg *cfg;
+	struct quota_hold *hold;         /* filled when admitted at every level, else zeroed */
+};
+
+/* A request admitted at every one of subjects[0..n) or at none: quota_admit on each in
+ * order (key, team, tags); one that refuses gives back the holds taken before it whole
+ * (quota_cancel), so that a refused request holds nothing at any level. Returns
+ * QUOTA_OK with *st the first subject's that has an rpm or tpm limit (the figures a
+ * client is shown; else the first's), or the refusing verdict with *refused its index
+ * and *st its status. */
+enum quota_verdict quota_admit_all(struct quota *q, const struct quota_subject *subjects,
+                                   size_t n, int64_t est_tokens, int64_t est_cost_micros,
+                                   int64_t now_ms, struct quota_status *st, size_t *refused);
 
 /* Undoes an admission that was never used: the request, its tokens, its cost and its
  * slot go back as if it had not been admitted (the rpm and tpm windows too, unlike a

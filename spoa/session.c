@@ -348,41 +348,15 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	return n;
 }
 
-/* Estimates what an allowed request may use and admits it against its key's limits and
- * its team's, or turns d into the denial of the limit that refused it. */
-/* A request its key and team admitted, at its tags' budgets: all admit it, or it is
- * refused with nothing held anywhere. */
-static void session_tag_budgets(struct session *s, struct decision *d, int64_t now_ms)
-{
-	int64_t subjects[TAGS_MAX];
-	const struct quota_cfg *cfgs[TAGS_MAX];
-	struct quota_status st;
-	size_t i, at;
-
-	for (i = 0; i < d->ntag_budgets; i++) {
-		subjects[i] = quota_tag_subject(d->tag_budgets[i]->id);
-		cfgs[i] = &d->tag_budgets[i]->quota;
-	}
-	at = quota_admit_each(s->quota, d->ntag_budgets, subjects, cfgs, d->est_tokens,
-	                      d->est_cost_micros, now_ms, d->tag_holds, &st);
-	if (at == d->ntag_budgets)
-		return;
-	quota_cancel(s->quota, &d->hold);
-	quota_cancel(s->quota, &d->team_hold);
-	memset(&d->hold, 0, sizeof(d->hold));
-	memset(&d->team_hold, 0, sizeof(d->team_hold));
-	d->quota = st;
-	d->refusing_tag = d->tag_budgets[at];
-	d->verdict = DECISION_TAG_BUDGET_EXCEEDED;
-}
-
+/* Estimates what an allowed request may use and admits it at its key, its team and its
+ * tags' budgets, all or none, or turns d into the denial of the level that refused. */
 static void session_quota(struct session *s, const struct decision_request *req,
                           struct decision *d)
 {
+	struct quota_subject at[2 + TAGS_MAX];
 	const struct kt_team *team;
 	enum quota_verdict v;
-	int64_t now_ms;
-	int team_refused;
+	size_t n = 0, i, refused, levels;
 
 	if (d->verdict != DECISION_ALLOW)
 		return;
@@ -394,15 +368,24 @@ static void session_quota(struct session *s, const struct decision_request *req,
 	    !d->ntag_budgets)
 		return;
 	d->has_quota = 1;
-	now_ms = acct_now_ms();
-	v = quota_admit_team(s->quota, d->key->id, &d->key->quota, team ? team->id : 0,
-	                     team ? &team->quota : NULL, d->est_tokens, d->est_cost_micros,
-	                     now_ms, &d->hold, &d->team_hold, &d->quota, &team_refused);
-	if (v != QUOTA_OK) {
-		decision_limit(d, v, team_refused);
+	at[n++] = (struct quota_subject){ d->key->id, &d->key->quota, &d->hold };
+	if (team)
+		at[n++] = (struct quota_subject){ quota_team_subject(team->id), &team->quota,
+		                                  &d->team_hold };
+	levels = n;
+	for (i = 0; i < d->ntag_budgets; i++)
+		at[n++] = (struct quota_subject){ quota_tag_subject(d->tag_budgets[i]->id),
+		                                  &d->tag_budgets[i]->quota, &d->tag_holds[i] };
+	v = quota_admit_all(s->quota, at, n, d->est_tokens, d->est_cost_micros, acct_now_ms(),
+	                    &d->quota, &refused);
+	if (v == QUOTA_OK)
+		return;
+	if (refused < levels) {
+		decision_limit(d, v, refused == 1);
 		return;
 	}
-	session_tag_budgets(s, d, now_ms);
+	d->refusing_tag = d->tag_budgets[refused - levels];
+	d->verdict = DECISION_TAG_BUDGET_EXCEEDED;
 }
 
 /* A verdict without a decision: nothing about the request is known or kept. */

@@ -196,13 +196,16 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 	                             k->cfg.budget_micros, (int)k->cfg.period,
 	                             quota_period_start(k->cfg.period, now_ms) };
 	if (lease_budget_stale(&p, &lim)) {
-		/* A team's pool is keyed by its id negated (quota_team_subject), a tag
-		 * budget's past every team's (quota_tag_subject). */
-		int tag = k->key_id <= -QUOTA_TAG_SUBJECTS;
+		/* A pool is keyed by its subject: a key's, a team's or a tag budget's. */
+		static const enum share_stmt spent_of[] = {
+			[QUOTA_LEVEL_KEY] = SHARE_SPENT,
+			[QUOTA_LEVEL_TEAM] = SHARE_TEAM_SPENT,
+			[QUOTA_LEVEL_TAG] = SHARE_TAG_SPENT,
+		};
+		int64_t id;
 
-		st = s->st[tag ? SHARE_TAG_SPENT : k->key_id < 0 ? SHARE_TEAM_SPENT : SHARE_SPENT];
-		db_bind_int(st, 1, tag ? -k->key_id - QUOTA_TAG_SUBJECTS
-		                   : k->key_id < 0 ? -k->key_id : k->key_id);
+		st = s->st[spent_of[quota_subject_level(k->key_id, &id)]];
+		db_bind_int(st, 1, id);
 		db_bind_int(st, 2, lim.period_start_ms / 1000);
 		if (share_int(st, &spent) < 0)
 			return -1;

@@ -681,7 +681,28 @@ static void test_threads_concurrency(void)
 	quota_free(l);
 }
 
-/* A key and its team (quota_admit_team): a request passes only if both admit it; the
+/* Admits at key (with its cfg c and hold h) and, when team_cfg is not NULL, at team
+ * team_id (hold th): quota_admit_all as session.c calls it. *level: the index that
+ * refused (0 the key, 1 the team), 0 when admitted. */
+static enum quota_verdict admit_levels(struct quota *l, int64_t key, const struct quota_cfg *c,
+                                       int64_t team_id, const struct quota_cfg *team_cfg,
+                                       int64_t cost, int64_t now, struct quota_hold *h,
+                                       struct quota_hold *th, struct quota_status *st,
+                                       int *level)
+{
+	struct quota_subject at[2] = {
+		{ key, c, h }, { quota_team_subject(team_id), team_cfg, th },
+	};
+	enum quota_verdict v;
+	size_t refused = 0;
+
+	memset(th, 0, sizeof(*th));
+	v = quota_admit_all(l, at, team_cfg ? 2 : 1, 10, cost, now, st, &refused);
+	*level = v == QUOTA_OK ? 0 : (int)refused;
+	return v;
+}
+
+/* A key and its team (quota_admit_all): a request passes only if both admit it; the
  * level that refused is told; a team's refusal leaves the key's windows, budget and
  * slots as if the request never came; settlement charges both. Keys 1 and 2 share
  * team 5. */
@@ -691,7 +712,7 @@ static enum quota_verdict admit_team(struct quota *l, int64_t key, const struct 
 {
 	struct quota_status st;
 
-	return quota_admit_team(l, key, c, 5, team, 10, cost, now, h, th, &st, level);
+	return admit_levels(l, key, c, 5, team, cost, now, h, th, &st, level);
 }
 
 static void test_team_rates(void)
@@ -719,21 +740,20 @@ static void test_team_rates(void)
 	CHECK_EQ_INT(admit(l, 1, &key, 0, 0, T0), QUOTA_OK);
 	CHECK_EQ_INT(admit(l, 1, &key, 0, 0, T0), QUOTA_RPM);
 	/* A key without a limit of its own shows its team's figures. */
-	CHECK_EQ_INT(quota_admit_team(l, 2, &none, 5, &team, 10, 0, T0 + 30000, &h, &th, &st,
-	                              &level), QUOTA_OK);
+	CHECK_EQ_INT(admit_levels(l, 2, &none, 5, &team, 0, T0 + 30000, &h, &th, &st, &level),
+	             QUOTA_OK);
 	CHECK_EQ_INT(st.limit_requests, 2);
 	CHECK_EQ_INT(st.remaining_requests, 0);
 	/* A key with a budget alone shows its team's rates too. */
 	{
 		struct quota_cfg budget = cfg_of(0, 0, 0, 1000000, QUOTA_PERIOD_DAY);
 
-		CHECK_EQ_INT(quota_admit_team(l, 3, &budget, 5, &team, 10, 0, T0 + 60000, &h, &th,
-		                              &st, &level), QUOTA_OK);
+		CHECK_EQ_INT(admit_levels(l, 3, &budget, 5, &team, 0, T0 + 60000, &h, &th, &st,
+		                          &level), QUOTA_OK);
 		CHECK_EQ_INT(st.limit_requests, 2);
 	}
 	/* No team, or a team without limits: the key alone. */
-	CHECK_EQ_INT(quota_admit_team(l, 2, &none, 0, NULL, 10, 0, T0, &h, &th, &st, &level),
-	             QUOTA_OK);
+	CHECK_EQ_INT(admit_levels(l, 2, &none, 0, NULL, 0, T0, &h, &th, &st, &level), QUOTA_OK);
 	CHECK_EQ_INT(admit_team(l, 2, &none, &none, 0, T0, &h, &th, &level), QUOTA_OK);
 	CHECK_EQ_INT(th.key_id, 0);
 	quota_free(l);
@@ -776,37 +796,71 @@ static void test_team_budget_and_slots(void)
 	quota_free(l);
 }
 
-/* Tags' budgets (quota_admit_each): every one admits the request or none holds it;
- * what one spends counts at each of them, whatever key spent it. */
+/* Tags' budgets after the key (quota_admit_all): every level admits the request or
+ * none holds it; what one spends counts at each tag, whatever key spent it. Returns
+ * the number of levels admitted at (n when all). */
+static size_t admit_tags(struct quota *l, const struct quota_cfg *key, size_t ntags,
+                         const struct quota_cfg *const *cfgs, int64_t cost,
+                         struct quota_hold *h, struct quota_status *st)
+{
+	struct quota_subject at[3] = { { 9, key, &h[0] } };
+	size_t i, refused;
+
+	for (i = 0; i < ntags; i++)
+		at[1 + i] = (struct quota_subject){ quota_tag_subject((int64_t)i + 1), cfgs[i],
+		                                    &h[1 + i] };
+	return quota_admit_all(l, at, 1 + ntags, 0, cost, T0, st, &refused) == QUOTA_OK
+	       ? 1 + ntags : refused;
+}
+
+/* quota_subject_level reads back what each level's subject id encodes. */
+static void test_subject_levels(void)
+{
+	int64_t id = 0;
+
+	CHECK_EQ_INT(quota_subject_level(7, &id), QUOTA_LEVEL_KEY);
+	CHECK_EQ_INT(id, 7);
+	CHECK_EQ_INT(quota_subject_level(quota_team_subject(QUOTA_TAG_SUBJECTS - 1), &id),
+	             QUOTA_LEVEL_TEAM);
+	CHECK_EQ_INT(id, QUOTA_TAG_SUBJECTS - 1);
+	CHECK_EQ_INT(quota_subject_level(quota_tag_subject(1), &id), QUOTA_LEVEL_TAG);
+	CHECK_EQ_INT(id, 1);
+}
+
 static void test_tag_budgets(void)
 {
 	struct quota *l = quota_new();
+	struct quota_cfg key = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
 	struct quota_cfg a = cfg_of(0, 0, 0, 100, QUOTA_PERIOD_MONTH);
 	struct quota_cfg b = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
 	const struct quota_cfg *cfgs[2] = { &a, &b };
-	int64_t subjects[2] = { quota_tag_subject(1), quota_tag_subject(2) };
-	struct quota_hold h[2], h2[2];
+	int64_t tag1 = quota_tag_subject(1), tag2 = quota_tag_subject(2);
+	struct quota_hold h[3], h2[3];
 	struct quota_status st;
 
-	CHECK(quota_tag_subject(1) < quota_team_subject(QUOTA_TAG_SUBJECTS - 1));
-	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 60, T0, h, &st), 2);
-	CHECK(h[0].key_id == subjects[0] && h[1].key_id == subjects[1]);
-	/* 60 of tag 1's 100 reserved: 60 more is refused there, and tag 2 holds nothing. */
-	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 60, T0, h2, &st), 0);
-	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0);
+	CHECK(tag1 < quota_team_subject(QUOTA_TAG_SUBJECTS - 1));
+	CHECK_EQ_INT(admit_tags(l, &key, 2, cfgs, 60, h, &st), 3);
+	CHECK(h[0].key_id == 9 && h[1].key_id == tag1 && h[2].key_id == tag2);
+	/* 60 of tag 1's 100 reserved: 60 more is refused there; the key and tag 2 hold
+	 * nothing. */
+	CHECK_EQ_INT(admit_tags(l, &key, 2, cfgs, 60, h2, &st), 1);
+	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0 && h2[2].key_id == 0);
 	CHECK(st.retry_after_s > 0);
-	/* Refused at tag 2: tag 1's hold is given back. */
-	quota_set_spent(l, subjects[1], QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0),
-	                990);
-	CHECK_EQ_INT(quota_admit_each(l, 2, subjects, cfgs, 0, 30, T0, h2, &st), 1);
-	CHECK(h2[0].key_id == 0);
+	/* Refused at tag 2: tag 1's hold and the key's are given back. */
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 990);
+	CHECK_EQ_INT(admit_tags(l, &key, 2, cfgs, 30, h2, &st), 2);
+	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0);
 	quota_settle(l, &h[0], -1, 60, T0);
 	quota_settle(l, &h[1], -1, 60, T0);
-	/* 60 spent at tag 1: 40 fit there, 41 do not; a refused admission took nothing. */
-	quota_set_spent(l, subjects[1], QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 0);
-	CHECK_EQ_INT(quota_admit_each(l, 1, subjects, cfgs, 0, 41, T0, h2, &st), 0);
-	CHECK_EQ_INT(quota_admit_each(l, 1, subjects, cfgs, 0, 40, T0, h2, &st), 1);
-	CHECK_EQ_INT(quota_admit_each(l, 0, subjects, cfgs, 0, 40, T0, h2, &st), 0);
+	quota_settle(l, &h[2], -1, 60, T0);
+	/* 60 spent at tag 1: 40 fit there, 41 do not; a refused admission took nothing,
+	 * at the key either (60 spent of its 1000, none held: 940 fit without tags). */
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 0);
+	CHECK_EQ_INT(admit_tags(l, &key, 1, cfgs, 41, h2, &st), 1);
+	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 941, h2, &st), 0);
+	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 940, h2, &st), 1);
+	quota_cancel(l, &h2[0]);
+	CHECK_EQ_INT(admit_tags(l, &key, 1, cfgs, 40, h2, &st), 2);
 	quota_free(l);
 }
 
@@ -832,6 +886,7 @@ int main(void)
 	RUN(test_many_keys);
 	RUN(test_threads_rpm);
 	RUN(test_threads_concurrency);
+	RUN(test_subject_levels);
 	RUN(test_tag_budgets);
 	RUN(test_team_rates);
 	RUN(test_team_budget_and_slots);

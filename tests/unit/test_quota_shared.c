@@ -403,15 +403,14 @@ static void test_team_refusal_gives_grants_back(void)
 	                         .budget_start_ms = T0 - T0 % 86400000 };
 	struct quota_share_key *keys = NULL;
 	struct quota_hold h, th;
+	struct quota_subject at[2] = { { 7, &c, &h }, { quota_team_subject(3), &team, &th } };
 	struct quota_status st;
-	size_t cap = 0;
-	int level;
+	size_t cap = 0, level = 0;
 
 	quota_share_enable(q, 0);
 	CHECK_EQ_INT(admit(q, &c, 0, 0, &h), QUOTA_CONCURRENCY);   /* no grant yet */
 	quota_share_apply(q, 7, &g, T0);
-	CHECK_EQ_INT(quota_admit_team(q, 7, &c, 3, &team, 100, 50, T0, &h, &th, &st, &level),
-	             QUOTA_RPM);
+	CHECK_EQ_INT(quota_admit_all(q, at, 2, 100, 50, T0, &st, &level), QUOTA_RPM);
 	CHECK_EQ_INT(level, 1);
 	/* Everything the key's grants covered is still there: 2 requests, 200 tokens, 50
 	 * micro-dollars, its one slot. */
