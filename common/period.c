@@ -44,6 +44,12 @@ static int64_t period_boundary(enum period_kind k, int64_t ms, int next)
 	day = period_floor_div(ms, PERIOD_DAY_MS);
 	if (k == PERIOD_DAY)
 		return (day + next) * PERIOD_DAY_MS;
+	if (k == PERIOD_WEEK) {
+		/* 1970-01-01 was a Thursday, day 3 of its week. */
+		int64_t monday = day - (day + 3 - period_floor_div(day + 3, 7) * 7);
+
+		return (monday + 7 * next) * PERIOD_DAY_MS;
+	}
 	period_civil_from_days(day, &y, &m);
 	m += next;
 	if (m > 12) {

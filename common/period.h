@@ -1,4 +1,4 @@
-/* period: UTC calendar periods (hours, days, months) computed from unix milliseconds
+/* period: UTC calendar periods (hours, days, weeks, months) computed from unix milliseconds
  * alone, with no time zone or libc state: the one rule by which the agent's budgets,
  * the writer's rollups and queryd's "this day" and "this month" agree. Pure, any
  * thread. */
@@ -7,7 +7,8 @@
 
 #include <stdint.h>
 
-enum period_kind { PERIOD_HOUR, PERIOD_DAY, PERIOD_MONTH, PERIOD_TOTAL };
+/* A week begins on Monday at 00:00 UTC (ISO 8601). */
+enum period_kind { PERIOD_HOUR, PERIOD_DAY, PERIOD_WEEK, PERIOD_MONTH, PERIOD_TOTAL };
 
 #define PERIOD_HOUR_MS 3600000
 #define PERIOD_DAY_MS  86400000

@@ -63,7 +63,7 @@ void limits_free(struct limits *l)
 /* Checks everything that needs no database. The caller frees l even on failure. */
 int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct limits *l)
 {
-	static const char *const periods[] = { "day", "month", "total" };
+	static const char *const periods[] = { "day", "week", "month", "total" };
 	size_t i;
 	int status;
 

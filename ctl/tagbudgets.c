@@ -76,12 +76,13 @@ int tagbudgets_list(struct ctl *ctl, const struct ctl_args *a)
 	"SELECT b.tag, b.budget_micros, b.budget_period,"                                 \
 	" (SELECT coalesce(sum(d.cost_micros + d.estimated_cost_micros), 0)"              \
 	"  FROM tag_daily d WHERE d.tag = b.tag AND d.day >= CASE b.budget_period"        \
-	"  WHEN 'day' THEN CAST(?1 AS BIGINT) WHEN 'month' THEN CAST(?2 AS BIGINT)"       \
-	"  ELSE 0 END), b.created_at"                                                     \
+	"  WHEN 'day' THEN CAST(?1 AS BIGINT) WHEN 'week' THEN CAST(?2 AS BIGINT)"        \
+	"  WHEN 'month' THEN CAST(?3 AS BIGINT) ELSE 0 END), b.created_at"                \
 	" FROM tag_budgets b ORDER BY b.tag" C
 	return ctl_print_table(ctl, CTL_SQL(TAGBUDGETS_LIST_SQL), cols,
-	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "ii",
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "iii",
 	                       period_start_ms(PERIOD_DAY, now_ms) / 1000,
+	                       period_start_ms(PERIOD_WEEK, now_ms) / 1000,
 	                       period_start_ms(PERIOD_MONTH, now_ms) / 1000);
 #undef TAGBUDGETS_LIST_SQL
 }

@@ -30,13 +30,14 @@
 
 #define LIMIT_SYNOPSIS "[--rpm N] [--tpm N] [--max-concurrent N] " BUDGET_SYNOPSIS
 
-#define BUDGET_SYNOPSIS "[--budget-usd X] [--budget-period day|month|total]"
+#define BUDGET_SYNOPSIS "[--budget-usd X] [--budget-period day|week|month|total]"
 
 /* none: what else --budget-usd takes, after its dollars. */
 #define BUDGET_HELP(none)                                                           \
 	"  --budget-usd X         spend per period in dollars (> 0), at most 6 decimals\n"  \
 	"                         (12.5, 0.000001), up to 1000000000" none "\n"            \
-	"  --budget-period P      day, month (the default) or total (ever)\n"
+	"  --budget-period P      day, week (from Monday), month (the default) or total\n"   \
+	"                         (ever); periods begin at 00:00 UTC\n"
 
 #define LIMIT_HELP                                                                  \
 	"  --rpm N                requests per minute, 1-1000000000000, or none\n"          \

@@ -792,11 +792,14 @@ int api_request_one(struct conn *c, const char *request_id, struct api_reply *r)
 
 /* ---- keys and models ---- */
 
-/* Unix seconds of the current UTC day's and month's starts: the agent's budget periods. */
-static void api_periods(int64_t now, int64_t *day, int64_t *month)
+/* Binds :day_start, :week_start and :month_start, unix seconds of the current UTC
+ * periods' starts (the agent's budget periods), where a budget's spend so far begins. */
+static int api_bind_periods(struct db_stmt *st, int64_t now)
 {
-	*day = period_start_ms(PERIOD_DAY, now * 1000) / 1000;
-	*month = period_start_ms(PERIOD_MONTH, now * 1000) / 1000;
+	return conn_bind_int(st, ":day_start", period_start_ms(PERIOD_DAY, now * 1000) / 1000) < 0 ||
+	       conn_bind_int(st, ":week_start", period_start_ms(PERIOD_WEEK, now * 1000) / 1000) < 0 ||
+	       conn_bind_int(st, ":month_start",
+	                     period_start_ms(PERIOD_MONTH, now * 1000) / 1000) < 0 ? -1 : 0;
 }
 
 /* Columns of sql/queries/keys.sql. */
@@ -963,11 +966,8 @@ static int api_list(struct conn *c, struct db_stmt *st, const char *name,
 int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 {
 	struct db_stmt *st = conn_stmt(c, CONN_KEYS);
-	int64_t day, month;
 
-	api_periods(now, &day, &month);
-	if (!st || conn_bind_int(st, ":day_start", day) < 0 ||
-	    conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || api_bind_periods(st, now) < 0)
 		return api_db_error(c, st, r);
 	return api_list(c, st, "keys", api_key_json, r);
 }
@@ -976,12 +976,10 @@ int api_teams(struct conn *c, int64_t now, struct api_reply *r)
 {
 	struct db_stmt *st = conn_stmt(c, CONN_TEAMS);
 	cJSON *arr, *team = NULL, *model;
-	int64_t day, month, id = 0;
+	int64_t id = 0;
 	int step;
 
-	api_periods(now, &day, &month);
-	if (!st || conn_bind_int(st, ":day_start", day) < 0 ||
-	    conn_bind_int(st, ":month_start", month) < 0)
+	if (!st || api_bind_periods(st, now) < 0)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "teams")))
 		return api_nomem(st, r);
@@ -1014,10 +1012,9 @@ int api_models(struct conn *c, int64_t now, struct api_reply *r)
 {
 	struct db_stmt *st = conn_stmt(c, CONN_MODELS);
 	cJSON *arr, *model = NULL;
-	int64_t day, month, id = 0;
+	int64_t month = period_start_ms(PERIOD_MONTH, now * 1000) / 1000, id = 0;
 	int step;
 
-	api_periods(now, &day, &month);
 	if (!st || conn_bind_int(st, ":month_start", month) < 0)
 		return api_db_error(c, st, r);
 	if (api_ok(r) < 0 || !(arr = cJSON_AddArrayToObject(r->body, "models")))

@@ -23,6 +23,8 @@ if [ "${TALLY_DEPS:-all}" != build ]; then
   # tests and fuzz targets that read answers or requests through them link 5.4
   # (tests/test_lua.py, tests/unit/luacap.c, tests/fuzz/).
   pkgs+=(lua5.3 lua5.4 liblua5.4-dev)
+  # A fake clock for the agent at a budget period's boundary (tests/integration/test_periods.py).
+  pkgs+=(faketime)
   npm_dirs+=(tests/sdk tests/agents)
 fi
 missing=()

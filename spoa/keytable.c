@@ -190,6 +190,8 @@ static enum quota_period keytable_period_of(const char *p)
 {
 	if (p && strcmp(p, "day") == 0)
 		return QUOTA_PERIOD_DAY;
+	if (p && strcmp(p, "week") == 0)
+		return QUOTA_PERIOD_WEEK;
 	if (p && strcmp(p, "total") == 0)
 		return QUOTA_PERIOD_TOTAL;
 	return QUOTA_PERIOD_MONTH;

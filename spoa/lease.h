@@ -60,8 +60,9 @@ int64_t lease_fallback_allow(int64_t held, int64_t free, int64_t nodes);
  * larger. */
 int64_t lease_nodes(int64_t prev, int64_t counted, int64_t ok_ms, int64_t ttl_ms);
 
-/* A key's limits as the pool computes them (0: none); period kind 0 day, 1 month,
- * 2 total, starting at period_start_ms on the store's clock. */
+/* A key's limits as the pool computes them (0: none); period kind as quota.h's enum
+ * quota_period stores it (0 day, 1 month, 2 total, 3 week), starting at period_start_ms
+ * on the store's clock. */
 struct lease_limits {
 	int64_t rpm, tpm, conc, budget;
 	int period;

@@ -776,8 +776,8 @@ void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
 /* The calendar's kind of period for a budget's. */
 static enum period_kind quota_period_kind(enum quota_period p)
 {
-	return p == QUOTA_PERIOD_DAY ? PERIOD_DAY : p == QUOTA_PERIOD_MONTH ? PERIOD_MONTH
-	                                                                 : PERIOD_TOTAL;
+	return p == QUOTA_PERIOD_DAY ? PERIOD_DAY : p == QUOTA_PERIOD_WEEK ? PERIOD_WEEK
+	     : p == QUOTA_PERIOD_MONTH ? PERIOD_MONTH : PERIOD_TOTAL;
 }
 
 int64_t quota_period_start(enum quota_period p, int64_t now_ms)
@@ -792,7 +792,8 @@ int64_t quota_period_end(enum quota_period p, int64_t now_ms)
 
 const char *quota_period_name(enum quota_period p)
 {
-	return p == QUOTA_PERIOD_DAY ? "day" : p == QUOTA_PERIOD_TOTAL ? "total" : "month";
+	return p == QUOTA_PERIOD_DAY ? "day" : p == QUOTA_PERIOD_WEEK ? "week"
+	     : p == QUOTA_PERIOD_TOTAL ? "total" : "month";
 }
 
 void quota_peek(struct quota *q, int64_t subject, const struct quota_cfg *cfg, int64_t now_ms,

@@ -15,8 +15,9 @@
 
 #include "lease.h"
 
-/* Budget periods, UTC calendar: a day starts at 00:00, a month on its 1st. */
-enum quota_period { QUOTA_PERIOD_DAY, QUOTA_PERIOD_MONTH, QUOTA_PERIOD_TOTAL };
+/* Budget periods, UTC calendar: a day starts at 00:00, a week on Monday, a month on its
+ * 1st. The values are stored (limit_pool.budget_period): a new one goes last. */
+enum quota_period { QUOTA_PERIOD_DAY, QUOTA_PERIOD_MONTH, QUOTA_PERIOD_TOTAL, QUOTA_PERIOD_WEEK };
 
 /* A key's limits as configured (keys table); 0 in a field: no such limit. */
 struct quota_cfg {
@@ -142,7 +143,7 @@ int64_t quota_period_start(enum quota_period p, int64_t now_ms);
 int64_t quota_period_end(enum quota_period p, int64_t now_ms);
 
 const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
-const char *quota_period_name(enum quota_period p);     /* "day", "month", "total" */
+const char *quota_period_name(enum quota_period p);  /* "day", "week", "month", "total" */
 /* The period a key's or team's spend is reported in: its budget's, or without a budget
  * the calendar month. */
 static inline enum quota_period quota_report_period(const struct quota_cfg *cfg)

@@ -114,8 +114,7 @@ static void wording_limit(const struct decision *d, const char *who, const struc
 	default:
 		snprintf(msg, cap, "%s has spent its budget of $%lld.%06lld for this %s.", who,
 		         (long long)(q->budget_micros / 1000000), (long long)(q->budget_micros % 1000000),
-		         q->period == QUOTA_PERIOD_DAY ? "day" :
-		         q->period == QUOTA_PERIOD_MONTH ? "month" : noun);
+		         q->period == QUOTA_PERIOD_TOTAL ? noun : quota_period_name(q->period));
 		break;
 	}
 }

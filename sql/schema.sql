@@ -84,7 +84,7 @@ CREATE TABLE teams (
 	tpm            INTEGER CHECK (tpm > 0),
 	max_concurrent INTEGER CHECK (max_concurrent > 0),
 	budget_micros  INTEGER CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	-- 1: its keys may read the team's figures on GET /tally/v1/usage; 0: each its own alone
 	members_see_usage INTEGER NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1)),
 	tags           TEXT  -- tags every request of its keys carries (docs/limits.md, "Tags")
@@ -104,7 +104,7 @@ CREATE TABLE tag_budgets (
 	tag            TEXT NOT NULL UNIQUE CHECK (tag <> ''),
 	created_at     INTEGER NOT NULL,
 	budget_micros  INTEGER NOT NULL CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total'))
 );
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
@@ -126,7 +126,7 @@ CREATE TABLE keys (
 	tpm            INTEGER CHECK (tpm > 0),             -- tokens per minute
 	max_concurrent INTEGER CHECK (max_concurrent > 0),  -- requests in flight
 	budget_micros  INTEGER CHECK (budget_micros > 0),  -- spend per period, micro-dollars
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	service_tiers  TEXT,  -- the tiers it may ask for, comma-separated
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
 	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny')),
@@ -838,4 +838,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 16;
+PRAGMA user_version = 17;

@@ -13,7 +13,7 @@ to run as root): commands go through runuser and the data directory is chowned. 
 authentication on loopback only. fsync is off by default (tests need no durability
 across a power cut, and it spares the shared disk); settings= overrides any setting.
 The binaries are /usr/lib/postgresql/15/bin (Debian 12's postgresql), or
-TALLY_PG_BIN."""
+TALLY_PG_BIN. env= adds variables to the server's environment (a fake clock's)."""
 import os
 import pathlib
 import pwd
@@ -52,8 +52,9 @@ def _reachable(path, uid):
 
 
 class PgServer:
-    def __init__(self, tmpdir, settings=None):
+    def __init__(self, tmpdir, settings=None, env=None):
         self.settings = dict(_DEFAULT_SETTINGS, **(settings or {}))
+        self.env = dict(os.environ, **env) if env else None
         self.port = None
         self.pid = None
         self._as_root = os.geteuid() == 0
@@ -79,7 +80,7 @@ class PgServer:
     def _run(self, argv, **kw):
         if self._as_root:
             argv = ["runuser", "-u", PG_USER, "--", *argv]
-        return subprocess.run(argv, capture_output=True, text=True, **kw)
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env, **kw)
 
     def _initdb(self):
         self.sockets.mkdir(exist_ok=True)

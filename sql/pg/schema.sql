@@ -100,7 +100,7 @@ CREATE TABLE teams (
 	tpm            BIGINT CHECK (tpm > 0),
 	max_concurrent BIGINT CHECK (max_concurrent > 0),
 	budget_micros  BIGINT CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	members_see_usage BIGINT NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1)),
 	tags           TEXT  -- tags every request of its keys carries (docs/limits.md, "Tags")
 );
@@ -119,7 +119,7 @@ CREATE TABLE tag_budgets (
 	tag            TEXT NOT NULL UNIQUE CHECK (tag <> ''),
 	created_at     BIGINT NOT NULL,
 	budget_micros  BIGINT NOT NULL CHECK (budget_micros > 0),
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total'))
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total'))
 );
 
 -- Gateway API keys. The clear key is shown once at creation and never stored.
@@ -141,7 +141,7 @@ CREATE TABLE keys (
 	tpm            BIGINT CHECK (tpm > 0),             -- tokens per minute
 	max_concurrent BIGINT CHECK (max_concurrent > 0),  -- requests in flight
 	budget_micros  BIGINT CHECK (budget_micros > 0),  -- spend per period, micro-dollars
-	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'month', 'total')),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	service_tiers  TEXT,  -- the tiers it may ask for, comma-separated
 	server_tools   TEXT CHECK (server_tools IN ('priced', 'allow', 'deny')),
 	audio          TEXT CHECK (audio IN ('priced', 'allow', 'deny')),
@@ -805,4 +805,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 );
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 16);
+INSERT INTO meta (name, value) VALUES ('schema_version', 17);

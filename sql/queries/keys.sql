@@ -1,6 +1,6 @@
 -- keys: every key with its team (id and name, NULL: none), its end-user policy, its
 -- allow-list (a JSON array), limits and spend in its budget period, which starts at
--- :day_start, :month_start or 0 (total). Spend comes from usage_daily through its
+-- :day_start, :week_start, :month_start or 0 (total). Spend comes from usage_daily through its
 -- (key_id, day) index, one range per key for all the sums: the current day's row holds
 -- what the writer has committed so far. Reported and estimated cost apart; queryd adds
 -- them into what the budget is charged.
@@ -14,6 +14,7 @@ SELECT x.id, x.name, x.prefix, x.default_model, x.created_at, x.revoked_at, x.te
        coalesce(sum(u.requests), 0) AS requests,
        coalesce(sum(u.prompt_tokens + u.completion_tokens), 0) AS total_tokens
 FROM (SELECT k.*, CASE k.budget_period WHEN 'day' THEN :day_start
+                                       WHEN 'week' THEN :week_start
                                        WHEN 'month' THEN :month_start
                                        ELSE 0 END AS period_start
       FROM keys k) x

@@ -1,6 +1,6 @@
 -- teams: every team with its limits, its keys' count, whether its keys may read its
 -- usage (members_see_usage) and its spend in its budget period, which starts at
--- :day_start, :month_start or 0 (total), from team_daily (the current day's row holds
+-- :day_start, :week_start, :month_start or 0 (total), from team_daily (the current day's row holds
 -- what the writer has committed so far); one row per model of its allow-list
 -- (team_models), or one with a NULL model for a team without one, in id order:
 -- queryd/api.c folds a team's rows into one object. One text for both stores:
@@ -20,6 +20,7 @@ SELECT x.id, x.name, x.created_at, x.rpm, x.tpm, x.max_concurrent, x.budget_micr
        x.members_see_usage,
        m.model
 FROM (SELECT t.*, CASE t.budget_period WHEN 'day' THEN CAST(:day_start AS BIGINT)
+                                       WHEN 'week' THEN CAST(:week_start AS BIGINT)
                                        WHEN 'month' THEN CAST(:month_start AS BIGINT)
                                        ELSE 0 END AS period_start
       FROM teams t) x

@@ -6,13 +6,13 @@ from stack import Stack
 
 
 class Cluster:
-    def __init__(self, tmp, pg, url, count, agent_args=()):
+    def __init__(self, tmp, pg, url, count, agent_args=(), agent_env=None):
         self.nodes = []
         for i in range(1, count + 1):
             d = tmp / f"n{i}"
             d.mkdir()
             self.nodes.append(Stack(d, store="postgres", pg=pg, url=url, node=f"n{i}",
-                                    agent_args=agent_args))
+                                    agent_args=agent_args, agent_env=agent_env))
         for n in self.nodes[1:]:
             n.secret = self.nodes[0].secret   # the one key-hashing secret of every node
 

@@ -136,9 +136,10 @@ class Stack:
 
     def __init__(self, tmp, fail_policy="closed", agent_args=(), bufsize=None, haproxy_env=None,
                  store="sqlite", pg=None, url=None, node=None, spoe_processing=None,
-                 unix=False):
+                 unix=False, agent_env=None):
         """unix: the SPOP and records listeners on unix sockets (in a short directory
-        of their own: a socket's path is at most 107 bytes), as make run has them."""
+        of their own: a socket's path is at most 107 bytes), as make run has them.
+        agent_env: variables added to the agent's environment (a fake clock's)."""
         self.tmp = tmp
         self.unix_dir = tempfile.mkdtemp(prefix="tally-") if unix else None
         self.store = store
@@ -163,6 +164,7 @@ class Stack:
         self.fail_policy = fail_policy
         self.spoe_processing = spoe_processing
         self.agent_args = list(agent_args)
+        self.agent_env = dict(os.environ, **agent_env) if agent_env else None
         self.bufsize = bufsize
         self.extra_haproxy_env = dict(haproxy_env or {})
         self.procs = {}
@@ -208,7 +210,7 @@ class Stack:
         if os.environ.get("TALLY_VALGRIND") == "1":
             argv = ["valgrind", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite", "-q"] + argv
-        p = Proc("agent", argv, self.tmp, preexec=preexec)
+        p = Proc("agent", argv, self.tmp, env=self.agent_env, preexec=preexec)
         self.procs["agent"] = p
         if self.unix_dir:
             wait_unix(f"{self.unix_dir}/spop.sock", p, timeout=30)

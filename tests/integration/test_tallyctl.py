@@ -938,7 +938,7 @@ def test_team_limit_errors_are_the_keys(seeded):
     before = seeded.generation()
     for option, value in [("--rpm", "-1"), ("--rpm", "0"), ("--tpm", "1.5"),
                           ("--max-concurrent", "1000000000001"), ("--budget-usd", "0"),
-                          ("--budget-usd", "1.0000001"), ("--budget-period", "week"),
+                          ("--budget-usd", "1.0000001"), ("--budget-period", "year"),
                           ("--budget-period", "none"), ("--models", "gpt-4o,,x"),
                           ("--models", "bad model")]:
         for verb, name in (("set", "t"), ("create", "new")):
@@ -1123,7 +1123,7 @@ def test_team_delete(seeded):
     (["key", "set", "k", "--name", "x"], "unknown option '--name'"),
     (["key", "set", "k", "--json"], "unknown option '--json'"),
     (["key", "set", "k", "--rpm"], "--rpm needs a value"),
-    (["key", "set", "k", "--budget-period", "week"], "--budget-period"),
+    (["key", "set", "k", "--budget-period", "fortnight"], "--budget-period"),
     (["key", "create", "k", "--budget-period", "Month"], "--budget-period"),
     (["key", "revoke"], "missing NAME"),
     (["key", "revoke", "a", "b"], "unexpected argument 'b'"),
@@ -2130,7 +2130,7 @@ def test_tag_budget_refused_changes_nothing(seeded, args, message):
 @pytest.mark.parametrize("option, value", [
     ("--budget-usd", "0"), ("--budget-usd", "-1"), ("--budget-usd", "1.0000001"),
     ("--budget-usd", "1e3"), ("--budget-usd", "1000000000.01"), ("--budget-usd", "12."),
-    ("--budget-period", "week"), ("--budget-period", "Month"), ("--budget-period", "none"),
+    ("--budget-period", "weekly"), ("--budget-period", "Month"), ("--budget-period", "none"),
 ])
 def test_tag_budget_errors_are_the_keys(seeded, option, value):
     """One parser of budgets: a tag's refuses what a key's does, with its message."""

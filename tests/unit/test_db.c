@@ -654,13 +654,81 @@ static void test_migrate_tags(void)
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros)"
 	                           " VALUES ('env=dev', 1, 0)"), -1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_budgets (tag, created_at, budget_micros,"
-	                           " budget_period) VALUES ('env=dev', 1, 1, 'week')"), -1);
+	                           " budget_period) VALUES ('env=dev', 1, 1, 'year')"), -1);
 	CHECK_EQ_INT(test_bump(db, "DELETE FROM tag_budgets"), 1);
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO requests (request_id, outcome, usage_source,"
 	                           " started_at, tags) VALUES ('r', 'complete', 'none', 1,"
 	                           " 'env=prod,project=atlas')"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM requests WHERE tags IS NOT NULL"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_daily"), 0);
+	db_close(db);
+}
+
+/* Schema 17's part, undone to make a database of before it: the budget periods' CHECK
+ * without 'week', rewritten as migration 017 rewrites it on SQLite. */
+static int test_undo_17(struct db *db)
+{
+	static const char *const tables[] = { "keys", "teams", "tag_budgets" };
+	char sql[512];
+	size_t i;
+
+	if (db_kind(db) == DB_SQLITE)
+		return test_exec(db, "PRAGMA writable_schema = ON;"
+		                     " UPDATE sqlite_schema SET sql = replace(sql, '''week'', ', '')"
+		                     " WHERE type = 'table' AND name IN ('keys', 'teams', 'tag_budgets');"
+		                     " PRAGMA writable_schema = RESET;"
+		                     " CREATE TABLE undo_17 (x INTEGER); DROP TABLE undo_17");
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s DROP CONSTRAINT %s_budget_period_check,"
+		         " ADD CONSTRAINT %s_budget_period_check"
+		         " CHECK (budget_period IN ('day', 'month', 'total'))",
+		         tables[i], tables[i], tables[i]);
+		if (test_exec(db, sql) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Migration 017: keys, teams and tag budgets of schema 16 may take weekly budgets; no
+ * row changes (the keys' allow-lists, which cascade from keys, included), nothing
+ * else is admitted, and a change to a period still moves config_generation. */
+static void test_migrate_weeks(void)
+{
+	static const char *const weekly[] = {
+		"UPDATE keys SET budget_period = 'week', budget_micros = 5",
+		"UPDATE teams SET budget_period = 'week', budget_micros = 5",
+		"INSERT INTO tag_budgets (tag, created_at, budget_micros, budget_period)"
+		" VALUES ('env=prod', 1, 5, 'week')",
+	};
+	struct db *db = test_open("weeks.db", DB_CREATE);
+	size_t i;
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_undo_17(db), 0);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO teams (name, created_at, budget_micros,"
+	                           " budget_period) VALUES ('t', 1, 7, 'day');"
+	                           " INSERT INTO keys (name, prefix, hash, created_at, team_id)"
+	                           " VALUES ('k', 'tk-', zeroblob(32), 1, 1);"
+	                           " INSERT INTO key_models (key_id, model) VALUES (1, 'm')"), 0);
+	CHECK_EQ_INT(test_exec(db, weekly[0]), -1);    /* schema 16 refuses it */
+	db_close(db);
+	test_set_version("weeks.db", 16);
+	db = test_open("weeks.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM teams WHERE budget_period = 'day'"
+	                          " AND budget_micros = 7"), 1);
+	for (i = 0; i < sizeof(weekly) / sizeof(weekly[0]); i++)
+		CHECK_EQ_INT(test_bump(db, weekly[i]), 1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET budget_period = 'year'"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE teams SET budget_period = 'Week'"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE tag_budgets SET budget_period = 'weekly'"), -1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 1);
 	db_close(db);
 }
 
@@ -1284,6 +1352,7 @@ static void test_stores(void)
 	RUN(test_migrate_team_visibility);
 	RUN(test_migrate_end_users);
 	RUN(test_migrate_tags);
+	RUN(test_migrate_weeks);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

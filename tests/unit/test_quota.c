@@ -261,6 +261,63 @@ static void test_period_arithmetic(void)
 	}
 }
 
+/* Weeks begin on Monday 00:00 UTC: every day from 1960 to 2110 lies in the week that
+ * starts on the Monday libc names at or before it, and the next starts 7 days on. */
+static void test_period_weeks(void)
+{
+	int64_t t, w, end = utc_ms(2110, 1, 1, 0, 0, 0);
+	struct tm tm;
+	time_t s;
+
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, T0), utc_ms(2023, 11, 13, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, T0), utc_ms(2023, 11, 20, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, 0), utc_ms(1969, 12, 29, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, -1), utc_ms(1969, 12, 29, 0, 0, 0));
+	CHECK_EQ_STR(quota_period_name(QUOTA_PERIOD_WEEK), "week");
+	for (t = utc_ms(1960, 1, 1, 0, 0, 0); t < end; t += DAY) {
+		w = quota_period_start(QUOTA_PERIOD_WEEK, t + DAY - 1);
+		s = (time_t)(w / 1000);
+		gmtime_r(&s, &tm);
+		CHECK_EQ_INT(tm.tm_wday, 1);
+		CHECK_EQ_INT(tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec, 0);
+		CHECK(w <= t && t < w + 7 * DAY);
+		CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, t), w + 7 * DAY);
+	}
+}
+
+/* A weekly budget at its boundary, on the clock admit is given: spent on Sunday
+ * 23:59:59.999 it refuses with Retry-After counting to Monday, which starts from 0;
+ * a hold of Sunday's is charged to Sunday's week. */
+static void test_budget_week(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_WEEK);
+	int64_t monday = utc_ms(2026, 12, 7, 0, 0, 0), sunday = monday - 1;
+	int64_t week = quota_period_start(QUOTA_PERIOD_WEEK, sunday);
+	struct quota_hold a, b;
+	struct quota_status st;
+
+	CHECK_EQ_INT(week, utc_ms(2026, 11, 30, 0, 0, 0));
+	quota_set_spent(l, 1, QUOTA_PERIOD_WEEK, week, 990);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 10, sunday - 5000, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(a.period_start_ms, week);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, sunday - 5000, &b, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, 6);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, sunday, &b, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	/* Sunday's hold still reserves its 10 until settled, then charges Sunday's week. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 991, monday, &b, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 990, monday, &b, &st), QUOTA_OK);
+	CHECK_EQ_INT(b.period_start_ms, monday);
+	quota_settle(l, &a, -1, 10, monday + 1);
+	quota_settle(l, &b, -1, 990, monday + 1);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 11, monday + 2), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 10, monday + 2), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 1, monday + 7 * DAY - 1), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 1, monday + 7 * DAY), QUOTA_OK);
+	quota_free(l);
+}
+
 static void test_budget_day(void)
 {
 	struct quota *l = quota_new();
@@ -873,7 +930,9 @@ int main(void)
 	RUN(test_settle_tokens);
 	RUN(test_concurrency);
 	RUN(test_period_arithmetic);
+	RUN(test_period_weeks);
 	RUN(test_budget_day);
+	RUN(test_budget_week);
 	RUN(test_budget_month);
 	RUN(test_budget_total);
 	RUN(test_budget_reseed);

@@ -1043,7 +1043,7 @@
       const l = k.limits || {};
       const s = k.spend || {};
       const period = s.period || l.budget_period || 'month';
-      const periodName = period === 'total' ? 'in total' : period === 'day' ? 'today' : 'this month';
+      const periodName = { total: 'in total', day: 'today', week: 'this week' }[period] || 'this month';
       // The budget is charged reported + estimated spend (charged_micros), as the agent counts it.
       const charged = s.charged_micros ?? 0;
       const split = h('span', { class: 'txt split', 'data-testid': 'key-spend' }, spendText(s.cost_micros, s.estimated_cost_micros));

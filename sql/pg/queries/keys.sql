@@ -14,6 +14,7 @@ SELECT k.id, k.name, k.prefix, k.default_model, k.created_at, k.revoked_at, k.te
        coalesce(u.total_tokens, 0) AS total_tokens
 FROM keys k
 CROSS JOIN LATERAL (SELECT CASE k.budget_period WHEN 'day' THEN CAST(:day_start AS BIGINT)
+                                                WHEN 'week' THEN CAST(:week_start AS BIGINT)
                                                 WHEN 'month' THEN CAST(:month_start AS BIGINT)
                                                 ELSE 0 END AS period_start) x
 LEFT JOIN LATERAL (SELECT sum(cost_micros) AS cost_micros,
