@@ -697,8 +697,8 @@ static void test_migrate_weeks(void)
 	static const char *const weekly[] = {
 		"UPDATE keys SET budget_period = 'week', budget_micros = 5",
 		"UPDATE teams SET budget_period = 'week', budget_micros = 5",
-		"INSERT INTO tag_budgets (tag, created_at, budget_micros, budget_period)"
-		" VALUES ('env=prod', 1, 5, 'week')",
+		("INSERT INTO tag_budgets (tag, created_at, budget_micros, budget_period)"
+		 " VALUES ('env=prod', 1, 5, 'week')"),
 	};
 	struct db *db = test_open("weeks.db", DB_CREATE);
 	size_t i;
