@@ -326,6 +326,7 @@ try {
   seen.keys = Object.fromEntries(await page.$$eval('[data-testid=key-row]', (rs) => rs.map((r) => [r.dataset.name, {
     cost: Number(r.dataset.cost), estimated: Number(r.dataset.estimated), charged: Number(r.dataset.charged),
     spend_text: r.querySelector('[data-testid=key-spend]').textContent.trim(),
+    budget_text: r.querySelector('.budget > .txt').textContent.trim(),
   }])));
   await page.waitForSelector('[data-testid=model-row]');
   seen.models = Object.fromEntries(await page.$$eval('[data-testid=model-row]', (rs) => rs.map((r) => [r.dataset.name,

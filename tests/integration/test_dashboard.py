@@ -120,7 +120,7 @@ def seed_config(db):
     con.close()
     tallyctl(db, "key", "create", KEYS[0], "--budget-usd", "5")
     tallyctl(db, "key", "create", KEYS[1], "--models", "gpt-4o-mini,gpt-4o", "--rpm", "60")
-    tallyctl(db, "key", "create", KEYS[2])
+    tallyctl(db, "key", "create", KEYS[2], "--budget-usd", "50", "--budget-period", "week")
     key_ids = {k["name"]: k["id"] for k in json.loads(tallyctl(db, "key", "list", "--json"))}
     con = sqlite3.connect(db)
     with con:
@@ -513,14 +513,22 @@ def test_dashboard_in_chromium(queryd):
     assert (live["unauthenticated"], live["pending_overflow"]) == \
         (acct["unauthenticated"], acct["pending_overflow"]) == (0, 0)
 
-    # Keys: reported and estimated spend in the budget period, charged = both.
+    # Keys: reported and estimated spend in the budget period (research's a week from
+    # Monday, the others' a month), charged = both, against the budget.
+    day = queryd["now_ms"] // 86_400_000
+    week_ms = (day - (day + 3) % 7) * 86_400_000
+    budgets = {KEYS[0]: (5_000_000, month_ms, "this month"), KEYS[1]: (None, month_ms, "this month"),
+               KEYS[2]: (50_000_000, week_ms, "this week")}
     for name in KEYS:
-        mine = [r for r in rows if r["key_name"] == name]      # budget period: month
-        rep_k = sum(r["cost_micros"] or 0 for r in mine if r["started_at"] >= month_ms)
-        est_k = sum(r["estimated_cost_micros"] or 0 for r in mine if r["started_at"] >= month_ms)
+        budget, since, period = budgets[name]
+        mine = [r for r in rows if r["key_name"] == name and r["started_at"] >= since]
+        rep_k = sum(r["cost_micros"] or 0 for r in mine)
+        est_k = sum(r["estimated_cost_micros"] or 0 for r in mine)
         got = seen["keys"][name]
         assert (got["cost"], got["estimated"], got["charged"]) == (rep_k, est_k, rep_k + est_k)
         assert got["spend_text"] == f"{fmt_usd(rep_k)} reported · {fmt_usd(est_k)} estimated"
+        assert got["budget_text"] == (f"{fmt_usd(rep_k + est_k)} of {fmt_usd(budget)} charged {period}"
+                                      if budget else f"{fmt_usd(rep_k + est_k)} charged {period}")
     # Models: both columns.
     for name in MODELS:
         mine = [r for r in rows if r["model"] == name and r["started_at"] >= month_ms]
