@@ -1,7 +1,7 @@
-/* period: UTC calendar periods (hours, days, weeks, months) computed from unix milliseconds
- * alone, with no time zone or libc state: the one rule by which the agent's budgets,
- * the writer's rollups and queryd's "this day" and "this month" agree. Pure, any
- * thread. */
+/* period: UTC calendar periods (hours, days, weeks, months) computed from unix
+ * milliseconds alone, with no time zone or libc state: the one rule by which the agent's
+ * budgets, the writer's rollups and queryd's "this day", "this week" and "this month"
+ * agree. Pure, any thread. */
 #ifndef TALLY_PERIOD_H
 #define TALLY_PERIOD_H
 

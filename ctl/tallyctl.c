@@ -215,7 +215,8 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "BUDGET_USD and SPENT_USD are in dollars; JSON has budget_micros and spent_micros,\n"
 	  "integer micro-dollars. SPENT_USD is what every key's requests carrying the tag\n"
 	  "cost (reported and estimated) in the current period: since 00:00 UTC today\n"
-	  "(day), since the 1st of this month UTC (month), or ever (total).\n",
+	  "(day), since Monday 00:00 UTC (week), since the 1st of this month UTC (month),\n"
+	  "or ever (total).\n",
 	  NULL, OPT(OPT_JSON), 0, 0, tagbudgets_list },
 	{ "tag", "delete", "tag delete TAG",
 	  "Deletes the budget of TAG: requests carrying it are no longer held to one.\n"

@@ -774,7 +774,7 @@ CREATE TRIGGER key_models_gen AFTER INSERT OR UPDATE OR DELETE ON key_models
 -- limit_pool: one row per limited key or team (a team's key_id is its id negated), the
 -- cluster's rpm and tpm token buckets (whole units, 1/60000 remainder, refilled up to
 -- *_at_ms, computed under *_cap) and the budget left to grant in the period (kind 0
--- day, 1 month, 2 total) starting at budget_start_ms, computed under budget_cap.
+-- day, 1 month, 2 total, 3 week) starting at budget_start_ms, computed under budget_cap.
 CREATE TABLE limit_pool (
 	key_id          BIGINT NOT NULL PRIMARY KEY,
 	rpm_cap         BIGINT NOT NULL DEFAULT 0,

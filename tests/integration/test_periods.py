@@ -7,14 +7,18 @@ exactly at the boundary, on every node."""
 import datetime
 import glob
 import json
+import os
+import sqlite3
 import time
 
 import pytest
 
 from cluster import Cluster
+from conftest import binary
 from stack import BOTH_STORES, Stack, store  # noqa: F401 (a fixture)
 from test_limits import chat, error_code, stack  # noqa: F401 (a fixture)
 from test_queryd import Queryd
+from test_tallyctl import TAG_DAILY_COLS
 from test_teams import COST, COSTLY, RELOAD_S, member, team
 from test_usage_endpoint import usage, usage_when
 
@@ -79,14 +83,23 @@ def test_a_weekly_budget_refuses_until_monday_and_a_new_period_keeps_the_spend(s
 
 
 def test_weekly_team_and_tag_budgets_and_their_reports(stack, tmp_path):
-    """A team's and a tag's weekly budgets refuse at their level; tallyctl's lists and
-    queryd's keys and teams count their spend from the Monday."""
+    """A team's and a tag's weekly budgets refuse at their level; the agent, tallyctl's
+    lists and queryd's keys and teams count their spend from the Monday (a tag's spend
+    of the Sunday before is in no one's week)."""
     team(stack, "atlas", "--budget-usd", "0.5", "--budget-period", "week")
     key = member(stack, "svc", "atlas")
     got, _, body = spend_until_refused(stack, key)
     assert got == [200, 200, 200, 402] and error_code(body) == "team_budget_exceeded"
     assert "for this week" in json.loads(body)["error"]["message"]
 
+    # Spent on the Sunday before this week: the week's budget, seeded from tag_daily when
+    # it is set, and tag list leave it out.
+    con = sqlite3.connect(stack.db)
+    with con:
+        con.execute(f"INSERT INTO tag_daily ({TAG_DAILY_COLS}) VALUES (?, 'project=orion', 1"
+                    + ", 0" * 8 + ", 900000" + ", 0" * 18 + ", 0)",
+                    (week_start(time.time()) - 86400,))
+    con.close()
     stack.tallyctl("tag", "set", "project=orion", "--budget-usd", "0.3", "--budget-period",
                    "week")
     tagged = stack.create_key("tagged", "--default-model", "mock-gpt", "--tags",
@@ -114,6 +127,21 @@ def test_weekly_team_and_tag_budgets_and_their_reports(stack, tmp_path):
         q.stop()
 
 
+def next_monday(real, lead):
+    """The first Monday 00:00 UTC at least lead + 5 s after real."""
+    monday = week_start(real) + WEEK_S
+    return monday if monday - real >= lead + 5 else monday + WEEK_S
+
+
+def skip_without_fake_clock():
+    """libfaketime's start hangs an ASan build (its dlsym under the sanitizer's
+    interceptors) and valgrind cannot keep to the lead: those runs skip these tests."""
+    if os.environ.get("TALLY_VALGRIND") == "1":
+        pytest.skip("valgrind cannot keep to the fake clock's lead")
+    if b"__asan_init" in binary("tally-agent").read_bytes():
+        pytest.skip("libfaketime hangs an ASan build at its start")
+
+
 def fake_clock(offset):
     """The environment that runs a process on a clock offset seconds ahead (libfaketime;
     CLOCK_MONOTONIC, which timeouts use, stays true, and so do the timed waits on it:
@@ -130,8 +158,9 @@ def fake_monday(tmp_path):
     """A gateway whose agent's clock (libfaketime, a fixed offset; HAProxy and the store
     keep the real one) reads LEAD_S before the next Monday 00:00 UTC when it starts: the
     Stack and the Monday, unix seconds on that clock."""
+    skip_without_fake_clock()
     real = time.time()
-    monday = week_start(real) + WEEK_S
+    monday = next_monday(real, LEAD_S)
     offset = int(monday - LEAD_S - real)
     s = Stack(tmp_path, agent_env=fake_clock(offset))
     try:
@@ -177,8 +206,9 @@ def fake_monday_cluster(tmp_path):
     CLUSTER_LEAD_S before the next Monday 00:00 UTC when it starts (leases count
     budget periods on the store's clock): the nodes and the Monday on that clock."""
     from pgserver import PgServer
+    skip_without_fake_clock()
     real = time.time()
-    monday = week_start(real) + WEEK_S
+    monday = next_monday(real, CLUSTER_LEAD_S)
     offset = int(monday - CLUSTER_LEAD_S - real)
     env = fake_clock(offset)
     pg = PgServer(tmp_path / "pg", env=env)
@@ -208,7 +238,6 @@ def test_a_shared_weekly_budget_resets_at_the_boundary_on_every_node(fake_monday
             nodes[i % 2].row(h["x-request-id"])
         else:
             assert status == 402 and error_code(body) == "budget_exceeded", body
-            assert 1 <= int(h["retry-after"]) <= CLUSTER_LEAD_S
     assert got[0] == 200 and got[-2:] == [402, 402], got
     assert time.time() + offset < monday - 2, "the spending outlasted the fake clock's lead"
     while time.time() + offset < monday - 1.5:

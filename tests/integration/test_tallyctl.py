@@ -2159,12 +2159,17 @@ def add_tag_daily(ctl, day, tag, key_id, cost, estimated):
 
 def test_tag_list_spent_in_period(seeded):
     """SPENT is the tag's cost (reported and estimated) over every key since the start
-    of its budget's period on the UTC calendar: today, this month, or ever."""
+    of its budget's period on the UTC calendar: today, this week (from Monday), this
+    month, or ever."""
     now = int(time.time())
     day = now - now % 86400
+    week = day - (day // 86400 + 3) % 7 * 86400
     month = calendar.timegm(time.gmtime(now)[:2] + (1, 0, 0, 0))
     assert time.gmtime(month)[2:6] == (1, 0, 0, 0) and month <= day
+    assert time.gmtime(week).tm_wday == 0 and week <= day
     rows = [(day, 1, 1_000_000, 250_000), (day, 2, 2_000_000, 0),      # today, two keys
+            (week, 3, 60_000_000, 0),                                 # this week's Monday
+            (week - 86400, 3, 700_000_000, 0),                        # the Sunday before it
             (month, 1, 30_000_000, 5),                                # this month's first day
             (month - 86400, 1, 400_000_000, 0),                       # last month
             (0, 2, 5_000_000_000, 0)]                                 # long ago
@@ -2172,11 +2177,12 @@ def test_tag_list_spent_in_period(seeded):
         add_tag_daily(seeded, d, "env=prod", key, cost, est)
         add_tag_daily(seeded, d, "env=dev", key, 7, 7)                # another tag's
     spent = lambda since: sum(c + e for d, _, c, e in rows if d >= since)
-    expect = {"day": spent(day), "month": spent(month), "total": spent(0)}
-    assert expect["total"] == 5_433_250_005
+    expect = {"day": spent(day), "week": spent(week), "month": spent(month),
+              "total": spent(0)}
+    assert expect["total"] == 6_193_250_005
     seeded.ok("tag", "set", "env=prod", "--budget-usd", "10000")
     seeded.ok("tag", "set", "feature=none", "--budget-usd", "1", "--budget-period", "day")
-    for period in ("day", "month", "total"):
+    for period in ("day", "week", "month", "total"):
         seeded.ok("tag", "set", "env=prod", "--budget-period", period)
         listed = {b["tag"]: b["spent_micros"] for b in seeded.json("tag", "list")}
         assert listed == {"env=prod": expect[period], "feature=none": 0}, period
