@@ -51,6 +51,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_MEMBERS_SEE_USAGE] = { "members-see-usage", "yes|no" },
 	[OPT_END_USERS] = { "end-users", "optional|required|forbidden" },
 	[OPT_TAGS] = { "tags", "NAME=VALUE,..." },
+	[OPT_KEY] = { "key", "KEY" },
 };
 
 /* ---- messages ---- */

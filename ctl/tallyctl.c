@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "ctl.h"
+#include "endusers.h"
 #include "keys.h"
 #include "maintenance.h"
 #include "models.h"
@@ -222,6 +223,42 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "Deletes the budget of TAG: requests carrying it are no longer held to one.\n"
 	  "Deleting the budget of a tag that has none fails.\n",
 	  "TAG", 0, 0, 0, tagbudgets_delete },
+	{ "enduser", "set", "enduser set [USER] --key KEY|--team TEAM [--rpm N] [--tpm N] "
+	  BUDGET_SYNOPSIS,
+	  "Sets the limits of USER, an end user that the requests of key KEY name (the\n"
+	  "X-Tally-User header, OpenAI's safety_identifier or user, Anthropic's\n"
+	  "metadata.user_id), or with --team TEAM of each key of the team; without USER,\n"
+	  "the default of every end user that has no limits of its own. Options not given\n"
+	  "keep their value. An end user's limits are counted per key and end user, and\n"
+	  "come from the key's row for it, else the team's, else the key's default, else\n"
+	  "the team's: a row whose limits are all none exempts USER from a default. A\n"
+	  "request is admitted only if its key, its team and its end user all admit it.\n"
+	  "The running agent applies the change at its next reload.\n"
+	  "\n"
+	  "  USER                   1-256 bytes of UTF-8 without control characters, as\n"
+	  "                         requests send it (give -- before one starting with -)\n"
+	  "  --key KEY              the key (its name) whose end users these are, or\n"
+	  "  --team TEAM            the team, for each of its keys\n"
+	  "  --rpm N                requests per minute, 1-1000000000000, or none\n"
+	  "  --tpm N                tokens per minute, 1-1000000000000, or none\n"
+	  BUDGET_HELP(", or none"),
+	  "[USER]", OPT(OPT_KEY) | OPT(OPT_TEAM) | OPT(OPT_RPM) | OPT(OPT_TPM) |
+	  OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD), 0, 0, endusers_set },
+	{ "enduser", "list", "enduser list [--key KEY|--team TEAM] [--json]",
+	  LIST_HELP("end users' limits")
+	  "  --key KEY    only those of key KEY\n"
+	  "  --team TEAM  only those of team TEAM\n"
+	  "\n"
+	  "KEY or TEAM is the row's owner, the other \"-\" (JSON: null); END_USER is \"-\"\n"
+	  "(JSON: null) for the default of every end user. BUDGET_USD is in dollars; JSON\n"
+	  "has budget_micros, integer micro-dollars. What each end user spent is on GET\n"
+	  "/tally/v1/usage/end_users and in queryd's reports.\n",
+	  NULL, OPT(OPT_KEY) | OPT(OPT_TEAM) | OPT(OPT_JSON), 0, 0, endusers_list },
+	{ "enduser", "delete", "enduser delete [USER] --key KEY|--team TEAM",
+	  "Deletes the limits of USER (without USER: the default) of key KEY or team TEAM:\n"
+	  "USER's requests fall back to the next row (the team's, then the defaults).\n"
+	  "Deleting limits that do not exist fails.\n",
+	  "[USER]", OPT(OPT_KEY) | OPT(OPT_TEAM), 0, 0, endusers_delete },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",

@@ -14,7 +14,7 @@
 
 enum ndjson_kind {
 	NDJSON_TEXT,      /* char[size] */
-	NDJSON_END_USER,  /* char[size], an id the agent keeps (acct_end_user_ok) */
+	NDJSON_END_USER,  /* char[size], an id the agent keeps (enduser_id_ok) */
 	NDJSON_TAGS,      /* char[size], tags (tags_parse) kept as their canonical text */
 	NDJSON_COUNT,     /* int64_t, 0..NDJSON_ROW_INT_MAX */
 	NDJSON_STATUS,    /* int, 1..999 */
@@ -126,7 +126,7 @@ static int ndjson_set(const struct ndjson_field *f, const cJSON *v, struct acct_
 		memcpy(p, v->valuestring, strlen(v->valuestring) + 1);
 		return 0;
 	case NDJSON_END_USER:
-		if (!cJSON_IsString(v) || !acct_end_user_ok(v->valuestring, strlen(v->valuestring))) {
+		if (!cJSON_IsString(v) || !enduser_id_ok(v->valuestring, strlen(v->valuestring))) {
 			snprintf(err, errlen, "%s must be 1 to %d bytes of UTF-8 without control"
 			         " characters", f->name, ACCT_END_USER_MAX - 1);
 			return -1;

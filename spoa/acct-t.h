@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "enduser.h"
 #include "quota.h"
 #include "tags.h"
 #include "tier.h"
@@ -16,8 +17,12 @@
 #define ACCT_SHORT_MAX 48   /* provider, verdict, backend names */
 #define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
 #define ACCT_TIER_MAX  TIER_NAME_MAX   /* a service tier's name (tier.h) */
-#define ACCT_END_USER_MAX 257  /* an end user's id (acct_end_user_ok): Claude Code's
-                                * metadata.user_id runs to ~190 characters */
+/* Where a request's holds sit in its holds[], one per level it was admitted at: its
+ * key's limits, its team's, its end user's, then its tags' budgets (in tag order). */
+enum { ACCT_HOLD_KEY, ACCT_HOLD_TEAM, ACCT_HOLD_END_USER, ACCT_HOLD_TAGS,
+       ACCT_HOLDS = ACCT_HOLD_TAGS + TAGS_MAX };
+
+#define ACCT_END_USER_MAX ENDUSER_ID_MAX  /* an end user's id (enduser.h) */
 
 /* Integer fields the upstream (or HAProxy) did not report: stored as SQL NULL. */
 #define ACCT_NONE (-1)
@@ -117,11 +122,9 @@ struct acct_row {
 	char end_user[ACCT_END_USER_MAX];
 	/* Stored: its tags, fixed ones included, in canonical text (tags.h); "" none. */
 	char tags[TAGS_TEXT_MAX];
-	/* Not stored either: what the request holds of its key's limits until its row is
-	 * built (zero after a restart: the journal does not keep it). */
-	struct quota_hold hold;
-	struct quota_hold team_hold;       /* the same of its key's team's limits */
-	struct quota_hold tag_holds[TAGS_MAX];  /* and of its tags' budgets */
+	/* Not stored either: what the request holds of each level's limits until its row
+	 * is built (zero after a restart: the journal does not keep it). */
+	struct quota_hold holds[ACCT_HOLDS];
 };
 
 #endif

@@ -37,35 +37,6 @@ int acct_response_id_ok(const char *s, size_t n)
 	return 1;
 }
 
-int acct_end_user_ok(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-
-	if (n == 0 || n >= ACCT_END_USER_MAX)
-		return 0;
-	while (i < n) {
-		unsigned c = p[i], cp, min, k, len;
-
-		len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-		    : (c & 0xf8) == 0xf0 ? 4 : 0;
-		if (len == 0 || n - i < len)
-			return 0;
-		cp = len == 1 ? c : c & (0x7f >> len);
-		for (k = 1; k < len; k++) {
-			if ((p[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (p[i + k] & 0x3f);
-		}
-		min = len == 1 ? 0 : len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
-		    (cp >= 0x7f && cp <= 0x9f))
-			return 0;
-		i += len;
-	}
-	return 1;
-}
-
 const char *acct_outcome_name(enum acct_outcome o)
 {
 	static const char *const names[ACCT_OUTCOME_COUNT] = {

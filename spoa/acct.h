@@ -17,14 +17,6 @@ void acct_row_init(struct acct_row *row);
  * digit (OpenAI's "resp_" and hex; self-hosted servers' uuids). */
 int acct_response_id_ok(const char *s, size_t n);
 
-/* Whether s (n bytes) can be an end user's id the gateway stores and counts: 1 to
- * ACCT_END_USER_MAX - 1 bytes of UTF-8 (shortest forms, no surrogates) without a control
- * character (C0, DEL, C1). Spaces, quotes and any letters pass: ids are what clients
- * already send as OpenAI's user (names, e-mail addresses, JSON), compared byte for byte,
- * and escaped where they are printed. */
-int acct_end_user_ok(const char *s, size_t n);
-
-
 /* "complete", "client_abort", ...; "unknown" for a value out of range. */
 const char *acct_outcome_name(enum acct_outcome o);
 

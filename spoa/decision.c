@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "acct.h"
+#include "enduser.h"
 #include "keytable.h"
 #include "price.h"
 #include "tier.h"
@@ -81,6 +82,9 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_TAG_CONFLICT] = { "tag_conflict", 400 },
 	[DECISION_TAG_BUDGET_EXCEEDED] = { "tag_budget_exceeded", 402 },
 	[DECISION_TAG_NOT_ALLOWED] = { "tag_not_allowed", 403 },
+	[DECISION_END_USER_RPM_LIMITED] = { "end_user_rate_limit_requests", 429 },
+	[DECISION_END_USER_TPM_LIMITED] = { "end_user_rate_limit_tokens", 429 },
+	[DECISION_END_USER_BUDGET_EXCEEDED] = { "end_user_budget_exceeded", 402 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -470,7 +474,7 @@ static enum decision_verdict decision_page(const struct decision_request *req,
 		} else if (decision_str_is(name, "after")) {
 			if (afters++ ||
 			    (n = decision_unpercent(value, d->page_after, sizeof(d->page_after))) < 0 ||
-			    (n > 0 && !acct_end_user_ok(d->page_after, (size_t)n)))
+			    (n > 0 && !enduser_id_ok(d->page_after, (size_t)n)))
 				return DECISION_BAD_QUERY;
 		}
 		p = stop < end ? stop + 1 : end;
@@ -799,7 +803,7 @@ static enum decision_verdict decision_end_user(const struct decision_request *re
 	    (d->end_user_header || eu->state != REQBODY_END_USER_NONE))
 		return DECISION_END_USER_FORBIDDEN;
 	if (d->end_user_header) {
-		if (req->end_user_headers > 1 || !acct_end_user_ok(req->end_user.ptr, req->end_user.len))
+		if (req->end_user_headers > 1 || !enduser_id_ok(req->end_user.ptr, req->end_user.len))
 			return DECISION_BAD_END_USER;
 		memcpy(d->end_user, req->end_user.ptr, req->end_user.len);
 		d->end_user[req->end_user.len] = '\0';
@@ -975,25 +979,41 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	                                decision_cost_of(out, price_rate(&d->est_card, PRICE_OUTPUT, &fb)) : 0;
 }
 
-void decision_limit(struct decision *d, enum quota_verdict v, int team)
+void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level level)
 {
-	static const enum decision_verdict of[2][QUOTA_BUDGET + 1] = {
-		{
+	static const enum decision_verdict of[QUOTA_LEVEL_END_USER + 1][QUOTA_BUDGET + 1] = {
+		[QUOTA_LEVEL_KEY] = {
 			[QUOTA_OK] = DECISION_ALLOW,
 			[QUOTA_RPM] = DECISION_RPM_LIMITED,
 			[QUOTA_TPM] = DECISION_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
-		}, {
+		},
+		[QUOTA_LEVEL_TEAM] = {
 			[QUOTA_OK] = DECISION_ALLOW,
 			[QUOTA_RPM] = DECISION_TEAM_RPM_LIMITED,
 			[QUOTA_TPM] = DECISION_TEAM_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_TEAM_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_TEAM_BUDGET_EXCEEDED,
 		},
+		[QUOTA_LEVEL_TAG] = {
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_TAG_BUDGET_EXCEEDED,
+			[QUOTA_TPM] = DECISION_TAG_BUDGET_EXCEEDED,
+			[QUOTA_CONCURRENCY] = DECISION_TAG_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET] = DECISION_TAG_BUDGET_EXCEEDED,
+		},
+		[QUOTA_LEVEL_END_USER] = {
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_END_USER_RPM_LIMITED,
+			[QUOTA_TPM] = DECISION_END_USER_TPM_LIMITED,
+			[QUOTA_CONCURRENCY] = DECISION_END_USER_RPM_LIMITED,
+			[QUOTA_BUDGET] = DECISION_END_USER_BUDGET_EXCEEDED,
+		},
 	};
 
-	d->verdict = of[team != 0][v];
+	d->verdict = (unsigned)level <= QUOTA_LEVEL_END_USER && (unsigned)v <= QUOTA_BUDGET
+	             ? of[level][v] : DECISION_AGENT_ERROR;
 }
 
 void decision_make(const struct keytable *t, const struct decision_request *req,

@@ -62,6 +62,10 @@ enum decision_verdict {
 	DECISION_TAG_BUDGET_EXCEEDED,       /* 402: a tag's budget for the period */
 	DECISION_TAG_NOT_ALLOWED,           /* 403: a tag with a budget that neither the key
 	                                     * nor its team fixes */
+	/* The limits of the end user a request names (docs/limits.md, "End users"). */
+	DECISION_END_USER_RPM_LIMITED,      /* 429 */
+	DECISION_END_USER_TPM_LIMITED,      /* 429 */
+	DECISION_END_USER_BUDGET_EXCEEDED,  /* 402 */
 	DECISION_VERDICT_COUNT
 };
 
@@ -195,13 +199,15 @@ struct decision {
 	const struct kt_tag_budget *tag_budgets[TAGS_MAX];
 	size_t ntag_budgets;
 	const struct kt_tag_budget *refusing_tag;
+	/* The limits of its end user (keytable_end_user_limits), when it was admitted or
+	 * refused under some; else NULL. */
+	const struct quota_cfg *end_user_quota;
 	/* DECISION_USAGE_REPORTED of GET /tally/v1/usage/end_users: the page asked for. */
 	int end_users_page;
 	int page_limit;
 	char page_after[ACCT_END_USER_MAX];     /* "" from the first */
-	struct quota_hold hold;            /* what an admitted request holds of its key's limits */
-	struct quota_hold team_hold;       /* ... and of its key's team's */
-	struct quota_hold tag_holds[TAGS_MAX];  /* ... and of tag_budgets[i] */
+	struct quota_hold holds[ACCT_HOLDS];  /* what an admitted request holds of each
+	                                       * level's limits (acct-t.h) */
 	struct quota_status quota;         /* where the key stands (keys with limits; a key
 	                                    * without, its team), or the refusing team */
 	int has_quota;                      /* the key has a limit: quota is filled */
@@ -255,9 +261,10 @@ int64_t decision_key_active(const struct keytable *t, const struct decision_requ
 void decision_estimate(struct decision *d, const struct decision_request *req,
                        int64_t default_max_tokens);
 
-/* Turns an allowed d into the denial of the limit that refused it: its key's, or
- * (team non-zero) its key's team's. */
-void decision_limit(struct decision *d, enum quota_verdict v, int team);
+/* Turns an allowed d into the denial of the limit v that refused it at level: its key's,
+ * its team's, its end user's (who have no concurrency limit) or a tag's budget (a
+ * tag's only limit). */
+void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level level);
 
 int decision_http_status(enum decision_verdict v);
 

@@ -36,10 +36,10 @@ static int hold_any(const struct acct_row *row)
 {
 	size_t i;
 
-	for (i = 0; i < TAGS_MAX; i++)
-		if (row->tag_holds[i].key_id)
+	for (i = 0; i < ACCT_HOLDS; i++)
+		if (row->holds[i].key_id)
 			return 1;
-	return row->hold.key_id || row->team_hold.key_id;
+	return 0;
 }
 
 void hold_apply(const struct hold_ctx *c, enum hold_event e, const struct acct_row *row,
@@ -54,11 +54,9 @@ void hold_apply(const struct hold_ctx *c, enum hold_event e, const struct acct_r
 
 		if (f.quota == HOLD_QUOTA_CHARGE)
 			join_charge(row, &tokens, &cost);
-		quota_settle(c->quota, &row->hold, tokens, cost, now_ms);
-		quota_settle(c->quota, &row->team_hold, tokens, cost, now_ms);
 		/* Each on its own: an admission may leave a gap (quota_admit's empty hold). */
-		for (i = 0; i < TAGS_MAX; i++)
-			quota_settle(c->quota, &row->tag_holds[i], tokens, cost, now_ms);
+		for (i = 0; i < ACCT_HOLDS; i++)
+			quota_settle(c->quota, &row->holds[i], tokens, cost, now_ms);
 	}
 	if (f.journal && c->journal)
 		journal_release(c->journal, row->journal_epoch[0]);

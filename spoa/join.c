@@ -47,9 +47,7 @@ void join_decided(const struct decision *d, const char *id, size_t idlen, int64_
 	row->stream = d->stream < 0 ? ACCT_NONE : d->stream;
 	row->status = decision_http_status(d->verdict);
 	row->started_at_ms = now_ms;
-	row->hold = d->hold;
-	row->team_hold = d->team_hold;
-	memcpy(row->tag_holds, d->tag_holds, sizeof(row->tag_holds));
+	memcpy(row->holds, d->holds, sizeof(row->holds));
 	if (d->verdict == DECISION_ALLOW) {
 		row->est_prompt_tokens = d->est_prompt_tokens;
 		row->est_completion_tokens = d->est_completion_tokens;

@@ -49,6 +49,7 @@ struct kt_team {
 	int members_see_usage;                  /* 1: the team's keys may read the team's
 	                                         * figures on /tally/v1/usage */
 	struct tags *tags;                      /* fixed tags (teams.tags); NULL: none */
+	int end_user_limited;                   /* it has end users' limits */
 };
 
 /* A tag's budget (tag_budgets; docs/limits.md, "Tags"): spent by every request that
@@ -59,6 +60,15 @@ struct kt_tag_budget {
 	struct quota_cfg quota;                 /* the budget alone */
 };
 
+/* End users' limits (end_user_limits; docs/limits.md, "End users"): a key's or a team's
+ * (the other id 0), for one end user or, end_user "", for every one without a row of
+ * its own. Counted per key and end user (quota_end_user_subject). */
+struct kt_end_user_limit {
+	int64_t key_id;
+	int64_t team_id;
+	char *end_user;
+	struct quota_cfg quota;                 /* rpm, tpm and the budget; all 0: exempt */
+};
 
 struct kt_key {
 	int64_t id;
@@ -86,6 +96,7 @@ struct kt_key {
 	 * and the key's requests are refused rather than stored with some left out. */
 	struct tags *fixed_tags;
 	int fixed_tags_over;
+	int end_user_limited;                   /* it or its team has end users' limits */
 };
 
 struct keytable {
@@ -100,6 +111,8 @@ struct keytable {
 	size_t nteams;
 	struct kt_tag_budget *tag_budgets;       /* sorted by tag, bytewise */
 	size_t ntag_budgets;
+	struct kt_end_user_limit *end_user_limits;   /* by key_id, team_id, end_user bytewise */
+	size_t nend_user_limits;
 	struct kt_key *keys;
 	size_t nkeys;
 	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "acct.h"
+#include "enduser.h"
 #include "db.h"
 #include "price.h"
 #include "tier.h"
@@ -41,6 +42,9 @@ static void keytable_free(struct keytable *t)
 		free(t->teams[i].allowed);
 		free(t->teams[i].tags);
 	}
+	for (i = 0; i < t->nend_user_limits; i++)
+		free(t->end_user_limits[i].end_user);
+	free(t->end_user_limits);
 	free(t->teams);
 	free(t->tag_budgets);
 	free(t->providers);
@@ -253,6 +257,24 @@ static int keytable_add_tag_budget(struct keytable *t, struct db_stmt *st)
 	return 0;
 }
 
+static int keytable_add_end_user_limit(struct keytable *t, struct db_stmt *st)
+{
+	struct kt_end_user_limit *l = &t->end_user_limits[t->nend_user_limits++];
+	const char *user = db_col_text(st, 2);
+
+	l->key_id = db_col_int(st, 0);
+	l->team_id = db_col_int(st, 1);
+	/* tallyctl writes only ids the agent would take (enduser_id_ok), or "". */
+	if (!user || (*user && !enduser_id_ok(user, strlen(user))) ||
+	    !(l->end_user = strdup(user)))
+		return -1;
+	l->quota.rpm = db_col_int(st, 3);
+	l->quota.tpm = db_col_int(st, 4);
+	l->quota.budget_micros = db_col_int(st, 5);
+	l->quota.period = keytable_period_of(db_col_text(st, 6));
+	return 0;
+}
+
 /* The index of id among n entries of stride bytes sorted by id (loaded ORDER BY id),
  * each beginning with its int64_t id (struct kt_key, struct kt_team); -1: none. */
 static long keytable_index_of(const void *entries, size_t n, size_t stride, int64_t id)
@@ -439,6 +461,35 @@ static int keytable_load_cards(struct db *db, struct keytable *t)
 	return keytable_each_row(db, t, sql, SIZE_MAX, keytable_add_card);
 }
 
+/* End users' limits, in keytable_end_user_cmp's order, each key marked that it or its
+ * team has some. */
+static int keytable_load_end_user_limits(struct db *db, struct keytable *t)
+{
+	char sql[256];
+	size_t n, i;
+
+	snprintf(sql, sizeof(sql), "SELECT coalesce(key_id, 0), coalesce(team_id, 0), end_user,"
+	         " rpm, tpm, budget_micros, budget_period FROM end_user_limits"
+	         " ORDER BY 1, 2, end_user %s", keytable_bytewise(db));
+	if (!(t->end_user_limits = keytable_alloc(db, "SELECT count(*) FROM end_user_limits",
+	                                          sizeof(*t->end_user_limits), &n)) ||
+	    keytable_each_row(db, t, sql, n, keytable_add_end_user_limit) < 0)
+		return -1;
+	for (i = 0; i < t->nend_user_limits; i++) {
+		const struct kt_end_user_limit *l = &t->end_user_limits[i];
+		long k = keytable_index_of(t->keys, t->nkeys, sizeof(*t->keys), l->key_id);
+		struct kt_team *m = keytable_team_by_id(t, l->team_id);
+
+		if (k >= 0)
+			t->keys[k].end_user_limited = 1;
+		if (m)
+			m->end_user_limited = 1;
+	}
+	for (i = 0; i < t->nkeys; i++)
+		t->keys[i].end_user_limited |= t->keys[i].team && t->keys[i].team->end_user_limited;
+	return 0;
+}
+
 /* Providers before models before teams before keys: each refers to the ones loaded
  * before it. */
 static int keytable_load_rows(struct db *db, struct keytable *t)
@@ -486,7 +537,7 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	for (i = 0; i < t->nkeys; i++)
 		if (keytable_narrow(&t->keys[i]) < 0)
 			return -1;
-	return 0;
+	return keytable_load_end_user_limits(db, t);
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
@@ -660,4 +711,71 @@ int keytable_key_allows(const struct kt_key *k, const struct kt_model *m)
 int keytable_key_own_allows(const struct kt_key *k, const struct kt_model *m)
 {
 	return keytable_list_allows(k->own_restricted, k->own_allowed, k->own_nallowed, m);
+}
+
+/* Order of end users' limits: key_id, team_id, then the end user bytewise. */
+static int keytable_end_user_cmp(const struct kt_end_user_limit *l, int64_t key_id,
+                                 int64_t team_id, const char *user, size_t len)
+{
+	if (l->key_id != key_id)
+		return l->key_id < key_id ? -1 : 1;
+	if (l->team_id != team_id)
+		return l->team_id < team_id ? -1 : 1;
+	return keytable_name_cmp(l->end_user, user, len);
+}
+
+static const struct kt_end_user_limit *keytable_end_user_row(const struct keytable *t,
+                                                             int64_t key_id, int64_t team_id,
+                                                             const char *user, size_t len)
+{
+	size_t lo = 0, hi = t->nend_user_limits;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = keytable_end_user_cmp(&t->end_user_limits[mid], key_id, team_id, user, len);
+
+		if (c == 0)
+			return &t->end_user_limits[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct quota_cfg *keytable_end_user_limits(const struct keytable *t,
+                                                 const struct kt_key *k, const char *user,
+                                                 size_t len)
+{
+	int64_t team = k->team ? k->team->id : 0;
+	const struct kt_end_user_limit *l;
+
+	if (!k->end_user_limited || len == 0)
+		return NULL;
+	if (!(l = keytable_end_user_row(t, k->id, 0, user, len)) &&
+	    !(team && (l = keytable_end_user_row(t, 0, team, user, len))) &&
+	    !(l = keytable_end_user_row(t, k->id, 0, "", 0)) && team)
+		l = keytable_end_user_row(t, 0, team, "", 0);
+	return l ? &l->quota : NULL;
+}
+
+int64_t keytable_end_user_subject(const struct keytable *t, int64_t key_id, const char *user,
+                                  size_t len)
+{
+	/* "end-user", the key's id and the end user's, so that no other use of the secret
+	 * (a key's hash) computes the same bytes. */
+	char buf[32 + ACCT_END_USER_MAX];
+	unsigned char mac[KEYHASH_LEN];
+	uint64_t h = 0;
+	int n = snprintf(buf, sizeof(buf), "end-user:%lld:", (long long)key_id);
+	size_t i;
+
+	if (len >= ACCT_END_USER_MAX)
+		len = ACCT_END_USER_MAX - 1;
+	memcpy(buf + n, user, len);
+	keyhash_compute(t->secret, buf, (size_t)n + len, mac);
+	for (i = 0; i < 8; i++)
+		h = h << 8 | mac[i];
+	return quota_end_user_subject(h);
 }

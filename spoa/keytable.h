@@ -36,6 +36,18 @@ const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, c
 
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
 
+/* The limits of end user user[0..len) of key k: k's row for that end user, else its
+ * team's, else k's default, else its team's; NULL when none applies (no end user, or
+ * no row). A row may carry no limit (quota_limited 0): that end user is exempt. */
+const struct quota_cfg *keytable_end_user_limits(const struct keytable *t,
+                                                 const struct kt_key *k, const char *user,
+                                                 size_t len);
+
+/* The quota subject of end user user[0..len) of key key_id (quota_end_user_subject):
+ * keyed by the installation's secret, the same on every node. */
+int64_t keytable_end_user_subject(const struct keytable *t, int64_t key_id, const char *user,
+                                  size_t len);
+
 /* 1 if k's own allow-list allows m, whatever its team's says: when k may not use m,
  * which of the two refused it. */
 int keytable_key_own_allows(const struct kt_key *k, const struct kt_model *m);

@@ -52,6 +52,7 @@
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -89,6 +90,8 @@ struct quota_fallback {
 struct quota_key {
 	struct quota_key *next;
 	int64_t key_id;
+	int64_t owner;                /* an end user's (quota_subject): its key and id */
+	char *name;                   /* owned; NULL for every other subject */
 	struct lease_bucket req, tok; /* local mode and fallback */
 	struct quota_grant g;         /* shared mode */
 	struct quota_cfg cfg;         /* the limits of its last shared admission */
@@ -218,6 +221,7 @@ void quota_free(struct quota *q)
 		for (j = 0; j < q->shards[i].nslots; j++) {
 			for (k = q->shards[i].slots[j]; k; k = next) {
 				next = k->next;
+				free(k->name);
 				free(k);
 			}
 		}
@@ -553,9 +557,13 @@ static void quota_fallback_of(const struct quota_key *k, const struct quota_cfg 
 	fb->budget = lease_fallback_allow(g->budget, g->pool_budget, nodes);
 }
 
-enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
-                                 int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
-                                 struct quota_hold *hold, struct quota_status *st)
+/* quota_admit of one subject, which keeps owner and name (quota_subject's) with its
+ * state the first time it has them. */
+static enum quota_verdict quota_admit_named(struct quota *q, int64_t key_id, int64_t owner,
+                                            const char *name, const struct quota_cfg *cfg,
+                                            int64_t est_tokens, int64_t est_cost_micros,
+                                            int64_t now_ms, struct quota_hold *hold,
+                                            struct quota_status *st)
 {
 	int64_t nodes = atomic_load(&q->fallback_nodes);
 	int64_t tokens = quota_clamp_amount(est_tokens), cost = quota_clamp_amount(est_cost_micros);
@@ -578,7 +586,11 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	s = quota_shard_of(q, h);
 	pthread_mutex_lock(&s->lock);
 	k = quota_shard_find(s, h, key_id, 1);
-	if (!k) {
+	if (k && name && !k->name) {
+		k->owner = owner;
+		k->name = strdup(name);
+	}
+	if (!k || (name && !k->name)) {
 		pthread_mutex_unlock(&s->lock);
 		return QUOTA_OK;
 	}
@@ -599,6 +611,14 @@ enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quo
 	}
 	pthread_mutex_unlock(&s->lock);
 	return v;
+}
+
+enum quota_verdict quota_admit(struct quota *q, int64_t key_id, const struct quota_cfg *cfg,
+                                 int64_t est_tokens, int64_t est_cost_micros, int64_t now_ms,
+                                 struct quota_hold *hold, struct quota_status *st)
+{
+	return quota_admit_named(q, key_id, 0, NULL, cfg, est_tokens, est_cost_micros, now_ms,
+	                         hold, st);
 }
 
 /* A settled amount moved into a grant, which stays above the debt floor. */
@@ -639,8 +659,8 @@ enum quota_verdict quota_admit_all(struct quota *q, const struct quota_subject *
 	for (i = 0; i < n; i++) {
 		const struct quota_cfg *cfg = subjects[i].cfg;
 
-		v = quota_admit(q, subjects[i].id, cfg, est_tokens, est_cost_micros, now_ms,
-		                subjects[i].hold, &one);
+		v = quota_admit_named(q, subjects[i].id, subjects[i].owner, subjects[i].name, cfg,
+		                      est_tokens, est_cost_micros, now_ms, subjects[i].hold, &one);
 		if (v != QUOTA_OK) {
 			for (j = 0; j < i; j++) {
 				quota_cancel(q, subjects[j].hold);
@@ -944,6 +964,8 @@ long quota_share_collect(struct quota *q, int64_t interval_ms, struct quota_shar
 				}
 				e = &(*out)[n++];
 				e->key_id = k->key_id;
+				e->owner = k->owner;
+				snprintf(e->name, sizeof(e->name), "%s", k->name ? k->name : "");
 				e->cfg = k->cfg;
 				e->held = held;
 				lim = (struct lease_limits){ k->cfg.rpm, k->cfg.tpm, k->cfg.max_concurrent,

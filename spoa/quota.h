@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "enduser.h"
 #include "lease.h"
 
 /* Budget periods, UTC calendar: a day starts at 00:00, a week on Monday, a month on its
@@ -88,11 +89,26 @@ static inline int64_t quota_tag_subject(int64_t tag_budget_id)
 	return -(QUOTA_TAG_SUBJECTS + tag_budget_id);
 }
 
-/* What a subject id counts, and its own id (keys.id, teams.id, tag_budgets.id): the
- * inverse of quota_team_subject and quota_tag_subject. */
-enum quota_level { QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG };
+/* End users' limits likewise, below every tag budget's: one subject per key and end
+ * user, from h, a keyed hash of the pair (keytable_end_user_subject) that nobody
+ * without the installation's secret can aim at another pair's. Tag budgets' ids stay
+ * under QUOTA_END_USER_SUBJECTS - QUOTA_TAG_SUBJECTS (the keytable refuses others). */
+#define QUOTA_END_USER_SUBJECTS ((int64_t)1 << 62)
+static inline int64_t quota_end_user_subject(uint64_t h)
+{
+	return -(QUOTA_END_USER_SUBJECTS + (int64_t)(h & (uint64_t)(QUOTA_END_USER_SUBJECTS - 1)));
+}
+
+/* What a subject id counts, and its own id (keys.id, teams.id, tag_budgets.id; an end
+ * user's hash): the inverse of quota_team_subject, quota_tag_subject and
+ * quota_end_user_subject. */
+enum quota_level { QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG, QUOTA_LEVEL_END_USER };
 static inline enum quota_level quota_subject_level(int64_t subject, int64_t *id)
 {
+	if (subject <= -QUOTA_END_USER_SUBJECTS) {
+		*id = -subject - QUOTA_END_USER_SUBJECTS;
+		return QUOTA_LEVEL_END_USER;
+	}
 	if (subject <= -QUOTA_TAG_SUBJECTS) {
 		*id = -subject - QUOTA_TAG_SUBJECTS;
 		return QUOTA_LEVEL_TAG;
@@ -101,15 +117,21 @@ static inline enum quota_level quota_subject_level(int64_t subject, int64_t *id)
 	return subject < 0 ? QUOTA_LEVEL_TEAM : QUOTA_LEVEL_KEY;
 }
 
-/* One level a request is admitted at: its key, its team, one of its tags' budgets. */
+/* One level a request is admitted at: its key, its team, its end user, one of its
+ * tags' budgets. */
 struct quota_subject {
-	int64_t id;                      /* a key's id, quota_team_subject, quota_tag_subject */
+	int64_t id;                      /* a key's id, quota_team_subject, quota_tag_subject,
+	                                  * quota_end_user_subject */
 	const struct quota_cfg *cfg;
 	struct quota_hold *hold;         /* filled when admitted at every level, else zeroed */
+	/* An end user's: its key and its id (enduser.h, NUL-terminated), kept
+	 * with the subject so that the share thread reads what it spent; else 0 and NULL. */
+	int64_t owner;
+	const char *name;
 };
 
 /* A request admitted at every one of subjects[0..n) or at none: quota_admit on each in
- * order (key, team, tags); one that refuses gives back the holds taken before it whole
+ * order (key, team, end user, tags); one that refuses gives back the holds taken before it whole
  * (quota_cancel), so that a refused request holds nothing at any level. Returns
  * QUOTA_OK with *st the first subject's that has an rpm or tpm limit (the figures a
  * client is shown; else the first's), or the refusing verdict with *refused its index
@@ -169,6 +191,8 @@ void quota_share_enable(struct quota *q, int64_t wait_ms);
  * back and asks for. */
 struct quota_share_key {
 	int64_t key_id;
+	int64_t owner;                   /* an end user's subject: its key and its id */
+	char name[ENDUSER_ID_MAX];       /* (quota_subject's); else 0 and "" */
 	struct quota_cfg cfg;
 	struct lease_held held;
 	struct lease_ask ask;

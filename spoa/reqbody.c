@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "acct.h"
+#include "enduser.h"
 
 #define REQBODY_MAX_DEPTH 512
 /* Decoded key bytes kept: U+212A folds 3 bytes to 1, so a key of up to 3 x 22 bytes may
@@ -731,7 +732,7 @@ static void reqbody_set_end_user(struct reqbody_end_user *eu, int rank, const ch
 	eu->rank = rank;
 	eu->state = REQBODY_END_USER_BAD;
 	if (raw && (n = reqbody_unescape(raw, len, eu->id, sizeof(eu->id))) >= 0 &&
-	    acct_end_user_ok(eu->id, (size_t)n))
+	    enduser_id_ok(eu->id, (size_t)n))
 		eu->state = REQBODY_END_USER_OK;
 	if (eu->state != REQBODY_END_USER_OK)
 		eu->id[0] = '\0';

@@ -41,7 +41,7 @@ enum reqbody_end_user_state {
 	REQBODY_END_USER_NONE,          /* absent, or null */
 	REQBODY_END_USER_OK,            /* id holds it, decoded */
 	REQBODY_END_USER_BAD,           /* not a string, named twice, or not an id the
-	                                   gateway keeps (acct_end_user_ok) */
+	                                   gateway keeps (enduser_id_ok) */
 };
 
 struct reqbody_end_user {

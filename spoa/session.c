@@ -11,6 +11,7 @@
 #include "acct.h"
 #include "counters.h"
 #include "decision.h"
+#include "keytable.h"
 #include "log.h"
 #include "longbody.h"
 #include "owner.h"
@@ -348,15 +349,18 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 	return n;
 }
 
-/* Estimates what an allowed request may use and admits it at its key, its team and its
- * tags' budgets, all or none, or turns d into the denial of the level that refused. */
-static void session_quota(struct session *s, const struct decision_request *req,
-                          struct decision *d)
+/* Estimates what an allowed request may use and admits it at its key, its team, its end
+ * user and its tags' budgets, all or none, or turns d into the denial of the level that
+ * refused. */
+static void session_quota(struct session *s, const struct keytable *kt,
+                          const struct decision_request *req, struct decision *d)
 {
-	struct quota_subject at[2 + TAGS_MAX];
+	struct quota_subject at[ACCT_HOLDS];
+	enum quota_level level[ACCT_HOLDS];
 	const struct kt_team *team;
+	const struct quota_cfg *eu;
 	enum quota_verdict v;
-	size_t n = 0, i, refused, levels;
+	size_t n = 0, i, refused, len;
 
 	if (d->verdict != DECISION_ALLOW)
 		return;
@@ -364,28 +368,40 @@ static void session_quota(struct session *s, const struct decision_request *req,
 	if (!s->quota || !d->key)
 		return;
 	team = d->key->team;
+	len = strlen(d->end_user);
+	eu = keytable_end_user_limits(kt, d->key, d->end_user, len);
+	d->end_user_quota = eu && quota_limited(eu) ? eu : NULL;
 	if (!quota_limited(&d->key->quota) && !(team && quota_limited(&team->quota)) &&
-	    !d->ntag_budgets)
+	    !d->end_user_quota && !d->ntag_budgets)
 		return;
 	d->has_quota = 1;
-	at[n++] = (struct quota_subject){ d->key->id, &d->key->quota, &d->hold };
-	if (team)
+	level[n] = QUOTA_LEVEL_KEY;
+	at[n++] = (struct quota_subject){ d->key->id, &d->key->quota, &d->holds[ACCT_HOLD_KEY],
+	                                  0, NULL };
+	if (team) {
+		level[n] = QUOTA_LEVEL_TEAM;
 		at[n++] = (struct quota_subject){ quota_team_subject(team->id), &team->quota,
-		                                  &d->team_hold };
-	levels = n;
-	for (i = 0; i < d->ntag_budgets; i++)
+		                                  &d->holds[ACCT_HOLD_TEAM], 0, NULL };
+	}
+	if (d->end_user_quota) {
+		level[n] = QUOTA_LEVEL_END_USER;
+		at[n++] = (struct quota_subject){
+			keytable_end_user_subject(kt, d->key->id, d->end_user, len), d->end_user_quota,
+			&d->holds[ACCT_HOLD_END_USER], d->key->id, d->end_user };
+	}
+	for (i = 0; i < d->ntag_budgets; i++) {
+		level[n] = QUOTA_LEVEL_TAG;
 		at[n++] = (struct quota_subject){ quota_tag_subject(d->tag_budgets[i]->id),
-		                                  &d->tag_budgets[i]->quota, &d->tag_holds[i] };
+		                                  &d->tag_budgets[i]->quota,
+		                                  &d->holds[ACCT_HOLD_TAGS + i], 0, NULL };
+	}
 	v = quota_admit_all(s->quota, at, n, d->est_tokens, d->est_cost_micros, acct_now_ms(),
 	                    &d->quota, &refused);
 	if (v == QUOTA_OK)
 		return;
-	if (refused < levels) {
-		decision_limit(d, v, refused == 1);
-		return;
-	}
-	d->refusing_tag = d->tag_budgets[refused - levels];
-	d->verdict = DECISION_TAG_BUDGET_EXCEEDED;
+	if (level[refused] == QUOTA_LEVEL_TAG)
+		d->refusing_tag = d->tag_budgets[refused - (n - d->ntag_budgets)];
+	decision_limit(d, v, level[refused]);
 }
 
 /* A verdict without a decision: nothing about the request is known or kept. */
@@ -617,7 +633,7 @@ static void session_notify(struct session *s, const struct keytable *kt,
 		decision_make(kt, &req, &d);
 		if (d.owner_query && s->owners)
 			session_owner(s->owners, &req, &d, kt);
-		session_quota(s, &req, &d);
+		session_quota(s, kt, &req, &d);
 		/* HAProxy will ask again about this body (decision.h, wait): it keeps its
 		 * whole text for then. */
 		if (whole && d.wait)

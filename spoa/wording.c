@@ -55,6 +55,9 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_TAG_CONFLICT] = { "invalid_request_error", "invalid_request_error" },
 	[DECISION_TAG_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 	[DECISION_TAG_NOT_ALLOWED] = { "permission_error", "permission_error" },
+	[DECISION_END_USER_RPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_END_USER_TPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
+	[DECISION_END_USER_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 };
 
 /* Whether s begins with lit. */
@@ -88,6 +91,28 @@ static void wording_json_escape(char *out, size_t cap, const char *s)
 	out[o] = '\0';
 }
 
+/* An end user's id (enduser_id_ok: UTF-8 without control characters) as JSON string
+ * content into out (3 * ACCT_END_USER_MAX bytes hold any): quotes and backslashes
+ * escaped, U+2028 and U+2029 too (as queryd writes them), the rest as it is. */
+static void wording_json_id(char *out, size_t cap, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 7 < cap; s++) {
+		if (*s == '"' || *s == '\\') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if ((unsigned char)s[0] == 0xe2 && (unsigned char)s[1] == 0x80 &&
+		           ((unsigned char)s[2] == 0xa8 || (unsigned char)s[2] == 0xa9)) {
+			o += (size_t)snprintf(out + o, cap - o, "\\u202%c", s[2] == (char)0xa8 ? '8' : '9');
+			s += 2;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o] = '\0';
+}
+
 /* The refusal of a limit of q, a key's or a team's (named by who, its kind of owner
  * by noun). */
 static void wording_limit(const struct decision *d, const char *who, const struct quota_cfg *q,
@@ -96,11 +121,13 @@ static void wording_limit(const struct decision *d, const char *who, const struc
 	switch (d->verdict) {
 	case DECISION_RPM_LIMITED:
 	case DECISION_TEAM_RPM_LIMITED:
+	case DECISION_END_USER_RPM_LIMITED:
 		snprintf(msg, cap, "%s is limited to %lld requests per minute; retry after %lld s.",
 		         who, (long long)q->rpm, (long long)d->quota.retry_after_s);
 		break;
 	case DECISION_TPM_LIMITED:
 	case DECISION_TEAM_TPM_LIMITED:
+	case DECISION_END_USER_TPM_LIMITED:
 		snprintf(msg, cap, "%s is limited to %lld tokens per minute and this request may "
 		         "use %lld (prompt and max_tokens); retry after %lld s.", who,
 		         (long long)q->tpm, (long long)d->est_tokens,
@@ -127,7 +154,8 @@ static const char *wording_end_user_member(const struct decision *d)
 
 static void wording_message(const struct decision *d, char *msg, size_t cap)
 {
-	char model[2 * 6 * 40], team[96], who[160];
+	/* who holds an end user's id escaped (wording_json_id) and a key's prefix */
+	char model[2 * 6 * 40], team[96], user[3 * ACCT_END_USER_MAX], who[3 * ACCT_END_USER_MAX + 64];
 
 	wording_json_escape(model, sizeof(model),
 	                     d->model ? d->model->name : d->body.has_model ? d->body.model : "");
@@ -262,6 +290,16 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		wording_json_escape(team, sizeof(team), d->key->team->name);
 		snprintf(who, sizeof(who), "The team '%s' of key %s", team, d->key->prefix);
 		wording_limit(d, who, &d->key->team->quota, "team", msg, cap);
+		break;
+	case DECISION_END_USER_RPM_LIMITED:
+	case DECISION_END_USER_TPM_LIMITED:
+	case DECISION_END_USER_BUDGET_EXCEEDED:
+		wording_json_id(user, sizeof(user), d->end_user);
+		snprintf(who, sizeof(who), "The end user '%s' of key %s", user, d->key->prefix);
+		if (d->end_user_quota)
+			wording_limit(d, who, d->end_user_quota, "end user", msg, cap);
+		else
+			snprintf(msg, cap, "%s has reached one of its limits.", who);
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");
@@ -452,28 +490,6 @@ int wording_usage_json(const struct decision *d, const struct wording_usage *u, 
 		}
 	}
 	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
-}
-
-/* An end user's id (acct_end_user_ok: UTF-8 without control characters) as JSON string
- * content into out (3 * ACCT_END_USER_MAX bytes hold any): quotes and backslashes
- * escaped, U+2028 and U+2029 too (as queryd writes them), the rest as it is. */
-static void wording_json_id(char *out, size_t cap, const char *s)
-{
-	size_t o = 0;
-
-	for (; *s && o + 7 < cap; s++) {
-		if (*s == '"' || *s == '\\') {
-			out[o++] = '\\';
-			out[o++] = *s;
-		} else if ((unsigned char)s[0] == 0xe2 && (unsigned char)s[1] == 0x80 &&
-		           ((unsigned char)s[2] == 0xa8 || (unsigned char)s[2] == 0xa9)) {
-			o += (size_t)snprintf(out + o, cap - o, "\\u202%c", s[2] == (char)0xa8 ? '8' : '9');
-			s += 2;
-		} else {
-			out[o++] = *s;
-		}
-	}
-	out[o] = '\0';
 }
 
 /* An end user's id percent-encoded for a query (3 * ACCT_END_USER_MAX bytes hold any):

@@ -325,9 +325,7 @@ static int worker_on_decided(void *arg, struct spop_str id, const struct decisio
 
 	if (id.len == 0 || id.len >= ACCT_ID_MAX) {
 		acct_row_init(&row);
-		row.hold = d->hold;
-		row.team_hold = d->team_hold;
-		memcpy(row.tag_holds, d->tag_holds, sizeof(row.tag_holds));
+		memcpy(row.holds, d->holds, sizeof(row.holds));
 		hold_apply(&w->hold, HOLD_NO_ID, &row, allowed, now);
 		return 0;
 	}

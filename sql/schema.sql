@@ -13,7 +13,8 @@
 
 -- Small named counters.
 --   config_generation: bumped by the triggers below on every change to providers,
---   models, model_prices, teams, team_models, tag_budgets, keys or key_models; the agent polls it to reload its in-memory tables.
+--   models, model_prices, teams, team_models, tag_budgets, keys, key_models or
+--   end_user_limits; the agent polls it to reload its in-memory tables.
 CREATE TABLE meta (
 	name  TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -142,6 +143,26 @@ CREATE TABLE key_models (
 	key_id INTEGER NOT NULL REFERENCES keys (id) ON DELETE CASCADE,
 	model  TEXT NOT NULL,
 	PRIMARY KEY (key_id, model)
+);
+
+-- End users' limits (docs/limits.md, "End users"): a budget, rpm and tpm for each end
+-- user a key's requests name, counted per key and end user, never issuing a key. A
+-- row belongs to a key or to a team (the default of every key in it); end_user '' is
+-- every end user without a row of its own, a named one overrides it. NULL: no such
+-- limit, so a named row without limits exempts that end user from the default.
+CREATE TABLE end_user_limits (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id > 0),  -- never reused
+	key_id         INTEGER REFERENCES keys (id) ON DELETE CASCADE,
+	team_id        INTEGER REFERENCES teams (id) ON DELETE CASCADE,
+	end_user       TEXT NOT NULL CHECK (length(CAST(end_user AS BLOB)) <= 256),
+	created_at     INTEGER NOT NULL,
+	rpm            INTEGER CHECK (rpm > 0),
+	tpm            INTEGER CHECK (tpm > 0),
+	budget_micros  INTEGER CHECK (budget_micros > 0),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
+	CHECK ((key_id IS NULL) <> (team_id IS NULL)),
+	UNIQUE (key_id, end_user),
+	UNIQUE (team_id, end_user)
 );
 
 -- Usage: one row per HTTP transaction, written by the agent's writer thread. Integer
@@ -800,6 +821,15 @@ END;
 CREATE TRIGGER key_models_gen_delete AFTER DELETE ON key_models BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
+CREATE TRIGGER end_user_limits_gen_insert AFTER INSERT ON end_user_limits BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER end_user_limits_gen_update AFTER UPDATE ON end_user_limits BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER end_user_limits_gen_delete AFTER DELETE ON end_user_limits BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
 
 -- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
 -- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
@@ -838,4 +868,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 17;
+PRAGMA user_version = 18;

@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 25);
+		                          " current_schema()"), 26);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -143,7 +143,7 @@ static void test_create(void)
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON"
 		                          " c.oid = t.tgrelid JOIN pg_namespace n ON n.oid ="
 		                          " c.relnamespace WHERE n.nspname = current_schema()"
-		                          " AND NOT t.tgisinternal"), 8);
+		                          " AND NOT t.tgisinternal"), 9);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 2);
 		db_close(db);
 		db = test_open("create.db", DB_CREATE);
@@ -161,12 +161,12 @@ static void test_create(void)
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests', 'tag_budgets',"
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
 	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting', 'teams',"
-	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily')"), 20);
+	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily', 'end_user_limits')"), 21);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 24);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 27);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -278,6 +278,10 @@ static void test_generation_triggers(void)
 		"DELETE FROM key_models",
 		"INSERT INTO teams (name, created_at) VALUES ('t', 1)",
 		"UPDATE teams SET members_see_usage = 1 WHERE name = 't'",
+		"INSERT INTO end_user_limits (team_id, end_user, created_at, rpm)"
+		" SELECT id, '', 1, 5 FROM teams",
+		"UPDATE end_user_limits SET rpm = 6",
+		"DELETE FROM end_user_limits",
 		"DELETE FROM teams",
 		"DELETE FROM keys",
 		"DELETE FROM models",
@@ -292,13 +296,17 @@ static void test_generation_triggers(void)
 	for (i = 0; i < sizeof(one_each) / sizeof(one_each[0]); i++) {
 		int64_t d = test_bump(db, one_each[i]);
 
-		/* PostgreSQL's statement triggers also fire for a cascade that deletes no row */
-		if (d != 1 && !(test_kind == DB_POSTGRES && d == 2 && strncmp(one_each[i], "DELETE", 6) == 0))
+		/* PostgreSQL's statement triggers also fire for a cascade that deletes no row
+		 * (keys' and teams' to their allow-lists and end users' limits) */
+		int cascaded = test_kind == DB_POSTGRES && (d == 2 || d == 3) &&
+		               strncmp(one_each[i], "DELETE", 6) == 0;
+
+		if (d != 1 && !cascaded)
 			fprintf(stderr, "bump %lld for: %s\n", (long long)d, one_each[i]);
-		CHECK(d == 1 || (test_kind == DB_POSTGRES && d == 2));
+		CHECK(d == 1 || cascaded);
 	}
 	if (test_kind == DB_SQLITE)
-		CHECK_EQ_INT(db_config_generation(db), 18);
+		CHECK_EQ_INT(db_config_generation(db), 21);
 	/* A statement touching no row fires no row trigger on SQLite; PostgreSQL's run per
 	 * statement (sql/pg/schema.sql says why that does no harm). */
 	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"),
@@ -546,8 +554,11 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 16's parts, dropped to make a database of before it. */
-#define TEST_UNDO_16 "DROP TABLE tag_daily; DROP TABLE tag_budgets;"                   \
+/* Schema 18's part, dropped to make a database of before it. */
+#define TEST_UNDO_18 "DROP TABLE end_user_limits;"
+
+/* Schema 16's parts, likewise (and every later one). */
+#define TEST_UNDO_16 TEST_UNDO_18 " DROP TABLE tag_daily; DROP TABLE tag_budgets;"                   \
                      " ALTER TABLE requests DROP COLUMN tags;"                        \
                      " ALTER TABLE keys DROP COLUMN tags; ALTER TABLE teams DROP COLUMN tags;"
 
@@ -664,14 +675,16 @@ static void test_migrate_tags(void)
 	db_close(db);
 }
 
-/* Schema 17's part, undone to make a database of before it: the budget periods' CHECK
- * without 'week', rewritten as migration 017 rewrites it on SQLite. */
+/* Schema 17's part, undone to make a database of before it (and 18's): the budget
+ * periods' CHECK without 'week', rewritten as migration 017 rewrites it on SQLite. */
 static int test_undo_17(struct db *db)
 {
 	static const char *const tables[] = { "keys", "teams", "tag_budgets" };
 	char sql[512];
 	size_t i;
 
+	if (test_exec(db, TEST_UNDO_18) < 0)
+		return -1;
 	if (db_kind(db) == DB_SQLITE)
 		return test_exec(db, "PRAGMA writable_schema = ON;"
 		                     " UPDATE sqlite_schema SET sql = replace(sql, '''week'', ', '')"
@@ -729,6 +742,52 @@ static void test_migrate_weeks(void)
 	CHECK_EQ_INT(test_exec(db, "UPDATE teams SET budget_period = 'Week'"), -1);
 	CHECK_EQ_INT(test_exec(db, "UPDATE tag_budgets SET budget_period = 'weekly'"), -1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM key_models"), 1);
+	db_close(db);
+}
+
+/* Migration 018: a key or a team (never both, never neither) holds end users' limits,
+ * one row per end user ('' for the default), positive or none, of a known period;
+ * a row goes with its key or team, and every change moves config_generation. */
+static void test_migrate_end_user_limits(void)
+{
+	struct db *db = test_open("eulimits.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_18
+	                           " INSERT INTO teams (name, created_at) VALUES ('t', 1);"
+	                           " INSERT INTO keys (name, prefix, hash, created_at, team_id)"
+	                           " VALUES ('k', 'tk-', zeroblob(32), 1, 1)"), 0);
+	db_close(db);
+	test_set_version("eulimits.db", 17);
+	db = test_open("eulimits.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO end_user_limits (key_id, end_user, created_at, rpm)"
+	                           " VALUES (1, '', 1, 5)"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO end_user_limits (team_id, end_user, created_at,"
+	                           " budget_micros, budget_period) VALUES (1, 'alice', 1, 9, 'week')"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO end_user_limits (key_id, end_user, created_at)"
+	                           " VALUES (1, 'bob', 1)"), 1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, end_user, created_at)"
+	                           " VALUES (1, '', 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (end_user, created_at)"
+	                           " VALUES ('x', 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, team_id, end_user,"
+	                           " created_at) VALUES (1, 1, 'x', 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, end_user, created_at, tpm)"
+	                           " VALUES (1, 'x', 1, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, end_user, created_at,"
+	                           " budget_period) VALUES (1, 'x', 1, 'year')"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, end_user, created_at)"
+	                           " VALUES (1, printf('%.257c', 'u'), 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO end_user_limits (key_id, end_user, created_at)"
+	                           " VALUES (2, 'x', 1)"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET team_id = NULL; DELETE FROM teams"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM end_user_limits"), 2);
 	db_close(db);
 }
 
@@ -1353,6 +1412,7 @@ static void test_stores(void)
 	RUN(test_migrate_end_users);
 	RUN(test_migrate_tags);
 	RUN(test_migrate_weeks);
+	RUN(test_migrate_end_user_limits);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

@@ -371,7 +371,7 @@ static void test_estimate(void)
 	decision_estimate(&d, &req, 4096);
 	CHECK_EQ_INT(d.est_tokens, 9 + 4096);
 	CHECK_EQ_INT(d.est_completion_tokens, 4096);
-	decision_limit(&d, QUOTA_TPM, 0);
+	decision_limit(&d, QUOTA_TPM, QUOTA_LEVEL_KEY);
 	CHECK_EQ_INT(d.verdict, DECISION_TPM_LIMITED);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
 	CHECK_EQ_INT(decision_http_status(DECISION_BUDGET_EXCEEDED), 402);
@@ -1745,17 +1745,41 @@ static void test_teams(void)
 	CHECK(n > 0 && strstr(buf, "\"code\":\"team_model_not_allowed\"") != NULL);
 	CHECK(strstr(buf, "The team 'a\\\"b's' of key tly_restrict") != NULL);
 	d = decide(FIX_KEY_OPEN, "{\"model\":\"gpt-a\"}");
-	decision_limit(&d, QUOTA_RPM, 1);
+	decision_limit(&d, QUOTA_RPM, QUOTA_LEVEL_TEAM);
 	CHECK_EQ_INT(d.verdict, DECISION_TEAM_RPM_LIMITED);
 	CHECK_EQ_INT(decision_http_status(d.verdict), 429);
 	n = wording_error_json(&d, &req, buf, sizeof(buf));
 	CHECK(n > 0 && strstr(buf, "\"code\":\"team_rate_limit_requests\"") != NULL);
 	CHECK(strstr(buf, "of key tly_open0000 is limited to 5 requests per minute") != NULL);
-	decision_limit(&d, QUOTA_BUDGET, 1);
+	decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_TEAM);
 	CHECK_EQ_STR(decision_verdict_name(d.verdict), "team_budget_exceeded");
 	CHECK_EQ_INT(decision_http_status(d.verdict), 402);
-	decision_limit(&d, QUOTA_BUDGET, 0);
+	decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_KEY);
 	CHECK_EQ_STR(decision_verdict_name(d.verdict), "budget_exceeded");
+	decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_TAG);
+	CHECK_EQ_STR(decision_verdict_name(d.verdict), "tag_budget_exceeded");
+	/* An end user's limits: named, its id escaped, the figure its own. */
+	{
+		struct quota_cfg eu = { .rpm = 3, .budget_micros = 2500000, .period = QUOTA_PERIOD_WEEK };
+
+		snprintf(d.end_user, sizeof(d.end_user), "al\"ice");
+		d.end_user_quota = &eu;
+		decision_limit(&d, QUOTA_RPM, QUOTA_LEVEL_END_USER);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 429);
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "\"code\":\"end_user_rate_limit_requests\"") != NULL);
+		CHECK(strstr(buf, "The end user 'al\\\"ice' of key tly_open0000 is limited to 3"
+		                  " requests per minute") != NULL);
+		decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_END_USER);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 402);
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "\"code\":\"end_user_budget_exceeded\"") != NULL);
+		CHECK(strstr(buf, "has spent its budget of $2.500000 for this week") != NULL);
+		decision_limit(&d, QUOTA_TPM, QUOTA_LEVEL_END_USER);
+		CHECK_EQ_STR(decision_verdict_name(d.verdict), "end_user_rate_limit_tokens");
+		decision_limit(&d, QUOTA_BUDGET, (enum quota_level)9);
+		CHECK_EQ_INT(d.verdict, DECISION_AGENT_ERROR);
+	}
 
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams;",
 	                     err, sizeof(err)), 0);

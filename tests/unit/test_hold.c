@@ -96,7 +96,7 @@ static void test_apply(void)
 	acct_row_init(&row);
 	row.key_id = 7;
 	row.flags = ACCT_FLAG_CREATES_RESPONSE;
-	CHECK_EQ_INT(quota_admit(q, 7, &one, 10, 0, T0, &row.hold, &st), QUOTA_OK);
+	CHECK_EQ_INT(quota_admit(q, 7, &one, 10, 0, T0, &row.holds[ACCT_HOLD_KEY], &st), QUOTA_OK);
 	hold_apply(&c, HOLD_NOTED, &row, 1, T0);
 	CHECK_EQ_INT(in_flight(kl), 1);
 	CHECK(owner_creates_pending(o, 7));
@@ -111,13 +111,13 @@ static void test_apply(void)
 	hold_apply(&c, HOLD_NOTED, &row, 0, T0 + 2);
 	CHECK_EQ_INT(in_flight(kl), 0);
 	CHECK(!owner_creates_pending(o, 7));
-	row.hold = h;
+	row.holds[ACCT_HOLD_KEY] = h;
 	hold_apply(&c, HOLD_NO_ID, &row, 1, T0 + 3);
 	CHECK_EQ_INT(quota_admit(q, 7, &one, 10, 0, T0 + 3, &h, &st), QUOTA_OK);
 	/* A tag's hold after an empty one is settled too. */
 	acct_row_init(&row);
 	row.key_id = 7;
-	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0, &row.tag_holds[1], &st),
+	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0, &row.holds[ACCT_HOLD_TAGS + 1], &st),
 	             QUOTA_OK);
 	CHECK_EQ_INT(quota_admit(q, quota_tag_subject(2), &one, 10, 0, T0, &h, &st),
 	             QUOTA_CONCURRENCY);

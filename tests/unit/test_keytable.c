@@ -172,6 +172,88 @@ static void test_teams(void)
 	fixture_close(&f);
 }
 
+/* The limits of an end user of key k, or NULL. */
+static const struct quota_cfg *limits_of(const struct keytable *t, const struct kt_key *k,
+                                         const char *user)
+{
+	return keytable_end_user_limits(t, k, user, strlen(user));
+}
+
+/* End users' limits: a key's row for the end user, else its team's, else the key's
+ * default, else the team's; keys without any (nor their team) skip the look-up; a row
+ * without limits exempts; every key's end user is a subject of its own, the same for
+ * the same secret, and ids order bytewise on both stores. */
+static void test_end_user_limits(void)
+{
+	struct fixture f;
+	const struct kt_key *open, *nodef, *stale;
+	const struct quota_cfg *c;
+	char err[256];
+
+	if (fixture_open_on(&f, store) < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(db_exec(f.db, "INSERT INTO teams (id, name, created_at) VALUES (9, 't', 1);"
+	                           "UPDATE keys SET team_id = 9 WHERE id IN (1, 4);"
+	                           "INSERT INTO end_user_limits (key_id, team_id, end_user, created_at,"
+	                           " rpm, tpm, budget_micros, budget_period) VALUES"
+	                           " (1, NULL, 'alice', 1, 1, NULL, NULL, 'month'),"
+	                           " (NULL, 9, 'alice', 1, 2, NULL, NULL, 'month'),"
+	                           " (NULL, 9, 'bob', 1, 3, NULL, NULL, 'month'),"
+	                           " (1, NULL, '', 1, 4, 40, 400, 'week'),"
+	                           " (NULL, 9, '', 1, 5, NULL, NULL, 'month'),"
+	                           " (1, NULL, 'Zed', 1, NULL, NULL, NULL, 'month'),"
+	                           " (1, NULL, 'zed', 1, 6, NULL, NULL, 'day')",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	open = key_of(f.kt, FIX_KEY_OPEN);
+	nodef = key_of(f.kt, FIX_KEY_NODEFAULT);
+	stale = key_of(f.kt, FIX_KEY_STALE);
+	CHECK(open && nodef && stale);
+	if (!open || !nodef || !stale) {
+		fixture_close(&f);
+		return;
+	}
+	CHECK_EQ_INT(f.kt->nend_user_limits, 7);
+	CHECK(open->end_user_limited && nodef->end_user_limited && !stale->end_user_limited);
+	CHECK((c = limits_of(f.kt, open, "alice")) && c->rpm == 1);       /* the key's own */
+	CHECK((c = limits_of(f.kt, open, "bob")) && c->rpm == 3);         /* the team's own */
+	CHECK((c = limits_of(f.kt, open, "carol")) && c->rpm == 4 && c->tpm == 40 &&
+	      c->budget_micros == 400 && c->period == QUOTA_PERIOD_WEEK);  /* the key's default */
+	CHECK((c = limits_of(f.kt, nodef, "alice")) && c->rpm == 2);
+	CHECK((c = limits_of(f.kt, nodef, "carol")) && c->rpm == 5);      /* the team's default */
+	CHECK((c = limits_of(f.kt, open, "Zed")) && !quota_limited(c));   /* exempt */
+	CHECK((c = limits_of(f.kt, open, "zed")) && c->rpm == 6 && c->period == QUOTA_PERIOD_DAY);
+	CHECK(!limits_of(f.kt, open, ""));
+	CHECK(!limits_of(f.kt, stale, "alice"));
+	CHECK(keytable_end_user_subject(f.kt, 1, "alice", 5) ==
+	      keytable_end_user_subject(f.kt, 1, "alice", 5));
+	CHECK(keytable_end_user_subject(f.kt, 1, "alice", 5) !=
+	      keytable_end_user_subject(f.kt, 4, "alice", 5));
+	CHECK(keytable_end_user_subject(f.kt, 1, "alice", 5) !=
+	      keytable_end_user_subject(f.kt, 1, "alicf", 5));
+	/* "1" + "1:x" and "11" + ":x" must not meet: the key's id ends at its colon. */
+	CHECK(keytable_end_user_subject(f.kt, 1, "1:x", 3) !=
+	      keytable_end_user_subject(f.kt, 11, ":x", 2));
+	{
+		int64_t id;
+
+		CHECK_EQ_INT(quota_subject_level(keytable_end_user_subject(f.kt, 1, "a", 1), &id),
+		             QUOTA_LEVEL_END_USER);
+	}
+	/* A team's deletion takes its rows; the key's stay. */
+	CHECK_EQ_INT(db_exec(f.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	open = key_of(f.kt, FIX_KEY_OPEN);
+	nodef = key_of(f.kt, FIX_KEY_NODEFAULT);
+	CHECK_EQ_INT(f.kt->nend_user_limits, 4);
+	CHECK(open && open->end_user_limited && nodef && !nodef->end_user_limited);
+	CHECK(open && (c = limits_of(f.kt, open, "bob")) && c->rpm == 4);
+	fixture_close(&f);
+}
+
 int main(void)
 {
 	int i;
@@ -183,6 +265,7 @@ int main(void)
 		RUN(test_models_in_byte_order);
 		RUN(test_reload_sees_changes);
 		RUN(test_teams);
+		RUN(test_end_user_limits);
 	}
 	return UNIT_DONE();
 }

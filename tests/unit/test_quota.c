@@ -748,7 +748,7 @@ static enum quota_verdict admit_levels(struct quota *l, int64_t key, const struc
                                        int *level)
 {
 	struct quota_subject at[2] = {
-		{ key, c, h }, { quota_team_subject(team_id), team_cfg, th },
+		{ key, c, h, 0, NULL }, { quota_team_subject(team_id), team_cfg, th, 0, NULL },
 	};
 	enum quota_verdict v;
 	size_t refused = 0;
@@ -860,12 +860,12 @@ static size_t admit_tags(struct quota *l, const struct quota_cfg *key, size_t nt
                          const struct quota_cfg *const *cfgs, int64_t cost,
                          struct quota_hold *h, struct quota_status *st)
 {
-	struct quota_subject at[3] = { { 9, key, &h[0] } };
+	struct quota_subject at[3] = { { 9, key, &h[0], 0, NULL } };
 	size_t i, refused;
 
 	for (i = 0; i < ntags; i++)
 		at[1 + i] = (struct quota_subject){ quota_tag_subject((int64_t)i + 1), cfgs[i],
-		                                    &h[1 + i] };
+		                                    &h[1 + i], 0, NULL };
 	return quota_admit_all(l, at, 1 + ntags, 0, cost, T0, st, &refused) == QUOTA_OK
 	       ? 1 + ntags : refused;
 }
@@ -882,6 +882,16 @@ static void test_subject_levels(void)
 	CHECK_EQ_INT(id, QUOTA_TAG_SUBJECTS - 1);
 	CHECK_EQ_INT(quota_subject_level(quota_tag_subject(1), &id), QUOTA_LEVEL_TAG);
 	CHECK_EQ_INT(id, 1);
+	/* The largest tag budget id the keytable takes stays a tag's. */
+	CHECK_EQ_INT(quota_subject_level(quota_tag_subject(QUOTA_TAG_SUBJECTS - 1), &id),
+	             QUOTA_LEVEL_TAG);
+	CHECK_EQ_INT(quota_subject_level(quota_end_user_subject(0), &id), QUOTA_LEVEL_END_USER);
+	CHECK_EQ_INT(id, 0);
+	/* Every 64-bit hash is an end user's subject, never INT64_MIN (no negation of it). */
+	CHECK_EQ_INT(quota_subject_level(quota_end_user_subject(UINT64_MAX), &id),
+	             QUOTA_LEVEL_END_USER);
+	CHECK_EQ_INT(id, QUOTA_END_USER_SUBJECTS - 1);
+	CHECK(quota_end_user_subject(UINT64_MAX) == -INT64_MAX);
 }
 
 static void test_tag_budgets(void)

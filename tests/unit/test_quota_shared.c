@@ -403,7 +403,7 @@ static void test_team_refusal_gives_grants_back(void)
 	                         .budget_start_ms = T0 - T0 % 86400000 };
 	struct quota_share_key *keys = NULL;
 	struct quota_hold h, th;
-	struct quota_subject at[2] = { { 7, &c, &h }, { quota_team_subject(3), &team, &th } };
+	struct quota_subject at[2] = { { 7, &c, &h, 0, NULL }, { quota_team_subject(3), &team, &th, 0, NULL } };
 	struct quota_status st;
 	size_t cap = 0, level = 0;
 
@@ -427,6 +427,38 @@ static void test_team_refusal_gives_grants_back(void)
 	quota_free(q);
 }
 
+/* An end user's subject asks the pools with its key and id, which the share thread
+ * needs to read its spend (spend_end_user_sql); other subjects carry none. */
+static void test_end_user_named(void)
+{
+	struct quota *q = quota_new();
+	struct quota_cfg c = cfg_of(60, 0, 0, 0), eu = cfg_of(5, 0, 0, 0);
+	struct quota_share_key *keys = NULL;
+	struct quota_hold h, eh;
+	int64_t user = quota_end_user_subject(0xabcdefULL);
+	struct quota_subject at[2] = { { 7, &c, &h, 0, NULL }, { user, &eu, &eh, 7, "alice" } };
+	struct quota_status st;
+	size_t cap = 0, level = 0;
+
+	quota_share_enable(q, 0);
+	CHECK_EQ_INT(quota_admit_all(q, at, 2, 0, 0, T0, &st, &level), QUOTA_RPM);
+	CHECK_EQ_INT(level, 0);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 1);   /* refused at the key: the end user untouched */
+	CHECK_EQ_INT(keys[0].key_id, 7);
+	CHECK_EQ_INT(keys[0].owner, 0);
+	CHECK_EQ_STR(keys[0].name, "");
+	quota_share_apply(q, 7, &(struct lease_grant){ .req = 5 }, T0);
+	CHECK_EQ_INT(quota_admit_all(q, at, 2, 0, 0, T0, &st, &level), QUOTA_RPM);
+	CHECK_EQ_INT(level, 1);
+	CHECK_EQ_INT(collect(q, &keys, &cap), 2);
+	CHECK_EQ_INT(keys[0].key_id, user);          /* below every key's, team's and tag's */
+	CHECK_EQ_INT(keys[0].owner, 7);
+	CHECK_EQ_STR(keys[0].name, "alice");
+	CHECK_EQ_INT(keys[0].held.want_req, 1);
+	free(keys);
+	quota_free(q);
+}
+
 int main(void)
 {
 	RUN(test_collect_nothing);
@@ -439,5 +471,6 @@ int main(void)
 	RUN(test_wait_for_a_round);
 	RUN(test_a_waiter_keeps_its_grant);
 	RUN(test_team_refusal_gives_grants_back);
+	RUN(test_end_user_named);
 	return UNIT_DONE();
 }

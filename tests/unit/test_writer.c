@@ -666,6 +666,7 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP TABLE end_user_limits;"
 		                         "DROP TABLE tag_daily; DROP TABLE tag_budgets;"
 		                         " ALTER TABLE requests DROP COLUMN tags; ALTER TABLE keys DROP COLUMN tags;"
 		                         " ALTER TABLE teams DROP COLUMN tags;"

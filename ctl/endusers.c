@@ -1,0 +1,165 @@
+/* endusers: end users' limits (enduser set, list, delete; docs/limits.md, "End users"):
+ * rpm, tpm and a budget per period for the end users a key's requests name, set on a
+ * key or on a team (for each of its keys), for one end user or as the default of every
+ * end user without a row of its own. The options and their parser are a key's
+ * (limits.c); the id's rule is the agent's (enduser.h). tallyctl is single-threaded. */
+#include "endusers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "enduser.h"
+#include "limits.h"
+#include "teams.h"
+
+/* One of --key and --team, and the end user (the operand; none: the default). */
+static int endusers_check(const struct ctl_command *cmd, const struct ctl_args *a)
+{
+	const char *user = a->operand;
+
+	if (!a->val[OPT_KEY] == !a->val[OPT_TEAM])
+		return ctl_usage(cmd, "give the key (--key KEY) or the team (--team TEAM) whose"
+		                 " end users these are, one of the two");
+	if (user && !enduser_id_ok(user, strlen(user)))
+		return ctl_usage(cmd, "an end user's id is 1 to %d bytes of UTF-8 without control"
+		                 " characters, as requests name it", ENDUSER_ID_MAX - 1);
+	return CTL_OK;
+}
+
+/* The column and id of the scope: key_id or team_id, from its name. */
+static int endusers_scope(struct ctl *ctl, const struct ctl_args *a, const char **col,
+                          int64_t *id)
+{
+	int found;
+
+	if (a->val[OPT_TEAM]) {
+		*col = "team_id";
+		return teams_id(ctl, a->val[OPT_TEAM], id);
+	}
+	*col = "key_id";
+	found = ctl_find(ctl, id, "SELECT id FROM keys WHERE name = ?1", "t", a->val[OPT_KEY]);
+	if (found == 0)
+		return ctl_error("no key named '%s' (see 'tallyctl key list')", a->val[OPT_KEY]);
+	return found == 1 ? CTL_OK : CTL_FAIL;
+}
+
+/* What the scope and the end user are called in messages. */
+static void endusers_who(const struct ctl_args *a, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s of %s %s", a->operand ? a->operand : "every end user",
+	         a->val[OPT_TEAM] ? "team" : "key", a->val[OPT_TEAM] ? a->val[OPT_TEAM] : a->val[OPT_KEY]);
+}
+
+/* Writes the row inside the caller's transaction: given options change, others keep
+ * their value (a new row: no limit, the month). */
+static int endusers_write(struct ctl *ctl, const char *col, int64_t id, const char *user,
+                          const struct limits *l)
+{
+	char sql[512];
+	int changed;
+
+	snprintf(sql, sizeof(sql), "UPDATE end_user_limits SET"
+	         " rpm = CASE WHEN ?3 <> 0 THEN ?4 ELSE rpm END,"
+	         " tpm = CASE WHEN ?5 <> 0 THEN ?6 ELSE tpm END,"
+	         " budget_micros = CASE WHEN ?7 <> 0 THEN ?8 ELSE budget_micros END,"
+	         " budget_period = coalesce(?9, budget_period)"
+	         " WHERE %s = ?1 AND end_user = ?2", col);
+	changed = ctl_exec(ctl, sql, "itininint", id, user, l->given[0], l->bound[0], l->given[1],
+	                   l->bound[1], l->given[LIMITS_BUDGET], l->bound[LIMITS_BUDGET], l->period);
+	if (changed != 0)
+		return changed > 0 ? CTL_OK : CTL_FAIL;
+	snprintf(sql, sizeof(sql), "INSERT INTO end_user_limits (%s, end_user, created_at, rpm,"
+	         " tpm, budget_micros, budget_period) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+	         " coalesce(?7, 'month'))", col);
+	return ctl_exec(ctl, sql, "itinnnt", id, user, db_now(), l->bound[0], l->bound[1],
+	                l->bound[LIMITS_BUDGET], l->period) < 0 ? CTL_FAIL : CTL_OK;
+}
+
+int endusers_set(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *user = a->operand ? a->operand : "", *col;
+	struct limits l = { 0 };
+	char who[512];
+	int64_t id;
+	int status;
+
+	status = endusers_check(ctl->cmd, a);
+	if (status == CTL_OK && !a->val[OPT_RPM] && !a->val[OPT_TPM] && !a->val[OPT_BUDGET_USD] &&
+	    !a->val[OPT_BUDGET_PERIOD])
+		status = ctl_usage(ctl->cmd, "nothing to set: give --rpm, --tpm or --budget-usd"
+		                   " (none exempts the end user from a default)");
+	if (status == CTL_OK)
+		status = limits_parse(ctl->cmd, a, &l);
+	if (status == CTL_OK) {
+		status = CTL_FAIL;
+		if (ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
+		    endusers_scope(ctl, a, &col, &id) == CTL_OK &&
+		    endusers_write(ctl, col, id, user, &l) == CTL_OK && ctl_commit(ctl) == CTL_OK) {
+			endusers_who(a, who, sizeof(who));
+			printf("set limits of %s\n", who);
+			status = CTL_OK;
+		} else {
+			ctl_rollback(ctl);
+		}
+	}
+	limits_free(&l);
+	return status;
+}
+
+int endusers_list(struct ctl *ctl, const struct ctl_args *a)
+{
+	static const struct ctl_col cols[] = {
+		{ "KEY", "key", COL_TEXT },
+		{ "TEAM", "team", COL_TEXT },
+		{ "END_USER", "end_user", COL_TEXT },
+		{ "RPM", "rpm", COL_INT },
+		{ "TPM", "tpm", COL_INT },
+		{ "BUDGET_USD", "budget_micros", COL_USD },
+		{ "PERIOD", "budget_period", COL_TEXT },
+		{ "CREATED", "created_at", COL_TIME },
+	};
+
+	if (a->val[OPT_KEY] && a->val[OPT_TEAM])
+		return ctl_usage(ctl->cmd, "give --key or --team, not both");
+#define ENDUSERS_LIST_SQL(C)                                                            \
+	"SELECT k.name, t.name, nullif(l.end_user, ''), l.rpm, l.tpm, l.budget_micros,"   \
+	" l.budget_period, l.created_at FROM end_user_limits l"                           \
+	" LEFT JOIN keys k ON k.id = l.key_id LEFT JOIN teams t ON t.id = l.team_id"      \
+	" WHERE (CAST(?1 AS TEXT) IS NULL OR k.name = ?1)"                                \
+	" AND (CAST(?2 AS TEXT) IS NULL OR t.name = ?2)"                                  \
+	" ORDER BY k.name IS NULL, k.name" C ", t.name" C ", l.end_user" C
+	return ctl_print_table(ctl, CTL_SQL(ENDUSERS_LIST_SQL), cols,
+	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "tt",
+	                       a->val[OPT_KEY], a->val[OPT_TEAM]);
+#undef ENDUSERS_LIST_SQL
+}
+
+int endusers_delete(struct ctl *ctl, const struct ctl_args *a)
+{
+	const char *user = a->operand ? a->operand : "", *col;
+	char sql[128], who[512];
+	int status = endusers_check(ctl->cmd, a), changed;
+	int64_t id;
+
+	if (status != CTL_OK)
+		return status;
+	status = CTL_FAIL;
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK ||
+	    endusers_scope(ctl, a, &col, &id) != CTL_OK)
+		goto out;
+	endusers_who(a, who, sizeof(who));
+	snprintf(sql, sizeof(sql), "DELETE FROM end_user_limits WHERE %s = ?1 AND end_user = ?2",
+	         col);
+	changed = ctl_exec(ctl, sql, "it", id, user);
+	if (changed == 0)
+		ctl_error("%s has no limits of its own (see 'tallyctl enduser list')", who);
+	if (changed <= 0 || ctl_commit(ctl) != CTL_OK)
+		goto out;
+	printf("deleted limits of %s\n", who);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
