@@ -69,6 +69,11 @@ static int endusers_write(struct ctl *ctl, const char *col, int64_t id, const ch
 	                   l->bound[1], l->given[LIMITS_BUDGET], l->bound[LIMITS_BUDGET], l->period);
 	if (changed != 0)
 		return changed > 0 ? CTL_OK : CTL_FAIL;
+	/* A new row of a period alone would have no limit: it would exempt the end user. */
+	if (!l->given[0] && !l->given[1] && !l->given[LIMITS_BUDGET])
+		return ctl_error("%s has no limits of its own yet: give --rpm, --tpm or"
+		                 " --budget-usd (none exempts it from the defaults)",
+		                 user[0] ? user : "the default");
 	snprintf(sql, sizeof(sql), "INSERT INTO end_user_limits (%s, end_user, created_at, rpm,"
 	         " tpm, budget_micros, budget_period) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
 	         " coalesce(?7, 'month'))", col);

@@ -732,16 +732,37 @@ out:
 
 /* ---- request rows ---- */
 
+/* Where a page filtered by p->tag starts (tag_until.sql) into *until_ms; INT64_MAX
+ * without a tag. 0, or -1 with r answered. */
+static int api_tag_until(struct conn *c, const struct params *p, int64_t *until_ms,
+                         struct api_reply *r)
+{
+	struct db_stmt *st;
+
+	*until_ms = INT64_MAX;
+	if (!p->tag)
+		return 0;
+	st = conn_stmt(c, CONN_TAG_UNTIL);
+	if (!st || conn_bind_text(st, ":tag", p->tag) < 0 ||
+	    conn_bind_int(st, ":from_ms", p->from * 1000) < 0 || db_step(st) != DB_ROW)
+		return api_db_error(c, st, r);
+	*until_ms = db_col_int(st, 0);
+	conn_release(st);
+	return 0;
+}
+
 int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 {
 	struct plan_requests pl;
 	struct db_stmt *st;
-	int64_t ms = 0, id = 0;
+	int64_t ms = 0, id = 0, until_ms;
 	char cursor[PARAMS_CURSOR_MAX];
 	cJSON *rows, *row;
 	int step, n = 0;
 
-	plan_requests(p, &pl);
+	if (api_tag_until(c, p, &until_ms, r) < 0)
+		return -1;
+	plan_requests(p, until_ms, &pl);
 	st = conn_stmt(c, pl.query);
 	if (!st || conn_bind_all(st, pl.binds.v, pl.binds.n) < 0)
 		return api_db_error(c, st, r);

@@ -37,6 +37,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_ACCOUNTING] = "accounting",
 	[CONN_EXPORT] = "export",
 	[CONN_EXPORT_END_USER] = "export_end_user",
+	[CONN_TAG_UNTIL] = "tag_until",
 };
 
 static const char *conn_find(const char *prefix, const char *name)

@@ -45,6 +45,7 @@ enum conn_query {
 	CONN_ACCOUNTING,
 	CONN_EXPORT,        /* only checked here: each export prepares its own */
 	CONN_EXPORT_END_USER,
+	CONN_TAG_UNTIL,
 	CONN_QUERIES
 };
 

@@ -181,14 +181,19 @@ static enum conn_query plan_requests_query(const struct params *p)
 	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;
 }
 
-void plan_requests(const struct params *p, struct plan_requests *out)
+void plan_requests(const struct params *p, int64_t until_ms, struct plan_requests *out)
 {
 	int64_t before_ms = p->to * 1000, before_id = INT64_MIN;
 
-	/* one upper bound for the index walk: the cursor, or the range's end */
+	/* one upper bound for the index walk: the cursor, the range's end or until_ms; a
+	 * row-value bound, the one SQLite walks the index from (another would be a filter) */
 	if (p->has_before && p->before_ms < before_ms) {
 		before_ms = p->before_ms;
 		before_id = p->before_id;
+	}
+	if (until_ms < before_ms) {
+		before_ms = until_ms;
+		before_id = INT64_MIN;
 	}
 	out->query = plan_requests_query(p);
 	out->binds.n = 0;

@@ -56,6 +56,9 @@ struct plan_requests {
 	struct plan_binds binds;
 };
 
-void plan_requests(const struct params *p, struct plan_requests *out);
+/* until_ms: no row the page could hold started at or after it (a tag's, tag_until.sql;
+ * INT64_MAX: no such bound). The walk starts at the lowest of it, the cursor and the
+ * range's end. */
+void plan_requests(const struct params *p, int64_t until_ms, struct plan_requests *out);
 
 #endif

@@ -200,7 +200,7 @@ struct decision {
 	size_t ntag_budgets;
 	const struct kt_tag_budget *refusing_tag;
 	/* The limits of its end user (keytable_end_user_limits), when it was admitted or
-	 * refused under some; else NULL. */
+	 * refused under some; else NULL. Set whenever the verdict is an end user's. */
 	const struct quota_cfg *end_user_quota;
 	/* DECISION_USAGE_REPORTED of GET /tally/v1/usage/end_users: the page asked for. */
 	int end_users_page;

@@ -50,6 +50,7 @@ struct kt_team {
 	                                         * figures on /tally/v1/usage */
 	struct tags *tags;                      /* fixed tags (teams.tags); NULL: none */
 	int end_user_limited;                   /* it has end users' limits */
+	unsigned end_user_budgets;              /* of which budgets: bit 1 << quota_period */
 };
 
 /* A tag's budget (tag_budgets; docs/limits.md, "Tags"): spent by every request that
@@ -97,6 +98,8 @@ struct kt_key {
 	struct tags *fixed_tags;
 	int fixed_tags_over;
 	int end_user_limited;                   /* it or its team has end users' limits */
+	unsigned end_user_budgets;              /* the periods of their budgets (bit 1 <<
+	                                         * quota_period): what spend.c reads */
 };
 
 struct keytable {

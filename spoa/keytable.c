@@ -479,14 +479,25 @@ static int keytable_load_end_user_limits(struct db *db, struct keytable *t)
 		const struct kt_end_user_limit *l = &t->end_user_limits[i];
 		long k = keytable_index_of(t->keys, t->nkeys, sizeof(*t->keys), l->key_id);
 		struct kt_team *m = keytable_team_by_id(t, l->team_id);
+		unsigned budget = l->quota.budget_micros > 0 ? 1u << l->quota.period : 0;
 
-		if (k >= 0)
+		if (k >= 0) {
 			t->keys[k].end_user_limited = 1;
-		if (m)
+			t->keys[k].end_user_budgets |= budget;
+		}
+		if (m) {
 			m->end_user_limited = 1;
+			m->end_user_budgets |= budget;
+		}
 	}
-	for (i = 0; i < t->nkeys; i++)
-		t->keys[i].end_user_limited |= t->keys[i].team && t->keys[i].team->end_user_limited;
+	for (i = 0; i < t->nkeys; i++) {
+		struct kt_key *k = &t->keys[i];
+
+		if (k->team) {
+			k->end_user_limited |= k->team->end_user_limited;
+			k->end_user_budgets |= k->team->end_user_budgets;
+		}
+	}
 	return 0;
 }
 

@@ -4,8 +4,10 @@
  *
  * Design. A key's state lives in one of 64 shards chosen by a hash of its id, each a
  * chained hash table under its own mutex, so admit and settle take one lock that other
- * keys rarely share. States exist only for keys that were admitted under some limit or
- * seeded with spend, so memory is bounded by the number of limited keys. An all-zero
+ * keys rarely share. States exist only for subjects (keys, teams, tags' budgets, end
+ * users) admitted under some limit or seeded with spend, and are never freed while the
+ * agent runs: memory grows with the end users seen under a limit (docs/limits.md,
+ * "End users' limits"), the others are configured rows. An all-zero
  * cfg takes no lock and holds nothing. If a state cannot be allocated the request is
  * admitted without a hold: a full heap must not turn into refused traffic.
  *

@@ -27,8 +27,8 @@ static const char spend_end_users_sql[] = "SELECT end_user, sum(cost_micros + es
                                           " FROM end_user_daily WHERE key_id = ?1 AND day >= ?2"
                                           " GROUP BY end_user";
 
-/* Seeds the budgets of k's end users: for each kind of period, what each end user
- * spent since its start, kept for those whose budget has that period. */
+/* Seeds the budgets of k's end users: for each kind of period its rows budget, what
+ * each end user spent since its start, kept for those whose budget has that period. */
 static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const struct kt_key *k,
                            struct quota *q, int64_t now_ms)
 {
@@ -40,6 +40,8 @@ static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		int64_t start = quota_period_start(kinds[i], now_ms);
 
+		if (!(k->end_user_budgets & 1u << kinds[i]))
+			continue;
 		db_reset(st);
 		db_bind_int(st, 1, k->id);
 		db_bind_int(st, 2, start / 1000);
@@ -98,7 +100,7 @@ int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_
 		              &kt->tag_budgets[i].quota, now_ms) < 0)
 			goto out;
 	for (i = 0; i < kt->nkeys; i++)
-		if (kt->keys[i].end_user_limited &&
+		if (kt->keys[i].end_user_budgets &&
 		    spend_end_users(users, kt, &kt->keys[i], q, now_ms) < 0)
 			goto out;
 	rc = 0;

@@ -296,10 +296,7 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 	case DECISION_END_USER_BUDGET_EXCEEDED:
 		wording_json_id(user, sizeof(user), d->end_user);
 		snprintf(who, sizeof(who), "The end user '%s' of key %s", user, d->key->prefix);
-		if (d->end_user_quota)
-			wording_limit(d, who, d->end_user_quota, "end user", msg, cap);
-		else
-			snprintf(msg, cap, "%s has reached one of its limits.", who);
+		wording_limit(d, who, d->end_user_quota, "end user", msg, cap);
 		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");

@@ -834,7 +834,7 @@ END;
 -- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
 -- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
 -- limits in memory. Times are the store's clock in unix ms, never a node's.
--- limit_pool: one row per limited key, the cluster's rpm and tpm token buckets (whole
+-- limit_pool: one row per limited subject (quota.h's ids), the cluster's rpm and tpm token buckets (whole
 -- units, 1/60000 remainder, refilled up to *_at_ms, computed under *_cap) and the
 -- budget left to grant in the period (kind 0 day, 1 month, 2 total, 3 week) starting at
 -- budget_start_ms, computed under budget_cap.

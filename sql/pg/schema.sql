@@ -794,7 +794,8 @@ CREATE TRIGGER end_user_limits_gen AFTER INSERT OR UPDATE OR DELETE ON end_user_
 -- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
 -- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
 -- limits in memory. Times are the store's clock in unix ms, never a node's.
--- limit_pool: one row per limited key or team (a team's key_id is its id negated), the
+-- limit_pool: one row per limited subject (quota.h: a key's id, a team's negated, a tag
+-- budget's below -2^48, an end user's below -2^62; never deleted), the
 -- cluster's rpm and tpm token buckets (whole units, 1/60000 remainder, refilled up to
 -- *_at_ms, computed under *_cap) and the budget left to grant in the period (kind 0
 -- day, 1 month, 2 total, 3 week) starting at budget_start_ms, computed under budget_cap.

@@ -8,7 +8,8 @@
 -- canonical (sorted, comma-joined, no spaces), so ',' || :tag || ',' is a part of
 -- ',' || r.tags || ',' exactly then; replace() finds it on both stores (LIKE's _ is a
 -- wildcard and SQLite's LIKE ignores case; instr and strpos are one store's each). No
--- index holds tags: every query tests the rows its own index walks, here the range's.
+-- index holds tags: every query tests the rows its own index walks, here the range's,
+-- from below the tag's last day (queryd lowers :before_ms to tag_until.sql's).
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,

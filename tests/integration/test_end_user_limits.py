@@ -152,7 +152,10 @@ def test_tallyctl_enduser_and_its_errors(stack):
             (("enduser", "set", "x", "--key", "nosuch", "--rpm", "1"), "no key named 'nosuch'"),
             (("enduser", "set", "x", "--team", "nosuch", "--rpm", "1"), "no team named"),
             (("enduser", "set", "x", "--key", "k", "--rpm", "0"), "--rpm"),
-            (("enduser", "delete", "x", "--key", "k"), "x of key k has no limits of its own")):
+            (("enduser", "delete", "x", "--key", "k"), "x of key k has no limits of its own"),
+            # a period alone would make a row without limits, which exempts
+            (("enduser", "set", "y", "--key", "k", "--budget-period", "day"),
+             "y has no limits of its own yet")):
         r = stack.tallyctl(*args, check=False)
         assert r.returncode != 0 and want in r.stderr, (args, r.stderr)
     gen = stack.scalar("SELECT value FROM meta WHERE name = 'config_generation'")

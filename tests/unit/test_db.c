@@ -278,8 +278,8 @@ static void test_generation_triggers(void)
 		"DELETE FROM key_models",
 		"INSERT INTO teams (name, created_at) VALUES ('t', 1)",
 		"UPDATE teams SET members_see_usage = 1 WHERE name = 't'",
-		"INSERT INTO end_user_limits (team_id, end_user, created_at, rpm)"
-		" SELECT id, '', 1, 5 FROM teams",
+		("INSERT INTO end_user_limits (team_id, end_user, created_at, rpm)"
+		 " SELECT id, '', 1, 5 FROM teams"),
 		"UPDATE end_user_limits SET rpm = 6",
 		"DELETE FROM end_user_limits",
 		"DELETE FROM teams",

@@ -217,6 +217,9 @@ static void test_end_user_limits(void)
 	}
 	CHECK_EQ_INT(f.kt->nend_user_limits, 7);
 	CHECK(open->end_user_limited && nodef->end_user_limited && !stale->end_user_limited);
+	/* Only the key's default has a budget: its week is the one period spend.c reads. */
+	CHECK_EQ_INT(open->end_user_budgets, 1u << QUOTA_PERIOD_WEEK);
+	CHECK_EQ_INT(nodef->end_user_budgets, 0);
 	CHECK((c = limits_of(f.kt, open, "alice")) && c->rpm == 1);       /* the key's own */
 	CHECK((c = limits_of(f.kt, open, "bob")) && c->rpm == 3);         /* the team's own */
 	CHECK((c = limits_of(f.kt, open, "carol")) && c->rpm == 4 && c->tpm == 40 &&

@@ -413,29 +413,29 @@ static void test_requests(void)
 	struct plan_requests pl;
 
 	/* the index to walk */
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
 	p.model = "m";
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_MODEL);
 	/* a team: its index, but not for rows without a team (not in it), nor under a key */
 	p.has_team_id = 1;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_MODEL);
 	p.model = NULL;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
 	p.team_id = 6;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_TEAM);
 	p.model = "m";
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_TEAM);
 	p.has_key_id = 1;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_NOKEY);
 	p.key_id = 3;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_KEY);
 	/* the filters, then one upper bound: the range's end without a cursor */
 	CHECK_EQ_INT(pl.binds.n, 15);
@@ -448,35 +448,46 @@ static void test_requests(void)
 	p.before_ms = 150000;
 	p.before_id = 42;
 	p.limit = 1;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	test_check_int(&pl.binds, ":before_ms", 150000);
 	test_check_int(&pl.binds, ":before_id", 42);
 	test_check_int(&pl.binds, ":limit", 2);
 	p.before_ms = 200000;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	test_check_int(&pl.binds, ":before_ms", 200000);
 	test_check_int(&pl.binds, ":before_id", INT64_MIN);
 	p.before_ms = 900000;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	test_check_int(&pl.binds, ":before_ms", 200000);
+	/* a tag's last day ending before both: the walk starts there, at any id */
+	p.before_ms = 150000;
+	plan_requests(&p, 120000, &pl);
+	test_check_int(&pl.binds, ":before_ms", 120000);
+	test_check_int(&pl.binds, ":before_id", INT64_MIN);
+	plan_requests(&p, 0, &pl);          /* a tag with no rows: nothing to walk */
+	test_check_int(&pl.binds, ":before_ms", 0);
+	plan_requests(&p, 160000, &pl);     /* the cursor stays below it */
+	test_check_int(&pl.binds, ":before_ms", 150000);
+	test_check_int(&pl.binds, ":before_id", 42);
+	p.before_ms = 900000;
 	/* an end user: its own index, whatever else narrows its rows; every binding made */
 	p.end_user = "u-1";
 	p.status_lo = 400;
 	p.status_hi = 499;
 	p.stream = 1;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
 	CHECK_EQ_INT(pl.binds.n, PLAN_BINDS_MAX);
 	p.has_key_id = p.has_team_id = 0;
 	p.model = NULL;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
 	/* a tag: no index of its own, the other filters' (else the time's) */
 	p.tag = "env=prod";
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
 	p.end_user = NULL;
-	plan_requests(&p, &pl);
+	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
 	CHECK_EQ_STR(test_bind(&pl.binds, ":tag")->s, "env=prod");
 }
