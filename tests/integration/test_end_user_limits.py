@@ -193,3 +193,28 @@ def test_an_end_user_budget_holds_across_nodes(cluster):
     assert all(g[-1] == 402 for g in got)
     # bob of the same key has his own budget on every node.
     assert [ask(cluster[i], key, "bob", COSTLY)[0] for i in range(3)] == [200, 200, 200]
+
+
+def test_tally_stress_with_end_users_limits_stays_exact(stack):
+    """tally-stress at 4 connections, a third of its requests naming no end user and the
+    rest one of 8 (header or body), on a key whose end users may make 3 requests a
+    minute each: refusals are the end users' 429s, every admitted request is exactly one
+    row, and received = written."""
+    from test_stress import stress
+    key = stack.create_key("stress", "--default-model", "mock-gpt")
+    stack.tallyctl("enduser", "set", "--key", "stress", "--rpm", "3")
+    time.sleep(RELOAD_S)
+    r, levels = stress(stack, "--key", key, "--refused-status", "429",
+                       "--refused-pause-ms", "20", levels="4", requests=60)
+    assert r.returncode == 0, r.stderr + r.stdout + stack.logs()
+    (lv,) = levels
+    assert lv["errors"]["total"] == 0, lv
+    # 20 name no one; 8 end users, 3 each and what a minute's bucket refills meanwhile
+    assert lv["ok"] + lv["refused"] == 60 and 20 + 8 * 3 <= lv["ok"] <= 20 + 8 * 4, lv
+    acct = lv["accounting"]
+    assert acct["exact"] and acct["rows"] == lv["ok"], acct
+    assert acct["received"] == acct["written"] and acct["dropped_total"] == 0
+    refused = stack.rows("status = 429")
+    assert len(refused) == lv["refused"]
+    assert {r["verdict"] for r in refused} == {"end_user_rate_limit_requests"}
+    assert all(r["end_user"] for r in refused)
