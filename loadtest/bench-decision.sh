@@ -8,7 +8,9 @@
 # hurts all alike. (e) "end-user" is the gateway again, every request naming an end user
 # by the X-Tally-User header (BENCH_END_USER, a 40-byte id). (f) "tagged" is the gateway
 # with every request carrying three tags by X-Tally-Tags (BENCH_TAGS), one of them with a
-# budget and fixed on its key (bench-tagged: a reservation and a settlement per request). For the gateways it also
+# budget and fixed on its key (bench-tagged: a reservation and a settlement per request).
+# (g) "end-user-limited" names the end user too, on a key whose end users have an rpm
+# and a budget (bench-eu: an HMAC, a reservation and a settlement per request). For the gateways it also
 # reads, per request, HAProxy's and the agent's CPU (/proc/PID/stat) and the agent's
 # decision latency (tally_decision_seconds' sum over its count, from /metrics).
 # Prints req/s and latency per target (median over rounds) and the ratios.
@@ -53,6 +55,9 @@ export TALLY_KEY=$("$build/tallyctl" --db "$db" key create --name bench --defaul
 "$build/tallyctl" --db "$db" tag set project=atlas --budget-usd 1000000000 > /dev/null
 tagged_key=$("$build/tallyctl" --db "$db" key create --name bench-tagged --default-model mock-gpt \
   --tags project=atlas)
+eu_key=$("$build/tallyctl" --db "$db" key create --name bench-eu --default-model mock-gpt)
+"$build/tallyctl" --db "$db" enduser set --key bench-eu --rpm 1000000000000 \
+  --budget-usd 1000000000 > /dev/null
 
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
@@ -141,6 +146,7 @@ decisions() {
 run() { # name port [haproxy-pid agent-pid agent-metrics-port]
   local out eu= tg= key=$TALLY_KEY t0 a0 d0 cpu=
   [ "$1" = end-user ] && eu=$end_user
+  [ "$1" = end-user-limited ] && eu=$end_user && key=$eu_key
   [ "$1" = tagged ] && tg=$tags && key=$tagged_key
   if [ $# -gt 2 ]; then t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$4"); d0=$(decisions "$5"); fi
   out=$(TALLY_KEY=$key BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
@@ -159,7 +165,7 @@ what="${BENCH_BODY_BYTES}-byte responses"
 echo "bench-decision: ${rounds} rounds x ${seconds}s per target, $conns connections, $what, $($stack_haproxy -v | head -1 | cut -d' ' -f1-3), $(nproc) cores"
 # The gateways' runs take turns at going first, so that none is always the one that
 # runs on the caches and buffers the previous target left.
-gateways=(gateway end-user tagged ${before:+before} lifted)
+gateways=(gateway end-user end-user-limited tagged ${before:+before} lifted)
 for r in $(seq "$rounds"); do
   run upstream "$mock_port"
   run haproxy "$plain_port"
@@ -167,6 +173,7 @@ for r in $(seq "$rounds"); do
     case ${gateways[(i + r) % ${#gateways[@]}]} in
       gateway) run gateway "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user) run end-user "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
+      end-user-limited) run end-user-limited "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       tagged) run tagged "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       before) run before "$before_port" "$before_pid" "$before_agent_pid" "$before_metrics_port" ;;
       lifted) run lifted "$lifted_port" "$lifted_pid" "$agent_pid" "$metrics_port" ;;
@@ -187,15 +194,16 @@ for line in open(sys.argv[1]):
         r["agent_us"] = r["agent_ticks"] / hz / r["requests"] * 1e6
     rows.setdefault(name, []).append(r)
 med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rows.items()}
-print(f"{'target':11} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'HAProxy CPU us/req':>19} "
+print(f"{'target':16} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'HAProxy CPU us/req':>19} "
       f"{'agent CPU us/req':>17} {'decision us':>12}   (median of {len(rows['gateway'])} rounds)")
-for n in ("upstream", "haproxy", "gateway", "end-user", "tagged", "before", "lifted", "first-frame"):
+for n in ("upstream", "haproxy", "gateway", "end-user", "end-user-limited", "tagged", "before",
+          "lifted", "first-frame"):
     if n not in med:
         continue
     m = med[n]
     cpu = (f" {m['haproxy_us']:19.1f} {m['agent_us']:17.1f} {m['decision_us']:12.3f}"
            if "haproxy_us" in m else "")
-    print(f"{n:11} {m['rps']:10.0f} {m['p50_ms']:8.3f} {m['p99_ms']:8.3f}{cpu}")
+    print(f"{n:16} {m['rps']:10.0f} {m['p50_ms']:8.3f} {m['p99_ms']:8.3f}{cpu}")
 g, h, u = med["gateway"], med["haproxy"], med["upstream"]
 target = "" if "first-frame" in med else " (target >= 0.70x)"
 print(f"gateway / plain haproxy throughput: {g['rps'] / h['rps']:.2f}x{target}")
@@ -218,6 +226,7 @@ def against(what, a, b):
           f"HAProxy CPU {per_round['haproxy_us']:.2f}x, agent CPU {per_round['agent_us']:.2f}x, "
           f"decision {per_round['decision_us']:.2f}x")
 against("an end user named by the header / none", "end-user", "gateway")
+against("an end user with limits / one without", "end-user-limited", "end-user")
 against("three tags, one budgeted / none", "tagged", "gateway")
 if "before" in med:
     against(f"before ({sys.argv[2]}) / the gateway, no end user", "before", "gateway")
