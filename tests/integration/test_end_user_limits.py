@@ -84,7 +84,11 @@ def test_overrides_team_defaults_and_exemptions(stack):
     stack.tallyctl("enduser", "set", "boss", "--key", "k", "--rpm", "none")
     stack.tallyctl("enduser", "set", "tok", "--key", "k", "--tpm", "100")
     time.sleep(RELOAD_S)
-    assert statuses(stack, key, "carol", 3) == [200, 200, 429]       # the key's default
+    # The key and its team have no rpm: the headers show the end user's.
+    status, h, _ = ask(stack, key, "carol")
+    assert status == 200 and h["x-ratelimit-limit-requests"] == "2", h
+    assert h["x-ratelimit-remaining-requests"] == "1"
+    assert statuses(stack, key, "carol", 2) == [200, 429]             # the key's default
     status, h, body = ask(stack, key, "carol")
     assert status == 429 and error_code(body) == "end_user_rate_limit_requests"
     assert "The end user 'carol' of key" in message(body)
