@@ -1,5 +1,6 @@
 /* ctl: what every tallyctl command shares: the option table, error messages, store
- * access and the list printers. tallyctl is single-threaded. */
+ * access, the owner (--key or --team) of a key's or a team's rows and the list
+ * printers. tallyctl is single-threaded. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "teams.h"
 
 #define CTL_MAX_COLS     24
 #define CTL_CELL_BUF     32
@@ -325,6 +327,75 @@ int ctl_insert_named(struct ctl *ctl, struct db_stmt *st, const char *what, cons
 			return ctl_error("a %s named '%s' already exists", what, name);
 	}
 	return ctl_error("database error: %s", err);
+}
+
+/* ---- rows of a key or of a team (end users' limits, budgets per model) ---- */
+
+/* whose: what the rows are to their owner, for the message when neither or both of
+ * --key and --team are given. */
+int ctl_scope_check(const struct ctl_command *cmd, const struct ctl_args *a, const char *whose)
+{
+	if (!a->val[OPT_KEY] == !a->val[OPT_TEAM])
+		return ctl_usage(cmd, "give the key (--key KEY) or the team (--team TEAM) %s, one of"
+		                 " the two", whose);
+	return CTL_OK;
+}
+
+int ctl_scope_id(struct ctl *ctl, const struct ctl_args *a, const char **col, int64_t *id)
+{
+	int found;
+
+	if (a->val[OPT_TEAM]) {
+		*col = "team_id";
+		return teams_id(ctl, a->val[OPT_TEAM], id);
+	}
+	*col = "key_id";
+	found = ctl_find(ctl, id, "SELECT id FROM keys WHERE name = ?1", "t", a->val[OPT_KEY]);
+	if (found == 0)
+		return ctl_error("no key named '%s' (see 'tallyctl key list')", a->val[OPT_KEY]);
+	return found == 1 ? CTL_OK : CTL_FAIL;
+}
+
+void ctl_scope_who(const struct ctl_args *a, const char *what, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s of %s %s", what, a->val[OPT_TEAM] ? "team" : "key",
+	         a->val[OPT_TEAM] ? a->val[OPT_TEAM] : a->val[OPT_KEY]);
+}
+
+int ctl_scope_delete(struct ctl *ctl, const struct ctl_args *a, const char *table,
+                     const char *column, const char *value, const char *what, const char *who,
+                     const char *none)
+{
+	const char *col;
+	char sql[160];
+	int status = CTL_FAIL, changed;
+	int64_t id;
+
+	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK ||
+	    ctl_scope_id(ctl, a, &col, &id) != CTL_OK)
+		goto out;
+	snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE %s = ?1 AND %s = ?2", table, col, column);
+	changed = ctl_exec(ctl, sql, "it", id, value);
+	if (changed == 0)
+		ctl_error("%s %s", who, none);
+	if (changed <= 0 || ctl_commit(ctl) != CTL_OK)
+		goto out;
+	printf("deleted %s of %s\n", what, who);
+	status = CTL_OK;
+out:
+	if (status != CTL_OK)
+		ctl_rollback(ctl);
+	return status;
+}
+
+/* A list command's filter is --key or --team, or neither: every row. */
+int ctl_scope_list(struct ctl *ctl, const struct ctl_args *a, struct ctl_sql q,
+                   const struct ctl_col *cols, int ncols)
+{
+	if (a->val[OPT_KEY] && a->val[OPT_TEAM])
+		return ctl_usage(ctl->cmd, "give --key or --team, not both");
+	return ctl_print_table(ctl, q, cols, ncols, ctl_list_printer(a), "tt", a->val[OPT_KEY],
+	                       a->val[OPT_TEAM]);
 }
 
 /* ---- table output: one printer serves every list command ---- */

@@ -1,10 +1,11 @@
 /* ctl: what every tallyctl command shares: the run's context, the option ids and
  * the command-table entry, error messages, store access (open, transactions,
- * prepared statements) and the list printers (aligned text, JSON). tallyctl is
- * single-threaded. */
+ * prepared statements), the owner of a key's or a team's rows and the list printers
+ * (aligned text, JSON). tallyctl is single-threaded. */
 #ifndef TALLY_CTL_H
 #define TALLY_CTL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -108,6 +109,34 @@ int ctl_model_id(struct ctl *ctl, const char *name, int64_t *id);
 int ctl_name_free(struct ctl *ctl, const char *what, const char *exists, const char *name);
 int ctl_insert_named(struct ctl *ctl, struct db_stmt *st, const char *what, const char *exists,
                      const char *name, int64_t *id);
+
+/* Rows that belong to a key or to a team, one of the two (end users' limits, budgets per
+ * model), named by --key KEY or --team TEAM. ctl_scope_id: the owner's column (key_id or
+ * team_id) and id, an unknown name an error; ctl_scope_who: "WHAT of key KEY" (or team)
+ * into buf, for messages; ctl_scope_list: prints q, a list of such rows (CTL_SCOPE_FROM),
+ * of the key or team given, or of all without either; ctl_scope_delete: deletes the row
+ * of table whose column is value, of the owner a names, after ctl_scope_check, saying
+ * "deleted WHAT of WHO", or "WHO has no WHAT..." (none) when there is none. */
+int ctl_scope_check(const struct ctl_command *cmd, const struct ctl_args *a, const char *whose);
+int ctl_scope_id(struct ctl *ctl, const struct ctl_args *a, const char **col, int64_t *id);
+void ctl_scope_who(const struct ctl_args *a, const char *what, char *buf, size_t cap);
+int ctl_scope_list(struct ctl *ctl, const struct ctl_args *a, struct ctl_sql q,
+                   const struct ctl_col *cols, int ncols);
+int ctl_scope_delete(struct ctl *ctl, const struct ctl_args *a, const char *table,
+                     const char *column, const char *value, const char *what, const char *who,
+                     const char *none);
+
+/* The text of such a list, table l, keys' rows first by key name, then teams' by team
+ * name, each with its owner's name (the other NULL), filtered by ?1 the key's name, ?2
+ * the team's (NULL: any); the CAST gives PostgreSQL the type that IS NULL alone does
+ * not. C is CTL_SQL's; the caller's order by its own columns follows. */
+#define CTL_SCOPE_COLS { "KEY", "key", COL_TEXT }, { "TEAM", "team", COL_TEXT }
+#define CTL_SCOPE_FROM(table, C)                                                         \
+	" FROM " table " l LEFT JOIN keys k ON k.id = l.key_id"                          \
+	" LEFT JOIN teams t ON t.id = l.team_id"                                         \
+	" WHERE (CAST(?1 AS TEXT) IS NULL OR k.name = ?1)"                               \
+	" AND (CAST(?2 AS TEXT) IS NULL OR t.name = ?2)"                                 \
+	" ORDER BY k.name IS NULL, k.name" C ", t.name" C
 
 int ctl_table_text(struct ctl *ctl, struct db_stmt *st, const struct ctl_col *cols, int ncols);
 int ctl_json_add(cJSON *parent, const char *key, cJSON *item);

@@ -11,44 +11,23 @@
 #include "args.h"
 #include "enduser.h"
 #include "limits.h"
-#include "teams.h"
 
 /* One of --key and --team, and the end user (the operand; none: the default). */
 static int endusers_check(const struct ctl_command *cmd, const struct ctl_args *a)
 {
 	const char *user = a->operand;
+	int status = ctl_scope_check(cmd, a, "whose end users these are");
 
-	if (!a->val[OPT_KEY] == !a->val[OPT_TEAM])
-		return ctl_usage(cmd, "give the key (--key KEY) or the team (--team TEAM) whose"
-		                 " end users these are, one of the two");
-	if (user && !enduser_id_ok(user, strlen(user)))
+	if (status == CTL_OK && user && !enduser_id_ok(user, strlen(user)))
 		return ctl_usage(cmd, "an end user's id is 1 to %d bytes of UTF-8 without control"
 		                 " characters, as requests name it", ENDUSER_ID_MAX - 1);
-	return CTL_OK;
+	return status;
 }
 
-/* The column and id of the scope: key_id or team_id, from its name. */
-static int endusers_scope(struct ctl *ctl, const struct ctl_args *a, const char **col,
-                          int64_t *id)
-{
-	int found;
-
-	if (a->val[OPT_TEAM]) {
-		*col = "team_id";
-		return teams_id(ctl, a->val[OPT_TEAM], id);
-	}
-	*col = "key_id";
-	found = ctl_find(ctl, id, "SELECT id FROM keys WHERE name = ?1", "t", a->val[OPT_KEY]);
-	if (found == 0)
-		return ctl_error("no key named '%s' (see 'tallyctl key list')", a->val[OPT_KEY]);
-	return found == 1 ? CTL_OK : CTL_FAIL;
-}
-
-/* What the scope and the end user are called in messages. */
+/* What the end user and its owner are called in messages. */
 static void endusers_who(const struct ctl_args *a, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%s of %s %s", a->operand ? a->operand : "every end user",
-	         a->val[OPT_TEAM] ? "team" : "key", a->val[OPT_TEAM] ? a->val[OPT_TEAM] : a->val[OPT_KEY]);
+	ctl_scope_who(a, a->operand ? a->operand : "every end user", buf, cap);
 }
 
 /* Writes the row inside the caller's transaction: given options change, others keep
@@ -99,7 +78,7 @@ int endusers_set(struct ctl *ctl, const struct ctl_args *a)
 	if (status == CTL_OK) {
 		status = CTL_FAIL;
 		if (ctl_db_open(ctl) == CTL_OK && ctl_begin(ctl) == CTL_OK &&
-		    endusers_scope(ctl, a, &col, &id) == CTL_OK &&
+		    ctl_scope_id(ctl, a, &col, &id) == CTL_OK &&
 		    endusers_write(ctl, col, id, user, &l) == CTL_OK && ctl_commit(ctl) == CTL_OK) {
 			endusers_who(a, who, sizeof(who));
 			printf("set limits of %s\n", who);
@@ -115,8 +94,7 @@ int endusers_set(struct ctl *ctl, const struct ctl_args *a)
 int endusers_list(struct ctl *ctl, const struct ctl_args *a)
 {
 	static const struct ctl_col cols[] = {
-		{ "KEY", "key", COL_TEXT },
-		{ "TEAM", "team", COL_TEXT },
+		CTL_SCOPE_COLS,
 		{ "END_USER", "end_user", COL_TEXT },
 		{ "RPM", "rpm", COL_INT },
 		{ "TPM", "tpm", COL_INT },
@@ -125,46 +103,24 @@ int endusers_list(struct ctl *ctl, const struct ctl_args *a)
 		{ "CREATED", "created_at", COL_TIME },
 	};
 
-	if (a->val[OPT_KEY] && a->val[OPT_TEAM])
-		return ctl_usage(ctl->cmd, "give --key or --team, not both");
 #define ENDUSERS_LIST_SQL(C)                                                            \
 	"SELECT k.name, t.name, nullif(l.end_user, ''), l.rpm, l.tpm, l.budget_micros,"   \
-	" l.budget_period, l.created_at FROM end_user_limits l"                           \
-	" LEFT JOIN keys k ON k.id = l.key_id LEFT JOIN teams t ON t.id = l.team_id"      \
-	" WHERE (CAST(?1 AS TEXT) IS NULL OR k.name = ?1)"                                \
-	" AND (CAST(?2 AS TEXT) IS NULL OR t.name = ?2)"                                  \
-	" ORDER BY k.name IS NULL, k.name" C ", t.name" C ", l.end_user" C
-	return ctl_print_table(ctl, CTL_SQL(ENDUSERS_LIST_SQL), cols,
-	                       (int)(sizeof(cols) / sizeof(cols[0])), ctl_list_printer(a), "tt",
-	                       a->val[OPT_KEY], a->val[OPT_TEAM]);
+	" l.budget_period, l.created_at" CTL_SCOPE_FROM("end_user_limits", C)             \
+	", l.end_user" C
+	return ctl_scope_list(ctl, a, CTL_SQL(ENDUSERS_LIST_SQL), cols,
+	                      (int)(sizeof(cols) / sizeof(cols[0])));
 #undef ENDUSERS_LIST_SQL
 }
 
 int endusers_delete(struct ctl *ctl, const struct ctl_args *a)
 {
-	const char *user = a->operand ? a->operand : "", *col;
-	char sql[128], who[512];
-	int status = endusers_check(ctl->cmd, a), changed;
-	int64_t id;
+	char who[512];
+	int status = endusers_check(ctl->cmd, a);
 
 	if (status != CTL_OK)
 		return status;
-	status = CTL_FAIL;
-	if (ctl_db_open(ctl) != CTL_OK || ctl_begin(ctl) != CTL_OK ||
-	    endusers_scope(ctl, a, &col, &id) != CTL_OK)
-		goto out;
 	endusers_who(a, who, sizeof(who));
-	snprintf(sql, sizeof(sql), "DELETE FROM end_user_limits WHERE %s = ?1 AND end_user = ?2",
-	         col);
-	changed = ctl_exec(ctl, sql, "it", id, user);
-	if (changed == 0)
-		ctl_error("%s has no limits of its own (see 'tallyctl enduser list')", who);
-	if (changed <= 0 || ctl_commit(ctl) != CTL_OK)
-		goto out;
-	printf("deleted limits of %s\n", who);
-	status = CTL_OK;
-out:
-	if (status != CTL_OK)
-		ctl_rollback(ctl);
-	return status;
+	return ctl_scope_delete(ctl, a, "end_user_limits", "end_user",
+	                        a->operand ? a->operand : "", "limits", who,
+	                        "has no limits of its own (see 'tallyctl enduser list')");
 }

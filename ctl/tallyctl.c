@@ -12,6 +12,7 @@
 #include "endusers.h"
 #include "keys.h"
 #include "maintenance.h"
+#include "modelbudgets.h"
 #include "models.h"
 #include "priceimport.h"
 #include "prices.h"
@@ -259,6 +260,35 @@ static const struct ctl_command tallyctl_commands[] = {
 	  "USER's requests fall back to the next row (the team's, then the defaults).\n"
 	  "Deleting limits that do not exist fails.\n",
 	  "[USER]", OPT(OPT_KEY) | OPT(OPT_TEAM), 0, 0, endusers_delete },
+	{ "modelbudget", "set", "modelbudget set MODEL --key KEY|--team TEAM " BUDGET_SYNOPSIS,
+	  "Sets the budget of key KEY, or with --team TEAM of the team's keys together, for\n"
+	  "MODEL: what its requests routed to MODEL may spend per period. Spend on MODEL\n"
+	  "counts against this budget and against the key's (team's) budget for every\n"
+	  "model: a request is admitted only if both admit it, else refused 402\n"
+	  "model_budget_exceeded (team_model_budget_exceeded). Options not given keep their\n"
+	  "value. The running agent applies the change at its next reload.\n"
+	  "\n"
+	  "  MODEL                  a model (must exist: 'tallyctl model list')\n"
+	  "  --key KEY              the key (its name) whose budget this is, or\n"
+	  "  --team TEAM            the team, for all of its keys together\n"
+	  BUDGET_HELP("")
+	  "\n"
+	  "A new budget needs --budget-usd. Only 'modelbudget delete' removes a budget.\n",
+	  "MODEL", OPT(OPT_KEY) | OPT(OPT_TEAM) | OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD), 0,
+	  0, modelbudgets_set },
+	{ "modelbudget", "list", "modelbudget list [--key KEY|--team TEAM] [--json]",
+	  LIST_HELP("budgets per model")
+	  "  --key KEY    only those of key KEY\n"
+	  "  --team TEAM  only those of team TEAM\n"
+	  "\n"
+	  "KEY or TEAM is the budget's owner, the other \"-\" (JSON: null). BUDGET_USD is in\n"
+	  "dollars; JSON has budget_micros, integer micro-dollars.\n",
+	  NULL, OPT(OPT_KEY) | OPT(OPT_TEAM) | OPT(OPT_JSON), 0, 0, modelbudgets_list },
+	{ "modelbudget", "delete", "modelbudget delete MODEL --key KEY|--team TEAM",
+	  "Deletes the budget of key KEY or team TEAM for MODEL: spend on MODEL is then held\n"
+	  "to the key's (team's) budget for every model alone. Deleting a budget that does\n"
+	  "not exist fails.\n",
+	  "MODEL", OPT(OPT_KEY) | OPT(OPT_TEAM), 0, 0, modelbudgets_delete },
 	{ "model", "set",
 	  "model set NAME --provider PROVIDER [--input-micros N] [--output-micros N] "
 	  "[--cached-micros N] [--cache-write-micros N] [--max-output N]",

@@ -10,7 +10,10 @@
 # with every request carrying three tags by X-Tally-Tags (BENCH_TAGS), one of them with a
 # budget and fixed on its key (bench-tagged: a reservation and a settlement per request).
 # (g) "end-user-limited" names the end user too, on a key whose end users have an rpm
-# and a budget (bench-eu: an HMAC, a reservation and a settlement per request). For the gateways it also
+# and a budget (bench-eu: an HMAC, a reservation and a settlement per request).
+# (h) "model-budget" is the gateway on a key with budgets for three models, one of them
+# the one asked for (bench-mb: the names compared, a reservation and a settlement per
+# request). For the gateways it also
 # reads, per request, HAProxy's and the agent's CPU (/proc/PID/stat) and the agent's
 # decision latency (tally_decision_seconds' sum over its count, from /metrics).
 # Prints req/s and latency per target (median over rounds) and the ratios.
@@ -58,6 +61,12 @@ tagged_key=$("$build/tallyctl" --db "$db" key create --name bench-tagged --defau
 eu_key=$("$build/tallyctl" --db "$db" key create --name bench-eu --default-model mock-gpt)
 "$build/tallyctl" --db "$db" enduser set --key bench-eu --rpm 1000000000000 \
   --budget-usd 1000000000 > /dev/null
+mb_key=$("$build/tallyctl" --db "$db" key create --name bench-mb --default-model mock-gpt)
+"$build/tallyctl" --db "$db" model set mock-gpt-2 --provider mock-openai --input-micros 1 > /dev/null
+"$build/tallyctl" --db "$db" model set mock-gpt-3 --provider mock-openai --input-micros 1 > /dev/null
+for m in mock-gpt-2 mock-gpt mock-gpt-3; do
+  "$build/tallyctl" --db "$db" modelbudget set "$m" --key bench-mb --budget-usd 1000000000 > /dev/null
+done
 
 stack_spawn "$build/mock-upstream" --listen "127.0.0.1:$mock_port" --quiet 2>"$tmp/mock.log"
 stack_spawn "$build/tally-agent" --listen "127.0.0.1:$agent_port" --db "$db" \
@@ -147,6 +156,7 @@ run() { # name port [haproxy-pid agent-pid agent-metrics-port]
   local out eu= tg= key=$TALLY_KEY t0 a0 d0 cpu=
   [ "$1" = end-user ] && eu=$end_user
   [ "$1" = end-user-limited ] && eu=$end_user && key=$eu_key
+  [ "$1" = model-budget ] && key=$mb_key
   [ "$1" = tagged ] && tg=$tags && key=$tagged_key
   if [ $# -gt 2 ]; then t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$4"); d0=$(decisions "$5"); fi
   out=$(TALLY_KEY=$key BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
@@ -165,7 +175,7 @@ what="${BENCH_BODY_BYTES}-byte responses"
 echo "bench-decision: ${rounds} rounds x ${seconds}s per target, $conns connections, $what, $($stack_haproxy -v | head -1 | cut -d' ' -f1-3), $(nproc) cores"
 # The gateways' runs take turns at going first, so that none is always the one that
 # runs on the caches and buffers the previous target left.
-gateways=(gateway end-user end-user-limited tagged ${before:+before} lifted)
+gateways=(gateway end-user end-user-limited model-budget tagged ${before:+before} lifted)
 for r in $(seq "$rounds"); do
   run upstream "$mock_port"
   run haproxy "$plain_port"
@@ -174,6 +184,7 @@ for r in $(seq "$rounds"); do
       gateway) run gateway "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user) run end-user "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user-limited) run end-user-limited "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
+      model-budget) run model-budget "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       tagged) run tagged "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       before) run before "$before_port" "$before_pid" "$before_agent_pid" "$before_metrics_port" ;;
       lifted) run lifted "$lifted_port" "$lifted_pid" "$agent_pid" "$metrics_port" ;;
@@ -196,8 +207,8 @@ for line in open(sys.argv[1]):
 med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rows.items()}
 print(f"{'target':16} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'HAProxy CPU us/req':>19} "
       f"{'agent CPU us/req':>17} {'decision us':>12}   (median of {len(rows['gateway'])} rounds)")
-for n in ("upstream", "haproxy", "gateway", "end-user", "end-user-limited", "tagged", "before",
-          "lifted", "first-frame"):
+for n in ("upstream", "haproxy", "gateway", "end-user", "end-user-limited", "model-budget",
+          "tagged", "before", "lifted", "first-frame"):
     if n not in med:
         continue
     m = med[n]
@@ -227,6 +238,7 @@ def against(what, a, b):
           f"decision {per_round['decision_us']:.2f}x")
 against("an end user named by the header / none", "end-user", "gateway")
 against("an end user with limits / one without", "end-user-limited", "end-user")
+against("budgets for three models, one applying / none", "model-budget", "gateway")
 against("three tags, one budgeted / none", "tagged", "gateway")
 if "before" in med:
     against(f"before ({sys.argv[2]}) / the gateway, no end user", "before", "gateway")

@@ -18,9 +18,10 @@
 #define ACCT_RESPONSE_ID_MAX 96  /* a stored response's id (OpenAI's: 53 characters) */
 #define ACCT_TIER_MAX  TIER_NAME_MAX   /* a service tier's name (tier.h) */
 /* Where a request's holds sit in its holds[], one per level it was admitted at: its
- * key's limits, its team's, its end user's, then its tags' budgets (in tag order). */
-enum { ACCT_HOLD_KEY, ACCT_HOLD_TEAM, ACCT_HOLD_END_USER, ACCT_HOLD_TAGS,
-       ACCT_HOLDS = ACCT_HOLD_TAGS + TAGS_MAX };
+ * key's limits, its team's, its end user's, its key's and its team's budgets for its
+ * model, then its tags' budgets (in tag order). */
+enum { ACCT_HOLD_KEY, ACCT_HOLD_TEAM, ACCT_HOLD_END_USER, ACCT_HOLD_KEY_MODEL,
+       ACCT_HOLD_TEAM_MODEL, ACCT_HOLD_TAGS, ACCT_HOLDS = ACCT_HOLD_TAGS + TAGS_MAX };
 
 #define ACCT_END_USER_MAX ENDUSER_ID_MAX  /* an end user's id (enduser.h) */
 

@@ -85,6 +85,8 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_RPM_LIMITED] = { "end_user_rate_limit_requests", 429 },
 	[DECISION_END_USER_TPM_LIMITED] = { "end_user_rate_limit_tokens", 429 },
 	[DECISION_END_USER_BUDGET_EXCEEDED] = { "end_user_budget_exceeded", 402 },
+	[DECISION_MODEL_BUDGET_EXCEEDED] = { "model_budget_exceeded", 402 },
+	[DECISION_TEAM_MODEL_BUDGET_EXCEEDED] = { "team_model_budget_exceeded", 402 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -187,6 +189,16 @@ static int64_t decision_base_output(const struct kt_model *m)
 	return c ? c->micros[PRICE_OUTPUT] : PRICE_UNSET;
 }
 
+/* A name the capture filter can match as it is: a JSON string's bytes without escapes,
+ * and no line break (the list's separator). */
+static int decision_name_plain(const char *name)
+{
+	for (; *name; name++)
+		if ((unsigned char)*name < 0x20 || *name == '"' || *name == '\\')
+			return 0;
+	return 1;
+}
+
 /* The model that routes a restricted key's cut body whose "model" comes past the cut,
  * for the capture filter to judge that one against what the route's provider may serve
  * the key (decision_allow_list): the key's default when it is allowed and speaks the
@@ -278,15 +290,24 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	 * the object; one whose only "model" is past the cut goes to a route the key may
 	 * use, where the filter judges the model it meets. A prefix that is not cut JSON
 	 * (HAProxy's flag alone, a chunked body's padding) stays unjudgeable. */
-	if (d->body_truncated && d->key->restricted && !d->body.has_model) {
-		if (st != REQBODY_PREFIX || !(route = decision_cut_route(d->key, ep->api)))
+	/* Budgets per model are held at the model routed to, so a key (or team) with some
+	 * takes only that model past the cut, whatever else it may use. */
+	d->scan_route_only = d->key->nmodel_budgets > 0 ||
+	                     (d->key->team && d->key->team->nmodel_budgets > 0);
+	if (d->body_truncated && (d->key->restricted || d->scan_route_only) && !d->body.has_model) {
+		route = d->key->restricted ? decision_cut_route(d->key, ep->api)
+		        : d->key->default_model && d->key->default_model->provider &&
+		          d->key->default_model->provider->api == ep->api ? d->key->default_model
+		        : NULL;
+		if (st != REQBODY_PREFIX || !route ||
+		    (d->scan_route_only && !decision_name_plain(route->name)))
 			return DECISION_BODY_TOO_LARGE;
 		d->allow_scan = 1;
 		d->model_source = DECISION_MODEL_KEY_DEFAULT;
 		d->model = route;
 		return DECISION_ALLOW;
 	}
-	if (d->body_truncated && d->key->restricted && st != REQBODY_PREFIX)
+	if (d->body_truncated && (d->key->restricted || d->scan_route_only) && st != REQBODY_PREFIX)
 		return DECISION_BODY_TOO_LARGE;
 	if (d->body.has_model) {
 		d->model_source = DECISION_MODEL_BODY;
@@ -981,7 +1002,7 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 
 void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level level)
 {
-	static const enum decision_verdict of[QUOTA_LEVEL_END_USER + 1][QUOTA_BUDGET + 1] = {
+	static const enum decision_verdict of[QUOTA_LEVEL_TEAM_MODEL + 1][QUOTA_BUDGET + 1] = {
 		[QUOTA_LEVEL_KEY] = {
 			[QUOTA_OK] = DECISION_ALLOW,
 			[QUOTA_RPM] = DECISION_RPM_LIMITED,
@@ -1010,9 +1031,24 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_CONCURRENCY] = DECISION_END_USER_RPM_LIMITED,
 			[QUOTA_BUDGET] = DECISION_END_USER_BUDGET_EXCEEDED,
 		},
+		/* A budget alone: nothing else refuses there. */
+		[QUOTA_LEVEL_KEY_MODEL] = {
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_TPM] = DECISION_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_CONCURRENCY] = DECISION_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET] = DECISION_MODEL_BUDGET_EXCEEDED,
+		},
+		[QUOTA_LEVEL_TEAM_MODEL] = {
+			[QUOTA_OK] = DECISION_ALLOW,
+			[QUOTA_RPM] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_TPM] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_CONCURRENCY] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
+		},
 	};
 
-	d->verdict = (unsigned)level <= QUOTA_LEVEL_END_USER && (unsigned)v <= QUOTA_BUDGET
+	d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET
 	             ? of[level][v] : DECISION_AGENT_ERROR;
 }
 
@@ -1046,14 +1082,15 @@ struct spop_str decision_owner_id(const struct decision *d, const struct decisio
 	return none;
 }
 
-/* A name the capture filter can match as it is: a JSON string's bytes without escapes,
- * and no line break (the list's separator). */
-static int decision_name_plain(const char *name)
+size_t decision_scan_list(const struct decision *d, char *buf, size_t cap)
 {
-	for (; *name; name++)
-		if ((unsigned char)*name < 0x20 || *name == '"' || *name == '\\')
-			return 0;
-	return 1;
+	size_t n = strlen(d->model->name);
+
+	if (!d->scan_route_only)
+		return decision_allow_list(d->key, d->model->provider, buf, cap);
+	if (n < cap)
+		memcpy(buf, d->model->name, n + 1);
+	return n;
 }
 
 size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,

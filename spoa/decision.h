@@ -66,6 +66,10 @@ enum decision_verdict {
 	DECISION_END_USER_RPM_LIMITED,      /* 429 */
 	DECISION_END_USER_TPM_LIMITED,      /* 429 */
 	DECISION_END_USER_BUDGET_EXCEEDED,  /* 402 */
+	/* A key's or its team's budget for the request's model (docs/limits.md, "Budgets per
+	 * model"). */
+	DECISION_MODEL_BUDGET_EXCEEDED,     /* 402 */
+	DECISION_TEAM_MODEL_BUDGET_EXCEEDED, /* 402 */
 	DECISION_VERDICT_COUNT
 };
 
@@ -171,6 +175,9 @@ struct decision {
 	 * past the cut; routed by the key's default, and the capture filter spoils the body
 	 * unless that model is one of decision_allow_list's. */
 	int allow_scan;
+	/* The key or its team has budgets per model: a cut body may name past the cut only
+	 * the model it was routed to (decision_scan_list). */
+	int scan_route_only;
 	long amend_at;                      /* > 0 when the agent edits; 0 none */
 	long amend_cut;
 	const char *amend_text;             /* NULL: no amendment */
@@ -202,6 +209,9 @@ struct decision {
 	/* The limits of its end user (keytable_end_user_limits), when it was admitted or
 	 * refused under some; else NULL. Set whenever the verdict is an end user's. */
 	const struct quota_cfg *end_user_quota;
+	/* The key's and its team's budgets for its model (keytable_model_budget), when it
+	 * was admitted or refused under them; else NULL. */
+	const struct kt_model_budget *key_model_budget, *team_model_budget;
 	/* DECISION_USAGE_REPORTED of GET /tally/v1/usage/end_users: the page asked for. */
 	int end_users_page;
 	int page_limit;
@@ -247,6 +257,11 @@ void decision_owned_by(const struct keytable *t, const struct decision_request *
  * without the NUL. */
 size_t decision_allow_list(const struct kt_key *k, const struct kt_provider *p, char *buf,
                            size_t cap);
+
+/* What the capture filter lets an allow_scan request name past the cut, as
+ * decision_allow_list writes it: d's route alone when d->scan_route_only, else the
+ * models its key may use that the route's provider serves. */
+size_t decision_scan_list(const struct decision *d, char *buf, size_t cap);
 
 /* The id of the key of t req names if it is not revoked, else 0: what lets a long
  * body's pieces take room before its decision, in that key's share (longbody.h). */

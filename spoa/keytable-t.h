@@ -51,6 +51,8 @@ struct kt_team {
 	struct tags *tags;                      /* fixed tags (teams.tags); NULL: none */
 	int end_user_limited;                   /* it has end users' limits */
 	unsigned end_user_budgets;              /* of which budgets: bit 1 << quota_period */
+	const struct kt_model_budget *model_budgets;  /* by model; NULL: none */
+	size_t nmodel_budgets;
 };
 
 /* A tag's budget (tag_budgets; docs/limits.md, "Tags"): spent by every request that
@@ -69,6 +71,18 @@ struct kt_end_user_limit {
 	int64_t team_id;
 	char *end_user;
 	struct quota_cfg quota;                 /* rpm, tpm and the budget; all 0: exempt */
+};
+
+/* A key's or a team's budget for one model (model_budgets; docs/limits.md, "Budgets per
+ * model"), counted under an id of its own (quota_key_model_subject,
+ * quota_team_model_subject). It covers the model of that name and its dated snapshots
+ * (join_model_match). */
+struct kt_model_budget {
+	int64_t id;
+	int64_t key_id;                         /* the key's or the team's, the other 0 */
+	int64_t team_id;
+	char *model;
+	struct quota_cfg quota;                 /* the budget alone */
 };
 
 struct kt_key {
@@ -100,6 +114,8 @@ struct kt_key {
 	int end_user_limited;                   /* it or its team has end users' limits */
 	unsigned end_user_budgets;              /* the periods of their budgets (bit 1 <<
 	                                         * quota_period): what spend.c reads */
+	const struct kt_model_budget *model_budgets;  /* its own, by model; NULL: none */
+	size_t nmodel_budgets;
 };
 
 struct keytable {
@@ -116,6 +132,8 @@ struct keytable {
 	size_t ntag_budgets;
 	struct kt_end_user_limit *end_user_limits;   /* by key_id, team_id, end_user bytewise */
 	size_t nend_user_limits;
+	struct kt_model_budget *model_budgets;   /* by key_id, team_id, model bytewise */
+	size_t nmodel_budgets;
 	struct kt_key *keys;
 	size_t nkeys;
 	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */

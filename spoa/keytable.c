@@ -11,6 +11,7 @@
 
 #include "acct.h"
 #include "enduser.h"
+#include "join.h"
 #include "db.h"
 #include "price.h"
 #include "tier.h"
@@ -45,6 +46,9 @@ static void keytable_free(struct keytable *t)
 	for (i = 0; i < t->nend_user_limits; i++)
 		free(t->end_user_limits[i].end_user);
 	free(t->end_user_limits);
+	for (i = 0; i < t->nmodel_budgets; i++)
+		free(t->model_budgets[i].model);
+	free(t->model_budgets);
 	free(t->teams);
 	free(t->tag_budgets);
 	free(t->providers);
@@ -249,7 +253,8 @@ static int keytable_add_tag_budget(struct keytable *t, struct db_stmt *st)
 	const char *tag = db_col_text(st, 1);
 
 	b->id = db_col_int(st, 0);
-	if (!tag || !tags_tag_ok(tag, strlen(tag)) || b->id <= 0 || b->id >= QUOTA_TAG_SUBJECTS)
+	if (!tag || !tags_tag_ok(tag, strlen(tag)) || b->id <= 0 ||
+	    b->id >= QUOTA_KEY_MODEL_SUBJECTS - QUOTA_TAG_SUBJECTS)
 		return -1;
 	snprintf(b->tag, sizeof(b->tag), "%s", tag);
 	b->quota.budget_micros = db_col_int(st, 2);
@@ -272,6 +277,24 @@ static int keytable_add_end_user_limit(struct keytable *t, struct db_stmt *st)
 	l->quota.tpm = db_col_int(st, 4);
 	l->quota.budget_micros = db_col_int(st, 5);
 	l->quota.period = keytable_period_of(db_col_text(st, 6));
+	return 0;
+}
+
+static int keytable_add_model_budget(struct keytable *t, struct db_stmt *st)
+{
+	struct kt_model_budget *b = &t->model_budgets[t->nmodel_budgets++];
+	const char *model = db_col_text(st, 3);
+
+	b->id = db_col_int(st, 0);
+	b->key_id = db_col_int(st, 1);
+	b->team_id = db_col_int(st, 2);
+	/* tallyctl's longest model name: GET /tally/v1/usage fits an owner's budgets with
+	 * names that long in one answer, and the quota state keeps the name (ENDUSER_ID_MAX). */
+	if (!model || !*model || strlen(model) > ACCT_NAME_MAX || b->id <= 0 ||
+	    b->id >= QUOTA_MODEL_SUBJECT_IDS || !(b->model = strdup(model)))
+		return -1;
+	b->quota.budget_micros = db_col_int(st, 4);
+	b->quota.period = keytable_period_of(db_col_text(st, 5));
 	return 0;
 }
 
@@ -501,6 +524,38 @@ static int keytable_load_end_user_limits(struct db *db, struct keytable *t)
 	return 0;
 }
 
+/* Budgets per model, each key's and team's a run of them (keytable_load_rows' order
+ * groups them). */
+static int keytable_load_model_budgets(struct db *db, struct keytable *t)
+{
+	char sql[256];
+	size_t n, i;
+
+	snprintf(sql, sizeof(sql), "SELECT id, coalesce(key_id, 0), coalesce(team_id, 0), model,"
+	         " budget_micros, budget_period FROM model_budgets ORDER BY 2, 3, model %s",
+	         keytable_bytewise(db));
+	if (!(t->model_budgets = keytable_alloc(db, "SELECT count(*) FROM model_budgets",
+	                                        sizeof(*t->model_budgets), &n)) ||
+	    keytable_each_row(db, t, sql, n, keytable_add_model_budget) < 0)
+		return -1;
+	for (i = 0; i < t->nmodel_budgets; i++) {
+		const struct kt_model_budget *b = &t->model_budgets[i];
+		long k = keytable_index_of(t->keys, t->nkeys, sizeof(*t->keys), b->key_id);
+		struct kt_team *m = keytable_team_by_id(t, b->team_id);
+
+		if (k >= 0) {
+			if (!t->keys[k].model_budgets)
+				t->keys[k].model_budgets = b;
+			t->keys[k].nmodel_budgets++;
+		} else if (m) {
+			if (!m->model_budgets)
+				m->model_budgets = b;
+			m->nmodel_budgets++;
+		}
+	}
+	return 0;
+}
+
 /* Providers before models before teams before keys: each refers to the ones loaded
  * before it. */
 static int keytable_load_rows(struct db *db, struct keytable *t)
@@ -548,7 +603,7 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	for (i = 0; i < t->nkeys; i++)
 		if (keytable_narrow(&t->keys[i]) < 0)
 			return -1;
-	return keytable_load_end_user_limits(db, t);
+	return keytable_load_end_user_limits(db, t) < 0 ? -1 : keytable_load_model_budgets(db, t);
 }
 
 static uint32_t keytable_slot_of(const unsigned char *hash)
@@ -703,6 +758,35 @@ const struct kt_model *keytable_find_model(const struct keytable *t, const char 
 	ptrdiff_t i = keytable_bsearch(t->models, t->nmodels, keytable_model_name, name, len);
 
 	return i < 0 ? NULL : &t->models[i];
+}
+
+/* 1 if a budget for model budgeted holds for model too: a dated snapshot of it, or its
+ * alias NAME-latest. */
+static int keytable_model_covers(const char *budgeted, const char *model)
+{
+	static const char alias[] = "-latest";
+	size_t n = strlen(budgeted);
+
+	return join_model_match(budgeted, model) == JOIN_MODEL_SNAPSHOT ||
+	       (strncmp(model, budgeted, n) == 0 && strcmp(model + n, alias) == 0);
+}
+
+const struct kt_model_budget *keytable_model_budget(const struct kt_model_budget *b, size_t n,
+                                                    const char *model)
+{
+	const struct kt_model_budget *covers = NULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(b[i].model, model) == 0)
+			return &b[i];
+		/* The first name bytewise, whatever order b is in: spend.c reads an owner's
+		 * budgets in the store's order. */
+		if (keytable_model_covers(b[i].model, model) &&
+		    (!covers || strcmp(b[i].model, covers->model) < 0))
+			covers = &b[i];
+	}
+	return covers;
 }
 
 const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, const char *tag,

@@ -28,12 +28,21 @@ const struct kt_key *keytable_key_of_id(const struct keytable *t, int64_t id);
 /* Exact, case-sensitive model lookup; NULL if unknown. Borrowed from t. */
 const struct kt_model *keytable_find_model(const struct keytable *t, const char *name, size_t len);
 
-/* 1 if key k may use model m: its own allow-list and its team's both allow it (no
- * allow-list means every model). */
+/* The budget among b[0..n) (a key's or a team's model_budgets, in any order) that a
+ * request routed to model, or a row of that model, counts against: the one for that
+ * name, else the first bytewise of those whose model it is a dated snapshot
+ * (join_model_match) or the NAME-latest alias of; NULL: none. spend.c counts rows by the
+ * same rule: a row counts where its request did, except a row of a dated snapshot whose
+ * owner budgets the snapshot by name too (docs/limits.md, "Budgets per model"). */
+const struct kt_model_budget *keytable_model_budget(const struct kt_model_budget *b, size_t n,
+                                                    const char *model);
+
 /* The budget of tag (len bytes, name=value); NULL: the tag has none. */
 const struct kt_tag_budget *keytable_find_tag_budget(const struct keytable *t, const char *tag,
                                                     size_t len);
 
+/* 1 if key k may use model m: its own allow-list and its team's both allow it (no
+ * allow-list means every model). */
 int keytable_key_allows(const struct kt_key *k, const struct kt_model *m);
 
 /* The limits of end user user[0..len) of key k: k's row for that end user, else its

@@ -92,7 +92,7 @@ struct quota_fallback {
 struct quota_key {
 	struct quota_key *next;
 	int64_t key_id;
-	int64_t owner;                /* an end user's (quota_subject): its key and id */
+	int64_t owner;                /* an end user's or a model budget's (quota_subject) */
 	char *name;                   /* owned; NULL for every other subject */
 	struct lease_bucket req, tok; /* local mode and fallback */
 	struct quota_grant g;         /* shared mode */

@@ -89,25 +89,48 @@ static inline int64_t quota_tag_subject(int64_t tag_budget_id)
 	return -(QUOTA_TAG_SUBJECTS + tag_budget_id);
 }
 
-/* End users' limits likewise, below every tag budget's: one subject per key and end
+/* Budgets per model likewise, below every tag budget's: a key's model_budgets.id past
+ * QUOTA_KEY_MODEL_SUBJECTS, a team's past QUOTA_TEAM_MODEL_SUBJECTS, negated. Tag
+ * budgets' ids stay under QUOTA_KEY_MODEL_SUBJECTS - QUOTA_TAG_SUBJECTS, model budgets'
+ * under QUOTA_MODEL_SUBJECT_IDS (the keytable refuses others). */
+#define QUOTA_KEY_MODEL_SUBJECTS ((int64_t)1 << 61)
+#define QUOTA_MODEL_SUBJECT_IDS ((int64_t)1 << 60)
+#define QUOTA_TEAM_MODEL_SUBJECTS (QUOTA_KEY_MODEL_SUBJECTS + QUOTA_MODEL_SUBJECT_IDS)
+static inline int64_t quota_key_model_subject(int64_t model_budget_id)
+{
+	return -(QUOTA_KEY_MODEL_SUBJECTS + model_budget_id);
+}
+static inline int64_t quota_team_model_subject(int64_t model_budget_id)
+{
+	return -(QUOTA_TEAM_MODEL_SUBJECTS + model_budget_id);
+}
+
+/* End users' limits likewise, below every model budget's: one subject per key and end
  * user, from h, a keyed hash of the pair (keytable_end_user_subject) that nobody
- * without the installation's secret can aim at another pair's. Tag budgets' ids stay
- * under QUOTA_END_USER_SUBJECTS - QUOTA_TAG_SUBJECTS (the keytable refuses others). */
+ * without the installation's secret can aim at another pair's. */
 #define QUOTA_END_USER_SUBJECTS ((int64_t)1 << 62)
 static inline int64_t quota_end_user_subject(uint64_t h)
 {
 	return -(QUOTA_END_USER_SUBJECTS + (int64_t)(h & (uint64_t)(QUOTA_END_USER_SUBJECTS - 1)));
 }
 
-/* What a subject id counts, and its own id (keys.id, teams.id, tag_budgets.id; an end
- * user's hash): the inverse of quota_team_subject, quota_tag_subject and
- * quota_end_user_subject. */
-enum quota_level { QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG, QUOTA_LEVEL_END_USER };
+/* What a subject id counts, and its own id (keys.id, teams.id, tag_budgets.id,
+ * model_budgets.id; an end user's hash): the inverse of the quota_*_subject above. */
+enum quota_level { QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG, QUOTA_LEVEL_END_USER,
+                   QUOTA_LEVEL_KEY_MODEL, QUOTA_LEVEL_TEAM_MODEL };
 static inline enum quota_level quota_subject_level(int64_t subject, int64_t *id)
 {
 	if (subject <= -QUOTA_END_USER_SUBJECTS) {
 		*id = -subject - QUOTA_END_USER_SUBJECTS;
 		return QUOTA_LEVEL_END_USER;
+	}
+	if (subject <= -QUOTA_TEAM_MODEL_SUBJECTS) {
+		*id = -subject - QUOTA_TEAM_MODEL_SUBJECTS;
+		return QUOTA_LEVEL_TEAM_MODEL;
+	}
+	if (subject <= -QUOTA_KEY_MODEL_SUBJECTS) {
+		*id = -subject - QUOTA_KEY_MODEL_SUBJECTS;
+		return QUOTA_LEVEL_KEY_MODEL;
 	}
 	if (subject <= -QUOTA_TAG_SUBJECTS) {
 		*id = -subject - QUOTA_TAG_SUBJECTS;
@@ -117,15 +140,16 @@ static inline enum quota_level quota_subject_level(int64_t subject, int64_t *id)
 	return subject < 0 ? QUOTA_LEVEL_TEAM : QUOTA_LEVEL_KEY;
 }
 
-/* One level a request is admitted at: its key, its team, its end user, one of its
- * tags' budgets. */
+/* One level a request is admitted at: its key, its team, its end user, its key's or
+ * team's budget for its model, one of its tags' budgets. */
 struct quota_subject {
 	int64_t id;                      /* a key's id, quota_team_subject, quota_tag_subject,
 	                                  * quota_end_user_subject */
 	const struct quota_cfg *cfg;
 	struct quota_hold *hold;         /* filled when admitted at every level, else zeroed */
-	/* An end user's: its key and its id (enduser.h, NUL-terminated), kept
-	 * with the subject so that the share thread reads what it spent; else 0 and NULL. */
+	/* An end user's: its key and its id (enduser.h, NUL-terminated); a model budget's:
+	 * 0 and its model's name; kept with the subject so that the share thread reads what
+	 * it spent; else 0 and NULL. */
 	int64_t owner;
 	const char *name;
 };
@@ -191,8 +215,9 @@ void quota_share_enable(struct quota *q, int64_t wait_ms);
  * back and asks for. */
 struct quota_share_key {
 	int64_t key_id;
-	int64_t owner;                   /* an end user's subject: its key and its id */
-	char name[ENDUSER_ID_MAX];       /* (quota_subject's); else 0 and "" */
+	int64_t owner;                   /* an end user's subject: its key and its id, a */
+	char name[ENDUSER_ID_MAX];       /* model budget's: 0 and its model (quota_subject's);
+	                                  * else 0 and "" */
 	struct quota_cfg cfg;
 	struct lease_held held;
 	struct lease_ask ask;

@@ -92,9 +92,6 @@ struct session_piece {
 	struct spop_str data;
 };
 
-/* The longest body an ACK carries: a model list (an error body takes 2048 at most). */
-#define SESSION_BODY_MAX 14336
-
 /* Reads our messages' arguments into req (and piece, for a piece's message; else NULL).
  * Unknown arguments are ignored so that a newer SPOE file can add some; absent or NULL
  * ones stay empty. */
@@ -289,7 +286,7 @@ static void session_put_verdict(struct spop_writer *out, const struct decision *
 		session_set_int(out, TXNVAR_STORED_WAIT, d->wait ? 1 : 2);
 	if (d->allow_scan && d->verdict == DECISION_ALLOW) {
 		char allow[DECISION_ALLOW_LIST_MAX];
-		size_t n = decision_allow_list(d->key, d->model->provider, allow, sizeof(allow));
+		size_t n = decision_scan_list(d, allow, sizeof(allow));
 
 		session_set_str(out, TXNVAR_SCAN_ALLOW, allow, n < sizeof(allow) ? n : 0);
 	}
@@ -350,8 +347,8 @@ static int session_ack(struct session *s, const struct spop_frame *f, const stru
 }
 
 /* Estimates what an allowed request may use and admits it at its key, its team, its end
- * user and its tags' budgets, all or none, or turns d into the denial of the level that
- * refused. */
+ * user, its key's and team's budgets for its model and its tags' budgets, all or none,
+ * or turns d into the denial of the level that refused. */
 static void session_quota(struct session *s, const struct keytable *kt,
                           const struct decision_request *req, struct decision *d)
 {
@@ -371,8 +368,16 @@ static void session_quota(struct session *s, const struct keytable *kt,
 	len = strlen(d->end_user);
 	eu = keytable_end_user_limits(kt, d->key, d->end_user, len);
 	d->end_user_quota = eu && quota_limited(eu) ? eu : NULL;
+	if (d->model) {
+		d->key_model_budget = keytable_model_budget(d->key->model_budgets,
+		                                            d->key->nmodel_budgets, d->model->name);
+		d->team_model_budget = team ? keytable_model_budget(team->model_budgets,
+		                                                    team->nmodel_budgets,
+		                                                    d->model->name) : NULL;
+	}
 	if (!quota_limited(&d->key->quota) && !(team && quota_limited(&team->quota)) &&
-	    !d->end_user_quota && !d->ntag_budgets)
+	    !d->end_user_quota && !d->key_model_budget && !d->team_model_budget &&
+	    !d->ntag_budgets)
 		return;
 	d->has_quota = 1;
 	level[n] = QUOTA_LEVEL_KEY;
@@ -388,6 +393,20 @@ static void session_quota(struct session *s, const struct keytable *kt,
 		at[n++] = (struct quota_subject){
 			keytable_end_user_subject(kt, d->key->id, d->end_user, len), d->end_user_quota,
 			&d->holds[ACCT_HOLD_END_USER], d->key->id, d->end_user };
+	}
+	if (d->key_model_budget) {
+		level[n] = QUOTA_LEVEL_KEY_MODEL;
+		at[n++] = (struct quota_subject){ quota_key_model_subject(d->key_model_budget->id),
+		                                  &d->key_model_budget->quota,
+		                                  &d->holds[ACCT_HOLD_KEY_MODEL], 0,
+		                                  d->key_model_budget->model };
+	}
+	if (d->team_model_budget) {
+		level[n] = QUOTA_LEVEL_TEAM_MODEL;
+		at[n++] = (struct quota_subject){ quota_team_model_subject(d->team_model_budget->id),
+		                                  &d->team_model_budget->quota,
+		                                  &d->holds[ACCT_HOLD_TEAM_MODEL], 0,
+		                                  d->team_model_budget->model };
 	}
 	for (i = 0; i < d->ntag_budgets; i++) {
 		level[n] = QUOTA_LEVEL_TAG;
@@ -496,10 +515,28 @@ static int session_models(const struct session *s, const struct keytable *kt,
 }
 
 /* One level of a usage answer: subject's (a key's id, or its team's subject) under cfg
- * at now_ms. 0, or -1 when its spend cannot be read now. */
+ * at now_ms, with its budgets per model mb[0..nmb) (subject_of: their subjects). 0, or
+ * -1 when a spend cannot be read now. */
 static int session_usage_level(struct session *s, int64_t subject, const struct quota_cfg *cfg,
-                               int64_t now_ms, struct wording_usage_level *l)
+                               const struct kt_model_budget *mb, size_t nmb,
+                               int64_t (*subject_of)(int64_t), int64_t now_ms,
+                               struct wording_usage_level *l)
 {
+	size_t i;
+
+	/* tallyctl keeps an owner's budgets within the bound; a store written otherwise
+	 * shows the first ones. */
+	l->nmodels = nmb < MODELBUDGET_PER_OWNER_MAX ? nmb : MODELBUDGET_PER_OWNER_MAX;
+	for (i = 0; i < l->nmodels; i++) {
+		struct wording_usage_model *m = &l->models[i];
+
+		m->b = &mb[i];
+		m->since_ms = quota_period_start(mb[i].quota.period, now_ms);
+		m->until_ms = quota_period_end(mb[i].quota.period, now_ms);
+		if (usageview_spent(s->usage, subject_of(mb[i].id), mb[i].model, m->since_ms, now_ms,
+		                    &m->spent_micros, &m->as_of_ms) < 0)
+			return -1;
+	}
 	l->cfg = *cfg;
 	l->period = quota_report_period(cfg);
 	l->since_ms = quota_period_start(l->period, now_ms);
@@ -508,7 +545,7 @@ static int session_usage_level(struct session *s, int64_t subject, const struct 
 	l->in_flight = 0;
 	if (s->quota)
 		quota_peek(s->quota, subject, cfg, now_ms, &l->st, &l->in_flight);
-	return usageview_spent(s->usage, subject, l->since_ms, now_ms, &l->spent_micros,
+	return usageview_spent(s->usage, subject, NULL, l->since_ms, now_ms, &l->spent_micros,
 	                       &l->as_of_ms);
 }
 
@@ -525,9 +562,12 @@ static int session_usage(struct session *s, struct decision *d, char *body)
 
 	memset(&u, 0, sizeof(u));
 	u.team_shown = team && team->members_see_usage;
-	if (!s->usage || session_usage_level(s, d->key->id, &d->key->quota, now, &u.key) < 0 ||
-	    (u.team_shown && session_usage_level(s, quota_team_subject(team->id), &team->quota,
-	                                         now, &u.team) < 0)) {
+	if (!s->usage ||
+	    session_usage_level(s, d->key->id, &d->key->quota, d->key->model_budgets,
+	                        d->key->nmodel_budgets, quota_key_model_subject, now, &u.key) < 0 ||
+	    (u.team_shown &&
+	     session_usage_level(s, quota_team_subject(team->id), &team->quota, team->model_budgets,
+	                         team->nmodel_budgets, quota_team_model_subject, now, &u.team) < 0)) {
 		d->verdict = DECISION_USAGE_UNAVAILABLE;
 		return -1;
 	}

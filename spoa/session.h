@@ -21,6 +21,10 @@ struct usageview;
 #define SESSION_MESSAGE "tally-request"
 #define SESSION_PIECE_MESSAGE "tally-piece"
 
+/* The longest body an ACK carries: a model list, a usage answer (an error body takes
+ * 2048 at most). */
+#define SESSION_BODY_MAX 14336
+
 enum session_state { SESSION_WAIT_HELLO, SESSION_READY, SESSION_CLOSED };
 
 struct session_stats {

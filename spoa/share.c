@@ -36,6 +36,9 @@ enum share_stmt {
 	SHARE_TEAM_SPENT,
 	SHARE_TAG_SPENT,
 	SHARE_END_USER_SPENT,
+	SHARE_KEY_MODEL_SPENT,
+	SHARE_TEAM_MODEL_SPENT,
+	SHARE_MODEL_NAMES,
 	SHARE_WRITE,
 	SHARE_PRESENCE,
 	SHARE_PURGE,
@@ -62,6 +65,9 @@ static const char *const share_sql[SHARE_NSTMT] = {
 	[SHARE_TEAM_SPENT] = spend_team_sql,
 	[SHARE_TAG_SPENT] = spend_tag_sql,
 	[SHARE_END_USER_SPENT] = spend_end_user_sql,
+	[SHARE_KEY_MODEL_SPENT] = spend_key_model_sql,
+	[SHARE_TEAM_MODEL_SPENT] = spend_team_model_sql,
+	[SHARE_MODEL_NAMES] = spend_model_names_sql,
 	[SHARE_WRITE] = "WITH pool AS (UPDATE limit_pool SET rpm_cap = ?6, rpm_room = ?7,"
 	                " rpm_frac = ?8, rpm_at_ms = ?9, tpm_cap = ?10, tpm_room = ?11,"
 	                " tpm_frac = ?12, tpm_at_ms = ?13, budget_cap = ?14, budget_period = ?15,"
@@ -198,24 +204,33 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 	                             k->cfg.budget_micros, (int)k->cfg.period,
 	                             quota_period_start(k->cfg.period, now_ms) };
 	if (lease_budget_stale(&p, &lim)) {
-		/* A pool is keyed by its subject: a key's, a team's, a tag budget's or an end
-		 * user's (read by its key and id, as its subject's hash cannot be). */
+		/* A pool is keyed by its subject: a key's, a team's, a tag budget's, a model
+		 * budget's (summed over the models it covers) or an end user's (read by its
+		 * key and id, as its subject's hash cannot be). */
 		static const enum share_stmt spent_of[] = {
 			[QUOTA_LEVEL_KEY] = SHARE_SPENT,
 			[QUOTA_LEVEL_TEAM] = SHARE_TEAM_SPENT,
 			[QUOTA_LEVEL_TAG] = SHARE_TAG_SPENT,
 			[QUOTA_LEVEL_END_USER] = SHARE_END_USER_SPENT,
+			[QUOTA_LEVEL_KEY_MODEL] = SHARE_KEY_MODEL_SPENT,
+			[QUOTA_LEVEL_TEAM_MODEL] = SHARE_TEAM_MODEL_SPENT,
 		};
 		int64_t id;
 		enum quota_level level = quota_subject_level(k->key_id, &id);
 
 		st = s->st[spent_of[level]];
-		db_bind_int(st, 1, level == QUOTA_LEVEL_END_USER ? k->owner : id);
-		db_bind_int(st, 2, lim.period_start_ms / 1000);
-		if (level == QUOTA_LEVEL_END_USER)
-			db_bind_text(st, 3, k->name, strlen(k->name));
-		if (share_int(st, &spent) < 0)
-			return -1;
+		if (level == QUOTA_LEVEL_KEY_MODEL || level == QUOTA_LEVEL_TEAM_MODEL) {
+			if (spend_model_sum(s->st[SHARE_MODEL_NAMES], st, id, k->name,
+			                    lim.period_start_ms / 1000, &spent) < 0)
+				return -1;
+		} else {
+			db_bind_int(st, 1, level == QUOTA_LEVEL_END_USER ? k->owner : id);
+			db_bind_int(st, 2, lim.period_start_ms / 1000);
+			if (level == QUOTA_LEVEL_END_USER)
+				db_bind_text(st, 3, k->name, strlen(k->name));
+			if (share_int(st, &spent) < 0)
+				return -1;
+		}
 	}
 	lease_round(&p, &lim, &k->held, &k->ask, others, spent, now_ms, g);
 	return share_write(s, k->key_id, &p, g->lease_slots,

@@ -2,10 +2,12 @@
 #include "spend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
 #include "keytable.h"
+#include "modelbudget.h"
 #include "quota.h"
 
 const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
@@ -21,6 +23,90 @@ const char spend_tag_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_m
 const char spend_end_user_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
                                   " FROM end_user_daily WHERE key_id = ?1 AND day >= ?2"
                                   " AND end_user = ?3";
+
+/* The models the owner of a model budget budgets (?1 model_budgets.id): key_id or
+ * team_id, whichever is not NULL, matches. */
+const char spend_model_names_sql[] = "SELECT o.model FROM model_budgets b JOIN model_budgets o"
+                                     " ON o.key_id = b.key_id OR o.team_id = b.team_id"
+                                     " WHERE b.id = ?1";
+const char spend_key_model_sql[] =
+	"SELECT u.model, sum(u.cost_micros + u.estimated_cost_micros)"
+	" FROM model_budgets b JOIN usage_daily u ON u.key_id = b.key_id"
+	" WHERE b.id = ?1 AND u.day >= ?2 GROUP BY u.model";
+const char spend_team_model_sql[] =
+	"SELECT u.model, sum(u.cost_micros + u.estimated_cost_micros)"
+	" FROM model_budgets b JOIN team_model_daily u ON u.team_id = b.team_id"
+	" WHERE b.id = ?1 AND u.day >= ?2 GROUP BY u.model";
+
+/* Appends name to the n budgets of *b (cap *cap); 0, or -1 out of memory. */
+static int spend_name_add(struct kt_model_budget **b, size_t *n, size_t *cap, const char *name)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : MODELBUDGET_PER_OWNER_MAX;
+		struct kt_model_budget *p = realloc(*b, c * sizeof(*p));
+
+		if (!p)
+			return -1;
+		*b = p;
+		*cap = c;
+	}
+	memset(&(*b)[*n], 0, sizeof(**b));
+	if (!((*b)[*n].model = strdup(name)))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+int spend_model_sum(struct db_stmt *names, struct db_stmt *rows, int64_t budget_id,
+                    const char *model, int64_t since_s, int64_t *out)
+{
+	struct kt_model_budget *owned = NULL;
+	size_t n = 0, cap = 0, i;
+	enum db_status rc;
+	int ret = -1;
+
+	*out = 0;
+	db_bind_int(names, 1, budget_id);
+	while ((rc = db_step(names)) == DB_ROW)
+		if (spend_name_add(&owned, &n, &cap, db_col_text(names, 0) ? db_col_text(names, 0) : "") < 0)
+			goto out;
+	if (rc != DB_DONE)
+		goto out;
+	db_bind_int(rows, 1, budget_id);
+	db_bind_int(rows, 2, since_s);
+	while ((rc = db_step(rows)) == DB_ROW) {
+		const char *name = db_col_text(rows, 0);
+		const struct kt_model_budget *b = keytable_model_budget(owned, n, name ? name : "");
+
+		if (b && strcmp(b->model, model) == 0)
+			*out += db_col_int(rows, 1);
+	}
+	ret = rc == DB_DONE ? 0 : -1;
+out:
+	db_reset(names);
+	db_reset(rows);
+	for (i = 0; i < n; i++)
+		free(owned[i].model);
+	free(owned);
+	return ret;
+}
+
+/* Seeds the model budgets b[0..n) (a key's or a team's) from rows (spend_*_model_sql). */
+static int spend_models(struct db_stmt *names, struct db_stmt *rows, struct quota *q,
+                        const struct kt_model_budget *b, size_t n,
+                        int64_t (*subject)(int64_t), int64_t now_ms)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		int64_t start = quota_period_start(b[i].quota.period, now_ms), spent;
+
+		if (spend_model_sum(names, rows, b[i].id, b[i].model, start / 1000, &spent) < 0)
+			return -1;
+		quota_set_spent(q, subject(b[i].id), b[i].quota.period, start, spent);
+	}
+	return 0;
+}
 
 /* What each end user of a key spent since a day (?1 keys.id, ?2 unix seconds). */
 static const char spend_end_users_sql[] = "SELECT end_user, sum(cost_micros + estimated_cost_micros)"
@@ -82,12 +168,24 @@ int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_
                char *err, size_t errlen)
 {
 	struct db_stmt *keys = NULL, *teams = NULL, *tags = NULL, *users = NULL;
+	struct db_stmt *key_models = NULL, *team_models = NULL, *names = NULL;
 	size_t i;
 	int rc = -1;
 
 	if (db_prepare(db, spend_key_sql, &keys) < 0 || db_prepare(db, spend_team_sql, &teams) < 0 ||
-	    db_prepare(db, spend_tag_sql, &tags) < 0 || db_prepare(db, spend_end_users_sql, &users) < 0)
+	    db_prepare(db, spend_tag_sql, &tags) < 0 || db_prepare(db, spend_end_users_sql, &users) < 0 ||
+	    db_prepare(db, spend_key_model_sql, &key_models) < 0 ||
+	    db_prepare(db, spend_team_model_sql, &team_models) < 0 ||
+	    db_prepare(db, spend_model_names_sql, &names) < 0)
 		goto out;
+	for (i = 0; i < kt->nkeys; i++)
+		if (spend_models(names, key_models, q, kt->keys[i].model_budgets,
+		                 kt->keys[i].nmodel_budgets, quota_key_model_subject, now_ms) < 0)
+			goto out;
+	for (i = 0; i < kt->nteams; i++)
+		if (spend_models(names, team_models, q, kt->teams[i].model_budgets,
+		                 kt->teams[i].nmodel_budgets, quota_team_model_subject, now_ms) < 0)
+			goto out;
 	for (i = 0; i < kt->nkeys; i++)
 		if (spend_one(keys, q, kt->keys[i].id, kt->keys[i].id, &kt->keys[i].quota, now_ms) < 0)
 			goto out;
@@ -111,5 +209,8 @@ out:
 	db_finalize(teams);
 	db_finalize(tags);
 	db_finalize(users);
+	db_finalize(key_models);
+	db_finalize(team_models);
+	db_finalize(names);
 	return rc;
 }

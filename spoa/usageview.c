@@ -12,6 +12,7 @@
 #include "hash.h"
 #include "log.h"
 #include "probe.h"
+#include "quota.h"
 #include "spend.h"
 
 #define USAGEVIEW_PATH_MAX 4096
@@ -31,10 +32,10 @@ static const char usageview_end_users_sql[] =
 	" GROUP BY end_user ORDER BY end_user LIMIT ?4";
 
 /* A thread's read-only connection, and its lookups (a key's spend, a team's, a key's
- * end users). */
+ * end users, a key's and a team's budget per model). */
 struct usageview_conn {
 	struct db *db;                 /* NULL: not open (yet, or since it failed) */
-	struct db_stmt *key, *team, *end_users;
+	struct db_stmt *key, *team, *end_users, *key_model, *team_model, *model_names;
 	int64_t retry_at_ms;           /* after a failure, the store is left alone until */
 	int64_t warned_at_ms;          /* last said that the probe time ran out */
 };
@@ -61,6 +62,9 @@ static void usageview_conn_close(void *p)
 	db_finalize(c->key);
 	db_finalize(c->team);
 	db_finalize(c->end_users);
+	db_finalize(c->key_model);
+	db_finalize(c->team_model);
+	db_finalize(c->model_names);
 	db_close(c->db);
 	free(c);
 }
@@ -110,8 +114,11 @@ static void usageview_conn_fail(struct usageview_conn *c, const char *why, int64
 	db_finalize(c->key);
 	db_finalize(c->team);
 	db_finalize(c->end_users);
+	db_finalize(c->key_model);
+	db_finalize(c->team_model);
+	db_finalize(c->model_names);
 	db_close(c->db);
-	c->key = c->team = c->end_users = NULL;
+	c->key = c->team = c->end_users = c->key_model = c->team_model = c->model_names = NULL;
 	c->db = NULL;
 	c->retry_at_ms = now_ms + USAGEVIEW_RETRY_MS;
 }
@@ -186,24 +193,42 @@ static void usageview_done(struct usageview *u, struct usageview_conn *c, int rc
 }
 
 /* Reads subject's spend since since_ms on the calling thread's connection: 0, or -1. */
-static int usageview_read(struct usageview *u, int64_t subject, int64_t since_ms,
-                          int64_t now_ms, int64_t *spent)
+static int usageview_read(struct usageview *u, int64_t subject, const char *model,
+                          int64_t since_ms, int64_t now_ms, int64_t *spent)
 {
-	int64_t t0 = probe_now_us();
-	struct usageview_conn *c = usageview_begin(u, now_ms, t0);
-	struct db_stmt *st;
+	int64_t t0, id;
+	enum quota_level level = quota_subject_level(subject, &id);
+	int by_model = level == QUOTA_LEVEL_KEY_MODEL || level == QUOTA_LEVEL_TEAM_MODEL;
+	struct usageview_conn *c;
+	struct db_stmt **st;
 	int rc = -1;
 
-	if (!c)
+	/* Nothing else has a figure here: not the store's failure. */
+	if ((by_model && !model) || (!by_model && level != QUOTA_LEVEL_KEY && level != QUOTA_LEVEL_TEAM))
 		return -1;
-	st = subject > 0 ? c->key : c->team;
-	db_bind_int(st, 1, subject > 0 ? subject : -subject);
-	db_bind_int(st, 2, since_ms / 1000);
-	if (db_step(st) == DB_ROW) {
-		*spent = db_col_int(st, 0);
-		rc = 0;
+	t0 = probe_now_us();
+	if (!(c = usageview_begin(u, now_ms, t0)))
+		return -1;
+	st = level == QUOTA_LEVEL_KEY ? &c->key : level == QUOTA_LEVEL_TEAM ? &c->team
+	   : level == QUOTA_LEVEL_KEY_MODEL ? &c->key_model : &c->team_model;
+	/* Budgets per model are prepared on first use, as a page of end users is. */
+	if (by_model &&
+	    ((!*st && db_prepare(c->db, level == QUOTA_LEVEL_KEY_MODEL ? spend_key_model_sql
+	                                                               : spend_team_model_sql, st) < 0) ||
+	     (!c->model_names && db_prepare(c->db, spend_model_names_sql, &c->model_names) < 0)))
+		goto out;
+	if (by_model) {
+		rc = spend_model_sum(c->model_names, *st, id, model, since_ms / 1000, spent);
+	} else {
+		db_bind_int(*st, 1, id);
+		db_bind_int(*st, 2, since_ms / 1000);
+		if (db_step(*st) == DB_ROW) {
+			*spent = db_col_int(*st, 0);
+			rc = 0;
+		}
+		db_reset(*st);
 	}
-	db_reset(st);
+out:
 	usageview_done(u, c, rc, now_ms, t0);
 	return rc;
 }
@@ -253,8 +278,8 @@ int usageview_end_users(struct usageview *u, int64_t key_id, int64_t since_ms,
 	return rc == DB_DONE || rc == DB_ROW ? got : -1;
 }
 
-int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int64_t now_ms,
-                    int64_t *spent, int64_t *as_of_ms)
+int usageview_spent(struct usageview *u, int64_t subject, const char *model, int64_t since_ms,
+                    int64_t now_ms, int64_t *spent, int64_t *as_of_ms)
 {
 	struct usageview_slot *s = usageview_slot_of(u, subject);
 	int found;
@@ -269,7 +294,7 @@ int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int6
 	pthread_mutex_unlock(&u->lock);
 	if (found)
 		return 0;
-	if (usageview_read(u, subject, since_ms, now_ms, spent) < 0)
+	if (usageview_read(u, subject, model, since_ms, now_ms, spent) < 0)
 		return -1;
 	*as_of_ms = now_ms;
 	pthread_mutex_lock(&u->lock);

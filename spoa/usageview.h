@@ -26,12 +26,13 @@ struct usageview;
 struct usageview *usageview_new(const char *store);
 void usageview_free(struct usageview *u);     /* after every other thread stopped */
 
-/* What subject (a key's id, or quota_team_subject's) was charged (reported plus estimated
- * cost, micro-dollars) since since_ms (unix ms, on the hour: budget periods are), as
- * read at *as_of_ms (unix ms). 0; or -1 when no figure can be read now (the store
- * fails, or the thread's probe time is spent): the caller answers "try again". */
-int usageview_spent(struct usageview *u, int64_t subject, int64_t since_ms, int64_t now_ms,
-                    int64_t *spent, int64_t *as_of_ms);
+/* What subject (a key's id, quota_team_subject's, or a model budget's, whose model is
+ * model; else model is NULL) was charged (reported plus estimated cost, micro-dollars)
+ * since since_ms (unix ms, on the hour: budget periods are; a model budget's on the
+ * day), as read at *as_of_ms (unix ms). 0; or -1 when no figure can be read now (the
+ * store fails, or the thread's probe time is spent): the caller answers "try again". */
+int usageview_spent(struct usageview *u, int64_t subject, const char *model, int64_t since_ms,
+                    int64_t now_ms, int64_t *spent, int64_t *as_of_ms);
 
 /* One end user of a key's page (usageview_end_users). */
 struct usageview_end_user {

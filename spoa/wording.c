@@ -58,6 +58,8 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_RPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
 	[DECISION_END_USER_TPM_LIMITED] = { "rate_limit_error", "rate_limit_error" },
 	[DECISION_END_USER_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_MODEL_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_TEAM_MODEL_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 };
 
 /* Whether s begins with lit. */
@@ -298,6 +300,19 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		snprintf(who, sizeof(who), "The end user '%s' of key %s", user, d->key->prefix);
 		wording_limit(d, who, d->end_user_quota, "end user", msg, cap);
 		break;
+	/* The budget's model: a request routed to a dated snapshot is held at it. */
+	case DECISION_MODEL_BUDGET_EXCEEDED:
+		wording_json_escape(model, sizeof(model), d->key_model_budget->model);
+		snprintf(who, sizeof(who), "Key %s, for the model '%s',", d->key->prefix, model);
+		wording_limit(d, who, &d->key_model_budget->quota, "key", msg, cap);
+		break;
+	case DECISION_TEAM_MODEL_BUDGET_EXCEEDED:
+		wording_json_escape(model, sizeof(model), d->team_model_budget->model);
+		wording_json_escape(team, sizeof(team), d->key->team->name);
+		snprintf(who, sizeof(who), "The team '%s' of key %s, for the model '%s',", team,
+		         d->key->prefix, model);
+		wording_limit(d, who, &d->team_model_budget->quota, "team", msg, cap);
+		break;
 	default:
 		snprintf(msg, cap, "Request allowed.");
 		break;
@@ -424,6 +439,8 @@ static int wording_window(char *buf, size_t cap, int64_t limit, int64_t remainin
 static int wording_usage_level(const struct wording_usage_level *l, char *buf, size_t cap)
 {
 	char since[40], until[40], asof[40], budget[32], left[32], rpm[96], tpm[96], conc[64];
+	char model[6 * ACCT_NAME_MAX];
+	size_t len, i;
 	int n;
 
 	wording_time(since, sizeof(since), l->period == QUOTA_PERIOD_TOTAL ? -1 : l->since_ms);
@@ -449,10 +466,33 @@ static int wording_usage_level(const struct wording_usage_level *l, char *buf, s
 	n = snprintf(buf, cap, "\"period\":{\"kind\":\"%s\",\"start\":%s,\"end\":%s},"
 	             "\"spent_micros\":%lld,\"spent_as_of\":%s,\"budget_micros\":%s,"
 	             "\"budget_left_micros\":%s,\"requests_per_minute\":%s,"
-	             "\"tokens_per_minute\":%s,\"concurrency\":%s",
+	             "\"tokens_per_minute\":%s,\"concurrency\":%s,\"model_budgets\":[",
 	             quota_period_name(l->period), since, until, (long long)l->spent_micros, asof,
 	             budget, left, rpm, tpm, conc);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	len = (size_t)n;
+	for (i = 0; i < l->nmodels; i++) {
+		const struct wording_usage_model *m = &l->models[i];
+		int64_t b = m->b->quota.budget_micros;
+
+		wording_json_escape(model, sizeof(model), m->b->model);
+		wording_time(since, sizeof(since), m->b->quota.period == QUOTA_PERIOD_TOTAL ? -1
+		                                                                            : m->since_ms);
+		wording_time(until, sizeof(until), m->until_ms);
+		wording_time(asof, sizeof(asof), m->as_of_ms);
+		n = snprintf(buf + len, cap - len, "%s{\"model\":\"%s\",\"period\":{\"kind\":\"%s\","
+		             "\"start\":%s,\"end\":%s},\"spent_micros\":%lld,\"spent_as_of\":%s,"
+		             "\"budget_micros\":%lld,\"budget_left_micros\":%lld}", i ? "," : "", model,
+		             quota_period_name(m->b->quota.period), since, until,
+		             (long long)m->spent_micros, asof, (long long)b,
+		             (long long)(m->spent_micros < b ? b - m->spent_micros : 0));
+		if (n < 0 || (size_t)n >= cap - len)
+			return -1;
+		len += (size_t)n;
+	}
+	n = snprintf(buf + len, cap - len, "]");
+	return n < 0 || (size_t)n >= cap - len ? -1 : (int)(len + (size_t)n);
 }
 
 int wording_usage_json(const struct decision *d, const struct wording_usage *u, char *buf,

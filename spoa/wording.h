@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "decision.h"
+#include "modelbudget.h"
 #include "quota.h"
 #include "usageview.h"
 
@@ -22,6 +23,13 @@ int wording_error_json(const struct decision *d, const struct decision_request *
 int wording_models_json(const struct keytable *t, const struct decision *d,
                         const struct decision_request *req, char *buf, size_t cap);
 
+/* One budget per model of a level (MODELBUDGET_PER_OWNER_MAX at most), in its period. */
+struct wording_usage_model {
+	const struct kt_model_budget *b;
+	int64_t since_ms, until_ms;
+	int64_t spent_micros, as_of_ms;
+};
+
 /* One level of what GET /tally/v1/usage reports: the key, or its team. */
 struct wording_usage_level {
 	struct quota_cfg cfg;         /* its limits */
@@ -31,6 +39,8 @@ struct wording_usage_level {
 	int64_t as_of_ms;             /* when that was read */
 	struct quota_status st;       /* its windows (quota_peek) */
 	int64_t in_flight;            /* its requests in flight on this node */
+	struct wording_usage_model models[MODELBUDGET_PER_OWNER_MAX];  /* its budgets per */
+	size_t nmodels;                                                /* model, by name */
 };
 
 struct wording_usage {

@@ -22,11 +22,12 @@
  *      row per group into usage_hourly, and the same by day into usage_daily; without
  *      the key, into model_hourly and model_daily; without the model, into
  *      key_hourly and key_daily; by team instead of key (rows with a team), into
- *      team_hourly and team_daily; by key and end user (rows with one), by day into
- *      end_user_daily; by tag and key (a row once per tag), by day into tag_daily;
- *      with neither, by hour into total_hourly (see
- *      writer_rollups); the groups of a table go in multi-row upserts too, each group
- *      once (PostgreSQL refuses one conflict key twice in a statement);
+ *      team_hourly and team_daily, and by day with the model into team_model_daily;
+ *      by key and end user (rows with one), by day into end_user_daily; by tag and
+ *      key (a row once per tag), by day into tag_daily; with neither, by hour into
+ *      total_hourly (see writer_rollups); the groups of a table go in multi-row
+ *      upserts too, each group once (PostgreSQL refuses one conflict key twice in a
+ *      statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
  *      node's accounting row;
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
@@ -168,7 +169,8 @@ struct writer_sum {
 /* The rollup tables: per key and model (a key with a model filter, or by model or
  * provider); ~200 times smaller, per model only (every figure not by key); per key
  * only (by key without a model filter: a row per key, not per key and model); per team
- * (team summaries and budgets; rows without a team are in none); per key and end user
+ * (team summaries and budgets; rows without a team are in none), and per team and model
+ * (a team's budgets per model); per key and end user
  * (rows with both); per tag and key (a row with n tags in n groups); and the hour's
  * totals (by hour without a filter: a row per hour, not per model). */
 enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM, WRITER_DIM_END_USER,
@@ -188,6 +190,7 @@ static const struct writer_rollup_table {
 	{ "key_daily", "day", PERIOD_DAY, WRITER_DIM_KEY, 0 },
 	{ "team_hourly", "hour", PERIOD_HOUR, WRITER_DIM_TEAM, 0 },
 	{ "team_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 0 },
+	{ "team_model_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 1 },
 	{ "end_user_daily", "day", PERIOD_DAY, WRITER_DIM_END_USER, 0 },
 	{ "tag_daily", "day", PERIOD_DAY, WRITER_DIM_TAG, 0 },
 	{ "total_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 0 },

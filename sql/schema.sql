@@ -13,8 +13,8 @@
 
 -- Small named counters.
 --   config_generation: bumped by the triggers below on every change to providers,
---   models, model_prices, teams, team_models, tag_budgets, keys, key_models or
---   end_user_limits; the agent polls it to reload its in-memory tables.
+--   models, model_prices, teams, team_models, tag_budgets, keys, key_models,
+--   end_user_limits or model_budgets; the agent polls it to reload its in-memory tables.
 CREATE TABLE meta (
 	name  TEXT PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -163,6 +163,23 @@ CREATE TABLE end_user_limits (
 	CHECK ((key_id IS NULL) <> (team_id IS NULL)),
 	UNIQUE (key_id, end_user),
 	UNIQUE (team_id, end_user)
+);
+
+-- Budgets per model (docs/limits.md, "Budgets per model"): a key's or a team's spend on
+-- one model per period, beside its budget for every model. model: a models.name, as
+-- rows keep it. A key's is counted from its rows (usage_daily), a team's from the rows
+-- made under it (team_model_daily).
+CREATE TABLE model_budgets (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id > 0),  -- never reused
+	key_id         INTEGER REFERENCES keys (id) ON DELETE CASCADE,
+	team_id        INTEGER REFERENCES teams (id) ON DELETE CASCADE,
+	model          TEXT NOT NULL CHECK (model <> ''),
+	created_at     INTEGER NOT NULL,
+	budget_micros  INTEGER NOT NULL CHECK (budget_micros > 0),
+	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
+	CHECK ((key_id IS NULL) <> (team_id IS NULL)),
+	UNIQUE (key_id, model),
+	UNIQUE (team_id, model)
 );
 
 -- Usage: one row per HTTP transaction, written by the agent's writer thread. Integer
@@ -574,6 +591,48 @@ CREATE TABLE team_daily (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (day, team_id)
 ) WITHOUT ROWID;
+-- The same per team and model (rows with a team), by day: a team's budgets per model.
+-- Ordered by team and model: a budget's spend since a day is one range.
+CREATE TABLE team_model_daily (
+	day                   INTEGER NOT NULL,
+	team_id               INTEGER NOT NULL,
+	model                 TEXT NOT NULL,
+	provider              TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (team_id, model, day, provider)
+) WITHOUT ROWID;
 -- The same per key and end user (requests.end_user; rows without one are in none),
 -- by day only: a key's end users' spend this period (GET /tally/v1/usage/end_users)
 -- and reports by end user read these. Ordered by key and end user: a page of a key's
@@ -830,6 +889,15 @@ END;
 CREATE TRIGGER end_user_limits_gen_delete AFTER DELETE ON end_user_limits BEGIN
 	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
 END;
+CREATE TRIGGER model_budgets_gen_insert AFTER INSERT ON model_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER model_budgets_gen_update AFTER UPDATE ON model_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
+CREATE TRIGGER model_budgets_gen_delete AFTER DELETE ON model_budgets BEGIN
+	UPDATE meta SET value = value + 1 WHERE name = 'config_generation';
+END;
 
 -- Limits shared across nodes (PostgreSQL only; spoa/share.c, docs/limits.md "Shared
 -- limits"). On SQLite the tables exist for parity and stay empty: one node enforces its
@@ -868,4 +936,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 18;
+PRAGMA user_version = 19;

@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 26);
+		                          " current_schema()"), 28);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -143,7 +143,7 @@ static void test_create(void)
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON"
 		                          " c.oid = t.tgrelid JOIN pg_namespace n ON n.oid ="
 		                          " c.relnamespace WHERE n.nspname = current_schema()"
-		                          " AND NOT t.tgisinternal"), 9);
+		                          " AND NOT t.tgisinternal"), 10);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 2);
 		db_close(db);
 		db = test_open("create.db", DB_CREATE);
@@ -161,12 +161,13 @@ static void test_create(void)
 	                          " ('meta', 'providers', 'models', 'keys', 'key_models', 'requests', 'tag_budgets',"
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
 	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting', 'teams',"
-	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily', 'end_user_limits')"), 21);
+	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily', 'end_user_limits',"
+	                          " 'model_budgets', 'team_model_daily')"), 23);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 27);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 30);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -282,6 +283,13 @@ static void test_generation_triggers(void)
 		 " SELECT id, '', 1, 5 FROM teams"),
 		"UPDATE end_user_limits SET rpm = 6",
 		"DELETE FROM end_user_limits",
+		("INSERT INTO model_budgets (team_id, model, created_at, budget_micros)"
+		 " SELECT id, 'm', 1, 5 FROM teams"),
+		("INSERT INTO model_budgets (key_id, model, created_at, budget_micros)"
+		 " SELECT id, 'm', 1, 5 FROM keys"),
+		"UPDATE model_budgets SET budget_micros = 6 WHERE key_id IS NOT NULL",
+		"DELETE FROM model_budgets WHERE team_id IS NOT NULL",
+		"DELETE FROM model_budgets",
 		"DELETE FROM teams",
 		"DELETE FROM keys",
 		"DELETE FROM models",
@@ -297,8 +305,9 @@ static void test_generation_triggers(void)
 		int64_t d = test_bump(db, one_each[i]);
 
 		/* PostgreSQL's statement triggers also fire for a cascade that deletes no row
-		 * (keys' and teams' to their allow-lists and end users' limits) */
-		int cascaded = test_kind == DB_POSTGRES && (d == 2 || d == 3) &&
+		 * (keys' and teams' to their allow-lists, end users' limits and budgets per
+		 * model): one more for each */
+		int cascaded = test_kind == DB_POSTGRES && d >= 2 && d <= 4 &&
 		               strncmp(one_each[i], "DELETE", 6) == 0;
 
 		if (d != 1 && !cascaded)
@@ -306,7 +315,7 @@ static void test_generation_triggers(void)
 		CHECK(d == 1 || cascaded);
 	}
 	if (test_kind == DB_SQLITE)
-		CHECK_EQ_INT(db_config_generation(db), 21);
+		CHECK_EQ_INT(db_config_generation(db), 26);
 	/* A statement touching no row fires no row trigger on SQLite; PostgreSQL's run per
 	 * statement (sql/pg/schema.sql says why that does no harm). */
 	CHECK_EQ_INT(test_bump(db, "UPDATE keys SET revoked_at = 3 WHERE name = 'nobody'"),
@@ -554,8 +563,12 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 18's part, dropped to make a database of before it. */
-#define TEST_UNDO_18 "DROP TABLE end_user_limits;"
+/* Schema 19's parts, dropped to make a database of before it (their triggers go with
+ * them). */
+#define TEST_UNDO_19 "DROP TABLE team_model_daily; DROP TABLE model_budgets;"
+
+/* Schema 18's part, likewise (and every later one). */
+#define TEST_UNDO_18 TEST_UNDO_19 " DROP TABLE end_user_limits;"
 
 /* Schema 16's parts, likewise (and every later one). */
 #define TEST_UNDO_16 TEST_UNDO_18 " DROP TABLE tag_daily; DROP TABLE tag_budgets;"                   \
@@ -788,6 +801,143 @@ static void test_migrate_end_user_limits(void)
 	                           " VALUES (2, 'x', 1)"), -1);
 	CHECK_EQ_INT(test_exec(db, "UPDATE keys SET team_id = NULL; DELETE FROM teams"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM end_user_limits"), 2);
+	db_close(db);
+}
+
+/* Migration 019: the rows a database of schema 18 made under a team are summed into
+ * team_model_daily by day, team, model and provider (rows without a team in none, a
+ * NULL model or provider as ''); a key or a team (never both, never neither) holds
+ * budgets per model, one per model each, positive, of a known period ('month' unless
+ * told), which go with their key or team, and every change moves config_generation. */
+static void test_migrate_model_budgets(void)
+{
+	/* (request_id, outcome, usage_source, started_at, stream, team_id, model, provider,
+	 * prompt_tokens, completion_tokens, cost_micros, duration_ms, estimated_tokens,
+	 * estimated_cost_micros, web_search_calls); day 1 is 86400 s, day 2 172800 s. */
+	static const char rows[] =
+		"INSERT INTO requests (request_id, outcome, usage_source, started_at, stream,"
+		" team_id, model, provider, prompt_tokens, completion_tokens, cost_micros,"
+		" duration_ms, estimated_tokens, estimated_cost_micros, web_search_calls) VALUES"
+		" ('a', 'complete', 'response', 86400000, 1, 1, 'm', 'p', 100, 10, 7, 25, NULL, NULL, 2),"
+		" ('b', 'upstream_error', 'none', 86400999, 0, 1, 'm', 'p', NULL, NULL, NULL, 26,"
+		"  300, 4, NULL),"
+		" ('c', 'complete', 'response', 172799999, NULL, 1, 'm', 'p', 5, NULL, NULL, NULL,"
+		"  NULL, NULL, NULL),"
+		" ('d', 'complete', 'response', 172800000, 1, 1, 'm', 'p', 1, 1, 0, 60001, 0, 0, 0),"
+		" ('e', 'client_abort', 'none', 90000000, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0,"
+		"  NULL, NULL, NULL),"
+		" ('f', 'complete', 'response', 90000000, 0, 2, 'm', 'q', 3, 4, 9, 1000, NULL, NULL,"
+		"  NULL),"
+		" ('g', 'complete', 'response', 90000000, 1, NULL, 'm', 'p', 50, 50, 50, 10, NULL,"
+		"  NULL, NULL)";
+	struct db *db = test_open("modelbudgets.db", DB_CREATE);
+	int64_t generation = -1;
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_19
+	                           " INSERT INTO teams (name, created_at) VALUES ('t', 1);"
+	                           " INSERT INTO teams (name, created_at) VALUES ('u', 1);"
+	                           " INSERT INTO keys (name, prefix, hash, created_at, team_id)"
+	                           " VALUES ('k', 'tk-', zeroblob(32), 1, 1)"), 0);
+	/* another hash: keys' are unique */
+	CHECK_EQ_INT(test_exec(db, test_kind == DB_POSTGRES
+	                           ? "INSERT INTO keys (name, prefix, hash, created_at)"
+	                             " VALUES ('k2', 'tk2-', decode(repeat('01', 32), 'hex'), 1)"
+	                           : "INSERT INTO keys (name, prefix, hash, created_at)"
+	                             " VALUES ('k2', 'tk2-', CAST(printf('%.32c', 'x') AS BLOB), 1)"), 0);
+	CHECK_EQ_INT(test_exec(db, rows), 0);
+	generation = db_config_generation(db);
+	db_close(db);
+	test_set_version("modelbudgets.db", 18);
+	db = test_open("modelbudgets.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	/* Team 1: model m at p on day 1 (a, b, c) and day 2 (d); no model on day 1 (e); team
+	 * 2: m at q on day 1 (f); g has no team. */
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily"), 4);
+	CHECK_EQ_INT(test_int(db, "SELECT sum(requests) FROM team_model_daily"), 6);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE day = 86400"
+	                          " AND team_id = 1 AND model = 'm' AND provider = 'p'"
+	                          " AND requests = 3 AND errors = 1 AND streams = 1"
+	                          " AND prompt_tokens = 105 AND completion_tokens = 10"
+	                          " AND cost_micros = 7 AND unpriced = 1 AND duration_ms_sum = 51"
+	                          " AND lat_le_25 = 1 AND lat_le_50 = 1 AND lat_gt_60000 = 0"
+	                          " AND estimated = 1 AND estimated_tokens = 300"
+	                          " AND estimated_cost_micros = 4 AND web_search_calls = 2"
+	                          " AND cached_tokens = 0 AND audio_input_tokens = 0"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE day = 172800"
+	                          " AND team_id = 1 AND model = 'm' AND provider = 'p'"
+	                          " AND requests = 1 AND errors = 0 AND streams = 1"
+	                          " AND cost_micros = 0 AND unpriced = 0 AND lat_gt_60000 = 1"
+	                          " AND lat_le_60000 = 0 AND duration_ms_sum = 60001"
+	                          " AND estimated = 1 AND estimated_tokens = 0"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE day = 86400"
+	                          " AND team_id = 1 AND model = '' AND provider = ''"
+	                          " AND requests = 1 AND errors = 1 AND streams = 0"
+	                          " AND unpriced = 0 AND lat_le_25 = 1 AND duration_ms_sum = 0"
+	                          " AND estimated = 0"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE day = 86400"
+	                          " AND team_id = 2 AND model = 'm' AND provider = 'q'"
+	                          " AND requests = 1 AND prompt_tokens = 3 AND cost_micros = 9"
+	                          " AND lat_le_1000 = 1 AND lat_le_750 = 0"), 1);
+	/* Nothing else moved: the rollups of before are the writer's alone. */
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_daily"), 0);
+	CHECK_EQ_INT(db_config_generation(db), generation);
+
+	/* Budgets per model. */
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, 'm', 1, 5)"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO model_budgets (team_id, model, created_at,"
+	                           " budget_micros, budget_period) VALUES (1, 'm', 1, 9, 'week')"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros, budget_period) VALUES (2, 'm', 1, 3, 'total')"), 1);
+	CHECK_EQ_INT(test_bump(db, "INSERT INTO model_budgets (team_id, model, created_at,"
+	                           " budget_micros, budget_period) VALUES (2, 'n', 1, 4, 'day')"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets WHERE key_id = 1"
+	                          " AND budget_period = 'month'"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets WHERE id <= 0"), 0);
+	/* One per key and model, one per team and model. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, 'm', 1, 6)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (team_id, model, created_at,"
+	                           " budget_micros) VALUES (1, 'm', 1, 6)"), -1);
+	/* A key or a team, never both, never neither. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, team_id, model,"
+	                           " created_at, budget_micros) VALUES (1, 1, 'x', 1, 5)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (model, created_at, budget_micros)"
+	                           " VALUES ('x', 1, 5)"), -1);
+	/* A model, a positive budget, a known period, an existing key or team. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, '', 1, 5)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, NULL, 1, 5)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, 'x', 1, 0)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (1, 'x', 1, NULL)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros, budget_period) VALUES (1, 'x', 1, 5, 'year')"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (key_id, model, created_at,"
+	                           " budget_micros) VALUES (99, 'x', 1, 5)"), -1);
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO model_budgets (team_id, model, created_at,"
+	                           " budget_micros) VALUES (99, 'x', 1, 5)"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE model_budgets SET team_id = 1 WHERE key_id = 1"), -1);
+	CHECK_EQ_INT(test_exec(db, "UPDATE model_budgets SET budget_micros = -1"), -1);
+	CHECK_EQ_INT(test_bump(db, "UPDATE model_budgets SET budget_micros = 7 WHERE key_id = 1"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets"), 4);
+	/* A budget goes with its key or its team. */
+	CHECK(test_bump(db, "DELETE FROM keys WHERE name = 'k2'") >= 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets WHERE key_id = 2"), 0);
+	CHECK(test_bump(db, "UPDATE keys SET team_id = NULL; DELETE FROM teams WHERE name = 'u'") >= 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets WHERE team_id = 2"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM model_budgets"), 2);
+	CHECK_EQ_INT(test_bump(db, "DELETE FROM model_budgets WHERE team_id = 1"), 1);
+	/* The rollup stays: a team's rows outlive it. */
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE team_id = 2"), 1);
 	db_close(db);
 }
 
@@ -1413,6 +1563,7 @@ static void test_stores(void)
 	RUN(test_migrate_tags);
 	RUN(test_migrate_weeks);
 	RUN(test_migrate_end_user_limits);
+	RUN(test_migrate_model_budgets);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

@@ -6,6 +6,7 @@
 #include "decision.h"
 #include "join.h"
 #include "owner.h"
+#include "session.h"
 #include "fixture.h"
 #include "unit.h"
 #include "wording.h"
@@ -1446,6 +1447,60 @@ static void test_usage_path(void)
 	CHECK(wording_usage_json(&d, &u, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "{\"kind\":\"total\",\"start\":null,\"end\":null}") != NULL);
 	CHECK_EQ_INT(wording_usage_json(&d, &u, buf, 100), -1);
+
+	/* Budgets per model: each with its own period. The longest answer (16 for the key
+	 * and 16 for its team, names as long as tallyctl takes them, every figure at its
+	 * widest) fits the room an ACK has for it. */
+	{
+		static char big[SESSION_BODY_MAX];
+		struct kt_model_budget mb[MODELBUDGET_PER_OWNER_MAX];
+		char names[MODELBUDGET_PER_OWNER_MAX][ACCT_NAME_MAX + 1];
+		char key_name[65], team_name[65];
+		struct kt_team team = { .id = 1, .name = team_name };
+		struct kt_key k = *d.key;
+		size_t i;
+
+		memset(key_name, 'k', 64);
+		key_name[64] = '\0';
+		memset(team_name, 't', 64);
+		team_name[64] = '\0';
+		k.name = key_name;
+		k.team = &team;
+		d.key = &k;
+		for (i = 0; i < MODELBUDGET_PER_OWNER_MAX; i++) {
+			memset(names[i], 'm', ACCT_NAME_MAX);
+			names[i][ACCT_NAME_MAX] = '\0';
+			mb[i] = (struct kt_model_budget){ .id = 1, .model = names[i],
+			                                  .quota = { .budget_micros = INT64_MAX,
+			                                             .period = QUOTA_PERIOD_WEEK } };
+			u.key.models[i] = (struct wording_usage_model){ &mb[i], 1765000000000LL,
+			                                                1765600000000LL, INT64_MAX,
+			                                                1765000000000LL };
+		}
+		u.key.nmodels = MODELBUDGET_PER_OWNER_MAX;
+		u.key.cfg = (struct quota_cfg){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
+		                                QUOTA_PERIOD_MONTH };
+		u.key.st = (struct quota_status){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
+		                                  INT64_MAX, INT64_MAX, 0 };
+		u.key.spent_micros = INT64_MAX;
+		u.team = u.key;
+		u.team_shown = 1;
+		n = wording_usage_json(&d, &u, big, sizeof(big));
+		CHECK(n > 0 && (size_t)n < sizeof(big));
+		CHECK(strstr(big, "\"budget_left_micros\":0}") != NULL);
+		u.key.nmodels = 1;
+		u.team.nmodels = 0;
+		mb[0].model = "gpt-a";
+		mb[0].quota.budget_micros = 700;
+		u.key.models[0].spent_micros = 200;
+		CHECK(wording_usage_json(&d, &u, buf, sizeof(buf)) > 0);
+		CHECK(strstr(buf, "\"model_budgets\":[{\"model\":\"gpt-a\",\"period\":{\"kind\":"
+		                  "\"week\",\"start\":\"2025-12-06T05:46:40Z\",\"end\":"
+		                  "\"2025-12-13T04:26:40Z\"},\"spent_micros\":200,\"spent_as_of\":"
+		                  "\"2025-12-06T05:46:40Z\",\"budget_micros\":700,"
+		                  "\"budget_left_micros\":500}]") != NULL);
+		CHECK(strstr(buf, "\"model_budgets\":[]}}") != NULL);
+	}
 }
 
 /* A stored response is reached only by the key that made it, on its own paths. */
@@ -1779,6 +1834,29 @@ static void test_teams(void)
 		CHECK_EQ_STR(decision_verdict_name(d.verdict), "end_user_rate_limit_tokens");
 		decision_limit(&d, QUOTA_BUDGET, (enum quota_level)9);
 		CHECK_EQ_INT(d.verdict, DECISION_AGENT_ERROR);
+	}
+	/* A key's and a team's budget for the model: 402, the model and the level named. */
+	{
+		struct kt_model_budget mb = { .id = 1, .model = "gpt-a",
+		                              .quota = { .budget_micros = 1500000,
+		                                         .period = QUOTA_PERIOD_DAY } };
+
+		d.key_model_budget = d.team_model_budget = &mb;
+		decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_KEY_MODEL);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 402);
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "\"code\":\"model_budget_exceeded\"") != NULL);
+		CHECK(strstr(buf, "Key tly_open0000, for the model 'gpt-a', has spent its budget"
+		                  " of $1.500000 for this day.") != NULL);
+		decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_TEAM_MODEL);
+		CHECK_EQ_INT(decision_http_status(d.verdict), 402);
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "\"code\":\"team_model_budget_exceeded\"") != NULL);
+		CHECK(strstr(buf, "The team 'a\\\"b's' of key tly_open0000, for the model 'gpt-a',"
+		                  " has spent its budget of $1.500000 for this day.") != NULL);
+		mb.quota.period = QUOTA_PERIOD_TOTAL;
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "for this team.") != NULL);
 	}
 
 	CHECK_EQ_INT(db_exec(fx.db, "UPDATE keys SET team_id = NULL; DELETE FROM teams;",

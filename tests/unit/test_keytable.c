@@ -257,6 +257,90 @@ static void test_end_user_limits(void)
 	fixture_close(&f);
 }
 
+/* Budgets per model: each key's and team's a run of its own, in model order; the one a
+ * model counts against is the one of its name, else one it is a dated snapshot or the
+ * -latest alias of; a row the agent cannot count under an id of its own fails the load
+ * whole. */
+static void test_model_budgets(void)
+{
+	struct fixture f;
+	const struct kt_key *open, *nodef;
+	const struct kt_model_budget *b;
+	char err[256];
+
+	if (fixture_open_on(&f, store) < 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(db_exec(f.db, "INSERT INTO teams (id, name, created_at) VALUES (9, 't', 1);"
+	                           "UPDATE keys SET team_id = 9 WHERE id = 4;"
+	                           "INSERT INTO model_budgets (id, key_id, team_id, model, created_at,"
+	                           " budget_micros, budget_period) VALUES"
+	                           " (5, 1, NULL, 'gpt-a', 1, 100, 'day'),"
+	                           " (6, NULL, 9, 'gpt-a', 1, 200, 'month'),"
+	                           " (7, 1, NULL, 'gpt-a-2026-01-02', 1, 300, 'week'),"
+	                           " (8, 1, NULL, 'Gpt-a', 1, 400, 'total')",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	open = key_of(f.kt, FIX_KEY_OPEN);
+	nodef = key_of(f.kt, FIX_KEY_NODEFAULT);
+	CHECK(open && nodef && nodef->team);
+	if (!open || !nodef || !nodef->team) {
+		fixture_close(&f);
+		return;
+	}
+	CHECK_EQ_INT(f.kt->nmodel_budgets, 4);
+	CHECK_EQ_INT(open->nmodel_budgets, 3);
+	CHECK_EQ_INT(nodef->nmodel_budgets, 0);
+	CHECK_EQ_INT(nodef->team->nmodel_budgets, 1);
+	CHECK_EQ_STR(open->model_budgets[0].model, "Gpt-a");            /* bytewise */
+	b = keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-a");
+	CHECK(b && b->id == 5 && b->quota.budget_micros == 100 && b->quota.period == QUOTA_PERIOD_DAY);
+	/* Its own name first, then the model it is a snapshot of. */
+	b = keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-a-2026-01-02");
+	CHECK(b && b->id == 7 && b->quota.period == QUOTA_PERIOD_WEEK);
+	b = keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-a-2026-03-04");
+	CHECK(b && b->id == 5);
+	b = keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-a-latest");
+	CHECK(b && b->id == 5);
+	CHECK(!keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-a-latestx"));
+	CHECK(!keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-ab"));
+	CHECK(!keytable_model_budget(open->model_budgets, open->nmodel_budgets, "gpt-"));
+	b = keytable_model_budget(nodef->team->model_budgets, nodef->team->nmodel_budgets,
+	                          "gpt-a-20260102");
+	CHECK(b && b->id == 6 && b->team_id == 9 && b->key_id == 0);
+	{
+		int64_t id;
+
+		CHECK_EQ_INT(quota_subject_level(quota_key_model_subject(5), &id), QUOTA_LEVEL_KEY_MODEL);
+		CHECK_EQ_INT(id, 5);
+		CHECK_EQ_INT(quota_subject_level(quota_team_model_subject(QUOTA_MODEL_SUBJECT_IDS - 1),
+		                                 &id), QUOTA_LEVEL_TEAM_MODEL);
+		CHECK_EQ_INT(id, QUOTA_MODEL_SUBJECT_IDS - 1);
+		CHECK_EQ_INT(quota_subject_level(quota_key_model_subject(QUOTA_MODEL_SUBJECT_IDS - 1),
+		                                 &id), QUOTA_LEVEL_KEY_MODEL);
+		CHECK_EQ_INT(quota_subject_level(quota_tag_subject(QUOTA_KEY_MODEL_SUBJECTS -
+		                                                   QUOTA_TAG_SUBJECTS - 1), &id),
+		             QUOTA_LEVEL_TAG);
+	}
+	/* A budget whose id would run into the end users' subjects fails the load, as a
+	 * tag budget's running into the model budgets' does. */
+	CHECK_EQ_INT(db_exec(f.db, "UPDATE model_budgets SET id = 1152921504606846976 WHERE id = 8",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), -1);
+	CHECK_EQ_INT(db_exec(f.db, "UPDATE model_budgets SET id = 8 WHERE id = 1152921504606846976;"
+	                           "INSERT INTO tag_budgets (id, tag, created_at, budget_micros)"
+	                           " VALUES (2305561534236983296, 'a=b', 1, 1)",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), -1);
+	/* Deleting a key or a team takes its budgets. */
+	CHECK_EQ_INT(db_exec(f.db, "DELETE FROM tag_budgets; UPDATE keys SET team_id = NULL;"
+	                           " DELETE FROM teams", err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	CHECK_EQ_INT(f.kt->nmodel_budgets, 3);
+	fixture_close(&f);
+}
+
 int main(void)
 {
 	int i;
@@ -269,6 +353,7 @@ int main(void)
 		RUN(test_reload_sees_changes);
 		RUN(test_teams);
 		RUN(test_end_user_limits);
+		RUN(test_model_budgets);
 	}
 	return UNIT_DONE();
 }

@@ -71,6 +71,7 @@ static void check_tables(const char *store)
 	static const char *const key_daily[] = { "day", "key_id" };
 	static const char *const team_hourly[] = { "hour", "team_id" };
 	static const char *const team_daily[] = { "day", "team_id" };
+	static const char *const team_model_daily[] = { "day", "team_id", "model", "provider" };
 	static const char *const end_user_daily[] = { "day", "key_id", "end_user" };
 	static const char *const total_hourly[] = { "hour" };
 	struct db *db = NULL;
@@ -88,6 +89,7 @@ static void check_tables(const char *store)
 		check_table(db, "key_daily", key_daily, 2);
 		check_table(db, "team_hourly", team_hourly, 2);
 		check_table(db, "team_daily", team_daily, 2);
+		check_table(db, "team_model_daily", team_model_daily, 4);
 		check_table(db, "end_user_daily", end_user_daily, 3);
 		check_table(db, "total_hourly", total_hourly, 1);
 	}

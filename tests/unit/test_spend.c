@@ -184,40 +184,161 @@ static void test_seed(void)
 
 		CHECK(u != NULL);
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(usageview_spent(u, 1, NULL, month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 500);
 		CHECK_EQ_INT(at, NOW_MS);
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(7), month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(7), NULL, month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 550);
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 3, month, NOW_MS, &spent, &at), 0);
+		CHECK_EQ_INT(usageview_spent(u, 3, NULL, month, NOW_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 99999 + 250 + 70);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
 		row_at(&more, 1, NOW_MS - HOUR_MS, 11, ACCT_NONE);
 		store(path, &more, 1);
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS - 1, &spent, &at), 0);
+		CHECK_EQ_INT(usageview_spent(u, 1, NULL, month, NOW_MS + USAGEVIEW_FRESH_MS - 1, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 500);
 		CHECK_EQ_INT(at, NOW_MS);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 3);
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 1, month, NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
+		CHECK_EQ_INT(usageview_spent(u, 1, NULL, month, NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 511);
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 4);
 		/* Another period of the same key is another figure. */
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 1, quota_period_start(QUOTA_PERIOD_DAY, NOW_MS),
+		CHECK_EQ_INT(usageview_spent(u, 1, NULL, quota_period_start(QUOTA_PERIOD_DAY, NOW_MS),
 		                             NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 211);
 		CHECK(db_exec(db, "DROP TABLE team_hourly", err, sizeof(err)) == 0);
-		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(8), month, NOW_MS, &spent, &at), -1);
+		CHECK_EQ_INT(usageview_spent(u, quota_team_subject(8), NULL, month, NOW_MS, &spent, &at), -1);
 		usageview_free(u);
 	}
 	/* An unreadable database is an error that names what failed. */
 	CHECK(db_exec(db, "DROP TABLE key_hourly", err, sizeof(err)) == 0);
 	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), -1);
 	CHECK(strstr(err, "spend") != NULL);
+	db_close(db);
+	quota_free(q);
+	tmpdir_remove();
+}
+
+/* Inserts key id (and its model_budgets' foreign key) with a hash of its own. */
+static void add_key(struct db *db, int64_t id)
+{
+	unsigned char hash[32];
+	struct db_stmt *st;
+	char name[32];
+
+	memset(hash, (int)id, sizeof(hash));
+	snprintf(name, sizeof(name), "k%lld", (long long)id);
+	CHECK(db_prepare(db, "INSERT INTO keys (id, name, prefix, hash, created_at)"
+	                     " VALUES (?1, ?2, ?2, ?3, 1)", &st) == 0);
+	db_bind_int(st, 1, id);
+	db_bind_text(st, 2, name, strlen(name));
+	db_bind_blob(st, 3, hash, sizeof(hash));
+	CHECK(db_step(st) == DB_DONE);
+	db_finalize(st);
+}
+
+/* Budgets per model: a key's from its rows of the model, of its dated snapshots (unless
+ * the key budgets the snapshot by name) and of its -latest alias, this period only; a
+ * team's from the rows made under it, whatever key made them. GET /tally/v1/usage reads
+ * the same sums, through the share thread's function. */
+static void test_seed_model_budgets(void)
+{
+	struct kt_model_budget kb[2] = {
+		{ .id = 1, .key_id = 1, .model = "gpt-a",
+		  .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_MONTH } },
+		{ .id = 2, .key_id = 1, .model = "gpt-a-2026-12-01",
+		  .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_DAY } },
+	};
+	struct kt_model_budget tb[1] = {
+		{ .id = 3, .team_id = 7, .model = "gpt-a",
+		  .quota = { .budget_micros = 1000, .period = QUOTA_PERIOD_WEEK } },
+	};
+	struct kt_key keys[2] = { { .id = 1, .model_budgets = kb, .nmodel_budgets = 2 }, { .id = 2 } };
+	struct kt_team teams[1] = { { .id = 7, .model_budgets = tb, .nmodel_budgets = 1 } };
+	struct kt_key b1 = { .id = quota_key_model_subject(1), .quota = kb[0].quota };
+	struct kt_key b2 = { .id = quota_key_model_subject(2), .quota = kb[1].quota };
+	struct kt_key b3 = { .id = quota_team_model_subject(3), .quota = tb[0].quota };
+	struct keytable kt = { .keys = keys, .nkeys = 2, .teams = teams, .nteams = 1,
+	                       .model_budgets = kb, .nmodel_budgets = 2 };
+	struct acct_row rows[9];
+	char path[1024], err[256];
+	const char *where;
+	struct quota *q = quota_new();
+	struct db *db = NULL;
+	int64_t spent = -1;
+
+	if (tmpdir_make("spend") < 0 || !(where = teststore_fresh(store_kind, "tally.db"))) {
+		CHECK(0);
+		quota_free(q);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", where);
+	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
+	add_key(db, 1);
+	add_key(db, 2);
+	CHECK(db_exec(db, "INSERT INTO teams (id, name, created_at) VALUES (7, 't', 1);"
+	                  "INSERT INTO model_budgets (id, key_id, team_id, model, created_at,"
+	                  " budget_micros, budget_period) VALUES (1, 1, NULL, 'gpt-a', 1, 1000,"
+	                  " 'month'), (2, 1, NULL, 'gpt-a-2026-12-01', 1, 1000, 'day'),"
+	                  " (3, NULL, 7, 'gpt-a', 1, 1000, 'week')", err, sizeof(err)) == 0);
+	/* key 1 this month: gpt-a 100 + 20 estimated, its snapshot gpt-a-2026-12-03 30,
+	 * gpt-a-2026-12-01 (budgeted by name) 40 today, gpt-ab 50; last month's gpt-a 5000 */
+	row_at(&rows[0], 1, NOW_MS - 10 * DAY_MS, 100, ACCT_NONE);
+	row_at(&rows[1], 1, NOW_MS - HOUR_MS, ACCT_NONE, 20);
+	row_at(&rows[2], 1, NOW_MS - DAY_MS, 30, ACCT_NONE);
+	snprintf(rows[2].model, sizeof(rows[2].model), "gpt-a-2026-12-03");
+	row_at(&rows[3], 1, NOW_MS - HOUR_MS, 40, ACCT_NONE);
+	snprintf(rows[3].model, sizeof(rows[3].model), "gpt-a-2026-12-01");
+	row_at(&rows[4], 1, NOW_MS - HOUR_MS, 50, ACCT_NONE);
+	snprintf(rows[4].model, sizeof(rows[4].model), "gpt-ab");
+	row_at(&rows[5], 1, NOW_MS - 20 * DAY_MS, 5000, ACCT_NONE);
+	/* team 7 this week (since Monday 2026-12-14): key 2's gpt-a 200 and key 1's
+	 * snapshot 30 under it; key 2's gpt-a of the week before, and without the team,
+	 * are not its */
+	row_at(&rows[6], 2, NOW_MS - HOUR_MS, 200, ACCT_NONE);
+	rows[6].team_id = 7;
+	rows[2].team_id = 7;
+	rows[4].team_id = 7;
+	row_at(&rows[7], 2, NOW_MS - 3 * DAY_MS, 700, ACCT_NONE);
+	rows[7].team_id = 7;
+	/* its alias gpt-a-latest, 5 */
+	row_at(&rows[8], 1, NOW_MS - HOUR_MS, 5, ACCT_NONE);
+	snprintf(rows[8].model, sizeof(rows[8].model), "gpt-a-latest");
+	store(path, rows, 9);
+
+	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), 0);
+	CHECK(admits(q, &b1, 1000 - 155));                  /* 100 + 20 + 30 + 5 */
+	CHECK(!admits(q, &b1, 1000 - 155 + 1));
+	CHECK(admits(q, &b2, 1000 - 40));
+	CHECK(!admits(q, &b2, 1000 - 40 + 1));
+	CHECK(admits(q, &b3, 1000 - 230));                  /* 200 + 30 */
+	CHECK(!admits(q, &b3, 1000 - 230 + 1));
+	/* A key's usage reads the same sums. */
+	{
+		struct usageview *u = usageview_new(path);
+		int64_t at = -1;
+
+		CHECK(u != NULL);
+		full_probe_time();
+		CHECK_EQ_INT(usageview_spent(u, quota_key_model_subject(1), "gpt-a",
+		                             quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS), NOW_MS,
+		                             &spent, &at), 0);
+		CHECK_EQ_INT(spent, 155);
+		full_probe_time();
+		CHECK_EQ_INT(usageview_spent(u, quota_team_model_subject(3), "gpt-a",
+		                             quota_period_start(QUOTA_PERIOD_WEEK, NOW_MS), NOW_MS,
+		                             &spent, &at), 0);
+		CHECK_EQ_INT(spent, 230);
+		/* A model budget's subject without its model is no figure. */
+		full_probe_time();
+		CHECK_EQ_INT(usageview_spent(u, quota_key_model_subject(2), NULL, 0, NOW_MS, &spent,
+		                             &at), -1);
+		usageview_free(u);
+	}
 	db_close(db);
 	quota_free(q);
 	tmpdir_remove();
@@ -329,13 +450,13 @@ static void test_usage_store_that_hangs(void)
 	CHECK(u != NULL);
 	full_probe_time();
 	t0 = probe_now_us();
-	CHECK_EQ_INT(usageview_spent(u, 1, 0, now, &spent, &at), -1);
+	CHECK_EQ_INT(usageview_spent(u, 1, NULL, 0, now, &spent, &at), -1);
 	waited = probe_now_us() - t0;
 	CHECK(waited >= 1500000);                       /* the connect's timeout, once */
 	for (i = 0; i < 5; i++) {
 		now += waited / 1000 + 1000 * i;            /* the I/O thread's clock moves on */
 		t0 = probe_now_us();
-		CHECK_EQ_INT(usageview_spent(u, 2 + i, 0, now, &spent, &at), -1);
+		CHECK_EQ_INT(usageview_spent(u, 2 + i, NULL, 0, now, &spent, &at), -1);
 		CHECK(probe_now_us() - t0 < 200000);
 	}
 	usageview_free(u);
@@ -350,6 +471,7 @@ int main(void)
 		store_kind = (enum teststore)i;
 		printf("store: %s\n", teststore_name(store_kind));
 		RUN(test_seed);
+		RUN(test_seed_model_budgets);
 		RUN(test_end_users_page);
 	}
 	RUN(test_usage_store_that_hangs);

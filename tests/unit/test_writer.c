@@ -2,7 +2,8 @@
  * directory and, when TALLY_TEST_PG_URL names a PostgreSQL database (tests/test_unit.py
  * passes one of its private cluster), that database too, every case on each store
  * (those about SQLite's size cap on SQLite only): rows round-trip with their NULLs,
- * duplicates, exact rollups, the node's accounting row, a database full under
+ * duplicates, exact rollups (team_model_daily's also as migration 019 back-fills
+ * it), the node's accounting row, a database full under
  * max_db_pages (retry, give up, recover), a database locked by another connection, a
  * refused row, the drain on stop, writer_load_counters, one writer per node, and on
  * PostgreSQL a lost connection and a node taken over while its writer was away. The test thread plays the intake; the writer runs its
@@ -666,6 +667,7 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP TABLE team_model_daily; DROP TABLE model_budgets;"
 		                         "DROP TABLE end_user_limits;"
 		                         "DROP TABLE tag_daily; DROP TABLE tag_budgets;"
 		                         " ALTER TABLE requests DROP COLUMN tags; ALTER TABLE keys DROP COLUMN tags;"
@@ -739,6 +741,216 @@ static void test_rollups(void)
 	}
 	db_close(db);
 out:
+	queue_free(q);
+}
+
+/* A row of row_random's variety, over two days, under its key's team (keys 1 and 2 in
+ * team 1, key 3 in team 2, key 4 in none; half the keyless rows in team 3), at one of
+ * three providers (or none), streamed or not (or unknown), with the usage classes known
+ * or not. */
+static struct acct_row row_team(int64_t n)
+{
+	static const char *const providers[] = { "", "openai", "azure" };
+	struct acct_row r = row_random(n);
+	uint64_t x = rng();
+
+	r.started_at_ms += (int64_t)(x % 2) * 24 * T_HOUR_MS;
+	r.team_id = r.key_id == 1 || r.key_id == 2 ? 1 : r.key_id == 3 ? 2
+	          : r.key_id < 0 && (x >> 1) % 2 ? 3 : ACCT_NONE;
+	snprintf(r.provider, sizeof(r.provider), "%s", providers[(x >> 2) % 3]);
+	r.stream = (int)((x >> 12) % 3) - 1;   /* unknown, 0 or 1 */
+	/* As acct_price: no usage, no cost (nor unpriced). */
+	if (r.prompt_tokens < 0 && r.completion_tokens < 0)
+		r.cost_micros = ACCT_NONE;
+	r.audio_input_tokens = (x >> 4) % 3 ? ACCT_NONE : (int64_t)((x >> 8) % 500);
+	r.audio_output_tokens = (x >> 6) % 4 ? ACCT_NONE : (int64_t)((x >> 16) % 300);
+	r.web_search_calls = (x >> 10) % 5 ? ACCT_NONE : (int64_t)((x >> 24) % 4);
+	return r;
+}
+
+/* Prints up to 20 rows of sql, every column (a failed comparison's rows). */
+static void print_rows(struct db *db, const char *label, const char *sql)
+{
+	struct db_stmt *st = NULL;
+	int i, n = 0;
+
+	if (db_prepare(db, sql, &st) < 0) {
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
+		return;
+	}
+	while (n++ < 20 && db_step(st) == DB_ROW) {
+		fprintf(stderr, "%s:", label);
+		for (i = 0; i < db_col_count(st); i++) {
+			const char *v = db_col_text(st, i);
+
+			fprintf(stderr, " %s=%s", db_col_name(st, i), v ? v : "NULL");
+		}
+		fprintf(stderr, "\n");
+	}
+	db_finalize(st);
+}
+
+/* The statement of migration 019 (sql/migrations/019.sql, or sql/pg/migrations/019.sql
+ * on PostgreSQL, read from the repository the test runs in) that back-fills
+ * team_model_daily from requests: from "INSERT INTO team_model_daily" to its ';'.
+ * Returns it (free it), or NULL with a message. */
+static char *migration_backfill(void)
+{
+	const char *path = pg_url ? "sql/pg/migrations/019.sql" : "sql/migrations/019.sql";
+	static const char start[] = "INSERT INTO team_model_daily";
+	FILE *f = fopen(path, "r");
+	char *text = NULL, *sql = NULL, *from, *end;
+	long size;
+
+	if (!f) {
+		fprintf(stderr, "%s: cannot open it (run the test from the repository's root)\n",
+		        path);
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (text = calloc(1, (size_t)size + 1)) != NULL &&
+	    fread(text, 1, (size_t)size, f) == (size_t)size) {
+		from = strstr(text, start);
+		end = from ? strchr(from, ';') : NULL;
+		/* one such statement, the file's only back-fill of the table */
+		if (end && !strstr(end, start))
+			sql = strndup(from, (size_t)(end - from));
+	}
+	if (!sql)
+		fprintf(stderr, "%s: no one statement starting \"%s\" and ending ';'\n", path, start);
+	free(text);
+	fclose(f);
+	return sql;
+}
+
+/* team_model_daily: the writer's rows (per day, team, model and provider, rows without
+ * a team in none) add up to team_daily's, and migration 019's back-fill, run over the
+ * same requests, makes exactly the same table, row for row: rows of teams and none,
+ * with and without a key, several models and providers (and none), tokens and cost
+ * NULL or known, unpriced and estimated rows, every latency bucket, its bounds and
+ * none, streams, every outcome, two days and their boundary, a duplicate, batches
+ * adding to groups that earlier ones made. */
+static void test_team_model_daily(void)
+{
+	enum { N = 3000, BATCH = 61 };
+	static const int64_t durations[] = { ACCT_NONE, 0, 25, 26, 50, 51, 100, 101, 60000,
+	                                     60001, 111000 };
+	struct queue *q = queue_new(N + 64);
+	char path[512], err[512], sql[4400], cols[1600], sums[2400], col[32];
+	const int64_t midnight = T_BASE_MS / 86400000 * 86400000 + 86400000;
+	struct acct_row r;
+	struct writer *w;
+	struct db *db = NULL;
+	char *backfill = NULL;
+	size_t nc = 0, ns = 0, i;
+	int64_t teamed = 0, rows;
+	int c, failed;
+
+	reset_counters();
+	db_create("teammodel.db", path, sizeof(path));
+	w = start(path, q, BATCH, 0, 0);
+	if (!w)
+		goto out;
+	for (i = 0; i < N; i++) {
+		r = row_team((int64_t)i);
+		teamed += r.team_id > 0;
+		CHECK_EQ_INT(intake(q, &r), 0);
+		if (i % 500 == 0)
+			sleep_ms(5);
+	}
+	/* The edges, in team 2 at model gpt-4o: each latency bound and either side of it,
+	 * no duration; either side of midnight; zero usage, cost and estimate; usage with
+	 * no price (prompt or completion alone). */
+	for (i = 0; i < sizeof(durations) / sizeof(durations[0]); i++) {
+		r = row_full(100000 + (int64_t)i);
+		r.team_id = 2;
+		snprintf(r.model, sizeof(r.model), "gpt-4o");
+		r.duration_ms = durations[i];
+		r.started_at_ms = midnight - 1 + (int64_t)(i % 2);
+		r.stream = (int)(i % 3) - 1;
+		r.outcome = (enum acct_outcome)(i % ACCT_OUTCOME_COUNT);
+		if (i % 3 == 0) {
+			r.prompt_tokens = r.completion_tokens = r.cost_micros = 0;
+			r.estimated_tokens = r.estimated_cost_micros = 0;
+		} else if (i % 3 == 1) {
+			r.completion_tokens = i % 2 ? ACCT_NONE : 7;
+			r.prompt_tokens = i % 2 ? 11 : ACCT_NONE;
+			r.cost_micros = ACCT_NONE;
+			r.unpriced = 1;
+		}
+		teamed++;
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	/* A second record of a stored row, elsewhere: stored and summed once. */
+	r = row_full(100000);
+	r.team_id = 1;
+	CHECK_EQ_INT(intake(q, &r), 0);
+	writer_stop(w);
+	db = db_reader(path);
+	CHECK_EQ_INT(counters_now().duplicates, 1);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests WHERE team_id IS NOT NULL"), teamed);
+	CHECK_EQ_INT(q_int(db, "SELECT sum(requests) FROM team_model_daily"), teamed);
+	/* The variety the rows were meant to have reached the table. */
+	CHECK_EQ_INT(q_int(db, "SELECT count(DISTINCT day) FROM team_model_daily"), 2);
+	CHECK_EQ_INT(q_int(db, "SELECT count(DISTINCT team_id) FROM team_model_daily"), 3);
+	CHECK_EQ_INT(q_int(db, "SELECT count(DISTINCT model) FROM team_model_daily"), 5);
+	CHECK_EQ_INT(q_int(db, "SELECT count(DISTINCT provider) FROM team_model_daily"), 3);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM team_model_daily WHERE day % 86400 <> 0"), 0);
+	CHECK(q_int(db, "SELECT count(*) FROM team_model_daily WHERE model = '' AND provider = ''") > 0);
+	CHECK(q_int(db, "SELECT sum(unpriced) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(estimated) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(errors) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(streams) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(lat_le_25) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(lat_gt_60000) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(web_search_calls) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(audio_output_tokens) FROM team_model_daily") > 0);
+	CHECK(q_int(db, "SELECT sum(requests) - sum(lat_le_25) - sum(lat_le_50) - sum(lat_le_100)"
+	                " - sum(lat_le_200) - sum(lat_le_350) - sum(lat_le_500) - sum(lat_le_750)"
+	                " - sum(lat_le_1000) - sum(lat_le_1500) - sum(lat_le_2500) - sum(lat_le_4000)"
+	                " - sum(lat_le_6000) - sum(lat_le_10000) - sum(lat_le_20000)"
+	                " - sum(lat_le_60000) - sum(lat_gt_60000) FROM team_model_daily") > 0);
+	/* Summed over models and providers, the writer's team_daily, both ways. */
+	for (c = 0; c < ROLLUP_SUMS; c++) {
+		rollup_column(c, col, sizeof(col));
+		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
+		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
+	}
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, team_id%s FROM"
+	         " team_model_daily GROUP BY 1, 2 EXCEPT SELECT day, team_id%s FROM team_daily)"
+	         " AS d", sums, cols);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, team_id%s FROM team_daily"
+	         " EXCEPT SELECT day, team_id%s FROM team_model_daily GROUP BY 1, 2) AS d", cols,
+	         sums);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	/* Migration 019's back-fill of the same requests: the writer's table, row for row. */
+	backfill = migration_backfill();
+	CHECK(backfill != NULL);
+	if (!backfill)
+		goto out;
+	/* 2 days x 3 teams x 5 models x 3 providers, every group hit */
+	rows = q_int(db, "SELECT count(*) FROM team_model_daily");
+	CHECK_EQ_INT(rows, 2 * 3 * 5 * 3);
+	failed = unit_failed_checks;
+	CHECK_EQ_INT(db_exec(db, "CREATE TABLE tmd_writer AS SELECT * FROM team_model_daily;"
+	                         " DELETE FROM team_model_daily", err, sizeof(err)), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM team_model_daily"), 0);
+	if (db_exec(db, backfill, err, sizeof(err)) < 0)
+		fprintf(stderr, "migration 019's back-fill: %s\n", err);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM team_model_daily"), rows);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM tmd_writer EXCEPT"
+	                       " SELECT * FROM team_model_daily) AS d"), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM team_model_daily EXCEPT"
+	                       " SELECT * FROM tmd_writer) AS d"), 0);
+	if (unit_failed_checks != failed) {
+		print_rows(db, "writer", "SELECT * FROM tmd_writer EXCEPT SELECT * FROM team_model_daily");
+		print_rows(db, "migration", "SELECT * FROM team_model_daily EXCEPT SELECT * FROM tmd_writer");
+	}
+	check_accounting(db);
+out:
+	free(backfill);
+	db_close(db);
 	queue_free(q);
 }
 
@@ -1286,6 +1498,7 @@ static void run_cases(void)
 	RUN(test_stored_responses);
 	RUN(test_stored_responses_pruned);
 	RUN(test_rollups);
+	RUN(test_team_model_daily);
 	RUN(test_full);
 	RUN(test_full_spilled);
 	RUN(test_locked);
