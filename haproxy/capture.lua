@@ -26,7 +26,8 @@
 -- refuse in a whole body, a second "model", "stream" or "stream_options" or one that
 -- only some JSON readers take for it, spoil the body (a NUL byte) before its end
 -- reaches the upstream, which then cannot read it. So does, for a key restricted to some
--- models whose body named none before the cut, a "model" not on txn.tally.allow. A
+-- models (or with budgets per model) whose body named none before the cut, a "model"
+-- not on txn.tally.allow. A
 -- spoil also writes the refusal the agent gives such a whole body (txn.tally.spoiled,
 -- txn.tally.body), which tally.cfg answers in place of the upstream's answer.
 -- A body without a Content-Length that passes the body cap is spoiled there too

@@ -63,8 +63,8 @@ local find, sub, byte = string.find, string.sub, string.byte
 TallyScanner = {}
 local Scanner = TallyScanner
 
--- The models a restricted key may have past the cut (txn.tally.allow, a name a line),
--- or nil when the agent judged the model itself.
+-- The models a restricted key (or one with budgets per model) may have past the cut
+-- (txn.tally.allow, a name a line), or nil when the agent judged the model itself.
 local function allow_set(list)
     if not list then
         return nil

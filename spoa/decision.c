@@ -201,11 +201,13 @@ static int decision_name_plain(const char *name)
 
 /* The model that routes a restricted key's cut body whose "model" comes past the cut,
  * for the capture filter to judge that one against what the route's provider may serve
- * the key (decision_allow_list): the key's default when it is allowed and speaks the
- * endpoint's API, else, when one provider serves every allowed model of that API, the
- * dearest of them. NULL when there is none, or the list is too long to send. (The
- * reservation takes the dearest price of each kind: decision_dearest.) */
-static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api)
+ * the key (decision_allow_list), or against the route alone (route_only:
+ * decision_scan_list): the key's default when it is allowed and speaks the endpoint's
+ * API, else, when one provider serves every allowed model of that API, the dearest of
+ * them. NULL when there is none, or the list is too long to send. (The reservation
+ * takes the dearest price of each kind, unless route_only: decision_dearest.) */
+static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt_api api,
+                                                 int route_only)
 {
 	const struct kt_model *m = k->default_model, *best = NULL;
 	size_t i;
@@ -224,7 +226,8 @@ static const struct kt_model *decision_cut_route(const struct kt_key *k, enum kt
 		}
 		m = best;
 	}
-	if (!m || decision_allow_list(k, m->provider, NULL, 0) >= DECISION_ALLOW_LIST_MAX)
+	if (!m || (!route_only &&
+	           decision_allow_list(k, m->provider, NULL, 0) >= DECISION_ALLOW_LIST_MAX))
 		return NULL;
 	return m;
 }
@@ -295,7 +298,7 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	d->scan_route_only = d->key->nmodel_budgets > 0 ||
 	                     (d->key->team && d->key->team->nmodel_budgets > 0);
 	if (d->body_truncated && (d->key->restricted || d->scan_route_only) && !d->body.has_model) {
-		route = d->key->restricted ? decision_cut_route(d->key, ep->api)
+		route = d->key->restricted ? decision_cut_route(d->key, ep->api, d->scan_route_only)
 		        : d->key->default_model && d->key->default_model->provider &&
 		          d->key->default_model->provider->api == ep->api ? d->key->default_model
 		        : NULL;
@@ -992,8 +995,9 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 	d->est_completion_tokens = out;
 	d->est_tokens = prompt + out;
 	if (d->model)
-		d->est_card = d->allow_scan ? decision_dearest(d, d->model->provider, prompt)
-		                            : decision_card(d->model, d, prompt);
+		d->est_card = d->allow_scan && !d->scan_route_only
+		              ? decision_dearest(d, d->model->provider, prompt)
+		              : decision_card(d->model, d, prompt);
 	/* An input or output price the card lacks is reserved at its fallback, as the
 	 * row will be charged (price.h). */
 	d->est_cost_micros = d->model ? decision_cost_of(prompt, price_rate(&d->est_card, PRICE_INPUT, &fb)) +

@@ -428,6 +428,33 @@ static void test_truncated_bodies(void)
 	/* cut inside its value: the filter meets the whole value past the cut */
 	d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, "{\"model\":\"gpt-b", 1);
 	CHECK(d.verdict == DECISION_ALLOW && d.allow_scan);
+
+	/* With budgets per model (the key's or its team's), a model past the cut may be
+	 * the route alone, the budgets the request was held at; a key without a route
+	 * for it cannot send such a body. */
+	{
+		char err[256], buf[64];
+
+		CHECK_EQ_INT(db_exec(fx.db, "INSERT INTO model_budgets (key_id, model, created_at,"
+		                            " budget_micros) VALUES (1, 'gpt-a', 1, 5), (2, 'gpt-a', 1, 5),"
+		                            " (4, 'gpt-b', 1, 5)", err, sizeof(err)), 0);
+		CHECK_EQ_INT(fixture_reload(&fx), 0);
+		d = decide_with("Bearer " FIX_KEY_RESTRICTED, NULL, CHAT, prefix_model_last, 1);
+		CHECK(d.verdict == DECISION_ALLOW && d.allow_scan && d.scan_route_only);
+		CHECK_EQ_INT(decision_scan_list(&d, buf, sizeof(buf)), 5);
+		CHECK_EQ_STR(buf, "gpt-b");
+		d = decide_with("Bearer " FIX_KEY_OPEN, NULL, CHAT, prefix_model_last, 1);
+		CHECK(d.verdict == DECISION_ALLOW && d.allow_scan && d.scan_route_only);
+		CHECK_EQ_INT(decision_scan_list(&d, buf, sizeof(buf)), strlen(d.model->name));
+		CHECK_EQ_STR(buf, d.model->name);
+		CHECK_EQ_INT(decide_with("Bearer " FIX_KEY_NODEFAULT, NULL, CHAT, prefix_model_last,
+		                         1).verdict, DECISION_BODY_TOO_LARGE);
+		/* A model the prefix names is judged as without budgets. */
+		d = decide_with("Bearer " FIX_KEY_OPEN, NULL, "/v1/messages", prefix_model_first, 1);
+		CHECK(d.verdict == DECISION_ALLOW && !d.allow_scan);
+		CHECK_EQ_INT(db_exec(fx.db, "DELETE FROM model_budgets", err, sizeof(err)), 0);
+		CHECK_EQ_INT(fixture_reload(&fx), 0);
+	}
 }
 
 /* The list the capture filter judges a model past the cut by: the key's allowed models
