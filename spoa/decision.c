@@ -298,10 +298,8 @@ static enum decision_verdict decision_pick_model(const struct keytable *t,
 	d->scan_route_only = d->key->nmodel_budgets > 0 ||
 	                     (d->key->team && d->key->team->nmodel_budgets > 0);
 	if (d->body_truncated && (d->key->restricted || d->scan_route_only) && !d->body.has_model) {
-		route = d->key->restricted ? decision_cut_route(d->key, ep->api, d->scan_route_only)
-		        : d->key->default_model && d->key->default_model->provider &&
-		          d->key->default_model->provider->api == ep->api ? d->key->default_model
-		        : NULL;
+		/* An unrestricted key allows its default and has no list: its default alone. */
+		route = decision_cut_route(d->key, ep->api, d->scan_route_only);
 		if (st != REQBODY_PREFIX || !route ||
 		    (d->scan_route_only && !decision_name_plain(route->name)))
 			return DECISION_BODY_TOO_LARGE;

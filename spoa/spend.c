@@ -57,21 +57,13 @@ static int spend_name_add(struct kt_model_budget **b, size_t *n, size_t *cap, co
 	return 0;
 }
 
-int spend_model_sum(struct db_stmt *names, struct db_stmt *rows, int64_t budget_id,
-                    const char *model, int64_t since_s, int64_t *out)
+/* spend_model_sum's rows, its owner's budgets owned[0..n) known. */
+static int spend_model_rows(struct db_stmt *rows, const struct kt_model_budget *owned, size_t n,
+                            int64_t budget_id, const char *model, int64_t since_s, int64_t *out)
 {
-	struct kt_model_budget *owned = NULL;
-	size_t n = 0, cap = 0, i;
 	enum db_status rc;
-	int ret = -1;
 
 	*out = 0;
-	db_bind_int(names, 1, budget_id);
-	while ((rc = db_step(names)) == DB_ROW)
-		if (spend_name_add(&owned, &n, &cap, db_col_text(names, 0) ? db_col_text(names, 0) : "") < 0)
-			goto out;
-	if (rc != DB_DONE)
-		goto out;
 	db_bind_int(rows, 1, budget_id);
 	db_bind_int(rows, 2, since_s);
 	while ((rc = db_step(rows)) == DB_ROW) {
@@ -81,7 +73,24 @@ int spend_model_sum(struct db_stmt *names, struct db_stmt *rows, int64_t budget_
 		if (b && strcmp(b->model, model) == 0)
 			*out += db_col_int(rows, 1);
 	}
-	ret = rc == DB_DONE ? 0 : -1;
+	db_reset(rows);
+	return rc == DB_DONE ? 0 : -1;
+}
+
+int spend_model_sum(struct db_stmt *names, struct db_stmt *rows, int64_t budget_id,
+                    const char *model, int64_t since_s, int64_t *out)
+{
+	struct kt_model_budget *owned = NULL;
+	size_t n = 0, cap = 0, i;
+	enum db_status rc;
+	int ret = -1;
+
+	db_bind_int(names, 1, budget_id);
+	while ((rc = db_step(names)) == DB_ROW)
+		if (spend_name_add(&owned, &n, &cap, db_col_text(names, 0) ? db_col_text(names, 0) : "") < 0)
+			goto out;
+	if (rc == DB_DONE)
+		ret = spend_model_rows(rows, owned, n, budget_id, model, since_s, out);
 out:
 	db_reset(names);
 	db_reset(rows);
@@ -91,17 +100,17 @@ out:
 	return ret;
 }
 
-/* Seeds the model budgets b[0..n) (a key's or a team's) from rows (spend_*_model_sql). */
-static int spend_models(struct db_stmt *names, struct db_stmt *rows, struct quota *q,
-                        const struct kt_model_budget *b, size_t n,
-                        int64_t (*subject)(int64_t), int64_t now_ms)
+/* Seeds the model budgets b[0..n) (a key's or a team's, all of its owner's: the snapshot
+ * knows them) from rows (spend_*_model_sql). */
+static int spend_models(struct db_stmt *rows, struct quota *q, const struct kt_model_budget *b,
+                        size_t n, int64_t (*subject)(int64_t), int64_t now_ms)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		int64_t start = quota_period_start(b[i].quota.period, now_ms), spent;
 
-		if (spend_model_sum(names, rows, b[i].id, b[i].model, start / 1000, &spent) < 0)
+		if (spend_model_rows(rows, b, n, b[i].id, b[i].model, start / 1000, &spent) < 0)
 			return -1;
 		quota_set_spent(q, subject(b[i].id), b[i].quota.period, start, spent);
 	}
@@ -168,22 +177,21 @@ int spend_seed(struct db *db, const struct keytable *kt, struct quota *q, int64_
                char *err, size_t errlen)
 {
 	struct db_stmt *keys = NULL, *teams = NULL, *tags = NULL, *users = NULL;
-	struct db_stmt *key_models = NULL, *team_models = NULL, *names = NULL;
+	struct db_stmt *key_models = NULL, *team_models = NULL;
 	size_t i;
 	int rc = -1;
 
 	if (db_prepare(db, spend_key_sql, &keys) < 0 || db_prepare(db, spend_team_sql, &teams) < 0 ||
 	    db_prepare(db, spend_tag_sql, &tags) < 0 || db_prepare(db, spend_end_users_sql, &users) < 0 ||
 	    db_prepare(db, spend_key_model_sql, &key_models) < 0 ||
-	    db_prepare(db, spend_team_model_sql, &team_models) < 0 ||
-	    db_prepare(db, spend_model_names_sql, &names) < 0)
+	    db_prepare(db, spend_team_model_sql, &team_models) < 0)
 		goto out;
 	for (i = 0; i < kt->nkeys; i++)
-		if (spend_models(names, key_models, q, kt->keys[i].model_budgets,
+		if (spend_models(key_models, q, kt->keys[i].model_budgets,
 		                 kt->keys[i].nmodel_budgets, quota_key_model_subject, now_ms) < 0)
 			goto out;
 	for (i = 0; i < kt->nteams; i++)
-		if (spend_models(names, team_models, q, kt->teams[i].model_budgets,
+		if (spend_models(team_models, q, kt->teams[i].model_budgets,
 		                 kt->teams[i].nmodel_budgets, quota_team_model_subject, now_ms) < 0)
 			goto out;
 	for (i = 0; i < kt->nkeys; i++)
@@ -211,6 +219,5 @@ out:
 	db_finalize(users);
 	db_finalize(key_models);
 	db_finalize(team_models);
-	db_finalize(names);
 	return rc;
 }
