@@ -1,6 +1,6 @@
 /* tags: the syntax of tags (docs/limits.md, "Tags"), as requests send them
  * (X-Tally-Tags: feature=search, env=prod), keys and teams fix them, rows and
- * tag_daily store them and tag budgets and queryd's filters name them. The one rule for
+ * the tag rollups store them and tag budgets and queryd's filters name them. The one rule for
  * all of them: the agent, tallyctl and queryd take the same tags. Pure; any thread.
  *
  * A tag is name=value. A name is 1 to TAGS_NAME_MAX bytes of [a-z0-9_.-] starting with a

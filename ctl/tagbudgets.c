@@ -1,6 +1,6 @@
 /* tagbudgets: budgets of tags (set, list, delete; docs/limits.md, "Tags"). A request
  * carrying a budgeted tag is admitted only if the tag's budget, spent by every key's
- * requests carrying it (tag_daily), admits it too. The budget and its period are
+ * requests carrying it (tag_total_daily), admits it too. The budget and its period are
  * parsed as a key's (limits.c). tallyctl is single-threaded. */
 #include <stdio.h>
 #include <string.h>
@@ -75,7 +75,7 @@ int tagbudgets_list(struct ctl *ctl, const struct ctl_args *a)
 #define TAGBUDGETS_LIST_SQL(C)                                                          \
 	"SELECT b.tag, b.budget_micros, b.budget_period,"                                 \
 	" (SELECT coalesce(sum(d.cost_micros + d.estimated_cost_micros), 0)"              \
-	"  FROM tag_daily d WHERE d.tag = b.tag AND d.day >= CASE b.budget_period"        \
+	"  FROM tag_total_daily d WHERE d.tag = b.tag AND d.day >= CASE b.budget_period"  \
 	"  WHEN 'day' THEN CAST(?1 AS BIGINT) WHEN 'week' THEN CAST(?2 AS BIGINT)"        \
 	"  WHEN 'month' THEN CAST(?3 AS BIGINT) ELSE 0 END), b.created_at"                \
 	" FROM tag_budgets b ORDER BY b.tag" C

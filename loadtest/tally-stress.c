@@ -20,8 +20,8 @@
  * header or in the body, and the check then wants each row's end user to be the one its
  * request named and end_user_daily to hold the rows' sums. --tag-sets N makes requests
  * send X-Tally-Tags with one of N sets of tags or none, and the check then wants each
- * row's tags to be the canonical text of its request's and tag_daily to hold the rows'
- * sums per tag.
+ * row's tags to be the canonical text of its request's, tag_daily to hold the rows'
+ * sums per tag and key, and tag_total_daily per tag.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <ctype.h>
@@ -1283,8 +1283,8 @@ out:
 	return rc;
 }
 
-/* The rows' groups (groups: a query naming key_id, day, the columns of on and the sums)
- * against the rollup table's rows over the whole store, into c. */
+/* The rows' groups (groups: a query naming the columns of on and the sums) against the
+ * rollup table's rows over the whole store (on: a group's row d of it), into c. */
 static int acct_daily(struct db *db, const char *groups, const char *table, const char *on,
 		      struct sent_check *c)
 {
@@ -1298,7 +1298,7 @@ static int acct_daily(struct db *db, const char *groups, const char *table, cons
 	buf_printf(&sql[1], "SELECT count(*) FROM %s", table);
 	buf_add(&sql[1], "", 1);
 	buf_add(&sql[2], sql[0].p, sql[0].len - 1);
-	buf_printf(&sql[2], " JOIN %s d ON d.key_id = g.key_id AND d.day = g.day AND %s", table, on);
+	buf_printf(&sql[2], " JOIN %s d ON %s", table, on);
 	buf_add(&sql[2], ST_SUMS_EQUAL, sizeof ST_SUMS_EQUAL);
 	for (int i = 0; i < 3 && rc == 0; i++)
 		rc = db_query_int(db, sql[i].p, &v[i]);
@@ -1324,14 +1324,14 @@ static bool sent_check_ok(const struct sent_check *c)
 	"SELECT key_id, " ST_DAY " AS day, end_user," ST_SUMS \
 	" FROM requests WHERE key_id > 0 AND end_user IS NOT NULL GROUP BY 1, 2, 3"
 
-/* The rows' groups per tag, key and day, of each tag the sets hold (a row in the group
- * of each tag it carries), as a query into sql. */
-static void tg_groups(struct buf *sql)
+/* The rows' groups per tag, key (per_key) and day, of each tag the sets hold (a row in
+ * the group of each tag it carries), as a query into sql. */
+static void tg_groups(struct buf *sql, bool per_key)
 {
 	struct { const char *p; size_t n; } tags[ST_TAG_SETS * 8];   /* 8 a set at most */
 	size_t ntags = 0;
 
-	buf_printf(sql, "SELECT s.tag, key_id, " ST_DAY " AS day,");
+	buf_printf(sql, "SELECT s.tag, %s" ST_DAY " AS day,", per_key ? "key_id, " : "");
 	buf_add(sql, ST_SUMS, strlen(ST_SUMS));
 	buf_printf(sql, " FROM requests JOIN (");
 	for (int i = 0; i < ST_TAG_SETS; i++) {
@@ -1350,7 +1350,8 @@ static void tg_groups(struct buf *sql)
 	}
 	/* a row carries tag t if replacing ",t," in its tags between commas changes them */
 	buf_printf(sql, ") s ON replace(',' || tags || ',', ',' || s.tag || ',', '')"
-		   " <> ',' || tags || ',' WHERE key_id > 0 AND tags IS NOT NULL GROUP BY 1, 2, 3");
+		   " <> ',' || tags || ',' WHERE key_id > 0 AND tags IS NOT NULL GROUP BY %s",
+		   per_key ? "1, 2, 3" : "1, 2");
 	buf_add(sql, "", 1);
 }
 
@@ -1433,6 +1434,7 @@ struct level_report {
 	struct sent_check eu;
 	bool tg_done, tg_ok;            /* the same of the tags check */
 	struct sent_check tg;
+	struct sent_check tt;           /* tag_total_daily: its groups only */
 };
 
 static unsigned long long errors_total(const struct run *r)
@@ -1527,6 +1529,9 @@ static void report_json(const struct level_report *L)
 			cJSON *e = report_check_json(a, "tags", L->tg_ok, &L->tg);
 			cJSON *sets = cJSON_AddArrayToObject(e, "sets");
 			cJSON_AddNumberToObject(e, "none", (double)r->tg_sent[0]);
+			cJSON_AddNumberToObject(e, "total_groups", (double)L->tt.groups);
+			cJSON_AddNumberToObject(e, "total_rows", (double)L->tt.stored);
+			cJSON_AddNumberToObject(e, "total_equal", (double)L->tt.equal);
 			for (int k = 1; k <= ST_TAG_SETS; k++)
 				cJSON_AddItemToArray(sets, cJSON_CreateNumber((double)r->tg_sent[k]));
 		}
@@ -1589,8 +1594,9 @@ static void report_human(const struct level_report *L, bool first)
 		printf("      tags %lld/%lld as sent (sets", L->tg.as_sent, L->tg.rows);
 		for (int k = 1; k <= ST_TAG_SETS; k++)
 			printf("%c%llu", k == 1 ? ' ' : '/', r->tg_sent[k]);
-		printf(", none %llu), tag_daily %lld/%lld groups of the rows' sums (%lld stored)%s\n",
-		       r->tg_sent[0], L->tg.equal, L->tg.groups, L->tg.stored,
+		printf(", none %llu), tag_daily %lld/%lld groups of the rows' sums (%lld stored),"
+		       " tag_total_daily %lld/%lld (%lld stored)%s\n", r->tg_sent[0], L->tg.equal,
+		       L->tg.groups, L->tg.stored, L->tt.equal, L->tt.groups, L->tt.stored,
 		       L->tg_ok ? "" : " WRONG");
 	}
 	for (int i = 0; L->acct_done && L->nnodes > 1 && i < L->nnodes; i++) {
@@ -1668,8 +1674,9 @@ static void usage(FILE *f)
 		"  --tag-sets N          0-%d: of N + 1 requests one sends no X-Tally-Tags, the\n"
 		"                        others one of N sets of 1 to 3 tags each; with --db each\n"
 		"                        row must have its request's tags (canonical text) and\n"
-		"                        tag_daily the rows' sums per tag (the keys must fix no\n"
-		"                        tags; default %d; 0: none, and no tags check)\n"
+		"                        tag_daily and tag_total_daily the rows' sums per tag (the\n"
+		"                        keys must fix no tags; default %d; 0: none, and no tags\n"
+		"                        check)\n"
 		"Exit status: 0 all good, 1 errors or accounting SHORT, 2 usage or setup failure.\n",
 		prog, ST_BILLED_PROMPT, ST_BILLED_COMPLETION, ST_END_USERS_MAX, ST_END_USERS,
 		ST_TAG_SETS, ST_TAG_SETS);
@@ -1890,20 +1897,25 @@ int main(int argc, char **argv)
 			if ((o.end_users || o.tag_sets) && acct_sent(db, &o, &r, &L.eu, &L.tg) < 0)
 				die("%s: cannot read the end users' and tags' rows", o.db);
 			if (o.end_users && acct_daily(db, ST_EU_GROUPS, "end_user_daily",
-						      "d.end_user = g.end_user", &L.eu) < 0)
+						      "d.key_id = g.key_id AND d.day = g.day"
+						      " AND d.end_user = g.end_user", &L.eu) < 0)
 				die("%s: cannot read end_user_daily", o.db);
-			if (o.tag_sets) {
+			for (int k = 0; o.tag_sets && k < 2; k++) {
 				struct buf sql = { 0 };
-				tg_groups(&sql);
-				if (acct_daily(db, sql.p, "tag_daily", "d.tag = g.tag", &L.tg) < 0)
-					die("%s: cannot read tag_daily", o.db);
+				tg_groups(&sql, k == 0);
+				if (acct_daily(db, sql.p, k == 0 ? "tag_daily" : "tag_total_daily",
+					       k == 0 ? "d.key_id = g.key_id AND d.day = g.day AND d.tag = g.tag"
+						      : "d.day = g.day AND d.tag = g.tag",
+					       k == 0 ? &L.tg : &L.tt) < 0)
+					die("%s: cannot read the tags' rollups", o.db);
 				free(sql.p);
 			}
 			L.acct_done = true;
 			L.eu_done = o.end_users > 0;
 			L.eu_ok = !L.eu_done || sent_check_ok(&L.eu);
 			L.tg_done = o.tag_sets > 0;
-			L.tg_ok = !L.tg_done || sent_check_ok(&L.tg);
+			L.tg_ok = !L.tg_done || (sent_check_ok(&L.tg) && L.tt.equal == L.tt.groups &&
+						 L.tt.stored == L.tt.groups);
 			L.nodes_balanced = true;
 			for (int k = 0; k < L.nnodes; k++) {
 				const struct acct *a = &L.nodes[k].a;

@@ -292,8 +292,8 @@ static int params_end_user_summary(struct params *p, int have_group, struct para
 	return 0;
 }
 
-/* A summary by tag or of one tag reads tag_daily, which has a key and a tag by day but
- * no team, end user, model, provider or hour: it takes only group=tag, key or day (tag
+/* A summary by tag or of one tag reads tag_daily (a key and a tag by day) or
+ * tag_total_daily (a tag by day), which have no team, end user, model, provider or hour: it takes only group=tag, key or day (tag
  * when not given), and no team, end user or model filter. */
 static int params_tag_summary(struct params *p, int have_group, struct params_error *err)
 {
@@ -327,7 +327,7 @@ static int params_unknown(struct params_error *err, const char *name)
 
 /* Ranges: a summary defaults to the 24 hours up to the current hour's end and is
  * widened to whole hours, or to whole UTC days for end users and tags (end_user_daily
- * and tag_daily have no hours; the answer's from and to say the days read); the row endpoints default to
+ * and the tag rollups have no hours; the answer's from and to say the days read); the row endpoints default to
  * everything, but an export must say. A given range must be ordered before any
  * widening. */
 static int params_range(struct params *p, enum params_endpoint ep, int have_from, int have_to,

@@ -72,7 +72,8 @@ struct params_error {
  * team filter or group=team) meets a key, a model or provider: the team rollups have
  * neither; and one whose end user (an end_user filter or group=end_user) meets a team,
  * a model, a provider or an hour: end_user_daily has none of them; and the same of a
- * tag (a tag filter or group=tag: tag_daily), which meets no end user either. */
+ * tag (a tag filter or group=tag: tag_daily, tag_total_daily), which meets no end
+ * user either. */
 int params_parse(struct params *p, enum params_endpoint ep, const struct params_pair *pairs,
                  size_t n, int64_t now, struct params_error *err);
 

@@ -24,7 +24,7 @@ static void plan_text(struct plan_binds *b, const char *name, const char *s)
 	plan_add(b, (struct conn_bind){ .name = name, .kind = CONN_BIND_TEXT, .s = s });
 }
 
-/* The rollups that answer p with the fewest rows: per key and tag for a tag, per key
+/* The rollups that answer p with the fewest rows: per tag (and key) for a tag, per key
  * and end user for an end user (the only rollups that have them; params.c lets no team,
  * model, provider or hour meet either, nor one the other), per team for a team (params.c lets no key, model or provider meet it), the
  * totals by hour when nothing but the hour matters, per model when the key does not,
@@ -79,8 +79,9 @@ static int64_t plan_kept_to(int64_t day_from, int64_t day_to, int64_t now)
 
 /* The bindings of summary_end_users and summary_tags: their whole days, the key and
  * end user or tag filters (NULL when not given), the answer's groups (by day; by key;
- * by key and end user; by tag) and how many of them it returns: the first limit by
- * cost, or every day of the range. */
+ * by key and end user; by tag), whether a tag's rows are read per key (a key filter or
+ * group=key) or across keys, and how many groups it returns: the first limit by cost,
+ * or every day of the range. */
 static void plan_ranked(const struct params *p, struct plan_summary *out)
 {
 	struct plan_binds *b = &out->binds;
@@ -95,6 +96,8 @@ static void plan_ranked(const struct params *p, struct plan_summary *out)
 	plan_int(b, ":by_day", by_day);
 	plan_int(b, tags ? ":by_tag" : ":by_end_user",
 	         p->group == (tags ? PARAMS_GROUP_TAG : PARAMS_GROUP_END_USER));
+	if (tags)
+		plan_int(b, ":per_key", p->has_key_id || p->group == PARAMS_GROUP_KEY);
 	plan_int(b, ":limit", by_day ? (out->day_to - out->day_from) / (PERIOD_DAY_MS / 1000)
 	                             : p->limit);
 }

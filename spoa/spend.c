@@ -15,9 +15,10 @@ const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_m
 const char spend_team_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
                               " FROM team_hourly WHERE team_id = ?1 AND hour >= ?2";
 
-/* tag_daily counts whole days, as tag budgets' periods begin on UTC days. */
+/* tag_total_daily counts whole days, as tag budgets' periods begin on UTC days, across
+ * keys: a row a day, however many keys carry the tag. */
 const char spend_tag_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-                             " FROM tag_daily WHERE tag = (SELECT tag FROM tag_budgets"
+                             " FROM tag_total_daily WHERE tag = (SELECT tag FROM tag_budgets"
                              " WHERE id = ?1) AND day >= ?2";
 
 const char spend_end_user_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"

@@ -41,7 +41,7 @@ int spend_model_sum(struct db_stmt *names, struct db_stmt *rows, int64_t budget_
 /* For each key, team, tag, model budget and end user of kt with a budget: its spend (reported plus
  * estimated cost) in the period containing now_ms (unix ms), summed from the rollups (a
  * team's: the rows made under it, team_hourly; a model budget's: above; a tag's: the
- * rows carrying it, tag_daily; an end user's: its key's rows naming it, end_user_daily; periods start on
+ * rows carrying it, tag_total_daily; an end user's: its key's rows naming it, end_user_daily; periods start on
  * a UTC day), handed to quota_set_spent. Rows still queued are missing from it for a
  * moment; quota_set_spent only raises a spend it is counting already. 0, or -1 with a
  * message in err. */

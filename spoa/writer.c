@@ -24,8 +24,8 @@
  *      key_hourly and key_daily; by team instead of key (rows with a team), into
  *      team_hourly and team_daily, and by day with the model into team_model_daily;
  *      by key and end user (rows with one), by day into end_user_daily; by tag and
- *      key (a row once per tag), by day into tag_daily; with neither, by hour into
- *      total_hourly (see writer_rollups); the groups of a table go in multi-row
+ *      key (a row once per tag), by day into tag_daily, and by tag alone into
+ *      tag_total_daily; with neither, by hour into total_hourly (see writer_rollups); the groups of a table go in multi-row
  *      upserts too, each group once (PostgreSQL refuses one conflict key twice in a
  *      statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
@@ -171,10 +171,11 @@ struct writer_sum {
  * only (by key without a model filter: a row per key, not per key and model); per team
  * (team summaries and budgets; rows without a team are in none), and per team and model
  * (a team's budgets per model); per key and end user
- * (rows with both); per tag and key (a row with n tags in n groups); and the hour's
- * totals (by hour without a filter: a row per hour, not per model). */
+ * (rows with both); per tag and key (a row with n tags in n groups), and per tag
+ * alone (every tag's report and budget: a row per tag and day, not per key too); and
+ * the hour's totals (by hour without a filter: a row per hour, not per model). */
 enum writer_dim { WRITER_DIM_NONE, WRITER_DIM_KEY, WRITER_DIM_TEAM, WRITER_DIM_END_USER,
-                  WRITER_DIM_TAG };
+                  WRITER_DIM_TAG, WRITER_DIM_TAG_TOTAL };
 
 static const struct writer_rollup_table {
 	const char *table, *unit;     /* unit: the period's column */
@@ -193,6 +194,7 @@ static const struct writer_rollup_table {
 	{ "team_model_daily", "day", PERIOD_DAY, WRITER_DIM_TEAM, 1 },
 	{ "end_user_daily", "day", PERIOD_DAY, WRITER_DIM_END_USER, 0 },
 	{ "tag_daily", "day", PERIOD_DAY, WRITER_DIM_TAG, 0 },
+	{ "tag_total_daily", "day", PERIOD_DAY, WRITER_DIM_TAG_TOTAL, 0 },
 	{ "total_hourly", "hour", PERIOD_HOUR, WRITER_DIM_NONE, 0 },
 };
 
@@ -201,13 +203,25 @@ static const char *writer_dim_column(enum writer_dim d)
 {
 	return d == WRITER_DIM_KEY ? ", key_id" : d == WRITER_DIM_TEAM ? ", team_id"
 	     : d == WRITER_DIM_END_USER ? ", key_id, end_user" : d == WRITER_DIM_TAG ? ", key_id, tag"
-	     : "";
+	     : d == WRITER_DIM_TAG_TOTAL ? ", tag" : "";
 }
 
-/* 1 if a rollup of dimension d has a name after its key (the end user, the tag). */
+/* 1 if a rollup of dimension d has an id column (the key's, the team's). */
+static int writer_dim_keyed(enum writer_dim d)
+{
+	return d != WRITER_DIM_NONE && d != WRITER_DIM_TAG_TOTAL;
+}
+
+/* 1 if a rollup of dimension d has a name (the end user, the tag). */
 static int writer_dim_named(enum writer_dim d)
 {
-	return d == WRITER_DIM_END_USER || d == WRITER_DIM_TAG;
+	return d == WRITER_DIM_END_USER || d == WRITER_DIM_TAG || d == WRITER_DIM_TAG_TOTAL;
+}
+
+/* 1 if a rollup of dimension d counts a row once per tag. */
+static int writer_dim_tagged(enum writer_dim d)
+{
+	return d == WRITER_DIM_TAG || d == WRITER_DIM_TAG_TOTAL;
 }
 #define WRITER_ROLLUPS (sizeof(writer_rollups) / sizeof(writer_rollups[0]))
 
@@ -437,7 +451,7 @@ static char *writer_rollup_sql(const struct writer_rollup_table *t, int rows)
 	char col[32], part[160];
 	size_t len = 0, cap = 0;
 	char *sql = NULL;
-	int i, rc, width = 1 + (t->dim != WRITER_DIM_NONE) + writer_dim_named(t->dim) +
+	int i, rc, width = 1 + writer_dim_keyed(t->dim) + writer_dim_named(t->dim) +
 	                  2 * t->by_model + ROLLUP_SUMS;
 
 	snprintf(part, sizeof(part), "INSERT INTO %s (%s%s%s", t->table, t->unit,
@@ -771,7 +785,7 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 		const struct writer_group *g = sums[i].g;
 
 		rc |= db_bind_int(st, p++, g->period);
-		if (t->dim != WRITER_DIM_NONE)
+		if (writer_dim_keyed(t->dim))
 			rc |= db_bind_int(st, p++, g->key_id);
 		if (writer_dim_named(t->dim))
 			rc |= db_bind_text(st, p++, g->name, g->name_len);
@@ -787,14 +801,15 @@ static int writer_bind_sums(struct db_stmt *st, const struct writer_rollup_table
 
 /* A row's id in a rollup of dimension d: its key's (0: none, as the keyed tables
  * count requests without a known key), its team's (0: none), its key's when it names
- * an end user or carries tags (0: either is missing), or 0. */
+ * an end user or carries tags (0: either is missing), or 0. Across keys (tag totals)
+ * 1 stands for every key, so that a tag's total counts the rows tag_daily does. */
 static int64_t writer_group_id(enum writer_dim d, const struct acct_row *r)
 {
 	int64_t id = d == WRITER_DIM_KEY ? r->key_id : d == WRITER_DIM_TEAM ? r->team_id
 	           : d == WRITER_DIM_END_USER && r->end_user[0] ? r->key_id
-	           : d == WRITER_DIM_TAG && r->tags[0] ? r->key_id : 0;
+	           : writer_dim_tagged(d) && r->tags[0] ? r->key_id : 0;
 
-	return id > 0 ? id : 0;
+	return id <= 0 ? 0 : d == WRITER_DIM_TAG_TOTAL ? 1 : id;
 }
 
 /* The groups of rollup t over the n inserted rows (w->groups[i].row): one per row, or
@@ -814,7 +829,7 @@ static struct writer_group *writer_groups_of(struct writer *w, size_t n,
 		g->name = rt->dim == WRITER_DIM_END_USER ? g->row->end_user : NULL;
 		g->name_len = g->name ? strnlen(g->name, sizeof(g->row->end_user)) : 0;
 	}
-	if (rt->dim != WRITER_DIM_TAG)
+	if (!writer_dim_tagged(rt->dim))
 		return w->groups;
 	*count = 0;
 	for (j = 0; j < n; j++) {

@@ -718,6 +718,48 @@ CREATE TABLE tag_daily (
 	web_search_calls      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (tag, day, key_id)
 ) WITHOUT ROWID;
+-- The same per tag and day across keys, a row per (tag, day) with rows: tag budgets
+-- and reports of every key read these, as many rows as tags times days (tag_daily
+-- has as many again per key carrying the tag). Each row equals the sum of
+-- tag_daily's rows of its tag and day.
+CREATE TABLE tag_total_daily (
+	day                   INTEGER NOT NULL,
+	tag                   TEXT NOT NULL,
+	requests              INTEGER NOT NULL,
+	errors                INTEGER NOT NULL,
+	streams               INTEGER NOT NULL,
+	prompt_tokens         INTEGER NOT NULL,
+	completion_tokens     INTEGER NOT NULL,
+	cached_tokens         INTEGER NOT NULL,
+	cache_creation_tokens INTEGER NOT NULL,
+	reasoning_tokens      INTEGER NOT NULL,
+	cost_micros           INTEGER NOT NULL,
+	unpriced              INTEGER NOT NULL,
+	duration_ms_sum       INTEGER NOT NULL,
+	lat_le_25 INTEGER NOT NULL,
+	lat_le_50 INTEGER NOT NULL,
+	lat_le_100 INTEGER NOT NULL,
+	lat_le_200 INTEGER NOT NULL,
+	lat_le_350 INTEGER NOT NULL,
+	lat_le_500 INTEGER NOT NULL,
+	lat_le_750 INTEGER NOT NULL,
+	lat_le_1000 INTEGER NOT NULL,
+	lat_le_1500 INTEGER NOT NULL,
+	lat_le_2500 INTEGER NOT NULL,
+	lat_le_4000 INTEGER NOT NULL,
+	lat_le_6000 INTEGER NOT NULL,
+	lat_le_10000 INTEGER NOT NULL,
+	lat_le_20000 INTEGER NOT NULL,
+	lat_le_60000 INTEGER NOT NULL,
+	lat_gt_60000 INTEGER NOT NULL,
+	estimated             INTEGER NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_micros INTEGER NOT NULL DEFAULT 0,
+	audio_input_tokens    INTEGER NOT NULL DEFAULT 0,
+	audio_output_tokens   INTEGER NOT NULL DEFAULT 0,
+	web_search_calls      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (tag, day)
+) WITHOUT ROWID;
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,
 -- not ~15k).
@@ -936,4 +978,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 19;
+PRAGMA user_version = 20;

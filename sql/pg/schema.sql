@@ -735,6 +735,48 @@ CREATE TABLE tag_daily (
 	web_search_calls      BIGINT NOT NULL DEFAULT 0,
 	PRIMARY KEY (tag, day, key_id)
 );
+-- The same per tag and day across keys, a row per (tag, day) with rows: tag budgets
+-- and reports of every key read these, as many rows as tags times days (tag_daily
+-- has as many again per key carrying the tag). Each row equals the sum of
+-- tag_daily's rows of its tag and day.
+CREATE TABLE tag_total_daily (
+	day                   BIGINT NOT NULL,
+	tag                   TEXT NOT NULL,
+	requests              BIGINT NOT NULL,
+	errors                BIGINT NOT NULL,
+	streams               BIGINT NOT NULL,
+	prompt_tokens         BIGINT NOT NULL,
+	completion_tokens     BIGINT NOT NULL,
+	cached_tokens         BIGINT NOT NULL,
+	cache_creation_tokens BIGINT NOT NULL,
+	reasoning_tokens      BIGINT NOT NULL,
+	cost_micros           BIGINT NOT NULL,
+	unpriced              BIGINT NOT NULL,
+	duration_ms_sum       BIGINT NOT NULL,
+	lat_le_25 BIGINT NOT NULL,
+	lat_le_50 BIGINT NOT NULL,
+	lat_le_100 BIGINT NOT NULL,
+	lat_le_200 BIGINT NOT NULL,
+	lat_le_350 BIGINT NOT NULL,
+	lat_le_500 BIGINT NOT NULL,
+	lat_le_750 BIGINT NOT NULL,
+	lat_le_1000 BIGINT NOT NULL,
+	lat_le_1500 BIGINT NOT NULL,
+	lat_le_2500 BIGINT NOT NULL,
+	lat_le_4000 BIGINT NOT NULL,
+	lat_le_6000 BIGINT NOT NULL,
+	lat_le_10000 BIGINT NOT NULL,
+	lat_le_20000 BIGINT NOT NULL,
+	lat_le_60000 BIGINT NOT NULL,
+	lat_gt_60000 BIGINT NOT NULL,
+	estimated             BIGINT NOT NULL DEFAULT 0,  -- rows with an estimate
+	estimated_tokens      BIGINT NOT NULL DEFAULT 0,
+	estimated_cost_micros BIGINT NOT NULL DEFAULT 0,
+	audio_input_tokens    BIGINT NOT NULL DEFAULT 0,
+	audio_output_tokens   BIGINT NOT NULL DEFAULT 0,
+	web_search_calls      BIGINT NOT NULL DEFAULT 0,
+	PRIMARY KEY (tag, day)
+);
 -- The hourly totals, neither key nor model: a summary by hour without a filter (the
 -- dashboard's chart) reads a row per hour, not ~20 of model_hourly (a month: 720 rows,
 -- not ~15k).
@@ -890,4 +932,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 );
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 19);
+INSERT INTO meta (name, value) VALUES ('schema_version', 20);

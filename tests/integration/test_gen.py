@@ -769,11 +769,20 @@ def tag_sums(db):
     return sorted((*k, *v) for k, v in acc.items())
 
 
+def tag_total_sums(db):
+    """tag_total_daily as the rows make it: tag_sums over every key; (tag, day,
+    requests, errors, prompt_tokens, cost_micros) sorted."""
+    acc = {}
+    for tag, day, _, *sums in tag_sums(db):
+        acc[(tag, day)] = [a + b for a, b in zip(acc.get((tag, day), [0] * 4), sums)]
+    return sorted((*k, *v) for k, v in acc.items())
+
+
 def test_random_tags(tmp_path, store):
     """--tags N: every row carries 0 to 3 tags of N over env, feature, region and tenant,
     one per name, in canonical text (sorted by name), a few common and most rare; the
-    writer's tag_daily is the rows' sums per tag, day and key. The rows are those of the
-    same run without tags, but for tags."""
+    writer's tag_daily is the rows' sums per tag, day and key, its tag_total_daily per
+    tag and day. The rows are those of the same run without tags, but for tags."""
     db, extra = store
     args = ["--rows", 5000, "--seed", 42, "--end", END, "--days", 3, "--keys", 20]
     assert gen_ok(["--db", db, *extra, *args, "--tags", 40]) == (5000, 0, 0)
@@ -791,12 +800,17 @@ def test_random_tags(tmp_path, store):
     assert max(counts, key=counts.get) == "env=v1" and ranked[0] > 5 * ranked[len(ranked) // 2]
     assert sorted(query(db, "SELECT tag, day, key_id, requests, errors, prompt_tokens,"
                             " cost_micros FROM tag_daily")) == tag_sums(db)
+    totals = tag_total_sums(db)
+    assert sorted(query(db, "SELECT tag, day, requests, errors, prompt_tokens, cost_micros"
+                            " FROM tag_total_daily")) == totals
+    assert len(totals) < len(tag_sums(db)) / 4    # 20 keys share each tag's days
     assert_consistent(db)
     if is_pg(db):
         return
     plain = plain_run(tmp_path, db, args)
     assert query(plain, "SELECT count(tags) FROM requests") == [(0,)]
     assert query(plain, "SELECT count(*) FROM tag_daily") == [(0,)]
+    assert query(plain, "SELECT count(*) FROM tag_total_daily") == [(0,)]
 
 
 def test_ndjson_tags(store):

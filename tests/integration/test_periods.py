@@ -18,7 +18,7 @@ from conftest import binary
 from stack import BOTH_STORES, Stack, store  # noqa: F401 (a fixture)
 from test_limits import chat, error_code, stack  # noqa: F401 (a fixture)
 from test_queryd import Queryd
-from test_tallyctl import TAG_DAILY_COLS
+from test_tallyctl import TAG_TOTAL_COLS
 from test_teams import COST, COSTLY, RELOAD_S, member, team
 from test_usage_endpoint import usage, usage_when
 
@@ -92,11 +92,11 @@ def test_weekly_team_and_tag_budgets_and_their_reports(stack, tmp_path):
     assert got == [200, 200, 200, 402] and error_code(body) == "team_budget_exceeded"
     assert "for this week" in json.loads(body)["error"]["message"]
 
-    # Spent on the Sunday before this week: the week's budget, seeded from tag_daily when
-    # it is set, and tag list leave it out.
+    # Spent on the Sunday before this week: the week's budget, seeded from tag_total_daily
+    # when it is set, and tag list leave it out.
     con = sqlite3.connect(stack.db)
     with con:
-        con.execute(f"INSERT INTO tag_daily ({TAG_DAILY_COLS}) VALUES (?, 'project=orion', 1"
+        con.execute(f"INSERT INTO tag_total_daily ({TAG_TOTAL_COLS}) VALUES (?, 'project=orion'"
                     + ", 0" * 8 + ", 900000" + ", 0" * 18 + ", 0)",
                     (week_start(time.time()) - 86400,))
     con.close()

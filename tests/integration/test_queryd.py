@@ -710,7 +710,8 @@ TAG_QUERIES = ["group=tag", "group=tag&key=alpha", "tag=env=prod", "tag=env=prod
 @pytest.mark.parametrize("query", TAG_QUERIES)
 @pytest.mark.parametrize("span", ["main"] + list(RAGGED))
 def test_summary_by_tag_matches_raw_rows(world, span, query):
-    """group=tag and a tag filter read tag_daily, by day only: the range is widened to
+    """group=tag and a tag filter read the tag rollups (tag_total_daily, tag_daily with a
+    key or by key), by day only: the range is widened to
     whole UTC days and the answer's from and to say so; a tag is one group across keys
     (group: the tag); a row counts once in each of its tags' groups, so the totals of
     group=tag are over tags (more than the rows' requests), those of one tag its rows';
@@ -1769,9 +1770,10 @@ def test_query_plans_walk_the_indexes():
     p = plan("summary_end_users")
     assert "SEARCH end_user_daily USING PRIMARY KEY (key_id=?)" in p, p
     assert "SCAN end_user_daily" in p, p
-    # a tag's days are a range of tag_daily's primary key (tag, day, key_id)
+    # a tag's days are a range of either tag rollup's primary key (tag, day[, key_id])
     p = plan("summary_tags")
     assert "SEARCH tag_daily USING PRIMARY KEY (tag=? AND day>? AND day<?)" in p, p
+    assert "SEARCH tag_total_daily USING PRIMARY KEY (tag=? AND day>? AND day<?)" in p, p
     con.close()
 
 
@@ -1964,6 +1966,9 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                 f" SELECT {BASE - BASE % 86400} - i * 86400, 't=' || (k % 40), 1 + k / 40,"
                 f" {', '.join(['1'] * len(zeros))}"
                 f" FROM generate_series(0, 99) i, generate_series(0, 399) k")
+    cur.execute(f"INSERT INTO tag_total_daily (day, tag, {', '.join(zeros)})"
+                f" SELECT day, tag, {', '.join(f'sum({c})' for c in zeros)}"
+                f" FROM tag_daily GROUP BY day, tag")
     cur.execute("ANALYZE")
     cur.execute("SET plan_cache_mode = force_custom_plan")
     day = BASE - BASE % 86400
@@ -1976,7 +1981,7 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             "from": BASE - 7 * 86400 - 1800, "to": BASE, "day_from": day - 6 * 86400,
             "day_to": day, "cache_to": day - 86400, "fp_rows": -1, "fp_requests": -1,
             "fp_file": -1, "end_user": None, "by_day": 0, "by_end_user": 1, "tag": None,
-            "by_tag": 1}
+            "by_tag": 1, "per_key": 0}
 
     def plan(name, **values):
         path = ROOT / "sql" / "pg" / "queries" / f"{name}.sql"
@@ -2045,12 +2050,15 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             and "Seq Scan on end_user_daily" not in p, (values, p)
     p = plan("summary_end_users")
     assert "Seq Scan on end_user_daily" in p, p
-    # a tag's days: a range of tag_daily's primary key; every tag's: the whole table
-    for values in ({"tag": "t=7"}, {"tag": "t=7", "key_id": 8},
-                   {"tag": "t=7", "by_day": 1, "by_tag": 0}):
+    # a tag's days: a range of a tag rollup's primary key, per key where the key
+    # matters, else across keys; every tag's: the whole table
+    for values in ({"tag": "t=7"}, {"tag": "t=7", "by_day": 1, "by_tag": 0},
+                   {"tag": "t=7", "key_id": 8, "per_key": 1},
+                   {"tag": "t=7", "by_day": 0, "by_tag": 0, "per_key": 1}):
+        table = "tag_daily" if values.get("per_key") else "tag_total_daily"
         p = plan("summary_tags", **values)
-        assert re.search(r"(Index (Only )?Scan using|Bitmap Index Scan on) tag_daily_pkey", p) \
-            and "Seq Scan on tag_daily" not in p, (values, p)
+        assert re.search(r"(Index (Only )?Scan using|Bitmap Index Scan on) %s_pkey" % table, p) \
+            and "Seq Scan on tag" not in p, (values, p)
     con.close()
 
 

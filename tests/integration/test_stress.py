@@ -86,10 +86,12 @@ def test_levels_are_exact_and_accounted(stack):
             "exact": True, "rows": 40, "as_sent": 40, "none": 14, "header": 13, "body": 13,
             "daily_groups": END_USERS, "daily_rows": END_USERS, "daily_equal": END_USERS}
         # Three in four sent tags, each row keeps their canonical text, and tag_daily
-        # holds the rows' sums per tag (env=stress in two sets), key and day.
+        # holds the rows' sums per tag (env=stress in two sets), key and day, and
+        # tag_total_daily per tag and day (one key: as many groups).
         assert acct["tags"] == {
             "exact": True, "rows": 40, "as_sent": 40, "none": 10, "sets": [10, 10, 10],
-            "daily_groups": 5, "daily_rows": 5, "daily_equal": 5}
+            "daily_groups": 5, "daily_rows": 5, "daily_equal": 5,
+            "total_groups": 5, "total_rows": 5, "total_equal": 5}
     rows = stack.rows()
     assert len(rows) == 80
     sent = end_users_sent(40)
@@ -176,20 +178,26 @@ def add_ghost_daily(stack, table, **names):
 
 @pytest.mark.parametrize("table, ghost, option, too_many, check, column, line", [
     ("end_user_daily", {"end_user": "ghost"}, "--end-users", "65", "end_users", "end_user",
-     "end users 6/6 as sent (header 2, body 2, none 2), end_user_daily 2/2 groups of"),
+     "end users 6/6 as sent (header 2, body 2, none 2), end_user_daily 2/2 groups of"
+     " the rows' sums (3 stored) WRONG"),
     ("tag_daily", {"tag": "env=ghost"}, "--tag-sets", "4", "tags", "tags",
-     "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of"),
+     "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of the rows' sums"
+     " (3 stored), tag_total_daily 2/2 (2 stored) WRONG"),
+    ("tag_total_daily", {"tag": "env=ghost"}, "--tag-sets", "4", "tags", "tags",
+     "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of the rows' sums"
+     " (2 stored), tag_total_daily 2/2 (3 stored) WRONG"),
 ])
 def test_daily_not_the_rows_sums_fails_the_run(stack, table, ghost, option, too_many, check,
                                                column, line):
-    """end_user_daily (tag_daily) is checked against the rows' sums per key, day and end
-    user (tag) over the whole store: a row of it that no request made fails the level;
-    --end-users 0 (--tag-sets 0) sends none and checks nothing of it."""
+    """end_user_daily (tag_daily, tag_total_daily) is checked against the rows' sums per
+    key, day and end user (tag; tag and day) over the whole store: a row of it that no
+    request made fails the level; --end-users 0 (--tag-sets 0) sends none and checks
+    nothing of it."""
     add_ghost_daily(stack, table, **ghost)
     r, levels = stress(stack, levels="1", requests=6, as_json=False)
     assert r.returncode == 1, r.stderr
     assert "accounting 6/6 exact" not in r.stdout, r.stdout
-    assert line + " the rows' sums (3 stored) WRONG" in r.stdout, r.stdout
+    assert line in r.stdout, r.stdout
     r, levels = stress(stack, option, "0", levels="1", requests=6)
     assert r.returncode == 0, r.stderr + r.stdout
     assert check not in levels[0]["accounting"] and levels[0]["accounting"]["exact"]

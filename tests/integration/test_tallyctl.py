@@ -2152,9 +2152,18 @@ TAG_DAILY_COLS = ("day, tag, key_id, requests, errors, streams, prompt_tokens, c
                   ", lat_gt_60000, estimated_cost_micros")
 
 
+TAG_TOTAL_COLS = TAG_DAILY_COLS.replace(" key_id,", "")
+
+
 def add_tag_daily(ctl, day, tag, key_id, cost, estimated):
+    """A key's spend on tag on day, added to both tag rollups as the writer adds it."""
     ctl.query(f"INSERT INTO tag_daily ({TAG_DAILY_COLS}) VALUES (?, ?, ?" + ", 0" * 8 +
               ", ?" + ", 0" * 18 + ", ?)", (day, tag, key_id, cost, estimated))
+    ctl.query(f"INSERT INTO tag_total_daily ({TAG_TOTAL_COLS}) VALUES (?, ?" + ", 0" * 8 +
+              ", ?" + ", 0" * 18 + ", ?) ON CONFLICT (tag, day) DO UPDATE SET cost_micros ="
+              " tag_total_daily.cost_micros + excluded.cost_micros, estimated_cost_micros ="
+              " tag_total_daily.estimated_cost_micros + excluded.estimated_cost_micros",
+              (day, tag, cost, estimated))
 
 
 def test_tag_list_spent_in_period(seeded):

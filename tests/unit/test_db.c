@@ -132,7 +132,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 28);
+		                          " current_schema()"), 29);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -563,9 +563,11 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 19's parts, dropped to make a database of before it (their triggers go with
- * them). */
-#define TEST_UNDO_19 "DROP TABLE team_model_daily; DROP TABLE model_budgets;"
+/* Schema 20's part, dropped to make a database of before it. */
+#define TEST_UNDO_20 "DROP TABLE tag_total_daily;"
+
+/* Schema 19's parts, likewise (their triggers go with them; and every later one). */
+#define TEST_UNDO_19 TEST_UNDO_20 " DROP TABLE team_model_daily; DROP TABLE model_budgets;"
 
 /* Schema 18's part, likewise (and every later one). */
 #define TEST_UNDO_18 TEST_UNDO_19 " DROP TABLE end_user_limits;"
@@ -938,6 +940,60 @@ static void test_migrate_model_budgets(void)
 	CHECK_EQ_INT(test_bump(db, "DELETE FROM model_budgets WHERE team_id = 1"), 1);
 	/* The rollup stays: a team's rows outlive it. */
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM team_model_daily WHERE team_id = 2"), 1);
+	db_close(db);
+}
+
+/* Migration 020: a database of schema 19's tag_daily is summed over keys into
+ * tag_total_daily, a row per tag and day, every column (a tag on two keys and two days,
+ * another on one); nothing else moves. */
+static void test_migrate_tag_totals(void)
+{
+	/* (day, tag, key_id, then the sums in the table's order; estimated and later 0) */
+	static const char rows[] =
+		"INSERT INTO tag_daily (day, tag, key_id, requests, errors, streams, prompt_tokens,"
+		" completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,"
+		" cost_micros, unpriced, duration_ms_sum, lat_le_25, lat_le_50, lat_le_100,"
+		" lat_le_200, lat_le_350, lat_le_500, lat_le_750, lat_le_1000, lat_le_1500,"
+		" lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000,"
+		" lat_gt_60000, web_search_calls) VALUES"
+		" (86400, 'env=prod', 1, 3, 1, 1, 30, 3, 0, 0, 0, 700, 1, 90, 2, 1, 0, 0, 0, 0, 0, 0,"
+		"  0, 0, 0, 0, 0, 0, 0, 0, 4),"
+		" (86400, 'env=prod', 2, 2, 0, 2, 20, 2, 5, 0, 0, 11, 0, 60, 0, 0, 0, 0, 0, 0, 0, 0,"
+		"  0, 0, 0, 0, 0, 0, 0, 2, 0),"
+		" (172800, 'env=prod', 1, 1, 0, 0, 1, 1, 0, 0, 0, 5, 0, 10, 1, 0, 0, 0, 0, 0, 0, 0,"
+		"  0, 0, 0, 0, 0, 0, 0, 0, 0),"
+		" (86400, 'team=a', 2, 4, 0, 0, 8, 8, 0, 0, 0, 40, 0, 4, 4, 0, 0, 0, 0, 0, 0, 0,"
+		"  0, 0, 0, 0, 0, 0, 0, 0, 0)";
+	struct db *db = test_open("tagtotals.db", DB_CREATE);
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_20), 0);
+	CHECK_EQ_INT(test_exec(db, rows), 0);
+	db_close(db);
+	test_set_version("tagtotals.db", 19);
+	db = test_open("tagtotals.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_total_daily"), 3);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_total_daily WHERE day = 86400"
+	                          " AND tag = 'env=prod' AND requests = 5 AND errors = 1"
+	                          " AND streams = 3 AND prompt_tokens = 50 AND completion_tokens = 5"
+	                          " AND cached_tokens = 5 AND cost_micros = 711 AND unpriced = 1"
+	                          " AND duration_ms_sum = 150 AND lat_le_25 = 2 AND lat_le_50 = 1"
+	                          " AND lat_gt_60000 = 2 AND web_search_calls = 4"
+	                          " AND estimated = 0"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_total_daily WHERE day = 172800"
+	                          " AND tag = 'env=prod' AND requests = 1 AND cost_micros = 5"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_total_daily WHERE day = 86400"
+	                          " AND tag = 'team=a' AND requests = 4 AND cost_micros = 40"), 1);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_daily"), 4);
+	/* One row per tag and day. */
+	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_total_daily SELECT * FROM tag_total_daily"
+	                           " WHERE tag = 'team=a'"), -1);
 	db_close(db);
 }
 
@@ -1564,6 +1620,7 @@ static void test_stores(void)
 	RUN(test_migrate_weeks);
 	RUN(test_migrate_end_user_limits);
 	RUN(test_migrate_model_budgets);
+	RUN(test_migrate_tag_totals);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

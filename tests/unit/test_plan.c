@@ -289,7 +289,8 @@ static void test_summary_end_users(void)
 	test_check_int(&pl.binds, ":limit", 400);
 }
 
-/* A summary of tags: summary_end_users' plan on tag_daily, with :tag and :by_tag. */
+/* A summary of tags: summary_end_users' plan on the tag rollups, with :tag, :by_tag and
+ * :per_key (tag_daily where the key matters, tag_total_daily else). */
 static void test_summary_tags(void)
 {
 	struct params p = test_params(MAR10 - 3 * D, MAR10, PARAMS_GROUP_TAG);
@@ -298,25 +299,46 @@ static void test_summary_tags(void)
 
 	plan_summary(&p, MAR10 + H, &pl);
 	CHECK_EQ_INT(pl.query, CONN_SUMMARY_TAGS);
-	CHECK_EQ_INT(pl.binds.n, 5);
+	CHECK_EQ_INT(pl.binds.n, 6);
 	test_check_int(&pl.binds, ":by_tag", 1);
+	test_check_int(&pl.binds, ":per_key", 0);
 	CHECK(test_bind(&pl.binds, ":tag") == NULL);
 	CHECK(test_bind(&pl.binds, ":by_end_user") == NULL);
-	p.group = PARAMS_GROUP_KEY;
+	/* by tag, of one key: per key */
 	p.has_key_id = 1;
 	p.key_id = 7;
+	plan_summary(&p, MAR10 + H, &pl);
+	test_check_int(&pl.binds, ":per_key", 1);
+	/* by key, of one tag: per key */
+	p.group = PARAMS_GROUP_KEY;
+	p.has_key_id = 0;
 	p.tag = "env=prod";
 	plan_summary(&p, MAR10 + H, &pl);
-	CHECK_EQ_INT(pl.binds.n, 7);
+	test_check_int(&pl.binds, ":per_key", 1);
+	p.has_key_id = 1;
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.binds.n, 8);
 	test_check_int(&pl.binds, ":key_id", 7);
 	x = test_bind(&pl.binds, ":tag");
 	CHECK(x && x->kind == CONN_BIND_TEXT && strcmp(x->s, "env=prod") == 0);
 	test_check_int(&pl.binds, ":by_tag", 0);
+	test_check_int(&pl.binds, ":per_key", 1);
 	CHECK(test_bind(&pl.binds, ":end_user") == NULL);
 	p.group = PARAMS_GROUP_DAY;
 	plan_summary(&p, MAR10 + H, &pl);
 	test_check_int(&pl.binds, ":by_day", 1);
 	test_check_int(&pl.binds, ":limit", 3);
+	test_check_int(&pl.binds, ":per_key", 1);
+	/* by day of one tag across keys: the totals */
+	p.has_key_id = 0;
+	plan_summary(&p, MAR10 + H, &pl);
+	test_check_int(&pl.binds, ":per_key", 0);
+	/* an end user's summary has none */
+	p.tag = NULL;
+	p.end_user = "u1";
+	plan_summary(&p, MAR10 + H, &pl);
+	CHECK_EQ_INT(pl.query, CONN_SUMMARY_END_USERS);
+	CHECK(test_bind(&pl.binds, ":per_key") == NULL);
 }
 
 static void test_filters(void)

@@ -73,6 +73,8 @@ static void check_tables(const char *store)
 	static const char *const team_daily[] = { "day", "team_id" };
 	static const char *const team_model_daily[] = { "day", "team_id", "model", "provider" };
 	static const char *const end_user_daily[] = { "day", "key_id", "end_user" };
+	static const char *const tag_daily[] = { "day", "tag", "key_id" };
+	static const char *const tag_total_daily[] = { "day", "tag" };
 	static const char *const total_hourly[] = { "hour" };
 	struct db *db = NULL;
 	char err[256];
@@ -91,6 +93,8 @@ static void check_tables(const char *store)
 		check_table(db, "team_daily", team_daily, 2);
 		check_table(db, "team_model_daily", team_model_daily, 4);
 		check_table(db, "end_user_daily", end_user_daily, 3);
+		check_table(db, "tag_daily", tag_daily, 3);
+		check_table(db, "tag_total_daily", tag_total_daily, 2);
 		check_table(db, "total_hourly", total_hourly, 1);
 	}
 	db_close(db);

@@ -469,6 +469,107 @@ out:
 
 /* Rollups agree with the rows, group by group, whatever the batching. */
 
+/* Prints up to 20 rows of sql, every column (a failed comparison's rows). */
+static void print_rows(struct db *db, const char *label, const char *sql)
+{
+	struct db_stmt *st = NULL;
+	int i, n = 0;
+
+	if (db_prepare(db, sql, &st) < 0) {
+		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
+		return;
+	}
+	while (n++ < 20 && db_step(st) == DB_ROW) {
+		fprintf(stderr, "%s:", label);
+		for (i = 0; i < db_col_count(st); i++) {
+			const char *v = db_col_text(st, i);
+
+			fprintf(stderr, " %s=%s", db_col_name(st, i), v ? v : "NULL");
+		}
+		fprintf(stderr, "\n");
+	}
+	db_finalize(st);
+}
+
+/* The statement of migration version (sql/migrations/NNN.sql, or
+ * sql/pg/migrations/NNN.sql on PostgreSQL, read from the repository the test runs in)
+ * that back-fills table: from "INSERT INTO table" to its ';'. Returns it (free it), or
+ * NULL with a message. */
+static char *migration_backfill(int version, const char *table)
+{
+	char path[64], start[96];
+	char *text = NULL, *sql = NULL, *from, *end;
+	FILE *f;
+	long size;
+
+	snprintf(path, sizeof(path), "sql/%smigrations/%03d.sql", pg_url ? "pg/" : "", version);
+	snprintf(start, sizeof(start), "INSERT INTO %s ", table);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "%s: cannot open it (run the test from the repository's root)\n",
+		        path);
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (text = calloc(1, (size_t)size + 1)) != NULL &&
+	    fread(text, 1, (size_t)size, f) == (size_t)size) {
+		from = strstr(text, start);
+		end = from ? strchr(from, ';') : NULL;
+		/* one such statement, the file's only back-fill of the table */
+		if (end && !strstr(end, start))
+			sql = strndup(from, (size_t)(end - from));
+	}
+	if (!sql)
+		fprintf(stderr, "%s: no one statement starting \"%s\" and ending ';'\n", path, start);
+	free(text);
+	fclose(f);
+	return sql;
+}
+
+/* tag_total_daily: the writer's rows (per tag and day) are tag_daily's summed over
+ * keys, every column, both ways, and migration 020's back-fill from that tag_daily makes
+ * exactly the same table, row for row. */
+static void check_tag_totals(struct db *db)
+{
+	char sql[4400], cols[1600], sums[2400], col[32], err[512];
+	char *backfill = migration_backfill(20, "tag_total_daily");
+	size_t nc = 0, ns = 0;
+	int64_t rows;
+	int c, failed = unit_failed_checks;
+
+	for (c = 0; c < ROLLUP_SUMS; c++) {
+		rollup_column(c, col, sizeof(col));
+		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
+		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
+	}
+	rows = q_int(db, "SELECT count(*) FROM tag_total_daily");
+	CHECK(rows > 0);
+	CHECK_EQ_INT(rows, q_int(db, "SELECT count(*) FROM (SELECT DISTINCT day, tag FROM"
+	                             " tag_daily) AS d"));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, tag%s FROM tag_daily GROUP"
+	         " BY 1, 2 EXCEPT SELECT day, tag%s FROM tag_total_daily) AS d", sums, cols);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, tag%s FROM tag_total_daily"
+	         " EXCEPT SELECT day, tag%s FROM tag_daily GROUP BY 1, 2) AS d", cols, sums);
+	CHECK_EQ_INT(q_int(db, sql), 0);
+	CHECK(backfill != NULL);
+	if (!backfill)
+		return;
+	CHECK_EQ_INT(db_exec(db, "CREATE TABLE ttd_writer AS SELECT * FROM tag_total_daily;"
+	                         " DELETE FROM tag_total_daily", err, sizeof(err)), 0);
+	if (db_exec(db, backfill, err, sizeof(err)) < 0)
+		fprintf(stderr, "migration 020's back-fill: %s\n", err);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM tag_total_daily"), rows);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM ttd_writer EXCEPT"
+	                       " SELECT * FROM tag_total_daily) AS d"), 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM (SELECT * FROM tag_total_daily EXCEPT"
+	                       " SELECT * FROM ttd_writer) AS d"), 0);
+	if (unit_failed_checks != failed)
+		print_rows(db, "writer", "SELECT * FROM ttd_writer EXCEPT SELECT * FROM tag_total_daily");
+	CHECK_EQ_INT(db_exec(db, "DROP TABLE ttd_writer", err, sizeof(err)), 0);
+	free(backfill);
+}
+
 /* Drops the rollup columns of schema version 7 from prefix table. */
 static int test_drop_classes(struct db *db, const char *prefix, const char *table)
 {
@@ -638,6 +739,7 @@ static void test_rollups(void)
 		/* 1 day x 4 keys x 5 tags, and nothing else. */
 		CHECK_EQ_INT(groups, 4 * 5);
 		CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM tag_daily"), 4 * 5);
+		check_tag_totals(db);
 	}
 	CHECK_EQ_INT(counters_now().timed_out, no_record);
 	CHECK_EQ_INT(counters_now().unpriced, unpriced);
@@ -667,6 +769,7 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP TABLE tag_total_daily;"
 		                         "DROP TABLE team_model_daily; DROP TABLE model_budgets;"
 		                         "DROP TABLE end_user_limits;"
 		                         "DROP TABLE tag_daily; DROP TABLE tag_budgets;"
@@ -766,61 +869,6 @@ static struct acct_row row_team(int64_t n)
 	r.audio_output_tokens = (x >> 6) % 4 ? ACCT_NONE : (int64_t)((x >> 16) % 300);
 	r.web_search_calls = (x >> 10) % 5 ? ACCT_NONE : (int64_t)((x >> 24) % 4);
 	return r;
-}
-
-/* Prints up to 20 rows of sql, every column (a failed comparison's rows). */
-static void print_rows(struct db *db, const char *label, const char *sql)
-{
-	struct db_stmt *st = NULL;
-	int i, n = 0;
-
-	if (db_prepare(db, sql, &st) < 0) {
-		fprintf(stderr, "%s: %s\n", sql, db_errmsg(db));
-		return;
-	}
-	while (n++ < 20 && db_step(st) == DB_ROW) {
-		fprintf(stderr, "%s:", label);
-		for (i = 0; i < db_col_count(st); i++) {
-			const char *v = db_col_text(st, i);
-
-			fprintf(stderr, " %s=%s", db_col_name(st, i), v ? v : "NULL");
-		}
-		fprintf(stderr, "\n");
-	}
-	db_finalize(st);
-}
-
-/* The statement of migration 019 (sql/migrations/019.sql, or sql/pg/migrations/019.sql
- * on PostgreSQL, read from the repository the test runs in) that back-fills
- * team_model_daily from requests: from "INSERT INTO team_model_daily" to its ';'.
- * Returns it (free it), or NULL with a message. */
-static char *migration_backfill(void)
-{
-	const char *path = pg_url ? "sql/pg/migrations/019.sql" : "sql/migrations/019.sql";
-	static const char start[] = "INSERT INTO team_model_daily";
-	FILE *f = fopen(path, "r");
-	char *text = NULL, *sql = NULL, *from, *end;
-	long size;
-
-	if (!f) {
-		fprintf(stderr, "%s: cannot open it (run the test from the repository's root)\n",
-		        path);
-		return NULL;
-	}
-	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (text = calloc(1, (size_t)size + 1)) != NULL &&
-	    fread(text, 1, (size_t)size, f) == (size_t)size) {
-		from = strstr(text, start);
-		end = from ? strchr(from, ';') : NULL;
-		/* one such statement, the file's only back-fill of the table */
-		if (end && !strstr(end, start))
-			sql = strndup(from, (size_t)(end - from));
-	}
-	if (!sql)
-		fprintf(stderr, "%s: no one statement starting \"%s\" and ending ';'\n", path, start);
-	free(text);
-	fclose(f);
-	return sql;
 }
 
 /* team_model_daily: the writer's rows (per day, team, model and provider, rows without
@@ -925,7 +973,7 @@ static void test_team_model_daily(void)
 	         sums);
 	CHECK_EQ_INT(q_int(db, sql), 0);
 	/* Migration 019's back-fill of the same requests: the writer's table, row for row. */
-	backfill = migration_backfill();
+	backfill = migration_backfill(19, "team_model_daily");
 	CHECK(backfill != NULL);
 	if (!backfill)
 		goto out;

@@ -26,11 +26,35 @@ WITH g AS MATERIALIZED (
          sum(lat_le_6000) AS lat_le_6000, sum(lat_le_10000) AS lat_le_10000,
          sum(lat_le_20000) AS lat_le_20000, sum(lat_le_60000) AS lat_le_60000,
          sum(lat_gt_60000) AS lat_gt_60000
-  FROM (SELECT * FROM tag_daily
-        WHERE tag = :tag AND day >= :day_from AND day < :day_to
+  FROM (SELECT day, tag, 0 AS key_id,
+         requests, errors, streams, prompt_tokens, completion_tokens, cached_tokens,
+         cache_creation_tokens, reasoning_tokens, cost_micros, unpriced,
+         duration_ms_sum, lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350,
+         lat_le_500, lat_le_750, lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000,
+         lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000, lat_gt_60000, estimated,
+         estimated_tokens, estimated_cost_micros, audio_input_tokens,
+         audio_output_tokens, web_search_calls
+        FROM tag_total_daily
+        WHERE :per_key = 0 AND tag = :tag AND day >= :day_from AND day < :day_to
+        UNION ALL
+        SELECT day, tag, 0 AS key_id,
+         requests, errors, streams, prompt_tokens, completion_tokens, cached_tokens,
+         cache_creation_tokens, reasoning_tokens, cost_micros, unpriced,
+         duration_ms_sum, lat_le_25, lat_le_50, lat_le_100, lat_le_200, lat_le_350,
+         lat_le_500, lat_le_750, lat_le_1000, lat_le_1500, lat_le_2500, lat_le_4000,
+         lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000, lat_gt_60000, estimated,
+         estimated_tokens, estimated_cost_micros, audio_input_tokens,
+         audio_output_tokens, web_search_calls
+        FROM tag_total_daily
+        WHERE :per_key = 0 AND CAST(:tag AS TEXT) IS NULL AND day >= :day_from
+          AND day < :day_to
         UNION ALL
         SELECT * FROM tag_daily
-        WHERE CAST(:tag AS TEXT) IS NULL AND day >= :day_from AND day < :day_to) r
+        WHERE :per_key = 1 AND tag = :tag AND day >= :day_from AND day < :day_to
+        UNION ALL
+        SELECT * FROM tag_daily
+        WHERE :per_key = 1 AND CAST(:tag AS TEXT) IS NULL AND day >= :day_from
+          AND day < :day_to) r
   WHERE CAST(:key_id AS BIGINT) IS NULL OR key_id = :key_id
   GROUP BY 1, 2, 3
 )
