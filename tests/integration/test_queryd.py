@@ -1753,6 +1753,11 @@ def test_query_plans_walk_the_indexes():
         assert "requests_end_user_started_at (end_user=? AND started_at>? AND started_at<?)" \
             in plan(name), plan(name)
     assert "started_at<?" in plan("requests_page"), "the cursor must bound the index walk"
+    # a tag's export walks only the days tag_total_daily has the tag on: both bounds of
+    # the walk come from it
+    p = plan("export")
+    assert "SEARCH r USING INDEX requests_started_at (started_at>? AND started_at<?)" in p, p
+    assert p.count("SEARCH tag_total_daily USING PRIMARY KEY (tag=? AND day>?)") == 2, p
     p = plan("summary")
     assert "SEARCH usage_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH usage_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
