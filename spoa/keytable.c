@@ -79,8 +79,22 @@ static char *keytable_col_strdup(struct db_stmt *st, int col)
 
 typedef int (*keytable_row_fn)(struct keytable *t, struct db_stmt *st);
 
+/* Names in t->refused the row of sql's table that st is on, by its first column, for
+ * the operator: a row written past tallyctl's checks (or by a newer tallyctl) stops
+ * the whole load, and the error must say which. */
+static void keytable_refuse(struct keytable *t, const char *sql, struct db_stmt *st)
+{
+	const char *from = strstr(sql, " FROM "), *col = db_col_name(st, 0);
+	const char *v = db_col_text(st, 0);
+	size_t n = from ? strcspn(from + 6, " ") : 0;
+
+	snprintf(t->refused, sizeof(t->refused), "a row of %.*s the agent cannot take (%s %.64s)",
+	         (int)n, from ? from + 6 : "", col ? col : "first column", v ? v : "NULL");
+}
+
 /* Calls fn on every row of sql, at most max_rows of them (more is an error: the array
- * being filled has no room); fn returns 0, or -1 to stop with an error. */
+ * being filled has no room); fn returns 0, or -1 to stop with an error (the row named
+ * in t->refused). */
 static int keytable_each_row(struct db *db, struct keytable *t, const char *sql,
                              size_t max_rows, keytable_row_fn fn)
 {
@@ -92,8 +106,10 @@ static int keytable_each_row(struct db *db, struct keytable *t, const char *sql,
 	if (db_prepare(db, sql, &st) < 0)
 		return -1;
 	while ((rc = db_step(st)) == DB_ROW)
-		if (rows++ == max_rows || fn(t, st) < 0)
+		if (rows++ == max_rows || fn(t, st) < 0) {
+			keytable_refuse(t, sql, st);
 			goto out;
+		}
 	if (rc == DB_DONE)
 		ret = 0;
 out:
@@ -687,7 +703,8 @@ int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 	t = NULL;
 out:
 	if (ret < 0)
-		snprintf(err, errlen, "loading keys and models: %s", db_errmsg(db));
+		snprintf(err, errlen, "loading keys and models: %s",
+		         t && t->refused[0] ? t->refused : db_errmsg(db));
 	if (in_txn)
 		keytable_end(db);
 	keytable_free(t);

@@ -87,7 +87,7 @@ static void test_reload_sees_changes(void)
 	const struct kt_key *k;
 	struct keytable *t = NULL;
 	int64_t gen;
-	char err[256];
+	char err[256], sql[512];
 
 	if (fixture_open_on(&f, store) < 0) {
 		CHECK(0);
@@ -107,6 +107,16 @@ static void test_reload_sees_changes(void)
 	CHECK(k && k->default_model == model_of(f.kt, "gpt-b"));
 	k = key_of(f.kt, FIX_KEY_OPEN);
 	CHECK(k && k->revoked);
+	/* A row the agent cannot take (written past tallyctl's checks) fails the load, and
+	 * the error names its table and row. */
+	snprintf(sql, sizeof(sql), "INSERT INTO model_budgets (id, key_id, model, created_at,"
+	         " budget_micros) VALUES (42, 1, '%0*d', 1, 5)", ACCT_NAME_MAX + 1, 7);
+	CHECK_EQ_INT(db_exec(f.db, sql, err, sizeof(err)), 0);
+	CHECK_EQ_INT(keytable_load(f.db, f.secret, &t, err, sizeof(err)), -1);
+	CHECK_EQ_STR(err, "loading keys and models: a row of model_budgets the agent cannot take"
+	                  " (id 42)");
+	CHECK(!db_in_transaction(f.db));
+	CHECK_EQ_INT(db_exec(f.db, "DELETE FROM model_budgets", err, sizeof(err)), 0);
 	/* A load that fails (a table gone) says so and leaves no transaction open. */
 	CHECK_EQ_INT(db_exec(f.db, "DROP TABLE key_models", err, sizeof(err)), 0);
 	CHECK_EQ_INT(keytable_load(f.db, f.secret, &t, err, sizeof(err)), -1);
