@@ -2,15 +2,18 @@
 # make bench-queryd: tally-queryd on a database of BENCH_ROWS (10 000 000) realistic rows
 # over 30 days of 200 keys, the keys in BENCH_TEAMS (20) teams (every 8th key in none),
 # every row naming one of BENCH_END_USERS (100 000) end users (BENCH_END_USERS / 200 per
-# key, a few busy and most not), made by tally-gen once and kept in
-# build/bench/queryd-10M-t20-u100000.db (made again when missing).
+# key, a few busy and most not) and carrying 0 to 3 of BENCH_TAGS (1 000) tags (a few
+# common, most rare), made by tally-gen once and kept in
+# build/bench/queryd-10M-t20-u100000-g1000.db (made again when missing).
 # The run works on a copy, so the cached file stays at BENCH_ROWS rows.
 #   1. Latency: build/queryd-probe sends BENCH_N (200) sequential requests per endpoint of
 #      the dashboard (docs/api.md), or as many as fit in BENCH_MAX_SECONDS (10), over one
 #      keep-alive connection and prints p50/p95;
 #      targets: p95 < 50 ms for every endpoint, < 5 ms for each page of 200 requests.
 #      Team endpoints (summaries by team and of the busiest team, its pages, the rows
-#      without a team) sit beside the key ones they mirror.
+#      without a team) sit beside the key ones they mirror, and so do end users' (by end
+#      user, of the busiest key; the busiest end user's days and page) and tags' (by
+#      tag; the commonest and the rarest tag's days and pages).
 #      /api/health is the floor (the probe's own cost plus queryd's least work).
 #   2. Writer: tally-gen --duration BENCH_SECONDS (10) stores new rows (stamped now, of
 #      the same keys and end users) through the agent's writer into the same database,
@@ -25,7 +28,7 @@
 # every endpoint); steps 2 and 3 then run on PostgreSQL.
 # Exit 1 if a target is missed or anything fails. Knobs: QUERYD (build/tally-queryd),
 # QUERYD_THREADS (queryd's default), BENCH_ROWS, BENCH_N, BENCH_MAX_SECONDS, BENCH_SECONDS,
-# BENCH_ROUNDS, BENCH_TEAMS, BENCH_END_USERS, BUILD (build), STORE (sqlite),
+# BENCH_ROUNDS, BENCH_TEAMS, BENCH_END_USERS, BENCH_TAGS, BUILD (build), STORE (sqlite),
 # PG_SHARED_BUFFERS (512MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +42,7 @@ seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
 teams=${BENCH_TEAMS:-20}
 end_users=${BENCH_END_USERS:-100000}
+tags=${BENCH_TAGS:-1000}
 keys=200
 store=${STORE:-sqlite}
 source scripts/stack.sh
@@ -53,14 +57,14 @@ for bin in "$queryd" "$build/tally-gen" "$build/queryd-probe" "$build/tallyctl";
 done
 (( end_users % keys == 0 )) ||
   { echo "bench-queryd: BENCH_END_USERS must be a multiple of $keys (the keys)" >&2; exit 2; }
-# What every tally-gen run of the bench is given: its keys, their end users.
-population=(--keys "$keys" --end-users $((end_users / keys)))
+# What every tally-gen run of the bench is given: its keys, their end users, the tags.
+population=(--keys "$keys" --end-users $((end_users / keys)) --tags "$tags")
 if (( rows % 1000000 == 0 )); then label=$((rows / 1000000))M; else label=$rows; fi
-label=$label-t$teams-u$end_users
+label=$label-t$teams-u$end_users-g$tags
 cache=$build/bench/queryd-$label.db
 if [[ ! -f $cache ]]; then
   mkdir -p "$build/bench"
-  echo "generating $cache ($rows rows over 30 days, $teams teams, $end_users end users, seed 1) ..."
+  echo "generating $cache ($rows rows over 30 days, $teams teams, $end_users end users, $tags tags, seed 1) ..."
   rm -f "$cache.tmp" "$cache.tmp-wal" "$cache.tmp-shm" "$cache.tmp.secret"
   "$build/tally-gen" --db "$cache.tmp" --rows "$rows" --seed 1 --days 30 --teams "$teams" \
     "${population[@]}"
@@ -87,7 +91,7 @@ cp "$cache.secret" "$db.secret"
 pg_cache=$build/bench/queryd-$label.pg
 if [[ $store == postgres ]]; then
   if [[ ! -f $pg_cache/PG_VERSION ]]; then
-    echo "generating $pg_cache ($rows rows over 30 days, $teams teams, $end_users end users, seed 1) ..."
+    echo "generating $pg_cache ($rows rows over 30 days, $teams teams, $end_users end users, $tags tags, seed 1) ..."
     rm -rf "$pg_cache.tmp" "$pg_cache.tmp.initdb.log"
     pg_start "$pg_cache.tmp"
     pg_sql postgres "CREATE DATABASE tally"
@@ -141,6 +145,10 @@ endpoints() {
   small_team=$(q "SELECT t.name FROM team_daily d JOIN teams t ON t.id = d.team_id GROUP BY t.id, t.name
                   ORDER BY sum(d.requests) LIMIT 1")
   rare_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) LIMIT 1")
+  user=$(q "SELECT end_user FROM end_user_daily d JOIN keys k ON k.id = d.key_id
+            WHERE k.name = '$key' GROUP BY end_user ORDER BY sum(requests) DESC, end_user LIMIT 1")
+  top_tag=$(q "SELECT tag FROM tag_total_daily GROUP BY tag ORDER BY sum(requests) DESC, tag LIMIT 1")
+  rare_tag=$(q "SELECT tag FROM tag_total_daily GROUP BY tag ORDER BY sum(requests), tag LIMIT 1")
   top_model=$(q "SELECT model FROM usage_daily GROUP BY model ORDER BY sum(requests) DESC LIMIT 1")
   mid=$(q "SELECT request_id, started_at, id FROM requests WHERE id = (SELECT max(id) / 2 FROM requests)")
   IFS='|' read -r mid_id mid_started mid_rowid <<<"$mid"
@@ -159,6 +167,12 @@ endpoints() {
       # one key's and one team's days, side by side
       echo "summary-${range%%:*}-day-of-key /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&key=$key"
       echo "summary-${range%%:*}-day-of-team /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&team=$team"
+      # attribution: every tag, the busiest key's end users, one end user's and tag's days
+      echo "summary-${range%%:*}-tag /api/summary?from=$((end - ${range##*:}))&to=$end&group=tag"
+      echo "summary-${range%%:*}-end-user-of-key /api/summary?from=$((end - ${range##*:}))&to=$end&group=end_user&key=$key"
+      echo "summary-${range%%:*}-day-of-user /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&key=$key&end_user=$user"
+      echo "summary-${range%%:*}-day-of-tag /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&tag=$top_tag"
+      echo "summary-${range%%:*}-day-of-rare-tag /api/summary?from=$((end - ${range##*:}))&to=$end&group=day&tag=$rare_tag"
     done
     echo "requests-first /api/requests?limit=200"
     echo "requests-deep /api/requests?limit=200&before=$deep"
@@ -168,6 +182,9 @@ endpoints() {
     echo "requests-no-team /api/requests?team_id=0&limit=200"
     echo "requests-model /api/requests?model=$top_model&limit=200"
     echo "requests-rare-model /api/requests?model=$rare_model&limit=200"
+    echo "requests-end-user /api/requests?key=$key&end_user=$user&limit=200"
+    echo "requests-tag /api/requests?tag=$top_tag&limit=200"
+    echo "requests-rare-tag /api/requests?tag=$rare_tag&limit=200"
     echo "request-by-id /api/requests/$mid_id"
     echo "keys /api/keys"
     echo "teams /api/teams"
@@ -197,7 +214,8 @@ latency() {
   echo "== $1: $queryd on $total rows ($3), ranges ending" \
     "$(date -u -d "@$end" '+%F %H:%M') UTC"
   echo "key $key, teams $team (most rows) and $small_team (fewest), models $top_model (most" \
-    "rows) and $rare_model (fewest), deep page after row $mid_rowid"
+    "rows) and $rare_model (fewest), end user $user (the key's busiest), tags $top_tag" \
+    "(commonest) and $rare_tag (rarest), deep page after row $mid_rowid"
   echo "rollups: usage_hourly $(q "SELECT count(*) FROM usage_hourly") rows" \
     "($(q "SELECT count(*) FROM usage_hourly WHERE hour >= $end - 86400") in the last 24 h)," \
     "usage_daily $(q "SELECT count(*) FROM usage_daily") rows;" \
@@ -207,7 +225,9 @@ latency() {
     "of $(q "SELECT count(*) FROM teams")), team_daily $(q "SELECT count(*) FROM team_daily") rows;" \
     "rows without a team $(q "SELECT count(*) FROM requests WHERE team_id IS NULL");" \
     "end_user_daily $(q "SELECT count(*) FROM end_user_daily") rows, end users with rows" \
-    "$(q "SELECT count(*) FROM (SELECT DISTINCT key_id, end_user FROM end_user_daily) x")"
+    "$(q "SELECT count(*) FROM (SELECT DISTINCT key_id, end_user FROM end_user_daily) x");" \
+    "tag_daily $(q "SELECT count(*) FROM tag_daily") rows, tag_total_daily" \
+    "$(q "SELECT count(*) FROM tag_total_daily") rows of $(q "SELECT count(DISTINCT tag) FROM tag_total_daily") tags"
   "$build/queryd-probe" --addr "127.0.0.1:$port" -n "$n" --max-seconds "$max_seconds" \
     <"$tmp/endpoints-$1" >"$tmp/latency-$1"
 }

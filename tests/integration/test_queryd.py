@@ -1342,14 +1342,18 @@ def test_usage_classes_in_rows_and_summaries(tmp_path, kind):
         insert_rollup(con, "key_daily", {"day": BASE, "key_id": 7, **sums})
         insert_rollup(con, "key_hourly", {"hour": BASE + 3600, "key_id": 7, **sums})
         insert_rollup(con, "total_hourly", {"hour": BASE + 3600, **sums})
+        insert_rollup(con, "tag_daily", {"day": BASE, "tag": "env=a", "key_id": 7, **sums})
+        insert_rollup(con, "tag_total_daily", {"day": BASE, "tag": "env=a", **sums})
     con.close()
     ids = {r["request_id"]: r for r in rows}
     want = {rid: {k: r.get(k) for k in NEW_ROW_COLS} for rid, r in ids.items()}
     q = Queryd(tmp_path, store_of(kind, db))
     try:
         frm, to = BASE, BASE + 86400
+        # (the tags' summaries read tag_total_daily, or tag_daily with a key)
         for query in ("group=day", "group=hour", "group=model&key=k7", "group=key",
-                      "group=hour&key=k7"):
+                      "group=hour&key=k7", "group=tag", "group=tag&key=k7",
+                      "group=day&tag=env=a", "group=key&tag=env=a"):
             got = q.get(f"/api/summary?from={frm}&to={to}&{query}")
             for u in (got["rows"][0], got["totals"]):
                 assert {k: u[k] for k in NEW_SUMS} == \

@@ -948,22 +948,23 @@ static void test_migrate_model_budgets(void)
  * another on one); nothing else moves. */
 static void test_migrate_tag_totals(void)
 {
-	/* (day, tag, key_id, then the sums in the table's order; estimated and later 0) */
+	/* (day, tag, key_id, the sums in the table's order to lat_gt_60000, then web search
+	 * calls and audio input and output; estimated and the rest 0) */
 	static const char rows[] =
 		"INSERT INTO tag_daily (day, tag, key_id, requests, errors, streams, prompt_tokens,"
 		" completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens,"
 		" cost_micros, unpriced, duration_ms_sum, lat_le_25, lat_le_50, lat_le_100,"
 		" lat_le_200, lat_le_350, lat_le_500, lat_le_750, lat_le_1000, lat_le_1500,"
 		" lat_le_2500, lat_le_4000, lat_le_6000, lat_le_10000, lat_le_20000, lat_le_60000,"
-		" lat_gt_60000, web_search_calls) VALUES"
+		" lat_gt_60000, web_search_calls, audio_input_tokens, audio_output_tokens) VALUES"
 		" (86400, 'env=prod', 1, 3, 1, 1, 30, 3, 0, 0, 0, 700, 1, 90, 2, 1, 0, 0, 0, 0, 0, 0,"
-		"  0, 0, 0, 0, 0, 0, 0, 0, 4),"
+		"  0, 0, 0, 0, 0, 0, 0, 0, 4, 6, 9),"
 		" (86400, 'env=prod', 2, 2, 0, 2, 20, 2, 5, 0, 0, 11, 0, 60, 0, 0, 0, 0, 0, 0, 0, 0,"
-		"  0, 0, 0, 0, 0, 0, 0, 2, 0),"
+		"  0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0),"
 		" (172800, 'env=prod', 1, 1, 0, 0, 1, 1, 0, 0, 0, 5, 0, 10, 1, 0, 0, 0, 0, 0, 0, 0,"
-		"  0, 0, 0, 0, 0, 0, 0, 0, 0),"
+		"  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),"
 		" (86400, 'team=a', 2, 4, 0, 0, 8, 8, 0, 0, 0, 40, 0, 4, 4, 0, 0, 0, 0, 0, 0, 0,"
-		"  0, 0, 0, 0, 0, 0, 0, 0, 0)";
+		"  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)";
 	struct db *db = test_open("tagtotals.db", DB_CREATE);
 
 	CHECK(db != NULL);
@@ -985,6 +986,7 @@ static void test_migrate_tag_totals(void)
 	                          " AND cached_tokens = 5 AND cost_micros = 711 AND unpriced = 1"
 	                          " AND duration_ms_sum = 150 AND lat_le_25 = 2 AND lat_le_50 = 1"
 	                          " AND lat_gt_60000 = 2 AND web_search_calls = 4"
+	                          " AND audio_input_tokens = 7 AND audio_output_tokens = 9"
 	                          " AND estimated = 0"), 1);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM tag_total_daily WHERE day = 172800"
 	                          " AND tag = 'env=prod' AND requests = 1 AND cost_micros = 5"), 1);

@@ -219,6 +219,10 @@ static struct acct_row row_random(int64_t n)
 	/* Up to 111 s, so that every latency bucket, and bounds themselves, are hit. */
 	r.duration_ms = (x >> 58) % 3 ? (int64_t)((x >> 24) % 3000) * ((x >> 62) ? 1 : 37)
 	                              : ACCT_NONE;
+	/* Audio and web search on some, each its own value (every rollup's column apart). */
+	r.audio_input_tokens = (x >> 3) % 3 ? ACCT_NONE : (int64_t)((x >> 9) % 500);
+	r.audio_output_tokens = (x >> 5) % 4 ? ACCT_NONE : 300 + (int64_t)((x >> 17) % 300);
+	r.web_search_calls = (x >> 11) % 5 ? ACCT_NONE : 1 + (int64_t)((x >> 25) % 4);
 	/* Some rows charged an estimate, some of those unpriced. */
 	if ((x >> 12) % 4 == 0) {
 		r.estimated_tokens = (int64_t)((x >> 40) % 4096) + 1;
@@ -544,6 +548,16 @@ static void check_tag_totals(struct db *db)
 	}
 	rows = q_int(db, "SELECT count(*) FROM tag_total_daily");
 	CHECK(rows > 0);
+	/* every column has something to tell it from the others */
+	for (c = 0; c < ROLLUP_SUMS; c++) {
+		rollup_column(c, col, sizeof(col));
+		if (strncmp(col, "lat_", 4) == 0 || strcmp(col, "duration_ms_sum") == 0)
+			continue;
+		snprintf(sql, sizeof(sql), "SELECT count(DISTINCT %s) FROM tag_total_daily", col);
+		if (q_int(db, sql) < 2)
+			fprintf(stderr, "tag_total_daily.%s: one value in every row\n", col);
+		CHECK(q_int(db, sql) >= 2);
+	}
 	CHECK_EQ_INT(rows, q_int(db, "SELECT count(*) FROM (SELECT DISTINCT day, tag FROM"
 	                             " tag_daily) AS d"));
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, tag%s FROM tag_daily GROUP"
