@@ -29,7 +29,8 @@
  *      upserts too, each group once (PostgreSQL refuses one conflict key twice in a
  *      statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
- *      node's accounting row;
+ *      node's accounting row, if the store's schema is still this agent's (a newer one
+ *      fails the batch: writer_account_sqlite_sql);
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
  *
  * So rows, rollups and counters always commit together. Batches form by themselves:
@@ -273,10 +274,19 @@ static const char writer_prune_sql[] =
 	"DELETE FROM stored_responses WHERE response_id IN (SELECT response_id FROM"
 	" stored_responses WHERE created_at < ?1 LIMIT ?2)";
 
-static const char writer_account_sql[] =
-	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
-	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"
-	" pending_overflow = ?9 WHERE node = ?10";
+/* The node's counters, only while the store's schema is this agent's (?11): a node of
+ * a newer release may migrate a shared store under a running agent, which would then
+ * write only the tables it knows, and a rollup the migration added would miss its rows
+ * for good. So the batch fails instead (writer_store_counts says why), and its rows
+ * wait in the journal and the spill for the upgraded agent. */
+#define WRITER_ACCOUNT_SQL(version)                                                   \
+	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4," \
+	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"          \
+	" pending_overflow = ?9 WHERE node = ?10 AND " version " = ?11"
+static const char writer_account_sqlite_sql[] =
+	WRITER_ACCOUNT_SQL("(SELECT user_version FROM pragma_user_version)");
+static const char writer_account_pg_sql[] =
+	WRITER_ACCOUNT_SQL("(SELECT value FROM meta WHERE name = 'schema_version')");
 
 /* A new node starts at zero; an existing row is left as it is. */
 static const char writer_node_sql[] =
@@ -906,12 +916,21 @@ static enum db_status writer_store_counts(struct writer *w, const struct counter
 	bad |= db_bind_int(st, 8, (int64_t)c->unauthenticated);
 	bad |= db_bind_int(st, 9, (int64_t)c->pending_overflow);
 	bad |= writer_bind_name(st, 10, w->node);
+	bad |= db_bind_int(st, 11, DB_SCHEMA_VERSION);
 	if (bad)
 		return DB_ERROR;
 	rc = db_step(st);
 	if (rc == DB_DONE && db_changes(st) != 1) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "the accounting row of node %s is missing",
-		         w->node);
+		int version = db_schema_version(w->db);
+
+		if (version != DB_SCHEMA_VERSION)
+			snprintf(w->errmsg, sizeof(w->errmsg), "the store is at schema %d, this agent "
+			         "writes schema %d (another node or tallyctl migrated it): nothing is "
+			         "stored until this agent is upgraded; its rows wait in the journal",
+			         version, DB_SCHEMA_VERSION);
+		else
+			snprintf(w->errmsg, sizeof(w->errmsg), "the accounting row of node %s is "
+			         "missing", w->node);
 		rc = DB_ERROR;
 	}
 	db_reset(st);
@@ -1283,7 +1302,8 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 	} stmts[] = {
 		{ &w->insert_stored, writer_stored_sql },
 		{ &w->prune, writer_prune_sql },
-		{ &w->account, writer_account_sql },
+		{ &w->account, db_kind(w->db) == DB_SQLITE ? writer_account_sqlite_sql
+		                                          : writer_account_pg_sql },
 		{ &w->savepoint, "SAVEPOINT writer_row" },
 		{ &w->release, "RELEASE SAVEPOINT writer_row" },
 		{ &w->undo, "ROLLBACK TO SAVEPOINT writer_row" },

@@ -1209,6 +1209,51 @@ out:
 	queue_free(q);
 }
 
+/* A store migrated under a running writer to a schema newer than its own (another
+ * node's agent or tallyctl of a newer release) gets nothing from it: each batch fails
+ * and is retried, nothing is written; once the store is this writer's schema again,
+ * every row is stored, none dropped. */
+static void test_newer_schema(void)
+{
+	struct queue *q = queue_new(1024);
+	char path[512], err[256], bump[128], back[128];
+	struct writer *w;
+	struct db *db, *admin;
+	int i;
+
+	reset_counters();
+	db_create("newer.db", path, sizeof(path));
+	db = db_reader(path);
+	admin = db_reader(path);
+	w = start(path, q, 0, 5000, 0);
+	if (!w || !admin)
+		goto out;
+	snprintf(bump, sizeof(bump), pg_url ? "UPDATE meta SET value = %d WHERE name ="
+	         " 'schema_version'" : "PRAGMA user_version = %d", DB_SCHEMA_VERSION + 1);
+	snprintf(back, sizeof(back), pg_url ? "UPDATE meta SET value = %d WHERE name ="
+	         " 'schema_version'" : "PRAGMA user_version = %d", DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(db_exec(admin, bump, err, sizeof(err)), 0);
+	for (i = 0; i < 300; i++) {
+		struct acct_row r = row_random(i);
+
+		CHECK_EQ_INT(intake(q, &r), 0);
+	}
+	WAIT_FOR(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]) >= 2, 3000);
+	CHECK(stats_get(&stats.errors[STATS_ERR_WRITE_OTHER]) >= 2);
+	CHECK_EQ_INT(counters_now().written, 0);
+	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM requests"), 0);
+	CHECK_EQ_INT(db_exec(admin, back, err, sizeof(err)), 0);
+	writer_stop(w);
+	CHECK_EQ_INT(counters_now().written, 300);
+	CHECK_EQ_INT(counters_now().dropped, 0);
+	CHECK_EQ_INT(atomic_load(&done_given_up), 0);
+	check_accounting(db);
+out:
+	db_close(admin);
+	db_close(db);
+	queue_free(q);
+}
+
 /* A row the schema refuses (an outcome or usage source out of range, no id) is dropped
  * alone. Text that is not UTF-8 is no reason: PostgreSQL stores it with U+FFFD in place
  * of the stray bytes (db.h), SQLite as it is. */
@@ -1563,6 +1608,7 @@ static void run_cases(void)
 	RUN(test_team_model_daily);
 	RUN(test_full);
 	RUN(test_full_spilled);
+	RUN(test_newer_schema);
 	RUN(test_locked);
 	RUN(test_refused_row);
 	RUN(test_store_refuses);
