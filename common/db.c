@@ -318,6 +318,11 @@ static int db_version_check(struct db *db, int v, int want, int migrate, char *e
 	return -1;
 }
 
+enum db_status db_schema_hold(struct db *db)
+{
+	return db->ops->schema_share_sql ? db->ops->exec(db, db->ops->schema_share_sql) : DB_OK;
+}
+
 /* Begins the transaction a schema change runs in, holding every other process's
  * off: SQLite's IMMEDIATE transaction is the database's write lock; on PostgreSQL an
  * advisory lock, released at its end. */

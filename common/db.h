@@ -176,6 +176,13 @@ size_t db_col_bytes(struct db_stmt *st, int i);
 /* The schema version of db, or -1 on error. */
 int db_schema_version(struct db *db);
 
+/* Keeps any migration out until the open transaction ends, so that what it reads of
+ * the schema version holds at its commit: on PostgreSQL the migrations' advisory lock,
+ * shared (a migration waits for the transaction, or the transaction for a migration
+ * under way); on SQLite nothing, as a writer's IMMEDIATE transaction already excludes
+ * one. DB_OK, or the store's error. */
+enum db_status db_schema_hold(struct db *db);
+
 /* meta.config_generation, or -1 on error. Cheap enough to poll. */
 int64_t db_config_generation(struct db *db);
 

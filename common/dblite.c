@@ -368,6 +368,7 @@ const struct db_ops dblite_ops = {
 	.col_bytes = dblite_col_bytes,
 	.schema_version = dblite_schema_version,
 	.schema_lock_sql = NULL,
+	.schema_share_sql = NULL,
 	.version_set_fmt = "PRAGMA user_version = %d",
 	.objects_sql = "SELECT count(*) FROM sqlite_master",
 	.schema_file = "sql/schema.sql",

@@ -1095,6 +1095,7 @@ const struct db_ops dbpg_ops = {
 	.col_bytes = dbpg_col_bytes,
 	.schema_version = dbpg_schema_version,
 	.schema_lock_sql = "SELECT pg_advisory_xact_lock(" DB_PG_SCHEMA_LOCK ")",
+	.schema_share_sql = "SELECT pg_advisory_xact_lock_shared(" DB_PG_SCHEMA_LOCK ")",
 	.version_set_fmt = "UPDATE meta SET value = %d WHERE name = 'schema_version'",
 	.objects_sql = "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
 	               " ON n.oid = c.relnamespace WHERE n.nspname = current_schema()",

@@ -278,7 +278,9 @@ static const char writer_prune_sql[] =
  * a newer release may migrate a shared store under a running agent, which would then
  * write only the tables it knows, and a rollup the migration added would miss its rows
  * for good. So the batch fails instead (writer_store_counts says why), and its rows
- * wait in the journal and the spill for the upgraded agent. */
+ * wait in the journal and the spill for the upgraded agent. The batch holds the schema
+ * from its start (db_schema_hold), so no migration commits between this check and the
+ * batch's commit, nor back-fills a table without the batch's rows. */
 #define WRITER_ACCOUNT_SQL(version)                                                   \
 	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4," \
 	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"          \
@@ -992,7 +994,7 @@ static enum db_status writer_attempt(struct writer *w, size_t n, enum writer_mod
 	writer_apply_cap(w);
 	start = stats_now_ns();
 	rc = db_begin(w->db);
-	if (rc != DB_OK)
+	if (rc != DB_OK || (rc = db_schema_hold(w->db)) != DB_OK)
 		goto fail;
 	if ((rc = writer_session(w)) != DB_DONE)
 		goto fail;
