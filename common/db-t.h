@@ -115,6 +115,7 @@ struct db_ops {
 	const char *schema_lock_sql;   /* run first in a schema change's transaction, or NULL
 	                                * (the transaction itself locks) */
 	const char *schema_share_sql;  /* the same lock shared (db_schema_hold), or NULL */
+	const char *version_sql;       /* an expression reading the version (tally's schema) */
 	const char *version_set_fmt;   /* SQL setting the version to %d */
 	const char *objects_sql;       /* counts the objects of the database */
 	const char *schema_file;       /* the newest schema: its file, for messages */

@@ -275,6 +275,11 @@ int db_schema_version(struct db *db)
 	return db->ops->schema_version(db);
 }
 
+const char *db_schema_version_sql(struct db *db)
+{
+	return db->ops->version_sql;
+}
+
 int64_t db_config_generation(struct db *db)
 {
 	int64_t v;

@@ -176,6 +176,10 @@ size_t db_col_bytes(struct db_stmt *st, int i);
 /* The schema version of db, or -1 on error. */
 int db_schema_version(struct db *db);
 
+/* A scalar SQL expression (parenthesised) reading the schema version of a database
+ * holding tally's schema, for statements that check it as they run. */
+const char *db_schema_version_sql(struct db *db);
+
 /* Keeps any migration out until the open transaction ends, so that what it reads of
  * the schema version holds at its commit: on PostgreSQL the migrations' advisory lock,
  * shared (a migration waits for the transaction, or the transaction for a migration

@@ -13,6 +13,8 @@
 #include "db-t.h"
 
 #define DB_WAL_RETRY_MS 10
+/* The schema version, kept in the file's header (PRAGMA user_version). */
+#define DBLITE_VERSION_SQL "(SELECT user_version FROM pragma_user_version)"
 
 /* Generated from sql/schema.sql by the Makefile. */
 extern const char tally_schema_sql[];
@@ -235,7 +237,7 @@ static int dblite_schema_version(struct db *db)
 {
 	int64_t v;
 
-	return dblite_query_int(db, "PRAGMA user_version", &v) < 0 ? -1 : (int)v;
+	return dblite_query_int(db, "SELECT " DBLITE_VERSION_SQL, &v) < 0 ? -1 : (int)v;
 }
 
 /* Switches to WAL; an in-memory database reports "memory" and stays so. The switch
@@ -369,6 +371,7 @@ const struct db_ops dblite_ops = {
 	.schema_version = dblite_schema_version,
 	.schema_lock_sql = NULL,
 	.schema_share_sql = NULL,
+	.version_sql = DBLITE_VERSION_SQL,
 	.version_set_fmt = "PRAGMA user_version = %d",
 	.objects_sql = "SELECT count(*) FROM sqlite_master",
 	.schema_file = "sql/schema.sql",

@@ -15,6 +15,9 @@
 #define DB_PG_DRAIN_MAX 256         /* rows read off before an abandoned query is cancelled */
 #define DB_PG_SCHEMA_LOCK "499850701945"   /* "tally" in ASCII: the advisory lock of
                                             * schema changes */
+/* The schema version, kept in meta (0 until set). */
+#define DBPG_VERSION_SQL \
+	"(SELECT coalesce(max(value), 0) FROM meta WHERE name = 'schema_version')"
 
 /* PostgreSQL type OIDs (pg_type.dat; fixed since long before version 9). */
 enum {
@@ -1025,8 +1028,7 @@ static int dbpg_schema_version(struct db *db)
 		return -1;
 	if (v == 0)
 		return 0;
-	return dbpg_query_int(db, "SELECT coalesce(max(value), 0) FROM meta"
-	                          " WHERE name = 'schema_version'", &v) < 0 ? -1 : (int)v;
+	return dbpg_query_int(db, "SELECT " DBPG_VERSION_SQL, &v) < 0 ? -1 : (int)v;
 }
 
 /* Connects to the PostgreSQL database at url into db (see db_open); msg says why not.
@@ -1096,6 +1098,7 @@ const struct db_ops dbpg_ops = {
 	.schema_version = dbpg_schema_version,
 	.schema_lock_sql = "SELECT pg_advisory_xact_lock(" DB_PG_SCHEMA_LOCK ")",
 	.schema_share_sql = "SELECT pg_advisory_xact_lock_shared(" DB_PG_SCHEMA_LOCK ")",
+	.version_sql = DBPG_VERSION_SQL,
 	.version_set_fmt = "UPDATE meta SET value = %d WHERE name = 'schema_version'",
 	.objects_sql = "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
 	               " ON n.oid = c.relnamespace WHERE n.nspname = current_schema()",

@@ -293,8 +293,9 @@ static int params_end_user_summary(struct params *p, int have_group, struct para
 }
 
 /* A summary by tag or of one tag reads tag_daily (a key and a tag by day) or
- * tag_total_daily (a tag by day), which have no team, end user, model, provider or hour: it takes only group=tag, key or day (tag
- * when not given), and no team, end user or model filter. */
+ * tag_total_daily (a tag by day), which have no team, end user, model, provider or
+ * hour: it takes only group=tag, key or day (tag when not given), and no team, end user
+ * or model filter. */
 static int params_tag_summary(struct params *p, int have_group, struct params_error *err)
 {
 	const char *other = p->team ? "team" : p->end_user ? "end_user" : "model";

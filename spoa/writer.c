@@ -25,12 +25,12 @@
  *      team_hourly and team_daily, and by day with the model into team_model_daily;
  *      by key and end user (rows with one), by day into end_user_daily; by tag and
  *      key (a row once per tag), by day into tag_daily, and by tag alone into
- *      tag_total_daily; with neither, by hour into total_hourly (see writer_rollups); the groups of a table go in multi-row
- *      upserts too, each group once (PostgreSQL refuses one conflict key twice in a
- *      statement);
+ *      tag_total_daily; with neither, by hour into total_hourly (see
+ *      writer_rollups); the groups of a table go in multi-row upserts too, each group
+ *      once (PostgreSQL refuses one conflict key twice in a statement);
  *   3. the counters (counters_now changed by this batch, counters_apply) overwrite this
  *      node's accounting row, if the store's schema is still this agent's (a newer one
- *      fails the batch: writer_account_sqlite_sql);
+ *      fails the batch: writer_account_fmt);
  *   4. COMMIT; only then does the batch's effect reach the in-memory counters.
  *
  * So rows, rollups and counters always commit together. Batches form by themselves:
@@ -280,15 +280,12 @@ static const char writer_prune_sql[] =
  * for good. So the batch fails instead (writer_store_counts says why), and its rows
  * wait in the journal and the spill for the upgraded agent. The batch holds the schema
  * from its start (db_schema_hold), so no migration commits between this check and the
- * batch's commit, nor back-fills a table without the batch's rows. */
-#define WRITER_ACCOUNT_SQL(version)                                                   \
-	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4," \
-	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"          \
-	" pending_overflow = ?9 WHERE node = ?10 AND " version " = ?11"
-static const char writer_account_sqlite_sql[] =
-	WRITER_ACCOUNT_SQL("(SELECT user_version FROM pragma_user_version)");
-static const char writer_account_pg_sql[] =
-	WRITER_ACCOUNT_SQL("(SELECT value FROM meta WHERE name = 'schema_version')");
+ * batch's commit, nor back-fills a table without the batch's rows. %s: the store's
+ * db_schema_version_sql. */
+static const char writer_account_fmt[] =
+	"UPDATE accounting SET received = ?1, written = ?2, dropped = ?3, duplicates = ?4,"
+	" timed_out = ?5, unpriced = ?6, updated_at = ?7, unauthenticated = ?8,"
+	" pending_overflow = ?9 WHERE node = ?10 AND %s = ?11";
 
 /* A new node starts at zero; an existing row is left as it is. */
 static const char writer_node_sql[] =
@@ -1298,14 +1295,14 @@ static int writer_node_row(struct db *db, const char *node, char *err, size_t er
  * message. */
 static int writer_prepare(struct writer *w, char *err, size_t errlen)
 {
+	char account[sizeof(writer_account_fmt) + 128];
 	const struct {
 		struct db_stmt **st;
 		const char *sql;
 	} stmts[] = {
 		{ &w->insert_stored, writer_stored_sql },
 		{ &w->prune, writer_prune_sql },
-		{ &w->account, db_kind(w->db) == DB_SQLITE ? writer_account_sqlite_sql
-		                                          : writer_account_pg_sql },
+		{ &w->account, account },
 		{ &w->savepoint, "SAVEPOINT writer_row" },
 		{ &w->release, "RELEASE SAVEPOINT writer_row" },
 		{ &w->undo, "ROLLBACK TO SAVEPOINT writer_row" },
@@ -1314,6 +1311,7 @@ static int writer_prepare(struct writer *w, char *err, size_t errlen)
 	size_t i;
 	int size, t;
 
+	snprintf(account, sizeof(account), writer_account_fmt, db_schema_version_sql(w->db));
 	if (db_kind(w->db) == DB_SQLITE) {
 		snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d", WRITER_BUSY_MS);
 		if (db_exec(w->db, sql, err, errlen) < 0 ||

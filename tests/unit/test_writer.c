@@ -530,6 +530,21 @@ static char *migration_backfill(int version, const char *table)
 	return sql;
 }
 
+/* The rollups' summed columns into cols (", requests, errors, ...") and their sums into
+ * sums (", sum(requests), ..."), for statements comparing rollups column by column. */
+static void rollup_lists(char *cols, size_t ncols, char *sums, size_t nsums)
+{
+	char col[32];
+	size_t nc = 0, ns = 0;
+	int c;
+
+	for (c = 0; c < ROLLUP_SUMS; c++) {
+		rollup_column(c, col, sizeof(col));
+		nc += (size_t)snprintf(cols + nc, ncols - nc, ", %s", col);
+		ns += (size_t)snprintf(sums + ns, nsums - ns, ", sum(%s)", col);
+	}
+}
+
 /* tag_total_daily: the writer's rows (per tag and day) are tag_daily's summed over
  * keys, every column, both ways, and migration 020's back-fill from that tag_daily makes
  * exactly the same table, row for row. */
@@ -537,15 +552,10 @@ static void check_tag_totals(struct db *db)
 {
 	char sql[4400], cols[1600], sums[2400], col[32], err[512];
 	char *backfill = migration_backfill(20, "tag_total_daily");
-	size_t nc = 0, ns = 0;
 	int64_t rows;
 	int c, failed = unit_failed_checks;
 
-	for (c = 0; c < ROLLUP_SUMS; c++) {
-		rollup_column(c, col, sizeof(col));
-		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
-		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
-	}
+	rollup_lists(cols, sizeof(cols), sums, sizeof(sums));
 	rows = q_int(db, "SELECT count(*) FROM tag_total_daily");
 	CHECK(rows > 0);
 	/* every column has something to tell it from the others */
@@ -658,9 +668,7 @@ static void test_rollups(void)
 	static const char *const rolled[] = { "usage_hourly", "usage_daily", "model_hourly",
 	                                      "model_daily", "key_hourly", "key_daily",
 	                                      "total_hourly" };
-	char cols[1600], sums[2400], col[32], check[4400];
-	size_t nc = 0, ns = 0;
-	int c;
+	char cols[1600], sums[2400], check[4400];
 	char sql[2048];
 	size_t t;
 
@@ -681,11 +689,7 @@ static void test_rollups(void)
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM key_hourly"), 4 * 5);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM key_daily"), 5);
 	CHECK_EQ_INT(q_int(db, "SELECT count(*) FROM total_hourly"), 4);
-	for (c = 0; c < ROLLUP_SUMS; c++) {
-		rollup_column(c, col, sizeof(col));
-		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
-		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
-	}
+	rollup_lists(cols, sizeof(cols), sums, sizeof(sums));
 	for (t = 0; t < sizeof(coarse) / sizeof(coarse[0]); t++) {
 		/* total_hourly's "key" is the constant 0 on both sides */
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT %s, coalesce(%s, 0),"
@@ -898,15 +902,15 @@ static void test_team_model_daily(void)
 	static const int64_t durations[] = { ACCT_NONE, 0, 25, 26, 50, 51, 100, 101, 60000,
 	                                     60001, 111000 };
 	struct queue *q = queue_new(N + 64);
-	char path[512], err[512], sql[4400], cols[1600], sums[2400], col[32];
+	char path[512], err[512], sql[4400], cols[1600], sums[2400];
 	const int64_t midnight = T_BASE_MS / 86400000 * 86400000 + 86400000;
 	struct acct_row r;
 	struct writer *w;
 	struct db *db = NULL;
 	char *backfill = NULL;
-	size_t nc = 0, ns = 0, i;
+	size_t i;
 	int64_t teamed = 0, rows;
-	int c, failed;
+	int failed;
 
 	reset_counters();
 	db_create("teammodel.db", path, sizeof(path));
@@ -973,11 +977,7 @@ static void test_team_model_daily(void)
 	                " - sum(lat_le_6000) - sum(lat_le_10000) - sum(lat_le_20000)"
 	                " - sum(lat_le_60000) - sum(lat_gt_60000) FROM team_model_daily") > 0);
 	/* Summed over models and providers, the writer's team_daily, both ways. */
-	for (c = 0; c < ROLLUP_SUMS; c++) {
-		rollup_column(c, col, sizeof(col));
-		nc += (size_t)snprintf(cols + nc, sizeof(cols) - nc, ", %s", col);
-		ns += (size_t)snprintf(sums + ns, sizeof(sums) - ns, ", sum(%s)", col);
-	}
+	rollup_lists(cols, sizeof(cols), sums, sizeof(sums));
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (SELECT day, team_id%s FROM"
 	         " team_model_daily GROUP BY 1, 2 EXCEPT SELECT day, team_id%s FROM team_daily)"
 	         " AS d", sums, cols);
