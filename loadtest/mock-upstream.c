@@ -49,7 +49,7 @@
  * service tier is the one string knob ("" when unset). */
 struct mock_params {
 	uint64_t status, frames, frame_delay_ms, ttfb_ms, disconnect_after, body_bytes, crlf;
-	uint64_t error_form, sse_open, response_end, pretty;
+	uint64_t error_form, sse_open, response_end, pretty, end_delay_ms;
 	struct mock_tokens {
 		uint64_t prompt, completion, cached, cache_creation, reasoning;
 	} tok;
@@ -74,6 +74,8 @@ static const struct mock_knob mock_knobs[] = {
 	MOCK_KNOB("status", status, 400, 599, "answer with this status and an API-shaped error body"),
 	MOCK_KNOB("frames", frames, 0, 1000000, "content frames per stream, words per unary answer (10)"),
 	MOCK_KNOB("frame-delay-ms", frame_delay_ms, 0, 3600000, "delay before each content frame (0)"),
+	MOCK_KNOB("end-delay-ms", end_delay_ms, 0, 3600000,
+	          "delay between a stream's last event and the end of its body (0)"),
 	MOCK_KNOB("ttfb-ms", ttfb_ms, 0, 3600000, "delay before the response headers (0)"),
 	MOCK_KNOB("disconnect-after", disconnect_after, 0, 1ull << 40,
 	          "close abruptly after N content frames / N unary body bytes"),
@@ -1650,8 +1652,18 @@ static void mock_stream_write(struct mock_conn *c, const char *event, const char
 	mock_buf_free(&ev);
 }
 
+/* A stream's delay of ms: the timer that ends it sets job.due. Returns 0 (wait). */
+static int mock_stream_wait(struct mock_conn *c, uint64_t ms)
+{
+	if (!ev_is_active(&c->timer)) {
+		ev_timer_set(&c->timer, (double)ms / 1000.0, 0);
+		ev_timer_start(mock.loop, &c->timer);
+	}
+	return 0;
+}
+
 /* One step of a stream: one event written, a part finished, or 0 when it must wait
- * (for the frame delay or for the client to read). */
+ * (for a delay or for the client to read). */
 static int mock_stream_pump(struct mock_conn *c)
 {
 	struct mock_job *j = &c->job;
@@ -1671,13 +1683,8 @@ static int mock_stream_pump(struct mock_conn *c)
 			j->idx = 0;
 			return 1;
 		}
-		if (j->p.frame_delay_ms && !j->due) {
-			if (!ev_is_active(&c->timer)) {
-				ev_timer_set(&c->timer, (double)j->p.frame_delay_ms / 1000.0, 0);
-				ev_timer_start(mock.loop, &c->timer);
-			}
-			return 0;
-		}
+		if (j->p.frame_delay_ms && !j->due)
+			return mock_stream_wait(c, j->p.frame_delay_ms);
 		j->due = 0;
 	}
 	data = j->api->event(j, j->part, j->idx, &name);
@@ -1693,6 +1700,8 @@ static int mock_stream_pump(struct mock_conn *c)
 	} else if (j->part == PART_HEAD) {
 		j->part = PART_FRAME;
 		j->idx = 0;
+	} else if (j->p.end_delay_ms && !j->due) {
+		return mock_stream_wait(c, j->p.end_delay_ms);
 	} else {
 		if (j->chunked)
 			mock_buf_append(&c->out, "0\r\n\r\n", 5);

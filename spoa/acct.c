@@ -64,15 +64,16 @@ const char *acct_usage_source_name(enum acct_usage_source s)
 	return (unsigned)s < ACCT_USAGE_SOURCE_COUNT ? names[s] : "unknown";
 }
 
-enum acct_outcome acct_outcome_of(int status, const char *termination)
+enum acct_outcome acct_outcome_of(int status, const char *termination, int ended)
 {
 	char who = termination && strlen(termination) >= 2 ? termination[0] : '-';
 
 	/* The first letter says who ended the session abnormally: C/c the client (abort,
 	 * timeout), S/s the server; the rest (proxy, resources, internal) are ours or
-	 * HAProxy's, which the client sees as an upstream failure. */
+	 * HAProxy's, which the client sees as an upstream failure. A client that leaves
+	 * once a 2xx answer's terminal event passed had the whole answer. */
 	if (who == 'C' || who == 'c')
-		return ACCT_CLIENT_ABORT;
+		return ended && status >= 200 && status < 300 ? ACCT_COMPLETE : ACCT_CLIENT_ABORT;
 	if (who != '-')
 		return ACCT_UPSTREAM_ERROR;
 	if (status >= 500 || status <= 0)

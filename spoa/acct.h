@@ -24,8 +24,10 @@ const char *acct_outcome_name(enum acct_outcome o);
 const char *acct_usage_source_name(enum acct_usage_source s);
 
 /* How a forwarded transaction ended, from the status HAProxy sent the client and its
- * two-letter termination state ("--", "CD", "SH", ...; NULL or short: unknown). */
-enum acct_outcome acct_outcome_of(int status, const char *termination);
+ * two-letter termination state ("--", "CD", "SH", ...; NULL or short: unknown).
+ * ended: the answer's terminal event had passed, so a client that left then (Codex CLI
+ * closes on a Responses stream's response.completed) left a complete answer. */
+enum acct_outcome acct_outcome_of(int status, const char *termination, int ended);
 
 /* Sets row->cost_micros, row->unpriced and row->priced_fallback from the row's usage,
  * priced by the model's sheet s (NULL: the model is unknown) as price_sheet_row does:

@@ -190,17 +190,6 @@ static void join_model(struct acct_row *row, const char *reported)
 		JOIN_COPY_STR(row->model_reported, reported);
 }
 
-static void join_no_usage(struct usage *u)
-{
-	memset(u, 0, sizeof(*u));
-	u->prompt_tokens = u->completion_tokens = u->cached_tokens = ACCT_NONE;
-	u->cache_creation_tokens = u->reasoning_tokens = ACCT_NONE;
-	u->cache_creation_1h_tokens = u->audio_input_tokens = u->audio_output_tokens = ACCT_NONE;
-	u->accepted_prediction_tokens = u->rejected_prediction_tokens = ACCT_NONE;
-	u->web_search_calls = ACCT_NONE;
-	u->source = ACCT_USAGE_NONE;
-}
-
 /* Whether the gateway answered the request itself (a model list, a key's usage): no
  * upstream saw it, there is nothing to bill. */
 static int join_answered_by_gateway(const struct acct_row *row)
@@ -210,8 +199,10 @@ static int join_answered_by_gateway(const struct acct_row *row)
 }
 
 /* How the transaction ended: a denial as the agent decided it, nothing decided as
- * HAProxy's own refusal, else from what HAProxy sent the client. */
-static enum acct_outcome join_outcome(const struct acct_row *row, const struct record *r)
+ * HAProxy's own refusal, else from what HAProxy sent the client and whether the
+ * answer's terminal event passed (ended). */
+static enum acct_outcome join_outcome(const struct acct_row *row, const struct record *r,
+                                      int ended)
 {
 	/* HAProxy's own answer ends "L" (local), which no upstream outcome describes. */
 	if (join_answered_by_gateway(row))
@@ -223,7 +214,7 @@ static enum acct_outcome join_outcome(const struct acct_row *row, const struct r
 	 * HAProxy answered alone. */
 	if (!row->verdict[0] || (!r->verdict.len && !r->skipped))
 		return ACCT_GATEWAY_REJECTED;
-	return acct_outcome_of(row->status, row->termination);
+	return acct_outcome_of(row->status, row->termination, ended);
 }
 
 /* The id of the response a Responses create stored upstream, which then belongs to the
@@ -285,7 +276,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 	 * MAC vouches for HAProxy's hand, not for these fields, and that MAC rides on every
 	 * record of its connection.) */
 	if (!r->id.len || (row->flags & ACCT_FLAG_UNBILLED))
-		join_no_usage(&u);
+		usage_none(&u);
 	else if (r->has_capture)
 		join_usage_of_capture(r, &u);
 	else
@@ -306,7 +297,7 @@ void join_record(const struct record *r, const char *id, const struct acct_row *
 		JOIN_COPY_STR(row->service_tier, u.service_tier);
 	row->usage_source = u.source;
 	join_model(row, u.model);
-	row->outcome = join_outcome(row, r);
+	row->outcome = join_outcome(row, r, u.ended);
 	if (row->flags & ACCT_FLAG_CREATES_RESPONSE)
 		join_response_id(r, row);
 

@@ -18,7 +18,7 @@
 
 #define USAGE_MAX_COUNT 9007199254740991LL   /* 2^53 - 1: exact in a double */
 
-static void usage_init(struct usage *u)
+void usage_none(struct usage *u)
 {
 	memset(u, 0, sizeof(*u));
 	u->prompt_tokens = u->completion_tokens = u->cached_tokens = ACCT_NONE;
@@ -284,6 +284,7 @@ static void usage_stream(const struct usage_events *ev, struct usage *out)
 	if (usage_responses_terminal(last)) {
 		const cJSON *resp = usage_get(last, "response");
 
+		out->ended = 1;
 		usage_object(usage_get(resp, "usage"), ACCT_USAGE_STREAM, out);
 		usage_tier(usage_get(resp, "service_tier"), out);
 		if (ev->first)
@@ -331,7 +332,7 @@ void usage_from_capture(const char *sum, size_t len, int sse, struct usage *out)
 	struct usage_events ev;
 	cJSON *j = usage_summary(sum, len);
 
-	usage_init(out);
+	usage_none(out);
 	if (!cJSON_IsObject(j))
 		goto out;
 	if (!sse) {
@@ -359,7 +360,7 @@ void usage_from_fields(const struct record *r, struct usage *out)
 	int64_t u[RECORD_U_COUNT];
 	int i;
 
-	usage_init(out);
+	usage_none(out);
 	snprintf(out->model, sizeof(out->model), "%s", r->u_model);
 	for (i = 0; i < RECORD_U_COUNT; i++)
 		u[i] = usage_bounded(r->u[i]);

@@ -79,7 +79,13 @@ struct usage {
 	char service_tier[ACCT_TIER_MAX]; /* as reported (tier_name_ok); "" if not seen */
 	char model[ACCT_NAME_MAX];       /* as the upstream named it; "" if not seen */
 	enum acct_usage_source source;
+	/* A stream's terminal event was read (a Responses stream's response.completed,
+	 * .incomplete or .failed): nothing of the answer was left to send after it. */
+	int ended;
 };
+
+/* No usage: every count ACCT_NONE, no model, no tier, source ACCT_USAGE_NONE. */
+void usage_none(struct usage *u);
 
 /* From the summary of a captured answer (record field "c2": haproxy/capture.lua says
  * its form), read by the JSON's structure only. sse: the answer was an event stream.

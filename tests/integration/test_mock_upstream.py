@@ -1093,6 +1093,21 @@ def test_many_concurrent_held_streams(mock):
     assert stats(mock.port)["streams"] == base + count
 
 
+def test_end_delay_holds_the_end_of_a_stream(mock):
+    """end-delay-ms: the last event goes out at once, the body's end (the final chunk)
+    that long after it."""
+    s = connect(mock.port)
+    s.sendall(request_bytes("POST", "/v1/responses", {"model": "m", "stream": True},
+                            {"x-mock-frames": "2", "x-mock-end-delay-ms": "700"}))
+    data, t0 = b"", time.monotonic()
+    while b"response.completed" not in data or not data.endswith(b"\n\n\r\n"):
+        data += s.recv(65536)
+    got_last = time.monotonic() - t0
+    rest = read_all(s)
+    assert rest == b"0\r\n\r\n" and time.monotonic() - t0 >= 0.7, rest
+    assert got_last < 0.7, got_last
+
+
 def test_answering_counts_requests_in_flight(mock):
     """answering is the API requests read and not yet answered, answering_max its
     peak: N held streams at once make both N; an answer that completes on a kept-open

@@ -553,6 +553,51 @@ static void test_stream_usage(void)
 	CHECK_EQ_INT(row.estimated_tokens, ACCT_NONE);
 }
 
+/* A client that leaves once a Responses stream's terminal event passed (Codex CLI
+ * closes on response.completed, before the body's end) had the whole answer; one that
+ * leaves before it, or after an event that is not terminal, aborted. */
+static void test_client_gone_after_the_end(void)
+{
+	const char *body = "{\"model\":\"gpt-a\",\"stream\":true}";
+	const char *created = "event: response.created\ndata: {\"type\":\"response.created\","
+	                      "\"response\":{\"id\":\"resp_1\",\"model\":\"gpt-a\"}}\n\n";
+	char text[1024];
+	struct acct_row p = pending_of(FIX_KEY_OPEN, body), row;
+
+	snprintf(text, sizeof(text), "%sevent: response.completed\ndata: {\"type\":"
+	         "\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":7,"
+	         "\"output_tokens\":3}}}\n\n", created);
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', text)), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_STREAM);
+	CHECK_EQ_INT(row.prompt_tokens, 7);
+	CHECK_EQ_INT(row.completion_tokens, 3);
+
+	/* a client timeout after the end is no abort either */
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "cD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', text)), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_COMPLETE);
+
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', created)), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_CLIENT_ABORT);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_NONE);
+
+	/* a chat stream's usage chunk is not its end ([DONE] is) */
+	p = pending_of(FIX_KEY_OPEN, "{\"model\":\"gpt-a\",\"stream\":true,"
+	               "\"stream_options\":{\"include_usage\":true}}");
+	CHECK_EQ_INT(rec_parse(ID, REC("200", "342", "CD", AGENT_ALLOW_OPEN, NO_USAGE),
+	                       cap('s', "data: {\"model\":\"gpt-a\",\"choices\":[],\"usage\":"
+	                                "{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n")), 0);
+	join_record(&rec, ID, &p, fx.kt, 4096, &row);
+	CHECK_EQ_INT(row.outcome, ACCT_CLIENT_ABORT);
+	CHECK_EQ_INT(row.usage_source, ACCT_USAGE_STREAM);
+}
+
 static void test_fates(void)
 {
 	struct acct_row row;
@@ -800,6 +845,7 @@ int main(void)
 	RUN(test_expired);
 	RUN(test_charge);
 	RUN(test_stream_usage);
+	RUN(test_client_gone_after_the_end);
 	RUN(test_fates);
 	RUN(test_fates_keep_the_invariant);
 	RUN(test_stored_response_id);
