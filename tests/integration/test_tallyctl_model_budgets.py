@@ -4,7 +4,8 @@ a SQLite file and on a fresh PostgreSQL database, with the same expected output.
 
 import pytest
 
-from test_tallyctl import create_key, ctl, pytest_generate_tests, seeded  # noqa: F401
+from test_tallyctl import (create_key, ctl, pg, pytest_generate_tests,  # noqa: F401
+                           race_open_transaction, seeded)
 
 ROWS_SQL = ("SELECT coalesce(k.name, t.name), b.model, b.budget_micros, b.budget_period"
             " FROM model_budgets b LEFT JOIN keys k ON k.id = b.key_id"
@@ -176,3 +177,27 @@ def test_an_owner_has_at_most_16(owners):
     c.ok("modelbudget", "set", "m15", "--key", "k", "--budget-usd", "2")
     c.ok("modelbudget", "set", "m16", "--team", "t", "--budget-usd", "1")
     assert len(rows(c)) == 17
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_pg_the_16th_racing_an_open_set(pg, outcome):
+    """Another session adds the key's 16th budget, uncommitted, as a modelbudget set does
+    (the key's row locked first): tallyctl adding a 17th waits for it, and is refused if
+    it commits."""
+    pg.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai")
+    for i in range(17):
+        pg.ok("model", "set", f"m{i:02}", "--provider", "openai", "--input-micros", "1")
+    create_key(pg, "k")
+    for i in range(15):
+        pg.ok("modelbudget", "set", f"m{i:02}", "--key", "k", "--budget-usd", "1")
+    sql = ("SELECT 1 FROM keys WHERE name = 'k' FOR NO KEY UPDATE;"
+           " INSERT INTO model_budgets (key_id, model, created_at, budget_micros, budget_period)"
+           " SELECT id, 'm15', 0, 1000000, 'month' FROM keys WHERE name = 'k'")
+    rc, out, err = race_open_transaction(pg, sql, (), outcome,
+                                         "modelbudget", "set", "m16", "--key", "k",
+                                         "--budget-usd", "1")
+    if outcome == "commit":
+        assert rc == 1 and "a key or a team has at most 16 budgets per model" in err, err
+    else:
+        assert (rc, err) == (0, ""), err
+    assert len(rows(pg)) == 16
