@@ -281,18 +281,18 @@ static int keytable_add_tag_budget(struct keytable *t, struct db_stmt *st)
 static int keytable_add_end_user_limit(struct keytable *t, struct db_stmt *st)
 {
 	struct kt_end_user_limit *l = &t->end_user_limits[t->nend_user_limits++];
-	const char *user = db_col_text(st, 2);
+	const char *user = db_col_text(st, 3);
 
-	l->key_id = db_col_int(st, 0);
-	l->team_id = db_col_int(st, 1);
+	l->key_id = db_col_int(st, 1);
+	l->team_id = db_col_int(st, 2);
 	/* tallyctl writes only ids the agent would take (enduser_id_ok), or "". */
 	if (!user || (*user && !enduser_id_ok(user, strlen(user))) ||
 	    !(l->end_user = strdup(user)))
 		return -1;
-	l->quota.rpm = db_col_int(st, 3);
-	l->quota.tpm = db_col_int(st, 4);
-	l->quota.budget_micros = db_col_int(st, 5);
-	l->quota.period = keytable_period_of(db_col_text(st, 6));
+	l->quota.rpm = db_col_int(st, 4);
+	l->quota.tpm = db_col_int(st, 5);
+	l->quota.budget_micros = db_col_int(st, 6);
+	l->quota.period = keytable_period_of(db_col_text(st, 7));
 	return 0;
 }
 
@@ -507,9 +507,10 @@ static int keytable_load_end_user_limits(struct db *db, struct keytable *t)
 	char sql[256];
 	size_t n, i;
 
-	snprintf(sql, sizeof(sql), "SELECT coalesce(key_id, 0), coalesce(team_id, 0), end_user,"
+	/* The id first, which names a row the agent cannot take (keytable_refuse). */
+	snprintf(sql, sizeof(sql), "SELECT id, coalesce(key_id, 0), coalesce(team_id, 0), end_user,"
 	         " rpm, tpm, budget_micros, budget_period FROM end_user_limits"
-	         " ORDER BY 1, 2, end_user %s", keytable_bytewise(db));
+	         " ORDER BY 2, 3, end_user %s", keytable_bytewise(db));
 	if (!(t->end_user_limits = keytable_alloc(db, "SELECT count(*) FROM end_user_limits",
 	                                          sizeof(*t->end_user_limits), &n)) ||
 	    keytable_each_row(db, t, sql, n, keytable_add_end_user_limit) < 0)

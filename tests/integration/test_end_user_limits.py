@@ -196,7 +196,8 @@ def test_an_end_user_budget_holds_across_nodes(cluster):
     assert 1000000 <= spent <= 1000000 + 3 * COST, got
     assert all(g[-1] == 402 for g in got)
     # bob of the same key has his own budget on every node.
-    assert [ask(cluster[i], key, "bob", COSTLY)[0] for i in range(3)] == [200, 200, 200]
+    bob = [ask(cluster[i], key, "bob", COSTLY) for i in range(3)]
+    assert [b[0] for b in bob] == [200, 200, 200], [b[2] for b in bob]
 
 
 def test_tally_stress_with_end_users_limits_stays_exact(stack):

@@ -117,6 +117,12 @@ static void test_reload_sees_changes(void)
 	                  " (id 42)");
 	CHECK(!db_in_transaction(f.db));
 	CHECK_EQ_INT(db_exec(f.db, "DELETE FROM model_budgets", err, sizeof(err)), 0);
+	CHECK_EQ_INT(db_exec(f.db, "INSERT INTO end_user_limits (id, key_id, end_user, created_at,"
+	                     " rpm) VALUES (7, 1, 'a\tb', 1, 5)", err, sizeof(err)), 0);
+	CHECK_EQ_INT(keytable_load(f.db, f.secret, &t, err, sizeof(err)), -1);
+	CHECK_EQ_STR(err, "loading keys and models: a row of end_user_limits the agent cannot take"
+	                  " (id 7)");
+	CHECK_EQ_INT(db_exec(f.db, "DELETE FROM end_user_limits", err, sizeof(err)), 0);
 	/* A load that fails (a table gone) says so and leaves no transaction open. */
 	CHECK_EQ_INT(db_exec(f.db, "DROP TABLE key_models", err, sizeof(err)), 0);
 	CHECK_EQ_INT(keytable_load(f.db, f.secret, &t, err, sizeof(err)), -1);
