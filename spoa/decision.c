@@ -87,6 +87,8 @@ static const struct decision_verdict_info verdicts[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_BUDGET_EXCEEDED] = { "end_user_budget_exceeded", 402 },
 	[DECISION_MODEL_BUDGET_EXCEEDED] = { "model_budget_exceeded", 402 },
 	[DECISION_TEAM_MODEL_BUDGET_EXCEEDED] = { "team_model_budget_exceeded", 402 },
+	/* 429: nothing is spent; a client's own retry after Retry-After finds the share. */
+	[DECISION_BUDGET_PENDING] = { "budget_share_pending", 429 },
 };
 
 /* The inference endpoints the gateway serves, and the API each belongs to. Anything else
@@ -1004,13 +1006,14 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 
 void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level level)
 {
-	static const enum decision_verdict of[QUOTA_LEVEL_TEAM_MODEL + 1][QUOTA_BUDGET + 1] = {
+	static const enum decision_verdict of[QUOTA_LEVEL_TEAM_MODEL + 1][QUOTA_BUDGET_PENDING + 1] = {
 		[QUOTA_LEVEL_KEY] = {
 			[QUOTA_OK] = DECISION_ALLOW,
 			[QUOTA_RPM] = DECISION_RPM_LIMITED,
 			[QUOTA_TPM] = DECISION_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TEAM] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1018,6 +1021,7 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TEAM_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_TEAM_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_TEAM_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TAG] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1025,6 +1029,7 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TAG_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_TAG_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_TAG_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_END_USER] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1032,6 +1037,7 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_END_USER_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_END_USER_RPM_LIMITED,
 			[QUOTA_BUDGET] = DECISION_END_USER_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		/* A budget alone: nothing else refuses there. */
 		[QUOTA_LEVEL_KEY_MODEL] = {
@@ -1040,6 +1046,7 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TEAM_MODEL] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1047,10 +1054,11 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
+			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 	};
 
-	d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET
+	d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET_PENDING
 	             ? of[level][v] : DECISION_AGENT_ERROR;
 }
 

@@ -70,6 +70,9 @@ enum decision_verdict {
 	 * model"). */
 	DECISION_MODEL_BUDGET_EXCEEDED,     /* 402 */
 	DECISION_TEAM_MODEL_BUDGET_EXCEEDED, /* 402 */
+	/* Several nodes: a budget at any level whose share this node could not top up in
+	 * time, the cluster's pool not found spent (docs/limits.md, "Shared limits"). */
+	DECISION_BUDGET_PENDING,            /* 429 */
 	DECISION_VERDICT_COUNT
 };
 

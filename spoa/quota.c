@@ -309,8 +309,8 @@ static int64_t quota_retry_after(enum quota_verdict v, const struct quota_cfg *c
 	switch (v) {
 	case QUOTA_OK:
 		return 0;
-	case QUOTA_CONCURRENCY:
-		/* Slots free when other requests end, which nothing here can predict. */
+	case QUOTA_CONCURRENCY:    /* slots free as requests end: nothing here can predict it */
+	case QUOTA_BUDGET_PENDING: /* the next round, an interval away, asks the pool again */
 		return 1;
 	case QUOTA_RPM:
 		return lease_retry_s(lease_bucket_wait_ms(req, lease_bucket_need(req, 1)));
@@ -536,7 +536,8 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 
 		st->retry_after_s = lease_retry_s(until - now_ms);
 	} else if (v == QUOTA_BUDGET && !g->dry_budget) {
-		st->retry_after_s = 1;
+		v = QUOTA_BUDGET_PENDING;
+		st->retry_after_s = quota_retry_after(v, cfg, NULL, NULL, tokens, now_ms);
 	} else {
 		st->retry_after_s = quota_retry_after(v, cfg, NULL, NULL, tokens, now_ms);
 	}
@@ -859,6 +860,7 @@ const char *quota_verdict_name(enum quota_verdict v)
 	case QUOTA_TPM:         return "tpm";
 	case QUOTA_CONCURRENCY: return "concurrency";
 	case QUOTA_BUDGET:      return "budget";
+	case QUOTA_BUDGET_PENDING: return "budget_pending";
 	}
 	return "unknown";
 }

@@ -29,8 +29,12 @@ struct quota_cfg {
 	enum quota_period period;
 };
 
-/* Which limit refused; QUOTA_OK admits. */
-enum quota_verdict { QUOTA_OK, QUOTA_RPM, QUOTA_TPM, QUOTA_CONCURRENCY, QUOTA_BUDGET };
+/* Which limit refused; QUOTA_OK admits. QUOTA_BUDGET_PENDING (shared mode): this node's
+ * grant of a budget did not cover the request and no round brought more within the
+ * wait, while the pool was not found dry: a refusal for now, not a spent budget. */
+enum quota_verdict {
+	QUOTA_OK, QUOTA_RPM, QUOTA_TPM, QUOTA_CONCURRENCY, QUOTA_BUDGET, QUOTA_BUDGET_PENDING
+};
 
 /* What an admitted request holds until it is settled. Plain data: it travels inside the
  * pending row (by value) and is settled exactly once. */

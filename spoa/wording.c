@@ -60,6 +60,7 @@ static const struct wording_types wording_types[DECISION_VERDICT_COUNT] = {
 	[DECISION_END_USER_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 	[DECISION_MODEL_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
 	[DECISION_TEAM_MODEL_BUDGET_EXCEEDED] = { "insufficient_quota", "billing_error" },
+	[DECISION_BUDGET_PENDING] = { "rate_limit_error", "rate_limit_error" },
 };
 
 /* Whether s begins with lit. */
@@ -209,6 +210,9 @@ static void wording_message(const struct decision *d, char *msg, size_t cap)
 		break;
 	case DECISION_BUSY:
 		snprintf(msg, cap, "The gateway has too many requests in flight; retry shortly.");
+		break;
+	case DECISION_BUDGET_PENDING:
+		snprintf(msg, cap, "A budget this request is charged to is shared by the gateway's nodes, and this node could not get its share in time; retry shortly.");
 		break;
 	case DECISION_USAGE_UNAVAILABLE:
 		snprintf(msg, cap, "The gateway cannot read the key's usage right now; retry shortly.");

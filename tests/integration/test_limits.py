@@ -40,10 +40,18 @@ def limited_key(stack, name, *limits):
 
 
 def chat(stack, key, max_tokens=16, headers=None, stream=False):
+    """A chat request, asked again (up to 3 times, after its Retry-After) while it is
+    refused with budget_share_pending, as the providers' SDKs retry a 429: on PostgreSQL
+    a node whose share round is held up (a loaded machine) answers so for a moment."""
     body = {"model": "mock-gpt", "messages": [], "max_tokens": max_tokens}
     if stream:
         body["stream"] = True
-    return stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
+    for _ in range(3):
+        status, h, text = stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
+        if status != 429 or error_code(text) != "budget_share_pending":
+            break
+        time.sleep(int(h["retry-after"]))
+    return status, h, text
 
 
 def error_code(body):

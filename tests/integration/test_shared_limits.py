@@ -215,3 +215,35 @@ def test_a_budget_spent_through_two_nodes_stops_at_the_budget(cluster):
     assert spent == admitted * 200002
     assert 500000 <= spent <= 500000 + 2 * 200002, got
     assert got[-2:] == [402, 402]
+
+
+def test_a_budget_share_held_up_is_a_retry_not_a_spent_budget(cluster):
+    """A request that needs more of its key's budget than the node holds waits
+    --lease-wait-ms for a round; when the round is held up (another session locks the
+    key's pool row) and the pool was not found spent, the answer is a 429 that clients
+    retry, naming no spent budget, and the retry is admitted once the round gets through."""
+    n1 = cluster[0]
+    key = n1.create_key("held", "--default-model", "mock-gpt", "--budget-usd", "1",
+                        "--budget-period", "day")
+    time.sleep(RELOAD_S)
+    deadline = time.time() + 5
+    while chat(n1, key, 1)[0] != 200:     # a first grant: the pool row exists
+        assert time.time() < deadline
+        time.sleep(0.1)
+    key_id = n1.scalar("SELECT id FROM keys WHERE name = 'held'")
+    import psycopg2
+    con = psycopg2.connect(n1.db)
+    try:
+        con.cursor().execute("SELECT 1 FROM limit_pool WHERE key_id = %s FOR UPDATE", (key_id,))
+        # 100 000 output tokens at $2/M reserve $0.20, past the node's $1/32 grant
+        # (asked once: chat() would ask again).
+        status, h, body = n1.gateway("POST", CHAT, {"model": "mock-gpt", "messages": [],
+                                                    "max_tokens": 100000}, key=key)
+    finally:
+        con.rollback()
+        con.close()
+    assert (status, error_code(body), h.get("retry-after")) == (429, "budget_share_pending", "1"), body
+    assert json.loads(body)["error"]["type"] == "rate_limit_error"
+    assert n1.row(h["x-request-id"])["verdict"] == "budget_share_pending"
+    time.sleep(0.5)
+    assert chat(n1, key, 100000)[0] == 200

@@ -1840,6 +1840,25 @@ static void test_teams(void)
 	CHECK_EQ_STR(decision_verdict_name(d.verdict), "budget_exceeded");
 	decision_limit(&d, QUOTA_BUDGET, QUOTA_LEVEL_TAG);
 	CHECK_EQ_STR(decision_verdict_name(d.verdict), "tag_budget_exceeded");
+	/* A budget whose share this node could not top up in time, at any level: 429, which
+	 * clients retry, and no claim that anything is spent. */
+	{
+		static const enum quota_level levels[] = {
+			QUOTA_LEVEL_KEY, QUOTA_LEVEL_TEAM, QUOTA_LEVEL_TAG, QUOTA_LEVEL_END_USER,
+			QUOTA_LEVEL_KEY_MODEL, QUOTA_LEVEL_TEAM_MODEL,
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+			decision_limit(&d, QUOTA_BUDGET_PENDING, levels[i]);
+			CHECK_EQ_STR(decision_verdict_name(d.verdict), "budget_share_pending");
+			CHECK_EQ_INT(decision_http_status(d.verdict), 429);
+		}
+		n = wording_error_json(&d, &req, buf, sizeof(buf));
+		CHECK(n > 0 && strstr(buf, "\"code\":\"budget_share_pending\"") != NULL);
+		CHECK(strstr(buf, "\"type\":\"rate_limit_error\"") != NULL);
+		CHECK(strstr(buf, "could not get its share in time; retry shortly.") != NULL);
+	}
 	/* An end user's limits: named, its id escaped, the figure its own. */
 	{
 		struct quota_cfg eu = { .rpm = 3, .budget_micros = 2500000, .period = QUOTA_PERIOD_WEEK };

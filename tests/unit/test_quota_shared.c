@@ -272,6 +272,7 @@ static void test_tokens_and_budget(void)
 	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
 	struct lease_grant g = { .tok = 100, .budget = 300, .budget_start_ms = day };
 	struct quota_share_key *keys = NULL;
+	struct quota_status st;
 	struct quota_hold h;
 	size_t cap = 0;
 
@@ -288,10 +289,17 @@ static void test_tokens_and_budget(void)
 	CHECK_EQ_INT(keys[0].held.budget, 300 - 100 + 100 - 400);
 	/* The largest waiting request (50) and the debt. */
 	CHECK_EQ_INT(keys[0].ask.want_tok, 50 + 100);
-	/* A budget granted for another period does not count. */
+	/* A budget granted for another period does not count: refused for now, the pool
+	 * not found spent (Retry-After 1: the next round asks it), ... */
 	g = (struct lease_grant){ .tok = 200, .budget = 300, .budget_start_ms = day - 86400000 };
 	quota_share_apply(q, 7, &g, T0);
-	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(q, 7, &c, 1, 1, T0, &h, &st), QUOTA_BUDGET_PENDING);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	/* ... until a round finds it spent: then refused until the period ends. */
+	g = (struct lease_grant){ .tok = 200, .budget_start_ms = day, .dry_budget = 1 };
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(quota_admit(q, 7, &c, 1, 1, T0, &h, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, (day + 86400000 - T0 + 999) / 1000);
 	g = (struct lease_grant){ .budget = 300, .budget_start_ms = day };
 	quota_share_apply(q, 7, &g, T0);
 	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_OK);
