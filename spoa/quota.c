@@ -505,6 +505,9 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	k->cfg = *cfg;
 	k->shared = 1;
 	quota_roll_period(k, cfg, now_ms);
+	/* A pool found spent in an earlier period says nothing of this one's. */
+	if (g->budget_start_ms != quota_period_start(cfg->period, now_ms))
+		g->dry_budget = 0;
 	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
 	       can_wait && !waited && q->wait_ms > 0) {
 		/* Keys are never freed: k stays valid while the lock is away. */

@@ -300,6 +300,11 @@ static void test_tokens_and_budget(void)
 	quota_share_apply(q, 7, &g, T0);
 	CHECK_EQ_INT(quota_admit(q, 7, &c, 1, 1, T0, &h, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s, (day + 86400000 - T0 + 999) / 1000);
+	/* A pool found spent yesterday refuses nothing today until a round says so. */
+	g = (struct lease_grant){ .tok = 200, .budget_start_ms = day - 86400000, .dry_budget = 1 };
+	quota_share_apply(q, 7, &g, T0);
+	CHECK_EQ_INT(quota_admit(q, 7, &c, 1, 1, T0, &h, &st), QUOTA_BUDGET_PENDING);
+	CHECK_EQ_INT(st.retry_after_s, 1);
 	g = (struct lease_grant){ .budget = 300, .budget_start_ms = day };
 	quota_share_apply(q, 7, &g, T0);
 	CHECK_EQ_INT(admit(q, &c, 1, 1, &h), QUOTA_OK);
