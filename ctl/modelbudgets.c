@@ -6,24 +6,18 @@
 #include "modelbudgets.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "limits.h"
 #include "modelbudget.h"
 
 #define MODELBUDGETS_WHOSE "whose budget this is"
-/* The owner's row in table T, locked on PostgreSQL as key and team sets lock it. */
-#define MODELBUDGETS_OWNER_LOCK(T) \
-	{ "SELECT 1 FROM " T " WHERE id = ?1", "SELECT 1 FROM " T " WHERE id = ?1 FOR NO KEY UPDATE" }
-
-/* The statement that locks the row of the owner in column col ("key_id", "team_id"). */
-static const char *modelbudgets_owner_lock(const struct ctl *ctl, const char *col)
-{
-	static const struct ctl_sql key = MODELBUDGETS_OWNER_LOCK("keys"),
-	                            team = MODELBUDGETS_OWNER_LOCK("teams");
-
-	return ctl_sql_of(ctl, strcmp(col, "team_id") == 0 ? team : key);
-}
+/* The configuration's generation row, which every configuration write locks (a trigger
+ * bumps it): taken first, on PostgreSQL, it makes two sets that add budgets to one
+ * owner take turns in the order every writer takes locks in, and the second counts the
+ * first's row (SQLite's write transaction already serialises them). */
+#define MODELBUDGETS_TURN ((struct ctl_sql){                                              \
+	"SELECT value FROM meta WHERE name = 'config_generation'",                       \
+	"SELECT value FROM meta WHERE name = 'config_generation' FOR UPDATE" })
 
 /* What the budget is called in messages: "model M of key K" (or team). */
 static void modelbudgets_who(const struct ctl_args *a, char *buf, size_t cap)
@@ -46,11 +40,8 @@ static int modelbudgets_write(struct ctl *ctl, const char *col, int64_t id, cons
 	if (budget) {
 		int64_t others = 0;
 
-		/* The agent lists an owner's budgets in one answer (modelbudget.h). Counted
-		 * with the owner's row locked, so that two sets that both add a budget on
-		 * PostgreSQL take turns and the second counts the first (SQLite's write
-		 * transaction already serialises them). */
-		if (ctl_find(ctl, &others, modelbudgets_owner_lock(ctl, col), "i", id) < 0)
+		/* The agent lists an owner's budgets in one answer (modelbudget.h). */
+		if (ctl_find(ctl, NULL, ctl_sql_of(ctl, MODELBUDGETS_TURN), "") < 0)
 			return CTL_FAIL;
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM model_budgets WHERE %s = ?1"
 		         " AND model <> ?2", col);

@@ -166,7 +166,7 @@ struct mock_job {
 	enum mock_stored stored;   /* ROUTE_STORED: what is asked of response id */
 	enum mock_part part;
 	unsigned idx;   /* next event within the part */
-	int due;        /* the delay before the next frame has elapsed */
+	int due;        /* the delay before the next frame, or the end, has elapsed */
 };
 
 enum mock_phase { PHASE_IDLE, PHASE_TTFB, PHASE_STREAM };

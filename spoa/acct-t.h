@@ -30,7 +30,8 @@ enum { ACCT_HOLD_KEY, ACCT_HOLD_TEAM, ACCT_HOLD_END_USER, ACCT_HOLD_KEY_MODEL,
 
 /* How the transaction ended; stored by name (acct_outcome_name). */
 enum acct_outcome {
-	ACCT_COMPLETE = 0,        /* upstream answered 2xx and the response went out whole */
+	ACCT_COMPLETE = 0,        /* upstream answered 2xx and the response went out whole,
+	                           * or the client left after its stream's terminal event */
 	ACCT_CLIENT_ABORT,        /* the client went away before the response ended */
 	ACCT_UPSTREAM_ERROR,      /* upstream 5xx, refused, timed out or closed mid-response */
 	ACCT_UPSTREAM_REJECTED,   /* upstream 4xx (its own validation, rate limit, ...) */

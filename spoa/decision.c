@@ -1060,6 +1060,9 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 
 	d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET_PENDING
 	             ? of[level][v] : DECISION_AGENT_ERROR;
+	/* A refusal the table does not map (an entry left out reads 0) admits nothing. */
+	if (v != QUOTA_OK && d->verdict == DECISION_ALLOW)
+		d->verdict = DECISION_AGENT_ERROR;
 }
 
 void decision_make(const struct keytable *t, const struct decision_request *req,

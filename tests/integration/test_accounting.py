@@ -254,7 +254,7 @@ def stream_until(stack, path, body, until, headers):
     """A stream read through the gateway on a raw socket until the bytes until arrived,
     then the connection reset (HAProxy 2.6 would write the end into a closed socket's
     buffer and never see the client leave): the row of the request."""
-    s = socket.create_connection(("127.0.0.1", stack.gw_port))
+    s = socket.create_connection(("127.0.0.1", stack.gw_port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               f"Authorization: Bearer {stack.key}\r\n".encode() +
@@ -262,7 +262,9 @@ def stream_until(stack, path, body, until, headers):
               f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     data = b""
     while until not in data:
-        data += s.recv(65536)
+        got = s.recv(65536)
+        assert got, data
+        data += got
     rid = [l.split(b":", 1)[1].strip().decode() for l in data.split(b"\r\n")
            if l.lower().startswith(b"x-request-id")][0]
     s.close()
@@ -271,8 +273,9 @@ def stream_until(stack, path, body, until, headers):
 
 def test_client_gone_after_the_terminal_event_is_complete(stack):
     """Codex CLI closes a Responses stream on response.completed, before the body ends:
-    the answer was whole (complete, usage exact). A chat stream's client that leaves
-    after the usage chunk but before [DONE] aborted, its usage kept."""
+    the answer was whole (complete, usage exact). (A chat stream's end is [DONE], which
+    the capture does not mark: test_join's unit test holds that its usage chunk is not
+    the end.)"""
     hold = {"x-mock-end-delay-ms": "1000", "x-mock-prompt-tokens": "41",
             "x-mock-completion-tokens": "9"}
     r = stream_until(stack, "/v1/responses", b'{"model":"mock-gpt","stream":true,"input":"hi"}',
@@ -280,11 +283,6 @@ def test_client_gone_after_the_terminal_event_is_complete(stack):
     assert (r["status"], r["outcome"], r["usage_source"]) == (200, "complete", "stream"), r
     assert (r["prompt_tokens"], r["completion_tokens"]) == (41, 9), r
     assert r["termination"][0] == "C", r
-    r = stream_until(stack, "/v1/chat/completions",
-                     b'{"model":"mock-gpt","stream":true,"messages":[],'
-                     b'"stream_options":{"include_usage":true}}', b'"usage":', hold)
-    assert (r["status"], r["outcome"], r["usage_source"]) == (200, "client_abort", "stream"), r
-    assert (r["prompt_tokens"], r["completion_tokens"]) == (41, 9), r
 
 
 def test_client_abort_mid_openai_stream_keeps_what_it_has(stack):

@@ -46,11 +46,12 @@ def chat(stack, key, max_tokens=16, headers=None, stream=False):
     body = {"model": "mock-gpt", "messages": [], "max_tokens": max_tokens}
     if stream:
         body["stream"] = True
-    for _ in range(3):
+    for attempt in range(3):
+        if attempt:
+            time.sleep(int(h["retry-after"]))
         status, h, text = stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
         if status != 429 or error_code(text) != "budget_share_pending":
             break
-        time.sleep(int(h["retry-after"]))
     return status, h, text
 
 

@@ -1101,7 +1101,9 @@ def test_end_delay_holds_the_end_of_a_stream(mock):
                             {"x-mock-frames": "2", "x-mock-end-delay-ms": "700"}))
     data, t0 = b"", time.monotonic()
     while b"response.completed" not in data or not data.endswith(b"\n\n\r\n"):
-        data += s.recv(65536)
+        got = s.recv(65536)
+        assert got, data
+        data += got
     got_last = time.monotonic() - t0
     rest = read_all(s)
     assert rest == b"0\r\n\r\n" and time.monotonic() - t0 >= 0.7, rest

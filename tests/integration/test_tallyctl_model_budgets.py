@@ -181,17 +181,16 @@ def test_an_owner_has_at_most_16(owners):
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 def test_pg_the_16th_racing_an_open_set(pg, outcome):
-    """Another session adds the key's 16th budget, uncommitted, as a modelbudget set does
-    (the key's row locked first): tallyctl adding a 17th waits for it, and is refused if
-    it commits."""
+    """Another session adds the key's 16th budget, uncommitted (its trigger holds the
+    configuration's generation row): tallyctl adding a 17th waits for it, and is refused
+    if it commits."""
     pg.ok("provider", "set", "openai", "--api", "openai", "--backend", "be_openai")
     for i in range(17):
         pg.ok("model", "set", f"m{i:02}", "--provider", "openai", "--input-micros", "1")
     create_key(pg, "k")
     for i in range(15):
         pg.ok("modelbudget", "set", f"m{i:02}", "--key", "k", "--budget-usd", "1")
-    sql = ("SELECT 1 FROM keys WHERE name = 'k' FOR NO KEY UPDATE;"
-           " INSERT INTO model_budgets (key_id, model, created_at, budget_micros, budget_period)"
+    sql = ("INSERT INTO model_budgets (key_id, model, created_at, budget_micros, budget_period)"
            " SELECT id, 'm15', 0, 1000000, 'month' FROM keys WHERE name = 'k'")
     rc, out, err = race_open_transaction(pg, sql, (), outcome,
                                          "modelbudget", "set", "m16", "--key", "k",
