@@ -11,7 +11,7 @@ import pytest
 
 from conftest import JUDGED_WHOLE
 from stack import BOTH_STORES, Stack, store  # noqa: F401 (a fixture)
-from test_limits import error_code, stack  # noqa: F401 (a fixture)
+from test_limits import error_code, retried, stack  # noqa: F401 (a fixture)
 from test_usage_endpoint import ask
 
 CHAT = "/v1/chat/completions"
@@ -24,7 +24,7 @@ def chat(stack, key, headers=None, stream=False, **members):
             "max_tokens": 16, **members}
     if stream:
         body["stream"] = True
-    return stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
+    return retried(lambda: stack.gateway("POST", CHAT, body, key=key, headers=headers or {}))
 
 
 def sent_headers(stack):

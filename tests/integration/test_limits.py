@@ -39,20 +39,25 @@ def limited_key(stack, name, *limits):
     return key
 
 
-def chat(stack, key, max_tokens=16, headers=None, stream=False):
-    """A chat request, asked again (up to 3 times, after its Retry-After) while it is
-    refused with budget_share_pending, as the providers' SDKs retry a 429: on PostgreSQL
-    a node whose share round is held up (a loaded machine) answers so for a moment."""
-    body = {"model": "mock-gpt", "messages": [], "max_tokens": max_tokens}
-    if stream:
-        body["stream"] = True
+def retried(send):
+    """send()'s (status, headers, body), sent again (up to 3 times, after its Retry-After)
+    while it is refused with budget_share_pending, as the providers' SDKs retry a 429: on
+    PostgreSQL a node whose share round is held up (a loaded machine) answers so for a
+    moment."""
     for attempt in range(3):
         if attempt:
             time.sleep(int(h["retry-after"]))
-        status, h, text = stack.gateway("POST", CHAT, body, key=key, headers=headers or {})
-        if status != 429 or error_code(text) != "budget_share_pending":
+        status, h, text = send()
+        if status != 429 or b'"code":"budget_share_pending"' not in text:
             break
     return status, h, text
+
+
+def chat(stack, key, max_tokens=16, headers=None, stream=False):
+    body = {"model": "mock-gpt", "messages": [], "max_tokens": max_tokens}
+    if stream:
+        body["stream"] = True
+    return retried(lambda: stack.gateway("POST", CHAT, body, key=key, headers=headers or {}))
 
 
 def error_code(body):

@@ -10,7 +10,7 @@ import signal
 import time
 
 from stack import BOTH_STORES, store  # noqa: F401 (a fixture)
-from test_limits import error_code, stack  # noqa: F401 (a fixture)
+from test_limits import error_code, retried, stack  # noqa: F401 (a fixture)
 from test_shared_limits import cluster  # noqa: F401 (a fixture)
 from test_teams import COST, COSTLY, RELOAD_S, message, team
 from test_usage_endpoint import usage_when
@@ -26,8 +26,8 @@ def other_model(stack):
 
 def ask(stack, key, model="mock-gpt", headers=None):
     body = {"model": model, "messages": [], "max_tokens": 1}
-    status, h, text = stack.gateway("POST", CHAT, body, key=key,
-                                    headers={**COSTLY, **(headers or {})})
+    status, h, text = retried(lambda: stack.gateway("POST", CHAT, body, key=key,
+                                                    headers={**COSTLY, **(headers or {})}))
     row = stack.row(h["x-request-id"])
     return status, h, text, row
 
