@@ -1006,14 +1006,13 @@ void decision_estimate(struct decision *d, const struct decision_request *req,
 
 void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level level)
 {
-	static const enum decision_verdict of[QUOTA_LEVEL_TEAM_MODEL + 1][QUOTA_BUDGET_PENDING + 1] = {
+	static const enum decision_verdict of[QUOTA_LEVEL_TEAM_MODEL + 1][QUOTA_BUDGET + 1] = {
 		[QUOTA_LEVEL_KEY] = {
 			[QUOTA_OK] = DECISION_ALLOW,
 			[QUOTA_RPM] = DECISION_RPM_LIMITED,
 			[QUOTA_TPM] = DECISION_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TEAM] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1021,7 +1020,6 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TEAM_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_TEAM_CONCURRENCY_LIMITED,
 			[QUOTA_BUDGET] = DECISION_TEAM_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TAG] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1029,7 +1027,6 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TAG_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_TAG_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_TAG_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_END_USER] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1037,7 +1034,6 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_END_USER_TPM_LIMITED,
 			[QUOTA_CONCURRENCY] = DECISION_END_USER_RPM_LIMITED,
 			[QUOTA_BUDGET] = DECISION_END_USER_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		/* A budget alone: nothing else refuses there. */
 		[QUOTA_LEVEL_KEY_MODEL] = {
@@ -1046,7 +1042,6 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_MODEL_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 		[QUOTA_LEVEL_TEAM_MODEL] = {
 			[QUOTA_OK] = DECISION_ALLOW,
@@ -1054,12 +1049,15 @@ void decision_limit(struct decision *d, enum quota_verdict v, enum quota_level l
 			[QUOTA_TPM] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_CONCURRENCY] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
 			[QUOTA_BUDGET] = DECISION_TEAM_MODEL_BUDGET_EXCEEDED,
-			[QUOTA_BUDGET_PENDING] = DECISION_BUDGET_PENDING,
 		},
 	};
 
-	d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET_PENDING
-	             ? of[level][v] : DECISION_AGENT_ERROR;
+	/* A budget's share held up is one verdict at every level: nothing is spent. */
+	if (v == QUOTA_BUDGET_PENDING && (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL)
+		d->verdict = DECISION_BUDGET_PENDING;
+	else
+		d->verdict = (unsigned)level <= QUOTA_LEVEL_TEAM_MODEL && (unsigned)v <= QUOTA_BUDGET
+		             ? of[level][v] : DECISION_AGENT_ERROR;
 	/* A refusal the table does not map (an entry left out reads 0) admits nothing. */
 	if (v != QUOTA_OK && d->verdict == DECISION_ALLOW)
 		d->verdict = DECISION_AGENT_ERROR;

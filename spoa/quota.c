@@ -425,6 +425,9 @@ static enum quota_verdict quota_check_grants(struct quota_key *k, const struct q
 		return QUOTA_TPM;
 	}
 	if (cfg->budget_micros && (g->budget_start_ms != start || g->budget < quota_max64(cost, 1))) {
+		/* A pool found spent in an earlier period says nothing of this one's. */
+		if (g->budget_start_ms != start)
+			g->dry_budget = 0;
 		g->need_budget = quota_max64(g->need_budget, quota_max64(cost, 1));
 		*can_wait = !g->dry_budget;
 		return QUOTA_BUDGET;
@@ -505,9 +508,6 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	k->cfg = *cfg;
 	k->shared = 1;
 	quota_roll_period(k, cfg, now_ms);
-	/* A pool found spent in an earlier period says nothing of this one's. */
-	if (g->budget_start_ms != quota_period_start(cfg->period, now_ms))
-		g->dry_budget = 0;
 	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
 	       can_wait && !waited && q->wait_ms > 0) {
 		/* Keys are never freed: k stays valid while the lock is away. */
@@ -533,14 +533,13 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	                   &st->remaining_requests, &st->reset_requests_ms);
 	quota_grant_status(cfg->tpm, g->tok, g->dry_tok_until, now_ms, &st->limit_tokens,
 	                   &st->remaining_tokens, &st->reset_tokens_ms);
+	if (v == QUOTA_BUDGET && !g->dry_budget)
+		v = QUOTA_BUDGET_PENDING;
 	/* A dry bucket's wait is the pool's, measured at the last round. */
 	if (v == QUOTA_RPM || v == QUOTA_TPM) {
 		int64_t until = v == QUOTA_RPM ? g->dry_req_until : g->dry_tok_until;
 
 		st->retry_after_s = lease_retry_s(until - now_ms);
-	} else if (v == QUOTA_BUDGET && !g->dry_budget) {
-		v = QUOTA_BUDGET_PENDING;
-		st->retry_after_s = quota_retry_after(v, cfg, NULL, NULL, tokens, now_ms);
 	} else {
 		st->retry_after_s = quota_retry_after(v, cfg, NULL, NULL, tokens, now_ms);
 	}
