@@ -1,9 +1,10 @@
 /* period: UTC calendar arithmetic (see period.h). */
 #include "period.h"
 
-/* Days since 1970-01-01 of a proleptic Gregorian date, month 1..12 (H. Hinnant's
- * days_from_civil). */
-static int64_t period_days_from_civil(int64_t y, int64_t m, int64_t d)
+#include <string.h>
+
+/* H. Hinnant's days_from_civil. */
+int64_t period_days_from_civil(int64_t y, int64_t m, int64_t d)
 {
 	int64_t era, yoe, doy;
 
@@ -14,8 +15,8 @@ static int64_t period_days_from_civil(int64_t y, int64_t m, int64_t d)
 	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
 }
 
-/* Year and month (1..12) of a day since 1970-01-01 (civil_from_days). */
-static void period_civil_from_days(int64_t z, int64_t *y, int64_t *m)
+/* civil_from_days. */
+void period_civil_from_days(int64_t z, int64_t *y, int64_t *m)
 {
 	int64_t era, doe, yoe, doy, mp;
 
@@ -29,7 +30,7 @@ static void period_civil_from_days(int64_t z, int64_t *y, int64_t *m)
 	*y = yoe + era * 400 + (*m <= 2);
 }
 
-static int64_t period_floor_div(int64_t a, int64_t b)
+int64_t period_floor_div(int64_t a, int64_t b)
 {
 	return a / b - (a % b < 0);
 }
@@ -67,4 +68,19 @@ int64_t period_start_ms(enum period_kind k, int64_t ms)
 int64_t period_end_ms(enum period_kind k, int64_t ms)
 {
 	return k == PERIOD_TOTAL ? INT64_MAX : period_boundary(k, ms, 1);
+}
+
+int period_kind_parse(const char *name, enum period_kind *k)
+{
+	static const struct { const char *name; enum period_kind k; } kinds[] = {
+		{ "day", PERIOD_DAY }, { "week", PERIOD_WEEK }, { "month", PERIOD_MONTH },
+		{ "total", PERIOD_TOTAL },
+	};
+
+	for (size_t i = 0; name && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(name, kinds[i].name) == 0) {
+			*k = kinds[i].k;
+			return 0;
+		}
+	return -1;
 }

@@ -54,6 +54,7 @@ const struct ctl_opt ctl_opts[OPT_COUNT] = {
 	[OPT_END_USERS] = { "end-users", "optional|required|forbidden" },
 	[OPT_TAGS] = { "tags", "NAME=VALUE,..." },
 	[OPT_KEY] = { "key", "KEY" },
+	[OPT_BUDGET_TZ] = { "budget-tz", "ZONE" },
 };
 
 /* ---- messages ---- */

@@ -254,7 +254,7 @@ int keys_list(struct ctl *ctl, const struct ctl_args *a)
 	"SELECT k.id, k.name, t.name, k.prefix, k.created_at, k.revoked_at, " MODELS ","   \
 	" k.default_model, k.service_tiers, k.server_tools, k.audio, k.cache_writes,"     \
 	" k.end_users, k.tags,"                                                           \
-	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period"               \
+	" k.rpm, k.tpm, k.max_concurrent, k.budget_micros, k.budget_period, k.budget_tz"  \
 	" FROM keys k LEFT JOIN teams t ON t.id = k.team_id ORDER BY k.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(KEY_LIST_SQL, "key_models", "key_id", "k.id");
 #undef KEY_LIST_SQL

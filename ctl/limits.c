@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "limits.h"
+#include "tz.h"
 
 #define LIMITS_MAX    1000000000000LL   /* rpm, tpm, max_concurrent */
 
@@ -60,6 +61,23 @@ void limits_free(struct limits *l)
 	free(l->csv);
 }
 
+/* --budget-tz: a zone this machine's tzdata has (the agent reads it the same way), or
+ * UTC (stored as NULL, one spelling of it). */
+static int limits_parse_tz(const struct ctl_command *cmd, const char *v, struct limits *l)
+{
+	char err[512];
+
+	if (!v)
+		return CTL_OK;
+	l->tz_given = 1;
+	if (strcmp(v, "UTC") == 0)
+		return CTL_OK;
+	if (!tz_get(v, err, sizeof(err)))
+		return ctl_usage(cmd, "--budget-tz: %s", err);
+	l->tz = v;
+	return CTL_OK;
+}
+
 /* Checks everything that needs no database. The caller frees l even on failure. */
 int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct limits *l)
 {
@@ -91,10 +109,10 @@ int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct
 		l->bound[i] = &l->value[i];
 	}
 	l->period = a->val[OPT_BUDGET_PERIOD];
-	if (l->period)
-		return args_parse_word(cmd, OPT_BUDGET_PERIOD, l->period, periods,
-		                       sizeof(periods) / sizeof(periods[0]), &i);
-	return CTL_OK;
+	if (l->period && (status = args_parse_word(cmd, OPT_BUDGET_PERIOD, l->period, periods,
+	                                           sizeof(periods) / sizeof(periods[0]), &i)) != CTL_OK)
+		return status;
+	return limits_parse_tz(cmd, a->val[OPT_BUDGET_TZ], l);
 }
 
 /* Fails unless every model of the allow-list exists. */
@@ -116,9 +134,9 @@ int limits_write(struct ctl *ctl, const struct limits_sql *q, int64_t id, const 
 {
 	size_t i;
 
-	if (ctl_exec(ctl, q->update, "iinininint", id, l->given[0], l->bound[0], l->given[1],
+	if (ctl_exec(ctl, q->update, "iinininintit", id, l->given[0], l->bound[0], l->given[1],
 	             l->bound[1], l->given[2], l->bound[2], l->given[3], l->bound[3],
-	             l->period) < 0)
+	             l->period, l->tz_given, l->tz) < 0)
 		return CTL_FAIL;
 	if (!l->models_given)
 		return CTL_OK;

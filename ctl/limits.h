@@ -13,7 +13,7 @@
 #define LIMITS_BUDGET 3   /* the index of --budget-usd */
 
 #define LIMIT_OPTS (OPT(OPT_RPM) | OPT(OPT_TPM) | OPT(OPT_MAX_CONCURRENT) | \
-                    OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD))
+                    OPT(OPT_BUDGET_USD) | OPT(OPT_BUDGET_PERIOD) | OPT(OPT_BUDGET_TZ))
 
 /* The limit and allow-list options, validated. */
 struct limits {
@@ -23,6 +23,8 @@ struct limits {
 	int models_given;                 /* --models given: the list is replaced; with no
 	                                   * model ('' or none) lifted: every model */
 	const char *period;               /* --budget-period; NULL: unchanged */
+	int tz_given;                     /* --budget-tz given */
+	const char *tz;                   /* its zone (tz.h), NULL for UTC */
 	int64_t given[LIMITS_N];          /* 1 if the i-th limit option was given */
 	int64_t value[LIMITS_N];
 	const int64_t *bound[LIMITS_N];   /* &value[i], or NULL for "none" */
@@ -31,7 +33,8 @@ struct limits {
 /* Where a row's limits are stored: its table, and the table of its allow-list. */
 struct limits_sql {
 	const char *update;   /* ?1 the row's id, ?2..?9 given and value of each limit,
-	                       * ?10 the period (NULL: unchanged) */
+	                       * ?10 the period (NULL: unchanged), ?11 and ?12 given
+	                       * and value of the zone */
 	const char *clear;    /* ?1 the row's id */
 	const char *add;      /* ?1 the row's id, ?2 a model */
 };
@@ -42,7 +45,8 @@ struct limits_sql {
 	  " tpm = CASE WHEN ?4 <> 0 THEN ?5 ELSE tpm END,"                               \
 	  " max_concurrent = CASE WHEN ?6 <> 0 THEN ?7 ELSE max_concurrent END,"         \
 	  " budget_micros = CASE WHEN ?8 <> 0 THEN ?9 ELSE budget_micros END,"           \
-	  " budget_period = coalesce(?10, budget_period)"                                \
+	  " budget_period = coalesce(?10, budget_period),"                               \
+	  " budget_tz = CASE WHEN ?11 <> 0 THEN ?12 ELSE budget_tz END"                  \
 	  " WHERE id = ?1",                                                             \
 	  "DELETE FROM " models " WHERE " owner " = ?1",                                 \
 	  "INSERT INTO " models " (" owner ", model) VALUES (?1, ?2) ON CONFLICT DO NOTHING" }
@@ -60,13 +64,14 @@ struct limits_sql {
 	" FROM " models " WHERE " owner " = " id ")"
 
 /* The list columns of the limits, in the order of their SELECT: rpm, tpm,
- * max_concurrent, budget_micros, budget_period. */
+ * max_concurrent, budget_micros, budget_period, budget_tz. */
 #define LIMITS_COLS                                                                      \
 	{ "RPM", "rpm", COL_INT },                                                       \
 	{ "TPM", "tpm", COL_INT },                                                       \
 	{ "MAX_CONC", "max_concurrent", COL_INT },                                       \
 	{ "BUDGET_USD", "budget_micros", COL_USD },                                      \
-	{ "PERIOD", "budget_period", COL_TEXT }
+	{ "PERIOD", "budget_period", COL_TEXT },                                         \
+	{ "TIME_ZONE", "budget_tz", COL_TEXT }
 
 int limits_parse(const struct ctl_command *cmd, const struct ctl_args *a, struct limits *l);
 int limits_has_model(const struct limits *l, const char *model);

@@ -30,7 +30,8 @@
 	"\n"                                                                                \
 	"  --json  print JSON\n"
 
-#define LIMIT_SYNOPSIS "[--rpm N] [--tpm N] [--max-concurrent N] " BUDGET_SYNOPSIS
+#define LIMIT_SYNOPSIS "[--rpm N] [--tpm N] [--max-concurrent N] " BUDGET_SYNOPSIS \
+                       " [--budget-tz ZONE]"
 
 #define BUDGET_SYNOPSIS "[--budget-usd X] [--budget-period day|week|month|total]"
 
@@ -46,6 +47,9 @@
 	"  --tpm N                tokens per minute, 1-1000000000000, or none\n"            \
 	"  --max-concurrent N     requests in flight, 1-1000000000000, or none\n"           \
 	BUDGET_HELP(", or none")                                                        \
+	"  --budget-tz ZONE       the budget's periods begin at 00:00 in ZONE instead, a\n"  \
+	"                         name of the system's tzdata (Asia/Kolkata,\n"              \
+	"                         America/New_York), or UTC\n"                              \
 	"\n"
 
 #define TEAM_SEE_SYNOPSIS "[--members-see-usage yes|no]"

@@ -178,6 +178,7 @@ int teams_list(struct ctl *ctl, const struct ctl_args *a)
 	"SELECT t.id, t.name, t.created_at,"                                            \
 	" (SELECT count(*) FROM keys WHERE team_id = t.id AND revoked_at IS NULL), "    \
 	MODELS ", t.rpm, t.tpm, t.max_concurrent, t.budget_micros, t.budget_period,"      \
+	" t.budget_tz,"                                                                   \
 	" t.members_see_usage, t.tags FROM teams t ORDER BY t.id"
 	static const struct ctl_sql q = LIMITS_LIST_SQL(TEAM_LIST_SQL, "team_models", "team_id", "t.id");
 #undef TEAM_LIST_SQL

@@ -13,7 +13,9 @@
 # and a budget (bench-eu: an HMAC, a reservation and a settlement per request).
 # (h) "model-budget" is the gateway on a key with budgets for three models, one of them
 # the one asked for (bench-mb: the names compared, a reservation and a settlement per
-# request). For the gateways it also
+# request). (i) "budget" is the gateway on a key with a day budget, (j) "zoned-budget" on
+# one whose day is America/New_York's (--budget-tz: the period's start found in the zone's
+# transitions on every admission). For the gateways it also
 # reads, per request, HAProxy's and the agent's CPU (/proc/PID/stat) and the agent's
 # decision latency (tally_decision_seconds' sum over its count, from /metrics).
 # Prints req/s and latency per target (median over rounds) and the ratios.
@@ -64,6 +66,10 @@ eu_key=$("$build/tallyctl" --db "$db" key create --name bench-eu --default-model
 mb_key=$("$build/tallyctl" --db "$db" key create --name bench-mb --default-model mock-gpt)
 "$build/tallyctl" --db "$db" model set mock-gpt-2 --provider mock-openai --input-micros 1 > /dev/null
 "$build/tallyctl" --db "$db" model set mock-gpt-3 --provider mock-openai --input-micros 1 > /dev/null
+bud_key=$("$build/tallyctl" --db "$db" key create --name bench-bud --default-model mock-gpt \
+  --budget-usd 1000000000 --budget-period day)
+tz_key=$("$build/tallyctl" --db "$db" key create --name bench-tz --default-model mock-gpt \
+  --budget-usd 1000000000 --budget-period day --budget-tz America/New_York)
 for m in mock-gpt-2 mock-gpt mock-gpt-3; do
   "$build/tallyctl" --db "$db" modelbudget set "$m" --key bench-mb --budget-usd 1000000000 > /dev/null
 done
@@ -157,6 +163,8 @@ run() { # name port [haproxy-pid agent-pid agent-metrics-port]
   [ "$1" = end-user ] && eu=$end_user
   [ "$1" = end-user-limited ] && eu=$end_user && key=$eu_key
   [ "$1" = model-budget ] && key=$mb_key
+  [ "$1" = budget ] && key=$bud_key
+  [ "$1" = zoned-budget ] && key=$tz_key
   [ "$1" = tagged ] && tg=$tags && key=$tagged_key
   if [ $# -gt 2 ]; then t0=$(cpu_ticks "$3"); a0=$(cpu_ticks "$4"); d0=$(decisions "$5"); fi
   out=$(TALLY_KEY=$key BENCH_END_USER=$eu BENCH_TAGS=$tg wrk -t"$threads" -c"$conns" -d"${seconds}s" --timeout 5s \
@@ -175,7 +183,7 @@ what="${BENCH_BODY_BYTES}-byte responses"
 echo "bench-decision: ${rounds} rounds x ${seconds}s per target, $conns connections, $what, $($stack_haproxy -v | head -1 | cut -d' ' -f1-3), $(nproc) cores"
 # The gateways' runs take turns at going first, so that none is always the one that
 # runs on the caches and buffers the previous target left.
-gateways=(gateway end-user end-user-limited model-budget tagged ${before:+before} lifted)
+gateways=(gateway end-user end-user-limited model-budget budget zoned-budget tagged ${before:+before} lifted)
 for r in $(seq "$rounds"); do
   run upstream "$mock_port"
   run haproxy "$plain_port"
@@ -184,7 +192,8 @@ for r in $(seq "$rounds"); do
       gateway) run gateway "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user) run end-user "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       end-user-limited) run end-user-limited "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
-      model-budget) run model-budget "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
+      model-budget|budget|zoned-budget) run "${gateways[(i + r) % ${#gateways[@]}]}" \
+                                            "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       tagged) run tagged "$gw_port" "$gw_pid" "$agent_pid" "$metrics_port" ;;
       before) run before "$before_port" "$before_pid" "$before_agent_pid" "$before_metrics_port" ;;
       lifted) run lifted "$lifted_port" "$lifted_pid" "$agent_pid" "$metrics_port" ;;
@@ -208,7 +217,7 @@ med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in r
 print(f"{'target':16} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'HAProxy CPU us/req':>19} "
       f"{'agent CPU us/req':>17} {'decision us':>12}   (median of {len(rows['gateway'])} rounds)")
 for n in ("upstream", "haproxy", "gateway", "end-user", "end-user-limited", "model-budget",
-          "tagged", "before", "lifted", "first-frame"):
+          "budget", "zoned-budget", "tagged", "before", "lifted", "first-frame"):
     if n not in med:
         continue
     m = med[n]
@@ -240,6 +249,7 @@ against("an end user named by the header / none", "end-user", "gateway")
 against("an end user with limits / one without", "end-user-limited", "end-user")
 against("budgets for three models, one applying / none", "model-budget", "gateway")
 against("three tags, one budgeted / none", "tagged", "gateway")
+against("a day budget in America/New_York / in UTC", "zoned-budget", "budget")
 if "before" in med:
     against(f"before ({sys.argv[2]}) / the gateway, no end user", "before", "gateway")
 if "first-frame" in med:

@@ -16,6 +16,7 @@
 #include "live.h"
 #include "log.h"
 #include "period.h"
+#include "tz.h"
 #include "plan.h"
 #include "pricecard.h"
 #include "rollup.h"
@@ -826,19 +827,21 @@ static int api_bind_periods(struct db_stmt *st, int64_t now)
 /* Columns of sql/queries/keys.sql. */
 enum { K_ID, K_NAME, K_PREFIX, K_DEFAULT_MODEL, K_CREATED, K_REVOKED, K_TEAM_ID, K_TEAM_NAME,
        K_END_USERS, K_RPM, K_TPM, K_MAX_CONCURRENT, K_BUDGET, K_PERIOD, K_PERIOD_START,
-       K_MODELS, K_COST, K_EST_COST, K_REQUESTS, K_TOKENS };
+       K_MODELS, K_COST, K_EST_COST, K_REQUESTS, K_TOKENS, K_TZ };
 
 /* Columns of sql/queries/teams.sql: the team, then one model of its allow-list (NULL:
  * none). Limits and spend are in the keys' order (api_limits_spend). */
 enum { T_ID, T_NAME, T_CREATED, T_RPM, T_TPM, T_MAX_CONCURRENT, T_BUDGET, T_PERIOD,
        T_PERIOD_START, T_COST, T_EST_COST, T_REQUESTS, T_TOKENS, T_KEYS, T_MEMBERS_SEE_USAGE,
-       T_MODEL };
+       T_MODEL, T_TZ };
 
 /* The "limits" and "spend" objects of a key or team into o, from the columns rpm, tpm,
- * max_concurrent, budget_micros, budget_period, period_start at lim and cost_micros,
- * estimated_cost_micros, requests, total_tokens at cost. 0, or -1 out of memory. */
-static int api_limits_spend(cJSON *o, struct db_stmt *st, int lim, int cost)
+ * max_concurrent, budget_micros, budget_period, period_start at lim, cost_micros,
+ * estimated_cost_micros, requests, total_tokens at cost and budget_tz at tz (NULL:
+ * UTC). 0, or -1 out of memory. */
+static int api_limits_spend(cJSON *o, struct db_stmt *st, int lim, int cost, int tz)
 {
+	const char *zone = db_col_text(st, tz);
 	cJSON *limits = cJSON_AddObjectToObject(o, "limits");
 	cJSON *spend = cJSON_AddObjectToObject(o, "spend");
 	int64_t charged = db_col_int(st, cost);
@@ -851,6 +854,7 @@ static int api_limits_spend(cJSON *o, struct db_stmt *st, int lim, int cost)
 	rc |= row_add_col_int(limits, "max_concurrent", st, lim + 2);
 	rc |= row_add_col_int(limits, "budget_micros", st, lim + 3);
 	rc |= row_add_col_text(limits, "budget_period", st, lim + 4);
+	rc |= json_add_str(limits, "time_zone", zone ? zone : "UTC");
 	rc |= row_add_col_text(spend, "period", st, lim + 4);
 	rc |= row_add_col_int(spend, "period_start", st, lim + 5);
 	rc |= row_add_col_int(spend, "cost_micros", st, cost);
@@ -881,7 +885,7 @@ static cJSON *api_key_json(struct db_stmt *st)
 	rc |= row_add_col_int(o, "team_id", st, K_TEAM_ID);
 	rc |= row_add_col_text(o, "team_name", st, K_TEAM_NAME);
 	rc |= row_add_col_text(o, "end_users", st, K_END_USERS);
-	if (rc || api_limits_spend(o, st, K_RPM, K_COST) < 0) {
+	if (rc || api_limits_spend(o, st, K_RPM, K_COST, K_TZ) < 0) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -902,7 +906,7 @@ static cJSON *api_team_json(struct db_stmt *st)
 	rc |= row_add_col_int(o, "keys", st, T_KEYS);
 	rc |= row_add_col_bool(o, "members_see_usage", st, T_MEMBERS_SEE_USAGE);
 	if (rc || !cJSON_AddArrayToObject(o, "models") ||
-	    api_limits_spend(o, st, T_RPM, T_COST) < 0) {
+	    api_limits_spend(o, st, T_RPM, T_COST, T_TZ) < 0) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -984,13 +988,82 @@ static int api_list(struct conn *c, struct db_stmt *st, const char *name,
 	return 0;
 }
 
+/* o's "spend" made again from q (key_spend or team_spend, o's id) where o's budget
+ * period begins at a zone's midnight: the list query counted UTC days. A zone this
+ * machine's tzdata lacks leaves the period and spend null (logged). 0, or -1 with the
+ * error reply made. */
+static int api_zoned_spend(struct conn *c, cJSON *o, enum conn_query q, int64_t now,
+                           struct api_reply *r)
+{
+	static const char *const sums[] = { "cost_micros", "estimated_cost_micros", "requests",
+	                                    "total_tokens" };
+	cJSON *limits = cJSON_GetObjectItemCaseSensitive(o, "limits");
+	cJSON *spend = cJSON_GetObjectItemCaseSensitive(o, "spend");
+	const char *zone = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(limits, "time_zone"));
+	const char *period = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(limits,
+	                                                                           "budget_period"));
+	const cJSON *idj = cJSON_GetObjectItemCaseSensitive(o, "id");   /* json_int's raw */
+	enum period_kind kind;
+	const struct tz *z;
+	struct db_stmt *st;
+	char err[256];
+	int64_t id, start, v[4];
+	size_t i;
+	int rc = 0;
+
+	if (!zone || strcmp(zone, "UTC") == 0 || period_kind_parse(period, &kind) < 0 ||
+	    kind == PERIOD_TOTAL || !cJSON_IsRaw(idj))
+		return 0;
+	id = strtoll(idj->valuestring, NULL, 10);
+	for (i = 0; i < sizeof(sums) / sizeof(sums[0]); i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(spend, sums[i]);
+	cJSON_DeleteItemFromObjectCaseSensitive(spend, "charged_micros");
+	cJSON_DeleteItemFromObjectCaseSensitive(spend, "period_start");
+	if (!(z = tz_get(zone, err, sizeof(err)))) {
+		log_warn("%s: the spend of %s %lld is not shown", err,
+		         q == CONN_KEY_SPEND ? "key" : "team", (long long)id);
+		rc |= json_add_null(spend, "period_start") | json_add_null(spend, "charged_micros");
+		for (i = 0; i < sizeof(sums) / sizeof(sums[0]); i++)
+			rc |= json_add_null(spend, sums[i]);
+		return rc ? api_nomem(NULL, r) : 0;
+	}
+	start = tz_period_start_ms(z, kind, now * 1000) / 1000;
+	st = conn_stmt(c, q);
+	if (!st || conn_bind_int(st, ":id", id) < 0 ||
+	    conn_bind_int(st, ":start", start) < 0 || db_step(st) != DB_ROW)
+		return api_db_error(c, st, r);
+	rc |= json_add_int(spend, "period_start", start);
+	for (i = 0; i < sizeof(sums) / sizeof(sums[0]); i++) {
+		v[i] = db_col_int(st, (int)i);
+		rc |= json_add_int(spend, sums[i], v[i]);
+	}
+	/* what the budget is charged, as the agent counts it */
+	rc |= json_add_int(spend, "charged_micros", satadd(v[0], v[1]));
+	conn_release(st);
+	return rc ? api_nomem(NULL, r) : 0;
+}
+
+/* api_zoned_spend for every key or team of the reply's list name. */
+static int api_zoned_spends(struct conn *c, const char *name, enum conn_query q, int64_t now,
+                            struct api_reply *r)
+{
+	cJSON *o;
+
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(r->body, name))
+		if (api_zoned_spend(c, o, q, now, r) != 0)
+			return -1;
+	return 0;
+}
+
 int api_keys(struct conn *c, int64_t now, struct api_reply *r)
 {
 	struct db_stmt *st = conn_stmt(c, CONN_KEYS);
 
 	if (!st || api_bind_periods(st, now) < 0)
 		return api_db_error(c, st, r);
-	return api_list(c, st, "keys", api_key_json, r);
+	if (api_list(c, st, "keys", api_key_json, r) != 0)
+		return -1;
+	return api_zoned_spends(c, "keys", CONN_KEY_SPEND, now, r);
 }
 
 int api_teams(struct conn *c, int64_t now, struct api_reply *r)
@@ -1026,7 +1099,7 @@ int api_teams(struct conn *c, int64_t now, struct api_reply *r)
 	if (step != DB_DONE)
 		return api_db_error(c, st, r);
 	conn_release(st);
-	return 0;
+	return api_zoned_spends(c, "teams", CONN_TEAM_SPEND, now, r);
 }
 
 int api_models(struct conn *c, int64_t now, struct api_reply *r)

@@ -38,6 +38,8 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_EXPORT] = "export",
 	[CONN_EXPORT_END_USER] = "export_end_user",
 	[CONN_TAG_UNTIL] = "tag_until",
+	[CONN_KEY_SPEND] = "key_spend",
+	[CONN_TEAM_SPEND] = "team_spend",
 };
 
 static const char *conn_find(const char *prefix, const char *name)

@@ -46,6 +46,8 @@ enum conn_query {
 	CONN_EXPORT,        /* only checked here: each export prepares its own */
 	CONN_EXPORT_END_USER,
 	CONN_TAG_UNTIL,
+	CONN_KEY_SPEND,
+	CONN_TEAM_SPEND,
 	CONN_QUERIES
 };
 

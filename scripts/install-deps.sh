@@ -13,6 +13,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(gcc make pkg-config curl openssl ca-certificates libev-dev libsqlite3-dev libpq-dev libmsgpack-dev libcjson-dev
       libssl-dev libhttp-parser-dev libmicrohttpd-dev)
+# tzdata: the zones budgets may count their periods in (common/tz.c reads /usr/share/zoneinfo).
+pkgs+=(tzdata)
 npm_dirs=(queryd/dashboard)
 if [ "${TALLY_DEPS:-all}" != build ]; then
   # postgresql: the tests run the store suites on a private cluster too

@@ -138,7 +138,7 @@ struct keytable {
 	size_t nkeys;
 	uint32_t *slots;                         /* open addressing on the hash: key index + 1 */
 	size_t nslots;                           /* power of two, at least twice nkeys */
-	char refused[192];                       /* while loading: the row refused, if any */
+	char refused[512];                       /* while loading: the row refused, if any */
 };
 
 #endif

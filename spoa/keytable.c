@@ -15,6 +15,7 @@
 #include "db.h"
 #include "price.h"
 #include "tier.h"
+#include "tz.h"
 
 static void keytable_free(struct keytable *t)
 {
@@ -87,9 +88,13 @@ static void keytable_refuse(struct keytable *t, const char *sql, struct db_stmt 
 	const char *from = strstr(sql, " FROM "), *col = db_col_name(st, 0);
 	const char *v = db_col_text(st, 0);
 	size_t n = from ? strcspn(from + 6, " ") : 0;
+	char why[256];
 
-	snprintf(t->refused, sizeof(t->refused), "a row of %.*s the agent cannot take (%s %.64s)",
-	         (int)n, from ? from + 6 : "", col ? col : "first column", v ? v : "NULL");
+	/* a row function may have said why first */
+	snprintf(why, sizeof(why), "%.255s", t->refused);
+	snprintf(t->refused, sizeof(t->refused), "a row of %.*s the agent cannot take (%.32s %.64s)%s%s",
+	         (int)(n < 32 ? n : 32), from ? from + 6 : "", col ? col : "first column", v ? v : "NULL",
+	         *why ? ": " : "", why);
 }
 
 /* Calls fn on every row of sql, at most max_rows of them (more is an error: the array
@@ -233,6 +238,17 @@ static void keytable_quota_of(struct db_stmt *st, int first, struct quota_cfg *q
 	q->period = keytable_period_of(db_col_text(st, first + 4));
 }
 
+/* The zone of a key's or team's budget periods from column col of st (budget_tz): NULL
+ * for UTC; -1 for a zone this node cannot read (tallyctl checked it where it ran: a node
+ * whose tzdata lacks it must not count the budget in another zone). */
+static int keytable_tz_of(struct keytable *t, struct db_stmt *st, int col, struct quota_cfg *q)
+{
+	const char *name = db_col_text(st, col);
+
+	q->tz = NULL;
+	return !name || (q->tz = tz_get(name, t->refused, sizeof(t->refused))) ? 0 : -1;
+}
+
 /* Fixed tags from column col of st (keys.tags, teams.tags) into *out: NULL for none;
  * -1 for text that is not a set of tags (tallyctl writes none) or out of memory. */
 static int keytable_tags_of(struct db_stmt *st, int col, struct tags **out)
@@ -260,7 +276,8 @@ static int keytable_add_team(struct keytable *t, struct db_stmt *st)
 	/* Teams' limits are counted under ids of their own (quota_team_subject). */
 	if (m->id <= 0 || m->id >= QUOTA_TAG_SUBJECTS)
 		return -1;
-	return m->name && keytable_tags_of(st, 8, &m->tags) == 0 ? 0 : -1;
+	return m->name && keytable_tags_of(st, 8, &m->tags) == 0 &&
+	       keytable_tz_of(t, st, 9, &m->quota) == 0 ? 0 : -1;
 }
 
 static int keytable_add_tag_budget(struct keytable *t, struct db_stmt *st)
@@ -402,7 +419,7 @@ static int keytable_add_key(struct keytable *t, struct db_stmt *st)
 	k->end_users = keytable_end_users_of(db_col_text(st, 16));
 	if (db_col_type(st, 11) != DB_NULL && !k->service_tiers)
 		return -1;
-	if (keytable_tags_of(st, 17, &k->fixed_tags) < 0)
+	if (keytable_tags_of(st, 17, &k->fixed_tags) < 0 || keytable_tz_of(t, st, 18, &k->quota) < 0)
 		return -1;
 	if (k->team && k->team->tags) {
 		struct tags own = { 0 };
@@ -595,7 +612,7 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	if (!(t->teams = keytable_alloc(db, "SELECT count(*) FROM teams", sizeof(*t->teams), &n)) ||
 	    keytable_each_row(db, t,
 	                      "SELECT id, name, rpm, tpm, max_concurrent, budget_micros,"
-	                      " budget_period, members_see_usage, tags FROM teams ORDER BY id", n,
+	                      " budget_period, members_see_usage, tags, budget_tz FROM teams ORDER BY id", n,
 	                      keytable_add_team) < 0 ||
 	    keytable_each_row(db, t, "SELECT team_id, model FROM team_models ORDER BY team_id",
 	                      SIZE_MAX, keytable_add_team_model) < 0)
@@ -611,7 +628,8 @@ static int keytable_load_rows(struct db *db, struct keytable *t)
 	                      "SELECT id, name, prefix, hash, default_model,"
 	                      " CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, rpm, tpm,"
 	                      " max_concurrent, budget_micros, budget_period, service_tiers,"
-	                      " server_tools, audio, cache_writes, team_id, end_users, tags FROM keys"
+	                      " server_tools, audio, cache_writes, team_id, end_users, tags, budget_tz"
+	                      " FROM keys"
 	                      " ORDER BY id",
 	                      n, keytable_add_key) < 0 ||
 	    keytable_each_row(db, t, "SELECT key_id, model FROM key_models ORDER BY key_id",

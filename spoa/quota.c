@@ -61,6 +61,7 @@
 
 #include "lease.h"
 #include "period.h"
+#include "tz.h"
 
 #define QUOTA_SHARDS        64
 #define QUOTA_SLOTS_INIT    8
@@ -100,6 +101,7 @@ struct quota_key {
 	int shared;                   /* admitted in shared mode: the share thread syncs it */
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
+	const struct tz *tz;          /* and its zone */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
 	int64_t spent;                /* settled cost in that period */
 	int64_t reserved;             /* cost held by admitted, unsettled requests */
@@ -320,20 +322,24 @@ static int64_t quota_retry_after(enum quota_verdict v, const struct quota_cfg *c
 		break;
 	}
 	return cfg->period == QUOTA_PERIOD_TOTAL ? -1 :
-	       lease_retry_s(quota_period_end(cfg->period, now_ms) - now_ms);
+	       lease_retry_s(quota_period_end(cfg->period, cfg->tz, now_ms) - now_ms);
 }
 
 /* Under the key's lock: a new period of the same kind starts from nothing; a changed
- * kind was reseeded by the main thread before the new limits reached any I/O thread. */
+ * kind or zone was reseeded by the main thread before the new limits reached any I/O
+ * thread (a zone may move the start back: what the seed counted stands). */
 static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, int64_t now_ms)
 {
-	int64_t period_start = quota_period_start(cfg->period, now_ms);
+	int64_t period_start = quota_period_start(cfg->period, cfg->tz, now_ms);
+	int changed = cfg->period != k->period || cfg->tz != k->tz;
 
-	if (cfg->budget_micros && (period_start > k->period_start_ms || cfg->period != k->period)) {
-		if (cfg->period != k->period)
+	if (cfg->budget_micros && (period_start > k->period_start_ms || changed)) {
+		if (changed) {
 			k->period = cfg->period;
-		else
+			k->tz = cfg->tz;
+		} else {
 			k->spent = 0;
+		}
 		k->period_start_ms = period_start;
 	}
 }
@@ -406,7 +412,7 @@ static enum quota_verdict quota_check_grants(struct quota_key *k, const struct q
                                              int *can_wait)
 {
 	struct quota_grant *g = &k->g;
-	int64_t start = quota_period_start(cfg->period, now_ms);
+	int64_t start = quota_period_start(cfg->period, cfg->tz, now_ms);
 
 	*can_wait = 0;
 	if (cfg->max_concurrent && k->in_flight >= g->slots) {
@@ -775,7 +781,7 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 }
 
 void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
-                     int64_t period_start_ms, int64_t spent_micros)
+                     const struct tz *tz, int64_t period_start_ms, int64_t spent_micros)
 {
 	uint64_t h = quota_hash_key(key_id);
 	struct quota_shard *s = quota_shard_of(q, h);
@@ -786,8 +792,9 @@ void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
 	k = quota_shard_find(s, h, key_id, 1);
 	if (!k) {
 		/* Out of memory: the key is counted from its next admission on. */
-	} else if (period != k->period || period_start_ms > k->period_start_ms) {
+	} else if (period != k->period || tz != k->tz || period_start_ms > k->period_start_ms) {
 		k->period = period;
+		k->tz = tz;
 		k->period_start_ms = period_start_ms;
 		k->spent = spent_micros;
 	} else if (period_start_ms == k->period_start_ms && spent_micros > k->spent) {
@@ -805,14 +812,14 @@ static enum period_kind quota_period_kind(enum quota_period p)
 	     : p == QUOTA_PERIOD_MONTH ? PERIOD_MONTH : PERIOD_TOTAL;
 }
 
-int64_t quota_period_start(enum quota_period p, int64_t now_ms)
+int64_t quota_period_start(enum quota_period p, const struct tz *tz, int64_t now_ms)
 {
-	return period_start_ms(quota_period_kind(p), now_ms);
+	return tz_period_start_ms(tz, quota_period_kind(p), now_ms);
 }
 
-int64_t quota_period_end(enum quota_period p, int64_t now_ms)
+int64_t quota_period_end(enum quota_period p, const struct tz *tz, int64_t now_ms)
 {
-	return period_end_ms(quota_period_kind(p), now_ms);
+	return tz_period_end_ms(tz, quota_period_kind(p), now_ms);
 }
 
 const char *quota_period_name(enum quota_period p)

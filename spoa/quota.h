@@ -16,8 +16,10 @@
 #include "enduser.h"
 #include "lease.h"
 
-/* Budget periods, UTC calendar: a day starts at 00:00, a week on Monday, a month on its
- * 1st. The values are stored (limit_pool.budget_period): a new one goes last. */
+struct tz;
+
+/* Budget periods, calendar: a day starts at 00:00, a week on Monday, a month on its
+ * 1st, in UTC or the limits' zone (quota_cfg.tz). The values are stored (limit_pool.budget_period): a new one goes last. */
 enum quota_period { QUOTA_PERIOD_DAY, QUOTA_PERIOD_MONTH, QUOTA_PERIOD_TOTAL, QUOTA_PERIOD_WEEK };
 
 /* A key's limits as configured (keys table); 0 in a field: no such limit. */
@@ -27,6 +29,9 @@ struct quota_cfg {
 	int64_t max_concurrent;       /* requests in flight */
 	int64_t budget_micros;        /* spend per period, micro-dollars */
 	enum quota_period period;
+	/* The zone its periods begin in (tz.h; NULL: UTC), tz_get's: it outlives every
+	 * snapshot and copy of the limits. */
+	const struct tz *tz;
 };
 
 /* Which limit refused; QUOTA_OK admits. QUOTA_BUDGET_PENDING (shared mode): this node's
@@ -180,17 +185,18 @@ void quota_cancel(struct quota *q, const struct quota_hold *hold);
 void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens,
                    int64_t cost_micros, int64_t now_ms);
 
-/* Seeds key_id's spend in its period of kind period starting at period_start_ms, from the
- * database: at start, so that a restart keeps the budget spent, and when keys change, so
- * that a new budget or period kind counts what was spent before. For the period already
- * being counted it only raises the spend (the database lags settled rows). */
+/* Seeds key_id's spend in its period of kind period in zone tz starting at
+ * period_start_ms, from the database: at start, so that a restart keeps the budget
+ * spent, and when keys change, so that a new budget, period kind or zone counts what was
+ * spent before. For the period already being counted it only raises the spend (the
+ * database lags settled rows). */
 void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
-                     int64_t period_start_ms, int64_t spent_micros);
+                     const struct tz *tz, int64_t period_start_ms, int64_t spent_micros);
 
-/* The start of the period containing now_ms (QUOTA_PERIOD_TOTAL: 0), and its end
- * (INT64_MAX for total). */
-int64_t quota_period_start(enum quota_period p, int64_t now_ms);
-int64_t quota_period_end(enum quota_period p, int64_t now_ms);
+/* The start of the period containing now_ms in zone tz (NULL: UTC; QUOTA_PERIOD_TOTAL:
+ * 0), and its end (INT64_MAX for total). */
+int64_t quota_period_start(enum quota_period p, const struct tz *tz, int64_t now_ms);
+int64_t quota_period_end(enum quota_period p, const struct tz *tz, int64_t now_ms);
 
 const char *quota_verdict_name(enum quota_verdict v);   /* "rpm", "tpm", ... */
 const char *quota_period_name(enum quota_period p);  /* "day", "week", "month", "total" */

@@ -531,16 +531,16 @@ static int session_usage_level(struct session *s, int64_t subject, const struct 
 		struct wording_usage_model *m = &l->models[i];
 
 		m->b = &mb[i];
-		m->since_ms = quota_period_start(mb[i].quota.period, now_ms);
-		m->until_ms = quota_period_end(mb[i].quota.period, now_ms);
+		m->since_ms = quota_period_start(mb[i].quota.period, mb[i].quota.tz, now_ms);
+		m->until_ms = quota_period_end(mb[i].quota.period, mb[i].quota.tz, now_ms);
 		if (usageview_spent(s->usage, subject_of(mb[i].id), mb[i].model, m->since_ms, now_ms,
 		                    &m->spent_micros, &m->as_of_ms) < 0)
 			return -1;
 	}
 	l->cfg = *cfg;
 	l->period = quota_report_period(cfg);
-	l->since_ms = quota_period_start(l->period, now_ms);
-	l->until_ms = quota_period_end(l->period, now_ms);
+	l->since_ms = quota_period_start(l->period, cfg->tz, now_ms);
+	l->until_ms = quota_period_end(l->period, cfg->tz, now_ms);
 	l->st = (struct quota_status){ -1, -1, -1, -1, -1, -1, 0 };
 	l->in_flight = 0;
 	if (s->quota)
@@ -592,8 +592,10 @@ static int session_end_users(struct session *s, struct decision *d, char *body)
 
 	memset(&l, 0, sizeof(l));
 	l.period = quota_report_period(&d->key->quota);
-	l.since_ms = quota_period_start(l.period, now);
-	l.until_ms = quota_period_end(l.period, now);
+	/* End users' spend is kept by UTC day (end_user_daily): their page counts UTC
+	 * periods whatever the key's zone (l.cfg.tz NULL), and says so. */
+	l.since_ms = quota_period_start(l.period, l.cfg.tz, now);
+	l.until_ms = quota_period_end(l.period, l.cfg.tz, now);
 	l.as_of_ms = now;
 	if (!eu)
 		d->verdict = DECISION_AGENT_ERROR;

@@ -202,7 +202,7 @@ static int share_key(struct share *s, const struct quota_share_key *k, struct le
 		return -1;
 	lim = (struct lease_limits){ k->cfg.rpm, k->cfg.tpm, k->cfg.max_concurrent,
 	                             k->cfg.budget_micros, (int)k->cfg.period,
-	                             quota_period_start(k->cfg.period, now_ms) };
+	                             quota_period_start(k->cfg.period, k->cfg.tz, now_ms) };
 	if (lease_budget_stale(&p, &lim)) {
 		/* A pool is keyed by its subject: a key's, a team's, a tag budget's, a model
 		 * budget's (summed over the models it covers) or an end user's (read by its

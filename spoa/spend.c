@@ -10,10 +10,18 @@
 #include "modelbudget.h"
 #include "quota.h"
 
-const char spend_key_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-                             " FROM key_hourly WHERE key_id = ?1 AND hour >= ?2";
-const char spend_team_sql[] = "SELECT coalesce(sum(cost_micros + estimated_cost_micros), 0)"
-                              " FROM team_hourly WHERE team_id = ?1 AND hour >= ?2";
+/* A key's or team's spend since ?2 (unix seconds): its hourly rollup from the first
+ * whole hour on, and its rows before that hour, which a period beginning at a zone's
+ * midnight off the hour (+05:30, +05:45) starts inside of; an empty range otherwise. */
+#define SPEND_SINCE_SQL(rollup, col, rows_where)                                           \
+	"SELECT coalesce((SELECT sum(cost_micros + estimated_cost_micros) FROM " rollup        \
+	" WHERE " col " = ?1 AND hour >= ?2), 0) + coalesce((SELECT"                            \
+	" sum(coalesce(cost_micros, 0) + coalesce(estimated_cost_micros, 0)) FROM requests"     \
+	" WHERE " rows_where " AND started_at >= ?2 * 1000"                                    \
+	" AND started_at < (?2 + 3599) / 3600 * 3600000), 0)"
+const char spend_key_sql[] = SPEND_SINCE_SQL("key_hourly", "key_id", "key_id = ?1");
+const char spend_team_sql[] = SPEND_SINCE_SQL("team_hourly", "team_id",
+                                              "team_id = ?1 AND team_id IS NOT NULL");
 
 /* tag_total_daily counts whole days, as tag budgets' periods begin on UTC days, across
  * keys: a row a day, however many keys carry the tag. */
@@ -109,11 +117,11 @@ static int spend_models(struct db_stmt *rows, struct quota *q, const struct kt_m
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		int64_t start = quota_period_start(b[i].quota.period, now_ms), spent;
+		int64_t start = quota_period_start(b[i].quota.period, b[i].quota.tz, now_ms), spent;
 
 		if (spend_model_rows(rows, b, n, b[i].id, b[i].model, start / 1000, &spent) < 0)
 			return -1;
-		quota_set_spent(q, subject(b[i].id), b[i].quota.period, start, spent);
+		quota_set_spent(q, subject(b[i].id), b[i].quota.period, b[i].quota.tz, start, spent);
 	}
 	return 0;
 }
@@ -134,7 +142,7 @@ static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const 
 	size_t i;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		int64_t start = quota_period_start(kinds[i], now_ms);
+		int64_t start = quota_period_start(kinds[i], NULL, now_ms);
 
 		if (!(k->end_user_budgets & 1u << kinds[i]))
 			continue;
@@ -148,7 +156,7 @@ static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const 
 
 			if (cfg && cfg->budget_micros > 0 && cfg->period == kinds[i])
 				quota_set_spent(q, keytable_end_user_subject(kt, k->id, user, len),
-				                kinds[i], start, db_col_int(st, 1));
+				                kinds[i], NULL, start, db_col_int(st, 1));
 		}
 		if (rc != DB_DONE)
 			return -1;
@@ -161,7 +169,7 @@ static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const 
 static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t subject,
                      const struct quota_cfg *cfg, int64_t now_ms)
 {
-	int64_t start = quota_period_start(cfg->period, now_ms);
+	int64_t start = quota_period_start(cfg->period, cfg->tz, now_ms);
 
 	if (!cfg->budget_micros)
 		return 0;
@@ -170,7 +178,7 @@ static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t su
 	db_bind_int(st, 2, start / 1000);
 	if (db_step(st) != DB_ROW)
 		return -1;
-	quota_set_spent(q, subject, cfg->period, start, db_col_int(st, 0));
+	quota_set_spent(q, subject, cfg->period, cfg->tz, start, db_col_int(st, 0));
 	return 0;
 }
 

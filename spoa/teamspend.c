@@ -58,7 +58,7 @@ int teamspend_refresh(struct teamspend *ts, struct db *db, const struct keytable
 		t->period = quota_report_period(&m->quota);
 		db_reset(st);
 		db_bind_int(st, 1, m->id);
-		db_bind_int(st, 2, quota_period_start(t->period, now_ms) / 1000);
+		db_bind_int(st, 2, quota_period_start(t->period, m->quota.tz, now_ms) / 1000);
 		if (db_step(st) != DB_ROW)
 			goto out;
 		t->spent_micros = db_col_int(st, 0);

@@ -9,6 +9,7 @@
 
 #include "keytable.h"
 #include "quota.h"
+#include "tz.h"
 
 /* The error "type" of each verdict in OpenAI's shape and in Anthropic's. */
 struct wording_types {
@@ -426,6 +427,13 @@ static void wording_time(char *out, size_t cap, int64_t ms)
 		snprintf(out, cap, "null");
 }
 
+/* The zone a period is stated in: tz_get's names are [A-Za-z0-9_+-./], nothing to
+ * escape in JSON. */
+static const char *wording_tz_name(const struct tz *tz)
+{
+	return tz ? tz_name(tz) : "UTC";
+}
+
 /* A window's figures, or null when there is no such limit; remaining < 0: unknown here
  * (quota_peek on several nodes). */
 static int wording_window(char *buf, size_t cap, int64_t limit, int64_t remaining, int64_t reset_ms)
@@ -467,11 +475,12 @@ static int wording_usage_level(const struct wording_usage_level *l, char *buf, s
 		         (long long)l->cfg.max_concurrent, (long long)l->in_flight);
 	else
 		snprintf(conc, sizeof(conc), "null");
-	n = snprintf(buf, cap, "\"period\":{\"kind\":\"%s\",\"start\":%s,\"end\":%s},"
-	             "\"spent_micros\":%lld,\"spent_as_of\":%s,\"budget_micros\":%s,"
+	n = snprintf(buf, cap, "\"period\":{\"kind\":\"%s\",\"time_zone\":\"%s\",\"start\":%s,"
+	             "\"end\":%s},\"spent_micros\":%lld,\"spent_as_of\":%s,\"budget_micros\":%s,"
 	             "\"budget_left_micros\":%s,\"requests_per_minute\":%s,"
 	             "\"tokens_per_minute\":%s,\"concurrency\":%s,\"model_budgets\":[",
-	             quota_period_name(l->period), since, until, (long long)l->spent_micros, asof,
+	             quota_period_name(l->period), wording_tz_name(l->cfg.tz), since, until,
+	             (long long)l->spent_micros, asof,
 	             budget, left, rpm, tpm, conc);
 	if (n < 0 || (size_t)n >= cap)
 		return -1;
@@ -486,9 +495,10 @@ static int wording_usage_level(const struct wording_usage_level *l, char *buf, s
 		wording_time(until, sizeof(until), m->until_ms);
 		wording_time(asof, sizeof(asof), m->as_of_ms);
 		n = snprintf(buf + len, cap - len, "%s{\"model\":\"%s\",\"period\":{\"kind\":\"%s\","
-		             "\"start\":%s,\"end\":%s},\"spent_micros\":%lld,\"spent_as_of\":%s,"
-		             "\"budget_micros\":%lld,\"budget_left_micros\":%lld}", i ? "," : "", model,
-		             quota_period_name(m->b->quota.period), since, until,
+		             "\"time_zone\":\"%s\",\"start\":%s,\"end\":%s},\"spent_micros\":%lld,"
+		             "\"spent_as_of\":%s,\"budget_micros\":%lld,\"budget_left_micros\":%lld}",
+		             i ? "," : "", model, quota_period_name(m->b->quota.period),
+		             wording_tz_name(m->b->quota.tz), since, until,
 		             (long long)m->spent_micros, asof, (long long)b,
 		             (long long)(m->spent_micros < b ? b - m->spent_micros : 0));
 		if (n < 0 || (size_t)n >= cap - len)
@@ -574,8 +584,9 @@ int wording_end_users_json(const struct decision *d, const struct wording_usage_
 	wording_time(until, sizeof(until), l->until_ms);
 	wording_time(asof, sizeof(asof), l->as_of_ms);
 	k = snprintf(buf, cap, "{\"object\":\"list\",\"key\":{\"prefix\":\"%s\",\"name\":\"%s\"},"
-	             "\"period\":{\"kind\":\"%s\",\"start\":%s,\"end\":%s},\"as_of\":%s,\"data\":[",
-	             prefix, name, quota_period_name(l->period), since, until, asof);
+	             "\"period\":{\"kind\":\"%s\",\"time_zone\":\"%s\",\"start\":%s,\"end\":%s},"
+	             "\"as_of\":%s,\"data\":[", prefix, name, quota_period_name(l->period),
+	             wording_tz_name(l->cfg.tz), since, until, asof);
 	if (k < 0 || (size_t)k + WORDING_PAGE_END >= cap)
 		return -1;
 	len = (size_t)k;

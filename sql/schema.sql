@@ -88,7 +88,8 @@ CREATE TABLE teams (
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	-- 1: its keys may read the team's figures on GET /tally/v1/usage; 0: each its own alone
 	members_see_usage INTEGER NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1)),
-	tags           TEXT  -- tags every request of its keys carries (docs/limits.md, "Tags")
+	tags           TEXT,  -- tags every request of its keys carries (docs/limits.md: Tags)
+	budget_tz      TEXT CHECK (budget_tz <> '')  -- its budget periods' zone; NULL: UTC
 );
 
 CREATE TABLE team_models (
@@ -135,7 +136,8 @@ CREATE TABLE keys (
 	team_id        INTEGER REFERENCES teams (id),  -- NULL: no team
 	end_users      TEXT NOT NULL DEFAULT 'optional'
 	               CHECK (end_users IN ('optional', 'required', 'forbidden')),
-	tags           TEXT  -- tags every request of the key carries; NULL: none
+	tags           TEXT,  -- tags every request of the key carries; NULL: none
+	budget_tz      TEXT CHECK (budget_tz <> '')  -- its budget periods' zone; NULL: UTC
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -978,4 +980,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 20;
+PRAGMA user_version = 21;

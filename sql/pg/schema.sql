@@ -103,7 +103,8 @@ CREATE TABLE teams (
 	budget_micros  BIGINT CHECK (budget_micros > 0),
 	budget_period  TEXT NOT NULL DEFAULT 'month' CHECK (budget_period IN ('day', 'week', 'month', 'total')),
 	members_see_usage BIGINT NOT NULL DEFAULT 0 CHECK (members_see_usage IN (0, 1)),
-	tags           TEXT  -- tags every request of its keys carries (docs/limits.md, "Tags")
+	tags           TEXT,  -- tags every request of its keys carries (docs/limits.md: Tags)
+	budget_tz      TEXT CHECK (budget_tz <> '')  -- its budget periods' zone; NULL: UTC
 );
 
 CREATE TABLE team_models (
@@ -150,7 +151,8 @@ CREATE TABLE keys (
 	team_id        BIGINT REFERENCES teams (id),  -- NULL: no team
 	end_users      TEXT NOT NULL DEFAULT 'optional'
 	               CHECK (end_users IN ('optional', 'required', 'forbidden')),
-	tags           TEXT  -- tags every request of the key carries; NULL: none
+	tags           TEXT,  -- tags every request of the key carries; NULL: none
+	budget_tz      TEXT CHECK (budget_tz <> '')  -- its budget periods' zone; NULL: UTC
 );
 
 -- Per-key model allow-lists, by model name. A key with no rows may use every model.
@@ -932,4 +934,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 );
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 20);
+INSERT INTO meta (name, value) VALUES ('schema_version', 21);

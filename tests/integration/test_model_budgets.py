@@ -154,7 +154,7 @@ def test_a_key_reads_its_budgets_per_model_and_its_teams(stack):
     got = usage_when(stack, key, lambda u: u["key"]["model_budgets"][0]["spent_micros"] == COST)
     gpt, gpt2 = got["key"]["model_budgets"]
     assert gpt["model"] == "mock-gpt" and gpt["budget_micros"] == 500000
-    assert gpt["period"] == {"kind": "total", "start": None, "end": None}
+    assert gpt["period"] == {"kind": "total", "time_zone": "UTC", "start": None, "end": None}
     assert gpt["budget_left_micros"] == 500000 - COST
     assert gpt2["model"] == "mock-gpt-2" and gpt2["period"]["kind"] == "week"
     assert gpt2["spent_micros"] == COST and gpt2["budget_left_micros"] == 1000000 - COST

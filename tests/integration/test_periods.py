@@ -4,6 +4,7 @@ and counts Retry-After to that Monday; a change of period keeps what was spent i
 new period; tallyctl, GET /tally/v1/usage and queryd report the week; and on a fake
 clock (libfaketime: the agents', and the store's for several nodes) the budget resets
 exactly at the boundary, on every node."""
+import contextlib
 import datetime
 import glob
 import json
@@ -66,7 +67,7 @@ def test_a_weekly_budget_refuses_until_monday_and_a_new_period_keeps_the_spend(s
     monday = week_start(now) + WEEK_S
     assert abs(int(h["retry-after"]) - (monday - now)) <= 2, (h["retry-after"], monday - now)
     k = usage_when(stack, key, lambda u: u["key"]["spent_micros"] == 3 * COST)["key"]
-    assert k["period"] == {"kind": "week", "start": iso(week_start(now)), "end": iso(monday)}
+    assert k["period"] == {"kind": "week", "time_zone": "UTC", "start": iso(week_start(now)), "end": iso(monday)}
     assert k["budget_left_micros"] == 0
     lst = json.loads(stack.tallyctl("key", "list", "--json").stdout)
     assert [x["budget_period"] for x in lst if x["name"] == "weekly"] == ["week"]
@@ -153,24 +154,78 @@ def fake_clock(offset):
             "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_FORCE_MONOTONIC_FIX": "0"}
 
 
-@pytest.fixture
-def fake_monday(tmp_path):
+@contextlib.contextmanager
+def fake_gateway(tmp_path, boundary_after, lead):
     """A gateway whose agent's clock (libfaketime, a fixed offset; HAProxy and the store
-    keep the real one) reads LEAD_S before the next Monday 00:00 UTC when it starts: the
-    Stack and the Monday, unix seconds on that clock."""
+    keep the real one) reads lead seconds before boundary_after(real, lead) when it
+    starts: the Stack, the boundary and the offset, unix seconds on that clock."""
     skip_without_fake_clock()
     real = time.time()
-    monday = next_monday(real, LEAD_S)
-    offset = int(monday - LEAD_S - real)
+    boundary = boundary_after(real, lead)
+    offset = int(boundary - lead - real)
     s = Stack(tmp_path, agent_env=fake_clock(offset))
     try:
         s.seed()
         s.tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
                    "--input-micros", "1000000", "--output-micros", "2000000")
         s.start(seed=False)
-        yield s, monday, offset
+        yield s, boundary, offset
     finally:
         s.close()
+
+
+@contextlib.contextmanager
+def fake_cluster(tmp_path, boundary_after, lead):
+    """Two nodes on a PostgreSQL of their own whose clock, like both agents', reads lead
+    seconds before boundary_after(real, lead) when it starts (leases count budget
+    periods on the store's clock): the nodes, the boundary and the offset."""
+    from pgserver import PgServer
+    skip_without_fake_clock()
+    real = time.time()
+    boundary = boundary_after(real, lead)
+    offset = int(boundary - lead - real)
+    env = fake_clock(offset)
+    pg = PgServer(tmp_path / "pg", env=env)
+    try:
+        pg.start()
+        with Cluster(tmp_path, pg, pg.create_db("periods"), 2, agent_env=env,
+                     agent_args=("--lease-wait-ms", "1000")) as c:
+            c.nodes[0].tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
+                                "--input-micros", "1000000", "--output-micros", "2000000")
+            yield c.nodes, boundary, offset
+    finally:
+        pg.close()
+
+
+def shared_budget_crosses(nodes, key, boundary, offset, code):
+    """Spends key's budget through both nodes until each refuses it (code), then checks
+    that both still refuse just before boundary on their clocks and both admit after."""
+    got = []
+    for i in range(8):
+        status, h, body = chat(nodes[i % 2], key, 1, COSTLY)
+        got.append(status)
+        if status == 200:
+            nodes[i % 2].row(h["x-request-id"])
+        else:
+            assert status == 402 and error_code(body) == code, body
+    assert got[0] == 200 and got[-2:] == [402, 402], got
+    assert time.time() + offset < boundary - 2, "the spending outlasted the fake clock's lead"
+    while time.time() + offset < boundary - 1.5:
+        time.sleep(0.1)
+    assert [chat(n, key, 1)[0] for n in nodes] == [402, 402]
+    while time.time() + offset < boundary + 0.5:
+        time.sleep(0.1)
+    for n in nodes:
+        status, h, _ = chat(n, key, 1, COSTLY)
+        assert status == 200
+        assert n.row(h["x-request-id"])["cost_micros"] == COST
+
+
+@pytest.fixture
+def fake_monday(tmp_path):
+    """A gateway whose agent's clock reads LEAD_S before the next Monday 00:00 UTC."""
+    with fake_gateway(tmp_path, next_monday, LEAD_S) as g:
+        yield g
 
 
 def test_budgets_reset_exactly_at_the_boundary_on_a_fake_clock(fake_monday):
@@ -202,25 +257,9 @@ def test_budgets_reset_exactly_at_the_boundary_on_a_fake_clock(fake_monday):
 
 @pytest.fixture
 def fake_monday_cluster(tmp_path):
-    """Two nodes on a PostgreSQL of their own whose clock, like both agents', reads
-    CLUSTER_LEAD_S before the next Monday 00:00 UTC when it starts (leases count
-    budget periods on the store's clock): the nodes and the Monday on that clock."""
-    from pgserver import PgServer
-    skip_without_fake_clock()
-    real = time.time()
-    monday = next_monday(real, CLUSTER_LEAD_S)
-    offset = int(monday - CLUSTER_LEAD_S - real)
-    env = fake_clock(offset)
-    pg = PgServer(tmp_path / "pg", env=env)
-    try:
-        pg.start()
-        with Cluster(tmp_path, pg, pg.create_db("periods"), 2, agent_env=env,
-                     agent_args=("--lease-wait-ms", "1000")) as c:
-            c.nodes[0].tallyctl("model", "set", "mock-gpt", "--provider", "mock-openai",
-                                "--input-micros", "1000000", "--output-micros", "2000000")
-            yield c.nodes, monday, offset
-    finally:
-        pg.close()
+    """Two nodes whose clocks read CLUSTER_LEAD_S before the next Monday 00:00 UTC."""
+    with fake_cluster(tmp_path, next_monday, CLUSTER_LEAD_S) as c:
+        yield c
 
 
 def test_a_shared_weekly_budget_resets_at_the_boundary_on_every_node(fake_monday_cluster):
@@ -230,22 +269,4 @@ def test_a_shared_weekly_budget_resets_at_the_boundary_on_every_node(fake_monday
     key = nodes[0].create_key("weekly", "--default-model", "mock-gpt", "--budget-usd", "0.3",
                               "--budget-period", "week")
     time.sleep(RELOAD_S)
-    got = []
-    for i in range(8):
-        status, h, body = chat(nodes[i % 2], key, 1, COSTLY)
-        got.append(status)
-        if status == 200:
-            nodes[i % 2].row(h["x-request-id"])
-        else:
-            assert status == 402 and error_code(body) == "budget_exceeded", body
-    assert got[0] == 200 and got[-2:] == [402, 402], got
-    assert time.time() + offset < monday - 2, "the spending outlasted the fake clock's lead"
-    while time.time() + offset < monday - 1.5:
-        time.sleep(0.1)
-    assert [chat(n, key, 1)[0] for n in nodes] == [402, 402]
-    while time.time() + offset < monday + 0.5:
-        time.sleep(0.1)
-    for n in nodes:
-        status, h, _ = chat(n, key, 1, COSTLY)
-        assert status == 200
-        assert n.row(h["x-request-id"])["cost_micros"] == COST
+    shared_budget_crosses(nodes, key, monday, offset, "budget_exceeded")

@@ -1081,10 +1081,12 @@ def test_keys_limits_and_spend(world):
     assert a["id"] == keys["alpha"] and a["prefix"].startswith("tly_") and len(a["prefix"]) == 12
     assert a["models"] == [] and a["default_model"] is None and a["revoked_at"] is None
     assert a["limits"] == {"rpm": None, "tpm": None, "max_concurrent": None,
-                           "budget_micros": 12500000, "budget_period": "total"}
+                           "budget_micros": 12500000, "budget_period": "total",
+                           "time_zone": "UTC"}
     assert b["models"] == ["m-gpt"] and b["default_model"] == "m-gpt"
     assert b["limits"] == {"rpm": 60, "tpm": 1000, "max_concurrent": 3,
-                           "budget_micros": 1000000, "budget_period": "day"}
+                           "budget_micros": 1000000, "budget_period": "day",
+                           "time_zone": "UTC"}
     assert g["revoked_at"] is not None and g["limits"]["budget_period"] == "month"
 
     def spend(key_id, start):
@@ -1133,7 +1135,8 @@ def test_teams_limits_models_and_spend(world):
     assert (p["id"], p["keys"], p["models"]) == (teams["platform"], 1, [])
     assert p["members_see_usage"] is False and h["members_see_usage"] is True
     assert p["limits"] == {"rpm": None, "tpm": None, "max_concurrent": None,
-                           "budget_micros": None, "budget_period": "month"}
+                           "budget_micros": None, "budget_period": "month",
+                           "time_zone": "UTC"}
     assert (h["id"], h["keys"], sorted(h["models"])) == (teams[HOSTILE], 1, ["m-claude", "m-gpt"])
     assert h["limits"]["budget_micros"] == 5000000 and h["limits"]["budget_period"] == "total"
 

@@ -563,8 +563,11 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 20's part, dropped to make a database of before it. */
-#define TEST_UNDO_20 "DROP TABLE tag_total_daily;"
+/* Schema 21's parts, dropped to make a database of before it. */
+#define TEST_UNDO_21 "ALTER TABLE keys DROP COLUMN budget_tz; ALTER TABLE teams DROP COLUMN budget_tz;"
+
+/* Schema 20's part, likewise (and every later one). */
+#define TEST_UNDO_20 TEST_UNDO_21 " DROP TABLE tag_total_daily;"
 
 /* Schema 19's parts, likewise (their triggers go with them; and every later one). */
 #define TEST_UNDO_19 TEST_UNDO_20 " DROP TABLE team_model_daily; DROP TABLE model_budgets;"

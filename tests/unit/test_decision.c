@@ -1402,7 +1402,7 @@ static void test_end_users_page(void)
 	l.as_of_ms = 1765000000000LL;
 	n = wording_end_users_json(&d, &l, eu, 3, NULL, buf, sizeof(buf));
 	CHECK(n > 0 && (size_t)n == strlen(buf));
-	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"start\":\"2025-12-01T00:00:00Z\"") != NULL);
+	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"time_zone\":\"UTC\",\"start\":\"2025-12-01T00:00:00Z\"") != NULL);
 	CHECK(strstr(buf, "\"data\":[{\"end_user\":\"a \\\"q\\\"\",\"requests\":2,\"spent_micros\":30},"
 	                  "{\"end_user\":\"b\\u2028\",") != NULL);
 	CHECK(strstr(buf, "\"end_user\":\"c+d/\xc3\xa9\"") != NULL);
@@ -1459,7 +1459,7 @@ static void test_usage_path(void)
 	u.key.st = (struct quota_status){ 60, 59, 1000, -1, -1, -1, 0 };
 	n = wording_usage_json(&d, &u, buf, sizeof(buf));
 	CHECK(n > 0 && (size_t)n == strlen(buf));
-	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"start\":\"2025-12-01T00:00:00Z\","
+	CHECK(strstr(buf, "\"period\":{\"kind\":\"month\",\"time_zone\":\"UTC\",\"start\":\"2025-12-01T00:00:00Z\","
 	                  "\"end\":\"2026-01-01T00:00:00Z\"}") != NULL);
 	CHECK(strstr(buf, "\"spent_micros\":600000,") != NULL);
 	CHECK(strstr(buf, "\"budget_micros\":500000,\"budget_left_micros\":0,") != NULL);
@@ -1472,7 +1472,7 @@ static void test_usage_path(void)
 	u.key.since_ms = 0;
 	u.key.until_ms = INT64_MAX;
 	CHECK(wording_usage_json(&d, &u, buf, sizeof(buf)) > 0);
-	CHECK(strstr(buf, "{\"kind\":\"total\",\"start\":null,\"end\":null}") != NULL);
+	CHECK(strstr(buf, "{\"kind\":\"total\",\"time_zone\":\"UTC\",\"start\":null,\"end\":null}") != NULL);
 	CHECK_EQ_INT(wording_usage_json(&d, &u, buf, 100), -1);
 
 	/* Budgets per model: each with its own period. The longest answer (16 for the key
@@ -1506,7 +1506,7 @@ static void test_usage_path(void)
 		}
 		u.key.nmodels = MODELBUDGET_PER_OWNER_MAX;
 		u.key.cfg = (struct quota_cfg){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
-		                                QUOTA_PERIOD_MONTH };
+		                                QUOTA_PERIOD_MONTH, NULL };
 		u.key.st = (struct quota_status){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
 		                                  INT64_MAX, INT64_MAX, 0 };
 		u.key.spent_micros = INT64_MAX;
@@ -1522,7 +1522,7 @@ static void test_usage_path(void)
 		u.key.models[0].spent_micros = 200;
 		CHECK(wording_usage_json(&d, &u, buf, sizeof(buf)) > 0);
 		CHECK(strstr(buf, "\"model_budgets\":[{\"model\":\"gpt-a\",\"period\":{\"kind\":"
-		                  "\"week\",\"start\":\"2025-12-06T05:46:40Z\",\"end\":"
+		                  "\"week\",\"time_zone\":\"UTC\",\"start\":\"2025-12-06T05:46:40Z\",\"end\":"
 		                  "\"2025-12-13T04:26:40Z\"},\"spent_micros\":200,\"spent_as_of\":"
 		                  "\"2025-12-06T05:46:40Z\",\"budget_micros\":700,"
 		                  "\"budget_left_micros\":500}]") != NULL);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "quota.h"
+#include "tz.h"
 #include "unit.h"
 
 #define T0     1700000000000LL         /* 2023-11-14T22:13:20Z */
@@ -19,7 +20,7 @@
 static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget,
                                 enum quota_period p)
 {
-	struct quota_cfg c = { rpm, tpm, conc, budget, p };
+	struct quota_cfg c = { rpm, tpm, conc, budget, p, NULL };
 
 	return c;
 }
@@ -234,29 +235,29 @@ static void test_period_arithmetic(void)
 	int64_t t, d;
 	int y, m;
 
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_TOTAL, T0), 0);
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_TOTAL, T0), INT64_MAX);
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, T0), utc_ms(2023, 11, 14, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_DAY, T0), utc_ms(2023, 11, 15, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, T0), utc_ms(2023, 11, 1, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2023, 12, 31, 23, 59, 59)),
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_TOTAL, NULL, T0), 0);
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_TOTAL, NULL, T0), INT64_MAX);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), utc_ms(2023, 11, 14, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_DAY, NULL, T0), utc_ms(2023, 11, 15, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, NULL, T0), utc_ms(2023, 11, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, NULL, utc_ms(2023, 12, 31, 23, 59, 59)),
 	             utc_ms(2024, 1, 1, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2024, 2, 29, 12, 0, 0)),
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, NULL, utc_ms(2024, 2, 29, 12, 0, 0)),
 	             utc_ms(2024, 3, 1, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, utc_ms(2100, 2, 28, 12, 0, 0)),
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, NULL, utc_ms(2100, 2, 28, 12, 0, 0)),
 	             utc_ms(2100, 3, 1, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, -1), -DAY);
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, -1), utc_ms(1969, 12, 1, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, NULL, -1), -DAY);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, NULL, -1), utc_ms(1969, 12, 1, 0, 0, 0));
 	/* Every month boundary from 1960 to 2110 against libc, probed at both edges. */
 	for (y = 1960; y <= 2110; y++) {
 		for (m = 1; m <= 12; m++) {
 			t = utc_ms(y, m, 1, 0, 0, 0);
 			d = utc_ms(y + (m == 12), m % 12 + 1, 1, 0, 0, 0);
-			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, t), t);
-			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, d - 1), t);
-			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, t), d);
-			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, d - 1), d);
-			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, d - 1), d - DAY);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, NULL, t), t);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_MONTH, NULL, d - 1), t);
+			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, NULL, t), d);
+			CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_MONTH, NULL, d - 1), d);
+			CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, NULL, d - 1), d - DAY);
 		}
 	}
 }
@@ -269,19 +270,19 @@ static void test_period_weeks(void)
 	struct tm tm;
 	time_t s;
 
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, T0), utc_ms(2023, 11, 13, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, T0), utc_ms(2023, 11, 20, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, 0), utc_ms(1969, 12, 29, 0, 0, 0));
-	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, -1), utc_ms(1969, 12, 29, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, NULL, T0), utc_ms(2023, 11, 13, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, NULL, T0), utc_ms(2023, 11, 20, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, NULL, 0), utc_ms(1969, 12, 29, 0, 0, 0));
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_WEEK, NULL, -1), utc_ms(1969, 12, 29, 0, 0, 0));
 	CHECK_EQ_STR(quota_period_name(QUOTA_PERIOD_WEEK), "week");
 	for (t = utc_ms(1960, 1, 1, 0, 0, 0); t < end; t += DAY) {
-		w = quota_period_start(QUOTA_PERIOD_WEEK, t + DAY - 1);
+		w = quota_period_start(QUOTA_PERIOD_WEEK, NULL, t + DAY - 1);
 		s = (time_t)(w / 1000);
 		gmtime_r(&s, &tm);
 		CHECK_EQ_INT(tm.tm_wday, 1);
 		CHECK_EQ_INT(tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec, 0);
 		CHECK(w <= t && t < w + 7 * DAY);
-		CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, t), w + 7 * DAY);
+		CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_WEEK, NULL, t), w + 7 * DAY);
 	}
 }
 
@@ -293,12 +294,12 @@ static void test_budget_week(void)
 	struct quota *l = quota_new();
 	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_WEEK);
 	int64_t monday = utc_ms(2026, 12, 7, 0, 0, 0), sunday = monday - 1;
-	int64_t week = quota_period_start(QUOTA_PERIOD_WEEK, sunday);
+	int64_t week = quota_period_start(QUOTA_PERIOD_WEEK, NULL, sunday);
 	struct quota_hold a, b;
 	struct quota_status st;
 
 	CHECK_EQ_INT(week, utc_ms(2026, 11, 30, 0, 0, 0));
-	quota_set_spent(l, 1, QUOTA_PERIOD_WEEK, week, 990);
+	quota_set_spent(l, 1, QUOTA_PERIOD_WEEK, NULL, week, 990);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 10, sunday - 5000, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.period_start_ms, week);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, sunday - 5000, &b, &st), QUOTA_BUDGET);
@@ -318,15 +319,58 @@ static void test_budget_week(void)
 	quota_free(l);
 }
 
+/* A day budget in Asia/Kolkata (+05:30): its day turns at 18:30Z, not at midnight UTC;
+ * a zone set on a key counting in UTC takes the seed of the zone's period, even one that
+ * starts earlier than the period counted (a later seed would be needed otherwise). */
+static void test_budget_zone(void)
+{
+	struct quota *l = quota_new();
+	char err[256];
+	const struct tz *in = tz_get("Asia/Kolkata", err, sizeof(err));
+	struct quota_cfg utc = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY), c = utc;
+	int64_t turn = utc_ms(2026, 12, 7, 18, 30, 0);
+	struct quota_hold a;
+	struct quota_status st;
+
+	CHECK(in != NULL);
+	c.tz = in;
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, in, turn - 1), turn - DAY);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, in, turn), turn);
+	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_DAY, in, turn - 1), turn);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, in, turn - DAY, 1000);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, turn - 1, &a, &st), QUOTA_BUDGET);
+	CHECK_EQ_INT(st.retry_after_s, 1);
+	/* 18:30Z: Kolkata's next day, the budget whole again; UTC's day had not turned. */
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1000, turn, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(a.period_start_ms, turn);
+	quota_settle(l, &a, -1, 1000, turn);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 1, turn + 1), QUOTA_BUDGET);
+
+	/* Key 2 counts in UTC since 00:00Z on the 8th; set to Kolkata, its day began at
+	 * 18:30Z on the 7th: the seed of that period stands, earlier or not. */
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, turn + 5 * 3600000 + 1800000, 100);
+	CHECK_EQ_INT(admit(l, 2, &utc, 0, 900, turn + 6 * 3600000), QUOTA_OK);
+	CHECK_EQ_INT(admit(l, 2, &utc, 0, 1, turn + 6 * 3600000), QUOTA_BUDGET);
+	/* (the 900 stays reserved) */
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, in, turn, 0);
+	CHECK_EQ_INT(admit(l, 2, &c, 0, 101, turn + 6 * 3600000), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 2, &c, 0, 100, turn + 6 * 3600000), QUOTA_OK);
+	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, NULL, turn + 5 * 3600000 + 1800000, 100);
+	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, in, turn, 700);
+	CHECK_EQ_INT(admit(l, 3, &c, 0, 301, turn + 6 * 3600000), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 3, &c, 0, 300, turn + 6 * 3600000), QUOTA_OK);
+	quota_free(l);
+}
+
 static void test_budget_day(void)
 {
 	struct quota *l = quota_new();
 	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
-	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0), late = day + DAY - 1000;
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), late = day + DAY - 1000;
 	struct quota_hold a, b;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 900);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 900);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 100, T0, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.cost_micros, 100);
 	CHECK_EQ_INT(a.period_start_ms, day);
@@ -342,12 +386,12 @@ static void test_budget_day(void)
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, late, &a, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s, 1);
 	/* A stale seed for an earlier period changes nothing. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day - DAY, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day - DAY, 0);
 	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_BUDGET);
 
 	/* A new day starts from 0; a hold from the day before does not charge it but its
 	 * reservation counts until settled. */
-	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, day, 0);
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, day, 0);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 400, late, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 600, day + DAY, &b, &st), QUOTA_OK);
 	CHECK_EQ_INT(b.period_start_ms, day + DAY);
@@ -370,7 +414,7 @@ static void spend_across(struct quota *l, int64_t key, int64_t t, int64_t next_t
 	quota_settle(l, &h, -1, 1000, t);
 	CHECK_EQ_INT(quota_admit(l, key, &c, 0, 1, t, &h, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s,
-	             (quota_period_end(QUOTA_PERIOD_MONTH, t) - t + 999) / 1000);
+	             (quota_period_end(QUOTA_PERIOD_MONTH, NULL, t) - t + 999) / 1000);
 	CHECK_EQ_INT(admit(l, key, &c, 0, 1, next_t), expect);
 }
 
@@ -397,19 +441,19 @@ static void test_budget_reseed(void)
 	struct quota *l = quota_new();
 	struct quota_cfg day_cfg = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
 	struct quota_cfg month_cfg = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_MONTH);
-	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
-	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, T0);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, NULL, T0);
+	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NULL, T0);
 	struct quota_hold a;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &day_cfg, 0, 600, T0, &a, &st), QUOTA_OK);
 	quota_settle(l, &a, -1, 600, T0);
 	/* A reseed from a database that has not stored that row yet keeps the 600. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, day, 100);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 100);
 	CHECK_EQ_INT(admit(l, 1, &day_cfg, 0, 401, T0), QUOTA_BUDGET);
 	/* Day to month: the month's spend so far (from the database) counts at once. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_MONTH, month, 950);
+	quota_set_spent(l, 1, QUOTA_PERIOD_MONTH, NULL, month, 950);
 	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 51, T0), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 50, T0), QUOTA_OK);
 	quota_free(l);
@@ -422,7 +466,7 @@ static void test_budget_total(void)
 	struct quota_hold h;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_TOTAL, 0, 499);
+	quota_set_spent(l, 1, QUOTA_PERIOD_TOTAL, NULL, 0, 499);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0, &h, &st), QUOTA_OK);
 	CHECK_EQ_INT(h.period_start_ms, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0 + 100 * DAY, &h, &st), QUOTA_BUDGET);
@@ -914,7 +958,7 @@ static void test_tag_budgets(void)
 	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0 && h2[2].key_id == 0);
 	CHECK(st.retry_after_s > 0);
 	/* Refused at tag 2: tag 1's hold and the key's are given back. */
-	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 990);
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 990);
 	CHECK_EQ_INT(admit_tags(l, &key, 2, cfgs, 30, h2, &st), 2);
 	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0);
 	quota_settle(l, &h[0], -1, 60, T0);
@@ -922,7 +966,7 @@ static void test_tag_budgets(void)
 	quota_settle(l, &h[2], -1, 60, T0);
 	/* 60 spent at tag 1: 40 fit there, 41 do not; a refused admission took nothing,
 	 * at the key either (60 spent of its 1000, none held: 940 fit without tags). */
-	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, quota_period_start(QUOTA_PERIOD_DAY, T0), 0);
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 0);
 	CHECK_EQ_INT(admit_tags(l, &key, 1, cfgs, 41, h2, &st), 1);
 	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 941, h2, &st), 0);
 	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 940, h2, &st), 1);
@@ -959,5 +1003,6 @@ int main(void)
 	RUN(test_tag_budgets);
 	RUN(test_team_rates);
 	RUN(test_team_budget_and_slots);
+	RUN(test_budget_zone);
 	return UNIT_DONE();
 }

@@ -15,7 +15,7 @@
 
 static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget)
 {
-	struct quota_cfg c = { rpm, tpm, conc, budget, QUOTA_PERIOD_DAY };
+	struct quota_cfg c = { rpm, tpm, conc, budget, QUOTA_PERIOD_DAY, NULL };
 
 	return c;
 }
@@ -196,7 +196,7 @@ static void test_fallback_budget_reported(void)
 {
 	struct quota *q = quota_new();
 	struct quota_cfg c = cfg_of(60, 1000, 0, 100000);
-	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, NULL, T0);
 	struct lease_grant g = { .req = 1, .tok = 100, .budget = 100, .budget_start_ms = day,
 	                         .pool_budget = 1000 };
 	struct quota_share_key *keys = NULL;
@@ -269,7 +269,7 @@ static void test_tokens_and_budget(void)
 {
 	struct quota *q = quota_new();
 	struct quota_cfg c = cfg_of(0, 1000, 0, 5000);
-	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, T0);
+	int64_t day = quota_period_start(QUOTA_PERIOD_DAY, NULL, T0);
 	struct lease_grant g = { .tok = 100, .budget = 300, .budget_start_ms = day };
 	struct quota_share_key *keys = NULL;
 	struct quota_status st;

@@ -18,6 +18,7 @@
 #include "spend.h"
 #include "teamspend.h"
 #include "teststore.h"
+#include "tz.h"
 #include "tmpdir.h"
 #include "unit.h"
 #include "usageview.h"
@@ -178,7 +179,7 @@ static void test_seed(void)
 	 * asks; a new row shows after that, and a store that fails is a -1, not a 0. */
 	{
 		struct usageview *u = usageview_new(path);
-		int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS);
+		int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NULL, NOW_MS);
 		int64_t spent = -1, at = -1;
 		struct acct_row more;
 
@@ -207,7 +208,7 @@ static void test_seed(void)
 		CHECK_EQ_INT((int64_t)usageview_reads(u), 4);
 		/* Another period of the same key is another figure. */
 		full_probe_time();
-		CHECK_EQ_INT(usageview_spent(u, 1, NULL, quota_period_start(QUOTA_PERIOD_DAY, NOW_MS),
+		CHECK_EQ_INT(usageview_spent(u, 1, NULL, quota_period_start(QUOTA_PERIOD_DAY, NULL, NOW_MS),
 		                             NOW_MS + USAGEVIEW_FRESH_MS, &spent, &at), 0);
 		CHECK_EQ_INT(spent, 211);
 		CHECK(db_exec(db, "DROP TABLE team_hourly", err, sizeof(err)) == 0);
@@ -325,12 +326,12 @@ static void test_seed_model_budgets(void)
 		CHECK(u != NULL);
 		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, quota_key_model_subject(1), "gpt-a",
-		                             quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS), NOW_MS,
+		                             quota_period_start(QUOTA_PERIOD_MONTH, NULL, NOW_MS), NOW_MS,
 		                             &spent, &at), 0);
 		CHECK_EQ_INT(spent, 155);
 		full_probe_time();
 		CHECK_EQ_INT(usageview_spent(u, quota_team_model_subject(3), "gpt-a",
-		                             quota_period_start(QUOTA_PERIOD_WEEK, NOW_MS), NOW_MS,
+		                             quota_period_start(QUOTA_PERIOD_WEEK, NULL, NOW_MS), NOW_MS,
 		                             &spent, &at), 0);
 		CHECK_EQ_INT(spent, 230);
 		/* A model budget's subject without its model is no figure. */
@@ -350,7 +351,7 @@ static void test_seed_model_budgets(void)
 static void test_end_users_page(void)
 {
 	enum { OLD = USAGEVIEW_PAGE_SCAN + 3 };
-	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NOW_MS);
+	int64_t month = quota_period_start(QUOTA_PERIOD_MONTH, NULL, NOW_MS);
 	struct usageview_end_user eu[3];
 	struct acct_row rows[32];
 	char path[1024], stopped[ACCT_END_USER_MAX], after[ACCT_END_USER_MAX], err[256];
@@ -463,6 +464,67 @@ static void test_usage_store_that_hangs(void)
 	close(fd);
 }
 
+/* Budgets whose day begins at a zone's midnight off the hour: a key in Asia/Kolkata
+ * (+05:30, its day of NOW_MS began at 18:30Z), a team in Asia/Kathmandu (+05:45, at
+ * 18:15Z). The spend counts the rows of the half hour before the first whole hour, the
+ * hours after it, and nothing of the minutes before the local midnight. */
+static void test_seed_zones(void)
+{
+	char path[1024], err[256];
+	const struct tz *in = tz_get("Asia/Kolkata", err, sizeof(err));
+	const struct tz *np = tz_get("Asia/Kathmandu", err, sizeof(err));
+	struct kt_key keys[1] = {
+		{ .id = 11, .quota = { .budget_micros = 10000, .period = QUOTA_PERIOD_DAY, .tz = in } },
+	};
+	struct kt_team teams[1] = {
+		{ .id = 12, .quota = { .budget_micros = 10000, .period = QUOTA_PERIOD_DAY, .tz = np } },
+	};
+	struct kt_key team12 = { .id = quota_team_subject(12), .quota = teams[0].quota };
+	struct keytable kt = { .keys = keys, .nkeys = 1, .teams = teams, .nteams = 1 };
+	int64_t day = NOW_MS - 12 * HOUR_MS;                /* 2026-12-15 00:00Z */
+	int64_t in_day = day - 5 * HOUR_MS - HOUR_MS / 2;   /* 2026-12-14 18:30Z */
+	int64_t np_day = in_day - HOUR_MS / 4;              /* 2026-12-14 18:15Z */
+	struct acct_row rows[8];
+	const char *where;
+	struct quota *q = quota_new();
+	struct db *db = NULL;
+
+	CHECK(in && np);
+	if (!in || !np || tmpdir_make("spendtz") < 0 ||
+	    !(where = teststore_fresh(store_kind, "tally.db"))) {
+		CHECK(0);
+		quota_free(q);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", where);
+	CHECK(db_open(path, DB_CREATE, &db, err, sizeof(err)) == 0);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, in, NOW_MS), in_day);
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, np, NOW_MS), np_day);
+	/* key 11: 1 + 20 + 300 + 4000 since 18:30Z; the 5000 of 18:29:59.999 are the day
+	 * before's, though its hour's */
+	row_at(&rows[0], 11, in_day - 1, 5000, ACCT_NONE);
+	row_at(&rows[1], 11, in_day, 1, ACCT_NONE);
+	row_at(&rows[2], 11, in_day + HOUR_MS / 2 - 1, ACCT_NONE, 20);
+	row_at(&rows[3], 11, in_day + HOUR_MS / 2, 300, ACCT_NONE);
+	row_at(&rows[4], 11, NOW_MS - 1, 4000, ACCT_NONE);
+	/* team 12: 60 + 700 since 18:15Z, not the 8000 of 18:14 */
+	row_at(&rows[5], 11, np_day - 60000, 8000, ACCT_NONE);
+	row_at(&rows[6], 11, np_day, 60, ACCT_NONE);
+	row_at(&rows[7], 11, in_day + HOUR_MS / 2, 700, ACCT_NONE);
+	rows[5].team_id = rows[6].team_id = rows[7].team_id = 12;
+	store(path, rows, 8);
+
+	CHECK_EQ_INT(spend_seed(db, &kt, q, NOW_MS, err, sizeof(err)), 0);
+	/* key 11: 1 + 20 + 300 + 4000 + the team's rows of 18:30 on (700) */
+	CHECK(admits(q, &keys[0], 10000 - 5021));
+	CHECK(!admits(q, &keys[0], 10000 - 5021 + 1));
+	CHECK(admits(q, &team12, 10000 - 760));
+	CHECK(!admits(q, &team12, 10000 - 760 + 1));
+	db_close(db);
+	quota_free(q);
+	tmpdir_remove();
+}
+
 int main(void)
 {
 	int i;
@@ -473,6 +535,7 @@ int main(void)
 		RUN(test_seed);
 		RUN(test_seed_model_budgets);
 		RUN(test_end_users_page);
+		RUN(test_seed_zones);
 	}
 	RUN(test_usage_store_that_hangs);
 	return UNIT_DONE();

@@ -787,6 +787,8 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "ALTER TABLE keys DROP COLUMN budget_tz;"
+		                         "ALTER TABLE teams DROP COLUMN budget_tz;"
 		                         "DROP TABLE tag_total_daily;"
 		                         "DROP TABLE team_model_daily; DROP TABLE model_budgets;"
 		                         "DROP TABLE end_user_limits;"

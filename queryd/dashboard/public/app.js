@@ -1043,7 +1043,9 @@
       const l = k.limits || {};
       const s = k.spend || {};
       const period = s.period || l.budget_period || 'month';
-      const periodName = { total: 'in total', day: 'today', week: 'this week' }[period] || 'this month';
+      // A budget in a stated zone (limits.time_zone) names it: its "today" is the zone's.
+      const zone = l.time_zone && l.time_zone !== 'UTC' && period !== 'total' ? ` (${l.time_zone})` : '';
+      const periodName = ({ total: 'in total', day: 'today', week: 'this week' }[period] || 'this month') + zone;
       // The budget is charged reported + estimated spend (charged_micros), as the agent counts it.
       const charged = s.charged_micros ?? 0;
       const split = h('span', { class: 'txt split', 'data-testid': 'key-spend' }, spendText(s.cost_micros, s.estimated_cost_micros));

@@ -11,7 +11,8 @@ SELECT k.id, k.name, k.prefix, k.default_model, k.created_at, k.revoked_at, k.te
        coalesce(u.cost_micros, 0) AS cost_micros,
        coalesce(u.estimated_cost_micros, 0) AS estimated_cost_micros,
        coalesce(u.requests, 0) AS requests,
-       coalesce(u.total_tokens, 0) AS total_tokens
+       coalesce(u.total_tokens, 0) AS total_tokens,
+       k.budget_tz
 FROM keys k
 CROSS JOIN LATERAL (SELECT CASE k.budget_period WHEN 'day' THEN CAST(:day_start AS BIGINT)
                                                 WHEN 'week' THEN CAST(:week_start AS BIGINT)
