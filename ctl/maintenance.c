@@ -23,6 +23,8 @@
 #define CTL_PRUNE_PAUSE_DEF  50
 #define CTL_PRUNE_PAUSE_MAX  60000
 #define CTL_MS_PER_DAY       86400000LL
+/* Days of rows a budget in a time zone may need: a month and its zone's offset. */
+#define CTL_PRUNE_ZONED_DAYS 32
 
 /* fsyncs path (a file, or a directory so that a rename in it is durable). 0 or -1. */
 static int maintenance_fsync_path(const char *path, int flags)
@@ -181,7 +183,10 @@ static void maintenance_sleep_ms(int64_t ms)
  * when the agent's writer committed in between (on PostgreSQL, db_begin's plain BEGIN:
  * the DELETE locks only its rows). Rollups (usage_*, model_*)
  * and the accounting counters are left alone: dashboards keep their history and
- * received = written + dropped keeps counting every transaction ever accounted. */
+ * received = written + dropped keeps counting every transaction ever accounted. While a
+ * key or team counts its budget in a time zone, the rows of the last
+ * CTL_PRUNE_ZONED_DAYS stay: a zone off the hour (+05:30) begins its period inside an
+ * hour, whose part after the start only the rows hold (spoa/spend.c). */
 int maintenance_prune(struct ctl *ctl, const struct ctl_args *a)
 {
 	static const char delete_sql[] =
@@ -205,17 +210,28 @@ int maintenance_prune(struct ctl *ctl, const struct ctl_args *a)
 	if (status != CTL_OK)
 		return status;
 	status = CTL_FAIL;
-	/* requests.started_at is unix milliseconds. */
-	cutoff = (db_now() * 1000) - days * CTL_MS_PER_DAY;
-	t = (time_t)(cutoff / 1000);
-	if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(when, sizeof(when), "%lld ms", (long long)cutoff);
 	/* DB_READWRITE, not ctl_db_open's DB_CREATE: a mistyped --db must not become a new,
 	 * empty database that "prunes" nothing. */
 	if (db_open(ctl->db_path, DB_READWRITE, &ctl->db, err, sizeof(err)) < 0) {
 		ctl_error("%s", err);
 		goto out;
 	}
+	if (days < CTL_PRUNE_ZONED_DAYS) {
+		if (ctl_find(ctl, &n, "SELECT (SELECT count(*) FROM keys WHERE budget_tz IS NOT NULL)"
+		             " + (SELECT count(*) FROM teams WHERE budget_tz IS NOT NULL)", "") != 1)
+			goto out;
+		if (n > 0) {
+			fprintf(stderr, "tallyctl: keeping the rows of the last %d days: %lld keys and"
+			        " teams count their budgets in a time zone, whose period may begin"
+			        " inside an hour only the rows hold\n", CTL_PRUNE_ZONED_DAYS, (long long)n);
+			days = CTL_PRUNE_ZONED_DAYS;
+		}
+	}
+	/* requests.started_at is unix milliseconds. */
+	cutoff = (db_now() * 1000) - days * CTL_MS_PER_DAY;
+	t = (time_t)(cutoff / 1000);
+	if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(when, sizeof(when), "%lld ms", (long long)cutoff);
 	if (a->val[OPT_DRY_RUN]) {
 		if (ctl_find(ctl, &n, "SELECT count(*) FROM requests WHERE started_at < ?1", "i",
 		             cutoff) != 1)

@@ -102,6 +102,12 @@ struct quota_key {
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
 	const struct tz *tz;          /* and its zone */
+	/* The kind and zone a seed replaced (has_prev): limits that still say them are
+	 * older than the seed, from I/O threads yet to take the new snapshot. */
+	enum quota_period prev_period;
+	const struct tz *prev_tz;
+	int has_prev;
+	int counting;                 /* period and tz were set (seeded or admitted) */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
 	int64_t spent;                /* settled cost in that period */
 	int64_t reserved;             /* cost held by admitted, unsettled requests */
@@ -325,23 +331,41 @@ static int64_t quota_retry_after(enum quota_verdict v, const struct quota_cfg *c
 	       lease_retry_s(quota_period_end(cfg->period, cfg->tz, now_ms) - now_ms);
 }
 
-/* Under the key's lock: a new period of the same kind starts from nothing; a changed
- * kind or zone was reseeded by the main thread before the new limits reached any I/O
- * thread (a zone may move the start back: what the seed counted stands). */
+/* 1 if a and b are the same zone (NULL: UTC). By name: a tzdata upgrade gives the same
+ * zone a new tz_get entry, and must not look like a change of zone. */
+static int quota_same_zone(const struct tz *a, const struct tz *b)
+{
+	return a == b || (a && b && strcmp(tz_name(a), tz_name(b)) == 0);
+}
+
+/* Under the key's lock: a new period of the same kind and zone starts from nothing. A
+ * changed kind or zone was reseeded by the main thread before the new limits reached
+ * any I/O thread (a zone may move the start back: what the seed counted stands); limits
+ * that still name what the seed replaced are a thread's older snapshot, and count in
+ * the seeded period. Limits naming neither (a seed that failed) are taken as they are,
+ * keeping what was spent. */
 static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, int64_t now_ms)
 {
-	int64_t period_start = quota_period_start(cfg->period, cfg->tz, now_ms);
-	int changed = cfg->period != k->period || cfg->tz != k->tz;
+	int same = cfg->period == k->period && quota_same_zone(cfg->tz, k->tz);
+	int older = !same && k->has_prev && cfg->period == k->prev_period &&
+	            quota_same_zone(cfg->tz, k->prev_tz);
+	int64_t period_start;
 
-	if (cfg->budget_micros && (period_start > k->period_start_ms || changed)) {
-		if (changed) {
-			k->period = cfg->period;
-			k->tz = cfg->tz;
-		} else {
+	if (!cfg->budget_micros)
+		return;
+	k->counting = 1;
+	if (same || older) {
+		period_start = quota_period_start(k->period, k->tz, now_ms);
+		if (period_start > k->period_start_ms) {
 			k->spent = 0;
+			k->period_start_ms = period_start;
 		}
-		k->period_start_ms = period_start;
+		return;
 	}
+	k->period = cfg->period;
+	k->tz = cfg->tz;
+	k->has_prev = 0;
+	k->period_start_ms = quota_period_start(cfg->period, cfg->tz, now_ms);
 }
 
 /* What an admitted request holds: tokens and cost only while their limit is set. */
@@ -792,11 +816,19 @@ void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
 	k = quota_shard_find(s, h, key_id, 1);
 	if (!k) {
 		/* Out of memory: the key is counted from its next admission on. */
-	} else if (period != k->period || tz != k->tz || period_start_ms > k->period_start_ms) {
+	} else if (period != k->period || !quota_same_zone(tz, k->tz)) {
+		k->prev_period = k->period;
+		k->prev_tz = k->tz;
+		k->has_prev = k->counting;
+		k->counting = 1;
 		k->period = period;
 		k->tz = tz;
 		k->period_start_ms = period_start_ms;
 		k->spent = spent_micros;
+	} else if (period_start_ms > k->period_start_ms) {
+		k->period_start_ms = period_start_ms;
+		k->spent = spent_micros;
+		k->counting = 1;
 	} else if (period_start_ms == k->period_start_ms && spent_micros > k->spent) {
 		/* The database lags what was settled here (rows still queued): a seed never
 		 * lowers the spend of the period being counted. */

@@ -483,7 +483,7 @@ def test_key_list(seeded):
     assert set(alpha) == {"id", "name", "team", "prefix", "created_at", "revoked_at", "models",
                           "default_model", "service_tiers", "server_tools", "audio",
                           "cache_writes", "end_users", "tags", "rpm", "tpm",
-                          "max_concurrent", "budget_micros", "budget_period"}
+                          "max_concurrent", "budget_micros", "budget_period", "budget_tz"}
     assert alpha["prefix"] == k1[:12] and beta["prefix"] == k2[:12]
     assert alpha["models"] == ["claude-sonnet-4", "gpt-4o"]
     assert alpha["default_model"] == "gpt-4o"
@@ -496,7 +496,7 @@ def test_key_list(seeded):
     assert lines[0].split() == ["ID", "NAME", "TEAM", "PREFIX", "CREATED", "REVOKED", "MODELS",
                                 "DEFAULT_MODEL", "SERVICE_TIERS", "SERVER_TOOLS", "AUDIO",
                                 "CACHE_WRITES", "END_USERS", "TAGS", "RPM", "TPM", "MAX_CONC",
-                                "BUDGET_USD", "PERIOD"]
+                                "BUDGET_USD", "PERIOD", "TIME_ZONE"]
     assert lines[1].split()[1:4] == ["alpha", "-", k1[:12]]
     assert lines[1].split()[6:8] == ["claude-sonnet-4,gpt-4o", "gpt-4o"]
     assert lines[2].split()[6:8] == ["*", "-"]
@@ -804,14 +804,14 @@ def test_key_list_limits(seeded):
     assert [rows["open"][m] for m in limit_members] == [None, None, None, None, "month"]
 
     lines = seeded.ok("key", "list").splitlines()
-    assert lines[0].split()[-5:] == ["RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD"]
-    cells = {line.split()[1]: line.split()[-5:] for line in lines[1:]}
-    assert cells == {"capped": ["60", "90000", "3", "12.5", "day"],
-                     "tiny": ["-", "-", "-", "0.000001", "total"],
-                     "whole": ["-", "-", "-", "1000000000", "month"],
-                     "open": ["-", "-", "-", "-", "month"]}
-    seeded.ok("key", "set", "open", "--budget-usd", "0.5")
-    assert seeded.ok("key", "list").splitlines()[4].split()[-2:] == ["0.5", "month"]
+    assert lines[0].split()[-6:] == ["RPM", "TPM", "MAX_CONC", "BUDGET_USD", "PERIOD", "TIME_ZONE"]
+    cells = {line.split()[1]: line.split()[-6:] for line in lines[1:]}
+    assert cells == {"capped": ["60", "90000", "3", "12.5", "day", "-"],
+                     "tiny": ["-", "-", "-", "0.000001", "total", "-"],
+                     "whole": ["-", "-", "-", "1000000000", "month", "-"],
+                     "open": ["-", "-", "-", "-", "month", "-"]}
+    seeded.ok("key", "set", "open", "--budget-usd", "0.5", "--budget-tz", "Asia/Kolkata")
+    assert seeded.ok("key", "list").splitlines()[4].split()[-3:] == ["0.5", "month", "Asia/Kolkata"]
 
 
 # ---- teams ----
@@ -877,23 +877,24 @@ def test_team_create_set_list(seeded):
     listed = seeded.json("team", "list")
     assert [t["name"] for t in listed] == ["search", "ads"]
     assert set(listed[0]) == {"id", "name", "created_at", "active_keys", "models", "rpm", "tpm",
-                              "max_concurrent", "budget_micros", "budget_period",
+                              "max_concurrent", "budget_micros", "budget_period", "budget_tz",
                               "members_see_usage", "tags"}
     assert {k: v for k, v in listed[0].items() if k != "created_at"} == {
         "id": search_id, "name": "search", "active_keys": 2, "models": ["gpt-4o", "gpt-4o-mini"],
         "rpm": 7, "tpm": None, "max_concurrent": None, "budget_micros": 1,
-        "budget_period": "month", "members_see_usage": False, "tags": None}
+        "budget_period": "month", "budget_tz": None, "members_see_usage": False, "tags": None}
     assert listed[1]["active_keys"] == 0 and listed[1]["models"] is None
     assert isinstance(listed[0]["created_at"], int)
 
     lines = seeded.ok("team", "list").splitlines()
     assert lines[0].split() == ["ID", "NAME", "CREATED", "ACTIVE_KEYS", "MODELS", "RPM", "TPM",
-                                "MAX_CONC", "BUDGET_USD", "PERIOD", "MEMBERS_SEE_USAGE", "TAGS"]
+                                "MAX_CONC", "BUDGET_USD", "PERIOD", "TIME_ZONE",
+                                "MEMBERS_SEE_USAGE", "TAGS"]
     cells = [line.split() for line in lines[1:]]
     assert [c[:2] + c[3:] for c in cells] == [
         [str(search_id), "search", "2", "gpt-4o,gpt-4o-mini", "7", "-", "-", "0.000001", "month",
-         "no", "-"],
-        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month", "no", "-"]]
+         "-", "no", "-"],
+        [str(listed[1]["id"]), "ads", "0", "*", "-", "-", "-", "-", "month", "-", "no", "-"]]
 
 
 def sees(ctl, name):
@@ -2223,6 +2224,26 @@ def test_prune(ctl):
     assert sorted(r[0] for r in ctl.query("SELECT request_id FROM requests")) == \
         ["new-0", "new-1", "new-2"]
     assert ctl.ok("prune", "--older-than-days", "30").startswith("pruned 0 requests rows")
+
+
+def test_prune_keeps_a_zoned_budgets_month(ctl):
+    """While a key or team counts its budget in a time zone, prune keeps the rows of the
+    last 32 days, whatever --older-than-days says: a zone off the hour begins its month
+    inside an hour whose part after the start only the rows hold."""
+    ctl.ok("provider", "list")
+    now_s = int(time.time())
+    rows = [("d40", (now_s - 40 * 86400) * 1000), ("d20", (now_s - 20 * 86400) * 1000),
+            ("d0", now_s * 1000)]
+    ctl.query("INSERT INTO requests (request_id, outcome, usage_source, started_at) VALUES " +
+              ", ".join(["(?, 'complete', 'response', ?)"] * len(rows)),
+              [v for row in rows for v in row])
+    ctl.ok("team", "create", "ops", "--budget-usd", "5", "--budget-tz", "Asia/Kolkata")
+    r = ctl("prune", "--older-than-days", "1")
+    assert r.returncode == 0 and r.stdout.startswith("pruned 1 requests rows"), r
+    assert "keeping the rows of the last 32 days" in r.stderr
+    assert sorted(x[0] for x in ctl.query("SELECT request_id FROM requests")) == ["d0", "d20"]
+    ctl.ok("team", "set", "ops", "--budget-tz", "UTC")
+    assert ctl.ok("prune", "--older-than-days", "1").startswith("pruned 1 requests rows")
 
 
 # ---- PostgreSQL only ----

@@ -7,7 +7,12 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "quota.h"
 #include "tz.h"
@@ -41,6 +46,23 @@ static int64_t utc_ms(int y, int mon, int d, int h, int mi, int s)
 }
 
 /* Admits and returns the verdict, for checks that need no hold. */
+/* Copies file from to to: 0, or -1. */
+static int test_copy(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+	char buf[4096];
+	size_t n;
+	int rc = in && out ? 0 : -1;
+
+	while (rc == 0 && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+	if (out && fclose(out) != 0)
+		rc = -1;
+	if (in)
+		fclose(in);
+	return rc;
+}
+
 static enum quota_verdict admit(struct quota *l, int64_t key, const struct quota_cfg *c,
                                  int64_t tokens, int64_t cost, int64_t now)
 {
@@ -359,6 +381,57 @@ static void test_budget_zone(void)
 	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, in, turn, 700);
 	CHECK_EQ_INT(admit(l, 3, &c, 0, 301, turn + 6 * 3600000), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 3, &c, 0, 300, turn + 6 * 3600000), QUOTA_OK);
+
+	/* Key 4 moves from UTC to Kolkata a second before Kolkata's midnight: the seed (900)
+	 * comes first, then a thread still on the old limits admits, then the new limits
+	 * after the midnight. The old limits must not take the key back to UTC's day, nor
+	 * carry the seed into Kolkata's new day. */
+	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, NULL, turn - DAY / 2 - 1800000, 0);
+	CHECK_EQ_INT(admit(l, 4, &utc, 0, 0, turn - 2000), QUOTA_OK);
+	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, in, turn - DAY, 900);
+	CHECK_EQ_INT(admit(l, 4, &utc, 0, 101, turn - 500), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(l, 4, &c, 0, 1000, turn + 1000, &a, &st), QUOTA_OK);
+	CHECK_EQ_INT(a.period_start_ms, turn);
+	quota_free(l);
+}
+
+/* The same zone read again (a tzdata upgrade: another tz_get entry, the same name) is
+ * no change of zone: a seed of it never lowers what the period counted. */
+static void test_budget_zone_read_again(void)
+{
+	struct quota *l = quota_new();
+	char dir[] = "/tmp/tally-test-tz-XXXXXX", path[128], err[256];
+	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
+	int64_t turn = utc_ms(2026, 12, 7, 18, 30, 0);
+	const struct tz *one = NULL, *two = NULL;
+	struct timespec t[2] = { { 0, UTIME_OMIT }, { 1000000000, 0 } };
+	struct quota_hold a;
+	struct quota_status st;
+
+	/* a zone directory of our own, its one file copied, then "upgraded" (new mtime) */
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/Kolkata", dir);
+	CHECK(test_copy("/usr/share/zoneinfo/Asia/Kolkata", path) == 0);
+	setenv("TZDIR", dir, 1);
+	one = tz_get("Kolkata", err, sizeof(err));
+	CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+	two = tz_get("Kolkata", err, sizeof(err));
+	unsetenv("TZDIR");
+	unlink(path);
+	rmdir(dir);
+	CHECK(one != NULL && two != NULL && one != two);
+	if (!one || !two)
+		goto out;
+	c.tz = one;
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, one, turn, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 300, turn + 1000, &a, &st), QUOTA_OK);
+	quota_settle(l, &a, -1, 300, turn + 1000);
+	/* the store has not the 300 yet */
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, two, turn, 0);
+	c.tz = two;
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 701, turn + 2000), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 700, turn + 2000), QUOTA_OK);
+out:
 	quota_free(l);
 }
 
@@ -1004,5 +1077,6 @@ int main(void)
 	RUN(test_team_rates);
 	RUN(test_team_budget_and_slots);
 	RUN(test_budget_zone);
+	RUN(test_budget_zone_read_again);
 	return UNIT_DONE();
 }
