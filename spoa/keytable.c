@@ -699,6 +699,23 @@ static void keytable_end(struct db *db)
 		db_rollback(db);
 }
 
+/* Stamps every limit of t with t's generation (quota_cfg.generation). */
+static void keytable_stamp(struct keytable *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nkeys; i++)
+		t->keys[i].quota.generation = t->generation;
+	for (i = 0; i < t->nteams; i++)
+		t->teams[i].quota.generation = t->generation;
+	for (i = 0; i < t->ntag_budgets; i++)
+		t->tag_budgets[i].quota.generation = t->generation;
+	for (i = 0; i < t->nend_user_limits; i++)
+		t->end_user_limits[i].quota.generation = t->generation;
+	for (i = 0; i < t->nmodel_budgets; i++)
+		t->model_budgets[i].quota.generation = t->generation;
+}
+
 int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
                   struct keytable **out, char *err, size_t errlen)
 {
@@ -717,6 +734,7 @@ int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],
 	t->generation = db_config_generation(db);
 	if (t->generation < 0 || keytable_load_rows(db, t) < 0 || keytable_index_keys(t) < 0)
 		goto out;
+	keytable_stamp(t);
 	ret = 0;
 	*out = t;
 	t = NULL;

@@ -101,13 +101,8 @@ struct quota_key {
 	int shared;                   /* admitted in shared mode: the share thread syncs it */
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
-	const struct tz *tz;          /* and its zone */
-	/* The kind and zone a seed replaced (has_prev): limits that still say them are
-	 * older than the seed, from I/O threads yet to take the new snapshot. */
-	enum quota_period prev_period;
-	const struct tz *prev_tz;
-	int has_prev;
-	int counting;                 /* period and tz were set (seeded or admitted) */
+	const struct tz *tz;          /* and its zone (the newest tz_get entry of its name) */
+	int64_t generation;           /* of the newest limits or seed that set them */
 	int64_t period_start_ms;      /* the budget period spent belongs to */
 	int64_t spent;                /* settled cost in that period */
 	int64_t reserved;             /* cost held by admitted, unsettled requests */
@@ -338,34 +333,33 @@ static int quota_same_zone(const struct tz *a, const struct tz *b)
 	return a == b || (a && b && strcmp(tz_name(a), tz_name(b)) == 0);
 }
 
-/* Under the key's lock: a new period of the same kind and zone starts from nothing. A
- * changed kind or zone was reseeded by the main thread before the new limits reached
- * any I/O thread (a zone may move the start back: what the seed counted stands); limits
- * that still name what the seed replaced are a thread's older snapshot, and count in
- * the seeded period. Limits naming neither (a seed that failed) are taken as they are,
- * keeping what was spent. */
+/* Under the key's lock: a new period of the same kind and zone starts from nothing.
+ * Limits of an older generation than the state's (an I/O thread yet to take the new
+ * snapshot) count in the state's kind and zone. Newer limits naming another kind or
+ * zone (their seed failed, or never ran) are taken as they are, keeping what was
+ * spent: a changed kind or zone is normally reseeded by the main thread
+ * (quota_set_spent) before the new limits reach any I/O thread. */
 static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, int64_t now_ms)
 {
-	int same = cfg->period == k->period && quota_same_zone(cfg->tz, k->tz);
-	int older = !same && k->has_prev && cfg->period == k->prev_period &&
-	            quota_same_zone(cfg->tz, k->prev_tz);
 	int64_t period_start;
 
 	if (!cfg->budget_micros)
 		return;
-	k->counting = 1;
-	if (same || older) {
-		period_start = quota_period_start(k->period, k->tz, now_ms);
-		if (period_start > k->period_start_ms) {
-			k->spent = 0;
-			k->period_start_ms = period_start;
+	if (cfg->generation >= k->generation) {
+		k->generation = cfg->generation;
+		if (cfg->period != k->period || !quota_same_zone(cfg->tz, k->tz)) {
+			k->period = cfg->period;
+			k->tz = cfg->tz;
+			k->period_start_ms = quota_period_start(k->period, k->tz, now_ms);
+			return;
 		}
-		return;
+		k->tz = cfg->tz;
 	}
-	k->period = cfg->period;
-	k->tz = cfg->tz;
-	k->has_prev = 0;
-	k->period_start_ms = quota_period_start(cfg->period, cfg->tz, now_ms);
+	period_start = quota_period_start(k->period, k->tz, now_ms);
+	if (period_start > k->period_start_ms) {
+		k->spent = 0;
+		k->period_start_ms = period_start;
+	}
 }
 
 /* What an admitted request holds: tokens and cost only while their limit is set. */
@@ -436,7 +430,8 @@ static enum quota_verdict quota_check_grants(struct quota_key *k, const struct q
                                              int *can_wait)
 {
 	struct quota_grant *g = &k->g;
-	int64_t start = quota_period_start(cfg->period, cfg->tz, now_ms);
+	/* the period quota_roll_period left the key in, whatever snapshot cfg is from */
+	int64_t start = quota_period_start(k->period, k->tz, now_ms);
 
 	*can_wait = 0;
 	if (cfg->max_concurrent && k->in_flight >= g->slots) {
@@ -535,9 +530,12 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 	enum quota_verdict v;
 	int can_wait, waited = 0;
 
-	k->cfg = *cfg;
 	k->shared = 1;
 	quota_roll_period(k, cfg, now_ms);
+	/* The share thread asks the pools for k->cfg's limits and period: never an older
+	 * snapshot's. */
+	if (cfg->generation >= k->generation)
+		k->cfg = *cfg;
 	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
 	       can_wait && !waited && q->wait_ms > 0) {
 		/* Keys are never freed: k stays valid while the lock is away. */
@@ -795,8 +793,11 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 			quota_settle_alone(k, hold, tokens, cost_micros);
 	}
 	if (k) {
-		/* A hold from an earlier period must not charge the current one. */
-		if (hold->period_start_ms == k->period_start_ms)
+		/* A hold from an earlier period must not charge the current one; one admitted
+		 * in a period that starts later than the counted one (a zone or kind changed
+		 * while it was in flight, the new period reseeded from rows it has none of
+		 * yet) was admitted inside it, and is charged. */
+		if (hold->period_start_ms >= k->period_start_ms)
 			k->spent = quota_clamp_spent(k->spent + quota_clamp_amount(cost_micros));
 		if (hold->concurrent && k->in_flight > 0)
 			k->in_flight--;
@@ -805,7 +806,8 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
 }
 
 void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
-                     const struct tz *tz, int64_t period_start_ms, int64_t spent_micros)
+                     const struct tz *tz, int64_t gen, int64_t period_start_ms,
+                     int64_t spent_micros)
 {
 	uint64_t h = quota_hash_key(key_id);
 	struct quota_shard *s = quota_shard_of(q, h);
@@ -814,24 +816,31 @@ void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
 	spent_micros = quota_clamp_spent(spent_micros);
 	pthread_mutex_lock(&s->lock);
 	k = quota_shard_find(s, h, key_id, 1);
-	if (!k) {
-		/* Out of memory: the key is counted from its next admission on. */
-	} else if (period != k->period || !quota_same_zone(tz, k->tz)) {
-		k->prev_period = k->period;
-		k->prev_tz = k->tz;
-		k->has_prev = k->counting;
-		k->counting = 1;
+	if (!k || gen < k->generation) {
+		/* Out of memory: the key is counted from its next admission on. Older limits
+		 * than some the state has seen: not what it counts by. */
+	} else if (period == k->period && quota_same_zone(tz, k->tz)) {
+		k->tz = tz;
+		k->generation = gen;
+		if (period_start_ms > k->period_start_ms) {
+			k->period_start_ms = period_start_ms;
+			k->spent = spent_micros;
+		} else if (period_start_ms == k->period_start_ms && spent_micros > k->spent) {
+			/* The database lags what was settled here (rows still queued): a seed
+			 * never lowers the spend of the period being counted. An earlier start:
+			 * the state rolled on since the seed was read. */
+			k->spent = spent_micros;
+		}
+	} else {
+		/* Another kind or zone: its period, the seed its spend; where that period
+		 * starts where the counted one did, what was settled here and is not in the
+		 * store yet stays counted. */
+		if (period_start_ms == k->period_start_ms && k->spent > spent_micros)
+			spent_micros = k->spent;
 		k->period = period;
 		k->tz = tz;
+		k->generation = gen;
 		k->period_start_ms = period_start_ms;
-		k->spent = spent_micros;
-	} else if (period_start_ms > k->period_start_ms) {
-		k->period_start_ms = period_start_ms;
-		k->spent = spent_micros;
-		k->counting = 1;
-	} else if (period_start_ms == k->period_start_ms && spent_micros > k->spent) {
-		/* The database lags what was settled here (rows still queued): a seed never
-		 * lowers the spend of the period being counted. */
 		k->spent = spent_micros;
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -32,6 +32,10 @@ struct quota_cfg {
 	/* The zone its periods begin in (tz.h; NULL: UTC), tz_get's: it outlives every
 	 * snapshot and copy of the limits. */
 	const struct tz *tz;
+	/* The configuration generation of the snapshot the limits come from (keytable.h):
+	 * limits of an older one than a quota state has seen are an I/O thread yet to
+	 * switch, and count in the period kind and zone the newer one set. */
+	int64_t generation;
 };
 
 /* Which limit refused; QUOTA_OK admits. QUOTA_BUDGET_PENDING (shared mode): this node's
@@ -186,12 +190,14 @@ void quota_settle(struct quota *q, const struct quota_hold *hold, int64_t tokens
                    int64_t cost_micros, int64_t now_ms);
 
 /* Seeds key_id's spend in its period of kind period in zone tz starting at
- * period_start_ms, from the database: at start, so that a restart keeps the budget
- * spent, and when keys change, so that a new budget, period kind or zone counts what was
- * spent before. For the period already being counted it only raises the spend (the
- * database lags settled rows). */
+ * period_start_ms, for limits of configuration generation gen, from the database: at
+ * start, so that a restart keeps the budget spent, and when keys change, so that a new
+ * budget, period kind or zone counts what was spent before. For the period already
+ * being counted it only raises the spend (the database lags settled rows). A seed of
+ * an older generation than the state has seen is ignored. */
 void quota_set_spent(struct quota *q, int64_t key_id, enum quota_period period,
-                     const struct tz *tz, int64_t period_start_ms, int64_t spent_micros);
+                     const struct tz *tz, int64_t gen, int64_t period_start_ms,
+                     int64_t spent_micros);
 
 /* The start of the period containing now_ms in zone tz (NULL: UTC; QUOTA_PERIOD_TOTAL:
  * 0), and its end (INT64_MAX for total). */

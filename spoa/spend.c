@@ -121,7 +121,8 @@ static int spend_models(struct db_stmt *rows, struct quota *q, const struct kt_m
 
 		if (spend_model_rows(rows, b, n, b[i].id, b[i].model, start / 1000, &spent) < 0)
 			return -1;
-		quota_set_spent(q, subject(b[i].id), b[i].quota.period, b[i].quota.tz, start, spent);
+		quota_set_spent(q, subject(b[i].id), b[i].quota.period, b[i].quota.tz,
+		                b[i].quota.generation, start, spent);
 	}
 	return 0;
 }
@@ -156,7 +157,7 @@ static int spend_end_users(struct db_stmt *st, const struct keytable *kt, const 
 
 			if (cfg && cfg->budget_micros > 0 && cfg->period == kinds[i])
 				quota_set_spent(q, keytable_end_user_subject(kt, k->id, user, len),
-				                kinds[i], NULL, start, db_col_int(st, 1));
+				                kinds[i], NULL, cfg->generation, start, db_col_int(st, 1));
 		}
 		if (rc != DB_DONE)
 			return -1;
@@ -178,7 +179,8 @@ static int spend_one(struct db_stmt *st, struct quota *q, int64_t id, int64_t su
 	db_bind_int(st, 2, start / 1000);
 	if (db_step(st) != DB_ROW)
 		return -1;
-	quota_set_spent(q, subject, cfg->period, cfg->tz, start, db_col_int(st, 0));
+	quota_set_spent(q, subject, cfg->period, cfg->tz, cfg->generation, start,
+	                db_col_int(st, 0));
 	return 0;
 }
 

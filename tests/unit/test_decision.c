@@ -1506,7 +1506,7 @@ static void test_usage_path(void)
 		}
 		u.key.nmodels = MODELBUDGET_PER_OWNER_MAX;
 		u.key.cfg = (struct quota_cfg){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
-		                                QUOTA_PERIOD_MONTH, NULL };
+		                                QUOTA_PERIOD_MONTH, NULL, 0 };
 		u.key.st = (struct quota_status){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
 		                                  INT64_MAX, INT64_MAX, 0 };
 		u.key.spent_micros = INT64_MAX;

@@ -7,10 +7,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +23,7 @@
 static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget,
                                 enum quota_period p)
 {
-	struct quota_cfg c = { rpm, tpm, conc, budget, p, NULL };
+	struct quota_cfg c = { rpm, tpm, conc, budget, p, NULL, 0 };
 
 	return c;
 }
@@ -321,7 +319,7 @@ static void test_budget_week(void)
 	struct quota_status st;
 
 	CHECK_EQ_INT(week, utc_ms(2026, 11, 30, 0, 0, 0));
-	quota_set_spent(l, 1, QUOTA_PERIOD_WEEK, NULL, week, 990);
+	quota_set_spent(l, 1, QUOTA_PERIOD_WEEK, NULL, 0, week, 990);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 10, sunday - 5000, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.period_start_ms, week);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, sunday - 5000, &b, &st), QUOTA_BUDGET);
@@ -349,7 +347,7 @@ static void test_budget_zone(void)
 	struct quota *l = quota_new();
 	char err[256];
 	const struct tz *in = tz_get("Asia/Kolkata", err, sizeof(err));
-	struct quota_cfg utc = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY), c = utc;
+	struct quota_cfg utc = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY), c = utc, old, new;
 	int64_t turn = utc_ms(2026, 12, 7, 18, 30, 0);
 	struct quota_hold a;
 	struct quota_status st;
@@ -359,7 +357,7 @@ static void test_budget_zone(void)
 	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, in, turn - 1), turn - DAY);
 	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, in, turn), turn);
 	CHECK_EQ_INT(quota_period_end(QUOTA_PERIOD_DAY, in, turn - 1), turn);
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, in, turn - DAY, 1000);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, in, 0, turn - DAY, 1000);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, turn - 1, &a, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s, 1);
 	/* 18:30Z: Kolkata's next day, the budget whole again; UTC's day had not turned. */
@@ -370,29 +368,89 @@ static void test_budget_zone(void)
 
 	/* Key 2 counts in UTC since 00:00Z on the 8th; set to Kolkata, its day began at
 	 * 18:30Z on the 7th: the seed of that period stands, earlier or not. */
-	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, turn + 5 * 3600000 + 1800000, 100);
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, 0, turn + 5 * 3600000 + 1800000, 100);
 	CHECK_EQ_INT(admit(l, 2, &utc, 0, 900, turn + 6 * 3600000), QUOTA_OK);
 	CHECK_EQ_INT(admit(l, 2, &utc, 0, 1, turn + 6 * 3600000), QUOTA_BUDGET);
 	/* (the 900 stays reserved) */
-	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, in, turn, 0);
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, in, 0, turn, 0);
 	CHECK_EQ_INT(admit(l, 2, &c, 0, 101, turn + 6 * 3600000), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 2, &c, 0, 100, turn + 6 * 3600000), QUOTA_OK);
-	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, NULL, turn + 5 * 3600000 + 1800000, 100);
-	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, in, turn, 700);
+	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, NULL, 0, turn + 5 * 3600000 + 1800000, 100);
+	quota_set_spent(l, 3, QUOTA_PERIOD_DAY, in, 0, turn, 700);
 	CHECK_EQ_INT(admit(l, 3, &c, 0, 301, turn + 6 * 3600000), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 3, &c, 0, 300, turn + 6 * 3600000), QUOTA_OK);
 
 	/* Key 4 moves from UTC to Kolkata a second before Kolkata's midnight: the seed (900)
 	 * comes first, then a thread still on the old limits admits, then the new limits
-	 * after the midnight. The old limits must not take the key back to UTC's day, nor
-	 * carry the seed into Kolkata's new day. */
-	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, NULL, turn - DAY / 2 - 1800000, 0);
-	CHECK_EQ_INT(admit(l, 4, &utc, 0, 0, turn - 2000), QUOTA_OK);
-	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, in, turn - DAY, 900);
-	CHECK_EQ_INT(admit(l, 4, &utc, 0, 101, turn - 500), QUOTA_BUDGET);
-	CHECK_EQ_INT(quota_admit(l, 4, &c, 0, 1000, turn + 1000, &a, &st), QUOTA_OK);
+	 * after the midnight (generations 1 and 2). The old limits must not take the key
+	 * back to UTC's day, nor carry the seed into Kolkata's new day. */
+	old = utc;
+	old.generation = 1;
+	new = c;
+	new.generation = 2;
+	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, NULL, 1, turn - DAY / 2 - 1800000, 0);
+	CHECK_EQ_INT(admit(l, 4, &old, 0, 0, turn - 2000), QUOTA_OK);
+	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, in, 2, turn - DAY, 900);
+	CHECK_EQ_INT(admit(l, 4, &old, 0, 101, turn - 500), QUOTA_BUDGET);
+	/* a seed of the older generation, read late, changes nothing */
+	quota_set_spent(l, 4, QUOTA_PERIOD_DAY, NULL, 1, turn - DAY / 2 - 1800000, 0);
+	CHECK_EQ_INT(admit(l, 4, &old, 0, 101, turn - 400), QUOTA_BUDGET);
+	CHECK_EQ_INT(quota_admit(l, 4, &new, 0, 1000, turn + 1000, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.period_start_ms, turn);
+	/* the old limits again, after the midnight: Kolkata's new day, spent */
+	CHECK_EQ_INT(admit(l, 4, &old, 0, 1, turn + 2000), QUOTA_BUDGET);
+
+	/* Key 5: day (1), month (2, seeded with 900), day again (3) whose seed failed: the
+	 * newest limits are taken, keeping the 900, and their days turn. */
+	old = utc;
+	old.generation = 1;
+	quota_set_spent(l, 5, QUOTA_PERIOD_DAY, NULL, 1, utc_ms(2026, 12, 7, 0, 0, 0), 0);
+	CHECK_EQ_INT(admit(l, 5, &old, 0, 0, turn), QUOTA_OK);
+	quota_set_spent(l, 5, QUOTA_PERIOD_MONTH, NULL, 2, utc_ms(2026, 12, 1, 0, 0, 0), 900);
+	old.generation = 3;
+	CHECK_EQ_INT(admit(l, 5, &old, 0, 101, turn + 1000), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 5, &old, 0, 1000, utc_ms(2026, 12, 8, 0, 0, 1)), QUOTA_OK);
+
+	/* Key 6: a request admitted in UTC's day (from 00:00Z on the 8th) is in flight when
+	 * the key moves to Kolkata, whose day began earlier (18:30Z on the 7th) and is
+	 * seeded without it (its row is not stored yet): its settlement is charged. */
+	old = utc;
+	old.generation = 1;
+	new = c;
+	new.generation = 2;
+	quota_set_spent(l, 6, QUOTA_PERIOD_DAY, NULL, 1, utc_ms(2026, 12, 8, 0, 0, 0), 0);
+	CHECK_EQ_INT(quota_admit(l, 6, &old, 0, 400, turn + 6 * 3600000, &a, &st), QUOTA_OK);
+	quota_set_spent(l, 6, QUOTA_PERIOD_DAY, in, 2, turn, 0);
+	quota_settle(l, &a, -1, 400, turn + 6 * 3600000 + 1000);
+	CHECK_EQ_INT(admit(l, 6, &new, 0, 601, turn + 6 * 3600000 + 2000), QUOTA_BUDGET);
+	CHECK_EQ_INT(admit(l, 6, &new, 0, 600, turn + 6 * 3600000 + 2000), QUOTA_OK);
 	quota_free(l);
+}
+
+/* Zone "Zz" read twice from a zone directory of our own, its file first a copy of
+ * zoneinfo's first, then replaced by a copy of second (a tzdata upgrade: tz_get reads
+ * it again). 0, or -1. */
+static int two_readings(const char *first, const char *second, const struct tz **one,
+                        const struct tz **two)
+{
+	char dir[] = "/tmp/tally-test-tz-XXXXXX", from[128], path[128], err[256];
+
+	*one = *two = NULL;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/Zz", dir);
+	setenv("TZDIR", dir, 1);
+	snprintf(from, sizeof(from), "/usr/share/zoneinfo/%s", first);
+	if (test_copy(from, path) == 0)
+		*one = tz_get("Zz", err, sizeof(err));
+	unlink(path);
+	snprintf(from, sizeof(from), "/usr/share/zoneinfo/%s", second);
+	if (test_copy(from, path) == 0)
+		*two = tz_get("Zz", err, sizeof(err));
+	unsetenv("TZDIR");
+	unlink(path);
+	rmdir(dir);
+	return *one && *two && *one != *two ? 0 : -1;
 }
 
 /* The same zone read again (a tzdata upgrade: another tz_get entry, the same name) is
@@ -400,37 +458,56 @@ static void test_budget_zone(void)
 static void test_budget_zone_read_again(void)
 {
 	struct quota *l = quota_new();
-	char dir[] = "/tmp/tally-test-tz-XXXXXX", path[128], err[256];
 	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
 	int64_t turn = utc_ms(2026, 12, 7, 18, 30, 0);
-	const struct tz *one = NULL, *two = NULL;
-	struct timespec t[2] = { { 0, UTIME_OMIT }, { 1000000000, 0 } };
+	const struct tz *one, *two;
 	struct quota_hold a;
 	struct quota_status st;
 
-	/* a zone directory of our own, its one file copied, then "upgraded" (new mtime) */
-	CHECK(mkdtemp(dir) != NULL);
-	snprintf(path, sizeof(path), "%s/Kolkata", dir);
-	CHECK(test_copy("/usr/share/zoneinfo/Asia/Kolkata", path) == 0);
-	setenv("TZDIR", dir, 1);
-	one = tz_get("Kolkata", err, sizeof(err));
-	CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
-	two = tz_get("Kolkata", err, sizeof(err));
-	unsetenv("TZDIR");
-	unlink(path);
-	rmdir(dir);
-	CHECK(one != NULL && two != NULL && one != two);
+	CHECK_EQ_INT(two_readings("Asia/Kolkata", "Asia/Kolkata", &one, &two), 0);
 	if (!one || !two)
 		goto out;
 	c.tz = one;
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, one, turn, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, one, 0, turn, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 300, turn + 1000, &a, &st), QUOTA_OK);
 	quota_settle(l, &a, -1, 300, turn + 1000);
 	/* the store has not the 300 yet */
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, two, turn, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, two, 0, turn, 0);
 	c.tz = two;
 	CHECK_EQ_INT(admit(l, 1, &c, 0, 701, turn + 2000), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 1, &c, 0, 700, turn + 2000), QUOTA_OK);
+out:
+	quota_free(l);
+}
+
+/* A zone whose rules change under the same name (Kolkata's +05:30, then Dhaka's
+ * +06:00): the newest limits' rules place the period from then on; what the state
+ * counted is not lowered by the earlier start the new rules give. */
+static void test_budget_zone_new_rules(void)
+{
+	struct quota *l = quota_new();
+	struct quota_cfg c = cfg_of(0, 0, 0, 1000, QUOTA_PERIOD_DAY);
+	int64_t turn = utc_ms(2026, 12, 7, 18, 30, 0), dhaka = turn - 1800000;
+	const struct tz *one, *two;
+	struct quota_hold a;
+	struct quota_status st;
+
+	CHECK_EQ_INT(two_readings("Asia/Kolkata", "Asia/Dhaka", &one, &two), 0);
+	if (!one || !two)
+		goto out;
+	c.tz = one;
+	c.generation = 1;
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, one, 1, turn, 0);
+	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 300, turn + 1000, &a, &st), QUOTA_OK);
+	quota_settle(l, &a, -1, 300, turn + 1000);
+	/* the upgrade's reload: Dhaka's day began at 18:00, the store lags */
+	CHECK_EQ_INT(quota_period_start(QUOTA_PERIOD_DAY, two, turn + 2000), dhaka);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, two, 2, dhaka, 0);
+	c.tz = two;
+	c.generation = 2;
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 701, turn + 3000), QUOTA_BUDGET);
+	/* the next day is Dhaka's, 30 minutes before Kolkata's */
+	CHECK_EQ_INT(admit(l, 1, &c, 0, 1000, dhaka + DAY + 1000), QUOTA_OK);
 out:
 	quota_free(l);
 }
@@ -443,7 +520,7 @@ static void test_budget_day(void)
 	struct quota_hold a, b;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 900);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, 0, day, 900);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 100, T0, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(a.cost_micros, 100);
 	CHECK_EQ_INT(a.period_start_ms, day);
@@ -459,12 +536,12 @@ static void test_budget_day(void)
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 0, late, &a, &st), QUOTA_BUDGET);
 	CHECK_EQ_INT(st.retry_after_s, 1);
 	/* A stale seed for an earlier period changes nothing. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day - DAY, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, 0, day - DAY, 0);
 	CHECK_EQ_INT(admit(l, 1, &c, 0, 0, T0), QUOTA_BUDGET);
 
 	/* A new day starts from 0; a hold from the day before does not charge it but its
 	 * reservation counts until settled. */
-	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, day, 0);
+	quota_set_spent(l, 2, QUOTA_PERIOD_DAY, NULL, 0, day, 0);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 400, late, &a, &st), QUOTA_OK);
 	CHECK_EQ_INT(quota_admit(l, 2, &c, 0, 600, day + DAY, &b, &st), QUOTA_OK);
 	CHECK_EQ_INT(b.period_start_ms, day + DAY);
@@ -519,14 +596,14 @@ static void test_budget_reseed(void)
 	struct quota_hold a;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 0);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, 0, day, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &day_cfg, 0, 600, T0, &a, &st), QUOTA_OK);
 	quota_settle(l, &a, -1, 600, T0);
 	/* A reseed from a database that has not stored that row yet keeps the 600. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, day, 100);
+	quota_set_spent(l, 1, QUOTA_PERIOD_DAY, NULL, 0, day, 100);
 	CHECK_EQ_INT(admit(l, 1, &day_cfg, 0, 401, T0), QUOTA_BUDGET);
 	/* Day to month: the month's spend so far (from the database) counts at once. */
-	quota_set_spent(l, 1, QUOTA_PERIOD_MONTH, NULL, month, 950);
+	quota_set_spent(l, 1, QUOTA_PERIOD_MONTH, NULL, 0, month, 950);
 	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 51, T0), QUOTA_BUDGET);
 	CHECK_EQ_INT(admit(l, 1, &month_cfg, 0, 50, T0), QUOTA_OK);
 	quota_free(l);
@@ -539,7 +616,7 @@ static void test_budget_total(void)
 	struct quota_hold h;
 	struct quota_status st;
 
-	quota_set_spent(l, 1, QUOTA_PERIOD_TOTAL, NULL, 0, 499);
+	quota_set_spent(l, 1, QUOTA_PERIOD_TOTAL, NULL, 0, 0, 499);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0, &h, &st), QUOTA_OK);
 	CHECK_EQ_INT(h.period_start_ms, 0);
 	CHECK_EQ_INT(quota_admit(l, 1, &c, 0, 1, T0 + 100 * DAY, &h, &st), QUOTA_BUDGET);
@@ -1031,7 +1108,8 @@ static void test_tag_budgets(void)
 	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0 && h2[2].key_id == 0);
 	CHECK(st.retry_after_s > 0);
 	/* Refused at tag 2: tag 1's hold and the key's are given back. */
-	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 990);
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, 0,
+	                quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 990);
 	CHECK_EQ_INT(admit_tags(l, &key, 2, cfgs, 30, h2, &st), 2);
 	CHECK(h2[0].key_id == 0 && h2[1].key_id == 0);
 	quota_settle(l, &h[0], -1, 60, T0);
@@ -1039,7 +1117,8 @@ static void test_tag_budgets(void)
 	quota_settle(l, &h[2], -1, 60, T0);
 	/* 60 spent at tag 1: 40 fit there, 41 do not; a refused admission took nothing,
 	 * at the key either (60 spent of its 1000, none held: 940 fit without tags). */
-	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 0);
+	quota_set_spent(l, tag2, QUOTA_PERIOD_DAY, NULL, 0,
+	                quota_period_start(QUOTA_PERIOD_DAY, NULL, T0), 0);
 	CHECK_EQ_INT(admit_tags(l, &key, 1, cfgs, 41, h2, &st), 1);
 	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 941, h2, &st), 0);
 	CHECK_EQ_INT(admit_tags(l, &key, 0, cfgs, 940, h2, &st), 1);
@@ -1078,5 +1157,6 @@ int main(void)
 	RUN(test_team_budget_and_slots);
 	RUN(test_budget_zone);
 	RUN(test_budget_zone_read_again);
+	RUN(test_budget_zone_new_rules);
 	return UNIT_DONE();
 }

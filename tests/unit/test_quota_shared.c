@@ -15,7 +15,7 @@
 
 static struct quota_cfg cfg_of(int64_t rpm, int64_t tpm, int64_t conc, int64_t budget)
 {
-	struct quota_cfg c = { rpm, tpm, conc, budget, QUOTA_PERIOD_DAY, NULL };
+	struct quota_cfg c = { rpm, tpm, conc, budget, QUOTA_PERIOD_DAY, NULL, 0 };
 
 	return c;
 }
