@@ -699,21 +699,27 @@ static void keytable_end(struct db *db)
 		db_rollback(db);
 }
 
-/* Stamps every limit of t with t's generation (quota_cfg.generation). */
+/* Snapshots loaded by this process: the stamp of each one's limits. */
+static atomic_llong keytable_loads;
+
+/* Stamps every limit of t with the next load's number (quota_cfg.generation): it only
+ * grows, where the store's generation may go back (a restored or failed-over
+ * PostgreSQL), and quota states take the newest limits by it. */
 static void keytable_stamp(struct keytable *t)
 {
+	int64_t stamp = (int64_t)atomic_fetch_add(&keytable_loads, 1) + 1;
 	size_t i;
 
 	for (i = 0; i < t->nkeys; i++)
-		t->keys[i].quota.generation = t->generation;
+		t->keys[i].quota.generation = stamp;
 	for (i = 0; i < t->nteams; i++)
-		t->teams[i].quota.generation = t->generation;
+		t->teams[i].quota.generation = stamp;
 	for (i = 0; i < t->ntag_budgets; i++)
-		t->tag_budgets[i].quota.generation = t->generation;
+		t->tag_budgets[i].quota.generation = stamp;
 	for (i = 0; i < t->nend_user_limits; i++)
-		t->end_user_limits[i].quota.generation = t->generation;
+		t->end_user_limits[i].quota.generation = stamp;
 	for (i = 0; i < t->nmodel_budgets; i++)
-		t->model_budgets[i].quota.generation = t->generation;
+		t->model_budgets[i].quota.generation = stamp;
 }
 
 int keytable_load(struct db *db, const unsigned char secret[KEYHASH_SECRET_LEN],

@@ -97,7 +97,8 @@ struct quota_key {
 	char *name;                   /* owned; NULL for every other subject */
 	struct lease_bucket req, tok; /* local mode and fallback */
 	struct quota_grant g;         /* shared mode */
-	struct quota_cfg cfg;         /* the limits of its last shared admission */
+	struct quota_cfg cfg;         /* the limits of its last shared admission, of the
+	                               * newest snapshot seen (quota_keep_cfg) */
 	int shared;                   /* admitted in shared mode: the share thread syncs it */
 	int64_t in_flight;
 	enum quota_period period;     /* the kind of period spent is counted in */
@@ -362,6 +363,14 @@ static void quota_roll_period(struct quota_key *k, const struct quota_cfg *cfg, 
 	}
 }
 
+/* Under the key's lock, shared mode: keeps cfg as the limits the share thread asks the
+ * pools for, unless an older snapshot's (with or without a budget) than those kept. */
+static void quota_keep_cfg(struct quota_key *k, const struct quota_cfg *cfg)
+{
+	if (cfg->generation >= k->cfg.generation)
+		k->cfg = *cfg;
+}
+
 /* What an admitted request holds: tokens and cost only while their limit is set. */
 static void quota_hold_fill(struct quota_hold *hold, int64_t key_id, const struct quota_cfg *cfg,
                             int64_t tokens, int64_t cost, int64_t period_start_ms)
@@ -532,10 +541,7 @@ static enum quota_verdict quota_admit_shared(struct quota *q, struct quota_shard
 
 	k->shared = 1;
 	quota_roll_period(k, cfg, now_ms);
-	/* The share thread asks the pools for k->cfg's limits and period: never an older
-	 * snapshot's. */
-	if (cfg->generation >= k->generation)
-		k->cfg = *cfg;
+	quota_keep_cfg(k, cfg);
 	while ((v = quota_check_grants(k, cfg, tokens, cost, now_ms, &can_wait)) != QUOTA_OK &&
 	       can_wait && !waited && q->wait_ms > 0) {
 		/* Keys are never freed: k stays valid while the lock is away. */
@@ -632,7 +638,7 @@ static enum quota_verdict quota_admit_named(struct quota *q, int64_t key_id, int
 	} else if (q->shared) {
 		struct quota_fallback fb;
 
-		k->cfg = c;      /* a key first used alone is reported at the next round */
+		quota_keep_cfg(k, &c);   /* a key first used alone is reported at the next round */
 		k->shared = 1;
 		quota_fallback_of(k, &c, nodes, &fb);
 		c.rpm = lease_fallback(c.rpm, nodes);

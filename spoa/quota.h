@@ -32,7 +32,7 @@ struct quota_cfg {
 	/* The zone its periods begin in (tz.h; NULL: UTC), tz_get's: it outlives every
 	 * snapshot and copy of the limits. */
 	const struct tz *tz;
-	/* The configuration generation of the snapshot the limits come from (keytable.h):
+	/* Which snapshot the limits come from, numbered by load (keytable_load; 0: none):
 	 * limits of an older one than a quota state has seen are an I/O thread yet to
 	 * switch, and count in the period kind and zone the newer one set. */
 	int64_t generation;

@@ -86,7 +86,7 @@ static void test_reload_sees_changes(void)
 	struct fixture f;
 	const struct kt_key *k;
 	struct keytable *t = NULL;
-	int64_t gen;
+	int64_t gen, stamp;
 	char err[256], sql[512];
 
 	if (fixture_open_on(&f, store) < 0) {
@@ -107,6 +107,16 @@ static void test_reload_sees_changes(void)
 	CHECK(k && k->default_model == model_of(f.kt, "gpt-b"));
 	k = key_of(f.kt, FIX_KEY_OPEN);
 	CHECK(k && k->revoked);
+	/* The limits' stamp grows with every load, even where the store's generation goes
+	 * back (a store restored or failed over): quota states take the newest limits by it. */
+	stamp = k ? k->quota.generation : 0;
+	CHECK(stamp > 0);
+	CHECK_EQ_INT(db_exec(f.db, "UPDATE meta SET value = 1 WHERE name = 'config_generation'",
+	                     err, sizeof(err)), 0);
+	CHECK_EQ_INT(fixture_reload(&f), 0);
+	CHECK_EQ_INT(f.kt->generation, 1);
+	k = key_of(f.kt, FIX_KEY_OPEN);
+	CHECK(k && k->quota.generation > stamp);
 	/* A row the agent cannot take (written past tallyctl's checks) fails the load, and
 	 * the error names its table and row. */
 	snprintf(sql, sizeof(sql), "INSERT INTO model_budgets (id, key_id, model, created_at,"
