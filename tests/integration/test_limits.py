@@ -277,9 +277,16 @@ def test_client_gone_while_the_agent_decides_holds_nothing(stack):
                       b"Content-Type: application/json\r\nContent-Length: "
                       + str(len(body)).encode() + b"\r\n\r\n" + body)
             time.sleep(0.1)   # HAProxy has sent the decision request (timeout 250 ms)
+            src = f"src=127.0.0.1:{c.getsockname()[1]} "
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.close()         # a reset: HAProxy stops waiting for the agent
-            time.sleep(0.2)   # and logs the request before the agent runs again
+            # and logs the request before the agent runs again: its stream is gone (on a
+            # loaded machine a fixed pause let the agent answer first, and the request
+            # was served to no one)
+            deadline = time.time() + 10
+            while src in stack.haproxy_cmd("show sess"):
+                assert time.time() < deadline, "HAProxy kept the reset client's stream"
+                time.sleep(0.05)
         finally:
             agent.signal(signal.SIGCONT)
         gone = stack.wait_rows(1, "id > ?", (before,))
