@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DB_SCHEMA_VERSION 21
+#define DB_SCHEMA_VERSION 22
 #define DB_BUSY_TIMEOUT_MS 5000
 
 struct db;

@@ -21,7 +21,8 @@
  * request named and end_user_daily to hold the rows' sums. --tag-sets N makes requests
  * send X-Tally-Tags with one of N sets of tags or none, and the check then wants each
  * row's tags to be the canonical text of its request's, tag_daily to hold the rows'
- * sums per tag and key, and tag_total_daily per tag.
+ * sums per tag and key, tag_total_daily per tag, and request_tags the rows' tags one
+ * for one.
  * Allocation failure aborts: a test tool that cannot allocate has nothing better to do. */
 
 #include <ctype.h>
@@ -1185,6 +1186,28 @@ static int acct_forged(struct db *db, long long *n)
 	return rc;
 }
 
+/* request_tags against the rows (schema 22's triggers): *want the tags the rows carry
+ * (commas + 1 of each tagged row), *valid the request_tags rows naming a row with that
+ * started_at and that whole tag among its tags, *stored all of them. Equal, they are the
+ * rows' tags one for one (the primary key holds no row twice). */
+static int acct_request_tags(struct db *db, long long *want, long long *valid,
+			     long long *stored)
+{
+	int64_t w = -1, v = -1, n = -1;
+	int rc = db_query_int(db, "SELECT coalesce(sum(length(tags) -"
+			      " length(replace(tags, ',', '')) + 1), 0) FROM requests"
+			      " WHERE tags IS NOT NULL", &w) |
+		 db_query_int(db, "SELECT count(*) FROM request_tags g JOIN requests r ON"
+			      " r.id = g.id AND r.started_at = g.started_at WHERE"
+			      " replace(',' || r.tags || ',', ',' || g.tag || ',', '') <>"
+			      " ',' || r.tags || ','", &v) |
+		 db_query_int(db, "SELECT count(*) FROM request_tags", &n);
+	*want = w;
+	*valid = v;
+	*stored = n;
+	return rc ? -1 : 0;
+}
+
 /* The rows' sums, named as the daily rollups' columns: a few of the columns the writer
  * sums, enough to tell a row counted twice, missed or put in another group; and the
  * condition that a rollup's row d equals the group g. */
@@ -1435,6 +1458,7 @@ struct level_report {
 	bool tg_done, tg_ok;            /* the same of the tags check */
 	struct sent_check tg;
 	struct sent_check tt;           /* tag_total_daily: its groups only */
+	long long rt_want, rt_valid, rt_stored;   /* request_tags: acct_request_tags */
 };
 
 static unsigned long long errors_total(const struct run *r)
@@ -1532,6 +1556,9 @@ static void report_json(const struct level_report *L)
 			cJSON_AddNumberToObject(e, "total_groups", (double)L->tt.groups);
 			cJSON_AddNumberToObject(e, "total_rows", (double)L->tt.stored);
 			cJSON_AddNumberToObject(e, "total_equal", (double)L->tt.equal);
+			cJSON_AddNumberToObject(e, "request_tags_want", (double)L->rt_want);
+			cJSON_AddNumberToObject(e, "request_tags_valid", (double)L->rt_valid);
+			cJSON_AddNumberToObject(e, "request_tags_rows", (double)L->rt_stored);
 			for (int k = 1; k <= ST_TAG_SETS; k++)
 				cJSON_AddItemToArray(sets, cJSON_CreateNumber((double)r->tg_sent[k]));
 		}
@@ -1595,9 +1622,10 @@ static void report_human(const struct level_report *L, bool first)
 		for (int k = 1; k <= ST_TAG_SETS; k++)
 			printf("%c%llu", k == 1 ? ' ' : '/', r->tg_sent[k]);
 		printf(", none %llu), tag_daily %lld/%lld groups of the rows' sums (%lld stored),"
-		       " tag_total_daily %lld/%lld (%lld stored)%s\n", r->tg_sent[0], L->tg.equal,
+		       " tag_total_daily %lld/%lld (%lld stored), request_tags %lld/%lld of the"
+		       " rows' tags (%lld stored)%s\n", r->tg_sent[0], L->tg.equal,
 		       L->tg.groups, L->tg.stored, L->tt.equal, L->tt.groups, L->tt.stored,
-		       L->tg_ok ? "" : " WRONG");
+		       L->rt_valid, L->rt_want, L->rt_stored, L->tg_ok ? "" : " WRONG");
 	}
 	for (int i = 0; L->acct_done && L->nnodes > 1 && i < L->nnodes; i++) {
 		const struct node_acct *x = &L->nodes[i];
@@ -1910,12 +1938,16 @@ int main(int argc, char **argv)
 					die("%s: cannot read the tags' rollups", o.db);
 				free(sql.p);
 			}
+			if (o.tag_sets && acct_request_tags(db, &L.rt_want, &L.rt_valid,
+							    &L.rt_stored) < 0)
+				die("%s: cannot read request_tags", o.db);
 			L.acct_done = true;
 			L.eu_done = o.end_users > 0;
 			L.eu_ok = !L.eu_done || sent_check_ok(&L.eu);
 			L.tg_done = o.tag_sets > 0;
 			L.tg_ok = !L.tg_done || (sent_check_ok(&L.tg) && L.tt.equal == L.tt.groups &&
-						 L.tt.stored == L.tt.groups);
+						 L.tt.stored == L.tt.groups &&
+						 L.rt_valid == L.rt_want && L.rt_stored == L.rt_want);
 			L.nodes_balanced = true;
 			for (int k = 0; k < L.nnodes; k++) {
 				const struct acct *a = &L.nodes[k].a;

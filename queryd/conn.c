@@ -28,6 +28,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_REQUESTS_PAGE_MODEL] = "requests_page_model",
 	[CONN_REQUESTS_PAGE_TEAM] = "requests_page_team",
 	[CONN_REQUESTS_PAGE_END_USER] = "requests_page_end_user",
+	[CONN_REQUESTS_PAGE_TAG] = "requests_page_tag",
 	[CONN_REQUEST_ONE] = "request_one",
 	[CONN_KEY_ID] = "key_id",
 	[CONN_TEAM_ID] = "team_id",
@@ -37,6 +38,7 @@ static const char *const conn_names[CONN_QUERIES] = {
 	[CONN_ACCOUNTING] = "accounting",
 	[CONN_EXPORT] = "export",
 	[CONN_EXPORT_END_USER] = "export_end_user",
+	[CONN_EXPORT_TAG] = "export_tag",
 	[CONN_TAG_UNTIL] = "tag_until",
 	[CONN_KEY_SPEND] = "key_spend",
 	[CONN_TEAM_SPEND] = "team_spend",
@@ -66,7 +68,8 @@ static int conn_is_row_query(enum conn_query q)
 	return q == CONN_REQUESTS_PAGE || q == CONN_REQUESTS_PAGE_KEY ||
 	       q == CONN_REQUESTS_PAGE_NOKEY || q == CONN_REQUESTS_PAGE_MODEL ||
 	       q == CONN_REQUESTS_PAGE_TEAM || q == CONN_REQUESTS_PAGE_END_USER ||
-	       q == CONN_REQUEST_ONE || q == CONN_EXPORT || q == CONN_EXPORT_END_USER;
+	       q == CONN_REQUESTS_PAGE_TAG || q == CONN_REQUEST_ONE || q == CONN_EXPORT ||
+	       q == CONN_EXPORT_END_USER || q == CONN_EXPORT_TAG;
 }
 
 /* Queries whose rows are rollup rows: their columns must be sumrow.c's. */

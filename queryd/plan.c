@@ -151,7 +151,8 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 	                                .i = team ? p->team_id : 0, .only_if_named = 1 });
 	plan_add(b, (struct conn_bind){ .name = ":end_user", .kind = CONN_BIND_TEXT,
 	                                .s = p->end_user, .only_if_named = 1 });
-	plan_text(b, ":tag", p->tag);
+	plan_add(b, (struct conn_bind){ .name = ":tag", .kind = CONN_BIND_TEXT, .s = p->tag,
+	                                .only_if_named = 1 });
 	plan_text(b, ":model", p->model);
 	plan_text(b, ":provider", p->provider);
 	if (p->status_lo) {
@@ -166,12 +167,15 @@ void plan_filters(const struct params *p, struct plan_binds *b)
 
 enum conn_query plan_export(const struct params *p)
 {
-	return p->end_user ? CONN_EXPORT_END_USER : CONN_EXPORT;
+	if (p->end_user)
+		return CONN_EXPORT_END_USER;
+	return p->tag ? CONN_EXPORT_TAG : CONN_EXPORT;
 }
 
 /* The index to walk: an end user's (its rows are a part of a key's, or of a few keys':
  * end users are named by the keys' holders, each within its key), the key's (rows
- * without a key are its NULL key_id), a team's (the index holds no row without a team:
+ * without a key are its NULL key_id), a tag's (request_tags: a tag is most often the
+ * rarer of it and a team or model), a team's (the index holds no row without a team:
  * those walk the model's or the time's), the model's, or the time's. */
 static enum conn_query plan_requests_query(const struct params *p)
 {
@@ -179,6 +183,8 @@ static enum conn_query plan_requests_query(const struct params *p)
 		return CONN_REQUESTS_PAGE_END_USER;
 	if (p->has_key_id)
 		return p->key_id ? CONN_REQUESTS_PAGE_KEY : CONN_REQUESTS_PAGE_NOKEY;
+	if (p->tag)
+		return CONN_REQUESTS_PAGE_TAG;
 	if (p->has_team_id && p->team_id)
 		return CONN_REQUESTS_PAGE_TEAM;
 	return p->model ? CONN_REQUESTS_PAGE_MODEL : CONN_REQUESTS_PAGE;

@@ -40,16 +40,17 @@ struct plan_summary {
 /* The summary of p (p->from and p->to hour-aligned) at now (unix seconds). */
 void plan_summary(const struct params *p, int64_t now, struct plan_summary *out);
 
-/* Adds to b the filters every row query shares (:from_ms, :model, :tag, ...; :to_ms,
- * :has_key, :key_id, :has_team, :team_id and :end_user only where the query names
+/* Adds to b the filters every row query shares (:from_ms, :model, ...; :to_ms,
+ * :has_key, :key_id, :has_team, :team_id, :end_user and :tag only where the query names
  * them). */
 void plan_filters(const struct params *p, struct plan_binds *b);
 
-/* The export's query: an end user's walks that end user's index, any other the time's. */
+/* The export's query: an end user's walks that end user's index, else a tag's the tag's
+ * (request_tags), any other the time's. */
 enum conn_query plan_export(const struct params *p);
 
 /* A page of request rows: the index to walk (the end user's, else the key's, else the
- * team's, else the model's, else the time's), the filters, then the page's upper bound
+ * tag's, else the team's, else the model's, else the time's), the filters, then the page's upper bound
  * and its limit (one row more than p->limit, which says there is a next page). */
 struct plan_requests {
 	enum conn_query query;

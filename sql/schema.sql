@@ -248,6 +248,35 @@ CREATE INDEX requests_model_started_at ON requests (model, started_at);
 CREATE INDEX requests_team_started_at ON requests (team_id, started_at) WHERE team_id IS NOT NULL;
 -- A page of one end user's requests; rows without one cost it nothing.
 CREATE INDEX requests_end_user_started_at ON requests (end_user, started_at) WHERE end_user IS NOT NULL;
+-- A row per tag of each request row: a page or an export of one tag walks that tag's
+-- rows alone. Kept by the two triggers below, so every path that inserts or deletes a
+-- row keeps it exact. The text is split at its commas by a recursive query, which no
+-- text makes fail (a row the store refused would be a row lost).
+CREATE TABLE request_tags (
+	tag        TEXT NOT NULL,
+	started_at INTEGER NOT NULL,  -- requests.started_at
+	id         INTEGER NOT NULL,  -- requests.id
+	PRIMARY KEY (tag, started_at, id)
+) WITHOUT ROWID;
+CREATE TRIGGER requests_tags_insert AFTER INSERT ON requests WHEN NEW.tags IS NOT NULL BEGIN
+	INSERT OR IGNORE INTO request_tags (tag, started_at, id)
+	WITH RECURSIVE s(tag, rest) AS (
+		SELECT NULL, NEW.tags || ','
+		UNION ALL
+		SELECT substr(rest, 1, instr(rest, ',') - 1), substr(rest, instr(rest, ',') + 1)
+		FROM s WHERE rest <> '')
+	SELECT tag, NEW.started_at, NEW.id FROM s WHERE tag IS NOT NULL;
+END;
+CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests WHEN OLD.tags IS NOT NULL BEGIN
+	DELETE FROM request_tags
+	WHERE tag IN (WITH RECURSIVE s(tag, rest) AS (
+	                SELECT NULL, OLD.tags || ','
+	                UNION ALL
+	                SELECT substr(rest, 1, instr(rest, ',') - 1), substr(rest, instr(rest, ',') + 1)
+	                FROM s WHERE rest <> '')
+	              SELECT tag FROM s WHERE tag IS NOT NULL)
+	  AND started_at = OLD.started_at AND id = OLD.id;
+END;
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.
@@ -980,4 +1009,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 21;
+PRAGMA user_version = 22;

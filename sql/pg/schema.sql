@@ -265,6 +265,40 @@ CREATE INDEX requests_model_started_at ON requests (model, started_at, id);
 CREATE INDEX requests_team_started_at ON requests (team_id, started_at, id) WHERE team_id IS NOT NULL;
 -- A page of one end user's requests; rows without one cost it nothing.
 CREATE INDEX requests_end_user_started_at ON requests (end_user, started_at, id) WHERE end_user IS NOT NULL;
+-- A row per tag of each request row: a page or an export of one tag walks that tag's
+-- rows alone. Kept by the two statement triggers below (one INSERT ... SELECT per
+-- statement, from its transition table), so every path that inserts or deletes a row
+-- keeps it exact. A tag twice in a text is stored once: no text makes the row's INSERT
+-- fail (a row the store refused would be a row lost).
+CREATE TABLE request_tags (
+	tag        TEXT NOT NULL,
+	started_at BIGINT NOT NULL,  -- requests.started_at
+	id         BIGINT NOT NULL,  -- requests.id
+	PRIMARY KEY (tag, started_at, id)
+);
+CREATE FUNCTION tally_request_tags_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO request_tags (tag, started_at, id)
+	SELECT DISTINCT t.tag, n.started_at, n.id
+	FROM tally_new_requests n, unnest(string_to_array(n.tags, ',')) AS t(tag)
+	WHERE n.tags IS NOT NULL;
+	RETURN NULL;
+END $$;
+CREATE FUNCTION tally_request_tags_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM request_tags g
+	USING (SELECT t.tag, o.started_at, o.id
+	       FROM tally_old_requests o, unnest(string_to_array(o.tags, ',')) AS t(tag)
+	       WHERE o.tags IS NOT NULL) d
+	WHERE g.tag = d.tag AND g.started_at = d.started_at AND g.id = d.id;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER requests_tags_insert AFTER INSERT ON requests
+	REFERENCING NEW TABLE AS tally_new_requests
+	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_insert();
+CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests
+	REFERENCING OLD TABLE AS tally_old_requests
+	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_delete();
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.
@@ -934,4 +968,4 @@ CREATE TABLE limit_lease (
 	PRIMARY KEY (key_id, node)
 );
 
-INSERT INTO meta (name, value) VALUES ('schema_version', 21);
+INSERT INTO meta (name, value) VALUES ('schema_version', 22);

@@ -1,12 +1,8 @@
 -- export: every row in [:from_ms, :to_ms) matching the filters, oldest first, read by
 -- one statement (one snapshot) on a connection of its own. :has_key selects the key
 -- filter (:key_id NULL: rows without a key), :has_team the team filter (:team_id NULL:
--- rows without a team), :tag a whole tag (as requests_page). An end user's rows are
--- export_end_user's. Columns: those of queryd/row.c.
--- No index holds tags: a tag's export walks the range's rows, narrowed to the days
--- tag_total_daily has the tag on, from the first to the end of the last (none: an empty
--- walk). The writer sums a row's tags into it in the row's own transaction and one
--- statement reads one snapshot, so no row carrying the tag lies outside those days.
+-- rows without a team). An end user's rows are export_end_user's, a tag's
+-- export_tag's. Columns: those of queryd/row.c.
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
@@ -17,21 +13,7 @@ SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r
        r.rejected_prediction_tokens, r.web_search_calls, r.service_tier, r.team_id,
        t.name AS team_name, r.end_user, r.tags, r.id
 FROM requests r LEFT JOIN keys k ON k.id = r.key_id LEFT JOIN teams t ON t.id = r.team_id
-WHERE r.started_at >= (SELECT CASE WHEN CAST(:tag AS TEXT) IS NULL THEN :from_ms
-                                   WHEN min(day) IS NULL THEN :to_ms
-                                   WHEN min(day) * 1000 > :from_ms THEN min(day) * 1000
-                                   ELSE :from_ms END
-                       FROM tag_total_daily
-                       WHERE tag = :tag AND day >= :from_ms / 86400000 * 86400
-                         AND day * 1000 < :to_ms)
-  AND r.started_at < (SELECT CASE WHEN CAST(:tag AS TEXT) IS NULL THEN :to_ms
-                                  WHEN max(day) IS NULL THEN :from_ms
-                                  WHEN (max(day) + 86400) * 1000 < :to_ms
-                                    THEN (max(day) + 86400) * 1000
-                                  ELSE :to_ms END
-                      FROM tag_total_daily
-                      WHERE tag = :tag AND day >= :from_ms / 86400000 * 86400
-                        AND day * 1000 < :to_ms)
+WHERE r.started_at >= :from_ms AND r.started_at < :to_ms
   AND (:has_key = 0 OR r.key_id IS NOT DISTINCT FROM :key_id)
   AND (CAST(:model AS TEXT) IS NULL OR r.model = :model)
   AND (:has_team = 0 OR r.team_id = :team_id
@@ -41,6 +23,4 @@ WHERE r.started_at >= (SELECT CASE WHEN CAST(:tag AS TEXT) IS NULL THEN :from_ms
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
   AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
-  AND (CAST(:tag AS TEXT) IS NULL
-       OR replace(',' || r.tags || ',', ',' || :tag || ',', '') <> ',' || r.tags || ',')
 ORDER BY r.started_at, r.id;

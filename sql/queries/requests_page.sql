@@ -4,12 +4,8 @@
 -- a backwards walk of the index requests_started_at (rowid is its last column): no
 -- sort, no OFFSET. Columns: those of queryd/row.c. :limit is the page size plus one.
 -- :has_team selects the team filter (:team_id NULL: rows without a team; a team's own
--- rows are requests_page_team's). :tag keeps rows carrying that whole tag: r.tags is
--- canonical (sorted, comma-joined, no spaces), so ',' || :tag || ',' is a part of
--- ',' || r.tags || ',' exactly then; replace() finds it on both stores (LIKE's _ is a
--- wildcard and SQLite's LIKE ignores case; instr and strpos are one store's each). No
--- index holds tags: every query tests the rows its own index walks, here the range's,
--- from below the tag's last day (queryd lowers :before_ms to tag_until.sql's).
+-- rows are requests_page_team's). A tag's page is requests_page_tag's, the team's
+-- or model's filter with it.
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
@@ -30,7 +26,5 @@ WHERE r.started_at >= :from_ms
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
   AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
-  AND (CAST(:tag AS TEXT) IS NULL
-       OR replace(',' || r.tags || ',', ',' || :tag || ',', '') <> ',' || r.tags || ',')
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

@@ -1,6 +1,12 @@
 -- requests_page_key: requests_page for one key (:key_id), walking the index
 -- requests_key_started_at (key_id, started_at, rowid) backwards. Rows without a key
 -- are requests_page_nokey's: PostgreSQL walks no index for IS NOT DISTINCT FROM.
+-- :tag keeps rows carrying that whole tag (as requests_page_nokey, requests_page_end_user
+-- and export_end_user do): r.tags is canonical (sorted, comma-joined, no spaces), so
+-- ',' || :tag || ',' is a part of ',' || r.tags || ',' exactly then; replace() finds it
+-- on both stores (LIKE's _ is a wildcard and SQLite's LIKE ignores case; instr and
+-- strpos are one store's each). The walk starts below the tag's last day (queryd
+-- lowers :before_ms to tag_until.sql's).
 -- CAST(:x AS T) IS NULL: PostgreSQL types a parameter by its first use.
 SELECT r.request_id, r.key_id, k.name AS key_name, r.model, r.model_requested, r.provider,
        r.verdict, r.status, r.stream, r.prompt_tokens, r.completion_tokens, r.cached_tokens,

@@ -21,7 +21,5 @@ WHERE r.team_id = :team_id
   AND (CAST(:outcome AS TEXT) IS NULL OR r.outcome = :outcome)
   AND (:errors_only = 0 OR r.outcome <> 'complete')
   AND (CAST(:stream AS BIGINT) IS NULL OR r.stream = :stream)
-  AND (CAST(:tag AS TEXT) IS NULL
-       OR replace(',' || r.tags || ',', ',' || :tag || ',', '') <> ',' || r.tags || ',')
 ORDER BY r.started_at DESC, r.id DESC
 LIMIT :limit;

@@ -22,7 +22,8 @@ def pg_store(pg, name, db):
                         " ON CONFLICT (name) DO NOTHING", (SCHEMA,))
             tables = [t for (t,) in src.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'meta'"
-                " AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]   # creation order: FKs
+                " AND name NOT LIKE 'sqlite_%' AND name <> 'request_tags'"
+                " ORDER BY rowid")]   # creation order: FKs; requests' trigger fills request_tags
             for t in tables:
                 cols = [c[1] for c in src.execute(f"PRAGMA table_info({t})")]
                 rows = src.execute(f"SELECT {', '.join(cols)} FROM {t}").fetchall()

@@ -1016,6 +1016,10 @@ FILTERS = [
     ("tag=feature=search&end_user=u-1", lambda r: has_tag(r, "feature=search") and r["end_user"] == "u-1"),
     ("tag=xenv=prod&team=platform&model=m-gpt",
      lambda r: has_tag(r, "xenv=prod") and r["team_name"] == "platform" and r["model"] == "m-gpt"),
+    ("tag=env=prod&team_id=0&status=2xx", lambda r: has_tag(r, "env=prod") and
+     r["team_id"] is None and r["status"] is not None and 200 <= r["status"] <= 299),
+    (f"tag=a_b=1&from={BASE}&to={BASE + 86400}", lambda r: has_tag(r, "a_b=1") and
+     BASE * 1000 <= r["started_at"] < (BASE + 86400) * 1000),
     ("tag=env=pro", lambda r: False),       # a prefix of a tag requests carry
 ]
 
@@ -1745,26 +1749,31 @@ def test_query_plans_walk_the_indexes():
         names = set(re.findall(r":(\w+)", re.sub(r"--[^\n]*", "", sql)))
         return "\n".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql,
                                                    {n: None for n in names}))
-    for name, index in (("requests_page", "requests_started_at"),
-                        ("requests_page_key", "requests_key_started_at"),
-                        ("requests_page_nokey", "requests_key_started_at"),
-                        ("requests_page_model", "requests_model_started_at"),
-                        ("requests_page_team", "requests_team_started_at"),
-                        ("requests_page_end_user", "requests_end_user_started_at"),
-                        ("export", "requests_started_at"),
-                        ("export_end_user", "requests_end_user_started_at")):
+    for name, index in (("requests_page", "INDEX requests_started_at"),
+                        ("requests_page_key", "INDEX requests_key_started_at"),
+                        ("requests_page_nokey", "INDEX requests_key_started_at"),
+                        ("requests_page_model", "INDEX requests_model_started_at"),
+                        ("requests_page_team", "INDEX requests_team_started_at"),
+                        ("requests_page_end_user", "INDEX requests_end_user_started_at"),
+                        ("export", "INDEX requests_started_at"),
+                        ("export_end_user", "INDEX requests_end_user_started_at"),
+                        ("requests_page_tag", "PRIMARY KEY"),
+                        ("export_tag", "PRIMARY KEY")):
         p = plan(name)
-        assert f"USING INDEX {index}" in p and "TEMP B-TREE" not in p, (name, p)
+        assert f"USING {index}" in p and "TEMP B-TREE" not in p, (name, p)
     # the partial index, its end user and range
     for name in ("requests_page_end_user", "export_end_user"):
         assert "requests_end_user_started_at (end_user=? AND started_at>? AND started_at<?)" \
             in plan(name), plan(name)
     assert "started_at<?" in plan("requests_page"), "the cursor must bound the index walk"
-    # a tag's export walks only the days tag_total_daily has the tag on: both bounds of
-    # the walk come from it
-    p = plan("export")
-    assert "SEARCH r USING INDEX requests_started_at (started_at>? AND started_at<?)" in p, p
-    assert p.count("SEARCH tag_total_daily USING PRIMARY KEY (tag=? AND day>?)") == 2, p
+    # a tag's page and export walk its rows of request_tags, the cursor bounding the
+    # page's walk, and fetch each row by its id
+    p = plan("requests_page_tag")
+    assert "SEARCH g USING PRIMARY KEY (tag=? AND started_at>? AND (started_at,id)<(?,?))" in p, p
+    assert "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)" in p, p
+    p = plan("export_tag")
+    assert "SEARCH g USING PRIMARY KEY (tag=? AND started_at>? AND started_at<?)" in p, p
+    assert "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)" in p, p
     p = plan("summary")
     assert "SEARCH usage_daily USING PRIMARY KEY (day>? AND day<?)" in p, p
     assert "SEARCH usage_hourly USING PRIMARY KEY (hour>? AND hour<?)" in p, p
@@ -1929,15 +1938,20 @@ def test_postgres_plans_walk_the_indexes(pg_url):
                 " SELECT 'm' || i, (SELECT id FROM providers), 0, 0 FROM generate_series(1, 12) i")
     cur.execute("INSERT INTO teams (name, created_at) SELECT 't' || i, 0 FROM generate_series(1, 20) i")
     end = BASE * 1000
-    # end users: a third of the rows name none, the others one of 5000 (12 rows each)
+    # end users: a third of the rows name none, the others one of 5000 (12 rows each);
+    # tags: half the rows carry env=prod or env=dev and one of 500 others (the trigger
+    # fills request_tags)
     cur.execute("""INSERT INTO requests (request_id, key_id, model, provider, status, stream,
-                       outcome, usage_source, started_at, team_id, end_user)
+                       outcome, usage_source, started_at, team_id, end_user, tags)
                    SELECT 'r' || i, CASE WHEN i %% 20 = 0 THEN NULL ELSE 1 + i %% 50 END,
                           CASE WHEN i %% 1000 = 0 THEN 'rare' ELSE 'm' || (1 + i %% 12) END,
                           'p', 200, i %% 2, 'complete', 'response',
                           %s - CAST(i AS BIGINT) * 60000,
                           CASE WHEN i %% 8 = 0 THEN NULL ELSE 1 + i %% 20 END,
-                          CASE WHEN i %% 3 = 0 THEN NULL ELSE 'u' || (i %% 5000) END
+                          CASE WHEN i %% 3 = 0 THEN NULL ELSE 'u' || (i %% 5000) END,
+                          CASE WHEN i %% 2 = 0 THEN NULL ELSE 'env=' ||
+                               CASE WHEN i %% 3 = 0 THEN 'prod' ELSE 'dev' END ||
+                               ',t=' || (i %% 500) END
                    FROM generate_series(1, 60000) i""", (end,))
     # the rollups: a row per period and group, 0 in every sum (NOT NULL, no default)
     groups = {"key_id, model, provider": ("1 + k % 50, 'm' || (1 + k % 12), 'p'", 60),
@@ -2018,9 +2032,12 @@ def test_postgres_plans_walk_the_indexes(pg_url):
             ("requests_page_model", "requests_model_started_at", {"model": "rare"}),
             ("requests_page_team", "requests_team_started_at", {"team_id": 3}),
             ("requests_page", "requests_started_at", {"has_team": 1}),   # rows without a team
-            # a tag: no index of its own, the time's walked and each row tested
-            ("requests_page", "requests_started_at", {"tag": "env=prod"}),
-            ("export", "requests_started_at", {"tag": "env=prod"}),
+            # a tag: its own rows in request_tags, whatever else narrows them
+            ("requests_page_tag", "request_tags_pkey", {"tag": "env=prod"}),
+            ("requests_page_tag", "request_tags_pkey",
+             {"tag": "env=prod", "has_team": 1, "team_id": 3, "model": "m8"}),
+            ("export_tag", "request_tags_pkey", {"tag": "env=prod"}),
+            ("export_tag", "request_tags_pkey", {"tag": "env=prod", "has_key": 1, "key_id": 7}),
             ("export", "requests_started_at", {}),
             # a team's export: its own index, in order, or the time's
             ("export", "requests_(team_)?started_at", {"has_team": 1, "team_id": 3}),
@@ -2037,12 +2054,14 @@ def test_postgres_plans_walk_the_indexes(pg_url):
         p = plan(name, **values)
         # a few rows (a rare model's, an end user's) may be fetched through the index
         # and sorted
-        assert re.search(f"(Index Scan (Backward )?using|Bitmap Index Scan on) {index}", p), (name, p)
+        assert re.search(f"(Index (Only )?Scan (Backward )?using|Bitmap Index Scan on) {index}",
+                         p), (name, p)
         assert "Seq Scan on requests" not in p, (name, p)
         # a full sort, not an incremental one of the rows of one started_at (an index
         # on started_at alone: its order is the walk's, but for ties)
         full_sort = re.search(r"(^|->  )Sort  \(", p, re.M)
-        assert not full_sort or name in ("requests_page_model", "requests_page_end_user"), (name, p)
+        assert not full_sort or name in ("requests_page_model", "requests_page_end_user") \
+            or values.get("model"), (name, p)
     assert "Seq Scan on requests" not in plan("request_one"), plan("request_one")
     for name, values in (("summary", {"key_id": 7}), ("summary", {"model": "m3"}),
                          ("summary_keys", {}), ("summary_keys", {"key_id": 7}),

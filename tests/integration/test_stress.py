@@ -87,11 +87,14 @@ def test_levels_are_exact_and_accounted(stack):
             "daily_groups": END_USERS, "daily_rows": END_USERS, "daily_equal": END_USERS}
         # Three in four sent tags, each row keeps their canonical text, and tag_daily
         # holds the rows' sums per tag (env=stress in two sets), key and day, and
-        # tag_total_daily per tag and day (one key: as many groups).
+        # tag_total_daily per tag and day (one key: as many groups); request_tags has
+        # the rows' tags one for one (sets of 1, 2 and 3 tags, over every level so far).
+        n = 60 * len(levels[:levels.index(lv) + 1])
         assert acct["tags"] == {
             "exact": True, "rows": 40, "as_sent": 40, "none": 10, "sets": [10, 10, 10],
             "daily_groups": 5, "daily_rows": 5, "daily_equal": 5,
-            "total_groups": 5, "total_rows": 5, "total_equal": 5}
+            "total_groups": 5, "total_rows": 5, "total_equal": 5,
+            "request_tags_want": n, "request_tags_valid": n, "request_tags_rows": n}
     rows = stack.rows()
     assert len(rows) == 80
     sent = end_users_sent(40)
@@ -166,7 +169,8 @@ def test_end_users_not_as_sent_fail_the_run(stack):
 
 
 def add_ghost_daily(stack, table, **names):
-    """Adds to table a row of key 1 on day 1 that no request made: names, zero sums."""
+    """Adds to table a row of key 1 on day 1 that no request made: names, zero sums
+    (request_tags: a tag of a row that does not carry it)."""
     con = sqlite3.connect(stack.db, timeout=10)
     cols = [c[1] for c in con.execute(f"PRAGMA table_info({table})")]
     with con:
@@ -182,10 +186,17 @@ def add_ghost_daily(stack, table, **names):
      " the rows' sums (3 stored) WRONG"),
     ("tag_daily", {"tag": "env=ghost"}, "--tag-sets", "4", "tags", "tags",
      "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of the rows' sums"
-     " (3 stored), tag_total_daily 2/2 (2 stored) WRONG"),
+     " (3 stored), tag_total_daily 2/2 (2 stored), request_tags 6/6 of the rows' tags"
+     " (6 stored) WRONG"),
     ("tag_total_daily", {"tag": "env=ghost"}, "--tag-sets", "4", "tags", "tags",
      "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of the rows' sums"
-     " (2 stored), tag_total_daily 2/2 (3 stored) WRONG"),
+     " (2 stored), tag_total_daily 2/2 (3 stored), request_tags 6/6 of the rows' tags"
+     " (6 stored) WRONG"),
+    ("request_tags", {"tag": "env=ghost", "started_at": 1, "id": 1}, "--tag-sets", "4",
+     "tags", "tags",
+     "tags 6/6 as sent (sets 2/2/0, none 2), tag_daily 2/2 groups of the rows' sums"
+     " (2 stored), tag_total_daily 2/2 (2 stored), request_tags 6/6 of the rows' tags"
+     " (7 stored) WRONG"),
 ])
 def test_daily_not_the_rows_sums_fails_the_run(stack, table, ghost, option, too_many, check,
                                                column, line):

@@ -2212,10 +2212,14 @@ def test_prune(ctl):
     ctl.ok("provider", "list")
     old_ms = (int(time.time()) - 40 * 86400) * 1000
     new_ms = int(time.time()) * 1000
-    rows = [(f"old-{i}", old_ms + i) for i in range(25)] + [(f"new-{i}", new_ms) for i in range(3)]
-    ctl.query("INSERT INTO requests (request_id, outcome, usage_source, started_at) VALUES " +
-              ", ".join(["(?, 'complete', 'response', ?)"] * len(rows)),
+    rows = [(f"old-{i}", old_ms + i, f"env=old,n={i % 2}") for i in range(25)] + \
+        [(f"new-{i}", new_ms, None if i else "env=new,n=0") for i in range(3)]
+    ctl.query("INSERT INTO requests (request_id, outcome, usage_source, started_at, tags)"
+              " VALUES " + ", ".join(["(?, 'complete', 'response', ?, ?)"] * len(rows)),
               [v for row in rows for v in row])
+    tags = "SELECT tag, count(*) FROM request_tags GROUP BY tag ORDER BY tag"
+    assert [tuple(t) for t in ctl.query(tags)] == [("env=new", 1), ("env=old", 25),
+                                                   ("n=0", 14), ("n=1", 12)]
     out = ctl.ok("prune", "--older-than-days", "30", "--dry-run")
     assert re.fullmatch(r"would prune 25 requests rows started before "
                         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", out), out
@@ -2223,6 +2227,8 @@ def test_prune(ctl):
     assert re.fullmatch(r"pruned 25 requests rows started before \S+ in 3 batches\n", out), out
     assert sorted(r[0] for r in ctl.query("SELECT request_id FROM requests")) == \
         ["new-0", "new-1", "new-2"]
+    # the pruned rows' tags go with them (requests' trigger)
+    assert [tuple(t) for t in ctl.query(tags)] == [("env=new", 1), ("n=0", 1)]
     assert ctl.ok("prune", "--older-than-days", "30").startswith("pruned 0 requests rows")
 
 

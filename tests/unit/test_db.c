@@ -64,21 +64,37 @@ static int64_t test_int(struct db *db, const char *sql)
 	return v;
 }
 
-/* Runs sql; on PostgreSQL SQLite's zeroblob(N) is written as PostgreSQL's. */
+/* Runs sql; on PostgreSQL SQLite's zeroblob(N) is written as PostgreSQL's, and the
+ * drop of schema 22's triggers as the drop of their functions (the triggers go with
+ * them: PostgreSQL names a trigger with its table, and keeps a function without it). */
 static int test_exec(struct db *db, const char *sql)
 {
+	static const char lite_drop[] = "DROP TRIGGER requests_tags_insert;"
+	                                " DROP TRIGGER requests_tags_delete;";
+	static const char pg_drop[] = "DROP FUNCTION tally_request_tags_insert() CASCADE;"
+	                              " DROP FUNCTION tally_request_tags_delete() CASCADE;";
 	char err[512], pg[2048];
 	const char *z;
 	size_t o = 0;
 
 	if (db_kind(db) == DB_POSTGRES) {
-		while ((z = strstr(sql, "zeroblob(")) && o + (size_t)(z - sql) + 64 < sizeof(pg)) {
-			int n = atoi(z + 9);
+		while (o + 256 < sizeof(pg)) {
+			const char *d = strstr(sql, lite_drop);
 
+			z = strstr(sql, "zeroblob(");
+			if (!z && !d)
+				break;
+			if (d && (!z || d < z))
+				z = d;
 			memcpy(pg + o, sql, (size_t)(z - sql));
 			o += (size_t)(z - sql);
-			o += (size_t)sprintf(pg + o, "decode(repeat('00', %d), 'hex')", n);
-			sql = strchr(z, ')') + 1;
+			if (z == d) {
+				o += (size_t)sprintf(pg + o, "%s", pg_drop);
+				sql = z + strlen(lite_drop);
+			} else {
+				o += (size_t)sprintf(pg + o, "decode(repeat('00', %d), 'hex')", atoi(z + 9));
+				sql = strchr(z, ')') + 1;
+			}
 		}
 		snprintf(pg + o, sizeof(pg) - o, "%s", sql);
 		sql = pg;
@@ -132,7 +148,7 @@ static void test_create(void)
 	CHECK_EQ_INT(db_accounted_at(db), 0);
 	if (test_kind == DB_POSTGRES) {
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_tables WHERE schemaname ="
-		                          " current_schema()"), 29);
+		                          " current_schema()"), 30);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname ="
 		                          " current_schema() AND indexname IN"
 		                          " ('requests_started_at', 'requests_key_started_at',"
@@ -143,7 +159,7 @@ static void test_create(void)
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON"
 		                          " c.oid = t.tgrelid JOIN pg_namespace n ON n.oid ="
 		                          " c.relnamespace WHERE n.nspname = current_schema()"
-		                          " AND NOT t.tgisinternal"), 10);
+		                          " AND NOT t.tgisinternal"), 12);
 		CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM meta"), 2);
 		db_close(db);
 		db = test_open("create.db", DB_CREATE);
@@ -162,12 +178,12 @@ static void test_create(void)
 	                          " 'usage_hourly', 'usage_daily', 'model_hourly', 'model_daily',"
 	                          " 'key_hourly', 'key_daily', 'total_hourly', 'accounting', 'teams',"
 	                          " 'team_models', 'team_hourly', 'team_daily', 'tag_daily', 'end_user_limits',"
-	                          " 'model_budgets', 'team_model_daily')"), 23);
+	                          " 'model_budgets', 'team_model_daily', 'request_tags')"), 24);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 	                          " ('requests_started_at', 'requests_key_started_at',"
 	                          " 'requests_model_started_at', 'usage_hourly_key_hour',"
 	                          " 'usage_daily_key_day')"), 5);
-	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 30);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 32);
 	db_close(db);
 	CHECK_EQ_INT(stat(tmpdir_file("create.db"), &st), 0);
 
@@ -563,8 +579,14 @@ static void test_migrate_atomic(void)
 	db_close(db);
 }
 
-/* Schema 21's parts, dropped to make a database of before it. */
-#define TEST_UNDO_21 "ALTER TABLE keys DROP COLUMN budget_tz; ALTER TABLE teams DROP COLUMN budget_tz;"
+/* Schema 22's parts, dropped to make a database of before it (test_exec writes the drop of
+ * the triggers as PostgreSQL's). */
+#define TEST_UNDO_22 "DROP TRIGGER requests_tags_insert;"                             \
+                     " DROP TRIGGER requests_tags_delete; DROP TABLE request_tags;"
+
+/* Schema 21's parts, likewise (and every later one). */
+#define TEST_UNDO_21 TEST_UNDO_22 " ALTER TABLE keys DROP COLUMN budget_tz;"         \
+                     " ALTER TABLE teams DROP COLUMN budget_tz;"
 
 /* Schema 20's part, likewise (and every later one). */
 #define TEST_UNDO_20 TEST_UNDO_21 " DROP TABLE tag_total_daily;"
@@ -999,6 +1021,56 @@ static void test_migrate_tag_totals(void)
 	/* One row per tag and day. */
 	CHECK_EQ_INT(test_exec(db, "INSERT INTO tag_total_daily SELECT * FROM tag_total_daily"
 	                           " WHERE tag = 'team=a'"), -1);
+	db_close(db);
+}
+
+/* Migration 022 on either store: request_tags gets a row per tag of each tagged row of
+ * schema 21 (and none of an untagged one), then the triggers keep it: a row stored, a
+ * duplicate record refused, a row deleted. */
+static void test_migrate_request_tags(void)
+{
+	static const char cols[] = "INSERT INTO requests (request_id, outcome, usage_source,"
+	                           " started_at, tags) VALUES ";
+	struct db *db = test_open("reqtags.db", DB_CREATE);
+	char sql[512];
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(test_exec(db, TEST_UNDO_22), 0);
+	snprintf(sql, sizeof(sql), "%s ('a', 'complete', 'none', 5, 'env=prod,x=a/b:c@d+e'),"
+	         " ('b', 'complete', 'none', 6, NULL), ('c', 'complete', 'none', 5, 'env=prod')",
+	         cols);
+	CHECK_EQ_INT(test_exec(db, sql), 0);
+	db_close(db);
+	test_set_version("reqtags.db", 21);
+	db = test_open("reqtags.db", DB_CREATE);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ_INT(db_schema_version(db), DB_SCHEMA_VERSION);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags"), 3);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags g JOIN requests r ON"
+	                          " r.id = g.id AND r.started_at = g.started_at WHERE"
+	                          " (g.tag = 'env=prod' AND r.request_id IN ('a', 'c')) OR"
+	                          " (g.tag = 'x=a/b:c@d+e' AND r.request_id = 'a')"), 3);
+	snprintf(sql, sizeof(sql), "%s ('d', 'complete', 'none', 9, 'env=dev,team=a')"
+	         " ON CONFLICT (request_id) DO NOTHING", cols);
+	CHECK_EQ_INT(test_exec(db, sql), 0);
+	snprintf(sql, sizeof(sql), "%s ('a', 'complete', 'none', 9, 'env=dev')"
+	         " ON CONFLICT (request_id) DO NOTHING", cols);
+	CHECK_EQ_INT(test_exec(db, sql), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags"), 5);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags g JOIN requests r ON"
+	                          " r.id = g.id WHERE r.request_id = 'd' AND g.started_at = 9"
+	                          " AND g.tag IN ('env=dev', 'team=a')"), 2);
+	/* no text the agent never writes fails the row: a tag twice, a quote */
+	snprintf(sql, sizeof(sql), "%s ('e', 'complete', 'none', 9, 'q=\"x,q=\"x')", cols);
+	CHECK_EQ_INT(test_exec(db, sql), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags WHERE tag = 'q=\"x'"), 1);
+	CHECK_EQ_INT(test_exec(db, "DELETE FROM requests WHERE request_id IN ('a', 'b', 'e')"), 0);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags"), 3);
+	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags WHERE tag = 'x=a/b:c@d+e'"), 0);
 	db_close(db);
 }
 
@@ -1626,6 +1698,7 @@ static void test_stores(void)
 	RUN(test_migrate_end_user_limits);
 	RUN(test_migrate_model_budgets);
 	RUN(test_migrate_tag_totals);
+	RUN(test_migrate_request_tags);
 	RUN(test_create_race);
 	RUN(test_params);
 	RUN(test_roundtrip);

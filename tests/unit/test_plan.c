@@ -362,7 +362,8 @@ static void test_filters(void)
 		                                   strcmp(b.v[i].name, ":key_id") == 0 ||
 		                                   strcmp(b.v[i].name, ":has_team") == 0 ||
 		                                   strcmp(b.v[i].name, ":team_id") == 0 ||
-		                                   strcmp(b.v[i].name, ":end_user") == 0);
+		                                   strcmp(b.v[i].name, ":end_user") == 0 ||
+		                                   strcmp(b.v[i].name, ":tag") == 0);
 	test_check_int(&b, ":has_team", 0);
 	x = test_bind(&b, ":end_user");
 	CHECK(x && x->kind == CONN_BIND_TEXT && x->s == NULL);
@@ -420,12 +421,13 @@ static void test_filters(void)
 	x = test_bind(&b, ":end_user");
 	CHECK(x && x->kind == CONN_BIND_TEXT && x->only_if_named);
 	CHECK_EQ_STR(x->s, "@SUM(A1)");
-	/* a tag: as given, in every row query */
+	/* a tag: as given, where the query names it (a tag's own walk and the others that
+	 * filter by it) */
 	p.tag = "env=prod";
 	b.n = 0;
 	plan_filters(&p, &b);
 	x = test_bind(&b, ":tag");
-	CHECK(x && x->kind == CONN_BIND_TEXT && !x->only_if_named);
+	CHECK(x && x->kind == CONN_BIND_TEXT && x->only_if_named);
 	CHECK_EQ_STR(x->s, "env=prod");
 }
 
@@ -504,14 +506,24 @@ static void test_requests(void)
 	p.model = NULL;
 	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
-	/* a tag: no index of its own, the other filters' (else the time's) */
+	/* a tag: an end user's or a key's index before its own, its own before a team's
+	 * or a model's */
 	p.tag = "env=prod";
 	plan_requests(&p, INT64_MAX, &pl);
 	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_END_USER);
 	p.end_user = NULL;
+	p.has_key_id = 1;
+	p.key_id = 3;
 	plan_requests(&p, INT64_MAX, &pl);
-	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_KEY);
+	p.has_key_id = 0;
+	p.has_team_id = 1;
+	p.team_id = 2;
+	p.model = "m";
+	plan_requests(&p, INT64_MAX, &pl);
+	CHECK_EQ_INT(pl.query, CONN_REQUESTS_PAGE_TAG);
 	CHECK_EQ_STR(test_bind(&pl.binds, ":tag")->s, "env=prod");
+	CHECK(test_bind(&pl.binds, ":tag")->only_if_named);
 }
 
 static void test_export(void)
@@ -525,7 +537,7 @@ static void test_export(void)
 	p.model = "m";
 	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
 	p.tag = "env=prod";
-	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT);
+	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT_TAG);
 	p.end_user = "u-1";
 	CHECK_EQ_INT(plan_export(&p), CONN_EXPORT_END_USER);
 }

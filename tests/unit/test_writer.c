@@ -787,6 +787,8 @@ static void test_rollups(void)
 		                         "ALTER TABLE keys DROP COLUMN server_tools;"
 		                         "ALTER TABLE keys DROP COLUMN audio;"
 		                         "ALTER TABLE keys DROP COLUMN cache_writes;"
+		                         "DROP TRIGGER requests_tags_insert;"
+		                         " DROP TRIGGER requests_tags_delete; DROP TABLE request_tags;"
 		                         "ALTER TABLE keys DROP COLUMN budget_tz;"
 		                         "ALTER TABLE teams DROP COLUMN budget_tz;"
 		                         "DROP TABLE tag_total_daily;"
