@@ -733,15 +733,18 @@ out:
 
 /* ---- request rows ---- */
 
-/* Where a page filtered by p->tag starts (tag_until.sql) into *until_ms; INT64_MAX
- * without a tag. 0, or -1 with r answered. */
-static int api_tag_until(struct conn *c, const struct params *p, int64_t *until_ms,
-                         struct api_reply *r)
+/* Where a key's page filtered by p->tag starts (tag_until.sql) into *until_ms;
+ * INT64_MAX for any other page. Only a key's: tag_total_daily counts the rows with a
+ * key alone, so its last day bounds no page that may hold a row without one (rows
+ * without a key, an end user's), and a tag's own page starts at the tag's newest row
+ * by itself. 0, or -1 with r answered. */
+static int api_tag_until(struct conn *c, const struct params *p, enum conn_query q,
+                         int64_t *until_ms, struct api_reply *r)
 {
 	struct db_stmt *st;
 
 	*until_ms = INT64_MAX;
-	if (!p->tag)
+	if (!p->tag || q != CONN_REQUESTS_PAGE_KEY)
 		return 0;
 	st = conn_stmt(c, CONN_TAG_UNTIL);
 	if (!st || conn_bind_text(st, ":tag", p->tag) < 0 ||
@@ -761,7 +764,8 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 	cJSON *rows, *row;
 	int step, n = 0;
 
-	if (api_tag_until(c, p, &until_ms, r) < 0)
+	plan_requests(p, INT64_MAX, &pl);
+	if (api_tag_until(c, p, pl.query, &until_ms, r) < 0)
 		return -1;
 	plan_requests(p, until_ms, &pl);
 	st = conn_stmt(c, pl.query);

@@ -251,7 +251,8 @@ CREATE INDEX requests_end_user_started_at ON requests (end_user, started_at) WHE
 -- A row per tag of each request row: a page or an export of one tag walks that tag's
 -- rows alone. Kept by the two triggers below, so every path that inserts or deletes a
 -- row keeps it exact. The text is split at its commas by a recursive query, which no
--- text makes fail (a row the store refused would be a row lost).
+-- text makes fail (a row the store refused would be a row lost); it stops where no
+-- comma is left, as instr() and substr() disagree past a NUL byte.
 CREATE TABLE request_tags (
 	tag        TEXT NOT NULL,
 	started_at INTEGER NOT NULL,  -- requests.started_at
@@ -264,7 +265,7 @@ CREATE TRIGGER requests_tags_insert AFTER INSERT ON requests WHEN NEW.tags IS NO
 		SELECT NULL, NEW.tags || ','
 		UNION ALL
 		SELECT substr(rest, 1, instr(rest, ',') - 1), substr(rest, instr(rest, ',') + 1)
-		FROM s WHERE rest <> '')
+		FROM s WHERE instr(rest, ',') > 0)
 	SELECT tag, NEW.started_at, NEW.id FROM s WHERE tag IS NOT NULL;
 END;
 CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests WHEN OLD.tags IS NOT NULL BEGIN
@@ -273,7 +274,7 @@ CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests WHEN OLD.tags IS NO
 	                SELECT NULL, OLD.tags || ','
 	                UNION ALL
 	                SELECT substr(rest, 1, instr(rest, ',') - 1), substr(rest, instr(rest, ',') + 1)
-	                FROM s WHERE rest <> '')
+	                FROM s WHERE instr(rest, ',') > 0)
 	              SELECT tag FROM s WHERE tag IS NOT NULL)
 	  AND started_at = OLD.started_at AND id = OLD.id;
 END;

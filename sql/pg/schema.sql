@@ -266,10 +266,11 @@ CREATE INDEX requests_team_started_at ON requests (team_id, started_at, id) WHER
 -- A page of one end user's requests; rows without one cost it nothing.
 CREATE INDEX requests_end_user_started_at ON requests (end_user, started_at, id) WHERE end_user IS NOT NULL;
 -- A row per tag of each request row: a page or an export of one tag walks that tag's
--- rows alone. Kept by the two statement triggers below (one INSERT ... SELECT per
--- statement, from its transition table), so every path that inserts or deletes a row
--- keeps it exact. A tag twice in a text is stored once: no text makes the row's INSERT
--- fail (a row the store refused would be a row lost).
+-- rows alone. Kept by the two triggers below (an INSERT ... SELECT per statement, from
+-- its transition table; a delete by the primary key per row deleted, which a plan
+-- over a transition table could not promise), so every path that inserts or deletes a
+-- row keeps it exact. A tag twice in a text is stored once: no text makes the row's
+-- INSERT fail (a row the store refused would be a row lost).
 CREATE TABLE request_tags (
 	tag        TEXT NOT NULL,
 	started_at BIGINT NOT NULL,  -- requests.started_at
@@ -286,19 +287,15 @@ BEGIN
 END $$;
 CREATE FUNCTION tally_request_tags_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	DELETE FROM request_tags g
-	USING (SELECT t.tag, o.started_at, o.id
-	       FROM tally_old_requests o, unnest(string_to_array(o.tags, ',')) AS t(tag)
-	       WHERE o.tags IS NOT NULL) d
-	WHERE g.tag = d.tag AND g.started_at = d.started_at AND g.id = d.id;
+	DELETE FROM request_tags WHERE tag = ANY (string_to_array(OLD.tags, ','))
+	  AND started_at = OLD.started_at AND id = OLD.id;
 	RETURN NULL;
 END $$;
 CREATE TRIGGER requests_tags_insert AFTER INSERT ON requests
 	REFERENCING NEW TABLE AS tally_new_requests
 	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_insert();
 CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests
-	REFERENCING OLD TABLE AS tally_old_requests
-	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_delete();
+	FOR EACH ROW WHEN (OLD.tags IS NOT NULL) EXECUTE FUNCTION tally_request_tags_delete();
 
 -- Rollups per key, model and provider, by hour and by day, kept by the writer in the
 -- same transaction as the rows they sum, so they always agree with requests.

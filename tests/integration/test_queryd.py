@@ -1843,6 +1843,45 @@ def test_live_sums_the_nodes_counters(tmp_path, kind):
         q.stop()
 
 
+def test_tag_pages_hold_rows_without_a_key(tmp_path, kind):
+    """A row without a key is in no tag rollup, so the last day tag_total_daily has a
+    tag on bounds no page that may hold one: a tag's page, its page of rows without a
+    key and an end user's page and export all find such a row days after the tag's last
+    row with a key (it was cut from the last two before); a key's page still starts at
+    that day."""
+    db = empty_db(tmp_path / "keyless.db")
+    day = (int(time.time()) // 86400 - 3) * 86400
+    con = sqlite3.connect(db)
+    with con:
+        key = con.execute("INSERT INTO keys (name, prefix, hash, created_at) VALUES"
+                          " ('k', 'tly_k', zeroblob(32), 0)").lastrowid
+        tg = "INSERT INTO tag_total_daily (day, tag, " + ", ".join(
+            c[1] for c in con.execute("PRAGMA table_info(tag_total_daily)")
+            if c[1] not in ("day", "tag")) + ") SELECT ?, 'env=prod', " + ", ".join(
+            ["1"] * (len(con.execute("PRAGMA table_info(tag_total_daily)").fetchall()) - 2))
+        con.execute(tg, (day,))       # the keyed row's day, as the writer sums it
+        con.executemany("INSERT INTO requests (request_id, key_id, outcome, usage_source,"
+                        " started_at, end_user, tags) VALUES (?, ?, 'complete', 'none', ?,"
+                        " 'u-1', 'env=prod')",
+                        [("keyed", key, day * 1000 + 5),
+                         ("keyless", None, (day + 2 * 86400) * 1000 + 5)])
+    con.close()
+    q = Queryd(tmp_path, store_of(kind, db))
+    try:
+        frm = day - 86400
+        ids = lambda path: [r["request_id"] for r in q.get(path)["requests"]]
+        assert ids(f"/api/requests?tag=env=prod&from={frm}") == ["keyless", "keyed"]
+        assert ids(f"/api/requests?tag=env=prod&key_id=0&from={frm}") == ["keyless"]
+        assert ids(f"/api/requests?tag=env=prod&end_user=u-1&from={frm}") == ["keyless", "keyed"]
+        assert ids(f"/api/requests?tag=env=prod&key=k&from={frm}") == ["keyed"]
+        _, body = export(q, f"from={frm}&to={int(time.time()) + 60}&tag=env=prod"
+                            "&end_user=u-1&format=ndjson")
+        assert [json.loads(x)["request_id"] for x in body.decode().splitlines()] == \
+            ["keyed", "keyless"]
+    finally:
+        q.stop()
+
+
 def test_postgres_start_refusals_and_password(pg_server, tmp_path):
     """A PostgreSQL store is refused like a file: without the schema, or at an older
     version; a URL's password never reaches the log."""

@@ -78,7 +78,7 @@ static int test_exec(struct db *db, const char *sql)
 	size_t o = 0;
 
 	if (db_kind(db) == DB_POSTGRES) {
-		while (o + 256 < sizeof(pg)) {
+		for (;;) {
 			const char *d = strstr(sql, lite_drop);
 
 			z = strstr(sql, "zeroblob(");
@@ -86,6 +86,9 @@ static int test_exec(struct db *db, const char *sql)
 				break;
 			if (d && (!z || d < z))
 				z = d;
+			/* the longer replacement must fit, or the rest goes as it is */
+			if (o + (size_t)(z - sql) + sizeof(pg_drop) >= sizeof(pg))
+				break;
 			memcpy(pg + o, sql, (size_t)(z - sql));
 			o += (size_t)(z - sql);
 			if (z == d) {
@@ -1068,6 +1071,14 @@ static void test_migrate_request_tags(void)
 	snprintf(sql, sizeof(sql), "%s ('e', 'complete', 'none', 9, 'q=\"x,q=\"x')", cols);
 	CHECK_EQ_INT(test_exec(db, sql), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags WHERE tag = 'q=\"x'"), 1);
+	/* a NUL byte after a comma (PostgreSQL's text holds none): instr() sees past it,
+	 * substr() does not; the split still ends */
+	if (db_kind(db) == DB_SQLITE) {
+		snprintf(sql, sizeof(sql), "%s ('f', 'complete', 'none', 9,"
+		         " CAST(X'612C620063' AS TEXT))", cols);
+		CHECK_EQ_INT(test_exec(db, sql), 0);
+		CHECK_EQ_INT(test_exec(db, "DELETE FROM requests WHERE request_id = 'f'"), 0);
+	}
 	CHECK_EQ_INT(test_exec(db, "DELETE FROM requests WHERE request_id IN ('a', 'b', 'e')"), 0);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags"), 3);
 	CHECK_EQ_INT(test_int(db, "SELECT count(*) FROM request_tags WHERE tag = 'x=a/b:c@d+e'"), 0);

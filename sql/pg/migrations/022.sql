@@ -1,10 +1,12 @@
 -- Version 22: request_tags, a row per tag of each request row, so that a page or an
 -- export of one tag walks that tag's rows alone (docs/performance.md, "Tags": a rare
--- tag's page walked every row of its range). Kept by statement triggers on requests
--- (one INSERT ... SELECT per statement of the writer's, from its transition table), so
--- every path that inserts or deletes a row (the writer, tally-gen, prune) keeps it
--- exact; back-filled from the rows' tags. A tag twice in a text is stored once: no
--- text makes the row's INSERT fail (a row the store refused would be a row lost).
+-- tag's page walked every row of its range). Kept by triggers on requests (an INSERT
+-- ... SELECT per statement of the writer's, from its transition table; a delete by
+-- the primary key per row deleted, which a plan over a transition table could not
+-- promise), so every path that inserts or deletes a row (the writer, tally-gen,
+-- prune) keeps it exact; back-filled from the rows' tags. A tag twice in a text is
+-- stored once: no text makes the row's INSERT fail (a row the store refused would be
+-- a row lost).
 CREATE TABLE request_tags (
 	tag        TEXT NOT NULL,
 	started_at BIGINT NOT NULL,  -- requests.started_at
@@ -21,19 +23,15 @@ BEGIN
 END $$;
 CREATE FUNCTION tally_request_tags_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	DELETE FROM request_tags g
-	USING (SELECT t.tag, o.started_at, o.id
-	       FROM tally_old_requests o, unnest(string_to_array(o.tags, ',')) AS t(tag)
-	       WHERE o.tags IS NOT NULL) d
-	WHERE g.tag = d.tag AND g.started_at = d.started_at AND g.id = d.id;
+	DELETE FROM request_tags WHERE tag = ANY (string_to_array(OLD.tags, ','))
+	  AND started_at = OLD.started_at AND id = OLD.id;
 	RETURN NULL;
 END $$;
 CREATE TRIGGER requests_tags_insert AFTER INSERT ON requests
 	REFERENCING NEW TABLE AS tally_new_requests
 	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_insert();
 CREATE TRIGGER requests_tags_delete AFTER DELETE ON requests
-	REFERENCING OLD TABLE AS tally_old_requests
-	FOR EACH STATEMENT EXECUTE FUNCTION tally_request_tags_delete();
+	FOR EACH ROW WHEN (OLD.tags IS NOT NULL) EXECUTE FUNCTION tally_request_tags_delete();
 INSERT INTO request_tags (tag, started_at, id)
   SELECT t.tag, r.started_at, r.id
   FROM requests r, unnest(string_to_array(r.tags, ',')) AS t(tag)
