@@ -764,8 +764,7 @@ int api_requests(struct conn *c, const struct params *p, struct api_reply *r)
 	cJSON *rows, *row;
 	int step, n = 0;
 
-	plan_requests(p, INT64_MAX, &pl);
-	if (api_tag_until(c, p, pl.query, &until_ms, r) < 0)
+	if (api_tag_until(c, p, plan_requests_walk(p), &until_ms, r) < 0)
 		return -1;
 	plan_requests(p, until_ms, &pl);
 	st = conn_stmt(c, pl.query);

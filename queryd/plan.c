@@ -172,12 +172,7 @@ enum conn_query plan_export(const struct params *p)
 	return p->tag ? CONN_EXPORT_TAG : CONN_EXPORT;
 }
 
-/* The index to walk: an end user's (its rows are a part of a key's, or of a few keys':
- * end users are named by the keys' holders, each within its key), the key's (rows
- * without a key are its NULL key_id), a tag's (request_tags: a tag is most often the
- * rarer of it and a team or model), a team's (the index holds no row without a team:
- * those walk the model's or the time's), the model's, or the time's. */
-static enum conn_query plan_requests_query(const struct params *p)
+enum conn_query plan_requests_walk(const struct params *p)
 {
 	if (p->end_user)
 		return CONN_REQUESTS_PAGE_END_USER;
@@ -204,7 +199,7 @@ void plan_requests(const struct params *p, int64_t until_ms, struct plan_request
 		before_ms = until_ms;
 		before_id = INT64_MIN;
 	}
-	out->query = plan_requests_query(p);
+	out->query = plan_requests_walk(p);
 	out->binds.n = 0;
 	plan_filters(p, &out->binds);
 	plan_int(&out->binds, ":before_ms", before_ms);

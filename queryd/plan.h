@@ -49,9 +49,16 @@ void plan_filters(const struct params *p, struct plan_binds *b);
  * (request_tags), any other the time's. */
 enum conn_query plan_export(const struct params *p);
 
-/* A page of request rows: the index to walk (the end user's, else the key's, else the
- * tag's, else the team's, else the model's, else the time's), the filters, then the page's upper bound
- * and its limit (one row more than p->limit, which says there is a next page). */
+/* The index a page of p's rows walks: an end user's (its rows are a part of a key's, or
+ * of a few keys': end users are named by the keys' holders, each within its key), the
+ * key's (rows without a key are its NULL key_id), a tag's (request_tags: a tag is most
+ * often the rarer of it and a team or model), a team's (the index holds no row without
+ * a team: those walk the model's or the time's), the model's, or the time's. */
+enum conn_query plan_requests_walk(const struct params *p);
+
+/* A page of request rows: the index to walk (plan_requests_walk), the filters, then
+ * the page's upper bound and its limit (one row more than p->limit, which says there is
+ * a next page). */
 struct plan_requests {
 	enum conn_query query;
 	struct plan_binds binds;
